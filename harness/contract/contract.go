@@ -1,0 +1,548 @@
+// Package contract checks every exchange between the harness and a system under test against the
+// published contract: the OpenAPI document of the HTTP surface (spec.OpenAPI) for requests and
+// responses, and the JSON Schemas of package schemas for the data of stream events.
+//
+// A check never fails as a Go error: it returns the list of Violations it found, empty when the
+// exchange conforms. Authentication is not judged here (scenarios test it); everything else the
+// document says about a route is: the route itself, its parameters, the request body, the
+// response status, the documented response headers and the response body.
+//
+//	v, err := contract.New()
+//	if err != nil {
+//		return err
+//	}
+//	for _, viol := range v.Response(req, reqBody, resp.StatusCode, resp.Header, respBody) {
+//		log.Printf("%s %s: %s", viol.Route, viol.Pointer, viol.Message)
+//	}
+package contract
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/loomcheck/loomcheck/schemas"
+	"github.com/loomcheck/loomcheck/spec"
+)
+
+// Pointers that are not JSON pointers into a body.
+const (
+	// PointerRoute marks a request whose method and path match no operation of the document.
+	PointerRoute = "route"
+	// PointerStatus marks a response status the operation does not document.
+	PointerStatus = "status"
+	// PointerEvent marks a stream event whose type the document does not know.
+	PointerEvent = "event"
+	// PointerHeaderPrefix starts the pointer of a header: "header:Content-Type".
+	PointerHeaderPrefix = "header:"
+	// PointerQueryPrefix starts the pointer of a query parameter: "query:cursor".
+	PointerQueryPrefix = "query:"
+	// PointerPathPrefix starts the pointer of a path parameter: "path:id".
+	PointerPathPrefix = "path:"
+)
+
+// EventsRoute is the Route of the violations Event reports.
+const EventsRoute = "GET /conversations/{id}/events"
+
+// Violation is one way an exchange departs from the contract.
+type Violation struct {
+	// Route is the operation, as "METHOD /path/template" ("GET /conversations/{id}/history").
+	// For a request that matches no operation it is the method and the request's own path.
+	Route string
+	// Pointer says where: a JSON pointer into the body ("" is the whole body, "/entries/0/text"),
+	// "header:<Name>", "query:<name>", "path:<name>", or one of PointerRoute, PointerStatus and
+	// PointerEvent.
+	Pointer string
+	// Message says what was expected, for people. Its wording is not part of the contract.
+	Message string
+}
+
+// String renders the violation on one line: route, pointer and message.
+//
+//	for _, viol := range v.Request(req, body) {
+//		t.Error(viol.String())
+//	}
+func (v Violation) String() string {
+	return fmt.Sprintf("%s %s: %s", v.Route, v.Pointer, v.Message)
+}
+
+// Validator checks exchanges against the contract. It is built once by New and is safe for
+// concurrent use; it never modifies the requests, headers or bodies it is given.
+//
+//	v, _ := contract.New()
+//	viols := append(v.Request(req, body), v.Response(req, body, status, header, respBody)...)
+type Validator struct {
+	router routers.Router
+	// headers holds the documented headers of each response object. They are removed from the
+	// loaded document so that openapi3filter only judges bodies: it stops at the first header
+	// problem, and this package reports every one with its own pointer.
+	headers map[*openapi3.Response]openapi3.Headers
+	// events holds the known event types; the schema of each one's data compiled in New.
+	events map[string]bool
+}
+
+// ErrBrokenContract is wrapped by the error New returns: the embedded OpenAPI document does not
+// load or validate, or an event schema does not compile. It is a defect of the kit, never of a
+// system under test.
+var ErrBrokenContract = errors.New("contract: the embedded contract is broken")
+
+// New loads the OpenAPI document and the event schemas, validates the document and builds the
+// router. It fails, with an error wrapping ErrBrokenContract, only when the embedded contract
+// itself is broken. Building a Validator takes a few milliseconds; build one and share it.
+//
+//	v, err := contract.New()
+func New() (*Validator, error) {
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromData(spec.OpenAPI())
+	if err != nil {
+		return nil, fmt.Errorf("%w: load openapi.yaml: %w", ErrBrokenContract, err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		return nil, fmt.Errorf("%w: openapi.yaml is invalid: %w", ErrBrokenContract, err)
+	}
+	v := &Validator{
+		headers: map[*openapi3.Response]openapi3.Headers{},
+		events:  map[string]bool{},
+	}
+	for _, item := range doc.Paths.Map() {
+		for _, op := range item.Operations() {
+			for _, ref := range op.Responses.Map() {
+				resp := ref.Value
+				if _, done := v.headers[resp]; done {
+					continue
+				}
+				v.headers[resp] = resp.Headers
+				resp.Headers = nil
+			}
+		}
+	}
+	// The document's server is a relative placeholder; without servers the router matches the
+	// request's path alone, whatever host and port it was sent to.
+	doc.Servers = nil
+	if v.router, err = legacy.NewRouter(doc); err != nil {
+		return nil, fmt.Errorf("%w: build router: %w", ErrBrokenContract, err)
+	}
+	for _, event := range EventTypes() {
+		if _, err := schemas.Compile("sse-" + event); err != nil {
+			return nil, fmt.Errorf("%w: event %s: %w", ErrBrokenContract, event, err)
+		}
+		v.events[event] = true
+	}
+	return v, nil
+}
+
+// EventTypes lists the event types of the conversation stream, in the order the surface
+// documents them.
+//
+//	for _, e := range contract.EventTypes() { fmt.Println(e) } // status, partial, message, ...
+func EventTypes() []string {
+	return []string{"status", "partial", "message", "delta", "reset", "closed", "reconnect", "error"}
+}
+
+func (v *Validator) options() *openapi3filter.Options {
+	return &openapi3filter.Options{
+		MultiError:            true,
+		IncludeResponseStatus: true,
+		SkipSettingDefaults:   true,
+		// Authentication is the business of scenarios, not of the contract check.
+		AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
+	}
+}
+
+// find matches req to an operation by method and path only: the document's server is a
+// relative placeholder, so the host and port the request was sent to do not matter.
+func (v *Validator) find(req *http.Request) (*routers.Route, map[string]string, []Violation) {
+	route, params, err := v.router.FindRoute(req)
+	if err == nil && !samePath(route.Path, req.URL.Path) {
+		err = routers.ErrPathNotFound
+	}
+	if err != nil {
+		return nil, nil, []Violation{{Route: req.Method + " " + req.URL.Path, Pointer: PointerRoute,
+			Message: "the document has no operation for this method and path"}}
+	}
+	return route, params, nil
+}
+
+// samePath reports whether path is an instance of template segment by segment; the router is
+// lenient about a trailing slash, the contract is not.
+func samePath(template, path string) bool {
+	ts, ps := strings.Split(template, "/"), strings.Split(path, "/")
+	if len(ts) != len(ps) {
+		return false
+	}
+	for i, t := range ts {
+		if strings.HasPrefix(t, "{") && strings.HasSuffix(t, "}") {
+			if ps[i] == "" {
+				return false
+			}
+			continue
+		}
+		if t != ps[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func routeName(route *routers.Route) string { return route.Method + " " + route.Path }
+
+// Request checks a request the harness sends: that its route exists, that its path, query and
+// header parameters have the documented shape, and that its body (body, which may be nil; the
+// request's own Body is not read) is what the operation accepts. Credentials are not checked.
+// A scenario that sends a malformed request on purpose expects violations here. req must not be
+// nil.
+//
+//	viols := v.Request(req, []byte(`{"text":"hi"}`))
+func (v *Validator) Request(req *http.Request, body []byte) []Violation {
+	route, params, viols := v.find(req)
+	if route == nil {
+		return viols
+	}
+	name := routeName(route)
+	opts := v.options()
+	op := route.Operation
+	if op.RequestBody == nil || op.RequestBody.Value == nil {
+		if len(body) > 0 {
+			viols = append(viols, Violation{Route: name, Pointer: "", Message: "the operation takes no request body"})
+		}
+		opts.ExcludeRequestBody = true
+	} else if len(body) > 0 {
+		ct := req.Header.Get("Content-Type")
+		if op.RequestBody.Value.Content.Get(ct) == nil {
+			viols = append(viols, Violation{Route: name, Pointer: PointerHeaderPrefix + "Content-Type",
+				Message: fmt.Sprintf("request Content-Type %q is not one the operation accepts", ct)})
+			opts.ExcludeRequestBody = true
+		}
+	}
+	r := req.Clone(context.Background())
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	r.GetBody = nil
+	input := &openapi3filter.RequestValidationInput{Request: r, PathParams: params, Route: route, Options: opts}
+	if err := openapi3filter.ValidateRequest(context.Background(), input); err != nil {
+		viols = append(viols, convert(name, err)...)
+	}
+	return dedupe(viols)
+}
+
+// Response checks the answer to req (sent with body reqBody): that the operation documents the
+// status, that every documented header is present when required and well-formed when present
+// (X-Content-Type-Options: nosniff on every response; Vary naming Origin whenever
+// Access-Control-Allow-Origin is sent), that the Content-Type is one the response documents and
+// that the body matches its schema. An event stream (text/event-stream) is judged on its status
+// and headers only; check its events one by one with Event. An undocumented status is reported
+// alone, as nothing else can be judged. req must not be nil; header and the bodies may be.
+//
+//	viols := v.Response(req, nil, resp.StatusCode, resp.Header, body)
+func (v *Validator) Response(req *http.Request, reqBody []byte, status int, header http.Header, body []byte) []Violation {
+	route, params, viols := v.find(req)
+	if route == nil {
+		return viols
+	}
+	name := routeName(route)
+	ref := route.Operation.Responses.Status(status)
+	if ref == nil || ref.Value == nil {
+		return []Violation{{Route: name, Pointer: PointerStatus,
+			Message: fmt.Sprintf("status %d is not documented for this operation", status)}}
+	}
+	resp := ref.Value
+	if header == nil {
+		header = http.Header{}
+	}
+	viols = append(viols, v.checkHeaders(name, resp, header)...)
+
+	if len(resp.Content) == 0 {
+		if len(body) > 0 {
+			viols = append(viols, Violation{Route: name, Pointer: "", Message: "this response has no body"})
+		}
+		return dedupe(viols)
+	}
+	ct := header.Get("Content-Type")
+	mt := resp.Content.Get(ct)
+	if mt == nil || ct == "" {
+		viols = append(viols, Violation{Route: name, Pointer: PointerHeaderPrefix + "Content-Type",
+			Message: fmt.Sprintf("Content-Type %q is not documented for status %d (want one of %s)", ct, status, contentTypes(resp.Content))})
+		return dedupe(viols)
+	}
+	if mediaType(ct) != "application/json" {
+		// The event stream: its body cannot be judged as a whole.
+		return dedupe(viols)
+	}
+
+	r := req.Clone(context.Background())
+	r.Body = io.NopCloser(bytes.NewReader(reqBody))
+	r.ContentLength = int64(len(reqBody))
+	r.GetBody = nil
+	opts := v.options()
+	input := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: r, PathParams: params, Route: route, Options: opts},
+		Status:                 status,
+		Header:                 header.Clone(),
+		Options:                opts,
+	}
+	input.SetBodyBytes(slices.Clone(body))
+	if err := openapi3filter.ValidateResponse(context.Background(), input); err != nil {
+		viols = append(viols, convert(name, err)...)
+	}
+	return dedupe(viols)
+}
+
+// checkHeaders judges the documented headers of resp, plus the one rule between headers the
+// surface states: a response that names an allowed origin varies on Origin.
+func (v *Validator) checkHeaders(route string, resp *openapi3.Response, header http.Header) []Violation {
+	var viols []Violation
+	documented := v.headers[resp]
+	names := make([]string, 0, len(documented))
+	for name := range documented {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		h := documented[name].Value
+		values := header.Values(name)
+		if len(values) == 0 {
+			if h.Required {
+				viols = append(viols, Violation{Route: route, Pointer: PointerHeaderPrefix + name, Message: "required header is missing"})
+			}
+			continue
+		}
+		if h.Schema == nil || h.Schema.Value == nil {
+			continue
+		}
+		value := strings.Join(values, ", ")
+		if err := h.Schema.Value.VisitJSON(value, openapi3.EnableJSONSchema2020(), openapi3.MultiErrors()); err != nil {
+			viols = append(viols, Violation{Route: route, Pointer: PointerHeaderPrefix + name,
+				Message: fmt.Sprintf("header value %q does not match its schema", value)})
+		}
+	}
+	if header.Get("Access-Control-Allow-Origin") != "" && !listHas(header.Values("Vary"), "Origin") {
+		viols = append(viols, Violation{Route: route, Pointer: PointerHeaderPrefix + "Vary",
+			Message: "Vary must name Origin when Access-Control-Allow-Origin is sent"})
+	}
+	return viols
+}
+
+// Event checks the data of one stream event against the schema of its type (schemas
+// "sse-<event>"). An unknown event type is a violation at PointerEvent; data that is not JSON is
+// one at "". Keep-alive comments are not events and must not be passed here.
+//
+//	viols := v.Event("delta", []byte(`{"turn":2,"text":"he"}`))
+func (v *Validator) Event(event string, data []byte) []Violation {
+	if !v.events[event] {
+		return []Violation{{Route: EventsRoute, Pointer: PointerEvent,
+			Message: fmt.Sprintf("event type %q is not one of %s", event, strings.Join(EventTypes(), ", "))}}
+	}
+	err := schemas.Validate("sse-"+event, data)
+	if err == nil {
+		return nil
+	}
+	var verr *schemas.ValidationError
+	if !errors.As(err, &verr) {
+		if errors.Is(err, schemas.ErrNotJSON) {
+			return []Violation{{Route: EventsRoute, Pointer: "", Message: event + " event data is not one JSON value"}}
+		}
+		return []Violation{{Route: EventsRoute, Pointer: "", Message: err.Error()}}
+	}
+	viols := make([]Violation, 0, len(verr.Problems))
+	for _, p := range verr.Problems {
+		viols = append(viols, Violation{Route: EventsRoute, Pointer: p.Pointer, Message: event + " event: " + p.Message})
+	}
+	return viols
+}
+
+// convert turns an error of openapi3filter into violations with pointers.
+func convert(route string, err error) []Violation {
+	var out []Violation
+	var walk func(err error)
+	walk = func(err error) {
+		if me, ok := err.(openapi3.MultiError); ok {
+			for _, e := range me {
+				walk(e)
+			}
+			return
+		}
+		var reqErr *openapi3filter.RequestError
+		if errors.As(err, &reqErr) {
+			switch {
+			case reqErr.Parameter != nil:
+				p := reqErr.Parameter
+				out = append(out, Violation{Route: route, Pointer: parameterPointer(p), Message: reqErr.Error()})
+			case errors.Is(reqErr.Err, openapi3filter.ErrInvalidRequired):
+				out = append(out, Violation{Route: route, Pointer: "", Message: "a request body is required"})
+			case hasSchemaError(reqErr.Err):
+				out = append(out, schemaViolations(route, reqErr.Err)...)
+			default:
+				out = append(out, Violation{Route: route, Pointer: "", Message: reqErr.Error()})
+			}
+			return
+		}
+		var respErr *openapi3filter.ResponseError
+		if errors.As(err, &respErr) {
+			if hasSchemaError(respErr.Err) {
+				out = append(out, schemaViolations(route, respErr.Err)...)
+			} else {
+				out = append(out, Violation{Route: route, Pointer: "", Message: respErr.Error()})
+			}
+			return
+		}
+		var secErr *openapi3filter.SecurityRequirementsError
+		if errors.As(err, &secErr) {
+			return // authentication is not judged here
+		}
+		out = append(out, Violation{Route: route, Pointer: "", Message: err.Error()})
+	}
+	walk(err)
+	return out
+}
+
+func hasSchemaError(err error) bool {
+	var se *openapi3.SchemaError
+	return err != nil && errors.As(err, &se)
+}
+
+func parameterPointer(p *openapi3.Parameter) string {
+	switch p.In {
+	case openapi3.ParameterInHeader:
+		return PointerHeaderPrefix + p.Name
+	case openapi3.ParameterInPath:
+		return PointerPathPrefix + p.Name
+	case openapi3.ParameterInQuery:
+		return PointerQueryPrefix + p.Name
+	}
+	return p.In + ":" + p.Name
+}
+
+// schemaViolations flattens the tree of schema errors kin-openapi builds into its leaves. With
+// the JSON Schema 2020-12 validator (used for this OpenAPI 3.1 document) a leaf carries the
+// validator's own error, which says exactly which properties are missing or not allowed.
+func schemaViolations(route string, err error) []Violation {
+	var out []Violation
+	var walk func(err error)
+	walk = func(err error) {
+		if err == nil {
+			return
+		}
+		var me openapi3.MultiError
+		if me2, ok := err.(openapi3.MultiError); ok {
+			for _, e := range me2 {
+				walk(e)
+			}
+			return
+		}
+		se, ok := err.(*openapi3.SchemaError)
+		if !ok {
+			if errors.As(err, &se) {
+				walk(se)
+				return
+			}
+			out = append(out, Violation{Route: route, Pointer: "", Message: err.Error()})
+			return
+		}
+		if se.Origin != nil && errors.As(se.Origin, &me) {
+			walk(me)
+			return
+		}
+		var jv *jsonschema.ValidationError
+		if se.Origin == nil && errors.As(se, &jv) {
+			for _, p := range schemas.Flatten(jv) {
+				out = append(out, Violation{Route: route, Pointer: p.Pointer, Message: p.Message})
+			}
+			return
+		}
+		ptr := schemas.Pointer(se.JSONPointer())
+		if extra := unexpectedProperties(se); len(extra) > 0 {
+			for _, name := range extra {
+				out = append(out, Violation{Route: route, Pointer: ptr + schemas.Pointer([]string{name}), Message: "property is not allowed"})
+			}
+			return
+		}
+		msg := se.Reason
+		if msg == "" {
+			msg = "does not match the schema keyword " + strconv.Quote(se.SchemaField)
+		}
+		out = append(out, Violation{Route: route, Pointer: ptr, Message: msg})
+	}
+	walk(err)
+	return out
+}
+
+// unexpectedProperties names the properties an object holds against "additionalProperties:
+// false", for an error of kin-openapi's own (OpenAPI 3.0 style) validator, which it uses for
+// schemas without JSON Schema 2020-12 keywords: that validator reports them at the object, naming
+// the property only in its prose.
+func unexpectedProperties(se *openapi3.SchemaError) []string {
+	if se.SchemaField != "properties" || se.Schema == nil {
+		return nil
+	}
+	if has := se.Schema.AdditionalProperties.Has; has == nil || *has || se.Schema.AdditionalProperties.Schema != nil {
+		return nil
+	}
+	obj, ok := se.Value.(map[string]any)
+	if !ok {
+		return nil
+	}
+	var names []string
+	for name := range obj {
+		if _, known := se.Schema.Properties[name]; !known {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+func dedupe(viols []Violation) []Violation {
+	seen := map[Violation]bool{}
+	out := viols[:0]
+	for _, v := range viols {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func mediaType(ct string) string {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return strings.ToLower(strings.TrimSpace(ct))
+	}
+	return mt
+}
+
+func contentTypes(c openapi3.Content) string {
+	var keys []string
+	for k := range c {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return strings.Join(keys, ", ")
+}
+
+// listHas reports whether a comma-separated header list names token (case-insensitively), or is
+// the wildcard "*".
+func listHas(values []string, token string) bool {
+	for _, v := range values {
+		for item := range strings.SplitSeq(v, ",") {
+			item = strings.TrimSpace(item)
+			if item == "*" || strings.EqualFold(item, token) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,178 @@
+// Package report holds the result of one conformance run and writes it in the formats people gate
+// CI on and read: report.json (schemas/report.schema.json), junit.xml, cucumber.json, summary.md and
+// a self-contained report.html.
+//
+// A Report is plain data. The runner fills it; the writers only read it and are safe to call
+// concurrently on a Report nobody is changing.
+package report
+
+import "time"
+
+// Status is the outcome of one scenario or requirement. The values are ordered from best to worst
+// for the purpose of folding several outcomes into one (see Worse).
+type Status string
+
+const (
+	Passed        Status = "passed"
+	NotApplicable Status = "not-applicable"
+	Skipped       Status = "skipped"
+	Pending       Status = "pending"
+	Undefined     Status = "undefined"
+	Failed        Status = "failed"
+	HarnessError  Status = "harness-error"
+)
+
+// Report is the whole result of one run.
+type Report struct {
+	Kit         Kit       `json:"kit"`
+	SpecVersion string    `json:"specVersion"`
+	Target      Target    `json:"target"`
+	StartedAt   time.Time `json:"startedAt"`
+	DurationMs  int64     `json:"durationMs"`
+	// Conformant is true when every scenario of every claimed profile passed or is expected to
+	// fail by the baseline, and nothing is stale.
+	Conformant bool `json:"conformant"`
+	// ExitCode is what loomcheck exits with: 0 conformant, 1 not conformant, 2 usage or harness error.
+	ExitCode     int                 `json:"exitCode"`
+	Totals       Totals              `json:"totals"`
+	Profiles     []ProfileResult     `json:"profiles"`
+	Scenarios    []Scenario          `json:"scenarios"`
+	Requirements []RequirementResult `json:"requirements"`
+	Contract     Contract            `json:"contract"`
+	Baseline     *BaselineResult     `json:"baseline,omitempty"`
+	// Warnings lists SHOULD-level requirements that failed: reported, never failing the run.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Kit names the conformance kit that produced the report.
+type Kit struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// Target says what was tested and how it was driven.
+type Target struct {
+	// Driver is "in-process", "process" or "remote".
+	Driver string `json:"driver"`
+	// Description is the command, URL or implementation name.
+	Description string `json:"description"`
+	// Implementation is what the target's discovery document says about itself.
+	Implementation string   `json:"implementation,omitempty"`
+	Profiles       []string `json:"claimedProfiles"`
+}
+
+// Totals counts scenarios by outcome.
+type Totals struct {
+	Passed        int `json:"passed"`
+	Failed        int `json:"failed"`
+	NotApplicable int `json:"notApplicable"`
+	Skipped       int `json:"skipped"`
+	Undefined     int `json:"undefined"`
+	Pending       int `json:"pending"`
+	HarnessError  int `json:"harnessError"`
+}
+
+// ProfileResult is the verdict on one profile.
+type ProfileResult struct {
+	Name       string `json:"name"`
+	Claimed    bool   `json:"claimed"`
+	Conformant bool   `json:"conformant"`
+	Totals     Totals `json:"totals"`
+}
+
+// Scenario is one executed (or not-applicable) scenario.
+type Scenario struct {
+	// ID is "<feature file>:<line>", stable across runs of the same kit version.
+	ID           string     `json:"id"`
+	Feature      string     `json:"feature"`
+	Name         string     `json:"name"`
+	Tags         []string   `json:"tags"`
+	Profile      string     `json:"profile"`
+	Requirements []string   `json:"requirements"`
+	Status       Status     `json:"status"`
+	DurationMs   int64      `json:"durationMs"`
+	Message      string     `json:"message,omitempty"`
+	Failure      *Failure   `json:"failure,omitempty"`
+	Steps        []Step     `json:"steps"`
+	Exchanges    []Exchange `json:"exchanges,omitempty"`
+	// Expected is set when the baseline expected this scenario to fail; it holds the reason.
+	Expected string `json:"expected,omitempty"`
+}
+
+// Failure explains a failed scenario: which rule, which operation, what was got and wanted.
+type Failure struct {
+	Requirement string `json:"requirement,omitempty"`
+	Rule        string `json:"rule,omitempty"`
+	Operation   string `json:"operation"`
+	Got         string `json:"got"`
+	Want        string `json:"want"`
+}
+
+// Step is one Gherkin step and how it went.
+type Step struct {
+	Keyword    string `json:"keyword"`
+	Text       string `json:"text"`
+	Status     Status `json:"status"`
+	DurationMs int64  `json:"durationMs"`
+	Error      string `json:"error,omitempty"`
+	// DocString and Table hold the step's argument, if any.
+	DocString string     `json:"docString,omitempty"`
+	Table     [][]string `json:"table,omitempty"`
+}
+
+// Exchange is one HTTP exchange with the system under test, credentials redacted.
+type Exchange struct {
+	Method          string              `json:"method"`
+	URL             string              `json:"url"`
+	Status          int                 `json:"status"`
+	RequestHeaders  map[string][]string `json:"requestHeaders,omitempty"`
+	RequestBody     string              `json:"requestBody,omitempty"`
+	ResponseHeaders map[string][]string `json:"responseHeaders,omitempty"`
+	ResponseBody    string              `json:"responseBody,omitempty"`
+	Events          []Event             `json:"events,omitempty"`
+	Violations      []string            `json:"violations,omitempty"`
+	DurationMs      int64               `json:"durationMs"`
+}
+
+// Event is one server-sent event the harness received.
+type Event struct {
+	ID   string `json:"id,omitempty"`
+	Type string `json:"event"`
+	Data string `json:"data"`
+}
+
+// RequirementResult is the verdict on one catalogued requirement.
+type RequirementResult struct {
+	ID        string   `json:"id"`
+	Level     string   `json:"level"`
+	Profile   string   `json:"profile"`
+	Source    string   `json:"source"`
+	Rule      string   `json:"rule"`
+	Status    Status   `json:"status"`
+	Scenarios []string `json:"scenarios"`
+}
+
+// Contract counts the exchanges checked against spec/openapi.yaml and the schemas.
+type Contract struct {
+	ExchangesValidated int `json:"exchangesValidated"`
+	EventsValidated    int `json:"eventsValidated"`
+	Violations         int `json:"violations"`
+}
+
+// BaselineResult reports how the run compared with a baseline of expected failures.
+type BaselineResult struct {
+	File string `json:"file"`
+	// Expected lists the failures the baseline excused.
+	Expected []BaselineEntry `json:"expected"`
+	// Stale lists baseline entries that now pass: each fails the run so baselines shrink.
+	Stale []BaselineEntry `json:"stale"`
+	// Unexpected lists failures the baseline does not excuse.
+	Unexpected []string `json:"unexpected"`
+}
+
+// BaselineEntry names a requirement id or a scenario id and why it is expected to fail.
+type BaselineEntry struct {
+	Requirement string `json:"requirement,omitempty"`
+	Scenario    string `json:"scenario,omitempty"`
+	Reason      string `json:"reason"`
+}

@@ -1,0 +1,451 @@
+package world
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DefaultReplyRunes is how much of the last user message the default reply repeats.
+const DefaultReplyRunes = 60
+
+// Reply is one scripted answer of the model.
+//
+// The answer text is Chunks joined (streamed one chunk per event), or, when Chunks is empty, Text
+// (streamed in word-sized pieces). With Hold set, the model sends Chunks, then waits at the hold
+// (see Hold), then sends After. ToolCalls follow the text, each streamed as a first fragment with
+// id and name and then its arguments in up to three fragments. FinishReason defaults to
+// "tool_calls" when there are tool calls and "stop" otherwise.
+//
+// Fail refuses the request: without Chunks, or for a request that is not streamed, the model
+// answers Fail's status and body at once (after the hold, if any); with Chunks on a streamed
+// request it streams the chunks and then an error event {"error": {...}} and ends without [DONE].
+// Drop cuts the connection after the text and tool calls, with no finish reason and no [DONE] (for
+// a request that is not streamed: without any answer).
+//
+// A request that finds no scripted reply gets the default reply, whose text is
+// "re: " + the first DefaultReplyRunes runes of the last user message.
+//
+//	w.Model().Enqueue(
+//		world.Reply{ToolCalls: []world.ToolCall{{Name: "lookup", Arguments: `{"q":"x"}`}}},
+//		world.Reply{Text: "Found it."})
+type Reply struct {
+	Text         string
+	Chunks       []string
+	ToolCalls    []ToolCall
+	FinishReason string
+	Fail         *Failure
+	Hold         *Hold
+	After        []string
+	Drop         bool
+}
+
+// ModelRequest is one recorded request to the model. Index is its 0-based arrival number since the
+// last Reset. Finished is set once the whole answer was written, Aborted once the client went away
+// before that; both are set when the request ends (see WaitDone).
+//
+//	r, _ := w.Model().WaitDone(ctx, 0)
+//	if r.Aborted { /* the system hung up on the model */ }
+type ModelRequest struct {
+	Index     int
+	Model     string
+	Messages  []Message
+	Tools     []ToolSpec
+	Stream    bool
+	MaxTokens int
+	// APIKey is the bearer token the request carried in Authorization, or "".
+	APIKey  string
+	Arrived time.Time
+	// Matched is the EnqueueFor match whose reply answered the request, or "".
+	Matched string
+	// Default is true when no scripted reply was left and the default reply was sent.
+	Default  bool
+	Finished bool
+	Aborted  bool
+}
+
+type matcher struct {
+	match   string
+	replies []Reply
+}
+
+// Model is the scripted Chat Completions server at POST /v1/chat/completions. Replies are taken
+// for each request in arrival order: first from the oldest EnqueueFor matcher whose text the last
+// user message contains, then from the Enqueue queue, else the default reply. It is safe for
+// concurrent use.
+//
+//	_ = w.Model().Enqueue(world.Reply{Text: "Hello!"})
+//	err := w.Model().WaitRequests(ctx, 1)
+type Model struct {
+	w *World
+
+	mu       sync.Mutex
+	sig      signal
+	queue    []Reply
+	matchers []matcher
+	scripted int
+	log      *journal[ModelRequest]
+}
+
+func newModel(w *World) *Model {
+	return &Model{w: w, log: newJournal[ModelRequest](w.opts)}
+}
+
+func (m *Model) reset() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.queue, m.matchers, m.scripted = nil, nil, 0
+	m.log = newJournal[ModelRequest](m.w.opts)
+	m.sig.fire()
+}
+
+// Enqueue appends replies to the plain queue; each request takes the next one. It fails with
+// ErrScriptFull when the scripted replies would exceed Options.MaxScript (then nothing is added).
+//
+//	err := w.Model().Enqueue(world.Reply{Text: "one"}, world.Reply{Text: "two"})
+func (m *Model) Enqueue(replies ...Reply) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.scripted+len(replies) > m.w.opts.MaxScript {
+		return ErrScriptFull
+	}
+	m.queue = append(m.queue, replies...)
+	m.scripted += len(replies)
+	return nil
+}
+
+// EnqueueFor appends replies for requests whose last user message contains match (an empty match
+// matches every request). Such replies are taken before the plain queue, from the matcher
+// registered first that has replies left. It fails like Enqueue.
+//
+//	_ = w.Model().EnqueueFor("alpha", world.Reply{Text: "for alpha"})
+//	_ = w.Model().EnqueueFor("beta", world.Reply{Text: "for beta"})
+func (m *Model) EnqueueFor(match string, replies ...Reply) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.scripted+len(replies) > m.w.opts.MaxScript {
+		return ErrScriptFull
+	}
+	for i := range m.matchers {
+		if m.matchers[i].match == match {
+			m.matchers[i].replies = append(m.matchers[i].replies, replies...)
+			m.scripted += len(replies)
+			return nil
+		}
+	}
+	m.matchers = append(m.matchers, matcher{match: match, replies: replies})
+	m.scripted += len(replies)
+	return nil
+}
+
+// Pending returns how many scripted replies no request has taken yet.
+//
+//	require.Zero(t, w.Model().Pending())
+func (m *Model) Pending() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.scripted
+}
+
+// Requests returns a copy of the recorded requests, oldest first.
+//
+//	last := w.Model().Requests()[n-1].Messages
+func (m *Model) Requests() []ModelRequest {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.log.snapshot()
+}
+
+// Count returns how many requests have arrived since the last Reset, kept or not.
+//
+//	assert.Equal(t, 2, w.Model().Count())
+func (m *Model) Count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.log.total
+}
+
+// WaitRequests blocks until at least n requests have arrived. It returns a *WaitError wrapping
+// ctx.Err() (or ErrClosed) when ctx ends (or the World closes) first.
+//
+//	if err := w.Model().WaitRequests(ctx, 1); err != nil { t.Fatal(err) }
+func (m *Model) WaitRequests(ctx context.Context, n int) error {
+	return waitUntil(ctx, &m.mu, &m.sig, m.w.closing, fmt.Sprintf("%d model request(s)", n),
+		func() bool { return m.log.total >= n })
+}
+
+// WaitAborted blocks until the client of request i (0-based) went away before its answer was
+// complete. It fails like WaitRequests.
+//
+//	err := w.Model().WaitAborted(ctx, 0)
+func (m *Model) WaitAborted(ctx context.Context, i int) error {
+	return waitUntil(ctx, &m.mu, &m.sig, m.w.closing, fmt.Sprintf("model request %d to be aborted", i),
+		func() bool { r := m.log.at(i); return r != nil && r.Aborted })
+}
+
+// WaitDone blocks until request i (0-based) has ended, finished or aborted, and returns its record.
+// It fails like WaitRequests.
+//
+//	r, err := w.Model().WaitDone(ctx, 0)
+func (m *Model) WaitDone(ctx context.Context, i int) (ModelRequest, error) {
+	var out ModelRequest
+	err := waitUntil(ctx, &m.mu, &m.sig, m.w.closing, fmt.Sprintf("model request %d to end", i),
+		func() bool {
+			r := m.log.at(i)
+			if r != nil && (r.Finished || r.Aborted) {
+				out = *r
+				return true
+			}
+			return false
+		})
+	return out, err
+}
+
+// take picks the reply for a request and records it.
+func (m *Model) take(req *chatRequest, apiKey string, size int64) (Reply, *journal[ModelRequest], int) {
+	rec := ModelRequest{APIKey: apiKey, Model: req.Model, Messages: req.Messages, Tools: req.Tools, Stream: req.Stream, Arrived: time.Now()}
+	if req.MaxTokens != nil {
+		rec.MaxTokens = *req.MaxTokens
+	} else if req.MaxCompletionTokens != nil {
+		rec.MaxTokens = *req.MaxCompletionTokens
+	}
+	last := lastUserText(req.Messages)
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var reply Reply
+	found := false
+	for i := range m.matchers {
+		mt := &m.matchers[i]
+		if len(mt.replies) > 0 && strings.Contains(last, mt.match) {
+			reply, mt.replies = mt.replies[0], mt.replies[1:]
+			rec.Matched = mt.match
+			found = true
+			break
+		}
+	}
+	if !found && len(m.queue) > 0 {
+		reply, m.queue = m.queue[0], m.queue[1:]
+		found = true
+	}
+	if found {
+		m.scripted--
+	} else {
+		reply = Reply{Text: "re: " + firstRunes(last, DefaultReplyRunes)}
+		rec.Default = true
+	}
+	log := m.log
+	rec.Index = log.total
+	i, _ := log.add(rec, size)
+	m.sig.fire()
+	return reply, log, i
+}
+
+// end records how request i ended.
+func (m *Model) end(log *journal[ModelRequest], i int, finished, aborted bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r := log.at(i); r != nil {
+		r.Finished = r.Finished || finished
+		r.Aborted = r.Aborted || aborted
+	}
+	m.sig.fire()
+}
+
+func (m *Model) serve(rw http.ResponseWriter, r *http.Request) {
+	var req chatRequest
+	body, ok := m.w.readBody(rw, r, &req)
+	if !ok {
+		return
+	}
+	if reason := req.validate(); reason != "" {
+		m.w.reject(rw, r, http.StatusBadRequest, reason)
+		return
+	}
+	apiKey, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	reply, log, i := m.take(&req, apiKey, int64(len(body)))
+	finished, aborted := m.answer(rw, r, &req, reply, i)
+	m.end(log, i, finished, aborted)
+	if reply.Drop && finished {
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// answer writes the reply. finished means the whole answer was written (for a dropped reply: up
+// to the cut); aborted means the client went away first.
+func (m *Model) answer(rw http.ResponseWriter, r *http.Request, req *chatRequest, reply Reply, index int) (finished, aborted bool) {
+	id := fmt.Sprintf("chatcmpl-world-%d", index+1)
+	calls := make([]ToolCall, len(reply.ToolCalls))
+	for k, tc := range reply.ToolCalls {
+		if tc.ID == "" {
+			tc.ID = fmt.Sprintf("call_%d_%d", index+1, k+1)
+		}
+		calls[k] = tc
+	}
+	pieces := reply.Chunks
+	if len(pieces) == 0 {
+		pieces = wordPieces(reply.Text)
+	}
+	finish := reply.FinishReason
+	if finish == "" {
+		finish = "stop"
+		if len(calls) > 0 {
+			finish = "tool_calls"
+		}
+	}
+	if req.Stream && !(reply.Fail != nil && len(reply.Chunks) == 0) {
+		s := &sseWriter{rw: rw, rc: http.NewResponseController(rw), id: id, model: req.Model, created: time.Now().Unix()}
+		return s.stream(r, pieces, reply, calls, finish)
+	}
+	return m.answerPlain(rw, r, id, req.Model, pieces, reply, calls, finish)
+}
+
+func (m *Model) answerPlain(rw http.ResponseWriter, r *http.Request, id, model string, pieces []string, reply Reply, calls []ToolCall, finish string) (finished, aborted bool) {
+	if reply.Hold != nil {
+		switch reply.Hold.wait(r.Context()) {
+		case holdClientGone:
+			return false, true
+		case holdClosed:
+			return false, false
+		}
+	}
+	if r.Context().Err() != nil {
+		return false, true
+	}
+	if reply.Fail != nil {
+		status, body := modelFailureBody(reply.Fail)
+		if err := writeRaw(rw, status, body); err != nil {
+			return false, true
+		}
+		return true, false
+	}
+	if reply.Drop {
+		return true, false
+	}
+	text := strings.Join(pieces, "") + strings.Join(reply.After, "")
+	msg := map[string]any{"role": "assistant", "content": text}
+	if text == "" && len(calls) > 0 {
+		msg["content"] = nil
+	}
+	if len(calls) > 0 {
+		msg["tool_calls"] = calls
+	}
+	if err := writeJSON(rw, http.StatusOK, map[string]any{
+		"id": id, "object": "chat.completion", "created": time.Now().Unix(), "model": model,
+		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}},
+	}); err != nil {
+		return false, true
+	}
+	return true, false
+}
+
+func modelFailureBody(f *Failure) (int, []byte) {
+	if f.Body != "" {
+		return failureBody(f)
+	}
+	status := f.Status
+	if status == 0 {
+		status = http.StatusInternalServerError
+	}
+	msg := f.Message
+	if msg == "" {
+		msg = "scripted failure"
+	}
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": "server_error"}})
+	return status, b
+}
+
+// sseWriter writes one streamed answer.
+type sseWriter struct {
+	rw      http.ResponseWriter
+	rc      *http.ResponseController
+	id      string
+	model   string
+	created int64
+	err     error
+}
+
+func (s *sseWriter) event(data []byte) {
+	if s.err != nil {
+		return
+	}
+	if _, err := fmt.Fprintf(s.rw, "data: %s\n\n", data); err != nil {
+		s.err = err
+		return
+	}
+	if err := s.rc.Flush(); err != nil {
+		s.err = err
+	}
+}
+
+func (s *sseWriter) chunk(delta map[string]any, finish any) {
+	b, _ := json.Marshal(map[string]any{
+		"id": s.id, "object": "chat.completion.chunk", "created": s.created, "model": s.model,
+		"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}},
+	})
+	s.event(b)
+}
+
+func (s *sseWriter) text(pieces []string) {
+	for _, p := range pieces {
+		if p != "" {
+			s.chunk(map[string]any{"content": p}, nil)
+		}
+	}
+}
+
+func (s *sseWriter) stream(r *http.Request, pieces []string, reply Reply, calls []ToolCall, finish string) (finished, aborted bool) {
+	h := s.rw.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	s.rw.WriteHeader(http.StatusOK)
+	s.chunk(map[string]any{"role": "assistant", "content": ""}, nil)
+	s.text(pieces)
+	if reply.Hold != nil {
+		if s.err != nil {
+			return false, true
+		}
+		switch reply.Hold.wait(r.Context()) {
+		case holdClientGone:
+			return false, true
+		case holdClosed:
+			return false, false
+		}
+	}
+	s.text(reply.After)
+	if reply.Fail != nil {
+		_, body := modelFailureBody(reply.Fail)
+		if !json.Valid(body) {
+			body, _ = json.Marshal(map[string]any{"error": map[string]any{"message": string(body)}})
+		}
+		s.event(body)
+		return s.err == nil, s.err != nil
+	}
+	for k, tc := range calls {
+		s.chunk(map[string]any{"tool_calls": []any{map[string]any{
+			"index": k, "id": tc.ID, "type": "function",
+			"function": map[string]any{"name": tc.Name, "arguments": ""}}}}, nil)
+		for _, frag := range fragments(tc.Arguments) {
+			if frag == "" {
+				continue
+			}
+			s.chunk(map[string]any{"tool_calls": []any{map[string]any{
+				"index": k, "function": map[string]any{"arguments": frag}}}}, nil)
+		}
+	}
+	if reply.Drop {
+		return s.err == nil, s.err != nil
+	}
+	// A client that left before the end is not counted as served, even if its socket still took
+	// the bytes.
+	if r.Context().Err() != nil {
+		return false, true
+	}
+	s.chunk(map[string]any{}, finish)
+	s.event([]byte("[DONE]"))
+	return s.err == nil, s.err != nil
+}

@@ -1,0 +1,513 @@
+package kernel
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/loomcheck/loomcheck/reference/loomtype"
+	"github.com/loomcheck/loomcheck/reference/store"
+)
+
+// Context is a flow's only door to the world. Its methods append facts to the execution's log
+// when they run live and serve them from the log when they replay.
+//
+// Concurrency: a flow calls its Context from one goroutine, except that the functions given to
+// ExecuteAll run concurrently (they must not call the Context).
+type Context struct {
+	k         *Kernel
+	id        string
+	gen       int64
+	principal loomtype.Identity
+	ctx       context.Context
+	cancel    context.CancelFunc
+
+	mu          sync.Mutex
+	log         []store.Event          // the commands of this generation, in order
+	pos         int                    // next command to replay
+	done        map[string]store.Event // step completions by step id
+	head        int64                  // newest seq of this generation's log
+	inboxCursor int64                  // newest inbox seq consumed
+	diverged    error
+	inner       [][]string // step ids run inside the deciders on the stack
+
+	subCh    <-chan struct{}
+	subClose func()
+}
+
+// ID is the execution id.
+func (c *Context) ID() string { return c.id }
+
+// Generation is the current generation (0 until the first ContinueAsNew).
+func (c *Context) Generation() int64 { return c.gen }
+
+// Principal is the identity the execution was started under.
+func (c *Context) Principal() loomtype.Identity { return c.principal }
+
+// Ctx is cancelled when the kernel stops. Live I/O inside deciders and steps should use it.
+func (c *Context) Ctx() context.Context { return c.ctx }
+
+// Replaying reports whether the next command will be served from the log.
+func (c *Context) Replaying() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.replaying()
+}
+
+func (c *Context) replaying() bool { return c.pos < len(c.log) }
+
+// InboxCursor is the inbox sequence of the newest consumed message.
+func (c *Context) InboxCursor() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inboxCursor
+}
+
+func (c *Context) stop() {
+	c.cancel()
+	if c.subClose != nil {
+		c.subClose()
+	}
+}
+
+// append writes events at the end of this generation's log.
+func (c *Context) append(evs ...store.NewEvent) error {
+	var h int64
+	err := c.k.st.Update(c.ctx, func(tx store.Tx) error {
+		var err error
+		h, err = tx.Append(logStream(c.id), c.gen, c.head, evs...)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	c.head = h
+	return nil
+}
+
+func describe(ev store.Event) string {
+	switch ev.Kind {
+	case kindDecision:
+		var d evDecision
+		_ = json.Unmarshal(ev.Data, &d)
+		return "decision " + d.ID
+	case kindStepStart:
+		var s evStep
+		_ = json.Unmarshal(ev.Data, &s)
+		return "step " + s.ID
+	case kindConsumed:
+		return "receive"
+	}
+	return ev.Kind
+}
+
+// mismatch handles a run that does not match the log at c.pos. In fail mode it returns the
+// divergence (and keeps returning it); in warn mode it reports it, stops replaying and returns
+// nil so that the caller goes on live.
+func (c *Context) mismatch(got string) error {
+	want := "end of log"
+	if c.pos < len(c.log) {
+		want = describe(c.log[c.pos])
+	}
+	d := &loomtype.DivergenceError{Execution: c.id, Generation: c.gen, Index: c.pos, Want: want, Got: got}
+	if c.k.opt.Divergence == DivergenceWarn {
+		if c.k.opt.OnDivergence != nil {
+			c.k.opt.OnDivergence(d)
+		}
+		c.k.log.Warn("kernel: replay diverged; going on live", "err", d)
+		c.pos = len(c.log)
+		return nil
+	}
+	c.diverged = d
+	return d
+}
+
+func (c *Context) noteInner(stepID string) {
+	if n := len(c.inner); n > 0 {
+		c.inner[n-1] = append(c.inner[n-1], stepID)
+	}
+}
+
+// Decide records a choice. Live, it runs fn and records its value under id; replaying, it
+// returns the value recorded under id without running fn. A decision is therefore made exactly
+// once. If fn fails nothing is recorded and the error is returned. fn may run steps with
+// Execute; a replay that finds the decision recorded skips them.
+//
+// Errors: fn's error, a *loomtype.DivergenceError, or a store error.
+//
+//	v, err := c.Decide("clock", func() (json.RawMessage, error) {
+//		return json.Marshal(time.Now().UnixMilli())
+//	})
+func (c *Context) Decide(id string, fn func() (json.RawMessage, error)) (json.RawMessage, error) {
+	c.mu.Lock()
+	if c.diverged != nil {
+		c.mu.Unlock()
+		return nil, c.diverged
+	}
+	if c.replaying() {
+		ev := c.log[c.pos]
+		switch ev.Kind {
+		case kindDecision:
+			var d evDecision
+			if err := json.Unmarshal(ev.Data, &d); err == nil && d.ID == id {
+				c.pos++
+				c.mu.Unlock()
+				return d.Value, nil
+			}
+			err := c.mismatch("decision " + id)
+			if err != nil {
+				c.mu.Unlock()
+				return nil, err
+			}
+		case kindStepStart:
+			// Steps run inside this decision come first in the log; skip them when the
+			// decision itself was recorded.
+			j := c.pos
+			for j < len(c.log) && c.log[j].Kind == kindStepStart {
+				j++
+			}
+			if j < len(c.log) && c.log[j].Kind == kindDecision {
+				var d evDecision
+				if err := json.Unmarshal(c.log[j].Data, &d); err == nil && d.ID == id && len(d.Inner) == j-c.pos {
+					c.pos = j + 1
+					c.mu.Unlock()
+					return d.Value, nil
+				}
+			}
+			// The decider was running when the process stopped: run it again; its steps
+			// replay from the log.
+		default:
+			if err := c.mismatch("decision " + id); err != nil {
+				c.mu.Unlock()
+				return nil, err
+			}
+		}
+	}
+	c.inner = append(c.inner, nil)
+	c.mu.Unlock()
+
+	v, ferr := fn()
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	inner := c.inner[len(c.inner)-1]
+	c.inner = c.inner[:len(c.inner)-1]
+	if ferr != nil {
+		return nil, ferr
+	}
+	if c.diverged != nil {
+		return nil, c.diverged
+	}
+	if c.replaying() {
+		if err := c.mismatch("decision " + id); err != nil {
+			return nil, err
+		}
+	}
+	if len(v) == 0 {
+		v = json.RawMessage("null")
+	}
+	if !json.Valid(v) {
+		return nil, fmt.Errorf("kernel: decision %s: value is not JSON", id)
+	}
+	b, _ := json.Marshal(evDecision{ID: id, Value: v, Inner: inner})
+	if err := c.append(store.NewEvent{Kind: kindDecision, Data: b}); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// StepFunc is a side effect. It must be safe to run again after a crash (at least once): use
+// the execution and step ids to build an idempotency key.
+type StepFunc func(ctx context.Context) (json.RawMessage, error)
+
+// Execute runs a journaled step. Live, it records that the step started, runs fn and records its
+// result or failure. Replaying, a completed step returns its recorded result (a failed one its
+// recorded *StepError) without running fn; a step that started but never finished (the process
+// stopped during it) runs again.
+//
+// Errors: a *StepError, a *loomtype.DivergenceError, a store error, or the kernel stopping.
+//
+//	out, err := c.Execute("lookup#1", func(ctx context.Context) (json.RawMessage, error) {
+//		return callTool(ctx, "lookup", args)
+//	})
+func (c *Context) Execute(id string, fn StepFunc) (json.RawMessage, error) {
+	res := c.ExecuteAll([]string{id}, []StepFunc{fn})
+	return res[0].Value, res[0].Err
+}
+
+// StepResult is the outcome of one step of ExecuteAll.
+type StepResult struct {
+	Value json.RawMessage
+	Err   error
+}
+
+// ExecuteAll runs several journaled steps concurrently. They are recorded as started in the
+// given order, so a replay sees the same order whichever finishes first; results come back in
+// that order too.
+func (c *Context) ExecuteAll(ids []string, fns []StepFunc) []StepResult {
+	out := make([]StepResult, len(ids))
+	fail := func(err error) []StepResult {
+		for i := range out {
+			out[i].Err = err
+		}
+		return out
+	}
+	c.mu.Lock()
+	if c.diverged != nil {
+		c.mu.Unlock()
+		return fail(c.diverged)
+	}
+	toRun := make([]int, 0, len(ids))
+	if c.replaying() {
+		for i, id := range ids {
+			if c.pos >= len(c.log) {
+				// The rest started live below.
+				if err := c.startSteps(ids[i:]); err != nil {
+					c.mu.Unlock()
+					return fail(err)
+				}
+				for j := i; j < len(ids); j++ {
+					toRun = append(toRun, j)
+				}
+				break
+			}
+			ev := c.log[c.pos]
+			var s evStep
+			if ev.Kind == kindStepStart {
+				_ = json.Unmarshal(ev.Data, &s)
+			}
+			if ev.Kind != kindStepStart || s.ID != id {
+				if err := c.mismatch("step " + id); err != nil {
+					c.mu.Unlock()
+					return fail(err)
+				}
+				if err := c.startSteps(ids[i:]); err != nil {
+					c.mu.Unlock()
+					return fail(err)
+				}
+				for j := i; j < len(ids); j++ {
+					toRun = append(toRun, j)
+				}
+				break
+			}
+			c.pos++
+			c.noteInner(id)
+			if d, ok := c.done[id]; ok {
+				var r evStep
+				_ = json.Unmarshal(d.Data, &r)
+				if d.Kind == kindStepFail {
+					out[i].Err = &StepError{Step: id, Message: r.Error}
+				} else {
+					out[i].Value = r.Result
+				}
+				continue
+			}
+			toRun = append(toRun, i)
+		}
+	} else {
+		if err := c.startSteps(ids); err != nil {
+			c.mu.Unlock()
+			return fail(err)
+		}
+		for i := range ids {
+			toRun = append(toRun, i)
+		}
+	}
+	c.mu.Unlock()
+
+	var wg sync.WaitGroup
+	for _, i := range toRun {
+		wg.Add(1)
+		run := func(i int) {
+			defer wg.Done()
+			out[i] = c.finishStep(ids[i], fns[i])
+		}
+		if len(toRun) == 1 {
+			run(i)
+		} else {
+			go run(i)
+		}
+	}
+	wg.Wait()
+	return out
+}
+
+// startSteps records steps as started (c.mu held).
+func (c *Context) startSteps(ids []string) error {
+	evs := make([]store.NewEvent, len(ids))
+	for i, id := range ids {
+		b, _ := json.Marshal(evStep{ID: id})
+		evs[i] = store.NewEvent{Kind: kindStepStart, Data: b}
+		c.noteInner(id)
+	}
+	return c.append(evs...)
+}
+
+func (c *Context) finishStep(id string, fn StepFunc) StepResult {
+	v, err := runStep(c.ctx, fn)
+	if c.ctx.Err() != nil {
+		// The kernel is stopping: record nothing; the step runs again on recovery.
+		return StepResult{Err: ErrStopped}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		b, _ := json.Marshal(evStep{ID: id, Error: err.Error()})
+		if aerr := c.append(store.NewEvent{Kind: kindStepFail, Data: b}); aerr != nil {
+			return StepResult{Err: aerr}
+		}
+		return StepResult{Err: &StepError{Step: id, Message: err.Error()}}
+	}
+	if len(v) == 0 {
+		v = json.RawMessage("null")
+	}
+	if !json.Valid(v) {
+		return StepResult{Err: fmt.Errorf("kernel: step %s: result is not JSON", id)}
+	}
+	b, _ := json.Marshal(evStep{ID: id, Result: v})
+	if aerr := c.append(store.NewEvent{Kind: kindStepDone, Data: b}); aerr != nil {
+		return StepResult{Err: aerr}
+	}
+	return StepResult{Value: v}
+}
+
+func runStep(ctx context.Context, fn StepFunc) (v json.RawMessage, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("step panicked: %v", r)
+		}
+	}()
+	return fn(ctx)
+}
+
+// Receive takes the next message from the inbox, waiting for one if none is there. Messages come
+// in the order they were delivered, each once.
+//
+// Errors: a *loomtype.DivergenceError, a store error, or ErrStopped when the kernel stops.
+//
+//	msg, err := c.Receive()
+func (c *Context) Receive() (Message, error) {
+	c.mu.Lock()
+	if c.diverged != nil {
+		c.mu.Unlock()
+		return Message{}, c.diverged
+	}
+	if c.replaying() {
+		ev := c.log[c.pos]
+		if ev.Kind == kindConsumed {
+			var m Message
+			if err := json.Unmarshal(ev.Data, &m); err != nil {
+				c.mu.Unlock()
+				return Message{}, fmt.Errorf("kernel: %s: consumed event: %w", c.id, err)
+			}
+			c.pos++
+			c.inboxCursor = m.Seq
+			c.mu.Unlock()
+			return m, nil
+		}
+		if err := c.mismatch("receive"); err != nil {
+			c.mu.Unlock()
+			return Message{}, err
+		}
+	}
+	if c.subCh == nil {
+		c.subCh, c.subClose = c.k.st.Subscribe(inboxStream(c.id))
+	}
+	sub := c.subCh
+	c.mu.Unlock()
+	for {
+		msgs, err := c.Peek(1)
+		if err != nil {
+			return Message{}, err
+		}
+		if len(msgs) > 0 {
+			m := msgs[0]
+			b, _ := json.Marshal(m)
+			c.mu.Lock()
+			err := c.append(store.NewEvent{Kind: kindConsumed, Data: b})
+			if err == nil {
+				c.inboxCursor = m.Seq
+			}
+			c.mu.Unlock()
+			if err != nil {
+				return Message{}, c.stopErr(err)
+			}
+			return m, nil
+		}
+		select {
+		case <-sub:
+		case <-c.ctx.Done():
+			return Message{}, ErrStopped
+		}
+	}
+}
+
+func (c *Context) stopErr(err error) error {
+	if c.ctx.Err() != nil || errors.Is(err, store.ErrClosed) {
+		return ErrStopped
+	}
+	return err
+}
+
+// Peek returns up to limit messages waiting in the inbox past the consumed cursor, without
+// consuming them. It reads live state: a flow may use it only to raise a signal that it then
+// records through Decide.
+func (c *Context) Peek(limit int) ([]Message, error) {
+	after := c.InboxCursor()
+	evs, err := c.k.st.ReadForward(c.ctx, inboxStream(c.id), 0, after, limit)
+	if err != nil {
+		return nil, c.stopErr(err)
+	}
+	out := make([]Message, 0, len(evs))
+	for _, ev := range evs {
+		var m Message
+		if err := json.Unmarshal(ev.Data, &m); err != nil {
+			return nil, fmt.Errorf("kernel: %s: inbox event %d: %w", c.id, ev.Seq, err)
+		}
+		m.Seq = ev.Seq
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// WatchInbox returns a channel that receives a value after each delivery to this execution's
+// inbox, and a function that ends the watch.
+func (c *Context) WatchInbox() (<-chan struct{}, func()) {
+	return c.k.st.Subscribe(inboxStream(c.id))
+}
+
+// ContinueAsNew returns the error a flow returns to continue as a new generation whose input is
+// carry. The inbox cursor and the dedupe window cross into the new generation, so nothing is
+// delivered twice.
+//
+//	return nil, c.ContinueAsNew(carry)
+func (c *Context) ContinueAsNew(carry json.RawMessage) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.diverged != nil {
+		return c.diverged
+	}
+	if c.replaying() {
+		if err := c.mismatch("continue-as-new"); err != nil {
+			return err
+		}
+	}
+	if !json.Valid(carry) {
+		return fmt.Errorf("kernel: carry is not JSON")
+	}
+	return &continueAsNew{carry: carry}
+}
+
+// SenderKey is the dedupe identity of a message: the lowercase hex SHA-256 of the sender's
+// tenant, actor and onBehalfOf and the messageID, each length-prefixed.
+func SenderKey(sender loomtype.Identity, messageID string) string {
+	h := sha256.New()
+	for _, s := range []string{sender.Tenant, sender.Actor, sender.OnBehalfOf, messageID} {
+		fmt.Fprintf(h, "%d:%s", len(s), s)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}

@@ -1,0 +1,539 @@
+// Package kernel runs durable executions on a store.Store.
+//
+// An execution is a Flow (a Go function) whose every contact with the world goes through its
+// Context: messages are taken from its inbox with Receive, choices are recorded with Decide, side
+// effects run as journaled steps with Execute, and a long execution continues as a new generation
+// with ContinueAsNew. Each of these appends a fact to the execution's log. Running executions live
+// in memory; when the kernel is opened on a store it recovers every open execution by running its
+// flow again against the log of its newest generation: recorded facts are served from the log in
+// order (a decision by its id, exactly once; a completed step without running it again), a step
+// that was in flight when the process died runs again, and anything the run does that the log does
+// not hold is a *loomtype.DivergenceError naming the command index, what the log holds and what the
+// run did.
+//
+// A flow must be deterministic given what the Context returns: anything else it needs (the clock,
+// randomness, a network answer) goes through Decide or Execute.
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sync"
+
+	"github.com/loomcheck/loomcheck/reference/loomtype"
+	"github.com/loomcheck/loomcheck/reference/store"
+)
+
+// Flow is the body of an execution. input is the start input in generation 0 and the carry in
+// later generations. Returning ContinueAsNew's error continues as a new generation; returning
+// any other error fails the execution; returning nil completes it with output.
+type Flow func(c *Context, input json.RawMessage) (output json.RawMessage, err error)
+
+// DivergenceMode says what recovery does when a run does not match its log.
+type DivergenceMode int
+
+const (
+	// DivergenceFail fails the execution with the *loomtype.DivergenceError (the default).
+	DivergenceFail DivergenceMode = iota
+	// DivergenceWarn reports the divergence to OnDivergence, stops replaying and goes on live.
+	// The log may then hold facts the replay did not reproduce; use it to diagnose, not to run.
+	DivergenceWarn
+)
+
+// Options configure a Kernel.
+type Options struct {
+	// Flows maps a flow name to its body. An execution of an unknown flow is not recovered.
+	Flows map[string]Flow
+	// Divergence selects the divergence mode.
+	Divergence DivergenceMode
+	// DedupeWindow is how many message keys an execution remembers for deduplication
+	// (default 4096). The window belongs to the execution, so it spans its generations.
+	DedupeWindow int
+	// OnDivergence, if set, is told about every divergence.
+	OnDivergence func(*loomtype.DivergenceError)
+	// Logger receives operational messages (default: slog.Default()).
+	Logger *slog.Logger
+}
+
+// Execution states.
+const (
+	StateOpen      = "open"
+	StateCompleted = "completed"
+	StateFailed    = "failed"
+)
+
+// Info describes an execution.
+type Info struct {
+	ID        string            `json:"id"`
+	Flow      string            `json:"flow"`
+	Principal loomtype.Identity `json:"principal"`
+	State     string            `json:"state"`
+	Gen       int64             `json:"gen"`
+	Created   int64             `json:"created"`
+	Output    json.RawMessage   `json:"output,omitempty"`
+	Error     string            `json:"error,omitempty"`
+}
+
+// StartRequest starts an execution.
+type StartRequest struct {
+	ID        string
+	Flow      string
+	Input     json.RawMessage
+	Principal loomtype.Identity
+}
+
+// Message is one inbox message. Key is the sender-bound dedupe identity of (Sender, MessageID).
+type Message struct {
+	Seq       int64             `json:"seq"`
+	Sender    loomtype.Identity `json:"sender"`
+	MessageID string            `json:"messageId"`
+	Key       string            `json:"key"`
+	Payload   json.RawMessage   `json:"payload"`
+}
+
+// Errors of the kernel.
+var (
+	// ErrUnknownFlow: Start named a flow that is not registered.
+	ErrUnknownFlow = errors.New("kernel: unknown flow")
+	// ErrBadID: an execution id that is empty, too long or holds a control character.
+	ErrBadID = errors.New("kernel: invalid execution id")
+	// ErrStopped: the kernel is closed or killed.
+	ErrStopped = errors.New("kernel: stopped")
+)
+
+// StepError is a journaled step that failed. Replays serve the same failure.
+type StepError struct {
+	Step    string
+	Message string
+}
+
+func (e *StepError) Error() string {
+	return fmt.Sprintf("kernel: step %s failed: %s", e.Step, e.Message)
+}
+
+var idRE = regexp.MustCompile(`^[^\x00-\x1f\x7f]{1,256}$`)
+
+// Kernel runs executions. All methods are safe for concurrent use.
+type Kernel struct {
+	st     store.Store
+	opt    Options
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	running map[string]*execution
+	infos   map[string]Info
+	wg      sync.WaitGroup
+	stopped bool
+}
+
+type execution struct {
+	id   string
+	flow Flow
+	info Info
+	done chan struct{}
+}
+
+// Stream names in the store.
+func logStream(id string) string   { return "x/" + id }
+func inboxStream(id string) string { return "in/" + id }
+func metaKey(id string) string     { return "exec/" + id }
+func dedupeScope(id string) string { return "dd/" + id }
+
+// Event kinds of an execution's log.
+const (
+	kindStarted   = "started"
+	kindConsumed  = "consumed"
+	kindDecision  = "decision"
+	kindStepStart = "step.started"
+	kindStepDone  = "step.completed"
+	kindStepFail  = "step.failed"
+	kindContinued = "continued"
+	kindCompleted = "completed"
+	kindFailed    = "failed"
+	kindMessage   = "message" // inbox
+)
+
+// Open makes a kernel over st and recovers every open execution by replay. The kernel does not
+// own st: close the kernel first, then the store.
+//
+// Errors: the store cannot be read.
+//
+//	k, err := kernel.Open(ctx, st, kernel.Options{Flows: map[string]kernel.Flow{"echo": echo}})
+//	if err != nil { return err }
+//	defer k.Close()
+func Open(ctx context.Context, st store.Store, opt Options) (*Kernel, error) {
+	if opt.DedupeWindow <= 0 {
+		opt.DedupeWindow = 4096
+	}
+	lg := opt.Logger
+	if lg == nil {
+		lg = slog.Default()
+	}
+	kctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	k := &Kernel{st: st, opt: opt, log: lg, ctx: kctx, cancel: cancel,
+		running: map[string]*execution{}, infos: map[string]Info{}}
+	kvs, err := st.MetaPrefix(ctx, "exec/")
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	for _, kv := range kvs {
+		var in Info
+		if err := json.Unmarshal(kv.Val, &in); err != nil {
+			lg.Error("kernel: unreadable execution record", "key", kv.Key, "err", err)
+			continue
+		}
+		k.infos[in.ID] = in
+		if in.State != StateOpen {
+			continue
+		}
+		fl, ok := opt.Flows[in.Flow]
+		if !ok {
+			lg.Error("kernel: open execution of an unknown flow is not recovered", "id", in.ID, "flow", in.Flow)
+			continue
+		}
+		k.launch(in, fl)
+	}
+	return k, nil
+}
+
+func (k *Kernel) launch(in Info, fl Flow) *execution {
+	e := &execution{id: in.ID, flow: fl, info: in, done: make(chan struct{})}
+	k.running[in.ID] = e
+	k.wg.Add(1)
+	go k.run(e)
+	return e
+}
+
+// Start starts an execution with a new id. Starting an id that exists is ErrAlreadyStarted
+// (loomtype.ErrAlreadyStarted) together with the existing execution's Info: an id starts once.
+//
+//	info, err := k.Start(ctx, kernel.StartRequest{ID: "c1", Flow: "dialogue", Principal: alice})
+func (k *Kernel) Start(ctx context.Context, req StartRequest) (Info, error) {
+	if !idRE.MatchString(req.ID) {
+		return Info{}, ErrBadID
+	}
+	fl, ok := k.opt.Flows[req.Flow]
+	if !ok {
+		return Info{}, fmt.Errorf("%w: %q", ErrUnknownFlow, req.Flow)
+	}
+	if len(req.Input) == 0 {
+		req.Input = json.RawMessage("null")
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.stopped {
+		return Info{}, ErrStopped
+	}
+	if in, ok := k.infos[req.ID]; ok {
+		return in, loomtype.ErrAlreadyStarted
+	}
+	var info Info
+	var existing bool
+	err := k.st.Update(ctx, func(tx store.Tx) error {
+		if v, ok, err := tx.Meta(metaKey(req.ID)); err != nil {
+			return err
+		} else if ok {
+			existing = true
+			return json.Unmarshal(v, &info)
+		}
+		started, _ := json.Marshal(evStarted{Flow: req.Flow, Principal: req.Principal, Input: req.Input})
+		if _, err := tx.Append(logStream(req.ID), 0, 0, store.NewEvent{Kind: kindStarted, Data: started}); err != nil {
+			return err
+		}
+		info = Info{ID: req.ID, Flow: req.Flow, Principal: req.Principal, State: StateOpen}
+		return putInfo(tx, info)
+	})
+	if err != nil {
+		return Info{}, err
+	}
+	k.infos[req.ID] = info
+	if existing {
+		return info, loomtype.ErrAlreadyStarted
+	}
+	k.launch(info, fl)
+	return info, nil
+}
+
+func putInfo(tx store.Tx, in Info) error {
+	b, _ := json.Marshal(in)
+	return tx.PutMeta(metaKey(in.ID), b)
+}
+
+// Info returns what is known about an execution; a missing one is loomtype.ErrNotFound.
+func (k *Kernel) Info(ctx context.Context, id string) (Info, error) {
+	k.mu.Lock()
+	in, ok := k.infos[id]
+	k.mu.Unlock()
+	if ok {
+		return in, nil
+	}
+	v, ok, err := k.st.Meta(ctx, metaKey(id))
+	if err != nil {
+		return Info{}, err
+	}
+	if !ok {
+		return Info{}, loomtype.ErrNotFound
+	}
+	if err := json.Unmarshal(v, &in); err != nil {
+		return Info{}, fmt.Errorf("kernel: execution record %s: %w", id, err)
+	}
+	return in, nil
+}
+
+// Send delivers a message to an execution's inbox. A message with the same sender and messageID
+// as one of the last DedupeWindow messages delivered to the execution (in any generation) is not
+// delivered again: Send then reports delivered == false and no error.
+//
+// Errors: loomtype.ErrNotFound for an unknown execution, loomtype.ErrClosed for one that ended.
+//
+//	delivered, err := k.Send(ctx, "c1", alice, "m-1", payload)
+func (k *Kernel) Send(ctx context.Context, id string, sender loomtype.Identity, messageID string, payload json.RawMessage) (bool, error) {
+	in, err := k.Info(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	if in.State != StateOpen {
+		return false, loomtype.ErrClosed
+	}
+	key := SenderKey(sender, messageID)
+	delivered := false
+	err = k.st.Update(ctx, func(tx store.Tx) error {
+		fresh, err := tx.Remember(dedupeScope(id), key, k.opt.DedupeWindow)
+		if err != nil || !fresh {
+			return err
+		}
+		b, _ := json.Marshal(Message{Sender: sender, MessageID: messageID, Key: key, Payload: payload})
+		_, err = tx.Append(inboxStream(id), 0, -1, store.NewEvent{Kind: kindMessage, Data: b})
+		delivered = err == nil
+		return err
+	})
+	return delivered, err
+}
+
+// Await waits until the execution has ended and returns its final Info.
+func (k *Kernel) Await(ctx context.Context, id string) (Info, error) {
+	k.mu.Lock()
+	e := k.running[id]
+	k.mu.Unlock()
+	if e != nil {
+		select {
+		case <-e.done:
+		case <-ctx.Done():
+			return Info{}, ctx.Err()
+		case <-k.ctx.Done():
+			return Info{}, ErrStopped
+		}
+	}
+	return k.Info(ctx, id)
+}
+
+// Store returns the store the kernel runs on, for readers of execution logs.
+func (k *Kernel) Store() store.Store { return k.st }
+
+// LogStream and InboxStream name an execution's log and inbox in the store. A log has one
+// generation per rotation; the inbox has only generation 0.
+func LogStream(id string) string   { return logStream(id) }
+func InboxStream(id string) string { return inboxStream(id) }
+
+// Close stops every running execution without recording anything for it (they resume on the
+// next Open) and waits for them to return.
+func (k *Kernel) Close() error {
+	k.mu.Lock()
+	k.stopped = true
+	k.mu.Unlock()
+	k.cancel()
+	k.wg.Wait()
+	return nil
+}
+
+func (k *Kernel) isStopped() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.stopped || k.ctx.Err() != nil
+}
+
+// run drives one execution through its generations.
+func (k *Kernel) run(e *execution) {
+	defer k.wg.Done()
+	defer func() {
+		k.mu.Lock()
+		delete(k.running, e.id)
+		k.mu.Unlock()
+		close(e.done)
+	}()
+	gen := e.info.Gen
+	for {
+		c, input, err := k.load(e, gen)
+		if err != nil {
+			if !k.isStopped() {
+				k.log.Error("kernel: cannot load execution", "id", e.id, "gen", gen, "err", err)
+			}
+			return
+		}
+		out, ferr := runFlow(e.flow, c, input)
+		c.stop()
+		if c.diverged != nil {
+			ferr = c.diverged
+		}
+		if k.isStopped() {
+			return
+		}
+		var can *continueAsNew
+		switch {
+		case errors.As(ferr, &can):
+			if err := k.rotate(e, c, can.carry); err != nil {
+				k.log.Error("kernel: continue-as-new failed", "id", e.id, "err", err)
+				return
+			}
+			gen++
+			continue
+		case ferr == nil:
+			k.finish(e, c, StateCompleted, out, "")
+		default:
+			var d *loomtype.DivergenceError
+			if errors.As(ferr, &d) && k.opt.OnDivergence != nil {
+				k.opt.OnDivergence(d)
+			}
+			k.finish(e, c, StateFailed, nil, ferr.Error())
+		}
+		return
+	}
+}
+
+// runFlow runs the body, turning a panic into a failure of the execution.
+func runFlow(fl Flow, c *Context, input json.RawMessage) (out json.RawMessage, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("kernel: flow panicked: %v", r)
+		}
+	}()
+	return fl(c, input)
+}
+
+func (k *Kernel) finish(e *execution, c *Context, state string, out json.RawMessage, msg string) {
+	in := e.info
+	in.State, in.Output, in.Error, in.Gen = state, out, msg, c.gen
+	kind := kindCompleted
+	if state == StateFailed {
+		kind = kindFailed
+	}
+	b, _ := json.Marshal(evEnd{Output: out, Error: msg})
+	err := k.st.Update(k.ctx, func(tx store.Tx) error {
+		if _, err := tx.Append(logStream(e.id), c.gen, c.head, store.NewEvent{Kind: kind, Data: b}); err != nil {
+			return err
+		}
+		return putInfo(tx, in)
+	})
+	if err != nil {
+		if !k.isStopped() {
+			k.log.Error("kernel: cannot record the end of an execution", "id", e.id, "err", err)
+		}
+		return
+	}
+	k.mu.Lock()
+	k.infos[e.id] = in
+	e.info = in
+	k.mu.Unlock()
+}
+
+func (k *Kernel) rotate(e *execution, c *Context, carry json.RawMessage) error {
+	in := e.info
+	in.Gen = c.gen + 1
+	started, _ := json.Marshal(evStarted{Flow: in.Flow, Principal: in.Principal, Input: carry, InboxCursor: c.inboxCursor})
+	err := k.st.Update(k.ctx, func(tx store.Tx) error {
+		if _, err := tx.Append(logStream(e.id), c.gen, c.head, store.NewEvent{Kind: kindContinued}); err != nil {
+			return err
+		}
+		if _, err := tx.Append(logStream(e.id), in.Gen, 0, store.NewEvent{Kind: kindStarted, Data: started}); err != nil {
+			return err
+		}
+		return putInfo(tx, in)
+	})
+	if err != nil {
+		return err
+	}
+	k.mu.Lock()
+	k.infos[e.id] = in
+	e.info = in
+	k.mu.Unlock()
+	return nil
+}
+
+// load reads generation gen of an execution's log and prepares a Context that replays it.
+func (k *Kernel) load(e *execution, gen int64) (*Context, json.RawMessage, error) {
+	c := &Context{k: k, id: e.id, gen: gen, principal: e.info.Principal, done: map[string]store.Event{}}
+	c.ctx, c.cancel = context.WithCancel(k.ctx)
+	var after int64
+	var started *evStarted
+	for {
+		evs, err := k.st.ReadForward(k.ctx, logStream(e.id), gen, after, store.MaxRead)
+		if err != nil {
+			c.cancel()
+			return nil, nil, err
+		}
+		for _, ev := range evs {
+			after = ev.Seq
+			switch ev.Kind {
+			case kindStarted:
+				var s evStarted
+				if err := json.Unmarshal(ev.Data, &s); err != nil {
+					c.cancel()
+					return nil, nil, fmt.Errorf("kernel: %s: started event: %w", e.id, err)
+				}
+				started = &s
+			case kindStepDone, kindStepFail:
+				var s evStep
+				_ = json.Unmarshal(ev.Data, &s)
+				c.done[s.ID] = ev
+			case kindConsumed, kindDecision, kindStepStart:
+				c.log = append(c.log, ev)
+			}
+		}
+		if len(evs) < store.MaxRead {
+			break
+		}
+	}
+	if started == nil {
+		c.cancel()
+		return nil, nil, fmt.Errorf("kernel: %s generation %d has no start", e.id, gen)
+	}
+	c.head = after
+	c.inboxCursor = started.InboxCursor
+	return c, started.Input, nil
+}
+
+// Event payloads.
+type evStarted struct {
+	Flow        string            `json:"flow"`
+	Principal   loomtype.Identity `json:"principal"`
+	Input       json.RawMessage   `json:"input"`
+	InboxCursor int64             `json:"inboxCursor,omitempty"`
+}
+
+type evDecision struct {
+	ID    string          `json:"id"`
+	Value json.RawMessage `json:"value"`
+	Inner []string        `json:"inner,omitempty"`
+}
+
+type evStep struct {
+	ID     string          `json:"id"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  string          `json:"error,omitempty"`
+}
+
+type evEnd struct {
+	Output json.RawMessage `json:"output,omitempty"`
+	Error  string          `json:"error,omitempty"`
+}
+
+type continueAsNew struct{ carry json.RawMessage }
+
+func (c *continueAsNew) Error() string { return "kernel: continue as new" }

@@ -1,0 +1,136 @@
+package spec
+
+// SUTConfig is the one document through which the kit hands the world to a system under test.
+// Its JSON form is described by schemas/sut-config.schema.json; a process SUT reads it from the
+// file named by the LOOM_CONFIG environment variable.
+//
+// Every URL names an endpoint the kit serves (spec/world.md). A field left empty means "not
+// configured": no model (the system may answer with a built-in one), no tools, no summarizer, and so
+// on. Durations are milliseconds.
+//
+//	cfg := spec.SUTConfig{Listen: "127.0.0.1:8080", DataDir: "/var/lib/loom"}
+type SUTConfig struct {
+	// Listen is the host:port the system must serve HTTP on.
+	Listen string `json:"listen"`
+	// DataDir is the directory the system keeps its durable state in. A restart reuses it.
+	DataDir string `json:"dataDir"`
+
+	Model        ModelConfig        `json:"model"`
+	Tools        ToolsConfig        `json:"tools,omitzero"`
+	Summarizer   EndpointConfig     `json:"summarizer,omitzero"`
+	Identity     IdentityConfig     `json:"identity"`
+	Clearance    EndpointConfig     `json:"clearance,omitzero"`
+	ErrorHook    EndpointConfig     `json:"errorHook,omitzero"`
+	Signing      SigningConfig      `json:"signing"`
+	Conversation ConversationConfig `json:"conversation,omitzero"`
+	Gateway      GatewayConfig      `json:"gateway,omitzero"`
+	Shared       SharedConfig       `json:"shared,omitzero"`
+}
+
+// ModelConfig points at an OpenAI-compatible Chat Completions server.
+type ModelConfig struct {
+	// BaseURL is the API root; requests go to BaseURL + "/chat/completions".
+	BaseURL string `json:"baseURL,omitempty"`
+	Name    string `json:"name,omitempty"`
+	APIKey  string `json:"apiKey,omitempty"`
+	// Stream asks for streamed responses (the default when omitted is true).
+	Stream *bool `json:"stream,omitempty"`
+}
+
+// EndpointConfig names one world endpoint.
+type EndpointConfig struct {
+	URL string `json:"url,omitempty"`
+}
+
+// ToolsConfig declares the tools a turn may call and where they run.
+type ToolsConfig struct {
+	// BaseURL: a call to tool T is POST BaseURL + "/" + T.
+	BaseURL     string    `json:"baseURL,omitempty"`
+	Definitions []ToolDef `json:"definitions,omitempty"`
+}
+
+// ToolDef is one tool as the model sees it, plus its data class for shared mode.
+type ToolDef struct {
+	Name        string         `json:"name"`
+	Description string         `json:"description,omitempty"`
+	Parameters  map[string]any `json:"parameters,omitempty"`
+	Class       string         `json:"class,omitempty"`
+	// NeedsApproval marks a tool whose calls must be approved by a person.
+	NeedsApproval bool `json:"needsApproval,omitempty"`
+}
+
+// IdentityConfig maps bearer tokens to principals: statically, through an introspection endpoint
+// (asked on every request, so a revocation takes effect at once), or both (static first).
+type IdentityConfig struct {
+	URL        string               `json:"url,omitempty"`
+	Principals map[string]Principal `json:"principals,omitempty"`
+	// Insecure lets a server run with no authentication at all (loopback Host names only).
+	Insecure bool `json:"insecure,omitempty"`
+}
+
+// Principal is who a bearer token speaks for.
+type Principal struct {
+	Tenant     string `json:"tenant,omitempty"`
+	Actor      string `json:"actor,omitempty"`
+	OnBehalfOf string `json:"onBehalfOf,omitempty"`
+	// Grants lists the tools this principal may call; nil means every tool.
+	Grants []string `json:"grants,omitempty"`
+	// NarrowedFrom, set on a delegated principal, says the host maps the delegation to this
+	// narrowed principal (shared mode refuses an unmapped delegate).
+	Narrowed bool `json:"narrowed,omitempty"`
+}
+
+// SigningConfig holds the host key envelopes are signed with (base64, at least 32 bytes decoded)
+// and the previous keys that still verify.
+type SigningConfig struct {
+	Key          string   `json:"key"`
+	PreviousKeys []string `json:"previousKeys,omitempty"`
+}
+
+// ConversationConfig sets the dialogue's limits. Zero means the documented default.
+type ConversationConfig struct {
+	SystemPrompt      string        `json:"systemPrompt,omitempty"`
+	BargeIn           *bool         `json:"bargeIn,omitempty"`
+	RotateEveryTurns  int           `json:"rotateEveryTurns,omitempty"`
+	MaxTurnChars      int           `json:"maxTurnChars,omitempty"`
+	MaxScan           int           `json:"maxScan,omitempty"`
+	MaxCarryBytes     int           `json:"maxCarryBytes,omitempty"`
+	MaxWindowTurns    int           `json:"maxWindowTurns,omitempty"`
+	MaxEnvelopeAgeMs  int64         `json:"maxEnvelopeAgeMs,omitempty"`
+	MaxInvalidRecords int           `json:"maxInvalidRecords,omitempty"`
+	MaxIterations     int           `json:"maxIterations,omitempty"`
+	ParallelTools     bool          `json:"parallelTools,omitempty"`
+	ToolTimeoutMs     int64         `json:"toolTimeoutMs,omitempty"`
+	Budget            *BudgetConfig `json:"budget,omitempty"`
+}
+
+// BudgetConfig turns on token-aware context fitting.
+type BudgetConfig struct {
+	ContextWindow       int `json:"contextWindow"`
+	ReserveOutputTokens int `json:"reserveOutputTokens,omitempty"`
+	MaxSummaryTokens    int `json:"maxSummaryTokens,omitempty"`
+	PerMessage          int `json:"perMessage,omitempty"`
+}
+
+// GatewayConfig sets the HTTP edge's browser rules and limits. Zero means the documented default.
+type GatewayConfig struct {
+	AllowedOrigins         []string `json:"allowedOrigins,omitempty"`
+	AllowedHosts           []string `json:"allowedHosts,omitempty"`
+	AllowCredentials       bool     `json:"allowCredentials,omitempty"`
+	MaxStreams             int      `json:"maxStreams,omitempty"`
+	MaxStreamsPerPrincipal int      `json:"maxStreamsPerPrincipal,omitempty"`
+	MaxSubscribers         int      `json:"maxSubscribers,omitempty"`
+	MaxBodyBytes           int      `json:"maxBodyBytes,omitempty"`
+	StreamLifetimeMs       int64    `json:"streamLifetimeMs,omitempty"`
+	MaxPendingBytes        int      `json:"maxPendingBytes,omitempty"`
+	PostsPerMinute         int      `json:"postsPerMinute,omitempty"`
+	ReauthMs               int64    `json:"reauthMs,omitempty"`
+	PollMs                 int64    `json:"pollMs,omitempty"`
+}
+
+// SharedConfig configures shared mode.
+type SharedConfig struct {
+	ServicePrincipal  *Principal `json:"servicePrincipal,omitempty"`
+	MaxParticipants   int        `json:"maxParticipants,omitempty"`
+	MaxQueuedPerAsker int        `json:"maxQueuedPerAsker,omitempty"`
+}
