@@ -134,3 +134,6 @@ type SharedConfig struct {
 	MaxParticipants   int        `json:"maxParticipants,omitempty"`
 	MaxQueuedPerAsker int        `json:"maxQueuedPerAsker,omitempty"`
 }
+
+// Version is the version of the requirement catalogue and of the surface it describes.
+const Version = "0.1.0"

@@ -42,14 +42,17 @@ type TurnCount struct {
 //	in := budget.FitInput{ContextWindow: 8192, ReserveOutputTokens: 1024, System: sys,
 //		Prompt: prompt, Turns: turns, Counter: budget.Heuristic{PerMessageOverhead: cfg.PerMessage}}
 type FitInput struct {
-	ContextWindow       int        `json:"contextWindow"`
-	ReserveOutputTokens int        `json:"reserveOutputTokens"`
-	System              string     `json:"system,omitempty"`
-	Summary             string     `json:"summary,omitempty"`
-	Tools               []ToolText `json:"tools,omitempty"`
-	Prompt              string     `json:"prompt"`
-	Turns               []Turn     `json:"turns,omitempty"`
-	Counter             Counter    `json:"-"`
+	ContextWindow       int    `json:"contextWindow"`
+	ReserveOutputTokens int    `json:"reserveOutputTokens"`
+	System              string `json:"system,omitempty"`
+	Summary             string `json:"summary,omitempty"`
+	// SummaryAck is the short assistant acknowledgement sent after the summary (so that roles
+	// alternate). It is counted as one more message whenever the summary is, and dropped with it.
+	SummaryAck string     `json:"summaryAck,omitempty"`
+	Tools      []ToolText `json:"tools,omitempty"`
+	Prompt     string     `json:"prompt"`
+	Turns      []Turn     `json:"turns,omitempty"`
+	Counter    Counter    `json:"-"`
 }
 
 // FitResult is the outcome of [Fit].
@@ -108,8 +111,9 @@ func TurnCost(c Counter, t Turn) int {
 //  1. base = the system prompt as one message (0 if empty) + [ToolsCost] + the prompt as one
 //     message (always, even if empty). If base > budget, the result is OK=false,
 //     Reason=[ReasonPromptTooLarge], Keep=0, Tokens=base.
-//  2. fixed = base + the summary as one message (0 if empty). If fixed > budget, the summary is
-//     dropped: fixed = base and DroppedSummary = true. A summary never causes a rejection.
+//  2. fixed = base + the summary as one message (0 if empty), plus SummaryAck as one more message
+//     when both are set. If fixed > budget, the summary (and its acknowledgement) is dropped:
+//     fixed = base and DroppedSummary = true. A summary never causes a rejection.
 //  3. Walking the turns from newest to oldest, each turn costs its cached Tokens if positive,
 //     otherwise [TurnCost] (recorded in Counted). A turn is kept while fixed + the kept turns +
 //     its cost <= budget; the walk stops at the first turn that does not fit, even if an older,
@@ -140,6 +144,9 @@ func Fit(in FitInput) FitResult {
 	fixed := base
 	if in.Summary != "" {
 		withSummary := base + MessageCost(c, in.Summary)
+		if in.SummaryAck != "" {
+			withSummary += MessageCost(c, in.SummaryAck)
+		}
 		if withSummary > budget {
 			res.DroppedSummary = true
 		} else {

@@ -2,13 +2,12 @@ package kernel
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 
+	"github.com/loomcheck/loomcheck/reference/envelope"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/store"
 )
@@ -468,7 +467,7 @@ func (c *Context) Peek(limit int) ([]Message, error) {
 		if err := json.Unmarshal(ev.Data, &m); err != nil {
 			return nil, fmt.Errorf("kernel: %s: inbox event %d: %w", c.id, ev.Seq, err)
 		}
-		m.Seq = ev.Seq
+		m.Seq, m.Time = ev.Seq, ev.Time
 		out = append(out, m)
 	}
 	return out, nil
@@ -502,12 +501,12 @@ func (c *Context) ContinueAsNew(carry json.RawMessage) error {
 	return &continueAsNew{carry: carry}
 }
 
-// SenderKey is the dedupe identity of a message: the lowercase hex SHA-256 of the sender's
-// tenant, actor and onBehalfOf and the messageID, each length-prefixed.
+// SenderKey is the dedupe identity of a message: envelope.SenderKey of the sender's tenant,
+// actor and onBehalfOf and the messageID (spec/envelopes.md).
 func SenderKey(sender loomtype.Identity, messageID string) string {
-	h := sha256.New()
-	for _, s := range []string{sender.Tenant, sender.Actor, sender.OnBehalfOf, messageID} {
-		fmt.Fprintf(h, "%d:%s", len(s), s)
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	return envelope.SenderKey(sender.Tenant, sender.Actor, sender.OnBehalfOf, messageID)
 }
+
+// Kernel returns the kernel running this execution, so a flow can start child executions from a
+// step.
+func (c *Context) Kernel() *Kernel { return c.k }

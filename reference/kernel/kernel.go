@@ -93,6 +93,8 @@ type Message struct {
 	MessageID string            `json:"messageId"`
 	Key       string            `json:"key"`
 	Payload   json.RawMessage   `json:"payload"`
+	// Time is when the message was delivered to the inbox (Unix milliseconds).
+	Time int64 `json:"time"`
 }
 
 // Errors of the kernel.

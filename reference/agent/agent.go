@@ -1,0 +1,366 @@
+// Package agent is the canonical agent loop: ask the model, run the tools it asks for, feed
+// their results (failures included) back, repeat until it answers.
+//
+// The loop runs inside a kernel execution. Every model response is a recorded decision, so a
+// replay serves what the model said and never asks it again; every tool call is a journaled step,
+// so a completed call is served from the log and a call that was in flight at a crash runs again
+// with the same idempotency key. With a Signal configured, the loop checks it before every model
+// call and every tool call through recorded decisions (abort checkpoints), and a signal that
+// fires during a model call is recorded with the partial text, so a replay takes the same branch
+// without any signal at all.
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/loomcheck/loomcheck/reference/kernel"
+	"github.com/loomcheck/loomcheck/reference/loomtype"
+	"github.com/loomcheck/loomcheck/reference/model"
+)
+
+// Outcome of a run.
+const (
+	Complete    = loomtype.StatusComplete
+	Interrupted = loomtype.StatusInterrupted
+	Failed      = loomtype.StatusFailed
+)
+
+// MaxErrorText bounds the text of a tool failure fed back to the model.
+const MaxErrorText = 2000
+
+// ToolRunner runs tools. Call returns the tool's JSON result, or an error: a *ToolError for a
+// failure the model may read and react to, anything else is treated the same way but its text is
+// bounded to MaxErrorText.
+type ToolRunner interface {
+	Call(ctx context.Context, name string, args json.RawMessage, idempotencyKey string) (json.RawMessage, error)
+}
+
+// ToolError is a failure a tool reported.
+type ToolError struct {
+	Status  int
+	Message string
+}
+
+func (e *ToolError) Error() string { return fmt.Sprintf("tool failed (%d): %s", e.Status, e.Message) }
+
+// Config configures one run of the loop.
+type Config struct {
+	// LoopID prefixes every decision and step id of the run; two runs in one execution must not
+	// share it.
+	LoopID   string
+	Provider model.Provider
+	Model    string
+	Tools    []model.Tool
+	Runner   ToolRunner
+	// Allowed reports whether the run's principal may call a tool. nil allows every tool. A
+	// denied call fails the run with reason "denied"; it is never fed back to the model.
+	Allowed       func(tool string) bool
+	MaxIterations int
+	// Parallel runs one response's tool calls concurrently.
+	Parallel bool
+	// Signal, if set, can interrupt the run (a barge-in). nil means no abort checkpoints.
+	Signal *Signal
+	// OnDelta receives streamed text of live model calls (never of replayed ones).
+	OnDelta func(text string)
+	// OnLive is called before each live (not replayed) model call.
+	OnLive func()
+	// OnError receives the real error of a failed model call, once, with the error id that the
+	// record carries instead.
+	OnError func(errorID string, err error)
+}
+
+// Result is how a run ended.
+type Result struct {
+	Status string
+	// Text is the answer (Complete) or the partial text of the interrupted generation.
+	Text    string
+	Reason  string
+	ErrorID string
+	// Tools lists the tools the run called, in order (denied ones included).
+	Tools []string
+}
+
+type response struct {
+	Content     string           `json:"content,omitempty"`
+	ToolCalls   []model.ToolCall `json:"toolCalls,omitempty"`
+	Interrupted bool             `json:"interrupted,omitempty"`
+	Partial     string           `json:"partial,omitempty"`
+	Failed      bool             `json:"failed,omitempty"`
+	ErrorID     string           `json:"errorId,omitempty"`
+}
+
+type toolOutcome struct {
+	OK     bool            `json:"ok"`
+	Output json.RawMessage `json:"output,omitempty"`
+	Error  string          `json:"error,omitempty"`
+	Denied bool            `json:"denied,omitempty"`
+}
+
+// Run runs the loop on messages (the system prompt, the history and the prompt, already
+// composed). It returns an error only when the execution cannot go on (the kernel stopped, the
+// replay diverged, the store failed); every outcome of the turn itself is in the Result.
+//
+//	res, err := agent.Run(c, agent.Config{LoopID: "conv#o3", Provider: p}, msgs)
+//	if err != nil { return err }
+//	fmt.Println(res.Status, res.Text)
+func Run(c *kernel.Context, cfg Config, messages []model.Message) (Result, error) {
+	if cfg.MaxIterations <= 0 {
+		cfg.MaxIterations = 8
+	}
+	msgs := append([]model.Message(nil), messages...)
+	var res Result
+	for i := 1; i <= cfg.MaxIterations; i++ {
+		if stop, err := checkpoint(c, cfg, fmt.Sprintf("%s#abort:turn:%d", cfg.LoopID, i)); err != nil {
+			return res, err
+		} else if stop {
+			res.Status = Interrupted
+			return res, nil
+		}
+		raw, err := c.Decide(fmt.Sprintf("%s#turn:%d:response", cfg.LoopID, i), func() (json.RawMessage, error) {
+			return callModel(c, cfg, msgs)
+		})
+		if err != nil {
+			return res, err
+		}
+		var r response
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return res, fmt.Errorf("agent: recorded response: %w", err)
+		}
+		switch {
+		case r.Interrupted:
+			res.Status, res.Text = Interrupted, r.Partial
+			return res, nil
+		case r.Failed:
+			res.Status, res.Reason, res.ErrorID = Failed, loomtype.ReasonModelError, r.ErrorID
+			return res, nil
+		case len(r.ToolCalls) == 0:
+			res.Status, res.Text = Complete, r.Content
+			return res, nil
+		}
+		msgs = append(msgs, model.Message{Role: model.RoleAssistant, Content: r.Content, ToolCalls: r.ToolCalls})
+		outs, stopped, err := runTools(c, cfg, i, r.ToolCalls, &res)
+		if err != nil {
+			return res, err
+		}
+		for j, o := range outs {
+			if o.Denied {
+				res.Status, res.Reason = Failed, loomtype.ReasonDenied
+				return res, nil
+			}
+			msgs = append(msgs, model.Message{Role: model.RoleTool, ToolCallID: r.ToolCalls[j].ID, Content: toolContent(o)})
+		}
+		if stopped {
+			res.Status, res.Text = Interrupted, r.Content
+			return res, nil
+		}
+	}
+	res.Status, res.Reason = Failed, loomtype.ReasonTurnFailed
+	return res, nil
+}
+
+// checkpoint records whether the signal has fired. Without a signal it records nothing.
+func checkpoint(c *kernel.Context, cfg Config, id string) (bool, error) {
+	if cfg.Signal == nil {
+		return false, nil
+	}
+	raw, err := c.Decide(id, func() (json.RawMessage, error) {
+		cfg.Signal.Arm()
+		return json.Marshal(cfg.Signal.Fired())
+	})
+	if err != nil {
+		return false, err
+	}
+	var b bool
+	_ = json.Unmarshal(raw, &b)
+	return b, nil
+}
+
+func callModel(c *kernel.Context, cfg Config, msgs []model.Message) (json.RawMessage, error) {
+	if cfg.OnLive != nil {
+		cfg.OnLive()
+	}
+	ctx, cancel := context.WithCancel(c.Ctx())
+	defer cancel()
+	if cfg.Signal != nil {
+		cfg.Signal.Arm()
+		stop := context.AfterFunc(ctx, func() {})
+		defer stop()
+		go func() {
+			select {
+			case <-cfg.Signal.Done():
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	var mu sync.Mutex
+	var partial strings.Builder
+	onDelta := func(t string) {
+		mu.Lock()
+		partial.WriteString(t)
+		mu.Unlock()
+		if cfg.OnDelta != nil && (cfg.Signal == nil || !cfg.Signal.Fired()) {
+			cfg.OnDelta(t)
+		}
+	}
+	resp, err := cfg.Provider.Complete(ctx, model.Request{Model: cfg.Model, Messages: msgs, Tools: cfg.Tools}, onDelta)
+	if c.Ctx().Err() != nil {
+		return nil, kernel.ErrStopped // the process is going away: record nothing
+	}
+	mu.Lock()
+	text := partial.String()
+	mu.Unlock()
+	if err != nil && cfg.Signal != nil && cfg.Signal.Fired() {
+		if text == "" {
+			text = resp.Content
+		}
+		return json.Marshal(response{Interrupted: true, Partial: text})
+	}
+	if err != nil {
+		id := NewErrorID()
+		if cfg.OnError != nil {
+			cfg.OnError(id, err)
+		}
+		return json.Marshal(response{Failed: true, ErrorID: id})
+	}
+	return json.Marshal(response{Content: resp.Content, ToolCalls: resp.ToolCalls})
+}
+
+func runTools(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall, res *Result) ([]toolOutcome, bool, error) {
+	outs := make([]toolOutcome, 0, len(calls))
+	step := func(j int, call model.ToolCall) kernel.StepFunc {
+		id := fmt.Sprintf("%s#turn:%d:tool:%d", cfg.LoopID, turn, j)
+		key := idempotencyKey(c.ID(), id, call)
+		return func(ctx context.Context) (json.RawMessage, error) {
+			return json.Marshal(callTool(ctx, cfg, call, key))
+		}
+	}
+	stepID := func(j int) string { return fmt.Sprintf("%s#turn:%d:tool:%d", cfg.LoopID, turn, j) }
+	if cfg.Parallel && len(calls) > 1 {
+		if stop, err := checkpoint(c, cfg, fmt.Sprintf("%s#abort:tools:%d", cfg.LoopID, turn)); err != nil || stop {
+			return nil, stop, err
+		}
+		ids := make([]string, len(calls))
+		fns := make([]kernel.StepFunc, len(calls))
+		for j, call := range calls {
+			ids[j], fns[j] = stepID(j), step(j, call)
+			res.Tools = append(res.Tools, call.Name)
+		}
+		for _, r := range c.ExecuteAll(ids, fns) {
+			o, err := decodeOutcome(r)
+			if err != nil {
+				return nil, false, err
+			}
+			outs = append(outs, o)
+		}
+		return outs, false, nil
+	}
+	for j, call := range calls {
+		if stop, err := checkpoint(c, cfg, fmt.Sprintf("%s#abort:tool:%d:%d", cfg.LoopID, turn, j)); err != nil {
+			return nil, false, err
+		} else if stop {
+			return outs, true, nil
+		}
+		res.Tools = append(res.Tools, call.Name)
+		v, err := c.Execute(stepID(j), step(j, call))
+		o, err := decodeOutcome(kernel.StepResult{Value: v, Err: err})
+		if err != nil {
+			return nil, false, err
+		}
+		outs = append(outs, o)
+		if o.Denied {
+			return outs, false, nil
+		}
+	}
+	return outs, false, nil
+}
+
+func decodeOutcome(r kernel.StepResult) (toolOutcome, error) {
+	var se *kernel.StepError
+	if errors.As(r.Err, &se) {
+		return toolOutcome{Error: bound(se.Message)}, nil
+	}
+	if r.Err != nil {
+		return toolOutcome{}, r.Err
+	}
+	var o toolOutcome
+	if err := json.Unmarshal(r.Value, &o); err != nil {
+		return toolOutcome{}, fmt.Errorf("agent: recorded tool outcome: %w", err)
+	}
+	return o, nil
+}
+
+func callTool(ctx context.Context, cfg Config, call model.ToolCall, key string) toolOutcome {
+	known := false
+	for _, t := range cfg.Tools {
+		if t.Name == call.Name {
+			known = true
+		}
+	}
+	if !known || cfg.Runner == nil {
+		return toolOutcome{Error: "unknown tool: " + bound(call.Name)}
+	}
+	if cfg.Allowed != nil && !cfg.Allowed(call.Name) {
+		return toolOutcome{Denied: true, Error: "denied"}
+	}
+	args := json.RawMessage(call.Arguments)
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	if !json.Valid(args) {
+		return toolOutcome{Error: "arguments are not JSON"}
+	}
+	out, err := cfg.Runner.Call(ctx, call.Name, args, key)
+	if err != nil {
+		var te *ToolError
+		if errors.As(err, &te) {
+			return toolOutcome{Error: bound(te.Message)}
+		}
+		return toolOutcome{Error: bound(err.Error())}
+	}
+	if len(out) == 0 || !json.Valid(out) {
+		out = json.RawMessage("null")
+	}
+	return toolOutcome{OK: true, Output: out}
+}
+
+func toolContent(o toolOutcome) string {
+	if o.OK {
+		return string(o.Output)
+	}
+	b, _ := json.Marshal(map[string]string{"error": o.Error})
+	return string(b)
+}
+
+func bound(s string) string {
+	if len(s) <= MaxErrorText {
+		return s
+	}
+	cut := MaxErrorText
+	for cut > 0 && (s[cut]&0xC0) == 0x80 {
+		cut--
+	}
+	return s[:cut]
+}
+
+// idempotencyKey is the same for every attempt of one call at one position, and differs for a
+// different call or position.
+func idempotencyKey(execID, stepID string, call model.ToolCall) string {
+	h := sha256.Sum256([]byte(execID + "\x00" + stepID + "\x00" + call.Name + "\x00" + call.Arguments))
+	return hex.EncodeToString(h[:16])
+}
+
+// NewErrorID returns a random id for an error report.
+func NewErrorID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "err_" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,147 @@
+package reference
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/loomcheck/loomcheck/reference/budget"
+	"github.com/loomcheck/loomcheck/reference/conversation"
+	"github.com/loomcheck/loomcheck/reference/gateway"
+	"github.com/loomcheck/loomcheck/reference/hostio"
+	"github.com/loomcheck/loomcheck/reference/loomtype"
+	"github.com/loomcheck/loomcheck/reference/model"
+	"github.com/loomcheck/loomcheck/spec"
+)
+
+// SpecVersion is the version of the requirement catalogue this engine implements.
+const SpecVersion = spec.Version
+
+// Profiles are the profiles this engine claims.
+var Profiles = []string{"core", "durability", "barge-in", "budget", "envelope", "gateway"}
+
+// FromConfig turns the kit's configuration document into engine options: every hook becomes an
+// HTTP client of the endpoint the document names.
+//
+// Errors: loomtype.ErrConfig (wrapped) for a missing or bad signing key or data directory.
+//
+//	opt, err := reference.FromConfig(cfg)
+//	eng, err := reference.Open(ctx, opt)
+func FromConfig(c spec.SUTConfig) (Options, error) {
+	var opt Options
+	if c.DataDir == "" {
+		return opt, fmt.Errorf("%w: dataDir is required", loomtype.ErrConfig)
+	}
+	opt.DataDir = c.DataDir
+	key, err := decodeKey(c.Signing.Key)
+	if err != nil {
+		return opt, err
+	}
+	keys := [][]byte{key}
+	for _, k := range c.Signing.PreviousKeys {
+		pk, err := decodeKey(k)
+		if err != nil {
+			return opt, err
+		}
+		keys = append(keys, pk)
+	}
+	cc := c.Conversation
+	conv := conversation.Config{
+		Keys: keys, SystemPrompt: cc.SystemPrompt, BargeIn: cc.BargeIn != nil && *cc.BargeIn,
+		RotateEveryTurns: cc.RotateEveryTurns, MaxTurnChars: cc.MaxTurnChars, MaxScan: cc.MaxScan,
+		MaxCarryBytes: cc.MaxCarryBytes, MaxWindowTurns: cc.MaxWindowTurns, MaxEnvelopeAgeMs: cc.MaxEnvelopeAgeMs,
+		MaxInvalidRecords: cc.MaxInvalidRecords, MaxIterations: cc.MaxIterations, ParallelTools: cc.ParallelTools,
+		Model: c.Model.Name, ToolClasses: map[string]string{},
+	}
+	for _, t := range c.Tools.Definitions {
+		conv.Tools = append(conv.Tools, model.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
+		if t.Class != "" {
+			conv.ToolClasses[t.Name] = t.Class
+		}
+		if t.NeedsApproval {
+			conv.NeedsApproval = append(conv.NeedsApproval, t.Name)
+		}
+	}
+	if b := cc.Budget; b != nil {
+		conv.Budget = &conversation.Budget{ContextWindow: b.ContextWindow, ReserveOutputTokens: b.ReserveOutputTokens,
+			MaxSummaryTokens: b.MaxSummaryTokens, Counter: budget.Heuristic{PerMessageOverhead: b.PerMessage}}
+	}
+	if sp := c.Shared.ServicePrincipal; sp != nil {
+		svc := loomtype.Identity{Tenant: sp.Tenant, Actor: sp.Actor, OnBehalfOf: sp.OnBehalfOf}
+		conv.Shared.Service = &svc
+	}
+	opt.Conversation = conv
+
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}}
+	if c.Model.BaseURL != "" {
+		stream := c.Model.Stream == nil || *c.Model.Stream
+		opt.Deps.Provider = model.NewClient(model.ClientOptions{BaseURL: c.Model.BaseURL, APIKey: c.Model.APIKey,
+			Model: c.Model.Name, Stream: stream, HTTPClient: hc})
+	}
+	if c.Tools.BaseURL != "" {
+		to := time.Duration(cc.ToolTimeoutMs) * time.Millisecond
+		opt.Deps.Tools = &hostio.Tools{BaseURL: c.Tools.BaseURL, Client: hc, Timeout: to}
+	}
+	if c.Summarizer.URL != "" {
+		opt.Deps.Summarizer = &hostio.HTTPSummarizer{URL: c.Summarizer.URL, Client: hc}
+	}
+	hook := &hostio.ErrorHook{URL: c.ErrorHook.URL, Client: hc}
+	opt.Deps.OnError = func(r hostio.ErrorReport) { go hook.Report(r) }
+
+	ident := &hostio.Identity{Static: c.Identity.Principals, URL: c.Identity.URL, Client: hc}
+	gw := c.Gateway
+	opt.Gateway = gateway.Config{
+		Insecure: c.Identity.Insecure, AllowedOrigins: gw.AllowedOrigins, AllowedHosts: lower(gw.AllowedHosts),
+		AllowCredentials: gw.AllowCredentials, MaxStreams: gw.MaxStreams, MaxStreamsPerPrincipal: gw.MaxStreamsPerPrincipal,
+		MaxBodyBytes: int64(gw.MaxBodyBytes), StreamLifetime: ms(gw.StreamLifetimeMs), MaxPendingBytes: gw.MaxPendingBytes,
+		PostsPerMinute: gw.PostsPerMinute, Reauth: ms(gw.ReauthMs), Poll: ms(gw.PollMs), RuntimeDoor: true,
+		Discovery: gateway.Discovery{SpecVersion: SpecVersion, Profiles: Profiles,
+			Implementation: gateway.Implementation{Name: "loom-reference", Version: Version}},
+		OnError: func(id string, err error) {
+			go hook.Report(hostio.ErrorReport{ErrorID: id, Error: err.Error()})
+		},
+	}
+	if len(c.Identity.Principals) > 0 || c.Identity.URL != "" {
+		opt.Gateway.Authenticate = BearerAuth(ident)
+	}
+	return opt, nil
+}
+
+// BearerAuth authenticates "Authorization: Bearer <token>" through id.
+func BearerAuth(id *hostio.Identity) gateway.Authenticator {
+	return func(r *http.Request) (loomtype.Identity, error) {
+		h := r.Header.Get("Authorization")
+		tok, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok || tok == "" {
+			return loomtype.Identity{}, gateway.ErrUnauthenticated
+		}
+		p, err := id.Resolve(r.Context(), strings.TrimSpace(tok))
+		if err != nil {
+			if err == hostio.ErrUnknownToken {
+				return loomtype.Identity{}, gateway.ErrUnauthenticated
+			}
+			return loomtype.Identity{}, err
+		}
+		return loomtype.Identity{Tenant: p.Tenant, Actor: p.Actor, OnBehalfOf: p.OnBehalfOf}, nil
+	}
+}
+
+func decodeKey(s string) ([]byte, error) {
+	k, err := base64.StdEncoding.DecodeString(s)
+	if err != nil || len(k) < 32 {
+		return nil, fmt.Errorf("%w: signing keys are standard base64 of at least 32 bytes", loomtype.ErrConfig)
+	}
+	return k, nil
+}
+
+func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+
+func lower(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = strings.ToLower(s)
+	}
+	return out
+}

@@ -1,0 +1,146 @@
+package conversation
+
+import (
+	"encoding/json"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/loomcheck/loomcheck/reference/envelope"
+	"github.com/loomcheck/loomcheck/reference/kernel"
+	"github.com/loomcheck/loomcheck/reference/loomtype"
+)
+
+// state is the dialogue's state. It is rebuilt by replay inside a generation and crosses
+// generations as the carry.
+type state struct {
+	V     int               `json:"v"`
+	Owner loomtype.Identity `json:"owner"`
+	Mode  string            `json:"mode"`
+	// Seq is the number of the newest accepted turn; Ord counts consumed messages (it numbers
+	// decision ids); Rec counts transcript records (the records' ord).
+	Seq int64 `json:"seq"`
+	Ord int64 `json:"ord"`
+	Rec int64 `json:"rec"`
+	// Keys are the sender keys of the newest messages (RecentKeys of them).
+	Keys    []string            `json:"ids,omitempty"`
+	Summary string              `json:"summary,omitempty"`
+	Window  []turnMem           `json:"turns,omitempty"`
+	Evicted []turnMem           `json:"evicted,omitempty"`
+	Pending *kernel.Message     `json:"pending,omitempty"`
+	Replay  *envelope.ReplaySet `json:"replay,omitempty"`
+	Invalid int64               `json:"invalid,omitempty"`
+}
+
+// turnMem is one accepted turn in the carried window.
+type turnMem struct {
+	Ord     int64             `json:"o"`
+	Turn    int64             `json:"t"`
+	UserRec int64             `json:"r"`
+	Asker   loomtype.Identity `json:"a"`
+	User    string            `json:"u"`
+	Prompt  string            `json:"p,omitempty"`
+	Reply   string            `json:"y"`
+	Status  string            `json:"s"`
+	Tokens  int               `json:"k,omitempty"`
+	Classes []string          `json:"c,omitempty"`
+}
+
+// modelUser is the user message the model saw for this turn.
+func (t turnMem) modelUser() string {
+	if t.Prompt != "" {
+		return t.Prompt
+	}
+	return t.User
+}
+
+// modelReply is the assistant message later turns see for this turn.
+func (t turnMem) modelReply() string {
+	switch {
+	case t.Reply != "":
+		return t.Reply
+	case t.Status == loomtype.StatusInterrupted:
+		return PlaceholderInterrupted
+	default:
+		return PlaceholderFailed
+	}
+}
+
+func (s *state) remember(key string) {
+	if key == "" {
+		return
+	}
+	s.Keys = append(s.Keys, key)
+	if n := len(s.Keys); n > RecentKeys {
+		s.Keys = append([]string(nil), s.Keys[n-RecentKeys:]...)
+	}
+}
+
+// Bounds on an untrusted carry.
+const (
+	maxCarryTurns  = 4096
+	maxCarryText   = 1 << 20
+	maxCarryKeyLen = 128
+)
+
+// readState reads generation input: the start input in generation 0, a carry after. The input is
+// treated as untrusted: shape, counts, sizes and bytes are all bounded.
+func readState(input json.RawMessage, maxBytes int) (*state, error) {
+	if len(input) > 4*maxBytes+(1<<20) {
+		return nil, fmt.Errorf("conversation: carry of %d bytes is over the bound", len(input))
+	}
+	var s state
+	if err := json.Unmarshal(input, &s); err != nil {
+		return nil, fmt.Errorf("conversation: carry: %w", err)
+	}
+	if s.V != 1 || !s.Owner.Valid() || (s.Mode != ModeOwner && s.Mode != ModeShared) {
+		return nil, fmt.Errorf("conversation: carry: bad version, owner or mode")
+	}
+	if s.Seq < 0 || s.Ord < 0 || s.Rec < 0 || s.Invalid < 0 || len(s.Window) > maxCarryTurns || len(s.Evicted) > maxCarryTurns {
+		return nil, fmt.Errorf("conversation: carry: counters out of range")
+	}
+	if len(s.Keys) > RecentKeys {
+		s.Keys = s.Keys[len(s.Keys)-RecentKeys:]
+	}
+	for _, k := range s.Keys {
+		if len(k) > maxCarryKeyLen {
+			return nil, fmt.Errorf("conversation: carry: key too long")
+		}
+	}
+	if !utf8.ValidString(s.Summary) || len(s.Summary) > maxCarryText {
+		return nil, fmt.Errorf("conversation: carry: summary")
+	}
+	for _, ts := range [][]turnMem{s.Window, s.Evicted} {
+		for _, t := range ts {
+			if len(t.User)+len(t.Reply)+len(t.Prompt) > 4*maxCarryText || t.Turn <= 0 || t.Turn > s.Seq || t.Ord > s.Ord || t.UserRec > s.Rec {
+				return nil, fmt.Errorf("conversation: carry: turn out of range")
+			}
+		}
+	}
+	if s.Replay == nil {
+		s.Replay = envelope.NewReplaySet(ReplayCapacity)
+	}
+	return &s, nil
+}
+
+// carry trims the state to maxBytes, oldest evicted turn first, then oldest window turn, and
+// encodes it. The trim is a pure function of the state.
+func (s *state) carry(maxBytes int) json.RawMessage {
+	c := *s
+	c.Window = append([]turnMem(nil), s.Window...)
+	c.Evicted = append([]turnMem(nil), s.Evicted...)
+	for {
+		b, _ := json.Marshal(c)
+		if len(b) <= maxBytes || (len(c.Window) == 0 && len(c.Evicted) == 0) {
+			if len(b) > maxBytes && c.Summary != "" {
+				c.Summary = ""
+				continue
+			}
+			return b
+		}
+		if len(c.Evicted) > 0 {
+			c.Evicted = c.Evicted[1:]
+		} else {
+			c.Window = c.Window[1:]
+		}
+	}
+}

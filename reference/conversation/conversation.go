@@ -1,0 +1,527 @@
+// Package conversation is the dialogue layer: a conversation is one durable execution whose
+// body takes signed messages from its inbox, runs each user turn as an agent loop, and records
+// every transcript entry exactly once as a decision. Conversations is the client: it decides who
+// may do what (owner-only by default), signs what it sends, and reads history back with bounded
+// range reads.
+package conversation
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/loomcheck/loomcheck/reference/agent"
+	"github.com/loomcheck/loomcheck/reference/budget"
+	"github.com/loomcheck/loomcheck/reference/envelope"
+	"github.com/loomcheck/loomcheck/reference/hostio"
+	"github.com/loomcheck/loomcheck/reference/kernel"
+	"github.com/loomcheck/loomcheck/reference/loomtype"
+	"github.com/loomcheck/loomcheck/reference/model"
+)
+
+// FlowName is the kernel flow a conversation runs as.
+const FlowName = "conversation"
+
+// Modes.
+const (
+	ModeOwner  = "owner"
+	ModeShared = "shared"
+)
+
+// Defaults of Config.
+const (
+	DefaultRotateEveryTurns  = 100
+	DefaultMaxTurnChars      = 32000
+	DefaultMaxScan           = 2000
+	DefaultMaxCarryBytes     = 256 << 10
+	DefaultMaxWindowTurns    = 64
+	DefaultMaxEnvelopeAgeMs  = 600_000
+	DefaultMaxInvalidRecords = 100
+	DefaultMaxIterations     = 8
+	RecentKeys               = 256
+	ReplayCapacity           = 1024
+)
+
+// Placeholders sent to the model for a turn with no reply text, so that roles alternate.
+const (
+	PlaceholderInterrupted = "(interrupted)"
+	PlaceholderFailed      = "(no reply: the request failed)"
+	SummaryAck             = "(summary noted)"
+)
+
+// Config configures conversations. Zero values mean the documented defaults.
+type Config struct {
+	// Keys signs and verifies envelopes: the current key first, then previous keys that still
+	// verify. At least one key of at least 32 bytes is required.
+	Keys              [][]byte
+	SystemPrompt      string
+	BargeIn           bool
+	RotateEveryTurns  int
+	MaxTurnChars      int
+	MaxScan           int
+	MaxCarryBytes     int
+	MaxWindowTurns    int
+	MaxEnvelopeAgeMs  int64
+	MaxInvalidRecords int
+	MaxIterations     int
+	ParallelTools     bool
+	Model             string
+	Tools             []model.Tool
+	// ToolClasses maps a tool to its data class (shared mode).
+	ToolClasses map[string]string
+	// NeedsApproval lists tools whose calls need a person's approval. The dialogue cannot hold
+	// a parked approval gate, so New refuses any.
+	NeedsApproval []string
+	Budget        *Budget
+	Shared        Shared
+}
+
+// Budget turns on token-aware context fitting.
+type Budget struct {
+	ContextWindow       int
+	ReserveOutputTokens int
+	// MaxSummaryTokens bounds the rolling summary (default a quarter of the window).
+	MaxSummaryTokens int
+	Counter          budget.Counter
+}
+
+// Deps are the conversation's connections to the world.
+type Deps struct {
+	Provider   model.Provider
+	Tools      agent.ToolRunner
+	Summarizer hostio.Summarizer
+	// OnError receives the real error behind a failed turn, once.
+	OnError func(hostio.ErrorReport)
+	// Allowed reports whether asker may call tool (nil: every tool).
+	Allowed func(asker loomtype.Identity, tool string) bool
+	// Cleared reports whether viewer is cleared for every class (shared mode; fail closed).
+	Cleared func(ctx context.Context, viewer loomtype.Identity, classes []string) bool
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// ErrApproval: a configuration asked for tool approvals, which a dialogue with barge-in cannot
+// hold.
+var ErrApproval = errors.New("conversation: tools that need approval are not supported")
+
+// Conversations is the client and the flow. Safe for concurrent use.
+type Conversations struct {
+	cfg  Config
+	deps Deps
+	hub  *Hub
+
+	mu    sync.Mutex
+	k     *kernel.Kernel
+	metas map[string]meta
+}
+
+type meta struct {
+	owner loomtype.Identity
+	mode  string
+	ok    bool // the stamped owner agrees with the recorded principal
+}
+
+var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// ValidID reports whether id may name a conversation.
+func ValidID(id string) bool { return idRE.MatchString(id) }
+
+// New validates cfg and returns Conversations. Register Flow on the kernel, then Bind it.
+//
+// Errors: loomtype.ErrConfig (wrapped) for a missing or short key; ErrApproval.
+//
+//	cv, err := conversation.New(cfg, deps, conversation.NewHub(64))
+//	k, err := kernel.Open(ctx, st, kernel.Options{Flows: cv.Flows()})
+//	cv.Bind(k)
+func New(cfg Config, deps Deps, hub *Hub) (*Conversations, error) {
+	if len(cfg.Keys) == 0 || len(cfg.Keys[0]) < 32 {
+		return nil, fmt.Errorf("%w: a signing key of at least 32 bytes is required", loomtype.ErrConfig)
+	}
+	if len(cfg.NeedsApproval) > 0 {
+		return nil, ErrApproval
+	}
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&cfg.RotateEveryTurns, DefaultRotateEveryTurns)
+	def(&cfg.MaxTurnChars, DefaultMaxTurnChars)
+	def(&cfg.MaxScan, DefaultMaxScan)
+	def(&cfg.MaxCarryBytes, DefaultMaxCarryBytes)
+	def(&cfg.MaxWindowTurns, DefaultMaxWindowTurns)
+	def(&cfg.MaxInvalidRecords, DefaultMaxInvalidRecords)
+	def(&cfg.MaxIterations, DefaultMaxIterations)
+	if cfg.MaxEnvelopeAgeMs <= 0 {
+		cfg.MaxEnvelopeAgeMs = DefaultMaxEnvelopeAgeMs
+	}
+	if cfg.Budget != nil {
+		b := *cfg.Budget
+		if b.Counter == nil {
+			b.Counter = budget.Heuristic{}
+		}
+		if b.MaxSummaryTokens <= 0 {
+			b.MaxSummaryTokens = b.ContextWindow / 4
+		}
+		cfg.Budget = &b
+	}
+	if deps.Provider == nil {
+		deps.Provider = model.Builtin()
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	if hub == nil {
+		hub = NewHub(0)
+	}
+	if err := cfg.Shared.validate(); err != nil {
+		return nil, err
+	}
+	return &Conversations{cfg: cfg, deps: deps, hub: hub, metas: map[string]meta{}}, nil
+}
+
+// Flows returns the kernel flows conversations need.
+func (cv *Conversations) Flows() map[string]kernel.Flow {
+	return map[string]kernel.Flow{FlowName: cv.flow, TurnFlowName: cv.turnFlow}
+}
+
+// Bind attaches the kernel the flows were registered on.
+func (cv *Conversations) Bind(k *kernel.Kernel) {
+	cv.mu.Lock()
+	cv.k = k
+	cv.mu.Unlock()
+}
+
+// Hub is the live channel of these conversations.
+func (cv *Conversations) Hub() *Hub { return cv.hub }
+
+// Config returns the effective configuration (defaults applied).
+func (cv *Conversations) Config() Config { return cv.cfg }
+
+func (cv *Conversations) kernel() *kernel.Kernel {
+	cv.mu.Lock()
+	defer cv.mu.Unlock()
+	return cv.k
+}
+
+// startInput is generation 0's input: the owner stamp, written at the one moment only the
+// starter can write it.
+type startInput struct {
+	V     int               `json:"v"`
+	Owner loomtype.Identity `json:"owner"`
+	Mode  string            `json:"mode"`
+}
+
+// StartOptions choose the conversation's id and mode.
+type StartOptions struct {
+	ID           string
+	Mode         string
+	Participants []loomtype.Identity
+}
+
+// Start starts a conversation owned by principal. An id the same owner already started is
+// returned with created == false; one somebody else started is loomtype.ErrConflict.
+//
+// Errors: loomtype.ErrInvalidID, loomtype.ErrUnauthenticated (a principal without an actor),
+// ErrConflict, loomtype.ErrBadRequest (a bad mode or participant list).
+//
+//	st, created, err := cv.Start(ctx, alice, conversation.StartOptions{})
+func (cv *Conversations) Start(ctx context.Context, principal loomtype.Identity, opt StartOptions) (loomtype.Status, bool, error) {
+	if !principal.Valid() {
+		return loomtype.Status{}, false, loomtype.ErrUnauthenticated
+	}
+	if opt.ID == "" {
+		opt.ID = newID()
+	} else if !ValidID(opt.ID) {
+		return loomtype.Status{}, false, loomtype.ErrInvalidID
+	}
+	if opt.Mode == "" {
+		opt.Mode = ModeOwner
+	}
+	runAs := principal
+	switch opt.Mode {
+	case ModeOwner:
+		if len(opt.Participants) > 0 {
+			return loomtype.Status{}, false, fmt.Errorf("%w: participants need shared mode", loomtype.ErrBadRequest)
+		}
+	case ModeShared:
+		svc, err := cv.sharedStartCheck(principal, opt.Participants)
+		if err != nil {
+			return loomtype.Status{}, false, err
+		}
+		runAs = svc
+	default:
+		return loomtype.Status{}, false, fmt.Errorf("%w: unknown mode", loomtype.ErrBadRequest)
+	}
+	in, _ := json.Marshal(startInput{V: 1, Owner: principal, Mode: opt.Mode})
+	k := cv.kernel()
+	_, err := k.Start(ctx, kernel.StartRequest{ID: opt.ID, Flow: FlowName, Input: in, Principal: runAs})
+	created := true
+	if errors.Is(err, loomtype.ErrAlreadyStarted) {
+		created = false
+		m, merr := cv.meta(ctx, opt.ID)
+		if merr != nil || !m.ok || !m.owner.Equal(principal) {
+			return loomtype.Status{}, false, loomtype.ErrConflict
+		}
+	} else if err != nil {
+		if errors.Is(err, kernel.ErrBadID) {
+			return loomtype.Status{}, false, loomtype.ErrInvalidID
+		}
+		return loomtype.Status{}, false, err
+	}
+	if created && opt.Mode == ModeShared {
+		if err := cv.initParticipants(ctx, opt.ID, principal, opt.Participants); err != nil {
+			return loomtype.Status{}, false, err
+		}
+	}
+	st, err := cv.Status(ctx, principal, opt.ID)
+	return st, created, err
+}
+
+func newID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "c_" + hex.EncodeToString(b[:])
+}
+
+// meta reads (once) who owns a conversation.
+func (cv *Conversations) meta(ctx context.Context, id string) (meta, error) {
+	cv.mu.Lock()
+	m, ok := cv.metas[id]
+	cv.mu.Unlock()
+	if ok {
+		return m, nil
+	}
+	k := cv.kernel()
+	info, err := k.Info(ctx, id)
+	if err != nil {
+		return meta{}, err
+	}
+	if info.Flow != FlowName {
+		return meta{}, loomtype.ErrNotFound
+	}
+	evs, err := k.Store().ReadForward(ctx, kernel.LogStream(id), 0, 0, 1)
+	if err != nil {
+		return meta{}, err
+	}
+	if len(evs) == 0 {
+		return meta{}, loomtype.ErrNotFound
+	}
+	var started struct {
+		Input startInput `json:"input"`
+	}
+	if err := json.Unmarshal(evs[0].Data, &started); err != nil {
+		return meta{}, loomtype.ErrNotFound
+	}
+	m = meta{owner: started.Input.Owner, mode: started.Input.Mode}
+	switch m.mode {
+	case ModeOwner:
+		m.ok = m.owner.Valid() && info.Principal.Equal(m.owner)
+	case ModeShared:
+		m.ok = m.owner.Valid() && cv.cfg.Shared.Service != nil && info.Principal.Equal(*cv.cfg.Shared.Service)
+	}
+	cv.mu.Lock()
+	if len(cv.metas) > 100_000 {
+		for k := range cv.metas {
+			delete(cv.metas, k)
+			break
+		}
+	}
+	cv.metas[id] = m
+	cv.mu.Unlock()
+	return m, nil
+}
+
+// Authorize decides whether principal may touch conversation id at all. Every refusal is
+// loomtype.ErrNotFound, the same as for a conversation that does not exist.
+func (cv *Conversations) Authorize(ctx context.Context, principal loomtype.Identity, id string) error {
+	_, err := cv.authorize(ctx, principal, id)
+	return err
+}
+
+func (cv *Conversations) authorize(ctx context.Context, principal loomtype.Identity, id string) (meta, error) {
+	if !principal.Valid() || !ValidID(id) {
+		return meta{}, loomtype.ErrNotFound
+	}
+	m, err := cv.meta(ctx, id)
+	if err != nil {
+		if errors.Is(err, loomtype.ErrNotFound) {
+			return meta{}, loomtype.ErrNotFound
+		}
+		return meta{}, err
+	}
+	if !m.ok {
+		return meta{}, loomtype.ErrNotFound
+	}
+	if m.mode == ModeShared {
+		if err := cv.authorizeParticipant(ctx, m, principal, id); err != nil {
+			return meta{}, err
+		}
+		return m, nil
+	}
+	if !m.owner.Equal(principal) {
+		return meta{}, loomtype.ErrNotFound
+	}
+	return m, nil
+}
+
+// SendOptions are the optional parts of a turn.
+type SendOptions struct {
+	// MessageID is the idempotency key; empty means a fresh one.
+	MessageID string
+	// EditOf is the ord of an earlier user record this turn edits (0: none).
+	EditOf int64
+}
+
+// SendResult says what happened to a sent message.
+type SendResult struct {
+	MessageID string `json:"messageId"`
+	Delivered bool   `json:"delivered"`
+}
+
+var messageIDRE = regexp.MustCompile(`^[\x20-\x7e]{1,128}$`)
+
+// SendTurn signs text as principal's turn and delivers it. A retry with the same MessageID by
+// the same principal is delivered once (Delivered false the second time).
+//
+// Errors: loomtype.ErrNotFound, loomtype.ErrBadRequest (a bad MessageID), loomtype.ErrClosed.
+//
+//	res, err := cv.SendTurn(ctx, alice, "c1", "hello", conversation.SendOptions{MessageID: "m1"})
+func (cv *Conversations) SendTurn(ctx context.Context, principal loomtype.Identity, id, text string, opt SendOptions) (SendResult, error) {
+	return cv.send(ctx, principal, id, envelope.KindUser, text, opt)
+}
+
+// Close asks the conversation to close: it records the close and ends.
+func (cv *Conversations) Close(ctx context.Context, principal loomtype.Identity, id string, messageID string) (SendResult, error) {
+	m, err := cv.authorize(ctx, principal, id)
+	if err != nil {
+		return SendResult{}, err
+	}
+	if m.mode == ModeShared && !m.owner.Equal(principal) {
+		return SendResult{}, loomtype.ErrNotFound
+	}
+	return cv.send(ctx, principal, id, envelope.KindClose, "", SendOptions{MessageID: messageID})
+}
+
+func (cv *Conversations) send(ctx context.Context, principal loomtype.Identity, id, kind, text string, opt SendOptions) (SendResult, error) {
+	m, err := cv.authorize(ctx, principal, id)
+	if err != nil {
+		return SendResult{}, err
+	}
+	if opt.MessageID == "" {
+		opt.MessageID = "m_" + newID()[2:]
+	} else if !messageIDRE.MatchString(opt.MessageID) {
+		return SendResult{}, fmt.Errorf("%w: messageId", loomtype.ErrBadRequest)
+	}
+	if opt.EditOf < 0 {
+		return SendResult{}, fmt.Errorf("%w: editOf", loomtype.ErrBadRequest)
+	}
+	key := kernel.SenderKey(principal, opt.MessageID)
+	env := envelope.Envelope{ConversationID: id, Kind: kind, ID: key, IAT: cv.deps.Now().UnixMilli(),
+		Text: text, Asker: envelope.Identity(principal)}
+	if opt.EditOf > 0 {
+		e := opt.EditOf
+		env.EditOf = &e
+	}
+	env = envelope.Sign(cv.cfg.Keys[0], env)
+	payload, err := json.Marshal(wireEnvelope(env))
+	if err != nil {
+		return SendResult{}, err
+	}
+	sender, msgID := principal, opt.MessageID
+	if m.mode == ModeShared {
+		// The sender the kernel records is the host; the asker is inside the signed envelope.
+		sender, msgID = *cv.cfg.Shared.Service, key
+	}
+	ok, err := cv.kernel().Send(ctx, id, sender, msgID, payload)
+	if err != nil {
+		return SendResult{}, err
+	}
+	return SendResult{MessageID: opt.MessageID, Delivered: ok}, nil
+}
+
+// envelopeJSON is the wire form of an envelope (schemas/envelope.schema.json).
+type envelopeJSON struct {
+	ConversationID string            `json:"conversationId"`
+	Kind           string            `json:"kind"`
+	ID             string            `json:"id"`
+	IAT            int64             `json:"iat"`
+	Text           string            `json:"text"`
+	Asker          envelope.Identity `json:"asker"`
+	EditOf         *int64            `json:"editOf,omitempty"`
+	Sig            string            `json:"sig"`
+}
+
+func wireEnvelope(e envelope.Envelope) envelopeJSON {
+	return envelopeJSON{ConversationID: e.ConversationID, Kind: e.Kind, ID: e.ID, IAT: e.IAT, Text: e.Text,
+		Asker: e.Asker, EditOf: e.EditOf, Sig: e.Sig}
+}
+
+// SendRaw is the runtime door: it delivers payload into the inbox unchanged, as principal,
+// under the runtime's owner-scoped policy (only the principal the execution runs as may use it).
+func (cv *Conversations) SendRaw(ctx context.Context, principal loomtype.Identity, id, messageID string, payload json.RawMessage) (bool, error) {
+	k := cv.kernel()
+	info, err := k.Info(ctx, id)
+	if err != nil || !principal.Valid() || !info.Principal.Equal(principal) {
+		return false, loomtype.ErrNotFound
+	}
+	if !messageIDRE.MatchString(messageID) {
+		return false, fmt.Errorf("%w: messageId", loomtype.ErrBadRequest)
+	}
+	return k.Send(ctx, id, principal, messageID, payload)
+}
+
+// RawEvent is one event of an execution's log as the runtime door shows it.
+type RawEvent struct {
+	Cursor string          `json:"cursor"`
+	Kind   string          `json:"kind"`
+	Data   json.RawMessage `json:"data"`
+}
+
+// RawLog is the runtime door's query: the unfiltered log, for the principal the execution runs
+// as only.
+func (cv *Conversations) RawLog(ctx context.Context, principal loomtype.Identity, id string, after loomtype.Cursor, limit int) ([]RawEvent, loomtype.Cursor, bool, error) {
+	k := cv.kernel()
+	info, err := k.Info(ctx, id)
+	if err != nil || !principal.Valid() || !info.Principal.Equal(principal) {
+		return nil, after, false, loomtype.ErrNotFound
+	}
+	if limit <= 0 || limit > 500 {
+		limit = 500
+	}
+	if after.Gen > info.Gen {
+		after = loomtype.Cursor{Gen: info.Gen, Seq: 1 << 62}
+	}
+	var out []RawEvent
+	cur := after
+	for len(out) < limit {
+		evs, err := k.Store().ReadForward(ctx, kernel.LogStream(id), cur.Gen, cur.Seq, limit-len(out))
+		if err != nil {
+			return nil, after, false, err
+		}
+		for _, e := range evs {
+			cur.Seq = e.Seq
+			d := json.RawMessage(e.Data)
+			if len(d) == 0 || !json.Valid(d) {
+				d = json.RawMessage("null")
+			}
+			out = append(out, RawEvent{Cursor: cur.String(), Kind: e.Kind, Data: d})
+		}
+		if len(out) < limit && len(evs) < limit {
+			if cur.Gen >= info.Gen {
+				return out, cur, true, nil
+			}
+			cur = loomtype.Cursor{Gen: cur.Gen + 1}
+		}
+	}
+	return out, cur, false, nil
+}
+
+func trimID(s string) string { return strings.TrimSpace(s) }

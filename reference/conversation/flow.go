@@ -1,0 +1,509 @@
+package conversation
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/loomcheck/loomcheck/reference/agent"
+	"github.com/loomcheck/loomcheck/reference/budget"
+	"github.com/loomcheck/loomcheck/reference/envelope"
+	"github.com/loomcheck/loomcheck/reference/hostio"
+	"github.com/loomcheck/loomcheck/reference/kernel"
+	"github.com/loomcheck/loomcheck/reference/loomtype"
+	"github.com/loomcheck/loomcheck/reference/model"
+)
+
+// errClosedFlow ends the dialogue loop after the close record.
+var errClosedFlow = errors.New("conversation: closed")
+
+// recordValue is the value of a transcript decision.
+type recordValue struct {
+	Rec loomtype.Entry `json:"rec"`
+}
+
+// verdictValue is the recorded acceptance verdict of one message.
+type verdictValue struct {
+	OK       bool          `json:"ok"`
+	Reason   string        `json:"reason,omitempty"`
+	Envelope *envelopeJSON `json:"envelope,omitempty"`
+}
+
+// fitValue is the recorded budget verdict of one turn.
+type fitValue struct {
+	OK             bool               `json:"ok"`
+	Keep           int                `json:"keep"`
+	Tokens         int                `json:"tokens"`
+	Counted        []budget.TurnCount `json:"counted,omitempty"`
+	DroppedSummary bool               `json:"droppedSummary,omitempty"`
+}
+
+type summaryValue struct {
+	OK      bool   `json:"ok"`
+	Summary string `json:"summary,omitempty"`
+}
+
+// flow is the dialogue: receive, verify, record, run the turn, record, repeat.
+func (cv *Conversations) flow(c *kernel.Context, input json.RawMessage) (json.RawMessage, error) {
+	st, err := cv.initialState(c, input)
+	if err != nil {
+		return nil, err
+	}
+	handled := 0
+	for {
+		var m kernel.Message
+		if st.Pending != nil {
+			m, st.Pending = *st.Pending, nil
+		} else if m, err = c.Receive(); err != nil {
+			return nil, err
+		}
+		// The rotation point: after consuming a message, before starting its turn. The
+		// message rides the carry and is handled first by the next generation.
+		if handled >= cv.cfg.RotateEveryTurns {
+			st.Pending = &m
+			return nil, c.ContinueAsNew(st.carry(cv.cfg.MaxCarryBytes))
+		}
+		handled++
+		st.Ord++
+		st.remember(m.Key)
+		if err := cv.handle(c, st, m); err != nil {
+			if errors.Is(err, errClosedFlow) {
+				return json.Marshal(map[string]int64{"turns": st.Seq})
+			}
+			return nil, err
+		}
+	}
+}
+
+func (cv *Conversations) initialState(c *kernel.Context, input json.RawMessage) (*state, error) {
+	if c.Generation() == 0 {
+		var in startInput
+		if err := json.Unmarshal(input, &in); err != nil || in.V != 1 {
+			return nil, fmt.Errorf("conversation: start input: %v", err)
+		}
+		return &state{V: 1, Owner: in.Owner, Mode: in.Mode, Replay: envelope.NewReplaySet(ReplayCapacity)}, nil
+	}
+	return readState(input, cv.cfg.MaxCarryBytes)
+}
+
+func (cv *Conversations) decide(c *kernel.Context, id string, v any, fn func() (any, error)) error {
+	raw, err := c.Decide(id, func() (json.RawMessage, error) {
+		x, err := fn()
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(x)
+	})
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(raw, v)
+}
+
+// record writes one transcript record, exactly once. live runs only when the record is new.
+func (cv *Conversations) record(c *kernel.Context, st *state, id string, e loomtype.Entry, live func()) (loomtype.Entry, error) {
+	st.Rec++
+	e.Ord = st.Rec
+	var v recordValue
+	err := cv.decide(c, id, &v, func() (any, error) {
+		e.Time = cv.deps.Now().UTC().Truncate(time.Millisecond)
+		if live != nil {
+			live()
+		}
+		return recordValue{Rec: e}, nil
+	})
+	return v.Rec, err
+}
+
+func (cv *Conversations) handle(c *kernel.Context, st *state, m kernel.Message) error {
+	ord := st.Ord
+	var vv verdictValue
+	err := cv.decide(c, fmt.Sprintf("conv#o%d:verify", ord), &vv, func() (any, error) {
+		v := envelope.Check(envelope.CheckInput{
+			Raw: m.Payload, Keys: cv.cfg.Keys, ConversationID: c.ID(),
+			Voices: cv.voices(c, st),
+			Now:    m.Time, MaxAgeMs: cv.cfg.MaxEnvelopeAgeMs, Seen: st.Replay,
+		})
+		out := verdictValue{OK: v.OK, Reason: v.Reason}
+		if v.OK {
+			e := wireEnvelope(v.Envelope)
+			out.Envelope = &e
+		}
+		return out, nil
+	})
+	if err != nil {
+		return err
+	}
+	if !vv.OK || vv.Envelope == nil {
+		return cv.invalid(c, st, m, vv.Reason)
+	}
+	env := vv.Envelope
+	st.Replay.Add(env.ID, env.IAT)
+	asker := loomtype.Identity(env.Asker)
+	if env.Kind == envelope.KindClose {
+		_, err := cv.record(c, st, "conv#closed", loomtype.Entry{Role: loomtype.RoleSystem, Status: loomtype.StatusClosed,
+			MessageID: cv.entryMessageID(st, m), Asker: &asker}, nil)
+		if err != nil {
+			return err
+		}
+		return errClosedFlow
+	}
+	return cv.turn(c, st, m, env, asker)
+}
+
+// voices admits the asker of an envelope: the owner in owner mode.
+func (cv *Conversations) voices(c *kernel.Context, st *state) func(envelope.Identity) bool {
+	if st.Mode == ModeShared {
+		return cv.sharedVoices(c, st)
+	}
+	return func(id envelope.Identity) bool { return loomtype.Identity(id).Equal(st.Owner) }
+}
+
+func (cv *Conversations) entryMessageID(st *state, m kernel.Message) string {
+	if st.Mode == ModeShared {
+		return ""
+	}
+	return m.MessageID
+}
+
+// invalid records a message that failed verification, up to MaxInvalidRecords; past that it only
+// counts them, with a recorded counter every 100.
+func (cv *Conversations) invalid(c *kernel.Context, st *state, m kernel.Message, reason string) error {
+	st.Invalid++
+	if st.Invalid > int64(cv.cfg.MaxInvalidRecords) {
+		if st.Invalid%100 == 0 {
+			var n int64
+			return cv.decide(c, fmt.Sprintf("conv#dropped:%d", st.Invalid), &n, func() (any, error) { return st.Invalid, nil })
+		}
+		return nil
+	}
+	return cv.reject(c, st, m, reason, nil)
+}
+
+// reject records a rejected user message: turn 0, a fixed reason, no text.
+func (cv *Conversations) reject(c *kernel.Context, st *state, m kernel.Message, reason string, asker *loomtype.Identity) error {
+	_, err := cv.record(c, st, fmt.Sprintf("conv#o%d:user", st.Ord), loomtype.Entry{Turn: 0, Role: loomtype.RoleUser,
+		Status: loomtype.StatusRejected, Reason: reason, MessageID: cv.entryMessageID(st, m), Asker: asker}, nil)
+	return err
+}
+
+func blank(s string) bool {
+	return strings.IndexFunc(s, func(r rune) bool { return !unicode.IsSpace(r) }) < 0
+}
+
+// editMarker is the data line an edit's prompt starts with.
+func editMarker(quote string) string {
+	if utf8.RuneCountInString(quote) > 500 {
+		r := []rune(quote)
+		quote = string(r[:500])
+	}
+	return fmt.Sprintf("[This message edits the user's earlier message %q.]\n", quote)
+}
+
+func (cv *Conversations) turn(c *kernel.Context, st *state, m kernel.Message, env *envelopeJSON, asker loomtype.Identity) error {
+	ord := st.Ord
+	if blank(env.Text) || utf8.RuneCountInString(env.Text) > cv.cfg.MaxTurnChars {
+		return cv.reject(c, st, m, loomtype.ReasonMalformed, &asker)
+	}
+	prompt := env.Text
+	var editOfTurn int64
+	if env.EditOf != nil {
+		idx := -1
+		for i, t := range st.Window {
+			if t.UserRec == *env.EditOf && t.Asker.Equal(asker) {
+				idx = i
+			}
+		}
+		if idx < 0 {
+			return cv.reject(c, st, m, loomtype.ReasonEditInvalid, &asker)
+		}
+		editOfTurn = st.Window[idx].Turn
+		prompt = editMarker(st.Window[idx].User) + env.Text
+	}
+	// Shared mode: the asker must still be a participant when the turn is dequeued.
+	if st.Mode == ModeShared {
+		ok, err := cv.stillParticipant(c, st, asker)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return cv.reject(c, st, m, loomtype.ReasonNotParticipant, &asker)
+		}
+	}
+	visible, err := cv.visibleWindow(c, st, asker)
+	if err != nil {
+		return err
+	}
+	summary := st.Summary
+	// The budget verdict is recorded: a replay applies the same eviction whatever the counter
+	// says now.
+	keep := len(visible)
+	if b := cv.cfg.Budget; b != nil {
+		var fv fitValue
+		err := cv.decide(c, fmt.Sprintf("conv#fit:%d", ord), &fv, func() (any, error) {
+			in := budget.FitInput{ContextWindow: b.ContextWindow, ReserveOutputTokens: b.ReserveOutputTokens,
+				System: cv.cfg.SystemPrompt, Prompt: prompt, Counter: b.Counter, Tools: toolTexts(cv.cfg.Tools)}
+			if summary != "" {
+				in.Summary, in.SummaryAck = fenceSummary(summary), SummaryAck
+			}
+			for _, t := range visible {
+				in.Turns = append(in.Turns, budget.Turn{Ord: t.Ord, Messages: []string{t.modelUser(), t.modelReply()}, Tokens: t.Tokens})
+			}
+			r := budget.Fit(in)
+			return fitValue{OK: r.OK, Keep: r.Keep, Tokens: r.Tokens, Counted: r.Counted, DroppedSummary: r.DroppedSummary}, nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, cnt := range fv.Counted {
+			for i := range st.Window {
+				if st.Window[i].Ord == cnt.Ord {
+					st.Window[i].Tokens = cnt.Tokens
+				}
+			}
+		}
+		if !fv.OK {
+			return cv.reject(c, st, m, loomtype.ReasonPromptTooLarge, &asker)
+		}
+		keep = fv.Keep
+		if fv.DroppedSummary {
+			summary = ""
+		}
+		if st.Mode == ModeOwner {
+			// Turns the fit dropped leave the window for good and are folded into the summary.
+			drop := len(st.Window) - keep
+			st.Evicted = append(st.Evicted, st.Window[:drop]...)
+			st.Window = append([]turnMem(nil), st.Window[drop:]...)
+			visible = st.Window
+		} else {
+			visible = visible[len(visible)-keep:]
+		}
+	}
+	if err := cv.summarize(c, st); err != nil {
+		return err
+	}
+	classes, err := cv.contextClasses(c, st, asker, visible, env)
+	if err != nil {
+		return err
+	}
+	st.Seq++
+	turnNo := st.Seq
+	msgs := composeMessages(cv.cfg.SystemPrompt, summary, visible, prompt)
+
+	var sig *agent.Signal
+	if cv.cfg.BargeIn {
+		sig = cv.newSignal(c, st, asker)
+		defer sig.Disarm()
+	}
+	replayed := c.Replaying()
+	user, err := cv.record(c, st, fmt.Sprintf("conv#o%d:user", ord), loomtype.Entry{Turn: turnNo, Role: loomtype.RoleUser,
+		Status: loomtype.StatusAccepted, Text: ptr(env.Text), MessageID: cv.entryMessageID(st, m),
+		EditOf: deref(env.EditOf), EditOfTurn: editOfTurn, Asker: &asker, Classes: classes}, func() {
+		if sig != nil {
+			sig.Arm()
+		}
+	})
+	if err != nil {
+		return err
+	}
+	res, turnExec, err := cv.runTurn(c, st, turnRun{ord: ord, turn: turnNo, asker: asker, msgs: msgs, sig: sig,
+		replayed: replayed, env: env})
+	if err != nil {
+		return err
+	}
+	reply := loomtype.Entry{Turn: turnNo, Role: loomtype.RoleAssistant, Status: res.Status, Reason: res.Reason,
+		ErrorID: res.ErrorID, Asker: &asker, TurnExecutionID: turnExec}
+	if res.Status != agent.Failed {
+		reply.Text = ptr(res.Text)
+	}
+	replyClasses := cv.answerClasses(classes, res.Tools)
+	reply.Classes = replyClasses
+	if _, err := cv.record(c, st, fmt.Sprintf("conv#o%d:reply", ord), reply, nil); err != nil {
+		return err
+	}
+	cv.hub.End(c.ID(), turnNo)
+	st.Window = append(st.Window, turnMem{Ord: ord, Turn: turnNo, UserRec: user.Ord, Asker: asker, User: env.Text,
+		Prompt: promptIf(prompt, env.Text), Reply: res.Text, Status: res.Status, Classes: replyClasses})
+	if n := len(st.Window) - cv.cfg.MaxWindowTurns; n > 0 {
+		st.Evicted = append(st.Evicted, st.Window[:n]...)
+		st.Window = append([]turnMem(nil), st.Window[n:]...)
+	}
+	return nil
+}
+
+type turnRun struct {
+	ord, turn int64
+	asker     loomtype.Identity
+	msgs      []model.Message
+	sig       *agent.Signal
+	replayed  bool
+	env       *envelopeJSON
+}
+
+// runTurn runs the agent loop for one turn: inline in owner mode, as a separate execution owned
+// by the asker in shared mode.
+func (cv *Conversations) runTurn(c *kernel.Context, st *state, tr turnRun) (agent.Result, string, error) {
+	if st.Mode == ModeShared {
+		return cv.runSharedTurn(c, st, tr)
+	}
+	res, err := agent.Run(c, cv.agentConfig(c.ID(), tr), tr.msgs)
+	return res, "", err
+}
+
+func (cv *Conversations) agentConfig(convID string, tr turnRun) agent.Config {
+	began := false
+	return agent.Config{
+		LoopID: fmt.Sprintf("conv#o%d", tr.ord), Provider: cv.deps.Provider, Model: cv.cfg.Model, Tools: cv.cfg.Tools,
+		Runner: cv.deps.Tools, MaxIterations: cv.cfg.MaxIterations, Parallel: cv.cfg.ParallelTools, Signal: tr.sig,
+		Allowed: func(tool string) bool {
+			return cv.deps.Allowed == nil || cv.deps.Allowed(tr.asker, tool)
+		},
+		OnLive: func() {
+			if !began {
+				began = true
+				cv.hub.Begin(convID, tr.turn, tr.asker.String(), tr.replayed)
+			}
+		},
+		OnDelta: func(text string) { cv.hub.Delta(convID, tr.turn, text) },
+		OnError: func(errorID string, err error) {
+			if cv.deps.OnError != nil {
+				cv.deps.OnError(hostio.ErrorReport{ErrorID: errorID, Error: err.Error(), ConversationID: convID, Turn: tr.turn})
+			}
+		},
+	}
+}
+
+// newSignal makes the turn's barge-in signal: once armed (by the first live step of the turn)
+// it watches the inbox and fires when a message lands that is not a retry of a known one,
+// including one that was already waiting when the watch began.
+func (cv *Conversations) newSignal(c *kernel.Context, st *state, asker loomtype.Identity) *agent.Signal {
+	known := make(map[string]bool, len(st.Keys))
+	for _, k := range st.Keys {
+		known[k] = true
+	}
+	shared := st.Mode == ModeShared
+	return agent.NewSignal(func(s *agent.Signal) {
+		ch, cancel := c.WatchInbox()
+		done := make(chan struct{})
+		s.OnDisarm(func() { close(done); cancel() })
+		interrupts := func() bool {
+			msgs, err := c.Peek(64)
+			if err != nil {
+				return false
+			}
+			for _, m := range msgs {
+				if known[m.Key] {
+					continue
+				}
+				if shared && !cv.sameAsker(m, asker) {
+					continue
+				}
+				return true
+			}
+			return false
+		}
+		go func() {
+			for {
+				if interrupts() {
+					s.Fire()
+					return
+				}
+				select {
+				case <-ch:
+				case <-done:
+					return
+				case <-c.Ctx().Done():
+					return
+				}
+			}
+		}()
+	})
+}
+
+// summarize folds evicted turns into the rolling summary. A summarizer that fails degrades: the
+// previous summary stays and the evicted turns leave anyway.
+func (cv *Conversations) summarize(c *kernel.Context, st *state) error {
+	if len(st.Evicted) == 0 {
+		return nil
+	}
+	evicted := st.Evicted
+	st.Evicted = nil
+	if cv.deps.Summarizer == nil {
+		return nil
+	}
+	var msgs []hostio.SummaryMessage
+	for _, t := range evicted {
+		if st.Mode == ModeShared && len(t.Classes) > 0 {
+			continue // a restricted turn is dropped, never summarized
+		}
+		msgs = append(msgs, hostio.SummaryMessage{Role: model.RoleUser, Content: t.User},
+			hostio.SummaryMessage{Role: model.RoleAssistant, Content: t.modelReply()})
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	prev := st.Summary
+	var sv summaryValue
+	err := cv.decide(c, fmt.Sprintf("conv#o%d:summarize:outcome", st.Ord), &sv, func() (any, error) {
+		out, err := c.Execute(fmt.Sprintf("conv#o%d:summarize", st.Ord), func(ctx context.Context) (json.RawMessage, error) {
+			s, err := cv.deps.Summarizer.Summarize(ctx, prev, msgs)
+			if err != nil {
+				return nil, err
+			}
+			return json.Marshal(s)
+		})
+		if err != nil {
+			if errors.Is(err, kernel.ErrStopped) {
+				return nil, err
+			}
+			return summaryValue{OK: false}, nil
+		}
+		var s string
+		_ = json.Unmarshal(out, &s)
+		if b := cv.cfg.Budget; b != nil {
+			s = budget.TrimSummary(s, b.MaxSummaryTokens, b.Counter)
+		}
+		return summaryValue{OK: true, Summary: s}, nil
+	})
+	if err != nil {
+		return err
+	}
+	if sv.OK {
+		st.Summary = sv.Summary
+	}
+	return nil
+}
+
+func ptr(s string) *string { return &s }
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+func promptIf(prompt, text string) string {
+	if prompt == text {
+		return ""
+	}
+	return prompt
+}
+
+func toolTexts(tools []model.Tool) []budget.ToolText {
+	out := make([]budget.ToolText, 0, len(tools))
+	for _, t := range tools {
+		var params string
+		if t.Parameters != nil {
+			b, _ := json.Marshal(t.Parameters)
+			params = string(b)
+		}
+		out = append(out, budget.ToolText{Name: t.Name, Description: t.Description, Parameters: params})
+	}
+	return out
+}

@@ -1,0 +1,311 @@
+package conversation
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/loomcheck/loomcheck/reference/kernel"
+	"github.com/loomcheck/loomcheck/reference/loomtype"
+	"github.com/loomcheck/loomcheck/reference/store"
+)
+
+// Directions of a history read.
+const (
+	Forward  = "forward"
+	Backward = "backward"
+)
+
+// HistoryOptions bound one history read.
+type HistoryOptions struct {
+	// Cursor is where to start: strictly after it (forward) or strictly before it (backward).
+	// Empty means the beginning (forward) or the end (backward).
+	Cursor    string
+	Direction string
+	// Limit is the most entries returned (1..500, default 50).
+	Limit int
+}
+
+const block = 256
+
+// decisionData is a decision event as the kernel writes it.
+type decisionData struct {
+	ID    string          `json:"id"`
+	Value json.RawMessage `json:"value"`
+}
+
+// entryOf returns the transcript entry an event holds, if it holds one.
+func entryOf(ev store.Event) (loomtype.Entry, bool) {
+	if ev.Kind != "decision" {
+		return loomtype.Entry{}, false
+	}
+	var d decisionData
+	if json.Unmarshal(ev.Data, &d) != nil || len(d.Value) == 0 || d.Value[0] != '{' {
+		return loomtype.Entry{}, false
+	}
+	var v struct {
+		Rec *loomtype.Entry `json:"rec"`
+	}
+	if json.Unmarshal(d.Value, &v) != nil || v.Rec == nil {
+		return loomtype.Entry{}, false
+	}
+	e := *v.Rec
+	e.Cursor = loomtype.Cursor{Gen: ev.Gen, Seq: ev.Seq}.String()
+	return e, true
+}
+
+// History reads one bounded page of the transcript as principal sees it. One call scans at most
+// MaxScan log events (every generation hop counts), so it costs O(MaxScan) whatever the cursor
+// says; a cursor past the end is clamped to the end. The read stops when ctx ends.
+//
+// Errors: loomtype.ErrNotFound (missing or not yours), a *loomtype.CursorError.
+//
+//	page, err := cv.History(ctx, alice, "c1", conversation.HistoryOptions{Direction: conversation.Backward})
+func (cv *Conversations) History(ctx context.Context, principal loomtype.Identity, id string, opt HistoryOptions) (loomtype.Page, error) {
+	m, err := cv.authorize(ctx, principal, id)
+	if err != nil {
+		return loomtype.Page{}, err
+	}
+	if opt.Limit <= 0 {
+		opt.Limit = 50
+	}
+	if opt.Limit > 500 {
+		opt.Limit = 500
+	}
+	var cur *loomtype.Cursor
+	if opt.Cursor != "" {
+		c, err := loomtype.ParseCursor(opt.Cursor)
+		if err != nil {
+			return loomtype.Page{}, err
+		}
+		cur = &c
+	}
+	var entries []loomtype.Entry
+	var next loomtype.Cursor
+	var done bool
+	switch opt.Direction {
+	case "", Forward:
+		from := loomtype.Cursor{}
+		if cur != nil {
+			from = *cur
+		}
+		entries, next, done, err = cv.ReadForward(ctx, id, from, opt.Limit)
+	case Backward:
+		entries, next, done, err = cv.readBackward(ctx, id, cur, opt.Limit)
+	default:
+		return loomtype.Page{}, fmt.Errorf("%w: direction", loomtype.ErrBadRequest)
+	}
+	if err != nil {
+		return loomtype.Page{}, err
+	}
+	entries, err = cv.viewAll(ctx, m, principal, id, entries)
+	if err != nil {
+		return loomtype.Page{}, err
+	}
+	if entries == nil {
+		entries = []loomtype.Entry{}
+	}
+	return loomtype.Page{Entries: entries, NextCursor: next.String(), Done: done}, nil
+}
+
+func (cv *Conversations) headGen(ctx context.Context, id string) (int64, error) {
+	info, err := cv.kernel().Info(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	return info.Gen, nil
+}
+
+// ReadForward reads up to limit entries strictly after from, oldest first, scanning at most
+// MaxScan events. It does not authorize: callers have. next is where the read stopped; done
+// reports that it reached the head.
+func (cv *Conversations) ReadForward(ctx context.Context, id string, from loomtype.Cursor, limit int) ([]loomtype.Entry, loomtype.Cursor, bool, error) {
+	head, err := cv.headGen(ctx, id)
+	if err != nil {
+		return nil, from, false, err
+	}
+	st := cv.kernel().Store()
+	stream := kernel.LogStream(id)
+	g, s := from.Gen, from.Seq
+	if g > head {
+		g, s = head, 1<<62 // past the head: clamped below
+	}
+	scanned := 0
+	var out []loomtype.Entry
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, loomtype.Cursor{Gen: g, Seq: s}, false, err
+		}
+		n := min(block, cv.cfg.MaxScan-scanned)
+		if n <= 0 {
+			return out, loomtype.Cursor{Gen: g, Seq: s}, false, nil
+		}
+		evs, err := st.ReadForward(ctx, stream, g, s, n)
+		if err != nil {
+			return nil, from, false, err
+		}
+		scanned += len(evs)
+		for _, ev := range evs {
+			s = ev.Seq
+			if e, ok := entryOf(ev); ok {
+				out = append(out, e)
+				if len(out) == limit {
+					return out, loomtype.Cursor{Gen: g, Seq: s}, false, nil
+				}
+			}
+		}
+		if len(evs) == n {
+			continue
+		}
+		// The end of generation g.
+		if len(evs) == 0 && s > 0 {
+			tip, err := st.Head(ctx, stream, g)
+			if err != nil {
+				return nil, from, false, err
+			}
+			scanned++
+			if s > tip {
+				s = tip
+			}
+		}
+		if g >= head {
+			return out, loomtype.Cursor{Gen: g, Seq: s}, true, nil
+		}
+		g, s = g+1, 0
+		scanned++
+	}
+}
+
+func (cv *Conversations) readBackward(ctx context.Context, id string, before *loomtype.Cursor, limit int) ([]loomtype.Entry, loomtype.Cursor, bool, error) {
+	head, err := cv.headGen(ctx, id)
+	if err != nil {
+		return nil, loomtype.Cursor{}, false, err
+	}
+	st := cv.kernel().Store()
+	stream := kernel.LogStream(id)
+	scanned := 0
+	tipAfter := func(g int64) (int64, error) {
+		scanned++
+		t, err := st.Head(ctx, stream, g)
+		return t + 1, err
+	}
+	var g, s int64
+	if before == nil || before.Gen > head {
+		g = head
+		if s, err = tipAfter(g); err != nil {
+			return nil, loomtype.Cursor{}, false, err
+		}
+	} else {
+		g, s = before.Gen, before.Seq
+		tip, err := tipAfter(g)
+		if err != nil {
+			return nil, loomtype.Cursor{}, false, err
+		}
+		if s > tip {
+			s = tip
+		}
+	}
+	var out []loomtype.Entry
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, loomtype.Cursor{Gen: g, Seq: s}, false, err
+		}
+		n := min(block, cv.cfg.MaxScan-scanned)
+		if n <= 0 {
+			return out, loomtype.Cursor{Gen: g, Seq: s}, false, nil
+		}
+		evs, err := st.ReadBackward(ctx, stream, g, s, n)
+		if err != nil {
+			return nil, loomtype.Cursor{}, false, err
+		}
+		scanned += len(evs)
+		for _, ev := range evs {
+			s = ev.Seq
+			if e, ok := entryOf(ev); ok {
+				out = append(out, e)
+				if len(out) == limit {
+					return out, loomtype.Cursor{Gen: g, Seq: s}, false, nil
+				}
+			}
+		}
+		if len(evs) == n {
+			continue
+		}
+		if g == 0 {
+			return out, loomtype.Cursor{Gen: 0, Seq: 0}, true, nil
+		}
+		g--
+		if s, err = tipAfter(g); err != nil {
+			return nil, loomtype.Cursor{}, false, err
+		}
+	}
+}
+
+// Status reads a conversation's status as principal.
+//
+// Errors: loomtype.ErrNotFound.
+func (cv *Conversations) Status(ctx context.Context, principal loomtype.Identity, id string) (loomtype.Status, error) {
+	m, err := cv.authorize(ctx, principal, id)
+	if err != nil {
+		return loomtype.Status{}, err
+	}
+	return cv.status(ctx, m, id)
+}
+
+func (cv *Conversations) status(ctx context.Context, m meta, id string) (loomtype.Status, error) {
+	info, err := cv.kernel().Info(ctx, id)
+	if err != nil {
+		return loomtype.Status{}, err
+	}
+	st := loomtype.Status{ID: id, Mode: m.mode, State: "open", Generation: info.Gen, Owner: m.owner}
+	if info.State != kernel.StateOpen {
+		st.State = "closed"
+	}
+	// The newest accepted turn: page backward until a record with a turn, at most 50 pages, so
+	// a long run of rejections cannot hide it.
+	var cur *loomtype.Cursor
+	for range 50 {
+		entries, next, done, err := cv.readBackward(ctx, id, cur, 100)
+		if err != nil {
+			return loomtype.Status{}, err
+		}
+		for _, e := range entries {
+			if e.Turn > 0 {
+				st.Turns = e.Turn
+				return st, nil
+			}
+		}
+		if done {
+			break
+		}
+		cur = &next
+	}
+	return st, nil
+}
+
+// WatchLog returns a channel that receives a value after each append to the conversation's log
+// (a wake-up only: read the log to learn what happened) and a function that ends the watch.
+func (cv *Conversations) WatchLog(id string) (<-chan struct{}, func()) {
+	return cv.kernel().Store().Subscribe(kernel.LogStream(id))
+}
+
+// viewAll applies the viewer's filter (shared mode) to entries.
+func (cv *Conversations) viewAll(ctx context.Context, m meta, viewer loomtype.Identity, id string, entries []loomtype.Entry) ([]loomtype.Entry, error) {
+	if m.mode != ModeShared {
+		return entries, nil
+	}
+	return cv.filter(ctx, viewer, entries), nil
+}
+
+// View is the per-viewer filter for one entry; in owner mode it returns the entry unchanged.
+func (cv *Conversations) View(ctx context.Context, viewer loomtype.Identity, id string, e loomtype.Entry) (loomtype.Entry, error) {
+	m, err := cv.authorize(ctx, viewer, id)
+	if err != nil {
+		return loomtype.Entry{}, err
+	}
+	out, err := cv.viewAll(ctx, m, viewer, id, []loomtype.Entry{e})
+	if err != nil {
+		return loomtype.Entry{}, err
+	}
+	return out[0], nil
+}

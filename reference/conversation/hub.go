@@ -1,0 +1,207 @@
+package conversation
+
+import (
+	"github.com/loomcheck/loomcheck/reference/loomtype"
+	"sync"
+	"unicode/utf8"
+)
+
+// MaxPartialChars bounds the in-progress reply the hub keeps per conversation for catch-up.
+const MaxPartialChars = 64 * 1024
+
+// LiveEvent is a transient event of a running turn: text deltas, a reset when a turn is produced
+// again after a restart, and the end of the turn's live phase. Live events are never journaled
+// and never replayed.
+type LiveEvent struct {
+	Kind string // "delta", "reset" or "done"
+	Turn int64
+	Text string
+	// Asker is who asked the turn; in shared mode only the asker receives its deltas.
+	Asker string
+}
+
+// Hub is the in-process live channel: each delta is attributed to the conversation and turn
+// whose model call produced it, so one model serving many conversations never crosses their
+// streams. Safe for concurrent use.
+//
+//	sub, err := hub.Subscribe("c1", 1<<20)
+//	defer hub.Unsubscribe("c1", sub)
+type Hub struct {
+	mu      sync.Mutex
+	convs   map[string]*hubConv
+	maxSubs int
+}
+
+type hubConv struct {
+	turn    int64
+	asker   string
+	partial []byte
+	chars   int
+	subs    map[*Sub]struct{}
+}
+
+// NewHub returns a hub that admits at most maxSubs live subscribers per conversation (default 64).
+func NewHub(maxSubs int) *Hub {
+	if maxSubs <= 0 {
+		maxSubs = 64
+	}
+	return &Hub{convs: map[string]*hubConv{}, maxSubs: maxSubs}
+}
+
+func (h *Hub) conv(id string) *hubConv {
+	c := h.convs[id]
+	if c == nil {
+		c = &hubConv{subs: map[*Sub]struct{}{}}
+		h.convs[id] = c
+	}
+	return c
+}
+
+func (h *Hub) gc(id string, c *hubConv) {
+	if len(c.subs) == 0 && c.turn == 0 {
+		delete(h.convs, id)
+	}
+}
+
+// Subscribe adds a live subscriber whose queue holds at most maxPending bytes; past that it
+// overflows (see Sub). It fails with a *loomtype.LimitError when the conversation already has
+// the maximum number of subscribers.
+func (h *Hub) Subscribe(id string, maxPending int) (*Sub, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.conv(id)
+	if len(c.subs) >= h.maxSubs {
+		h.gc(id, c)
+		return nil, errTooManySubscribers(h.maxSubs)
+	}
+	s := newSub(maxPending)
+	c.subs[s] = struct{}{}
+	return s, nil
+}
+
+// Unsubscribe removes a subscriber.
+func (h *Hub) Unsubscribe(id string, s *Sub) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c := h.convs[id]; c != nil {
+		delete(c.subs, s)
+		h.gc(id, c)
+	}
+}
+
+// Partial returns the reply in progress (turn 0 when none) and who asked it.
+func (h *Hub) Partial(id string) (turn int64, text string, asker string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.convs[id]
+	if c == nil || c.turn == 0 {
+		return 0, "", ""
+	}
+	return c.turn, string(c.partial), c.asker
+}
+
+func (h *Hub) broadcast(c *hubConv, ev LiveEvent) {
+	for s := range c.subs {
+		s.push(ev)
+	}
+}
+
+// Begin marks turn as live; reset says that it is being produced again after a restart.
+func (h *Hub) Begin(id string, turn int64, asker string, reset bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.conv(id)
+	c.turn, c.asker, c.partial, c.chars = turn, asker, c.partial[:0], 0
+	if reset {
+		h.broadcast(c, LiveEvent{Kind: "reset", Turn: turn, Asker: asker})
+	}
+}
+
+// Delta forwards text produced by turn. A delta for a turn that is not live is dropped.
+func (h *Hub) Delta(id string, turn int64, text string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.convs[id]
+	if c == nil || c.turn != turn || text == "" {
+		return
+	}
+	if n := utf8.RuneCountInString(text); c.chars+n <= MaxPartialChars {
+		c.partial = append(c.partial, text...)
+		c.chars += n
+	}
+	h.broadcast(c, LiveEvent{Kind: "delta", Turn: turn, Text: text, Asker: c.asker})
+}
+
+// End ends turn's live phase: its durable record supersedes the partial.
+func (h *Hub) End(id string, turn int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.convs[id]
+	if c == nil || c.turn != turn {
+		return
+	}
+	h.broadcast(c, LiveEvent{Kind: "done", Turn: turn, Asker: c.asker})
+	c.turn, c.asker, c.partial, c.chars = 0, "", nil, 0
+	h.gc(id, c)
+}
+
+// Sub is one live subscriber: a bounded queue. While the reader is behind, consecutive deltas of
+// one turn are coalesced; past the byte cap the subscriber overflows and receives nothing more
+// (its reader should close and recover from the log).
+type Sub struct {
+	mu       sync.Mutex
+	q        []LiveEvent
+	bytes    int
+	max      int
+	overflow bool
+	notify   chan struct{}
+	over     chan struct{}
+}
+
+func newSub(max int) *Sub {
+	if max <= 0 {
+		max = 1 << 20
+	}
+	return &Sub{max: max, notify: make(chan struct{}, 1), over: make(chan struct{})}
+}
+
+func (s *Sub) push(ev LiveEvent) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.overflow {
+		return
+	}
+	if n := len(s.q); n > 0 && ev.Kind == "delta" && s.q[n-1].Kind == "delta" && s.q[n-1].Turn == ev.Turn {
+		s.q[n-1].Text += ev.Text
+	} else {
+		s.q = append(s.q, ev)
+	}
+	s.bytes += len(ev.Text) + 16
+	if s.bytes > s.max {
+		s.overflow = true
+		s.q = nil
+		close(s.over)
+	}
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Notify receives a value when events are waiting (or the subscriber overflowed).
+func (s *Sub) Notify() <-chan struct{} { return s.notify }
+
+// Overflowed is closed when the subscriber passes its byte cap.
+func (s *Sub) Overflowed() <-chan struct{} { return s.over }
+
+// Drain takes every waiting event; overflow reports that the cap was passed.
+func (s *Sub) Drain() (evs []LiveEvent, overflow bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	evs, s.q, s.bytes = s.q, nil, 0
+	return evs, s.overflow
+}
+
+func errTooManySubscribers(max int) error {
+	return &loomtype.LimitError{Limit: "subscribers per conversation", Max: int64(max)}
+}

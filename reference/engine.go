@@ -1,0 +1,134 @@
+// Package reference is the Loom reference engine: durable conversations on embedded SQLite,
+// served over the HTTP surface of spec/http.md. It is a library first; `loomcheck serve` is a thin
+// main over it.
+//
+//	eng, err := reference.Open(ctx, reference.Options{DataDir: dir, Key: key})
+//	if err != nil { return err }
+//	defer eng.Close()
+//	http.ListenAndServe("127.0.0.1:8080", eng.Handler())
+package reference
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/loomcheck/loomcheck/reference/conversation"
+	"github.com/loomcheck/loomcheck/reference/gateway"
+	"github.com/loomcheck/loomcheck/reference/kernel"
+	"github.com/loomcheck/loomcheck/reference/loomtype"
+	"github.com/loomcheck/loomcheck/reference/store"
+)
+
+// Version of the reference engine.
+const Version = "0.1.0"
+
+// Options configure an Engine.
+type Options struct {
+	// DataDir holds the engine's durable state (created if missing). One engine per directory.
+	DataDir string
+	// Conversation configures the dialogue (Keys is required).
+	Conversation conversation.Config
+	// Deps connect conversations to the world (a nil Provider means the built-in model).
+	Deps conversation.Deps
+	// Gateway configures the HTTP surface (an Authenticator, or Insecure, is required).
+	Gateway gateway.Config
+	// Divergence selects what recovery does when a replay does not match the log.
+	Divergence kernel.DivergenceMode
+	// SyncFull makes every commit wait for the disk (survives power loss, not only SIGKILL).
+	SyncFull bool
+	Logger   *slog.Logger
+}
+
+// Engine is an open reference engine. Its methods are safe for concurrent use.
+type Engine struct {
+	lock  *os.File
+	st    *store.SQLite
+	k     *kernel.Kernel
+	cv    *conversation.Conversations
+	gw    *gateway.Gateway
+	dir   string
+	close bool
+}
+
+// ErrLocked: another engine has the data directory open.
+var ErrLocked = errors.New("reference: data directory is in use by another engine")
+
+// Open opens the engine on opt.DataDir and recovers every open conversation by replay.
+//
+// Errors: ErrLocked, loomtype.ErrConfig (wrapped) for a bad configuration, store errors.
+func Open(ctx context.Context, opt Options) (*Engine, error) {
+	if opt.DataDir == "" {
+		return nil, fmt.Errorf("%w: a data directory is required", loomtype.ErrConfig)
+	}
+	if err := os.MkdirAll(opt.DataDir, 0o700); err != nil {
+		return nil, err
+	}
+	lock, err := os.OpenFile(filepath.Join(opt.DataDir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, ErrLocked
+	}
+	fail := func(err error) (*Engine, error) {
+		lock.Close()
+		return nil, err
+	}
+	hub := conversation.NewHub(0)
+	cv, err := conversation.New(opt.Conversation, opt.Deps, hub)
+	if err != nil {
+		return fail(err)
+	}
+	st, err := store.Open(ctx, filepath.Join(opt.DataDir, "loom.db"), store.Options{SyncFull: opt.SyncFull})
+	if err != nil {
+		return fail(err)
+	}
+	k, err := kernel.Open(ctx, st, kernel.Options{Flows: cv.Flows(), Divergence: opt.Divergence, Logger: opt.Logger})
+	if err != nil {
+		st.Close()
+		return fail(err)
+	}
+	cv.Bind(k)
+	gw, err := gateway.New(cv, opt.Gateway)
+	if err != nil {
+		k.Close()
+		st.Close()
+		return fail(err)
+	}
+	return &Engine{lock: lock, st: st, k: k, cv: cv, gw: gw, dir: opt.DataDir}, nil
+}
+
+// Handler is the HTTP surface.
+func (e *Engine) Handler() http.Handler { return e.gw }
+
+// Conversations is the conversation client, for programs that embed the engine.
+func (e *Engine) Conversations() *conversation.Conversations { return e.cv }
+
+// Kernel is the engine's kernel.
+func (e *Engine) Kernel() *kernel.Kernel { return e.k }
+
+// Close ends open streams, stops every execution (they resume on the next Open) and closes the
+// store.
+func (e *Engine) Close() error {
+	e.gw.Shutdown()
+	e.k.Close()
+	err := e.st.Close()
+	e.lock.Close()
+	return err
+}
+
+// Kill stops the engine as a crash would: nothing is written after this instant and nothing is
+// shut down cleanly. The data directory can be opened again at once.
+func (e *Engine) Kill() {
+	e.st.Kill()
+	e.gw.Shutdown()
+	e.k.Close()
+	e.lock.Close()
+}

@@ -1,0 +1,64 @@
+package reference_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/loomcheck/loomcheck/harness/world"
+	"github.com/loomcheck/loomcheck/reference"
+	"github.com/loomcheck/loomcheck/spec"
+)
+
+func TestSmoke(t *testing.T) {
+	w := world.New(world.Options{})
+	_, err := w.Start("")
+	require.NoError(t, err)
+	defer w.Close()
+	require.NoError(t, w.Identity().Add("tok-alice", spec.Principal{Tenant: "acme", Actor: "alice"}))
+	cfg := w.Config(spec.SUTConfig{DataDir: t.TempDir(), Signing: spec.SigningConfig{Key: base64.StdEncoding.EncodeToString(make([]byte, 32))}})
+	opt, err := reference.FromConfig(cfg)
+	require.NoError(t, err)
+	eng, err := reference.Open(context.Background(), opt)
+	require.NoError(t, err)
+	defer eng.Close()
+	srv := httptest.NewServer(eng.Handler())
+	defer srv.Close()
+	do := func(method, path, body string) (int, string) {
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer tok-alice")
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := do("POST", "/conversations", `{"id":"c1"}`)
+	require.Equal(t, 201, code, body)
+	code, body = do("POST", "/conversations/c1/turns", `{"text":"hello","messageId":"m1"}`)
+	require.Equal(t, 202, code, body)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, body = do("GET", "/conversations/c1/history", "")
+		var page struct{ Entries []map[string]any }
+		require.NoError(t, json.Unmarshal([]byte(body), &page))
+		if len(page.Entries) == 2 {
+			require.Equal(t, "re: hello", page.Entries[1]["text"], body)
+			break
+		}
+		require.True(t, time.Now().Before(deadline), body)
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Log(body)
+}

@@ -1,0 +1,261 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/loomcheck/loomcheck/reference/conversation"
+	"github.com/loomcheck/loomcheck/reference/loomtype"
+)
+
+// acquireStream takes a stream slot for who, within the total and per-principal limits.
+func (g *Gateway) acquireStream(who loomtype.Identity) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.streams >= g.cfg.MaxStreams || g.perPrinc[who] >= g.cfg.MaxStreamsPerPrincipal {
+		return false
+	}
+	g.streams++
+	g.perPrinc[who]++
+	return true
+}
+
+func (g *Gateway) releaseStream(who loomtype.Identity) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.streams--
+	if g.perPrinc[who]--; g.perPrinc[who] <= 0 {
+		delete(g.perPrinc, who)
+	}
+}
+
+// StreamCounts reports the open streams in total and for who (for tests and metrics).
+func (g *Gateway) StreamCounts(who loomtype.Identity) (total, mine int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.streams, g.perPrinc[who]
+}
+
+// sse writes server-sent events. Every data line is one line of JSON: a user's words can never
+// forge an SSE field, whatever newlines they hold.
+type sse struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func (s *sse) send(event, id string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	var buf []byte
+	if id != "" {
+		buf = append(buf, "id: "...)
+		buf = append(buf, id...)
+		buf = append(buf, '\n')
+	}
+	buf = append(buf, "event: "...)
+	buf = append(buf, event...)
+	buf = append(buf, "\ndata: "...)
+	buf = append(buf, b...)
+	buf = append(buf, "\n\n"...)
+	if _, err := s.w.Write(buf); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+func (s *sse) comment(text string) error {
+	if _, err := s.w.Write([]byte(": " + text + "\n\n")); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+type turnText struct {
+	Turn int64  `json:"turn"`
+	Text string `json:"text"`
+}
+
+// events serves GET /conversations/{id}/events: the status, the partial of a running turn, the
+// durable messages after the cursor, then everything live. The log is the only source of durable
+// events; the store's notifications only say "go read".
+func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	if err := g.cv.Authorize(ctx, who, id); err != nil {
+		g.fail(w, err)
+		return
+	}
+	var cursor loomtype.Cursor
+	if c := r.URL.Query().Get("cursor"); c != "" || r.Header.Get("Last-Event-ID") != "" {
+		if c == "" {
+			c = r.Header.Get("Last-Event-ID")
+		}
+		var err error
+		if cursor, err = loomtype.ParseCursor(c); err != nil {
+			g.fail(w, err)
+			return
+		}
+	}
+	if !g.acquireStream(who) {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, "too many requests", "")
+		return
+	}
+	defer g.releaseStream(who)
+	sub, err := g.cv.Hub().Subscribe(id, g.cfg.MaxPendingBytes)
+	if err != nil {
+		g.fail(w, err)
+		return
+	}
+	defer g.cv.Hub().Unsubscribe(id, sub)
+	wake, stopWake := g.cv.WatchLog(id)
+	defer stopWake()
+
+	st, err := g.cv.Status(ctx, who, id)
+	if err != nil {
+		g.fail(w, err)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	out := &sse{w: w, rc: http.NewResponseController(w)}
+
+	// A slow reader that lets its live queue overflow is cut off: a write it blocks fails at
+	// once and the client recovers from the log with Last-Event-ID.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-sub.Overflowed():
+			_ = out.rc.SetWriteDeadline(time.Now())
+		case <-ctx.Done():
+		}
+	}()
+
+	if err := out.send("status", "", st); err != nil {
+		return
+	}
+	var lastReplyTurn int64
+	if turn, text, asker := g.cv.Hub().Partial(id); turn > 0 && g.mayWatch(st, who, asker) {
+		if err := out.send("partial", "", turnText{Turn: turn, Text: text}); err != nil {
+			return
+		}
+	}
+	deliver := func() (bool, error) {
+		for {
+			entries, next, done, err := g.cv.ReadForward(ctx, id, cursor, 100)
+			if err != nil {
+				return false, err
+			}
+			for _, e := range entries {
+				v, err := g.cv.View(ctx, who, id, e)
+				if err != nil {
+					return false, err // membership is re-checked for every delivered entry
+				}
+				if err := out.send("message", e.Cursor, v); err != nil {
+					return false, err
+				}
+				if e.Role == loomtype.RoleAssistant && e.Turn > lastReplyTurn {
+					lastReplyTurn = e.Turn
+				}
+				if e.Status == loomtype.StatusClosed {
+					_ = out.send("closed", "", struct{}{})
+					return true, nil
+				}
+			}
+			cursor = next
+			if done {
+				return false, nil
+			}
+		}
+	}
+	if closed, err := deliver(); err != nil || closed {
+		return
+	}
+	lifetime := time.NewTimer(g.cfg.StreamLifetime)
+	defer lifetime.Stop()
+	reauth := time.NewTicker(g.cfg.Reauth)
+	defer reauth.Stop()
+	poll := time.NewTicker(g.cfg.Poll)
+	defer poll.Stop()
+	keepAlive := time.NewTicker(15 * time.Second)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-g.shutdownCh:
+			_ = out.send("reconnect", "", map[string]string{"reason": "shutdown"})
+			return
+		case <-lifetime.C:
+			_ = out.send("reconnect", "", map[string]string{"reason": "lifetime"})
+			return
+		case <-reauth.C:
+			now, err := g.authenticate(r)
+			if err != nil || !now.Equal(who) {
+				_ = out.send("error", "", map[string]string{"error": "unauthenticated"})
+				return
+			}
+			if err := g.cv.Authorize(ctx, who, id); err != nil {
+				_ = out.send("error", "", map[string]string{"error": "not found"})
+				return
+			}
+		case <-keepAlive.C:
+			if err := out.comment("keep-alive"); err != nil {
+				return
+			}
+		case <-sub.Notify():
+			evs, overflow := sub.Drain()
+			if overflow {
+				_ = out.send("reconnect", "", map[string]string{"reason": "slow-consumer"})
+				return
+			}
+			for _, ev := range evs {
+				if !g.mayWatch(st, who, ev.Asker) {
+					continue
+				}
+				switch ev.Kind {
+				case "delta":
+					if ev.Turn <= lastReplyTurn {
+						continue // the durable reply already superseded it
+					}
+					if err := out.send("delta", "", turnText{Turn: ev.Turn, Text: ev.Text}); err != nil {
+						return
+					}
+				case "reset":
+					if err := out.send("reset", "", map[string]int64{"turn": ev.Turn}); err != nil {
+						return
+					}
+				}
+			}
+		case <-wake:
+			if closed, err := deliver(); err != nil || closed {
+				if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, loomtype.ErrNotFound) {
+					_ = out.send("error", "", map[string]string{"error": "internal"})
+				}
+				return
+			}
+		case <-poll.C:
+			if closed, err := deliver(); err != nil || closed {
+				return
+			}
+		}
+	}
+}
+
+// mayWatch says whether who may see the live output of a turn asked by asker: everyone in owner
+// mode, only the asker in shared mode (the turn's class is not known until it ends).
+func (g *Gateway) mayWatch(st loomtype.Status, who loomtype.Identity, asker string) bool {
+	if st.Mode != conversation.ModeShared {
+		return true
+	}
+	return asker == who.String()
+}
