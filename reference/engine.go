@@ -23,6 +23,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/spec"
 )
 
 // Version of the reference engine.
@@ -131,4 +132,21 @@ func (e *Engine) Kill() {
 	e.gw.Shutdown()
 	e.k.Close()
 	e.lock.Close()
+}
+
+// Crash is Kill: it lets an Engine serve as a harness.Instance.
+func (e *Engine) Crash() { e.Kill() }
+
+// OpenConfig opens an engine from the kit's configuration document; it is the reference's
+// harness factory.
+//
+//	rep, err := harness.Execute(ctx, harness.Options{Factory: func(ctx context.Context, c spec.SUTConfig) (harness.Instance, error) {
+//		return reference.OpenConfig(ctx, c)
+//	}})
+func OpenConfig(ctx context.Context, cfg spec.SUTConfig) (*Engine, error) {
+	opt, err := FromConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return Open(ctx, opt)
 }

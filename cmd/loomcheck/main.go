@@ -1,0 +1,82 @@
+// Command loomcheck is the Loom conformance kit: it runs the conformance suite against a system
+// under test and writes reports, serves the reference engine, and reads the catalogue.
+//
+//	loomcheck run                        # the whole suite against the embedded reference
+//	loomcheck run --sut-cmd "my-server"  # against your implementation, as a process
+//	loomcheck serve                      # the reference engine over HTTP on 127.0.0.1
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Exit statuses.
+const (
+	exitConformant    = 0
+	exitNonConformant = 1
+	exitUsage         = 2
+)
+
+type command struct {
+	name    string
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) int
+}
+
+func commands() []command {
+	return []command{
+		{"run", "run the conformance suite and write reports", cmdRun},
+		{"serve", "serve the reference engine over HTTP", cmdServe},
+		{"world", "run the world alone, for a remote target", cmdWorld},
+		{"requirements", "print the traceability matrix and coverage", cmdRequirements},
+		{"explain", "explain one requirement", cmdExplain},
+		{"report", "render or compare reports (report diff OLD NEW)", cmdReport},
+		{"validate", "validate a JSON document against a schema", cmdValidate},
+	}
+}
+
+func main() { os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func dispatch(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		return cmdRun(nil, stdout, stderr)
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		usage(stdout)
+		return exitConformant
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "loomcheck: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return exitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: loomcheck <command> [flags]")
+	fmt.Fprintln(w)
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-13s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nloomcheck <command> -h shows the command's flags. Exit status: 0 conformant, 1 not conformant, 2 usage or harness error.")
+}
+
+// parse parses flags, printing usage errors; ok false means exit with status code.
+func parse(fs *flag.FlagSet, args []string, stderr io.Writer) (code int, ok bool) {
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitConformant, false
+		}
+		return exitUsage, false
+	}
+	return 0, true
+}

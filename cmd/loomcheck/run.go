@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/loomcheck/loomcheck/harness"
+	"github.com/loomcheck/loomcheck/harness/report"
+	"github.com/loomcheck/loomcheck/reference"
+	"github.com/loomcheck/loomcheck/spec"
+)
+
+func referenceFactory(ctx context.Context, cfg spec.SUTConfig) (harness.Instance, error) {
+	return reference.OpenConfig(ctx, cfg)
+}
+
+func cmdRun(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	sutCmd := fs.String("sut-cmd", "", "run the system under test as a process: `sh -c CMD` with LOOM_CONFIG=<file>")
+	target := fs.String("target", "", "the URL of a running system under test (see loomcheck world)")
+	worldAddr := fs.String("world", "", "with --target: HOST:PORT the world listens on (as printed by loomcheck world)")
+	tags := fs.String("tags", "", "run only scenarios matching this tag expression (e.g. \"@profile:core && ~@crash\")")
+	profiles := fs.String("profile", "", "judge only these profiles (comma-separated)")
+	out := fs.String("out", "reports/latest", "directory the reports are written to")
+	conc := fs.Int("concurrency", 0, "scenarios run at once (default: the number of CPUs)")
+	timeout := fs.Duration("step-timeout", 10*time.Second, "the longest any step waits for the system")
+	baseline := fs.String("baseline", "", "a JSON file of expected failures (requirement or scenario ids, each with a reason)")
+	certify := fs.Bool("certify", false, "a certification run: refuses a baseline and any skipped scenario of a claimed profile")
+	quiet := fs.Bool("quiet", false, "no progress line")
+	if code, ok := parse(fs, args, stderr); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "loomcheck run: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if *certify && *baseline != "" {
+		fmt.Fprintln(stderr, "loomcheck run: --certify refuses a baseline: a certification run judges everything")
+		return exitUsage
+	}
+	var base *harness.Baseline
+	if *baseline != "" {
+		b, err := harness.LoadBaseline(*baseline)
+		if err != nil {
+			fmt.Fprintf(stderr, "loomcheck run: %v\n", err)
+			return exitUsage
+		}
+		base = b
+	}
+	opt := harness.Options{Tags: *tags, Concurrency: *conc, StepTimeout: *timeout}
+	if *profiles != "" {
+		opt.Profiles = strings.Split(*profiles, ",")
+	}
+	if !*quiet {
+		opt.Progress = stderr
+	}
+	switch {
+	case *sutCmd != "" && *target != "":
+		fmt.Fprintln(stderr, "loomcheck run: choose --sut-cmd or --target, not both")
+		return exitUsage
+	case *sutCmd != "":
+		opt.Command = *sutCmd
+	case *target != "":
+		w, err := startWorld(*worldAddr)
+		if err != nil {
+			fmt.Fprintf(stderr, "loomcheck run: %v\n", err)
+			return exitUsage
+		}
+		defer w.Close()
+		opt.Target, opt.World = *target, w
+	default:
+		opt.Factory = referenceFactory
+		opt.Describe = "the embedded reference engine (in-process)"
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := harness.Execute(ctx, opt)
+	if err != nil {
+		fmt.Fprintf(stderr, "loomcheck run: %v\n", err)
+		if errors.Is(err, harness.ErrUsage) {
+			return exitUsage
+		}
+		return exitUsage // the kit could not run: a harness error
+	}
+	cat, err := spec.LoadCatalogue()
+	if err != nil {
+		fmt.Fprintf(stderr, "loomcheck run: %v\n", err)
+		return exitUsage
+	}
+	rep = harness.Judge(rep, cat, base)
+	if *certify {
+		harness.Certify(rep)
+	}
+	if err := report.WriteAll(*out, rep, harness.Secrets()...); err != nil {
+		fmt.Fprintf(stderr, "loomcheck run: write reports: %v\n", err)
+		return exitUsage
+	}
+	printVerdict(stdout, rep, *out)
+	return rep.ExitCode
+}
+
+func printVerdict(w io.Writer, rep *report.Report, out string) {
+	t := rep.Totals
+	verdict := "CONFORMANT"
+	if !rep.Conformant {
+		verdict = "NOT CONFORMANT"
+	}
+	if rep.ExitCode == exitUsage {
+		verdict = "HARNESS ERROR"
+	}
+	fmt.Fprintf(w, "%s: %d passed, %d failed, %d not applicable, %d skipped, %d undefined, %d pending, %d harness errors (%s)\n",
+		verdict, t.Passed, t.Failed, t.NotApplicable, t.Skipped, t.Undefined, t.Pending, t.HarnessError,
+		time.Duration(rep.DurationMs)*time.Millisecond)
+	for _, sc := range rep.Scenarios {
+		if sc.Status == report.Failed && sc.Expected == "" || sc.Status == report.HarnessError {
+			fmt.Fprintf(w, "  %s %s %q: %s\n", sc.Status, sc.ID, sc.Name, clip(sc.Message, 300))
+		}
+	}
+	fmt.Fprintf(w, "reports: %s\n", out)
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

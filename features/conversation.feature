@@ -1,0 +1,75 @@
+Feature: A conversation is one durable dialogue
+  As a person talking to an agent
+  I want every message I send recorded and answered exactly once
+  So that the transcript is a faithful record I can page through
+
+  The conversation is one durable execution: each user turn is taken from its inbox, answered by
+  the model, and both the turn and the reply are recorded once, in order, readable back as history.
+
+  @profile:core @req:ADR0122-D1-01
+  Scenario: A streamed reply is recorded and readable in history
+    Given alice has started a conversation
+    And the model streams "Hello" ", " "alice!"
+    When alice sends "hi there"
+    Then turn 1 is answered "Hello, alice!"
+    And the history holds:
+      | ord | turn | role      | status   | text          |
+      | 1   | 1    | user      | accepted | hi there      |
+      | 2   | 1    | assistant | complete | Hello, alice! |
+    And the model has been asked 1 time in all
+
+  @profile:core @req:ADR0122-D1-01 @req:ADR0122-D3-03
+  Scenario: History pages forward and backward with cursors
+    Given alice has started a conversation
+    And alice has had 3 turns answered
+    When alice reads the history forward 2 at a time
+    Then the pages hold the records 1,2 | 3,4 | 5,6
+    When alice reads the history backward 4 at a time
+    Then the pages hold the records 6,5,4,3 | 2,1
+
+  @profile:core @req:ADR0122-D1-02
+  Scenario: A turn retried with the same message id is answered once
+    Given alice has started a conversation
+    When alice sends "what is the status?" with message id "m-42"
+    And alice sends "what is the status?" again with message id "m-42"
+    Then the second send was not delivered
+    And turn 1 is answered "re: what is the status?"
+    When alice sends "thanks"
+    Then turn 2 is answered "re: thanks"
+    And the history holds:
+      | ord | turn | role      | status   | text                    |
+      | 1   | 1    | user      | accepted | what is the status?     |
+      | 2   | 1    | assistant | complete | re: what is the status? |
+      | 3   | 2    | user      | accepted | thanks                  |
+      | 4   | 2    | assistant | complete | re: thanks              |
+    And the model has been asked 2 times in all
+
+  @profile:core @req:ADR0122-D1-04
+  Scenario Outline: A caller-chosen conversation id must be well formed
+    When alice starts a conversation with id "<id>"
+    Then the answer is <status>
+
+    Examples:
+      | id            | status                   |
+      | incident-42   | 201                      |
+      | a.b_c-9       | 201                      |
+      | -leading-dash | 400 with error "invalid id" |
+      | has~tilde     | 400 with error "invalid id" |
+      | has::colons   | 400 with error "invalid id" |
+
+  @profile:core @req:ADR0122-D1-05
+  Scenario: A chosen id starts once
+    Given alice has started a conversation with id "ops-room"
+    When alice starts a conversation with id "ops-room"
+    Then the answer is 200
+    When mallory starts a conversation with id "ops-room"
+    Then the answer is 409 with error "conflict"
+    And mallory gets the same 404 as for a missing conversation on every route
+
+  @profile:core @req:ADR0122-D1-06
+  Scenario: Closing records the close and ends the conversation
+    Given alice has started a conversation
+    And alice has had 1 turn answered
+    When alice closes the conversation
+    Then the history ends with a "closed" record
+    And the status says the conversation is "closed" after 1 turn

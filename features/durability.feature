@@ -1,0 +1,64 @@
+Feature: A conversation survives a crash at any point
+  As an operator
+  I want a conversation to carry on after the process dies
+  So that no turn is lost, repeated or answered twice
+
+  The log is the transcript's source of truth. After a restart the conversation is rebuilt by
+  replaying its log: completed turns are served from it, never asked of the model again, and the
+  run must match the log exactly.
+
+  @profile:durability @req:ADR0122-D1-07 @req:ADR0121-D5-01 @crash
+  Scenario: Replay after a crash is byte-identical and asks the model nothing for completed turns
+    Given alice has started a conversation
+    And alice has had 2 turns answered
+    And alice remembers the history
+    When the system is killed and restarted
+    Then the history starts with the remembered one, byte for byte
+    And the model has been asked 2 times in all
+    When alice sends "and a third thing"
+    Then turn 3 is answered "re: and a third thing"
+    And the history starts with the remembered one, byte for byte
+    And the model has been asked 3 times in all
+
+  @profile:durability @req:ADR0122-D1-08 @crash
+  Scenario: A turn in flight when the process dies is answered exactly once
+    Given alice has started a conversation
+    And the model streams "Let me" and waits
+    When alice sends "check the pumps"
+    And the model has been asked 1 time
+    And the system is killed and restarted
+    Then the model has been asked 2 times
+    And turn 1 is answered "re: check the pumps"
+    And the history holds:
+      | ord | turn | role      | status   | text                |
+      | 1   | 1    | user      | accepted | check the pumps     |
+      | 2   | 1    | assistant | complete | re: check the pumps |
+
+  @profile:durability @req:ADR0122-D4-01 @req:ADR0122-D4-02 @req:ADR0122-D3-08 @configures
+  Scenario: Rotation every turn delivers nothing twice and history reads across generations
+    Given the conversation rotates every 1 turn
+    And alice has started a conversation
+    When alice sends "first" with message id "m-1"
+    Then turn 1 is answered "re: first"
+    When alice sends "second" with message id "m-2"
+    Then turn 2 is answered "re: second"
+    When alice sends "first" again with message id "m-1"
+    And alice sends "third" with message id "m-3"
+    Then turn 3 is answered "re: third"
+    And the history holds:
+      | ord | turn | role      | status   | text       |
+      | 1   | 1    | user      | accepted | first      |
+      | 2   | 1    | assistant | complete | re: first  |
+      | 3   | 2    | user      | accepted | second     |
+      | 4   | 2    | assistant | complete | re: second |
+      | 5   | 3    | user      | accepted | third      |
+      | 6   | 3    | assistant | complete | re: third  |
+    And the status says the conversation is "open" after 3 turns in generation 2 or later
+    And the model has been asked 3 times in all
+
+  @profile:durability @req:ADR0122-D4-03 @configures
+  Scenario: After rotation a stranger is still refused
+    Given the conversation rotates every 1 turn
+    And alice has started a conversation
+    And alice has had 2 turns answered
+    Then mallory gets the same 404 as for a missing conversation on every route

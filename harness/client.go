@@ -1,0 +1,379 @@
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/loomcheck/loomcheck/harness/contract"
+	"github.com/loomcheck/loomcheck/harness/report"
+)
+
+// Bounds on what a scenario keeps of its exchanges for the report.
+const (
+	maxExchanges = 300
+	maxBodyKept  = 8 << 10
+	maxEvents    = 200
+)
+
+// client talks to the SUT for one scenario: every exchange is checked against the contract and
+// kept (bounded) for the report.
+type client struct {
+	s  *scenario
+	hc *http.Client
+
+	mu         sync.Mutex
+	exchanges  []report.Exchange
+	dropped    int
+	validated  int
+	events     int
+	violations []string
+}
+
+// response is one answer of the SUT.
+type response struct {
+	op     string
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r *response) json(v any) error {
+	if err := json.Unmarshal(r.body, v); err != nil {
+		return fail(r.op, fmt.Sprintf("a body that is not the expected JSON (%v): %s", err, clip(string(r.body), 200)), "JSON per spec/openapi.yaml")
+	}
+	return nil
+}
+
+// reqOpts tune one request.
+type reqOpts struct {
+	headers     map[string]string
+	rawBody     []byte
+	contentType string
+	// offSpec marks a request the scenario sends outside the contract on purpose (its request
+	// is not validated; its response still is).
+	offSpec bool
+	// quiet keeps the exchange out of the report (polling).
+	quiet bool
+	host  string
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// do sends one request as who (a principal name, "" for none).
+func (c *client) do(ctx context.Context, who, method, path string, body any, o reqOpts) (*response, error) {
+	var raw []byte
+	switch {
+	case o.rawBody != nil:
+		raw = o.rawBody
+	case body != nil:
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, harnessErr("encode request: %v", err)
+		}
+		raw = b
+	}
+	url := c.s.sutURL() + path
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(raw))
+	if err != nil {
+		return nil, harnessErr("build request: %v", err)
+	}
+	if raw != nil {
+		ct := o.contentType
+		if ct == "" {
+			ct = "application/json"
+		}
+		req.Header.Set("Content-Type", ct)
+	}
+	if who != "" {
+		tok, err := c.s.token(who)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	for k, v := range o.headers {
+		req.Header.Set(k, v)
+	}
+	if o.host != "" {
+		req.Host = o.host
+	}
+	op := method + " " + path
+	if !o.offSpec {
+		if vs := c.s.contract.Request(req.Clone(ctx), raw); len(vs) > 0 {
+			return nil, harnessErr("the kit sent a request outside the contract: %s", vs[0])
+		}
+	}
+	start := time.Now()
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if c.s.ctx.Err() != nil {
+			return nil, harnessErr("the run was stopped: %v", c.s.ctx.Err())
+		}
+		if ctx.Err() != nil {
+			return nil, fail(op, "no answer within the step timeout", "an HTTP answer")
+		}
+		return nil, fail(op, "no answer ("+err.Error()+")", "an HTTP answer")
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, fail(op, "a body cut short ("+err.Error()+")", "a whole body")
+	}
+	r := &response{op: op, status: resp.StatusCode, header: resp.Header, body: b}
+	vs := c.s.contract.Response(req, raw, resp.StatusCode, resp.Header, b)
+	c.record(req, raw, r, nil, vs, time.Since(start), o.quiet)
+	if len(vs) > 0 {
+		return r, contractFailure(vs)
+	}
+	return r, nil
+}
+
+func contractFailure(vs []contract.Violation) error {
+	v := vs[0]
+	more := ""
+	if len(vs) > 1 {
+		more = fmt.Sprintf(" (and %d more)", len(vs)-1)
+	}
+	return &Failure{Requirement: "CONTRACT", Op: v.Route, Got: "a violation at " + v.Pointer + more, Want: v.Message}
+}
+
+func (c *client) record(req *http.Request, reqBody []byte, r *response, events []report.Event, vs []contract.Violation, d time.Duration, quiet bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.validated++
+	for _, v := range vs {
+		c.violations = append(c.violations, v.String())
+	}
+	if quiet && len(vs) == 0 {
+		return
+	}
+	if len(c.exchanges) >= maxExchanges {
+		c.dropped++
+		return
+	}
+	ex := report.Exchange{Method: req.Method, URL: req.URL.RequestURI(), RequestHeaders: req.Header.Clone(),
+		RequestBody: clip(string(reqBody), maxBodyKept), DurationMs: d.Milliseconds(), Events: events}
+	if r != nil {
+		ex.Status, ex.ResponseHeaders, ex.ResponseBody = r.status, r.header.Clone(), clip(string(r.body), maxBodyKept)
+	}
+	for _, v := range vs {
+		ex.Violations = append(ex.Violations, v.String())
+	}
+	c.exchanges = append(c.exchanges, ex)
+}
+
+// sseEvent is one server-sent event.
+type sseEvent struct {
+	ID    string
+	Event string
+	Data  string
+}
+
+// stream is an open event stream.
+type stream struct {
+	c      *client
+	op     string
+	status int
+	header http.Header
+	body   []byte // of a non-200 answer
+
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	evs    []sseEvent
+	ended  bool
+	endErr error
+	notify chan struct{}
+	viol   []contract.Violation
+	req    *http.Request
+	start  time.Time
+}
+
+// openStream opens GET path as an event stream. A non-200 answer is returned with its body.
+func (c *client) openStream(ctx context.Context, who, path string, headers map[string]string) (*stream, error) {
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	req, err := http.NewRequestWithContext(sctx, http.MethodGet, c.s.sutURL()+path, nil)
+	if err != nil {
+		cancel()
+		return nil, harnessErr("build request: %v", err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if who != "" {
+		tok, err := c.s.token(who)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	op := "GET " + path
+	if vs := c.s.contract.Request(req.Clone(sctx), nil); len(vs) > 0 {
+		cancel()
+		return nil, harnessErr("the kit sent a request outside the contract: %s", vs[0])
+	}
+	st := &stream{c: c, op: op, cancel: cancel, notify: make(chan struct{}, 1), req: req, start: time.Now()}
+	hc := &http.Client{Transport: c.hc.Transport} // no overall timeout for a stream
+	resp, err := hc.Do(req)
+	if err != nil {
+		cancel()
+		return nil, fail(op, "no answer ("+err.Error()+")", "an HTTP answer")
+	}
+	st.status, st.header = resp.StatusCode, resp.Header
+	vs := c.s.contract.Response(req, nil, resp.StatusCode, resp.Header, nil)
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		cancel()
+		st.body = b
+		vs = c.s.contract.Response(req, nil, resp.StatusCode, resp.Header, b)
+		c.record(req, nil, &response{op: op, status: resp.StatusCode, header: resp.Header, body: b}, nil, vs, time.Since(st.start), false)
+		st.ended = true
+		if len(vs) > 0 {
+			return st, contractFailure(vs)
+		}
+		return st, nil
+	}
+	st.viol = vs
+	c.s.addStream(st)
+	go st.read(resp.Body)
+	if len(vs) > 0 {
+		return st, contractFailure(vs)
+	}
+	return st, nil
+}
+
+func (st *stream) read(body io.ReadCloser) {
+	defer body.Close()
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	var cur sseEvent
+	var data []string
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" {
+			if len(data) > 0 || cur.Event != "" {
+				cur.Data = strings.Join(data, "\n")
+				if cur.Event == "" {
+					cur.Event = "message"
+				}
+				st.add(cur)
+			}
+			cur, data = sseEvent{}, nil
+			continue
+		}
+		if strings.HasPrefix(line, ":") {
+			continue
+		}
+		field, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch field {
+		case "event":
+			cur.Event = value
+		case "data":
+			data = append(data, value)
+		case "id":
+			cur.ID = value
+		}
+	}
+	st.mu.Lock()
+	st.ended = true
+	if err := sc.Err(); err != nil && !errors.Is(err, context.Canceled) {
+		st.endErr = err
+	}
+	st.mu.Unlock()
+	st.wake()
+	st.c.recordStream(st)
+}
+
+func (st *stream) add(ev sseEvent) {
+	vs := st.c.s.contract.Event(ev.Event, []byte(ev.Data))
+	st.mu.Lock()
+	st.evs = append(st.evs, ev)
+	st.viol = append(st.viol, vs...)
+	st.mu.Unlock()
+	st.c.mu.Lock()
+	st.c.events++
+	for _, v := range vs {
+		st.c.violations = append(st.c.violations, v.String())
+	}
+	st.c.mu.Unlock()
+	if len(vs) > 0 {
+		st.c.s.asyncFailure(&Failure{Requirement: "CONTRACT", Op: st.op + " (event " + ev.Event + ")", Got: "a violation at " + vs[0].Pointer, Want: vs[0].Message})
+	}
+	st.wake()
+}
+
+func (st *stream) wake() {
+	select {
+	case st.notify <- struct{}{}:
+	default:
+	}
+}
+
+// close ends the stream from the client side.
+func (st *stream) close() { st.cancel() }
+
+// snapshot returns the events so far and whether the stream ended.
+func (st *stream) snapshot() ([]sseEvent, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return append([]sseEvent(nil), st.evs...), st.ended
+}
+
+// waitFor waits until pred holds on the events so far, or the stream ends, or ctx ends.
+func (st *stream) waitFor(ctx context.Context, what string, pred func([]sseEvent, bool) bool) ([]sseEvent, error) {
+	for {
+		evs, ended := st.snapshot()
+		if pred(evs, ended) {
+			return evs, nil
+		}
+		if ended {
+			return evs, fail(st.op, fmt.Sprintf("the stream ended after %d events (%s)", len(evs), summarize(evs)), what)
+		}
+		select {
+		case <-st.notify:
+		case <-ctx.Done():
+			return evs, fail(st.op, fmt.Sprintf("%d events after waiting %s (%s)", len(evs), time.Since(st.start).Round(time.Millisecond), summarize(evs)), what)
+		}
+	}
+}
+
+func summarize(evs []sseEvent) string {
+	var parts []string
+	for i, e := range evs {
+		if i >= 12 {
+			parts = append(parts, fmt.Sprintf("+%d more", len(evs)-i))
+			break
+		}
+		parts = append(parts, e.Event)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (c *client) recordStream(st *stream) {
+	evs, _ := st.snapshot()
+	kept := make([]report.Event, 0, min(len(evs), maxEvents))
+	for i, e := range evs {
+		if i >= maxEvents {
+			break
+		}
+		kept = append(kept, report.Event{ID: e.ID, Type: e.Event, Data: clip(e.Data, 2048)})
+	}
+	c.record(st.req, nil, &response{op: st.op, status: st.status, header: st.header}, kept, st.viol, time.Since(st.start), false)
+}

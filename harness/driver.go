@@ -1,0 +1,282 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/loomcheck/loomcheck/spec"
+)
+
+// driver runs one SUT for one scenario.
+type driver interface {
+	// Start launches the SUT on cfg and waits until it answers.
+	Start(ctx context.Context, cfg spec.SUTConfig) error
+	// URL is where the SUT answers now.
+	URL() string
+	// Crash kills the SUT as SIGKILL would.
+	Crash() error
+	// Restart launches it again on the same configuration and data directory.
+	Restart(ctx context.Context) error
+	// Stop ends it cleanly.
+	Stop() error
+	// Logs returns what the SUT printed (process driver), bounded.
+	Logs() string
+}
+
+// driverKind describes what a driver can do.
+type driverKind struct {
+	name         string
+	describe     string
+	canCrash     bool
+	configurable bool
+	newDriver    func() driver
+}
+
+// inProcess serves a Factory's instance on a loopback listener.
+type inProcess struct {
+	factory Factory
+	cfg     spec.SUTConfig
+	inst    Instance
+	srv     *http.Server
+	addr    string
+	done    chan struct{}
+}
+
+func (d *inProcess) Start(ctx context.Context, cfg spec.SUTConfig) error {
+	d.cfg = cfg
+	return d.launch(ctx)
+}
+
+func (d *inProcess) launch(ctx context.Context) error {
+	inst, err := d.factory(ctx, d.cfg)
+	if err != nil {
+		return &startError{err: err}
+	}
+	addr := d.addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil && d.addr != "" {
+		ln, err = net.Listen("tcp", "127.0.0.1:0")
+	}
+	if err != nil {
+		inst.Close()
+		return harnessErr("listen: %v", err)
+	}
+	d.addr = ln.Addr().String()
+	d.inst = inst
+	d.srv = &http.Server{Handler: inst.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	d.done = make(chan struct{})
+	go func(srv *http.Server, done chan struct{}) {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}(d.srv, d.done)
+	return nil
+}
+
+func (d *inProcess) URL() string { return "http://" + d.addr }
+
+func (d *inProcess) Crash() error {
+	if d.inst == nil {
+		return nil
+	}
+	d.inst.Crash()
+	_ = d.srv.Close()
+	<-d.done
+	d.inst = nil
+	return nil
+}
+
+func (d *inProcess) Restart(ctx context.Context) error {
+	if err := d.Crash(); err != nil {
+		return err
+	}
+	return d.launch(ctx)
+}
+
+func (d *inProcess) Stop() error {
+	if d.inst == nil {
+		return nil
+	}
+	_ = d.srv.Close()
+	<-d.done
+	err := d.inst.Close()
+	d.inst = nil
+	return err
+}
+
+func (d *inProcess) Logs() string { return "" }
+
+// startError is a SUT that refused to start (which some scenarios expect).
+type startError struct{ err error }
+
+func (e *startError) Error() string { return "the system under test did not start: " + e.err.Error() }
+func (e *startError) Unwrap() error { return e.err }
+
+// process launches a command with LOOM_CONFIG, SIGKILLs it to crash it and launches it again.
+type process struct {
+	command string
+	dir     string
+	cfg     spec.SUTConfig
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	logs    *ringBuffer
+	ready   time.Duration
+}
+
+func (d *process) Start(ctx context.Context, cfg spec.SUTConfig) error {
+	port, err := freePort()
+	if err != nil {
+		return harnessErr("pick a port: %v", err)
+	}
+	cfg.Listen = "127.0.0.1:" + port
+	d.cfg = cfg
+	d.logs = newRingBuffer(64 << 10)
+	return d.launch(ctx)
+}
+
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	_, port, err := net.SplitHostPort(ln.Addr().String())
+	return port, err
+}
+
+func (d *process) launch(ctx context.Context) error {
+	b, _ := json.MarshalIndent(d.cfg, "", "  ")
+	path := filepath.Join(d.dir, "loom-config.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return harnessErr("write config: %v", err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", d.command)
+	cmd.Env = append(os.Environ(), "LOOM_CONFIG="+path)
+	cmd.Stdout, cmd.Stderr = d.logs, d.logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return harnessErr("launch %q: %v", d.command, err)
+	}
+	d.cmd = cmd
+	d.exited = make(chan struct{})
+	go func(c *exec.Cmd, ch chan struct{}) { _ = c.Wait(); close(ch) }(cmd, d.exited)
+	wait := d.ready
+	if wait <= 0 {
+		wait = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	hc := &http.Client{Timeout: time.Second}
+	for {
+		resp, err := hc.Get(d.URL() + "/.well-known/loom")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-d.exited:
+			return &startError{err: fmt.Errorf("it exited before answering (%s)", tail(d.logs.String(), 400))}
+		case <-ctx.Done():
+			d.kill()
+			return &startError{err: fmt.Errorf("it did not answer GET /.well-known/loom within %s", wait)}
+		case <-tick.C:
+		}
+	}
+}
+
+func (d *process) URL() string { return "http://" + d.cfg.Listen }
+
+func (d *process) kill() {
+	if d.cmd == nil || d.cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+	<-d.exited
+	d.cmd = nil
+}
+
+func (d *process) Crash() error { d.kill(); return nil }
+
+func (d *process) Restart(ctx context.Context) error {
+	d.kill()
+	return d.launch(ctx)
+}
+
+func (d *process) Stop() error {
+	if d.cmd == nil || d.cmd.Process == nil {
+		return nil
+	}
+	_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-d.exited:
+	case <-time.After(5 * time.Second):
+		d.kill()
+	}
+	d.cmd = nil
+	return nil
+}
+
+func (d *process) Logs() string { return d.logs.String() }
+
+// remote is a running system the kit cannot configure, crash or restart.
+type remote struct{ url string }
+
+func (d *remote) Start(ctx context.Context, cfg spec.SUTConfig) error { return nil }
+func (d *remote) URL() string                                         { return d.url }
+func (d *remote) Crash() error {
+	return &HarnessError{Err: fmt.Errorf("%w: a remote target cannot be crashed", ErrNotApplicable)}
+}
+func (d *remote) Restart(ctx context.Context) error { return d.Crash() }
+func (d *remote) Stop() error                       { return nil }
+func (d *remote) Logs() string                      { return "" }
+
+// ringBuffer keeps the last n bytes written to it.
+type ringBuffer struct {
+	mu  sync.Mutex
+	n   int
+	buf []byte
+}
+
+func newRingBuffer(n int) *ringBuffer { return &ringBuffer{n: n} }
+
+func (r *ringBuffer) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.buf = append(r.buf, p...)
+	if len(r.buf) > r.n {
+		r.buf = append([]byte(nil), r.buf[len(r.buf)-r.n:]...)
+	}
+	return len(p), nil
+}
+
+func (r *ringBuffer) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return string(bytes.ToValidUTF8(r.buf, nil))
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
+}
+
+var errNoDriver = errors.New("no driver")

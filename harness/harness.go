@@ -1,0 +1,83 @@
+// Package harness is the Loom conformance harness. It runs the Gherkin scenarios of features/
+// against a system under test (SUT) while playing the world around it (model, tools, summarizer,
+// identities, clearances, the error hook, and the process itself: crash and restart), and turns
+// what it observed into a report.
+//
+// The entry point for Go implementers has the standard library's conformance shape:
+//
+//	func TestConformance(t *testing.T) {
+//		harness.Run(t, func(ctx context.Context, cfg spec.SUTConfig) (harness.Instance, error) {
+//			return myimpl.Open(ctx, cfg)
+//		})
+//	}
+//
+// Outcomes are kept apart: a scenario fails only when the SUT broke a rule (a *Failure); anything
+// the kit itself got wrong is a harness error (ErrHarness), never blamed on the SUT.
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/loomcheck/loomcheck/spec"
+)
+
+// Instance is one running instance of a system under test, served in-process.
+type Instance interface {
+	// Handler is the instance's HTTP surface (spec/openapi.yaml).
+	Handler() http.Handler
+	// Crash abandons the instance as SIGKILL would: nothing it does afterwards may reach its
+	// durable state, and the data directory must be openable again at once.
+	Crash()
+	// Close shuts the instance down cleanly.
+	Close() error
+}
+
+// Factory opens an instance on a configuration. The harness calls it once per scenario with a
+// fresh data directory, and again with the same configuration to restart after a crash.
+type Factory func(ctx context.Context, cfg spec.SUTConfig) (Instance, error)
+
+// Sentinel errors that classify what went wrong.
+var (
+	// ErrHarness marks a fault of the kit itself: the world failed, a step panicked, the SUT
+	// could not be started. It is reported as harness-error, never as a SUT failure.
+	ErrHarness = errors.New("harness error")
+	// ErrNotApplicable marks a scenario this run cannot judge (a profile the SUT does not
+	// claim, a crash against a remote target).
+	ErrNotApplicable = errors.New("not applicable")
+	// ErrNonConformant is what every *Failure matches.
+	ErrNonConformant = errors.New("not conformant")
+)
+
+// Failure is the SUT breaking a rule: which operation, what it got, what was wanted.
+//
+//	return &harness.Failure{Op: "GET /conversations/c1", Got: "429", Want: "404"}
+type Failure struct {
+	Requirement string
+	Rule        string
+	Op          string
+	Got         string
+	Want        string
+}
+
+func (f *Failure) Error() string { return fmt.Sprintf("%s: got %s, want %s", f.Op, f.Got, f.Want) }
+
+// Is makes errors.Is(err, ErrNonConformant) true.
+func (f *Failure) Is(target error) bool { return target == ErrNonConformant }
+
+// HarnessError wraps a fault of the kit.
+type HarnessError struct{ Err error }
+
+func (e *HarnessError) Error() string { return "harness: " + e.Err.Error() }
+func (e *HarnessError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrHarness) true.
+func (e *HarnessError) Is(target error) bool { return target == ErrHarness }
+
+func harnessErr(format string, args ...any) error {
+	return &HarnessError{Err: fmt.Errorf(format, args...)}
+}
+
+func fail(op, got, want string) error { return &Failure{Op: op, Got: got, Want: want} }

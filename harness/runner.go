@@ -1,0 +1,547 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cucumber/godog"
+
+	"github.com/loomcheck/loomcheck/features"
+	"github.com/loomcheck/loomcheck/harness/contract"
+	"github.com/loomcheck/loomcheck/harness/report"
+	"github.com/loomcheck/loomcheck/harness/world"
+	"github.com/loomcheck/loomcheck/spec"
+)
+
+// KitVersion is the version of the conformance kit.
+const KitVersion = "0.1.0"
+
+// Options configure a run. Exactly one of Factory, Command and Target chooses the driver.
+type Options struct {
+	// Factory runs the SUT in-process.
+	Factory Factory
+	// Command runs the SUT as a process: `sh -c Command` with LOOM_CONFIG naming the
+	// configuration file; the kit SIGKILLs and relaunches it to crash and restart it.
+	Command string
+	// Target is the URL of a running SUT the kit cannot configure or crash.
+	Target string
+	// World is the world a remote target was configured with (see `loomcheck world`).
+	World *world.World
+	// Describe names the target in the report (default: the command, URL or "in-process").
+	Describe string
+	// Tags filters scenarios with a godog tag expression.
+	Tags string
+	// Profiles narrows the run to these profiles (of those the SUT claims).
+	Profiles []string
+	// Concurrency is how many scenarios run at once (default: the number of CPUs; 1 for a
+	// remote target, which shares one world).
+	Concurrency int
+	// StepTimeout bounds every wait of a step (default 10 s).
+	StepTimeout time.Duration
+	// Progress receives a progress line while the run goes (nil: none).
+	Progress io.Writer
+	// Features replaces the embedded features (tests of the kit itself).
+	Features fs.FS
+	// TestingT runs each scenario as a subtest of t.
+	TestingT *testing.T
+}
+
+// runner is the state of one run.
+type runner struct {
+	opt       Options
+	kind      driverKind
+	contract  *contract.Validator
+	cat       *spec.Catalogue
+	claimed   map[string]bool
+	impl      string
+	tmp       string
+	transport *http.Transport
+
+	sharedWorld *world.World
+
+	mu            sync.Mutex
+	results       map[string]*report.Scenario
+	total         int
+	done          int
+	failed        int
+	harness       int
+	contractStats report.Contract
+	lines         map[string]int    // ast node id -> line
+	keywords      map[string]string // step ast node id -> keyword
+	features      map[string]string // uri -> feature name
+}
+
+// Execute runs the features against the SUT Options choose and returns the report. An error
+// means the run could not happen at all (a usage or harness fault); the report then may be nil.
+//
+//	rep, err := harness.Execute(ctx, harness.Options{Command: "loomcheck serve"})
+//	if err != nil { log.Fatal(err) }
+//	os.Exit(rep.ExitCode)
+func Execute(ctx context.Context, opt Options) (*report.Report, error) {
+	started := time.Now()
+	r, err := newRunner(opt)
+	if err != nil {
+		return nil, err
+	}
+	defer r.cleanup()
+	if err := r.probe(ctx); err != nil {
+		return nil, err
+	}
+	fsys := opt.Features
+	if fsys == nil {
+		fsys = features.FS
+	}
+	if err := r.index(fsys); err != nil {
+		return nil, err
+	}
+	suite := godog.TestSuite{
+		Name:                "loomcheck",
+		ScenarioInitializer: r.initScenario,
+		Options: &godog.Options{
+			Format: "progress", Output: io.Discard, NoColors: true, FS: fsys, Paths: []string{"."},
+			Tags: opt.Tags, Concurrency: r.opt.Concurrency, TestingT: opt.TestingT, DefaultContext: ctx,
+		},
+	}
+	suite.Run()
+	if r.opt.Progress != nil && isTerminal(r.opt.Progress) {
+		fmt.Fprintln(r.opt.Progress)
+	}
+	return r.build(started), nil
+}
+
+func newRunner(opt Options) (*runner, error) {
+	if opt.StepTimeout <= 0 {
+		opt.StepTimeout = 10 * time.Second
+	}
+	r := &runner{opt: opt, results: map[string]*report.Scenario{}, lines: map[string]int{},
+		keywords: map[string]string{}, features: map[string]string{}}
+	switch {
+	case opt.Factory != nil && opt.Command == "" && opt.Target == "":
+		r.kind = driverKind{name: "in-process", describe: "in-process", canCrash: true, configurable: true,
+			newDriver: func() driver { return &inProcess{factory: opt.Factory} }}
+	case opt.Command != "" && opt.Factory == nil && opt.Target == "":
+		r.kind = driverKind{name: "process", describe: opt.Command, canCrash: true, configurable: true,
+			newDriver: func() driver { return &process{command: opt.Command} }}
+	case opt.Target != "" && opt.Factory == nil && opt.Command == "":
+		r.kind = driverKind{name: "remote", describe: opt.Target,
+			newDriver: func() driver { return &remote{url: strings.TrimRight(opt.Target, "/")} }}
+		r.sharedWorld = opt.World
+		r.opt.Concurrency = 1
+	default:
+		return nil, fmt.Errorf("%w: choose exactly one of an in-process factory, a command or a target", ErrUsage)
+	}
+	if opt.Describe != "" {
+		r.kind.describe = opt.Describe
+	}
+	if r.opt.Concurrency <= 0 {
+		r.opt.Concurrency = runtime.NumCPU()
+	}
+	var err error
+	if r.contract, err = contract.New(); err != nil {
+		return nil, harnessErr("load the contract: %v", err)
+	}
+	if r.cat, err = spec.LoadCatalogue(); err != nil {
+		return nil, harnessErr("load the catalogue: %v", err)
+	}
+	if r.tmp, err = os.MkdirTemp("", "loomcheck-*"); err != nil {
+		return nil, harnessErr("temporary directory: %v", err)
+	}
+	r.transport = &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 10 * time.Second}
+	return r, nil
+}
+
+// ErrUsage is a run that was asked for wrongly.
+var ErrUsage = errors.New("usage")
+
+func (r *runner) cleanup() {
+	r.transport.CloseIdleConnections()
+	_ = os.RemoveAll(r.tmp)
+}
+
+// probe starts one instance to read the discovery document: which profiles the SUT claims. A
+// SUT that cannot be started or does not answer is a harness error, not a failure.
+func (r *runner) probe(ctx context.Context) error {
+	s := &scenario{run: r, ctx: ctx}
+	if err := s.setup(); err != nil {
+		return err
+	}
+	defer s.teardown()
+	if err := s.sut(); err != nil {
+		return err
+	}
+	resp, err := s.cl.do(ctx, "", http.MethodGet, "/.well-known/loom", nil, reqOpts{})
+	if err != nil {
+		return harnessErr("discovery: %v", err)
+	}
+	var d struct {
+		SpecVersion    string   `json:"specVersion"`
+		Profiles       []string `json:"profiles"`
+		Implementation struct {
+			Name    string `json:"name"`
+			Version string `json:"version"`
+		} `json:"implementation"`
+	}
+	if resp.status != http.StatusOK || json.Unmarshal(resp.body, &d) != nil {
+		return harnessErr("discovery answered %d: %s", resp.status, clip(string(resp.body), 200))
+	}
+	r.claimed = map[string]bool{}
+	for _, p := range d.Profiles {
+		if len(r.opt.Profiles) == 0 || slices.Contains(r.opt.Profiles, p) {
+			r.claimed[p] = true
+		}
+	}
+	r.impl = strings.TrimSpace(d.Implementation.Name + " " + d.Implementation.Version)
+	return nil
+}
+
+// index reads the features once for scenario lines, step keywords and feature names.
+func (r *runner) index(fsys fs.FS) error {
+	suite := godog.TestSuite{Options: &godog.Options{FS: fsys, Paths: []string{"."}, Tags: r.opt.Tags}}
+	fts, err := suite.RetrieveFeatures()
+	if err != nil {
+		return harnessErr("read the features: %v", err)
+	}
+	for _, ft := range fts {
+		doc := ft.GherkinDocument
+		if doc == nil || doc.Feature == nil {
+			continue
+		}
+		r.features[ft.Uri] = doc.Feature.Name
+		r.total += len(ft.Pickles)
+		for _, c := range doc.Feature.Children {
+			if c.Background != nil {
+				for _, st := range c.Background.Steps {
+					r.keywords[st.Id] = strings.TrimSpace(st.Keyword)
+				}
+			}
+			if sc := c.Scenario; sc != nil {
+				r.lines[sc.Id] = int(sc.Location.Line)
+				for _, st := range sc.Steps {
+					r.keywords[st.Id] = strings.TrimSpace(st.Keyword)
+				}
+				for _, ex := range sc.Examples {
+					for _, row := range ex.TableBody {
+						r.lines[row.Id] = int(row.Location.Line)
+					}
+				}
+			}
+			if c.Rule != nil {
+				for _, rc := range c.Rule.Children {
+					if rc.Background != nil {
+						for _, st := range rc.Background.Steps {
+							r.keywords[st.Id] = strings.TrimSpace(st.Keyword)
+						}
+					}
+					if sc := rc.Scenario; sc != nil {
+						r.lines[sc.Id] = int(sc.Location.Line)
+						for _, st := range sc.Steps {
+							r.keywords[st.Id] = strings.TrimSpace(st.Keyword)
+						}
+						for _, ex := range sc.Examples {
+							for _, row := range ex.TableBody {
+								r.lines[row.Id] = int(row.Location.Line)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// scenarioID is "<feature file>:<line>" for a pickle.
+func (r *runner) scenarioID(p *godog.Scenario) string {
+	line := 0
+	for i := len(p.AstNodeIds) - 1; i >= 0 && line == 0; i-- {
+		line = r.lines[p.AstNodeIds[i]]
+	}
+	return p.Uri + ":" + strconv.Itoa(line)
+}
+
+func tagNames(p *godog.Scenario) []string {
+	out := make([]string, 0, len(p.Tags))
+	for _, t := range p.Tags {
+		out = append(out, t.Name)
+	}
+	return out
+}
+
+// meta reads the profile and requirement ids a scenario's tags declare.
+func meta(tags []string) (profile string, reqs []string, needs []string) {
+	for _, t := range tags {
+		switch {
+		case strings.HasPrefix(t, "@profile:"):
+			profile = strings.TrimPrefix(t, "@profile:")
+		case strings.HasPrefix(t, "@req:"):
+			reqs = append(reqs, strings.TrimPrefix(t, "@req:"))
+		case t == "@crash" || t == "@configures":
+			needs = append(needs, strings.TrimPrefix(t, "@"))
+		}
+	}
+	return profile, reqs, needs
+}
+
+type scenarioKey struct{}
+
+// initScenario binds a fresh scenario state to one pickle.
+func (r *runner) initScenario(sc *godog.ScenarioContext) {
+	s := &scenario{run: r}
+	var res *report.Scenario
+	var begun time.Time
+	var na string
+	sc.Before(func(ctx context.Context, p *godog.Scenario) (context.Context, error) {
+		begun = time.Now()
+		s.ctx = ctx
+		s.id, s.name, s.tags = r.scenarioID(p), p.Name, tagNames(p)
+		var needs []string
+		s.profile, s.reqs, needs = meta(s.tags)
+		res = &report.Scenario{ID: s.id, Feature: r.features[p.Uri], Name: p.Name, Tags: s.tags, Profile: s.profile,
+			Requirements: append([]string{}, s.reqs...), Steps: []report.Step{}}
+		if res.Feature == "" {
+			res.Feature = p.Uri
+		}
+		for _, st := range p.Steps {
+			rs := report.Step{Keyword: r.keywords[firstID(st.AstNodeIds)], Text: st.Text, Status: report.Skipped}
+			if st.Argument != nil {
+				if ds := st.Argument.DocString; ds != nil {
+					rs.DocString = ds.Content
+				}
+				if dt := st.Argument.DataTable; dt != nil {
+					for _, row := range dt.Rows {
+						var cells []string
+						for _, c := range row.Cells {
+							cells = append(cells, c.Value)
+						}
+						rs.Table = append(rs.Table, cells)
+					}
+				}
+			}
+			res.Steps = append(res.Steps, rs)
+		}
+		switch {
+		case s.profile == "":
+			na = ""
+			return ctx, harnessErr("the scenario has no @profile tag")
+		case !r.claimed[s.profile]:
+			na = fmt.Sprintf("the system does not claim profile %q", s.profile)
+		case slices.Contains(needs, "crash") && !r.kind.canCrash:
+			na = "the scenario crashes the system, which a remote target does not allow"
+		case slices.Contains(needs, "configures") && !r.kind.configurable:
+			na = "the scenario configures the system, which a remote target does not allow"
+		}
+		if na != "" {
+			return ctx, godog.ErrSkip
+		}
+		if err := s.setup(); err != nil {
+			return ctx, err
+		}
+		return context.WithValue(ctx, scenarioKey{}, s), nil
+	})
+	stepIndex := 0
+	var stepStart time.Time
+	sc.StepContext().Before(func(ctx context.Context, st *godog.Step) (context.Context, error) {
+		stepStart = time.Now()
+		return ctx, nil
+	})
+	sc.StepContext().After(func(ctx context.Context, st *godog.Step, status godog.StepResultStatus, err error) (context.Context, error) {
+		if err == nil && status == godog.StepPassed {
+			err = s.takeAsync()
+			if err != nil {
+				status = godog.StepFailed
+			}
+		}
+		if res != nil && stepIndex < len(res.Steps) {
+			rs := &res.Steps[stepIndex]
+			rs.Status = stepStatus(status, err)
+			rs.DurationMs = time.Since(stepStart).Milliseconds()
+			if err != nil {
+				rs.Error = err.Error()
+			}
+		}
+		stepIndex++
+		return ctx, err
+	})
+	sc.After(func(ctx context.Context, p *godog.Scenario, err error) (context.Context, error) {
+		defer s.teardown()
+		if res == nil {
+			return ctx, err
+		}
+		res.DurationMs = time.Since(begun).Milliseconds()
+		res.Status, res.Message, res.Failure = r.classify(s, na, err)
+		if res.Status == report.Failed || res.Status == report.HarnessError {
+			if logs := ""; s.drv != nil {
+				logs = s.drv.Logs()
+				if logs != "" && res.Status == report.HarnessError {
+					res.Message += "; the system printed: " + tail(logs, 800)
+				}
+			}
+		}
+		if s.cl != nil {
+			s.cl.mu.Lock()
+			res.Exchanges = append([]report.Exchange(nil), s.cl.exchanges...)
+			s.cl.mu.Unlock()
+		}
+		r.finish(res, s)
+		return ctx, err
+	})
+	s.register(sc)
+}
+
+func firstID(ids []string) string {
+	if len(ids) == 0 {
+		return ""
+	}
+	return ids[0]
+}
+
+func stepStatus(st godog.StepResultStatus, err error) report.Status {
+	switch st {
+	case godog.StepPassed:
+		return report.Passed
+	case godog.StepUndefined:
+		return report.Undefined
+	case godog.StepPending:
+		return report.Pending
+	case godog.StepSkipped:
+		return report.Skipped
+	}
+	var f *Failure
+	if errors.As(err, &f) {
+		return report.Failed
+	}
+	return report.HarnessError
+}
+
+// classify turns a scenario's error into its outcome. Only a *Failure is the SUT's fault;
+// anything the kit did not classify (a panic, an unexpected error) is a harness error.
+func (r *runner) classify(s *scenario, na string, err error) (report.Status, string, *report.Failure) {
+	var f *Failure
+	switch {
+	case na != "":
+		return report.NotApplicable, na, nil
+	case err == nil:
+		return report.Passed, "", nil
+	case errors.Is(err, ErrNotApplicable):
+		return report.NotApplicable, err.Error(), nil
+	case errors.Is(err, godog.ErrUndefined):
+		return report.Undefined, "a step is not defined yet: " + strings.TrimPrefix(err.Error(), godog.ErrUndefined.Error()+": "), nil
+	case errors.Is(err, godog.ErrPending):
+		return report.Pending, "a step is pending", nil
+	case errors.Is(err, godog.ErrSkip):
+		return report.Skipped, "skipped", nil
+	case errors.As(err, &f):
+		rf := &report.Failure{Requirement: f.Requirement, Rule: f.Rule, Operation: f.Op, Got: f.Got, Want: f.Want}
+		if rf.Requirement == "" && len(s.reqs) > 0 {
+			rf.Requirement = strings.Join(s.reqs, ", ")
+		}
+		if rf.Rule == "" {
+			for _, id := range s.reqs {
+				if q, ok := r.cat.Get(id); ok {
+					rf.Rule = q.Rule
+					break
+				}
+			}
+		}
+		msg := f.Error()
+		if rf.Requirement != "" {
+			msg = rf.Requirement + ": " + msg
+		}
+		return report.Failed, msg, rf
+	default:
+		return report.HarnessError, err.Error(), nil
+	}
+}
+
+func (r *runner) finish(res *report.Scenario, s *scenario) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.results[res.ID] = res
+	r.done++
+	if s.cl != nil {
+		s.cl.mu.Lock()
+		r.contractStats.ExchangesValidated += s.cl.validated
+		r.contractStats.EventsValidated += s.cl.events
+		r.contractStats.Violations += len(s.cl.violations)
+		s.cl.mu.Unlock()
+	}
+	switch res.Status {
+	case report.Failed:
+		r.failed++
+	case report.HarnessError:
+		r.harness++
+	}
+	if r.opt.Progress != nil {
+		line := fmt.Sprintf("%d/%d scenarios, %d failed, %d harness errors", r.done, r.total, r.failed, r.harness)
+		switch {
+		case isTerminal(r.opt.Progress):
+			fmt.Fprint(r.opt.Progress, "\r"+line)
+		case r.done == r.total || r.done%max(1, r.total/10) == 0 || res.Status == report.Failed || res.Status == report.HarnessError:
+			fmt.Fprintln(r.opt.Progress, line)
+		}
+	}
+	if t := r.opt.TestingT; t != nil {
+		switch res.Status {
+		case report.Failed, report.HarnessError:
+			t.Errorf("%s %q: %s: %s", res.Status, res.Name, res.ID, res.Message)
+		}
+	}
+}
+
+// build assembles the report.
+func (r *runner) build(started time.Time) *report.Report {
+	rep := &report.Report{
+		Kit:         report.Kit{Name: "loomcheck", Version: KitVersion},
+		SpecVersion: r.cat.Version,
+		Target:      report.Target{Driver: r.kind.name, Description: r.kind.describe, Implementation: r.impl, Profiles: []string{}},
+		StartedAt:   started.UTC(),
+		DurationMs:  time.Since(started).Milliseconds(),
+		Scenarios:   []report.Scenario{},
+		Contract:    r.contractStats,
+	}
+	for p := range r.claimed {
+		rep.Target.Profiles = append(rep.Target.Profiles, p)
+	}
+	sort.Strings(rep.Target.Profiles)
+	ids := sortedKeys(r.results)
+	sort.SliceStable(ids, func(i, j int) bool { return idLess(ids[i], ids[j]) })
+	for _, id := range ids {
+		rep.Scenarios = append(rep.Scenarios, *r.results[id])
+	}
+	return Judge(rep, r.cat, nil)
+}
+
+func idLess(a, b string) bool {
+	fa, la, _ := strings.Cut(a, ":")
+	fb, lb, _ := strings.Cut(b, ":")
+	if fa != fb {
+		return fa < fb
+	}
+	na, _ := strconv.Atoi(la)
+	nb, _ := strconv.Atoi(lb)
+	return na < nb
+}
+
+// isTerminal reports whether w is a terminal (the progress line then rewrites itself).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

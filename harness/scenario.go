@@ -1,0 +1,254 @@
+package harness
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/loomcheck/loomcheck/harness/contract"
+	"github.com/loomcheck/loomcheck/harness/world"
+	"github.com/loomcheck/loomcheck/reference/loomtype"
+	"github.com/loomcheck/loomcheck/spec"
+)
+
+// The principals every scenario knows, by the name steps use for them.
+var principals = map[string]spec.Principal{
+	"alice":            {Tenant: "acme", Actor: "alice"},
+	"bob":              {Tenant: "acme", Actor: "bob"},
+	"carol":            {Tenant: "acme", Actor: "carol"},
+	"dave":             {Tenant: "acme", Actor: "dave"},
+	"erin":             {Tenant: "acme", Actor: "erin"},
+	"mallory":          {Tenant: "evil", Actor: "mallory"},
+	"alice's delegate": {Tenant: "acme", Actor: "assistant", OnBehalfOf: "alice"},
+	"nobody":           {Tenant: "acme"},
+	"the service":      {Tenant: "acme", Actor: "loom-service"},
+}
+
+func tokenOf(name string) string {
+	return "tok-" + strings.NewReplacer(" ", "-", "'", "").Replace(name)
+}
+
+func identityOf(name string) loomtype.Identity {
+	p := principals[name]
+	return loomtype.Identity{Tenant: p.Tenant, Actor: p.Actor, OnBehalfOf: p.OnBehalfOf}
+}
+
+// conv is a conversation a scenario knows.
+type conv struct {
+	name  string
+	id    string
+	owner string
+}
+
+// scenario is the state of one running scenario.
+type scenario struct {
+	run      *runner
+	ctx      context.Context
+	id       string
+	name     string
+	tags     []string
+	profile  string
+	reqs     []string
+	world    *world.World
+	contract *contract.Validator
+	cl       *client
+	dir      string
+
+	cfg     spec.SUTConfig
+	drv     driver
+	started bool
+	startEr error
+	down    bool
+
+	convs   map[string]*conv
+	current *conv
+	last    *response
+	msgSeq  int
+	saved   map[string]string
+	sentIDs map[string]string // text -> messageId of the newest send of it
+
+	holds      []*world.Hold
+	calls      int
+	turns      int
+	turnNo     int64
+	remembered []entry
+	pages      []string
+
+	mu       sync.Mutex
+	streams  []*stream
+	asyncErr error
+	named    map[string]*stream
+}
+
+func randomKey() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+func (s *scenario) setup() error {
+	dir, err := os.MkdirTemp(s.run.tmp, "scenario-*")
+	if err != nil {
+		return harnessErr("scenario directory: %v", err)
+	}
+	s.dir = dir
+	s.convs, s.saved, s.named, s.sentIDs = map[string]*conv{}, map[string]string{}, map[string]*stream{}, map[string]string{}
+	s.contract = s.run.contract
+	s.cl = &client{s: s, hc: &http.Client{Timeout: 30 * time.Second, Transport: s.run.transport}}
+	if s.run.sharedWorld != nil {
+		s.world = s.run.sharedWorld
+		s.world.Reset()
+	} else {
+		s.world = world.New(world.Options{})
+		if _, err := s.world.Start(""); err != nil {
+			return harnessErr("start the world: %v", err)
+		}
+	}
+	for name, p := range principals {
+		if err := s.world.Identity().Add(tokenOf(name), p); err != nil {
+			return harnessErr("register %s: %v", name, err)
+		}
+	}
+	s.cfg = s.world.Config(spec.SUTConfig{DataDir: dir + "/data", Signing: spec.SigningConfig{Key: randomKey()}})
+	s.cfg.Gateway.PollMs = 200
+	s.drv = s.run.kind.newDriver()
+	if p, ok := s.drv.(*process); ok {
+		p.dir = dir
+	}
+	return nil
+}
+
+func (s *scenario) teardown() {
+	s.mu.Lock()
+	streams := s.streams
+	s.mu.Unlock()
+	for _, st := range streams {
+		st.close()
+	}
+	if s.drv != nil && s.started {
+		_ = s.drv.Stop()
+	}
+	if s.run.sharedWorld == nil && s.world != nil {
+		s.world.Close()
+	}
+	if s.dir != "" {
+		_ = os.RemoveAll(s.dir)
+	}
+}
+
+func (s *scenario) token(who string) (string, error) {
+	if _, ok := principals[who]; !ok {
+		if strings.HasPrefix(who, "tok-") {
+			return who, nil
+		}
+		return "", harnessErr("unknown principal %q", who)
+	}
+	return tokenOf(who), nil
+}
+
+// configure changes the configuration before the SUT starts.
+func (s *scenario) configure(f func(*spec.SUTConfig)) error {
+	if s.started {
+		return harnessErr("the configuration must be set before the system starts (move this Given up)")
+	}
+	if !s.run.kind.configurable {
+		return &HarnessError{Err: fmt.Errorf("%w: the target's configuration cannot be chosen", ErrNotApplicable)}
+	}
+	f(&s.cfg)
+	return nil
+}
+
+// sut makes sure the SUT is running.
+func (s *scenario) sut() error {
+	if s.started {
+		return s.startEr
+	}
+	s.started = true
+	s.startEr = s.drv.Start(s.ctx, s.cfg)
+	var se *startError
+	if errors.As(s.startEr, &se) {
+		s.startEr = harnessErr("%v%s", se, logsOf(s.drv))
+	}
+	return s.startEr
+}
+
+func logsOf(d driver) string {
+	if l := d.Logs(); l != "" {
+		return "; it printed: " + tail(l, 600)
+	}
+	return ""
+}
+
+func (s *scenario) sutURL() string { return s.drv.URL() }
+
+func (s *scenario) addStream(st *stream) {
+	s.mu.Lock()
+	s.streams = append(s.streams, st)
+	s.mu.Unlock()
+}
+
+// asyncFailure keeps a failure noticed off the step's path (an SSE event out of contract); the
+// next step reports it.
+func (s *scenario) asyncFailure(err error) {
+	s.mu.Lock()
+	if s.asyncErr == nil {
+		s.asyncErr = err
+	}
+	s.mu.Unlock()
+}
+
+func (s *scenario) takeAsync() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := s.asyncErr
+	s.asyncErr = nil
+	return err
+}
+
+// wait returns a context for one bounded wait.
+func (s *scenario) wait() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(s.ctx, s.run.opt.StepTimeout)
+}
+
+func (s *scenario) conv(name string) (*conv, error) {
+	if name == "" {
+		if s.current == nil {
+			return nil, harnessErr("no conversation has been started in this scenario")
+		}
+		return s.current, nil
+	}
+	c, ok := s.convs[name]
+	if !ok {
+		return nil, harnessErr("unknown conversation %q", name)
+	}
+	return c, nil
+}
+
+func (s *scenario) nextMessageID() string {
+	s.msgSeq++
+	return fmt.Sprintf("m%d", s.msgSeq)
+}
+
+func sortedKeys[M ~map[string]V, V any](m M) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// RemoteConfig is the configuration a remote target must be started with to be judged by a run
+// whose world is w: the world's endpoints, the kit's principals and a signing key.
+func RemoteConfig(w *world.World, base spec.SUTConfig) spec.SUTConfig {
+	base.Signing = spec.SigningConfig{Key: randomKey()}
+	return w.Config(base)
+}

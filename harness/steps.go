@@ -1,0 +1,15 @@
+package harness
+
+import (
+	"github.com/cucumber/godog"
+)
+
+// register binds every step of the vocabulary to this scenario.
+func (s *scenario) register(sc *godog.ScenarioContext) {
+	s.registerSetup(sc)
+	s.registerModel(sc)
+	s.registerConversation(sc)
+	s.registerHistory(sc)
+	s.registerProcess(sc)
+	s.registerAccess(sc)
+}

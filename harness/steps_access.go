@@ -1,0 +1,91 @@
+package harness
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"github.com/cucumber/godog"
+)
+
+// probe is one request a stranger tries on a conversation.
+type probe struct {
+	method, path string
+	body         any
+	stream       bool
+}
+
+func probes(id string, door bool) []probe {
+	p := "/conversations/" + url.PathEscape(id)
+	out := []probe{
+		{method: http.MethodGet, path: p},
+		{method: http.MethodPost, path: p + "/turns", body: map[string]any{"text": "let me in", "messageId": "probe-1"}},
+		{method: http.MethodPost, path: p + "/close", body: map[string]any{}},
+		{method: http.MethodGet, path: p + "/history"},
+		{method: http.MethodGet, path: p + "/history?direction=backward&cursor=0.1"},
+		{method: http.MethodGet, path: p + "/events", stream: true},
+		{method: http.MethodGet, path: p + "/participants"},
+		{method: http.MethodPost, path: p + "/participants", body: map[string]any{"op": "add", "identity": map[string]any{"tenant": "evil", "actor": "mallory"}}},
+	}
+	if door {
+		r := "/runtime/executions/" + url.PathEscape(id)
+		out = append(out,
+			probe{method: http.MethodPost, path: r + "/messages", body: map[string]any{"messageId": "probe-2", "payload": map[string]any{"kind": "user"}}},
+			probe{method: http.MethodGet, path: r + "/log"})
+	}
+	return out
+}
+
+// try sends one probe and returns its status and body.
+func (s *scenario) try(who string, p probe) (int, []byte, error) {
+	if p.stream {
+		st, err := s.cl.openStream(s.ctx, who, p.path, nil)
+		if err != nil {
+			return 0, nil, err
+		}
+		if st.status == http.StatusOK {
+			st.close()
+		}
+		return st.status, st.body, nil
+	}
+	r, err := s.cl.do(s.ctx, who, p.method, p.path, p.body, reqOpts{})
+	if err != nil {
+		return 0, nil, err
+	}
+	return r.status, r.body, nil
+}
+
+// sameNotFound checks that who gets, on every route of the current conversation, exactly the
+// answer a conversation that does not exist gets.
+func (s *scenario) sameNotFound(who string) error {
+	c, err := s.conv("")
+	if err != nil {
+		return err
+	}
+	door := s.run.kind.name != "remote" || true
+	missing := "missing-" + c.id
+	for i, p := range probes(c.id, door) {
+		code, body, err := s.try(who, p)
+		if err != nil {
+			return err
+		}
+		mp := probes(missing, door)[i]
+		mcode, mbody, err := s.try(who, mp)
+		if err != nil {
+			return err
+		}
+		op := p.method + " " + p.path + " as " + who
+		if code != http.StatusNotFound || !bytes.Equal(compact(body), []byte(`{"error":"not found"}`)) {
+			return fail(op, fmt.Sprintf("%d %s", code, clip(string(body), 200)), `404 {"error":"not found"}`)
+		}
+		if mcode != code || !bytes.Equal(body, mbody) {
+			return fail(op, fmt.Sprintf("%d %q", code, body), fmt.Sprintf("the same answer as for a missing conversation: %d %q", mcode, mbody))
+		}
+	}
+	return nil
+}
+
+func (s *scenario) registerAccess(sc *godog.ScenarioContext) {
+	sc.Step(`^(\w[\w' ]*?) gets the same 404 as for a missing conversation on every route$`, s.sameNotFound)
+}

@@ -1,0 +1,171 @@
+package harness
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/cucumber/godog"
+
+	"github.com/loomcheck/loomcheck/harness/world"
+)
+
+var quotedRE = regexp.MustCompile(`"((?:[^"\\]|\\.)*)"`)
+
+// quoted returns the quoted strings of s, with \" and \n unescaped.
+func quoted(s string) []string {
+	var out []string
+	for _, m := range quotedRE.FindAllStringSubmatch(s, -1) {
+		out = append(out, unescape(m[1]))
+	}
+	return out
+}
+
+func unescape(s string) string {
+	return strings.NewReplacer(`\"`, `"`, `\n`, "\n", `\r`, "\r", `\\`, `\`).Replace(s)
+}
+
+func (s *scenario) enqueue(r world.Reply) error {
+	if err := s.world.Model().Enqueue(r); err != nil {
+		return harnessErr("script the model: %v", err)
+	}
+	return nil
+}
+
+func (s *scenario) registerModel(sc *godog.ScenarioContext) {
+	sc.Step(`^the model replies "((?:[^"\\]|\\.)*)"$`, func(text string) error {
+		return s.enqueue(world.Reply{Text: unescape(text)})
+	})
+	sc.Step(`^the model replies "((?:[^"\\]|\\.)*)" to "((?:[^"\\]|\\.)*)"$`, func(text, match string) error {
+		if err := s.world.Model().EnqueueFor(unescape(match), world.Reply{Text: unescape(text)}); err != nil {
+			return harnessErr("script the model: %v", err)
+		}
+		return nil
+	})
+	sc.Step(`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+)$`, func(parts string) error {
+		return s.enqueue(world.Reply{Chunks: quoted(parts)})
+	})
+	sc.Step(`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) and waits$`, func(parts string) error {
+		h := s.world.NewHold()
+		s.holds = append(s.holds, h)
+		return s.enqueue(world.Reply{Chunks: quoted(parts), Hold: h})
+	})
+	sc.Step(`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) to "((?:[^"\\]|\\.)*)" and waits$`, func(parts, match string) error {
+		h := s.world.NewHold()
+		s.holds = append(s.holds, h)
+		if err := s.world.Model().EnqueueFor(unescape(match), world.Reply{Chunks: quoted(parts), Hold: h}); err != nil {
+			return harnessErr("script the model: %v", err)
+		}
+		return nil
+	})
+	sc.Step(`^the model is released$`, func() error {
+		for _, h := range s.holds {
+			h.Release()
+		}
+		return nil
+	})
+	sc.Step(`^the model fails with status (\d+)(?: and says "((?:[^"\\]|\\.)*)")?$`, func(status int, msg string) error {
+		return s.enqueue(world.Reply{Fail: &world.Failure{Status: status, Message: unescape(msg)}})
+	})
+	sc.Step(`^the model calls "([\w-]+)" with (\{.*\})$`, func(name, args string) error {
+		return s.enqueue(world.Reply{ToolCalls: []world.ToolCall{{ID: s.callID(), Name: name, Arguments: args}}})
+	})
+	sc.Step(`^the model calls "([\w-]+)" (\d+) times in a row$`, func(name string, n int) error {
+		for range n {
+			if err := s.enqueue(world.Reply{ToolCalls: []world.ToolCall{{ID: s.callID(), Name: name, Arguments: "{}"}}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	sc.Step(`^the model calls at once:$`, func(t *godog.Table) error {
+		var calls []world.ToolCall
+		for _, row := range t.Rows[1:] {
+			args := "{}"
+			if len(row.Cells) > 1 {
+				args = row.Cells[1].Value
+			}
+			calls = append(calls, world.ToolCall{ID: s.callID(), Name: row.Cells[0].Value, Arguments: args})
+		}
+		return s.enqueue(world.Reply{ToolCalls: calls})
+	})
+	sc.Step(`^the model has been asked (\d+) times?$`, func(n int) error {
+		ctx, cancel := s.wait()
+		defer cancel()
+		if err := s.world.Model().WaitRequests(ctx, n); err != nil {
+			return fail("the model", fmt.Sprintf("%d requests", s.world.Model().Count()), fmt.Sprintf("at least %d", n))
+		}
+		return nil
+	})
+	sc.Step(`^the model has been asked (\d+) times? in all$`, func(n int) error {
+		if got := s.world.Model().Count(); got != n {
+			return fail("the model", fmt.Sprintf("%d requests", got), fmt.Sprintf("exactly %d", n))
+		}
+		return nil
+	})
+	sc.Step(`^request (\d+) to the model holds the messages:$`, func(i int, t *godog.Table) error {
+		req, err := s.modelRequest(i)
+		if err != nil {
+			return err
+		}
+		var want, got []string
+		for _, row := range t.Rows[1:] {
+			want = append(want, row.Cells[0].Value+": "+unescape(row.Cells[1].Value))
+		}
+		for _, m := range req.Messages {
+			if m.Role == "system" && !tableHasRole(t, "system") {
+				continue
+			}
+			got = append(got, m.Role+": "+m.Content)
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			return fail(fmt.Sprintf("request %d to the model", i), "\n"+strings.Join(got, "\n"), "\n"+strings.Join(want, "\n"))
+		}
+		return nil
+	})
+	sc.Step(`^no request to the model holds two consecutive messages of one role$`, func() error {
+		for _, req := range s.world.Model().Requests() {
+			prev := ""
+			for j, m := range req.Messages {
+				role := m.Role
+				if role == "tool" {
+					prev = role
+					continue
+				}
+				if role == prev && role != "system" {
+					return fail(fmt.Sprintf("request %d to the model", req.Index+1),
+						fmt.Sprintf("two %s messages in a row at %d", role, j), "roles that alternate")
+				}
+				prev = role
+			}
+		}
+		return nil
+	})
+}
+
+func tableHasRole(t *godog.Table, role string) bool {
+	for _, row := range t.Rows[1:] {
+		if row.Cells[0].Value == role {
+			return true
+		}
+	}
+	return false
+}
+
+// modelRequest returns the i-th (1-based) request the model received.
+func (s *scenario) modelRequest(i int) (world.ModelRequest, error) {
+	ctx, cancel := s.wait()
+	defer cancel()
+	if err := s.world.Model().WaitRequests(ctx, i); err != nil {
+		return world.ModelRequest{}, fail("the model", fmt.Sprintf("%d requests", s.world.Model().Count()), fmt.Sprintf("a request number %d", i))
+	}
+	return s.world.Model().Requests()[i-1], nil
+}
+
+func (s *scenario) callID() string {
+	s.calls++
+	return fmt.Sprintf("call_%d", s.calls)
+}
+
+var _ = json.Valid

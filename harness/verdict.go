@@ -1,0 +1,260 @@
+package harness
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+
+	"slices"
+	"sort"
+
+	"github.com/loomcheck/loomcheck/harness/report"
+	"github.com/loomcheck/loomcheck/spec"
+)
+
+// Judge computes every verdict of a report from its scenarios: totals, requirement statuses,
+// per-profile conformance, warnings, the baseline comparison, Conformant and ExitCode.
+//
+// A claimed profile is conformant when none of its scenarios failed on a MUST requirement
+// (unless the baseline expects it), broke the harness, or is undefined or pending. A failure
+// whose requirements are all SHOULD or MAY is a warning. A baseline entry that now passes is
+// stale and fails the run, so baselines only shrink. Exit status: 2 when the harness broke, 1
+// when the run is not conformant, 0 otherwise.
+//
+//	rep = harness.Judge(rep, cat, baseline)
+//	os.Exit(rep.ExitCode)
+func Judge(rep *report.Report, cat *spec.Catalogue, base *Baseline) *report.Report {
+	rep.Totals = report.Totals{}
+	rep.Warnings = nil
+	claimed := map[string]bool{}
+	for _, p := range rep.Target.Profiles {
+		claimed[p] = true
+	}
+	levels := map[string]string{}
+	for _, q := range cat.Requirements {
+		levels[q.ID] = q.Level
+	}
+	onlyShould := func(sc *report.Scenario) bool {
+		if len(sc.Requirements) == 0 {
+			return false
+		}
+		for _, id := range sc.Requirements {
+			if levels[id] == spec.Must || levels[id] == "" {
+				return false
+			}
+		}
+		return true
+	}
+	var br *report.BaselineResult
+	if base != nil {
+		br = &report.BaselineResult{File: base.File, Expected: []report.BaselineEntry{}, Stale: []report.BaselineEntry{}, Unexpected: []string{}}
+	}
+	excuse := func(sc *report.Scenario) (report.BaselineEntry, bool) {
+		if base == nil {
+			return report.BaselineEntry{}, false
+		}
+		for _, e := range base.Entries {
+			if e.Scenario != "" && e.Scenario == sc.ID {
+				return e, true
+			}
+			if e.Requirement != "" && slices.Contains(sc.Requirements, e.Requirement) {
+				return e, true
+			}
+		}
+		return report.BaselineEntry{}, false
+	}
+	blocking := map[string]bool{} // profile -> not conformant
+	harnessBroke := false
+	for i := range rep.Scenarios {
+		sc := &rep.Scenarios[i]
+		sc.Expected = ""
+		rep.Totals.Add(sc.Status)
+		switch sc.Status {
+		case report.HarnessError:
+			harnessBroke = true
+			blocking[sc.Profile] = true
+		case report.Failed:
+			if e, ok := excuse(sc); ok {
+				sc.Expected = e.Reason
+				br.Expected = append(br.Expected, e)
+				continue
+			}
+			if onlyShould(sc) {
+				rep.Warnings = append(rep.Warnings, sc.ID+": "+sc.Message)
+				continue
+			}
+			blocking[sc.Profile] = true
+			if br != nil && claimed[sc.Profile] {
+				br.Unexpected = append(br.Unexpected, sc.ID)
+			}
+		case report.Undefined, report.Pending:
+			blocking[sc.Profile] = true
+		}
+	}
+	// Requirements.
+	byReq := map[string][]*report.Scenario{}
+	for i := range rep.Scenarios {
+		for _, id := range rep.Scenarios[i].Requirements {
+			byReq[id] = append(byReq[id], &rep.Scenarios[i])
+		}
+	}
+	rep.Requirements = rep.Requirements[:0]
+	status := map[string]report.Status{}
+	for _, q := range cat.Requirements {
+		scs := byReq[q.ID]
+		ids := make([]string, 0, len(scs))
+		st := report.Status("")
+		for _, sc := range scs {
+			ids = append(ids, sc.ID)
+			st = fold(st, sc.Status)
+		}
+		if st == "" {
+			st = report.Undefined
+		}
+		status[q.ID] = st
+		rep.Requirements = append(rep.Requirements, report.RequirementResult{ID: q.ID, Level: q.Level, Profile: q.Profile,
+			Source: q.Source, Rule: q.Rule, Status: st, Scenarios: ids})
+	}
+	// Stale baseline entries: what they excuse now passes.
+	stale := false
+	if base != nil {
+		for _, e := range base.Entries {
+			passes := false
+			if e.Requirement != "" {
+				passes = status[e.Requirement] == report.Passed
+			}
+			if e.Scenario != "" {
+				for _, sc := range rep.Scenarios {
+					if sc.ID == e.Scenario {
+						passes = sc.Status == report.Passed
+					}
+				}
+			}
+			if passes {
+				br.Stale = append(br.Stale, e)
+				stale = true
+			}
+		}
+	}
+	rep.Baseline = br
+	// Profiles.
+	names := map[string]bool{}
+	for _, p := range cat.Profiles {
+		names[p.Name] = true
+	}
+	for _, sc := range rep.Scenarios {
+		if sc.Profile != "" {
+			names[sc.Profile] = true
+		}
+	}
+	rep.Profiles = rep.Profiles[:0]
+	conformant := true
+	for _, name := range sortedKeys(names) {
+		pr := report.ProfileResult{Name: name, Claimed: claimed[name]}
+		for _, sc := range rep.Scenarios {
+			if sc.Profile == name {
+				pr.Totals.Add(sc.Status)
+			}
+		}
+		pr.Conformant = pr.Claimed && !blocking[name] && pr.Totals.Passed > 0
+		if pr.Claimed && !pr.Conformant {
+			conformant = false
+		}
+		rep.Profiles = append(rep.Profiles, pr)
+	}
+	sort.SliceStable(rep.Profiles, func(i, j int) bool { return rep.Profiles[i].Name < rep.Profiles[j].Name })
+	rep.Conformant = conformant && !stale && !harnessBroke && len(claimed) > 0
+	switch {
+	case harnessBroke:
+		rep.ExitCode = 2
+	case !rep.Conformant:
+		rep.ExitCode = 1
+	default:
+		rep.ExitCode = 0
+	}
+	return rep
+}
+
+// fold combines the outcomes of a requirement's scenarios: the worst wins, and a requirement
+// that no scenario could judge is not applicable.
+func fold(acc, s report.Status) report.Status {
+	if acc == "" {
+		return s
+	}
+	rank := map[report.Status]int{report.Passed: 0, report.NotApplicable: -1, report.Skipped: 1, report.Pending: 2,
+		report.Undefined: 3, report.Failed: 4, report.HarnessError: 5}
+	if acc == report.NotApplicable {
+		return s
+	}
+	if s == report.NotApplicable {
+		return acc
+	}
+	if rank[s] > rank[acc] {
+		return s
+	}
+	return acc
+}
+
+// Baseline lists failures a run expects, each with a reason.
+type Baseline struct {
+	File    string
+	Entries []report.BaselineEntry
+}
+
+// LoadBaseline reads a baseline file: {"entries": [{"requirement"|"scenario": id, "reason": why}]}.
+// Every entry needs a reason and exactly one of requirement and scenario.
+//
+//	base, err := harness.LoadBaseline("conformance-baseline.json")
+func LoadBaseline(path string) (*Baseline, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var doc struct {
+		Entries []report.BaselineEntry `json:"entries"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("%w: baseline %s: %v", ErrUsage, path, err)
+	}
+	for i, e := range doc.Entries {
+		if (e.Requirement == "") == (e.Scenario == "") || strings.TrimSpace(e.Reason) == "" {
+			return nil, fmt.Errorf("%w: baseline %s: entry %d needs a reason and exactly one of requirement and scenario", ErrUsage, path, i+1)
+		}
+	}
+	return &Baseline{File: path, Entries: doc.Entries}, nil
+}
+
+// Certify applies the rules of a certification run: a skipped scenario of a claimed profile makes
+// that profile, and the run, not conformant.
+func Certify(rep *report.Report) {
+	claimed := map[string]bool{}
+	for _, p := range rep.Target.Profiles {
+		claimed[p] = true
+	}
+	for _, sc := range rep.Scenarios {
+		if claimed[sc.Profile] && sc.Status == report.Skipped {
+			for i := range rep.Profiles {
+				if rep.Profiles[i].Name == sc.Profile {
+					rep.Profiles[i].Conformant = false
+				}
+			}
+			rep.Conformant = false
+			if rep.ExitCode == 0 {
+				rep.ExitCode = 1
+			}
+		}
+	}
+}
+
+// Secrets lists the credentials the kit uses, for redaction in reports.
+func Secrets() []string {
+	out := make([]string, 0, len(principals))
+	for name := range principals {
+		out = append(out, tokenOf(name))
+	}
+	return out
+}
