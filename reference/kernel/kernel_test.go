@@ -169,11 +169,11 @@ func TestReplayServesDecisionsOnce(t *testing.T) {
 	require.NoError(t, err)
 	send(t, r.k, "c1", "m1", "one")
 	send(t, r.k, "c1", "m2", "two")
-	waitFor(t, "two replies", func() bool { return calls.Load() == 2 })
+	waitFor(t, "two replies", func() bool { return len(r.transcript("c1", 0)) == 5 })
 	before := r.transcript("c1", 0)
 	r.restart()
 	send(t, r.k, "c1", "m3", "three")
-	waitFor(t, "third reply", func() bool { return calls.Load() == 3 })
+	waitFor(t, "third reply", func() bool { return len(r.transcript("c1", 0)) == 7 })
 	require.Equal(t, []string{
 		"started",
 		`consumed "one"`,
@@ -195,7 +195,7 @@ func TestContinueAsNewCarriesCursorAndDedupe(t *testing.T) {
 	send(t, r.k, "c1", "m1", "one")
 	send(t, r.k, "c1", "m2", "rotate")
 	send(t, r.k, "c1", "m3", "three")
-	waitFor(t, "reply in generation 1", func() bool { return calls.Load() == 2 })
+	waitFor(t, "reply in generation 1", func() bool { return len(r.transcript("c1", 1)) == 3 })
 	info, err := r.k.Info(context.Background(), "c1")
 	require.NoError(t, err)
 	require.EqualValues(t, 1, info.Gen)
@@ -286,7 +286,7 @@ func TestDivergenceFailsTheExecution(t *testing.T) {
 	_, err := r.k.Start(context.Background(), kernel.StartRequest{ID: "c1", Flow: "echo", Principal: alice})
 	require.NoError(t, err)
 	send(t, r.k, "c1", "m1", "one")
-	waitFor(t, "reply", func() bool { return calls.Load() == 1 })
+	waitFor(t, "reply", func() bool { return len(r.transcript("c1", 0)) == 3 })
 	// A new version of the flow names its decision differently.
 	flows["echo"] = func(c *kernel.Context, _ json.RawMessage) (json.RawMessage, error) {
 		if _, err := c.Receive(); err != nil {

@@ -1,0 +1,33 @@
+# The two commands the README promises, and their parts.
+GO ?= go
+
+.PHONY: all conformance conformance-process test check vet race selftest build bench
+
+all: test conformance
+
+# The main job: the whole conformance suite against the embedded reference, writing reports/latest.
+conformance:
+	$(GO) run ./cmd/loomcheck run --out reports/latest
+
+# The same suite with the reference as a separate process that the kit SIGKILLs to crash it.
+conformance-process: build
+	./bin/loomcheck run --sut-cmd "$(CURDIR)/bin/loomcheck serve" --out reports/process
+
+build:
+	$(GO) build -o bin/loomcheck ./cmd/loomcheck
+
+# The test command: formatting, vet, every test under the race detector, and the self-test.
+test: check race selftest
+
+check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+race:
+	$(GO) test -race -count=1 ./...
+
+selftest:
+	@echo "selftest: no defects yet"
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
