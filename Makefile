@@ -27,7 +27,7 @@ race:
 	$(GO) test -race -count=1 ./...
 
 selftest:
-	@echo "selftest: no defects yet"
+	$(GO) run ./cmd/loomcheck selftest --out reports/selftest
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

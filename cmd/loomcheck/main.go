@@ -36,6 +36,7 @@ func commands() []command {
 		{"explain", "explain one requirement", cmdExplain},
 		{"report", "render or compare reports (report diff OLD NEW)", cmdReport},
 		{"validate", "validate a JSON document against a schema", cmdValidate},
+		{"selftest", "prove the kit catches the broken variants in fixtures/defects", cmdSelftest},
 	}
 }
 

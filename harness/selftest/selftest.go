@@ -1,0 +1,267 @@
+// Package selftest proves that the kit catches bugs: for each deliberately broken variant of the
+// reference engine (a patch in fixtures/defects/), it builds the variant in a scratch copy of the
+// source tree, runs the scenarios that guard the broken rule against it as a process, and checks
+// that the run fails on the requirement that names the bug.
+//
+// The broken variants never reach production code: they exist only as patches, applied to a
+// throwaway copy.
+package selftest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"go.yaml.in/yaml/v4"
+
+	"github.com/loomcheck/loomcheck/harness"
+	"github.com/loomcheck/loomcheck/harness/report"
+)
+
+// Defect is one broken variant of the reference.
+type Defect struct {
+	// Name is the patch's file name without .patch.
+	Name string `yaml:"name" json:"name"`
+	// Bug says, in a sentence, what the variant gets wrong (the first cut's bug).
+	Bug string `yaml:"bug" json:"bug"`
+	// Requirement is the requirement whose scenarios must catch the variant.
+	Requirement string `yaml:"requirement" json:"requirement"`
+	// Tags selects the scenarios to run (default: those tagged with Requirement).
+	Tags string `yaml:"tags,omitempty" json:"tags,omitempty"`
+}
+
+// Result is the outcome for one defect.
+type Result struct {
+	Defect Defect `json:"defect"`
+	// Caught is true when a scenario proving the requirement failed against the variant.
+	Caught bool `json:"caught"`
+	// CaughtBy lists the failed scenarios that prove the requirement.
+	CaughtBy []string `json:"caughtBy"`
+	// Failures lists every failure of the run, requirement first.
+	Failures []string `json:"failures"`
+	Error    string   `json:"error,omitempty"`
+	Seconds  float64  `json:"seconds"`
+}
+
+// Options configure a self-test.
+type Options struct {
+	// Root is the source tree to copy (the module root).
+	Root string
+	// Defects is the directory of the manifest (defects.yaml) and the patches.
+	Defects string
+	// Only runs just these defects (by name).
+	Only []string
+	// Parallel is how many variants are built and run at once (default 2).
+	Parallel int
+	Log      io.Writer
+}
+
+// ErrManifest is a defects.yaml that cannot be used.
+var ErrManifest = errors.New("selftest: bad defect manifest")
+
+// Load reads the manifest and checks that every defect has a patch.
+func Load(dir string) ([]Defect, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "defects.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var doc struct {
+		Defects []Defect `yaml:"defects"`
+	}
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrManifest, err)
+	}
+	seen := map[string]bool{}
+	for _, d := range doc.Defects {
+		if d.Name == "" || d.Requirement == "" || d.Bug == "" || seen[d.Name] {
+			return nil, fmt.Errorf("%w: defect %q needs a unique name, a bug and a requirement", ErrManifest, d.Name)
+		}
+		seen[d.Name] = true
+		if _, err := os.Stat(filepath.Join(dir, d.Name+".patch")); err != nil {
+			return nil, fmt.Errorf("%w: %s has no patch: %v", ErrManifest, d.Name, err)
+		}
+	}
+	return doc.Defects, nil
+}
+
+// Run builds and judges every defect. It returns the results in manifest order; an error means
+// the self-test could not run at all.
+func Run(ctx context.Context, opt Options) ([]Result, error) {
+	defects, err := Load(opt.Defects)
+	if err != nil {
+		return nil, err
+	}
+	if len(opt.Only) > 0 {
+		defects = slices.DeleteFunc(defects, func(d Defect) bool { return !slices.Contains(opt.Only, d.Name) })
+	}
+	if opt.Parallel <= 0 {
+		opt.Parallel = 2
+	}
+	if opt.Log == nil {
+		opt.Log = io.Discard
+	}
+	files, err := trackedFiles(opt.Root)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]Result, len(defects))
+	sem := make(chan struct{}, opt.Parallel)
+	var wg sync.WaitGroup
+	var logMu sync.Mutex
+	for i, d := range defects {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			start := time.Now()
+			res := judge(ctx, opt, files, d)
+			res.Seconds = time.Since(start).Seconds()
+			results[i] = res
+			logMu.Lock()
+			verdict := "CAUGHT"
+			if !res.Caught {
+				verdict = "MISSED"
+			}
+			fmt.Fprintf(opt.Log, "%-7s %-36s %s %s\n", verdict, d.Name, d.Requirement, res.Error)
+			logMu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return results, nil
+}
+
+// trackedFiles lists the source tree's files (tracked and untracked, not ignored).
+func trackedFiles(root string) ([]string, error) {
+	cmd := exec.Command("git", "ls-files", "-co", "--exclude-standard")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("selftest: list the source tree: %v", err)
+	}
+	var files []string
+	for _, f := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if f != "" && !strings.HasPrefix(f, "reports/") {
+			files = append(files, f)
+		}
+	}
+	return files, nil
+}
+
+func judge(ctx context.Context, opt Options, files []string, d Defect) Result {
+	res := Result{Defect: d, CaughtBy: []string{}, Failures: []string{}}
+	dir, err := os.MkdirTemp("", "loomcheck-defect-"+d.Name+"-*")
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	defer os.RemoveAll(dir)
+	for _, f := range files {
+		if err := copyFile(filepath.Join(opt.Root, f), filepath.Join(dir, f)); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue // deleted in the work tree
+			}
+			res.Error = err.Error()
+			return res
+		}
+	}
+	patch, _ := filepath.Abs(filepath.Join(opt.Defects, d.Name+".patch"))
+	if out, err := run(ctx, dir, "patch", "-p1", "--forward", "--batch", "-i", patch); err != nil {
+		res.Error = "the patch does not apply: " + lastLine(out)
+		return res
+	}
+	if out, err := run(ctx, dir, "go", "build", "-o", "bin/loomcheck", "./cmd/loomcheck"); err != nil {
+		res.Error = "the variant does not build: " + lastLine(out)
+		return res
+	}
+	tags := d.Tags
+	if tags == "" {
+		tags = "@req:" + d.Requirement
+	}
+	rep, err := harness.Execute(ctx, harness.Options{Command: filepath.Join(dir, "bin", "loomcheck") + " serve", Tags: tags,
+		Concurrency: 2, StepTimeout: 5 * time.Second})
+	if err != nil {
+		res.Error = "the run failed: " + err.Error()
+		return res
+	}
+	for _, sc := range rep.Scenarios {
+		if sc.Status != report.Failed {
+			continue
+		}
+		res.Failures = append(res.Failures, sc.ID+" "+sc.Message)
+		if slices.Contains(sc.Requirements, d.Requirement) {
+			res.Caught = true
+			res.CaughtBy = append(res.CaughtBy, sc.ID)
+		}
+	}
+	sort.Strings(res.Failures)
+	return res
+}
+
+func run(ctx context.Context, dir string, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+func copyFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	st, err := os.Stat(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, st.Mode().Perm())
+}
+
+// Write writes the self-test report as selftest.json and selftest.md into dir.
+func Write(dir string, results []Result) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, _ := json.MarshalIndent(map[string]any{"defects": results}, "", "  ")
+	if err := os.WriteFile(filepath.Join(dir, "selftest.json"), b, 0o644); err != nil {
+		return err
+	}
+	var md strings.Builder
+	caught := 0
+	for _, r := range results {
+		if r.Caught {
+			caught++
+		}
+	}
+	fmt.Fprintf(&md, "## Self-test: %d of %d defects caught\n\n", caught, len(results))
+	md.WriteString("| defect | the bug | caught by requirement | scenarios |\n|---|---|---|---|\n")
+	for _, r := range results {
+		by := strings.Join(r.CaughtBy, " ")
+		if !r.Caught {
+			by = "**missed** " + r.Error
+		}
+		fmt.Fprintf(&md, "| %s | %s | %s | %s |\n", r.Defect.Name, strings.ReplaceAll(r.Defect.Bug, "|", "/"), r.Defect.Requirement, by)
+	}
+	return os.WriteFile(filepath.Join(dir, "selftest.md"), []byte(md.String()), 0o644)
+}
