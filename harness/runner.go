@@ -68,6 +68,7 @@ type runner struct {
 	cat       *spec.Catalogue
 	claimed   map[string]bool
 	impl      string
+	door      bool
 	tmp       string
 	transport *http.Transport
 
@@ -190,6 +191,7 @@ func (r *runner) probe(ctx context.Context) error {
 	var d struct {
 		SpecVersion    string   `json:"specVersion"`
 		Profiles       []string `json:"profiles"`
+		RuntimeDoor    bool     `json:"runtimeDoor"`
 		Implementation struct {
 			Name    string `json:"name"`
 			Version string `json:"version"`
@@ -205,6 +207,7 @@ func (r *runner) probe(ctx context.Context) error {
 		}
 	}
 	r.impl = strings.TrimSpace(d.Implementation.Name + " " + d.Implementation.Version)
+	r.door = d.RuntimeDoor
 	return nil
 }
 

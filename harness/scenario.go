@@ -32,6 +32,10 @@ var principals = map[string]spec.Principal{
 	"the service":      {Tenant: "acme", Actor: "loom-service"},
 }
 
+// standardTools are declared to every system under test, so scenarios can script them at any
+// point; others must be scripted before the system starts.
+var standardTools = []string{"lookup", "slow", "transfer", "north", "south"}
+
 func tokenOf(name string) string {
 	return "tok-" + strings.NewReplacer(" ", "-", "'", "").Replace(name)
 }
@@ -50,17 +54,18 @@ type conv struct {
 
 // scenario is the state of one running scenario.
 type scenario struct {
-	run      *runner
-	ctx      context.Context
-	id       string
-	name     string
-	tags     []string
-	profile  string
-	reqs     []string
-	world    *world.World
-	contract *contract.Validator
-	cl       *client
-	dir      string
+	run       *runner
+	ctx       context.Context
+	id        string
+	name      string
+	tags      []string
+	profile   string
+	reqs      []string
+	world     *world.World
+	contract  *contract.Validator
+	cl        *client
+	dir       string
+	transport *http.Transport
 
 	cfg     spec.SUTConfig
 	drv     driver
@@ -75,12 +80,16 @@ type scenario struct {
 	saved   map[string]string
 	sentIDs map[string]string // text -> messageId of the newest send of it
 
-	holds      []*world.Hold
-	calls      int
-	turns      int
-	turnNo     int64
-	remembered []entry
-	pages      []string
+	holds        []*world.Hold
+	toolHolds    map[string][]*world.Hold
+	calls        int
+	turns        int
+	turnNo       int64
+	remembered   []entry
+	pages        []string
+	shortNotDone bool
+	lastPage     []entry
+	lastPageDone bool
 
 	mu       sync.Mutex
 	streams  []*stream
@@ -101,8 +110,10 @@ func (s *scenario) setup() error {
 	}
 	s.dir = dir
 	s.convs, s.saved, s.named, s.sentIDs = map[string]*conv{}, map[string]string{}, map[string]*stream{}, map[string]string{}
+	s.toolHolds = map[string][]*world.Hold{}
 	s.contract = s.run.contract
-	s.cl = &client{s: s, hc: &http.Client{Timeout: 30 * time.Second, Transport: s.run.transport}}
+	s.transport = &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 10 * time.Second}
+	s.cl = &client{s: s, hc: &http.Client{Timeout: 30 * time.Second, Transport: s.transport}}
 	if s.run.sharedWorld != nil {
 		s.world = s.run.sharedWorld
 		s.world.Reset()
@@ -119,6 +130,10 @@ func (s *scenario) setup() error {
 	}
 	s.cfg = s.world.Config(spec.SUTConfig{DataDir: dir + "/data", Signing: spec.SigningConfig{Key: randomKey()}})
 	s.cfg.Gateway.PollMs = 200
+	for _, name := range standardTools {
+		s.cfg.Tools.Definitions = append(s.cfg.Tools.Definitions, spec.ToolDef{Name: name, Description: "the " + name + " tool",
+			Parameters: map[string]any{"type": "object"}})
+	}
 	s.drv = s.run.kind.newDriver()
 	if p, ok := s.drv.(*process); ok {
 		p.dir = dir
@@ -138,6 +153,9 @@ func (s *scenario) teardown() {
 	}
 	if s.run.sharedWorld == nil && s.world != nil {
 		s.world.Close()
+	}
+	if s.transport != nil {
+		s.transport.CloseIdleConnections()
 	}
 	if s.dir != "" {
 		_ = os.RemoveAll(s.dir)

@@ -12,4 +12,6 @@ func (s *scenario) register(sc *godog.ScenarioContext) {
 	s.registerHistory(sc)
 	s.registerProcess(sc)
 	s.registerAccess(sc)
+	s.registerTools(sc)
+	s.registerMore(sc)
 }

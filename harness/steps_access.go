@@ -63,7 +63,7 @@ func (s *scenario) sameNotFound(who string) error {
 	if err != nil {
 		return err
 	}
-	door := s.run.kind.name != "remote" || true
+	door := s.run.door
 	missing := "missing-" + c.id
 	for i, p := range probes(c.id, door) {
 		code, body, err := s.try(who, p)

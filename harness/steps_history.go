@@ -161,6 +161,9 @@ func (s *scenario) registerHistory(sc *godog.ScenarioContext) {
 			if len(es) > n {
 				return fail(r.op, fmt.Sprintf("%d entries", len(es)), fmt.Sprintf("at most %d", n))
 			}
+			if len(es) < n && !p.Done {
+				s.shortNotDone = true
+			}
 			if len(es) > 0 {
 				var ords []string
 				for _, e := range es {

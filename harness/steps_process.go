@@ -24,6 +24,7 @@ func (s *scenario) crash() error {
 	if err := s.drv.Crash(); err != nil {
 		return err
 	}
+	s.transport.CloseIdleConnections()
 	s.down = true
 	return nil
 }

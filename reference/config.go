@@ -20,7 +20,7 @@ import (
 const SpecVersion = spec.Version
 
 // Profiles are the profiles this engine claims.
-var Profiles = []string{"core", "durability"}
+var Profiles = []string{"core", "durability", "barge-in", "agent"}
 
 // FromConfig turns the kit's configuration document into engine options: every hook becomes an
 // HTTP client of the endpoint the document names.

@@ -407,17 +407,23 @@ func (cv *Conversations) newSignal(c *kernel.Context, st *state, asker loomtype.
 			}
 			return false
 		}
+		// The first look is synchronous, so a message already waiting when the turn goes live
+		// is seen by the checkpoint that armed the watch.
+		if interrupts() {
+			s.Fire()
+			return
+		}
 		go func() {
 			for {
-				if interrupts() {
-					s.Fire()
-					return
-				}
 				select {
 				case <-ch:
 				case <-done:
 					return
 				case <-c.Ctx().Done():
+					return
+				}
+				if interrupts() {
+					s.Fire()
 					return
 				}
 			}

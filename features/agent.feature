@@ -1,0 +1,63 @@
+Feature: A turn runs the canonical agent loop
+  As an agent builder
+  I want tool failures to reach the model and every step of a turn to survive a crash
+  So that the model can recover from a failing tool and no tool runs twice by accident
+
+  A turn asks the model, runs the tools it asks for, feeds their results back (a failure becomes
+  an error result the model can read) and repeats until the model answers. Every tool call is a
+  journaled step: a completed call is never run again, and a call that was in flight at a crash
+  runs again with the same idempotency key.
+
+  @profile:agent @req:ADR0121-D1-01 @configures
+  Scenario: A failing tool is fed back to the model and the turn goes on
+    Given alice has started a conversation
+    And the model calls "lookup" with {"pump": 3}
+    And the tool "lookup" fails with status 500 and says "sensor offline"
+    And the model replies "The sensor is offline; I could not check pump 3."
+    When alice sends "check pump 3"
+    Then turn 1 is answered "The sensor is offline; I could not check pump 3."
+    And request 2 to the model holds a tool result that says "sensor offline"
+    And the tool "lookup" has been called 1 time in all
+
+  @profile:agent @req:ADR0121-D1-02 @crash @configures
+  Scenario: A tool failure the model already read is not run again after a crash
+    Given alice has started a conversation
+    And the model calls "lookup" with {"pump": 3}
+    And the tool "lookup" fails with status 500 and says "sensor offline"
+    And the model replies "The sensor is offline."
+    When alice sends "check pump 3"
+    Then turn 1 is answered "The sensor is offline."
+    When the system is killed and restarted
+    And alice sends "thanks"
+    Then turn 2 is answered "re: thanks"
+    And the tool "lookup" has been called 1 time in all
+
+  @profile:agent @req:ADR0121-D1-03 @crash @configures
+  Scenario: A tool call in flight at a crash runs again with the same idempotency key
+    Given alice has started a conversation
+    And the model calls "transfer" with {"amount": 10}
+    And the tool "transfer" waits
+    And the tool "transfer" answers {"done": true}
+    When alice sends "pay the invoice"
+    And the tool "transfer" has been called 1 time
+    And the system is killed and restarted
+    Then turn 1 is answered "re: pay the invoice"
+    And the tool "transfer" has been called 2 times in all
+    And every call to "transfer" carried the same idempotency key
+
+  @profile:agent @req:ADR0121-D2-01 @configures
+  Scenario: Parallel tool calls run together and come back in the model's order
+    Given the setting "conversation.parallelTools" is true
+    And alice has started a conversation
+    And the model calls at once:
+      | tool  | arguments  |
+      | north | {"zone":1} |
+      | south | {"zone":2} |
+    And the tool "north" waits
+    And the tool "north" answers {"zone": "north ok"}
+    And the tool "south" answers {"zone": "south ok"}
+    When alice sends "check both zones"
+    And the tool "south" answered 1 time
+    And the tool "north" is released
+    Then turn 1 is answered "re: check both zones"
+    And request 2 to the model holds the tool results in the order north, south

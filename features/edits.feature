@@ -1,0 +1,68 @@
+Feature: Editing an earlier message is a new turn that quotes it
+  As a person who mistyped a question
+  I want to send a corrected version that refers to the original
+  So that the agent knows what I changed without the transcript being rewritten
+
+  The transcript is append-only: an edit is a new turn whose editOf names the ord of one of my
+  earlier accepted user records still in the carried window. The model sees the earlier words
+  quoted as data inside my new message. Anything else is one rejected record, "edit-invalid".
+
+  @profile:core @req:ADR0122-R17b-05
+  Scenario: An edit is a new turn carrying the quoted earlier text as data
+    Given alice has started a conversation
+    When alice sends "check pump 3"
+    Then turn 1 is answered "re: check pump 3"
+    Given the model replies "checking pump 4 instead"
+    When alice sends "check pump 4" as an edit of record 1
+    Then turn 2 is answered "checking pump 4 instead"
+    And the history holds:
+      | ord | turn | role      | status   | text                    | editOf | editOfTurn |
+      | 1   | 1    | user      | accepted | check pump 3            |        |            |
+      | 2   | 1    | assistant | complete | re: check pump 3        |        |            |
+      | 3   | 2    | user      | accepted | check pump 4            | 1      | 1          |
+      | 4   | 2    | assistant | complete | checking pump 4 instead |        |            |
+    And the last user message of request 2 to the model quotes "check pump 3" and says "check pump 4"
+
+  @profile:core @req:ADR0122-R17b-06
+  Scenario Outline: An edit that names no earlier user turn of mine is one rejected record
+    Given alice has started a conversation
+    And alice sends an empty message
+    And alice sends "check pump 3"
+    And turn 1 is answered "re: check pump 3"
+    When alice sends "check pump 4" as an edit of record <ord>
+    And alice sends "are you there?"
+    Then turn 2 is answered "re: are you there?"
+    And record 4 is rejected with reason "edit-invalid"
+    And the model has been asked 2 times in all
+
+    Examples:
+      | ord | what it names               |
+      | 1   | a rejected record           |
+      | 3   | an assistant record         |
+      | 99  | a record that does not exist |
+
+  @profile:core @req:ADR0122-R17b-07
+  Scenario Outline: An editOf that is not a positive integer is a bad request
+    Given alice has started a conversation
+    And alice has had 1 turn answered
+    When alice sends "check pump 4" with editOf <value>
+    Then the answer is 400 with error "bad request"
+
+    Examples:
+      | value |
+      | 1.5   |
+      | "1"   |
+      | true  |
+      | 0     |
+      | -1    |
+
+  @profile:durability @req:ADR0122-R17b-08 @configures
+  Scenario: An edit reaches a turn carried across a rotation
+    Given the conversation rotates every 1 turn
+    And alice has started a conversation
+    When alice sends "check pump 3"
+    Then turn 1 is answered "re: check pump 3"
+    Given the model replies "checking pump 4 instead"
+    When alice sends "check pump 4" as an edit of record 1
+    Then turn 2 is answered "checking pump 4 instead"
+    And the last user message of request 2 to the model quotes "check pump 3" and says "check pump 4"

@@ -1,0 +1,59 @@
+Feature: History reads are bounded and cursors are positions, not promises
+  As a client paging through a long conversation
+  I want every read to cost the same whatever I ask
+  So that neither a long conversation nor a hostile cursor can make the server do unbounded work
+
+  A read scans at most maxScan log events and always says where to go on. A cursor is
+  "<generation>.<sequence>", a position inside this conversation's own log: malformed is an error,
+  never "start over", and a position past the end is clamped to the end.
+
+  @profile:core @req:ADR0122-D3-02 @configures
+  Scenario: A read stops after maxScan events and still gives the next cursor
+    Given the setting "conversation.maxScan" is 40
+    And the setting "conversation.maxIterations" is 50
+    And alice has started a conversation
+    And the model calls "lookup" 30 times in a row
+    And the tool "lookup" answers {"found": true}
+    When alice sends "look everything up"
+    Then turn 1 is answered "re: look everything up"
+    When alice reads the history forward 10 at a time
+    Then some page was short but not done
+    And the pages hold the records 1 | 2
+
+  @profile:core @req:ADR0122-D3-04
+  Scenario Outline: A malformed cursor is refused, never read as the start
+    Given alice has started a conversation
+    And alice has had 1 turn answered
+    When alice reads the history from cursor "<cursor>"
+    Then the answer is 400 with error "invalid cursor"
+
+    Examples:
+      | cursor                |
+      | abc                   |
+      | 7                     |
+      | 1.                    |
+      | .1                    |
+      | -1.0                  |
+      | 1.2.3                 |
+      | 9999999999999999999.0 |
+
+  @profile:core @req:ADR0122-D3-05
+  Scenario: A cursor past the end is clamped and answered at once
+    Given alice has started a conversation
+    And alice has had 2 turns answered
+    When alice reads the history forward from cursor "999999999.0"
+    Then the answer is a done page with no records
+    When alice reads the history backward from cursor "999999999.0"
+    Then the answer is a page holding the records 4,3,2,1
+    When alice reads the history backward from cursor "0.999999999"
+    Then the answer is a page holding the records 4,3,2,1
+
+  @profile:core @req:ADR0122-D3-06
+  Scenario: A cursor taken from another conversation reads nothing of it
+    Given alice has started a conversation "A"
+    And alice has had 2 turns answered
+    And alice has started a conversation "B"
+    And alice has had 1 turn answered
+    When alice takes the last cursor of conversation "B"
+    And alice reads conversation "A" forward from that cursor
+    Then every record read belongs to conversation "A"

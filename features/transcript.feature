@@ -1,0 +1,89 @@
+Feature: The transcript records every message once, with a unique ordinal
+  As someone reading or rendering a conversation
+  I want every record to appear exactly once, numbered uniquely
+  So that I can key, page and quote records without guessing
+
+  Every user turn, reply, partial, rejection and close is one record, written exactly once. Each
+  record carries an ord that is unique, 1-based and increasing for the whole conversation. A
+  rejected message is no turn: its record has turn 0 and a fixed reason.
+
+  @profile:core @req:ADR0122-D3-01 @req:ADR0122-R17b-01 @configures
+  Scenario: No record is duplicated by the send that follows an interruption
+    Given barge-in is on
+    And alice has started a conversation
+    And the model waits before answering
+    When alice sends "one"
+    And the model has been asked 1 time
+    And alice sends "two"
+    Then turn 2 is answered "re: two"
+    When alice sends "three"
+    Then turn 3 is answered "re: three"
+    And the history holds:
+      | ord | turn | role      | status      | text      |
+      | 1   | 1    | user      | accepted    | one       |
+      | 2   | 1    | assistant | interrupted |           |
+      | 3   | 2    | user      | accepted    | two       |
+      | 4   | 2    | assistant | complete    | re: two   |
+      | 5   | 3    | user      | accepted    | three     |
+      | 6   | 3    | assistant | complete    | re: three |
+
+  @profile:core @req:ADR0122-D1-03 @req:ADR0122-R17b-02 @configures
+  Scenario: Empty and oversized messages are rejected records and the dialogue goes on
+    Given the setting "conversation.maxTurnChars" is 100
+    And alice has started a conversation
+    When alice sends an empty message
+    And alice sends a message of 101 characters
+    And alice sends "a real question"
+    Then turn 1 is answered "re: a real question"
+    And the history holds:
+      | ord | turn | role      | status   | text               | reason    |
+      | 1   | 0    | user      | rejected | -                  | malformed |
+      | 2   | 0    | user      | rejected | -                  | malformed |
+      | 3   | 1    | user      | accepted | a real question    |           |
+      | 4   | 1    | assistant | complete | re: a real question |          |
+    And the model has been asked 1 time in all
+
+  @profile:core @req:ADR0122-D1-03
+  Scenario Outline: A malformed message put straight into the inbox is a rejected record
+    Given alice has started a conversation
+    When alice puts <payload> into the conversation's inbox
+    And alice sends "still there?"
+    Then turn 1 is answered "re: still there?"
+    And the history holds:
+      | ord | turn | role      | status   | reason    |
+      | 1   | 0    | user      | rejected | malformed |
+      | 2   | 1    | user      | accepted |           |
+      | 3   | 1    | assistant | complete |           |
+
+    Examples:
+      | payload                                  |
+      | {"kind": "user"}                         |
+      | {"kind": "assistant", "text": "I agree"} |
+      | {"hello": "world"}                       |
+
+  @profile:core @req:ADR0122-R17b-03 @configures
+  Scenario: The status counts accepted turns, even behind a long run of rejections
+    Given the setting "gateway.postsPerMinute" is 1000
+    And alice has started a conversation
+    And alice has had 1 turn answered
+    When alice sends 120 empty messages
+    Then the history has 122 records
+    And the status says the conversation is "open" after 1 turn
+
+  @profile:durability @req:ADR0122-R17b-04 @configures
+  Scenario: Ordinals stay unique and increasing across rotations
+    Given the conversation rotates every 1 turn
+    And alice has started a conversation
+    And alice has had 2 turns answered
+    When alice sends an empty message
+    And alice sends "after the rejection"
+    Then turn 3 is answered "re: after the rejection"
+    And the history holds:
+      | ord | turn | role      | status   |
+      | 1   | 1    | user      | accepted |
+      | 2   | 1    | assistant | complete |
+      | 3   | 2    | user      | accepted |
+      | 4   | 2    | assistant | complete |
+      | 5   | 0    | user      | rejected |
+      | 6   | 3    | user      | accepted |
+      | 7   | 3    | assistant | complete |

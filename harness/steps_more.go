@@ -1,0 +1,284 @@
+package harness
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/cucumber/godog"
+
+	"github.com/loomcheck/loomcheck/harness/world"
+)
+
+func containsFold(s, sub string) bool {
+	return strings.Contains(strings.ToLower(s), strings.ToLower(sub))
+}
+
+func describeMessages(msgs []world.Message) string {
+	var parts []string
+	for _, m := range msgs {
+		parts = append(parts, m.Role+": "+clip(m.Content, 80))
+	}
+	return strings.Join(parts, " | ")
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (s *scenario) readPage(who, convID, query string, offSpec bool) (*response, []entry, page, error) {
+	r, err := s.cl.do(s.ctx, who, http.MethodGet, "/conversations/"+url.PathEscape(convID)+"/history"+query, nil, reqOpts{offSpec: offSpec})
+	s.last = r
+	if err != nil {
+		return r, nil, page{}, err
+	}
+	var p page
+	if r.status != http.StatusOK {
+		return r, nil, p, nil
+	}
+	if err := r.json(&p); err != nil {
+		return r, nil, p, err
+	}
+	es, err := decodeEntries(p.Entries)
+	if err != nil {
+		return r, nil, p, fail(r.op, "entries that do not decode", "entries per spec")
+	}
+	s.lastPage = es
+	s.lastPageDone = p.Done
+	return r, es, p, nil
+}
+
+func ords(es []entry) string {
+	var parts []string
+	for _, e := range es {
+		parts = append(parts, strconv.FormatInt(e.Ord, 10))
+	}
+	return strings.Join(parts, ",")
+}
+
+func (s *scenario) registerMore(sc *godog.ScenarioContext) {
+	sc.Step(`^the model waits before answering$`, func() error {
+		h := s.world.NewHold()
+		s.holds = append(s.holds, h)
+		return s.enqueue(world.Reply{Hold: h})
+	})
+	sc.Step(`^the model replies "((?:[^"\\]|\\.)*)" after a release$`, func(text string) error {
+		h := s.world.NewHold()
+		s.holds = append(s.holds, h)
+		return s.enqueue(world.Reply{Hold: h, After: []string{unescape(text)}})
+	})
+	sc.Step(`^the system refuses to start$`, func() error {
+		err := s.sut()
+		if err == nil {
+			return fail("starting the system", "it started and answers", "a refusal to start with this configuration")
+		}
+		if !errors.Is(err, ErrHarness) {
+			return err
+		}
+		return nil
+	})
+	sc.Step(`^(\w[\w' ]*?) puts (\{.*\}) into the conversation's inbox$`, func(who, payload string) error {
+		c, err := s.conv("")
+		if err != nil {
+			return err
+		}
+		body := map[string]any{"messageId": s.nextMessageID(), "payload": rawJSON(payload)}
+		r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions/"+url.PathEscape(c.id)+"/messages", body, reqOpts{})
+		s.last = r
+		if err != nil {
+			return err
+		}
+		if r.status == http.StatusNotFound && s.run.door == false {
+			return &HarnessError{Err: fmt.Errorf("%w: the system has no runtime door", ErrNotApplicable)}
+		}
+		if r.status != http.StatusAccepted {
+			return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "202")
+		}
+		return nil
+	})
+	sc.Step(`^(\w[\w' ]*?) sends (\d+) empty messages$`, func(who string, n int) error {
+		for range n {
+			if err := s.mustSend(who, "", s.nextMessageID(), nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	sc.Step(`^the history has (\d+) records$`, func(n int) error {
+		es, err := s.waitHistory(s.owner(), fmt.Sprintf("%d records", n), func(es []entry) bool { return len(es) >= n })
+		if err != nil {
+			return err
+		}
+		if len(es) != n {
+			return fail("the history", fmt.Sprintf("%d records", len(es)), fmt.Sprintf("%d", n))
+		}
+		return nil
+	})
+	sc.Step(`^record (\d+) is rejected with reason "([^"]*)"$`, func(ord int64, reason string) error {
+		es, err := s.waitHistory(s.owner(), fmt.Sprintf("record %d", ord), func(es []entry) bool { return int64(len(es)) >= ord })
+		if err != nil {
+			return err
+		}
+		for _, e := range es {
+			if e.Ord == ord {
+				if e.Status != "rejected" || e.Reason != reason || e.Turn != 0 || e.Text != nil {
+					return fail(fmt.Sprintf("record %d", ord), e.String(), fmt.Sprintf("rejected, turn 0, reason %q, no text", reason))
+				}
+				return nil
+			}
+		}
+		return fail("the history", describeEntries(es), fmt.Sprintf("a record with ord %d", ord))
+	})
+	sc.Step(`^the last user message of request (\d+) to the model quotes "((?:[^"\\]|\\.)*)" and says "((?:[^"\\]|\\.)*)"$`, func(i int, quote, says string) error {
+		req, err := s.modelRequest(i)
+		if err != nil {
+			return err
+		}
+		last := ""
+		for _, m := range req.Messages {
+			if m.Role == "user" {
+				last = m.Content
+			}
+		}
+		q := `"` + unescape(quote) + `"`
+		if !strings.Contains(last, q) || !strings.HasSuffix(last, unescape(says)) || strings.Index(last, q) > strings.LastIndex(last, unescape(says)) {
+			return fail(fmt.Sprintf("the last user message of request %d to the model", i), fmt.Sprintf("%q", last),
+				fmt.Sprintf("the earlier words %s quoted as data, then %q", q, says))
+		}
+		return nil
+	})
+	sc.Step(`^(\w[\w' ]*?) reads the history from cursor "([^"]*)"$`, func(who, cursor string) error {
+		c, err := s.conv("")
+		if err != nil {
+			return err
+		}
+		_, _, _, err = s.readPage(who, c.id, "?cursor="+url.QueryEscape(cursor), true)
+		return err
+	})
+	sc.Step(`^(\w[\w' ]*?) reads the history (forward|backward) from cursor "([^"]*)"$`, func(who, dir, cursor string) error {
+		c, err := s.conv("")
+		if err != nil {
+			return err
+		}
+		_, _, _, err = s.readPage(who, c.id, "?direction="+dir+"&cursor="+url.QueryEscape(cursor), false)
+		return err
+	})
+	sc.Step(`^the answer is a done page with no records$`, func() error {
+		if s.last == nil || s.last.status != http.StatusOK || len(s.lastPage) != 0 || !s.lastPageDone {
+			return fail(opOf(s.last), fmt.Sprintf("%d, records [%s], done %v", statusOf(s.last), ords(s.lastPage), s.lastPageDone), "200, no records, done")
+		}
+		return nil
+	})
+	sc.Step(`^the answer is a page holding the records (.+)$`, func(want string) error {
+		if s.last == nil || s.last.status != http.StatusOK || ords(s.lastPage) != strings.ReplaceAll(want, " ", "") {
+			return fail(opOf(s.last), fmt.Sprintf("%d, records [%s]", statusOf(s.last), ords(s.lastPage)), "200, records ["+want+"]")
+		}
+		return nil
+	})
+	sc.Step(`^some page was short but not done$`, func() error {
+		if !s.shortNotDone {
+			return fail("paging the history", "every page full or done", "a page with fewer records than the limit that is not done (the scan bound at work)")
+		}
+		return nil
+	})
+	sc.Step(`^(\w[\w' ]*?) has started a conversation "([^"]*)"$`, func(who, name string) error {
+		if err := s.mustStart(who, "", nil); err != nil {
+			return err
+		}
+		s.current.name = name
+		s.convs[name] = s.current
+		return nil
+	})
+	sc.Step(`^(\w[\w' ]*?) takes the last cursor of conversation "([^"]*)"$`, func(who, name string) error {
+		c, err := s.conv(name)
+		if err != nil {
+			return err
+		}
+		keep := s.current
+		s.current = c
+		es, err := s.history(s.ctx, who, false)
+		s.current = keep
+		if err != nil {
+			return err
+		}
+		if len(es) == 0 {
+			return harnessErr("conversation %s has no records to take a cursor from", name)
+		}
+		s.saved["cursor"] = es[len(es)-1].Cursor
+		return nil
+	})
+	sc.Step(`^(\w[\w' ]*?) reads conversation "([^"]*)" forward from that cursor$`, func(who, name string) error {
+		c, err := s.conv(name)
+		if err != nil {
+			return err
+		}
+		_, _, _, err = s.readPage(who, c.id, "?cursor="+url.QueryEscape(s.saved["cursor"]), false)
+		return err
+	})
+	sc.Step(`^every record read belongs to conversation "([^"]*)"$`, func(name string) error {
+		c, err := s.conv(name)
+		if err != nil {
+			return err
+		}
+		keep := s.current
+		s.current = c
+		own, err := s.history(s.ctx, c.owner, false)
+		s.current = keep
+		if err != nil {
+			return err
+		}
+		mine := map[string]bool{}
+		for _, e := range own {
+			mine[string(compact(e.raw))] = true
+		}
+		if s.last == nil || s.last.status != http.StatusOK {
+			return fail(opOf(s.last), fmt.Sprint(statusOf(s.last)), "200")
+		}
+		for _, e := range s.lastPage {
+			if !mine[string(compact(e.raw))] {
+				return fail(opOf(s.last), "a record that is not one of "+name+"'s: "+e.String(), "only records of "+name)
+			}
+		}
+		return nil
+	})
+	sc.Step(`^(\w[\w' ]*?)'s stream shows "((?:[^"\\]|\\.)*)"$`, func(who, text string) error {
+		st, err := s.streamOf(who, "")
+		if err != nil {
+			return err
+		}
+		ctx, cancel := s.wait()
+		defer cancel()
+		want := unescape(text)
+		_, err = st.waitFor(ctx, fmt.Sprintf("live text %q (delta or partial events)", want), func(evs []sseEvent, _ bool) bool {
+			return strings.Contains(liveText(evs), want)
+		})
+		return err
+	})
+}
+
+func rawJSON(s string) any {
+	return jsonRaw(s)
+}
+
+func opOf(r *response) string {
+	if r == nil {
+		return "the last request"
+	}
+	return r.op
+}
+
+func statusOf(r *response) int {
+	if r == nil {
+		return 0
+	}
+	return r.status
+}
