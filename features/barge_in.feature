@@ -80,10 +80,27 @@ Feature: Barge-in: a new message interrupts the running turn
     And alice sends "check the pumps" again with message id "m-7"
     And the model is released
     Then turn 1 is answered "the pumps are fine"
+    When alice sends "thanks"
+    Then turn 2 is answered "re: thanks"
     And the history holds:
       | ord | turn | role      | status   | text               |
       | 1   | 1    | user      | accepted | check the pumps    |
       | 2   | 1    | assistant | complete | the pumps are fine |
+      | 3   | 2    | user      | accepted | thanks             |
+      | 4   | 2    | assistant | complete | re: thanks         |
+
+  @profile:barge-in @req:ADR0122-D2-05 @crash @configures
+  Scenario: A retry waiting for a turn that is re-run after a crash does not interrupt it
+    Given alice has started a conversation
+    And the model calls "slow" with {}
+    And the tool "slow" waits
+    When alice sends "check the pumps" with message id "m-7"
+    And the tool "slow" has been called 1 time
+    And alice sends "check the pumps" again with message id "m-7"
+    And the system is killed and restarted
+    Then turn 1 is answered "re: check the pumps"
+    When alice sends "thanks"
+    Then turn 2 is answered "re: thanks"
 
   @profile:barge-in @req:ADR0122-D2-07 @configures
   Scenario: Retries from an earlier generation still do not interrupt
@@ -97,7 +114,9 @@ Feature: Barge-in: a new message interrupts the running turn
     And alice sends "first" again with message id "m-1"
     And the model is released
     Then turn 2 is answered "second answer"
-    And the model has been asked 2 times in all
+    When alice sends "last"
+    Then turn 3 is answered "re: last"
+    And the model has been asked 3 times in all
 
   @profile:barge-in @req:ADR0122-D2-08 @configures
   Scenario: A tool call in flight completes and nothing further is issued

@@ -62,3 +62,4 @@ Feature: A conversation survives a crash at any point
     And alice has started a conversation
     And alice has had 2 turns answered
     Then mallory gets the same 404 as for a missing conversation on every route
+    And bob gets the same 404 as for a missing conversation on every route

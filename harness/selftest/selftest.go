@@ -115,6 +115,11 @@ func Run(ctx context.Context, opt Options) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The unbroken reference must pass every scenario the defects are judged by; otherwise a
+	// "caught" defect could be a scenario that fails anyway.
+	if err := control(ctx, opt, files, defects); err != nil {
+		return nil, err
+	}
 	results := make([]Result, len(defects))
 	sem := make(chan struct{}, opt.Parallel)
 	var wg sync.WaitGroup
@@ -159,6 +164,32 @@ func trackedFiles(root string) ([]string, error) {
 	return files, nil
 }
 
+// ErrControl is a self-test whose unbroken reference fails the scenarios that judge the defects.
+var ErrControl = errors.New("selftest: the unbroken reference fails the scenarios that judge the defects")
+
+func tagsOf(d Defect) string {
+	if d.Tags != "" {
+		return d.Tags
+	}
+	return "@req:" + d.Requirement
+}
+
+func control(ctx context.Context, opt Options, files []string, defects []Defect) error {
+	var tags []string
+	for _, d := range defects {
+		tags = append(tags, "("+tagsOf(d)+")")
+	}
+	res := judge(ctx, opt, files, Defect{Name: "control", Tags: strings.Join(tags, " || ")})
+	if res.Error != "" {
+		return fmt.Errorf("%w: %s", ErrControl, res.Error)
+	}
+	if len(res.Failures) > 0 {
+		return fmt.Errorf("%w: %s", ErrControl, strings.Join(res.Failures, "; "))
+	}
+	fmt.Fprintf(opt.Log, "control: the unbroken reference passes the scenarios of all %d defects\n", len(defects))
+	return nil
+}
+
 func judge(ctx context.Context, opt Options, files []string, d Defect) Result {
 	res := Result{Defect: d, CaughtBy: []string{}, Failures: []string{}}
 	dir, err := os.MkdirTemp("", "loomcheck-defect-"+d.Name+"-*")
@@ -176,19 +207,18 @@ func judge(ctx context.Context, opt Options, files []string, d Defect) Result {
 			return res
 		}
 	}
-	patch, _ := filepath.Abs(filepath.Join(opt.Defects, d.Name+".patch"))
-	if out, err := run(ctx, dir, "patch", "-p1", "--forward", "--batch", "-i", patch); err != nil {
-		res.Error = "the patch does not apply: " + lastLine(out)
-		return res
+	if d.Name != "control" {
+		patch, _ := filepath.Abs(filepath.Join(opt.Defects, d.Name+".patch"))
+		if out, err := run(ctx, dir, "patch", "-p1", "--forward", "--batch", "-i", patch); err != nil {
+			res.Error = "the patch does not apply: " + lastLine(out)
+			return res
+		}
 	}
 	if out, err := run(ctx, dir, "go", "build", "-o", "bin/loomcheck", "./cmd/loomcheck"); err != nil {
 		res.Error = "the variant does not build: " + lastLine(out)
 		return res
 	}
-	tags := d.Tags
-	if tags == "" {
-		tags = "@req:" + d.Requirement
-	}
+	tags := tagsOf(d)
 	rep, err := harness.Execute(ctx, harness.Options{Command: filepath.Join(dir, "bin", "loomcheck") + " serve", Tags: tags,
 		Concurrency: 2, StepTimeout: 5 * time.Second})
 	if err != nil {
@@ -196,6 +226,10 @@ func judge(ctx context.Context, opt Options, files []string, d Defect) Result {
 		return res
 	}
 	for _, sc := range rep.Scenarios {
+		if sc.Status == report.HarnessError || sc.Status == report.Undefined || sc.Status == report.Pending {
+			res.Failures = append(res.Failures, sc.ID+" "+string(sc.Status)+": "+sc.Message)
+			continue
+		}
 		if sc.Status != report.Failed {
 			continue
 		}
