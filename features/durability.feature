@@ -63,3 +63,13 @@ Feature: A conversation survives a crash at any point
     And alice has had 2 turns answered
     Then mallory gets the same 404 as for a missing conversation on every route
     And bob gets the same 404 as for a missing conversation on every route
+
+  @profile:durability @req:ADR0122-D4-04 @configures
+  Scenario: The carry is trimmed oldest turn first to its byte bound
+    Given the conversation rotates every 1 turn
+    And the setting "conversation.maxCarryBytes" is 3000
+    And alice has started a conversation
+    And alice has had 4 turns of 900 characters answered
+    When alice sends "what did I say?"
+    Then turn 5 is answered "re: what did I say?"
+    And request 5 to the model carries only a newest run of the earlier turns, not all of them

@@ -88,6 +88,7 @@ type scenario struct {
 	remembered   []entry
 	pages        []string
 	shortNotDone bool
+	longTexts    []string
 	lastPage     []entry
 	lastPageDone bool
 

@@ -105,6 +105,51 @@ func (s *scenario) registerMore(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
+	sc.Step(`^(\w[\w' ]*?) has had (\d+) turns of (\d+) characters answered$`, func(who string, n, size int) error {
+		for range n {
+			s.turns++
+			head := fmt.Sprintf("turn %d: ", s.turns)
+			text := head + strings.Repeat("x", max(0, size-len(head)))
+			s.longTexts = append(s.longTexts, text)
+			if err := s.mustSend(who, text, s.nextMessageID(), nil); err != nil {
+				return err
+			}
+			if _, err := s.waitHistory(who, fmt.Sprintf("a reply to turn %d", s.turns), func(es []entry) bool {
+				return len(es) > 0 && es[len(es)-1].Role == "assistant"
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	sc.Step(`^request (\d+) to the model carries only a newest run of the earlier turns, not all of them$`, func(i int) error {
+		req, err := s.modelRequest(i)
+		if err != nil {
+			return err
+		}
+		var users []string
+		for _, m := range req.Messages {
+			if m.Role == "user" {
+				users = append(users, m.Content)
+			}
+		}
+		if len(users) > 0 {
+			users = users[:len(users)-1] // the prompt itself
+		}
+		all := s.longTexts
+		op := fmt.Sprintf("request %d to the model", i)
+		if len(users) >= len(all) {
+			return fail(op, fmt.Sprintf("all %d earlier turns", len(users)), "fewer: the carry is over its byte bound")
+		}
+		want := all[len(all)-len(users):]
+		for j := range users {
+			if users[j] != want[j] {
+				return fail(op, fmt.Sprintf("earlier turn %d of the request is %q", j+1, clip(users[j], 20)),
+					fmt.Sprintf("the newest %d turns, oldest dropped first", len(users)))
+			}
+		}
+		return nil
+	})
 	sc.Step(`^(\w[\w' ]*?) sends (\d+) empty messages$`, func(who string, n int) error {
 		for range n {
 			if err := s.mustSend(who, "", s.nextMessageID(), nil); err != nil {

@@ -158,8 +158,10 @@ func Judge(rep *report.Report, cat *spec.Catalogue, base *Baseline) *report.Repo
 				pr.Totals.Add(sc.Status)
 			}
 		}
+		ran := pr.Totals.Total() - pr.Totals.NotApplicable
 		pr.Conformant = pr.Claimed && !blocking[name] && pr.Totals.Passed > 0
-		if pr.Claimed && !pr.Conformant {
+		// A claimed profile none of whose scenarios ran (a filtered run) is not judged.
+		if pr.Claimed && !pr.Conformant && (ran > 0 || blocking[name]) {
 			conformant = false
 		}
 		rep.Profiles = append(rep.Profiles, pr)
