@@ -32,6 +32,8 @@ type driver interface {
 	Stop() error
 	// Logs returns what the SUT printed (process driver), bounded.
 	Logs() string
+	// Reconfigure changes the configuration the next Restart uses.
+	Reconfigure(cfg spec.SUTConfig)
 }
 
 // driverKind describes what a driver can do.
@@ -118,6 +120,8 @@ func (d *inProcess) Stop() error {
 }
 
 func (d *inProcess) Logs() string { return "" }
+
+func (d *inProcess) Reconfigure(cfg spec.SUTConfig) { d.cfg = cfg }
 
 // startError is a SUT that refused to start (which some scenarios expect).
 type startError struct{ err error }
@@ -235,6 +239,11 @@ func (d *process) Stop() error {
 
 func (d *process) Logs() string { return d.logs.String() }
 
+func (d *process) Reconfigure(cfg spec.SUTConfig) {
+	cfg.Listen = d.cfg.Listen
+	d.cfg = cfg
+}
+
 // remote is a running system the kit cannot configure, crash or restart.
 type remote struct{ url string }
 
@@ -246,6 +255,7 @@ func (d *remote) Crash() error {
 func (d *remote) Restart(ctx context.Context) error { return d.Crash() }
 func (d *remote) Stop() error                       { return nil }
 func (d *remote) Logs() string                      { return "" }
+func (d *remote) Reconfigure(spec.SUTConfig)        {}
 
 // ringBuffer keeps the last n bytes written to it.
 type ringBuffer struct {

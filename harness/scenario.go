@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -89,6 +90,11 @@ type scenario struct {
 	pages        []string
 	shortNotDone bool
 	longTexts    []string
+	turnText     map[int64]string
+	doorSeq      int
+	oldKey       string
+	captured     json.RawMessage
+	summary      string
 	lastPage     []entry
 	lastPageDone bool
 
@@ -112,6 +118,7 @@ func (s *scenario) setup() error {
 	s.dir = dir
 	s.convs, s.saved, s.named, s.sentIDs = map[string]*conv{}, map[string]string{}, map[string]*stream{}, map[string]string{}
 	s.toolHolds = map[string][]*world.Hold{}
+	s.turnText = map[int64]string{}
 	s.contract = s.run.contract
 	s.transport = &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 10 * time.Second}
 	s.cl = &client{s: s, hc: &http.Client{Timeout: 30 * time.Second, Transport: s.transport}}

@@ -14,4 +14,6 @@ func (s *scenario) register(sc *godog.ScenarioContext) {
 	s.registerAccess(sc)
 	s.registerTools(sc)
 	s.registerMore(sc)
+	s.registerBudget(sc)
+	s.registerEnvelopes(sc)
 }

@@ -246,6 +246,35 @@ func reply(es []entry, n int64) (entry, bool) {
 	return entry{}, false
 }
 
+// answeredTurn finds the accepted user record with text and reports its turn and whether that
+// turn has a reply yet.
+func answeredTurn(es []entry, text string) (int64, bool) {
+	var t int64
+	for _, e := range es {
+		if e.Role == "user" && e.Status == "accepted" && e.text() == text {
+			t = e.Turn
+		}
+	}
+	if t == 0 {
+		return 0, false
+	}
+	_, ok := reply(es, t)
+	return t, ok
+}
+
+// waitAnswered waits until the turn whose text is text has a reply, and returns its number.
+func (s *scenario) waitAnswered(who, text string) (int64, error) {
+	es, err := s.waitHistory(who, fmt.Sprintf("a reply to %q", clip(text, 40)), func(es []entry) bool {
+		_, ok := answeredTurn(es, text)
+		return ok
+	})
+	if err != nil {
+		return 0, err
+	}
+	t, _ := answeredTurn(es, text)
+	return t, nil
+}
+
 func (s *scenario) owner() string {
 	if s.current != nil {
 		return s.current.owner
@@ -279,13 +308,12 @@ func (s *scenario) registerConversation(sc *godog.ScenarioContext) {
 			if err := s.mustSend(who, text, s.nextMessageID(), nil); err != nil {
 				return err
 			}
-			es, err := s.waitHistory(who, fmt.Sprintf("a reply to %q", text), func(es []entry) bool {
-				return len(es) > 0 && es[len(es)-1].Role == "assistant"
-			})
+			t, err := s.waitAnswered(who, text)
 			if err != nil {
 				return err
 			}
-			s.turnNo = es[len(es)-1].Turn
+			s.turnNo = t
+			s.turnText[t] = text
 		}
 		return nil
 	})

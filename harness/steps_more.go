@@ -114,11 +114,11 @@ func (s *scenario) registerMore(sc *godog.ScenarioContext) {
 			if err := s.mustSend(who, text, s.nextMessageID(), nil); err != nil {
 				return err
 			}
-			if _, err := s.waitHistory(who, fmt.Sprintf("a reply to turn %d", s.turns), func(es []entry) bool {
-				return len(es) > 0 && es[len(es)-1].Role == "assistant"
-			}); err != nil {
+			t, err := s.waitAnswered(who, text)
+			if err != nil {
 				return err
 			}
+			s.turnText[t] = text
 		}
 		return nil
 	})

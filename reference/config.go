@@ -20,7 +20,7 @@ import (
 const SpecVersion = spec.Version
 
 // Profiles are the profiles this engine claims.
-var Profiles = []string{"core", "durability", "barge-in", "agent"}
+var Profiles = []string{"core", "durability", "barge-in", "agent", "budget", "envelope"}
 
 // FromConfig turns the kit's configuration document into engine options: every hook becomes an
 // HTTP client of the endpoint the document names.
@@ -52,7 +52,7 @@ func FromConfig(c spec.SUTConfig) (Options, error) {
 		Keys: keys, SystemPrompt: cc.SystemPrompt, BargeIn: cc.BargeIn != nil && *cc.BargeIn,
 		RotateEveryTurns: cc.RotateEveryTurns, MaxTurnChars: cc.MaxTurnChars, MaxScan: cc.MaxScan,
 		MaxCarryBytes: cc.MaxCarryBytes, MaxWindowTurns: cc.MaxWindowTurns, MaxEnvelopeAgeMs: cc.MaxEnvelopeAgeMs,
-		MaxInvalidRecords: cc.MaxInvalidRecords, MaxIterations: cc.MaxIterations, ParallelTools: cc.ParallelTools,
+		MaxInvalidRecords: cc.MaxInvalidRecords, ReplaySetSize: cc.ReplaySetSize, MaxIterations: cc.MaxIterations, ParallelTools: cc.ParallelTools,
 		Model: c.Model.Name, ToolClasses: map[string]string{},
 	}
 	for _, t := range c.Tools.Definitions {

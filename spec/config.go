@@ -98,6 +98,7 @@ type ConversationConfig struct {
 	MaxWindowTurns    int           `json:"maxWindowTurns,omitempty"`
 	MaxEnvelopeAgeMs  int64         `json:"maxEnvelopeAgeMs,omitempty"`
 	MaxInvalidRecords int           `json:"maxInvalidRecords,omitempty"`
+	ReplaySetSize     int           `json:"replaySetSize,omitempty"`
 	MaxIterations     int           `json:"maxIterations,omitempty"`
 	ParallelTools     bool          `json:"parallelTools,omitempty"`
 	ToolTimeoutMs     int64         `json:"toolTimeoutMs,omitempty"`

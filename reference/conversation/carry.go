@@ -84,11 +84,12 @@ const (
 
 // readState reads generation input: the start input in generation 0, a carry after. The input is
 // treated as untrusted: shape, counts, sizes and bytes are all bounded.
-func readState(input json.RawMessage, maxBytes int) (*state, error) {
+func readState(input json.RawMessage, maxBytes, replaySize int) (*state, error) {
 	if len(input) > 4*maxBytes+(1<<20) {
 		return nil, fmt.Errorf("conversation: carry of %d bytes is over the bound", len(input))
 	}
 	var s state
+	s.Replay = envelope.NewReplaySet(replaySize)
 	if err := json.Unmarshal(input, &s); err != nil {
 		return nil, fmt.Errorf("conversation: carry: %w", err)
 	}
@@ -117,7 +118,7 @@ func readState(input json.RawMessage, maxBytes int) (*state, error) {
 		}
 	}
 	if s.Replay == nil {
-		s.Replay = envelope.NewReplaySet(ReplayCapacity)
+		s.Replay = envelope.NewReplaySet(replaySize)
 	}
 	return &s, nil
 }

@@ -70,10 +70,12 @@ type Config struct {
 	MaxWindowTurns    int
 	MaxEnvelopeAgeMs  int64
 	MaxInvalidRecords int
-	MaxIterations     int
-	ParallelTools     bool
-	Model             string
-	Tools             []model.Tool
+	// ReplaySetSize is how many consumed envelope ids the replay set keeps (default 1024).
+	ReplaySetSize int
+	MaxIterations int
+	ParallelTools bool
+	Model         string
+	Tools         []model.Tool
 	// ToolClasses maps a tool to its data class (shared mode).
 	ToolClasses map[string]string
 	// NeedsApproval lists tools whose calls need a person's approval. The dialogue cannot hold
@@ -159,6 +161,7 @@ func New(cfg Config, deps Deps, hub *Hub) (*Conversations, error) {
 	def(&cfg.MaxWindowTurns, DefaultMaxWindowTurns)
 	def(&cfg.MaxInvalidRecords, DefaultMaxInvalidRecords)
 	def(&cfg.MaxIterations, DefaultMaxIterations)
+	def(&cfg.ReplaySetSize, ReplayCapacity)
 	if cfg.MaxEnvelopeAgeMs <= 0 {
 		cfg.MaxEnvelopeAgeMs = DefaultMaxEnvelopeAgeMs
 	}

@@ -86,9 +86,9 @@ func (cv *Conversations) initialState(c *kernel.Context, input json.RawMessage) 
 		if err := json.Unmarshal(input, &in); err != nil || in.V != 1 {
 			return nil, fmt.Errorf("conversation: start input: %v", err)
 		}
-		return &state{V: 1, Owner: in.Owner, Mode: in.Mode, Replay: envelope.NewReplaySet(ReplayCapacity)}, nil
+		return &state{V: 1, Owner: in.Owner, Mode: in.Mode, Replay: envelope.NewReplaySet(cv.cfg.ReplaySetSize)}, nil
 	}
-	return readState(input, cv.cfg.MaxCarryBytes)
+	return readState(input, cv.cfg.MaxCarryBytes, cv.cfg.ReplaySetSize)
 }
 
 func (cv *Conversations) decide(c *kernel.Context, id string, v any, fn func() (any, error)) error {
@@ -372,7 +372,7 @@ func (cv *Conversations) agentConfig(convID string, tr turnRun) agent.Config {
 		OnDelta: func(text string) { cv.hub.Delta(convID, tr.turn, text) },
 		OnError: func(errorID string, err error) {
 			if cv.deps.OnError != nil {
-				cv.deps.OnError(hostio.ErrorReport{ErrorID: errorID, Error: err.Error(), ConversationID: convID, Turn: tr.turn})
+				cv.deps.OnError(hostio.ErrorReport{ErrorID: errorID, Error: errorDetail(err), ConversationID: convID, Turn: tr.turn})
 			}
 		},
 	}
@@ -512,4 +512,14 @@ func toolTexts(tools []model.Tool) []budget.ToolText {
 		out = append(out, budget.ToolText{Name: t.Name, Description: t.Description, Parameters: params})
 	}
 	return out
+}
+
+// errorDetail is the whole story of an error for the host's error hook: a provider's own answer
+// included (it may name hosts or hold credentials, which is why only the hook sees it).
+func errorDetail(err error) string {
+	var pe *model.ProviderError
+	if errors.As(err, &pe) && pe.Body != "" {
+		return err.Error() + ": " + pe.Body
+	}
+	return err.Error()
 }

@@ -1,0 +1,114 @@
+Feature: The context fits the model's window, and what leaves it is summarized
+  As an operator paying for a model with a fixed context window
+  I want every request to fit, however long the conversation grows
+  So that long conversations keep working instead of failing on the provider's limit
+
+  Before each turn the conversation counts tokens (spec/token-counting.md) and keeps the longest
+  newest run of whole turns that fits beside the fixed parts. The prompt is never dropped: one that
+  cannot fit even alone is a rejected record. Turns that leave the window are folded into a rolling
+  summary, which travels fenced as user content and can never wedge the conversation.
+
+  With the standard tools the tools block costs 75 tokens, a turn of 400 characters with its default
+  reply costs 124, and a short prompt about 8; a window of 400 therefore holds two such turns.
+
+  Background:
+    Given the settings are:
+      | setting                                   | value |
+      | conversation.budget.contextWindow         | 400   |
+      | conversation.budget.reserveOutputTokens   | 0     |
+      | conversation.budget.perMessage            | 4     |
+
+  @profile:budget @req:ADR0122-D5-01 @configures
+  Scenario: The newest whole turns that fit are kept and the rest leave the request
+    Given the summarizer is not configured
+    And alice has started a conversation
+    And alice has had 3 turns of 400 characters answered
+    When alice sends "what did I say?"
+    Then turn 4 is answered "re: what did I say?"
+    And the window of request 4 to the model holds turns 2, 3
+
+  @profile:budget @req:ADR0122-D5-02 @configures
+  Scenario: A prompt that cannot fit even alone is rejected and the dialogue goes on
+    Given alice has started a conversation
+    When alice sends a message of 1400 characters
+    And alice sends "is this shorter?"
+    Then turn 1 is answered "re: is this shorter?"
+    And record 1 is rejected with reason "prompt-too-large"
+    And the model has been asked 1 time in all
+
+  @profile:budget @req:ADR0122-D5-03 @configures
+  Scenario: Text outside ASCII counts a whole token per character
+    Given alice has started a conversation
+    When alice sends 330 characters of "漢"
+    And alice sends a message of 330 characters
+    Then turn 1 is answered "re: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+    And record 1 is rejected with reason "prompt-too-large"
+
+  @profile:budget @req:ADR0122-D5-05 @configures
+  Scenario: Evicted turns are folded into a summary that travels fenced as user content
+    Given the summarizer answers "alice asked about pumps"
+    And alice has started a conversation
+    And alice has had 3 turns of 400 characters answered
+    When alice sends "what did I say?"
+    Then turn 4 is answered "re: what did I say?"
+    And the summarizer was handed the words of turn 1
+    And request 4 to the model carries the summary "alice asked about pumps" fenced in a user message
+    And no system message of any request to the model holds "alice asked about pumps"
+    And no request to the model holds two consecutive messages of one role
+
+  @profile:budget @req:ADR0122-D5-06 @configures
+  Scenario: A failing summarizer keeps the previous summary and the conversation goes on
+    Given the summarizer answers "alice asked about pumps"
+    And the summarizer then fails with status 503
+    And alice has started a conversation
+    And alice has had 4 turns of 400 characters answered
+    When alice sends "what did I say?"
+    Then turn 5 is answered "re: what did I say?"
+    And the summarizer has been asked 2 times in all
+    And request 5 to the model carries the summary "alice asked about pumps" fenced in a user message
+    And the window of request 5 to the model holds turns 3, 4
+
+  @profile:budget @req:ADR0122-D5-07 @configures
+  Scenario: The summary is cut to maxSummaryTokens
+    Given the setting "conversation.budget.maxSummaryTokens" is 20
+    And the summarizer answers a summary of 500 characters
+    And alice has started a conversation
+    And alice has had 3 turns of 400 characters answered
+    When alice sends "what did I say?"
+    Then turn 4 is answered "re: what did I say?"
+    And request 4 to the model carries the first 80 characters of that summary, fenced
+
+  @profile:budget @req:ADR0122-D5-08 @configures
+  Scenario: A summary too big for one turn is left out of that turn only
+    Given the summarizer always answers a summary of 400 characters
+    And alice has started a conversation
+    And alice has had 3 turns of 400 characters answered
+    When alice sends a message of 1000 characters
+    Then turn 4 is answered "re: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+    And request 4 to the model carries no summary
+    When alice sends "and now?"
+    Then turn 5 is answered "re: and now?"
+    And request 5 to the model carries that summary, fenced
+
+  @profile:budget @req:ADR0122-D5-09 @configures
+  Scenario: maxWindowTurns bounds the window with or without a budget
+    Given the setting "conversation.budget" is null
+    And the setting "conversation.maxWindowTurns" is 2
+    And alice has started a conversation
+    And alice has had 3 turns answered
+    When alice sends "what did I say?"
+    Then turn 4 is answered "re: what did I say?"
+    And the window of request 4 to the model holds turns 2, 3
+
+  @profile:budget @req:ADR0122-D5-04 @crash @configures
+  Scenario: Budget verdicts are recorded, so a counter that changed after a restart does not change the past
+    Given the summarizer always answers "alice asked about pumps"
+    And alice has started a conversation
+    And alice has had 3 turns of 400 characters answered
+    And the summarizer has been asked 1 time
+    And alice remembers the history
+    When the system is killed and restarted with the setting "conversation.budget.perMessage" at 40
+    And alice sends "what now?"
+    Then turn 4 is answered "re: what now?"
+    And the history starts with the remembered one, byte for byte
+    And the summarizer has been asked 2 times in all

@@ -1,0 +1,124 @@
+package kernel_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/loomcheck/loomcheck/reference/kernel"
+	"github.com/loomcheck/loomcheck/reference/store"
+)
+
+// decider makes n decisions (n is its input), tells reached once it has made or replayed them
+// all, then parks in Receive until a message ends it.
+func decider(reached chan<- struct{}) kernel.Flow {
+	return func(c *kernel.Context, input json.RawMessage) (json.RawMessage, error) {
+		var n int
+		if err := json.Unmarshal(input, &n); err != nil {
+			return nil, err
+		}
+		for i := range n {
+			v := i
+			if _, err := c.Decide(fmt.Sprintf("d%d", i), func() (json.RawMessage, error) {
+				return json.Marshal(v)
+			}); err != nil {
+				return nil, err
+			}
+		}
+		select {
+		case reached <- struct{}{}:
+		default:
+		}
+		_, err := c.Receive()
+		return nil, err
+	}
+}
+
+func benchStore(b *testing.B) *store.SQLite {
+	st, err := store.Open(context.Background(), filepath.Join(b.TempDir(), "loom.db"), store.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	return st
+}
+
+func waitReached(b *testing.B, reached <-chan struct{}) {
+	select {
+	case <-reached:
+	case <-time.After(5 * time.Minute):
+		b.Fatal("the flow never reached the end of its decisions")
+	}
+}
+
+// BenchmarkDecide measures live decisions: one execution makes b.N decisions in a row, each
+// appended to its log in its own transaction.
+func BenchmarkDecide(b *testing.B) {
+	st := benchStore(b)
+	reached := make(chan struct{}, 1)
+	k, err := kernel.Open(context.Background(), st, kernel.Options{Flows: map[string]kernel.Flow{"d": decider(reached)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer k.Close()
+	input, _ := json.Marshal(b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	if _, err := k.Start(context.Background(), kernel.StartRequest{ID: "x", Flow: "d", Input: input, Principal: alice}); err != nil {
+		b.Fatal(err)
+	}
+	waitReached(b, reached)
+	b.StopTimer()
+	if s := b.Elapsed().Seconds(); s > 0 {
+		b.ReportMetric(float64(b.N)/s, "decisions/s")
+	}
+	head, err := st.Head(context.Background(), kernel.LogStream("x"), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if head != int64(b.N)+1 {
+		b.Fatalf("log head %d after %d decisions", head, b.N)
+	}
+}
+
+// BenchmarkReplay measures recovery: each iteration opens a kernel on a store that holds an
+// execution with 1000 recorded decisions and waits until its flow has replayed them all.
+func BenchmarkReplay(b *testing.B) {
+	const decisions = 1000
+	st := benchStore(b)
+	reached := make(chan struct{}, 1)
+	opt := kernel.Options{Flows: map[string]kernel.Flow{"d": decider(reached)}}
+	k, err := kernel.Open(context.Background(), st, opt)
+	if err != nil {
+		b.Fatal(err)
+	}
+	input, _ := json.Marshal(decisions)
+	if _, err := k.Start(context.Background(), kernel.StartRequest{ID: "x", Flow: "d", Input: input, Principal: alice}); err != nil {
+		b.Fatal(err)
+	}
+	waitReached(b, reached)
+	k.Close()
+
+	b.ReportAllocs()
+	for b.Loop() {
+		k, err := kernel.Open(context.Background(), st, opt)
+		if err != nil {
+			b.Fatal(err)
+		}
+		waitReached(b, reached)
+		b.StopTimer()
+		k.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*decisions), "ns/decision")
+	head, err := st.Head(context.Background(), kernel.LogStream("x"), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if head != decisions+1 {
+		b.Fatalf("replays wrote to the log: head %d, want %d", head, decisions+1)
+	}
+}
