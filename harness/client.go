@@ -148,7 +148,7 @@ func contractFailure(vs []contract.Violation) error {
 	if len(vs) > 1 {
 		more = fmt.Sprintf(" (and %d more)", len(vs)-1)
 	}
-	return &Failure{Requirement: "CONTRACT", Op: v.Route, Got: "a violation at " + v.Pointer + more, Want: v.Message}
+	return &Failure{Requirement: "ADR0122-D6-01", Op: v.Route, Got: "a violation at " + v.Pointer + more, Want: v.Message}
 }
 
 func (c *client) record(req *http.Request, reqBody []byte, r *response, events []report.Event, vs []contract.Violation, d time.Duration, quiet bool) {
@@ -314,7 +314,7 @@ func (st *stream) add(ev sseEvent) {
 	}
 	st.c.mu.Unlock()
 	if len(vs) > 0 {
-		st.c.s.asyncFailure(&Failure{Requirement: "CONTRACT", Op: st.op + " (event " + ev.Event + ")", Got: "a violation at " + vs[0].Pointer, Want: vs[0].Message})
+		st.c.s.asyncFailure(&Failure{Requirement: "ADR0122-D6-01", Op: st.op + " (event " + ev.Event + ")", Got: "a violation at " + vs[0].Pointer, Want: vs[0].Message})
 	}
 	st.wake()
 }

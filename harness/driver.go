@@ -189,10 +189,9 @@ func (d *process) launch(ctx context.Context) error {
 	for {
 		resp, err := hc.Get(d.URL() + "/.well-known/loom")
 		if err == nil {
+			// Any HTTP answer means it is serving (a Host rule may refuse the probe itself).
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+			return nil
 		}
 		select {
 		case <-d.exited:

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"sort"
@@ -94,6 +96,13 @@ type scenario struct {
 	doorSeq      int
 	oldKey       string
 	captured     json.RawMessage
+	lastStream   *stream
+	answers      []*response
+	replayed     []sseEvent
+	slowConn     net.Conn
+	slowEvents   []sseEvent
+	slowEnded    bool
+	closers      []io.Closer
 	summary      string
 	lastPage     []entry
 	lastPageDone bool
@@ -149,10 +158,20 @@ func (s *scenario) setup() error {
 	return nil
 }
 
+func (s *scenario) addCloser(c io.Closer) {
+	s.mu.Lock()
+	s.closers = append(s.closers, c)
+	s.mu.Unlock()
+}
+
 func (s *scenario) teardown() {
 	s.mu.Lock()
 	streams := s.streams
+	closers := s.closers
 	s.mu.Unlock()
+	for _, c := range closers {
+		_ = c.Close()
+	}
 	for _, st := range streams {
 		st.close()
 	}

@@ -16,4 +16,6 @@ func (s *scenario) register(sc *godog.ScenarioContext) {
 	s.registerMore(sc)
 	s.registerBudget(sc)
 	s.registerEnvelopes(sc)
+	s.registerGateway(sc)
+	s.registerContract(sc)
 }

@@ -301,7 +301,7 @@ func (s *scenario) registerConversation(sc *godog.ScenarioContext) {
 		_, err := s.start(who, id, nil)
 		return err
 	})
-	sc.Step(`^(\w[\w' ]*?) has had (\d+) turns? answered$`, func(who string, n int) error {
+	sc.Step(`^(\w[\w' ]*?) has had (\d+) (?:more )?turns? answered$`, func(who string, n int) error {
 		for range n {
 			s.turns++
 			text := fmt.Sprintf("question %d", s.turns)

@@ -20,7 +20,7 @@ import (
 const SpecVersion = spec.Version
 
 // Profiles are the profiles this engine claims.
-var Profiles = []string{"core", "durability", "barge-in", "agent", "budget", "envelope"}
+var Profiles = []string{"core", "durability", "barge-in", "agent", "budget", "envelope", "gateway"}
 
 // FromConfig turns the kit's configuration document into engine options: every hook becomes an
 // HTTP client of the endpoint the document names.
@@ -95,7 +95,8 @@ func FromConfig(c spec.SUTConfig) (Options, error) {
 	opt.Gateway = gateway.Config{
 		Insecure: c.Identity.Insecure, AllowedOrigins: gw.AllowedOrigins, AllowedHosts: lower(gw.AllowedHosts),
 		AllowCredentials: gw.AllowCredentials, MaxStreams: gw.MaxStreams, MaxStreamsPerPrincipal: gw.MaxStreamsPerPrincipal,
-		MaxBodyBytes: int64(gw.MaxBodyBytes), StreamLifetime: ms(gw.StreamLifetimeMs), MaxPendingBytes: gw.MaxPendingBytes,
+		MaxSubscribers: gw.MaxSubscribers,
+		MaxBodyBytes:   int64(gw.MaxBodyBytes), StreamLifetime: ms(gw.StreamLifetimeMs), MaxPendingBytes: gw.MaxPendingBytes,
 		PostsPerMinute: gw.PostsPerMinute, Reauth: ms(gw.ReauthMs), Poll: ms(gw.PollMs), RuntimeDoor: true,
 		Discovery: gateway.Discovery{SpecVersion: SpecVersion, Profiles: Profiles,
 			Implementation: gateway.Implementation{Name: "loom-reference", Version: Version}},
@@ -109,11 +110,21 @@ func FromConfig(c spec.SUTConfig) (Options, error) {
 	return opt, nil
 }
 
-// BearerAuth authenticates "Authorization: Bearer <token>" through id.
+// TokenCookie is the cookie a browser's EventSource, which cannot set headers, may carry the
+// bearer token in.
+const TokenCookie = "loom_token"
+
+// BearerAuth authenticates "Authorization: Bearer <token>" (or the TokenCookie cookie) through
+// id. A token anywhere else, in the URL for instance, is not a credential.
 func BearerAuth(id *hostio.Identity) gateway.Authenticator {
 	return func(r *http.Request) (loomtype.Identity, error) {
 		h := r.Header.Get("Authorization")
 		tok, ok := strings.CutPrefix(h, "Bearer ")
+		if h == "" {
+			if c, err := r.Cookie(TokenCookie); err == nil {
+				tok, ok = c.Value, true
+			}
+		}
 		if !ok || tok == "" {
 			return loomtype.Identity{}, gateway.ErrUnauthenticated
 		}

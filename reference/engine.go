@@ -82,7 +82,7 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 		lock.Close()
 		return nil, err
 	}
-	hub := conversation.NewHub(0)
+	hub := conversation.NewHub(opt.Gateway.MaxSubscribers)
 	cv, err := conversation.New(opt.Conversation, opt.Deps, hub)
 	if err != nil {
 		return fail(err)

@@ -80,7 +80,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		cfg.Signing.Key = key
 	}
 	var devToken string
-	if cfg.Identity.URL == "" && len(cfg.Identity.Principals) == 0 && !cfg.Identity.Insecure {
+	if !fromFile && cfg.Identity.URL == "" && len(cfg.Identity.Principals) == 0 && !cfg.Identity.Insecure {
 		// Secure by default, friendly at once: a token for one local principal.
 		b := make([]byte, 16)
 		_, _ = rand.Read(b)

@@ -33,6 +33,7 @@ type Identity struct {
 	mu     sync.Mutex
 	sig    signal
 	tokens map[string]spec.Principal
+	broken map[string]Failure
 	log    *journal[Lookup]
 }
 
@@ -44,6 +45,7 @@ func (id *Identity) reset() {
 	id.mu.Lock()
 	defer id.mu.Unlock()
 	id.tokens = map[string]spec.Principal{}
+	id.broken = nil
 	id.log = newJournal[Lookup](id.w.opts)
 	id.sig.fire()
 }
@@ -70,6 +72,19 @@ func (id *Identity) Revoke(token string) {
 	id.mu.Lock()
 	defer id.mu.Unlock()
 	delete(id.tokens, token)
+}
+
+// FailWith makes the introspection of token fail with f (a broken identity service), until
+// Reset. The token's principal, if any, is kept for afterwards.
+//
+//	w.Identity().FailWith("tok-alice", world.Failure{Status: 500, Message: "ldap down at 10.0.0.7"})
+func (id *Identity) FailWith(token string, f Failure) {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	if id.broken == nil {
+		id.broken = map[string]Failure{}
+	}
+	id.broken[token] = f
 }
 
 // Principals returns a copy of the known tokens and whom they speak for, suitable for
@@ -118,10 +133,16 @@ func (id *Identity) serve(rw http.ResponseWriter, r *http.Request) {
 	}
 	id.mu.Lock()
 	p, known := id.tokens[*req.Token]
+	f, broken := id.broken[*req.Token]
 	p.Grants = slices.Clone(p.Grants)
 	id.log.add(Lookup{Token: *req.Token, Known: known, Arrived: time.Now()}, int64(len(*req.Token)))
 	id.sig.fire()
 	id.mu.Unlock()
+	if broken {
+		status, body := failureBody(&f)
+		_ = writeRaw(rw, status, body)
+		return
+	}
 	if !known {
 		_ = writeJSON(rw, http.StatusUnauthorized, map[string]string{"error": "unauthenticated"})
 		return

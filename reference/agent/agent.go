@@ -36,6 +36,13 @@ const (
 // MaxErrorText bounds the text of a tool failure fed back to the model.
 const MaxErrorText = 2000
 
+// MaxResponseChars bounds the text of a recorded model response; past it the text is cut, the
+// same way every time, and CutMarker appended. What is recorded is what a replay serves.
+const MaxResponseChars = 256 << 10
+
+// CutMarker ends a response text that was cut to MaxResponseChars.
+const CutMarker = " [cut]"
+
 // ToolRunner runs tools. Call returns the tool's JSON result, or an error: a *ToolError for a
 // failure the model may read and react to, anything else is treated the same way but its text is
 // bounded to MaxErrorText.
@@ -222,7 +229,7 @@ func callModel(c *kernel.Context, cfg Config, msgs []model.Message) (json.RawMes
 		if text == "" {
 			text = resp.Content
 		}
-		return json.Marshal(response{Interrupted: true, Partial: text})
+		return json.Marshal(response{Interrupted: true, Partial: cutText(text)})
 	}
 	if err != nil {
 		id := NewErrorID()
@@ -231,7 +238,22 @@ func callModel(c *kernel.Context, cfg Config, msgs []model.Message) (json.RawMes
 		}
 		return json.Marshal(response{Failed: true, ErrorID: id})
 	}
-	return json.Marshal(response{Content: resp.Content, ToolCalls: resp.ToolCalls})
+	return json.Marshal(response{Content: cutText(resp.Content), ToolCalls: resp.ToolCalls})
+}
+
+// cutText bounds a response text to MaxResponseChars characters.
+func cutText(s string) string {
+	if len(s) <= MaxResponseChars {
+		return s
+	}
+	n := 0
+	for i := range s {
+		if n == MaxResponseChars {
+			return s[:i] + CutMarker
+		}
+		n++
+	}
+	return s
 }
 
 func runTools(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall, res *Result) ([]toolOutcome, bool, error) {

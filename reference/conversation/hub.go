@@ -34,6 +34,7 @@ type Hub struct {
 
 type hubConv struct {
 	turn    int64
+	rerun   bool
 	asker   string
 	partial []byte
 	chars   int
@@ -79,6 +80,25 @@ func (h *Hub) Subscribe(id string, maxPending int) (*Sub, error) {
 	return s, nil
 }
 
+// Attach subscribes and reads the reply in progress in one step, so nothing streamed around the
+// moment of attaching is either lost or seen twice: the partial holds everything before the
+// subscription and the queue everything after.
+func (h *Hub) Attach(id string, maxPending int) (s *Sub, turn int64, text, asker string, rerun bool, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.conv(id)
+	if len(c.subs) >= h.maxSubs {
+		h.gc(id, c)
+		return nil, 0, "", "", false, errTooManySubscribers(h.maxSubs)
+	}
+	s = newSub(maxPending)
+	c.subs[s] = struct{}{}
+	if c.turn > 0 {
+		turn, text, asker, rerun = c.turn, string(c.partial), c.asker, c.rerun
+	}
+	return s, turn, text, asker, rerun, nil
+}
+
 // Unsubscribe removes a subscriber.
 func (h *Hub) Unsubscribe(id string, s *Sub) {
 	h.mu.Lock()
@@ -89,15 +109,17 @@ func (h *Hub) Unsubscribe(id string, s *Sub) {
 	}
 }
 
-// Partial returns the reply in progress (turn 0 when none) and who asked it.
-func (h *Hub) Partial(id string) (turn int64, text string, asker string) {
+// Partial returns the reply in progress (turn 0 when none), who asked it, and whether the turn is
+// being produced again after a restart (a client that attaches then must drop what an earlier
+// run streamed to it: it gets a reset before the partial).
+func (h *Hub) Partial(id string) (turn int64, text string, asker string, rerun bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c := h.convs[id]
 	if c == nil || c.turn == 0 {
-		return 0, "", ""
+		return 0, "", "", false
 	}
-	return c.turn, string(c.partial), c.asker
+	return c.turn, string(c.partial), c.asker, c.rerun
 }
 
 func (h *Hub) broadcast(c *hubConv, ev LiveEvent) {
@@ -111,7 +133,7 @@ func (h *Hub) Begin(id string, turn int64, asker string, reset bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c := h.conv(id)
-	c.turn, c.asker, c.partial, c.chars = turn, asker, c.partial[:0], 0
+	c.turn, c.asker, c.partial, c.chars, c.rerun = turn, asker, c.partial[:0], 0, reset
 	if reset {
 		h.broadcast(c, LiveEvent{Kind: "reset", Turn: turn, Asker: asker})
 	}
@@ -141,7 +163,7 @@ func (h *Hub) End(id string, turn int64) {
 		return
 	}
 	h.broadcast(c, LiveEvent{Kind: "done", Turn: turn, Asker: c.asker})
-	c.turn, c.asker, c.partial, c.chars = 0, "", nil, 0
+	c.turn, c.asker, c.partial, c.chars, c.rerun = 0, "", nil, 0, false
 	h.gc(id, c)
 }
 

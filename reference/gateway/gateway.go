@@ -74,11 +74,14 @@ type Config struct {
 	AllowCredentials       bool
 	MaxStreams             int
 	MaxStreamsPerPrincipal int
-	MaxBodyBytes           int64
-	StreamLifetime         time.Duration
-	MaxPendingBytes        int
-	PostsPerMinute         int
-	Reauth                 time.Duration
+	// MaxSubscribers bounds the live subscribers of one conversation (the engine sizes the hub
+	// with it; default 64).
+	MaxSubscribers  int
+	MaxBodyBytes    int64
+	StreamLifetime  time.Duration
+	MaxPendingBytes int
+	PostsPerMinute  int
+	Reauth          time.Duration
 	// Poll is how often an idle stream reads the log even without a notification, so a missed
 	// wake-up costs at most this long, never a message.
 	Poll        time.Duration

@@ -107,7 +107,7 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 		return
 	}
 	defer g.releaseStream(who)
-	sub, err := g.cv.Hub().Subscribe(id, g.cfg.MaxPendingBytes)
+	sub, pturn, ptext, pasker, rerun, err := g.cv.Hub().Attach(id, g.cfg.MaxPendingBytes)
 	if err != nil {
 		g.fail(w, err)
 		return
@@ -144,11 +144,6 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 		return
 	}
 	var lastReplyTurn int64
-	if turn, text, asker := g.cv.Hub().Partial(id); turn > 0 && g.mayWatch(st, who, asker) {
-		if err := out.send("partial", "", turnText{Turn: turn, Text: text}); err != nil {
-			return
-		}
-	}
 	deliver := func() (bool, error) {
 		for {
 			entries, next, done, err := g.cv.ReadForward(ctx, id, cursor, 100)
@@ -179,6 +174,17 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 	}
 	if closed, err := deliver(); err != nil || closed {
 		return
+	}
+	// The reply in progress, unless the replay already delivered its durable record.
+	if pturn > lastReplyTurn && g.mayWatch(st, who, pasker) {
+		if rerun {
+			if err := out.send("reset", "", map[string]int64{"turn": pturn}); err != nil {
+				return
+			}
+		}
+		if err := out.send("partial", "", turnText{Turn: pturn, Text: ptext}); err != nil {
+			return
+		}
 	}
 	lifetime := time.NewTimer(g.cfg.StreamLifetime)
 	defer lifetime.Stop()

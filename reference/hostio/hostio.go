@@ -199,7 +199,7 @@ func (id *Identity) Resolve(ctx context.Context, token string) (spec.Principal, 
 		return spec.Principal{}, ErrUnknownToken
 	}
 	if status != http.StatusOK {
-		return spec.Principal{}, &HookError{Hook: "identity", Status: status, Err: errors.New("unexpected status")}
+		return spec.Principal{}, &HookError{Hook: "identity", Status: status, Err: fmt.Errorf("unexpected answer: %s", bound(body, 1024))}
 	}
 	var p spec.Principal
 	if err := json.Unmarshal(body, &p); err != nil {
@@ -240,6 +240,14 @@ func (c *Clearance) Cleared(ctx context.Context, viewer Viewer, classes []string
 		return false
 	}
 	return bytes.Equal(bytes.TrimSpace(out.Cleared), []byte("true"))
+}
+
+// bound cuts a hook's answer for an error message.
+func bound(b []byte, n int) string {
+	if len(b) > n {
+		b = b[:n]
+	}
+	return strings.ToValidUTF8(string(b), "?")
 }
 
 var defaultClient = &http.Client{Transport: &http.Transport{

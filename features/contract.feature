@@ -1,0 +1,15 @@
+Feature: Every exchange speaks the documented contract
+  As an implementer checking my system against the kit
+  I want every request and answer held to spec/openapi.yaml and every event to its schema
+  So that clients built against the specification work against any conforming system
+
+  The kit validates every request it sends and every response it receives, in every scenario,
+  against spec/openapi.yaml, and every server-sent event's data against its JSON Schema. This
+  scenario walks each route once, errors included, so that all of them are checked at least once.
+
+  @profile:core @req:ADR0122-D6-01
+  Scenario: Every route answers as the specification documents
+    Given alice has started a conversation
+    And alice has had 1 turn answered
+    When alice walks every route of the conversation, errors included
+    Then every exchange so far followed the contract

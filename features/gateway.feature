@@ -1,0 +1,186 @@
+Feature: The HTTP gateway fails closed and says nothing a caller was not entitled to
+  As an operator exposing conversations to browsers
+  I want every request authenticated, authorized before it can learn anything, and bounded
+  So that a stranger learns nothing, a hostile page can do nothing and no client can exhaust the server
+
+  The order of checks is fixed: Host and Origin, then authentication from connection facts, then
+  authorization (the one 404), then limits (429), then the body. Every limit is a number the
+  configuration sets; the kit sets small ones.
+
+  @profile:gateway @req:ADR0122-D6-02 @configures
+  Scenario: A server without authentication refuses to start unless explicitly insecure
+    Given the system has no way to authenticate anyone
+    Then the system refuses to start
+
+  @profile:gateway @req:ADR0122-D6-02 @configures
+  Scenario: An explicitly insecure server answers only loopback host names
+    Given the system runs without authentication, explicitly
+    When someone asks for the discovery document with the Host "localhost:8080"
+    Then the answer is 200
+    When someone starts a conversation with the Host "attacker.example"
+    Then the answer is 403 with error "forbidden host"
+    When someone starts a conversation with the Host "127.0.0.1"
+    Then the answer is 201
+
+  @profile:gateway @req:ADR0122-D6-02
+  Scenario Outline: Credentials come only from the Authorization header
+    When alice starts a conversation presenting <credential>
+    Then the answer is 401 with error "unauthenticated"
+
+    Examples:
+      | credential                    |
+      | no credential                 |
+      | an unknown bearer token       |
+      | her token as a query parameter |
+
+  @profile:gateway @req:ADR0122-D6-03 @configures
+  Scenario: A stranger probing a busy conversation gets the 404, never a 429
+    Given the setting "gateway.maxStreams" is 1
+    And the setting "gateway.postsPerMinute" is 1
+    And alice has started a conversation
+    And alice opens the event stream
+    When mallory opens the event stream of alice's conversation
+    Then the answer is 404 with error "not found"
+    When mallory sends "let me in" to alice's conversation twice
+    Then both answers are 404 with error "not found"
+
+  @profile:gateway @req:ADR0122-D6-04 @configures
+  Scenario: A request from an origin that is not allowed is refused before anything runs
+    Given the setting "gateway.allowedOrigins" is ["https://app.example"]
+    And alice has started a conversation
+    When alice sends "transfer the funds" from the origin "https://evil.example"
+    Then the answer is 403 with error "forbidden origin"
+    And the answer carries no CORS headers
+    When alice sends "hello" from the origin "https://app.example"
+    Then the answer is 202
+    And the answer allows the origin "https://app.example" without credentials
+    And turn 1 is answered "re: hello"
+    And the history has 2 records
+
+  @profile:gateway @req:ADR0122-D6-04 @configures
+  Scenario: CORS headers ride error responses too, and credentials only when configured
+    Given the setting "gateway.allowedOrigins" is ["https://app.example"]
+    And the setting "gateway.allowCredentials" is true
+    When mallory reads the status of a conversation that does not exist from the origin "https://app.example"
+    Then the answer is 404 with error "not found"
+    And the answer allows the origin "https://app.example" with credentials
+
+  @profile:gateway @req:ADR0122-D6-04 @configures
+  Scenario: A page on another host cannot reach a server through DNS rebinding
+    Given the setting "gateway.allowedHosts" is ["loom.internal"]
+    When alice starts a conversation with the Host "loom.internal"
+    Then the answer is 201
+    When alice starts a conversation with the Host "rebound.attacker.example"
+    Then the answer is 403 with error "forbidden host"
+
+  @profile:gateway @req:ADR0122-D6-04
+  Scenario: A POST that is not JSON is refused, so a cross-site form cannot be a request
+    Given alice has started a conversation
+    When alice sends "text=transfer" as "application/x-www-form-urlencoded"
+    Then the answer is 415 with error "unsupported media type"
+    When alice sends "transfer" as "text/plain"
+    Then the answer is 415 with error "unsupported media type"
+
+  @profile:gateway @req:ADR0122-D6-05
+  Scenario: A user's words cannot forge a server-sent event
+    Given alice has started a conversation
+    And the model replies "ok"
+    When alice sends "hi\nevent: error\ndata: {\"error\":\"forged\"}\r\n\r\ndata: x"
+    Then turn 1 is answered "ok"
+    And alice's stream replays the turn as exactly two message events and no "error" event
+    And the first message event carries the text exactly as alice sent it
+
+  @profile:gateway @req:ADR0122-D6-06 @configures
+  Scenario: Concurrent streams are limited in total and per principal
+    Given the setting "gateway.maxStreams" is 2
+    And the setting "gateway.maxStreamsPerPrincipal" is 1
+    And alice has started a conversation "A"
+    And bob has started a conversation "B"
+    And carol has started a conversation "C"
+    When alice opens the event stream of conversation "A"
+    And alice tries to open another event stream of conversation "A"
+    Then the stream is refused with 429
+    When bob opens the event stream of conversation "B"
+    And carol tries to open the event stream of conversation "C"
+    Then the stream is refused with 429
+
+  @profile:gateway @req:ADR0122-D6-06 @configures
+  Scenario: Live subscribers per conversation are limited
+    Given the setting "gateway.maxSubscribers" is 1
+    And alice has started a conversation "A"
+    When alice opens the event stream of conversation "A"
+    And alice tries to open another event stream of conversation "A"
+    Then the stream is refused with 429
+
+  @profile:gateway @req:ADR0122-D6-06
+  Scenario: A body over 64 KiB is refused with 413 before the connection drops
+    Given alice has started a conversation
+    When alice sends a body of 70 KiB
+    Then the answer is 413 with error "payload too large"
+
+  @profile:gateway @req:ADR0122-D6-06 @configures
+  Scenario: A stream lives only so long, then asks the client to reconnect
+    Given the setting "gateway.streamLifetimeMs" is 300
+    And alice has started a conversation
+    When alice opens the event stream
+    Then alice's stream ends with a "reconnect" event
+
+  @profile:gateway @req:ADR0122-D6-06 @configures
+  Scenario: POSTs are rate limited per principal
+    Given the setting "gateway.postsPerMinute" is 3
+    And alice has started a conversation
+    When alice sends "one"
+    And alice sends "two"
+    And alice tries to send "three"
+    Then the answer is 429 with error "too many requests"
+    And the answer says when to retry
+
+  @profile:gateway @req:ADR0122-D6-12 @configures
+  Scenario: A slow reader's live text is coalesced or it is cut off, and the log loses nothing
+    Given the setting "gateway.maxPendingBytes" is 8192
+    And alice has started a conversation
+    And the model streams 4000 pieces of 100 characters
+    When alice opens the event stream and stops reading
+    And alice sends "write me a novel"
+    And the model has finished answering 1 time
+    And turn 1 has a reply
+    And alice reads her stream again
+    Then alice's stream either coalesced the live text or ended it with a "reconnect" event
+    And resuming from alice's last event id delivers the reply of turn 1 exactly once
+
+  @profile:gateway @req:ADR0122-D6-07 @configures
+  Scenario: A revoked token ends an open stream
+    Given the setting "gateway.reauthMs" is 100
+    And alice has started a conversation
+    When alice opens the event stream
+    And alice's token is revoked
+    Then alice's stream ends
+
+  @profile:gateway @req:ADR0122-D6-07 @configures
+  Scenario: A token that now speaks for someone else ends an open stream
+    Given the setting "gateway.reauthMs" is 100
+    And alice has started a conversation
+    When alice opens the event stream
+    And alice's token now speaks for bob
+    Then alice's stream ends
+
+  @profile:gateway @req:ADR0122-D6-08
+  Scenario: A 500 is a fixed body with an error id; the real error goes to the error hook
+    Given the identity service fails for alice's token, saying "ldap at 10.9.8.7 refused bind as cn=admin"
+    When alice starts a conversation with id "anything"
+    Then the answer is a 500 with an error id and nothing else
+    And the error hook got that error id with the words "10.9.8.7"
+
+  @profile:gateway @req:ADR0122-D6-09 @configures
+  Scenario: Resuming with Last-Event-ID delivers every durable message once, across rotations
+    Given the conversation rotates every 1 turn
+    And alice has started a conversation
+    And alice has had 2 turns answered
+    When alice opens the event stream
+    Then alice's stream has delivered 4 messages
+    When alice closes her stream
+    And alice has had 2 more turns answered
+    And alice reconnects with the last event id she saw
+    Then alice's new stream delivers records 5, 6, 7, 8, each once, with ids equal to their history cursors
+    When alice reconnects with the cursor of record 6 as a query parameter
+    Then alice's new stream delivers records 7, 8, each once, with ids equal to their history cursors

@@ -1,0 +1,75 @@
+Feature: Live deltas are transient, attributed and caught up
+  As someone watching a reply being written
+  I want to see the words of my own turn as they come, and catch up if I join late
+  So that the conversation feels live without the log ever holding anything but durable records
+
+  Deltas belong to the turn whose model call produced them and go only to that conversation's
+  streams. They are never journaled and never replayed. A client that attaches mid-reply gets the
+  reply so far as a partial; the durable message supersedes it; a turn produced again after a
+  restart is announced with a reset.
+
+  @profile:gateway @req:ADR0122-D7-01
+  Scenario: Two conversations streaming at once never see each other's deltas
+    Given alice has started a conversation "A"
+    And alice has started a conversation "B"
+    And the model streams "alpha-1 " "alpha-2" to "question for A" and waits
+    And the model streams "beta-1 " "beta-2" to "question for B" and waits
+    When alice opens the event stream of conversation "A"
+    And alice opens the event stream of conversation "B"
+    And alice sends "question for A" to conversation "A"
+    And alice sends "question for B" to conversation "B"
+    Then the stream of conversation "A" shows "alpha-1 alpha-2"
+    And the stream of conversation "B" shows "beta-1 beta-2"
+    And the stream of conversation "A" shows nothing of "beta"
+    And the stream of conversation "B" shows nothing of "alpha"
+
+  @profile:gateway @req:ADR0122-D7-02
+  Scenario: A client that attaches mid-reply catches up with a partial, then the message supersedes it
+    Given alice has started a conversation
+    And the model streams "Let me " "check" and waits
+    When alice sends "check the pumps"
+    And the model has streamed its first words
+    And alice opens the event stream
+    Then alice's stream shows a partial "Let me check" for turn 1
+    When the model is released
+    Then alice's stream delivers the reply of turn 1 with the text "Let me check"
+
+  @profile:gateway @req:ADR0122-D7-03
+  Scenario: Deltas are never journaled and never replayed
+    Given alice has started a conversation
+    And the model streams "one " "two " "three"
+    When alice sends "count"
+    Then turn 1 is answered "one two three"
+    When alice opens the event stream
+    Then alice's stream has delivered 2 messages
+    And alice's stream holds no delta or partial event
+
+  @profile:gateway @req:ADR0122-D7-04 @crash
+  Scenario: A turn produced again after a restart is announced with a reset
+    Given alice has started a conversation
+    And the model streams "first attempt" and waits
+    And the model streams "second attempt" and waits
+    When alice sends "try it"
+    And the model has streamed its first words
+    And the system is killed and restarted
+    And the model has been asked 2 times
+    And alice opens the event stream
+    Then alice's stream shows a reset of turn 1 before its partial
+    When the model is released
+    Then turn 1 is answered "second attempt"
+
+  @profile:gateway @req:ADR0122-D7-05
+  Scenario: Two tenants streaming at once see only their own messages and deltas
+    Given alice has started a conversation "A"
+    And mallory has started a conversation "M"
+    And the model streams "acme secret " "numbers" to "acme question" and waits
+    And the model streams "evil plans " "ahead" to "evil question" and waits
+    When alice opens the event stream of conversation "A"
+    And mallory opens the event stream of conversation "M"
+    And alice sends "acme question" to conversation "A"
+    And mallory sends "evil question" to conversation "M"
+    Then the stream of conversation "A" shows "acme secret numbers"
+    And the stream of conversation "M" shows "evil plans ahead"
+    When the model is released
+    Then the stream of conversation "A" shows nothing of "evil"
+    And the stream of conversation "M" shows nothing of "acme"
