@@ -112,6 +112,15 @@ Feature: The HTTP gateway fails closed and says nothing a caller was not entitle
     And alice tries to open another event stream of conversation "A"
     Then the stream is refused with 429
 
+  @profile:gateway @req:ADR0122-D6-10 @configures
+  Scenario: Refused streams do not hold on to a slot
+    Given the setting "gateway.maxStreams" is 1
+    And alice has started a conversation
+    When mallory opens the event stream of alice's conversation
+    And mallory opens the event stream of alice's conversation
+    And alice opens the event stream
+    Then alice's stream has delivered 0 messages
+
   @profile:gateway @req:ADR0122-D6-06
   Scenario: A body over 64 KiB is refused with 413 before the connection drops
     Given alice has started a conversation

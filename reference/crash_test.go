@@ -334,10 +334,10 @@ func (x *torture) iteration(it int) {
 
 	base := x.w.Model().Count()
 	sent := make(chan struct{})
-	url := x.child.base
+	target := x.child.base
 	go func() {
 		defer close(sent)
-		x.send(url, batch)
+		x.send(target, batch)
 	}()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -565,8 +565,8 @@ func (x *torture) history() ([]loomtype.Entry, []byte) {
 	}
 }
 
-// answered reports how many accepted turns have an assistant record.
-func answered(entries []loomtype.Entry) (users, replies int) {
+// countAnswered reports how many accepted user records and assistant records there are.
+func countAnswered(entries []loomtype.Entry) (users, replies int) {
 	for _, e := range entries {
 		switch {
 		case e.Role == loomtype.RoleUser && e.Status == loomtype.StatusAccepted:
@@ -593,7 +593,7 @@ func (x *torture) waitAnswered(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		entries, _ := x.history()
-		users, replies := answered(entries)
+		users, replies := countAnswered(entries)
 		if users >= want && replies >= want {
 			return
 		}
@@ -691,7 +691,10 @@ func (x *torture) check() {
 	// A recovery never asks the model again for a reply that was recorded.
 	reqs := x.w.Model().Requests()
 	for _, a := range x.asked {
-		for _, r := range reqs[a.from:] {
+		for _, r := range reqs {
+			if r.Index < a.from {
+				continue
+			}
 			text := lastUserText(r.Messages)
 			require.False(t, a.answered[text], "model request %d asked again for %q, answered before a kill", r.Index, text)
 		}
