@@ -147,6 +147,9 @@ func (s *scenario) setup() error {
 	}
 	s.cfg = s.world.Config(spec.SUTConfig{DataDir: dir + "/data", Signing: spec.SigningConfig{Key: randomKey()}})
 	s.cfg.Gateway.PollMs = 200
+	s.cfg.Memory.URL = "" // a scenario turns memory on when it needs it
+	svc := principals["the service"]
+	s.cfg.Shared.ServicePrincipal = &svc
 	for _, name := range standardTools {
 		s.cfg.Tools.Definitions = append(s.cfg.Tools.Definitions, spec.ToolDef{Name: name, Description: "the " + name + " tool",
 			Parameters: map[string]any{"type": "object"}})

@@ -1,6 +1,7 @@
 package reference
 
 import (
+	"context"
 	"encoding/base64"
 	"fmt"
 	"net/http"
@@ -21,6 +22,16 @@ const SpecVersion = spec.Version
 
 // Profiles are the profiles this engine claims.
 var Profiles = []string{"core", "durability", "barge-in", "agent", "budget", "envelope", "gateway"}
+
+// profiles are the profiles an engine with this configuration claims: shared mode needs a
+// service principal.
+func profiles(c spec.SUTConfig) []string {
+	out := append([]string{}, Profiles...)
+	if c.Shared.ServicePrincipal != nil {
+		out = append(out, "shared")
+	}
+	return out
+}
 
 // FromConfig turns the kit's configuration document into engine options: every hook becomes an
 // HTTP client of the endpoint the document names.
@@ -72,6 +83,8 @@ func FromConfig(c spec.SUTConfig) (Options, error) {
 		svc := loomtype.Identity{Tenant: sp.Tenant, Actor: sp.Actor, OnBehalfOf: sp.OnBehalfOf}
 		conv.Shared.Service = &svc
 	}
+	conv.Shared.MaxParticipants, conv.Shared.MaxQueuedPerAsker = c.Shared.MaxParticipants, c.Shared.MaxQueuedPerAsker
+	conv.Shared.Grants, conv.Shared.Narrowed = c.Shared.Grants, c.Shared.Narrowed
 	opt.Conversation = conv
 
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}}
@@ -87,6 +100,15 @@ func FromConfig(c spec.SUTConfig) (Options, error) {
 	if c.Summarizer.URL != "" {
 		opt.Deps.Summarizer = &hostio.HTTPSummarizer{URL: c.Summarizer.URL, Client: hc}
 	}
+	if c.Memory.URL != "" {
+		opt.Deps.Memory = &hostio.HTTPMemory{URL: c.Memory.URL, Client: hc}
+	}
+	if c.Clearance.URL != "" {
+		cl := &hostio.Clearance{URL: c.Clearance.URL, Client: hc}
+		opt.Deps.Cleared = func(ctx context.Context, viewer loomtype.Identity, classes []string) bool {
+			return cl.Cleared(ctx, hostio.Viewer(viewer), classes)
+		}
+	}
 	hook := &hostio.ErrorHook{URL: c.ErrorHook.URL, Client: hc}
 	opt.Deps.OnError = func(r hostio.ErrorReport) { go hook.Report(r) }
 
@@ -98,7 +120,7 @@ func FromConfig(c spec.SUTConfig) (Options, error) {
 		MaxSubscribers: gw.MaxSubscribers,
 		MaxBodyBytes:   int64(gw.MaxBodyBytes), StreamLifetime: ms(gw.StreamLifetimeMs), MaxPendingBytes: gw.MaxPendingBytes,
 		PostsPerMinute: gw.PostsPerMinute, Reauth: ms(gw.ReauthMs), Poll: ms(gw.PollMs), RuntimeDoor: true,
-		Discovery: gateway.Discovery{SpecVersion: SpecVersion, Profiles: Profiles,
+		Discovery: gateway.Discovery{SpecVersion: SpecVersion, Profiles: profiles(c),
 			Implementation: gateway.Implementation{Name: "loom-reference", Version: Version}},
 		OnError: func(id string, err error) {
 			go hook.Report(hostio.ErrorReport{ErrorID: id, Error: err.Error()})

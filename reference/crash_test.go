@@ -265,7 +265,7 @@ func (x *torture) iteration(it int) {
 	x.turns = append(x.turns, batch...)
 
 	// The replies recorded so far are durable: no later engine may ask the model for them.
-	entries, _ := x.history()
+	entries, _ := x.history(500)
 	answered := map[string]bool{}
 	users := map[int64]string{}
 	for _, e := range entries {
@@ -536,9 +536,9 @@ func (x *torture) do(method, path, body string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// history reads the whole transcript page by page (small pages, so paging is exercised) and
-// returns the entries and the raw pages.
-func (x *torture) history() ([]loomtype.Entry, []byte) {
+// history reads the whole transcript in pages of limit entries and returns the entries and the
+// raw pages.
+func (x *torture) history(limit int) ([]loomtype.Entry, []byte) {
 	t := x.t
 	t.Helper()
 	var all []loomtype.Entry
@@ -546,7 +546,7 @@ func (x *torture) history() ([]loomtype.Entry, []byte) {
 	cursor := ""
 	for pages := 0; ; pages++ {
 		require.Less(t, pages, 10000, "history paging does not end")
-		q := url.Values{"limit": {"7"}}
+		q := url.Values{"limit": {strconv.Itoa(limit)}}
 		if cursor != "" {
 			q.Set("cursor", cursor)
 		}
@@ -592,7 +592,7 @@ func (x *torture) waitAnswered(ctx context.Context) {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		entries, _ := x.history()
+		entries, _ := x.history(500)
 		users, replies := countAnswered(entries)
 		if users >= want && replies >= want {
 			return
@@ -615,7 +615,8 @@ func (x *torture) check() {
 	defer cancel()
 	x.waitAnswered(ctx)
 
-	entries, raw := x.history()
+	// Small pages, so that paging across generations is exercised.
+	entries, raw := x.history(7)
 	var transcript []string
 	for _, e := range entries {
 		text := "-"
@@ -678,7 +679,7 @@ func (x *torture) check() {
 	}
 
 	// The transcript is stable: a second read is byte for byte the same.
-	_, again := x.history()
+	_, again := x.history(7)
 	require.Equal(t, string(raw), string(again), "history read twice differs")
 
 	code, body := x.do("GET", "/conversations/"+crashConversation, "")

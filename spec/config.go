@@ -21,6 +21,9 @@ type SUTConfig struct {
 	Identity     IdentityConfig     `json:"identity"`
 	Clearance    EndpointConfig     `json:"clearance,omitzero"`
 	ErrorHook    EndpointConfig     `json:"errorHook,omitzero"`
+	// Memory is the agent memory service: recall at URL + "/memory/recall", write-back at
+	// URL + "/memory/write" (spec/world.md).
+	Memory EndpointConfig `json:"memory,omitzero"`
 	Signing      SigningConfig      `json:"signing"`
 	Conversation ConversationConfig `json:"conversation,omitzero"`
 	Gateway      GatewayConfig      `json:"gateway,omitzero"`
@@ -131,9 +134,17 @@ type GatewayConfig struct {
 
 // SharedConfig configures shared mode.
 type SharedConfig struct {
+	// ServicePrincipal is the host identity a shared conversation's coordinator runs as; no
+	// end-user identity may equal it. Shared mode is off without it.
 	ServicePrincipal  *Principal `json:"servicePrincipal,omitempty"`
 	MaxParticipants   int        `json:"maxParticipants,omitempty"`
 	MaxQueuedPerAsker int        `json:"maxQueuedPerAsker,omitempty"`
+	// Grants lists, per asker ("tenant/actor", or "tenant/actor~onBehalfOf"), the tools their
+	// turns may call. An asker not listed may call every tool.
+	Grants map[string][]string `json:"grants,omitempty"`
+	// Narrowed lists the delegated identities ("tenant/actor~onBehalfOf") the host maps to a
+	// narrowed principal; any other delegated asker is refused.
+	Narrowed []string `json:"narrowed,omitempty"`
 }
 
 // Version is the version of the requirement catalogue and of the surface it describes.

@@ -104,6 +104,7 @@ type World struct {
 	identity   *Identity
 	clearance  *Clearance
 	errorHook  *ErrorHook
+	memory     *Memory
 }
 
 // New returns a World that is not yet listening; serve it with Start or through Handler.
@@ -135,6 +136,7 @@ func New(opts Options) *World {
 	w.identity = newIdentity(w)
 	w.clearance = newClearance(w)
 	w.errorHook = newErrorHook(w)
+	w.memory = newMemory(w)
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+PathModel, w.model.serve)
@@ -143,6 +145,8 @@ func New(opts Options) *World {
 	mux.HandleFunc("POST "+PathIdentity, w.identity.serve)
 	mux.HandleFunc("POST "+PathClearance, w.clearance.serve)
 	mux.HandleFunc("POST "+PathErrorHook, w.errorHook.serve)
+	mux.HandleFunc("POST "+PathMemoryRecall, w.memory.serveRecall)
+	mux.HandleFunc("POST "+PathMemoryWrite, w.memory.serveWrite)
 	w.handler = w.guard(mux)
 	return w
 }
@@ -176,6 +180,9 @@ func (w *World) Clearance() *Clearance { return w.clearance }
 //
 //	err := w.ErrorHook().WaitErrors(ctx, 1)
 func (w *World) ErrorHook() *ErrorHook { return w.errorHook }
+
+// Memory returns the agent memory service.
+func (w *World) Memory() *Memory { return w.memory }
 
 // Handler returns the http.Handler serving every endpoint of the World.
 //
@@ -268,6 +275,7 @@ func (w *World) Reset() {
 	w.identity.reset()
 	w.clearance.reset()
 	w.errorHook.reset()
+	w.memory.reset()
 }
 
 // NewHold returns a Hold that is not yet released. Reset releases it; Close ends waits at it.
@@ -292,6 +300,7 @@ func (w *World) Config(base spec.SUTConfig) spec.SUTConfig {
 	base.Identity.URL = u + PathIdentity
 	base.Clearance.URL = u + PathClearance
 	base.ErrorHook.URL = u + PathErrorHook
+	base.Memory.URL = u
 	return base
 }
 

@@ -105,6 +105,8 @@ type Deps struct {
 	Allowed func(asker loomtype.Identity, tool string) bool
 	// Cleared reports whether viewer is cleared for every class (shared mode; fail closed).
 	Cleared func(ctx context.Context, viewer loomtype.Identity, classes []string) bool
+	// Memory is the agent memory, recalled and written back per asker (nil: none).
+	Memory hostio.Memory
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -440,6 +442,9 @@ func (cv *Conversations) send(ctx context.Context, principal loomtype.Identity, 
 	}
 	sender, msgID := principal, opt.MessageID
 	if m.mode == ModeShared {
+		if err := cv.checkSharedSend(ctx, id, principal); err != nil {
+			return SendResult{}, err
+		}
 		// The sender the kernel records is the host; the asker is inside the signed envelope.
 		sender, msgID = *cv.cfg.Shared.Service, key
 	}
@@ -479,6 +484,28 @@ func (cv *Conversations) SendRaw(ctx context.Context, principal loomtype.Identit
 		return false, fmt.Errorf("%w: messageId", loomtype.ErrBadRequest)
 	}
 	return k.Send(ctx, id, principal, messageID, payload)
+}
+
+// StartRaw is the runtime door's start: an execution of flow owned by principal. Only the
+// shared-mode turn flow may be started this way (an asker starts their own turn); a recovery
+// adopts an execution found at a turn's id only after verifying it.
+//
+// Errors: loomtype.ErrBadRequest (another flow, a bad id), loomtype.ErrConflict (the id is taken).
+func (cv *Conversations) StartRaw(ctx context.Context, principal loomtype.Identity, id, flow string, input json.RawMessage) error {
+	if !principal.Valid() {
+		return loomtype.ErrUnauthenticated
+	}
+	if flow != TurnFlowName {
+		return fmt.Errorf("%w: flow", loomtype.ErrBadRequest)
+	}
+	_, err := cv.kernel().Start(ctx, kernel.StartRequest{ID: id, Flow: flow, Input: input, Principal: principal})
+	switch {
+	case errors.Is(err, loomtype.ErrAlreadyStarted):
+		return loomtype.ErrConflict
+	case errors.Is(err, kernel.ErrBadID):
+		return fmt.Errorf("%w: id", loomtype.ErrBadRequest)
+	}
+	return err
 }
 
 // RawEvent is one event of an execution's log as the runtime door shows it.

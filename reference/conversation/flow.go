@@ -311,17 +311,17 @@ func (cv *Conversations) turn(c *kernel.Context, st *state, m kernel.Message, en
 	if err != nil {
 		return err
 	}
-	res, turnExec, err := cv.runTurn(c, st, turnRun{ord: ord, turn: turnNo, asker: asker, msgs: msgs, sig: sig,
+	res, err := cv.runTurn(c, st, turnRun{ord: ord, turn: turnNo, asker: asker, msgs: msgs, sig: sig,
 		replayed: replayed, env: env})
 	if err != nil {
 		return err
 	}
 	reply := loomtype.Entry{Turn: turnNo, Role: loomtype.RoleAssistant, Status: res.Status, Reason: res.Reason,
-		ErrorID: res.ErrorID, Asker: &asker, TurnExecutionID: turnExec}
+		ErrorID: res.ErrorID, Asker: &asker, TurnExecutionID: res.ExecID}
 	if res.Status != agent.Failed {
 		reply.Text = ptr(res.Text)
 	}
-	replyClasses := cv.answerClasses(classes, res.Tools)
+	replyClasses := cv.answerClasses(classes, append(res.Tools, res.Memory...))
 	reply.Classes = replyClasses
 	if _, err := cv.record(c, st, fmt.Sprintf("conv#o%d:reply", ord), reply, nil); err != nil {
 		return err
@@ -345,24 +345,88 @@ type turnRun struct {
 	env       *envelopeJSON
 }
 
+// turnResult is how a turn ended, with the classes its memory recall adds and, in shared mode, the
+// turn execution that ran it.
+type turnResult struct {
+	agent.Result
+	Memory []string
+	ExecID string
+}
+
 // runTurn runs the agent loop for one turn: inline in owner mode, as a separate execution owned
 // by the asker in shared mode.
-func (cv *Conversations) runTurn(c *kernel.Context, st *state, tr turnRun) (agent.Result, string, error) {
+func (cv *Conversations) runTurn(c *kernel.Context, st *state, tr turnRun) (turnResult, error) {
 	if st.Mode == ModeShared {
 		return cv.runSharedTurn(c, st, tr)
 	}
-	res, err := agent.Run(c, cv.agentConfig(c.ID(), tr), tr.msgs)
-	return res, "", err
+	return cv.runLoop(c, c.ID(), fmt.Sprintf("conv#o%d", tr.ord), tr)
 }
 
-func (cv *Conversations) agentConfig(convID string, tr turnRun) agent.Config {
+// runLoop runs one turn's agent loop: recall from the asker's memory (a journaled step), the
+// loop itself, and the write-back of a completed turn (a journaled step too).
+func (cv *Conversations) runLoop(c *kernel.Context, convID, loopID string, tr turnRun) (turnResult, error) {
+	msgs := tr.msgs
+	var out turnResult
+	if cv.deps.Memory != nil {
+		scope := memoryScope(tr.asker)
+		raw, err := c.Execute(loopID+"#memory:recall", func(ctx context.Context) (json.RawMessage, error) {
+			entries, err := cv.deps.Memory.Recall(ctx, scope, lastUser(msgs))
+			if err != nil {
+				entries = nil // a memory that cannot be reached degrades to none
+			}
+			return json.Marshal(entries)
+		})
+		if err != nil && !isStepError(err) {
+			return out, err
+		}
+		var entries []hostio.MemoryEntry
+		_ = json.Unmarshal(raw, &entries)
+		if len(entries) > 0 {
+			msgs = withMemory(msgs, entries)
+			out.Memory = []string{memoryClassPrefix + scope}
+		}
+	}
+	res, err := agent.Run(c, cv.agentConfig(convID, loopID, tr), msgs)
+	if err != nil {
+		return out, err
+	}
+	out.Result = res
+	if cv.deps.Memory != nil && res.Status == agent.Complete {
+		prompt := lastUser(tr.msgs)
+		entries := []hostio.MemoryEntry{
+			{ID: memoryID(c.ID(), loopID, prompt), Role: model.RoleUser, Text: prompt},
+			{ID: memoryID(c.ID(), loopID, prompt+"\x00"+res.Text), Role: model.RoleAssistant, Text: res.Text},
+		}
+		scope := memoryScope(tr.asker)
+		if _, err := c.Execute(loopID+"#memory:write", func(ctx context.Context) (json.RawMessage, error) {
+			return nil, cv.deps.Memory.Write(ctx, scope, entries)
+		}); err != nil && !isStepError(err) {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+func isStepError(err error) bool {
+	var se *kernel.StepError
+	return errors.As(err, &se)
+}
+
+func lastUser(msgs []model.Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == model.RoleUser {
+			return msgs[i].Content
+		}
+	}
+	return ""
+}
+
+func (cv *Conversations) agentConfig(convID, loopID string, tr turnRun) agent.Config {
 	began := false
 	return agent.Config{
-		LoopID: fmt.Sprintf("conv#o%d", tr.ord), Provider: cv.deps.Provider, Model: cv.cfg.Model, Tools: cv.cfg.Tools,
+		LoopID: loopID, Provider: cv.deps.Provider, Model: cv.cfg.Model, Tools: cv.cfg.Tools,
 		Runner: cv.deps.Tools, MaxIterations: cv.cfg.MaxIterations, Parallel: cv.cfg.ParallelTools, Signal: tr.sig,
-		Allowed: func(tool string) bool {
-			return cv.deps.Allowed == nil || cv.deps.Allowed(tr.asker, tool)
-		},
+		Allowed: func(tool string) bool { return cv.allowed(tr.asker, tool) },
 		OnLive: func() {
 			if !began {
 				began = true

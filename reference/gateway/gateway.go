@@ -161,6 +161,7 @@ func (g *Gateway) routes() {
 	g.mux.HandleFunc("GET /conversations/{id}/participants", g.authed(g.participants))
 	g.mux.HandleFunc("POST /conversations/{id}/participants", g.authed(g.changeParticipants))
 	if g.cfg.RuntimeDoor {
+		g.mux.HandleFunc("POST /runtime/executions", g.authed(g.rawStart))
 		g.mux.HandleFunc("POST /runtime/executions/{id}/messages", g.authed(g.rawSend))
 		g.mux.HandleFunc("GET /runtime/executions/{id}/log", g.authed(g.rawLog))
 	}
@@ -293,6 +294,8 @@ func (g *Gateway) fail(w http.ResponseWriter, err error) {
 	case errors.As(err, &le):
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusTooManyRequests, "too many requests", "")
+	case errors.Is(err, conversation.ErrDelegation):
+		writeError(w, http.StatusForbidden, "delegation refused", "")
 	case errors.Is(err, loomtype.ErrUnauthenticated):
 		w.Header().Set("WWW-Authenticate", `Bearer realm="loom"`)
 		writeError(w, http.StatusUnauthorized, "unauthenticated", "")
@@ -591,6 +594,31 @@ func (g *Gateway) changeParticipants(w http.ResponseWriter, r *http.Request, who
 		return
 	}
 	writeJSON(w, http.StatusOK, ps)
+}
+
+type rawStartBody struct {
+	ID    string          `json:"id"`
+	Flow  string          `json:"flow"`
+	Input json.RawMessage `json:"input"`
+}
+
+func (g *Gateway) rawStart(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
+	if !g.limitPost(w, who) {
+		return
+	}
+	var b rawStartBody
+	if !g.readBody(w, r, &b, false) {
+		return
+	}
+	if b.ID == "" || b.Flow == "" || len(b.Input) == 0 {
+		writeError(w, http.StatusBadRequest, "bad request", "id, flow and input are required")
+		return
+	}
+	if err := g.cv.StartRaw(r.Context(), who, b.ID, b.Flow, b.Input); err != nil {
+		g.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]string{"id": b.ID})
 }
 
 type rawSendBody struct {

@@ -261,3 +261,61 @@ func client(c *http.Client) *http.Client {
 	}
 	return defaultClient
 }
+
+// MemoryEntry is one remembered text.
+type MemoryEntry struct {
+	ID   string `json:"id,omitempty"`
+	Role string `json:"role,omitempty"`
+	Text string `json:"text"`
+}
+
+// Memory recalls what an asker's scope remembers and writes new entries back.
+type Memory interface {
+	Recall(ctx context.Context, scope, query string) ([]MemoryEntry, error)
+	Write(ctx context.Context, scope string, entries []MemoryEntry) error
+}
+
+// HTTPMemory is the memory service of spec/world.md at URL.
+type HTTPMemory struct {
+	URL    string
+	Client *http.Client
+}
+
+// Recall implements Memory: POST URL/memory/recall {"scope","query"} → {"entries"}.
+func (m *HTTPMemory) Recall(ctx context.Context, scope, query string) ([]MemoryEntry, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	status, body, err := post(ctx, client(m.Client), "memory", strings.TrimRight(m.URL, "/")+"/memory/recall",
+		map[string]string{"scope": scope, "query": query}, nil)
+	if err != nil {
+		return nil, err
+	}
+	if status != http.StatusOK {
+		return nil, &HookError{Hook: "memory", Status: status, Err: fmt.Errorf("unexpected answer: %s", bound(body, 512))}
+	}
+	var out struct {
+		Entries []MemoryEntry `json:"entries"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil {
+		return nil, &HookError{Hook: "memory", Status: status, Err: err}
+	}
+	if len(out.Entries) > 50 {
+		out.Entries = out.Entries[len(out.Entries)-50:]
+	}
+	return out.Entries, nil
+}
+
+// Write implements Memory: POST URL/memory/write {"scope","entries"}.
+func (m *HTTPMemory) Write(ctx context.Context, scope string, entries []MemoryEntry) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	status, body, err := post(ctx, client(m.Client), "memory", strings.TrimRight(m.URL, "/")+"/memory/write",
+		map[string]any{"scope": scope, "entries": entries}, nil)
+	if err != nil {
+		return err
+	}
+	if status < 200 || status > 299 {
+		return &HookError{Hook: "memory", Status: status, Err: fmt.Errorf("unexpected answer: %s", bound(body, 512))}
+	}
+	return nil
+}

@@ -139,6 +139,9 @@ type execution struct {
 	flow Flow
 	info Info
 	done chan struct{}
+
+	mu  sync.Mutex
+	ctx *Context // the generation running now
 }
 
 // Stream names in the store.
@@ -373,6 +376,11 @@ func (k *Kernel) run(e *execution) {
 	gen := e.info.Gen
 	for {
 		c, input, err := k.load(e, gen)
+		if err == nil {
+			e.mu.Lock()
+			e.ctx = c
+			e.mu.Unlock()
+		}
 		if err != nil {
 			if !k.isStopped() {
 				k.log.Error("kernel: cannot load execution", "id", e.id, "gen", gen, "err", err)
@@ -539,3 +547,51 @@ type evEnd struct {
 type continueAsNew struct{ carry json.RawMessage }
 
 func (c *continueAsNew) Error() string { return "kernel: continue as new" }
+
+// Input returns the input an execution was started with (its generation 0 input).
+//
+// Errors: loomtype.ErrNotFound for an unknown execution.
+func (k *Kernel) Input(ctx context.Context, id string) (json.RawMessage, error) {
+	evs, err := k.st.ReadForward(ctx, logStream(id), 0, 0, 1)
+	if err != nil {
+		return nil, err
+	}
+	if len(evs) == 0 || evs[0].Kind != kindStarted {
+		return nil, loomtype.ErrNotFound
+	}
+	var s evStarted
+	if err := json.Unmarshal(evs[0].Data, &s); err != nil {
+		return nil, fmt.Errorf("kernel: %s: started event: %w", id, err)
+	}
+	return s.Input, nil
+}
+
+// Backlog returns up to limit messages delivered to an execution and not consumed yet, oldest
+// first. It reads live state (the running execution's cursor) and is meant for admission
+// decisions such as per-sender queue caps, which are best effort.
+func (k *Kernel) Backlog(ctx context.Context, id string, limit int) ([]Message, error) {
+	k.mu.Lock()
+	e := k.running[id]
+	k.mu.Unlock()
+	var after int64
+	if e != nil {
+		e.mu.Lock()
+		if e.ctx != nil {
+			after = e.ctx.InboxCursor()
+		}
+		e.mu.Unlock()
+	}
+	evs, err := k.st.ReadForward(ctx, inboxStream(id), 0, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Message, 0, len(evs))
+	for _, ev := range evs {
+		var m Message
+		if json.Unmarshal(ev.Data, &m) == nil {
+			m.Seq, m.Time = ev.Seq, ev.Time
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,432 @@
+package browser
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// chromiumPath is Debian's chromium; the node scripts launch exactly this binary.
+const chromiumPath = "/usr/bin/chromium"
+
+// requireBrowser skips the test when chromium, node or the npm packages are missing, so that
+// `go test ./...` passes on a machine without them. Under CI (CI set) a missing piece is a failure
+// instead: .ci/run installs all three, and a silent skip there would hide a broken install.
+func requireBrowser(t *testing.T) {
+	t.Helper()
+	var missing []string
+	if _, err := os.Stat(chromiumPath); err != nil {
+		missing = append(missing, chromiumPath+" (apt-get install chromium)")
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		missing = append(missing, "node on PATH")
+	}
+	if _, err := os.Stat(filepath.Join("node_modules", "playwright-core", "package.json")); err != nil {
+		missing = append(missing, "harness/browser/node_modules (cd harness/browser && npm ci)")
+	}
+	if len(missing) == 0 {
+		return
+	}
+	msg := "browser test needs " + strings.Join(missing, ", ")
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg + "; .ci/run is expected to install them")
+	}
+	t.Skip(msg)
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers and readers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// buildLoomcheck builds ./cmd/loomcheck of this module into a temporary directory, with the race
+// detector when the test binary itself has it, so the server is checked under the same load.
+func buildLoomcheck(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("go not on PATH: %v", err)
+	}
+	out, err := exec.CommandContext(ctx, goBin, "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		t.Fatalf("go env GOMOD: not inside a module (%q)", gomod)
+	}
+	bin := filepath.Join(t.TempDir(), "loomcheck")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	args = append(args, "./cmd/loomcheck")
+	cmd := exec.CommandContext(ctx, goBin, args...)
+	cmd.Dir = filepath.Dir(gomod)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, b)
+	}
+	return bin
+}
+
+// freeAddr returns a loopback address with a port nobody listens on right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// server is `loomcheck serve` run as a child process from one configuration document; start may
+// be called again after kill to restart it on the same data directory and port.
+type server struct {
+	t      *testing.T
+	bin    string
+	config string
+	logs   *syncBuffer // stdout and stderr of every run, in order
+
+	cmd    *exec.Cmd
+	exited chan struct{}
+	err    error // cmd.Wait's answer, set before exited closes
+}
+
+func newServer(t *testing.T, bin, config string) *server {
+	s := &server{t: t, bin: bin, config: config, logs: &syncBuffer{}}
+	t.Cleanup(func() {
+		if s.running() {
+			s.kill()
+		}
+		if strings.Contains(s.logs.String(), "WARNING: DATA RACE") {
+			t.Errorf("the server reported a data race:\n%s", s.logs)
+		}
+		if t.Failed() {
+			t.Logf("server output:\n%s", s.logs)
+		}
+	})
+	return s
+}
+
+func (s *server) running() bool {
+	if s.cmd == nil {
+		return false
+	}
+	select {
+	case <-s.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// start launches the server and waits until it says it is serving (it prints that line once
+// its listener is open) or ctx ends.
+func (s *server) start(ctx context.Context) {
+	s.t.Helper()
+	cmd := exec.Command(s.bin, "serve")
+	cmd.Env = append(os.Environ(), "LOOM_CONFIG="+s.config)
+	cmd.Stderr = s.logs
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		s.t.Fatalf("start %s serve: %v", s.bin, err)
+	}
+	fmt.Fprintf(s.logs, "--- started pid %d\n", cmd.Process.Pid)
+	s.cmd, s.exited = cmd, make(chan struct{})
+	serving := make(chan struct{})
+	go func(exited chan struct{}) {
+		sc := bufio.NewScanner(stdout)
+		once := sync.Once{}
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(s.logs, line)
+			if strings.Contains(line, " serving http://") {
+				once.Do(func() { close(serving) })
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+		s.err = cmd.Wait()
+		fmt.Fprintf(s.logs, "--- pid %d ended: %v\n", cmd.Process.Pid, s.err)
+		close(exited)
+	}(s.exited)
+	select {
+	case <-serving:
+	case <-s.exited:
+		s.t.Fatalf("loomcheck serve ended before serving: %v", s.err)
+	case <-ctx.Done():
+		s.t.Fatalf("loomcheck serve did not start serving: %v", ctx.Err())
+	}
+}
+
+// kill ends the server with SIGKILL, as a crash would, and waits until it is gone.
+func (s *server) kill() {
+	s.t.Helper()
+	_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.exited
+}
+
+// stop asks the server to shut down (SIGTERM) and waits for it, at most until ctx ends.
+func (s *server) stop(ctx context.Context) error {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+		return s.err
+	case <-ctx.Done():
+		s.kill()
+		return fmt.Errorf("loomcheck serve did not stop on SIGTERM: %w", ctx.Err())
+	}
+}
+
+// api is a small JSON client of the server under test.
+type api struct {
+	base  string
+	token string
+	hc    *http.Client
+}
+
+// do sends a request with a JSON body (when body is not nil) and decodes a JSON answer into out
+// (when out is not nil). It returns the status code.
+func (a *api) do(ctx context.Context, method, path string, body, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path, rd)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := a.hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	if out != nil && resp.StatusCode < 300 {
+		if err := json.Unmarshal(b, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("%s %s: decoding %q: %w", method, path, b, err)
+		}
+	}
+	if resp.StatusCode >= 300 {
+		return resp.StatusCode, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, bytes.TrimSpace(b))
+	}
+	return resp.StatusCode, nil
+}
+
+// nodeScript is one run of a node script of this directory that talks in JSON lines: it prints
+// one object per line on stdout and, for the interactive ones, reads commands on stdin.
+type nodeScript struct {
+	t      *testing.T
+	name   string
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	lines  chan []byte
+	stderr *syncBuffer
+	done   chan struct{}
+	err    error // cmd.Wait's answer, set before done closes
+}
+
+// startNode runs `node script args...` in this directory. The process is ended when the test
+// ends (SIGTERM, which lets playwright close the browser, then SIGKILL after a grace period).
+func startNode(t *testing.T, script string, args ...string) *nodeScript {
+	t.Helper()
+	cmd := exec.Command("node", append([]string{script}, args...)...)
+	cmd.Env = append(os.Environ(), "NODE_NO_WARNINGS=1")
+	n := &nodeScript{t: t, name: script, cmd: cmd, lines: make(chan []byte, 64), stderr: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stderr = n.stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("node %s: %v", script, err)
+	}
+	n.stdin = stdin
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+		for sc.Scan() {
+			n.lines <- bytes.Clone(sc.Bytes())
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+		n.err = cmd.Wait()
+		close(n.lines)
+		close(n.done)
+	}()
+	t.Cleanup(func() {
+		_ = n.stdin.Close()
+		select {
+		case <-n.done:
+			return
+		default:
+		}
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		grace := time.NewTimer(10 * time.Second)
+		defer grace.Stop()
+		select {
+		case <-n.done:
+		case <-grace.C:
+			_ = cmd.Process.Kill()
+			<-n.done
+		}
+	})
+	return n
+}
+
+// next returns the script's next line decoded into a map, failing the test on a fatal line, an
+// early exit or ctx's end.
+func (n *nodeScript) next(ctx context.Context) map[string]json.RawMessage {
+	n.t.Helper()
+	select {
+	case line, ok := <-n.lines:
+		if !ok {
+			<-n.done
+			n.t.Fatalf("node %s ended without an answer (%v); stderr:\n%s", n.name, n.err, n.stderr)
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(line, &m); err != nil {
+			n.t.Fatalf("node %s printed a line that is not a JSON object: %q", n.name, line)
+		}
+		if f, ok := m["fatal"]; ok {
+			n.t.Fatalf("node %s failed: %s\nstderr:\n%s", n.name, unquote(f), n.stderr)
+		}
+		return m
+	case <-ctx.Done():
+		n.t.Fatalf("node %s: no answer before the deadline (%v); stderr:\n%s", n.name, ctx.Err(), n.stderr)
+		return nil
+	}
+}
+
+// send writes one command line.
+func (n *nodeScript) send(cmd any) {
+	n.t.Helper()
+	b, err := json.Marshal(cmd)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	if _, err := n.stdin.Write(append(b, '\n')); err != nil {
+		n.t.Fatalf("node %s: writing a command: %v; stderr:\n%s", n.name, err, n.stderr)
+	}
+}
+
+// waitFor asks the page to wait until the JavaScript expression expr is true, within timeout,
+// and fails the test (with the page's own summary) when it does not become true in time.
+func (n *nodeScript) waitFor(ctx context.Context, what, expr string, timeout time.Duration) {
+	n.t.Helper()
+	n.send(map[string]any{"op": "wait", "expr": expr, "timeoutMs": timeout.Milliseconds()})
+	m := n.next(ctx)
+	if string(m["ok"]) != "true" {
+		n.t.Fatalf("page: waiting for %s (%s): %s\npage state: %s", what, expr, unquote(m["error"]), m["state"])
+	}
+}
+
+// result waits for the {"result": ...} line and decodes it into out.
+func (n *nodeScript) result(ctx context.Context, out any) {
+	n.t.Helper()
+	for {
+		m := n.next(ctx)
+		raw, ok := m["result"]
+		if !ok {
+			continue
+		}
+		if err := json.Unmarshal(raw, out); err != nil {
+			n.t.Fatalf("node %s: decoding the result: %v", n.name, err)
+		}
+		return
+	}
+}
+
+func unquote(raw json.RawMessage) string {
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return string(raw)
+	}
+	return s
+}
+
+// consoleMessage, pageRequest and pageRecord are what lib.mjs's watchPage records.
+type consoleMessage struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	Location struct {
+		URL        string `json:"url"`
+		LineNumber int    `json:"lineNumber"`
+	} `json:"location"`
+}
+
+type pageRequest struct {
+	URL          string   `json:"url"`
+	Method       string   `json:"method"`
+	ResourceType string   `json:"resourceType"`
+	LastEventID  *string  `json:"lastEventId"`
+	Cookies      []string `json:"cookies"`
+	HeadersKnown bool     `json:"headersKnown"`
+}
+
+type pageRecord struct {
+	Console        []consoleMessage `json:"console"`
+	PageErrors     []string         `json:"pageErrors"`
+	Requests       []pageRequest    `json:"requests"`
+	FailedRequests []struct {
+		URL   string `json:"url"`
+		Error string `json:"error"`
+	} `json:"failedRequests"`
+}
+
+// consoleErrors returns the console messages of type "error".
+func (p pageRecord) consoleErrors() []consoleMessage {
+	var out []consoleMessage
+	for _, m := range p.Console {
+		if m.Type == "error" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
