@@ -18,4 +18,5 @@ func (s *scenario) register(sc *godog.ScenarioContext) {
 	s.registerEnvelopes(sc)
 	s.registerGateway(sc)
 	s.registerContract(sc)
+	s.registerShared(sc)
 }

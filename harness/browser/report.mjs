@@ -85,6 +85,7 @@ run(async () => {
         filter: attr(document.getElementById('scenarios'), 'data-filter'),
         failedCount: count('#totals [data-total="failed"] .count'),
         scriptElements: document.scripts.length,
+        width: { page: document.documentElement.scrollWidth, viewport: window.innerWidth },
         flag: Object.prototype.hasOwnProperty.call(window, flag) ? String(window[flag]) : null,
         text: document.documentElement.textContent,
       };

@@ -105,10 +105,11 @@ type response struct {
 }
 
 type toolOutcome struct {
-	OK     bool            `json:"ok"`
-	Output json.RawMessage `json:"output,omitempty"`
-	Error  string          `json:"error,omitempty"`
-	Denied bool            `json:"denied,omitempty"`
+	OK      bool            `json:"ok"`
+	Output  json.RawMessage `json:"output,omitempty"`
+	Error   string          `json:"error,omitempty"`
+	Denied  bool            `json:"denied,omitempty"`
+	ErrorID string          `json:"errorId,omitempty"`
 }
 
 // Run runs the loop on messages (the system prompt, the history and the prompt, already
@@ -159,7 +160,7 @@ func Run(c *kernel.Context, cfg Config, messages []model.Message) (Result, error
 		}
 		for j, o := range outs {
 			if o.Denied {
-				res.Status, res.Reason = Failed, loomtype.ReasonDenied
+				res.Status, res.Reason, res.ErrorID = Failed, loomtype.ReasonDenied, o.ErrorID
 				return res, nil
 			}
 			msgs = append(msgs, model.Message{Role: model.RoleTool, ToolCallID: r.ToolCalls[j].ID, Content: toolContent(o)})
@@ -169,7 +170,9 @@ func Run(c *kernel.Context, cfg Config, messages []model.Message) (Result, error
 			return res, nil
 		}
 	}
+	// Out of iterations: an id derived from the loop, so a replay names the same incident.
 	res.Status, res.Reason = Failed, loomtype.ReasonTurnFailed
+	res.ErrorID = "err_" + idempotencyKey(c.ID(), cfg.LoopID, model.ToolCall{Name: "max-iterations"})[:24]
 	return res, nil
 }
 
@@ -180,7 +183,7 @@ func checkpoint(c *kernel.Context, cfg Config, id string) (bool, error) {
 	}
 	raw, err := c.Decide(id, func() (json.RawMessage, error) {
 		cfg.Signal.Arm()
-		return json.Marshal(cfg.Signal.Fired())
+		return json.Marshal(cfg.Signal.Check())
 	})
 	if err != nil {
 		return false, err
@@ -331,7 +334,11 @@ func callTool(ctx context.Context, cfg Config, call model.ToolCall, key string) 
 		return toolOutcome{Error: "unknown tool: " + bound(call.Name)}
 	}
 	if cfg.Allowed != nil && !cfg.Allowed(call.Name) {
-		return toolOutcome{Denied: true, Error: "denied"}
+		id := NewErrorID()
+		if cfg.OnError != nil {
+			cfg.OnError(id, fmt.Errorf("tool %q denied: the asker has no grant for it", call.Name))
+		}
+		return toolOutcome{Denied: true, Error: "denied", ErrorID: id}
 	}
 	args := json.RawMessage(call.Arguments)
 	if len(args) == 0 {

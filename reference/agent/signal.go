@@ -17,6 +17,7 @@ type Signal struct {
 	onArm    func(*Signal)
 	mu       sync.Mutex
 	cleanups []func()
+	probe    func() bool
 }
 
 // NewSignal returns a signal whose first Arm calls onArm (which may be nil).
@@ -35,6 +36,28 @@ func (s *Signal) Fired() bool {
 	default:
 		return false
 	}
+}
+
+// SetProbe gives the signal a synchronous check (the watcher's own look at what is waiting), so
+// that Check sees a message that has arrived even if the watcher has not woken up for it yet.
+func (s *Signal) SetProbe(p func() bool) {
+	s.mu.Lock()
+	s.probe = p
+	s.mu.Unlock()
+}
+
+// Check fires the signal if its probe says so, and reports whether it has fired.
+func (s *Signal) Check() bool {
+	if s.Fired() {
+		return true
+	}
+	s.mu.Lock()
+	p := s.probe
+	s.mu.Unlock()
+	if p != nil && p() {
+		s.Fire()
+	}
+	return s.Fired()
 }
 
 // Done is closed when the signal fires.

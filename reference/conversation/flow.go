@@ -471,6 +471,9 @@ func (cv *Conversations) newSignal(c *kernel.Context, st *state, asker loomtype.
 			}
 			return false
 		}
+		// Checkpoints look for themselves too, so a message that has arrived is seen at the next
+		// checkpoint whether or not the watcher has woken up for it yet.
+		s.SetProbe(interrupts)
 		// The first look is synchronous, so a message already waiting when the turn goes live
 		// is seen by the checkpoint that armed the watch.
 		if interrupts() {

@@ -61,21 +61,25 @@ var ErrDelegation = errors.New("conversation: a delegated asker is refused in a 
 func IdentityKey(id loomtype.Identity) string { return id.String() }
 
 // memoryScope is the memory scope of an asker: memory is per asker.
-func memoryScope(asker loomtype.Identity) string { return "user:" + IdentityKey(asker) }
+func memoryScope(asker loomtype.Identity) string { return IdentityKey(asker) }
 
 // participantsStream is the side stream of a shared conversation's participant changes: never the
 // conversation's own log.
 func participantsStream(id string) string { return "participants/" + id }
 
-type participantChange struct {
+// ParticipantChange is one recorded change of a shared conversation's participants.
+type ParticipantChange struct {
 	Op       string            `json:"op"`
 	Identity loomtype.Identity `json:"identity"`
 	By       loomtype.Identity `json:"by"`
 }
 
+type participantChange = ParticipantChange
+
 type participantCache struct {
-	head int64
-	set  []loomtype.Identity
+	head    int64
+	set     []loomtype.Identity
+	changes []ParticipantChange
 }
 
 var (
@@ -87,23 +91,29 @@ var (
 // read on every request, so a change takes effect on the next one; a cache keyed by the stream's
 // head avoids re-reading an unchanged stream.
 func (cv *Conversations) participants(ctx context.Context, id string) ([]loomtype.Identity, error) {
+	c, err := cv.participantState(ctx, id)
+	return c.set, err
+}
+
+func (cv *Conversations) participantState(ctx context.Context, id string) (participantCache, error) {
 	st := cv.kernel().Store()
 	head, err := st.Head(ctx, participantsStream(id), 0)
 	if err != nil {
-		return nil, err
+		return participantCache{}, err
 	}
 	partMu.Lock()
 	c, ok := partCache[cv][id]
 	partMu.Unlock()
 	if ok && c.head == head {
-		return c.set, nil
+		return c, nil
 	}
 	var set []loomtype.Identity
+	var changes []ParticipantChange
 	var after int64
 	for after < head {
 		evs, err := st.ReadForward(ctx, participantsStream(id), 0, after, store.MaxRead)
 		if err != nil {
-			return nil, err
+			return participantCache{}, err
 		}
 		if len(evs) == 0 {
 			break
@@ -113,6 +123,9 @@ func (cv *Conversations) participants(ctx context.Context, id string) ([]loomtyp
 			var ch participantChange
 			if json.Unmarshal(ev.Data, &ch) != nil {
 				continue
+			}
+			if len(changes) < 1000 {
+				changes = append(changes, ch)
 			}
 			switch ch.Op {
 			case "add":
@@ -131,9 +144,10 @@ func (cv *Conversations) participants(ctx context.Context, id string) ([]loomtyp
 	if len(partCache[cv]) > 10_000 {
 		clear(partCache[cv])
 	}
-	partCache[cv][id] = participantCache{head: head, set: set}
+	c = participantCache{head: head, set: set, changes: changes}
+	partCache[cv][id] = c
 	partMu.Unlock()
-	return set, nil
+	return c, nil
 }
 
 func (cv *Conversations) isService(id loomtype.Identity) bool {
@@ -207,6 +221,8 @@ func (cv *Conversations) authorizeParticipant(ctx context.Context, m meta, princ
 type ParticipantList struct {
 	Owner        loomtype.Identity   `json:"owner"`
 	Participants []loomtype.Identity `json:"participants"`
+	// Changes are the recorded changes, oldest first, each with who made it (at most 1000).
+	Changes []ParticipantChange `json:"changes,omitempty"`
 }
 
 // Participants lists a conversation's participants (in owner mode, the owner alone).
@@ -220,11 +236,12 @@ func (cv *Conversations) Participants(ctx context.Context, principal loomtype.Id
 	if m.mode != ModeShared {
 		return ParticipantList{Owner: m.owner, Participants: []loomtype.Identity{m.owner}}, nil
 	}
-	set, err := cv.participants(ctx, id)
+	ps, err := cv.participantState(ctx, id)
 	if err != nil {
 		return ParticipantList{}, err
 	}
-	return ParticipantList{Owner: m.owner, Participants: append([]loomtype.Identity{}, set...)}, nil
+	return ParticipantList{Owner: m.owner, Participants: append([]loomtype.Identity{}, ps.set...),
+		Changes: append([]ParticipantChange{}, ps.changes...)}, nil
 }
 
 // ChangeParticipants adds or removes a participant of a shared conversation. Only the owner

@@ -1,0 +1,282 @@
+Feature: A shared conversation: participants, turns run as their asker, filtered per viewer
+  As the lead of an incident whose chat several responders share
+  I want everyone in the room to ask the agent, each with their own authority,
+  And each to see only what they are cleared for
+  So that sharing a conversation never widens what anyone can reach or read
+
+  A shared conversation has explicit participants, managed by its owner. Its coordinator runs as a
+  host service principal; each turn runs as a separate execution owned by the participant who asked
+  it, with their grants and their memory. Every answer is classified by the tools it called and the
+  context it was built on, and every entry is shown to each viewer only if the host clears them for
+  all of its classes; otherwise they see a bare placeholder.
+
+  Background:
+    Given the tools and their classes are:
+      | tool    | class    |
+      | logs    | incident |
+      | payroll | hr       |
+    And the clearances are:
+      | viewer | classes                                    |
+      | alice  | incident, hr, unclassified, memory:acme/bob |
+      | bob    | incident                                   |
+
+  @profile:shared @req:ADR0122-D10-09 @req:ADR0122-D10-08 @req:ADR0122-D10-13 @configures
+  Scenario: Three responders, three views of one incident
+    Given alice has started a shared conversation with bob and carol
+    And the model calls "logs" with {"service": "pumps"}
+    And the model replies "The pump logs show a pressure drop at 02:14."
+    When bob sends "what do the pump logs say?"
+    Then alice sees turn 1 answered "The pump logs show a pressure drop at 02:14."
+    Given the model calls "payroll" with {"team": "night shift"}
+    And the model replies "Three night-shift engineers were on call."
+    When alice sends "who was on call?"
+    Then alice sees turn 2 answered "Three night-shift engineers were on call."
+    When carol sends "what happened tonight?"
+    Then alice sees turn 3 answered "re: what happened tonight?"
+    And alice sees the history:
+      | ord | turn | role      | status   | asker | classes     | text                                          |
+      | 1   | 1    | user      | accepted | bob   |             | what do the pump logs say?                    |
+      | 2   | 1    | assistant | complete | bob   | incident    | The pump logs show a pressure drop at 02:14.  |
+      | 3   | 2    | user      | accepted | alice | incident    | who was on call?                              |
+      | 4   | 2    | assistant | complete | alice | hr incident | Three night-shift engineers were on call.     |
+      | 5   | 3    | user      | accepted | carol |             | what happened tonight?                        |
+      | 6   | 3    | assistant | complete | carol |             | re: what happened tonight?                    |
+    And bob sees the history:
+      | ord | turn | role      | status     | asker | text                                         |
+      | 1   | 1    | user      | accepted   | bob   | what do the pump logs say?                   |
+      | 2   | 1    | assistant | complete   | bob   | The pump logs show a pressure drop at 02:14. |
+      | 3   | 2    | user      | accepted   | alice | who was on call?                             |
+      | 4   | 2    | assistant | restricted | alice | -                                            |
+      | 5   | 3    | user      | accepted   | carol | what happened tonight?                       |
+      | 6   | 3    | assistant | complete   | carol | re: what happened tonight?                   |
+    And carol sees the history:
+      | ord | turn | role      | status     | asker | text                       |
+      | 1   | 1    | user      | accepted   | bob   | what do the pump logs say? |
+      | 2   | 1    | assistant | restricted | bob   | -                          |
+      | 3   | 2    | user      | restricted | alice | -                          |
+      | 4   | 2    | assistant | restricted | alice | -                          |
+      | 5   | 3    | user      | accepted   | carol | what happened tonight?     |
+      | 6   | 3    | assistant | complete   | carol | re: what happened tonight? |
+    And the restricted entries carol sees carry only turn, role, status, cursor, ord, time and asker
+    And the request to the model for "what happened tonight?" holds no earlier turns
+
+  @profile:shared @req:ADR0122-D10-01 @req:ADR0122-D10-03 @configures
+  Scenario: Participants are explicit and managed by the owner
+    Given alice has started a shared conversation with bob
+    Then dave gets the same 404 as for a missing conversation on every route
+    When alice adds dave to the participants
+    Then dave can read the conversation
+    When bob removes carol from the participants
+    Then the answer is 404 with error "not found"
+    When alice removes alice from the participants
+    Then the answer is 409 with error "conflict"
+    When alice removes dave from the participants
+    Then dave gets the same 404 as for a missing conversation on every route
+    And the participants are alice, bob, each change recorded with who made it
+
+  @profile:shared @req:ADR0122-D10-01 @configures
+  Scenario: A conversation has at most maxParticipants participants
+    Given the setting "shared.maxParticipants" is 3
+    And alice has started a shared conversation with bob and carol
+    When alice adds dave to the participants
+    Then the answer is 400 with error "bad request"
+
+  @profile:shared @req:ADR0122-D10-02 @configures
+  Scenario: A removed participant's open stream ends at its next re-authorization
+    Given the setting "gateway.reauthMs" is 100
+    And alice has started a shared conversation with bob
+    When bob opens the event stream
+    And alice removes bob from the participants
+    Then bob's stream ends
+
+  @profile:shared @req:ADR0122-D10-04 @configures
+  Scenario: The coordinator runs as the host's service principal, which no end user may be
+    When the service starts a conversation in shared mode
+    Then the answer is 400 with error "bad request"
+    When alice starts a shared conversation with the service
+    Then the answer is 400 with error "bad request"
+    Given alice has started a shared conversation with bob
+    And alice has had 1 turn answered
+    Then the service gets the same 404 as for a missing conversation on the conversation routes
+    And alice cannot read the log of alice's conversation
+    And bob cannot read the log of alice's conversation
+
+  @profile:shared @req:ADR0122-D10-05 @configures
+  Scenario: Each turn runs as its asker, under an unguessable id shown to the asker alone
+    Given alice has started a shared conversation with bob
+    When bob sends "check pump 7"
+    Then alice sees turn 1 answered "re: check pump 7"
+    And bob sees that his answer to turn 1 ran as the turn execution the host key names for message 1
+    And alice sees no turn execution id on turn 1
+
+  @profile:shared @req:ADR0122-D10-05 @configures
+  Scenario: An execution planted at a turn's id is refused, never adopted
+    Given alice has started a shared conversation with bob
+    And the model replies "I transferred the funds." to "PLANTED"
+    When bob plants a turn execution at the id of message 1, saying "PLANTED"
+    And alice sends "what is the pump status?"
+    Then alice's turn 1 fails with reason "turn-failed"
+    And no record holds "I transferred the funds."
+    And the error hook was told why turn 1 failed
+
+  @profile:shared @req:ADR0122-D10-06 @configures
+  Scenario: A tool the asker has no grant for is denied inside their turn
+    Given the setting "shared.grants" is {"acme/bob": ["lookup"]}
+    And alice has started a shared conversation with bob
+    And the model calls "logs" with {}
+    When bob sends "read the logs"
+    Then alice's turn 1 fails with reason "denied"
+    And the tool "logs" was never called
+
+  @profile:shared @req:ADR0122-D10-07 @configures
+  Scenario: A delegated asker is refused unless the host maps the delegation
+    Given alice has started a shared conversation with alice's delegate
+    When alice's delegate tries to send "do it for alice"
+    Then the answer is 403 with error "delegation refused"
+
+  @profile:shared @req:ADR0122-D10-10 @configures
+  Scenario Outline: Only an exact true clears a viewer
+    Given the clearance service answers <answer> for carol
+    And alice has started a shared conversation with bob and carol
+    And the model calls "logs" with {}
+    When bob sends "read the logs"
+    Then alice sees turn 1 answered "re: read the logs"
+    And carol sees the reply to turn 1 as restricted
+
+    Examples:
+      | answer  |
+      | "yes"   |
+      | 1       |
+      | "true"  |
+      | {}      |
+
+  @profile:shared @req:ADR0122-D10-11 @configures
+  Scenario: The event stream filters per viewer, on replay and on resume
+    Given alice has started a shared conversation with bob and carol
+    And the model calls "logs" with {}
+    When bob sends "read the logs"
+    Then alice sees turn 1 answered "re: read the logs"
+    When carol opens the event stream
+    Then carol's stream shows the reply to turn 1 only as a restricted placeholder
+    When carol reconnects from the first record
+    Then carol's stream shows the reply to turn 1 only as a restricted placeholder
+
+  @profile:shared @req:ADR0122-D10-12 @configures
+  Scenario: A running turn's live text goes to its asker alone
+    Given alice has started a shared conversation with bob
+    And the model streams "secret " "figures" and waits
+    When alice opens the event stream
+    And bob opens the event stream
+    And bob sends "show me the figures"
+    And the model has streamed its first words
+    Then bob's stream shows "secret figures"
+    When the model is released
+    Then alice sees turn 1 answered "secret figures"
+    And alice's stream holds no delta or partial event
+
+  @profile:shared @req:ADR0122-D10-14 @configures
+  Scenario: The rolling summary is built only from unrestricted turns
+    Given the setting "conversation.maxWindowTurns" is 1
+    And alice has started a shared conversation with bob
+    And the model calls "logs" with {}
+    When bob sends "read the logs"
+    Then alice sees turn 1 answered "re: read the logs"
+    When bob sends "thanks"
+    Then alice sees turn 2 answered "re: thanks"
+    When bob sends "anything else?"
+    Then alice sees turn 3 answered "re: anything else?"
+    And the summarizer was never handed the words "read the logs"
+
+  @profile:shared @req:ADR0122-D10-16 @configures
+  Scenario: An answer that drew on someone's memory is filtered like any other
+    Given the agent has memory
+    And bob's memory holds "pump 7 was patched by bob last week"
+    And alice has started a shared conversation with bob and carol
+    And the model replies "pump 7 was patched last week, by you"
+    When bob sends "what do I know about pump 7?"
+    Then alice sees turn 1 answered "pump 7 was patched last week, by you"
+    And alice sees the reply to turn 1 classed "memory:acme/bob"
+    And carol sees the reply to turn 1 as restricted
+
+  @profile:shared @req:ADR0122-D10-17 @configures
+  Scenario: A participant's follow-up interrupts only their own running turn
+    Given barge-in is on
+    And alice has started a shared conversation with bob
+    And the model replies "bob's answer" after a release
+    When bob sends "first question"
+    And the model has been asked 1 time
+    And alice sends "my own question"
+    And the model is released
+    Then alice sees turn 1 answered "bob's answer"
+    And alice sees turn 2 answered "re: my own question"
+
+  @profile:shared @req:ADR0122-D10-18 @configures
+  Scenario: Each asker may have at most maxQueuedPerAsker turns waiting
+    Given the setting "shared.maxQueuedPerAsker" is 2
+    And alice has started a shared conversation with bob
+    And the model waits before answering
+    When bob sends "first"
+    And the model has been asked 1 time
+    And bob sends "second"
+    And bob sends "third"
+    And bob tries to send "fourth"
+    Then the answer is 429 with error "too many requests"
+    When alice sends "mine"
+    Then the answer is 202
+
+  @profile:shared @req:ADR0122-D10-19 @configures
+  Scenario: A participant removed while their turn waited is rejected when it is dequeued
+    Given alice has started a shared conversation with bob
+    And the model replies "done" after a release
+    When alice sends "first"
+    And the model has been asked 1 time
+    And bob sends "second"
+    And alice removes bob from the participants
+    And the model is released
+    Then alice sees turn 1 answered "done"
+    And record 3 is rejected with reason "not-a-participant"
+
+  @profile:shared @req:ADR0122-D10-20 @configures
+  Scenario: Replaying another participant's envelope under a new message id is refused
+    Given alice has started a shared conversation with bob
+    When bob sends "approve the shutdown"
+    Then alice sees turn 1 answered "re: approve the shutdown"
+    When the service captures the envelope of turn 1 from the log
+    And the service puts the captured envelope into the conversation's inbox again
+    And alice sends "status?"
+    Then alice sees turn 2 answered "re: status?"
+    And record 3 is rejected with reason "replayed"
+
+  @profile:shared @req:ADR0122-D10-22 @configures
+  Scenario: The same message id from two participants is two messages
+    Given alice has started a shared conversation with bob
+    When alice sends "alice's question" with message id "m-1"
+    And bob sends "bob's question" with message id "m-1"
+    Then alice sees turn 2 answered "re: bob's question"
+
+  @profile:shared @req:ADR0122-D10-15 @configures
+  Scenario: A summary too big for one asker's slice is left out of that asker's turn only
+    Given the settings are:
+      | setting                                 | value |
+      | conversation.budget.contextWindow       | 400   |
+      | conversation.budget.reserveOutputTokens | 0     |
+      | conversation.maxWindowTurns             | 1     |
+    And the summarizer always answers a summary of 400 characters
+    And alice has started a shared conversation with bob
+    When alice sends "question one"
+    Then alice sees turn 1 answered "re: question one"
+    When alice sends "question two"
+    Then alice sees turn 2 answered "re: question two"
+    When alice sends "question three"
+    Then alice sees turn 3 answered "re: question three"
+    When bob sends a message of 1000 characters
+    Then alice sees turn 4 answered "re: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+    And request 4 to the model carries no summary
+    When alice sends "and now?"
+    Then alice sees turn 5 answered "re: and now?"
+    And request 5 to the model carries that summary, fenced
+
+  @profile:shared @req:ADR0122-D10-21 @configures
+  Scenario: Approvals stay refused in shared mode too
+    Given the tool "drop-table" needs approval
+    Then the system refuses to start

@@ -1,0 +1,390 @@
+package harness
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/cucumber/godog"
+
+	"github.com/loomcheck/loomcheck/reference/envelope"
+	"github.com/loomcheck/loomcheck/spec"
+)
+
+// names reads "bob", "bob and carol", "bob, carol and dave".
+func names(list string) []string {
+	list = strings.ReplaceAll(list, " and ", ", ")
+	return splitList(list)
+}
+
+func identityJSON(name string) map[string]string {
+	p := principals[name]
+	m := map[string]string{"actor": p.Actor}
+	if p.Tenant != "" {
+		m["tenant"] = p.Tenant
+	}
+	if p.OnBehalfOf != "" {
+		m["onBehalfOf"] = p.OnBehalfOf
+	}
+	return m
+}
+
+// viewHistory reads the current conversation's history as viewer, waiting until pred holds.
+func (s *scenario) viewReply(viewer string, turn int64) (entry, error) {
+	es, err := s.waitHistory(viewer, fmt.Sprintf("a reply to turn %d as %s sees it", turn, viewer), func(es []entry) bool {
+		_, ok := reply(es, turn)
+		return ok
+	})
+	if err != nil {
+		return entry{}, err
+	}
+	e, _ := reply(es, turn)
+	return e, nil
+}
+
+func (s *scenario) registerShared(sc *godog.ScenarioContext) {
+	sc.Step(`^the tools and their classes are:$`, func(t *godog.Table) error {
+		return s.configure(func(c *spec.SUTConfig) {
+			for _, row := range t.Rows[1:] {
+				c.Tools.Definitions = append(c.Tools.Definitions, spec.ToolDef{Name: row.Cells[0].Value,
+					Description: "the " + row.Cells[0].Value + " tool", Parameters: map[string]any{"type": "object"}, Class: row.Cells[1].Value})
+			}
+		})
+	})
+	sc.Step(`^the clearances are:$`, func(t *godog.Table) error {
+		for _, row := range t.Rows[1:] {
+			actor := principals[row.Cells[0].Value].Actor
+			if err := s.world.Clearance().Allow(actor, splitList(row.Cells[1].Value)...); err != nil {
+				return harnessErr("clearance: %v", err)
+			}
+		}
+		return nil
+	})
+	sc.Step(`^the clearance service answers (.+) for (\w+)$`, func(raw, who string) error {
+		if !json.Valid([]byte(raw)) {
+			return harnessErr("%s is not JSON", raw)
+		}
+		if err := s.world.Clearance().AnswerWith(principals[who].Actor, json.RawMessage(raw)); err != nil {
+			return harnessErr("clearance: %v", err)
+		}
+		return nil
+	})
+	sc.Step(`^(\w[\w' ]*?) has started a shared conversation with (.+)$`, func(who, list string) error {
+		var ps []map[string]string
+		for _, n := range names(list) {
+			if _, ok := principals[n]; !ok {
+				return harnessErr("unknown participant %q", n)
+			}
+			ps = append(ps, identityJSON(n))
+		}
+		return s.mustStart(who, "", map[string]any{"mode": "shared", "participants": ps})
+	})
+	sc.Step(`^(\w[\w' ]*?) starts a shared conversation with (the service)$`, func(who, other string) error {
+		_, err := s.start(who, "", map[string]any{"mode": "shared", "participants": []map[string]string{identityJSON(other)}})
+		return err
+	})
+	sc.Step(`^(the service) starts a conversation in shared mode$`, func(who string) error {
+		_, err := s.start(who, "", map[string]any{"mode": "shared"})
+		return err
+	})
+	sc.Step(`^(\w[\w' ]*?) sees turn (\d+) answered "((?:[^"\\]|\\.)*)"$`, func(viewer string, turn int64, text string) error {
+		e, err := s.viewReply(viewer, turn)
+		if err != nil {
+			return err
+		}
+		if e.Status != "complete" || e.text() != unescape(text) {
+			return fail(fmt.Sprintf("the reply to turn %d as %s sees it", turn, viewer), e.String(), fmt.Sprintf("complete %q", unescape(text)))
+		}
+		return nil
+	})
+	sc.Step(`^(\w[\w' ]*?)'s turn (\d+) fails with reason "([^"]*)"$`, func(viewer string, turn int64, reason string) error {
+		e, err := s.viewReply(viewer, turn)
+		if err != nil {
+			return err
+		}
+		if e.Status != "failed" || e.Reason != reason || e.ErrorID == "" {
+			return fail(fmt.Sprintf("the reply to turn %d", turn), e.String(), fmt.Sprintf("failed, reason %q, with an errorId", reason))
+		}
+		return nil
+	})
+	sc.Step(`^(\w[\w' ]*?) sees the reply to turn (\d+) as restricted$`, func(viewer string, turn int64) error {
+		e, err := s.viewReply(viewer, turn)
+		if err != nil {
+			return err
+		}
+		if e.Status != "restricted" {
+			return fail(fmt.Sprintf("the reply to turn %d as %s sees it", turn, viewer), e.String(), "a restricted placeholder")
+		}
+		return nil
+	})
+	sc.Step(`^(\w[\w' ]*?) sees the reply to turn (\d+) classed "([^"]*)"$`, func(viewer string, turn int64, class string) error {
+		e, err := s.viewReply(viewer, turn)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(e.Classes, class) {
+			return fail(fmt.Sprintf("the reply to turn %d", turn), fmt.Sprintf("classes %v", e.Classes), fmt.Sprintf("a class %q", class))
+		}
+		return nil
+	})
+	sc.Step(`^(\w[\w' ]*?) (adds|removes) (\w[\w' ]*?) (?:to|from) the participants$`, func(who, op, other string) error {
+		p, _, err := s.convPath("")
+		if err != nil {
+			return err
+		}
+		body := map[string]any{"op": map[string]string{"adds": "add", "removes": "remove"}[op], "identity": identityJSON(other)}
+		r, err := s.cl.do(s.ctx, who, http.MethodPost, p+"/participants", body, reqOpts{})
+		s.last = r
+		return err
+	})
+	sc.Step(`^(\w[\w' ]*?) can read the conversation$`, func(who string) error {
+		p, _, err := s.convPath("")
+		if err != nil {
+			return err
+		}
+		r, err := s.cl.do(s.ctx, who, http.MethodGet, p, nil, reqOpts{})
+		if err != nil {
+			return err
+		}
+		if r.status != http.StatusOK {
+			return fail(r.op+" as "+who, fmt.Sprint(r.status), "200: a participant reads the conversation")
+		}
+		return nil
+	})
+	sc.Step(`^the participants are (.+), each change recorded with who made it$`, func(list string) error {
+		p, c, err := s.convPath("")
+		if err != nil {
+			return err
+		}
+		r, err := s.cl.do(s.ctx, c.owner, http.MethodGet, p+"/participants", nil, reqOpts{})
+		if err != nil {
+			return err
+		}
+		var pl struct {
+			Participants []map[string]string `json:"participants"`
+			Changes      []struct {
+				Op       string            `json:"op"`
+				Identity map[string]string `json:"identity"`
+				By       map[string]string `json:"by"`
+			} `json:"changes"`
+		}
+		if err := r.json(&pl); err != nil {
+			return err
+		}
+		var got []string
+		for _, id := range pl.Participants {
+			got = append(got, id["actor"])
+		}
+		want := names(list)
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			return fail(r.op, fmt.Sprintf("participants %v", got), fmt.Sprintf("%v", want))
+		}
+		if len(pl.Changes) == 0 {
+			return fail(r.op, "no recorded changes", "every change, with who made it")
+		}
+		for _, ch := range pl.Changes {
+			if ch.By["actor"] == "" {
+				return fail(r.op, fmt.Sprintf("a change %s %v without who made it", ch.Op, ch.Identity), "who made each change")
+			}
+		}
+		return nil
+	})
+	sc.Step(`^(the service) gets the same 404 as for a missing conversation on the conversation routes$`, func(who string) error {
+		keep := s.run.door
+		s.run.door = false
+		defer func() { s.run.door = keep }()
+		return s.sameNotFound(who)
+	})
+	sc.Step(`^(\w+) sees that (?:his|her) answer to turn (\d+) ran as the turn execution the host key names for message (\d+)$`, func(viewer string, turn, msg int64) error {
+		e, err := s.viewReply(viewer, turn)
+		if err != nil {
+			return err
+		}
+		want := envelope.TurnExecutionID(decodeKey(s.cfg.Signing.Key), s.current.id, msg)
+		if e.TurnExecutionID != want {
+			return fail(fmt.Sprintf("the reply to turn %d as its asker sees it", turn), fmt.Sprintf("turnExecutionId %q", e.TurnExecutionID), fmt.Sprintf("%q (spec/envelopes.md)", want))
+		}
+		return nil
+	})
+	sc.Step(`^(\w+) sees no turn execution id on turn (\d+)$`, func(viewer string, turn int64) error {
+		e, err := s.viewReply(viewer, turn)
+		if err != nil {
+			return err
+		}
+		if e.TurnExecutionID != "" {
+			return fail(fmt.Sprintf("the reply to turn %d as %s sees it", turn, viewer), "a turnExecutionId", "none: it is shown to its asker only")
+		}
+		return nil
+	})
+	sc.Step(`^(\w+) plants a turn execution at the id of message (\d+), saying "([^"]*)"$`, func(who string, msg int64, text string) error {
+		c, err := s.conv("")
+		if err != nil {
+			return err
+		}
+		id := envelope.TurnExecutionID(decodeKey(s.cfg.Signing.Key), c.id, msg)
+		input := map[string]any{"v": 1, "conversationId": c.id, "ord": msg, "turn": 1, "asker": identityJSON(who),
+			"messageId": "planted", "text": text, "messages": []map[string]string{{"role": "user", "content": text}}}
+		r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{})
+		s.last = r
+		if err != nil {
+			return err
+		}
+		if r.status != http.StatusCreated {
+			return &HarnessError{Err: fmt.Errorf("%w: the system lets nobody start a turn execution through the runtime door (%d)", ErrNotApplicable, r.status)}
+		}
+		return nil
+	})
+	sc.Step(`^no record holds "((?:[^"\\]|\\.)*)"$`, func(text string) error {
+		es, err := s.history(s.ctx, s.owner(), false)
+		if err != nil {
+			return err
+		}
+		for _, e := range es {
+			if strings.Contains(e.text(), unescape(text)) {
+				return fail("the history", e.String(), "no record holding "+text)
+			}
+		}
+		return nil
+	})
+	sc.Step(`^the error hook was told why turn (\d+) failed$`, func(turn int64) error {
+		e, err := s.waitReply(turn)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := s.wait()
+		defer cancel()
+		if err := s.world.ErrorHook().WaitErrors(ctx, 1); err != nil {
+			return fail("the error hook", "no report", "the cause of the failed turn")
+		}
+		for _, r := range s.world.ErrorHook().Errors() {
+			if r.ErrorID == e.ErrorID && r.Error != "" {
+				return nil
+			}
+		}
+		return fail("the error hook", fmt.Sprintf("%d reports, none with errorId %s", len(s.world.ErrorHook().Errors()), e.ErrorID), "the cause, under the record's errorId")
+	})
+	sc.Step(`^(\w+)'s stream shows the reply to turn (\d+) only as a restricted placeholder$`, func(viewer string, turn int64) error {
+		s.mu.Lock()
+		st := s.named[viewer+"/resumed"]
+		if st == nil {
+			st = s.named[viewer+"/"]
+		}
+		s.mu.Unlock()
+		if st == nil {
+			var err error
+			if st, err = s.streamOf(viewer, ""); err != nil {
+				return err
+			}
+		}
+		ctx, cancel := s.wait()
+		defer cancel()
+		evs, err := st.waitFor(ctx, fmt.Sprintf("the reply to turn %d", turn), func(evs []sseEvent, _ bool) bool {
+			for _, ev := range messageEvents(evs) {
+				var e entry
+				if json.Unmarshal([]byte(ev.Data), &e) == nil && e.Role == "assistant" && e.Turn == turn {
+					return true
+				}
+			}
+			return false
+		})
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			if ev.Event == "delta" || ev.Event == "partial" {
+				return fail(st.op, "live text of another asker's turn", "nothing but the placeholder")
+			}
+			var e entry
+			if ev.Event == "message" && json.Unmarshal([]byte(ev.Data), &e) == nil && e.Role == "assistant" && e.Turn == turn {
+				if e.Status != "restricted" || e.Text != nil || len(e.Classes) > 0 || e.TurnExecutionID != "" {
+					return fail(st.op, ev.Data, "a restricted placeholder")
+				}
+			}
+		}
+		return nil
+	})
+	sc.Step(`^(\w+) reconnects from the first record$`, func(who string) error {
+		es, err := s.history(s.ctx, s.owner(), false)
+		if err != nil || len(es) == 0 {
+			return harnessErr("no first record")
+		}
+		st, err := s.openNamed(who, "", who+"/resumed", map[string]string{"Last-Event-ID": es[0].Cursor}, "")
+		if err == nil && st.status != http.StatusOK {
+			return fail(st.op, fmt.Sprint(st.status), "200")
+		}
+		return err
+	})
+	sc.Step(`^the summarizer was never handed the words "((?:[^"\\]|\\.)*)"$`, func(text string) error {
+		for _, r := range s.world.Summarizer().Requests() {
+			for _, m := range r.Messages {
+				if strings.Contains(m.Content, unescape(text)) {
+					return fail("the summarizer", "the words of a restricted turn", "only unrestricted turns")
+				}
+			}
+		}
+		return nil
+	})
+	sc.Step(`^the agent has memory$`, func() error {
+		return s.configure(func(c *spec.SUTConfig) { c.Memory.URL = s.world.URL() })
+	})
+	sc.Step(`^(\w+)'s memory holds "((?:[^"\\]|\\.)*)"$`, func(who, text string) error {
+		p := principals[who]
+		scope := p.Tenant + "/" + p.Actor
+		if p.OnBehalfOf != "" {
+			scope += "~" + p.OnBehalfOf
+		}
+		if err := s.world.Memory().Seed(scope, unescape(text)); err != nil {
+			return harnessErr("memory: %v", err)
+		}
+		return nil
+	})
+	sc.Step(`^the restricted entries (\w+) sees carry only turn, role, status, cursor, ord, time and asker$`, func(viewer string) error {
+		es, err := s.history(s.ctx, viewer, false)
+		if err != nil {
+			return err
+		}
+		allowed := []string{"turn", "role", "status", "cursor", "ord", "time", "asker"}
+		n := 0
+		for _, e := range es {
+			if e.Status != "restricted" {
+				continue
+			}
+			n++
+			var m map[string]json.RawMessage
+			_ = json.Unmarshal(e.raw, &m)
+			for k := range m {
+				if !slices.Contains(allowed, k) {
+					return fail(fmt.Sprintf("record %d as %s sees it", e.Ord, viewer), "a restricted entry with "+k, "only "+strings.Join(allowed, ", "))
+				}
+			}
+		}
+		if n == 0 {
+			return fail("the history as "+viewer+" sees it", "no restricted entry", "restricted entries to check")
+		}
+		return nil
+	})
+	sc.Step(`^the request to the model for "((?:[^"\\]|\\.)*)" holds no earlier turns$`, func(text string) error {
+		for _, r := range s.world.Model().Requests() {
+			var users []string
+			for _, m := range r.Messages {
+				if m.Role == "user" {
+					users = append(users, m.Content)
+				}
+			}
+			if len(users) > 0 && users[len(users)-1] == unescape(text) {
+				if len(users) > 1 {
+					return fail(fmt.Sprintf("request %d to the model", r.Index+1), fmt.Sprintf("%d earlier user messages: %v", len(users)-1, users[:len(users)-1]), "none: the asker is cleared for none of them")
+				}
+				return nil
+			}
+		}
+		return fail("the model", "no request for "+text, "a request for "+text)
+	})
+}
+
+var _ = url.PathEscape
