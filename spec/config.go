@@ -15,15 +15,15 @@ type SUTConfig struct {
 	// DataDir is the directory the system keeps its durable state in. A restart reuses it.
 	DataDir string `json:"dataDir"`
 
-	Model        ModelConfig        `json:"model"`
-	Tools        ToolsConfig        `json:"tools,omitzero"`
-	Summarizer   EndpointConfig     `json:"summarizer,omitzero"`
-	Identity     IdentityConfig     `json:"identity"`
-	Clearance    EndpointConfig     `json:"clearance,omitzero"`
-	ErrorHook    EndpointConfig     `json:"errorHook,omitzero"`
+	Model      ModelConfig    `json:"model"`
+	Tools      ToolsConfig    `json:"tools,omitzero"`
+	Summarizer EndpointConfig `json:"summarizer,omitzero"`
+	Identity   IdentityConfig `json:"identity"`
+	Clearance  EndpointConfig `json:"clearance,omitzero"`
+	ErrorHook  EndpointConfig `json:"errorHook,omitzero"`
 	// Memory is the agent memory service: recall at URL + "/memory/recall", write-back at
 	// URL + "/memory/write" (spec/world.md).
-	Memory EndpointConfig `json:"memory,omitzero"`
+	Memory       EndpointConfig     `json:"memory,omitzero"`
 	Signing      SigningConfig      `json:"signing"`
 	Conversation ConversationConfig `json:"conversation,omitzero"`
 	Gateway      GatewayConfig      `json:"gateway,omitzero"`
