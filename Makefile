@@ -1,7 +1,7 @@
 # The two commands the README promises, and their parts.
 GO ?= go
 
-.PHONY: all conformance conformance-process test check vet race selftest build bench
+.PHONY: all conformance conformance-process test check vet race selftest build bench browser-test
 
 all: test conformance
 
@@ -31,3 +31,8 @@ selftest:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# The browser tests alone (harness/browser): they need /usr/bin/chromium and `npm ci` in
+# harness/browser, and skip without them (except in CI, where they fail instead).
+browser-test:
+	$(GO) test -count=1 ./harness/browser/

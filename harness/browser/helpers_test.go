@@ -405,6 +405,7 @@ type pageRequest struct {
 	URL          string   `json:"url"`
 	Method       string   `json:"method"`
 	ResourceType string   `json:"resourceType"`
+	Status       int      `json:"status"` // 0 when no response came (a refused connection)
 	LastEventID  *string  `json:"lastEventId"`
 	Cookies      []string `json:"cookies"`
 	HeadersKnown bool     `json:"headersKnown"`

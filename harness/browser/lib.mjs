@@ -63,8 +63,10 @@ export function watchPage(page) {
   page.on('pageerror', (err) => {
     seen.pageErrors.push(String(err && err.stack ? err.stack : err));
   });
+  const entries = new WeakMap();
   page.on('request', (req) => {
-    const entry = { url: req.url(), method: req.method(), resourceType: req.resourceType() };
+    const entry = { url: req.url(), method: req.method(), resourceType: req.resourceType(), status: null };
+    entries.set(req, entry);
     seen.requests.push(entry);
     // allHeaders includes those the network stack adds (Cookie among them); it settles once the
     // request has gone out, so fill the entry in later.
@@ -78,6 +80,10 @@ export function watchPage(page) {
           .filter((name) => name !== '');
       })
       .catch(() => {});
+  });
+  page.on('response', (resp) => {
+    const entry = entries.get(resp.request());
+    if (entry) entry.status = resp.status();
   });
   page.on('requestfailed', (req) => {
     seen.failedRequests.push({ url: req.url(), error: req.failure()?.errorText ?? '' });
