@@ -140,6 +140,10 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 		}
 	}()
 
+	// Ask browsers to reconnect after a second rather than their default three.
+	if _, err := w.Write([]byte("retry: 1000\n\n")); err != nil {
+		return
+	}
 	if err := out.send("status", "", st); err != nil {
 		return
 	}

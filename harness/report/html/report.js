@@ -132,7 +132,10 @@
   var reqBody = document.querySelector('#requirements tbody');
   arr(data.requirements).forEach(function (r) {
     var links = el('td');
-    arr(r.scenarios).forEach(function (id) {
+    arr(r.scenarios).forEach(function (id, i) {
+      if (i > 0) {
+        links.appendChild(document.createTextNode(' '));
+      }
       if (id in indexByID) {
         links.appendChild(el('a', { 'class': 'scenario-link', href: '#s-' + indexByID[id] }, str(id)));
       } else {
