@@ -261,7 +261,8 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
       | conversation.budget.contextWindow       | 400   |
       | conversation.budget.reserveOutputTokens | 0     |
       | conversation.maxWindowTurns             | 1     |
-    And the summarizer always answers a summary of 400 characters
+    And the summarizer answers a summary of 400 characters
+    And the summarizer then fails with status 503
     And alice has started a shared conversation with bob
     When alice sends "question one"
     Then alice sees turn 1 answered "re: question one"
