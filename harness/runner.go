@@ -41,6 +41,9 @@ type Options struct {
 	Target string
 	// World is the world a remote target was configured with (see `loomcheck world`).
 	World *world.World
+	// RemoteConfig is the configuration document the remote target was started with (see
+	// RemoteConfig); the run needs its signing key and settings.
+	RemoteConfig *spec.SUTConfig
 	// Describe names the target in the report (default: the command, URL or "in-process").
 	Describe string
 	// Tags filters scenarios with a godog tag expression.
@@ -62,17 +65,18 @@ type Options struct {
 
 // runner is the state of one run.
 type runner struct {
-	opt       Options
-	kind      driverKind
-	contract  *contract.Validator
-	cat       *spec.Catalogue
-	claimed   map[string]bool
-	impl      string
-	door      bool
-	tmp       string
-	transport *http.Transport
+	opt      Options
+	kind     driverKind
+	contract *contract.Validator
+	cat      *spec.Catalogue
+	claimed  map[string]bool
+	impl     string
+	door     bool
+	tmp      string
 
 	sharedWorld *world.World
+	remoteCfg   *spec.SUTConfig
+	runID       string
 
 	mu            sync.Mutex
 	results       map[string]*report.Scenario
@@ -140,7 +144,10 @@ func newRunner(opt Options) (*runner, error) {
 	case opt.Target != "" && opt.Factory == nil && opt.Command == "":
 		r.kind = driverKind{name: "remote", describe: opt.Target,
 			newDriver: func() driver { return &remote{url: strings.TrimRight(opt.Target, "/")} }}
-		r.sharedWorld = opt.World
+		if opt.World == nil || opt.RemoteConfig == nil {
+			return nil, fmt.Errorf("%w: a remote target needs the world and the configuration it was started with", ErrUsage)
+		}
+		r.sharedWorld, r.remoteCfg = opt.World, opt.RemoteConfig
 		r.opt.Concurrency = 1
 	default:
 		return nil, fmt.Errorf("%w: choose exactly one of an in-process factory, a command or a target", ErrUsage)
@@ -161,7 +168,8 @@ func newRunner(opt Options) (*runner, error) {
 	if r.tmp, err = os.MkdirTemp("", "loomcheck-*"); err != nil {
 		return nil, harnessErr("temporary directory: %v", err)
 	}
-	r.transport = &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 10 * time.Second}
+	r.runID = strings.TrimPrefix(randomKey()[:8], "+")
+	r.runID = strings.NewReplacer("+", "a", "/", "b", "=", "c").Replace(r.runID)
 	return r, nil
 }
 
@@ -169,7 +177,6 @@ func newRunner(opt Options) (*runner, error) {
 var ErrUsage = errors.New("usage")
 
 func (r *runner) cleanup() {
-	r.transport.CloseIdleConnections()
 	_ = os.RemoveAll(r.tmp)
 }
 

@@ -145,14 +145,10 @@ func (s *scenario) setup() error {
 			return harnessErr("register %s: %v", name, err)
 		}
 	}
-	s.cfg = s.world.Config(spec.SUTConfig{DataDir: dir + "/data", Signing: spec.SigningConfig{Key: randomKey()}})
-	s.cfg.Gateway.PollMs = 200
-	s.cfg.Memory.URL = "" // a scenario turns memory on when it needs it
-	svc := principals["the service"]
-	s.cfg.Shared.ServicePrincipal = &svc
-	for _, name := range standardTools {
-		s.cfg.Tools.Definitions = append(s.cfg.Tools.Definitions, spec.ToolDef{Name: name, Description: "the " + name + " tool",
-			Parameters: map[string]any{"type": "object"}})
+	if s.run.remoteCfg != nil {
+		s.cfg = *s.run.remoteCfg
+	} else {
+		s.cfg = baseConfig(s.world, spec.SUTConfig{DataDir: dir + "/data", Signing: spec.SigningConfig{Key: randomKey()}})
 	}
 	s.drv = s.run.kind.newDriver()
 	if p, ok := s.drv.(*process); ok {
@@ -294,9 +290,32 @@ func sortedKeys[M ~map[string]V, V any](m M) []string {
 	return out
 }
 
+// baseConfig is the configuration every scenario starts from: the world's endpoints, the
+// standard tools, the service principal, short polls, no memory.
+func baseConfig(w *world.World, base spec.SUTConfig) spec.SUTConfig {
+	cfg := w.Config(base)
+	cfg.Gateway.PollMs = 200
+	cfg.Memory.URL = "" // a scenario turns memory on when it needs it
+	svc := principals["the service"]
+	cfg.Shared.ServicePrincipal = &svc
+	cfg.Tools.Definitions = nil
+	for _, name := range standardTools {
+		cfg.Tools.Definitions = append(cfg.Tools.Definitions, spec.ToolDef{Name: name, Description: "the " + name + " tool",
+			Parameters: map[string]any{"type": "object"}})
+	}
+	return cfg
+}
+
 // RemoteConfig is the configuration a remote target must be started with to be judged by a run
-// whose world is w: the world's endpoints, the kit's principals and a signing key.
+// whose world is w: the configuration every scenario starts from, with a fresh signing key. Give
+// the same document to the run (Options.RemoteConfig), so it knows the key and the settings.
+//
+//	cfg := harness.RemoteConfig(w, spec.SUTConfig{Listen: "127.0.0.1:8080", DataDir: "loom-data"})
 func RemoteConfig(w *world.World, base spec.SUTConfig) spec.SUTConfig {
 	base.Signing = spec.SigningConfig{Key: randomKey()}
-	return w.Config(base)
+	cfg := baseConfig(w, base)
+	// One long-lived system serves every scenario of the run: limits meant for one scenario
+	// would otherwise add up across all of them.
+	cfg.Gateway.PostsPerMinute = 1_000_000
+	return cfg
 }

@@ -230,15 +230,16 @@ func LoadBaseline(path string) (*Baseline, error) {
 	return &Baseline{File: path, Entries: doc.Entries}, nil
 }
 
-// Certify applies the rules of a certification run: a skipped scenario of a claimed profile makes
-// that profile, and the run, not conformant.
+// Certify applies the rules of a certification run: a scenario of a claimed profile that was
+// skipped or could not be judged (not applicable: a remote target that cannot be crashed, say)
+// makes that profile, and the run, not conformant.
 func Certify(rep *report.Report) {
 	claimed := map[string]bool{}
 	for _, p := range rep.Target.Profiles {
 		claimed[p] = true
 	}
 	for _, sc := range rep.Scenarios {
-		if claimed[sc.Profile] && sc.Status == report.Skipped {
+		if claimed[sc.Profile] && (sc.Status == report.Skipped || sc.Status == report.NotApplicable) {
 			for i := range rep.Profiles {
 				if rep.Profiles[i].Name == sc.Profile {
 					rep.Profiles[i].Conformant = false

@@ -26,7 +26,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	sutCmd := fs.String("sut-cmd", "", "run the system under test as a process: `sh -c CMD` with LOOM_CONFIG=<file>")
 	target := fs.String("target", "", "the URL of a running system under test (see loomcheck world)")
-	worldAddr := fs.String("world", "", "with --target: HOST:PORT the world listens on (as printed by loomcheck world)")
+	worldCfg := fs.String("world-config", "", "with --target: the configuration document the target was started with (from loomcheck world)")
 	tags := fs.String("tags", "", "run only scenarios matching this tag expression (e.g. \"@profile:core && ~@crash\")")
 	profiles := fs.String("profile", "", "judge only these profiles (comma-separated)")
 	out := fs.String("out", "reports/latest", "directory the reports are written to")
@@ -69,13 +69,13 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	case *sutCmd != "":
 		opt.Command = *sutCmd
 	case *target != "":
-		w, err := startWorld(*worldAddr)
+		cfg, w, err := startWorld(*worldCfg)
 		if err != nil {
 			fmt.Fprintf(stderr, "loomcheck run: %v\n", err)
 			return exitUsage
 		}
 		defer w.Close()
-		opt.Target, opt.World = *target, w
+		opt.Target, opt.World, opt.RemoteConfig = *target, w, cfg
 	default:
 		opt.Factory = referenceFactory
 		opt.Describe = "the embedded reference engine (in-process)"

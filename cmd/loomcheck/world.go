@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
@@ -15,16 +16,29 @@ import (
 	"github.com/loomcheck/loomcheck/spec"
 )
 
-// startWorld starts the world for a remote run on addr.
-func startWorld(addr string) (*world.World, error) {
-	if addr == "" {
-		return nil, fmt.Errorf("--target needs --world HOST:PORT: the address the system under test was configured to reach the world at (see loomcheck world)")
+// startWorld reads the configuration a remote target was started with and starts the world at the
+// address that configuration points the target to.
+func startWorld(path string) (*spec.SUTConfig, *world.World, error) {
+	if path == "" {
+		return nil, nil, fmt.Errorf("--target needs --world-config FILE: the configuration the target was started with (see loomcheck world)")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	var cfg spec.SUTConfig
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return nil, nil, fmt.Errorf("%s: %v", path, err)
+	}
+	u, err := url.Parse(cfg.Model.BaseURL)
+	if err != nil || u.Host == "" {
+		return nil, nil, fmt.Errorf("%s: model.baseURL does not name the world's address", path)
 	}
 	w := world.New(world.Options{})
-	if _, err := w.Start(addr); err != nil {
-		return nil, err
+	if _, err := w.Start(u.Host); err != nil {
+		return nil, nil, fmt.Errorf("start the world at %s: %v", u.Host, err)
 	}
-	return w, nil
+	return &cfg, w, nil
 }
 
 func cmdWorld(args []string, stdout, stderr io.Writer) int {
@@ -48,7 +62,9 @@ func cmdWorld(args []string, stdout, stderr io.Writer) int {
 	if *printOnly {
 		return exitConformant
 	}
-	fmt.Fprintf(stderr, "the world answers on http://%s; start the system under test with the configuration above, then stop this and run:\n  loomcheck run --target http://%s --world %s\n", *addr, *listen, *addr)
+	fmt.Fprintf(stderr, "the world answers on http://%s with its default behaviour, for trying things by hand.\n"+
+		"Save the configuration above (or print it with --print), start the system under test with it, stop this, and run:\n"+
+		"  loomcheck run --target http://%s --world-config FILE\n", *addr, *listen)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	<-ctx.Done()

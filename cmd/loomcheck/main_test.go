@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/loomcheck/loomcheck/harness/report"
+	"github.com/loomcheck/loomcheck/schemas"
+)
+
+func run(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := dispatch(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestRunWritesEveryReport(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := run(t, "run", "--quiet", "--tags", "@req:ADR0122-D1-01", "--out", dir)
+	require.Equal(t, 0, code, out+errOut)
+	for _, f := range []string{report.JSONFile, report.JUnitFile, report.CucumberFile, report.SummaryFile, report.HTMLFile} {
+		_, err := os.Stat(filepath.Join(dir, f))
+		require.NoError(t, err, f)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, report.JSONFile))
+	require.NoError(t, err)
+	require.NoError(t, schemas.Validate("report", b))
+	require.NotContains(t, string(b), "tok-alice", "credentials are redacted")
+}
+
+func TestCertifyRefusesABaseline(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "baseline.json")
+	require.NoError(t, os.WriteFile(base, []byte(`{"entries":[{"requirement":"ADR0122-D1-02","reason":"known"}]}`), 0o600))
+	code, _, errOut := run(t, "run", "--certify", "--baseline", base, "--out", t.TempDir())
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errOut, "--certify")
+}
+
+func TestStaleBaselineFailsTheRun(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "baseline.json")
+	require.NoError(t, os.WriteFile(base, []byte(`{"entries":[{"requirement":"ADR0122-D1-01","reason":"was broken"}]}`), 0o600))
+	dir := t.TempDir()
+	code, out, errOut := run(t, "run", "--quiet", "--tags", "@req:ADR0122-D1-01", "--baseline", base, "--out", dir)
+	require.Equal(t, exitNonConformant, code, out+errOut)
+	rep, err := report.Load(filepath.Join(dir, report.JSONFile))
+	require.NoError(t, err)
+	require.Len(t, rep.Baseline.Stale, 1)
+}
+
+func TestUsageErrors(t *testing.T) {
+	code, _, _ := run(t, "frobnicate")
+	require.Equal(t, exitUsage, code)
+	code, _, _ = run(t, "run", "--sut-cmd", "x", "--target", "http://y")
+	require.Equal(t, exitUsage, code)
+	code, _, _ = run(t, "run", "--target", "http://127.0.0.1:1")
+	require.Equal(t, exitUsage, code, "a remote target needs the configuration it was started with")
+}
+
+func TestRequirementsAndExplain(t *testing.T) {
+	code, out, _ := run(t, "requirements")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "coverage:")
+	require.NotContains(t, out, "problem:")
+	code, out, _ = run(t, "explain", "ADR0122-D2-05")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "barge_in.feature:")
+	code, _, _ = run(t, "explain", "ADR9999-X1-01")
+	require.Equal(t, exitUsage, code)
+}
+
+func TestValidate(t *testing.T) {
+	good := filepath.Join(t.TempDir(), "e.json")
+	require.NoError(t, os.WriteFile(good, []byte(`{"error":"not found"}`), 0o600))
+	code, out, _ := run(t, "validate", "--schema", "error", good)
+	require.Equal(t, 0, code, out)
+	bad := filepath.Join(t.TempDir(), "e.json")
+	require.NoError(t, os.WriteFile(bad, []byte(`{"error":42}`), 0o600))
+	code, out, _ = run(t, "validate", "--schema", "error", bad)
+	require.Equal(t, exitNonConformant, code)
+	require.True(t, strings.Contains(out, "/error"), out)
+}
+
+func TestReportDiff(t *testing.T) {
+	dir := t.TempDir()
+	old := &report.Report{Kit: report.Kit{Name: "loomcheck"}, Scenarios: []report.Scenario{{ID: "a:1", Status: report.Passed}}}
+	cur := &report.Report{Kit: report.Kit{Name: "loomcheck"}, Scenarios: []report.Scenario{{ID: "a:1", Status: report.Failed}}}
+	require.NoError(t, report.WriteAll(filepath.Join(dir, "old"), old))
+	require.NoError(t, report.WriteAll(filepath.Join(dir, "new"), cur))
+	code, out, _ := run(t, "report", "diff", filepath.Join(dir, "old", report.JSONFile), filepath.Join(dir, "new", report.JSONFile))
+	require.Equal(t, exitNonConformant, code, out)
+	require.Contains(t, strings.ToLower(out), "regress")
+}
