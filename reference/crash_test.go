@@ -217,6 +217,9 @@ func TestCrashTorture(t *testing.T) {
 		Signing: spec.SigningConfig{Key: base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))},
 	})
 	cfg.Gateway.PostsPerMinute = 1 << 20
+	// No agent memory: a recall puts earlier turns at the head of each prompt, and the test
+	// relates each reply to its turn through the prompt the model sees.
+	cfg.Memory = spec.EndpointConfig{}
 	// Rotate often, so that generations change under the crashes too.
 	cfg.Conversation.RotateEveryTurns = 4
 	b, err := json.Marshal(cfg)

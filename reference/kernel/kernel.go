@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"regexp"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/store"
@@ -101,7 +102,7 @@ type Message struct {
 var (
 	// ErrUnknownFlow: Start named a flow that is not registered.
 	ErrUnknownFlow = errors.New("kernel: unknown flow")
-	// ErrBadID: an execution id that is empty, too long or holds a control character.
+	// ErrBadID: an execution id that is empty, too long, not UTF-8 or holds a control character.
 	ErrBadID = errors.New("kernel: invalid execution id")
 	// ErrStopped: the kernel is closed or killed.
 	ErrStopped = errors.New("kernel: stopped")
@@ -221,7 +222,7 @@ func (k *Kernel) launch(in Info, fl Flow) *execution {
 //
 //	info, err := k.Start(ctx, kernel.StartRequest{ID: "c1", Flow: "dialogue", Principal: alice})
 func (k *Kernel) Start(ctx context.Context, req StartRequest) (Info, error) {
-	if !idRE.MatchString(req.ID) {
+	if !idRE.MatchString(req.ID) || !utf8.ValidString(req.ID) {
 		return Info{}, ErrBadID
 	}
 	fl, ok := k.opt.Flows[req.Flow]

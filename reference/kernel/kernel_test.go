@@ -346,3 +346,10 @@ func TestExecuteAllRecordsOrderAndServesById(t *testing.T) {
 		require.EqualValues(t, 1, v.(*atomic.Int64).Load(), "step %d ran once", i)
 	}
 }
+
+func TestIDsMustBeUTF8(t *testing.T) {
+	var calls atomic.Int64
+	r := newRig(t, map[string]kernel.Flow{"echo": echo(&calls)})
+	_, err := r.k.Start(context.Background(), kernel.StartRequest{ID: "c\xff1", Flow: "echo", Principal: alice})
+	require.ErrorIs(t, err, kernel.ErrBadID, "an id that JSON could not keep intact would not be recovered")
+}

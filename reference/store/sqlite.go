@@ -58,6 +58,7 @@ type SQLite struct {
 	wmu    sync.Mutex // serialises writes and orders Kill against them
 	dead   atomic.Bool
 	closed bool
+	shut   atomic.Bool // closed or killed: reads refuse too
 
 	subMu sync.Mutex
 	subs  map[string]map[*sub]struct{}
@@ -183,7 +184,7 @@ func clampLimit(limit int) int {
 }
 
 func (s *SQLite) alive() error {
-	if s.dead.Load() {
+	if s.shut.Load() {
 		return ErrClosed
 	}
 	return nil
@@ -228,7 +229,7 @@ func (s *SQLite) query(ctx context.Context, q string, stream string, gen, bound 
 }
 
 func (s *SQLite) readErr(err error) error {
-	if s.dead.Load() {
+	if s.shut.Load() {
 		return ErrClosed
 	}
 	if errors.Is(err, sql.ErrConnDone) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -271,7 +272,11 @@ func (s *SQLite) MetaPrefix(ctx context.Context, prefix string) ([]KV, error) {
 	if err := s.alive(); err != nil {
 		return nil, err
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT key, val FROM meta WHERE key >= ? AND key < ? ORDER BY key`, prefix, prefix+"\xff")
+	q, args := `SELECT key, val FROM meta WHERE key >= ? ORDER BY key`, []any{prefix}
+	if end, ok := prefixEnd(prefix); ok {
+		q, args = `SELECT key, val FROM meta WHERE key >= ? AND key < ? ORDER BY key`, []any{prefix, end}
+	}
+	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, s.readErr(err)
 	}
@@ -285,6 +290,18 @@ func (s *SQLite) MetaPrefix(ctx context.Context, prefix string) ([]KV, error) {
 		out = append(out, kv)
 	}
 	return out, s.rowsErr(rows)
+}
+
+// prefixEnd is the smallest key greater than every key with prefix (byte order), if there is one.
+func prefixEnd(prefix string) (string, bool) {
+	b := []byte(prefix)
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] < 0xff {
+			b[i]++
+			return string(b[:i+1]), true
+		}
+	}
+	return "", false
 }
 
 func (s *SQLite) rowsErr(rows *sql.Rows) error {
@@ -302,6 +319,7 @@ func (s *SQLite) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.shut.Store(true)
 	if s.dead.Load() {
 		return nil
 	}
@@ -310,8 +328,11 @@ func (s *SQLite) Close() error {
 	return errors.Join(err1, err2)
 }
 
-// Kill implements Store. It waits for the write in progress (which then has committed, or not),
-// refuses everything after it, and drops the connections without a checkpoint.
+// Kill implements Store. It waits for the write in progress (which then has committed, or not)
+// and refuses every read and write after it. The connections are then closed in the background
+// (SQLite may checkpoint as they close, which changes nothing that was committed): what Kill
+// simulates is the instant of the crash, after which nothing reaches the store. A real SIGKILL,
+// which leaves the write-ahead log for recovery, is what the process driver and the crash test do.
 func (s *SQLite) Kill() {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
@@ -319,6 +340,7 @@ func (s *SQLite) Kill() {
 		return
 	}
 	s.closed = true
+	s.shut.Store(true)
 	// Closing waits for readers in use; do it off the caller's path.
 	go func() { s.r.Close(); s.w.Close() }()
 }

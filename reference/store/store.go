@@ -66,7 +66,8 @@ type Store interface {
 	// Close waits for the write in progress, then releases the store.
 	Close() error
 	// Kill stops the store as a crash would: the write in progress either commits or not, and
-	// nothing after it does. Used to simulate a crash of an in-process engine.
+	// nothing after it, read or write, reaches the store. Used to simulate a crash of an
+	// in-process engine.
 	Kill()
 }
 

@@ -813,3 +813,38 @@ func TestReadsSeeWholeTransactions(t *testing.T) {
 		require.NoError(t, err)
 	}
 }
+
+func TestMetaPrefixFindsKeysAfterAnyByte(t *testing.T) {
+	st, _ := openTemp(t)
+	ctx := context.Background()
+	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
+		for _, k := range []string{"p/\xff", "p/\xff\xff", "p/a", "q/a", "\xffz"} {
+			if err := tx.PutMeta(k, []byte("v")); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	kvs, err := st.MetaPrefix(ctx, "p/")
+	require.NoError(t, err)
+	var keys []string
+	for _, kv := range kvs {
+		keys = append(keys, kv.Key)
+	}
+	require.Equal(t, []string{"p/a", "p/\xff", "p/\xff\xff"}, keys)
+	all, err := st.MetaPrefix(ctx, "")
+	require.NoError(t, err)
+	require.Len(t, all, 5, "the empty prefix lists every key, 0xFF-first ones included")
+}
+
+func TestReadsAfterCloseAreErrClosed(t *testing.T) {
+	st, _ := openTemp(t)
+	require.NoError(t, st.Close())
+	ctx := context.Background()
+	_, err := st.ReadForward(ctx, "s", 0, 0, 10)
+	require.ErrorIs(t, err, store.ErrClosed)
+	_, err = st.Head(ctx, "s", 0)
+	require.ErrorIs(t, err, store.ErrClosed)
+	_, _, err = st.Meta(ctx, "k")
+	require.ErrorIs(t, err, store.ErrClosed)
+}
