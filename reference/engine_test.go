@@ -49,6 +49,8 @@ func TestSmoke(t *testing.T) {
 	code, body = do("POST", "/conversations/c1/turns", `{"text":"hello","messageId":"m1"}`)
 	require.Equal(t, 202, code, body)
 	deadline := time.Now().Add(5 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		_, body = do("GET", "/conversations/c1/history", "")
 		var page struct{ Entries []map[string]any }
@@ -58,7 +60,7 @@ func TestSmoke(t *testing.T) {
 			break
 		}
 		require.True(t, time.Now().Before(deadline), body)
-		time.Sleep(10 * time.Millisecond)
+		<-tick.C
 	}
 	t.Log(body)
 }

@@ -36,9 +36,12 @@ func signingKey() []byte {
 	return k
 }
 
-// waitForReply polls the transcript until turn 1 has a reply (for the example's brevity).
+// waitForReply polls the transcript until turn 1 has a reply (for the example's brevity; a real
+// client follows the event stream instead).
 func waitForReply(ctx context.Context, cv *conversation.Conversations, who loomtype.Identity, id string) loomtype.Entry {
-	for {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for range tick.C {
 		page, err := cv.History(ctx, who, id, conversation.HistoryOptions{})
 		if err != nil {
 			log.Fatal(err)
@@ -48,8 +51,8 @@ func waitForReply(ctx context.Context, cv *conversation.Conversations, who loomt
 				return e
 			}
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
+	return loomtype.Entry{}
 }
 
 // Open an engine on a data directory, plug in a model provider, start a conversation, send a

@@ -49,9 +49,10 @@ type Result struct {
 	// CaughtBy lists the failed scenarios that prove the requirement.
 	CaughtBy []string `json:"caughtBy"`
 	// Failures lists every failure of the run, requirement first.
-	Failures []string `json:"failures"`
-	Error    string   `json:"error,omitempty"`
-	Seconds  float64  `json:"seconds"`
+	Failures  []string `json:"failures"`
+	Error     string   `json:"error,omitempty"`
+	Seconds   float64  `json:"seconds"`
+	scenarios int
 }
 
 // Options configure a self-test.
@@ -177,16 +178,17 @@ func tagsOf(d Defect) string {
 func control(ctx context.Context, opt Options, files []string, defects []Defect) error {
 	var tags []string
 	for _, d := range defects {
-		tags = append(tags, "("+tagsOf(d)+")")
+		tags = append(tags, tagsOf(d))
 	}
-	res := judge(ctx, opt, files, Defect{Name: "control", Tags: strings.Join(tags, " || ")})
+	// A godog tag filter: "," is "or".
+	res := judge(ctx, opt, files, Defect{Name: "control", Tags: strings.Join(tags, ",")})
 	if res.Error != "" {
 		return fmt.Errorf("%w: %s", ErrControl, res.Error)
 	}
 	if len(res.Failures) > 0 {
 		return fmt.Errorf("%w: %s", ErrControl, strings.Join(res.Failures, "; "))
 	}
-	fmt.Fprintf(opt.Log, "control: the unbroken reference passes the scenarios of all %d defects\n", len(defects))
+	fmt.Fprintf(opt.Log, "control: the unbroken reference passes the %d scenarios that judge the %d defects\n", res.scenarios, len(defects))
 	return nil
 }
 
@@ -225,6 +227,11 @@ func judge(ctx context.Context, opt Options, files []string, d Defect) Result {
 		res.Error = "the run failed: " + err.Error()
 		return res
 	}
+	if len(rep.Scenarios) == 0 {
+		res.Error = "the tags " + tags + " select no scenario"
+		return res
+	}
+	res.scenarios = len(rep.Scenarios)
 	for _, sc := range rep.Scenarios {
 		if sc.Status == report.HarnessError || sc.Status == report.Undefined || sc.Status == report.Pending {
 			res.Failures = append(res.Failures, sc.ID+" "+string(sc.Status)+": "+sc.Message)

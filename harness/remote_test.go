@@ -1,0 +1,58 @@
+package harness_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/loomcheck/loomcheck/harness"
+	"github.com/loomcheck/loomcheck/harness/report"
+	"github.com/loomcheck/loomcheck/harness/world"
+	"github.com/loomcheck/loomcheck/reference"
+	"github.com/loomcheck/loomcheck/spec"
+)
+
+// TestRemoteTarget judges a running system the kit neither configures nor crashes: it is started
+// with the configuration RemoteConfig gives, and the run reports every scenario that would need
+// a crash or another configuration as not applicable, never as passed.
+func TestRemoteTarget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs part of the suite")
+	}
+	w := world.New(world.Options{})
+	_, err := w.Start("")
+	require.NoError(t, err)
+	defer w.Close()
+	cfg := harness.RemoteConfig(w, spec.SUTConfig{DataDir: t.TempDir()})
+	eng, err := reference.OpenConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	defer eng.Close()
+	srv := httptest.NewServer(eng.Handler())
+	defer srv.Close()
+
+	rep, err := harness.Execute(context.Background(), harness.Options{Target: srv.URL, World: w, RemoteConfig: &cfg,
+		Tags: "@profile:core,@profile:durability"})
+	require.NoError(t, err)
+	cat, err := spec.LoadCatalogue()
+	require.NoError(t, err)
+	rep = harness.Judge(rep, cat, nil)
+	require.Equal(t, 0, rep.ExitCode, "the reference passes what a remote run can judge")
+	var crash, configures int
+	for _, sc := range rep.Scenarios {
+		for _, tag := range sc.Tags {
+			switch tag {
+			case "@crash":
+				crash++
+				require.Equal(t, report.NotApplicable, sc.Status, sc.ID)
+			case "@configures":
+				configures++
+				require.Equal(t, report.NotApplicable, sc.Status, sc.ID)
+			}
+		}
+	}
+	require.Positive(t, crash)
+	require.Positive(t, configures)
+	require.Positive(t, rep.Totals.Passed)
+}
