@@ -148,7 +148,7 @@ Feature: The HTTP gateway fails closed and says nothing a caller was not entitle
   Scenario: A slow reader's live text is coalesced or it is cut off, and the log loses nothing
     Given the setting "gateway.maxPendingBytes" is 8192
     And alice has started a conversation
-    And the model streams 4000 pieces of 100 characters
+    And the model streams 20000 pieces of 100 characters
     When alice opens the event stream and stops reading
     And alice sends "write me a novel"
     And the model has finished answering 1 time

@@ -101,7 +101,9 @@ type scenario struct {
 	replayed     []sseEvent
 	slowConn     net.Conn
 	slowEvents   []sseEvent
-	slowEnded    bool
+	slowEnd      string
+	slowPieces   int
+	slowPiece    int
 	closers      []io.Closer
 	summary      string
 	lastPage     []entry
