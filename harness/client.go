@@ -258,10 +258,11 @@ func (c *client) openStream(ctx context.Context, who, path string, headers map[s
 	return st, nil
 }
 
-func (st *stream) read(body io.ReadCloser) {
-	defer body.Close()
-	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
+// readSSE parses server-sent events from r and hands each to fn until fn returns false or r
+// ends; it returns the read error, if any.
+func readSSE(r io.Reader, fn func(sseEvent) bool) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	var cur sseEvent
 	var data []string
 	for sc.Scan() {
@@ -272,7 +273,9 @@ func (st *stream) read(body io.ReadCloser) {
 				if cur.Event == "" {
 					cur.Event = "message"
 				}
-				st.add(cur)
+				if !fn(cur) {
+					return nil
+				}
 			}
 			cur, data = sseEvent{}, nil
 			continue
@@ -291,9 +294,15 @@ func (st *stream) read(body io.ReadCloser) {
 			cur.ID = value
 		}
 	}
+	return sc.Err()
+}
+
+func (st *stream) read(body io.ReadCloser) {
+	defer body.Close()
+	err := readSSE(body, func(ev sseEvent) bool { st.add(ev); return true })
 	st.mu.Lock()
 	st.ended = true
-	if err := sc.Err(); err != nil && !errors.Is(err, context.Canceled) {
+	if err != nil && !errors.Is(err, context.Canceled) {
 		st.endErr = err
 	}
 	st.mu.Unlock()

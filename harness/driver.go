@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -151,14 +153,31 @@ func (d *process) Start(ctx context.Context, cfg spec.SUTConfig) error {
 	return d.launch(ctx)
 }
 
+// Ports for process SUTs come from below the kernel's ephemeral range (32768 and up), where the
+// run's own servers (worlds, in-process listeners) get theirs: a port the kit found free cannot be
+// taken by one of them before the SUT binds it. Ports handed out in this run are not reused.
+var (
+	portMu   sync.Mutex
+	portUsed = map[int]bool{}
+)
+
 func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+	portMu.Lock()
+	defer portMu.Unlock()
+	for range 1000 {
+		p := 20000 + mrand.IntN(12000)
+		if portUsed[p] {
+			continue
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		portUsed[p] = true
+		return strconv.Itoa(p), nil
 	}
-	defer ln.Close()
-	_, port, err := net.SplitHostPort(ln.Addr().String())
-	return port, err
+	return "", errors.New("no free port between 20000 and 32000")
 }
 
 func (d *process) launch(ctx context.Context) error {

@@ -13,7 +13,6 @@ import (
 	"github.com/cucumber/godog"
 
 	"github.com/loomcheck/loomcheck/reference/envelope"
-	"github.com/loomcheck/loomcheck/spec"
 )
 
 func decodeKey(b64 string) []byte {
@@ -72,7 +71,7 @@ func (s *scenario) buildEnvelope(who string, fields map[string]string) (json.Raw
 		e = envelope.Sign(key, e)
 	}
 	doc := map[string]any{"conversationId": e.ConversationID, "kind": e.Kind, "id": e.ID, "iat": e.IAT, "text": e.Text,
-		"asker": askerJSON(e.Asker)}
+		"asker": identityMap(e.Asker.Tenant, e.Asker.Actor, e.Asker.OnBehalfOf)}
 	if signed {
 		doc["sig"] = e.Sig
 	}
@@ -87,17 +86,6 @@ func (s *scenario) buildEnvelope(who string, fields map[string]string) (json.Raw
 		return nil, harnessErr("encode the envelope: %v", err)
 	}
 	return b, nil
-}
-
-func askerJSON(a envelope.Identity) map[string]string {
-	m := map[string]string{"actor": a.Actor}
-	if a.Tenant != "" {
-		m["tenant"] = a.Tenant
-	}
-	if a.OnBehalfOf != "" {
-		m["onBehalfOf"] = a.OnBehalfOf
-	}
-	return m
 }
 
 // parseOffset reads "20 minutes ago", "5 minutes from now", "30 seconds from now".
@@ -470,5 +458,3 @@ func (s *scenario) nowhere(who, secret string) error {
 	}
 	return nil
 }
-
-var _ = spec.Version

@@ -2,7 +2,6 @@ package harness
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -753,36 +752,18 @@ func (s *scenario) readSlow() error {
 		return nil // cut off before the headers were read: nothing to parse
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	var cur sseEvent
-	var data []string
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" {
-			if cur.Event != "" || len(data) > 0 {
-				cur.Data = strings.Join(data, "\n")
-				s.slowEvents = append(s.slowEvents, cur)
-				if cur.Event == "message" && strings.Contains(cur.Data, `"assistant"`) {
-					s.slowEnd = "reply"
-					return nil
-				}
-			}
-			cur, data = sseEvent{}, nil
-			continue
+	s.slowEnd = ""
+	err = readSSE(resp.Body, func(ev sseEvent) bool {
+		s.slowEvents = append(s.slowEvents, ev)
+		if ev.Event == "message" && strings.Contains(ev.Data, `"assistant"`) {
+			s.slowEnd = "reply"
+			return false
 		}
-		field, value, _ := strings.Cut(line, ":")
-		value = strings.TrimPrefix(value, " ")
-		switch field {
-		case "event":
-			cur.Event = value
-		case "data":
-			data = append(data, value)
-		case "id":
-			cur.ID = value
-		}
+		return true
+	})
+	if s.slowEnd == "" {
+		s.slowEnd = endReason(err)
 	}
-	s.slowEnd = endReason(sc.Err())
 	return nil
 }
 
@@ -794,8 +775,6 @@ func endReason(err error) string {
 	}
 	return "closed"
 }
-
-var _ = context.Background
 
 func (s *scenario) registerContract(sc *godog.ScenarioContext) {
 	sc.Step(`^(\w[\w' ]*?) walks every route of the conversation, errors included$`, func(who string) error {

@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -167,5 +166,3 @@ func (s *scenario) callID() string {
 	s.calls++
 	return fmt.Sprintf("call_%d", s.calls)
 }
-
-var _ = json.Valid

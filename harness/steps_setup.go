@@ -2,7 +2,6 @@ package harness
 
 import (
 	"encoding/json"
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -97,5 +96,3 @@ func atoi(s string) (int, error) {
 	}
 	return n, nil
 }
-
-var _ = fmt.Sprintf

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 
@@ -20,14 +19,20 @@ func names(list string) []string {
 	return splitList(list)
 }
 
+// identityJSON is the wire form of a known principal's identity.
 func identityJSON(name string) map[string]string {
 	p := principals[name]
-	m := map[string]string{"actor": p.Actor}
-	if p.Tenant != "" {
-		m["tenant"] = p.Tenant
+	return identityMap(p.Tenant, p.Actor, p.OnBehalfOf)
+}
+
+// identityMap is the wire form of an identity: absent fields are left out.
+func identityMap(tenant, actor, onBehalfOf string) map[string]string {
+	m := map[string]string{"actor": actor}
+	if tenant != "" {
+		m["tenant"] = tenant
 	}
-	if p.OnBehalfOf != "" {
-		m["onBehalfOf"] = p.OnBehalfOf
+	if onBehalfOf != "" {
+		m["onBehalfOf"] = onBehalfOf
 	}
 	return m
 }
@@ -386,5 +391,3 @@ func (s *scenario) registerShared(sc *godog.ScenarioContext) {
 		return fail("the model", "no request for "+text, "a request for "+text)
 	})
 }
-
-var _ = url.PathEscape

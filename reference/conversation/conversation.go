@@ -472,13 +472,24 @@ func wireEnvelope(e envelope.Envelope) envelopeJSON {
 		Asker: e.Asker, EditOf: e.EditOf, Sig: e.Sig}
 }
 
+// AuthorizeRuntime applies the runtime door's owner-scoped policy: only the principal an
+// execution runs as may use the door on it; to anyone else it does not exist.
+//
+// Errors: loomtype.ErrNotFound.
+func (cv *Conversations) AuthorizeRuntime(ctx context.Context, principal loomtype.Identity, id string) (kernel.Info, error) {
+	info, err := cv.kernel().Info(ctx, id)
+	if err != nil || !principal.Valid() || !info.Principal.Equal(principal) {
+		return kernel.Info{}, loomtype.ErrNotFound
+	}
+	return info, nil
+}
+
 // SendRaw is the runtime door: it delivers payload into the inbox unchanged, as principal,
 // under the runtime's owner-scoped policy (only the principal the execution runs as may use it).
 func (cv *Conversations) SendRaw(ctx context.Context, principal loomtype.Identity, id, messageID string, payload json.RawMessage) (bool, error) {
 	k := cv.kernel()
-	info, err := k.Info(ctx, id)
-	if err != nil || !principal.Valid() || !info.Principal.Equal(principal) {
-		return false, loomtype.ErrNotFound
+	if _, err := cv.AuthorizeRuntime(ctx, principal, id); err != nil {
+		return false, err
 	}
 	if !messageIDRE.MatchString(messageID) {
 		return false, fmt.Errorf("%w: messageId", loomtype.ErrBadRequest)
@@ -519,9 +530,9 @@ type RawEvent struct {
 // as only.
 func (cv *Conversations) RawLog(ctx context.Context, principal loomtype.Identity, id string, after loomtype.Cursor, limit int) ([]RawEvent, loomtype.Cursor, bool, error) {
 	k := cv.kernel()
-	info, err := k.Info(ctx, id)
-	if err != nil || !principal.Valid() || !info.Principal.Equal(principal) {
-		return nil, after, false, loomtype.ErrNotFound
+	info, err := cv.AuthorizeRuntime(ctx, principal, id)
+	if err != nil {
+		return nil, after, false, err
 	}
 	if limit <= 0 || limit > 500 {
 		limit = 500
