@@ -124,6 +124,10 @@ type Conversations struct {
 	mu    sync.Mutex
 	k     *kernel.Kernel
 	metas map[string]meta
+
+	// partMu guards partCache: the participant sets of shared conversations, keyed by id.
+	partMu    sync.Mutex
+	partCache map[string]participantCache
 }
 
 type meta struct {

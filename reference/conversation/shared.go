@@ -82,11 +82,6 @@ type participantCache struct {
 	changes []ParticipantChange
 }
 
-var (
-	partMu    sync.Mutex
-	partCache = map[*Conversations]map[string]participantCache{}
-)
-
 // participants reads the current participant set of a shared conversation (owner first). It is
 // read on every request, so a change takes effect on the next one; a cache keyed by the stream's
 // head avoids re-reading an unchanged stream.
@@ -101,9 +96,9 @@ func (cv *Conversations) participantState(ctx context.Context, id string) (parti
 	if err != nil {
 		return participantCache{}, err
 	}
-	partMu.Lock()
-	c, ok := partCache[cv][id]
-	partMu.Unlock()
+	cv.partMu.Lock()
+	c, ok := cv.partCache[id]
+	cv.partMu.Unlock()
 	if ok && c.head == head {
 		return c, nil
 	}
@@ -137,16 +132,13 @@ func (cv *Conversations) participantState(ctx context.Context, id string) (parti
 			}
 		}
 	}
-	partMu.Lock()
-	if partCache[cv] == nil {
-		partCache[cv] = map[string]participantCache{}
-	}
-	if len(partCache[cv]) > 10_000 {
-		clear(partCache[cv])
+	cv.partMu.Lock()
+	if cv.partCache == nil || len(cv.partCache) > 10_000 {
+		cv.partCache = map[string]participantCache{}
 	}
 	c = participantCache{head: head, set: set, changes: changes}
-	partCache[cv][id] = c
-	partMu.Unlock()
+	cv.partCache[id] = c
+	cv.partMu.Unlock()
 	return c, nil
 }
 
