@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/cucumber/godog"
+	messages "github.com/cucumber/messages/go/v34"
 
 	"github.com/loomcheck/loomcheck/features"
 	"github.com/loomcheck/loomcheck/harness/contract"
@@ -192,7 +193,10 @@ func (r *runner) probe(ctx context.Context) error {
 		return err
 	}
 	resp, err := s.cl.do(ctx, "", http.MethodGet, "/.well-known/loom", nil, reqOpts{})
-	if err != nil {
+	var f *Failure
+	if err != nil && !(errors.As(err, &f) && resp != nil) {
+		// No answer at all: the run cannot be made. An answer that breaks the contract is
+		// read anyway; the scenarios that check the contract report it.
 		return harnessErr("discovery: %v", err)
 	}
 	var d struct {
@@ -233,45 +237,37 @@ func (r *runner) index(fsys fs.FS) error {
 		r.features[ft.Uri] = doc.Feature.Name
 		r.total += len(ft.Pickles)
 		for _, c := range doc.Feature.Children {
-			if c.Background != nil {
-				for _, st := range c.Background.Steps {
-					r.keywords[st.Id] = strings.TrimSpace(st.Keyword)
-				}
-			}
-			if sc := c.Scenario; sc != nil {
-				r.lines[sc.Id] = int(sc.Location.Line)
-				for _, st := range sc.Steps {
-					r.keywords[st.Id] = strings.TrimSpace(st.Keyword)
-				}
-				for _, ex := range sc.Examples {
-					for _, row := range ex.TableBody {
-						r.lines[row.Id] = int(row.Location.Line)
-					}
-				}
-			}
+			r.indexChild(c.Background, c.Scenario)
 			if c.Rule != nil {
 				for _, rc := range c.Rule.Children {
-					if rc.Background != nil {
-						for _, st := range rc.Background.Steps {
-							r.keywords[st.Id] = strings.TrimSpace(st.Keyword)
-						}
-					}
-					if sc := rc.Scenario; sc != nil {
-						r.lines[sc.Id] = int(sc.Location.Line)
-						for _, st := range sc.Steps {
-							r.keywords[st.Id] = strings.TrimSpace(st.Keyword)
-						}
-						for _, ex := range sc.Examples {
-							for _, row := range ex.TableBody {
-								r.lines[row.Id] = int(row.Location.Line)
-							}
-						}
-					}
+					r.indexChild(rc.Background, rc.Scenario)
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// indexChild records the step keywords of a background and the lines of a scenario and of its
+// example rows.
+func (r *runner) indexChild(bg *messages.Background, sc *messages.Scenario) {
+	if bg != nil {
+		for _, st := range bg.Steps {
+			r.keywords[st.Id] = strings.TrimSpace(st.Keyword)
+		}
+	}
+	if sc == nil {
+		return
+	}
+	r.lines[sc.Id] = int(sc.Location.Line)
+	for _, st := range sc.Steps {
+		r.keywords[st.Id] = strings.TrimSpace(st.Keyword)
+	}
+	for _, ex := range sc.Examples {
+		for _, row := range ex.TableBody {
+			r.lines[row.Id] = int(row.Location.Line)
+		}
+	}
 }
 
 // scenarioID is "<feature file>:<line>" for a pickle.

@@ -48,13 +48,12 @@ type Options struct {
 
 // Engine is an open reference engine. Its methods are safe for concurrent use.
 type Engine struct {
-	lock  *os.File
-	st    *store.SQLite
-	k     *kernel.Kernel
-	cv    *conversation.Conversations
-	gw    *gateway.Gateway
-	dir   string
-	close bool
+	lock *os.File
+	st   *store.SQLite
+	k    *kernel.Kernel
+	cv   *conversation.Conversations
+	gw   *gateway.Gateway
+	dir  string
 }
 
 // ErrLocked: another engine has the data directory open.

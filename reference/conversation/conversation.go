@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strings"
 	"sync"
 	"time"
 
@@ -568,5 +567,3 @@ func (cv *Conversations) RawLog(ctx context.Context, principal loomtype.Identity
 	}
 	return out, cur, false, nil
 }
-
-func trimID(s string) string { return strings.TrimSpace(s) }

@@ -242,7 +242,6 @@ func (cv *Conversations) turn(c *kernel.Context, st *state, m kernel.Message, en
 	summary := st.Summary
 	// The budget verdict is recorded: a replay applies the same eviction whatever the counter
 	// says now.
-	keep := len(visible)
 	if b := cv.cfg.Budget; b != nil {
 		var fv fitValue
 		err := cv.decide(c, fmt.Sprintf("conv#fit:%d", ord), &fv, func() (any, error) {
@@ -270,7 +269,7 @@ func (cv *Conversations) turn(c *kernel.Context, st *state, m kernel.Message, en
 		if !fv.OK {
 			return cv.reject(c, st, m, loomtype.ReasonPromptTooLarge, &asker)
 		}
-		keep = fv.Keep
+		keep := fv.Keep
 		if fv.DroppedSummary {
 			summary = ""
 		}

@@ -229,13 +229,6 @@ func (g *Gateway) hostAllowed(r *http.Request) bool {
 	return true
 }
 
-type ctxKey struct{}
-
-type caller struct {
-	id loomtype.Identity
-	r  *http.Request
-}
-
 // authed authenticates the request before the handler runs.
 func (g *Gateway) authed(h func(w http.ResponseWriter, r *http.Request, who loomtype.Identity)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
