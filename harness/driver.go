@@ -306,5 +306,3 @@ func tail(s string, n int) string {
 	}
 	return "..." + s[len(s)-n:]
 }
-
-var errNoDriver = errors.New("no driver")

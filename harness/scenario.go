@@ -81,7 +81,6 @@ type scenario struct {
 	last    *response
 	msgSeq  int
 	saved   map[string]string
-	sentIDs map[string]string // text -> messageId of the newest send of it
 
 	holds        []*world.Hold
 	toolHolds    map[string][]*world.Hold
@@ -127,7 +126,7 @@ func (s *scenario) setup() error {
 		return harnessErr("scenario directory: %v", err)
 	}
 	s.dir = dir
-	s.convs, s.saved, s.named, s.sentIDs = map[string]*conv{}, map[string]string{}, map[string]*stream{}, map[string]string{}
+	s.convs, s.saved, s.named = map[string]*conv{}, map[string]string{}, map[string]*stream{}
 	s.toolHolds = map[string][]*world.Hold{}
 	s.turnText = map[int64]string{}
 	s.contract = s.run.contract

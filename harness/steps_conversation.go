@@ -153,7 +153,6 @@ func (s *scenario) send(who, text, msgID string, extra map[string]any) (*respons
 	if err != nil {
 		return r, err
 	}
-	s.sentIDs[text] = msgID
 	return r, nil
 }
 

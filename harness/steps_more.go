@@ -91,13 +91,13 @@ func (s *scenario) registerMore(sc *godog.ScenarioContext) {
 		if err != nil {
 			return err
 		}
-		body := map[string]any{"messageId": s.nextMessageID(), "payload": rawJSON(payload)}
+		body := map[string]any{"messageId": s.nextMessageID(), "payload": jsonRaw(payload)}
 		r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions/"+url.PathEscape(c.id)+"/messages", body, reqOpts{})
 		s.last = r
 		if err != nil {
 			return err
 		}
-		if r.status == http.StatusNotFound && s.run.door == false {
+		if r.status == http.StatusNotFound && !s.run.door {
 			return &HarnessError{Err: fmt.Errorf("%w: the system has no runtime door", ErrNotApplicable)}
 		}
 		if r.status != http.StatusAccepted {
@@ -288,6 +288,9 @@ func (s *scenario) registerMore(sc *godog.ScenarioContext) {
 		if s.last == nil || s.last.status != http.StatusOK {
 			return fail(opOf(s.last), fmt.Sprint(statusOf(s.last)), "200")
 		}
+		if len(s.lastPage) == 0 {
+			return fail(opOf(s.last), "no records", "the records of "+name+" past that position")
+		}
 		for _, e := range s.lastPage {
 			if !mine[string(compact(e.raw))] {
 				return fail(opOf(s.last), "a record that is not one of "+name+"'s: "+e.String(), "only records of "+name)
@@ -308,10 +311,6 @@ func (s *scenario) registerMore(sc *godog.ScenarioContext) {
 		})
 		return err
 	})
-}
-
-func rawJSON(s string) any {
-	return jsonRaw(s)
 }
 
 func opOf(r *response) string {

@@ -39,6 +39,15 @@ type Defect struct {
 	Requirement string `yaml:"requirement" json:"requirement"`
 	// Tags selects the scenarios to run (default: those tagged with Requirement).
 	Tags string `yaml:"tags,omitempty" json:"tags,omitempty"`
+	// Patch names the patch file without .patch (default Name): one bug may break several rules.
+	Patch string `yaml:"patch,omitempty" json:"patch,omitempty"`
+}
+
+func (d Defect) patchName() string {
+	if d.Patch != "" {
+		return d.Patch
+	}
+	return d.Name
 }
 
 // Result is the outcome for one defect.
@@ -89,7 +98,7 @@ func Load(dir string) ([]Defect, error) {
 			return nil, fmt.Errorf("%w: defect %q needs a unique name, a bug and a requirement", ErrManifest, d.Name)
 		}
 		seen[d.Name] = true
-		if _, err := os.Stat(filepath.Join(dir, d.Name+".patch")); err != nil {
+		if _, err := os.Stat(filepath.Join(dir, d.patchName()+".patch")); err != nil {
 			return nil, fmt.Errorf("%w: %s has no patch: %v", ErrManifest, d.Name, err)
 		}
 	}
@@ -210,7 +219,7 @@ func judge(ctx context.Context, opt Options, files []string, d Defect) Result {
 		}
 	}
 	if d.Name != "control" {
-		patch, _ := filepath.Abs(filepath.Join(opt.Defects, d.Name+".patch"))
+		patch, _ := filepath.Abs(filepath.Join(opt.Defects, d.patchName()+".patch"))
 		if out, err := run(ctx, dir, "patch", "-p1", "--forward", "--batch", "-i", patch); err != nil {
 			res.Error = "the patch does not apply: " + lastLine(out)
 			return res
