@@ -63,12 +63,13 @@ Feature: Barge-in: a new message interrupts the running turn
   Scenario: Without barge-in a message sent mid-turn waits for the turn to finish
     Given barge-in is off
     And alice has started a conversation
-    And the model replies "the pumps are fine" after a release
+    And the model calls "slow" with {}
+    And the tool "slow" waits
     When alice sends "check the pumps"
-    And the model has been asked 1 time
+    And the tool "slow" has been called 1 time
     And alice sends "and the valves?"
-    And the model is released
-    Then turn 1 is answered "the pumps are fine"
+    And the tool "slow" is released
+    Then turn 1 is answered "re: check the pumps"
     And turn 2 is answered "re: and the valves?"
 
   @profile:barge-in @req:ADR0122-D2-05 @configures

@@ -202,12 +202,13 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
   Scenario: A participant's follow-up interrupts only their own running turn
     Given barge-in is on
     And alice has started a shared conversation with bob
-    And the model replies "bob's answer" after a release
+    And the model calls "slow" with {}
+    And the tool "slow" waits
     When bob sends "first question"
-    And the model has been asked 1 time
+    And the tool "slow" has been called 1 time
     And alice sends "my own question"
-    And the model is released
-    Then alice sees turn 1 answered "bob's answer"
+    And the tool "slow" is released
+    Then alice sees turn 1 answered "re: first question"
     And alice sees turn 2 answered "re: my own question"
 
   @profile:shared @req:ADR0122-D10-18 @configures
