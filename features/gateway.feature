@@ -58,6 +58,38 @@ Feature: The HTTP gateway fails closed and says nothing a caller was not entitle
     And the history has 2 records
 
   @profile:gateway @req:ADR0122-D6-04 @configures
+  Scenario Outline: An origin that only looks like an allowed one is refused before anything runs
+    An origin is allowed only when it equals an entry of allowedOrigins exactly: the same scheme,
+    the same host, the same port, character for character.
+
+    Given the setting "gateway.allowedOrigins" is ["https://app.example"]
+    And alice has started a conversation
+    When alice sends "transfer the funds" from the origin "<origin>"
+    Then the answer is 403 with error "forbidden origin"
+    And the answer carries no CORS headers
+    And the history has 0 records
+
+    Examples: <look-alike>
+      | origin                           | look-alike                           |
+      | https://app.example.evil.example | the allowed origin as a prefix       |
+      | https://evilapp.example          | the allowed host as a suffix         |
+      | http://app.example               | another scheme                       |
+      | https://app.example:8443         | another port                         |
+      | https://APP.example              | another case                         |
+      | https://app.example.             | a trailing dot                       |
+      | null                             | the opaque origin of a sandboxed page |
+
+  @profile:gateway @req:ADR0122-D6-04 @configures
+  Scenario: A preflight from a look-alike origin gets no CORS headers
+    Given the setting "gateway.allowedOrigins" is ["https://app.example"]
+    And alice has started a conversation
+    When someone asks for a preflight of the turns route from the origin "https://app.example.evil.example"
+    Then the answer is 403 with error "forbidden origin"
+    And the answer carries no CORS headers
+    When someone asks for a preflight of the turns route from the origin "https://app.example"
+    Then the answer allows the origin "https://app.example" without credentials
+
+  @profile:gateway @req:ADR0122-D6-04 @configures
   Scenario: CORS headers ride error responses too, and credentials only when configured
     Given the setting "gateway.allowedOrigins" is ["https://app.example"]
     And the setting "gateway.allowCredentials" is true
@@ -72,6 +104,18 @@ Feature: The HTTP gateway fails closed and says nothing a caller was not entitle
     Then the answer is 201
     When alice starts a conversation with the Host "rebound.attacker.example"
     Then the answer is 403 with error "forbidden host"
+
+  @profile:gateway @req:ADR0122-D6-04 @configures
+  Scenario Outline: A Host that only looks like an allowed one is refused
+    Given the setting "gateway.allowedHosts" is ["loom.internal"]
+    When alice starts a conversation with the Host "<host>"
+    Then the answer is 403 with error "forbidden host"
+
+    Examples: <look-alike>
+      | host                           | look-alike                 |
+      | loom.internal.attacker.example | the allowed host as prefix |
+      | evil-loom.internal             | the allowed host as suffix |
+      | attacker.example               | another host altogether    |
 
   @profile:gateway @req:ADR0122-D6-04
   Scenario: A POST that is not JSON is refused, so a cross-site form cannot be a request

@@ -210,6 +210,16 @@ func (s *scenario) registerGateway(sc *godog.ScenarioContext) {
 		s.last = r
 		return err
 	})
+	sc.Step(`^someone asks for a preflight of the turns route from the origin "([^"]*)"$`, func(origin string) error {
+		p, _, err := s.convPath("")
+		if err != nil {
+			return err
+		}
+		r, err := s.cl.do(s.ctx, "", http.MethodOptions, p+"/turns", nil, reqOpts{headers: map[string]string{
+			"Origin": origin, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization, content-type"}})
+		s.last = r
+		return err
+	})
 	sc.Step(`^the answer carries no CORS headers$`, func() error {
 		for k := range s.last.header {
 			if strings.HasPrefix(strings.ToLower(k), "access-control-") {
