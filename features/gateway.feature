@@ -171,6 +171,128 @@ Feature: The HTTP gateway fails closed and says nothing a caller was not entitle
     When alice sends a body of 70 KiB
     Then the answer is 413 with error "payload too large"
 
+  @profile:gateway @req:ADR0122-D6-06
+  Scenario Outline: A body of exactly 64 KiB is taken and one byte more is refused, by default
+    Given alice has started a conversation
+    When alice sends a turn in a body of exactly 65536 bytes, <length> Content-Length
+    Then the answer is 202
+    When alice sends a turn in a body of exactly 65537 bytes, <length> Content-Length
+    Then the answer is 413 with error "payload too large"
+    And turn 1 is answered "re: sized"
+    And the history has 2 records
+
+    Examples:
+      | length    |
+      | with its  |
+      | without a |
+
+  @profile:gateway @req:ADR0122-D6-06 @configures
+  Scenario Outline: A body of exactly maxBodyBytes is taken and one byte more is refused
+    Given the setting "gateway.maxBodyBytes" is 256
+    And alice has started a conversation
+    When alice sends a turn in a body of exactly 256 bytes, <length> Content-Length
+    Then the answer is 202
+    When alice sends a turn in a body of exactly 257 bytes, <length> Content-Length
+    Then the answer is 413 with error "payload too large"
+    And turn 1 is answered "re: sized"
+    And the history has 2 records
+
+    Examples:
+      | length    |
+      | with its  |
+      | without a |
+
+  @profile:gateway @req:ADR0122-D6-06 @configures
+  Scenario Outline: Exactly maxStreams streams are open at once, and the next is refused
+    Given the setting "gateway.maxStreams" is <limit>
+    And the setting "gateway.maxStreamsPerPrincipal" is 10
+    And alice has started a conversation "A"
+    When alice opens <limit> event streams of conversation "A"
+    And alice tries to open another event stream of conversation "A"
+    Then the stream is refused with 429
+
+    Examples:
+      | limit |
+      | 1     |
+      | 3     |
+
+  @profile:gateway @req:ADR0122-D6-06 @configures
+  Scenario Outline: Exactly maxStreamsPerPrincipal streams are open per principal, and others still get theirs
+    Given the setting "gateway.maxStreamsPerPrincipal" is <limit>
+    And alice has started a conversation "A"
+    And bob has started a conversation "B"
+    When alice opens <limit> event streams of conversation "A"
+    And alice tries to open another event stream of conversation "A"
+    Then the stream is refused with 429
+    When bob opens the event stream of conversation "B"
+
+    Examples:
+      | limit |
+      | 1     |
+      | 3     |
+
+  @profile:gateway @req:ADR0122-D6-06 @configures
+  Scenario Outline: The per-principal stream limit counts every token of a principal, and nobody else's
+    Given the setting "gateway.maxStreamsPerPrincipal" is 1
+    And alice has started a conversation "A"
+    And <principal> has started a conversation "P"
+    When alice opens the event stream of conversation "A"
+    And <principal> tries to open the event stream of conversation "P"
+    Then the answer is <answer>
+
+    Examples:
+      | principal              | answer                              |
+      | alice's other token    | 429 with error "too many requests"  |
+      | alice at evil          | 200                                 |
+      | alice without a tenant | 200                                 |
+      | alice for bob          | 200                                 |
+
+  @profile:gateway @req:ADR0122-D6-06 @configures
+  Scenario Outline: Exactly maxSubscribers live subscribers per conversation, and other conversations still get theirs
+    Given the setting "gateway.maxSubscribers" is <limit>
+    And alice has started a conversation "A"
+    And alice has started a conversation "B"
+    When alice opens <limit> event streams of conversation "A"
+    And alice tries to open another event stream of conversation "A"
+    Then the stream is refused with 429
+    When alice opens the event stream of conversation "B"
+
+    Examples:
+      | limit |
+      | 1     |
+      | 3     |
+
+  @profile:gateway @req:ADR0122-D6-06 @configures
+  Scenario Outline: Exactly postsPerMinute POSTs are taken in a minute, and the next is refused
+    Starting the conversation is the first POST.
+
+    Given the setting "gateway.postsPerMinute" is <limit>
+    And alice has started a conversation
+    When alice sends <more> messages, each accepted
+    And alice tries to send "one too many"
+    Then the answer is 429 with error "too many requests"
+    And the answer says when to retry
+
+    Examples:
+      | limit | more |
+      | 2     | 1    |
+      | 5     | 4    |
+
+  @profile:gateway @req:ADR0122-D6-06 @configures
+  Scenario Outline: The POST rate counts every token of a principal, and nobody else's
+    Given the setting "gateway.postsPerMinute" is 2
+    And alice has started a conversation
+    And alice sends "one"
+    When <principal> starts a conversation with id "theirs"
+    Then the answer is <answer>
+
+    Examples:
+      | principal              | answer                             |
+      | alice's other token    | 429 with error "too many requests" |
+      | alice at evil          | 201                                |
+      | alice without a tenant | 201                                |
+      | alice for bob          | 201                                |
+
   @profile:gateway @req:ADR0122-D6-06 @configures
   Scenario: A stream lives only so long, then asks the client to reconnect
     Given the setting "gateway.streamLifetimeMs" is 300
