@@ -339,6 +339,30 @@ Feature: The HTTP gateway fails closed and says nothing a caller was not entitle
     And alice's token now speaks for bob
     Then alice's stream ends
 
+  @profile:gateway @req:ADR0122-D6-07 @configures
+  Scenario Outline: A token that now speaks for an identity differing in one field alone ends an open stream
+    Given the setting "gateway.reauthMs" is 100
+    And alice has started a conversation
+    When alice opens the event stream
+    And alice's token now speaks for <principal>
+    Then alice's stream ends
+
+    Examples:
+      | principal              |
+      | alice at evil          |
+      | alice without a tenant |
+      | alice for bob          |
+
+  @profile:gateway @req:ADR0122-D6-07 @configures
+  Scenario: A token that still speaks for the same identity keeps its stream
+    Given the setting "gateway.reauthMs" is 100
+    And alice has started a conversation
+    When alice opens the event stream
+    And alice's token now speaks for alice's other token
+    And 5 re-authorization periods pass
+    And alice sends "still here"
+    Then alice's stream delivers the reply of turn 1 with the text "re: still here"
+
   @profile:gateway @req:ADR0122-D6-08
   Scenario: A 500 is a fixed body with an error id; the real error goes to the error hook
     Given the identity service fails for alice's token, saying "ldap at 10.9.8.7 refused bind as cn=admin"

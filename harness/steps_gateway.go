@@ -366,7 +366,22 @@ func (s *scenario) registerGateway(sc *godog.ScenarioContext) {
 		s.world.Identity().Revoke(tokenOf(who))
 		return nil
 	})
-	sc.Step(`^(\w[\w' ]*?)'s token now speaks for (\w+)$`, func(who, other string) error {
+	sc.Step(`^(\d+) re-authorization periods pass$`, func(n int) error {
+		ms := s.cfg.Gateway.ReauthMs
+		if ms <= 0 {
+			return harnessErr("this step needs the setting gateway.reauthMs")
+		}
+		select {
+		case <-time.After(time.Duration(int64(n)*ms) * time.Millisecond):
+			return nil
+		case <-s.ctx.Done():
+			return harnessErr("the run was stopped")
+		}
+	})
+	sc.Step(`^(\w[\w' ]*?)'s token now speaks for (\w[\w' ]*?)$`, func(who, other string) error {
+		if _, ok := principals[other]; !ok {
+			return harnessErr("unknown principal %q", other)
+		}
 		if err := s.world.Identity().Add(tokenOf(who), principals[other]); err != nil {
 			return harnessErr("identity: %v", err)
 		}
