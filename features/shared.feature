@@ -74,6 +74,82 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     Then dave gets the same 404 as for a missing conversation on every route
     And the participants are alice, bob, each change recorded with who made it
 
+  @profile:shared @req:ADR0122-D10-01 @req:ADR0122-D8-02 @configures
+  Scenario Outline: An identity that differs from a participant's in one field alone is not a participant
+    Given alice has started a shared conversation with bob
+    And bob has had 1 turn answered
+    Then <principal> gets the same 404 as for a missing conversation on every route
+    And the history has 2 records
+
+    Examples:
+      | principal            |
+      | bob at evil          |
+      | bob without a tenant |
+      | bob for carol        |
+
+  @profile:shared @req:ADR0122-D10-01 @req:ADR0122-D8-02 @configures
+  Scenario: Another token that speaks for a participant's very identity is that participant
+    Given alice has started a shared conversation with bob
+    And bob has had 1 turn answered
+    Then bob's other token is answered on every route exactly as bob is
+    When bob's other token sends "from my phone"
+    Then alice sees turn 2 answered "re: from my phone"
+
+  @profile:shared @req:ADR0122-D10-01 @req:ADR0122-D8-02 @configures
+  Scenario Outline: A participant who differs from the owner in one field alone cannot manage participants
+    Given alice has started a shared conversation with <principal> and bob
+    When <principal> adds dave to the participants
+    Then the answer is 404 with error "not found"
+    When <principal> removes bob from the participants
+    Then the answer is 404 with error "not found"
+    And dave gets the same 404 as for a missing conversation on every route
+    And the participants are alice, <principal>, bob, each change recorded with who made it
+
+    Examples:
+      | principal              |
+      | alice at evil          |
+      | alice without a tenant |
+      | alice for bob          |
+
+  @profile:shared @req:ADR0122-D10-01 @req:ADR0122-D8-02 @configures
+  Scenario Outline: A participant who differs from the owner in one field alone can be removed; the owner cannot
+    Given alice has started a shared conversation with <principal> and bob
+    When alice removes <principal> from the participants
+    Then the answer is 200
+    And <principal> gets the same 404 as for a missing conversation on every route
+    When alice removes alice's other token from the participants
+    Then the answer is 409 with error "conflict"
+    And the participants are alice, bob, each change recorded with who made it
+
+    Examples:
+      | principal              |
+      | alice at evil          |
+      | alice without a tenant |
+      | alice for bob          |
+
+  @profile:shared @req:ADR0122-D10-01 @req:ADR0122-D8-02 @configures
+  Scenario Outline: Identities that differ in one field alone are distinct participants
+    Given alice has started a shared conversation with bob and <principal>
+    And the participants are alice, bob, <principal>, each change recorded with who made it
+    When alice adds <other> to the participants
+    Then the answer is 200
+    And <other> can read the conversation
+    And the participants are alice, bob, <principal>, <other>, each change recorded with who made it
+
+    Examples:
+      | principal            | other                |
+      | bob at evil          | bob without a tenant |
+      | bob without a tenant | bob at evil          |
+      | bob for carol        | bob at evil          |
+
+  @profile:shared @req:ADR0122-D10-01 @configures
+  Scenario: The owner's other token manages participants as the owner
+    Given alice has started a shared conversation with bob
+    When alice's other token adds dave to the participants
+    Then the answer is 200
+    And dave can read the conversation
+    And the participants are alice, bob, dave, each change recorded with who made it
+
   @profile:shared @req:ADR0122-D10-01 @configures
   Scenario: A conversation has at most maxParticipants participants
     Given the setting "shared.maxParticipants" is 3

@@ -123,6 +123,10 @@ type scenario struct {
 	lastPage     []entry
 	lastPageDone bool
 
+	// partChanges are the participant changes this scenario made and the system accepted,
+	// oldest first: op, then the wire identities of whom and by whom.
+	partChanges []partChange
+
 	mu       sync.Mutex
 	streams  []*stream
 	asyncErr error
