@@ -74,7 +74,7 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     Then dave gets the same 404 as for a missing conversation on every route
     And the participants are alice, bob, each change recorded with who made it
 
-  @profile:shared @req:ADR0122-D10-01 @req:ADR0122-D8-02 @configures
+  @profile:shared @req:ADR0122-D10-01 @configures
   Scenario Outline: An identity that differs from a participant's in one field alone is not a participant
     Given alice has started a shared conversation with bob
     And bob has had 1 turn answered
@@ -87,7 +87,7 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
       | bob without a tenant |
       | bob for carol        |
 
-  @profile:shared @req:ADR0122-D10-01 @req:ADR0122-D8-02 @configures
+  @profile:shared @req:ADR0122-D10-01 @configures
   Scenario: Another token that speaks for a participant's very identity is that participant
     Given alice has started a shared conversation with bob
     And bob has had 1 turn answered
@@ -95,7 +95,7 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     When bob's other token sends "from my phone"
     Then alice sees turn 2 answered "re: from my phone"
 
-  @profile:shared @req:ADR0122-D10-01 @req:ADR0122-D8-02 @configures
+  @profile:shared @req:ADR0122-D10-01 @configures
   Scenario Outline: A participant who differs from the owner in one field alone cannot manage participants
     Given alice has started a shared conversation with <principal> and bob
     When <principal> adds dave to the participants
@@ -111,7 +111,7 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
       | alice without a tenant |
       | alice for bob          |
 
-  @profile:shared @req:ADR0122-D10-01 @req:ADR0122-D8-02 @configures
+  @profile:shared @req:ADR0122-D10-01 @configures
   Scenario Outline: A participant who differs from the owner in one field alone can be removed; the owner cannot
     Given alice has started a shared conversation with <principal> and bob
     When alice removes <principal> from the participants
@@ -127,7 +127,7 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
       | alice without a tenant |
       | alice for bob          |
 
-  @profile:shared @req:ADR0122-D10-01 @req:ADR0122-D8-02 @configures
+  @profile:shared @req:ADR0122-D10-01 @configures
   Scenario Outline: Identities that differ in one field alone are distinct participants
     Given alice has started a shared conversation with bob and <principal>
     And the participants are alice, bob, <principal>, each change recorded with who made it
