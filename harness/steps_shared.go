@@ -25,6 +25,21 @@ func identityJSON(name string) map[string]string {
 	return identityMap(p.Tenant, p.Actor, p.OnBehalfOf)
 }
 
+// memberCount reads "98 members": that many fresh participants with no token of their own.
+func memberCount(list string) (int, bool) {
+	var n int
+	if _, err := fmt.Sscanf(list, "%d members", &n); err != nil || fmt.Sprintf("%d members", n) != list {
+		return 0, false
+	}
+	return n, true
+}
+
+// newMember is the wire identity of a fresh participant the scenario has no token for.
+func (s *scenario) newMember() map[string]string {
+	s.msgSeq++
+	return identityMap("acme", fmt.Sprintf("member-%d", s.msgSeq), "")
+}
+
 // partChange is one recorded participant change on the wire.
 type partChange struct {
 	Op       string            `json:"op"`
@@ -103,6 +118,12 @@ func (s *scenario) registerShared(sc *godog.ScenarioContext) {
 	})
 	sc.Step(`^(\w[\w' ]*?) has started a shared conversation with (.+)$`, func(who, list string) error {
 		var ps []map[string]string
+		if n, ok := memberCount(list); ok {
+			for range n {
+				ps = append(ps, s.newMember())
+			}
+			return s.mustStart(who, "", map[string]any{"mode": "shared", "participants": ps})
+		}
 		for _, n := range names(list) {
 			if _, ok := principals[n]; !ok {
 				return harnessErr("unknown participant %q", n)
@@ -164,17 +185,53 @@ func (s *scenario) registerShared(sc *godog.ScenarioContext) {
 		if err != nil {
 			return err
 		}
-		if _, ok := principals[other]; !ok {
+		var ident map[string]string
+		switch _, ok := principals[other]; {
+		case ok:
+			ident = identityJSON(other)
+		case other == "a new member" && op == "adds":
+			ident = s.newMember()
+		default:
 			return harnessErr("unknown principal %q", other)
 		}
 		wire := map[string]string{"adds": "add", "removes": "remove"}[op]
-		body := map[string]any{"op": wire, "identity": identityJSON(other)}
+		body := map[string]any{"op": wire, "identity": ident}
 		r, err := s.cl.do(s.ctx, who, http.MethodPost, p+"/participants", body, reqOpts{})
 		s.last = r
 		if err == nil && r.status == http.StatusOK {
-			s.partChanges = append(s.partChanges, partChange{Op: wire, Identity: identityJSON(other), By: identityJSON(who)})
+			s.partChanges = append(s.partChanges, partChange{Op: wire, Identity: ident, By: identityJSON(who)})
 		}
 		return err
+	})
+	sc.Step(`^the conversation has (\d+) participants$`, func(n int) error {
+		p, c, err := s.convPath("")
+		if err != nil {
+			return err
+		}
+		r, err := s.cl.do(s.ctx, c.owner, http.MethodGet, p+"/participants", nil, reqOpts{})
+		if err != nil {
+			return err
+		}
+		var pl struct {
+			Participants []map[string]string `json:"participants"`
+		}
+		if err := r.json(&pl); err != nil {
+			return err
+		}
+		if len(pl.Participants) != n {
+			return fail(r.op, fmt.Sprintf("%d participants", len(pl.Participants)), fmt.Sprintf("%d, the owner included", n))
+		}
+		return nil
+	})
+	sc.Step(`^(\w[\w' ]*?) sees turn (\d+) interrupted$`, func(viewer string, turn int64) error {
+		e, err := s.viewReply(viewer, turn)
+		if err != nil {
+			return err
+		}
+		if e.Status != "interrupted" {
+			return fail(fmt.Sprintf("the reply to turn %d as %s sees it", turn, viewer), e.String(), "interrupted by the asker's follow-up")
+		}
+		return nil
 	})
 	sc.Step(`^(\w[\w' ]*?) can read the conversation$`, func(who string) error {
 		p, _, err := s.convPath("")
