@@ -32,17 +32,25 @@ Feature: The HTTP gateway fails closed and says nothing a caller was not entitle
       | no credential                 |
       | an unknown bearer token       |
       | her token as a query parameter |
+      | her token in a session cookie  |
 
   @profile:gateway @req:ADR0122-D6-03 @configures
-  Scenario: A stranger probing a busy conversation gets the 404, never a 429
+  Scenario Outline: A stranger probing a busy conversation gets the 404, never a 429
     Given the setting "gateway.maxStreams" is 1
     And the setting "gateway.postsPerMinute" is 1
     And alice has started a conversation
     And alice opens the event stream
-    When mallory opens the event stream of alice's conversation
+    When <stranger> opens the event stream of alice's conversation
     Then the answer is 404 with error "not found"
-    When mallory sends "let me in" to alice's conversation twice
+    When <stranger> sends "let me in" to alice's conversation twice
     Then both answers are 404 with error "not found"
+
+    Examples:
+      | stranger               |
+      | mallory                |
+      | alice at evil          |
+      | alice without a tenant |
+      | alice for bob          |
 
   @profile:gateway @req:ADR0122-D6-04 @configures
   Scenario: A request from an origin that is not allowed is refused before anything runs
