@@ -175,6 +175,14 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     And the conversation has 100 participants
 
   @profile:shared @req:ADR0122-D10-01 @configures
+  Scenario: A conversation starts with exactly maxParticipants participants at most, by default 100
+    When alice starts a shared conversation with 100 members
+    Then the answer is 400 with error "bad request"
+    When alice starts a shared conversation with 99 members
+    Then the answer is 201
+    And the conversation has 100 participants
+
+  @profile:shared @req:ADR0122-D10-01 @configures
   Scenario: A conversation has exactly maxParticipants participants at most, as configured
     Given the setting "shared.maxParticipants" is 4
     And alice has started a shared conversation with 2 members
@@ -219,6 +227,40 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     Then the service gets the same 404 as for a missing conversation on the conversation routes
     And alice cannot read the log of alice's conversation
     And bob cannot read the log of alice's conversation
+
+  @profile:shared @req:ADR0122-D10-04 @configures
+  Scenario Outline: Only the service principal's very identity is barred, whatever token carries it
+    When <principal> starts a conversation in shared mode
+    Then the answer is <as owner>
+    When alice starts a shared conversation with <principal>
+    Then the answer is <as participant>
+
+    Examples:
+      | principal                    | as owner                     | as participant               |
+      | the service's other token    | 400 with error "bad request" | 400 with error "bad request" |
+      | the service at evil          | 201                          | 201                          |
+      | the service without a tenant | 201                          | 201                          |
+      | the service for alice        | 201                          | 201                          |
+
+  @profile:shared @req:ADR0122-D10-04 @configures
+  Scenario: Another token of the service principal is no viewer either
+    Given alice has started a shared conversation with bob
+    And alice has had 1 turn answered
+    Then the service's other token gets the same 404 as for a missing conversation on the conversation routes
+
+  @profile:shared @req:ADR0122-D10-07 @configures
+  Scenario Outline: Only the very delegation the host maps may ask
+    Given the setting "shared.narrowed" is ["acme/assistant~alice"]
+    And alice has started a shared conversation with alice's delegate and <delegate>
+    When <delegate> tries to send "do it"
+    Then the answer is 403 with error "delegation refused"
+    When alice's delegate sends "do it for alice"
+    Then alice sees turn 1 answered "re: do it for alice"
+
+    Examples:
+      | delegate                        |
+      | the assistant for bob           |
+      | the assistant at evil for alice |
 
   @profile:shared @req:ADR0122-D10-05 @configures
   Scenario: Each turn runs as its asker, under an unguessable id shown to the asker alone

@@ -132,11 +132,24 @@ func (s *scenario) registerShared(sc *godog.ScenarioContext) {
 		}
 		return s.mustStart(who, "", map[string]any{"mode": "shared", "participants": ps})
 	})
-	sc.Step(`^(\w[\w' ]*?) starts a shared conversation with (the service)$`, func(who, other string) error {
-		_, err := s.start(who, "", map[string]any{"mode": "shared", "participants": []map[string]string{identityJSON(other)}})
+	sc.Step(`^(\w[\w' ]*?) starts a shared conversation with (.+)$`, func(who, list string) error {
+		var ps []map[string]string
+		if n, ok := memberCount(list); ok {
+			for range n {
+				ps = append(ps, s.newMember())
+			}
+		} else {
+			for _, n := range names(list) {
+				if _, ok := principals[n]; !ok {
+					return harnessErr("unknown participant %q", n)
+				}
+				ps = append(ps, identityJSON(n))
+			}
+		}
+		_, err := s.start(who, "", map[string]any{"mode": "shared", "participants": ps})
 		return err
 	})
-	sc.Step(`^(the service) starts a conversation in shared mode$`, func(who string) error {
+	sc.Step(`^(the service(?:'s other token| at evil| without a tenant| for alice)?) starts a conversation in shared mode$`, func(who string) error {
 		_, err := s.start(who, "", map[string]any{"mode": "shared"})
 		return err
 	})
@@ -294,7 +307,7 @@ func (s *scenario) registerShared(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
-	sc.Step(`^(the service) gets the same 404 as for a missing conversation on the conversation routes$`, func(who string) error {
+	sc.Step(`^(the service(?:'s other token)?) gets the same 404 as for a missing conversation on the conversation routes$`, func(who string) error {
 		keep := s.run.door
 		s.run.door = false
 		defer func() { s.run.door = keep }()
