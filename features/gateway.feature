@@ -306,7 +306,7 @@ Feature: The HTTP gateway fails closed and says nothing a caller was not entitle
     Given the setting "gateway.streamLifetimeMs" is 300
     And alice has started a conversation
     When alice opens the event stream
-    Then alice's stream ends with a "reconnect" event
+    Then alice's stream ends with a "reconnect" event saying "lifetime", no sooner than its lifetime
 
   @profile:gateway @req:ADR0122-D6-06 @configures
   Scenario: POSTs are rate limited per principal

@@ -352,6 +352,35 @@ func (s *scenario) registerGateway(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
+	sc.Step(`^(\w[\w' ]*?)'s stream ends with a "reconnect" event saying "([\w-]+)", no sooner than its lifetime$`, func(who, reason string) error {
+		st, err := s.streamOf(who, "")
+		if err != nil {
+			return err
+		}
+		life := time.Duration(s.cfg.Gateway.StreamLifetimeMs) * time.Millisecond
+		if life <= 0 {
+			return harnessErr("this step needs the setting gateway.streamLifetimeMs")
+		}
+		ctx, cancel := s.wait()
+		defer cancel()
+		evs, err := st.waitFor(ctx, "the end of the stream", func(_ []sseEvent, ended bool) bool { return ended })
+		if err != nil {
+			return err
+		}
+		var d struct {
+			Reason string `json:"reason"`
+		}
+		if len(evs) == 0 || evs[len(evs)-1].Event != "reconnect" || json.Unmarshal([]byte(evs[len(evs)-1].Data), &d) != nil || d.Reason != reason {
+			return fail(st.op, fmt.Sprintf("the stream ended after %s", summarize(evs)), fmt.Sprintf("a final reconnect event saying %q", reason))
+		}
+		st.mu.Lock()
+		lived := st.endedAt.Sub(st.start)
+		st.mu.Unlock()
+		if lived < life {
+			return fail(st.op, fmt.Sprintf("the stream ended after %s", lived.Round(time.Millisecond)), fmt.Sprintf("no sooner than its lifetime, %s", life))
+		}
+		return nil
+	})
 	sc.Step(`^(\w[\w' ]*?) tries to send "((?:[^"\\]|\\.)*)"$`, func(who, text string) error {
 		_, err := s.send(who, unescape(text), s.nextMessageID(), nil)
 		return err
