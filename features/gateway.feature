@@ -125,6 +125,17 @@ Feature: The HTTP gateway fails closed and says nothing a caller was not entitle
       | evil-loom.internal             | the allowed host as suffix |
       | attacker.example               | another host altogether    |
 
+  @profile:gateway @req:ADR0122-D6-04 @configures
+  Scenario Outline: A Host naming an allowed host name is answered, whatever its port or case
+    Given the setting "gateway.allowedHosts" is ["loom.internal"]
+    When alice starts a conversation with the Host "<host>"
+    Then the answer is 201
+
+    Examples:
+      | host               |
+      | loom.internal:8443 |
+      | LOOM.Internal      |
+
   @profile:gateway @req:ADR0122-D6-04
   Scenario: A POST that is not JSON is refused, so a cross-site form cannot be a request
     Given alice has started a conversation

@@ -53,6 +53,34 @@ Feature: Live deltas are transient, attributed and caught up
       | partial | 1    |           |          | Let me check    |
       | message | 1    | assistant | complete | Let me check    |
 
+  @profile:gateway @req:ADR0122-D7-01
+  Scenario: A stream that stays open sees the live text of every turn, whoever else comes and goes
+    Given alice has started a conversation
+    And the model streams "first " "words" and waits
+    When alice opens the event stream
+    And alice sends "one"
+    Then alice's stream shows "first words"
+    When alice's other token opens the event stream
+    And alice's other token closes her stream
+    And the model is released
+    Then turn 1 is answered "first words"
+    Given the model streams "second " "words" and waits
+    When alice sends "two"
+    Then alice's stream shows "first wordssecond words"
+    When the model is released
+    Then turn 2 is answered "second words"
+    And alice's stream got exactly these events:
+      | event   | turn | role      | status   | text         |
+      | status  |      |           |          |              |
+      | message | 1    | user      | accepted | one          |
+      | delta   | 1    |           |          | "first "     |
+      | delta   | 1    |           |          | words        |
+      | message | 1    | assistant | complete | first words  |
+      | message | 2    | user      | accepted | two          |
+      | delta   | 2    |           |          | "second "    |
+      | delta   | 2    |           |          | words        |
+      | message | 2    | assistant | complete | second words |
+
   @profile:gateway @req:ADR0122-D7-03
   Scenario: Deltas are never journaled and never replayed
     Given alice has started a conversation
