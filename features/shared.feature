@@ -150,6 +150,19 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     And dave can read the conversation
     And the participants are alice, bob, dave, each change recorded with who made it
 
+  @profile:shared @req:ADR0122-D10-01 @req:ADR0122-D10-04 @configures
+  Scenario Outline: A participant change naming no valid identity, or no known operation, is refused and changes nothing
+    Given alice has started a shared conversation with bob
+    When alice changes the participants with <body>
+    Then the answer is 400 with error "bad request"
+    And the participants are alice, bob, each change recorded with who made it
+
+    Examples:
+      | body                                                                    |
+      | {"op": "add", "identity": {"tenant": "acme", "actor": "loom-service"}} |
+      | {"op": "add", "identity": {"tenant": "acme", "actor": ""}}             |
+      | {"op": "promote", "identity": {"tenant": "acme", "actor": "dave"}}     |
+
   @profile:shared @req:ADR0122-D10-01 @configures
   Scenario: A conversation has at most maxParticipants participants
     Given the setting "shared.maxParticipants" is 3

@@ -132,4 +132,32 @@ func (s *scenario) sameAsOwner(who, owner string) error {
 func (s *scenario) registerAccess(sc *godog.ScenarioContext) {
 	sc.Step(`^(\w[\w' ]*?) gets the same 404 as for a missing conversation on every route$`, s.sameNotFound)
 	sc.Step(`^(\w[\w' ]*?) is answered on every route exactly as (\w+) is$`, s.sameAsOwner)
+	sc.Step(`^(\w[\w' ]*?) starts a turn execution "([^"]*)" through the runtime door, its input claiming to be (?:her|his) own conversation$`, func(who, id string) error {
+		if err := s.sut(); err != nil {
+			return err
+		}
+		if s.run.remoteCfg != nil {
+			id += "-" + s.run.runID
+		}
+		input := map[string]any{"v": 1, "owner": identityJSON(who), "mode": "owner"}
+		r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{})
+		s.last = r
+		if err != nil {
+			return err
+		}
+		if r.status != http.StatusCreated {
+			return &HarnessError{Err: fmt.Errorf("%w: the system lets nobody start a turn execution through the runtime door (%d)", ErrNotApplicable, r.status)}
+		}
+		c := &conv{name: id, id: id, owner: who}
+		s.convs[id] = c
+		s.current = c
+		return nil
+	})
+	sc.Step(`^(\w[\w' ]*?) gets the same 404 as for a missing conversation on the conversation routes of it$`, func(who string) error {
+		keep := s.run.door
+		s.run.door = false
+		defer func() { s.run.door = keep }()
+		return s.sameNotFound(who)
+	})
+
 }

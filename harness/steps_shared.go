@@ -216,6 +216,18 @@ func (s *scenario) registerShared(sc *godog.ScenarioContext) {
 		}
 		return err
 	})
+	sc.Step(`^(\w[\w' ]*?) changes the participants with (\{.*\})$`, func(who, raw string) error {
+		p, _, err := s.convPath("")
+		if err != nil {
+			return err
+		}
+		if !json.Valid([]byte(raw)) {
+			return harnessErr("%s is not JSON", raw)
+		}
+		r, err := s.cl.do(s.ctx, who, http.MethodPost, p+"/participants", nil, reqOpts{rawBody: []byte(raw), offSpec: true})
+		s.last = r
+		return err
+	})
 	sc.Step(`^the conversation has (\d+) participants$`, func(n int) error {
 		p, c, err := s.convPath("")
 		if err != nil {
