@@ -322,21 +322,6 @@ Feature: The HTTP gateway fails closed and says nothing a caller was not entitle
       | alice without a tenant | 201                                |
       | alice for bob          | 201                                |
 
-  @profile:gateway @req:ADR0122-D6-01
-  Scenario Outline: A history page holds 1 to 500 records; a limit outside is refused
-    Given alice has started a conversation
-    And alice has had 1 turn answered
-    When alice reads a page of the history with limit <limit>
-    Then <answer>
-
-    Examples:
-      | limit | answer                                        |
-      | 0     | the answer is 400 with error "bad request"    |
-      | 1     | the page holds 1 record                       |
-      | 2     | the page holds 2 records                      |
-      | 500   | the page holds 2 records                      |
-      | 501   | the answer is 400 with error "bad request"    |
-
   @profile:gateway @req:ADR0122-D6-06 @configures
   Scenario: A stream lives only so long, then asks the client to reconnect
     Given the setting "gateway.streamLifetimeMs" is 300
