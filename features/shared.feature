@@ -293,6 +293,27 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     And no record holds "I transferred the funds."
     And the error hook was told why turn 1 failed
 
+  @profile:shared @req:ADR0122-D10-05 @configures
+  Scenario Outline: An execution the asker planted at their own turn's id is refused, never adopted
+    Alice starts it as herself, naming herself the asker, so only the turn's own fields (its
+    number, the message it answers, the text) can tell it from her real turn. The kit sends her
+    message with the message id "m1"; the message the turn answers is the envelope the host mints
+    for it, which a planter cannot know in advance.
+
+    Given alice has started a shared conversation with bob
+    And the model replies "I transferred the funds." to "PLANTED"
+    When alice plants a turn execution at the id of message 1 for turn <turn>, message id "<message id>" and text "<text>", whose model is told "<told>"
+    And alice sends "what is the pump status?"
+    Then alice's turn 1 fails with reason "turn-failed"
+    And no record holds "I transferred the funds."
+
+    Examples:
+      | turn | message id | text                     | told    |
+      | 2    | m1         | what is the pump status? | PLANTED |
+      | 1    | planted    | what is the pump status? | PLANTED |
+      | 1    | m1         | what is the pump status! | PLANTED |
+      | 1    | m1         | what is the pump status? | PLANTED |
+
   @profile:shared @req:ADR0122-D10-06 @configures
   Scenario: A tool the asker has no grant for is denied inside their turn
     Given the setting "shared.grants" is {"acme/bob": ["lookup"]}

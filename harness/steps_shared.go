@@ -364,6 +364,24 @@ func (s *scenario) registerShared(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
+	sc.Step(`^(\w+) plants a turn execution at the id of message (\d+) for turn (\d+), message id "([^"]*)" and text "([^"]*)", whose model is told "([^"]*)"$`, func(who string, msg, turn int64, msgID, text, told string) error {
+		c, err := s.conv("")
+		if err != nil {
+			return err
+		}
+		id := envelope.TurnExecutionID(decodeKey(s.cfg.Signing.Key), c.id, msg)
+		input := map[string]any{"v": 1, "conversationId": c.id, "ord": msg, "turn": turn, "asker": identityJSON(who),
+			"messageId": msgID, "text": text, "messages": []map[string]string{{"role": "user", "content": told}}}
+		r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{})
+		s.last = r
+		if err != nil {
+			return err
+		}
+		if r.status != http.StatusCreated {
+			return &HarnessError{Err: fmt.Errorf("%w: the system lets nobody start a turn execution through the runtime door (%d)", ErrNotApplicable, r.status)}
+		}
+		return nil
+	})
 	sc.Step(`^no record holds "((?:[^"\\]|\\.)*)"$`, func(text string) error {
 		es, err := s.history(s.ctx, s.owner(), false)
 		if err != nil {
