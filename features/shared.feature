@@ -356,6 +356,23 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     When carol reconnects from the first record
     Then carol's stream shows the reply to turn 1 only as a restricted placeholder
 
+  @profile:shared @req:ADR0122-D10-11 @configures
+  Scenario: A participant removed while their stream is open is delivered nothing written after, even before re-authorization
+    Given alice has started a shared conversation with bob
+    When alice sends "before"
+    Then alice sees turn 1 answered "re: before"
+    When bob opens the event stream
+    And alice opens the event stream
+    Then bob's stream delivers the reply of turn 1 with the text "re: before"
+    When alice removes bob from the participants
+    And alice sends "after the removal"
+    Then alice's stream delivers the reply of turn 2 with the text "re: after the removal"
+    And bob's stream got exactly these events:
+      | event   | turn | role      | status   | text       |
+      | status  |      |           |          |            |
+      | message | 1    | user      | accepted | before     |
+      | message | 1    | assistant | complete | re: before |
+
   @profile:shared @req:ADR0122-D10-12 @configures
   Scenario: A running turn's live text goes to its asker alone
     Given alice has started a shared conversation with bob

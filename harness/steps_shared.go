@@ -444,6 +444,13 @@ func (s *scenario) registerShared(sc *godog.ScenarioContext) {
 			}
 			var e entry
 			if ev.Event == "message" && json.Unmarshal([]byte(ev.Data), &e) == nil && e.Role == "assistant" && e.Turn == turn {
+				var m map[string]json.RawMessage
+				_ = json.Unmarshal([]byte(ev.Data), &m)
+				for k := range m {
+					if !slices.Contains([]string{"turn", "role", "status", "cursor", "ord", "time", "asker"}, k) {
+						return fail(st.op, ev.Data, "a restricted placeholder holding only turn, role, status, cursor, ord, time and asker")
+					}
+				}
 				if e.Status != "restricted" || e.Text != nil || len(e.Classes) > 0 || e.TurnExecutionID != "" {
 					return fail(st.op, ev.Data, "a restricted placeholder")
 				}
