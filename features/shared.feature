@@ -447,6 +447,21 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
       | bob without a tenant | the reply to turn 1 as restricted                            |
       | bob for carol        | the reply to turn 1 as restricted                            |
 
+  @profile:shared @req:ADR0122-D10-09 @configures
+  Scenario Outline: The host is asked about the viewer's whole identity
+    Given alice has started a shared conversation with bob and <principal>
+    And the model calls "logs" with {}
+    When bob sends "read the logs"
+    Then alice sees turn 1 answered "re: read the logs"
+    When <principal> reads the whole history
+    Then the clearance service was asked about <principal>'s whole identity
+
+    Examples:
+      | principal            |
+      | bob at evil          |
+      | bob without a tenant |
+      | bob for carol        |
+
   @profile:shared @req:ADR0122-D10-14 @configures
   Scenario: The rolling summary is built only from unrestricted turns
     Given the setting "conversation.maxWindowTurns" is 1

@@ -228,6 +228,25 @@ func (s *scenario) registerShared(sc *godog.ScenarioContext) {
 		s.last = r
 		return err
 	})
+	sc.Step(`^(\w[\w' ]*?) reads the whole history$`, func(who string) error {
+		_, err := s.history(s.ctx, who, false)
+		return err
+	})
+	sc.Step(`^the clearance service was asked about (\w[\w' ]*?)'s whole identity$`, func(who string) error {
+		p, ok := principals[who]
+		if !ok {
+			return harnessErr("unknown principal %q", who)
+		}
+		var asked []string
+		for _, c := range s.world.Clearance().Calls() {
+			v := c.Viewer
+			if v.Tenant == p.Tenant && v.Actor == p.Actor && v.OnBehalfOf == p.OnBehalfOf {
+				return nil
+			}
+			asked = append(asked, identityText(identityMap(v.Tenant, v.Actor, v.OnBehalfOf)))
+		}
+		return fail("the clearance service", fmt.Sprintf("questions about %v", asked), "a question about "+identityText(identityJSON(who))+", tenant, actor and onBehalfOf")
+	})
 	sc.Step(`^the conversation has (\d+) participants$`, func(n int) error {
 		p, c, err := s.convPath("")
 		if err != nil {
