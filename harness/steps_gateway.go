@@ -237,6 +237,31 @@ func (s *scenario) registerGateway(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
+	sc.Step(`^each of (\w[\w' ]*?)'s streams of conversation "([^"]*)" ends right after a "closed" event$`, func(who, name string) error {
+		s.mu.Lock()
+		var sts []*stream
+		for _, k := range sortedKeys(s.named) {
+			if strings.HasPrefix(k, who+"/"+name+"#") {
+				sts = append(sts, s.named[k])
+			}
+		}
+		s.mu.Unlock()
+		if len(sts) == 0 {
+			return harnessErr("%s has no streams of conversation %s", who, name)
+		}
+		ctx, cancel := s.wait()
+		defer cancel()
+		for _, st := range sts {
+			evs, err := st.waitFor(ctx, "the end of the stream after the closed event", func(_ []sseEvent, ended bool) bool { return ended })
+			if err != nil {
+				return err
+			}
+			if len(evs) == 0 || evs[len(evs)-1].Event != "closed" {
+				return fail(st.op, "the stream ended after "+summarize(evs), `a final "closed" event`)
+			}
+		}
+		return nil
+	})
 	sc.Step(`^(\w[\w' ]*?) sends (\d+) messages?, each accepted$`, func(who string, n int) error {
 		for i := range n {
 			if err := s.mustSend(who, fmt.Sprintf("message %d of %d", i+1, n), s.nextMessageID(), nil); err != nil {
