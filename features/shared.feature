@@ -59,6 +59,23 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
       | 6   | 3    | assistant | complete   | carol | re: what happened tonight? |
     And the restricted entries carol sees carry only turn, role, status, cursor, ord, time and asker
     And the request to the model for "what happened tonight?" holds no earlier turns
+    And request 3 to the model holds the messages:
+      | role      | content                                      |
+      | user      | what do the pump logs say?                   |
+      | assistant | The pump logs show a pressure drop at 02:14. |
+      | user      | who was on call?                             |
+    And request 5 to the model holds the messages:
+      | role | content                |
+      | user | what happened tonight? |
+    When bob sends "anything new?"
+    Then alice sees turn 4 answered "re: anything new?"
+    And request 6 to the model holds the messages:
+      | role      | content                                      |
+      | user      | what do the pump logs say?                   |
+      | assistant | The pump logs show a pressure drop at 02:14. |
+      | user      | what happened tonight?                       |
+      | assistant | re: what happened tonight?                   |
+      | user      | anything new?                                |
 
   @profile:shared @req:ADR0122-D10-01 @req:ADR0122-D10-03 @configures
   Scenario: Participants are explicit and managed by the owner
@@ -461,6 +478,41 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
       | bob at evil          |
       | bob without a tenant |
       | bob for carol        |
+
+  @profile:shared @req:ADR0122-D10-13 @configures
+  Scenario Outline: A turn's context holds no restricted turn of an identity that differs from its asker's in one field alone
+    Given the setting "shared.narrowed" is ["acme/bob~carol"]
+    And alice has started a shared conversation with bob and <principal>
+    And the model calls "payroll" with {"team": "night shift"}
+    And the model replies "Three night-shift engineers were on call."
+    When bob sends "who was on call?"
+    Then alice sees turn 1 answered "Three night-shift engineers were on call."
+    When <principal> sends "and now?"
+    Then alice sees turn 2 answered "re: and now?"
+    And request 3 to the model holds the messages:
+      | role | content  |
+      | user | and now? |
+
+    Examples:
+      | principal            |
+      | bob at evil          |
+      | bob without a tenant |
+      | bob for carol        |
+
+  @profile:shared @req:ADR0122-D10-13 @configures
+  Scenario: A turn's context holds its asker's own restricted turns, whichever token asked
+    Given alice has started a shared conversation with bob
+    And the model calls "payroll" with {"team": "night shift"}
+    And the model replies "Three night-shift engineers were on call."
+    When bob sends "who was on call?"
+    Then alice sees turn 1 answered "Three night-shift engineers were on call."
+    When bob's other token sends "and now?"
+    Then alice sees turn 2 answered "re: and now?"
+    And request 3 to the model holds the messages:
+      | role      | content                                   |
+      | user      | who was on call?                          |
+      | assistant | Three night-shift engineers were on call. |
+      | user      | and now?                                  |
 
   @profile:shared @req:ADR0122-D10-14 @configures
   Scenario: The rolling summary is built only from unrestricted turns
