@@ -538,6 +538,34 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     And alice sees the reply to turn 1 classed "memory:acme/bob"
     And carol sees the reply to turn 1 as restricted
 
+  @profile:shared @req:ADR0122-D10-16 @configures
+  Scenario Outline: Memory is per asker: an identity that differs from bob's in one field alone draws on none of his
+    Given the agent has memory
+    And the setting "shared.narrowed" is ["acme/bob~carol"]
+    And bob's memory holds "pump 7 was patched by bob last week"
+    And alice has started a shared conversation with bob and <principal>
+    When <principal> sends "what do I know about pump 7?"
+    Then alice sees turn 1 answered "re: what do I know about pump 7?"
+    And alice sees the reply to turn 1 with no class "memory:acme/bob"
+    And no message of any request to the model holds "pump 7 was patched by bob last week"
+
+    Examples:
+      | principal            |
+      | bob at evil          |
+      | bob without a tenant |
+      | bob for carol        |
+
+  @profile:shared @req:ADR0122-D10-16 @configures
+  Scenario: Memory is per asker: another token of the asker draws on it
+    Given the agent has memory
+    And bob's memory holds "pump 7 was patched by bob last week"
+    And alice has started a shared conversation with bob
+    And the model replies "pump 7 was patched last week, by you"
+    When bob's other token sends "what do I know about pump 7?"
+    Then alice sees turn 1 answered "pump 7 was patched last week, by you"
+    And alice sees the reply to turn 1 classed "memory:acme/bob"
+    And some message of a request to the model holds "pump 7 was patched by bob last week"
+
   @profile:shared @req:ADR0122-D10-17 @configures
   Scenario: A participant's follow-up interrupts only their own running turn
     Given barge-in is on

@@ -488,6 +488,42 @@ func (s *scenario) registerShared(sc *godog.ScenarioContext) {
 		}
 		return err
 	})
+	sc.Step(`^no message of any request to the model holds "((?:[^"\\]|\\.)*)"$`, func(text string) error {
+		want := unescape(text)
+		reqs := s.world.Model().Requests()
+		if len(reqs) == 0 {
+			return fail("the model", "no request", "at least one request to inspect")
+		}
+		for _, req := range reqs {
+			for _, m := range req.Messages {
+				if strings.Contains(m.Content, want) {
+					return fail(fmt.Sprintf("request %d to the model", req.Index+1), fmt.Sprintf("a %s message holding %q", m.Role, want), "no message holding it")
+				}
+			}
+		}
+		return nil
+	})
+	sc.Step(`^some message of a request to the model holds "((?:[^"\\]|\\.)*)"$`, func(text string) error {
+		want := unescape(text)
+		for _, req := range s.world.Model().Requests() {
+			for _, m := range req.Messages {
+				if strings.Contains(m.Content, want) {
+					return nil
+				}
+			}
+		}
+		return fail("the model", fmt.Sprintf("%d requests, none holding %q", len(s.world.Model().Requests()), want), "the asker's memory in the request")
+	})
+	sc.Step(`^(\w[\w' ]*?) sees the reply to turn (\d+) with no class "([^"]*)"$`, func(viewer string, turn int64, class string) error {
+		e, err := s.viewReply(viewer, turn)
+		if err != nil {
+			return err
+		}
+		if slices.Contains(e.Classes, class) {
+			return fail(fmt.Sprintf("the reply to turn %d", turn), fmt.Sprintf("classes %v", e.Classes), fmt.Sprintf("no class %q", class))
+		}
+		return nil
+	})
 	sc.Step(`^the summarizer was never handed the words "((?:[^"\\]|\\.)*)"$`, func(text string) error {
 		for _, r := range s.world.Summarizer().Requests() {
 			for _, m := range r.Messages {
