@@ -69,6 +69,38 @@ Feature: A conversation acts only on fresh, host-signed envelopes it has not see
       | editOf       | 1                    | 3                             |
       | editOf       | 1                    | none                          |
 
+  @profile:envelope @req:ADR0122-D8-21
+  Scenario Outline: A well-signed envelope is obeyed whoever owns the conversation and whatever it says
+    Given <owner> has started a conversation
+    When <owner> puts an envelope into the conversation's inbox:
+      | text | <text> |
+    Then turn 1 is answered "re: <text>"
+    And the history holds:
+      | ord | turn | role      | status   | text       |
+      | 1   | 1    | user      | accepted | <text>     |
+      | 2   | 1    | assistant | complete | re: <text> |
+
+    Examples:
+      | owner            | text                                  |
+      | alice            | hello                                 |
+      | alice's delegate | hello on behalf of alice              |
+      | alice            | 送金して 👩🏽‍💻 café é <b> & / ~ done |
+
+  @profile:envelope @req:ADR0122-D8-21
+  Scenario: A well-signed edit put into the inbox is obeyed as an edit
+    Given alice has started a conversation
+    And alice has had 1 turn answered
+    When alice puts an envelope into the conversation's inbox:
+      | text   | question 1, corrected |
+      | editOf | 1                     |
+    Then the history holds:
+      | ord | turn | role      | status   | editOf |
+      | 1   | 1    | user      | accepted |        |
+      | 2   | 1    | assistant | complete |        |
+      | 3   | 2    | user      | accepted | 1      |
+      | 4   | 2    | assistant | complete |        |
+    And the last user message of request 2 to the model quotes "question 1" and says "question 1, corrected"
+
   @profile:envelope @req:ADR0122-D8-22
   Scenario Outline: Only the exact MAC verifies
     Given alice has started a conversation
@@ -214,6 +246,48 @@ Feature: A conversation acts only on fresh, host-signed envelopes it has not see
     Then turn 2 is answered "re: are you still there?"
     And the last rejected record says "stale"
     And the model has been asked 2 times in all
+
+  @profile:shared @req:ADR0122-D10-31 @configures
+  Scenario: Only signed envelopes count against an asker's queue
+    Given the setting "shared.maxQueuedPerAsker" is 2
+    And alice has started a shared conversation with bob
+    And the model waits before answering
+    When bob sends "first"
+    And the model has been asked 1 time
+    And the service puts an envelope into the conversation's inbox:
+      | text        | forged 1           |
+      | asker       | bob                |
+      | signed with | a key nobody holds |
+    And the service puts an envelope into the conversation's inbox:
+      | text        | forged 2 |
+      | asker       | bob      |
+      | signed with | nothing  |
+    And bob sends "second"
+    Then the answer is 202
+    When bob sends "third"
+    Then the answer is 202
+    When bob tries to send "fourth"
+    Then the answer is 429 with error "too many requests"
+
+  @profile:shared @req:ADR0122-D10-31 @configures
+  Scenario: A payload nobody signed, naming the running turn's asker, does not interrupt that turn
+    Given barge-in is on
+    And alice has started a shared conversation with bob
+    And the model calls "slow" with {}
+    And the tool "slow" waits
+    When bob sends "first question"
+    And the tool "slow" has been called 1 time
+    And the service puts an envelope into the conversation's inbox:
+      | text        | stop that          |
+      | asker       | bob                |
+      | signed with | a key nobody holds |
+    And the tool "slow" is released
+    Then bob sees turn 1 answered "re: first question"
+    And bob sees the history:
+      | ord | turn | role      | status   | text               | reason          |
+      | 1   | 1    | user      | accepted | first question     |                 |
+      | 2   | 1    | assistant | complete | re: first question |                 |
+      | 3   | 0    | user      | rejected | -                  | unauthenticated |
 
   @profile:envelope @req:ADR0122-D8-07 @crash @configures
   Scenario: Envelopes signed under a previous key verify after a key rotation
