@@ -210,7 +210,25 @@ Feature: A conversation acts only on fresh, host-signed envelopes it has not see
     When alice puts the captured envelope into the conversation's inbox again
     And alice sends "are you still there?"
     Then turn 3 is answered "re: are you still there?"
-    And the last rejected record says "stale"
+    And the history holds:
+      | ord | turn | role      | status   | text                     | reason    |
+      | 1   | 1    | user      | accepted | transfer the funds       |           |
+      | 2   | 1    | assistant | complete | re: transfer the funds   |           |
+      | 3   | 0    | user      | rejected | -                        | malformed |
+      | 4   | 0    | user      | rejected | -                        | malformed |
+      | 5   | 0    | user      | rejected | -                        | malformed |
+      | 6   | 0    | user      | rejected | -                        | malformed |
+      | 7   | 0    | user      | rejected | -                        | malformed |
+      | 8   | 0    | user      | rejected | -                        | malformed |
+      | 9   | 0    | user      | rejected | -                        | malformed |
+      | 10  | 0    | user      | rejected | -                        | malformed |
+      | 11  | 0    | user      | rejected | -                        | malformed |
+      | 12  | 0    | user      | rejected | -                        | malformed |
+      | 13  | 2    | user      | accepted | and now?                 |           |
+      | 14  | 2    | assistant | complete | re: and now?             |           |
+      | 15  | 0    | user      | rejected | -                        | stale     |
+      | 16  | 3    | user      | accepted | are you still there?     |           |
+      | 17  | 3    | assistant | complete | re: are you still there? |           |
     And the model has been asked 3 times in all
 
   @profile:envelope @req:ADR0122-D8-24 @crash @configures
@@ -244,7 +262,23 @@ Feature: A conversation acts only on fresh, host-signed envelopes it has not see
     And alice puts the captured envelope into the conversation's inbox again
     And alice sends "are you still there?"
     Then turn 2 is answered "re: are you still there?"
-    And the last rejected record says "stale"
+    And the history holds:
+      | ord | turn | role      | status   | text                     | reason    |
+      | 1   | 1    | user      | accepted | transfer the funds       |           |
+      | 2   | 1    | assistant | complete | re: transfer the funds   |           |
+      | 3   | 0    | user      | rejected | -                        | malformed |
+      | 4   | 0    | user      | rejected | -                        | malformed |
+      | 5   | 0    | user      | rejected | -                        | malformed |
+      | 6   | 0    | user      | rejected | -                        | malformed |
+      | 7   | 0    | user      | rejected | -                        | malformed |
+      | 8   | 0    | user      | rejected | -                        | malformed |
+      | 9   | 0    | user      | rejected | -                        | malformed |
+      | 10  | 0    | user      | rejected | -                        | malformed |
+      | 11  | 0    | user      | rejected | -                        | malformed |
+      | 12  | 0    | user      | rejected | -                        | malformed |
+      | 13  | 0    | user      | rejected | -                        | stale     |
+      | 14  | 2    | user      | accepted | are you still there?     |           |
+      | 15  | 2    | assistant | complete | re: are you still there? |           |
     And the model has been asked 2 times in all
 
   @profile:shared @req:ADR0122-D10-31 @configures
