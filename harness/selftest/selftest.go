@@ -58,10 +58,13 @@ type Result struct {
 	// CaughtBy lists the failed scenarios that prove the requirement.
 	CaughtBy []string `json:"caughtBy"`
 	// Failures lists every failure of the run, requirement first.
-	Failures  []string `json:"failures"`
-	Error     string   `json:"error,omitempty"`
-	Seconds   float64  `json:"seconds"`
-	scenarios int
+	Failures []string `json:"failures"`
+	// Interrupted is true when the self-test was cancelled (a time limit, a signal) before the
+	// defect was judged; Error then reads NotJudged. It is neither caught nor missed.
+	Interrupted bool    `json:"interrupted,omitempty"`
+	Error       string  `json:"error,omitempty"`
+	Seconds     float64 `json:"seconds"`
+	scenarios   int
 }
 
 // Options configure a self-test.
@@ -75,6 +78,21 @@ type Options struct {
 	// Parallel is how many variants are built and run at once (default 2).
 	Parallel int
 	Log      io.Writer
+}
+
+// NotJudged is the error of a defect the self-test was cancelled before it could judge: the clock
+// ran out, not the patch.
+const NotJudged = "not judged: interrupted"
+
+// Interrupted counts the results that were not judged because the self-test was cancelled.
+func Interrupted(results []Result) int {
+	n := 0
+	for _, r := range results {
+		if r.Interrupted {
+			n++
+		}
+	}
+	return n
 }
 
 // ErrManifest is a defects.yaml that cannot be used.
@@ -141,12 +159,20 @@ func Run(ctx context.Context, opt Options) ([]Result, error) {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			start := time.Now()
-			res := judge(ctx, opt, files, d)
+			var res Result
+			if ctx.Err() != nil {
+				res = interrupted(d)
+			} else {
+				res = judge(ctx, opt, files, d)
+			}
 			res.Seconds = time.Since(start).Seconds()
 			results[i] = res
 			logMu.Lock()
 			verdict := "CAUGHT"
-			if !res.Caught {
+			switch {
+			case res.Interrupted:
+				verdict = "UNJUDGED"
+			case !res.Caught:
 				verdict = "MISSED"
 			}
 			fmt.Fprintf(opt.Log, "%-7s %-36s %s %s\n", verdict, d.Name, d.Requirement, res.Error)
@@ -174,6 +200,9 @@ func trackedFiles(root string) ([]string, error) {
 	return files, nil
 }
 
+// ErrInterrupted is a self-test cancelled before it could judge (the control run, say).
+var ErrInterrupted = errors.New("selftest: interrupted")
+
 // ErrControl is a self-test whose unbroken reference fails the scenarios that judge the defects.
 var ErrControl = errors.New("selftest: the unbroken reference fails the scenarios that judge the defects")
 
@@ -191,6 +220,9 @@ func control(ctx context.Context, opt Options, files []string, defects []Defect)
 	}
 	// A godog tag filter: "," is "or".
 	res := judge(ctx, opt, files, Defect{Name: "control", Tags: strings.Join(tags, ",")})
+	if res.Interrupted {
+		return fmt.Errorf("%w: the control run was %s", ErrInterrupted, NotJudged)
+	}
 	if res.Error != "" {
 		return fmt.Errorf("%w: %s", ErrControl, res.Error)
 	}
@@ -201,8 +233,19 @@ func control(ctx context.Context, opt Options, files []string, defects []Defect)
 	return nil
 }
 
-func judge(ctx context.Context, opt Options, files []string, d Defect) Result {
-	res := Result{Defect: d, CaughtBy: []string{}, Failures: []string{}}
+func interrupted(d Defect) Result {
+	return Result{Defect: d, CaughtBy: []string{}, Failures: []string{}, Interrupted: true, Error: NotJudged}
+}
+
+// judge builds and runs one variant. A cancelled context at any point makes the result
+// "not judged: interrupted", whatever step the cancellation broke.
+func judge(ctx context.Context, opt Options, files []string, d Defect) (res Result) {
+	defer func() {
+		if ctx.Err() != nil {
+			res = interrupted(d)
+		}
+	}()
+	res = Result{Defect: d, CaughtBy: []string{}, Failures: []string{}}
 	dir, err := os.MkdirTemp("", "loomcheck-defect-"+d.Name+"-*")
 	if err != nil {
 		res.Error = err.Error()
@@ -305,10 +348,16 @@ func Write(dir string, results []Result) error {
 		}
 	}
 	fmt.Fprintf(&md, "## Self-test: %d of %d defects caught\n\n", caught, len(results))
+	if n := Interrupted(results); n > 0 {
+		fmt.Fprintf(&md, "**%d defects %s**: the self-test was cancelled before it reached them; the run fails.\n\n", n, NotJudged)
+	}
 	md.WriteString("| defect | the bug | caught by requirement | scenarios |\n|---|---|---|---|\n")
 	for _, r := range results {
 		by := strings.Join(r.CaughtBy, " ")
-		if !r.Caught {
+		switch {
+		case r.Interrupted:
+			by = NotJudged
+		case !r.Caught:
 			by = "**missed** " + r.Error
 		}
 		fmt.Fprintf(&md, "| %s | %s | %s | %s |\n", r.Defect.Name, strings.ReplaceAll(r.Defect.Bug, "|", "/"), r.Defect.Requirement, by)
