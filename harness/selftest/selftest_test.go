@@ -31,11 +31,7 @@ func TestCancelledSelftestBlamesTheClock(t *testing.T) {
 	}
 
 	// A defect cancelled on the way (here: before its patch is applied) is not judged.
-	files, err := trackedFiles(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := judge(ctx, opt, files, defects[0])
+	res := judge(ctx, opt, defects[0])
 	if !res.Interrupted || res.Error != NotJudged || res.Caught {
 		t.Fatalf("judge with a cancelled context: got %+v, want interrupted and %q", res, NotJudged)
 	}
