@@ -122,6 +122,25 @@ func (s *scenario) registerMore(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
+	sc.Step(`^(\w[\w' ]*?) has had (\d+) turns answered with replies of (\d+) characters$`, func(who string, n, size int) error {
+		for range n {
+			s.turns++
+			text := fmt.Sprintf("question %d", s.turns)
+			if err := s.world.Model().EnqueueFor(text, world.Reply{Text: noiseText(s.turns, size)}); err != nil {
+				return harnessErr("script the model: %v", err)
+			}
+			if err := s.mustSend(who, text, s.nextMessageID(), nil); err != nil {
+				return err
+			}
+			t, err := s.waitAnswered(who, text)
+			if err != nil {
+				return err
+			}
+			s.turnNo = t
+			s.turnText[t] = text
+		}
+		return nil
+	})
 	sc.Step(`^request (\d+) to the model carries only a newest run of the earlier turns, not all of them$`, func(i int) error {
 		req, err := s.modelRequest(i)
 		if err != nil {
@@ -325,4 +344,18 @@ func statusOf(r *response) int {
 		return 0
 	}
 	return r.status
+}
+
+// noiseText is n letters that no encoding can shrink much (a fixed pseudo-random sequence seeded
+// by seed), so a bound in bytes means the same for every system.
+func noiseText(seed, n int) string {
+	x := uint32(seed)*2654435761 + 1
+	b := make([]byte, n)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = "abcdefghijklmnopqrstuvwxyz"[x%26]
+	}
+	return string(b)
 }
