@@ -169,6 +169,49 @@ func (s *scenario) registerMore(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
+	sc.Step(`^the user record of turn (\d+) holds (\d+) characters$`, func(n int64, size int) error {
+		es, err := s.history(s.ctx, s.owner(), false)
+		if err != nil {
+			return err
+		}
+		for _, e := range es {
+			if e.Role == "user" && e.Turn == n && e.Status == "accepted" {
+				if got := len([]rune(e.text())); got != size {
+					return fail(fmt.Sprintf("the user record of turn %d", n), fmt.Sprintf("%d characters", got), fmt.Sprintf("%d, exactly as sent", size))
+				}
+				return nil
+			}
+		}
+		return fail("the history", describeEntries(es), fmt.Sprintf("an accepted user record of turn %d", n))
+	})
+	sc.Step(`^(\w[\w' ]*?) reads the history with limit (-?\d+)$`, func(who string, n int) error {
+		c, err := s.conv("")
+		if err != nil {
+			return err
+		}
+		_, _, _, err = s.readPage(who, c.id, "?limit="+strconv.Itoa(n), n < 1 || n > 500)
+		return err
+	})
+	sc.Step(`^(\w[\w' ]*?) reads the history with no limit$`, func(who string) error {
+		c, err := s.conv("")
+		if err != nil {
+			return err
+		}
+		_, _, _, err = s.readPage(who, c.id, "", false)
+		return err
+	})
+	sc.Step(`^the answer is a page of the records (\d+) to (\d+), (done|not done)$`, func(from, to int, done string) error {
+		var want []string
+		for i := from; i <= to; i++ {
+			want = append(want, strconv.Itoa(i))
+		}
+		w := strings.Join(want, ",")
+		if s.last == nil || s.last.status != http.StatusOK || ords(s.lastPage) != w || s.lastPageDone != (done == "done") {
+			return fail(opOf(s.last), fmt.Sprintf("%d, records [%s], done %v", statusOf(s.last), ords(s.lastPage), s.lastPageDone),
+				fmt.Sprintf("200, records %d to %d, %s", from, to, done))
+		}
+		return nil
+	})
 	sc.Step(`^(\w[\w' ]*?) sends (\d+) empty messages$`, func(who string, n int) error {
 		for range n {
 			if err := s.mustSend(who, "", s.nextMessageID(), nil); err != nil {
