@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -115,11 +116,12 @@ func (s *scenario) registerModel(sc *godog.ScenarioContext) {
 			if err != nil {
 				return err
 			}
+			if row.Cells[0].Value == "tool" {
+				content = canonToolLine(content)
+			}
 			want = append(want, row.Cells[0].Value+": "+content)
 		}
-		for _, m := range req.Messages {
-			got = append(got, m.Role+": "+m.Content)
-		}
+		got = renderMessages(req.Messages)
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
 			return fail(fmt.Sprintf("request %d to the model (every message, in order)", i), "\n"+strings.Join(got, "\n"), "\n"+strings.Join(want, "\n"))
 		}
@@ -188,6 +190,61 @@ func describeAll(msgs []world.Message) string {
 		}
 	}
 	return b.String()
+}
+
+// renderMessages renders each message as "role: content" the way expected tables write them: an
+// assistant message that calls tools ends with " [calls NAME ARGS, ...]" (or is only that when it
+// has no text), and a tool message is its JSON content, canonical, then " [for NAME]", the tool
+// whose call it answers.
+func renderMessages(msgs []world.Message) []string {
+	names := map[string]string{}
+	var out []string
+	for _, m := range msgs {
+		line := m.Content
+		switch {
+		case len(m.ToolCalls) > 0:
+			var calls []string
+			for _, tc := range m.ToolCalls {
+				names[tc.ID] = tc.Name
+				calls = append(calls, tc.Name+" "+canonJSON(tc.Arguments))
+			}
+			tail := "[calls " + strings.Join(calls, ", ") + "]"
+			if line == "" {
+				line = tail
+			} else {
+				line += " " + tail
+			}
+		case m.Role == "tool":
+			name, ok := names[m.ToolCallID]
+			if !ok {
+				name = "an unknown call " + m.ToolCallID
+			}
+			line = canonJSON(m.Content) + " [for " + name + "]"
+		}
+		out = append(out, m.Role+": "+line)
+	}
+	return out
+}
+
+// canonJSON re-encodes a JSON text compactly with sorted keys; anything else is returned as is.
+func canonJSON(s string) string {
+	var v any
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		return s
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return s
+	}
+	return string(b)
+}
+
+// canonToolLine canonicalizes the JSON part of an expected tool line "JSON [for NAME]".
+func canonToolLine(s string) string {
+	if i := strings.LastIndex(s, " [for "); i >= 0 {
+		return canonJSON(s[:i]) + s[i:]
+	}
+	return canonJSON(s)
 }
 
 var placeholderRE = regexp.MustCompile(`\{(turn|reply) (\d+)\}|\{summary\}`)
