@@ -440,7 +440,7 @@ type coverage struct {
 }
 
 type block struct {
-	run                string // the package whose tests ran, or "reference" for conformance
+	run                 string // the package whose tests ran, or "reference" for conformance
 	sl, sc, el, ec, hit int
 }
 
