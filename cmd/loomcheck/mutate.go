@@ -37,6 +37,7 @@ func cmdMutate(args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 0, "limit of one test binary run (0: three times the slowest baseline run, at least 60s)")
 	minRate := fs.Float64("min-kill-rate", 0, "exit 1 when the kill rate (percent) of all judged packages is below this")
 	failOnSurvivor := fs.Bool("fail-on-survivor", false, "exit 1 when a mutant not listed as equivalent survives")
+	unitOnly := fs.Bool("package-tests-only", false, "run only the mutated packages' own tests (a quick check while writing them; not a measure)")
 	dry := fs.Bool("dry-run", false, "list the selected mutants and exit")
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
@@ -91,6 +92,9 @@ func cmdMutate(args []string, stdout, stderr io.Writer) int {
 	if len(sel) == 0 {
 		sel = append(sel, "every mutant")
 	}
+	if *unitOnly {
+		sel = append(sel, "package tests only")
+	}
 	selection := fmt.Sprintf("%s: %d of %d generated mutants of %s", strings.Join(sel, ", "), len(ms), generated, *pkgs)
 	if *dry {
 		for _, m := range ms {
@@ -121,6 +125,7 @@ func cmdMutate(args []string, stdout, stderr io.Writer) int {
 	}
 	results, err := mutation.Run(ctx, mutation.Options{
 		Root: *root, Mutants: ms, Equivalent: eq, Workers: *workers, Timeout: *timeout, Log: stderr,
+		PackageTestsOnly: *unitOnly,
 		OnResult: func(rs []mutation.Result) {
 			if err := write(rs); err != nil {
 				fmt.Fprintf(stderr, "loomcheck mutate: %v\n", err)

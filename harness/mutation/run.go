@@ -66,6 +66,9 @@ type Options struct {
 	Timeout time.Duration
 	// Log receives the baseline's lines and a progress line per mutant (nil: discarded).
 	Log io.Writer
+	// PackageTestsOnly runs only the mutated packages' own tests, not the conformance suite: a
+	// quick check of a package's tests while sharpening them, not a measure of the kit.
+	PackageTestsOnly bool
 	// OnResult, if set, is called after each mutant is judged, with the results so far (in the
 	// order of Mutants; the ones not judged yet are NotRun). Calls are serialized.
 	OnResult func(results []Result)
@@ -124,7 +127,7 @@ func Run(ctx context.Context, opt Options) ([]Result, error) {
 	for _, m := range opt.Mutants {
 		pkgs[m.Package] = true
 	}
-	j := &judge{root: root, tmp: tmp, hasTests: map[string]bool{}}
+	j := &judge{root: root, tmp: tmp, hasTests: map[string]bool{}, unitOnly: opt.PackageTestsOnly}
 	cov, slowest, err := j.baseline(ctx, module, sortedKeys(pkgs), log)
 	if err != nil {
 		return nil, err
@@ -234,6 +237,7 @@ type judge struct {
 	root, tmp string
 	timeout   time.Duration
 	hasTests  map[string]bool
+	unitOnly  bool
 }
 
 // baseline runs the killing suite unmutated with coverage, and returns the coverage and the
@@ -245,7 +249,10 @@ func (j *judge) baseline(ctx context.Context, module string, pkgs []string, log 
 	for i, p := range pkgs {
 		coverpkg[i] = module + "/" + p
 	}
-	runs := [][]string{{"-run", "^TestConformance$", "-coverpkg=" + strings.Join(coverpkg, ","), "./" + ConformancePackage}}
+	var runs [][]string
+	if !j.unitOnly {
+		runs = append(runs, []string{"-run", "^TestConformance$", "-coverpkg=" + strings.Join(coverpkg, ","), "./" + ConformancePackage})
+	}
 	for _, p := range pkgs {
 		if j.hasTests[p] = packageHasTests(filepath.Join(j.root, p)); j.hasTests[p] {
 			runs = append(runs, []string{"./" + p})
@@ -301,7 +308,13 @@ func (j *judge) one(ctx context.Context, worker int, m Mutant) Result {
 	if j.hasTests[m.Package] {
 		steps = append(steps, step{"package tests", m.Package, ""})
 	}
-	steps = append(steps, step{"conformance", ConformancePackage, "^TestConformance$"})
+	if !j.unitOnly {
+		steps = append(steps, step{"conformance", ConformancePackage, "^TestConformance$"})
+	}
+	if len(steps) == 0 {
+		r.Status, r.Reason = NotCovered, "the package has no tests"
+		return r
+	}
 	for _, s := range steps {
 		args := []string{"test", "-overlay=" + overlay, "-count=1", "-vet=off", "-failfast", "-timeout=" + j.timeout.String()}
 		if s.run != "" {
