@@ -17,7 +17,14 @@ Feature: A turn runs the canonical agent loop
     When alice sends "check pump 3"
     Then turn 1 is answered "The sensor is offline; I could not check pump 3."
     And request 2 to the model holds a tool result that says "sensor offline"
+    And request 2 to the model holds the messages:
+      | role      | content                                  |
+      | user      | check pump 3                             |
+      | assistant | [calls lookup {"pump":3}]                |
+      | tool      | {"error": "sensor offline"} [for lookup] |
     And the tool "lookup" has been called 1 time in all
+    And every call to "lookup" carried the arguments {"pump": 3}
+    And the model has been asked 2 times in all
 
   @profile:agent @req:ADR0121-D1-02 @crash @configures
   Scenario: A tool failure the model already read is not run again after a crash
@@ -27,10 +34,21 @@ Feature: A turn runs the canonical agent loop
     And the model replies "The sensor is offline."
     When alice sends "check pump 3"
     Then turn 1 is answered "The sensor is offline."
+    And alice remembers the history
     When the system is killed and restarted
     And alice sends "thanks"
     Then turn 2 is answered "re: thanks"
+    And the history is the remembered one, byte for byte, followed by:
+      | ord | turn | role      | status   | text       |
+      | 3   | 2    | user      | accepted | thanks     |
+      | 4   | 2    | assistant | complete | re: thanks |
     And the tool "lookup" has been called 1 time in all
+    And the model has been asked 3 times in all
+    And request 3 to the model holds the messages:
+      | role      | content                |
+      | user      | check pump 3           |
+      | assistant | The sensor is offline. |
+      | user      | thanks                 |
 
   @profile:agent @req:ADR0121-D1-03 @crash @configures
   Scenario: A tool call in flight at a crash runs again with the same idempotency key
@@ -44,6 +62,13 @@ Feature: A turn runs the canonical agent loop
     Then turn 1 is answered "re: pay the invoice"
     And the tool "transfer" has been called 2 times in all
     And every call to "transfer" carried the same idempotency key
+    And every call to "transfer" carried the arguments {"amount": 10}
+    And the model has been asked 2 times in all
+    And request 2 to the model holds the messages:
+      | role      | content                        |
+      | user      | pay the invoice                |
+      | assistant | [calls transfer {"amount":10}] |
+      | tool      | {"done": true} [for transfer]  |
 
   @profile:agent @req:ADR0121-D2-01 @configures
   Scenario: Parallel tool calls run together and come back in the model's order
@@ -61,3 +86,11 @@ Feature: A turn runs the canonical agent loop
     And the tool "north" is released
     Then turn 1 is answered "re: check both zones"
     And request 2 to the model holds the tool results in the order north, south
+    And request 2 to the model holds the messages:
+      | role      | content                                    |
+      | user      | check both zones                           |
+      | assistant | [calls north {"zone":1}, south {"zone":2}] |
+      | tool      | {"ok": true} [for north]                   |
+      | tool      | {"zone": "south ok"} [for south]           |
+    And the tool "north" has been called 1 time in all
+    And the tool "south" has been called 1 time in all

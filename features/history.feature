@@ -20,6 +20,23 @@ Feature: History reads are bounded and cursors are positions, not promises
     Then some page was short but not done
     And the pages hold the records 1 | 2
 
+  @profile:core @req:ADR0122-D3-03
+  Scenario: A page holds 50 records unless asked, and a limit runs from 1 to 500
+    Given alice has started a conversation
+    And alice has had 26 turns answered
+    When alice reads the history with no limit
+    Then the answer is a page of the records 1 to 50, not done
+    When alice reads the history with limit 51
+    Then the answer is a page of the records 1 to 51, not done
+    When alice reads the history with limit 1
+    Then the answer is a page of the records 1 to 1, not done
+    When alice reads the history with limit 500
+    Then the answer is a page of the records 1 to 52, done
+    When alice reads the history with limit 501
+    Then the answer is 400 with error "bad request"
+    When alice reads the history with limit 0
+    Then the answer is 400 with error "bad request"
+
   @profile:core @req:ADR0122-D3-04
   Scenario Outline: A malformed cursor is refused, never read as the start
     Given alice has started a conversation

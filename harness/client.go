@@ -64,6 +64,9 @@ type reqOpts struct {
 	// quiet keeps the exchange out of the report (polling).
 	quiet bool
 	host  string
+	// chunked sends the body without a Content-Length (chunked transfer encoding), so the server
+	// learns its size only by reading it.
+	chunked bool
 }
 
 func clip(s string, n int) string {
@@ -90,6 +93,11 @@ func (c *client) do(ctx context.Context, who, method, path string, body any, o r
 	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(raw))
 	if err != nil {
 		return nil, harnessErr("build request: %v", err)
+	}
+	if o.chunked && raw != nil {
+		req.Body = io.NopCloser(bytes.NewReader(raw))
+		req.ContentLength = -1
+		req.GetBody = nil
 	}
 	if raw != nil {
 		ct := o.contentType

@@ -33,6 +33,21 @@ var principals = map[string]spec.Principal{
 	"alice's delegate": {Tenant: "acme", Actor: "assistant", OnBehalfOf: "alice"},
 	"nobody":           {Tenant: "acme"},
 	"the service":      {Tenant: "acme", Actor: "loom-service"},
+
+	// Look-alikes: each differs from alice (or bob) in one identity field alone, so a rule that
+	// compares identities by actor alone admits them. "... other token" is another token mapped
+	// to the very same identity: it IS that principal.
+	"alice at evil":          {Tenant: "evil", Actor: "alice"},
+	"alice without a tenant": {Actor: "alice"},
+	"alice for bob":          {Tenant: "acme", Actor: "alice", OnBehalfOf: "bob"},
+	"alice's other token":    {Tenant: "acme", Actor: "alice"},
+	"bob at evil":            {Tenant: "evil", Actor: "bob"},
+	"bob without a tenant":   {Actor: "bob"},
+	"bob for carol":          {Tenant: "acme", Actor: "bob", OnBehalfOf: "carol"},
+	"bob's other token":      {Tenant: "acme", Actor: "bob"},
+	"the assistant":          {Tenant: "acme", Actor: "assistant"},
+	"nobody at all":          {},
+	"nobody for alice":       {Tenant: "acme", OnBehalfOf: "alice"},
 }
 
 // standardTools are declared to every system under test, so scenarios can script them at any

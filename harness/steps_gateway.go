@@ -160,10 +160,49 @@ func (s *scenario) registerGateway(sc *godog.ScenarioContext) {
 		if st == nil {
 			return harnessErr("no stream was opened")
 		}
-		if st.status != http.StatusTooManyRequests {
-			return fail(st.op, fmt.Sprintf("%d", st.status), "429: the limit is reached")
+		var body struct {
+			Error string `json:"error"`
+		}
+		_ = json.Unmarshal(st.body, &body)
+		if st.status != http.StatusTooManyRequests || body.Error != "too many requests" {
+			return fail(st.op, fmt.Sprintf("%d %s", st.status, clip(string(st.body), 120)), `429 {"error":"too many requests"}: the limit is reached`)
 		}
 		return nil
+	})
+	sc.Step(`^(\w[\w' ]*?) opens (\d+) event streams of conversation "([^"]*)"$`, func(who string, n int, name string) error {
+		for i := range n {
+			st, err := s.openNamed(who, name, fmt.Sprintf("%s/%s#%d", who, name, i), nil, "")
+			if err != nil {
+				return err
+			}
+			if st.status != http.StatusOK {
+				return fail(st.op, fmt.Sprintf("stream %d of %d: %d %s", i+1, n, st.status, clip(string(st.body), 120)), "200 and an event stream: within the limit")
+			}
+		}
+		return nil
+	})
+	sc.Step(`^(\w[\w' ]*?) sends (\d+) messages?, each accepted$`, func(who string, n int) error {
+		for i := range n {
+			if err := s.mustSend(who, fmt.Sprintf("message %d of %d", i+1, n), s.nextMessageID(), nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	sc.Step(`^(\w[\w' ]*?) sends a turn in a body of exactly (\d+) bytes, (with its|without a) Content-Length$`, func(who string, size int, how string) error {
+		p, _, err := s.convPath("")
+		if err != nil {
+			return err
+		}
+		// A well-formed turn, padded with JSON whitespace to exactly size bytes.
+		body := []byte(fmt.Sprintf(`{"text":"sized","messageId":%q}`, s.nextMessageID()))
+		if len(body) > size {
+			return harnessErr("a turn needs at least %d bytes", len(body))
+		}
+		body = append(body[:len(body)-1], append([]byte(strings.Repeat(" ", size-len(body))), '}')...)
+		r, err := s.cl.do(s.ctx, who, http.MethodPost, p+"/turns", nil, reqOpts{rawBody: body, offSpec: true, chunked: how == "without a"})
+		s.last = r
+		return err
 	})
 	sc.Step(`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)" to (\w+)'s conversation twice$`, func(who, text, owner string) error {
 		p, _, err := s.convPath("")
@@ -207,6 +246,16 @@ func (s *scenario) registerGateway(sc *godog.ScenarioContext) {
 			return err
 		}
 		r, err := s.cl.do(s.ctx, who, http.MethodGet, "/conversations/no-such-conversation", nil, reqOpts{headers: map[string]string{"Origin": origin}})
+		s.last = r
+		return err
+	})
+	sc.Step(`^someone asks for a preflight of the turns route from the origin "([^"]*)"$`, func(origin string) error {
+		p, _, err := s.convPath("")
+		if err != nil {
+			return err
+		}
+		r, err := s.cl.do(s.ctx, "", http.MethodOptions, p+"/turns", nil, reqOpts{headers: map[string]string{
+			"Origin": origin, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization, content-type"}})
 		s.last = r
 		return err
 	})
@@ -317,7 +366,22 @@ func (s *scenario) registerGateway(sc *godog.ScenarioContext) {
 		s.world.Identity().Revoke(tokenOf(who))
 		return nil
 	})
-	sc.Step(`^(\w[\w' ]*?)'s token now speaks for (\w+)$`, func(who, other string) error {
+	sc.Step(`^(\d+) re-authorization periods pass$`, func(n int) error {
+		ms := s.cfg.Gateway.ReauthMs
+		if ms <= 0 {
+			return harnessErr("this step needs the setting gateway.reauthMs")
+		}
+		select {
+		case <-time.After(time.Duration(int64(n)*ms) * time.Millisecond):
+			return nil
+		case <-s.ctx.Done():
+			return harnessErr("the run was stopped")
+		}
+	})
+	sc.Step(`^(\w[\w' ]*?)'s token now speaks for (\w[\w' ]*?)$`, func(who, other string) error {
+		if _, ok := principals[other]; !ok {
+			return harnessErr("unknown principal %q", other)
+		}
 		if err := s.world.Identity().Add(tokenOf(who), principals[other]); err != nil {
 			return harnessErr("identity: %v", err)
 		}

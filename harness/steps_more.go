@@ -122,6 +122,25 @@ func (s *scenario) registerMore(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
+	sc.Step(`^(\w[\w' ]*?) has had (\d+) turns answered with replies of (\d+) characters$`, func(who string, n, size int) error {
+		for range n {
+			s.turns++
+			text := fmt.Sprintf("question %d", s.turns)
+			if err := s.world.Model().EnqueueFor(text, world.Reply{Text: noiseText(s.turns, size)}); err != nil {
+				return harnessErr("script the model: %v", err)
+			}
+			if err := s.mustSend(who, text, s.nextMessageID(), nil); err != nil {
+				return err
+			}
+			t, err := s.waitAnswered(who, text)
+			if err != nil {
+				return err
+			}
+			s.turnNo = t
+			s.turnText[t] = text
+		}
+		return nil
+	})
 	sc.Step(`^request (\d+) to the model carries only a newest run of the earlier turns, not all of them$`, func(i int) error {
 		req, err := s.modelRequest(i)
 		if err != nil {
@@ -147,6 +166,49 @@ func (s *scenario) registerMore(sc *godog.ScenarioContext) {
 				return fail(op, fmt.Sprintf("earlier turn %d of the request is %q", j+1, clip(users[j], 20)),
 					fmt.Sprintf("the newest %d turns, oldest dropped first", len(users)))
 			}
+		}
+		return nil
+	})
+	sc.Step(`^the user record of turn (\d+) holds (\d+) characters$`, func(n int64, size int) error {
+		es, err := s.history(s.ctx, s.owner(), false)
+		if err != nil {
+			return err
+		}
+		for _, e := range es {
+			if e.Role == "user" && e.Turn == n && e.Status == "accepted" {
+				if got := len([]rune(e.text())); got != size {
+					return fail(fmt.Sprintf("the user record of turn %d", n), fmt.Sprintf("%d characters", got), fmt.Sprintf("%d, exactly as sent", size))
+				}
+				return nil
+			}
+		}
+		return fail("the history", describeEntries(es), fmt.Sprintf("an accepted user record of turn %d", n))
+	})
+	sc.Step(`^(\w[\w' ]*?) reads the history with limit (-?\d+)$`, func(who string, n int) error {
+		c, err := s.conv("")
+		if err != nil {
+			return err
+		}
+		_, _, _, err = s.readPage(who, c.id, "?limit="+strconv.Itoa(n), n < 1 || n > 500)
+		return err
+	})
+	sc.Step(`^(\w[\w' ]*?) reads the history with no limit$`, func(who string) error {
+		c, err := s.conv("")
+		if err != nil {
+			return err
+		}
+		_, _, _, err = s.readPage(who, c.id, "", false)
+		return err
+	})
+	sc.Step(`^the answer is a page of the records (\d+) to (\d+), (done|not done)$`, func(from, to int, done string) error {
+		var want []string
+		for i := from; i <= to; i++ {
+			want = append(want, strconv.Itoa(i))
+		}
+		w := strings.Join(want, ",")
+		if s.last == nil || s.last.status != http.StatusOK || ords(s.lastPage) != w || s.lastPageDone != (done == "done") {
+			return fail(opOf(s.last), fmt.Sprintf("%d, records [%s], done %v", statusOf(s.last), ords(s.lastPage), s.lastPageDone),
+				fmt.Sprintf("200, records %d to %d, %s", from, to, done))
 		}
 		return nil
 	})
@@ -325,4 +387,18 @@ func statusOf(r *response) int {
 		return 0
 	}
 	return r.status
+}
+
+// noiseText is n letters that no encoding can shrink much (a fixed pseudo-random sequence seeded
+// by seed), so a bound in bytes means the same for every system.
+func noiseText(seed, n int) string {
+	x := uint32(seed)*2654435761 + 1
+	b := make([]byte, n)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = "abcdefghijklmnopqrstuvwxyz"[x%26]
+	}
+	return string(b)
 }

@@ -133,6 +133,19 @@ func (s *scenario) registerTools(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
+	sc.Step(`^every call to "([\w-]+)" carried the arguments (\{.*\})$`, func(name, args string) error {
+		calls := s.world.Tools().CallsOf(name)
+		if len(calls) == 0 {
+			return fail("the tool "+name, "no calls", "calls with the arguments "+args)
+		}
+		want := canonJSON(args)
+		for i, c := range calls {
+			if got := canonJSON(string(c.Args)); got != want {
+				return fail(fmt.Sprintf("call %d to %s", i+1, name), got, want+", the arguments the model asked for")
+			}
+		}
+		return nil
+	})
 	sc.Step(`^request (\d+) to the model holds a tool result that says "((?:[^"\\]|\\.)*)"$`, func(i int, text string) error {
 		req, err := s.modelRequest(i)
 		if err != nil {
