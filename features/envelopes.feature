@@ -323,6 +323,25 @@ Feature: A conversation acts only on fresh, host-signed envelopes it has not see
       | 2   | 1    | assistant | complete | re: first question |                 |
       | 3   | 0    | user      | rejected | -                  | unauthenticated |
 
+  @profile:shared @req:ADR0122-D10-32 @crash @configures
+  Scenario: A shared turn in flight when the signing key rotates is answered once
+    Given alice has started a shared conversation with bob
+    And the model calls "slow" with {}
+    And the tool "slow" waits
+    When bob sends "first question"
+    And the tool "slow" has been called 1 time
+    And the signing key is rotated, keeping the old one as a previous key, and the system restarted
+    And the tool "slow" is released
+    Then bob sees turn 1 answered "re: first question"
+    And bob sees the history:
+      | ord | turn | role      | status   | text               |
+      | 1   | 1    | user      | accepted | first question     |
+      | 2   | 1    | assistant | complete | re: first question |
+    And bob sees that his answer to turn 1 ran as a turn execution the current or the previous key names for message 1
+    When bob sends "second question"
+    Then bob sees turn 2 answered "re: second question"
+    And bob sees that his answer to turn 2 ran as the turn execution the host key names for message 2
+
   @profile:envelope @req:ADR0122-D8-07 @crash @configures
   Scenario: Envelopes signed under a previous key verify after a key rotation
     Given alice has started a conversation

@@ -502,6 +502,26 @@ func (s *scenario) registerEnvelopes(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
+	sc.Step(`^(\w+) sees that (?:his|her) answer to turn (\d+) ran as a turn execution the current or the previous key names for message (\d+)$`, func(viewer string, turn, msg int64) error {
+		e, err := s.viewReply(viewer, turn)
+		if err != nil {
+			return err
+		}
+		if s.oldKey == "" {
+			return harnessErr("no key has been rotated")
+		}
+		c, err := s.conv("")
+		if err != nil {
+			return err
+		}
+		cur := oracle.TurnExecutionID(decodeKey(s.cfg.Signing.Key), c.id, msg)
+		prev := oracle.TurnExecutionID(decodeKey(s.oldKey), c.id, msg)
+		if e.TurnExecutionID != cur && e.TurnExecutionID != prev {
+			return fail(fmt.Sprintf("the reply to turn %d as its asker sees it", turn), fmt.Sprintf("turnExecutionId %q", e.TurnExecutionID),
+				fmt.Sprintf("%q (the current key) or %q (the previous one), spec/envelopes.md §7", cur, prev))
+		}
+		return nil
+	})
 	sc.Step(`^(\w[\w' ]*?) cannot read the log of (\w+)'s conversation$`, func(who, owner string) error {
 		_, r, err := s.rawLog(who)
 		if err != nil {
