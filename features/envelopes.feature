@@ -20,6 +20,11 @@ Feature: A conversation acts only on fresh, host-signed envelopes it has not see
     And alice sends "are you still there?"
     Then turn 1 is answered "re: are you still there?"
     And record 1 is rejected with reason "<reason>"
+    And the history holds:
+      | ord | turn | role      | status   | text                     | reason   |
+      | 1   | 0    | user      | rejected | -                        | <reason> |
+      | 2   | 1    | user      | accepted | are you still there?     |          |
+      | 3   | 1    | assistant | complete | re: are you still there? |          |
     And the model has been asked 1 time in all
 
     Examples:
@@ -158,7 +163,14 @@ Feature: A conversation acts only on fresh, host-signed envelopes it has not see
     And alice puts the captured envelope into the conversation's inbox again
     And alice sends "are you still there?"
     Then turn 2 is answered "re: are you still there?"
-    And record 3 is rejected with reason "replayed"
+    And the history holds:
+      | ord | turn | role      | status   | text                     | reason   |
+      | 1   | 1    | user      | accepted | transfer the funds       |          |
+      | 2   | 1    | assistant | complete | re: transfer the funds   |          |
+      | 3   | 0    | user      | rejected | -                        | replayed |
+      | 4   | 2    | user      | accepted | are you still there?     |          |
+      | 5   | 2    | assistant | complete | re: are you still there? |          |
+    And the model has been asked 2 times in all
 
   @profile:envelope @req:ADR0122-D8-06 @configures
   Scenario: Flooding the replay set raises its floor and never reopens a captured envelope
@@ -171,7 +183,24 @@ Feature: A conversation acts only on fresh, host-signed envelopes it has not see
     And alice puts the captured envelope into the conversation's inbox again
     And alice sends "are you still there?"
     Then turn 2 is answered "re: are you still there?"
-    And the last rejected record says "stale"
+    And the history holds:
+      | ord | turn | role      | status   | text                     | reason    |
+      | 1   | 1    | user      | accepted | transfer the funds       |           |
+      | 2   | 1    | assistant | complete | re: transfer the funds   |           |
+      | 3   | 0    | user      | rejected | -                        | malformed |
+      | 4   | 0    | user      | rejected | -                        | malformed |
+      | 5   | 0    | user      | rejected | -                        | malformed |
+      | 6   | 0    | user      | rejected | -                        | malformed |
+      | 7   | 0    | user      | rejected | -                        | malformed |
+      | 8   | 0    | user      | rejected | -                        | malformed |
+      | 9   | 0    | user      | rejected | -                        | malformed |
+      | 10  | 0    | user      | rejected | -                        | malformed |
+      | 11  | 0    | user      | rejected | -                        | malformed |
+      | 12  | 0    | user      | rejected | -                        | malformed |
+      | 13  | 0    | user      | rejected | -                        | stale     |
+      | 14  | 2    | user      | accepted | are you still there?     |           |
+      | 15  | 2    | assistant | complete | re: are you still there? |           |
+    And the model has been asked 2 times in all
 
   @profile:envelope @req:ADR0122-D8-24 @configures
   Scenario: A captured envelope is still a replay after the conversation rotates
@@ -354,6 +383,14 @@ Feature: A conversation acts only on fresh, host-signed envelopes it has not see
     When alice sends "signed the new way"
     Then turn 3 is answered "re: signed the new way"
     And the envelope of turn 3 is signed with the current key
+    And the history holds:
+      | ord | turn | role      | status   | text                   |
+      | 1   | 1    | user      | accepted | question 1             |
+      | 2   | 1    | assistant | complete | re: question 1         |
+      | 3   | 2    | user      | accepted | signed the old way     |
+      | 4   | 2    | assistant | complete | re: signed the old way |
+      | 5   | 3    | user      | accepted | signed the new way     |
+      | 6   | 3    | assistant | complete | re: signed the new way |
 
   @profile:envelope @req:ADR0122-D8-07 @crash @configures
   Scenario: Once the old key is dropped, its envelopes no longer verify
@@ -364,7 +401,12 @@ Feature: A conversation acts only on fresh, host-signed envelopes it has not see
       | signed with | the old key        |
     And alice sends "still there?"
     Then turn 1 is answered "re: still there?"
-    And record 1 is rejected with reason "unauthenticated"
+    And the history holds:
+      | ord | turn | role      | status   | text             | reason          |
+      | 1   | 0    | user      | rejected | -                | unauthenticated |
+      | 2   | 1    | user      | accepted | still there?     |                 |
+      | 3   | 1    | assistant | complete | re: still there? |                 |
+    And the model has been asked 1 time in all
 
   @profile:envelope @req:ADR0122-D8-08 @configures
   Scenario: Past maxInvalidRecords, invalid messages are only counted
