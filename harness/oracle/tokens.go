@@ -87,7 +87,10 @@ func (c Counter) overhead() int {
 //	cost := oracle.Counter{}.Message("hi") // 1 + 4
 func (c Counter) Message(text string) int { return Tokens(text) + c.overhead() }
 
-// Tool is one tool definition as the model sees it (spec/token-counting.md §4).
+// Tool is one tool definition as the model sees it (spec/token-counting.md §4); each string is
+// counted on its own.
+//
+//	t := oracle.Tool{Name: "search", Description: "Find pages", Parameters: `{"type":"object"}`}
 type Tool struct {
 	Name        string `json:"name"`
 	Description string `json:"description,omitempty"`
@@ -96,6 +99,8 @@ type Tool struct {
 
 // FitTurn is one past turn: its messages and its cached cost (0 or less: not cached). Ord only
 // names it.
+//
+//	t := oracle.FitTurn{Ord: 3, Messages: []string{"question", "answer"}}
 type FitTurn struct {
 	Ord      int64    `json:"ord"`
 	Messages []string `json:"messages"`
@@ -103,7 +108,9 @@ type FitTurn struct {
 }
 
 // FitInput is the input of [Counter.Fit] (spec/token-counting.md §5); Turns run oldest first.
-// SummaryAck is the acknowledgement sent after the summary.
+// Summary is the summary message as sent (fenced) and SummaryAck the acknowledgement after it.
+//
+//	in := oracle.FitInput{ContextWindow: 400, Prompt: "next", Turns: turns}
 type FitInput struct {
 	ContextWindow       int       `json:"contextWindow"`
 	ReserveOutputTokens int       `json:"reserveOutputTokens"`
@@ -115,13 +122,19 @@ type FitInput struct {
 	Turns               []FitTurn `json:"turns,omitempty"`
 }
 
-// Counted is the cost of one turn the fit had to count.
+// Counted is the cost of one turn the fit had to count (it had no cached cost).
+//
+//	for _, c := range r.Counted { cache[c.Ord] = c.Tokens }
 type Counted struct {
 	Ord    int64 `json:"ord"`
 	Tokens int   `json:"tokens"`
 }
 
-// FitResult is the outcome of [Counter.Fit]; Counted runs newest first.
+// FitResult is the outcome of [Counter.Fit], in the form of fixtures/tokens/fit-vectors.json. OK
+// is false only for a prompt that cannot fit ("prompt-too-large" in Reason); Keep is the number of
+// newest turns kept; Counted runs newest first.
+//
+//	if r := c.Fit(in); !r.OK { /* reject the prompt */ }
 type FitResult struct {
 	OK             bool      `json:"ok"`
 	Keep           int       `json:"keep"`
