@@ -208,6 +208,8 @@ type stream struct {
 	viol   []contract.Violation
 	req    *http.Request
 	start  time.Time
+	// endedAt is when the server ended the stream (zero while it is open).
+	endedAt time.Time
 }
 
 // openStream opens GET path as an event stream. A non-200 answer is returned with its body.
@@ -310,6 +312,7 @@ func (st *stream) read(body io.ReadCloser) {
 	err := readSSE(body, func(ev sseEvent) bool { st.add(ev); return true })
 	st.mu.Lock()
 	st.ended = true
+	st.endedAt = time.Now()
 	if err != nil && !errors.Is(err, context.Canceled) {
 		st.endErr = err
 	}
