@@ -94,3 +94,54 @@ Feature: A turn runs the canonical agent loop
       | tool      | {"zone": "south ok"} [for south]           |
     And the tool "north" has been called 1 time in all
     And the tool "south" has been called 1 time in all
+
+  @profile:agent @req:ADR0121-D4-01 @configures
+  Scenario: A completed turn writes its prompt and its answer back to the asker's memory, once
+    Given the agent has memory
+    And alice has started a conversation
+    When alice sends "check pump 3"
+    Then turn 1 is answered "re: check pump 3"
+    And alice's memory holds exactly:
+      | role      | text             |
+      | user      | check pump 3     |
+      | assistant | re: check pump 3 |
+    Given the model replies "pump 4 is fine"
+    When alice sends "and pump 4?"
+    Then turn 2 is answered "pump 4 is fine"
+    And alice's memory holds exactly:
+      | role      | text             |
+      | user      | check pump 3     |
+      | assistant | re: check pump 3 |
+      | user      | and pump 4?      |
+      | assistant | pump 4 is fine   |
+
+  @profile:agent @req:ADR0121-D4-01 @crash @configures
+  Scenario: A write-back survives a crash without being written twice
+    Given the agent has memory
+    And alice has started a conversation
+    When alice sends "check pump 3"
+    Then turn 1 is answered "re: check pump 3"
+    When the system is killed and restarted
+    Given the model replies "you are welcome"
+    When alice sends "thanks"
+    Then turn 2 is answered "you are welcome"
+    And alice's memory holds exactly:
+      | role      | text             |
+      | user      | check pump 3     |
+      | assistant | re: check pump 3 |
+      | user      | thanks           |
+      | assistant | you are welcome  |
+
+  @profile:agent @req:ADR0121-D4-02 @configures
+  Scenario: A failed turn writes nothing back
+    Given the agent has memory
+    And the model fails with status 500 and says "upstream exploded"
+    And alice has started a conversation
+    When alice sends "check pump 3"
+    Then turn 1 fails with reason "model-error"
+    When alice sends "thanks"
+    Then turn 2 is answered "re: thanks"
+    And alice's memory holds exactly:
+      | role      | text       |
+      | user      | thanks     |
+      | assistant | re: thanks |
