@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -267,6 +268,35 @@ func (s *scenario) registerMore(sc *godog.ScenarioContext) {
 		if !strings.Contains(last, q) || !strings.HasSuffix(last, unescape(says)) || strings.Index(last, q) > strings.LastIndex(last, unescape(says)) {
 			return fail(fmt.Sprintf("the last user message of request %d to the model", i), fmt.Sprintf("%q", last),
 				fmt.Sprintf("the earlier words %s quoted as data, then %q", q, says))
+		}
+		return nil
+	})
+	sc.Step(`^the last user message of request (\d+) to the model quotes (\d+) characters of turn (\d+) and says "((?:[^"\\]|\\.)*)"$`, func(i, n int, t int64, says string) error {
+		quote, err := s.expandMessage(fmt.Sprintf("{turn %d}", t))
+		if err != nil {
+			return err
+		}
+		if r := []rune(quote); len(r) > n {
+			quote = string(r[:n])
+		}
+		var q strings.Builder
+		enc := json.NewEncoder(&q)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(quote)
+		want := "[This message edits the user's earlier message " + strings.TrimSuffix(q.String(), "\n") + ".]\n" + unescape(says)
+		req, err := s.modelRequest(i)
+		if err != nil {
+			return err
+		}
+		last := ""
+		for _, m := range req.Messages {
+			if m.Role == "user" {
+				last = m.Content
+			}
+		}
+		if last != want {
+			return fail(fmt.Sprintf("the last user message of request %d to the model", i), fmt.Sprintf("%q", clip(last, 700)),
+				fmt.Sprintf("%q (spec/prompt.md: the quote is at most 500 characters)", clip(want, 700)))
 		}
 		return nil
 	})
