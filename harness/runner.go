@@ -73,7 +73,9 @@ type runner struct {
 	claimed  map[string]bool
 	impl     string
 	door     bool
-	tmp      string
+	// extensions are the optional behaviours the SUT claims in discovery ("chosen-id").
+	extensions map[string]bool
+	tmp        string
 
 	sharedWorld *world.World
 	remoteCfg   *spec.SUTConfig
@@ -203,6 +205,7 @@ func (r *runner) probe(ctx context.Context) error {
 		SpecVersion    string   `json:"specVersion"`
 		Profiles       []string `json:"profiles"`
 		RuntimeDoor    bool     `json:"runtimeDoor"`
+		Extensions     []string `json:"extensions"`
 		Implementation struct {
 			Name    string `json:"name"`
 			Version string `json:"version"`
@@ -219,6 +222,10 @@ func (r *runner) probe(ctx context.Context) error {
 	}
 	r.impl = strings.TrimSpace(d.Implementation.Name + " " + d.Implementation.Version)
 	r.door = d.RuntimeDoor
+	r.extensions = map[string]bool{}
+	for _, e := range d.Extensions {
+		r.extensions[e] = true
+	}
 	return nil
 }
 

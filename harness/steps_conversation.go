@@ -385,6 +385,36 @@ func (s *scenario) registerConversation(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
+	sc.Step(`^conversations "([^"]*)" and "([^"]*)" have distinct ids the status repeats$`, func(a, b string) error {
+		ca, err := s.conv(a)
+		if err != nil {
+			return err
+		}
+		cb, err := s.conv(b)
+		if err != nil {
+			return err
+		}
+		if ca.id == "" || ca.id == cb.id {
+			return fail("POST /conversations (twice, without an id)", fmt.Sprintf("ids %q and %q", ca.id, cb.id), "two distinct, non-empty ids")
+		}
+		for _, c := range []*conv{ca, cb} {
+			r, err := s.cl.do(s.ctx, c.owner, http.MethodGet, "/conversations/"+url.PathEscape(c.id), nil, reqOpts{})
+			if err != nil {
+				return err
+			}
+			var st status
+			if r.status != http.StatusOK {
+				return fail(r.op, fmt.Sprint(r.status), "200 and the status of the conversation just started")
+			}
+			if err := r.json(&st); err != nil {
+				return err
+			}
+			if st.ID != c.id {
+				return fail(r.op, fmt.Sprintf("id %q", st.ID), fmt.Sprintf("id %q, as the start answered", c.id))
+			}
+		}
+		return nil
+	})
 	sc.Step(`^the second send was not delivered$`, func() error {
 		var r struct {
 			Delivered *bool `json:"delivered"`

@@ -44,7 +44,7 @@ func TestComponentsAgreeWithSchemas(t *testing.T) {
 		{"Status", "status", []string{status}},
 		{"Entry", "entry", []string{accepted, reply, hidden, rejected, failed, closed, closedNoOrd}},
 		{"Page", "history-page", []string{`{"entries":[` + accepted + `,` + hidden + `],"nextCursor":"0.9","done":false}`}},
-		{"Discovery", "discovery", []string{`{"specVersion":"0.1.0","profiles":["core"],"implementation":{"name":"x","version":"1"},"runtimeDoor":false}`}},
+		{"Discovery", "discovery", []string{`{"specVersion":"0.1.0","profiles":["core"],"implementation":{"name":"x","version":"1"},"runtimeDoor":false}`, `{"specVersion":"0.1.0","profiles":[],"implementation":{"name":"x","version":"1"},"extensions":["chosen-id"]}`}},
 		{"TurnRequest", "turn-request", []string{`{"text":"hi","messageId":"m1","editOf":1}`}},
 		{"TurnAccepted", "turn-accepted", []string{`{"messageId":"m1","delivered":true}`}},
 		{"StartRequest", "start-request", []string{`{"id":"c1","mode":"shared","participants":[{"tenant":"t","actor":"a","onBehalfOf":"b"}]}`}},
