@@ -145,3 +145,47 @@ Feature: A turn runs the canonical agent loop
       | role      | text       |
       | user      | thanks     |
       | assistant | re: thanks |
+
+  @profile:agent @req:ADR0121-D1-01 @configures
+  Scenario Outline: A failing tool's message reaches the model cut to 2 000 bytes at a character boundary (<what>)
+    Given alice has started a conversation
+    And the model calls "lookup" with {"pump": 3}
+    And the tool "lookup" fails with status 500 and says <n> characters of "x"<tail>
+    When alice sends "check pump 3"
+    Then turn 1 is answered "re: check pump 3"
+    And request 2 to the model holds that tool message cut to 2000 bytes
+
+    Examples:
+      | what                               | n    | tail           |
+      | 2000 bytes, whole                  | 2000 |                |
+      | 2001 bytes                         | 2001 |                |
+      | a two-byte character across 2 000  | 1999 | followed by "é" |
+
+  @profile:agent @req:ADR0121-D1-01
+  Scenario: A call to a tool that was never declared is refused without reaching the tool server
+    Given alice has started a conversation
+    And the model calls "teleport" with {"to": "mars"}
+    When alice sends "beam me up"
+    Then turn 1 is answered "re: beam me up"
+    And the tool "teleport" was never called
+    And request 2 to the model holds a tool error for "teleport"
+
+  @profile:agent @req:ADR0121-D1-04 @configures
+  Scenario Outline: A turn asks the model at most maxIterations times (setting <setting>, <calls> tool rounds)
+    Given the setting "conversation.maxIterations" is <setting>
+    And alice has started a conversation
+    And the model calls "lookup" <calls> times in a row
+    And the tool "lookup" answers {"found": true}
+    When alice sends "look it all up"
+    Then <outcome>
+    And the model has been asked <asked> times in all
+    When alice sends "still there?"
+    Then turn 2 is answered "re: still there?"
+
+    # 0 leaves the setting out: the documented default, 8.
+    Examples:
+      | setting | calls | asked | outcome                                |
+      | 3       | 2     | 3     | turn 1 is answered "re: look it all up" |
+      | 3       | 3     | 3     | turn 1 fails with reason "turn-failed"  |
+      | 0       | 7     | 8     | turn 1 is answered "re: look it all up" |
+      | 0       | 8     | 8     | turn 1 fails with reason "turn-failed"  |
