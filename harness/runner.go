@@ -395,6 +395,20 @@ func (r *runner) initScenario(sc *godog.ScenarioContext) {
 			return ctx, err
 		}
 		res.DurationMs = time.Since(begun).Milliseconds()
+		if err == nil && na == "" {
+			// godog ends a scenario whose step is undefined or pending without an error: the
+			// step's own status says so, and such a scenario never passes.
+			for _, st := range res.Steps {
+				if st.Status == report.Undefined {
+					err = fmt.Errorf("%w: %s", godog.ErrUndefined, st.Text)
+					break
+				}
+				if st.Status == report.Pending {
+					err = godog.ErrPending
+					break
+				}
+			}
+		}
 		res.Status, res.Message, res.Failure = r.classify(s, na, err)
 		if res.Status == report.Failed || res.Status == report.HarnessError {
 			if logs := ""; s.drv != nil {

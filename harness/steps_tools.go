@@ -135,7 +135,7 @@ func (s *scenario) registerTools(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
-	sc.Step(`^the tool "([\w-]+)" fails with status (\d+) and says (\d+) characters of "([^"]+)"(?: followed by "([^"]*)")?$`, func(name string, status, n int, ch, tail string) error {
+	sc.Step(`^the tool "([\w-]+)" fails with status (\d+) and says (\d+) characters of "([^"]+)"(?: and then "([^"]*)")?$`, func(name string, status, n int, ch, tail string) error {
 		if err := s.declareTool(name); err != nil {
 			return err
 		}
