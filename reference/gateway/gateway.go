@@ -54,6 +54,9 @@ type Discovery struct {
 	Profiles       []string       `json:"profiles"`
 	Implementation Implementation `json:"implementation"`
 	RuntimeDoor    bool           `json:"runtimeDoor"`
+	// Extensions lists the optional behaviours of the HTTP surface the system offers
+	// (spec/http.md, Discovery): "chosen-id" for caller-chosen conversation ids.
+	Extensions []string `json:"extensions,omitempty"`
 }
 
 // Implementation names the system.
