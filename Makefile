@@ -1,7 +1,7 @@
 # The two commands the README promises, and their parts.
 GO ?= go
 
-.PHONY: all conformance conformance-process test check vet race selftest build bench browser-test
+.PHONY: all conformance conformance-process test check vet race selftest build bench browser-test fuzz
 
 all: test conformance
 
@@ -36,3 +36,9 @@ bench:
 # harness/browser, and skip without them (except in CI, where they fail instead).
 browser-test:
 	$(GO) test -count=1 ./harness/browser/
+
+# Every fuzz target, one after the other, each for FUZZTIME (default 10s); the tally goes to
+# reports/fuzz/tally.tsv. FUZZTARGETS (a regexp) narrows the run.
+FUZZTIME ?= 10s
+fuzz:
+	FUZZTIME=$(FUZZTIME) GO=$(GO) .ci/fuzz
