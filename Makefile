@@ -1,7 +1,7 @@
 # The two commands the README promises, and their parts.
 GO ?= go
 
-.PHONY: all conformance conformance-process test check vet race selftest build bench browser-test mutate mutate-sample
+.PHONY: all conformance conformance-process test check vet race selftest build bench browser-test mutate mutate-sample fuzz
 
 all: test conformance
 
@@ -53,3 +53,9 @@ MUTATE_MIN_KILL_RATE ?= 70
 mutate-sample:
 	$(GO) run ./cmd/loomcheck mutate --sample $(MUTATE_SAMPLE) --seed $(MUTATE_SEED) --workers 2 \
 		--min-kill-rate $(MUTATE_MIN_KILL_RATE) $(if $(MUTATE_SINCE),--since $(MUTATE_SINCE)) --out reports/mutation-sample
+
+# Every fuzz target, one after the other, each for FUZZTIME (default 10s); the tally goes to
+# reports/fuzz/tally.tsv. FUZZTARGETS (a regexp) narrows the run.
+FUZZTIME ?= 10s
+fuzz:
+	FUZZTIME=$(FUZZTIME) GO=$(GO) .ci/fuzz

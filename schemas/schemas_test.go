@@ -60,7 +60,8 @@ func TestUnknownSchema(t *testing.T) {
 }
 
 func TestNotJSON(t *testing.T) {
-	for _, doc := range []string{``, `{`, `{} {}`, `nul`} {
+	// `{}A` and `{} ]` were found by FuzzEvent (harness/contract): bytes after the value passed.
+	for _, doc := range []string{``, `{`, `{} {}`, `nul`, `{}A`, `{} ]`, `{}\x00`} {
 		err := Validate("status", []byte(doc))
 		assert.ErrorIs(t, err, ErrNotJSON, doc)
 		var verr *ValidationError
