@@ -25,6 +25,7 @@ func cmdExplore(args []string, stdout, stderr io.Writer) int {
 	maxPoints := fs.Int("max-points", 0, "at most this many crash points per dialogue, spread evenly (0: all)")
 	wait := fs.Duration("step-timeout", explore.DefaultWait, "the longest any step waits for the system")
 	quiet := fs.Bool("quiet", false, "no progress lines")
+	compareLog := fs.Bool("compare-log", true, "also compare the raw execution log with the uncrashed run's, event by event (the reference's log is deterministic)")
 	engineLog := fs.Bool("engine-log", false, "keep the engine's own log lines (a crashed instance logs the writes it could not make)")
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
@@ -37,7 +38,7 @@ func cmdExplore(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "loomcheck explore: --every must be at least 1 and --max-points at least 0")
 		return exitUsage
 	}
-	opt := explore.Options{Factory: referenceFactory, Every: *every, MaxPoints: *maxPoints, Wait: *wait}
+	opt := explore.Options{Factory: referenceFactory, Every: *every, MaxPoints: *maxPoints, Wait: *wait, CompareLog: *compareLog}
 	if *dialogues != "" {
 		opt.Dialogues = strings.Split(*dialogues, ",")
 	}

@@ -65,6 +65,22 @@ func judge(d *dialogue, point int64, base, o *outcome) []Finding {
 		add(Finding{Kind: "status", Viewer: owner, What: "the conversation's status", Want: w, Got: g})
 	}
 
+	// The raw execution log (Options.CompareLog), event by event.
+	shownLog := 0
+	for i := 0; i < max(len(base.log), len(o.log)) && shownLog < 3; i++ {
+		w, g := "no event", "no event"
+		if i < len(base.log) {
+			w = base.log[i]
+		}
+		if i < len(o.log) {
+			g = o.log[i]
+		}
+		if w != g {
+			shownLog++
+			add(Finding{Kind: "log", Record: i + 1, What: "the execution log differs from the uncrashed run's (event, by position and kind)", Want: w, Got: g})
+		}
+	}
+
 	// No model call, after the restart, for a turn whose reply was already recorded.
 	answered := map[string]int64{}
 	if rec := o.recorded[owner]; rec != nil {

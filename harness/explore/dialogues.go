@@ -24,6 +24,9 @@ type dialogue struct {
 	steps   []step
 	// viewers are the principals whose views of the history are compared, the owner first.
 	viewers []string
+	// logAs reads the execution log (Options.CompareLog) when the owner does not own the
+	// execution (shared mode: the service principal does).
+	logAs string
 	// exercised checks, on the uncrashed run, that the dialogue did what it is about; a dialogue
 	// that does not is a fault of the kit (the scenario would prove nothing).
 	exercised func(s *session, o *outcome) error
@@ -225,6 +228,7 @@ func dialogues() []*dialogue {
 				sendStep("bob", "b-2", "thanks"), replyStep("bob", 3),
 			},
 			viewers: []string{"alice", "bob"},
+			logAs:   "service",
 			exercised: func(s *session, o *outcome) error {
 				if m := o.status.str("mode"); m != "shared" {
 					return fmt.Errorf("mode %q, want shared", m)

@@ -64,15 +64,22 @@ type Options struct {
 	Wait      time.Duration
 	Progress  io.Writer
 	Dir       string
+	// CompareLog also compares the conversation's raw execution log (runtime door), event kind by
+	// event kind and position by position, with the uncrashed run's: a replay that took another
+	// branch shows there even when the transcript does not. It is stricter than the records (an
+	// implementation may write recovery events of its own), so it is off unless asked; the
+	// reference engine's log is deterministic and `loomcheck explore` turns it on.
+	CompareLog bool
 }
 
 // Finding is one thing a crashed run got wrong: which dialogue, after a crash at which write, which
-// record (1-based; 0 when the finding is not about one record), and what was wanted and got.
+// record (1-based; for a log finding, which event; 0 when the finding is not about one), and what
+// was wanted and got.
 type Finding struct {
 	Dialogue string `json:"dialogue"`
 	// Point is the write the crash followed; 0 is the uncrashed run.
 	Point int64 `json:"point"`
-	// Kind is lost, duplicated, reasked, history, status, request, error or stuck.
+	// Kind is lost, duplicated, reasked, history, status, request, log, error or stuck.
 	Kind   string `json:"kind"`
 	Viewer string `json:"viewer,omitempty"`
 	Record int    `json:"record,omitempty"`
@@ -85,7 +92,11 @@ func (f Finding) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s, crash after write %d: %s", f.Dialogue, f.Point, f.What)
 	if f.Record > 0 {
-		fmt.Fprintf(&b, " (record %d", f.Record)
+		unit := "record"
+		if f.Kind == "log" {
+			unit = "event"
+		}
+		fmt.Fprintf(&b, " (%s %d", unit, f.Record)
 		if f.Viewer != "" {
 			fmt.Fprintf(&b, " as %s sees it", f.Viewer)
 		}
@@ -135,6 +146,7 @@ type outcome struct {
 	hooks    []hookReport
 	epochs   int
 	stuck    *Finding
+	log      []string
 }
 
 // Run explores the dialogues of opt. It returns a harness error (matching harness.ErrHarness) when
@@ -396,6 +408,17 @@ func (s *session) readOutcome(o *outcome) error {
 		return fmt.Errorf("status: %w", err)
 	}
 	o.status = st
+	if s.opt.CompareLog {
+		who := s.d.viewers[0]
+		if s.d.logAs != "" {
+			who = s.d.logAs
+		}
+		kinds, err := s.execLog(ctx, who)
+		if err != nil {
+			return fmt.Errorf("log: %w", err)
+		}
+		o.log = kinds
+	}
 	return nil
 }
 

@@ -38,7 +38,7 @@ func referenceFactory(ctx context.Context, cfg spec.SUTConfig) (harness.Instance
 func TestPlainDialogueAtEveryWrite(t *testing.T) {
 	var progress bytes.Buffer
 	rep, err := explore.Run(context.Background(), explore.Options{Factory: referenceFactory, Dialogues: []string{"plain"},
-		Dir: t.TempDir(), Progress: &progress})
+		Dir: t.TempDir(), Progress: &progress, CompareLog: true})
 	require.NoError(t, err)
 	require.Len(t, rep.Dialogues, 1)
 	d := rep.Dialogues[0]

@@ -133,6 +133,15 @@ func TestJudge(t *testing.T) {
 	fs = judge(d, 2, base, o)
 	require.ElementsMatch(t, []string{"request", "request", "error"}, kindsOf(fs))
 
+	// The execution log, when compared: an event the uncrashed run did not write.
+	o = same()
+	base.log, o.log = []string{"0.1 started", "0.2 decided"}, []string{"0.1 started", "0.2 decided", "0.3 failed"}
+	fs = judge(d, 5, base, o)
+	require.Equal(t, []Finding{{Dialogue: "plain", Point: 5, Kind: "log", Record: 3,
+		What: "the execution log differs from the uncrashed run's (event, by position and kind)", Want: "no event", Got: "0.3 failed"}}, fs)
+	require.Contains(t, fs[0].String(), "(event 3)")
+	base.log = nil
+
 	// A changed status.
 	o = same()
 	o.status = entry{"turns": float64(2)}

@@ -29,6 +29,9 @@ import (
 var principals = map[string]spec.Principal{
 	"alice": {Tenant: "acme", Actor: "alice"},
 	"bob":   {Tenant: "acme", Actor: "bob"},
+	// the service is the host identity a shared conversation runs as: it owns the execution, so
+	// it alone reads the execution's log through the runtime door.
+	"service": servicePrincipal,
 }
 
 var servicePrincipal = spec.Principal{Tenant: "acme", Actor: "loom-service"}
@@ -529,4 +532,36 @@ func lastUser(msgs []world.Message) string {
 		}
 	}
 	return ""
+}
+
+// execLog reads the conversation's raw execution log through the runtime door, as who: the kind
+// of every event, oldest first.
+func (s *session) execLog(ctx context.Context, who string) ([]string, error) {
+	var kinds []string
+	cursor := ""
+	for range 10000 {
+		q := url.Values{"limit": {"500"}}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		var page struct {
+			Events []struct {
+				Cursor string `json:"cursor"`
+				Kind   string `json:"kind"`
+			} `json:"events"`
+			NextCursor string `json:"nextCursor"`
+			Done       bool   `json:"done"`
+		}
+		if _, err := s.request(ctx, who, http.MethodGet, "/runtime/executions/"+url.PathEscape(s.conv)+"/log?"+q.Encode(), nil, &page); err != nil {
+			return nil, err
+		}
+		for _, e := range page.Events {
+			kinds = append(kinds, e.Cursor+" "+e.Kind)
+		}
+		if page.Done || (page.NextCursor == cursor && len(page.Events) == 0) {
+			return kinds, nil
+		}
+		cursor = page.NextCursor
+	}
+	return nil, errors.New("log: more than 10000 pages")
 }
