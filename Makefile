@@ -1,7 +1,7 @@
 # The two commands the README promises, and their parts.
 GO ?= go
 
-.PHONY: all conformance conformance-process test check vet race selftest build bench browser-test mutate mutate-sample fuzz
+.PHONY: all conformance conformance-process test check vet race selftest build bench browser-test mutate mutate-sample fuzz explore explore-ci
 
 all: test conformance
 
@@ -28,6 +28,14 @@ race:
 
 selftest:
 	$(GO) run ./cmd/loomcheck selftest --out reports/selftest
+
+# Crash exploration: every canonical dialogue crashed right after each of its durable writes and
+# restarted (reports/explore/). About 20 s on two cores; explore-ci is the bounded part CI runs.
+explore:
+	$(GO) run ./cmd/loomcheck explore --out reports/explore
+
+explore-ci:
+	$(GO) run ./cmd/loomcheck explore --max-points 12 --out reports/explore
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
