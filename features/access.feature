@@ -50,6 +50,11 @@ Feature: Only the owner may touch a conversation
       | alice         |
       | the assistant |
 
+  @profile:core @req:ADR0122-D8-01
+  Scenario: An execution that is not a conversation is no conversation, whatever its input claims
+    When mallory starts a turn execution "pretender" through the runtime door, its input claiming to be her own conversation
+    Then mallory gets the same 404 as for a missing conversation on the conversation routes of it
+
   @profile:core @req:ADR0122-D8-03
   Scenario Outline: A principal without an actor is not authenticated
     When <principal> starts a conversation with id "orphan"

@@ -94,3 +94,98 @@ Feature: A turn runs the canonical agent loop
       | tool      | {"zone": "south ok"} [for south]           |
     And the tool "north" has been called 1 time in all
     And the tool "south" has been called 1 time in all
+
+  @profile:agent @req:ADR0121-D4-01 @configures
+  Scenario: A completed turn writes its prompt and its answer back to the asker's memory, once
+    Given the agent has memory
+    And alice has started a conversation
+    When alice sends "check pump 3"
+    Then turn 1 is answered "re: check pump 3"
+    And alice's memory holds exactly:
+      | role      | text             |
+      | user      | check pump 3     |
+      | assistant | re: check pump 3 |
+    Given the model replies "pump 4 is fine"
+    When alice sends "and pump 4?"
+    Then turn 2 is answered "pump 4 is fine"
+    And alice's memory holds exactly:
+      | role      | text             |
+      | user      | check pump 3     |
+      | assistant | re: check pump 3 |
+      | user      | and pump 4?      |
+      | assistant | pump 4 is fine   |
+
+  @profile:agent @req:ADR0121-D4-01 @crash @configures
+  Scenario: A write-back survives a crash without being written twice
+    Given the agent has memory
+    And alice has started a conversation
+    When alice sends "check pump 3"
+    Then turn 1 is answered "re: check pump 3"
+    When the system is killed and restarted
+    Given the model replies "you are welcome"
+    When alice sends "thanks"
+    Then turn 2 is answered "you are welcome"
+    And alice's memory holds exactly:
+      | role      | text             |
+      | user      | check pump 3     |
+      | assistant | re: check pump 3 |
+      | user      | thanks           |
+      | assistant | you are welcome  |
+
+  @profile:agent @req:ADR0121-D4-02 @configures
+  Scenario: A failed turn writes nothing back
+    Given the agent has memory
+    And the model fails with status 500 and says "upstream exploded"
+    And alice has started a conversation
+    When alice sends "check pump 3"
+    Then turn 1 fails with reason "model-error"
+    When alice sends "thanks"
+    Then turn 2 is answered "re: thanks"
+    And alice's memory holds exactly:
+      | role      | text       |
+      | user      | thanks     |
+      | assistant | re: thanks |
+
+  @profile:agent @req:ADR0121-D1-01 @configures
+  Scenario Outline: A failing tool's message reaches the model cut to 2 000 bytes at a character boundary (<what>)
+    Given alice has started a conversation
+    And the model calls "lookup" with {"pump": 3}
+    And the tool "lookup" fails with status 500 and says <n> characters of "x" and then "<tail>"
+    When alice sends "check pump 3"
+    Then turn 1 is answered "re: check pump 3"
+    And request 2 to the model holds that tool message cut to 2000 bytes
+
+    Examples:
+      | what                              | n    | tail |
+      | 2000 bytes, whole                 | 2000 |      |
+      | 2001 bytes                        | 2001 |      |
+      | a two-byte character across 2 000 | 1999 | é    |
+
+  @profile:agent @req:ADR0121-D1-01
+  Scenario: A call to a tool that was never declared is refused without reaching the tool server
+    Given alice has started a conversation
+    And the model calls "teleport" with {"to": "mars"}
+    When alice sends "beam me up"
+    Then turn 1 is answered "re: beam me up"
+    And the tool "teleport" was never called
+    And request 2 to the model holds a tool error for "teleport"
+
+  @profile:agent @req:ADR0121-D1-04 @configures
+  Scenario Outline: A turn asks the model at most maxIterations times (setting <setting>, <calls> tool rounds)
+    Given the setting "conversation.maxIterations" is <setting>
+    And alice has started a conversation
+    And the model calls "lookup" <calls> times in a row
+    And the tool "lookup" answers {"found": true}
+    When alice sends "look it all up"
+    Then <outcome>
+    And the model has been asked <asked> times in all
+    When alice sends "still there?"
+    Then turn 2 is answered "re: still there?"
+
+    # 0 leaves the setting out: the documented default, 8.
+    Examples:
+      | setting | calls | asked | outcome                                |
+      | 3       | 2     | 3     | turn 1 is answered "re: look it all up" |
+      | 3       | 3     | 3     | turn 1 fails with reason "turn-failed"  |
+      | 0       | 7     | 8     | turn 1 is answered "re: look it all up" |
+      | 0       | 8     | 8     | turn 1 fails with reason "turn-failed"  |

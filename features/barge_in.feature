@@ -321,6 +321,21 @@ Feature: Barge-in: a new message interrupts the running turn
       | assistant | re: never mind     |
       | user      | and now?           |
 
+  @profile:barge-in @req:ADR0121-D4-03 @configures
+  Scenario: An interrupted turn writes nothing back to memory
+    Given the agent has memory
+    And alice has started a conversation
+    And the model streams "Let me" and waits
+    When alice sends "check the pumps"
+    And alice's stream shows "Let me"
+    And alice sends "stop, check the valves"
+    Then turn 1 is interrupted with partial "Let me"
+    And turn 2 is answered "re: stop, check the valves"
+    And alice's memory holds exactly:
+      | role      | text                       |
+      | user      | stop, check the valves     |
+      | assistant | re: stop, check the valves |
+
   @profile:barge-in @req:ADR0122-D2-13
   Scenario: A conversation that would need tool approvals is refused at construction
     Given the tool "drop-table" needs approval

@@ -50,6 +50,24 @@ Feature: The context fits the model's window, and what leaves it is summarized
       | 331    | 2, 3 |
       | 330    | 3    |
 
+  @profile:budget @req:ADR0122-D5-01 @configures
+  Scenario Outline: The fit counts the summary and its acknowledgement to the token (a window of <window>)
+    # Beside the tools (75) and the prompt (8), the summary as sent (fenced) costs 22 and
+    # "(summary noted)" 8: two earlier turns need 361.
+    Given the setting "conversation.budget.contextWindow" is <window>
+    And the summarizer always answers "alice asked about pumps"
+    And alice has started a conversation
+    And alice has had 3 turns of 400 characters answered
+    When alice sends "what did I say?"
+    Then turn 4 is answered "re: what did I say?"
+    And request 4 to the model carries the summary "alice asked about pumps" fenced in a user message
+    And the window of request 4 to the model holds turns <kept>
+
+    Examples:
+      | window | kept |
+      | 361    | 2, 3 |
+      | 360    | 3    |
+
   @profile:budget @req:ADR0122-D5-02 @configures
   Scenario: A prompt that cannot fit even alone is rejected and the dialogue goes on
     Given alice has started a conversation
@@ -189,3 +207,22 @@ Feature: The context fits the model's window, and what leaves it is summarized
       | 8   | 4    | assistant | complete | re: what now? |
     And the summarizer has been asked 2 times in all
     And the model has been asked 4 times in all
+
+  @profile:budget @req:ADR0122-D5-10 @configures
+  Scenario: The summary crosses rotations with the carry
+    Given the conversation rotates every 1 turn
+    And the summarizer always answers "alice asked about pumps"
+    And alice has started a conversation
+    And alice has had 3 turns of 400 characters answered
+    When alice sends "what did I say?"
+    Then turn 4 is answered "re: what did I say?"
+    And the status says the conversation is "open" after 4 turns in generation 3 or later
+    And request 4 to the model holds the messages:
+      | role      | content         |
+      | user      | {summary}       |
+      | assistant | (summary noted) |
+      | user      | {turn 2}        |
+      | assistant | {reply 2}       |
+      | user      | {turn 3}        |
+      | assistant | {reply 3}       |
+      | user      | what did I say? |

@@ -5,6 +5,8 @@ Feature: A conversation is one durable dialogue
 
   The conversation is one durable execution: each user turn is taken from its inbox, answered by
   the model, and both the turn and the reply are recorded once, in order, readable back as history.
+  The server mints a conversation's id; taking an id the caller chose is an extension a system
+  claims in discovery ("chosen-id"), and the scenarios that need one are not applicable without it.
 
   @profile:core @req:ADR0122-D1-01
   Scenario: A streamed reply is recorded and readable in history
@@ -44,8 +46,15 @@ Feature: A conversation is one durable dialogue
       | 4   | 2    | assistant | complete | re: thanks              |
     And the model has been asked 2 times in all
 
+  @profile:core @req:ADR0122-D1-01
+  Scenario: The server mints a distinct, well-formed id for every conversation started without one
+    Given alice has started a conversation "A"
+    And alice has started a conversation "B"
+    Then conversations "A" and "B" have distinct ids the status repeats
+
   @profile:core @req:ADR0122-D1-04
   Scenario Outline: A caller-chosen conversation id must be well formed
+    Given the system takes caller-chosen conversation ids
     When alice starts a conversation with id "<id>"
     Then the answer is <status>
 
@@ -59,7 +68,8 @@ Feature: A conversation is one durable dialogue
 
   @profile:core @req:ADR0122-D1-05
   Scenario: A chosen id starts once
-    Given alice has started a conversation with id "ops-room"
+    Given the system takes caller-chosen conversation ids
+    And alice has started a conversation with id "ops-room"
     When alice starts a conversation with id "ops-room"
     Then the answer is 200
     When mallory starts a conversation with id "ops-room"

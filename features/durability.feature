@@ -75,6 +75,30 @@ Feature: A conversation survives a crash at any point
       | assistant | re: second |
       | user      | third      |
 
+  @profile:durability @req:ADR0122-D4-01 @configures
+  Scenario: Rotation comes every rotateEveryTurns turns, not one sooner or later
+    Given the conversation rotates every 2 turns
+    And alice has started a conversation
+    And alice remembers the generation
+    And alice has had 2 turns answered
+    Then the generation has moved on by 0
+    When alice has had 1 more turn answered
+    Then the generation has moved on by 1
+    When alice has had 2 more turns answered
+    Then the generation has moved on by 2
+    And the history holds:
+      | ord | turn | role      | status   | text           |
+      | 1   | 1    | user      | accepted | question 1     |
+      | 2   | 1    | assistant | complete | re: question 1 |
+      | 3   | 2    | user      | accepted | question 2     |
+      | 4   | 2    | assistant | complete | re: question 2 |
+      | 5   | 3    | user      | accepted | question 3     |
+      | 6   | 3    | assistant | complete | re: question 3 |
+      | 7   | 4    | user      | accepted | question 4     |
+      | 8   | 4    | assistant | complete | re: question 4 |
+      | 9   | 5    | user      | accepted | question 5     |
+      | 10  | 5    | assistant | complete | re: question 5 |
+
   @profile:durability @req:ADR0122-D4-03 @configures
   Scenario: After rotation a stranger is still refused
     Given the conversation rotates every 1 turn

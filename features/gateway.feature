@@ -32,17 +32,25 @@ Feature: The HTTP gateway fails closed and says nothing a caller was not entitle
       | no credential                 |
       | an unknown bearer token       |
       | her token as a query parameter |
+      | her token in a session cookie  |
 
   @profile:gateway @req:ADR0122-D6-03 @configures
-  Scenario: A stranger probing a busy conversation gets the 404, never a 429
+  Scenario Outline: A stranger probing a busy conversation gets the 404, never a 429
     Given the setting "gateway.maxStreams" is 1
     And the setting "gateway.postsPerMinute" is 1
     And alice has started a conversation
     And alice opens the event stream
-    When mallory opens the event stream of alice's conversation
+    When <stranger> opens the event stream of alice's conversation
     Then the answer is 404 with error "not found"
-    When mallory sends "let me in" to alice's conversation twice
+    When <stranger> sends "let me in" to alice's conversation twice
     Then both answers are 404 with error "not found"
+
+    Examples:
+      | stranger               |
+      | mallory                |
+      | alice at evil          |
+      | alice without a tenant |
+      | alice for bob          |
 
   @profile:gateway @req:ADR0122-D6-04 @configures
   Scenario: A request from an origin that is not allowed is refused before anything runs
@@ -116,6 +124,17 @@ Feature: The HTTP gateway fails closed and says nothing a caller was not entitle
       | loom.internal.attacker.example | the allowed host as prefix |
       | evil-loom.internal             | the allowed host as suffix |
       | attacker.example               | another host altogether    |
+
+  @profile:gateway @req:ADR0122-D6-04 @configures
+  Scenario Outline: A Host naming an allowed host name is answered, whatever its port or case
+    Given the setting "gateway.allowedHosts" is ["loom.internal"]
+    When alice starts a conversation with the Host "<host>"
+    Then the answer is 201
+
+    Examples:
+      | host               |
+      | loom.internal:8443 |
+      | LOOM.Internal      |
 
   @profile:gateway @req:ADR0122-D6-04
   Scenario: A POST that is not JSON is refused, so a cross-site form cannot be a request
@@ -298,7 +317,7 @@ Feature: The HTTP gateway fails closed and says nothing a caller was not entitle
     Given the setting "gateway.streamLifetimeMs" is 300
     And alice has started a conversation
     When alice opens the event stream
-    Then alice's stream ends with a "reconnect" event
+    Then alice's stream ends with a "reconnect" event saying "lifetime", no sooner than its lifetime
 
   @profile:gateway @req:ADR0122-D6-06 @configures
   Scenario: POSTs are rate limited per principal

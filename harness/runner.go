@@ -73,7 +73,9 @@ type runner struct {
 	claimed  map[string]bool
 	impl     string
 	door     bool
-	tmp      string
+	// extensions are the optional behaviours the SUT claims in discovery ("chosen-id").
+	extensions map[string]bool
+	tmp        string
 
 	sharedWorld *world.World
 	remoteCfg   *spec.SUTConfig
@@ -219,6 +221,7 @@ func (r *runner) probe(ctx context.Context) error {
 		SpecVersion    string   `json:"specVersion"`
 		Profiles       []string `json:"profiles"`
 		RuntimeDoor    bool     `json:"runtimeDoor"`
+		Extensions     []string `json:"extensions"`
 		Implementation struct {
 			Name    string `json:"name"`
 			Version string `json:"version"`
@@ -235,6 +238,10 @@ func (r *runner) probe(ctx context.Context) error {
 	}
 	r.impl = strings.TrimSpace(d.Implementation.Name + " " + d.Implementation.Version)
 	r.door = d.RuntimeDoor
+	r.extensions = map[string]bool{}
+	for _, e := range d.Extensions {
+		r.extensions[e] = true
+	}
 	return nil
 }
 
@@ -434,6 +441,20 @@ func (r *runner) initScenario(sc *godog.ScenarioContext) {
 			return ctx, err
 		}
 		res.DurationMs = time.Since(begun).Milliseconds()
+		if err == nil && na == "" {
+			// godog ends a scenario whose step is undefined or pending without an error: the
+			// step's own status says so, and such a scenario never passes.
+			for _, st := range res.Steps {
+				if st.Status == report.Undefined {
+					err = fmt.Errorf("%w: %s", godog.ErrUndefined, st.Text)
+					break
+				}
+				if st.Status == report.Pending {
+					err = godog.ErrPending
+					break
+				}
+			}
+		}
 		res.Status, res.Message, res.Failure = r.classify(s, na, err)
 		if res.Status == report.Failed || res.Status == report.HarnessError {
 			if logs := ""; s.drv != nil {

@@ -37,17 +37,23 @@ var principals = map[string]spec.Principal{
 	// Look-alikes: each differs from alice (or bob) in one identity field alone, so a rule that
 	// compares identities by actor alone admits them. "... other token" is another token mapped
 	// to the very same identity: it IS that principal.
-	"alice at evil":          {Tenant: "evil", Actor: "alice"},
-	"alice without a tenant": {Actor: "alice"},
-	"alice for bob":          {Tenant: "acme", Actor: "alice", OnBehalfOf: "bob"},
-	"alice's other token":    {Tenant: "acme", Actor: "alice"},
-	"bob at evil":            {Tenant: "evil", Actor: "bob"},
-	"bob without a tenant":   {Actor: "bob"},
-	"bob for carol":          {Tenant: "acme", Actor: "bob", OnBehalfOf: "carol"},
-	"bob's other token":      {Tenant: "acme", Actor: "bob"},
-	"the assistant":          {Tenant: "acme", Actor: "assistant"},
-	"nobody at all":          {},
-	"nobody for alice":       {Tenant: "acme", OnBehalfOf: "alice"},
+	"alice at evil":                   {Tenant: "evil", Actor: "alice"},
+	"alice without a tenant":          {Actor: "alice"},
+	"alice for bob":                   {Tenant: "acme", Actor: "alice", OnBehalfOf: "bob"},
+	"alice's other token":             {Tenant: "acme", Actor: "alice"},
+	"bob at evil":                     {Tenant: "evil", Actor: "bob"},
+	"bob without a tenant":            {Actor: "bob"},
+	"bob for carol":                   {Tenant: "acme", Actor: "bob", OnBehalfOf: "carol"},
+	"bob's other token":               {Tenant: "acme", Actor: "bob"},
+	"the assistant":                   {Tenant: "acme", Actor: "assistant"},
+	"the service's other token":       {Tenant: "acme", Actor: "loom-service"},
+	"the service at evil":             {Tenant: "evil", Actor: "loom-service"},
+	"the service without a tenant":    {Actor: "loom-service"},
+	"the service for alice":           {Tenant: "acme", Actor: "loom-service", OnBehalfOf: "alice"},
+	"the assistant for bob":           {Tenant: "acme", Actor: "assistant", OnBehalfOf: "bob"},
+	"the assistant at evil for alice": {Tenant: "evil", Actor: "assistant", OnBehalfOf: "alice"},
+	"nobody at all":                   {},
+	"nobody for alice":                {Tenant: "acme", OnBehalfOf: "alice"},
 }
 
 // standardTools are declared to every system under test, so scenarios can script them at any
@@ -122,6 +128,10 @@ type scenario struct {
 	summary      string
 	lastPage     []entry
 	lastPageDone bool
+
+	// partChanges are the participant changes this scenario made and the system accepted,
+	// oldest first: op, then the wire identities of whom and by whom.
+	partChanges []partChange
 
 	mu       sync.Mutex
 	streams  []*stream

@@ -1,12 +1,14 @@
 package harness
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cucumber/godog"
 
@@ -212,6 +214,12 @@ func (s *scenario) registerMore(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
+	sc.Step(`^(\w[\w' ]*?)'s memory holds exactly:$`, func(who string, t *godog.Table) error {
+		return s.memoryHolds(who, t)
+	})
+	sc.Step(`^(\w[\w' ]*?)'s memory holds nothing$`, func(who string) error {
+		return s.memoryHolds(who, nil)
+	})
 	sc.Step(`^(\w[\w' ]*?) sends (\d+) empty messages$`, func(who string, n int) error {
 		for range n {
 			if err := s.mustSend(who, "", s.nextMessageID(), nil); err != nil {
@@ -260,6 +268,35 @@ func (s *scenario) registerMore(sc *godog.ScenarioContext) {
 		if !strings.Contains(last, q) || !strings.HasSuffix(last, unescape(says)) || strings.Index(last, q) > strings.LastIndex(last, unescape(says)) {
 			return fail(fmt.Sprintf("the last user message of request %d to the model", i), fmt.Sprintf("%q", last),
 				fmt.Sprintf("the earlier words %s quoted as data, then %q", q, says))
+		}
+		return nil
+	})
+	sc.Step(`^the last user message of request (\d+) to the model quotes (\d+) characters of turn (\d+) and says "((?:[^"\\]|\\.)*)"$`, func(i, n int, t int64, says string) error {
+		quote, err := s.expandMessage(fmt.Sprintf("{turn %d}", t))
+		if err != nil {
+			return err
+		}
+		if r := []rune(quote); len(r) > n {
+			quote = string(r[:n])
+		}
+		var q strings.Builder
+		enc := json.NewEncoder(&q)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(quote)
+		want := "[This message edits the user's earlier message " + strings.TrimSuffix(q.String(), "\n") + ".]\n" + unescape(says)
+		req, err := s.modelRequest(i)
+		if err != nil {
+			return err
+		}
+		last := ""
+		for _, m := range req.Messages {
+			if m.Role == "user" {
+				last = m.Content
+			}
+		}
+		if last != want {
+			return fail(fmt.Sprintf("the last user message of request %d to the model", i), fmt.Sprintf("%q", clip(last, 700)),
+				fmt.Sprintf("%q (spec/prompt.md: the quote is at most 500 characters)", clip(want, 700)))
 		}
 		return nil
 	})
@@ -401,4 +438,65 @@ func noiseText(seed, n int) string {
 		b[i] = "abcdefghijklmnopqrstuvwxyz"[x%26]
 	}
 	return string(b)
+}
+
+// memoryScope is the memory scope of a principal (spec/world.md): "<tenant>/<actor>", then
+// "~<onBehalfOf>" for a delegate.
+func memoryScope(who string) string {
+	p := principals[who]
+	scope := p.Tenant + "/" + p.Actor
+	if p.OnBehalfOf != "" {
+		scope += "~" + p.OnBehalfOf
+	}
+	return scope
+}
+
+// memoryHolds checks what who's memory scope holds, every entry in order (role and text; each
+// written entry must carry an id), and that no write-back went to any other scope. A nil table
+// means nothing.
+func (s *scenario) memoryHolds(who string, t *godog.Table) error {
+	if _, ok := principals[who]; !ok {
+		return harnessErr("unknown principal %q", who)
+	}
+	scope := memoryScope(who)
+	var want []string
+	if t != nil {
+		for _, row := range t.Rows[1:] {
+			want = append(want, row.Cells[0].Value+": "+unescape(row.Cells[1].Value))
+		}
+	}
+	render := func() (string, error) {
+		var got []string
+		for _, e := range s.world.Memory().Scope(scope) {
+			if e.ID == "" {
+				return "", fail("the memory of "+scope, fmt.Sprintf("an entry without an id (%s: %q)", e.Role, clip(e.Text, 40)), "deterministic entry ids, so a replayed write-back is skipped")
+			}
+			got = append(got, e.Role+": "+e.Text)
+		}
+		return strings.Join(got, "\n"), nil
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		got, err := render()
+		if err != nil {
+			return err
+		}
+		if got == strings.Join(want, "\n") {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fail("the memory of "+scope, "\n"+got, "\n"+strings.Join(want, "\n"))
+		case <-tick.C:
+		}
+	}
+	for _, w := range s.world.Memory().Writes() {
+		if w.Scope != scope {
+			return fail("a memory write-back", "one to the scope "+w.Scope, "write-backs only to the asker's scope "+scope)
+		}
+	}
+	return nil
 }

@@ -189,3 +189,19 @@ func TestJudgeProfileWithOnlyNotApplicableScenariosIsNotRun(t *testing.T) {
 	require.Equal(t, 1, rep.ExitCode)
 	require.Equal(t, []string{"durability"}, rep.NotRun)
 }
+
+// TestUndefinedStepIsNeverAPass: a scenario whose step has no definition is reported undefined
+// (godog itself ends such a scenario without an error), and the run is not conformant.
+func TestUndefinedStepIsNeverAPass(t *testing.T) {
+	rep, err := harness.Execute(context.Background(), harness.Options{
+		Factory: func(ctx context.Context, cfg spec.SUTConfig) (harness.Instance, error) {
+			return reference.OpenConfig(ctx, cfg)
+		},
+		Features: os.DirFS("testdata/undefined"),
+	})
+	require.NoError(t, err)
+	rep = harness.Judge(rep, catalogue(t), nil)
+	require.Equal(t, 0, rep.Totals.Passed)
+	require.Equal(t, 1, rep.Totals.Undefined)
+	require.NotEqual(t, 0, rep.ExitCode)
+}

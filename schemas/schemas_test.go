@@ -60,7 +60,8 @@ func TestUnknownSchema(t *testing.T) {
 }
 
 func TestNotJSON(t *testing.T) {
-	for _, doc := range []string{``, `{`, `{} {}`, `nul`} {
+	// `{}A` and `{} ]` were found by FuzzEvent (harness/contract): bytes after the value passed.
+	for _, doc := range []string{``, `{`, `{} {}`, `nul`, `{}A`, `{} ]`, `{}\x00`} {
 		err := Validate("status", []byte(doc))
 		assert.ErrorIs(t, err, ErrNotJSON, doc)
 		var verr *ValidationError
@@ -103,6 +104,8 @@ func schemaCases() []schemaCase {
 		{"entry ok", "entry", entry, nil},
 		{"entry extra field tolerated", "entry", strings.Replace(entry, `"ord":3`, `"ord":3,"x-vendor":true`, 1), nil},
 		{"entry ord zero", "entry", strings.Replace(entry, `"ord":3`, `"ord":0`, 1), []string{"/ord"}},
+		{"entry without ord", "entry", strings.Replace(entry, `"ord":3,`, ``, 1), []string{"/ord"}},
+		{"entry close without ord", "entry", `{"cursor":"1.0","turn":4,"role":"system","status":"closed","time":"2026-11-29T10:00:00Z"}`, nil},
 		{"entry bad cursor", "entry", strings.Replace(entry, `"0.7"`, `"7"`, 1), []string{"/cursor"}},
 		{"entry cursor too long", "entry", strings.Replace(entry, `"0.7"`, `"0.1234567890123456789"`, 1), []string{"/cursor"}},
 		{"entry bad time", "entry", strings.Replace(entry, `2026-11-29T10:00:00.000Z`, `yesterday`, 1), []string{"/time"}},
@@ -157,7 +160,7 @@ func schemaCases() []schemaCase {
 		{"sse partial", "sse-partial", `{"turn":1,"text":""}`, nil},
 		{"sse partial bad", "sse-partial", `{"turn":0}`, []string{"/turn", "/text"}},
 		{"sse message", "sse-message", entry, nil},
-		{"sse message bad", "sse-message", `{"cursor":"x"}`, []string{"/cursor", "/ord", "/turn", "/role", "/status", "/time"}},
+		{"sse message bad", "sse-message", `{"cursor":"x"}`, []string{"/cursor", "/turn", "/role", "/status", "/time"}},
 		{"sse delta", "sse-delta", `{"turn":2,"text":"he"}`, nil},
 		{"sse delta bad", "sse-delta", `{"turn":"2","text":null}`, []string{"/turn", "/text"}},
 		{"sse reset", "sse-reset", `{"turn":2}`, nil},

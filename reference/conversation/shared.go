@@ -193,6 +193,20 @@ func (cv *Conversations) initParticipants(ctx context.Context, id string, owner 
 	})
 }
 
+// finishParticipants records the initial participants of a shared conversation whose start
+// recorded none (it stopped in between); a set already recorded, by the start or a concurrent
+// retry, is kept.
+func (cv *Conversations) finishParticipants(ctx context.Context, id string, owner loomtype.Identity, ps []loomtype.Identity) error {
+	head, err := cv.kernel().Store().Head(ctx, participantsStream(id), 0)
+	if err != nil || head > 0 {
+		return err
+	}
+	if err := cv.initParticipants(ctx, id, owner, ps); err != nil && !errors.Is(err, store.ErrConflict) {
+		return err
+	}
+	return nil
+}
+
 // authorizeParticipant admits the participants of a shared conversation; the service identity is
 // never a viewer.
 func (cv *Conversations) authorizeParticipant(ctx context.Context, m meta, principal loomtype.Identity, id string) error {

@@ -49,7 +49,7 @@ type fuzzEngine struct {
 	reuse map[bool]string
 }
 
-func openFuzzEngine(f *testing.F) *fuzzEngine {
+func openFuzzEngine(f testing.TB) *fuzzEngine {
 	f.Helper()
 	dir := f.TempDir()
 	tokens := map[string]loomtype.Identity{"alice": fuzzAlice, "bob": fuzzBob}
@@ -225,6 +225,8 @@ func FuzzRequestBody(f *testing.F) {
 		{5, `{"id":"","flow":"","input":null}`},
 		{6, `{"messageId":"raw-1","payload":{"conversationId":"c","kind":"user","id":"i","iat":1,"text":"t","asker":{"actor":"a"},"sig":"s"}}`},
 		{6, `{"messageId":"raw-2"}`}, {7, `{}`},
+		{1, `{"TEXT":"hi"}`}, {1, `{"text":"a","Text":"b"}`}, {0, `{"ID":"upper"}`}, {4, `{"OP":"add","identity":{"Actor":"carol"}}`},
+		{1, `{"text":"x","editOf":9007199254740993}`},
 	}
 	for i, s := range seeds {
 		f.Add(s.route, uint8(i%2), uint8(0), []byte(s.body))
@@ -283,6 +285,17 @@ func FuzzRequestBody(f *testing.F) {
 			t.Fatalf("%s %q: answer %d %s breaks the contract: %v", path, body, res.StatusCode, got, vs)
 		}
 		if res.StatusCode < 400 {
+			// What is accepted must be inside the contract: a body the request schema refuses
+			// (an unknown member, a wrong type, a member written in another case) is a 400.
+			var outside []contract.Violation
+			for _, v := range fe.cv2.Request(creq, body) {
+				if !strings.HasPrefix(v.Pointer, contract.PointerHeaderPrefix) {
+					outside = append(outside, v)
+				}
+			}
+			if len(outside) > 0 && len(body) > 0 {
+				t.Fatalf("%s %q is outside the contract (%v) but was accepted: %d %s", path, body, outside, res.StatusCode, got)
+			}
 			return
 		}
 		checkError(t, res.StatusCode, res.Header, got)
@@ -295,6 +308,47 @@ func FuzzRequestBody(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestBodyMembersExact holds the inputs FuzzRequestBody found accepted outside the contract:
+// encoding/json matches member names in any case and keeps the last of two equal members, where
+// the contract names each member exactly, once.
+func TestBodyMembersExact(t *testing.T) {
+	fe := openFuzzEngine(t)
+	id := fe.conversation(t, false)
+	shared := fe.conversation(t, true)
+	for _, c := range []struct{ path, body, field string }{
+		{"/conversations/" + id + "/turns", `{"TEXT":"hi"}`, "TEXT"},
+		{"/conversations/" + id + "/turns", `{"text":"a","Text":"b"}`, "Text"},
+		{"/conversations/" + id + "/turns", `{"text":"a","text":"b"}`, "text"},
+		{"/conversations/" + id + "/turns", `{"text":"a","messageID":"m1"}`, "messageID"},
+		{"/conversations", `{"ID":"upper"}`, "ID"},
+		{"/conversations", `{"mode":"shared","participants":[{"actor":"bob","Tenant":"t1"}]}`, "Tenant"},
+		{"/conversations/" + shared + "/participants", `{"op":"add","identity":{"actor":"carol","actor":"dave"}}`, "actor"},
+		{"/runtime/executions", `{"id":"x1","flow":"conversation.turn","input":{},"Input":1}`, "Input"},
+	} {
+		before := fe.footprint(t, id, "upper")
+		req := httptest.NewRequest(http.MethodPost, c.path, strings.NewReader(c.body))
+		req.Header.Set("Authorization", "Bearer alice")
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		fe.h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusBadRequest || rec.Body.String() != `{"detail":"`+c.field+`","error":"bad request"}` {
+			t.Errorf("%s %s: %d %s, want 400 naming %q", c.path, c.body, rec.Code, rec.Body, c.field)
+		}
+		if after := fe.footprint(t, id, "upper"); after != before {
+			t.Errorf("%s %s wrote:\n%s\n%s", c.path, c.body, before, after)
+		}
+	}
+	// The members the contract names, in their case, are still taken; raw payloads unchanged.
+	req := httptest.NewRequest(http.MethodPost, "/runtime/executions", strings.NewReader(`{"id":"x2","flow":"conversation.turn","input":{"A":1,"a":2,"a":3}}`))
+	req.Header.Set("Authorization", "Bearer alice")
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	fe.h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusCreated {
+		t.Errorf("runtime start with a free-form input: %d %s", rec.Code, rec.Body)
+	}
 }
 
 // FuzzCursor reads a conversation's history, its event stream and the runtime log of its

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomcheck/loomcheck/reference/kernel"
+	"github.com/loomcheck/loomcheck/reference/loomtype"
 )
 
 // A decider that fails records nothing: Decide returns its error as is, and the next decision is
@@ -87,4 +88,18 @@ func TestInterruptedDeciderRunsAgain(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, kernel.StateCompleted, info.State)
 	require.EqualValues(t, 2, deciderRuns.Load())
+}
+
+// A closed kernel starts nothing: Start is ErrStopped and writes nothing to the store, which a
+// kernel opened later on the same store can tell.
+func TestStartAfterCloseIsRefused(t *testing.T) {
+	var calls atomic.Int64
+	r := newRig(t, map[string]kernel.Flow{"echo": echo(&calls)})
+	require.NoError(t, r.k.Close())
+	_, err := r.k.Start(context.Background(), kernel.StartRequest{ID: "late", Flow: "echo", Principal: alice})
+	require.ErrorIs(t, err, kernel.ErrStopped)
+	require.Empty(t, r.transcript("late", 0), "nothing was recorded for the refused start")
+	r.restart()
+	_, err = r.k.Info(context.Background(), "late")
+	require.ErrorIs(t, err, loomtype.ErrNotFound, "the execution does not exist after a reopen")
 }
