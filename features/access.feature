@@ -55,6 +55,19 @@ Feature: Only the owner may touch a conversation
     When mallory starts a turn execution "pretender" through the runtime door, its input claiming to be her own conversation
     Then mallory gets the same 404 as for a missing conversation on the conversation routes of it
 
+  @profile:core @req:ADR0122-D8-01
+  Scenario Outline: A route or method that does not exist answers exactly like a conversation that does not exist
+    Given alice has started a conversation
+    When alice sends <method> to the conversation's route "<route>"
+    Then the answer is exactly the one a conversation that does not exist gets
+
+    Examples:
+      | method | route     |
+      | DELETE |           |
+      | PUT    | /turns    |
+      | GET    | /nothing  |
+      | POST   | /history  |
+
   @profile:core @req:ADR0122-D8-03
   Scenario Outline: A principal without an actor is not authenticated
     When <principal> starts a conversation with id "orphan"

@@ -250,6 +250,16 @@ Feature: The HTTP gateway fails closed and says nothing a caller was not entitle
       | 1     |
       | 3     |
 
+  @profile:gateway @req:ADR0122-D6-06 @req:ADR0122-D6-10 @configures
+  Scenario: A closed stream gives its slot back, and only its own
+    Given the setting "gateway.maxStreamsPerPrincipal" is 2
+    And alice has started a conversation "A"
+    When alice opens 2 event streams of conversation "A"
+    And alice closes her 1st stream of conversation "A"
+    And alice opens the event stream of conversation "A" again, once the closed stream's slot is back
+    And alice tries to open another event stream of conversation "A"
+    Then the stream is refused with 429
+
   @profile:gateway @req:ADR0122-D6-06 @configures
   Scenario Outline: The per-principal stream limit counts every token of a principal, and nobody else's
     Given the setting "gateway.maxStreamsPerPrincipal" is 1

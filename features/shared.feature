@@ -59,6 +59,23 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
       | 6   | 3    | assistant | complete   | carol | re: what happened tonight? |
     And the restricted entries carol sees carry only turn, role, status, cursor, ord, time and asker
     And the request to the model for "what happened tonight?" holds no earlier turns
+    And request 3 to the model holds the messages:
+      | role      | content                                      |
+      | user      | what do the pump logs say?                   |
+      | assistant | The pump logs show a pressure drop at 02:14. |
+      | user      | who was on call?                             |
+    And request 5 to the model holds the messages:
+      | role | content                |
+      | user | what happened tonight? |
+    When bob sends "anything new?"
+    Then alice sees turn 4 answered "re: anything new?"
+    And request 6 to the model holds the messages:
+      | role      | content                                      |
+      | user      | what do the pump logs say?                   |
+      | assistant | The pump logs show a pressure drop at 02:14. |
+      | user      | what happened tonight?                       |
+      | assistant | re: what happened tonight?                   |
+      | user      | anything new?                                |
 
   @profile:shared @req:ADR0122-D10-01 @req:ADR0122-D10-03 @configures
   Scenario: Participants are explicit and managed by the owner
@@ -293,6 +310,27 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     And no record holds "I transferred the funds."
     And the error hook was told why turn 1 failed
 
+  @profile:shared @req:ADR0122-D10-05 @configures
+  Scenario Outline: An execution the asker planted at their own turn's id is refused, never adopted
+    Alice starts it as herself, naming herself the asker, so only the turn's own fields (its
+    number, the message it answers, the text) can tell it from her real turn. The kit sends her
+    message with the message id "m1"; the message the turn answers is the envelope the host mints
+    for it, which a planter cannot know in advance.
+
+    Given alice has started a shared conversation with bob
+    And the model replies "I transferred the funds." to "PLANTED"
+    When alice plants a turn execution at the id of message 1 for turn <turn>, message id "<message id>" and text "<text>", whose model is told "<told>"
+    And alice sends "what is the pump status?"
+    Then alice's turn 1 fails with reason "turn-failed"
+    And no record holds "I transferred the funds."
+
+    Examples:
+      | turn | message id | text                     | told    |
+      | 2    | m1         | what is the pump status? | PLANTED |
+      | 1    | planted    | what is the pump status? | PLANTED |
+      | 1    | m1         | what is the pump status! | PLANTED |
+      | 1    | m1         | what is the pump status? | PLANTED |
+
   @profile:shared @req:ADR0122-D10-06 @configures
   Scenario: A tool the asker has no grant for is denied inside their turn
     Given the setting "shared.grants" is {"acme/bob": ["lookup"]}
@@ -334,6 +372,23 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     Then carol's stream shows the reply to turn 1 only as a restricted placeholder
     When carol reconnects from the first record
     Then carol's stream shows the reply to turn 1 only as a restricted placeholder
+
+  @profile:shared @req:ADR0122-D10-11 @configures
+  Scenario: A participant removed while their stream is open is delivered nothing written after, even before re-authorization
+    Given alice has started a shared conversation with bob
+    When alice sends "before"
+    Then alice sees turn 1 answered "re: before"
+    When bob opens the event stream
+    And alice opens the event stream
+    Then bob's stream delivers the reply of turn 1 with the text "re: before"
+    When alice removes bob from the participants
+    And alice sends "after the removal"
+    Then alice's stream delivers the reply of turn 2 with the text "re: after the removal"
+    And bob's stream got exactly these events:
+      | event   | turn | role      | status   | text       |
+      | status  |      |           |          |            |
+      | message | 1    | user      | accepted | before     |
+      | message | 1    | assistant | complete | re: before |
 
   @profile:shared @req:ADR0122-D10-12 @configures
   Scenario: A running turn's live text goes to its asker alone
@@ -409,6 +464,56 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
       | bob without a tenant | the reply to turn 1 as restricted                            |
       | bob for carol        | the reply to turn 1 as restricted                            |
 
+  @profile:shared @req:ADR0122-D10-09 @configures
+  Scenario Outline: The host is asked about the viewer's whole identity
+    Given alice has started a shared conversation with bob and <principal>
+    And the model calls "logs" with {}
+    When bob sends "read the logs"
+    Then alice sees turn 1 answered "re: read the logs"
+    When <principal> reads the whole history
+    Then the clearance service was asked about <principal>'s whole identity
+
+    Examples:
+      | principal            |
+      | bob at evil          |
+      | bob without a tenant |
+      | bob for carol        |
+
+  @profile:shared @req:ADR0122-D10-13 @configures
+  Scenario Outline: A turn's context holds no restricted turn of an identity that differs from its asker's in one field alone
+    Given the setting "shared.narrowed" is ["acme/bob~carol"]
+    And alice has started a shared conversation with bob and <principal>
+    And the model calls "payroll" with {"team": "night shift"}
+    And the model replies "Three night-shift engineers were on call."
+    When bob sends "who was on call?"
+    Then alice sees turn 1 answered "Three night-shift engineers were on call."
+    When <principal> sends "and now?"
+    Then alice sees turn 2 answered "re: and now?"
+    And request 3 to the model holds the messages:
+      | role | content  |
+      | user | and now? |
+
+    Examples:
+      | principal            |
+      | bob at evil          |
+      | bob without a tenant |
+      | bob for carol        |
+
+  @profile:shared @req:ADR0122-D10-13 @configures
+  Scenario: A turn's context holds its asker's own restricted turns, whichever token asked
+    Given alice has started a shared conversation with bob
+    And the model calls "payroll" with {"team": "night shift"}
+    And the model replies "Three night-shift engineers were on call."
+    When bob sends "who was on call?"
+    Then alice sees turn 1 answered "Three night-shift engineers were on call."
+    When bob's other token sends "and now?"
+    Then alice sees turn 2 answered "re: and now?"
+    And request 3 to the model holds the messages:
+      | role      | content                                   |
+      | user      | who was on call?                          |
+      | assistant | Three night-shift engineers were on call. |
+      | user      | and now?                                  |
+
   @profile:shared @req:ADR0122-D10-14 @configures
   Scenario: The rolling summary is built only from unrestricted turns
     Given the setting "conversation.maxWindowTurns" is 1
@@ -432,6 +537,34 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     Then alice sees turn 1 answered "pump 7 was patched last week, by you"
     And alice sees the reply to turn 1 classed "memory:acme/bob"
     And carol sees the reply to turn 1 as restricted
+
+  @profile:shared @req:ADR0122-D10-16 @configures
+  Scenario Outline: Memory is per asker: an identity that differs from bob's in one field alone draws on none of his
+    Given the agent has memory
+    And the setting "shared.narrowed" is ["acme/bob~carol"]
+    And bob's memory holds "pump 7 was patched by bob last week"
+    And alice has started a shared conversation with bob and <principal>
+    When <principal> sends "what do I know about pump 7?"
+    Then alice sees turn 1 answered "re: what do I know about pump 7?"
+    And alice sees the reply to turn 1 with no class "memory:acme/bob"
+    And no message of any request to the model holds "pump 7 was patched by bob last week"
+
+    Examples:
+      | principal            |
+      | bob at evil          |
+      | bob without a tenant |
+      | bob for carol        |
+
+  @profile:shared @req:ADR0122-D10-16 @configures
+  Scenario: Memory is per asker: another token of the asker draws on it
+    Given the agent has memory
+    And bob's memory holds "pump 7 was patched by bob last week"
+    And alice has started a shared conversation with bob
+    And the model replies "pump 7 was patched last week, by you"
+    When bob's other token sends "what do I know about pump 7?"
+    Then alice sees turn 1 answered "pump 7 was patched last week, by you"
+    And alice sees the reply to turn 1 classed "memory:acme/bob"
+    And some message of a request to the model holds "pump 7 was patched by bob last week"
 
   @profile:shared @req:ADR0122-D10-17 @configures
   Scenario: A participant's follow-up interrupts only their own running turn

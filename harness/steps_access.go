@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -90,7 +91,8 @@ func (s *scenario) sameNotFound(who string) error {
 // sameAsOwner checks that who, another token for owner's very identity, gets on every reading
 // route of the current conversation exactly the answer owner gets: the same status and the same
 // body; that owner reads them all (the runtime door aside, which a shared conversation's
-// participants may not read either); and that its event stream opens.
+// participants may not read either: in owner mode the owner reads it too); and that its event
+// stream opens.
 func (s *scenario) sameAsOwner(who, owner string) error {
 	c, err := s.conv("")
 	if err != nil {
@@ -101,16 +103,24 @@ func (s *scenario) sameAsOwner(who, owner string) error {
 	if s.run.door {
 		reads = append(reads, "/runtime/executions/"+url.PathEscape(c.id)+"/log")
 	}
+	shared := false
 	for _, path := range reads {
 		want, err := s.cl.do(s.ctx, owner, http.MethodGet, path, nil, reqOpts{})
 		if err != nil {
 			return err
 		}
+		if path == p {
+			var st struct {
+				Mode string `json:"mode"`
+			}
+			_ = json.Unmarshal(want.body, &st)
+			shared = st.Mode == "shared"
+		}
 		got, err := s.cl.do(s.ctx, who, http.MethodGet, path, nil, reqOpts{})
 		if err != nil {
 			return err
 		}
-		if want.status != http.StatusOK && !strings.HasPrefix(path, "/runtime/") {
+		if want.status != http.StatusOK && !(shared && strings.HasPrefix(path, "/runtime/")) {
 			return fail(want.op+" as "+owner, fmt.Sprintf("%d %s", want.status, clip(string(want.body), 200)), "200: the owner reads")
 		}
 		if got.status != want.status || !bytes.Equal(compact(got.body), compact(want.body)) {
@@ -151,6 +161,28 @@ func (s *scenario) registerAccess(sc *godog.ScenarioContext) {
 		c := &conv{name: id, id: id, owner: who}
 		s.convs[id] = c
 		s.current = c
+		return nil
+	})
+	sc.Step(`^(\w[\w' ]*?) sends (GET|POST|PUT|DELETE|PATCH) to the conversation's route "([^"]*)"$`, func(who, method, suffix string) error {
+		p, _, err := s.convPath("")
+		if err != nil {
+			return err
+		}
+		var body []byte
+		if method != http.MethodGet {
+			body = []byte("{}")
+		}
+		r, err := s.cl.do(s.ctx, who, method, p+suffix, nil, reqOpts{rawBody: body, offSpec: true, unrouted: true})
+		s.last = r
+		return err
+	})
+	sc.Step(`^the answer is exactly the one a conversation that does not exist gets$`, func() error {
+		if s.last == nil {
+			return harnessErr("no request has been sent")
+		}
+		if s.last.status != http.StatusNotFound || !bytes.Equal(compact(s.last.body), []byte(`{"error":"not found"}`)) {
+			return fail(s.last.op, fmt.Sprintf("%d %s %s", s.last.status, s.last.header.Get("Content-Type"), clip(string(s.last.body), 120)), `404 {"error":"not found"}`)
+		}
 		return nil
 	})
 	sc.Step(`^(\w[\w' ]*?) gets the same 404 as for a missing conversation on the conversation routes of it$`, func(who string) error {

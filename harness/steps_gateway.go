@@ -169,6 +169,62 @@ func (s *scenario) registerGateway(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
+	sc.Step(`^(\w[\w' ]*?) reads a page of the history with limit (-?\d+)$`, func(who string, n int) error {
+		p, _, err := s.convPath("")
+		if err != nil {
+			return err
+		}
+		r, err := s.cl.do(s.ctx, who, http.MethodGet, fmt.Sprintf("%s/history?limit=%d", p, n), nil, reqOpts{offSpec: n < 1 || n > 500})
+		s.last = r
+		return err
+	})
+	sc.Step(`^the page holds (\d+) records?$`, func(n int) error {
+		if s.last == nil || s.last.status != http.StatusOK {
+			return fail(opOf(s.last), fmt.Sprintf("%d %s", statusOf(s.last), clip(string(s.last.body), 160)), "200 and a page")
+		}
+		var pg page
+		if err := s.last.json(&pg); err != nil {
+			return err
+		}
+		if len(pg.Entries) != n {
+			return fail(s.last.op, fmt.Sprintf("a page of %d records", len(pg.Entries)), fmt.Sprintf("%d", n))
+		}
+		return nil
+	})
+	sc.Step(`^(\w[\w' ]*?) opens the event stream of conversation "([^"]*)" again, once the closed stream's slot is back$`, func(who, name string) error {
+		ctx, cancel := s.wait()
+		defer cancel()
+		for i := 0; ; i++ {
+			st, err := s.openNamed(who, name, fmt.Sprintf("%s/%s#again%d", who, name, i), nil, "")
+			if err != nil {
+				return err
+			}
+			switch {
+			case st.status == http.StatusOK:
+				return nil
+			case st.status != http.StatusTooManyRequests:
+				return fail(st.op, fmt.Sprintf("%d %s", st.status, clip(string(st.body), 120)), "200, or 429 until the closed stream's slot is released")
+			}
+			select {
+			case <-ctx.Done():
+				return fail(st.op, "429 until the step timeout", "the closed stream's slot released")
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	})
+	sc.Step(`^(\w[\w' ]*?) closes (?:her|his) (\d+)(?:st|nd|rd|th) stream of conversation "([^"]*)"$`, func(who string, n int, name string) error {
+		s.mu.Lock()
+		st := s.named[fmt.Sprintf("%s/%s#%d", who, name, n-1)]
+		s.mu.Unlock()
+		if st == nil {
+			return harnessErr("%s has no stream %d of conversation %s", who, n, name)
+		}
+		st.close()
+		ctx, cancel := s.wait()
+		defer cancel()
+		_, err := st.waitFor(ctx, "the stream to close", func(_ []sseEvent, ended bool) bool { return ended })
+		return err
+	})
 	sc.Step(`^(\w[\w' ]*?) opens (\d+) event streams of conversation "([^"]*)"$`, func(who string, n int, name string) error {
 		for i := range n {
 			st, err := s.openNamed(who, name, fmt.Sprintf("%s/%s#%d", who, name, i), nil, "")
@@ -177,6 +233,31 @@ func (s *scenario) registerGateway(sc *godog.ScenarioContext) {
 			}
 			if st.status != http.StatusOK {
 				return fail(st.op, fmt.Sprintf("stream %d of %d: %d %s", i+1, n, st.status, clip(string(st.body), 120)), "200 and an event stream: within the limit")
+			}
+		}
+		return nil
+	})
+	sc.Step(`^each of (\w[\w' ]*?)'s streams of conversation "([^"]*)" ends right after a "closed" event$`, func(who, name string) error {
+		s.mu.Lock()
+		var sts []*stream
+		for _, k := range sortedKeys(s.named) {
+			if strings.HasPrefix(k, who+"/"+name+"#") {
+				sts = append(sts, s.named[k])
+			}
+		}
+		s.mu.Unlock()
+		if len(sts) == 0 {
+			return harnessErr("%s has no streams of conversation %s", who, name)
+		}
+		ctx, cancel := s.wait()
+		defer cancel()
+		for _, st := range sts {
+			evs, err := st.waitFor(ctx, "the end of the stream after the closed event", func(_ []sseEvent, ended bool) bool { return ended })
+			if err != nil {
+				return err
+			}
+			if len(evs) == 0 || evs[len(evs)-1].Event != "closed" {
+				return fail(st.op, "the stream ended after "+summarize(evs), `a final "closed" event`)
 			}
 		}
 		return nil

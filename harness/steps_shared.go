@@ -228,6 +228,25 @@ func (s *scenario) registerShared(sc *godog.ScenarioContext) {
 		s.last = r
 		return err
 	})
+	sc.Step(`^(\w[\w' ]*?) reads the whole history$`, func(who string) error {
+		_, err := s.history(s.ctx, who, false)
+		return err
+	})
+	sc.Step(`^the clearance service was asked about (\w[\w' ]*?)'s whole identity$`, func(who string) error {
+		p, ok := principals[who]
+		if !ok {
+			return harnessErr("unknown principal %q", who)
+		}
+		var asked []string
+		for _, c := range s.world.Clearance().Calls() {
+			v := c.Viewer
+			if v.Tenant == p.Tenant && v.Actor == p.Actor && v.OnBehalfOf == p.OnBehalfOf {
+				return nil
+			}
+			asked = append(asked, identityText(identityMap(v.Tenant, v.Actor, v.OnBehalfOf)))
+		}
+		return fail("the clearance service", fmt.Sprintf("questions about %v", asked), "a question about "+identityText(identityJSON(who))+", tenant, actor and onBehalfOf")
+	})
 	sc.Step(`^the conversation has (\d+) participants$`, func(n int) error {
 		p, c, err := s.convPath("")
 		if err != nil {
@@ -364,6 +383,24 @@ func (s *scenario) registerShared(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
+	sc.Step(`^(\w+) plants a turn execution at the id of message (\d+) for turn (\d+), message id "([^"]*)" and text "([^"]*)", whose model is told "([^"]*)"$`, func(who string, msg, turn int64, msgID, text, told string) error {
+		c, err := s.conv("")
+		if err != nil {
+			return err
+		}
+		id := envelope.TurnExecutionID(decodeKey(s.cfg.Signing.Key), c.id, msg)
+		input := map[string]any{"v": 1, "conversationId": c.id, "ord": msg, "turn": turn, "asker": identityJSON(who),
+			"messageId": msgID, "text": text, "messages": []map[string]string{{"role": "user", "content": told}}}
+		r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{})
+		s.last = r
+		if err != nil {
+			return err
+		}
+		if r.status != http.StatusCreated {
+			return &HarnessError{Err: fmt.Errorf("%w: the system lets nobody start a turn execution through the runtime door (%d)", ErrNotApplicable, r.status)}
+		}
+		return nil
+	})
 	sc.Step(`^no record holds "((?:[^"\\]|\\.)*)"$`, func(text string) error {
 		es, err := s.history(s.ctx, s.owner(), false)
 		if err != nil {
@@ -426,6 +463,13 @@ func (s *scenario) registerShared(sc *godog.ScenarioContext) {
 			}
 			var e entry
 			if ev.Event == "message" && json.Unmarshal([]byte(ev.Data), &e) == nil && e.Role == "assistant" && e.Turn == turn {
+				var m map[string]json.RawMessage
+				_ = json.Unmarshal([]byte(ev.Data), &m)
+				for k := range m {
+					if !slices.Contains([]string{"turn", "role", "status", "cursor", "ord", "time", "asker"}, k) {
+						return fail(st.op, ev.Data, "a restricted placeholder holding only turn, role, status, cursor, ord, time and asker")
+					}
+				}
 				if e.Status != "restricted" || e.Text != nil || len(e.Classes) > 0 || e.TurnExecutionID != "" {
 					return fail(st.op, ev.Data, "a restricted placeholder")
 				}
@@ -443,6 +487,42 @@ func (s *scenario) registerShared(sc *godog.ScenarioContext) {
 			return fail(st.op, fmt.Sprint(st.status), "200")
 		}
 		return err
+	})
+	sc.Step(`^no message of any request to the model holds "((?:[^"\\]|\\.)*)"$`, func(text string) error {
+		want := unescape(text)
+		reqs := s.world.Model().Requests()
+		if len(reqs) == 0 {
+			return fail("the model", "no request", "at least one request to inspect")
+		}
+		for _, req := range reqs {
+			for _, m := range req.Messages {
+				if strings.Contains(m.Content, want) {
+					return fail(fmt.Sprintf("request %d to the model", req.Index+1), fmt.Sprintf("a %s message holding %q", m.Role, want), "no message holding it")
+				}
+			}
+		}
+		return nil
+	})
+	sc.Step(`^some message of a request to the model holds "((?:[^"\\]|\\.)*)"$`, func(text string) error {
+		want := unescape(text)
+		for _, req := range s.world.Model().Requests() {
+			for _, m := range req.Messages {
+				if strings.Contains(m.Content, want) {
+					return nil
+				}
+			}
+		}
+		return fail("the model", fmt.Sprintf("%d requests, none holding %q", len(s.world.Model().Requests()), want), "the asker's memory in the request")
+	})
+	sc.Step(`^(\w[\w' ]*?) sees the reply to turn (\d+) with no class "([^"]*)"$`, func(viewer string, turn int64, class string) error {
+		e, err := s.viewReply(viewer, turn)
+		if err != nil {
+			return err
+		}
+		if slices.Contains(e.Classes, class) {
+			return fail(fmt.Sprintf("the reply to turn %d", turn), fmt.Sprintf("classes %v", e.Classes), fmt.Sprintf("no class %q", class))
+		}
+		return nil
 	})
 	sc.Step(`^the summarizer was never handed the words "((?:[^"\\]|\\.)*)"$`, func(text string) error {
 		for _, r := range s.world.Summarizer().Requests() {
