@@ -278,6 +278,13 @@ func (cv *Conversations) Start(ctx context.Context, principal loomtype.Identity,
 		if merr != nil || !m.ok || !m.owner.Equal(principal) {
 			return loomtype.Status{}, false, loomtype.ErrConflict
 		}
+		if m.mode == ModeShared {
+			// A start that died between recording the conversation and its participants is
+			// finished by its retry; otherwise nobody, not even the owner, could ever reach it.
+			if err := cv.finishParticipants(ctx, opt.ID, principal, opt.Participants); err != nil {
+				return loomtype.Status{}, false, err
+			}
+		}
 	} else if err != nil {
 		if errors.Is(err, kernel.ErrBadID) {
 			return loomtype.Status{}, false, loomtype.ErrInvalidID

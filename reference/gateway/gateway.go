@@ -15,6 +15,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -410,7 +411,87 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, v any, allowE
 		writeError(w, http.StatusBadRequest, "bad request", "body")
 		return false
 	}
+	// encoding/json matches member names without regard to case and keeps the last of two
+	// equal ones; the contract names members exactly, once each.
+	if f, ok := exactMembers(json.NewDecoder(strings.NewReader(string(body))), reflect.TypeOf(v).Elem()); !ok {
+		writeError(w, http.StatusBadRequest, "bad request", f)
+		return false
+	}
 	return true
+}
+
+var rawMessageType = reflect.TypeFor[json.RawMessage]()
+
+// exactMembers walks one JSON value (already known to be valid) along the Go type it decoded
+// into and reports the first member that the type does not name exactly or that appears twice
+// in one object. A json.RawMessage or interface value is taken as it is.
+func exactMembers(dec *json.Decoder, t reflect.Type) (string, bool) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	free := t == rawMessageType || t.Kind() == reflect.Interface
+	tok, err := dec.Token()
+	if err != nil {
+		return "body", false
+	}
+	switch tok {
+	case json.Delim('{'):
+		var fields map[string]reflect.Type
+		if !free && t.Kind() == reflect.Struct {
+			fields = map[string]reflect.Type{}
+			for i := range t.NumField() {
+				sf := t.Field(i)
+				name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+				if name == "-" || !sf.IsExported() {
+					continue
+				}
+				if name == "" {
+					name = sf.Name
+				}
+				fields[name] = sf.Type
+			}
+		}
+		seen := map[string]bool{}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return "body", false
+			}
+			k, _ := kt.(string)
+			ft := t
+			switch {
+			case free:
+			case seen[k]:
+				return k, false
+			case fields != nil:
+				var ok bool
+				if ft, ok = fields[k]; !ok {
+					return k, false
+				}
+			case t.Kind() == reflect.Map:
+				ft = t.Elem()
+			}
+			seen[k] = true
+			if f, ok := exactMembers(dec, ft); !ok {
+				return f, false
+			}
+		}
+		_, err = dec.Token()
+		return "body", err == nil
+	case json.Delim('['):
+		et := t
+		if !free && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			et = t.Elem()
+		}
+		for dec.More() {
+			if f, ok := exactMembers(dec, et); !ok {
+				return f, false
+			}
+		}
+		_, err = dec.Token()
+		return "body", err == nil
+	}
+	return "", true
 }
 
 func fieldOf(err error) string {
