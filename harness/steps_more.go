@@ -87,13 +87,19 @@ func (s *scenario) registerMore(sc *godog.ScenarioContext) {
 		if !errors.Is(err, ErrHarness) {
 			return err
 		}
-		// A control: the same configuration, the same tools, none of them needing approval,
-		// must start, so the refusal is about the approval and not about anything else in it.
+		// When the scenario declared a tool that needs approval, a control: the same
+		// configuration, the same tools, none of them needing approval, must start, so the
+		// refusal is about the approval and not about anything else in it.
 		ctl := s.cfg
 		ctl.Tools.Definitions = nil
+		approval := false
 		for _, d := range s.cfg.Tools.Definitions {
+			approval = approval || d.NeedsApproval
 			d.NeedsApproval = false
 			ctl.Tools.Definitions = append(ctl.Tools.Definitions, d)
+		}
+		if !approval {
+			return nil
 		}
 		dir := s.dir + "/control"
 		if err := os.MkdirAll(dir, 0o700); err != nil {
