@@ -77,6 +77,21 @@ Feature: The context fits the model's window, and what leaves it is summarized
     And record 1 is rejected with reason "prompt-too-large"
     And the model has been asked 1 time in all
 
+  @profile:budget @req:ADR0122-D5-02 @configures
+  Scenario Outline: A prompt that fits alone to the token is a turn, one token more is rejected (<text>)
+    # Alone beside the tools (75): <fits> characters cost exactly the 400 of the window.
+    Given alice has started a conversation
+    When alice sends <over>
+    And alice sends <fits>
+    Then turn 1 is answered "re: <echo>"
+    And record 1 is rejected with reason "prompt-too-large"
+    And the model has been asked 1 time in all
+
+    Examples:
+      | text     | over                       | fits                       | echo                                                         |
+      | ASCII    | a message of 1285 characters | a message of 1284 characters | xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx |
+      | non-ASCII | 322 characters of "漢"     | 321 characters of "漢"     | 漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢 |
+
   @profile:budget @req:ADR0122-D5-03 @configures
   Scenario: Text outside ASCII counts a whole token per character
     Given alice has started a conversation
