@@ -189,3 +189,16 @@ Feature: A turn runs the canonical agent loop
       | 3       | 3     | 3     | turn 1 fails with reason "turn-failed"  |
       | 0       | 7     | 8     | turn 1 is answered "re: look it all up" |
       | 0       | 8     | 8     | turn 1 fails with reason "turn-failed"  |
+
+  @profile:agent @req:ADR0121-D4-04 @configures
+  Scenario: Recalled memory reaches the model fenced inside the prompt's user message
+    Given the agent has memory
+    And alice's memory holds "pump 7 runs hot"
+    And alice's memory holds "it was patched\non Monday"
+    And alice has started a conversation
+    Given the model replies "noted"
+    When alice sends "check pump 7"
+    Then turn 1 is answered "noted"
+    And request 1 to the model holds the messages:
+      | role | content                                                                                            |
+      | user | <recalled-memory>\n- pump 7 runs hot\n- it was patched on Monday\n</recalled-memory>\ncheck pump 7 |

@@ -260,6 +260,8 @@ Feature: Barge-in: a new message interrupts the running turn
     Then turn 1 is interrupted with partial ""
     And turn 2 is answered "re: second"
     And the model has been asked 2 times in all
+    And the tool "slow" has been called 2 times in all
+    And every call to "slow" carried the same idempotency key
     And request 2 to the model holds the messages:
       | role      | content       |
       | user      | first         |
@@ -287,6 +289,8 @@ Feature: Barge-in: a new message interrupts the running turn
     Then turn 1 is interrupted with partial ""
     And turn 2 is answered "re: second"
     And the tool "lookup" has been called 40 times in all
+    And the tool "slow" has been called 2 times in all
+    And every call to "slow" carried the same idempotency key
     And the model has been asked 42 times in all
 
   @profile:barge-in @req:ADR0121-D3-01 @crash @configures

@@ -13,10 +13,10 @@ Feature: The context fits the model's window, and what leaves it is summarized
 
   Background:
     Given the settings are:
-      | setting                                   | value |
-      | conversation.budget.contextWindow         | 400   |
-      | conversation.budget.reserveOutputTokens   | 0     |
-      | conversation.budget.perMessage            | 4     |
+      | setting                                 | value |
+      | conversation.budget.contextWindow       | 400   |
+      | conversation.budget.reserveOutputTokens | 0     |
+      | conversation.budget.perMessage          | 4     |
 
   @profile:budget @req:ADR0122-D5-01 @configures
   Scenario: The newest whole turns that fit are kept and the rest leave the request
@@ -76,6 +76,21 @@ Feature: The context fits the model's window, and what leaves it is summarized
     Then turn 1 is answered "re: is this shorter?"
     And record 1 is rejected with reason "prompt-too-large"
     And the model has been asked 1 time in all
+
+  @profile:budget @req:ADR0122-D5-02 @configures
+  Scenario Outline: A prompt that fits alone to the token is a turn, one token more is rejected (<text>)
+    # Alone beside the tools (75): <fits> characters cost exactly the 400 of the window.
+    Given alice has started a conversation
+    When alice sends <over>
+    And alice sends <fits>
+    Then turn 1 is answered "re: <echo>"
+    And record 1 is rejected with reason "prompt-too-large"
+    And the model has been asked 1 time in all
+
+    Examples:
+      | text      | over                         | fits                         | echo                                                         |
+      | ASCII     | a message of 1285 characters | a message of 1284 characters | xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx |
+      | non-ASCII | 322 characters of "漢"        | 321 characters of "漢"        | 漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢 |
 
   @profile:budget @req:ADR0122-D5-03 @configures
   Scenario: Text outside ASCII counts a whole token per character
@@ -174,11 +189,11 @@ Feature: The context fits the model's window, and what leaves it is summarized
 
     # 0 leaves the setting out: the documented default, 64.
     Examples:
-      | setting | turns | request | kept     |
-      | 2       | 2     | 3       | 1, 2     |
-      | 2       | 3     | 4       | 2, 3     |
-      | 0       | 64    | 65      | 1 to 64  |
-      | 0       | 65    | 66      | 2 to 65  |
+      | setting | turns | request | kept    |
+      | 2       | 2     | 3       | 1, 2    |
+      | 2       | 3     | 4       | 2, 3    |
+      | 0       | 64    | 65      | 1 to 64 |
+      | 0       | 65    | 66      | 2 to 65 |
 
   @profile:budget @req:ADR0122-D5-09 @configures
   Scenario: maxWindowTurns bounds the window under a token budget too

@@ -19,6 +19,9 @@ Feature: A conversation is one durable dialogue
       | 1   | 1    | user      | accepted | hi there      |
       | 2   | 1    | assistant | complete | Hello, alice! |
     And the model has been asked 1 time in all
+    And request 1 to the model holds the messages:
+      | role | content  |
+      | user | hi there |
 
   @profile:core @req:ADR0122-D1-01 @req:ADR0122-D3-03
   Scenario: History pages forward and backward with cursors
@@ -45,6 +48,11 @@ Feature: A conversation is one durable dialogue
       | 3   | 2    | user      | accepted | thanks                  |
       | 4   | 2    | assistant | complete | re: thanks              |
     And the model has been asked 2 times in all
+    And request 2 to the model holds the messages:
+      | role      | content                 |
+      | user      | what is the status?     |
+      | assistant | re: what is the status? |
+      | user      | thanks                  |
 
   @profile:core @req:ADR0122-D1-01
   Scenario: The server mints a distinct, well-formed id for every conversation started without one
@@ -83,3 +91,11 @@ Feature: A conversation is one durable dialogue
     When alice closes the conversation
     Then the history ends with a "closed" record
     And the status says the conversation is "closed" after 1 turn
+    And alice sees the history:
+      | role      | status   | text           |
+      | user      | accepted | question 1     |
+      | assistant | complete | re: question 1 |
+      | system    | closed   | -              |
+    When alice tries to send "anyone there?"
+    Then the answer is 409 with error "conflict"
+    And the model has been asked 1 time in all

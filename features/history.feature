@@ -81,6 +81,7 @@ Feature: History reads are bounded and cursors are positions, not promises
       | -1.0                  |
       | 1.2.3                 |
       | 9999999999999999999.0 |
+      | 0.9999999999999999999 |
 
   @profile:core @req:ADR0122-D3-05
   Scenario: A cursor past the end is clamped and answered at once
@@ -91,6 +92,10 @@ Feature: History reads are bounded and cursors are positions, not promises
     When alice reads the history backward from cursor "999999999.0"
     Then the answer is a page holding the records 4,3,2,1
     When alice reads the history backward from cursor "0.999999999"
+    Then the answer is a page holding the records 4,3,2,1
+    When alice reads the history forward from cursor "999999999999999999.999999999999999999"
+    Then the answer is a done page with no records
+    When alice reads the history backward from cursor "999999999999999999.999999999999999999"
     Then the answer is a page holding the records 4,3,2,1
 
   @profile:core @req:ADR0122-D3-06

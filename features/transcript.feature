@@ -26,6 +26,14 @@ Feature: The transcript records every message once, with a unique ordinal
       | 4   | 2    | assistant | complete    | re: two   |
       | 5   | 3    | user      | accepted    | three     |
       | 6   | 3    | assistant | complete    | re: three |
+    And the model has been asked 3 times in all
+    And request 3 to the model holds the messages:
+      | role      | content       |
+      | user      | one           |
+      | assistant | (interrupted) |
+      | user      | two           |
+      | assistant | re: two       |
+      | user      | three         |
 
   @profile:core @req:ADR0122-D1-03 @req:ADR0122-R17b-02 @configures
   Scenario: Empty and oversized messages are rejected records and the dialogue goes on

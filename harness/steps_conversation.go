@@ -324,6 +324,10 @@ func (s *scenario) registerConversation(sc *godog.ScenarioContext) {
 	sc.Step(`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)"$`, func(who, text string) error {
 		return s.mustSend(who, unescape(text), s.nextMessageID(), nil)
 	})
+	sc.Step(`^(\w[\w' ]*?) tries to send "((?:[^"\\]|\\.)*)"$`, func(who, text string) error {
+		_, err := s.send(who, unescape(text), s.nextMessageID(), nil)
+		return err
+	})
 	sc.Step(`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)"(?: again)? with message id "([^"]*)"$`, func(who, text, id string) error {
 		return s.mustSend(who, unescape(text), id, nil)
 	})

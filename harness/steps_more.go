@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -86,6 +87,34 @@ func (s *scenario) registerMore(sc *godog.ScenarioContext) {
 		if !errors.Is(err, ErrHarness) {
 			return err
 		}
+		// When the scenario declared a tool that needs approval, a control: the same
+		// configuration, the same tools, none of them needing approval, must start, so the
+		// refusal is about the approval and not about anything else in it.
+		ctl := s.cfg
+		ctl.Tools.Definitions = nil
+		approval := false
+		for _, d := range s.cfg.Tools.Definitions {
+			approval = approval || d.NeedsApproval
+			d.NeedsApproval = false
+			ctl.Tools.Definitions = append(ctl.Tools.Definitions, d)
+		}
+		if !approval {
+			return nil
+		}
+		dir := s.dir + "/control"
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return harnessErr("control directory: %v", err)
+		}
+		ctl.DataDir = dir + "/data"
+		d := s.run.kind.newDriver()
+		if p, ok := d.(*process); ok {
+			p.dir = dir
+		}
+		if err := d.Start(s.ctx, ctl); err != nil {
+			return fail("starting the same configuration with no tool needing approval", err.Error()+logsOf(d),
+				"a system that starts: the refusal must be about the approval alone")
+		}
+		_ = d.Stop()
 		return nil
 	})
 	sc.Step(`^(\w[\w' ]*?) puts (\{.*\}) into the conversation's inbox$`, func(who, payload string) error {
