@@ -326,6 +326,13 @@ func TestBodyMembersExact(t *testing.T) {
 		{"/conversations", `{"mode":"shared","participants":[{"actor":"bob","Tenant":"t1"}]}`, "Tenant"},
 		{"/conversations/" + shared + "/participants", `{"op":"add","identity":{"actor":"carol","actor":"dave"}}`, "actor"},
 		{"/runtime/executions", `{"id":"x1","flow":"conversation.turn","input":{},"Input":1}`, "Input"},
+		{"/conversations/" + id + "/turns", `{"text":"a","messageId":null}`, "messageId"},
+		{"/conversations/" + id + "/turns", `{"text":"a","messageId":""}`, "messageId"},
+		{"/conversations/" + id + "/turns", `{"text":"a","editOf":null}`, "editOf"},
+		{"/conversations/" + id + "/close", `{"messageId":""}`, "messageId"},
+		{"/conversations", `{"mode":""}`, "mode"},
+		{"/conversations", `{"participants":null}`, "participants"},
+		{"/conversations", `null`, "body"},
 	} {
 		before := fe.footprint(t, id, "upper")
 		req := httptest.NewRequest(http.MethodPost, c.path, strings.NewReader(c.body))
