@@ -201,8 +201,7 @@ var fuzzContentTypes = []string{"application/json", "application/json; charset=u
 	"application/x-www-form-urlencoded", "APPLICATION/JSON", "application/json; charset", "multipart/form-data; boundary=x"}
 
 // FuzzRequestBody sends an arbitrary body, with one of a few content types, as alice, as bob or
-// with no credential,
-// to every POST route of the surface. Invariants: no panic and no 5xx; every answer keeps the
+// with no credential, to every POST route of the surface. Invariants: no panic and no 5xx; every answer keeps the
 // contract of spec/openapi.yaml (status, headers, body schema); an error answer is the typed
 // JSON of schemas/error.schema.json with the code its status documents; and a refused request
 // writes nothing (the footprint of the conversation is what it was).

@@ -365,8 +365,9 @@ func (b *bucket) full(now time.Time, perMinute int) bool {
 	return b.tokens >= float64(perMinute)
 }
 
-// readBody enforces the JSON content type and the size limit, then decodes strictly. An empty
-// body decodes as {} when allowEmpty.
+// readBody enforces the JSON content type and the size limit, then decodes strictly: members
+// named exactly, once each, never null. An empty body (zero bytes) decodes as {} when
+// allowEmpty; white space alone is a bad request.
 func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) bool {
 	if r.ContentLength > g.cfg.MaxBodyBytes {
 		writeError(w, http.StatusRequestEntityTooLarge, "payload too large", "")
@@ -392,7 +393,7 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, v any, allowE
 		return false
 	}
 	if len(strings.TrimSpace(string(body))) == 0 {
-		if allowEmpty {
+		if allowEmpty && len(body) == 0 { // no body at all; white space alone is no JSON
 			return true
 		}
 		writeError(w, http.StatusBadRequest, "bad request", "body")
