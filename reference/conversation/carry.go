@@ -132,7 +132,8 @@ func readState(input json.RawMessage, maxBytes, replaySize int) (*state, error) 
 }
 
 // carry trims the state to maxBytes, oldest evicted turn first, then oldest window turn, and
-// encodes it. The trim is a pure function of the state.
+// encodes it. The summary goes only when even no turn at all does not make it fit, and then the
+// turns are trimmed again without it. The trim is a pure function of the state.
 func (s *state) carry(maxBytes int) json.RawMessage {
 	c := *s
 	c.Window = append([]turnMem(nil), s.Window...)
@@ -141,7 +142,11 @@ func (s *state) carry(maxBytes int) json.RawMessage {
 		b, _ := json.Marshal(c)
 		if len(b) <= maxBytes || (len(c.Window) == 0 && len(c.Evicted) == 0) {
 			if len(b) > maxBytes && c.Summary != "" {
+				// Only the summary is left to drop: without it, the turns dropped for its
+				// sake may fit again, so the trim starts over from all of them.
 				c.Summary = ""
+				c.Window = append([]turnMem(nil), s.Window...)
+				c.Evicted = append([]turnMem(nil), s.Evicted...)
 				continue
 			}
 			return b

@@ -106,10 +106,15 @@ func FuzzReadState(f *testing.F) {
 		default:
 			dropped = false
 		}
-		if dropped {
-			if c.Summary == "" && s.Summary != "" {
-				t.Fatalf("the summary was dropped while turns were dropped too")
+		if c.Summary == "" && s.Summary != "" {
+			// The summary goes only when it does not fit even without any turn.
+			bare := *c
+			bare.Summary, bare.Window, bare.Evicted = s.Summary, nil, nil
+			if b, _ := json.Marshal(bare); len(b) <= maxBytes {
+				t.Fatalf("the summary was dropped though it fits without turns: %d bytes, bound %d", len(b), maxBytes)
 			}
+		}
+		if dropped {
 			if b, _ := json.Marshal(more); len(b) <= maxBytes {
 				t.Fatalf("the trim dropped a turn that fits: %d bytes with it, bound %d (window %d of %d, evicted %d of %d)",
 					len(b), maxBytes, len(c.Window), len(s.Window), len(c.Evicted), len(s.Evicted))
@@ -126,4 +131,24 @@ func isSuffix(kept, all []turnMem) bool {
 	a, _ := json.Marshal(kept)
 	b, _ := json.Marshal(all[len(all)-len(kept):])
 	return bytes.Equal(a, b)
+}
+
+// TestCarryKeepsTurnsTheSummaryCrowdedOut: when even a carry without any turn is over the bound
+// with the summary, the summary goes and the newest turns that fit without it are kept, not lost
+// for its sake.
+func TestCarryKeepsTurnsTheSummaryCrowdedOut(t *testing.T) {
+	s := sampleState(3)
+	s.Evicted = nil
+	s.Summary = strings.Repeat("long summary ", 200)
+	noSummary := *s
+	noSummary.Summary = ""
+	b, _ := json.Marshal(noSummary)
+	bound := len(b) // everything fits, but only without the summary
+	c, err := readState(s.carry(bound), bound, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Summary != "" || len(c.Window) != len(s.Window) {
+		t.Fatalf("carry within %d bytes kept summary %q and %d of %d turns", bound, c.Summary, len(c.Window), len(s.Window))
+	}
 }

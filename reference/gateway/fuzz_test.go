@@ -200,8 +200,8 @@ var fuzzRoutes = []struct {
 var fuzzContentTypes = []string{"application/json", "application/json; charset=utf-8", "", "text/plain",
 	"application/x-www-form-urlencoded", "APPLICATION/JSON", "application/json; charset", "multipart/form-data; boundary=x"}
 
-// FuzzRequestBody sends an arbitrary body, with one of a few content types and as alice or bob,
-// to every POST route of the surface. Invariants: no panic and no 5xx; every answer keeps the
+// FuzzRequestBody sends an arbitrary body, with one of a few content types, as alice, as bob or
+// with no credential, to every POST route of the surface. Invariants: no panic and no 5xx; every answer keeps the
 // contract of spec/openapi.yaml (status, headers, body schema); an error answer is the typed
 // JSON of schemas/error.schema.json with the code its status documents; and a refused request
 // writes nothing (the footprint of the conversation is what it was).
@@ -259,11 +259,12 @@ func FuzzRequestBody(f *testing.F) {
 		}
 		path := strings.ReplaceAll(rt.path, "{id}", id)
 		req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
-		token := "alice"
-		if who%3 == 1 {
-			token = "bob"
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
+		switch who % 3 {
+		case 0:
+			req.Header.Set("Authorization", "Bearer alice")
+		case 1:
+			req.Header.Set("Authorization", "Bearer bob")
+		} // 2: no credential
 		if ct := fuzzContentTypes[int(ctype)%len(fuzzContentTypes)]; ct != "" {
 			req.Header.Set("Content-Type", ct)
 		}
@@ -326,6 +327,13 @@ func TestBodyMembersExact(t *testing.T) {
 		{"/conversations", `{"mode":"shared","participants":[{"actor":"bob","Tenant":"t1"}]}`, "Tenant"},
 		{"/conversations/" + shared + "/participants", `{"op":"add","identity":{"actor":"carol","actor":"dave"}}`, "actor"},
 		{"/runtime/executions", `{"id":"x1","flow":"conversation.turn","input":{},"Input":1}`, "Input"},
+		{"/conversations/" + id + "/turns", `{"text":"a","messageId":null}`, "messageId"},
+		{"/conversations/" + id + "/turns", `{"text":"a","messageId":""}`, "messageId"},
+		{"/conversations/" + id + "/turns", `{"text":"a","editOf":null}`, "editOf"},
+		{"/conversations/" + id + "/close", `{"messageId":""}`, "messageId"},
+		{"/conversations", `{"mode":""}`, "mode"},
+		{"/conversations", `{"participants":null}`, "participants"},
+		{"/conversations", `null`, "body"},
 	} {
 		before := fe.footprint(t, id, "upper")
 		req := httptest.NewRequest(http.MethodPost, c.path, strings.NewReader(c.body))

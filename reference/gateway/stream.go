@@ -49,9 +49,9 @@ type sse struct {
 	rc *http.ResponseController
 }
 
-// errSSEField refuses an event name, id or comment that would not read back as itself: it holds
-// a line break or NUL, or is not UTF-8. Nothing is written then.
-var errSSEField = errors.New("gateway: an SSE name, id or comment with a line break, NUL or bad UTF-8")
+// errSSEField refuses an event name, id or comment that would not read back as itself (it holds
+// a line break or NUL, or is not UTF-8), and data that is not UTF-8. Nothing is written then.
+var errSSEField = errors.New("gateway: SSE data that is not UTF-8, or a name, id or comment with a line break, NUL or bad UTF-8")
 
 func sseSafe(s string) bool { return utf8.ValidString(s) && !strings.ContainsAny(s, "\r\n\x00") }
 
@@ -62,6 +62,9 @@ func (s *sse) send(event, id string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
+	}
+	if !utf8.Valid(b) { // a json.RawMessage is copied as it is
+		return errSSEField
 	}
 	var buf []byte
 	if id != "" {
