@@ -180,7 +180,7 @@ func TestCoverageCountsOnlyTheKillingSuite(t *testing.T) {
 
 func TestFailingTestAndBuildFailureAreRead(t *testing.T) {
 	out := []byte("--- FAIL: TestConformance (1.2s)\n    --- FAIL: TestConformance/history/restart (0.3s)\nFAIL\n")
-	if got := failingTest(out); got != "TestConformance" {
+	if got := failingTest(out); got != "TestConformance/history/restart" {
 		t.Errorf("failingTest = %q", got)
 	}
 	if !buildFailed([]byte("FAIL\tgithub.com/x/y [build failed]\n")) || buildFailed(out) {

@@ -384,13 +384,16 @@ func buildFailed(out []byte) bool {
 
 var failRE = regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)
 
+// failingTest names the innermost failing test of the output (the one with the most levels of
+// subtests), which for the conformance suite is the scenario.
 func failingTest(out []byte) string {
-	var last string
+	var best string
 	for _, m := range failRE.FindAllSubmatch(out, -1) {
-		last = string(m[1]) // the innermost failing subtest is reported first, its parents after
-		break
+		if name := string(m[1]); best == "" || strings.Count(name, "/") > strings.Count(best, "/") {
+			best = name
+		}
 	}
-	return last
+	return best
 }
 
 func firstLine(out []byte) string {
