@@ -57,7 +57,7 @@ mutate:
 # MUTATE_MIN_KILL_RATE percent. A few minutes.
 MUTATE_SAMPLE ?= 3
 MUTATE_SEED ?= 1
-MUTATE_MIN_KILL_RATE ?= 70
+MUTATE_MIN_KILL_RATE ?= 80
 mutate-sample:
 	$(GO) run ./cmd/loomcheck mutate --sample $(MUTATE_SAMPLE) --seed $(MUTATE_SEED) --workers 2 \
 		--min-kill-rate $(MUTATE_MIN_KILL_RATE) $(if $(MUTATE_SINCE),--since $(MUTATE_SINCE)) --out reports/mutation-sample

@@ -34,7 +34,7 @@ func cmdMutate(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("out", "reports/mutation", "where mutation.json and summary.md are written")
 	survivors := fs.String("survivors", "", "also keep this markdown file of the survivors up to date as the run goes")
 	workers := fs.Int("workers", 1, "mutants judged at once")
-	timeout := fs.Duration("timeout", 0, "limit of one test binary run (0: three times the slowest baseline run, at least 60s)")
+	timeout := fs.Duration("timeout", 0, "limit of one test binary run (0: three times the package's unmutated run, at least 30s, 60s for the conformance suite)")
 	minRate := fs.Float64("min-kill-rate", 0, "exit 1 when the kill rate (percent) of all judged packages is below this")
 	failOnSurvivor := fs.Bool("fail-on-survivor", false, "exit 1 when a mutant not listed as equivalent survives")
 	unitOnly := fs.Bool("package-tests-only", false, "run only the mutated packages' own tests (a quick check while writing them; not a measure)")

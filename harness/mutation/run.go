@@ -61,8 +61,9 @@ type Options struct {
 	// Workers is how many mutants are judged at once (default 1: each judgement already builds
 	// and runs tests in parallel).
 	Workers int
-	// Timeout bounds one test binary run (go test -timeout); 0 derives it from the baseline: ten
-	// three times the slowest unmutated run (build included), at least 60 seconds.
+	// Timeout bounds one test binary run (go test -timeout); 0 derives it, for each package,
+	// from its unmutated run (build included): three times as long, at least 30 seconds for a
+	// package's own tests and 60 for the conformance suite.
 	Timeout time.Duration
 	// Log receives the baseline's lines and a progress line per mutant (nil: discarded).
 	Log io.Writer
@@ -128,15 +129,22 @@ func Run(ctx context.Context, opt Options) ([]Result, error) {
 		pkgs[m.Package] = true
 	}
 	j := &judge{root: root, tmp: tmp, hasTests: map[string]bool{}, unitOnly: opt.PackageTestsOnly}
-	cov, slowest, err := j.baseline(ctx, module, sortedKeys(pkgs), log)
+	cov, took, err := j.baseline(ctx, module, sortedKeys(pkgs), log)
 	if err != nil {
 		return nil, err
 	}
-	j.timeout = opt.Timeout
-	if j.timeout == 0 {
-		j.timeout = max(60*time.Second, 3*slowest).Round(time.Second)
+	j.timeouts = map[string]time.Duration{}
+	for pkg, d := range took {
+		floor := 30 * time.Second
+		if pkg == ConformancePackage {
+			floor = 60 * time.Second
+		}
+		j.timeouts[pkg] = max(floor, 3*d).Round(time.Second)
+		if opt.Timeout > 0 {
+			j.timeouts[pkg] = opt.Timeout
+		}
 	}
-	fmt.Fprintf(log, "mutate: baseline green; each test run limited to %s\n", j.timeout)
+	fmt.Fprintf(log, "mutate: baseline green; the conformance suite is limited to %s a run\n", j.timeouts[ConformancePackage])
 
 	results := make([]Result, len(opt.Mutants))
 	for i, m := range opt.Mutants {
@@ -235,16 +243,16 @@ func markEquivalent(r *Result, eq []EquivalentEntry) {
 
 type judge struct {
 	root, tmp string
-	timeout   time.Duration
+	timeouts  map[string]time.Duration // by package: the -timeout of its test runs
 	hasTests  map[string]bool
 	unitOnly  bool
 }
 
-// baseline runs the killing suite unmutated with coverage, and returns the coverage and the
-// slowest run's time.
-func (j *judge) baseline(ctx context.Context, module string, pkgs []string, log io.Writer) (*coverage, time.Duration, error) {
+// baseline runs the killing suite unmutated with coverage, and returns the coverage and each
+// run's time, by package.
+func (j *judge) baseline(ctx context.Context, module string, pkgs []string, log io.Writer) (*coverage, map[string]time.Duration, error) {
 	cov := &coverage{module: module, blocks: map[string][]block{}}
-	var slowest time.Duration
+	took := map[string]time.Duration{}
 	coverpkg := make([]string, len(pkgs))
 	for i, p := range pkgs {
 		coverpkg[i] = module + "/" + p
@@ -264,19 +272,19 @@ func (j *judge) baseline(ctx context.Context, module string, pkgs []string, log 
 		full := append([]string{"test", "-count=1", "-vet=off", "-coverprofile=" + prof}, args...)
 		out, code, err := j.goCmd(ctx, 30*time.Minute, full...)
 		if err != nil {
-			return nil, 0, err
+			return nil, nil, err
 		}
 		if code != 0 {
-			return nil, 0, fmt.Errorf("%w: go %s:\n%s", ErrBaseline, strings.Join(full, " "), tail(out, 40))
+			return nil, nil, fmt.Errorf("%w: go %s:\n%s", ErrBaseline, strings.Join(full, " "), tail(out, 40))
 		}
 		d := time.Since(t0)
-		slowest = max(slowest, d)
+		took[strings.TrimPrefix(args[len(args)-1], "./")] = d
 		fmt.Fprintf(log, "mutate: baseline %s passed in %s\n", args[len(args)-1], d.Round(time.Millisecond))
 		if err := cov.read(prof, strings.TrimPrefix(args[len(args)-1], "./")); err != nil {
-			return nil, 0, err
+			return nil, nil, err
 		}
 	}
-	return cov, slowest, nil
+	return cov, took, nil
 }
 
 // one judges a covered mutant.
@@ -316,13 +324,14 @@ func (j *judge) one(ctx context.Context, worker int, m Mutant) Result {
 		return r
 	}
 	for _, s := range steps {
-		args := []string{"test", "-overlay=" + overlay, "-count=1", "-vet=off", "-failfast", "-timeout=" + j.timeout.String()}
+		limit := j.timeouts[s.pkg]
+		args := []string{"test", "-overlay=" + overlay, "-count=1", "-vet=off", "-failfast", "-timeout=" + limit.String()}
 		if s.run != "" {
 			args = append(args, "-run", s.run)
 		}
 		args = append(args, "./"+s.pkg)
 		// The backstop allows for the build on top of the test binary's own limit.
-		out, code, err := j.goCmd(ctx, j.timeout+5*time.Minute, args...)
+		out, code, err := j.goCmd(ctx, limit+5*time.Minute, args...)
 		switch {
 		case errors.Is(err, errBackstop):
 			r.Status, r.KilledBy = KilledByTimeout, s.name
@@ -384,13 +393,16 @@ func buildFailed(out []byte) bool {
 
 var failRE = regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)
 
+// failingTest names the innermost failing test of the output (the one with the most levels of
+// subtests), which for the conformance suite is the scenario.
 func failingTest(out []byte) string {
-	var last string
+	var best string
 	for _, m := range failRE.FindAllSubmatch(out, -1) {
-		last = string(m[1]) // the innermost failing subtest is reported first, its parents after
-		break
+		if name := string(m[1]); best == "" || strings.Count(name, "/") > strings.Count(best, "/") {
+			best = name
+		}
 	}
-	return last
+	return best
 }
 
 func firstLine(out []byte) string {

@@ -40,10 +40,11 @@ type rig struct {
 	st   *store.SQLite
 	k    *kernel.Kernel
 	cfg  func() agent.Config
+	errs chan error // what each run of the loop returned as its error, nil included
 }
 
 func newRig(t *testing.T, cfg func() agent.Config) *rig {
-	r := &rig{t: t, path: filepath.Join(t.TempDir(), "loom.db"), cfg: cfg}
+	r := &rig{t: t, path: filepath.Join(t.TempDir(), "loom.db"), cfg: cfg, errs: make(chan error, 16)}
 	r.open()
 	t.Cleanup(func() { r.k.Close(); r.st.Close() })
 	return r
@@ -54,6 +55,7 @@ func (r *rig) open() {
 	require.NoError(r.t, err)
 	flow := func(c *kernel.Context, _ json.RawMessage) (json.RawMessage, error) {
 		res, err := agent.Run(c, r.cfg(), []model.Message{{Role: model.RoleUser, Content: "hi"}})
+		r.errs <- err
 		if err != nil {
 			return nil, err
 		}
@@ -307,4 +309,66 @@ func TestSequentialAndParallelToolCalls(t *testing.T) {
 			}
 		})
 	}
+}
+
+// When recording an abort checkpoint fails (the store went away), the run stops there: no model
+// call after the turn's checkpoint, no tool call after the tools' checkpoint, one at a time or in
+// parallel.
+func TestCheckpointFailureStopsTheRun(t *testing.T) {
+	call := []model.ToolCall{{ID: "1", Name: "a", Arguments: `{}`}, {ID: "2", Name: "a", Arguments: `{}`}}
+	for _, c := range []struct {
+		name      string
+		parallel  bool
+		killAt    int // the Check call during which the store dies
+		wantModel int64
+	}{
+		{"turn checkpoint", false, 1, 0},
+		{"sequential tool checkpoint", false, 2, 1},
+		{"parallel tools checkpoint", true, 2, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, _ := scripted(model.Response{ToolCalls: call}, model.Response{Content: "done"})
+			box := &toolbox{fn: func(name string, args json.RawMessage) (json.RawMessage, error) { return args, nil }}
+			var r *rig
+			var checks atomic.Int64
+			sig := agent.NewSignal(nil)
+			sig.SetProbe(func() bool {
+				if checks.Add(1) == int64(c.killAt) {
+					r.st.Kill()
+				}
+				return false
+			})
+			r = newRig(t, func() agent.Config {
+				return agent.Config{LoopID: "L", Provider: p, Runner: box, Tools: []model.Tool{{Name: "a"}}, Parallel: c.parallel, Signal: sig}
+			})
+			r.start()
+			select {
+			case err := <-r.errs:
+				require.ErrorIs(t, err, store.ErrClosed, "the store's refusal to record the checkpoint")
+			case <-time.After(10 * time.Second):
+				t.Fatal("the run did not return")
+			}
+			require.Equal(t, c.wantModel, p.calls.Load(), "model calls")
+			require.Empty(t, box.calls, "tool calls")
+		})
+	}
+}
+
+// A barge-in seen at the checkpoint before parallel tool calls interrupts the run there: none of
+// the calls runs, and the run ends interrupted with the response's text.
+func TestParallelToolsCheckpointInterrupts(t *testing.T) {
+	calls := []model.ToolCall{{ID: "1", Name: "a", Arguments: `{}`}, {ID: "2", Name: "a", Arguments: `{}`}}
+	p, _ := scripted(model.Response{Content: "let me look", ToolCalls: calls}, model.Response{Content: "done"})
+	box := &toolbox{fn: func(name string, args json.RawMessage) (json.RawMessage, error) { return args, nil }}
+	var checks atomic.Int64
+	sig := agent.NewSignal(nil)
+	sig.SetProbe(func() bool { return checks.Add(1) == 2 }) // the second checkpoint: the tools'
+	r := newRig(t, func() agent.Config {
+		return agent.Config{LoopID: "L", Provider: p, Runner: box, Tools: []model.Tool{{Name: "a"}}, Parallel: true, Signal: sig}
+	})
+	r.start()
+	require.Equal(t, agent.Result{Status: agent.Interrupted, Text: "let me look"}, r.result())
+	require.Empty(t, box.calls)
+	require.EqualValues(t, 1, p.calls.Load())
+	require.Equal(t, []string{"decision L#abort:turn:1", "decision L#turn:1:response", "decision L#abort:tools:1"}, r.decisions())
 }
