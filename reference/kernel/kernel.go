@@ -58,6 +58,10 @@ type Options struct {
 	OnDivergence func(*loomtype.DivergenceError)
 	// Logger receives operational messages (default: slog.Default()).
 	Logger *slog.Logger
+	// BeforeRecovery, if set, is called by Open with the new kernel before any open execution
+	// is recovered: a flow that reaches the kernel through its owner (as the conversation layer
+	// does) then finds it there from its first step.
+	BeforeRecovery func(*Kernel)
 }
 
 // Execution states.
@@ -188,6 +192,9 @@ func Open(ctx context.Context, st store.Store, opt Options) (*Kernel, error) {
 	if err != nil {
 		cancel()
 		return nil, err
+	}
+	if opt.BeforeRecovery != nil {
+		opt.BeforeRecovery(k)
 	}
 	for _, kv := range kvs {
 		var in Info
