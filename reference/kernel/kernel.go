@@ -196,6 +196,7 @@ func Open(ctx context.Context, st store.Store, opt Options) (*Kernel, error) {
 	if opt.BeforeRecovery != nil {
 		opt.BeforeRecovery(k)
 	}
+	var recovered []*execution
 	for _, kv := range kvs {
 		var in Info
 		if err := json.Unmarshal(kv.Val, &in); err != nil {
@@ -211,14 +212,26 @@ func Open(ctx context.Context, st store.Store, opt Options) (*Kernel, error) {
 			lg.Error("kernel: open execution of an unknown flow is not recovered", "id", in.ID, "flow", in.Flow)
 			continue
 		}
-		k.launch(in, fl)
+		recovered = append(recovered, k.register(in, fl))
+	}
+	// Every recovered execution is running before any of them runs: one that awaits another
+	// (a shared conversation its turn) must find it running, not yet to be launched and so
+	// seemingly ended open.
+	for _, e := range recovered {
+		k.wg.Add(1)
+		go k.run(e)
 	}
 	return k, nil
 }
 
-func (k *Kernel) launch(in Info, fl Flow) *execution {
+func (k *Kernel) register(in Info, fl Flow) *execution {
 	e := &execution{id: in.ID, flow: fl, info: in, done: make(chan struct{})}
 	k.running[in.ID] = e
+	return e
+}
+
+func (k *Kernel) launch(in Info, fl Flow) *execution {
+	e := k.register(in, fl)
 	k.wg.Add(1)
 	go k.run(e)
 	return e
