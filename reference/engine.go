@@ -90,12 +90,13 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 	if err != nil {
 		return fail(err)
 	}
-	k, err := kernel.Open(ctx, st, kernel.Options{Flows: cv.Flows(), Divergence: opt.Divergence, Logger: opt.Logger})
+	// Bound before recovery: a recovered flow may need the kernel at its first live step.
+	k, err := kernel.Open(ctx, st, kernel.Options{Flows: cv.Flows(), Divergence: opt.Divergence, Logger: opt.Logger,
+		BeforeRecovery: cv.Bind})
 	if err != nil {
 		st.Close()
 		return fail(err)
 	}
-	cv.Bind(k)
 	gw, err := gateway.New(cv, opt.Gateway)
 	if err != nil {
 		k.Close()

@@ -36,6 +36,9 @@ func TestExploreUsageErrors(t *testing.T) {
 		{"explore", "--every", "0"},
 		{"explore", "--max-points", "-1"},
 		{"explore", "stray"},
+		{"explore", "--points", "3,x"},
+		{"explore", "--points", "0"},
+		{"explore", "--then", "-2"},
 	} {
 		code, _, errOut := run(t, args...)
 		require.Equal(t, exitUsage, code, "%v: %s", args, errOut)

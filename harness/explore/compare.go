@@ -81,29 +81,18 @@ func judge(d *dialogue, point int64, base, o *outcome) []Finding {
 		}
 	}
 
-	// No model call, after the restart, for a turn whose reply was already recorded.
-	answered := map[string]int64{}
-	if rec := o.recorded[owner]; rec != nil {
-		replied := map[int64]bool{}
-		for _, e := range rec {
-			if e.str("role") == "assistant" && finalStatus(e.str("status")) {
-				replied[e.num("turn")] = true
-			}
-		}
-		for _, e := range rec {
-			if e.str("role") == "user" && e.str("status") == "accepted" && replied[e.num("turn")] && e.str("text") != "" {
-				answered[e.str("text")] = e.num("turn")
-			}
-		}
-	}
+	// No model call, after a restart, for a turn whose reply was already recorded when that
+	// instance started.
 	for _, r := range o.requests {
-		if r.APIKey == epochKey(0) {
+		e := epochOf(r.APIKey)
+		rec := o.recorded[e][owner]
+		if e < 1 || rec == nil {
 			continue
 		}
 		last := lastUser(r.Messages)
-		for text, turn := range answered {
+		for text, turn := range answeredIn(rec) {
 			if strings.Contains(last, text) {
-				add(Finding{Kind: "reasked", What: fmt.Sprintf("model request %d, after the restart, asks for turn %d (%q)", r.Index, turn, clip(text, 40)),
+				add(Finding{Kind: "reasked", What: fmt.Sprintf("model request %d, after restart %d, asks for turn %d (%q)", r.Index, e, turn, clip(text, 40)),
 					Want: "no model call: its reply was recorded before the crash", Got: "the model was asked again"})
 			}
 		}
@@ -124,14 +113,14 @@ func judge(d *dialogue, point int64, base, o *outcome) []Finding {
 		}
 	}
 
-	// The restarted instance reports nothing the uncrashed run did not.
+	// The last instance, the one that did not crash, reports nothing the uncrashed run did not.
 	baseErrs := map[string]int{}
 	for _, h := range base.hooks {
 		baseErrs[h.Report.Error]++
 	}
 	for _, h := range o.hooks {
-		if h.Epoch == 0 {
-			continue // the instance that crashed: what it said while dying is not judged
+		if h.Epoch == 0 || h.Epoch != o.epochs-1 {
+			continue // an instance that crashed: what it said while dying is not judged
 		}
 		if baseErrs[h.Report.Error] > 0 {
 			baseErrs[h.Report.Error]--
@@ -139,6 +128,23 @@ func judge(d *dialogue, point int64, base, o *outcome) []Finding {
 		}
 		add(Finding{Kind: "error", What: fmt.Sprintf("the restarted instance reported an error (turn %d)", h.Report.Turn),
 			Want: "no error the uncrashed run did not report", Got: clip(h.Report.Error, 300)})
+	}
+	return out
+}
+
+// answeredIn maps the text of every accepted user record of h whose turn has a reply to its turn.
+func answeredIn(h []entry) map[string]int64 {
+	replied := map[int64]bool{}
+	for _, e := range h {
+		if e.str("role") == "assistant" && finalStatus(e.str("status")) {
+			replied[e.num("turn")] = true
+		}
+	}
+	out := map[string]int64{}
+	for _, e := range h {
+		if e.str("role") == "user" && e.str("status") == "accepted" && replied[e.num("turn")] && e.str("text") != "" {
+			out[e.str("text")] = e.num("turn")
+		}
 	}
 	return out
 }

@@ -70,6 +70,13 @@ type Options struct {
 	// implementation may write recovery events of its own), so it is off unless asked; the
 	// reference engine's log is deterministic and `loomcheck explore` turns it on.
 	CompareLog bool
+	// Points, when set, are the crash points to explore in every chosen dialogue, instead of
+	// those Every and MaxPoints choose (points past a dialogue's writes are left out): to
+	// reproduce a finding.
+	Points []int64
+	// Then, when positive, crashes the restarted instance too, right after its Then-th durable
+	// write (its recovery's, or a retry's): a crash during recovery. It restarts once more.
+	Then int64
 }
 
 // Finding is one thing a crashed run got wrong: which dialogue, after a crash at which write, which
@@ -114,8 +121,10 @@ type DialogueResult struct {
 	Writes int64 `json:"writes"`
 	// Points are the crash points explored; Fired counts those the run reached (a point can be
 	// past the end of a crashed run that wrote less).
-	Points      []int64   `json:"points"`
-	Fired       int       `json:"fired"`
+	Points []int64 `json:"points"`
+	Fired  int     `json:"fired"`
+	// FiredTwice counts the runs whose restarted instance crashed too (Options.Then).
+	FiredTwice  int       `json:"firedTwice,omitempty"`
 	Lost        int       `json:"lost"`
 	Duplicated  int       `json:"duplicated"`
 	Divergences int       `json:"divergences"`
@@ -125,10 +134,12 @@ type DialogueResult struct {
 
 // Report is the whole exploration.
 type Report struct {
-	Started   time.Time        `json:"started"`
-	Millis    int64            `json:"millis"`
-	Every     int              `json:"every"`
-	MaxPoints int              `json:"maxPoints"`
+	Started   time.Time `json:"started"`
+	Millis    int64     `json:"millis"`
+	Every     int       `json:"every"`
+	MaxPoints int       `json:"maxPoints"`
+	// Then is Options.Then: the write of the restarted instance a second crash follows (0: none).
+	Then      int64            `json:"then,omitempty"`
 	Dialogues []DialogueResult `json:"dialogues"`
 	// Findings counts every finding of every dialogue.
 	Findings int `json:"findings"`
@@ -141,7 +152,7 @@ type outcome struct {
 	hist     map[string][]entry
 	status   entry
 	acks     []ack
-	recorded map[string][]entry
+	recorded map[int]map[string][]entry
 	requests []world.ModelRequest
 	hooks    []hookReport
 	epochs   int
@@ -180,7 +191,15 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 			chosen = append(chosen, all[i])
 		}
 	}
-	rep := &Report{Started: time.Now().UTC(), Every: opt.Every, MaxPoints: opt.MaxPoints}
+	for _, p := range opt.Points {
+		if p < 1 {
+			return nil, fmt.Errorf("%w: a crash point is a write number, 1 or more (got %d)", ErrUsage, p)
+		}
+	}
+	if opt.Then < 0 {
+		return nil, fmt.Errorf("%w: --then must not be negative", ErrUsage)
+	}
+	rep := &Report{Started: time.Now().UTC(), Every: opt.Every, MaxPoints: opt.MaxPoints, Then: opt.Then}
 	for _, d := range chosen {
 		res, err := exploreDialogue(ctx, &opt, d)
 		if err != nil {
@@ -226,6 +245,14 @@ func exploreDialogue(ctx context.Context, opt *Options, d *dialogue) (*DialogueR
 	}
 	res.Writes = base.writes
 	res.Points = choosePoints(base.writes, opt.Every, opt.MaxPoints)
+	if len(opt.Points) > 0 {
+		res.Points = []int64{}
+		for _, p := range opt.Points {
+			if p >= 1 && p <= base.writes {
+				res.Points = append(res.Points, p)
+			}
+		}
+	}
 	opt.progress("%s: %d durable writes uncrashed; exploring %d crash points", d.name, base.writes, len(res.Points))
 	for _, n := range res.Points {
 		if err := ctx.Err(); err != nil {
@@ -237,6 +264,9 @@ func exploreDialogue(ctx context.Context, opt *Options, d *dialogue) (*DialogueR
 		}
 		if o.fired {
 			res.Fired++
+		}
+		if o.epochs > 2 {
+			res.FiredTwice++
 		}
 		for _, f := range judge(d, n, base, o) {
 			res.Findings = append(res.Findings, f)
@@ -252,8 +282,12 @@ func exploreDialogue(ctx context.Context, opt *Options, d *dialogue) (*DialogueR
 		}
 	}
 	res.Millis = time.Since(began).Milliseconds()
-	opt.progress("%s: %d points explored (%d reached), %d lost, %d duplicated, %d divergences, %.1fs",
-		d.name, len(res.Points), res.Fired, res.Lost, res.Duplicated, res.Divergences, float64(res.Millis)/1000)
+	twice := ""
+	if opt.Then > 0 {
+		twice = fmt.Sprintf(", %d crashed again after restart write %d", res.FiredTwice, opt.Then)
+	}
+	opt.progress("%s: %d points explored (%d reached%s), %d lost, %d duplicated, %d divergences, %.1fs",
+		d.name, len(res.Points), res.Fired, twice, res.Lost, res.Duplicated, res.Divergences, float64(res.Millis)/1000)
 	return res, nil
 }
 
@@ -467,6 +501,9 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, "Started %s, took %.1f s. Crash points: every %d", r.Started.Format(time.RFC3339), float64(r.Millis)/1000, r.Every)
 	if r.MaxPoints > 0 {
 		fmt.Fprintf(&b, ", at most %d per dialogue", r.MaxPoints)
+	}
+	if r.Then > 0 {
+		fmt.Fprintf(&b, "; each restarted instance crashed again right after its write %d", r.Then)
 	}
 	b.WriteString(".\n\n| dialogue | durable writes | points explored | reached | lost | duplicated | divergences | time |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, d := range r.Dialogues {

@@ -221,3 +221,28 @@ func TestBoundedPoints(t *testing.T) {
 	require.Equal(t, int64(1), d.Points[0])
 	require.Equal(t, d.Writes, d.Points[3])
 }
+
+// A second crash during recovery: the restarted instance crashes right after its first write too,
+// and the run still ends as the uncrashed one did.
+func TestASecondCrashDuringRecovery(t *testing.T) {
+	rep, err := explore.Run(context.Background(), explore.Options{Factory: referenceFactory, Dialogues: []string{"rotation"},
+		Dir: t.TempDir(), Then: 1, CompareLog: true})
+	require.NoError(t, err)
+	d := rep.Dialogues[0]
+	require.Empty(t, d.Findings)
+	require.Positive(t, d.FiredTwice, "some restarted instances reached their first write and crashed again")
+	require.Equal(t, int64(1), rep.Then)
+}
+
+// Explicit points reproduce one run; points past the dialogue's writes are left out.
+func TestExplicitPoints(t *testing.T) {
+	rep, err := explore.Run(context.Background(), explore.Options{Factory: referenceFactory, Dialogues: []string{"plain"},
+		Dir: t.TempDir(), Points: []int64{2, 5, 100000}})
+	require.NoError(t, err)
+	require.Equal(t, []int64{2, 5}, rep.Dialogues[0].Points)
+	require.Equal(t, 2, rep.Dialogues[0].Fired)
+	_, err = explore.Run(context.Background(), explore.Options{Factory: referenceFactory, Points: []int64{0}})
+	require.ErrorIs(t, err, explore.ErrUsage)
+	_, err = explore.Run(context.Background(), explore.Options{Factory: referenceFactory, Then: -1})
+	require.ErrorIs(t, err, explore.ErrUsage)
+}

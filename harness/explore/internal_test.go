@@ -114,7 +114,7 @@ func TestJudge(t *testing.T) {
 
 	// The model asked again, after the restart, for a turn recorded before the crash.
 	o = same()
-	o.recorded = map[string][]entry{"alice": hist}
+	o.recorded = map[int]map[string][]entry{1: {"alice": hist}}
 	o.requests = []world.ModelRequest{{Index: 0, APIKey: epochKey(0), Messages: []world.Message{{Role: "user", Content: "hi"}}},
 		{Index: 1, APIKey: epochKey(1), Messages: []world.Message{{Role: "user", Content: "hi"}}}}
 	base.requests = o.requests[:1]
@@ -123,13 +123,14 @@ func TestJudge(t *testing.T) {
 	require.Equal(t, "reasked", fs[0].Kind)
 	require.Contains(t, fs[0].What, "model request 1")
 	// Not a finding when the reply had not been recorded at the crash.
-	o.recorded = map[string][]entry{"alice": hist[:1]}
+	o.recorded = map[int]map[string][]entry{1: {"alice": hist[:1]}}
 	require.Empty(t, judge(d, 2, base, o))
 
 	// A request the uncrashed run never made, and an error report after the restart.
 	o = same()
 	o.requests = []world.ModelRequest{{Index: 0, APIKey: epochKey(1), Messages: []world.Message{{Role: "user", Content: "other"}}}}
 	o.hooks = []hookReport{{Epoch: 0, Report: world.ErrorReport{Error: "dying"}}, {Epoch: 1, Report: world.ErrorReport{Error: "divergence at command 3"}}}
+	o.epochs = 2
 	fs = judge(d, 2, base, o)
 	require.ElementsMatch(t, []string{"request", "request", "error"}, kindsOf(fs))
 

@@ -42,6 +42,15 @@ func tokenOf(who string) string { return "tok-explore-" + who }
 // first) reaches the model with: the world's request log then says which instance asked.
 func epochKey(epoch int) string { return "explore-epoch-" + strconv.Itoa(epoch) }
 
+// epochOf is the epoch of a model API key epochKey made, or -1.
+func epochOf(key string) int {
+	n, err := strconv.Atoi(strings.TrimPrefix(key, "explore-epoch-"))
+	if err != nil || !strings.HasPrefix(key, "explore-epoch-") {
+		return -1
+	}
+	return n
+}
+
 // errCrashed is what a step returns when the crash point fired while it ran.
 var errCrashed = errors.New("the instance crashed at the armed write")
 
@@ -160,9 +169,9 @@ type session struct {
 	acks     []ack
 	envs     map[string]json.RawMessage // door payloads, built once per run so retries resend them
 	holds    map[string]*world.Hold
-	modelAt  int                // model requests the world had when the current epoch began
-	recorded map[string][]entry // per viewer: the history the restarted instance found, before any model call
-	events   []string           // what the session did, for a finding's context
+	modelAt  int                        // model requests the world had when the current epoch began
+	recorded map[int]map[string][]entry // per epoch after a crash, per viewer: the history the restarted instance found, before any model call
+	events   []string                   // what the session did, for a finding's context
 }
 
 func newSession(ctx context.Context, opt *Options, d *dialogue) (*session, error) {
@@ -170,7 +179,8 @@ func newSession(ctx context.Context, opt *Options, d *dialogue) (*session, error
 	if err != nil {
 		return nil, fmt.Errorf("%w: scratch directory: %v", harness.ErrHarness, err)
 	}
-	s := &session{opt: opt, d: d, ctx: ctx, dir: dir, envs: map[string]json.RawMessage{}, holds: map[string]*world.Hold{}}
+	s := &session{opt: opt, d: d, ctx: ctx, dir: dir, envs: map[string]json.RawMessage{}, holds: map[string]*world.Hold{},
+		recorded: map[int]map[string][]entry{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		os.RemoveAll(dir)
@@ -272,17 +282,36 @@ func (s *session) abandon() {
 
 // restart abandons the crashed instance and opens the next epoch on the same data directory. Model
 // requests wait until the restarted instance's history has been read: what it holds then is what
-// was recorded before the crash (s.recorded).
+// was recorded before the crash (s.recorded[epoch]). With Options.Then, the first restarted
+// instance is armed to crash again right after its Then-th write; a crash during the read
+// restarts again.
 func (s *session) restart() error {
-	s.abandon()
-	s.epoch++
-	s.note("crash; restart as epoch %d", s.epoch)
+	for {
+		s.abandon()
+		s.epoch++
+		s.note("crash; restart as epoch %d", s.epoch)
+		err := s.reopen()
+		if err == nil || !fired(s.crashed) {
+			return err
+		}
+	}
+}
+
+func (s *session) reopen() error {
 	s.fr.shutModel()
 	defer s.fr.openModel()
 	if err := s.open(); err != nil {
 		return err
 	}
-	s.recorded = map[string][]entry{}
+	if s.epoch == 1 && s.opt.Then > 0 {
+		wc, err := s.writeCrasher()
+		if err != nil {
+			return err
+		}
+		s.crashed = wc.CrashAfterWrite(s.opt.Then)
+	}
+	rec := map[string][]entry{}
+	s.recorded[s.epoch] = rec
 	if !s.created {
 		return nil
 	}
@@ -291,7 +320,7 @@ func (s *session) restart() error {
 		if err != nil {
 			return fmt.Errorf("read %s's history right after the restart: %w", v, err)
 		}
-		s.recorded[v] = h
+		rec[v] = h
 	}
 	return nil
 }

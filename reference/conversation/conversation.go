@@ -140,13 +140,14 @@ var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 // ValidID reports whether id may name a conversation.
 func ValidID(id string) bool { return idRE.MatchString(id) }
 
-// New validates cfg and returns Conversations. Register Flow on the kernel, then Bind it.
+// New validates cfg and returns Conversations. Register Flow on the kernel and Bind it before
+// the kernel recovers anything (kernel.Options.BeforeRecovery): a recovered conversation may need
+// the kernel at its first live step.
 //
 // Errors: loomtype.ErrConfig (wrapped) for a missing or short key; ErrApproval.
 //
 //	cv, err := conversation.New(cfg, deps, conversation.NewHub(64))
-//	k, err := kernel.Open(ctx, st, kernel.Options{Flows: cv.Flows()})
-//	cv.Bind(k)
+//	k, err := kernel.Open(ctx, st, kernel.Options{Flows: cv.Flows(), BeforeRecovery: cv.Bind})
 func New(cfg Config, deps Deps, hub *Hub) (*Conversations, error) {
 	if len(cfg.Keys) == 0 || len(cfg.Keys[0]) < 32 {
 		return nil, fmt.Errorf("%w: a signing key of at least 32 bytes is required", loomtype.ErrConfig)

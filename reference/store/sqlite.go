@@ -185,11 +185,13 @@ func (s *SQLite) die() {
 	if s.dead.Swap(true) || s.closed {
 		return
 	}
-	s.closed = true
-	s.shut.Store(true)
+	// The channel closes first: whoever sees a read refused after this instant can already tell
+	// it was the crash.
 	if s.crashed != nil {
 		close(s.crashed)
 	}
+	s.closed = true
+	s.shut.Store(true)
 	go func() { s.r.Close(); s.w.Close() }()
 }
 
