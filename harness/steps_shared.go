@@ -388,7 +388,7 @@ func (s *scenario) registerShared(sc *godog.ScenarioContext) {
 		if err != nil {
 			return err
 		}
-		id := envelope.TurnExecutionID(decodeKey(s.cfg.Signing.Key), c.id, msg)
+		id := oracle.TurnExecutionID(decodeKey(s.cfg.Signing.Key), c.id, msg)
 		input := map[string]any{"v": 1, "conversationId": c.id, "ord": msg, "turn": turn, "asker": identityJSON(who),
 			"messageId": msgID, "text": text, "messages": []map[string]string{{"role": "user", "content": told}}}
 		r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{})
