@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/loomcheck/loomcheck/harness/contract"
+	"github.com/loomcheck/loomcheck/harness/oracle"
 	"github.com/loomcheck/loomcheck/harness/world"
-	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/spec"
 )
 
@@ -64,9 +64,9 @@ func tokenOf(name string) string {
 	return "tok-" + strings.NewReplacer(" ", "-", "'", "").Replace(name)
 }
 
-func identityOf(name string) loomtype.Identity {
+func identityOf(name string) oracle.Identity {
 	p := principals[name]
-	return loomtype.Identity{Tenant: p.Tenant, Actor: p.Actor, OnBehalfOf: p.OnBehalfOf}
+	return oracle.Identity{Tenant: p.Tenant, Actor: p.Actor, OnBehalfOf: p.OnBehalfOf}
 }
 
 // conv is a conversation a scenario knows.

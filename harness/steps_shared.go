@@ -9,7 +9,7 @@ import (
 
 	"github.com/cucumber/godog"
 
-	"github.com/loomcheck/loomcheck/reference/envelope"
+	"github.com/loomcheck/loomcheck/harness/oracle"
 	"github.com/loomcheck/loomcheck/spec"
 )
 
@@ -349,7 +349,7 @@ func (s *scenario) registerShared(sc *godog.ScenarioContext) {
 		if err != nil {
 			return err
 		}
-		want := envelope.TurnExecutionID(decodeKey(s.cfg.Signing.Key), s.current.id, msg)
+		want := oracle.TurnExecutionID(decodeKey(s.cfg.Signing.Key), s.current.id, msg)
 		if e.TurnExecutionID != want {
 			return fail(fmt.Sprintf("the reply to turn %d as its asker sees it", turn), fmt.Sprintf("turnExecutionId %q", e.TurnExecutionID), fmt.Sprintf("%q (spec/envelopes.md)", want))
 		}
@@ -370,7 +370,7 @@ func (s *scenario) registerShared(sc *godog.ScenarioContext) {
 		if err != nil {
 			return err
 		}
-		id := envelope.TurnExecutionID(decodeKey(s.cfg.Signing.Key), c.id, msg)
+		id := oracle.TurnExecutionID(decodeKey(s.cfg.Signing.Key), c.id, msg)
 		input := map[string]any{"v": 1, "conversationId": c.id, "ord": msg, "turn": 1, "asker": identityJSON(who),
 			"messageId": "planted", "text": text, "messages": []map[string]string{{"role": "user", "content": text}}}
 		r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{})
@@ -388,7 +388,7 @@ func (s *scenario) registerShared(sc *godog.ScenarioContext) {
 		if err != nil {
 			return err
 		}
-		id := envelope.TurnExecutionID(decodeKey(s.cfg.Signing.Key), c.id, msg)
+		id := oracle.TurnExecutionID(decodeKey(s.cfg.Signing.Key), c.id, msg)
 		input := map[string]any{"v": 1, "conversationId": c.id, "ord": msg, "turn": turn, "asker": identityJSON(who),
 			"messageId": msgID, "text": text, "messages": []map[string]string{{"role": "user", "content": told}}}
 		r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{})
