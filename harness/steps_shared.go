@@ -339,10 +339,7 @@ func (s *scenario) registerShared(sc *godog.ScenarioContext) {
 		return nil
 	})
 	sc.Step(`^(the service(?:'s other token)?) gets the same 404 as for a missing conversation on the conversation routes$`, func(who string) error {
-		keep := s.run.door
-		s.run.door = false
-		defer func() { s.run.door = keep }()
-		return s.sameNotFound(who)
+		return s.sameNotFound(who, false)
 	})
 	sc.Step(`^(\w+) sees that (?:his|her) answer to turn (\d+) ran as the turn execution the host key names for message (\d+)$`, func(viewer string, turn, msg int64) error {
 		e, err := s.viewReply(viewer, turn)
