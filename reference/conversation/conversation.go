@@ -549,7 +549,12 @@ func (cv *Conversations) RawLog(ctx context.Context, principal loomtype.Identity
 		limit = 500
 	}
 	if after.Gen > info.Gen {
-		after = loomtype.Cursor{Gen: info.Gen, Seq: 1 << 62}
+		// Past the newest generation: clamped to its end, a cursor that reads back as itself.
+		head, err := k.Store().Head(ctx, kernel.LogStream(id), info.Gen)
+		if err != nil {
+			return nil, after, false, err
+		}
+		after = loomtype.Cursor{Gen: info.Gen, Seq: head}
 	}
 	var out []RawEvent
 	cur := after

@@ -1,0 +1,572 @@
+package mutation
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Status is what became of a mutant.
+type Status string
+
+// The statuses.
+const (
+	// Killed: a test of the killing suite failed.
+	Killed Status = "killed"
+	// KilledByTimeout: the suite did not finish within its time limit (the mutant hangs).
+	KilledByTimeout Status = "timeout"
+	// Survived: the whole killing suite passed with the mutant in place.
+	Survived Status = "survived"
+	// Equivalent: survived, and listed in the equivalent file with the reason it cannot change
+	// behaviour.
+	Equivalent Status = "equivalent"
+	// NotCovered: no test of the killing suite executes the mutated line; not run.
+	NotCovered Status = "not-covered"
+	// NotViable: the mutant does not compile.
+	NotViable Status = "not-viable"
+	// NotRun: the run was interrupted before the mutant's turn.
+	NotRun Status = "not-run"
+)
+
+// ErrBaseline is returned (wrapped) when the killing suite fails on the unmutated reference: no
+// mutant can be judged against a red suite.
+var ErrBaseline = errors.New("mutation: the killing suite fails without any mutant")
+
+// ConformancePackage is the package whose TestConformance runs the conformance suite in-process.
+const ConformancePackage = "reference"
+
+// Options configures a run.
+type Options struct {
+	// Root is the module root (default ".").
+	Root string
+	// Mutants are the mutants to judge, in order.
+	Mutants []Mutant
+	// Equivalent lists the reviewed equivalent mutants.
+	Equivalent []EquivalentEntry
+	// Workers is how many mutants are judged at once (default 1: each judgement already builds
+	// and runs tests in parallel).
+	Workers int
+	// Timeout bounds one test binary run (go test -timeout); 0 derives it, for each package,
+	// from its unmutated run (build included): three times as long, at least 30 seconds for a
+	// package's own tests and 60 for the conformance suite.
+	Timeout time.Duration
+	// Log receives the baseline's lines and a progress line per mutant (nil: discarded).
+	Log io.Writer
+	// PackageTestsOnly runs only the mutated packages' own tests, not the conformance suite: a
+	// quick check of a package's tests while sharpening them, not a measure of the kit.
+	PackageTestsOnly bool
+	// OnResult, if set, is called after each mutant is judged, with the results so far (in the
+	// order of Mutants; the ones not judged yet are NotRun). Calls are serialized.
+	OnResult func(results []Result)
+}
+
+// Result is one judged mutant.
+type Result struct {
+	Mutant
+	Status Status `json:"status"`
+	// KilledBy is "package tests" or "conformance" for a killed or timed-out mutant.
+	KilledBy string `json:"killedBy,omitempty"`
+	// Test is the first failing test, when the output names one.
+	Test string `json:"test,omitempty"`
+	// Reason is the equivalent entry's reason, for an equivalent mutant; for a killed mutant that
+	// is listed as equivalent, it says the entry is wrong.
+	Reason string `json:"reason,omitempty"`
+	// Seconds is the wall time spent judging it.
+	Seconds float64 `json:"seconds"`
+}
+
+// Run judges every mutant of opt.Mutants: it checks that the killing suite passes unmutated while
+// measuring which lines it covers (ErrBaseline otherwise), then for each covered mutant runs the
+// mutated package's own tests and then the conformance test, each with the mutated file as a
+// go test -overlay, -failfast and a timeout. It returns the results in the order of opt.Mutants;
+// when ctx is cancelled it stops, and the mutants not judged are NotRun (the error is then nil:
+// the partial results are worth writing). It never writes into the source tree; scratch files go
+// to a temporary directory removed on return.
+//
+//	results, err := mutation.Run(ctx, mutation.Options{Root: ".", Mutants: ms, Log: os.Stderr})
+func Run(ctx context.Context, opt Options) ([]Result, error) {
+	if opt.Root == "" {
+		opt.Root = "."
+	}
+	root, err := filepath.Abs(opt.Root)
+	if err != nil {
+		return nil, err
+	}
+	if opt.Workers <= 0 {
+		opt.Workers = 1
+	}
+	log := opt.Log
+	if log == nil {
+		log = io.Discard
+	}
+	module, err := modulePath(root)
+	if err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp("", "loomcheck-mutation-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+
+	pkgs := map[string]bool{}
+	for _, m := range opt.Mutants {
+		pkgs[m.Package] = true
+	}
+	j := &judge{root: root, tmp: tmp, hasTests: map[string]bool{}, unitOnly: opt.PackageTestsOnly}
+	cov, took, err := j.baseline(ctx, module, sortedKeys(pkgs), log)
+	if err != nil {
+		return nil, err
+	}
+	j.timeouts = map[string]time.Duration{}
+	for pkg, d := range took {
+		floor := 30 * time.Second
+		if pkg == ConformancePackage {
+			floor = 60 * time.Second
+		}
+		j.timeouts[pkg] = max(floor, 3*d).Round(time.Second)
+		if opt.Timeout > 0 {
+			j.timeouts[pkg] = opt.Timeout
+		}
+	}
+	fmt.Fprintf(log, "mutate: baseline green; the conformance suite is limited to %s a run\n", j.timeouts[ConformancePackage])
+
+	results := make([]Result, len(opt.Mutants))
+	for i, m := range opt.Mutants {
+		results[i] = Result{Mutant: m, Status: NotRun}
+	}
+	var (
+		mu      sync.Mutex
+		done    int
+		ran     int
+		ranTime time.Duration
+		start   = time.Now()
+		next    = make(chan int)
+		wg      sync.WaitGroup
+	)
+	toRun := 0
+	for _, m := range opt.Mutants {
+		if cov.covers(m) {
+			toRun++
+		}
+	}
+	for w := 0; w < opt.Workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := range next {
+				m := opt.Mutants[i]
+				t0 := time.Now()
+				var r Result
+				if !cov.covers(m) {
+					r = Result{Mutant: m, Status: NotCovered}
+				} else {
+					r = j.one(ctx, w, m)
+				}
+				if ctx.Err() != nil && r.Status != NotCovered {
+					return
+				}
+				r.Seconds = time.Since(t0).Seconds()
+				markEquivalent(&r, opt.Equivalent)
+				mu.Lock()
+				results[i] = r
+				done++
+				if r.Status != NotCovered {
+					ran++
+					ranTime += time.Since(t0)
+				}
+				fmt.Fprintln(log, progress(results, done, ran, toRun, ranTime, time.Since(start), opt.Workers))
+				if opt.OnResult != nil {
+					opt.OnResult(results)
+				}
+				mu.Unlock()
+			}
+		}(w)
+	}
+feed:
+	for i := range opt.Mutants {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	return results, nil
+}
+
+func progress(results []Result, done, ran, toRun int, ranTime, elapsed time.Duration, workers int) string {
+	n := map[Status]int{}
+	for _, r := range results {
+		n[r.Status]++
+	}
+	per := time.Duration(0)
+	if ran > 0 {
+		per = ranTime / time.Duration(ran)
+	}
+	left := time.Duration(toRun-ran) * per / time.Duration(workers)
+	return fmt.Sprintf("mutate: [%d/%d] %d%% · killed %d · timeout %d · survived %d · equivalent %d · not covered %d · not viable %d · %.1fs per mutant · elapsed %s · about %s left",
+		done, len(results), 100*done/max(1, len(results)), n[Killed], n[KilledByTimeout], n[Survived], n[Equivalent],
+		n[NotCovered], n[NotViable], per.Seconds(), elapsed.Round(time.Second), left.Round(time.Second))
+}
+
+func markEquivalent(r *Result, eq []EquivalentEntry) {
+	for _, e := range eq {
+		if !e.Matches(r.Mutant) {
+			continue
+		}
+		switch r.Status {
+		case Survived:
+			r.Status, r.Reason = Equivalent, e.Reason
+		case Killed, KilledByTimeout:
+			r.Reason = "listed in the equivalent file, yet killed: the entry is wrong"
+		}
+		return
+	}
+}
+
+type judge struct {
+	root, tmp string
+	timeouts  map[string]time.Duration // by package: the -timeout of its test runs
+	hasTests  map[string]bool
+	unitOnly  bool
+}
+
+// baseline runs the killing suite unmutated with coverage, and returns the coverage and each
+// run's time, by package.
+func (j *judge) baseline(ctx context.Context, module string, pkgs []string, log io.Writer) (*coverage, map[string]time.Duration, error) {
+	cov := &coverage{module: module, blocks: map[string][]block{}}
+	took := map[string]time.Duration{}
+	coverpkg := make([]string, len(pkgs))
+	for i, p := range pkgs {
+		coverpkg[i] = module + "/" + p
+	}
+	var runs [][]string
+	if !j.unitOnly {
+		runs = append(runs, []string{"-run", "^TestConformance$", "-coverpkg=" + strings.Join(coverpkg, ","), "./" + ConformancePackage})
+	}
+	for _, p := range pkgs {
+		if j.hasTests[p] = packageHasTests(filepath.Join(j.root, p)); j.hasTests[p] {
+			runs = append(runs, []string{"./" + p})
+		}
+	}
+	for i, args := range runs {
+		prof := filepath.Join(j.tmp, fmt.Sprintf("cover%d.out", i))
+		t0 := time.Now()
+		full := append([]string{"test", "-count=1", "-vet=off", "-coverprofile=" + prof}, args...)
+		out, code, err := j.goCmd(ctx, 30*time.Minute, full...)
+		if err != nil {
+			return nil, nil, err
+		}
+		if code != 0 {
+			return nil, nil, fmt.Errorf("%w: go %s:\n%s", ErrBaseline, strings.Join(full, " "), tail(out, 40))
+		}
+		d := time.Since(t0)
+		took[strings.TrimPrefix(args[len(args)-1], "./")] = d
+		fmt.Fprintf(log, "mutate: baseline %s passed in %s\n", args[len(args)-1], d.Round(time.Millisecond))
+		if err := cov.read(prof, strings.TrimPrefix(args[len(args)-1], "./")); err != nil {
+			return nil, nil, err
+		}
+	}
+	return cov, took, nil
+}
+
+// one judges a covered mutant.
+func (j *judge) one(ctx context.Context, worker int, m Mutant) Result {
+	r := Result{Mutant: m}
+	src, err := os.ReadFile(filepath.Join(j.root, m.File))
+	if err != nil {
+		r.Status, r.Reason = NotViable, err.Error()
+		return r
+	}
+	dir := filepath.Join(j.tmp, "w"+strconv.Itoa(worker))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		r.Status, r.Reason = NotViable, err.Error()
+		return r
+	}
+	mutated := filepath.Join(dir, filepath.Base(m.File))
+	overlay := filepath.Join(dir, "overlay.json")
+	ov, _ := json.Marshal(map[string]map[string]string{"Replace": {filepath.Join(j.root, m.File): mutated}})
+	if err := os.WriteFile(mutated, m.Apply(src), 0o644); err != nil {
+		r.Status, r.Reason = NotViable, err.Error()
+		return r
+	}
+	if err := os.WriteFile(overlay, ov, 0o644); err != nil {
+		r.Status, r.Reason = NotViable, err.Error()
+		return r
+	}
+	type step struct{ name, pkg, run string }
+	var steps []step
+	if j.hasTests[m.Package] {
+		steps = append(steps, step{"package tests", m.Package, ""})
+	}
+	if !j.unitOnly {
+		steps = append(steps, step{"conformance", ConformancePackage, "^TestConformance$"})
+	}
+	if len(steps) == 0 {
+		r.Status, r.Reason = NotCovered, "the package has no tests"
+		return r
+	}
+	for _, s := range steps {
+		limit := j.timeouts[s.pkg]
+		args := []string{"test", "-overlay=" + overlay, "-count=1", "-vet=off", "-failfast", "-timeout=" + limit.String()}
+		if s.run != "" {
+			args = append(args, "-run", s.run)
+		}
+		args = append(args, "./"+s.pkg)
+		// The backstop allows for the build on top of the test binary's own limit.
+		out, code, err := j.goCmd(ctx, limit+5*time.Minute, args...)
+		switch {
+		case errors.Is(err, errBackstop):
+			r.Status, r.KilledBy = KilledByTimeout, s.name
+			return r
+		case err != nil:
+			r.Status, r.Reason = NotRun, err.Error()
+			return r
+		case code == 0:
+			continue
+		case buildFailed(out):
+			r.Status, r.Reason = NotViable, firstLine(out)
+			return r
+		case bytes.Contains(out, []byte("panic: test timed out")):
+			r.Status, r.KilledBy = KilledByTimeout, s.name
+			return r
+		default:
+			r.Status, r.KilledBy, r.Test = Killed, s.name, failingTest(out)
+			return r
+		}
+	}
+	r.Status = Survived
+	return r
+}
+
+var errBackstop = errors.New("mutation: go test outlived its backstop")
+
+// goCmd runs the go command in the module root, in its own process group so that a hung test
+// binary dies with it, and returns its combined output and exit code.
+func (j *judge) goCmd(ctx context.Context, limit time.Duration, args ...string) ([]byte, int, error) {
+	cctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, "go", args...)
+	cmd.Dir = j.root
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		return out.Bytes(), -1, ctx.Err()
+	}
+	if cctx.Err() != nil {
+		return out.Bytes(), -1, errBackstop
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return out.Bytes(), ee.ExitCode(), nil
+	}
+	if err != nil {
+		return out.Bytes(), -1, err
+	}
+	return out.Bytes(), 0, nil
+}
+
+func buildFailed(out []byte) bool {
+	return bytes.Contains(out, []byte("[build failed]")) || bytes.Contains(out, []byte("[setup failed]"))
+}
+
+var failRE = regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)
+
+// failingTest names the innermost failing test of the output (the one with the most levels of
+// subtests), which for the conformance suite is the scenario.
+func failingTest(out []byte) string {
+	var best string
+	for _, m := range failRE.FindAllSubmatch(out, -1) {
+		if name := string(m[1]); best == "" || strings.Count(name, "/") > strings.Count(best, "/") {
+			best = name
+		}
+	}
+	return best
+}
+
+func firstLine(out []byte) string {
+	for _, l := range strings.Split(string(out), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			return l
+		}
+	}
+	return ""
+}
+
+func tail(out []byte, n int) string {
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+var testFuncRE = regexp.MustCompile(`(?m)^func (Test|Example|Fuzz)\w*\(`)
+
+func packageHasTests(dir string) bool {
+	names, _ := filepath.Glob(filepath.Join(dir, "*_test.go"))
+	for _, n := range names {
+		if b, err := os.ReadFile(n); err == nil && testFuncRE.Match(b) {
+			return true
+		}
+	}
+	return false
+}
+
+func modulePath(root string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		return "", err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "module" {
+			return f[1], nil
+		}
+	}
+	return "", fmt.Errorf("mutation: no module line in %s/go.mod", root)
+}
+
+func sortedKeys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// coverage is the union of the blocks the killing suite executed, per file: for a package, its
+// own tests' blocks and the conformance run's.
+type coverage struct {
+	module string
+	// blocks by file (relative to the module root), tagged with the run that measured them
+	blocks map[string][]block
+}
+
+type block struct {
+	run                 string // the package whose tests ran, or "reference" for conformance
+	sl, sc, el, ec, hit int
+}
+
+func (c *coverage) read(profile, run string) error {
+	f, err := os.Open(profile)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "mode:") {
+			continue
+		}
+		// name.go:12.34,15.2 3 1
+		colon := strings.LastIndex(line, ":")
+		if colon < 0 {
+			continue
+		}
+		file := strings.TrimPrefix(line[:colon], c.module+"/")
+		var b block
+		if _, err := fmt.Sscanf(line[colon+1:], "%d.%d,%d.%d %d %d", &b.sl, &b.sc, &b.el, &b.ec, new(int), &b.hit); err != nil {
+			return fmt.Errorf("mutation: coverage profile %s: %q: %w", profile, line, err)
+		}
+		b.run = run
+		c.blocks[file] = append(c.blocks[file], b)
+	}
+	return sc.Err()
+}
+
+// covers reports whether a test of m's killing suite executed m's position. A position in no
+// block at all (a package-level declaration) counts as covered: it is evaluated on start.
+func (c *coverage) covers(m Mutant) bool {
+	inAny := false
+	for _, b := range c.blocks[m.File] {
+		if b.run != ConformancePackage && b.run != m.Package {
+			continue
+		}
+		after := m.Line > b.sl || (m.Line == b.sl && m.Col >= b.sc)
+		before := m.Line < b.el || (m.Line == b.el && m.Col < b.ec)
+		if after && before {
+			inAny = true
+			if b.hit > 0 {
+				return true
+			}
+		}
+	}
+	return !inAny
+}
+
+// Sample picks n mutants of each package, deterministically for a seed: the n whose hash of seed
+// and ID is smallest. The result keeps the order of ms. n <= 0 returns ms unchanged.
+//
+//	ms = mutation.Sample(ms, 30, 1)
+func Sample(ms []Mutant, n int, seed uint64) []Mutant {
+	if n <= 0 {
+		return ms
+	}
+	rank := func(m Mutant) string {
+		h := sha256.Sum256([]byte(strconv.FormatUint(seed, 10) + "/" + m.ID))
+		return string(h[:])
+	}
+	byPkg := map[string][]Mutant{}
+	for _, m := range ms {
+		byPkg[m.Package] = append(byPkg[m.Package], m)
+	}
+	keep := map[string]bool{}
+	for _, list := range byPkg {
+		sort.Slice(list, func(a, b int) bool { return rank(list[a]) < rank(list[b]) })
+		for _, m := range list[:min(n, len(list))] {
+			keep[m.ID] = true
+		}
+	}
+	var out []Mutant
+	for _, m := range ms {
+		if keep[m.ID] {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// ChangedFiles lists the files of root changed since the git ref (committed or not), relative to
+// the root with forward slashes.
+//
+//	files, err := mutation.ChangedFiles(ctx, ".", "origin/main")
+func ChangedFiles(ctx context.Context, root, ref string) (map[string]bool, error) {
+	cmd := exec.CommandContext(ctx, "git", "diff", "--name-only", "--relative", ref, "--")
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("mutation: git diff %s: %w: %s", ref, err, stderr.String())
+	}
+	files := map[string]bool{}
+	for _, l := range strings.Split(string(out), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			files[l] = true
+		}
+	}
+	return files, nil
+}
