@@ -151,6 +151,13 @@ Feature: Barge-in: a new message interrupts the running turn
       | 3   | 2    | user      | accepted | thanks              |
       | 4   | 2    | assistant | complete | re: thanks          |
     And the model has been asked 3 times in all
+    And the tool "slow" has been called 2 times in all
+    And every call to "slow" carried the same idempotency key
+    And request 3 to the model holds the messages:
+      | role      | content             |
+      | user      | check the pumps     |
+      | assistant | re: check the pumps |
+      | user      | thanks              |
 
   @profile:barge-in @req:ADR0122-D2-07 @configures
   Scenario: Retries from an earlier generation still do not interrupt

@@ -675,6 +675,42 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     Then alice sees turn 1 answered "done"
     And record 3 is rejected with reason "not-a-participant"
 
+  @profile:shared @req:ADR0122-D10-19 @configures
+  Scenario Outline: A removed asker's waiting turn is rejected, though an identity differing in one field alone remains
+    Given alice has started a shared conversation with bob and <principal>
+    And the model replies "done" after a release
+    When alice sends "first"
+    And the model has been asked 1 time
+    And bob sends "second"
+    And alice removes bob from the participants
+    And the model is released
+    Then alice sees turn 1 answered "done"
+    And record 3 is rejected with reason "not-a-participant"
+
+    Examples:
+      | principal            |
+      | bob at evil          |
+      | bob without a tenant |
+      | bob for carol        |
+
+  @profile:shared @req:ADR0122-D10-19 @configures
+  Scenario Outline: Removing an identity that differs from a waiting asker's in one field alone leaves the asker's turn to be answered
+    Given alice has started a shared conversation with bob and <principal>
+    And the model replies "done" after a release
+    When alice sends "first"
+    And the model has been asked 1 time
+    And bob sends "second"
+    And alice removes <principal> from the participants
+    And the model is released
+    Then alice sees turn 1 answered "done"
+    And alice sees turn 2 answered "re: second"
+
+    Examples:
+      | principal            |
+      | bob at evil          |
+      | bob without a tenant |
+      | bob for carol        |
+
   @profile:shared @req:ADR0122-D10-20 @configures
   Scenario: Replaying another participant's envelope under a new message id is refused
     Given alice has started a shared conversation with bob
