@@ -30,7 +30,7 @@ selftest:
 	$(GO) run ./cmd/loomcheck selftest --out reports/selftest
 
 # Crash exploration: every canonical dialogue crashed right after each of its durable writes and
-# restarted (reports/explore/). About 20 s on two cores; explore-ci is the bounded part CI runs.
+# restarted (reports/explore/). 20 to 30 s on two cores; explore-ci is a bounded part for slow machines.
 explore:
 	$(GO) run ./cmd/loomcheck explore --out reports/explore
 

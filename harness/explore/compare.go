@@ -113,6 +113,38 @@ func judge(d *dialogue, point int64, base, o *outcome) []Finding {
 		}
 	}
 
+	// Every tool call (tool, arguments, idempotency key) is one the uncrashed run made, and every
+	// one it made was made: a call redone after a crash carries the key of the first.
+	baseCalls, gotCalls := callSet(base), callSet(o)
+	for k, idx := range gotCalls {
+		if _, ok := baseCalls[k]; !ok {
+			add(Finding{Kind: "tool", What: fmt.Sprintf("tool call %d was never made by the uncrashed run", idx),
+				Want: "one of the uncrashed run's tool calls", Got: clip(k, 400)})
+		}
+	}
+	for k, idx := range baseCalls {
+		if _, ok := gotCalls[k]; !ok {
+			add(Finding{Kind: "tool", What: fmt.Sprintf("the uncrashed run's tool call %d was never made", idx),
+				Want: clip(k, 400), Got: "no such call"})
+		}
+	}
+
+	// No tool call redone after a restart that found no turn in flight: every result it could
+	// need was recorded already.
+	for i, c := range o.calls {
+		rec := o.recorded[c.Epoch][owner]
+		if c.Epoch < 1 || rec == nil || inFlight(rec) {
+			continue
+		}
+		for j, prev := range o.calls[:i] {
+			if prev.Epoch < c.Epoch && prev.Name == c.Name && prev.Key == c.Key && prev.Status/100 == 2 {
+				add(Finding{Kind: "reasked", What: fmt.Sprintf("tool call %d (%s), after restart %d, redoes call %d although no turn was in flight", i, c.Name, c.Epoch, j),
+					Want: "no tool call: its result was recorded before the crash", Got: "the tool was called again"})
+				break
+			}
+		}
+	}
+
 	// The last instance, the one that did not crash, reports nothing the uncrashed run did not.
 	baseErrs := map[string]int{}
 	for _, h := range base.hooks {
@@ -236,4 +268,32 @@ func requestSet(o *outcome) map[string]int {
 		}
 	}
 	return out
+}
+
+// callSet is every distinct tool call of a run, with the index of its first arrival.
+func callSet(o *outcome) map[string]int {
+	out := map[string]int{}
+	for _, c := range o.tools {
+		k := c.Name + " " + string(c.Args) + " key " + c.IdempotencyKey
+		if _, ok := out[k]; !ok {
+			out[k] = c.Index
+		}
+	}
+	return out
+}
+
+// inFlight says whether a history has an accepted turn without a reply.
+func inFlight(h []entry) bool {
+	replied := map[int64]bool{}
+	for _, e := range h {
+		if e.str("role") == "assistant" && finalStatus(e.str("status")) {
+			replied[e.num("turn")] = true
+		}
+	}
+	for _, e := range h {
+		if e.str("role") == "user" && e.str("status") == "accepted" && !replied[e.num("turn")] {
+			return true
+		}
+	}
+	return false
 }

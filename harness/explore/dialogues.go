@@ -197,6 +197,36 @@ func dialogues() []*dialogue {
 			},
 		},
 		{
+			name:  "tool-call",
+			about: "a turn that calls a tool, then answers with its result",
+			configure: func(c *spec.SUTConfig) {
+				standardTools(c)
+			},
+			prepare: func(s *session) error {
+				if err := s.w.Tools().Define("lookup", world.Behavior{Result: map[string]any{"pressure": "low"}}); err != nil {
+					return err
+				}
+				// One scripted answer: the front refuses a crashed instance's model requests, so
+				// only an instance that lives to record the answer consumes it.
+				return s.w.Model().EnqueueFor("look up the pumps", world.Reply{ToolCalls: []world.ToolCall{{Name: "lookup", Arguments: `{"q":"pumps"}`}}})
+			},
+			steps: []step{
+				startStep("alice", nil),
+				sendStep("alice", "m-1", "look up the pumps"), replyStep("alice", 1),
+				sendStep("alice", "m-2", "thanks"), replyStep("alice", 2),
+			},
+			viewers: []string{"alice"},
+			exercised: func(s *session, o *outcome) error {
+				if n := len(s.w.Tools().CallsOf("lookup")); n != 1 {
+					return fmt.Errorf("the tool was called %d times, want 1", n)
+				}
+				if n := countStatus(o.hist["alice"], "assistant", "complete"); n != 2 {
+					return fmt.Errorf("%d complete replies, want 2", n)
+				}
+				return nil
+			},
+		},
+		{
 			name:  "summary-fold",
 			about: "turns evicted by the token budget are folded into a rolling summary",
 			configure: func(c *spec.SUTConfig) {
@@ -269,7 +299,7 @@ func dialogues() []*dialogue {
 
 // DialogueNames lists the canonical dialogues, in the order they are explored.
 //
-//	fmt.Println(explore.DialogueNames()) // [plain barge-in rotation summary-fold shared envelope-flood]
+//	fmt.Println(explore.DialogueNames()) // [plain barge-in rotation tool-call summary-fold shared envelope-flood]
 func DialogueNames() []string {
 	var out []string
 	for _, d := range dialogues() {

@@ -1,6 +1,6 @@
 // Package explore is the kit's crash exploration. For each canonical dialogue (plain turns,
-// barge-in, rotation with a pending message, a rolling-summary fold, a shared-mode dialogue and an
-// envelope flood through the runtime door) it runs the system under test once uncrashed, counting
+// barge-in, rotation with a pending message, a turn that calls a tool, a rolling-summary fold, a
+// shared-mode dialogue and an envelope flood through the runtime door) it runs the system under test once uncrashed, counting
 // its durable writes and recording the outcome, then once per chosen write N with a crash right
 // after write N and a restart on the same data directory, while the clients retry what was not
 // acknowledged (with the same message id). Each crashed run is judged against the uncrashed one:
@@ -11,6 +11,8 @@
 //   - after the restart the model is never asked for a turn whose reply was already recorded
 //     (the world's model request log, with model requests held until the restarted instance's
 //     history has been read), and every model request is one the uncrashed run made too;
+//   - no tool call is redone after a restart that found no turn in flight, and every tool call
+//     (tool, arguments, idempotency key) is one the uncrashed run made;
 //   - the restarted instance reports no error (a replay divergence among them) that the
 //     uncrashed run did not.
 //
@@ -86,7 +88,7 @@ type Finding struct {
 	Dialogue string `json:"dialogue"`
 	// Point is the write the crash followed; 0 is the uncrashed run.
 	Point int64 `json:"point"`
-	// Kind is lost, duplicated, reasked, history, status, request, log, error or stuck.
+	// Kind is lost, duplicated, reasked, history, status, request, tool, log, error or stuck.
 	Kind   string `json:"kind"`
 	Viewer string `json:"viewer,omitempty"`
 	Record int    `json:"record,omitempty"`
@@ -154,6 +156,8 @@ type outcome struct {
 	acks     []ack
 	recorded map[int]map[string][]entry
 	requests []world.ModelRequest
+	tools    []world.Invocation
+	calls    []toolCall
 	hooks    []hookReport
 	epochs   int
 	stuck    *Finding
@@ -340,7 +344,7 @@ func runOnce(ctx context.Context, opt *Options, d *dialogue, point int64) (*outc
 	}
 	from := wc.DurableWrites()
 	if point > 0 {
-		s.crashed = wc.CrashAfterWrite(point)
+		s.arm(wc, point)
 	}
 	o := &outcome{}
 	stuck := func(what string, err error) *outcome {
@@ -400,6 +404,8 @@ func runOnce(ctx context.Context, opt *Options, d *dialogue, point int64) (*outc
 	o.acks = s.acks
 	o.recorded = s.recorded
 	o.requests = s.w.Model().Requests()
+	o.tools = s.w.Tools().Calls()
+	o.calls = s.fr.toolCalls()
 	o.hooks = s.fr.reports()
 	o.epochs = s.epoch + 1
 	if point == 0 && d.exercised != nil {

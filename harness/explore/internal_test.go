@@ -143,6 +143,22 @@ func TestJudge(t *testing.T) {
 	require.Contains(t, fs[0].String(), "(event 3)")
 	base.log = nil
 
+	// A tool call redone after a restart that found no turn in flight; not one redone for a turn
+	// in flight.
+	o = same()
+	o.recorded = map[int]map[string][]entry{1: {"alice": hist}}
+	o.calls = []toolCall{{Epoch: 0, Name: "lookup", Key: "k1", Status: 200}, {Epoch: 1, Name: "lookup", Key: "k1", Status: 200}}
+	fs = judge(d, 6, base, o)
+	require.Equal(t, []string{"reasked"}, kindsOf(fs))
+	require.Contains(t, fs[0].What, "tool call 1 (lookup), after restart 1, redoes call 0")
+	o.recorded = map[int]map[string][]entry{1: {"alice": hist[:1]}}
+	require.Empty(t, judge(d, 6, base, o))
+
+	// A tool call the uncrashed run never made.
+	o = same()
+	o.tools = []world.Invocation{{Index: 0, Name: "lookup", Args: []byte(`{"q":"x"}`), IdempotencyKey: "k"}}
+	require.ElementsMatch(t, []string{"tool"}, kindsOf(judge(d, 6, base, o)))
+
 	// A changed status.
 	o = same()
 	o.status = entry{"turns": float64(2)}

@@ -69,6 +69,43 @@ type front struct {
 	mu    sync.Mutex
 	shut  chan struct{} // non-nil while model requests wait
 	hooks []hookReport
+	// crashed is each epoch's crash channel: once it fired, that epoch's model and tool requests
+	// are refused (503) before they reach the world, as a dead process sends none. A scripted
+	// answer is then consumed only by an instance that lives to record it.
+	crashed map[int]<-chan struct{}
+	calls   []toolCall
+}
+
+// toolCall is one tool call as the front saw it: which epoch made it, and how it was answered.
+type toolCall struct {
+	Epoch     int
+	Name, Key string
+	Status    int
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 func (f *front) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
@@ -85,6 +122,21 @@ func (f *front) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	r2 := r.Clone(r.Context())
 	r2.URL.Path, r2.URL.RawPath = rest[i:], ""
+	f.mu.Lock()
+	dead := fired(f.crashed[epoch])
+	f.mu.Unlock()
+	if dead && (r2.URL.Path == world.PathModel || strings.HasPrefix(r2.URL.Path, world.PathTools)) {
+		http.Error(rw, "the instance crashed", http.StatusServiceUnavailable)
+		return
+	}
+	if name, ok := strings.CutPrefix(r2.URL.Path, world.PathTools); ok {
+		sw := &statusWriter{ResponseWriter: rw}
+		f.w.Handler().ServeHTTP(sw, r2)
+		f.mu.Lock()
+		f.calls = append(f.calls, toolCall{Epoch: epoch, Name: name, Key: r.Header.Get("Idempotency-Key"), Status: sw.status})
+		f.mu.Unlock()
+		return
+	}
 	switch r2.URL.Path {
 	case world.PathModel:
 		f.mu.Lock()
@@ -127,6 +179,12 @@ func (f *front) openModel() {
 		close(f.shut)
 		f.shut = nil
 	}
+}
+
+func (f *front) toolCalls() []toolCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]toolCall(nil), f.calls...)
 }
 
 func (f *front) reports() []hookReport {
@@ -188,7 +246,7 @@ func newSession(ctx context.Context, opt *Options, d *dialogue) (*session, error
 	}
 	s.frontURL = "http://" + ln.Addr().String()
 	s.w = world.New(world.Options{URL: s.frontURL})
-	s.fr = &front{w: s.w}
+	s.fr = &front{w: s.w, crashed: map[int]<-chan struct{}{}}
 	s.frontSrv = &http.Server{Handler: s.fr, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.frontSrv.Serve(ln) }()
 	for who, p := range principals {
@@ -266,6 +324,14 @@ func (s *session) writeCrasher() (harness.WriteCrasher, error) {
 	return wc, nil
 }
 
+// arm arms the current instance's crash hook at its n-th write from now.
+func (s *session) arm(wc harness.WriteCrasher, n int64) {
+	s.crashed = wc.CrashAfterWrite(n)
+	s.fr.mu.Lock()
+	s.fr.crashed[s.epoch] = s.crashed
+	s.fr.mu.Unlock()
+}
+
 // abandon crashes the current instance as the in-process driver does: Crash, then the listener
 // goes; no Close.
 func (s *session) abandon() {
@@ -308,7 +374,7 @@ func (s *session) reopen() error {
 		if err != nil {
 			return err
 		}
-		s.crashed = wc.CrashAfterWrite(s.opt.Then)
+		s.arm(wc, s.opt.Then)
 	}
 	rec := map[string][]entry{}
 	s.recorded[s.epoch] = rec
