@@ -54,7 +54,9 @@ type Options struct {
 	// Concurrency is how many scenarios run at once (default: the number of CPUs; 1 for a
 	// remote target, which shares one world).
 	Concurrency int
-	// StepTimeout bounds every wait of a step (default 10 s).
+	// StepTimeout bounds every wait of a step. The default is DefaultStepTimeout: 10 s, four
+	// times that in a kit built with the race detector, or LOOMCHECK_STEP_TIMEOUT (a Go
+	// duration) when it is set.
 	StepTimeout time.Duration
 	// Progress receives a progress line while the run goes (nil: none).
 	Progress io.Writer
@@ -144,7 +146,7 @@ func Execute(ctx context.Context, opt Options) (*report.Report, error) {
 
 func newRunner(opt Options) (*runner, error) {
 	if opt.StepTimeout <= 0 {
-		opt.StepTimeout = 10 * time.Second
+		opt.StepTimeout = DefaultStepTimeout()
 	}
 	r := &runner{opt: opt, results: map[string]*report.Scenario{}, lines: map[string]int{},
 		keywords: map[string]string{}, features: map[string]string{}}
@@ -190,6 +192,21 @@ func newRunner(opt Options) (*runner, error) {
 	r.runID = strings.TrimPrefix(randomKey()[:8], "+")
 	r.runID = strings.NewReplacer("+", "a", "/", "b", "=", "c").Replace(r.runID)
 	return r, nil
+}
+
+// DefaultStepTimeout is the bound on every wait of a step when Options leave it unset: the
+// duration in LOOMCHECK_STEP_TIMEOUT when that parses, otherwise 10 s, or 40 s in a kit built
+// with the race detector (a loaded machine under -race runs several times slower).
+//
+//	LOOMCHECK_STEP_TIMEOUT=1m go test -race ./reference/
+func DefaultStepTimeout() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("LOOMCHECK_STEP_TIMEOUT")); err == nil && d > 0 {
+		return d
+	}
+	if raceBuild {
+		return 40 * time.Second
+	}
+	return 10 * time.Second
 }
 
 // ErrUsage is a run that was asked for wrongly.

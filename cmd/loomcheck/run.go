@@ -31,7 +31,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	profiles := fs.String("profile", "", "judge only these profiles (comma-separated)")
 	out := fs.String("out", "reports/latest", "directory the reports are written to")
 	conc := fs.Int("concurrency", 0, "scenarios run at once (default: the number of CPUs)")
-	timeout := fs.Duration("step-timeout", 10*time.Second, "the longest any step waits for the system")
+	timeout := fs.Duration("step-timeout", harness.DefaultStepTimeout(), "the longest any step waits for the system (default: LOOMCHECK_STEP_TIMEOUT, else 10s)")
 	baseline := fs.String("baseline", "", "a JSON file of expected failures (requirement or scenario ids, each with a reason)")
 	certify := fs.Bool("certify", false, "a certification run: refuses a baseline and any skipped scenario of a claimed profile")
 	quiet := fs.Bool("quiet", false, "no progress line")
