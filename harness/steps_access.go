@@ -140,7 +140,9 @@ func (s *scenario) sameAsOwner(who, owner string) error {
 }
 
 func (s *scenario) registerAccess(sc *godog.ScenarioContext) {
-	sc.Step(`^(\w[\w' ]*?) gets the same 404 as for a missing conversation on every route$`, s.sameNotFound)
+	sc.Step(`^(\w[\w' ]*?) gets the same 404 as for a missing conversation on every route$`, func(who string) error {
+		return s.sameNotFound(who, s.run.door)
+	})
 	sc.Step(`^(\w[\w' ]*?) is answered on every route exactly as (\w+) is$`, s.sameAsOwner)
 	sc.Step(`^(\w[\w' ]*?) starts a turn execution "([^"]*)" through the runtime door, its input claiming to be (?:her|his) own conversation$`, func(who, id string) error {
 		if err := s.sut(); err != nil {
