@@ -435,7 +435,12 @@ func FuzzCursor(f *testing.F) {
 				continue
 			}
 			if res.StatusCode != http.StatusOK {
-				t.Fatalf("%s with cursor %q: %d %s", path, cursor, res.StatusCode, body)
+				msg := ""
+				select {
+				case msg = <-fe.internal:
+				default:
+				}
+				t.Fatalf("%s with cursor %q: %d %s %s", path, cursor, res.StatusCode, body, msg)
 			}
 			switch mode % 3 {
 			case 0:
@@ -559,5 +564,24 @@ func checkEventsAfter(t *testing.T, fe *fuzzEngine, id string, c loomtype.Cursor
 	}
 	if !slices.Equal(got, wantC) {
 		t.Fatalf("events after %v: got %v, want %v", c, got, wantC)
+	}
+}
+
+// TestEventsClientGone holds what FuzzCursor found under load: a client whose request ended
+// before its stream began was answered (to nobody) with a 500, and the error hook received an
+// internal error that was only the client leaving.
+func TestEventsClientGone(t *testing.T) {
+	fe := openFuzzEngine(t)
+	id := fe.conversation(t, false)
+	for _, path := range []string{"/conversations/" + id + "/events", "/conversations/" + id + "/events?cursor=1.0"} {
+		res, body := fe.get(path, "", 0) // the request has ended before it is served
+		if len(body) != 0 || res.StatusCode != http.StatusOK {
+			t.Errorf("%s for a client that left: %d %q, want nothing written", path, res.StatusCode, body)
+		}
+		select {
+		case msg := <-fe.internal:
+			t.Errorf("%s: the error hook got %s", path, msg)
+		default:
+		}
 	}
 }
