@@ -218,7 +218,7 @@ func FuzzRequestBody(f *testing.F) {
 		{1, `{"text":""}`}, {1, `{"text":"x","editOf":0}`}, {1, `{"text":"x","editOf":"1"}`}, {1, `{"messageId":"m"}`},
 		{1, `{"text":"x","extra":1}`}, {1, `{"text":"x"} {}`}, {1, `{"text":"x","editOf":1.5}`},
 		{1, `{"text":"x","messageId":"` + strings.Repeat("m", 129) + `"}`}, {1, `{"text":null}`}, {1, `[]`},
-		{2, `{"text":"shared turn"}`}, {3, ``}, {3, `{}`}, {3, `{"messageId":"close-1"}`},
+		{2, `{"text":"shared turn"}`}, {3, ``}, {3, `{}`}, {3, `{"messageId":"close-1"}`}, {3, `{"x":1}`},
 		{4, `{"op":"add","identity":{"actor":"carol","tenant":"t1"}}`}, {4, `{"op":"remove","identity":{"actor":"bob","tenant":"t1"}}`},
 		{4, `{"op":"rename","identity":{"actor":"carol"}}`}, {4, `{"op":"add","identity":{}}`},
 		{5, `{"id":"exec-1","flow":"conversation.turn","input":{}}`}, {5, `{"id":"exec-2","flow":"other","input":1}`},
@@ -331,6 +331,7 @@ func TestBodyMembersExact(t *testing.T) {
 		{"/conversations/" + id + "/turns", `{"text":"a","messageId":""}`, "messageId"},
 		{"/conversations/" + id + "/turns", `{"text":"a","editOf":null}`, "editOf"},
 		{"/conversations/" + id + "/close", `{"messageId":""}`, "messageId"},
+		{"/conversations/" + id + "/close", `{"messageId":"close-1"}`, "messageId"},
 		{"/conversations", `{"mode":""}`, "mode"},
 		{"/conversations", `{"participants":null}`, "participants"},
 		{"/conversations", `null`, "body"},
@@ -435,7 +436,12 @@ func FuzzCursor(f *testing.F) {
 				continue
 			}
 			if res.StatusCode != http.StatusOK {
-				t.Fatalf("%s with cursor %q: %d %s", path, cursor, res.StatusCode, body)
+				msg := ""
+				select {
+				case msg = <-fe.internal:
+				default:
+				}
+				t.Fatalf("%s with cursor %q: %d %s %s", path, cursor, res.StatusCode, body, msg)
 			}
 			switch mode % 3 {
 			case 0:
@@ -559,5 +565,24 @@ func checkEventsAfter(t *testing.T, fe *fuzzEngine, id string, c loomtype.Cursor
 	}
 	if !slices.Equal(got, wantC) {
 		t.Fatalf("events after %v: got %v, want %v", c, got, wantC)
+	}
+}
+
+// TestEventsClientGone holds what FuzzCursor found under load: a client whose request ended
+// before its stream began was answered (to nobody) with a 500, and the error hook received an
+// internal error that was only the client leaving.
+func TestEventsClientGone(t *testing.T) {
+	fe := openFuzzEngine(t)
+	id := fe.conversation(t, false)
+	for _, path := range []string{"/conversations/" + id + "/events", "/conversations/" + id + "/events?cursor=1.0"} {
+		res, body := fe.get(path, "", 0) // the request has ended before it is served
+		if len(body) != 0 || res.StatusCode != http.StatusOK {
+			t.Errorf("%s for a client that left: %d %q, want nothing written", path, res.StatusCode, body)
+		}
+		select {
+		case msg := <-fe.internal:
+			t.Errorf("%s: the error hook got %s", path, msg)
+		default:
+		}
 	}
 }

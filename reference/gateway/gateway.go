@@ -632,9 +632,8 @@ func (g *Gateway) turns(w http.ResponseWriter, r *http.Request, who loomtype.Ide
 	writeJSON(w, http.StatusAccepted, res)
 }
 
-type closeBody struct {
-	MessageID *string `json:"messageId,omitempty"`
-}
+// closeBody is the contract's close body: an empty object (the server makes the messageId).
+type closeBody struct{}
 
 func (g *Gateway) close(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
 	var b closeBody
@@ -642,10 +641,7 @@ func (g *Gateway) close(w http.ResponseWriter, r *http.Request, who loomtype.Ide
 	if !ok {
 		return
 	}
-	if emptyMessageID(w, b.MessageID) {
-		return
-	}
-	res, err := g.cv.Close(r.Context(), who, id, deref(b.MessageID))
+	res, err := g.cv.Close(r.Context(), who, id, "")
 	if err != nil {
 		g.fail(w, err)
 		return

@@ -104,8 +104,14 @@ type turnText struct {
 func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
 	ctx := r.Context()
 	id := r.PathValue("id")
+	// A client that went away before the stream began is not an internal error.
+	fail := func(err error) {
+		if ctx.Err() == nil {
+			g.fail(w, err)
+		}
+	}
 	if err := g.cv.Authorize(ctx, who, id); err != nil {
-		g.fail(w, err)
+		fail(err)
 		return
 	}
 	var cursor loomtype.Cursor
@@ -115,7 +121,7 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 		}
 		var err error
 		if cursor, err = loomtype.ParseCursor(c); err != nil {
-			g.fail(w, err)
+			fail(err)
 			return
 		}
 	}
@@ -127,7 +133,7 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 	defer g.releaseStream(who)
 	sub, pturn, ptext, pasker, rerun, err := g.cv.Hub().Attach(id, g.cfg.MaxPendingBytes)
 	if err != nil {
-		g.fail(w, err)
+		fail(err)
 		return
 	}
 	defer g.cv.Hub().Unsubscribe(id, sub)
@@ -136,7 +142,7 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 
 	st, err := g.cv.Status(ctx, who, id)
 	if err != nil {
-		g.fail(w, err)
+		fail(err)
 		return
 	}
 	h := w.Header()
