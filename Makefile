@@ -1,7 +1,7 @@
 # The two commands the README promises, and their parts.
 GO ?= go
 
-.PHONY: all conformance conformance-process test check vet race selftest build bench browser-test mutate mutate-sample
+.PHONY: all conformance conformance-process test check vet race selftest build bench browser-test mutate mutate-sample fuzz explore explore-ci
 
 all: test conformance
 
@@ -29,6 +29,14 @@ race:
 selftest:
 	$(GO) run ./cmd/loomcheck selftest --out reports/selftest
 
+# Crash exploration: every canonical dialogue crashed right after each of its durable writes and
+# restarted (reports/explore/). About 20 s on two cores; explore-ci is the bounded part CI runs.
+explore:
+	$(GO) run ./cmd/loomcheck explore --out reports/explore
+
+explore-ci:
+	$(GO) run ./cmd/loomcheck explore --max-points 12 --out reports/explore
+
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
@@ -53,3 +61,9 @@ MUTATE_MIN_KILL_RATE ?= 80
 mutate-sample:
 	$(GO) run ./cmd/loomcheck mutate --sample $(MUTATE_SAMPLE) --seed $(MUTATE_SEED) --workers 2 \
 		--min-kill-rate $(MUTATE_MIN_KILL_RATE) $(if $(MUTATE_SINCE),--since $(MUTATE_SINCE)) --out reports/mutation-sample
+
+# Every fuzz target, one after the other, each for FUZZTIME (default 10s); the tally goes to
+# reports/fuzz/tally.tsv. FUZZTARGETS (a regexp) narrows the run.
+FUZZTIME ?= 10s
+fuzz:
+	FUZZTIME=$(FUZZTIME) GO=$(GO) .ci/fuzz

@@ -18,7 +18,63 @@ Feature: Only the owner may touch a conversation
     Given alice has started a conversation
     Then alice's delegate gets the same 404 as for a missing conversation on every route
 
+  @profile:core @req:ADR0122-D8-01 @req:ADR0122-D8-02
+  Scenario Outline: An identity that differs from the owner's in one field alone is a stranger
+    Given alice has started a conversation
+    And alice has had 1 turn answered
+    Then <principal> gets the same 404 as for a missing conversation on every route
+    And the history has 2 records
+
+    Examples: only <differs> differs from alice's identity
+      | principal              | differs                          |
+      | alice at evil          | the tenant                       |
+      | alice without a tenant | the tenant, absent               |
+      | alice for bob          | onBehalfOf                       |
+
+  @profile:core @req:ADR0122-D8-01 @req:ADR0122-D8-02
+  Scenario: Another token that speaks for the owner's very identity is the owner
+    Given alice has started a conversation
+    And alice has had 1 turn answered
+    Then alice's other token is answered on every route exactly as alice is
+    When alice's other token sends "from my phone"
+    Then turn 2 is answered "re: from my phone"
+
+  @profile:core @req:ADR0122-D8-02
+  Scenario Outline: A conversation a delegate started is not open to the one it acts for, nor to its actor alone
+    Given alice's delegate has started a conversation
+    And alice's delegate has had 1 turn answered
+    Then <principal> gets the same 404 as for a missing conversation on every route
+
+    Examples:
+      | principal     |
+      | alice         |
+      | the assistant |
+
+  @profile:core @req:ADR0122-D8-01
+  Scenario: An execution that is not a conversation is no conversation, whatever its input claims
+    When mallory starts a turn execution "pretender" through the runtime door, its input claiming to be her own conversation
+    Then mallory gets the same 404 as for a missing conversation on the conversation routes of it
+
+  @profile:core @req:ADR0122-D8-01
+  Scenario Outline: A route or method that does not exist answers exactly like a conversation that does not exist
+    Given alice has started a conversation
+    When alice sends <method> to the conversation's route "<route>"
+    Then the answer is exactly the one a conversation that does not exist gets
+
+    Examples:
+      | method | route     |
+      | DELETE |           |
+      | PUT    | /turns    |
+      | GET    | /nothing  |
+      | POST   | /history  |
+
   @profile:core @req:ADR0122-D8-03
-  Scenario: A principal without an actor is not authenticated
-    When nobody starts a conversation with id "orphan"
+  Scenario Outline: A principal without an actor is not authenticated
+    When <principal> starts a conversation with id "orphan"
     Then the answer is 401 with error "unauthenticated"
+
+    Examples:
+      | principal        |
+      | nobody           |
+      | nobody at all    |
+      | nobody for alice |

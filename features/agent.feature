@@ -17,7 +17,14 @@ Feature: A turn runs the canonical agent loop
     When alice sends "check pump 3"
     Then turn 1 is answered "The sensor is offline; I could not check pump 3."
     And request 2 to the model holds a tool result that says "sensor offline"
+    And request 2 to the model holds the messages:
+      | role      | content                                  |
+      | user      | check pump 3                             |
+      | assistant | [calls lookup {"pump":3}]                |
+      | tool      | {"error": "sensor offline"} [for lookup] |
     And the tool "lookup" has been called 1 time in all
+    And every call to "lookup" carried the arguments {"pump": 3}
+    And the model has been asked 2 times in all
 
   @profile:agent @req:ADR0121-D1-02 @crash @configures
   Scenario: A tool failure the model already read is not run again after a crash
@@ -27,10 +34,21 @@ Feature: A turn runs the canonical agent loop
     And the model replies "The sensor is offline."
     When alice sends "check pump 3"
     Then turn 1 is answered "The sensor is offline."
+    And alice remembers the history
     When the system is killed and restarted
     And alice sends "thanks"
     Then turn 2 is answered "re: thanks"
+    And the history is the remembered one, byte for byte, followed by:
+      | ord | turn | role      | status   | text       |
+      | 3   | 2    | user      | accepted | thanks     |
+      | 4   | 2    | assistant | complete | re: thanks |
     And the tool "lookup" has been called 1 time in all
+    And the model has been asked 3 times in all
+    And request 3 to the model holds the messages:
+      | role      | content                |
+      | user      | check pump 3           |
+      | assistant | The sensor is offline. |
+      | user      | thanks                 |
 
   @profile:agent @req:ADR0121-D1-03 @crash @configures
   Scenario: A tool call in flight at a crash runs again with the same idempotency key
@@ -44,6 +62,13 @@ Feature: A turn runs the canonical agent loop
     Then turn 1 is answered "re: pay the invoice"
     And the tool "transfer" has been called 2 times in all
     And every call to "transfer" carried the same idempotency key
+    And every call to "transfer" carried the arguments {"amount": 10}
+    And the model has been asked 2 times in all
+    And request 2 to the model holds the messages:
+      | role      | content                        |
+      | user      | pay the invoice                |
+      | assistant | [calls transfer {"amount":10}] |
+      | tool      | {"done": true} [for transfer]  |
 
   @profile:agent @req:ADR0121-D2-01 @configures
   Scenario: Parallel tool calls run together and come back in the model's order
@@ -61,3 +86,119 @@ Feature: A turn runs the canonical agent loop
     And the tool "north" is released
     Then turn 1 is answered "re: check both zones"
     And request 2 to the model holds the tool results in the order north, south
+    And request 2 to the model holds the messages:
+      | role      | content                                    |
+      | user      | check both zones                           |
+      | assistant | [calls north {"zone":1}, south {"zone":2}] |
+      | tool      | {"ok": true} [for north]                   |
+      | tool      | {"zone": "south ok"} [for south]           |
+    And the tool "north" has been called 1 time in all
+    And the tool "south" has been called 1 time in all
+
+  @profile:agent @req:ADR0121-D4-01 @configures
+  Scenario: A completed turn writes its prompt and its answer back to the asker's memory, once
+    Given the agent has memory
+    And alice has started a conversation
+    When alice sends "check pump 3"
+    Then turn 1 is answered "re: check pump 3"
+    And alice's memory holds exactly:
+      | role      | text             |
+      | user      | check pump 3     |
+      | assistant | re: check pump 3 |
+    Given the model replies "pump 4 is fine"
+    When alice sends "and pump 4?"
+    Then turn 2 is answered "pump 4 is fine"
+    And alice's memory holds exactly:
+      | role      | text             |
+      | user      | check pump 3     |
+      | assistant | re: check pump 3 |
+      | user      | and pump 4?      |
+      | assistant | pump 4 is fine   |
+
+  @profile:agent @req:ADR0121-D4-01 @crash @configures
+  Scenario: A write-back survives a crash without being written twice
+    Given the agent has memory
+    And alice has started a conversation
+    When alice sends "check pump 3"
+    Then turn 1 is answered "re: check pump 3"
+    When the system is killed and restarted
+    Given the model replies "you are welcome"
+    When alice sends "thanks"
+    Then turn 2 is answered "you are welcome"
+    And alice's memory holds exactly:
+      | role      | text             |
+      | user      | check pump 3     |
+      | assistant | re: check pump 3 |
+      | user      | thanks           |
+      | assistant | you are welcome  |
+
+  @profile:agent @req:ADR0121-D4-02 @configures
+  Scenario: A failed turn writes nothing back
+    Given the agent has memory
+    And the model fails with status 500 and says "upstream exploded"
+    And alice has started a conversation
+    When alice sends "check pump 3"
+    Then turn 1 fails with reason "model-error"
+    When alice sends "thanks"
+    Then turn 2 is answered "re: thanks"
+    And alice's memory holds exactly:
+      | role      | text       |
+      | user      | thanks     |
+      | assistant | re: thanks |
+
+  @profile:agent @req:ADR0121-D1-01 @configures
+  Scenario Outline: A failing tool's message reaches the model cut to 2 000 bytes at a character boundary (<what>)
+    Given alice has started a conversation
+    And the model calls "lookup" with {"pump": 3}
+    And the tool "lookup" fails with status 500 and says <n> characters of "x" and then "<tail>"
+    When alice sends "check pump 3"
+    Then turn 1 is answered "re: check pump 3"
+    And request 2 to the model holds that tool message cut to 2000 bytes
+
+    Examples:
+      | what                              | n    | tail |
+      | 2000 bytes, whole                 | 2000 |      |
+      | 2001 bytes                        | 2001 |      |
+      | a two-byte character across 2 000 | 1999 | é    |
+
+  @profile:agent @req:ADR0121-D1-01
+  Scenario: A call to a tool that was never declared is refused without reaching the tool server
+    Given alice has started a conversation
+    And the model calls "teleport" with {"to": "mars"}
+    When alice sends "beam me up"
+    Then turn 1 is answered "re: beam me up"
+    And the tool "teleport" was never called
+    And request 2 to the model holds a tool error for "teleport"
+
+  @profile:agent @req:ADR0121-D1-04 @configures
+  Scenario Outline: A turn asks the model at most maxIterations times (setting <setting>, <calls> tool rounds)
+    Given the setting "conversation.maxIterations" is <setting>
+    And alice has started a conversation
+    And the model calls "lookup" <calls> times in a row
+    And the tool "lookup" answers {"found": true}
+    When alice sends "look it all up"
+    Then <outcome>
+    And the model has been asked <asked> times in all
+    When alice sends "still there?"
+    Then turn 2 is answered "re: still there?"
+
+    # 0 leaves the setting out: the documented default, 8.
+    Examples:
+      | setting | calls | asked | outcome                                |
+      | 3       | 2     | 3     | turn 1 is answered "re: look it all up" |
+      | 3       | 3     | 3     | turn 1 fails with reason "turn-failed"  |
+      | 0       | 7     | 8     | turn 1 is answered "re: look it all up" |
+      | 0       | 8     | 8     | turn 1 fails with reason "turn-failed"  |
+
+  @profile:agent @req:ADR0121-D4-04 @configures
+  Scenario: Recalled memory reaches the model fenced inside the prompt's user message
+    Given the agent has memory
+    And alice's memory holds "pump 7 runs hot"
+    And alice's memory holds "it was patched\non Monday"
+    And alice has started a conversation
+    Given the model replies "noted"
+    When alice sends "check pump 7"
+    Then turn 1 is answered "noted"
+    And request 1 to the model holds the messages:
+      | role | content                                                                                            |
+      | user | <recalled-memory>\n- pump 7 runs hot\n- it was patched on Monday\n</recalled-memory>\ncheck pump 7 |

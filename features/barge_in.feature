@@ -27,16 +27,42 @@ Feature: Barge-in: a new message interrupts the running turn
       | 3   | 2    | user      | accepted    | actually, check the valves     |
       | 4   | 2    | assistant | complete    | re: actually, check the valves |
     And the status says the conversation is "open" after 2 turns
+    And the system hung up on request 1 to the model
+    And request 2 to the model holds the messages:
+      | role      | content                    |
+      | user      | check the pumps            |
+      | assistant | (interrupted)              |
+      | user      | actually, check the valves |
+    And the model has been asked 2 times in all
 
   @profile:barge-in @req:ADR0122-D2-09 @configures
-  Scenario: A streamed generation is cut when the message lands and its partial survives
+  Scenario Outline: A streamed generation is cut when the message lands and its partial survives (<provider>)
     Given alice has started a conversation
-    And the model streams "Let me" and waits
+    And <script>
     When alice sends "check the pumps"
     And alice's stream shows "Let me"
     And alice sends "stop, check the valves"
     Then turn 1 is interrupted with partial "Let me"
-    And turn 2 is answered "re: stop, check the valves"
+    When the model is released
+    Then turn 2 is answered "re: stop, check the valves"
+    And the system hung up on request 1 to the model
+    And request 2 to the model holds the messages:
+      | role      | content                |
+      | user      | check the pumps        |
+      | assistant | Let me                 |
+      | user      | stop, check the valves |
+    And the history holds:
+      | ord | turn | role      | status      | text                       |
+      | 1   | 1    | user      | accepted    | check the pumps            |
+      | 2   | 1    | assistant | interrupted | Let me                     |
+      | 3   | 2    | user      | accepted    | stop, check the valves     |
+      | 4   | 2    | assistant | complete    | re: stop, check the valves |
+    And the model has been asked 2 times in all
+
+    Examples:
+      | provider                                 | script                                                                             |
+      | the provider stops when it is aborted    | the model streams "Let me" and waits                                               |
+      | the provider keeps streaming when aborted | the model streams "Let me" and waits, then keeps streaming " and more" whatever happens |
 
   @profile:barge-in @req:ADR0122-D2-03 @configures
   Scenario: A message already waiting when a turn starts interrupts it at once
@@ -58,6 +84,14 @@ Feature: Barge-in: a new message interrupts the running turn
       | 5   | 3    | user      | accepted    | third     |
       | 6   | 3    | assistant | complete    | re: third |
     And the model has been asked 2 times in all
+    And the tool "slow" has been called 1 time in all
+    And request 2 to the model holds the messages:
+      | role      | content       |
+      | user      | first         |
+      | assistant | (interrupted) |
+      | user      | second        |
+      | assistant | (interrupted) |
+      | user      | third         |
 
   @profile:barge-in @req:ADR0122-D2-02
   Scenario: Without barge-in a message sent mid-turn waits for the turn to finish
@@ -71,6 +105,13 @@ Feature: Barge-in: a new message interrupts the running turn
     And the tool "slow" is released
     Then turn 1 is answered "re: check the pumps"
     And turn 2 is answered "re: and the valves?"
+    And the tool "slow" has been called 1 time in all
+    And the model has been asked 3 times in all
+    And request 3 to the model holds the messages:
+      | role      | content             |
+      | user      | check the pumps     |
+      | assistant | re: check the pumps |
+      | user      | and the valves?     |
 
   @profile:barge-in @req:ADR0122-D2-05 @configures
   Scenario: A retry of the running turn's own message does not interrupt it
@@ -89,6 +130,7 @@ Feature: Barge-in: a new message interrupts the running turn
       | 2   | 1    | assistant | complete | the pumps are fine |
       | 3   | 2    | user      | accepted | thanks             |
       | 4   | 2    | assistant | complete | re: thanks         |
+    And the model has been asked 2 times in all
 
   @profile:barge-in @req:ADR0122-D2-05 @crash @configures
   Scenario: A retry waiting for a turn that is re-run after a crash does not interrupt it
@@ -102,6 +144,13 @@ Feature: Barge-in: a new message interrupts the running turn
     Then turn 1 is answered "re: check the pumps"
     When alice sends "thanks"
     Then turn 2 is answered "re: thanks"
+    And the history holds:
+      | ord | turn | role      | status   | text                |
+      | 1   | 1    | user      | accepted | check the pumps     |
+      | 2   | 1    | assistant | complete | re: check the pumps |
+      | 3   | 2    | user      | accepted | thanks              |
+      | 4   | 2    | assistant | complete | re: thanks          |
+    And the model has been asked 3 times in all
 
   @profile:barge-in @req:ADR0122-D2-07 @configures
   Scenario: Retries from an earlier generation still do not interrupt
@@ -118,6 +167,15 @@ Feature: Barge-in: a new message interrupts the running turn
     Then turn 2 is answered "re: second"
     When alice sends "last"
     Then turn 3 is answered "re: last"
+    And the history holds:
+      | ord | turn | role      | status   | text       |
+      | 1   | 1    | user      | accepted | first      |
+      | 2   | 1    | assistant | complete | re: first  |
+      | 3   | 2    | user      | accepted | second     |
+      | 4   | 2    | assistant | complete | re: second |
+      | 5   | 3    | user      | accepted | last       |
+      | 6   | 3    | assistant | complete | re: last   |
+    And the model has been asked 4 times in all
 
   @profile:barge-in @req:ADR0122-D2-08 @configures
   Scenario: A tool call in flight completes and nothing further is issued
@@ -134,12 +192,17 @@ Feature: Barge-in: a new message interrupts the running turn
     And the tool "slow" is released
     Then turn 1 is interrupted with partial ""
     And turn 2 is answered "re: never mind"
-    And the tool "slow" answered 1 time
+    And the tool "slow" has been called 1 time in all
     And the tool "lookup" was never called
     And the model has been asked 2 times in all
+    And request 2 to the model holds the messages:
+      | role      | content            |
+      | user      | inspect everything |
+      | assistant | (interrupted)      |
+      | user      | never mind         |
 
   @profile:barge-in @req:ADR0122-D2-10 @configures
-  Scenario: Interrupted and failed turns keep roles alternating for the model
+  Scenario: Interrupted and failed turns stay in the model's context as placeholders
     Given alice has started a conversation
     And the model waits before answering
     And the model fails with status 500 and says "upstream exploded"
@@ -150,7 +213,14 @@ Feature: Barge-in: a new message interrupts the running turn
     And turn 2 fails with reason "model-error"
     When alice sends "three"
     Then turn 3 is answered "re: three"
-    And no request to the model holds two consecutive messages of one role
+    And the model has been asked 3 times in all
+    And request 3 to the model holds the messages:
+      | role      | content                        |
+      | user      | one                            |
+      | assistant | (interrupted)                  |
+      | user      | two                            |
+      | assistant | (no reply: the request failed) |
+      | user      | three                          |
 
   @profile:barge-in @req:ADR0122-D2-11 @crash @configures
   Scenario: An interrupted dialogue replays after a crash without asking the model again
@@ -162,10 +232,21 @@ Feature: Barge-in: a new message interrupts the running turn
     Then turn 2 is answered "re: two"
     And alice remembers the history
     When the system is killed and restarted
-    And alice sends "three"
+    Then the history is the remembered one, byte for byte
+    When alice sends "three"
     Then turn 3 is answered "re: three"
-    And the history starts with the remembered one, byte for byte
+    And the history is the remembered one, byte for byte, followed by:
+      | ord | turn | role      | status   | text      |
+      | 5   | 3    | user      | accepted | three     |
+      | 6   | 3    | assistant | complete | re: three |
     And the model has been asked 3 times in all
+    And request 3 to the model holds the messages:
+      | role      | content       |
+      | user      | one           |
+      | assistant | (interrupted) |
+      | user      | two           |
+      | assistant | re: two       |
+      | user      | three         |
 
   @profile:barge-in @req:ADR0122-D2-12 @crash @configures
   Scenario: A message that arrived before a crash still interrupts after recovery
@@ -179,6 +260,19 @@ Feature: Barge-in: a new message interrupts the running turn
     Then turn 1 is interrupted with partial ""
     And turn 2 is answered "re: second"
     And the model has been asked 2 times in all
+    And the tool "slow" has been called 2 times in all
+    And every call to "slow" carried the same idempotency key
+    And request 2 to the model holds the messages:
+      | role      | content       |
+      | user      | first         |
+      | assistant | (interrupted) |
+      | user      | second        |
+    And the history holds:
+      | ord | turn | role      | status      | text       |
+      | 1   | 1    | user      | accepted    | first      |
+      | 2   | 1    | assistant | interrupted |            |
+      | 3   | 2    | user      | accepted    | second     |
+      | 4   | 2    | assistant | complete    | re: second |
 
   @profile:barge-in @req:ADR0122-D2-04 @crash @configures
   Scenario: A waiting message is noticed however much tool traffic the turn produced
@@ -194,7 +288,10 @@ Feature: Barge-in: a new message interrupts the running turn
     And the system is killed and restarted
     Then turn 1 is interrupted with partial ""
     And turn 2 is answered "re: second"
-    And the tool "lookup" answered 40 times
+    And the tool "lookup" has been called 40 times in all
+    And the tool "slow" has been called 2 times in all
+    And every call to "slow" carried the same idempotency key
+    And the model has been asked 42 times in all
 
   @profile:barge-in @req:ADR0121-D3-01 @crash @configures
   Scenario: An interruption at a tool checkpoint is replayed, not re-decided
@@ -209,11 +306,39 @@ Feature: Barge-in: a new message interrupts the running turn
     And alice sends "never mind"
     And the tool "slow" is released
     Then turn 2 is answered "re: never mind"
+    And alice remembers the history
     When the system is killed and restarted
     And alice sends "and now?"
     Then turn 3 is answered "re: and now?"
+    And the history is the remembered one, byte for byte, followed by:
+      | ord | turn | role      | status   | text         |
+      | 5   | 3    | user      | accepted | and now?     |
+      | 6   | 3    | assistant | complete | re: and now? |
     And the tool "lookup" was never called
-    And the tool "slow" answered 1 time
+    And the tool "slow" has been called 1 time in all
+    And the model has been asked 3 times in all
+    And request 3 to the model holds the messages:
+      | role      | content            |
+      | user      | inspect everything |
+      | assistant | (interrupted)      |
+      | user      | never mind         |
+      | assistant | re: never mind     |
+      | user      | and now?           |
+
+  @profile:barge-in @req:ADR0121-D4-03 @configures
+  Scenario: An interrupted turn writes nothing back to memory
+    Given the agent has memory
+    And alice has started a conversation
+    And the model streams "Let me" and waits
+    When alice sends "check the pumps"
+    And alice's stream shows "Let me"
+    And alice sends "stop, check the valves"
+    Then turn 1 is interrupted with partial "Let me"
+    And turn 2 is answered "re: stop, check the valves"
+    And alice's memory holds exactly:
+      | role      | text                       |
+      | user      | stop, check the valves     |
+      | assistant | re: stop, check the valves |
 
   @profile:barge-in @req:ADR0122-D2-13
   Scenario: A conversation that would need tool approvals is refused at construction

@@ -13,10 +13,10 @@ Feature: The context fits the model's window, and what leaves it is summarized
 
   Background:
     Given the settings are:
-      | setting                                   | value |
-      | conversation.budget.contextWindow         | 400   |
-      | conversation.budget.reserveOutputTokens   | 0     |
-      | conversation.budget.perMessage            | 4     |
+      | setting                                 | value |
+      | conversation.budget.contextWindow       | 400   |
+      | conversation.budget.reserveOutputTokens | 0     |
+      | conversation.budget.perMessage          | 4     |
 
   @profile:budget @req:ADR0122-D5-01 @configures
   Scenario: The newest whole turns that fit are kept and the rest leave the request
@@ -26,6 +26,47 @@ Feature: The context fits the model's window, and what leaves it is summarized
     When alice sends "what did I say?"
     Then turn 4 is answered "re: what did I say?"
     And the window of request 4 to the model holds turns 2, 3
+    And request 4 to the model holds the messages:
+      | role      | content         |
+      | user      | {turn 2}        |
+      | assistant | {reply 2}       |
+      | user      | {turn 3}        |
+      | assistant | {reply 3}       |
+      | user      | what did I say? |
+
+  @profile:budget @req:ADR0122-D5-01 @configures
+  Scenario Outline: The fit is exact to the token (a window of <window>)
+    # The tools block costs 75, the prompt 8 and each earlier turn 124: two turns need 331.
+    Given the setting "conversation.budget.contextWindow" is <window>
+    And the summarizer is not configured
+    And alice has started a conversation
+    And alice has had 3 turns of 400 characters answered
+    When alice sends "what did I say?"
+    Then turn 4 is answered "re: what did I say?"
+    And the window of request 4 to the model holds turns <kept>
+
+    Examples:
+      | window | kept |
+      | 331    | 2, 3 |
+      | 330    | 3    |
+
+  @profile:budget @req:ADR0122-D5-01 @configures
+  Scenario Outline: The fit counts the summary and its acknowledgement to the token (a window of <window>)
+    # Beside the tools (75) and the prompt (8), the summary as sent (fenced) costs 22 and
+    # "(summary noted)" 8: two earlier turns need 361.
+    Given the setting "conversation.budget.contextWindow" is <window>
+    And the summarizer always answers "alice asked about pumps"
+    And alice has started a conversation
+    And alice has had 3 turns of 400 characters answered
+    When alice sends "what did I say?"
+    Then turn 4 is answered "re: what did I say?"
+    And request 4 to the model carries the summary "alice asked about pumps" fenced in a user message
+    And the window of request 4 to the model holds turns <kept>
+
+    Examples:
+      | window | kept |
+      | 361    | 2, 3 |
+      | 360    | 3    |
 
   @profile:budget @req:ADR0122-D5-02 @configures
   Scenario: A prompt that cannot fit even alone is rejected and the dialogue goes on
@@ -35,6 +76,21 @@ Feature: The context fits the model's window, and what leaves it is summarized
     Then turn 1 is answered "re: is this shorter?"
     And record 1 is rejected with reason "prompt-too-large"
     And the model has been asked 1 time in all
+
+  @profile:budget @req:ADR0122-D5-02 @configures
+  Scenario Outline: A prompt that fits alone to the token is a turn, one token more is rejected (<text>)
+    # Alone beside the tools (75): <fits> characters cost exactly the 400 of the window.
+    Given alice has started a conversation
+    When alice sends <over>
+    And alice sends <fits>
+    Then turn 1 is answered "re: <echo>"
+    And record 1 is rejected with reason "prompt-too-large"
+    And the model has been asked 1 time in all
+
+    Examples:
+      | text      | over                         | fits                         | echo                                                         |
+      | ASCII     | a message of 1285 characters | a message of 1284 characters | xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx |
+      | non-ASCII | 322 characters of "漢"        | 321 characters of "漢"        | 漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢 |
 
   @profile:budget @req:ADR0122-D5-03 @configures
   Scenario: Text outside ASCII counts a whole token per character
@@ -52,31 +108,63 @@ Feature: The context fits the model's window, and what leaves it is summarized
     When alice sends "what did I say?"
     Then turn 4 is answered "re: what did I say?"
     And the summarizer was handed the words of turn 1
+    And summarizer request 1 holds the previous summary "" and the messages:
+      | role      | content   |
+      | user      | {turn 1}  |
+      | assistant | {reply 1} |
     And request 4 to the model carries the summary "alice asked about pumps" fenced in a user message
     And no system message of any request to the model holds "alice asked about pumps"
-    And no request to the model holds two consecutive messages of one role
+    And request 4 to the model holds the messages:
+      | role      | content         |
+      | user      | {summary}       |
+      | assistant | (summary noted) |
+      | user      | {turn 2}        |
+      | assistant | {reply 2}       |
+      | user      | {turn 3}        |
+      | assistant | {reply 3}       |
+      | user      | what did I say? |
 
   @profile:budget @req:ADR0122-D5-06 @configures
   Scenario: A failing summarizer keeps the previous summary and the conversation goes on
+    # How often a failing summarizer is retried is its own policy: it fails here for good, so any
+    # number of retries ends the same way.
     Given the summarizer answers "alice asked about pumps"
-    And the summarizer then fails with status 503
+    And the summarizer then always fails with status 503
     And alice has started a conversation
     And alice has had 4 turns of 400 characters answered
     When alice sends "what did I say?"
     Then turn 5 is answered "re: what did I say?"
-    And the summarizer has been asked 2 times in all
+    And the summarizer has been asked 2 times
     And request 5 to the model carries the summary "alice asked about pumps" fenced in a user message
     And the window of request 5 to the model holds turns 3, 4
+    And request 5 to the model holds the messages:
+      | role      | content         |
+      | user      | {summary}       |
+      | assistant | (summary noted) |
+      | user      | {turn 3}        |
+      | assistant | {reply 3}       |
+      | user      | {turn 4}        |
+      | assistant | {reply 4}       |
+      | user      | what did I say? |
 
   @profile:budget @req:ADR0122-D5-07 @configures
-  Scenario: The summary is cut to maxSummaryTokens
-    Given the setting "conversation.budget.maxSummaryTokens" is 20
-    And the summarizer answers a summary of 500 characters
+  Scenario Outline: The summary is cut to maxSummaryTokens (setting <setting>, a summary of <size>)
+    Given the setting "conversation.budget.maxSummaryTokens" is <setting>
+    And the summarizer answers a summary of <size> characters
     And alice has started a conversation
     And alice has had 3 turns of 400 characters answered
     When alice sends "what did I say?"
     Then turn 4 is answered "re: what did I say?"
-    And request 4 to the model carries the first 80 characters of that summary, fenced
+    And request 4 to the model carries the first <kept> characters of that summary, fenced
+
+    # 0 leaves the setting out: the documented default, a quarter of the window (100 tokens).
+    Examples:
+      | setting | size | kept |
+      | 20      | 80   | 80   |
+      | 20      | 81   | 80   |
+      | 20      | 500  | 80   |
+      | 0       | 400  | 400  |
+      | 0       | 401  | 400  |
 
   @profile:budget @req:ADR0122-D5-08 @configures
   Scenario: A summary too big for one turn is left out of that turn only
@@ -91,14 +179,31 @@ Feature: The context fits the model's window, and what leaves it is summarized
     And request 5 to the model carries that summary, fenced
 
   @profile:budget @req:ADR0122-D5-09 @configures
-  Scenario: maxWindowTurns bounds the window with or without a budget
+  Scenario Outline: maxWindowTurns bounds the window with or without a budget (<setting>, <turns> turns)
     Given the setting "conversation.budget" is null
-    And the setting "conversation.maxWindowTurns" is 2
+    And the setting "conversation.maxWindowTurns" is <setting>
     And alice has started a conversation
-    And alice has had 3 turns answered
+    And alice has had <turns> turns answered
     When alice sends "what did I say?"
-    Then turn 4 is answered "re: what did I say?"
-    And the window of request 4 to the model holds turns 2, 3
+    Then the window of request <request> to the model holds turns <kept>
+
+    # 0 leaves the setting out: the documented default, 64.
+    Examples:
+      | setting | turns | request | kept    |
+      | 2       | 2     | 3       | 1, 2    |
+      | 2       | 3     | 4       | 2, 3    |
+      | 0       | 64    | 65      | 1 to 64 |
+      | 0       | 65    | 66      | 2 to 65 |
+
+  @profile:budget @req:ADR0122-D5-09 @configures
+  Scenario: maxWindowTurns bounds the window under a token budget too
+    Given the setting "conversation.maxWindowTurns" is 1
+    And the summarizer is not configured
+    And alice has started a conversation
+    And alice has had 2 turns answered
+    When alice sends "what did I say?"
+    Then turn 3 is answered "re: what did I say?"
+    And the window of request 3 to the model holds turns 2
 
   @profile:budget @req:ADR0122-D5-04 @crash @configures
   Scenario: Budget verdicts are recorded, so a counter that changed after a restart does not change the past
@@ -108,7 +213,31 @@ Feature: The context fits the model's window, and what leaves it is summarized
     And the summarizer has been asked 1 time
     And alice remembers the history
     When the system is killed and restarted with the setting "conversation.budget.perMessage" at 40
-    And alice sends "what now?"
+    Then the history is the remembered one, byte for byte
+    When alice sends "what now?"
     Then turn 4 is answered "re: what now?"
-    And the history starts with the remembered one, byte for byte
+    And the history is the remembered one, byte for byte, followed by:
+      | ord | turn | role      | status   | text          |
+      | 7   | 4    | user      | accepted | what now?     |
+      | 8   | 4    | assistant | complete | re: what now? |
     And the summarizer has been asked 2 times in all
+    And the model has been asked 4 times in all
+
+  @profile:budget @req:ADR0122-D5-10 @configures
+  Scenario: The summary crosses rotations with the carry
+    Given the conversation rotates every 1 turn
+    And the summarizer always answers "alice asked about pumps"
+    And alice has started a conversation
+    And alice has had 3 turns of 400 characters answered
+    When alice sends "what did I say?"
+    Then turn 4 is answered "re: what did I say?"
+    And the status says the conversation is "open" after 4 turns in generation 3 or later
+    And request 4 to the model holds the messages:
+      | role      | content         |
+      | user      | {summary}       |
+      | assistant | (summary noted) |
+      | user      | {turn 2}        |
+      | assistant | {reply 2}       |
+      | user      | {turn 3}        |
+      | assistant | {reply 3}       |
+      | user      | what did I say? |

@@ -13,3 +13,28 @@ Feature: Every exchange speaks the documented contract
     And alice has had 1 turn answered
     When alice walks every route of the conversation, errors included
     Then every exchange so far followed the contract
+
+  @profile:core @req:ADR0122-D6-01 @configures
+  Scenario: Every open stream of a conversation that closes ends right after its closed event
+    However the system learns of the close, by notification or by polling its log.
+
+    Given the setting "gateway.pollMs" is 1
+    And alice has started a conversation "A"
+    When alice opens 6 event streams of conversation "A"
+    And alice closes the conversation
+    Then each of alice's streams of conversation "A" ends right after a "closed" event
+
+  @profile:core @req:ADR0122-D6-01
+  Scenario Outline: A history page holds 1 to 500 records; a limit outside is refused
+    Given alice has started a conversation
+    And alice has had 1 turn answered
+    When alice reads a page of the history with limit <limit>
+    Then <answer>
+
+    Examples:
+      | limit | answer                                        |
+      | 0     | the answer is 400 with error "bad request"    |
+      | 1     | the page holds 1 record                       |
+      | 2     | the page holds 2 records                      |
+      | 500   | the page holds 2 records                      |
+      | 501   | the answer is 400 with error "bad request"    |

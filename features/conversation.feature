@@ -5,6 +5,8 @@ Feature: A conversation is one durable dialogue
 
   The conversation is one durable execution: each user turn is taken from its inbox, answered by
   the model, and both the turn and the reply are recorded once, in order, readable back as history.
+  The server mints a conversation's id; taking an id the caller chose is an extension a system
+  claims in discovery ("chosen-id"), and the scenarios that need one are not applicable without it.
 
   @profile:core @req:ADR0122-D1-01
   Scenario: A streamed reply is recorded and readable in history
@@ -17,6 +19,9 @@ Feature: A conversation is one durable dialogue
       | 1   | 1    | user      | accepted | hi there      |
       | 2   | 1    | assistant | complete | Hello, alice! |
     And the model has been asked 1 time in all
+    And request 1 to the model holds the messages:
+      | role | content  |
+      | user | hi there |
 
   @profile:core @req:ADR0122-D1-01 @req:ADR0122-D3-03
   Scenario: History pages forward and backward with cursors
@@ -43,9 +48,21 @@ Feature: A conversation is one durable dialogue
       | 3   | 2    | user      | accepted | thanks                  |
       | 4   | 2    | assistant | complete | re: thanks              |
     And the model has been asked 2 times in all
+    And request 2 to the model holds the messages:
+      | role      | content                 |
+      | user      | what is the status?     |
+      | assistant | re: what is the status? |
+      | user      | thanks                  |
+
+  @profile:core @req:ADR0122-D1-01
+  Scenario: The server mints a distinct, well-formed id for every conversation started without one
+    Given alice has started a conversation "A"
+    And alice has started a conversation "B"
+    Then conversations "A" and "B" have distinct ids the status repeats
 
   @profile:core @req:ADR0122-D1-04
   Scenario Outline: A caller-chosen conversation id must be well formed
+    Given the system takes caller-chosen conversation ids
     When alice starts a conversation with id "<id>"
     Then the answer is <status>
 
@@ -59,7 +76,8 @@ Feature: A conversation is one durable dialogue
 
   @profile:core @req:ADR0122-D1-05
   Scenario: A chosen id starts once
-    Given alice has started a conversation with id "ops-room"
+    Given the system takes caller-chosen conversation ids
+    And alice has started a conversation with id "ops-room"
     When alice starts a conversation with id "ops-room"
     Then the answer is 200
     When mallory starts a conversation with id "ops-room"
@@ -73,3 +91,11 @@ Feature: A conversation is one durable dialogue
     When alice closes the conversation
     Then the history ends with a "closed" record
     And the status says the conversation is "closed" after 1 turn
+    And alice sees the history:
+      | role      | status   | text           |
+      | user      | accepted | question 1     |
+      | assistant | complete | re: question 1 |
+      | system    | closed   | -              |
+    When alice tries to send "anyone there?"
+    Then the answer is 409 with error "conflict"
+    And the model has been asked 1 time in all

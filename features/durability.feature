@@ -13,12 +13,22 @@ Feature: A conversation survives a crash at any point
     And alice has had 2 turns answered
     And alice remembers the history
     When the system is killed and restarted
-    Then the history starts with the remembered one, byte for byte
+    Then the history is the remembered one, byte for byte
     And the model has been asked 2 times in all
     When alice sends "and a third thing"
     Then turn 3 is answered "re: and a third thing"
-    And the history starts with the remembered one, byte for byte
+    And the history is the remembered one, byte for byte, followed by:
+      | ord | turn | role      | status   | text                  |
+      | 5   | 3    | user      | accepted | and a third thing     |
+      | 6   | 3    | assistant | complete | re: and a third thing |
     And the model has been asked 3 times in all
+    And request 3 to the model holds the messages:
+      | role      | content           |
+      | user      | question 1        |
+      | assistant | re: question 1    |
+      | user      | question 2        |
+      | assistant | re: question 2    |
+      | user      | and a third thing |
 
   @profile:durability @req:ADR0122-D1-08 @crash
   Scenario: A turn in flight when the process dies is answered exactly once
@@ -29,6 +39,8 @@ Feature: A conversation survives a crash at any point
     And the system is killed and restarted
     Then the model has been asked 2 times
     And turn 1 is answered "re: check the pumps"
+    And the model has been asked 2 times in all
+    And request 2 to the model holds the same messages as request 1
     And the history holds:
       | ord | turn | role      | status   | text                |
       | 1   | 1    | user      | accepted | check the pumps     |
@@ -55,6 +67,37 @@ Feature: A conversation survives a crash at any point
       | 6   | 3    | assistant | complete | re: third  |
     And the status says the conversation is "open" after 3 turns in generation 2 or later
     And the model has been asked 3 times in all
+    And request 3 to the model holds the messages:
+      | role      | content    |
+      | user      | first      |
+      | assistant | re: first  |
+      | user      | second     |
+      | assistant | re: second |
+      | user      | third      |
+
+  @profile:durability @req:ADR0122-D4-01 @configures
+  Scenario: Rotation comes every rotateEveryTurns turns, not one sooner or later
+    Given the conversation rotates every 2 turns
+    And alice has started a conversation
+    And alice remembers the generation
+    And alice has had 2 turns answered
+    Then the generation has moved on by 0
+    When alice has had 1 more turn answered
+    Then the generation has moved on by 1
+    When alice has had 2 more turns answered
+    Then the generation has moved on by 2
+    And the history holds:
+      | ord | turn | role      | status   | text           |
+      | 1   | 1    | user      | accepted | question 1     |
+      | 2   | 1    | assistant | complete | re: question 1 |
+      | 3   | 2    | user      | accepted | question 2     |
+      | 4   | 2    | assistant | complete | re: question 2 |
+      | 5   | 3    | user      | accepted | question 3     |
+      | 6   | 3    | assistant | complete | re: question 3 |
+      | 7   | 4    | user      | accepted | question 4     |
+      | 8   | 4    | assistant | complete | re: question 4 |
+      | 9   | 5    | user      | accepted | question 5     |
+      | 10  | 5    | assistant | complete | re: question 5 |
 
   @profile:durability @req:ADR0122-D4-03 @configures
   Scenario: After rotation a stranger is still refused
@@ -66,10 +109,29 @@ Feature: A conversation survives a crash at any point
 
   @profile:durability @req:ADR0122-D4-04 @configures
   Scenario: The carry is trimmed oldest turn first to its byte bound
+    # Replies of 3000 letters that do not compress: three of them cannot fit in 9100 bytes in any
+    # encoding, two fit with room for everything else a carry holds.
     Given the conversation rotates every 1 turn
-    And the setting "conversation.maxCarryBytes" is 3000
+    And the setting "conversation.maxCarryBytes" is 9100
     And alice has started a conversation
-    And alice has had 4 turns of 900 characters answered
+    And alice has had 4 turns answered with replies of 3000 characters
     When alice sends "what did I say?"
     Then turn 5 is answered "re: what did I say?"
-    And request 5 to the model carries only a newest run of the earlier turns, not all of them
+    And the window of request 5 to the model holds turns 3, 4
+    And request 5 to the model holds the messages:
+      | role      | content         |
+      | user      | question 3      |
+      | assistant | {reply 3}       |
+      | user      | question 4      |
+      | assistant | {reply 4}       |
+      | user      | what did I say? |
+
+  @profile:durability @req:ADR0122-D4-04 @configures
+  Scenario: A carry within its byte bound keeps every turn
+    Given the conversation rotates every 1 turn
+    And the setting "conversation.maxCarryBytes" is 9100
+    And alice has started a conversation
+    And alice has had 2 turns answered with replies of 3000 characters
+    When alice sends "what did I say?"
+    Then turn 3 is answered "re: what did I say?"
+    And the window of request 3 to the model holds turns 1, 2

@@ -22,6 +22,27 @@ Feature: Editing an earlier message is a new turn that quotes it
       | 3   | 2    | user      | accepted | check pump 4            | 1      | 1          |
       | 4   | 2    | assistant | complete | checking pump 4 instead |        |            |
     And the last user message of request 2 to the model quotes "check pump 3" and says "check pump 4"
+    And request 2 to the model holds the messages:
+      | role      | content                                                                    |
+      | user      | check pump 3                                                               |
+      | assistant | re: check pump 3                                                           |
+      | user      | [This message edits the user's earlier message "check pump 3".]\ncheck pump 4 |
+
+  @profile:core @req:ADR0122-R17b-05
+  Scenario Outline: The quote of an edited message is its first 500 characters (a message of <size>)
+    Given alice has started a conversation
+    When alice sends a message of <size> characters
+    Then turn 1 is answered "re: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+    Given the model replies "noted"
+    When alice sends "shorter" as an edit of record 1
+    Then turn 2 is answered "noted"
+    And the last user message of request 2 to the model quotes <quoted> characters of turn 1 and says "shorter"
+
+    Examples:
+      | size | quoted |
+      | 499  | 499    |
+      | 500  | 500    |
+      | 501  | 500    |
 
   @profile:core @req:ADR0122-R17b-06
   Scenario Outline: An edit that names no earlier user turn of mine is one rejected record
@@ -34,6 +55,11 @@ Feature: Editing an earlier message is a new turn that quotes it
     Then turn 2 is answered "re: are you there?"
     And record 4 is rejected with reason "edit-invalid"
     And the model has been asked 2 times in all
+    And request 2 to the model holds the messages:
+      | role      | content          |
+      | user      | check pump 3     |
+      | assistant | re: check pump 3 |
+      | user      | are you there?   |
 
     Examples:
       | ord | what it names               |
@@ -66,3 +92,8 @@ Feature: Editing an earlier message is a new turn that quotes it
     When alice sends "check pump 4" as an edit of record 1
     Then turn 2 is answered "checking pump 4 instead"
     And the last user message of request 2 to the model quotes "check pump 3" and says "check pump 4"
+    And request 2 to the model holds the messages:
+      | role      | content                                                                    |
+      | user      | check pump 3                                                               |
+      | assistant | re: check pump 3                                                           |
+      | user      | [This message edits the user's earlier message "check pump 3".]\ncheck pump 4 |

@@ -7,7 +7,9 @@ Feature: A conversation acts only on fresh, host-signed envelopes it has not see
   body (spec/envelopes.md). The conversation acts on one only when the signature verifies, it is
   for this conversation, the voice is the owner's, its id was never consumed and it is fresh.
   Anything else is one rejected record with a fixed reason. The kit signs its own envelopes with the
-  configured key and puts them into the inbox through the runtime door.
+  configured key, computing the canonical form and the MAC itself from spec/envelopes.md, and puts
+  them into the inbox through the runtime door. In the tables an asker is written
+  tenant/actor/onBehalfOf, an empty part being absent: "/alice/" has no tenant.
 
   @profile:envelope @req:ADR0122-D8-04
   Scenario Outline: An envelope that fails a check is rejected with a fixed reason
@@ -18,6 +20,11 @@ Feature: A conversation acts only on fresh, host-signed envelopes it has not see
     And alice sends "are you still there?"
     Then turn 1 is answered "re: are you still there?"
     And record 1 is rejected with reason "<reason>"
+    And the history holds:
+      | ord | turn | role      | status   | text                     | reason   |
+      | 1   | 0    | user      | rejected | -                        | <reason> |
+      | 2   | 1    | user      | accepted | are you still there?     |          |
+      | 3   | 1    | assistant | complete | re: are you still there? |          |
     And the model has been asked 1 time in all
 
     Examples:
@@ -32,6 +39,112 @@ Feature: A conversation acts only on fresh, host-signed envelopes it has not see
       | issued       | 5 minutes from now     | stale           |
       | kind         | assistant              | malformed       |
       | editOf       | 1.5                    | malformed       |
+
+  @profile:envelope @req:ADR0122-D8-21
+  Scenario Outline: A signed member changed after signing makes the envelope unauthenticated
+    Given alice has started a conversation
+    And alice has had 2 turns answered
+    When alice signs an envelope with <member> "<signed>" and puts it into the inbox with <member> "<sent>"
+    And alice sends "are you still there?"
+    Then turn 3 is answered "re: are you still there?"
+    And the history holds:
+      | ord | turn | role      | status   | text                     | reason          | editOf |
+      | 1   | 1    | user      | accepted | question 1               |                 |        |
+      | 2   | 1    | assistant | complete | re: question 1           |                 |        |
+      | 3   | 2    | user      | accepted | question 2               |                 |        |
+      | 4   | 2    | assistant | complete | re: question 2           |                 |        |
+      | 5   | 0    | user      | rejected | -                        | unauthenticated |        |
+      | 6   | 3    | user      | accepted | are you still there?     |                 |        |
+      | 7   | 3    | assistant | complete | re: are you still there? |                 |        |
+    And the model has been asked 3 times in all
+
+    Examples: each member alone, so that only the signature can refuse the result
+      | member       | signed               | sent                          |
+      | conversation | another conversation | this conversation             |
+      | kind         | close                | user                          |
+      | id           | door-as-signed       | door-as-sent                  |
+      | issue time   | 20 minutes ago       | now                           |
+      | text         | hello                | hello, and transfer the funds |
+      | text         | 送金しないで           | 送金して                        |
+      | asker        | acme/bob/            | acme/alice/                   |
+      | asker        | evil/alice/          | acme/alice/                   |
+      | asker        | /alice/              | acme/alice/                   |
+      | asker        | acme/alice/bot       | acme/alice/                   |
+      | editOf       | none                 | 3                             |
+      | editOf       | 1                    | 3                             |
+      | editOf       | 1                    | none                          |
+
+  @profile:envelope @req:ADR0122-D8-21
+  Scenario Outline: A well-signed envelope is obeyed whoever owns the conversation and whatever it says
+    Given <owner> has started a conversation
+    When <owner> puts an envelope into the conversation's inbox:
+      | text | <text> |
+    Then turn 1 is answered "re: <text>"
+    And the history holds:
+      | ord | turn | role      | status   | text       |
+      | 1   | 1    | user      | accepted | <text>     |
+      | 2   | 1    | assistant | complete | re: <text> |
+
+    Examples:
+      | owner            | text                                  |
+      | alice            | hello                                 |
+      | alice's delegate | hello on behalf of alice              |
+      | alice            | 送金して 👩🏽‍💻 café é <b> & / ~ done |
+
+  @profile:envelope @req:ADR0122-D8-21
+  Scenario: A well-signed edit put into the inbox is obeyed as an edit
+    Given alice has started a conversation
+    And alice has had 1 turn answered
+    When alice puts an envelope into the conversation's inbox:
+      | text   | question 1, corrected |
+      | editOf | 1                     |
+    Then the history holds:
+      | ord | turn | role      | status   | editOf |
+      | 1   | 1    | user      | accepted |        |
+      | 2   | 1    | assistant | complete |        |
+      | 3   | 2    | user      | accepted | 1      |
+      | 4   | 2    | assistant | complete |        |
+    And the last user message of request 2 to the model quotes "question 1" and says "question 1, corrected"
+
+  @profile:envelope @req:ADR0122-D8-22
+  Scenario Outline: Only the exact MAC verifies
+    Given alice has started a conversation
+    When alice puts an envelope into the conversation's inbox whose MAC is <mac>
+    And alice sends "are you still there?"
+    Then turn 1 is answered "re: are you still there?"
+    And the history holds:
+      | ord | turn | role      | status   | text                     | reason          |
+      | 1   | 0    | user      | rejected | -                        | unauthenticated |
+      | 2   | 1    | user      | accepted | are you still there?     |                 |
+      | 3   | 1    | assistant | complete | re: are you still there? |                 |
+    And the model has been asked 1 time in all
+
+    Examples:
+      | mac                                     |
+      | truncated by one character              |
+      | cut to half                             |
+      | empty                                   |
+      | one character longer                    |
+      | written in standard base64 with padding |
+
+  @profile:envelope @req:ADR0122-D8-23
+  Scenario Outline: A MAC made without the envelope domain is no signature
+    Given alice has started a conversation
+    When alice puts an envelope into the conversation's inbox whose MAC is <mac>
+    And alice sends "are you still there?"
+    Then turn 1 is answered "re: are you still there?"
+    And the history holds:
+      | ord | turn | role      | status   | text                     | reason          |
+      | 1   | 0    | user      | rejected | -                        | unauthenticated |
+      | 2   | 1    | user      | accepted | are you still there?     |                 |
+      | 3   | 1    | assistant | complete | re: are you still there? |                 |
+    And the model has been asked 1 time in all
+
+    Examples:
+      | mac                                        |
+      | made without the domain                    |
+      | made with the domain but no separator byte |
+      | made under another domain                  |
 
   @profile:envelope @req:ADR0122-D8-04
   Scenario: A well-signed envelope put into the inbox is obeyed like any turn
@@ -50,7 +163,14 @@ Feature: A conversation acts only on fresh, host-signed envelopes it has not see
     And alice puts the captured envelope into the conversation's inbox again
     And alice sends "are you still there?"
     Then turn 2 is answered "re: are you still there?"
-    And record 3 is rejected with reason "replayed"
+    And the history holds:
+      | ord | turn | role      | status   | text                     | reason   |
+      | 1   | 1    | user      | accepted | transfer the funds       |          |
+      | 2   | 1    | assistant | complete | re: transfer the funds   |          |
+      | 3   | 0    | user      | rejected | -                        | replayed |
+      | 4   | 2    | user      | accepted | are you still there?     |          |
+      | 5   | 2    | assistant | complete | re: are you still there? |          |
+    And the model has been asked 2 times in all
 
   @profile:envelope @req:ADR0122-D8-06 @configures
   Scenario: Flooding the replay set raises its floor and never reopens a captured envelope
@@ -63,7 +183,193 @@ Feature: A conversation acts only on fresh, host-signed envelopes it has not see
     And alice puts the captured envelope into the conversation's inbox again
     And alice sends "are you still there?"
     Then turn 2 is answered "re: are you still there?"
-    And the last rejected record says "stale"
+    And the history holds:
+      | ord | turn | role      | status   | text                     | reason    |
+      | 1   | 1    | user      | accepted | transfer the funds       |           |
+      | 2   | 1    | assistant | complete | re: transfer the funds   |           |
+      | 3   | 0    | user      | rejected | -                        | malformed |
+      | 4   | 0    | user      | rejected | -                        | malformed |
+      | 5   | 0    | user      | rejected | -                        | malformed |
+      | 6   | 0    | user      | rejected | -                        | malformed |
+      | 7   | 0    | user      | rejected | -                        | malformed |
+      | 8   | 0    | user      | rejected | -                        | malformed |
+      | 9   | 0    | user      | rejected | -                        | malformed |
+      | 10  | 0    | user      | rejected | -                        | malformed |
+      | 11  | 0    | user      | rejected | -                        | malformed |
+      | 12  | 0    | user      | rejected | -                        | malformed |
+      | 13  | 0    | user      | rejected | -                        | stale     |
+      | 14  | 2    | user      | accepted | are you still there?     |           |
+      | 15  | 2    | assistant | complete | re: are you still there? |           |
+    And the model has been asked 2 times in all
+
+  @profile:envelope @req:ADR0122-D8-24 @configures
+  Scenario: A captured envelope is still a replay after the conversation rotates
+    Given the conversation rotates every 1 turn
+    And alice has started a conversation
+    And alice sends "transfer the funds"
+    And turn 1 is answered "re: transfer the funds"
+    And alice captures the envelope of turn 1 from the log
+    And alice sends "and now?"
+    And turn 2 is answered "re: and now?"
+    When alice puts the captured envelope into the conversation's inbox again
+    And alice sends "are you still there?"
+    Then turn 3 is answered "re: are you still there?"
+    And the history holds:
+      | ord | turn | role      | status   | text                     | reason   |
+      | 1   | 1    | user      | accepted | transfer the funds       |          |
+      | 2   | 1    | assistant | complete | re: transfer the funds   |          |
+      | 3   | 2    | user      | accepted | and now?                 |          |
+      | 4   | 2    | assistant | complete | re: and now?             |          |
+      | 5   | 0    | user      | rejected | -                        | replayed |
+      | 6   | 3    | user      | accepted | are you still there?     |          |
+      | 7   | 3    | assistant | complete | re: are you still there? |          |
+    And the model has been asked 3 times in all
+
+  @profile:envelope @req:ADR0122-D8-24 @configures
+  Scenario: The replay floor a flood raised survives the conversation's rotation
+    Given the setting "conversation.replaySetSize" is 8
+    And the conversation rotates every 1 turn
+    And alice has started a conversation
+    And alice sends "transfer the funds"
+    And turn 1 is answered "re: transfer the funds"
+    And alice captures the envelope of turn 1 from the log
+    And alice floods the conversation's inbox with 10 signed empty envelopes
+    And alice sends "and now?"
+    And turn 2 is answered "re: and now?"
+    When alice puts the captured envelope into the conversation's inbox again
+    And alice sends "are you still there?"
+    Then turn 3 is answered "re: are you still there?"
+    And the history holds:
+      | ord | turn | role      | status   | text                     | reason    |
+      | 1   | 1    | user      | accepted | transfer the funds       |           |
+      | 2   | 1    | assistant | complete | re: transfer the funds   |           |
+      | 3   | 0    | user      | rejected | -                        | malformed |
+      | 4   | 0    | user      | rejected | -                        | malformed |
+      | 5   | 0    | user      | rejected | -                        | malformed |
+      | 6   | 0    | user      | rejected | -                        | malformed |
+      | 7   | 0    | user      | rejected | -                        | malformed |
+      | 8   | 0    | user      | rejected | -                        | malformed |
+      | 9   | 0    | user      | rejected | -                        | malformed |
+      | 10  | 0    | user      | rejected | -                        | malformed |
+      | 11  | 0    | user      | rejected | -                        | malformed |
+      | 12  | 0    | user      | rejected | -                        | malformed |
+      | 13  | 2    | user      | accepted | and now?                 |           |
+      | 14  | 2    | assistant | complete | re: and now?             |           |
+      | 15  | 0    | user      | rejected | -                        | stale     |
+      | 16  | 3    | user      | accepted | are you still there?     |           |
+      | 17  | 3    | assistant | complete | re: are you still there? |           |
+    And the model has been asked 3 times in all
+
+  @profile:envelope @req:ADR0122-D8-24 @crash @configures
+  Scenario: A captured envelope signed under the previous key is still a replay after a key rotation
+    Given alice has started a conversation
+    And alice sends "transfer the funds"
+    And turn 1 is answered "re: transfer the funds"
+    And alice captures the envelope of turn 1 from the log
+    When the signing key is rotated, keeping the old one as a previous key, and the system restarted
+    And alice puts the captured envelope into the conversation's inbox again
+    And alice sends "are you still there?"
+    Then turn 2 is answered "re: are you still there?"
+    And the history holds:
+      | ord | turn | role      | status   | text                     | reason   |
+      | 1   | 1    | user      | accepted | transfer the funds       |          |
+      | 2   | 1    | assistant | complete | re: transfer the funds   |          |
+      | 3   | 0    | user      | rejected | -                        | replayed |
+      | 4   | 2    | user      | accepted | are you still there?     |          |
+      | 5   | 2    | assistant | complete | re: are you still there? |          |
+    And the model has been asked 2 times in all
+
+  @profile:envelope @req:ADR0122-D8-24 @crash @configures
+  Scenario: A flood under the new key evicts an envelope of the old key for good
+    Given the setting "conversation.replaySetSize" is 8
+    And alice has started a conversation
+    And alice sends "transfer the funds"
+    And turn 1 is answered "re: transfer the funds"
+    And alice captures the envelope of turn 1 from the log
+    When the signing key is rotated, keeping the old one as a previous key, and the system restarted
+    And alice floods the conversation's inbox with 10 signed empty envelopes
+    And alice puts the captured envelope into the conversation's inbox again
+    And alice sends "are you still there?"
+    Then turn 2 is answered "re: are you still there?"
+    And the history holds:
+      | ord | turn | role      | status   | text                     | reason    |
+      | 1   | 1    | user      | accepted | transfer the funds       |           |
+      | 2   | 1    | assistant | complete | re: transfer the funds   |           |
+      | 3   | 0    | user      | rejected | -                        | malformed |
+      | 4   | 0    | user      | rejected | -                        | malformed |
+      | 5   | 0    | user      | rejected | -                        | malformed |
+      | 6   | 0    | user      | rejected | -                        | malformed |
+      | 7   | 0    | user      | rejected | -                        | malformed |
+      | 8   | 0    | user      | rejected | -                        | malformed |
+      | 9   | 0    | user      | rejected | -                        | malformed |
+      | 10  | 0    | user      | rejected | -                        | malformed |
+      | 11  | 0    | user      | rejected | -                        | malformed |
+      | 12  | 0    | user      | rejected | -                        | malformed |
+      | 13  | 0    | user      | rejected | -                        | stale     |
+      | 14  | 2    | user      | accepted | are you still there?     |           |
+      | 15  | 2    | assistant | complete | re: are you still there? |           |
+    And the model has been asked 2 times in all
+
+  @profile:shared @req:ADR0122-D10-31 @configures
+  Scenario: Only signed envelopes count against an asker's queue
+    Given the setting "shared.maxQueuedPerAsker" is 2
+    And alice has started a shared conversation with bob
+    And the model waits before answering
+    When bob sends "first"
+    And the model has been asked 1 time
+    And the service puts an envelope into the conversation's inbox:
+      | text        | forged 1           |
+      | asker       | bob                |
+      | signed with | a key nobody holds |
+    And the service puts an envelope into the conversation's inbox:
+      | text        | forged 2 |
+      | asker       | bob      |
+      | signed with | nothing  |
+    And bob sends "second"
+    Then the answer is 202
+    When bob sends "third"
+    Then the answer is 202
+    When bob tries to send "fourth"
+    Then the answer is 429 with error "too many requests"
+
+  @profile:shared @req:ADR0122-D10-31 @configures
+  Scenario: A payload nobody signed, naming the running turn's asker, does not interrupt that turn
+    Given barge-in is on
+    And alice has started a shared conversation with bob
+    And the model calls "slow" with {}
+    And the tool "slow" waits
+    When bob sends "first question"
+    And the tool "slow" has been called 1 time
+    And the service puts an envelope into the conversation's inbox:
+      | text        | stop that          |
+      | asker       | bob                |
+      | signed with | a key nobody holds |
+    And the tool "slow" is released
+    Then bob sees turn 1 answered "re: first question"
+    And bob sees the history:
+      | ord | turn | role      | status   | text               | reason          |
+      | 1   | 1    | user      | accepted | first question     |                 |
+      | 2   | 1    | assistant | complete | re: first question |                 |
+      | 3   | 0    | user      | rejected | -                  | unauthenticated |
+
+  @profile:shared @req:ADR0122-D10-32 @crash @configures
+  Scenario: A shared turn in flight when the signing key rotates is answered once
+    Given alice has started a shared conversation with bob
+    And the model calls "slow" with {}
+    And the tool "slow" waits
+    When bob sends "first question"
+    And the tool "slow" has been called 1 time
+    And the signing key is rotated, keeping the old one as a previous key, and the system restarted
+    And the tool "slow" is released
+    Then bob sees turn 1 answered "re: first question"
+    And bob sees the history:
+      | ord | turn | role      | status   | text               |
+      | 1   | 1    | user      | accepted | first question     |
+      | 2   | 1    | assistant | complete | re: first question |
+    And bob sees that his answer to turn 1 ran as a turn execution the current or the previous key names for message 1
+    When bob sends "second question"
+    Then bob sees turn 2 answered "re: second question"
+    And bob sees that his answer to turn 2 ran as the turn execution the host key names for message 2
 
   @profile:envelope @req:ADR0122-D8-07 @crash @configures
   Scenario: Envelopes signed under a previous key verify after a key rotation
@@ -77,6 +383,14 @@ Feature: A conversation acts only on fresh, host-signed envelopes it has not see
     When alice sends "signed the new way"
     Then turn 3 is answered "re: signed the new way"
     And the envelope of turn 3 is signed with the current key
+    And the history holds:
+      | ord | turn | role      | status   | text                   |
+      | 1   | 1    | user      | accepted | question 1             |
+      | 2   | 1    | assistant | complete | re: question 1         |
+      | 3   | 2    | user      | accepted | signed the old way     |
+      | 4   | 2    | assistant | complete | re: signed the old way |
+      | 5   | 3    | user      | accepted | signed the new way     |
+      | 6   | 3    | assistant | complete | re: signed the new way |
 
   @profile:envelope @req:ADR0122-D8-07 @crash @configures
   Scenario: Once the old key is dropped, its envelopes no longer verify
@@ -87,7 +401,12 @@ Feature: A conversation acts only on fresh, host-signed envelopes it has not see
       | signed with | the old key        |
     And alice sends "still there?"
     Then turn 1 is answered "re: still there?"
-    And record 1 is rejected with reason "unauthenticated"
+    And the history holds:
+      | ord | turn | role      | status   | text             | reason          |
+      | 1   | 0    | user      | rejected | -                | unauthenticated |
+      | 2   | 1    | user      | accepted | still there?     |                 |
+      | 3   | 1    | assistant | complete | re: still there? |                 |
+    And the model has been asked 1 time in all
 
   @profile:envelope @req:ADR0122-D8-08 @configures
   Scenario: Past maxInvalidRecords, invalid messages are only counted

@@ -32,17 +32,25 @@ Feature: The HTTP gateway fails closed and says nothing a caller was not entitle
       | no credential                 |
       | an unknown bearer token       |
       | her token as a query parameter |
+      | her token in a session cookie  |
 
   @profile:gateway @req:ADR0122-D6-03 @configures
-  Scenario: A stranger probing a busy conversation gets the 404, never a 429
+  Scenario Outline: A stranger probing a busy conversation gets the 404, never a 429
     Given the setting "gateway.maxStreams" is 1
     And the setting "gateway.postsPerMinute" is 1
     And alice has started a conversation
     And alice opens the event stream
-    When mallory opens the event stream of alice's conversation
+    When <stranger> opens the event stream of alice's conversation
     Then the answer is 404 with error "not found"
-    When mallory sends "let me in" to alice's conversation twice
+    When <stranger> sends "let me in" to alice's conversation twice
     Then both answers are 404 with error "not found"
+
+    Examples:
+      | stranger               |
+      | mallory                |
+      | alice at evil          |
+      | alice without a tenant |
+      | alice for bob          |
 
   @profile:gateway @req:ADR0122-D6-04 @configures
   Scenario: A request from an origin that is not allowed is refused before anything runs
@@ -56,6 +64,38 @@ Feature: The HTTP gateway fails closed and says nothing a caller was not entitle
     And the answer allows the origin "https://app.example" without credentials
     And turn 1 is answered "re: hello"
     And the history has 2 records
+
+  @profile:gateway @req:ADR0122-D6-04 @configures
+  Scenario Outline: An origin that only looks like an allowed one is refused before anything runs
+    An origin is allowed only when it equals an entry of allowedOrigins exactly: the same scheme,
+    the same host, the same port, character for character.
+
+    Given the setting "gateway.allowedOrigins" is ["https://app.example"]
+    And alice has started a conversation
+    When alice sends "transfer the funds" from the origin "<origin>"
+    Then the answer is 403 with error "forbidden origin"
+    And the answer carries no CORS headers
+    And the history has 0 records
+
+    Examples: <look-alike>
+      | origin                           | look-alike                           |
+      | https://app.example.evil.example | the allowed origin as a prefix       |
+      | https://evilapp.example          | the allowed host as a suffix         |
+      | http://app.example               | another scheme                       |
+      | https://app.example:8443         | another port                         |
+      | https://APP.example              | another case                         |
+      | https://app.example.             | a trailing dot                       |
+      | null                             | the opaque origin of a sandboxed page |
+
+  @profile:gateway @req:ADR0122-D6-04 @configures
+  Scenario: A preflight from a look-alike origin gets no CORS headers
+    Given the setting "gateway.allowedOrigins" is ["https://app.example"]
+    And alice has started a conversation
+    When someone asks for a preflight of the turns route from the origin "https://app.example.evil.example"
+    Then the answer is 403 with error "forbidden origin"
+    And the answer carries no CORS headers
+    When someone asks for a preflight of the turns route from the origin "https://app.example"
+    Then the answer allows the origin "https://app.example" without credentials
 
   @profile:gateway @req:ADR0122-D6-04 @configures
   Scenario: CORS headers ride error responses too, and credentials only when configured
@@ -72,6 +112,29 @@ Feature: The HTTP gateway fails closed and says nothing a caller was not entitle
     Then the answer is 201
     When alice starts a conversation with the Host "rebound.attacker.example"
     Then the answer is 403 with error "forbidden host"
+
+  @profile:gateway @req:ADR0122-D6-04 @configures
+  Scenario Outline: A Host that only looks like an allowed one is refused
+    Given the setting "gateway.allowedHosts" is ["loom.internal"]
+    When alice starts a conversation with the Host "<host>"
+    Then the answer is 403 with error "forbidden host"
+
+    Examples: <look-alike>
+      | host                           | look-alike                 |
+      | loom.internal.attacker.example | the allowed host as prefix |
+      | evil-loom.internal             | the allowed host as suffix |
+      | attacker.example               | another host altogether    |
+
+  @profile:gateway @req:ADR0122-D6-04 @configures
+  Scenario Outline: A Host naming an allowed host name is answered, whatever its port or case
+    Given the setting "gateway.allowedHosts" is ["loom.internal"]
+    When alice starts a conversation with the Host "<host>"
+    Then the answer is 201
+
+    Examples:
+      | host               |
+      | loom.internal:8443 |
+      | LOOM.Internal      |
 
   @profile:gateway @req:ADR0122-D6-04
   Scenario: A POST that is not JSON is refused, so a cross-site form cannot be a request
@@ -127,12 +190,144 @@ Feature: The HTTP gateway fails closed and says nothing a caller was not entitle
     When alice sends a body of 70 KiB
     Then the answer is 413 with error "payload too large"
 
+  @profile:gateway @req:ADR0122-D6-06
+  Scenario Outline: A body of exactly 64 KiB is taken and one byte more is refused, by default
+    Given alice has started a conversation
+    When alice sends a turn in a body of exactly 65536 bytes, <length> Content-Length
+    Then the answer is 202
+    When alice sends a turn in a body of exactly 65537 bytes, <length> Content-Length
+    Then the answer is 413 with error "payload too large"
+    And turn 1 is answered "re: sized"
+    And the history has 2 records
+
+    Examples:
+      | length    |
+      | with its  |
+      | without a |
+
+  @profile:gateway @req:ADR0122-D6-06 @configures
+  Scenario Outline: A body of exactly maxBodyBytes is taken and one byte more is refused
+    Given the setting "gateway.maxBodyBytes" is 256
+    And alice has started a conversation
+    When alice sends a turn in a body of exactly 256 bytes, <length> Content-Length
+    Then the answer is 202
+    When alice sends a turn in a body of exactly 257 bytes, <length> Content-Length
+    Then the answer is 413 with error "payload too large"
+    And turn 1 is answered "re: sized"
+    And the history has 2 records
+
+    Examples:
+      | length    |
+      | with its  |
+      | without a |
+
+  @profile:gateway @req:ADR0122-D6-06 @configures
+  Scenario Outline: Exactly maxStreams streams are open at once, and the next is refused
+    Given the setting "gateway.maxStreams" is <limit>
+    And the setting "gateway.maxStreamsPerPrincipal" is 10
+    And alice has started a conversation "A"
+    When alice opens <limit> event streams of conversation "A"
+    And alice tries to open another event stream of conversation "A"
+    Then the stream is refused with 429
+
+    Examples:
+      | limit |
+      | 1     |
+      | 3     |
+
+  @profile:gateway @req:ADR0122-D6-06 @configures
+  Scenario Outline: Exactly maxStreamsPerPrincipal streams are open per principal, and others still get theirs
+    Given the setting "gateway.maxStreamsPerPrincipal" is <limit>
+    And alice has started a conversation "A"
+    And bob has started a conversation "B"
+    When alice opens <limit> event streams of conversation "A"
+    And alice tries to open another event stream of conversation "A"
+    Then the stream is refused with 429
+    When bob opens the event stream of conversation "B"
+
+    Examples:
+      | limit |
+      | 1     |
+      | 3     |
+
+  @profile:gateway @req:ADR0122-D6-06 @req:ADR0122-D6-10 @configures
+  Scenario: A closed stream gives its slot back, and only its own
+    Given the setting "gateway.maxStreamsPerPrincipal" is 2
+    And alice has started a conversation "A"
+    When alice opens 2 event streams of conversation "A"
+    And alice closes her 1st stream of conversation "A"
+    And alice opens the event stream of conversation "A" again, once the closed stream's slot is back
+    And alice tries to open another event stream of conversation "A"
+    Then the stream is refused with 429
+
+  @profile:gateway @req:ADR0122-D6-06 @configures
+  Scenario Outline: The per-principal stream limit counts every token of a principal, and nobody else's
+    Given the setting "gateway.maxStreamsPerPrincipal" is 1
+    And alice has started a conversation "A"
+    And <principal> has started a conversation "P"
+    When alice opens the event stream of conversation "A"
+    And <principal> tries to open the event stream of conversation "P"
+    Then the answer is <answer>
+
+    Examples:
+      | principal              | answer                              |
+      | alice's other token    | 429 with error "too many requests"  |
+      | alice at evil          | 200                                 |
+      | alice without a tenant | 200                                 |
+      | alice for bob          | 200                                 |
+
+  @profile:gateway @req:ADR0122-D6-06 @configures
+  Scenario Outline: Exactly maxSubscribers live subscribers per conversation, and other conversations still get theirs
+    Given the setting "gateway.maxSubscribers" is <limit>
+    And alice has started a conversation "A"
+    And alice has started a conversation "B"
+    When alice opens <limit> event streams of conversation "A"
+    And alice tries to open another event stream of conversation "A"
+    Then the stream is refused with 429
+    When alice opens the event stream of conversation "B"
+
+    Examples:
+      | limit |
+      | 1     |
+      | 3     |
+
+  @profile:gateway @req:ADR0122-D6-06 @configures
+  Scenario Outline: Exactly postsPerMinute POSTs are taken in a minute, and the next is refused
+    Starting the conversation is the first POST.
+
+    Given the setting "gateway.postsPerMinute" is <limit>
+    And alice has started a conversation
+    When alice sends <more> messages, each accepted
+    And alice tries to send "one too many"
+    Then the answer is 429 with error "too many requests"
+    And the answer says when to retry
+
+    Examples:
+      | limit | more |
+      | 2     | 1    |
+      | 5     | 4    |
+
+  @profile:gateway @req:ADR0122-D6-06 @configures
+  Scenario Outline: The POST rate counts every token of a principal, and nobody else's
+    Given the setting "gateway.postsPerMinute" is 2
+    And alice has started a conversation
+    And alice sends "one"
+    When <principal> starts a conversation with id "theirs"
+    Then the answer is <answer>
+
+    Examples:
+      | principal              | answer                             |
+      | alice's other token    | 429 with error "too many requests" |
+      | alice at evil          | 201                                |
+      | alice without a tenant | 201                                |
+      | alice for bob          | 201                                |
+
   @profile:gateway @req:ADR0122-D6-06 @configures
   Scenario: A stream lives only so long, then asks the client to reconnect
     Given the setting "gateway.streamLifetimeMs" is 300
     And alice has started a conversation
     When alice opens the event stream
-    Then alice's stream ends with a "reconnect" event
+    Then alice's stream ends with a "reconnect" event saying "lifetime", no sooner than its lifetime
 
   @profile:gateway @req:ADR0122-D6-06 @configures
   Scenario: POSTs are rate limited per principal
@@ -172,6 +367,30 @@ Feature: The HTTP gateway fails closed and says nothing a caller was not entitle
     When alice opens the event stream
     And alice's token now speaks for bob
     Then alice's stream ends
+
+  @profile:gateway @req:ADR0122-D6-07 @configures
+  Scenario Outline: A token that now speaks for an identity differing in one field alone ends an open stream
+    Given the setting "gateway.reauthMs" is 100
+    And alice has started a conversation
+    When alice opens the event stream
+    And alice's token now speaks for <principal>
+    Then alice's stream ends
+
+    Examples:
+      | principal              |
+      | alice at evil          |
+      | alice without a tenant |
+      | alice for bob          |
+
+  @profile:gateway @req:ADR0122-D6-07 @configures
+  Scenario: A token that still speaks for the same identity keeps its stream
+    Given the setting "gateway.reauthMs" is 100
+    And alice has started a conversation
+    When alice opens the event stream
+    And alice's token now speaks for alice's other token
+    And 5 re-authorization periods pass
+    And alice sends "still here"
+    Then alice's stream delivers the reply of turn 1 with the text "re: still here"
 
   @profile:gateway @req:ADR0122-D6-08
   Scenario: A 500 is a fixed body with an error id; the real error goes to the error hook

@@ -20,6 +20,51 @@ Feature: History reads are bounded and cursors are positions, not promises
     Then some page was short but not done
     And the pages hold the records 1 | 2
 
+  @profile:core @req:ADR0122-D3-03
+  Scenario: A page holds 50 records unless asked, and a limit runs from 1 to 500
+    Given alice has started a conversation
+    And alice has had 26 turns answered
+    When alice reads the history with no limit
+    Then the answer is a page of the records 1 to 50, not done
+    When alice reads the history with limit 51
+    Then the answer is a page of the records 1 to 51, not done
+    When alice reads the history with limit 1
+    Then the answer is a page of the records 1 to 1, not done
+    When alice reads the history with limit 500
+    Then the answer is a page of the records 1 to 52, done
+    When alice reads the history with limit 501
+    Then the answer is 400 with error "bad request"
+    When alice reads the history with limit 0
+    Then the answer is 400 with error "bad request"
+
+  @profile:core @req:ADR0122-D3-02 @configures
+  Scenario: A read scanning backward stops after maxScan events too
+    Given the setting "conversation.maxScan" is 40
+    And the setting "conversation.maxIterations" is 50
+    And alice has started a conversation
+    And the model calls "lookup" 30 times in a row
+    And the tool "lookup" answers {"found": true}
+    When alice sends "look everything up"
+    Then turn 1 is answered "re: look everything up"
+    When alice reads the history backward 10 at a time
+    Then some page was short but not done
+    And the pages hold the records 2 | 1
+
+  @profile:core @req:ADR0122-D3-02 @configures
+  Scenario Outline: Every read makes progress, even at the smallest maxScan (<direction>)
+    Given the setting "conversation.maxScan" is <maxScan>
+    And alice has started a conversation
+    And alice has had 2 turns answered
+    When alice reads the history <direction> 10 at a time
+    Then some page was short but not done
+    And the pages hold the records <pages>
+
+    Examples:
+      | maxScan | direction | pages          |
+      | 1       | forward   | 1 \| 2 \| 3 \| 4 |
+      | 2       | backward  | 4 \| 3 \| 2 \| 1 |
+      | 1       | backward  | 4 \| 3 \| 2 \| 1 |
+
   @profile:core @req:ADR0122-D3-04
   Scenario Outline: A malformed cursor is refused, never read as the start
     Given alice has started a conversation
@@ -36,6 +81,7 @@ Feature: History reads are bounded and cursors are positions, not promises
       | -1.0                  |
       | 1.2.3                 |
       | 9999999999999999999.0 |
+      | 0.9999999999999999999 |
 
   @profile:core @req:ADR0122-D3-05
   Scenario: A cursor past the end is clamped and answered at once
@@ -46,6 +92,10 @@ Feature: History reads are bounded and cursors are positions, not promises
     When alice reads the history backward from cursor "999999999.0"
     Then the answer is a page holding the records 4,3,2,1
     When alice reads the history backward from cursor "0.999999999"
+    Then the answer is a page holding the records 4,3,2,1
+    When alice reads the history forward from cursor "999999999999999999.999999999999999999"
+    Then the answer is a done page with no records
+    When alice reads the history backward from cursor "999999999999999999.999999999999999999"
     Then the answer is a page holding the records 4,3,2,1
 
   @profile:core @req:ADR0122-D3-06

@@ -20,8 +20,21 @@ Feature: Live deltas are transient, attributed and caught up
     And alice sends "question for B" to conversation "B"
     Then the stream of conversation "A" shows "alpha-1 alpha-2"
     And the stream of conversation "B" shows "beta-1 beta-2"
-    And the stream of conversation "A" shows nothing of "beta"
-    And the stream of conversation "B" shows nothing of "alpha"
+    When the model is released
+    Then the stream of conversation "A" got exactly these events:
+      | event   | turn | role      | status   | text            |
+      | status  |      |           |          |                 |
+      | message | 1    | user      | accepted | question for A  |
+      | delta   | 1    |           |          | "alpha-1 "      |
+      | delta   | 1    |           |          | alpha-2         |
+      | message | 1    | assistant | complete | alpha-1 alpha-2 |
+    And the stream of conversation "B" got exactly these events:
+      | event   | turn | role      | status   | text           |
+      | status  |      |           |          |                |
+      | message | 1    | user      | accepted | question for B |
+      | delta   | 1    |           |          | "beta-1 "      |
+      | delta   | 1    |           |          | beta-2         |
+      | message | 1    | assistant | complete | beta-1 beta-2  |
 
   @profile:gateway @req:ADR0122-D7-02
   Scenario: A client that attaches mid-reply catches up with a partial, then the message supersedes it
@@ -33,6 +46,40 @@ Feature: Live deltas are transient, attributed and caught up
     Then alice's stream shows a partial "Let me check" for turn 1
     When the model is released
     Then alice's stream delivers the reply of turn 1 with the text "Let me check"
+    And alice's stream got exactly these events:
+      | event   | turn | role      | status   | text            |
+      | status  |      |           |          |                 |
+      | message | 1    | user      | accepted | check the pumps |
+      | partial | 1    |           |          | Let me check    |
+      | message | 1    | assistant | complete | Let me check    |
+
+  @profile:gateway @req:ADR0122-D7-01
+  Scenario: A stream that stays open sees the live text of every turn, whoever else comes and goes
+    Given alice has started a conversation
+    And the model streams "first " "words" and waits
+    When alice opens the event stream
+    And alice sends "one"
+    Then alice's stream shows "first words"
+    When alice's other token opens the event stream
+    And alice's other token closes her stream
+    And the model is released
+    Then turn 1 is answered "first words"
+    Given the model streams "second " "words" and waits
+    When alice sends "two"
+    Then alice's stream shows "first wordssecond words"
+    When the model is released
+    Then turn 2 is answered "second words"
+    And alice's stream got exactly these events:
+      | event   | turn | role      | status   | text         |
+      | status  |      |           |          |              |
+      | message | 1    | user      | accepted | one          |
+      | delta   | 1    |           |          | "first "     |
+      | delta   | 1    |           |          | words        |
+      | message | 1    | assistant | complete | first words  |
+      | message | 2    | user      | accepted | two          |
+      | delta   | 2    |           |          | "second "    |
+      | delta   | 2    |           |          | words        |
+      | message | 2    | assistant | complete | second words |
 
   @profile:gateway @req:ADR0122-D7-03
   Scenario: Deltas are never journaled and never replayed
@@ -42,7 +89,11 @@ Feature: Live deltas are transient, attributed and caught up
     Then turn 1 is answered "one two three"
     When alice opens the event stream
     Then alice's stream has delivered 2 messages
-    And alice's stream holds no delta or partial event
+    And alice's stream got exactly these events:
+      | event   | turn | role      | status   | text          |
+      | status  |      |           |          |               |
+      | message | 1    | user      | accepted | count         |
+      | message | 1    | assistant | complete | one two three |
 
   @profile:gateway @req:ADR0122-D7-04 @crash
   Scenario: A turn produced again after a restart is announced with a reset
@@ -57,6 +108,13 @@ Feature: Live deltas are transient, attributed and caught up
     Then alice's stream shows a reset of turn 1 before its partial
     When the model is released
     Then turn 1 is answered "second attempt"
+    And alice's stream got exactly these events:
+      | event   | turn | role      | status   | text           |
+      | status  |      |           |          |                |
+      | message | 1    | user      | accepted | try it         |
+      | reset   | 1    |           |          |                |
+      | partial | 1    |           |          | second attempt |
+      | message | 1    | assistant | complete | second attempt |
 
   @profile:gateway @req:ADR0122-D7-05
   Scenario: Two tenants streaming at once see only their own messages and deltas
@@ -71,5 +129,17 @@ Feature: Live deltas are transient, attributed and caught up
     Then the stream of conversation "A" shows "acme secret numbers"
     And the stream of conversation "M" shows "evil plans ahead"
     When the model is released
-    Then the stream of conversation "A" shows nothing of "evil"
-    And the stream of conversation "M" shows nothing of "acme"
+    Then the stream of conversation "A" got exactly these events:
+      | event   | turn | role      | status   | text                |
+      | status  |      |           |          |                     |
+      | message | 1    | user      | accepted | acme question       |
+      | delta   | 1    |           |          | "acme secret "      |
+      | delta   | 1    |           |          | numbers             |
+      | message | 1    | assistant | complete | acme secret numbers |
+    And the stream of conversation "M" got exactly these events:
+      | event   | turn | role      | status   | text             |
+      | status  |      |           |          |                  |
+      | message | 1    | user      | accepted | evil question    |
+      | delta   | 1    |           |          | "evil plans "    |
+      | delta   | 1    |           |          | ahead            |
+      | message | 1    | assistant | complete | evil plans ahead |

@@ -59,6 +59,23 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
       | 6   | 3    | assistant | complete   | carol | re: what happened tonight? |
     And the restricted entries carol sees carry only turn, role, status, cursor, ord, time and asker
     And the request to the model for "what happened tonight?" holds no earlier turns
+    And request 3 to the model holds the messages:
+      | role      | content                                      |
+      | user      | what do the pump logs say?                   |
+      | assistant | The pump logs show a pressure drop at 02:14. |
+      | user      | who was on call?                             |
+    And request 5 to the model holds the messages:
+      | role | content                |
+      | user | what happened tonight? |
+    When bob sends "anything new?"
+    Then alice sees turn 4 answered "re: anything new?"
+    And request 6 to the model holds the messages:
+      | role      | content                                      |
+      | user      | what do the pump logs say?                   |
+      | assistant | The pump logs show a pressure drop at 02:14. |
+      | user      | what happened tonight?                       |
+      | assistant | re: what happened tonight?                   |
+      | user      | anything new?                                |
 
   @profile:shared @req:ADR0122-D10-01 @req:ADR0122-D10-03 @configures
   Scenario: Participants are explicit and managed by the owner
@@ -75,6 +92,95 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     And the participants are alice, bob, each change recorded with who made it
 
   @profile:shared @req:ADR0122-D10-01 @configures
+  Scenario Outline: An identity that differs from a participant's in one field alone is not a participant
+    Given alice has started a shared conversation with bob
+    And bob has had 1 turn answered
+    Then <principal> gets the same 404 as for a missing conversation on every route
+    And the history has 2 records
+
+    Examples:
+      | principal            |
+      | bob at evil          |
+      | bob without a tenant |
+      | bob for carol        |
+
+  @profile:shared @req:ADR0122-D10-01 @configures
+  Scenario: Another token that speaks for a participant's very identity is that participant
+    Given alice has started a shared conversation with bob
+    And bob has had 1 turn answered
+    Then bob's other token is answered on every route exactly as bob is
+    When bob's other token sends "from my phone"
+    Then alice sees turn 2 answered "re: from my phone"
+
+  @profile:shared @req:ADR0122-D10-01 @configures
+  Scenario Outline: A participant who differs from the owner in one field alone cannot manage participants
+    Given alice has started a shared conversation with <principal> and bob
+    When <principal> adds dave to the participants
+    Then the answer is 404 with error "not found"
+    When <principal> removes bob from the participants
+    Then the answer is 404 with error "not found"
+    And dave gets the same 404 as for a missing conversation on every route
+    And the participants are alice, <principal>, bob, each change recorded with who made it
+
+    Examples:
+      | principal              |
+      | alice at evil          |
+      | alice without a tenant |
+      | alice for bob          |
+
+  @profile:shared @req:ADR0122-D10-01 @configures
+  Scenario Outline: A participant who differs from the owner in one field alone can be removed; the owner cannot
+    Given alice has started a shared conversation with <principal> and bob
+    When alice removes <principal> from the participants
+    Then the answer is 200
+    And <principal> gets the same 404 as for a missing conversation on every route
+    When alice removes alice's other token from the participants
+    Then the answer is 409 with error "conflict"
+    And the participants are alice, bob, each change recorded with who made it
+
+    Examples:
+      | principal              |
+      | alice at evil          |
+      | alice without a tenant |
+      | alice for bob          |
+
+  @profile:shared @req:ADR0122-D10-01 @configures
+  Scenario Outline: Identities that differ in one field alone are distinct participants
+    Given alice has started a shared conversation with bob and <principal>
+    And the participants are alice, bob, <principal>, each change recorded with who made it
+    When alice adds <other> to the participants
+    Then the answer is 200
+    And <other> can read the conversation
+    And the participants are alice, bob, <principal>, <other>, each change recorded with who made it
+
+    Examples:
+      | principal            | other                |
+      | bob at evil          | bob without a tenant |
+      | bob without a tenant | bob at evil          |
+      | bob for carol        | bob at evil          |
+
+  @profile:shared @req:ADR0122-D10-01 @configures
+  Scenario: The owner's other token manages participants as the owner
+    Given alice has started a shared conversation with bob
+    When alice's other token adds dave to the participants
+    Then the answer is 200
+    And dave can read the conversation
+    And the participants are alice, bob, dave, each change recorded with who made it
+
+  @profile:shared @req:ADR0122-D10-01 @req:ADR0122-D10-04 @configures
+  Scenario Outline: A participant change naming no valid identity, or no known operation, is refused and changes nothing
+    Given alice has started a shared conversation with bob
+    When alice changes the participants with <body>
+    Then the answer is 400 with error "bad request"
+    And the participants are alice, bob, each change recorded with who made it
+
+    Examples:
+      | body                                                                    |
+      | {"op": "add", "identity": {"tenant": "acme", "actor": "loom-service"}} |
+      | {"op": "add", "identity": {"tenant": "acme", "actor": ""}}             |
+      | {"op": "promote", "identity": {"tenant": "acme", "actor": "dave"}}     |
+
+  @profile:shared @req:ADR0122-D10-01 @configures
   Scenario: A conversation has at most maxParticipants participants
     Given the setting "shared.maxParticipants" is 3
     And alice has started a shared conversation with bob and carol
@@ -89,6 +195,57 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     And alice removes bob from the participants
     Then bob's stream ends
 
+  @profile:shared @req:ADR0122-D10-01 @configures
+  Scenario: A conversation has exactly maxParticipants participants at most, by default 100
+    Given alice has started a shared conversation with 98 members
+    When alice adds a new member to the participants
+    Then the answer is 200
+    When alice adds a new member to the participants
+    Then the answer is 400 with error "bad request"
+    And the conversation has 100 participants
+
+  @profile:shared @req:ADR0122-D10-01 @configures
+  Scenario: A conversation starts with exactly maxParticipants participants at most, by default 100
+    When alice starts a shared conversation with 100 members
+    Then the answer is 400 with error "bad request"
+    When alice starts a shared conversation with 99 members
+    Then the answer is 201
+    And the conversation has 100 participants
+
+  @profile:shared @req:ADR0122-D10-01 @configures
+  Scenario: A conversation has exactly maxParticipants participants at most, as configured
+    Given the setting "shared.maxParticipants" is 4
+    And alice has started a shared conversation with 2 members
+    When alice adds a new member to the participants
+    Then the answer is 200
+    When alice adds a new member to the participants
+    Then the answer is 400 with error "bad request"
+    And the conversation has 4 participants
+
+  @profile:shared @req:ADR0122-D10-02 @configures
+  Scenario Outline: Removing an identity that differs from a participant's in one field alone leaves the participant's stream open
+    Given the setting "gateway.reauthMs" is 100
+    And alice has started a shared conversation with bob and <principal>
+    When bob opens the event stream
+    And alice removes <principal> from the participants
+    And 5 re-authorization periods pass
+    And alice sends "still there?"
+    Then bob's stream delivers the reply of turn 1 with the text "re: still there?"
+
+    Examples:
+      | principal            |
+      | bob at evil          |
+      | bob without a tenant |
+      | bob for carol        |
+
+  @profile:shared @req:ADR0122-D10-02 @configures
+  Scenario: Removing a participant by another token's identity ends their open stream
+    Given the setting "gateway.reauthMs" is 100
+    And alice has started a shared conversation with bob
+    When bob opens the event stream
+    And alice removes bob's other token from the participants
+    Then bob's stream ends
+
   @profile:shared @req:ADR0122-D10-04 @configures
   Scenario: The coordinator runs as the host's service principal, which no end user may be
     When the service starts a conversation in shared mode
@@ -100,6 +257,40 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     Then the service gets the same 404 as for a missing conversation on the conversation routes
     And alice cannot read the log of alice's conversation
     And bob cannot read the log of alice's conversation
+
+  @profile:shared @req:ADR0122-D10-04 @configures
+  Scenario Outline: Only the service principal's very identity is barred, whatever token carries it
+    When <principal> starts a conversation in shared mode
+    Then the answer is <as owner>
+    When alice starts a shared conversation with <principal>
+    Then the answer is <as participant>
+
+    Examples:
+      | principal                    | as owner                     | as participant               |
+      | the service's other token    | 400 with error "bad request" | 400 with error "bad request" |
+      | the service at evil          | 201                          | 201                          |
+      | the service without a tenant | 201                          | 201                          |
+      | the service for alice        | 201                          | 201                          |
+
+  @profile:shared @req:ADR0122-D10-04 @configures
+  Scenario: Another token of the service principal is no viewer either
+    Given alice has started a shared conversation with bob
+    And alice has had 1 turn answered
+    Then the service's other token gets the same 404 as for a missing conversation on the conversation routes
+
+  @profile:shared @req:ADR0122-D10-07 @configures
+  Scenario Outline: Only the very delegation the host maps may ask
+    Given the setting "shared.narrowed" is ["acme/assistant~alice"]
+    And alice has started a shared conversation with alice's delegate and <delegate>
+    When <delegate> tries to send "do it"
+    Then the answer is 403 with error "delegation refused"
+    When alice's delegate sends "do it for alice"
+    Then alice sees turn 1 answered "re: do it for alice"
+
+    Examples:
+      | delegate                        |
+      | the assistant for bob           |
+      | the assistant at evil for alice |
 
   @profile:shared @req:ADR0122-D10-05 @configures
   Scenario: Each turn runs as its asker, under an unguessable id shown to the asker alone
@@ -118,6 +309,27 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     Then alice's turn 1 fails with reason "turn-failed"
     And no record holds "I transferred the funds."
     And the error hook was told why turn 1 failed
+
+  @profile:shared @req:ADR0122-D10-05 @configures
+  Scenario Outline: An execution the asker planted at their own turn's id is refused, never adopted
+    Alice starts it as herself, naming herself the asker, so only the turn's own fields (its
+    number, the message it answers, the text) can tell it from her real turn. The kit sends her
+    message with the message id "m1"; the message the turn answers is the envelope the host mints
+    for it, which a planter cannot know in advance.
+
+    Given alice has started a shared conversation with bob
+    And the model replies "I transferred the funds." to "PLANTED"
+    When alice plants a turn execution at the id of message 1 for turn <turn>, message id "<message id>" and text "<text>", whose model is told "<told>"
+    And alice sends "what is the pump status?"
+    Then alice's turn 1 fails with reason "turn-failed"
+    And no record holds "I transferred the funds."
+
+    Examples:
+      | turn | message id | text                     | told    |
+      | 2    | m1         | what is the pump status? | PLANTED |
+      | 1    | planted    | what is the pump status? | PLANTED |
+      | 1    | m1         | what is the pump status! | PLANTED |
+      | 1    | m1         | what is the pump status? | PLANTED |
 
   @profile:shared @req:ADR0122-D10-06 @configures
   Scenario: A tool the asker has no grant for is denied inside their turn
@@ -161,6 +373,23 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     When carol reconnects from the first record
     Then carol's stream shows the reply to turn 1 only as a restricted placeholder
 
+  @profile:shared @req:ADR0122-D10-11 @configures
+  Scenario: A participant removed while their stream is open is delivered nothing written after, even before re-authorization
+    Given alice has started a shared conversation with bob
+    When alice sends "before"
+    Then alice sees turn 1 answered "re: before"
+    When bob opens the event stream
+    And alice opens the event stream
+    Then bob's stream delivers the reply of turn 1 with the text "re: before"
+    When alice removes bob from the participants
+    And alice sends "after the removal"
+    Then alice's stream delivers the reply of turn 2 with the text "re: after the removal"
+    And bob's stream got exactly these events:
+      | event   | turn | role      | status   | text       |
+      | status  |      |           |          |            |
+      | message | 1    | user      | accepted | before     |
+      | message | 1    | assistant | complete | re: before |
+
   @profile:shared @req:ADR0122-D10-12 @configures
   Scenario: A running turn's live text goes to its asker alone
     Given alice has started a shared conversation with bob
@@ -172,7 +401,118 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     Then bob's stream shows "secret figures"
     When the model is released
     Then alice sees turn 1 answered "secret figures"
-    And alice's stream holds no delta or partial event
+    And bob's stream delivers the reply of turn 1 with the text "secret figures"
+    And alice's stream got exactly these events:
+      | event   | turn | role      | status   | text                |
+      | status  |      |           |          |                     |
+      | message | 1    | user      | accepted | show me the figures |
+      | message | 1    | assistant | complete | secret figures      |
+
+  @profile:shared @req:ADR0122-D10-12 @configures
+  Scenario Outline: A running turn's live text goes to no identity that differs from the asker's in one field alone
+    Given alice has started a shared conversation with bob and <principal>
+    And the model streams "secret " "figures" and waits
+    When <principal> opens the event stream
+    And bob opens the event stream
+    And bob sends "show me the figures"
+    And the model has streamed its first words
+    Then bob's stream shows "secret figures"
+    When the model is released
+    Then bob's stream delivers the reply of turn 1 with the text "secret figures"
+    And <principal>'s stream got exactly these events:
+      | event   | turn | role      | status   | text                |
+      | status  |      |           |          |                     |
+      | message | 1    | user      | accepted | show me the figures |
+      | message | 1    | assistant | complete | secret figures      |
+
+    Examples:
+      | principal            |
+      | bob at evil          |
+      | bob without a tenant |
+      | bob for carol        |
+
+  @profile:shared @req:ADR0122-D10-12 @configures
+  Scenario: A running turn's live text goes to the asker's every token
+    Given alice has started a shared conversation with bob
+    And the model streams "secret " "figures" and waits
+    When bob's other token opens the event stream
+    And bob sends "show me the figures"
+    And the model has streamed its first words
+    Then bob's other token's stream shows "secret figures"
+    When the model is released
+    Then bob's other token's stream got exactly these events:
+      | event   | turn | role      | status   | text                |
+      | status  |      |           |          |                     |
+      | message | 1    | user      | accepted | show me the figures |
+      | delta   | 1    |           |          | "secret "           |
+      | delta   | 1    |           |          | figures             |
+      | message | 1    | assistant | complete | secret figures      |
+
+  @profile:shared @req:ADR0122-D10-09 @configures
+  Scenario Outline: The asker's own entries are shown to the asker's every token, and to no look-alike
+    Given alice has started a shared conversation with bob and <principal>
+    And the model calls "payroll" with {"team": "night shift"}
+    And the model replies "Three night-shift engineers were on call."
+    When bob sends "who was on call?"
+    Then alice sees turn 1 answered "Three night-shift engineers were on call."
+    And <principal> sees <view>
+
+    Examples:
+      | principal            | view                                                         |
+      | bob's other token    | turn 1 answered "Three night-shift engineers were on call." |
+      | bob at evil          | the reply to turn 1 as restricted                            |
+      | bob without a tenant | the reply to turn 1 as restricted                            |
+      | bob for carol        | the reply to turn 1 as restricted                            |
+
+  @profile:shared @req:ADR0122-D10-09 @configures
+  Scenario Outline: The host is asked about the viewer's whole identity
+    Given alice has started a shared conversation with bob and <principal>
+    And the model calls "logs" with {}
+    When bob sends "read the logs"
+    Then alice sees turn 1 answered "re: read the logs"
+    When <principal> reads the whole history
+    Then the clearance service was asked about <principal>'s whole identity
+
+    Examples:
+      | principal            |
+      | bob at evil          |
+      | bob without a tenant |
+      | bob for carol        |
+
+  @profile:shared @req:ADR0122-D10-13 @configures
+  Scenario Outline: A turn's context holds no restricted turn of an identity that differs from its asker's in one field alone
+    Given the setting "shared.narrowed" is ["acme/bob~carol"]
+    And alice has started a shared conversation with bob and <principal>
+    And the model calls "payroll" with {"team": "night shift"}
+    And the model replies "Three night-shift engineers were on call."
+    When bob sends "who was on call?"
+    Then alice sees turn 1 answered "Three night-shift engineers were on call."
+    When <principal> sends "and now?"
+    Then alice sees turn 2 answered "re: and now?"
+    And request 3 to the model holds the messages:
+      | role | content  |
+      | user | and now? |
+
+    Examples:
+      | principal            |
+      | bob at evil          |
+      | bob without a tenant |
+      | bob for carol        |
+
+  @profile:shared @req:ADR0122-D10-13 @configures
+  Scenario: A turn's context holds its asker's own restricted turns, whichever token asked
+    Given alice has started a shared conversation with bob
+    And the model calls "payroll" with {"team": "night shift"}
+    And the model replies "Three night-shift engineers were on call."
+    When bob sends "who was on call?"
+    Then alice sees turn 1 answered "Three night-shift engineers were on call."
+    When bob's other token sends "and now?"
+    Then alice sees turn 2 answered "re: and now?"
+    And request 3 to the model holds the messages:
+      | role      | content                                   |
+      | user      | who was on call?                          |
+      | assistant | Three night-shift engineers were on call. |
+      | user      | and now?                                  |
 
   @profile:shared @req:ADR0122-D10-14 @configures
   Scenario: The rolling summary is built only from unrestricted turns
@@ -198,6 +538,34 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     And alice sees the reply to turn 1 classed "memory:acme/bob"
     And carol sees the reply to turn 1 as restricted
 
+  @profile:shared @req:ADR0122-D10-16 @configures
+  Scenario Outline: Memory is per asker: an identity that differs from bob's in one field alone draws on none of his
+    Given the agent has memory
+    And the setting "shared.narrowed" is ["acme/bob~carol"]
+    And bob's memory holds "pump 7 was patched by bob last week"
+    And alice has started a shared conversation with bob and <principal>
+    When <principal> sends "what do I know about pump 7?"
+    Then alice sees turn 1 answered "re: what do I know about pump 7?"
+    And alice sees the reply to turn 1 with no class "memory:acme/bob"
+    And no message of any request to the model holds "pump 7 was patched by bob last week"
+
+    Examples:
+      | principal            |
+      | bob at evil          |
+      | bob without a tenant |
+      | bob for carol        |
+
+  @profile:shared @req:ADR0122-D10-16 @configures
+  Scenario: Memory is per asker: another token of the asker draws on it
+    Given the agent has memory
+    And bob's memory holds "pump 7 was patched by bob last week"
+    And alice has started a shared conversation with bob
+    And the model replies "pump 7 was patched last week, by you"
+    When bob's other token sends "what do I know about pump 7?"
+    Then alice sees turn 1 answered "pump 7 was patched last week, by you"
+    And alice sees the reply to turn 1 classed "memory:acme/bob"
+    And some message of a request to the model holds "pump 7 was patched by bob last week"
+
   @profile:shared @req:ADR0122-D10-17 @configures
   Scenario: A participant's follow-up interrupts only their own running turn
     Given barge-in is on
@@ -210,6 +578,39 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     And the tool "slow" is released
     Then alice sees turn 1 answered "re: first question"
     And alice sees turn 2 answered "re: my own question"
+
+  @profile:shared @req:ADR0122-D10-17 @configures
+  Scenario Outline: A follow-up from an identity that differs from the asker's in one field alone does not interrupt
+    Given barge-in is on
+    And the setting "shared.narrowed" is ["acme/bob~carol"]
+    And alice has started a shared conversation with bob and <principal>
+    And the model calls "slow" with {}
+    And the tool "slow" waits
+    When bob sends "first question"
+    And the tool "slow" has been called 1 time
+    And <principal> sends "my own question"
+    And the tool "slow" is released
+    Then alice sees turn 1 answered "re: first question"
+    And alice sees turn 2 answered "re: my own question"
+
+    Examples:
+      | principal            |
+      | bob at evil          |
+      | bob without a tenant |
+      | bob for carol        |
+
+  @profile:shared @req:ADR0122-D10-17 @configures
+  Scenario: A follow-up from another token of the asker interrupts their running turn
+    Given barge-in is on
+    And alice has started a shared conversation with bob
+    And the model calls "slow" with {}
+    And the tool "slow" waits
+    When bob sends "first question"
+    And the tool "slow" has been called 1 time
+    And bob's other token sends "my follow-up"
+    And the tool "slow" is released
+    Then alice sees turn 1 interrupted
+    And alice sees turn 2 answered "re: my follow-up"
 
   @profile:shared @req:ADR0122-D10-18 @configures
   Scenario: Each asker may have at most maxQueuedPerAsker turns waiting
@@ -225,6 +626,43 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     When alice sends "mine"
     Then the answer is 202
 
+  @profile:shared @req:ADR0122-D10-18 @configures
+  Scenario Outline: Exactly maxQueuedPerAsker turns of one asker wait, and the next is refused
+    A configured 0 is the documented default, 8.
+
+    Given the setting "shared.maxQueuedPerAsker" is <configured>
+    And alice has started a shared conversation with bob
+    And the model waits before answering
+    When bob sends "first"
+    And the model has been asked 1 time
+    And bob sends <waiting> messages, each accepted
+    And bob tries to send "one too many"
+    Then the answer is 429 with error "too many requests"
+
+    Examples:
+      | configured | waiting |
+      | 0          | 8       |
+      | 3          | 3       |
+
+  @profile:shared @req:ADR0122-D10-18 @configures
+  Scenario Outline: The queue cap counts every token of an asker, and no look-alike's
+    Given the setting "shared.maxQueuedPerAsker" is 1
+    And the setting "shared.narrowed" is ["acme/bob~carol"]
+    And alice has started a shared conversation with bob and <principal>
+    And the model waits before answering
+    When bob sends "first"
+    And the model has been asked 1 time
+    And bob sends "second"
+    And <principal> tries to send "theirs"
+    Then the answer is <answer>
+
+    Examples:
+      | principal            | answer                             |
+      | bob's other token    | 429 with error "too many requests" |
+      | bob at evil          | 202                                |
+      | bob without a tenant | 202                                |
+      | bob for carol        | 202                                |
+
   @profile:shared @req:ADR0122-D10-19 @configures
   Scenario: A participant removed while their turn waited is rejected when it is dequeued
     Given alice has started a shared conversation with bob
@@ -236,6 +674,42 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     And the model is released
     Then alice sees turn 1 answered "done"
     And record 3 is rejected with reason "not-a-participant"
+
+  @profile:shared @req:ADR0122-D10-19 @configures
+  Scenario Outline: A removed asker's waiting turn is rejected, though an identity differing in one field alone remains
+    Given alice has started a shared conversation with bob and <principal>
+    And the model replies "done" after a release
+    When alice sends "first"
+    And the model has been asked 1 time
+    And bob sends "second"
+    And alice removes bob from the participants
+    And the model is released
+    Then alice sees turn 1 answered "done"
+    And record 3 is rejected with reason "not-a-participant"
+
+    Examples:
+      | principal            |
+      | bob at evil          |
+      | bob without a tenant |
+      | bob for carol        |
+
+  @profile:shared @req:ADR0122-D10-19 @configures
+  Scenario Outline: Removing an identity that differs from a waiting asker's in one field alone leaves the asker's turn to be answered
+    Given alice has started a shared conversation with bob and <principal>
+    And the model replies "done" after a release
+    When alice sends "first"
+    And the model has been asked 1 time
+    And bob sends "second"
+    And alice removes <principal> from the participants
+    And the model is released
+    Then alice sees turn 1 answered "done"
+    And alice sees turn 2 answered "re: second"
+
+    Examples:
+      | principal            |
+      | bob at evil          |
+      | bob without a tenant |
+      | bob for carol        |
 
   @profile:shared @req:ADR0122-D10-20 @configures
   Scenario: Replaying another participant's envelope under a new message id is refused
@@ -254,6 +728,30 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     When alice sends "alice's question" with message id "m-1"
     And bob sends "bob's question" with message id "m-1"
     Then alice sees turn 2 answered "re: bob's question"
+
+  @profile:shared @req:ADR0122-D10-22 @configures
+  Scenario Outline: The same message id from identities that differ in one field alone is two messages
+    Given the setting "shared.narrowed" is ["acme/bob~carol"]
+    And alice has started a shared conversation with bob and <principal>
+    When bob sends "bob's question" with message id "m-1"
+    And <principal> sends "the look-alike's question" with message id "m-1"
+    Then alice sees turn 2 answered "re: the look-alike's question"
+
+    Examples:
+      | principal            |
+      | bob at evil          |
+      | bob without a tenant |
+      | bob for carol        |
+
+  @profile:shared @req:ADR0122-D10-22 @configures
+  Scenario: The same message id from another token of the same participant is one message
+    Given alice has started a shared conversation with bob
+    When bob sends "bob's question" with message id "m-1"
+    And bob's other token sends "bob's question" again with message id "m-1"
+    Then the second send was not delivered
+    When bob sends "and then?"
+    Then alice sees turn 2 answered "re: and then?"
+    And the history has 4 records
 
   @profile:shared @req:ADR0122-D10-15 @configures
   Scenario: A summary too big for one asker's slice is left out of that asker's turn only

@@ -26,6 +26,14 @@ Feature: The transcript records every message once, with a unique ordinal
       | 4   | 2    | assistant | complete    | re: two   |
       | 5   | 3    | user      | accepted    | three     |
       | 6   | 3    | assistant | complete    | re: three |
+    And the model has been asked 3 times in all
+    And request 3 to the model holds the messages:
+      | role      | content       |
+      | user      | one           |
+      | assistant | (interrupted) |
+      | user      | two           |
+      | assistant | re: two       |
+      | user      | three         |
 
   @profile:core @req:ADR0122-D1-03 @req:ADR0122-R17b-02 @configures
   Scenario: Empty and oversized messages are rejected records and the dialogue goes on
@@ -42,6 +50,27 @@ Feature: The transcript records every message once, with a unique ordinal
       | 3   | 1    | user      | accepted | a real question    |           |
       | 4   | 1    | assistant | complete | re: a real question |          |
     And the model has been asked 1 time in all
+
+  @profile:core @req:ADR0122-D1-03 @configures
+  Scenario Outline: maxTurnChars is inclusive: <limit> characters are a turn, one more is rejected (setting <setting>)
+    Given the setting "conversation.maxTurnChars" is <setting>
+    And alice has started a conversation
+    When alice sends a message of <over> characters
+    And alice sends a message of <limit> characters
+    Then turn 1 is answered "re: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+    And the history holds:
+      | ord | turn | role      | status   | reason    |
+      | 1   | 0    | user      | rejected | malformed |
+      | 2   | 1    | user      | accepted |           |
+      | 3   | 1    | assistant | complete |           |
+    And the user record of turn 1 holds <limit> characters
+    And the model has been asked 1 time in all
+
+    # 0 leaves the setting out: the documented default, 32 000.
+    Examples:
+      | setting | limit | over  |
+      | 0       | 32000 | 32001 |
+      | 100     | 100   | 101   |
 
   @profile:core @req:ADR0122-D1-03
   Scenario Outline: A malformed message put straight into the inbox is a rejected record

@@ -64,6 +64,12 @@ type reqOpts struct {
 	// quiet keeps the exchange out of the report (polling).
 	quiet bool
 	host  string
+	// chunked sends the body without a Content-Length (chunked transfer encoding), so the server
+	// learns its size only by reading it.
+	chunked bool
+	// unrouted marks a request to a route the contract does not document on purpose: its
+	// response has no documented shape to be validated against (the step checks it itself).
+	unrouted bool
 }
 
 func clip(s string, n int) string {
@@ -90,6 +96,11 @@ func (c *client) do(ctx context.Context, who, method, path string, body any, o r
 	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(raw))
 	if err != nil {
 		return nil, harnessErr("build request: %v", err)
+	}
+	if o.chunked && raw != nil {
+		req.Body = io.NopCloser(bytes.NewReader(raw))
+		req.ContentLength = -1
+		req.GetBody = nil
 	}
 	if raw != nil {
 		ct := o.contentType
@@ -134,7 +145,10 @@ func (c *client) do(ctx context.Context, who, method, path string, body any, o r
 		return nil, fail(op, "a body cut short ("+err.Error()+")", "a whole body")
 	}
 	r := &response{op: op, status: resp.StatusCode, header: resp.Header, body: b}
-	vs := c.s.contract.Response(req, raw, resp.StatusCode, resp.Header, b)
+	var vs []contract.Violation
+	if !o.unrouted {
+		vs = c.s.contract.Response(req, raw, resp.StatusCode, resp.Header, b)
+	}
 	c.record(req, raw, r, nil, vs, time.Since(start), o.quiet)
 	if len(vs) > 0 {
 		return r, contractFailure(vs)
@@ -200,6 +214,8 @@ type stream struct {
 	viol   []contract.Violation
 	req    *http.Request
 	start  time.Time
+	// endedAt is when the server ended the stream (zero while it is open).
+	endedAt time.Time
 }
 
 // openStream opens GET path as an event stream. A non-200 answer is returned with its body.
@@ -258,17 +274,25 @@ func (c *client) openStream(ctx context.Context, who, path string, headers map[s
 	return st, nil
 }
 
-// readSSE parses server-sent events from r and hands each to fn until fn returns false or r
-// ends; it returns the read error, if any.
+// readSSE parses server-sent events from r as the HTML standard's event-stream interpretation
+// does, and hands each to fn until fn returns false or r ends; it returns the read error, if
+// any. Lines end with CRLF, LF or CR; bytes that are not UTF-8 read as U+FFFD; a leading BOM is
+// dropped; an event without a data line is not dispatched, as a browser would not dispatch it;
+// an id holding NUL is ignored. ID is the event's own id field ("" without one).
 func readSSE(r io.Reader, fn func(sseEvent) bool) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	sc.Split(scanSSELines)
 	var cur sseEvent
 	var data []string
+	first := true
 	for sc.Scan() {
-		line := sc.Text()
+		line := strings.ToValidUTF8(sc.Text(), "\uFFFD")
+		if first {
+			line, first = strings.TrimPrefix(line, "\uFEFF"), false
+		}
 		if line == "" {
-			if len(data) > 0 || cur.Event != "" {
+			if data != nil {
 				cur.Data = strings.Join(data, "\n")
 				if cur.Event == "" {
 					cur.Event = "message"
@@ -291,10 +315,35 @@ func readSSE(r io.Reader, fn func(sseEvent) bool) error {
 		case "data":
 			data = append(data, value)
 		case "id":
-			cur.ID = value
+			if !strings.Contains(value, "\x00") {
+				cur.ID = value
+			}
 		}
 	}
 	return sc.Err()
+}
+
+// scanSSELines is a bufio.SplitFunc for event-stream lines: each ends with CRLF, LF or a lone
+// CR. An unterminated last line is dropped, as the standard discards it.
+func scanSSELines(data []byte, atEOF bool) (int, []byte, error) {
+	i := bytes.IndexAny(data, "\r\n")
+	switch {
+	case i < 0:
+		if atEOF {
+			return len(data), nil, nil
+		}
+		return 0, nil, nil
+	case data[i] == '\n':
+		return i + 1, data[:i], nil
+	case i+1 < len(data):
+		if data[i+1] == '\n' {
+			return i + 2, data[:i], nil
+		}
+		return i + 1, data[:i], nil
+	case atEOF:
+		return i + 1, data[:i], nil
+	}
+	return 0, nil, nil // a CR at the end of what was read: an LF may follow
 }
 
 func (st *stream) read(body io.ReadCloser) {
@@ -302,6 +351,7 @@ func (st *stream) read(body io.ReadCloser) {
 	err := readSSE(body, func(ev sseEvent) bool { st.add(ev); return true })
 	st.mu.Lock()
 	st.ended = true
+	st.endedAt = time.Now()
 	if err != nil && !errors.Is(err, context.Canceled) {
 		st.endErr = err
 	}

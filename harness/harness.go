@@ -35,6 +35,26 @@ type Instance interface {
 	Close() error
 }
 
+// WriteCrasher is an Instance that can crash itself right after a chosen durable write; the
+// crash exploration (harness/explore) needs it, the rest of the kit does not. A durable write is
+// one committed change to the instance's durable state (a committed append or transaction).
+//
+// DurableWrites returns how many the instance committed since it was opened. CrashAfterWrite
+// arms a crash right after the n-th durable write from now (n >= 1): that write is durable, and
+// nothing the instance does afterwards is (its write path fails or blocks). The returned channel is
+// closed when that point is reached; the kit then abandons the instance with Crash, without Close.
+// The hook is off until CrashAfterWrite is called; both methods are safe for concurrent use.
+//
+//	if wc, ok := inst.(harness.WriteCrasher); ok {
+//		crashed := wc.CrashAfterWrite(3)
+//		<-crashed
+//		inst.Crash()
+//	}
+type WriteCrasher interface {
+	DurableWrites() int64
+	CrashAfterWrite(n int64) <-chan struct{}
+}
+
 // Factory opens an instance on a configuration. The harness calls it once per scenario with a
 // fresh data directory, and again with the same configuration to restart after a crash.
 type Factory func(ctx context.Context, cfg spec.SUTConfig) (Instance, error)

@@ -73,7 +73,9 @@ type runner struct {
 	claimed  map[string]bool
 	impl     string
 	door     bool
-	tmp      string
+	// extensions are the optional behaviours the SUT claims in discovery ("chosen-id").
+	extensions map[string]bool
+	tmp        string
 
 	sharedWorld *world.World
 	remoteCfg   *spec.SUTConfig
@@ -82,6 +84,7 @@ type runner struct {
 	mu            sync.Mutex
 	results       map[string]*report.Scenario
 	total         int
+	judgeable     int // selected scenarios of a claimed profile
 	done          int
 	failed        int
 	harness       int
@@ -99,6 +102,13 @@ type runner struct {
 //	os.Exit(rep.ExitCode)
 func Execute(ctx context.Context, opt Options) (*report.Report, error) {
 	started := time.Now()
+	// The filter is parsed here, never by the scenario runner first: a malformed one is a usage
+	// error naming the position, and the runner gets the canonical form of what we parsed.
+	expr, err := ParseTagExpr(opt.Tags)
+	if err != nil {
+		return nil, err
+	}
+	opt.Tags = expr.String()
 	r, err := newRunner(opt)
 	if err != nil {
 		return nil, err
@@ -112,6 +122,9 @@ func Execute(ctx context.Context, opt Options) (*report.Report, error) {
 		fsys = features.FS
 	}
 	if err := r.index(fsys); err != nil {
+		return nil, err
+	}
+	if err := r.selected(); err != nil {
 		return nil, err
 	}
 	suite := godog.TestSuite{
@@ -166,6 +179,11 @@ func newRunner(opt Options) (*runner, error) {
 	if r.cat, err = spec.LoadCatalogue(); err != nil {
 		return nil, harnessErr("load the catalogue: %v", err)
 	}
+	for _, p := range opt.Profiles {
+		if !slices.ContainsFunc(r.cat.Profiles, func(cp spec.Profile) bool { return cp.Name == p }) {
+			return nil, fmt.Errorf("%w: --profile %q is not a profile of the catalogue", ErrUsage, p)
+		}
+	}
 	if r.tmp, err = os.MkdirTemp("", "loomcheck-*"); err != nil {
 		return nil, harnessErr("temporary directory: %v", err)
 	}
@@ -203,6 +221,7 @@ func (r *runner) probe(ctx context.Context) error {
 		SpecVersion    string   `json:"specVersion"`
 		Profiles       []string `json:"profiles"`
 		RuntimeDoor    bool     `json:"runtimeDoor"`
+		Extensions     []string `json:"extensions"`
 		Implementation struct {
 			Name    string `json:"name"`
 			Version string `json:"version"`
@@ -219,6 +238,10 @@ func (r *runner) probe(ctx context.Context) error {
 	}
 	r.impl = strings.TrimSpace(d.Implementation.Name + " " + d.Implementation.Version)
 	r.door = d.RuntimeDoor
+	r.extensions = map[string]bool{}
+	for _, e := range d.Extensions {
+		r.extensions[e] = true
+	}
 	return nil
 }
 
@@ -236,6 +259,15 @@ func (r *runner) index(fsys fs.FS) error {
 		}
 		r.features[ft.Uri] = doc.Feature.Name
 		r.total += len(ft.Pickles)
+		for _, p := range ft.Pickles {
+			var tags []string
+			for _, t := range p.Tags {
+				tags = append(tags, t.Name)
+			}
+			if profile, _, _ := meta(tags); r.claimed[profile] {
+				r.judgeable++
+			}
+		}
 		for _, c := range doc.Feature.Children {
 			r.indexChild(c.Background, c.Scenario)
 			if c.Rule != nil {
@@ -244,6 +276,27 @@ func (r *runner) index(fsys fs.FS) error {
 				}
 			}
 		}
+	}
+	return nil
+}
+
+// selected refuses a filtered run that would judge nothing: a filter that selects no scenario,
+// or only scenarios of profiles the system does not claim (or the run does not judge), is a
+// usage error, never a vacuous pass.
+func (r *runner) selected() error {
+	filtered := r.opt.Tags != "" || len(r.opt.Profiles) > 0
+	switch {
+	case r.total == 0 && r.opt.Tags != "":
+		return fmt.Errorf("%w: the tag filter %q selects no scenario", ErrUsage, r.opt.Tags)
+	case r.total == 0:
+		return fmt.Errorf("%w: the features hold no scenario", ErrUsage)
+	case filtered && len(r.claimed) == 0 && len(r.opt.Profiles) > 0:
+		return fmt.Errorf("%w: the system claims none of the profiles asked for (--profile %s)", ErrUsage, strings.Join(r.opt.Profiles, ","))
+	case filtered && len(r.claimed) == 0:
+		return fmt.Errorf("%w: the system claims no profile, so a filtered run judges nothing", ErrUsage)
+	case filtered && r.judgeable == 0:
+		return fmt.Errorf("%w: the filters select %d scenarios, none of a profile this run judges (%s)", ErrUsage, r.total,
+			strings.Join(sortedKeys(r.claimed), ", "))
 	}
 	return nil
 }
@@ -388,6 +441,20 @@ func (r *runner) initScenario(sc *godog.ScenarioContext) {
 			return ctx, err
 		}
 		res.DurationMs = time.Since(begun).Milliseconds()
+		if err == nil && na == "" {
+			// godog ends a scenario whose step is undefined or pending without an error: the
+			// step's own status says so, and such a scenario never passes.
+			for _, st := range res.Steps {
+				if st.Status == report.Undefined {
+					err = fmt.Errorf("%w: %s", godog.ErrUndefined, st.Text)
+					break
+				}
+				if st.Status == report.Pending {
+					err = godog.ErrPending
+					break
+				}
+			}
+		}
 		res.Status, res.Message, res.Failure = r.classify(s, na, err)
 		if res.Status == report.Failed || res.Status == report.HarnessError {
 			if logs := ""; s.drv != nil {

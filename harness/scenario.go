@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/loomcheck/loomcheck/harness/contract"
+	"github.com/loomcheck/loomcheck/harness/oracle"
 	"github.com/loomcheck/loomcheck/harness/world"
-	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/spec"
 )
 
@@ -33,6 +33,27 @@ var principals = map[string]spec.Principal{
 	"alice's delegate": {Tenant: "acme", Actor: "assistant", OnBehalfOf: "alice"},
 	"nobody":           {Tenant: "acme"},
 	"the service":      {Tenant: "acme", Actor: "loom-service"},
+
+	// Look-alikes: each differs from alice (or bob) in one identity field alone, so a rule that
+	// compares identities by actor alone admits them. "... other token" is another token mapped
+	// to the very same identity: it IS that principal.
+	"alice at evil":                   {Tenant: "evil", Actor: "alice"},
+	"alice without a tenant":          {Actor: "alice"},
+	"alice for bob":                   {Tenant: "acme", Actor: "alice", OnBehalfOf: "bob"},
+	"alice's other token":             {Tenant: "acme", Actor: "alice"},
+	"bob at evil":                     {Tenant: "evil", Actor: "bob"},
+	"bob without a tenant":            {Actor: "bob"},
+	"bob for carol":                   {Tenant: "acme", Actor: "bob", OnBehalfOf: "carol"},
+	"bob's other token":               {Tenant: "acme", Actor: "bob"},
+	"the assistant":                   {Tenant: "acme", Actor: "assistant"},
+	"the service's other token":       {Tenant: "acme", Actor: "loom-service"},
+	"the service at evil":             {Tenant: "evil", Actor: "loom-service"},
+	"the service without a tenant":    {Actor: "loom-service"},
+	"the service for alice":           {Tenant: "acme", Actor: "loom-service", OnBehalfOf: "alice"},
+	"the assistant for bob":           {Tenant: "acme", Actor: "assistant", OnBehalfOf: "bob"},
+	"the assistant at evil for alice": {Tenant: "evil", Actor: "assistant", OnBehalfOf: "alice"},
+	"nobody at all":                   {},
+	"nobody for alice":                {Tenant: "acme", OnBehalfOf: "alice"},
 }
 
 // standardTools are declared to every system under test, so scenarios can script them at any
@@ -43,9 +64,9 @@ func tokenOf(name string) string {
 	return "tok-" + strings.NewReplacer(" ", "-", "'", "").Replace(name)
 }
 
-func identityOf(name string) loomtype.Identity {
+func identityOf(name string) oracle.Identity {
 	p := principals[name]
-	return loomtype.Identity{Tenant: p.Tenant, Actor: p.Actor, OnBehalfOf: p.OnBehalfOf}
+	return oracle.Identity{Tenant: p.Tenant, Actor: p.Actor, OnBehalfOf: p.OnBehalfOf}
 }
 
 // conv is a conversation a scenario knows.
@@ -107,6 +128,10 @@ type scenario struct {
 	summary      string
 	lastPage     []entry
 	lastPageDone bool
+
+	// partChanges are the participant changes this scenario made and the system accepted,
+	// oldest first: op, then the wire identities of whom and by whom.
+	partChanges []partChange
 
 	mu       sync.Mutex
 	streams  []*stream

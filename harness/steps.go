@@ -19,4 +19,5 @@ func (s *scenario) register(sc *godog.ScenarioContext) {
 	s.registerGateway(sc)
 	s.registerContract(sc)
 	s.registerShared(sc)
+	s.registerStream(sc)
 }

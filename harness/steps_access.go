@@ -2,9 +2,11 @@ package harness
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/cucumber/godog"
 )
@@ -86,6 +88,108 @@ func (s *scenario) sameNotFound(who string) error {
 	return nil
 }
 
+// sameAsOwner checks that who, another token for owner's very identity, gets on every reading
+// route of the current conversation exactly the answer owner gets: the same status and the same
+// body; that owner reads them all (the runtime door aside, which a shared conversation's
+// participants may not read either: in owner mode the owner reads it too); and that its event
+// stream opens.
+func (s *scenario) sameAsOwner(who, owner string) error {
+	c, err := s.conv("")
+	if err != nil {
+		return err
+	}
+	p := "/conversations/" + url.PathEscape(c.id)
+	reads := []string{p, p + "/history", p + "/history?direction=backward&limit=1", p + "/participants"}
+	if s.run.door {
+		reads = append(reads, "/runtime/executions/"+url.PathEscape(c.id)+"/log")
+	}
+	shared := false
+	for _, path := range reads {
+		want, err := s.cl.do(s.ctx, owner, http.MethodGet, path, nil, reqOpts{})
+		if err != nil {
+			return err
+		}
+		if path == p {
+			var st struct {
+				Mode string `json:"mode"`
+			}
+			_ = json.Unmarshal(want.body, &st)
+			shared = st.Mode == "shared"
+		}
+		got, err := s.cl.do(s.ctx, who, http.MethodGet, path, nil, reqOpts{})
+		if err != nil {
+			return err
+		}
+		if want.status != http.StatusOK && !(shared && strings.HasPrefix(path, "/runtime/")) {
+			return fail(want.op+" as "+owner, fmt.Sprintf("%d %s", want.status, clip(string(want.body), 200)), "200: the owner reads")
+		}
+		if got.status != want.status || !bytes.Equal(compact(got.body), compact(want.body)) {
+			return fail(got.op+" as "+who, fmt.Sprintf("%d %s", got.status, clip(string(got.body), 200)),
+				fmt.Sprintf("what %s gets, the same identity: %d %s", owner, want.status, clip(string(want.body), 200)))
+		}
+	}
+	st, err := s.cl.openStream(s.ctx, who, p+"/events", nil)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	if st.status != http.StatusOK {
+		return fail(st.op+" as "+who, fmt.Sprintf("%d %s", st.status, clip(string(st.body), 200)), "200 and an event stream: the owner's identity")
+	}
+	return nil
+}
+
 func (s *scenario) registerAccess(sc *godog.ScenarioContext) {
 	sc.Step(`^(\w[\w' ]*?) gets the same 404 as for a missing conversation on every route$`, s.sameNotFound)
+	sc.Step(`^(\w[\w' ]*?) is answered on every route exactly as (\w+) is$`, s.sameAsOwner)
+	sc.Step(`^(\w[\w' ]*?) starts a turn execution "([^"]*)" through the runtime door, its input claiming to be (?:her|his) own conversation$`, func(who, id string) error {
+		if err := s.sut(); err != nil {
+			return err
+		}
+		if s.run.remoteCfg != nil {
+			id += "-" + s.run.runID
+		}
+		input := map[string]any{"v": 1, "owner": identityJSON(who), "mode": "owner"}
+		r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{})
+		s.last = r
+		if err != nil {
+			return err
+		}
+		if r.status != http.StatusCreated {
+			return &HarnessError{Err: fmt.Errorf("%w: the system lets nobody start a turn execution through the runtime door (%d)", ErrNotApplicable, r.status)}
+		}
+		c := &conv{name: id, id: id, owner: who}
+		s.convs[id] = c
+		s.current = c
+		return nil
+	})
+	sc.Step(`^(\w[\w' ]*?) sends (GET|POST|PUT|DELETE|PATCH) to the conversation's route "([^"]*)"$`, func(who, method, suffix string) error {
+		p, _, err := s.convPath("")
+		if err != nil {
+			return err
+		}
+		var body []byte
+		if method != http.MethodGet {
+			body = []byte("{}")
+		}
+		r, err := s.cl.do(s.ctx, who, method, p+suffix, nil, reqOpts{rawBody: body, offSpec: true, unrouted: true})
+		s.last = r
+		return err
+	})
+	sc.Step(`^the answer is exactly the one a conversation that does not exist gets$`, func() error {
+		if s.last == nil {
+			return harnessErr("no request has been sent")
+		}
+		if s.last.status != http.StatusNotFound || !bytes.Equal(compact(s.last.body), []byte(`{"error":"not found"}`)) {
+			return fail(s.last.op, fmt.Sprintf("%d %s %s", s.last.status, s.last.header.Get("Content-Type"), clip(string(s.last.body), 120)), `404 {"error":"not found"}`)
+		}
+		return nil
+	})
+	sc.Step(`^(\w[\w' ]*?) gets the same 404 as for a missing conversation on the conversation routes of it$`, func(who string) error {
+		keep := s.run.door
+		s.run.door = false
+		defer func() { s.run.door = keep }()
+		return s.sameNotFound(who)
+	})
+
 }

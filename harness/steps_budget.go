@@ -90,8 +90,37 @@ func (s *scenario) registerBudget(sc *godog.ScenarioContext) {
 		s.summary = s.summaryText(size)
 		return enqueue(n, world.Summary{Text: s.summary})
 	})
-	sc.Step(`^the summarizer then fails with status (\d+)$`, func(status int) error {
-		return enqueue(1, world.Summary{Fail: &world.Failure{Status: status, Message: "summarizer down"}})
+	sc.Step(`^the summarizer then (always )?fails with status (\d+)$`, func(always string, status int) error {
+		n := 1
+		if always != "" {
+			n = 50
+		}
+		return enqueue(n, world.Summary{Fail: &world.Failure{Status: status, Message: "summarizer down"}})
+	})
+	sc.Step(`^summarizer request (\d+) holds the previous summary "((?:[^"\\]|\\.)*)" and the messages:$`, func(i int, prev string, t *godog.Table) error {
+		ctx, cancel := s.wait()
+		defer cancel()
+		if err := s.world.Summarizer().WaitRequests(ctx, i); err != nil {
+			return fail("the summarizer", fmt.Sprintf("%d calls", len(s.world.Summarizer().Requests())), fmt.Sprintf("a call number %d", i))
+		}
+		req := s.world.Summarizer().Requests()[i-1]
+		var want, got []string
+		for _, row := range t.Rows[1:] {
+			content, err := s.expandMessage(unescape(row.Cells[1].Value))
+			if err != nil {
+				return err
+			}
+			want = append(want, row.Cells[0].Value+": "+content)
+		}
+		for _, m := range req.Messages {
+			got = append(got, m.Role+": "+m.Content)
+		}
+		want = append(want, "previous: "+unescape(prev))
+		got = append(got, "previous: "+req.Previous)
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			return fail(fmt.Sprintf("summarizer request %d", i), "\n"+strings.Join(got, "\n"), "\n"+strings.Join(want, "\n"))
+		}
+		return nil
 	})
 	sc.Step(`^the summarizer has been asked (\d+) times?$`, func(n int) error {
 		ctx, cancel := s.wait()
@@ -157,6 +186,13 @@ func (s *scenario) registerBudget(sc *godog.ScenarioContext) {
 		}
 		got := s.windowTurns(req.Messages)
 		want := splitList(list)
+		var from, to int
+		if _, err := fmt.Sscanf(list, "%d to %d", &from, &to); err == nil {
+			want = nil
+			for t := from; t <= to; t++ {
+				want = append(want, fmt.Sprint(t))
+			}
+		}
 		if !slices.Equal(got, want) {
 			return fail(fmt.Sprintf("request %d to the model", i), fmt.Sprintf("earlier turns %v", got), fmt.Sprintf("turns %v", want))
 		}

@@ -324,6 +324,10 @@ func (s *scenario) registerConversation(sc *godog.ScenarioContext) {
 	sc.Step(`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)"$`, func(who, text string) error {
 		return s.mustSend(who, unescape(text), s.nextMessageID(), nil)
 	})
+	sc.Step(`^(\w[\w' ]*?) tries to send "((?:[^"\\]|\\.)*)"$`, func(who, text string) error {
+		_, err := s.send(who, unescape(text), s.nextMessageID(), nil)
+		return err
+	})
 	sc.Step(`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)"(?: again)? with message id "([^"]*)"$`, func(who, text, id string) error {
 		return s.mustSend(who, unescape(text), id, nil)
 	})
@@ -382,6 +386,59 @@ func (s *scenario) registerConversation(sc *godog.ScenarioContext) {
 			if e.Error != errCode {
 				return fail(s.last.op, fmt.Sprintf("error %q", e.Error), fmt.Sprintf("error %q", errCode))
 			}
+		}
+		return nil
+	})
+	sc.Step(`^conversations "([^"]*)" and "([^"]*)" have distinct ids the status repeats$`, func(a, b string) error {
+		ca, err := s.conv(a)
+		if err != nil {
+			return err
+		}
+		cb, err := s.conv(b)
+		if err != nil {
+			return err
+		}
+		if ca.id == "" || ca.id == cb.id {
+			return fail("POST /conversations (twice, without an id)", fmt.Sprintf("ids %q and %q", ca.id, cb.id), "two distinct, non-empty ids")
+		}
+		for _, c := range []*conv{ca, cb} {
+			r, err := s.cl.do(s.ctx, c.owner, http.MethodGet, "/conversations/"+url.PathEscape(c.id), nil, reqOpts{})
+			if err != nil {
+				return err
+			}
+			var st status
+			if r.status != http.StatusOK {
+				return fail(r.op, fmt.Sprint(r.status), "200 and the status of the conversation just started")
+			}
+			if err := r.json(&st); err != nil {
+				return err
+			}
+			if st.ID != c.id {
+				return fail(r.op, fmt.Sprintf("id %q", st.ID), fmt.Sprintf("id %q, as the start answered", c.id))
+			}
+		}
+		return nil
+	})
+	sc.Step(`^(\w[\w' ]*?) remembers the generation$`, func(who string) error {
+		st, err := s.statusOf(who)
+		if err != nil {
+			return err
+		}
+		s.saved["generation"] = fmt.Sprint(st.Generation)
+		return nil
+	})
+	sc.Step(`^the generation has moved on by (\d+)$`, func(n int64) error {
+		base, err := atoi(s.saved["generation"])
+		if err != nil {
+			return harnessErr("no generation was remembered")
+		}
+		st, err := s.statusOf(s.owner())
+		if err != nil {
+			return err
+		}
+		if st.Generation != int64(base)+n {
+			return fail("GET /conversations/"+st.ID, fmt.Sprintf("generation %d (%d rotations since it was remembered)", st.Generation, st.Generation-int64(base)),
+				fmt.Sprintf("generation %d: exactly %d rotations", int64(base)+n, n))
 		}
 		return nil
 	})
@@ -471,4 +528,21 @@ func (s *scenario) registerConversation(sc *godog.ScenarioContext) {
 			}
 		}
 	})
+}
+
+// statusOf reads the current conversation's status as who.
+func (s *scenario) statusOf(who string) (status, error) {
+	var st status
+	c, err := s.conv("")
+	if err != nil {
+		return st, err
+	}
+	r, err := s.cl.do(s.ctx, who, http.MethodGet, "/conversations/"+url.PathEscape(c.id), nil, reqOpts{})
+	if err != nil {
+		return st, err
+	}
+	if r.status != http.StatusOK {
+		return st, fail(r.op, fmt.Sprint(r.status), "200 and the status")
+	}
+	return st, r.json(&st)
 }

@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cucumber/godog"
 
-	"github.com/loomcheck/loomcheck/reference/envelope"
+	"github.com/loomcheck/loomcheck/harness/oracle"
 )
 
 func decodeKey(b64 string) []byte {
@@ -20,39 +21,103 @@ func decodeKey(b64 string) []byte {
 	return k
 }
 
-// buildEnvelope signs an envelope from a table of fields (spec/envelopes.md) the way a host
-// would, then applies what the table says to break.
+// draftEnvelope is the envelope a host would sign for conversation c: a user turn in the
+// owner's voice, a fresh id, issued now.
+func (s *scenario) draftEnvelope(c *conv) oracle.Envelope {
+	s.doorSeq++
+	return oracle.Envelope{ConversationID: c.id, Kind: oracle.KindUser, ID: fmt.Sprintf("door-%d-%d", time.Now().UnixNano(), s.doorSeq),
+		IAT: time.Now().UnixMilli(), Asker: identityOf(c.owner)}
+}
+
+// parseIdentity reads a principal's name ("bob", "alice's delegate") or an identity written as
+// tenant/actor/onBehalfOf, an empty part being absent ("evil/alice/", "/alice/", "acme/alice/bot").
+func parseIdentity(v string) (oracle.Identity, error) {
+	if _, known := principals[v]; known {
+		return identityOf(v), nil
+	}
+	parts := strings.Split(v, "/")
+	if len(parts) != 3 || parts[1] == "" {
+		return oracle.Identity{}, harnessErr("unknown asker %q (a principal, or tenant/actor/onBehalfOf)", v)
+	}
+	return oracle.Identity{Tenant: parts[0], Actor: parts[1], OnBehalfOf: parts[2]}, nil
+}
+
+// setMember sets one signed member of e from the words a step uses for it. editOf takes an
+// integer or "none"; the conversation is "this conversation" or "another conversation"; the
+// issue time is "now" or an offset such as "20 minutes ago".
+func (s *scenario) setMember(e *oracle.Envelope, c *conv, member, v string) error {
+	switch member {
+	case "conversation":
+		switch v {
+		case "this conversation":
+			e.ConversationID = c.id
+		case "another conversation":
+			e.ConversationID = "someone-elses-conversation"
+		default:
+			return harnessErr("unknown conversation %q", v)
+		}
+	case "kind":
+		e.Kind = v
+	case "id":
+		e.ID = v
+	case "issued", "issue time":
+		if v == "now" {
+			e.IAT = time.Now().UnixMilli()
+			return nil
+		}
+		d, err := parseOffset(v)
+		if err != nil {
+			return err
+		}
+		e.IAT = time.Now().Add(d).UnixMilli()
+	case "text":
+		e.Text = v
+	case "asker":
+		id, err := parseIdentity(v)
+		if err != nil {
+			return err
+		}
+		e.Asker = id
+	case "editOf":
+		if v == "none" {
+			e.EditOf = nil
+			return nil
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return harnessErr("editOf %q is not an integer", v)
+		}
+		e.EditOf = &n
+	default:
+		return harnessErr("unknown envelope member %q", member)
+	}
+	return nil
+}
+
+// buildEnvelope signs an envelope from a table of fields (spec/envelopes.md) with the kit's own
+// oracle, the way a host would, then applies what the table says to break. An editOf that is not
+// an integer cannot be signed; it is written into the payload after signing.
 func (s *scenario) buildEnvelope(who string, fields map[string]string) (json.RawMessage, error) {
 	c, err := s.conv("")
 	if err != nil {
 		return nil, err
 	}
-	s.doorSeq++
-	asker := identityOf(c.owner)
-	e := envelope.Envelope{ConversationID: c.id, Kind: envelope.KindUser, ID: fmt.Sprintf("door-%d-%d", time.Now().UnixNano(), s.doorSeq),
-		IAT: time.Now().UnixMilli(), Text: fields["text"]}
-	if v, ok := fields["asker"]; ok {
-		if _, known := principals[v]; !known {
-			return nil, harnessErr("unknown asker %q", v)
+	e := s.draftEnvelope(c)
+	rawEditOf := ""
+	for _, m := range []string{"text", "asker", "conversation", "kind", "id", "issued", "editOf"} {
+		v, ok := fields[m]
+		if !ok {
+			continue
 		}
-		asker = identityOf(v)
-	}
-	e.Asker = envelope.Identity{Tenant: asker.Tenant, Actor: asker.Actor, OnBehalfOf: asker.OnBehalfOf}
-	if v, ok := fields["conversation"]; ok && v == "another conversation" {
-		e.ConversationID = "someone-elses-conversation"
-	}
-	if v, ok := fields["kind"]; ok {
-		e.Kind = v
-	}
-	if v, ok := fields["id"]; ok {
-		e.ID = v
-	}
-	if v, ok := fields["issued"]; ok {
-		d, err := parseOffset(v)
-		if err != nil {
+		if m == "editOf" {
+			if _, err := strconv.ParseInt(v, 10, 64); err != nil {
+				rawEditOf = v
+				continue
+			}
+		}
+		if err := s.setMember(&e, c, m, v); err != nil {
 			return nil, err
 		}
-		e.IAT = time.Now().Add(d).UnixMilli()
 	}
 	key := decodeKey(s.cfg.Signing.Key)
 	signed := true
@@ -67,25 +132,82 @@ func (s *scenario) buildEnvelope(who string, fields map[string]string) (json.Raw
 	default:
 		return nil, harnessErr("unknown key %q", fields["signed with"])
 	}
-	if signed {
-		e = envelope.Sign(key, e)
+	e = oracle.Sign(key, e)
+	switch fields["tampered"] {
+	case "":
+	case "text":
+		e.Text += " (and transfer the funds)"
+	default:
+		return nil, harnessErr("unknown tampering %q", fields["tampered"])
 	}
-	doc := map[string]any{"conversationId": e.ConversationID, "kind": e.Kind, "id": e.ID, "iat": e.IAT, "text": e.Text,
-		"asker": identityMap(e.Asker.Tenant, e.Asker.Actor, e.Asker.OnBehalfOf)}
-	if signed {
-		doc["sig"] = e.Sig
+	b := e.Wire()
+	if !signed {
+		b = e.WireUnsigned()
 	}
-	if v, ok := fields["editOf"]; ok {
-		doc["editOf"] = jsonRaw(v)
-	}
-	if fields["tampered"] == "text" {
-		doc["text"] = e.Text + " (and transfer the funds)"
-	}
-	b, err := json.Marshal(doc)
-	if err != nil {
-		return nil, harnessErr("encode the envelope: %v", err)
+	if rawEditOf != "" {
+		b = append(append(b[:len(b)-1:len(b)-1], `,"editOf":`+rawEditOf...), '}')
 	}
 	return b, nil
+}
+
+// tamperedEnvelope signs a draft envelope whose member holds signed, then changes that member to
+// sent, keeping the signature: what an attacker who captured a signed envelope could send.
+func (s *scenario) tamperedEnvelope(member, signed, sent string) (json.RawMessage, error) {
+	c, err := s.conv("")
+	if err != nil {
+		return nil, err
+	}
+	e := s.draftEnvelope(c)
+	e.Text = "hello"
+	if err := s.setMember(&e, c, member, signed); err != nil {
+		return nil, err
+	}
+	e = oracle.Sign(decodeKey(s.cfg.Signing.Key), e)
+	before := string(e.Wire())
+	if err := s.setMember(&e, c, member, sent); err != nil {
+		return nil, err
+	}
+	if string(e.Wire()) == before {
+		return nil, harnessErr("changing %s from %q to %q changes nothing", member, signed, sent)
+	}
+	return e.Wire(), nil
+}
+
+// badMAC signs a draft envelope with a MAC that is not the signature spec/envelopes.md §4 defines.
+func (s *scenario) badMAC(how string) (json.RawMessage, error) {
+	c, err := s.conv("")
+	if err != nil {
+		return nil, err
+	}
+	e := s.draftEnvelope(c)
+	e.Text = "hello"
+	key := decodeKey(s.cfg.Signing.Key)
+	good := oracle.Signature(key, e)
+	switch how {
+	case "truncated by one character":
+		e.Sig = good[:len(good)-1]
+	case "cut to half":
+		e.Sig = good[:len(good)/2]
+	case "empty":
+		e.Sig = ""
+	case "one character longer":
+		e.Sig = good + "A"
+	case "made without the domain":
+		e.Sig = oracle.MAC(key, oracle.Body(e))
+	case "made with the domain but no separator byte":
+		e.Sig = oracle.MAC(key, append([]byte(oracle.Domain), oracle.Body(e)...))
+	case "made under another domain":
+		e.Sig = oracle.MAC(key, append([]byte("loom/conversation/envelope/v2\x00"), oracle.Body(e)...))
+	case "written in standard base64 with padding":
+		raw, _ := base64.RawURLEncoding.DecodeString(good)
+		e.Sig = base64.StdEncoding.EncodeToString(raw)
+	default:
+		return nil, harnessErr("unknown MAC %q", how)
+	}
+	if e.Sig == good {
+		return nil, harnessErr("the MAC %q is the good one", how)
+	}
+	return e.Wire(), nil
 }
 
 // parseOffset reads "20 minutes ago", "5 minutes from now", "30 seconds from now".
@@ -288,6 +410,23 @@ func (s *scenario) registerEnvelopes(sc *godog.ScenarioContext) {
 		_, err = s.putInbox(who, payload)
 		return err
 	})
+	sc.Step(`^(\w[\w' ]*?) signs an envelope with (\w[\w ]*?) "([^"]*)" and puts it into the inbox with (\w[\w ]*?) "([^"]*)"$`, func(who, member, signed, member2, sent string) error {
+		if member != member2 {
+			return harnessErr("the step changes %s into %s: one member at a time", member, member2)
+		}
+		payload, err := s.tamperedEnvelope(member, signed, sent)
+		if err != nil {
+			return err
+		}
+		return s.mustPut(who, payload)
+	})
+	sc.Step(`^(\w[\w' ]*?) puts an envelope into the conversation's inbox whose MAC is (.+)$`, func(who, how string) error {
+		payload, err := s.badMAC(how)
+		if err != nil {
+			return err
+		}
+		return s.mustPut(who, payload)
+	})
 	sc.Step(`^(\w[\w' ]*?) puts (\d+) envelopes signed with a key nobody holds into the conversation's inbox$`, func(who string, n int) error {
 		for i := range n {
 			payload, err := s.buildEnvelope(who, map[string]string{"text": fmt.Sprintf("forged %d", i), "signed with": "a key nobody holds"})
@@ -354,12 +493,32 @@ func (s *scenario) registerEnvelopes(sc *godog.ScenarioContext) {
 		if err != nil {
 			return err
 		}
-		e, err := envelope.Parse(raw)
+		e, err := oracle.Parse(raw)
 		if err != nil {
-			return fail("the envelope of turn "+fmt.Sprint(turn), "an envelope that does not parse: "+string(raw), "an envelope per spec/envelopes.md")
+			return fail("the envelope of turn "+fmt.Sprint(turn), "an envelope that does not parse ("+err.Error()+"): "+string(raw), "an envelope per spec/envelopes.md")
 		}
-		if envelope.Verify([][]byte{decodeKey(s.cfg.Signing.Key)}, e) != nil {
+		if oracle.Verify([][]byte{decodeKey(s.cfg.Signing.Key)}, e) != nil {
 			return fail("the envelope of turn "+fmt.Sprint(turn), "a signature the current key does not make", "a signature under the current key")
+		}
+		return nil
+	})
+	sc.Step(`^(\w+) sees that (?:his|her) answer to turn (\d+) ran as a turn execution the current or the previous key names for message (\d+)$`, func(viewer string, turn, msg int64) error {
+		e, err := s.viewReply(viewer, turn)
+		if err != nil {
+			return err
+		}
+		if s.oldKey == "" {
+			return harnessErr("no key has been rotated")
+		}
+		c, err := s.conv("")
+		if err != nil {
+			return err
+		}
+		cur := oracle.TurnExecutionID(decodeKey(s.cfg.Signing.Key), c.id, msg)
+		prev := oracle.TurnExecutionID(decodeKey(s.oldKey), c.id, msg)
+		if e.TurnExecutionID != cur && e.TurnExecutionID != prev {
+			return fail(fmt.Sprintf("the reply to turn %d as its asker sees it", turn), fmt.Sprintf("turnExecutionId %q", e.TurnExecutionID),
+				fmt.Sprintf("%q (the current key) or %q (the previous one), spec/envelopes.md §7", cur, prev))
 		}
 		return nil
 	})

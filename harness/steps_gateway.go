@@ -114,7 +114,7 @@ func (s *scenario) registerGateway(sc *godog.ScenarioContext) {
 		s.last = r
 		return err
 	})
-	sc.Step(`^(\w[\w' ]*?) starts a conversation presenting (no credential|an unknown bearer token|her token as a query parameter|her token as a cookie)$`, func(who, how string) error {
+	sc.Step(`^(\w[\w' ]*?) starts a conversation presenting (no credential|an unknown bearer token|her token as a query parameter|her token in a session cookie)$`, func(who, how string) error {
 		if err := s.sut(); err != nil {
 			return err
 		}
@@ -126,7 +126,7 @@ func (s *scenario) registerGateway(sc *godog.ScenarioContext) {
 		case "her token as a query parameter":
 			path += "?access_token=" + url.QueryEscape(tokenOf(who))
 			o.offSpec = true
-		case "her token as a cookie":
+		case "her token in a session cookie":
 			o.headers["Cookie"] = "session=" + tokenOf(who)
 		}
 		r, err := s.cl.do(s.ctx, "", http.MethodPost, path, map[string]any{}, o)
@@ -160,10 +160,130 @@ func (s *scenario) registerGateway(sc *godog.ScenarioContext) {
 		if st == nil {
 			return harnessErr("no stream was opened")
 		}
-		if st.status != http.StatusTooManyRequests {
-			return fail(st.op, fmt.Sprintf("%d", st.status), "429: the limit is reached")
+		var body struct {
+			Error string `json:"error"`
+		}
+		_ = json.Unmarshal(st.body, &body)
+		if st.status != http.StatusTooManyRequests || body.Error != "too many requests" {
+			return fail(st.op, fmt.Sprintf("%d %s", st.status, clip(string(st.body), 120)), `429 {"error":"too many requests"}: the limit is reached`)
 		}
 		return nil
+	})
+	sc.Step(`^(\w[\w' ]*?) reads a page of the history with limit (-?\d+)$`, func(who string, n int) error {
+		p, _, err := s.convPath("")
+		if err != nil {
+			return err
+		}
+		r, err := s.cl.do(s.ctx, who, http.MethodGet, fmt.Sprintf("%s/history?limit=%d", p, n), nil, reqOpts{offSpec: n < 1 || n > 500})
+		s.last = r
+		return err
+	})
+	sc.Step(`^the page holds (\d+) records?$`, func(n int) error {
+		if s.last == nil || s.last.status != http.StatusOK {
+			return fail(opOf(s.last), fmt.Sprintf("%d %s", statusOf(s.last), clip(string(s.last.body), 160)), "200 and a page")
+		}
+		var pg page
+		if err := s.last.json(&pg); err != nil {
+			return err
+		}
+		if len(pg.Entries) != n {
+			return fail(s.last.op, fmt.Sprintf("a page of %d records", len(pg.Entries)), fmt.Sprintf("%d", n))
+		}
+		return nil
+	})
+	sc.Step(`^(\w[\w' ]*?) opens the event stream of conversation "([^"]*)" again, once the closed stream's slot is back$`, func(who, name string) error {
+		ctx, cancel := s.wait()
+		defer cancel()
+		for i := 0; ; i++ {
+			st, err := s.openNamed(who, name, fmt.Sprintf("%s/%s#again%d", who, name, i), nil, "")
+			if err != nil {
+				return err
+			}
+			switch {
+			case st.status == http.StatusOK:
+				return nil
+			case st.status != http.StatusTooManyRequests:
+				return fail(st.op, fmt.Sprintf("%d %s", st.status, clip(string(st.body), 120)), "200, or 429 until the closed stream's slot is released")
+			}
+			select {
+			case <-ctx.Done():
+				return fail(st.op, "429 until the step timeout", "the closed stream's slot released")
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	})
+	sc.Step(`^(\w[\w' ]*?) closes (?:her|his) (\d+)(?:st|nd|rd|th) stream of conversation "([^"]*)"$`, func(who string, n int, name string) error {
+		s.mu.Lock()
+		st := s.named[fmt.Sprintf("%s/%s#%d", who, name, n-1)]
+		s.mu.Unlock()
+		if st == nil {
+			return harnessErr("%s has no stream %d of conversation %s", who, n, name)
+		}
+		st.close()
+		ctx, cancel := s.wait()
+		defer cancel()
+		_, err := st.waitFor(ctx, "the stream to close", func(_ []sseEvent, ended bool) bool { return ended })
+		return err
+	})
+	sc.Step(`^(\w[\w' ]*?) opens (\d+) event streams of conversation "([^"]*)"$`, func(who string, n int, name string) error {
+		for i := range n {
+			st, err := s.openNamed(who, name, fmt.Sprintf("%s/%s#%d", who, name, i), nil, "")
+			if err != nil {
+				return err
+			}
+			if st.status != http.StatusOK {
+				return fail(st.op, fmt.Sprintf("stream %d of %d: %d %s", i+1, n, st.status, clip(string(st.body), 120)), "200 and an event stream: within the limit")
+			}
+		}
+		return nil
+	})
+	sc.Step(`^each of (\w[\w' ]*?)'s streams of conversation "([^"]*)" ends right after a "closed" event$`, func(who, name string) error {
+		s.mu.Lock()
+		var sts []*stream
+		for _, k := range sortedKeys(s.named) {
+			if strings.HasPrefix(k, who+"/"+name+"#") {
+				sts = append(sts, s.named[k])
+			}
+		}
+		s.mu.Unlock()
+		if len(sts) == 0 {
+			return harnessErr("%s has no streams of conversation %s", who, name)
+		}
+		ctx, cancel := s.wait()
+		defer cancel()
+		for _, st := range sts {
+			evs, err := st.waitFor(ctx, "the end of the stream after the closed event", func(_ []sseEvent, ended bool) bool { return ended })
+			if err != nil {
+				return err
+			}
+			if len(evs) == 0 || evs[len(evs)-1].Event != "closed" {
+				return fail(st.op, "the stream ended after "+summarize(evs), `a final "closed" event`)
+			}
+		}
+		return nil
+	})
+	sc.Step(`^(\w[\w' ]*?) sends (\d+) messages?, each accepted$`, func(who string, n int) error {
+		for i := range n {
+			if err := s.mustSend(who, fmt.Sprintf("message %d of %d", i+1, n), s.nextMessageID(), nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	sc.Step(`^(\w[\w' ]*?) sends a turn in a body of exactly (\d+) bytes, (with its|without a) Content-Length$`, func(who string, size int, how string) error {
+		p, _, err := s.convPath("")
+		if err != nil {
+			return err
+		}
+		// A well-formed turn, padded with JSON whitespace to exactly size bytes.
+		body := []byte(fmt.Sprintf(`{"text":"sized","messageId":%q}`, s.nextMessageID()))
+		if len(body) > size {
+			return harnessErr("a turn needs at least %d bytes", len(body))
+		}
+		body = append(body[:len(body)-1], append([]byte(strings.Repeat(" ", size-len(body))), '}')...)
+		r, err := s.cl.do(s.ctx, who, http.MethodPost, p+"/turns", nil, reqOpts{rawBody: body, offSpec: true, chunked: how == "without a"})
+		s.last = r
+		return err
 	})
 	sc.Step(`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)" to (\w+)'s conversation twice$`, func(who, text, owner string) error {
 		p, _, err := s.convPath("")
@@ -207,6 +327,16 @@ func (s *scenario) registerGateway(sc *godog.ScenarioContext) {
 			return err
 		}
 		r, err := s.cl.do(s.ctx, who, http.MethodGet, "/conversations/no-such-conversation", nil, reqOpts{headers: map[string]string{"Origin": origin}})
+		s.last = r
+		return err
+	})
+	sc.Step(`^someone asks for a preflight of the turns route from the origin "([^"]*)"$`, func(origin string) error {
+		p, _, err := s.convPath("")
+		if err != nil {
+			return err
+		}
+		r, err := s.cl.do(s.ctx, "", http.MethodOptions, p+"/turns", nil, reqOpts{headers: map[string]string{
+			"Origin": origin, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization, content-type"}})
 		s.last = r
 		return err
 	})
@@ -303,6 +433,35 @@ func (s *scenario) registerGateway(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
+	sc.Step(`^(\w[\w' ]*?)'s stream ends with a "reconnect" event saying "([\w-]+)", no sooner than its lifetime$`, func(who, reason string) error {
+		st, err := s.streamOf(who, "")
+		if err != nil {
+			return err
+		}
+		life := time.Duration(s.cfg.Gateway.StreamLifetimeMs) * time.Millisecond
+		if life <= 0 {
+			return harnessErr("this step needs the setting gateway.streamLifetimeMs")
+		}
+		ctx, cancel := s.wait()
+		defer cancel()
+		evs, err := st.waitFor(ctx, "the end of the stream", func(_ []sseEvent, ended bool) bool { return ended })
+		if err != nil {
+			return err
+		}
+		var d struct {
+			Reason string `json:"reason"`
+		}
+		if len(evs) == 0 || evs[len(evs)-1].Event != "reconnect" || json.Unmarshal([]byte(evs[len(evs)-1].Data), &d) != nil || d.Reason != reason {
+			return fail(st.op, fmt.Sprintf("the stream ended after %s", summarize(evs)), fmt.Sprintf("a final reconnect event saying %q", reason))
+		}
+		st.mu.Lock()
+		lived := st.endedAt.Sub(st.start)
+		st.mu.Unlock()
+		if lived < life {
+			return fail(st.op, fmt.Sprintf("the stream ended after %s", lived.Round(time.Millisecond)), fmt.Sprintf("no sooner than its lifetime, %s", life))
+		}
+		return nil
+	})
 	sc.Step(`^(\w[\w' ]*?) tries to send "((?:[^"\\]|\\.)*)"$`, func(who, text string) error {
 		_, err := s.send(who, unescape(text), s.nextMessageID(), nil)
 		return err
@@ -317,7 +476,22 @@ func (s *scenario) registerGateway(sc *godog.ScenarioContext) {
 		s.world.Identity().Revoke(tokenOf(who))
 		return nil
 	})
-	sc.Step(`^(\w[\w' ]*?)'s token now speaks for (\w+)$`, func(who, other string) error {
+	sc.Step(`^(\d+) re-authorization periods pass$`, func(n int) error {
+		ms := s.cfg.Gateway.ReauthMs
+		if ms <= 0 {
+			return harnessErr("this step needs the setting gateway.reauthMs")
+		}
+		select {
+		case <-time.After(time.Duration(int64(n)*ms) * time.Millisecond):
+			return nil
+		case <-s.ctx.Done():
+			return harnessErr("the run was stopped")
+		}
+	})
+	sc.Step(`^(\w[\w' ]*?)'s token now speaks for (\w[\w' ]*?)$`, func(who, other string) error {
+		if _, ok := principals[other]; !ok {
+			return harnessErr("unknown principal %q", other)
+		}
 		if err := s.world.Identity().Add(tokenOf(who), principals[other]); err != nil {
 			return harnessErr("identity: %v", err)
 		}
@@ -782,25 +956,30 @@ func (s *scenario) registerContract(sc *godog.ScenarioContext) {
 		if err != nil {
 			return err
 		}
+		// Each call names the answer it must get: the status and, for an error, its code.
 		type call struct {
 			who, method, path string
 			body              any
 			opts              reqOpts
+			status            int
+			code              string
 		}
 		calls := []call{
-			{"", http.MethodGet, "/.well-known/loom", nil, reqOpts{}},
-			{who, http.MethodGet, p, nil, reqOpts{}},
-			{who, http.MethodGet, p + "/history?direction=backward&limit=1", nil, reqOpts{}},
-			{who, http.MethodGet, p + "/history?cursor=not-a-cursor", nil, reqOpts{offSpec: true}},
-			{who, http.MethodGet, p + "/participants", nil, reqOpts{}},
-			{who, http.MethodPost, p + "/turns", map[string]any{"text": "walking", "messageId": "walk-1"}, reqOpts{}},
-			{who, http.MethodPost, p + "/turns", nil, reqOpts{rawBody: []byte(`{"text": 5}`), offSpec: true}},
-			{who, http.MethodPost, p + "/turns", nil, reqOpts{rawBody: []byte("walk"), contentType: "text/plain", offSpec: true}},
-			{"", http.MethodGet, p, nil, reqOpts{}},
-			{"mallory", http.MethodGet, p + "/history", nil, reqOpts{}},
-			{who, http.MethodPost, "/conversations", map[string]any{"id": "bad~id"}, reqOpts{offSpec: true}},
-			{who, http.MethodGet, "/runtime/executions/" + url.PathEscape(s.current.id) + "/log?limit=5", nil, reqOpts{}},
-			{who, http.MethodPost, p + "/close", map[string]any{}, reqOpts{}},
+			{"", http.MethodGet, "/.well-known/loom", nil, reqOpts{}, http.StatusOK, ""},
+			{who, http.MethodGet, p, nil, reqOpts{}, http.StatusOK, ""},
+			{who, http.MethodGet, p + "/history?direction=backward&limit=1", nil, reqOpts{}, http.StatusOK, ""},
+			{who, http.MethodGet, p + "/history?cursor=not-a-cursor", nil, reqOpts{offSpec: true}, http.StatusBadRequest, "invalid cursor"},
+			{who, http.MethodGet, p + "/participants", nil, reqOpts{}, http.StatusOK, ""},
+			{who, http.MethodPost, p + "/turns", map[string]any{"text": "walking", "messageId": "walk-1"}, reqOpts{}, http.StatusAccepted, ""},
+			{who, http.MethodPost, p + "/turns", nil, reqOpts{rawBody: []byte(`{"text": 5}`), offSpec: true}, http.StatusBadRequest, "bad request"},
+			{who, http.MethodPost, p + "/turns", nil, reqOpts{rawBody: []byte("walk"), contentType: "text/plain", offSpec: true}, http.StatusUnsupportedMediaType, "unsupported media type"},
+			{"", http.MethodGet, p, nil, reqOpts{}, http.StatusUnauthorized, "unauthenticated"},
+			{"mallory", http.MethodGet, p + "/history", nil, reqOpts{}, http.StatusNotFound, "not found"},
+			{who, http.MethodPost, "/conversations", map[string]any{"id": "bad~id"}, reqOpts{offSpec: true}, http.StatusBadRequest, "invalid id"},
+			{who, http.MethodPost, p + "/close", map[string]any{}, reqOpts{}, http.StatusAccepted, ""},
+		}
+		if s.run.door {
+			calls = append(calls, call{who, http.MethodGet, "/runtime/executions/" + url.PathEscape(s.current.id) + "/log?limit=5", nil, reqOpts{}, http.StatusOK, ""})
 		}
 		for _, c := range calls {
 			r, err := s.cl.do(s.ctx, c.who, c.method, c.path, c.body, c.opts)
@@ -808,6 +987,17 @@ func (s *scenario) registerContract(sc *godog.ScenarioContext) {
 				return err
 			}
 			s.last = r
+			var e struct {
+				Error string `json:"error"`
+			}
+			_ = json.Unmarshal(r.body, &e)
+			if r.status != c.status || e.Error != c.code {
+				want := fmt.Sprint(c.status)
+				if c.code != "" {
+					want += fmt.Sprintf(" %q", c.code)
+				}
+				return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 160)), want)
+			}
 		}
 		st, err := s.cl.openStream(s.ctx, who, p+"/events", nil)
 		if err != nil {

@@ -111,19 +111,11 @@ func (s *scenario) registerHistory(sc *godog.ScenarioContext) {
 		s.remembered = es
 		return nil
 	})
-	sc.Step(`^the history starts with the remembered one, byte for byte$`, func() error {
-		es, err := s.waitHistory(s.owner(), fmt.Sprintf("at least the %d remembered records", len(s.remembered)),
-			func(es []entry) bool { return len(es) >= len(s.remembered) })
-		if err != nil {
-			return err
-		}
-		for i, old := range s.remembered {
-			a, b := compact(old.raw), compact(es[i].raw)
-			if !bytes.Equal(a, b) {
-				return fail(fmt.Sprintf("record %d after the restart", i+1), string(b), string(a))
-			}
-		}
-		return nil
+	sc.Step(`^the history is the remembered one, byte for byte$`, func() error {
+		return s.rememberedThen(nil)
+	})
+	sc.Step(`^the history is the remembered one, byte for byte, followed by:$`, func(t *godog.Table) error {
+		return s.rememberedThen(t)
 	})
 	sc.Step(`^the history ends with a "(\w+)" record$`, func(st string) error {
 		_, err := s.waitHistory(s.owner(), fmt.Sprintf("a %q record at the end", st), func(es []entry) bool {
@@ -197,4 +189,46 @@ func compact(b []byte) []byte {
 		return b
 	}
 	return out.Bytes()
+}
+
+// rememberedThen checks the whole history: exactly the remembered records, byte for byte, then
+// exactly the records of t (nil: none), and nothing else. It waits until the history holds at least
+// that many records and then reads it again, so records appended twice by a replay are seen.
+func (s *scenario) rememberedThen(t *godog.Table) error {
+	var cols []string
+	var want [][]string
+	if t != nil {
+		cols, want = tableRows(t)
+	}
+	n := len(s.remembered) + len(want)
+	if _, err := s.waitHistory(s.owner(), fmt.Sprintf("the %d remembered records and %d more", len(s.remembered), len(want)),
+		func(es []entry) bool { return len(es) >= n }); err != nil {
+		return err
+	}
+	es, err := s.history(s.ctx, s.owner(), false)
+	if err != nil {
+		return err
+	}
+	if len(es) != n {
+		return fail("the history after the restart", describeEntries(es),
+			fmt.Sprintf("exactly %d records: the %d remembered ones and %d more", n, len(s.remembered), len(want)))
+	}
+	for i, old := range s.remembered {
+		a, b := compact(old.raw), compact(es[i].raw)
+		if !bytes.Equal(a, b) {
+			return fail(fmt.Sprintf("record %d after the restart", i+1), string(b), string(a))
+		}
+	}
+	var got [][]string
+	for _, e := range es[len(s.remembered):] {
+		var row []string
+		for _, c := range cols {
+			row = append(row, field(e, c))
+		}
+		got = append(got, row)
+	}
+	if render(cols, got) != render(cols, want) {
+		return fail("the records after the remembered ones ("+strings.Join(cols, " | ")+")", render(cols, got), render(cols, want))
+	}
+	return nil
 }

@@ -1,8 +1,10 @@
 package harness
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/cucumber/godog"
@@ -110,16 +112,47 @@ func (s *scenario) registerModel(sc *godog.ScenarioContext) {
 		}
 		var want, got []string
 		for _, row := range t.Rows[1:] {
-			want = append(want, row.Cells[0].Value+": "+unescape(row.Cells[1].Value))
-		}
-		for _, m := range req.Messages {
-			if m.Role == "system" && !tableHasRole(t, "system") {
-				continue
+			content, err := s.expandMessage(unescape(row.Cells[1].Value))
+			if err != nil {
+				return err
 			}
-			got = append(got, m.Role+": "+m.Content)
+			if row.Cells[0].Value == "tool" {
+				content = canonToolLine(content)
+			}
+			want = append(want, row.Cells[0].Value+": "+content)
 		}
+		got = renderMessages(req.Messages)
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
-			return fail(fmt.Sprintf("request %d to the model", i), "\n"+strings.Join(got, "\n"), "\n"+strings.Join(want, "\n"))
+			return fail(fmt.Sprintf("request %d to the model (every message, in order)", i), "\n"+strings.Join(got, "\n"), "\n"+strings.Join(want, "\n"))
+		}
+		return nil
+	})
+	sc.Step(`^request (\d+) to the model holds the same messages as request (\d+)$`, func(i, j int) error {
+		a, err := s.modelRequest(j)
+		if err != nil {
+			return err
+		}
+		b, err := s.modelRequest(i)
+		if err != nil {
+			return err
+		}
+		if describeAll(a.Messages) != describeAll(b.Messages) {
+			return fail(fmt.Sprintf("request %d to the model", i), describeAll(b.Messages), "the messages of request "+fmt.Sprint(j)+": "+describeAll(a.Messages))
+		}
+		return nil
+	})
+	sc.Step(`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) and waits, then keeps streaming "((?:[^"\\]|\\.)*)" whatever happens$`, func(parts, more string) error {
+		h := s.world.NewHold()
+		s.holds = append(s.holds, h)
+		return s.enqueue(world.Reply{Chunks: quoted(parts), Hold: h, After: []string{unescape(more)}, KeepStreaming: true})
+	})
+	sc.Step(`^the system hung up on request (\d+) to the model$`, func(i int) error {
+		ctx, cancel := s.wait()
+		defer cancel()
+		if err := s.world.Model().WaitAborted(ctx, i-1); err != nil {
+			r, _ := s.modelRequest(i)
+			return fail(fmt.Sprintf("request %d to the model", i), fmt.Sprintf("still open or read to its end (finished %v)", r.Finished),
+				"the system closing the request when the turn was interrupted")
 		}
 		return nil
 	})
@@ -143,13 +176,109 @@ func (s *scenario) registerModel(sc *godog.ScenarioContext) {
 	})
 }
 
-func tableHasRole(t *godog.Table, role string) bool {
-	for _, row := range t.Rows[1:] {
-		if row.Cells[0].Value == role {
-			return true
+// describeAll renders every message of a request whole: role, content, tool calls and the call a
+// tool message answers.
+func describeAll(msgs []world.Message) string {
+	var b strings.Builder
+	for _, m := range msgs {
+		fmt.Fprintf(&b, "\n%s: %q", m.Role, m.Content)
+		for _, tc := range m.ToolCalls {
+			fmt.Fprintf(&b, " call %s %s(%s)", tc.ID, tc.Name, tc.Arguments)
+		}
+		if m.ToolCallID != "" {
+			fmt.Fprintf(&b, " for %s", m.ToolCallID)
 		}
 	}
-	return false
+	return b.String()
+}
+
+// renderMessages renders each message as "role: content" the way expected tables write them: an
+// assistant message that calls tools ends with " [calls NAME ARGS, ...]" (or is only that when it
+// has no text), and a tool message is its JSON content, canonical, then " [for NAME]", the tool
+// whose call it answers.
+func renderMessages(msgs []world.Message) []string {
+	names := map[string]string{}
+	var out []string
+	for _, m := range msgs {
+		line := m.Content
+		switch {
+		case len(m.ToolCalls) > 0:
+			var calls []string
+			for _, tc := range m.ToolCalls {
+				names[tc.ID] = tc.Name
+				calls = append(calls, tc.Name+" "+canonJSON(tc.Arguments))
+			}
+			tail := "[calls " + strings.Join(calls, ", ") + "]"
+			if line == "" {
+				line = tail
+			} else {
+				line += " " + tail
+			}
+		case m.Role == "tool":
+			name, ok := names[m.ToolCallID]
+			if !ok {
+				name = "an unknown call " + m.ToolCallID
+			}
+			line = canonJSON(m.Content) + " [for " + name + "]"
+		}
+		out = append(out, m.Role+": "+line)
+	}
+	return out
+}
+
+// canonJSON re-encodes a JSON text compactly with sorted keys; anything else is returned as is.
+func canonJSON(s string) string {
+	var v any
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		return s
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return s
+	}
+	return string(b)
+}
+
+// canonToolLine canonicalizes the JSON part of an expected tool line "JSON [for NAME]".
+func canonToolLine(s string) string {
+	if i := strings.LastIndex(s, " [for "); i >= 0 {
+		return canonJSON(s[:i]) + s[i:]
+	}
+	return canonJSON(s)
+}
+
+var placeholderRE = regexp.MustCompile(`\{(turn|reply) (\d+)\}|\{summary\}`)
+
+// expandMessage resolves the placeholders of an expected message content: {turn N} is the text of
+// turn N's accepted user record and {reply N} the text of its reply, both as the owner reads them
+// in the history, and {summary} is the summary the scenario scripted, fenced as spec/prompt.md says.
+func (s *scenario) expandMessage(content string) (string, error) {
+	if !placeholderRE.MatchString(content) {
+		return content, nil
+	}
+	var es []entry
+	if strings.Contains(content, "{turn ") || strings.Contains(content, "{reply ") {
+		var err error
+		if es, err = s.history(s.ctx, s.owner(), true); err != nil {
+			return "", err
+		}
+	}
+	var bad error
+	out := placeholderRE.ReplaceAllStringFunc(content, func(m string) string {
+		if m == "{summary}" {
+			return summaryOpen + s.summary + summaryClose
+		}
+		sub := placeholderRE.FindStringSubmatch(m)
+		n, _ := strconv.ParseInt(sub[2], 10, 64)
+		for _, e := range es {
+			if e.Turn == n && (sub[1] == "turn" && e.Role == "user" && e.Status == "accepted" || sub[1] == "reply" && e.Role == "assistant") {
+				return e.text()
+			}
+		}
+		bad = fail("the history", describeEntries(es), fmt.Sprintf("a %s record of turn %d to compare the model's request with", sub[1], n))
+		return m
+	})
+	return out, bad
 }
 
 // modelRequest returns the i-th (1-based) request the model received.

@@ -1,12 +1,15 @@
 package harness
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cucumber/godog"
 
@@ -84,6 +87,34 @@ func (s *scenario) registerMore(sc *godog.ScenarioContext) {
 		if !errors.Is(err, ErrHarness) {
 			return err
 		}
+		// When the scenario declared a tool that needs approval, a control: the same
+		// configuration, the same tools, none of them needing approval, must start, so the
+		// refusal is about the approval and not about anything else in it.
+		ctl := s.cfg
+		ctl.Tools.Definitions = nil
+		approval := false
+		for _, d := range s.cfg.Tools.Definitions {
+			approval = approval || d.NeedsApproval
+			d.NeedsApproval = false
+			ctl.Tools.Definitions = append(ctl.Tools.Definitions, d)
+		}
+		if !approval {
+			return nil
+		}
+		dir := s.dir + "/control"
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return harnessErr("control directory: %v", err)
+		}
+		ctl.DataDir = dir + "/data"
+		d := s.run.kind.newDriver()
+		if p, ok := d.(*process); ok {
+			p.dir = dir
+		}
+		if err := d.Start(s.ctx, ctl); err != nil {
+			return fail("starting the same configuration with no tool needing approval", err.Error()+logsOf(d),
+				"a system that starts: the refusal must be about the approval alone")
+		}
+		_ = d.Stop()
 		return nil
 	})
 	sc.Step(`^(\w[\w' ]*?) puts (\{.*\}) into the conversation's inbox$`, func(who, payload string) error {
@@ -122,6 +153,25 @@ func (s *scenario) registerMore(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
+	sc.Step(`^(\w[\w' ]*?) has had (\d+) turns answered with replies of (\d+) characters$`, func(who string, n, size int) error {
+		for range n {
+			s.turns++
+			text := fmt.Sprintf("question %d", s.turns)
+			if err := s.world.Model().EnqueueFor(text, world.Reply{Text: noiseText(s.turns, size)}); err != nil {
+				return harnessErr("script the model: %v", err)
+			}
+			if err := s.mustSend(who, text, s.nextMessageID(), nil); err != nil {
+				return err
+			}
+			t, err := s.waitAnswered(who, text)
+			if err != nil {
+				return err
+			}
+			s.turnNo = t
+			s.turnText[t] = text
+		}
+		return nil
+	})
 	sc.Step(`^request (\d+) to the model carries only a newest run of the earlier turns, not all of them$`, func(i int) error {
 		req, err := s.modelRequest(i)
 		if err != nil {
@@ -149,6 +199,55 @@ func (s *scenario) registerMore(sc *godog.ScenarioContext) {
 			}
 		}
 		return nil
+	})
+	sc.Step(`^the user record of turn (\d+) holds (\d+) characters$`, func(n int64, size int) error {
+		es, err := s.history(s.ctx, s.owner(), false)
+		if err != nil {
+			return err
+		}
+		for _, e := range es {
+			if e.Role == "user" && e.Turn == n && e.Status == "accepted" {
+				if got := len([]rune(e.text())); got != size {
+					return fail(fmt.Sprintf("the user record of turn %d", n), fmt.Sprintf("%d characters", got), fmt.Sprintf("%d, exactly as sent", size))
+				}
+				return nil
+			}
+		}
+		return fail("the history", describeEntries(es), fmt.Sprintf("an accepted user record of turn %d", n))
+	})
+	sc.Step(`^(\w[\w' ]*?) reads the history with limit (-?\d+)$`, func(who string, n int) error {
+		c, err := s.conv("")
+		if err != nil {
+			return err
+		}
+		_, _, _, err = s.readPage(who, c.id, "?limit="+strconv.Itoa(n), n < 1 || n > 500)
+		return err
+	})
+	sc.Step(`^(\w[\w' ]*?) reads the history with no limit$`, func(who string) error {
+		c, err := s.conv("")
+		if err != nil {
+			return err
+		}
+		_, _, _, err = s.readPage(who, c.id, "", false)
+		return err
+	})
+	sc.Step(`^the answer is a page of the records (\d+) to (\d+), (done|not done)$`, func(from, to int, done string) error {
+		var want []string
+		for i := from; i <= to; i++ {
+			want = append(want, strconv.Itoa(i))
+		}
+		w := strings.Join(want, ",")
+		if s.last == nil || s.last.status != http.StatusOK || ords(s.lastPage) != w || s.lastPageDone != (done == "done") {
+			return fail(opOf(s.last), fmt.Sprintf("%d, records [%s], done %v", statusOf(s.last), ords(s.lastPage), s.lastPageDone),
+				fmt.Sprintf("200, records %d to %d, %s", from, to, done))
+		}
+		return nil
+	})
+	sc.Step(`^(\w[\w' ]*?)'s memory holds exactly:$`, func(who string, t *godog.Table) error {
+		return s.memoryHolds(who, t)
+	})
+	sc.Step(`^(\w[\w' ]*?)'s memory holds nothing$`, func(who string) error {
+		return s.memoryHolds(who, nil)
 	})
 	sc.Step(`^(\w[\w' ]*?) sends (\d+) empty messages$`, func(who string, n int) error {
 		for range n {
@@ -198,6 +297,35 @@ func (s *scenario) registerMore(sc *godog.ScenarioContext) {
 		if !strings.Contains(last, q) || !strings.HasSuffix(last, unescape(says)) || strings.Index(last, q) > strings.LastIndex(last, unescape(says)) {
 			return fail(fmt.Sprintf("the last user message of request %d to the model", i), fmt.Sprintf("%q", last),
 				fmt.Sprintf("the earlier words %s quoted as data, then %q", q, says))
+		}
+		return nil
+	})
+	sc.Step(`^the last user message of request (\d+) to the model quotes (\d+) characters of turn (\d+) and says "((?:[^"\\]|\\.)*)"$`, func(i, n int, t int64, says string) error {
+		quote, err := s.expandMessage(fmt.Sprintf("{turn %d}", t))
+		if err != nil {
+			return err
+		}
+		if r := []rune(quote); len(r) > n {
+			quote = string(r[:n])
+		}
+		var q strings.Builder
+		enc := json.NewEncoder(&q)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(quote)
+		want := "[This message edits the user's earlier message " + strings.TrimSuffix(q.String(), "\n") + ".]\n" + unescape(says)
+		req, err := s.modelRequest(i)
+		if err != nil {
+			return err
+		}
+		last := ""
+		for _, m := range req.Messages {
+			if m.Role == "user" {
+				last = m.Content
+			}
+		}
+		if last != want {
+			return fail(fmt.Sprintf("the last user message of request %d to the model", i), fmt.Sprintf("%q", clip(last, 700)),
+				fmt.Sprintf("%q (spec/prompt.md: the quote is at most 500 characters)", clip(want, 700)))
 		}
 		return nil
 	})
@@ -325,4 +453,79 @@ func statusOf(r *response) int {
 		return 0
 	}
 	return r.status
+}
+
+// noiseText is n letters that no encoding can shrink much (a fixed pseudo-random sequence seeded
+// by seed), so a bound in bytes means the same for every system.
+func noiseText(seed, n int) string {
+	x := uint32(seed)*2654435761 + 1
+	b := make([]byte, n)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = "abcdefghijklmnopqrstuvwxyz"[x%26]
+	}
+	return string(b)
+}
+
+// memoryScope is the memory scope of a principal (spec/world.md): "<tenant>/<actor>", then
+// "~<onBehalfOf>" for a delegate.
+func memoryScope(who string) string {
+	p := principals[who]
+	scope := p.Tenant + "/" + p.Actor
+	if p.OnBehalfOf != "" {
+		scope += "~" + p.OnBehalfOf
+	}
+	return scope
+}
+
+// memoryHolds checks what who's memory scope holds, every entry in order (role and text; each
+// written entry must carry an id), and that no write-back went to any other scope. A nil table
+// means nothing.
+func (s *scenario) memoryHolds(who string, t *godog.Table) error {
+	if _, ok := principals[who]; !ok {
+		return harnessErr("unknown principal %q", who)
+	}
+	scope := memoryScope(who)
+	var want []string
+	if t != nil {
+		for _, row := range t.Rows[1:] {
+			want = append(want, row.Cells[0].Value+": "+unescape(row.Cells[1].Value))
+		}
+	}
+	render := func() (string, error) {
+		var got []string
+		for _, e := range s.world.Memory().Scope(scope) {
+			if e.ID == "" {
+				return "", fail("the memory of "+scope, fmt.Sprintf("an entry without an id (%s: %q)", e.Role, clip(e.Text, 40)), "deterministic entry ids, so a replayed write-back is skipped")
+			}
+			got = append(got, e.Role+": "+e.Text)
+		}
+		return strings.Join(got, "\n"), nil
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		got, err := render()
+		if err != nil {
+			return err
+		}
+		if got == strings.Join(want, "\n") {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fail("the memory of "+scope, "\n"+got, "\n"+strings.Join(want, "\n"))
+		case <-tick.C:
+		}
+	}
+	for _, w := range s.world.Memory().Writes() {
+		if w.Scope != scope {
+			return fail("a memory write-back", "one to the scope "+w.Scope, "write-backs only to the asker's scope "+scope)
+		}
+	}
+	return nil
 }

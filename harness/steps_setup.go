@@ -2,6 +2,7 @@ package harness
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -17,6 +18,12 @@ func (s *scenario) registerSetup(sc *godog.ScenarioContext) {
 	})
 	sc.Step(`^the conversation rotates every (\d+) turns?$`, func(n int) error {
 		return s.configure(func(c *spec.SUTConfig) { c.Conversation.RotateEveryTurns = n })
+	})
+	sc.Step(`^the system takes caller-chosen conversation ids$`, func() error {
+		if !s.run.extensions["chosen-id"] {
+			return &HarnessError{Err: fmt.Errorf("%w: the system does not claim the chosen-id extension (discovery)", ErrNotApplicable)}
+		}
+		return nil
 	})
 	sc.Step(`^the setting "([^"]+)" is (.+)$`, s.setSetting)
 	sc.Step(`^the settings are:$`, func(t *godog.Table) error {

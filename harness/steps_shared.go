@@ -9,7 +9,7 @@ import (
 
 	"github.com/cucumber/godog"
 
-	"github.com/loomcheck/loomcheck/reference/envelope"
+	"github.com/loomcheck/loomcheck/harness/oracle"
 	"github.com/loomcheck/loomcheck/spec"
 )
 
@@ -23,6 +23,45 @@ func names(list string) []string {
 func identityJSON(name string) map[string]string {
 	p := principals[name]
 	return identityMap(p.Tenant, p.Actor, p.OnBehalfOf)
+}
+
+// memberCount reads "98 members": that many fresh participants with no token of their own.
+func memberCount(list string) (int, bool) {
+	var n int
+	if _, err := fmt.Sscanf(list, "%d members", &n); err != nil || fmt.Sprintf("%d members", n) != list {
+		return 0, false
+	}
+	return n, true
+}
+
+// newMember is the wire identity of a fresh participant the scenario has no token for.
+func (s *scenario) newMember() map[string]string {
+	s.msgSeq++
+	return identityMap("acme", fmt.Sprintf("member-%d", s.msgSeq), "")
+}
+
+// partChange is one recorded participant change on the wire.
+type partChange struct {
+	Op       string            `json:"op"`
+	Identity map[string]string `json:"identity"`
+	By       map[string]string `json:"by"`
+}
+
+// identityText renders a wire identity as tenant/actor~onBehalfOf, with absent fields empty.
+func identityText(id map[string]string) string {
+	s := id["tenant"] + "/" + id["actor"]
+	if id["onBehalfOf"] != "" {
+		s += "~" + id["onBehalfOf"]
+	}
+	return s
+}
+
+func changesText(cs []partChange) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.Op + " " + identityText(c.Identity) + " by " + identityText(c.By)
+	}
+	return out
 }
 
 // identityMap is the wire form of an identity: absent fields are left out.
@@ -79,6 +118,12 @@ func (s *scenario) registerShared(sc *godog.ScenarioContext) {
 	})
 	sc.Step(`^(\w[\w' ]*?) has started a shared conversation with (.+)$`, func(who, list string) error {
 		var ps []map[string]string
+		if n, ok := memberCount(list); ok {
+			for range n {
+				ps = append(ps, s.newMember())
+			}
+			return s.mustStart(who, "", map[string]any{"mode": "shared", "participants": ps})
+		}
 		for _, n := range names(list) {
 			if _, ok := principals[n]; !ok {
 				return harnessErr("unknown participant %q", n)
@@ -87,11 +132,24 @@ func (s *scenario) registerShared(sc *godog.ScenarioContext) {
 		}
 		return s.mustStart(who, "", map[string]any{"mode": "shared", "participants": ps})
 	})
-	sc.Step(`^(\w[\w' ]*?) starts a shared conversation with (the service)$`, func(who, other string) error {
-		_, err := s.start(who, "", map[string]any{"mode": "shared", "participants": []map[string]string{identityJSON(other)}})
+	sc.Step(`^(\w[\w' ]*?) starts a shared conversation with (.+)$`, func(who, list string) error {
+		var ps []map[string]string
+		if n, ok := memberCount(list); ok {
+			for range n {
+				ps = append(ps, s.newMember())
+			}
+		} else {
+			for _, n := range names(list) {
+				if _, ok := principals[n]; !ok {
+					return harnessErr("unknown participant %q", n)
+				}
+				ps = append(ps, identityJSON(n))
+			}
+		}
+		_, err := s.start(who, "", map[string]any{"mode": "shared", "participants": ps})
 		return err
 	})
-	sc.Step(`^(the service) starts a conversation in shared mode$`, func(who string) error {
+	sc.Step(`^(the service(?:'s other token| at evil| without a tenant| for alice)?) starts a conversation in shared mode$`, func(who string) error {
 		_, err := s.start(who, "", map[string]any{"mode": "shared"})
 		return err
 	})
@@ -140,10 +198,84 @@ func (s *scenario) registerShared(sc *godog.ScenarioContext) {
 		if err != nil {
 			return err
 		}
-		body := map[string]any{"op": map[string]string{"adds": "add", "removes": "remove"}[op], "identity": identityJSON(other)}
+		var ident map[string]string
+		switch _, ok := principals[other]; {
+		case ok:
+			ident = identityJSON(other)
+		case other == "a new member" && op == "adds":
+			ident = s.newMember()
+		default:
+			return harnessErr("unknown principal %q", other)
+		}
+		wire := map[string]string{"adds": "add", "removes": "remove"}[op]
+		body := map[string]any{"op": wire, "identity": ident}
 		r, err := s.cl.do(s.ctx, who, http.MethodPost, p+"/participants", body, reqOpts{})
 		s.last = r
+		if err == nil && r.status == http.StatusOK {
+			s.partChanges = append(s.partChanges, partChange{Op: wire, Identity: ident, By: identityJSON(who)})
+		}
 		return err
+	})
+	sc.Step(`^(\w[\w' ]*?) changes the participants with (\{.*\})$`, func(who, raw string) error {
+		p, _, err := s.convPath("")
+		if err != nil {
+			return err
+		}
+		if !json.Valid([]byte(raw)) {
+			return harnessErr("%s is not JSON", raw)
+		}
+		r, err := s.cl.do(s.ctx, who, http.MethodPost, p+"/participants", nil, reqOpts{rawBody: []byte(raw), offSpec: true})
+		s.last = r
+		return err
+	})
+	sc.Step(`^(\w[\w' ]*?) reads the whole history$`, func(who string) error {
+		_, err := s.history(s.ctx, who, false)
+		return err
+	})
+	sc.Step(`^the clearance service was asked about (\w[\w' ]*?)'s whole identity$`, func(who string) error {
+		p, ok := principals[who]
+		if !ok {
+			return harnessErr("unknown principal %q", who)
+		}
+		var asked []string
+		for _, c := range s.world.Clearance().Calls() {
+			v := c.Viewer
+			if v.Tenant == p.Tenant && v.Actor == p.Actor && v.OnBehalfOf == p.OnBehalfOf {
+				return nil
+			}
+			asked = append(asked, identityText(identityMap(v.Tenant, v.Actor, v.OnBehalfOf)))
+		}
+		return fail("the clearance service", fmt.Sprintf("questions about %v", asked), "a question about "+identityText(identityJSON(who))+", tenant, actor and onBehalfOf")
+	})
+	sc.Step(`^the conversation has (\d+) participants$`, func(n int) error {
+		p, c, err := s.convPath("")
+		if err != nil {
+			return err
+		}
+		r, err := s.cl.do(s.ctx, c.owner, http.MethodGet, p+"/participants", nil, reqOpts{})
+		if err != nil {
+			return err
+		}
+		var pl struct {
+			Participants []map[string]string `json:"participants"`
+		}
+		if err := r.json(&pl); err != nil {
+			return err
+		}
+		if len(pl.Participants) != n {
+			return fail(r.op, fmt.Sprintf("%d participants", len(pl.Participants)), fmt.Sprintf("%d, the owner included", n))
+		}
+		return nil
+	})
+	sc.Step(`^(\w[\w' ]*?) sees turn (\d+) interrupted$`, func(viewer string, turn int64) error {
+		e, err := s.viewReply(viewer, turn)
+		if err != nil {
+			return err
+		}
+		if e.Status != "interrupted" {
+			return fail(fmt.Sprintf("the reply to turn %d as %s sees it", turn, viewer), e.String(), "interrupted by the asker's follow-up")
+		}
+		return nil
 	})
 	sc.Step(`^(\w[\w' ]*?) can read the conversation$`, func(who string) error {
 		p, _, err := s.convPath("")
@@ -168,38 +300,45 @@ func (s *scenario) registerShared(sc *godog.ScenarioContext) {
 		if err != nil {
 			return err
 		}
+		if r.status != http.StatusOK {
+			return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "200 and the participants")
+		}
 		var pl struct {
 			Participants []map[string]string `json:"participants"`
-			Changes      []struct {
-				Op       string            `json:"op"`
-				Identity map[string]string `json:"identity"`
-				By       map[string]string `json:"by"`
-			} `json:"changes"`
+			Changes      []partChange        `json:"changes"`
 		}
 		if err := r.json(&pl); err != nil {
 			return err
 		}
-		var got []string
+		var got, want []string
 		for _, id := range pl.Participants {
-			got = append(got, id["actor"])
+			got = append(got, identityText(id))
 		}
-		want := names(list)
+		for _, n := range names(list) {
+			if _, ok := principals[n]; !ok {
+				return harnessErr("unknown participant %q", n)
+			}
+			want = append(want, identityText(identityJSON(n)))
+		}
 		slices.Sort(got)
 		slices.Sort(want)
 		if !slices.Equal(got, want) {
 			return fail(r.op, fmt.Sprintf("participants %v", got), fmt.Sprintf("%v", want))
 		}
-		if len(pl.Changes) == 0 {
-			return fail(r.op, "no recorded changes", "every change, with who made it")
+		// A system may or may not record the participants a conversation started with (as adds by
+		// the owner, first); after them come exactly the changes this scenario made.
+		changes := pl.Changes
+		owner := identityText(identityJSON(c.owner))
+		for len(changes) > len(s.partChanges) && changes[0].Op == "add" && identityText(changes[0].By) == owner {
+			changes = changes[1:]
 		}
-		for _, ch := range pl.Changes {
-			if ch.By["actor"] == "" {
-				return fail(r.op, fmt.Sprintf("a change %s %v without who made it", ch.Op, ch.Identity), "who made each change")
-			}
+		gotC, wantC := changesText(changes), changesText(s.partChanges)
+		if !slices.Equal(gotC, wantC) {
+			return fail(r.op, fmt.Sprintf("changes %v", changesText(pl.Changes)), fmt.Sprintf("the changes made, each with who made it: %v", wantC))
 		}
 		return nil
 	})
-	sc.Step(`^(the service) gets the same 404 as for a missing conversation on the conversation routes$`, func(who string) error {
+	sc.Step(`^(the service(?:'s other token)?) gets the same 404 as for a missing conversation on the conversation routes$`, func(who string) error {
 		keep := s.run.door
 		s.run.door = false
 		defer func() { s.run.door = keep }()
@@ -210,7 +349,7 @@ func (s *scenario) registerShared(sc *godog.ScenarioContext) {
 		if err != nil {
 			return err
 		}
-		want := envelope.TurnExecutionID(decodeKey(s.cfg.Signing.Key), s.current.id, msg)
+		want := oracle.TurnExecutionID(decodeKey(s.cfg.Signing.Key), s.current.id, msg)
 		if e.TurnExecutionID != want {
 			return fail(fmt.Sprintf("the reply to turn %d as its asker sees it", turn), fmt.Sprintf("turnExecutionId %q", e.TurnExecutionID), fmt.Sprintf("%q (spec/envelopes.md)", want))
 		}
@@ -231,9 +370,27 @@ func (s *scenario) registerShared(sc *godog.ScenarioContext) {
 		if err != nil {
 			return err
 		}
-		id := envelope.TurnExecutionID(decodeKey(s.cfg.Signing.Key), c.id, msg)
+		id := oracle.TurnExecutionID(decodeKey(s.cfg.Signing.Key), c.id, msg)
 		input := map[string]any{"v": 1, "conversationId": c.id, "ord": msg, "turn": 1, "asker": identityJSON(who),
 			"messageId": "planted", "text": text, "messages": []map[string]string{{"role": "user", "content": text}}}
+		r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{})
+		s.last = r
+		if err != nil {
+			return err
+		}
+		if r.status != http.StatusCreated {
+			return &HarnessError{Err: fmt.Errorf("%w: the system lets nobody start a turn execution through the runtime door (%d)", ErrNotApplicable, r.status)}
+		}
+		return nil
+	})
+	sc.Step(`^(\w+) plants a turn execution at the id of message (\d+) for turn (\d+), message id "([^"]*)" and text "([^"]*)", whose model is told "([^"]*)"$`, func(who string, msg, turn int64, msgID, text, told string) error {
+		c, err := s.conv("")
+		if err != nil {
+			return err
+		}
+		id := oracle.TurnExecutionID(decodeKey(s.cfg.Signing.Key), c.id, msg)
+		input := map[string]any{"v": 1, "conversationId": c.id, "ord": msg, "turn": turn, "asker": identityJSON(who),
+			"messageId": msgID, "text": text, "messages": []map[string]string{{"role": "user", "content": told}}}
 		r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{})
 		s.last = r
 		if err != nil {
@@ -306,6 +463,13 @@ func (s *scenario) registerShared(sc *godog.ScenarioContext) {
 			}
 			var e entry
 			if ev.Event == "message" && json.Unmarshal([]byte(ev.Data), &e) == nil && e.Role == "assistant" && e.Turn == turn {
+				var m map[string]json.RawMessage
+				_ = json.Unmarshal([]byte(ev.Data), &m)
+				for k := range m {
+					if !slices.Contains([]string{"turn", "role", "status", "cursor", "ord", "time", "asker"}, k) {
+						return fail(st.op, ev.Data, "a restricted placeholder holding only turn, role, status, cursor, ord, time and asker")
+					}
+				}
 				if e.Status != "restricted" || e.Text != nil || len(e.Classes) > 0 || e.TurnExecutionID != "" {
 					return fail(st.op, ev.Data, "a restricted placeholder")
 				}
@@ -323,6 +487,42 @@ func (s *scenario) registerShared(sc *godog.ScenarioContext) {
 			return fail(st.op, fmt.Sprint(st.status), "200")
 		}
 		return err
+	})
+	sc.Step(`^no message of any request to the model holds "((?:[^"\\]|\\.)*)"$`, func(text string) error {
+		want := unescape(text)
+		reqs := s.world.Model().Requests()
+		if len(reqs) == 0 {
+			return fail("the model", "no request", "at least one request to inspect")
+		}
+		for _, req := range reqs {
+			for _, m := range req.Messages {
+				if strings.Contains(m.Content, want) {
+					return fail(fmt.Sprintf("request %d to the model", req.Index+1), fmt.Sprintf("a %s message holding %q", m.Role, want), "no message holding it")
+				}
+			}
+		}
+		return nil
+	})
+	sc.Step(`^some message of a request to the model holds "((?:[^"\\]|\\.)*)"$`, func(text string) error {
+		want := unescape(text)
+		for _, req := range s.world.Model().Requests() {
+			for _, m := range req.Messages {
+				if strings.Contains(m.Content, want) {
+					return nil
+				}
+			}
+		}
+		return fail("the model", fmt.Sprintf("%d requests, none holding %q", len(s.world.Model().Requests()), want), "the asker's memory in the request")
+	})
+	sc.Step(`^(\w[\w' ]*?) sees the reply to turn (\d+) with no class "([^"]*)"$`, func(viewer string, turn int64, class string) error {
+		e, err := s.viewReply(viewer, turn)
+		if err != nil {
+			return err
+		}
+		if slices.Contains(e.Classes, class) {
+			return fail(fmt.Sprintf("the reply to turn %d", turn), fmt.Sprintf("classes %v", e.Classes), fmt.Sprintf("no class %q", class))
+		}
+		return nil
 	})
 	sc.Step(`^the summarizer was never handed the words "((?:[^"\\]|\\.)*)"$`, func(text string) error {
 		for _, r := range s.world.Summarizer().Requests() {

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+
+	"github.com/cucumber/godog"
 )
 
 type jsonRaw string
@@ -64,4 +67,163 @@ func liveText(evs []sseEvent) string {
 		}
 	}
 	return b.String()
+}
+
+// eventRow is an event of a stream as a table row: the event name, then turn, role, status and
+// text where the event has them.
+type eventRow struct{ event, turn, role, status, text string }
+
+func (r eventRow) String() string {
+	parts := []string{r.event}
+	for _, p := range []string{r.turn, r.role, r.status} {
+		if p != "" {
+			parts = append(parts, p)
+		}
+	}
+	if r.text != "" {
+		parts = append(parts, fmt.Sprintf("%q", r.text))
+	}
+	return strings.Join(parts, " ")
+}
+
+// rowOf renders a received event the way an expected-events table writes it.
+func rowOf(e sseEvent) eventRow {
+	r := eventRow{event: e.Event}
+	switch e.Event {
+	case "message":
+		var en entry
+		if json.Unmarshal([]byte(e.Data), &en) == nil {
+			r.turn, r.role, r.status, r.text = fmt.Sprint(en.Turn), en.Role, en.Status, en.text()
+		}
+	case "delta", "partial", "reset":
+		var d struct {
+			Turn int64  `json:"turn"`
+			Text string `json:"text"`
+		}
+		if json.Unmarshal([]byte(e.Data), &d) == nil {
+			r.turn, r.text = fmt.Sprint(d.Turn), d.Text
+		}
+	case "status":
+	default:
+		r.text = e.Data
+	}
+	return r
+}
+
+// cell reads a table cell; a text in double quotes keeps its spaces and escapes.
+func cell(v string) string {
+	if len(v) >= 2 && strings.HasPrefix(v, `"`) && strings.HasSuffix(v, `"`) {
+		return unescape(v[1 : len(v)-1])
+	}
+	return v
+}
+
+// eventTable reads a table with the columns event, turn, role, status and text (any may be left
+// out; an empty cell is an absent field).
+func eventTable(t *godog.Table) ([]eventRow, error) {
+	if t == nil || len(t.Rows) < 2 {
+		return nil, harnessErr("the table needs a header and at least one event")
+	}
+	var out []eventRow
+	for _, row := range t.Rows[1:] {
+		var r eventRow
+		for i, h := range t.Rows[0].Cells {
+			v := cell(strings.TrimSpace(row.Cells[i].Value))
+			switch h.Value {
+			case "event":
+				r.event = v
+			case "turn":
+				r.turn = v
+			case "role":
+				r.role = v
+			case "status":
+				r.status = v
+			case "text":
+				r.text = v
+			default:
+				return nil, harnessErr("unknown column %q (event, turn, role, status, text)", h.Value)
+			}
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// exactEvents waits until st has received as many events as want holds (or has ended), then
+// compares the whole sequence, event by event; consecutive deltas of one turn compare as one.
+func (s *scenario) exactEvents(st *stream, t *godog.Table) error {
+	want, err := eventTable(t)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	want = coalesced(want)
+	n := len(want)
+	evs, err := st.waitFor(ctx, fmt.Sprintf("the events %s", rowsText(want)), func(evs []sseEvent, ended bool) bool {
+		rs := make([]eventRow, len(evs))
+		for i, e := range evs {
+			rs[i] = rowOf(e)
+		}
+		rs = coalesced(rs)
+		if ended || len(rs) > n {
+			return true
+		}
+		// A trailing delta may still grow by coalescing: wait for what follows it, unless the
+		// table itself ends with a delta.
+		return len(rs) == n && (rs[n-1].event != "delta" || want[len(want)-1].event == "delta")
+	})
+	if err != nil {
+		return err
+	}
+	got := make([]eventRow, len(evs))
+	for i, e := range evs {
+		got[i] = rowOf(e)
+	}
+	got = coalesced(got)
+	if !slices.Equal(got, want) {
+		return fail(st.op, rowsText(got), "exactly "+rowsText(want))
+	}
+	return nil
+}
+
+// coalesced merges consecutive deltas of one turn into one, and into the partial of that turn
+// they follow: a system may coalesce the deltas it queued for a reader (ADR0122-D6-12), and how
+// much of a reply in progress its partial already holds depends on timing, so only the text they
+// carry, in order, is exact.
+func coalesced(rs []eventRow) []eventRow {
+	var out []eventRow
+	for _, r := range rs {
+		if n := len(out); n > 0 && r.event == "delta" && (out[n-1].event == "delta" || out[n-1].event == "partial") && out[n-1].turn == r.turn {
+			out[n-1].text += r.text
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func rowsText(rs []eventRow) string {
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = r.String()
+	}
+	return "[" + strings.Join(parts, "; ") + "]"
+}
+
+func (s *scenario) registerStream(sc *godog.ScenarioContext) {
+	sc.Step(`^the stream of conversation "([^"]*)" got exactly these events:$`, func(name string, t *godog.Table) error {
+		st, err := s.streamFor(name)
+		if err != nil {
+			return err
+		}
+		return s.exactEvents(st, t)
+	})
+	sc.Step(`^(\w[\w' ]*?)'s stream got exactly these events:$`, func(who string, t *godog.Table) error {
+		st, err := s.streamOf(who, "")
+		if err != nil {
+			return err
+		}
+		return s.exactEvents(st, t)
+	})
 }

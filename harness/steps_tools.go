@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cucumber/godog"
 
@@ -129,6 +131,75 @@ func (s *scenario) registerTools(sc *godog.ScenarioContext) {
 		for i, c := range calls {
 			if c.IdempotencyKey == "" || c.IdempotencyKey != key {
 				return fail(fmt.Sprintf("call %d to %s", i+1, name), fmt.Sprintf("Idempotency-Key %q", c.IdempotencyKey), fmt.Sprintf("%q as on the first call", key))
+			}
+		}
+		return nil
+	})
+	sc.Step(`^the tool "([\w-]+)" fails with status (\d+) and says (\d+) characters of "([^"]+)"(?: and then "([^"]*)")?$`, func(name string, status, n int, ch, tail string) error {
+		if err := s.declareTool(name); err != nil {
+			return err
+		}
+		msg := strings.Repeat(ch, n) + tail
+		s.saved["tool message"] = msg
+		if err := s.world.Tools().Enqueue(name, world.Behavior{Fail: &world.Failure{Status: status, Message: msg}}); err != nil {
+			return harnessErr("script the tool: %v", err)
+		}
+		return nil
+	})
+	sc.Step(`^request (\d+) to the model holds that tool message cut to (\d+) bytes$`, func(i, n int) error {
+		// The longest prefix of at most n bytes that ends at a character boundary.
+		msg := s.saved["tool message"]
+		cut := min(n, len(msg))
+		for cut > 0 && cut < len(msg) && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut]
+		b, _ := json.Marshal(map[string]string{"error": msg})
+		want := canonJSON(string(b))
+		req, err := s.modelRequest(i)
+		if err != nil {
+			return err
+		}
+		for _, m := range req.Messages {
+			if m.Role == "tool" {
+				if got := canonJSON(m.Content); got != want {
+					return fail(fmt.Sprintf("the tool message of request %d to the model", i), clip(got, 80)+fmt.Sprintf(" (%d bytes)", len(m.Content)),
+						fmt.Sprintf("{\"error\": the tool's message cut to %d bytes at a character boundary} (spec/prompt.md)", len(msg)))
+				}
+				return nil
+			}
+		}
+		return fail(fmt.Sprintf("request %d to the model", i), describeMessages(req.Messages), "a tool message")
+	})
+	sc.Step(`^request (\d+) to the model holds a tool error for "([\w-]+)"$`, func(i int, name string) error {
+		req, err := s.modelRequest(i)
+		if err != nil {
+			return err
+		}
+		lines := renderMessages(req.Messages)
+		for j, m := range req.Messages {
+			if m.Role != "tool" || !strings.HasSuffix(lines[j], "[for "+name+"]") {
+				continue
+			}
+			var e struct {
+				Error *string `json:"error"`
+			}
+			if json.Unmarshal([]byte(m.Content), &e) != nil || e.Error == nil || *e.Error == "" {
+				return fail(fmt.Sprintf("the tool message for %s in request %d to the model", name, i), m.Content, `{"error": "<why>"}: a failure the model can read`)
+			}
+			return nil
+		}
+		return fail(fmt.Sprintf("request %d to the model", i), strings.Join(lines, " | "), "a tool message answering the call to "+name)
+	})
+	sc.Step(`^every call to "([\w-]+)" carried the arguments (\{.*\})$`, func(name, args string) error {
+		calls := s.world.Tools().CallsOf(name)
+		if len(calls) == 0 {
+			return fail("the tool "+name, "no calls", "calls with the arguments "+args)
+		}
+		want := canonJSON(args)
+		for i, c := range calls {
+			if got := canonJSON(string(c.Args)); got != want {
+				return fail(fmt.Sprintf("call %d to %s", i+1, name), got, want+", the arguments the model asked for")
 			}
 		}
 		return nil

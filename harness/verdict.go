@@ -17,8 +17,10 @@ import (
 // Judge computes every verdict of a report from its scenarios: totals, requirement statuses,
 // per-profile conformance, warnings, the baseline comparison, Conformant and ExitCode.
 //
-// A claimed profile is conformant when none of its scenarios failed on a MUST requirement
-// (unless the baseline expects it), broke the harness, or is undefined or pending. A failure
+// A claimed profile is conformant when at least one of its scenarios passed and none failed on a
+// MUST requirement (unless the baseline expects it), broke the harness, or is undefined or
+// pending. A claimed profile none of whose scenarios ran is "not run" (listed in NotRun) and
+// makes the run not conformant: a filter never turns into a pass. A failure
 // whose requirements are all SHOULD or MAY is a warning. A baseline entry that now passes is
 // stale and fails the run, so baselines only shrink. Exit status: 2 when the harness broke, 1
 // when the run is not conformant, 0 otherwise.
@@ -28,6 +30,7 @@ import (
 func Judge(rep *report.Report, cat *spec.Catalogue, base *Baseline) *report.Report {
 	rep.Totals = report.Totals{}
 	rep.Warnings = nil
+	rep.NotRun = nil
 	claimed := map[string]bool{}
 	for _, p := range rep.Target.Profiles {
 		claimed[p] = true
@@ -159,9 +162,22 @@ func Judge(rep *report.Report, cat *spec.Catalogue, base *Baseline) *report.Repo
 			}
 		}
 		ran := pr.Totals.Total() - pr.Totals.NotApplicable
-		pr.Conformant = pr.Claimed && !blocking[name] && pr.Totals.Passed > 0
-		// A claimed profile none of whose scenarios ran (a filtered run) is not judged.
-		if pr.Claimed && !pr.Conformant && (ran > 0 || blocking[name]) {
+		switch {
+		case !pr.Claimed:
+			pr.Verdict = report.ProfileNotClaimed
+		case blocking[name]:
+			pr.Verdict = report.ProfileNotConformant
+		case ran == 0:
+			// Claimed, but nothing of it ran (a filtered run, or every scenario not applicable
+			// to this driver): not judged, and so never called conformant.
+			pr.Verdict = report.ProfileNotRun
+			rep.NotRun = append(rep.NotRun, name)
+		case pr.Totals.Passed > 0:
+			pr.Verdict, pr.Conformant = report.ProfileConformant, true
+		default:
+			pr.Verdict = report.ProfileNotConformant
+		}
+		if pr.Claimed && !pr.Conformant {
 			conformant = false
 		}
 		rep.Profiles = append(rep.Profiles, pr)

@@ -122,3 +122,86 @@ func TestUnstartableSystemIsAHarnessError(t *testing.T) {
 	})
 	require.ErrorIs(t, err, harness.ErrHarness)
 }
+
+func referenceFactory(ctx context.Context, cfg spec.SUTConfig) (harness.Instance, error) {
+	return reference.OpenConfig(ctx, cfg)
+}
+
+// TestFilterThatSelectsNothingIsAUsageError: a typo in a CI job's filter must not go green.
+func TestFilterThatSelectsNothingIsAUsageError(t *testing.T) {
+	for _, opt := range []harness.Options{
+		{Tags: "@req:ADR0122-D1-99"},              // no such requirement
+		{Tags: "@profile:core && ~@profile:core"}, // selects nothing
+		{Profiles: []string{"nosuch"}},            // not a profile of the catalogue
+		{Tags: "@req:ADR0122-D1-01 &&"},           // malformed
+		{Tags: "@"},                               // malformed
+	} {
+		opt.Factory = referenceFactory
+		rep, err := harness.Execute(context.Background(), opt)
+		require.ErrorIs(t, err, harness.ErrUsage, "%+v", opt)
+		require.Nil(t, rep)
+	}
+	_, err := harness.Execute(context.Background(), harness.Options{Factory: referenceFactory, Tags: "@a && && @b"})
+	var te *harness.TagExprError
+	require.ErrorAs(t, err, &te)
+	require.Equal(t, 7, te.Pos)
+}
+
+// TestClaimedProfileNotRunIsNeverConformant: a filtered run judges what ran and reports the
+// claimed profiles it did not run; neither the verdict nor the exit status calls them conformant.
+func TestClaimedProfileNotRunIsNeverConformant(t *testing.T) {
+	rep, err := harness.Execute(context.Background(), harness.Options{Factory: referenceFactory, Tags: "@req:ADR0122-D1-01"})
+	require.NoError(t, err)
+	require.Greater(t, rep.Totals.Passed, 0)
+	require.Equal(t, 0, rep.Totals.Failed)
+	require.False(t, rep.Conformant)
+	require.Equal(t, 1, rep.ExitCode)
+	require.NotEmpty(t, rep.NotRun)
+	for _, p := range rep.Profiles {
+		switch {
+		case p.Name == "core":
+			require.Equal(t, report.ProfileConformant, p.Verdict)
+			require.True(t, p.Conformant)
+		case p.Claimed:
+			require.Equal(t, report.ProfileNotRun, p.Verdict, p.Name)
+			require.False(t, p.Conformant, p.Name)
+			require.Contains(t, rep.NotRun, p.Name)
+		}
+	}
+	// Narrowed to the profile that ran, the same run is conformant.
+	rep, err = harness.Execute(context.Background(), harness.Options{Factory: referenceFactory, Tags: "@req:ADR0122-D1-01", Profiles: []string{"core"}})
+	require.NoError(t, err)
+	require.True(t, rep.Conformant)
+	require.Equal(t, 0, rep.ExitCode)
+	require.Empty(t, rep.NotRun)
+}
+
+func TestJudgeProfileWithOnlyNotApplicableScenariosIsNotRun(t *testing.T) {
+	rep := &report.Report{
+		Target: report.Target{Driver: "remote", Profiles: []string{"core", "durability"}},
+		Scenarios: []report.Scenario{
+			{ID: "a.feature:3", Profile: "core", Requirements: []string{"ADR0122-D1-01"}, Status: report.Passed},
+			{ID: "b.feature:3", Profile: "durability", Requirements: []string{"ADR0122-D1-07"}, Status: report.NotApplicable},
+		},
+	}
+	rep = harness.Judge(rep, catalogue(t), nil)
+	require.False(t, rep.Conformant)
+	require.Equal(t, 1, rep.ExitCode)
+	require.Equal(t, []string{"durability"}, rep.NotRun)
+}
+
+// TestUndefinedStepIsNeverAPass: a scenario whose step has no definition is reported undefined
+// (godog itself ends such a scenario without an error), and the run is not conformant.
+func TestUndefinedStepIsNeverAPass(t *testing.T) {
+	rep, err := harness.Execute(context.Background(), harness.Options{
+		Factory: func(ctx context.Context, cfg spec.SUTConfig) (harness.Instance, error) {
+			return reference.OpenConfig(ctx, cfg)
+		},
+		Features: os.DirFS("testdata/undefined"),
+	})
+	require.NoError(t, err)
+	rep = harness.Judge(rep, catalogue(t), nil)
+	require.Equal(t, 0, rep.Totals.Passed)
+	require.Equal(t, 1, rep.Totals.Undefined)
+	require.NotEqual(t, 0, rep.ExitCode)
+}

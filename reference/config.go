@@ -121,7 +121,8 @@ func FromConfig(c spec.SUTConfig) (Options, error) {
 		MaxBodyBytes:   int64(gw.MaxBodyBytes), StreamLifetime: ms(gw.StreamLifetimeMs), MaxPendingBytes: gw.MaxPendingBytes,
 		PostsPerMinute: gw.PostsPerMinute, Reauth: ms(gw.ReauthMs), Poll: ms(gw.PollMs), RuntimeDoor: true,
 		Discovery: gateway.Discovery{SpecVersion: SpecVersion, Profiles: profiles(c),
-			Implementation: gateway.Implementation{Name: "loom-reference", Version: Version}},
+			Implementation: gateway.Implementation{Name: "loom-reference", Version: Version},
+			Extensions:     []string{"chosen-id"}},
 		OnError: func(id string, err error) {
 			go hook.Report(hostio.ErrorReport{ErrorID: id, Error: err.Error()})
 		},

@@ -90,12 +90,13 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 	if err != nil {
 		return fail(err)
 	}
-	k, err := kernel.Open(ctx, st, kernel.Options{Flows: cv.Flows(), Divergence: opt.Divergence, Logger: opt.Logger})
+	// Bound before recovery: a recovered flow may need the kernel at its first live step.
+	k, err := kernel.Open(ctx, st, kernel.Options{Flows: cv.Flows(), Divergence: opt.Divergence, Logger: opt.Logger,
+		BeforeRecovery: cv.Bind})
 	if err != nil {
 		st.Close()
 		return fail(err)
 	}
-	cv.Bind(k)
 	gw, err := gateway.New(cv, opt.Gateway)
 	if err != nil {
 		k.Close()
@@ -135,6 +136,22 @@ func (e *Engine) Kill() {
 
 // Crash is Kill: it lets an Engine serve as a harness.Instance.
 func (e *Engine) Crash() { e.Kill() }
+
+// DurableWrites is the number of durable writes the engine's store committed since Open (see
+// store.SQLite.Writes). With CrashAfterWrite it makes the Engine a harness.WriteCrasher.
+//
+//	n := eng.DurableWrites()
+func (e *Engine) DurableWrites() int64 { return e.st.Writes() }
+
+// CrashAfterWrite arms a crash right after the n-th durable write from now: that write commits,
+// and nothing after it reaches the store (the writer gets an error, so the engine commits nothing
+// more). The returned channel is closed when the crash point is reached; the engine is then to be
+// abandoned with Crash, as a killed process would be. Off unless called.
+//
+//	crashed := eng.CrashAfterWrite(5)
+//	<-crashed
+//	eng.Crash()
+func (e *Engine) CrashAfterWrite(n int64) <-chan struct{} { return e.st.CrashAfterWrite(n) }
 
 // OpenConfig opens an engine from the kit's configuration document; it is the reference's
 // harness factory.

@@ -26,6 +26,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"slices"
 	"strings"
@@ -277,8 +278,9 @@ func decode(doc []byte) (any, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotJSON, err)
 	}
-	if _, err := dec.Token(); err == nil {
-		return nil, fmt.Errorf("%w: more than one value", ErrNotJSON)
+	// Only the end of the input may follow: another value, or bytes that are no JSON at all.
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("%w: more than one value, or bytes after the value", ErrNotJSON)
 	}
 	return v, nil
 }

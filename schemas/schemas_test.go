@@ -60,7 +60,8 @@ func TestUnknownSchema(t *testing.T) {
 }
 
 func TestNotJSON(t *testing.T) {
-	for _, doc := range []string{``, `{`, `{} {}`, `nul`} {
+	// `{}A` and `{} ]` were found by FuzzEvent (harness/contract): bytes after the value passed.
+	for _, doc := range []string{``, `{`, `{} {}`, `nul`, `{}A`, `{} ]`, `{}\x00`} {
 		err := Validate("status", []byte(doc))
 		assert.ErrorIs(t, err, ErrNotJSON, doc)
 		var verr *ValidationError
@@ -103,6 +104,8 @@ func schemaCases() []schemaCase {
 		{"entry ok", "entry", entry, nil},
 		{"entry extra field tolerated", "entry", strings.Replace(entry, `"ord":3`, `"ord":3,"x-vendor":true`, 1), nil},
 		{"entry ord zero", "entry", strings.Replace(entry, `"ord":3`, `"ord":0`, 1), []string{"/ord"}},
+		{"entry without ord", "entry", strings.Replace(entry, `"ord":3,`, ``, 1), []string{"/ord"}},
+		{"entry close without ord", "entry", `{"cursor":"1.0","turn":4,"role":"system","status":"closed","time":"2026-11-29T10:00:00Z"}`, nil},
 		{"entry bad cursor", "entry", strings.Replace(entry, `"0.7"`, `"7"`, 1), []string{"/cursor"}},
 		{"entry cursor too long", "entry", strings.Replace(entry, `"0.7"`, `"0.1234567890123456789"`, 1), []string{"/cursor"}},
 		{"entry bad time", "entry", strings.Replace(entry, `2026-11-29T10:00:00.000Z`, `yesterday`, 1), []string{"/time"}},
@@ -157,7 +160,7 @@ func schemaCases() []schemaCase {
 		{"sse partial", "sse-partial", `{"turn":1,"text":""}`, nil},
 		{"sse partial bad", "sse-partial", `{"turn":0}`, []string{"/turn", "/text"}},
 		{"sse message", "sse-message", entry, nil},
-		{"sse message bad", "sse-message", `{"cursor":"x"}`, []string{"/cursor", "/ord", "/turn", "/role", "/status", "/time"}},
+		{"sse message bad", "sse-message", `{"cursor":"x"}`, []string{"/cursor", "/turn", "/role", "/status", "/time"}},
 		{"sse delta", "sse-delta", `{"turn":2,"text":"he"}`, nil},
 		{"sse delta bad", "sse-delta", `{"turn":"2","text":null}`, []string{"/turn", "/text"}},
 		{"sse reset", "sse-reset", `{"turn":2}`, nil},
@@ -172,7 +175,7 @@ func schemaCases() []schemaCase {
 		{"envelope ok", "envelope", `{"conversationId":"conv-1","kind":"user","id":"msg-0001","iat":1767225599000,"text":"Hello, world!","asker":` + identity + `,"editOf":3,"sig":"` + sig + `"}`, nil},
 		{"envelope close ok", "envelope", `{"conversationId":"c1","kind":"close","id":"m2","iat":0,"text":"","asker":` + identity + `,"sig":"` + sig + `"}`, nil},
 		{"envelope bad", "envelope", `{"conversationId":".c","kind":"user","id":"m1","iat":1.5,"asker":{"actor":"a","x":1},"editOf":0,"sig":"","extra":true}`,
-			[]string{"/conversationId", "/iat", "/text", "/asker/x", "/editOf", "/sig", "/extra"}},
+			[]string{"/conversationId", "/iat", "/text", "/asker/x", "/editOf", "/extra"}},
 		{"envelope close without text", "envelope", `{"conversationId":"c1","kind":"close","id":"m2","iat":1,"asker":` + identity + `,"sig":"` + sig + `"}`, nil},
 		{"envelope null", "envelope", `{"conversationId":"c1","kind":"user","id":"m1","iat":null,"text":"x","asker":{"actor":"a","tenant":null},"sig":"` + sig + `"}`,
 			[]string{"/iat", "/asker/tenant"}},

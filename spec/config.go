@@ -102,7 +102,7 @@ type ConversationConfig struct {
 	MaxEnvelopeAgeMs  int64         `json:"maxEnvelopeAgeMs,omitempty"`
 	MaxInvalidRecords int           `json:"maxInvalidRecords,omitempty"`
 	ReplaySetSize     int           `json:"replaySetSize,omitempty"`
-	MaxIterations     int           `json:"maxIterations,omitempty"`
+	MaxIterations     int           `json:"maxIterations,omitempty"` // model calls per turn at most (default 8)
 	ParallelTools     bool          `json:"parallelTools,omitempty"`
 	ToolTimeoutMs     int64         `json:"toolTimeoutMs,omitempty"`
 	Budget            *BudgetConfig `json:"budget,omitempty"`

@@ -38,6 +38,7 @@ func commands() []command {
 		{"validate", "validate a JSON document against a schema", cmdValidate},
 		{"selftest", "prove the kit catches the broken variants in fixtures/defects", cmdSelftest},
 		{"mutate", "mutation testing of the reference: how many small changes the suite notices", cmdMutate},
+		{"explore", "crash the reference after every durable write of the canonical dialogues", cmdExplore},
 	}
 }
 

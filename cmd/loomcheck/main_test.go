@@ -22,7 +22,7 @@ func run(t *testing.T, args ...string) (int, string, string) {
 
 func TestRunWritesEveryReport(t *testing.T) {
 	dir := t.TempDir()
-	code, out, errOut := run(t, "run", "--quiet", "--tags", "@req:ADR0122-D1-01", "--out", dir)
+	code, out, errOut := run(t, "run", "--quiet", "--tags", "@req:ADR0122-D1-01", "--profile", "core", "--out", dir)
 	require.Equal(t, 0, code, out+errOut)
 	for _, f := range []string{report.JSONFile, report.JUnitFile, report.CucumberFile, report.SummaryFile, report.HTMLFile} {
 		_, err := os.Stat(filepath.Join(dir, f))
@@ -46,7 +46,7 @@ func TestStaleBaselineFailsTheRun(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "baseline.json")
 	require.NoError(t, os.WriteFile(base, []byte(`{"entries":[{"requirement":"ADR0122-D1-01","reason":"was broken"}]}`), 0o600))
 	dir := t.TempDir()
-	code, out, errOut := run(t, "run", "--quiet", "--tags", "@req:ADR0122-D1-01", "--baseline", base, "--out", dir)
+	code, out, errOut := run(t, "run", "--quiet", "--tags", "@req:ADR0122-D1-01", "--profile", "core", "--baseline", base, "--out", dir)
 	require.Equal(t, exitNonConformant, code, out+errOut)
 	rep, err := report.Load(filepath.Join(dir, report.JSONFile))
 	require.NoError(t, err)
@@ -95,4 +95,28 @@ func TestReportDiff(t *testing.T) {
 	code, out, _ := run(t, "report", "diff", filepath.Join(dir, "old", report.JSONFile), filepath.Join(dir, "new", report.JSONFile))
 	require.Equal(t, exitNonConformant, code, out)
 	require.Contains(t, strings.ToLower(out), "regress")
+}
+
+// TestFiltersNeverGoGreenByAccident: a filter that selects nothing, a malformed one, and a
+// profile nobody has are usage errors (exit 2) that say so; a filtered run that leaves claimed
+// profiles unjudged is not conformant (exit 1) and names them.
+func TestFiltersNeverGoGreenByAccident(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"--tags", "@req:ADR0122-D1-99"}, exitUsage, "selects no scenario"},
+		{[]string{"--tags", "@req:ADR0122-D1-01 &&"}, exitUsage, "position 22"},
+		{[]string{"--tags", "@"}, exitUsage, "position 2"},
+		{[]string{"--tags", ",,"}, exitUsage, "position 1"},
+		{[]string{"--profile", "nosuch"}, exitUsage, "not a profile"},
+		{[]string{"--tags", "@req:ADR0122-D1-01"}, exitNonConformant, "claimed profiles not run"},
+	} {
+		dir := t.TempDir()
+		code, out, errOut := run(t, append([]string{"run", "--quiet", "--out", dir}, c.args...)...)
+		require.Equal(t, c.code, code, "%v: %s%s", c.args, out, errOut)
+		require.Contains(t, out+errOut, c.says, c.args)
+		require.False(t, strings.HasPrefix(out, "CONFORMANT"), "%v: %s", c.args, out)
+	}
 }

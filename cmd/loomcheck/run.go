@@ -119,6 +119,10 @@ func printVerdict(w io.Writer, rep *report.Report, out string) {
 	fmt.Fprintf(w, "%s: %d passed, %d failed, %d not applicable, %d skipped, %d undefined, %d pending, %d harness errors (%s)\n",
 		verdict, t.Passed, t.Failed, t.NotApplicable, t.Skipped, t.Undefined, t.Pending, t.HarnessError,
 		time.Duration(rep.DurationMs)*time.Millisecond)
+	if len(rep.NotRun) > 0 {
+		fmt.Fprintf(w, "  claimed profiles not run (not judged, so not conformant): %s; narrow the judged profiles with --profile\n",
+			strings.Join(rep.NotRun, ", "))
+	}
 	for _, sc := range rep.Scenarios {
 		if sc.Status == report.Failed && sc.Expected == "" || sc.Status == report.HarnessError {
 			fmt.Fprintf(w, "  %s %s %q: %s\n", sc.Status, sc.ID, sc.Name, clip(sc.Message, 300))

@@ -38,15 +38,24 @@ func cmdSelftest(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "loomcheck selftest: %v\n", err)
 		return exitUsage
 	}
-	missed := 0
+	caught, missed := 0, 0
 	for _, r := range results {
-		if !r.Caught {
+		switch {
+		case r.Caught:
+			caught++
+		case !r.Interrupted:
 			missed++
 		}
 	}
-	fmt.Fprintf(stdout, "self-test: %d of %d defects caught (report: %s)\n", len(results)-missed, len(results), *out)
-	if missed > 0 {
+	unjudged := selftest.Interrupted(results)
+	fmt.Fprintf(stdout, "self-test: %d of %d defects caught, %d missed, %d %s (report: %s)\n",
+		caught, len(results), missed, unjudged, selftest.NotJudged, *out)
+	switch {
+	case missed > 0:
 		return exitNonConformant
+	case unjudged > 0:
+		// The kit could not finish: never a pass, and not the patches' fault.
+		return exitUsage
 	}
 	return exitConformant
 }

@@ -31,6 +31,7 @@ func TestComponentsAgreeWithSchemas(t *testing.T) {
 	rejected := `{"cursor":"0.3","ord":2,"turn":0,"role":"user","status":"rejected","reason":"stale","time":"2026-11-29T10:00:00Z"}`
 	failed := `{"cursor":"0.4","ord":3,"turn":1,"role":"assistant","status":"failed","reason":"denied","errorId":"e1","time":"2026-11-29T10:00:00Z","asker":{"actor":"a"}}`
 	closed := `{"cursor":"1.0","ord":9,"turn":4,"role":"system","status":"closed","time":"2026-11-29T10:00:00Z"}`
+	closedNoOrd := `{"cursor":"1.0","turn":4,"role":"system","status":"closed","time":"2026-11-29T10:00:00Z"}`
 	envelope := `{"conversationId":"c1","kind":"user","id":"m1","iat":1764410400000,"text":"hi","asker":{"actor":"a"},"editOf":1,"sig":"xL5a2ioWAoOaPMCZYzTyk8Qmsy5HAg905MYwstw13e0"}`
 	pairs := []struct {
 		component, schema string
@@ -41,9 +42,9 @@ func TestComponentsAgreeWithSchemas(t *testing.T) {
 		{"Error", "error", []string{`{"error":"bad request","detail":"d","errorId":"e"}`}},
 		{"Identity", "identity", []string{identity}},
 		{"Status", "status", []string{status}},
-		{"Entry", "entry", []string{accepted, reply, hidden, rejected, failed, closed}},
+		{"Entry", "entry", []string{accepted, reply, hidden, rejected, failed, closed, closedNoOrd}},
 		{"Page", "history-page", []string{`{"entries":[` + accepted + `,` + hidden + `],"nextCursor":"0.9","done":false}`}},
-		{"Discovery", "discovery", []string{`{"specVersion":"0.1.0","profiles":["core"],"implementation":{"name":"x","version":"1"},"runtimeDoor":false}`}},
+		{"Discovery", "discovery", []string{`{"specVersion":"0.1.0","profiles":["core"],"implementation":{"name":"x","version":"1"},"runtimeDoor":false}`, `{"specVersion":"0.1.0","profiles":[],"implementation":{"name":"x","version":"1"},"extensions":["chosen-id"]}`}},
 		{"TurnRequest", "turn-request", []string{`{"text":"hi","messageId":"m1","editOf":1}`}},
 		{"TurnAccepted", "turn-accepted", []string{`{"messageId":"m1","delivered":true}`}},
 		{"StartRequest", "start-request", []string{`{"id":"c1","mode":"shared","participants":[{"tenant":"t","actor":"a","onBehalfOf":"b"}]}`}},

@@ -29,9 +29,13 @@ type Report struct {
 	Target      Target    `json:"target"`
 	StartedAt   time.Time `json:"startedAt"`
 	DurationMs  int64     `json:"durationMs"`
-	// Conformant is true when every scenario of every claimed profile passed or is expected to
-	// fail by the baseline, and nothing is stale.
+	// Conformant is true when every claimed profile ran and every scenario of it passed or is
+	// expected to fail by the baseline, and nothing is stale. A run that judged no claimed
+	// profile, or left one unjudged (NotRun), is never conformant.
 	Conformant bool `json:"conformant"`
+	// NotRun lists the claimed profiles none of whose scenarios ran (a filtered run, or a
+	// target whose every scenario of the profile is not applicable).
+	NotRun []string `json:"notRun,omitempty"`
 	// ExitCode is what loomcheck exits with: 0 conformant, 1 not conformant, 2 usage or harness error.
 	ExitCode     int                 `json:"exitCode"`
 	Totals       Totals              `json:"totals"`
@@ -77,8 +81,19 @@ type ProfileResult struct {
 	Name       string `json:"name"`
 	Claimed    bool   `json:"claimed"`
 	Conformant bool   `json:"conformant"`
-	Totals     Totals `json:"totals"`
+	// Verdict is one of the Profile* constants: conformant, not conformant, not run (claimed,
+	// but no scenario of it ran), not claimed.
+	Verdict string `json:"verdict,omitempty"`
+	Totals  Totals `json:"totals"`
 }
+
+// The verdicts of a profile.
+const (
+	ProfileConformant    = "conformant"
+	ProfileNotConformant = "not-conformant"
+	ProfileNotRun        = "not-run"
+	ProfileNotClaimed    = "not-claimed"
+)
 
 // Scenario is one executed (or not-applicable) scenario.
 type Scenario struct {

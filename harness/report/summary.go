@@ -83,6 +83,9 @@ func summarize(b *strings.Builder, r *Report) {
 		p(" · **Implementation** %s", md(r.Target.Implementation))
 	}
 	p("\n\n**Claimed profiles** %s · **Duration** %.1f s\n\n", md(strings.Join(r.Target.Profiles, ", ")), float64(r.DurationMs)/1000)
+	if len(r.NotRun) > 0 {
+		p("**Claimed profiles not run** %s: none of their scenarios ran, so they are not judged conformant.\n\n", md(strings.Join(r.NotRun, ", ")))
+	}
 
 	p("| Scenarios | Passed | Failed | Harness error | Not applicable | Skipped | Undefined | Pending |\n")
 	p("|---:|---:|---:|---:|---:|---:|---:|---:|\n")
@@ -101,6 +104,8 @@ func summarize(b *strings.Builder, r *Report) {
 				conf = "–"
 			case pr.Conformant:
 				conf = "✅"
+			case pr.Verdict == ProfileNotRun:
+				conf = "not run"
 			}
 			claimed := "no"
 			if pr.Claimed {

@@ -1,10 +1,10 @@
 // Package selftest proves that the kit catches bugs: for each deliberately broken variant of the
-// reference engine (a patch in fixtures/defects/), it builds the variant in a scratch copy of the
-// source tree, runs the scenarios that guard the broken rule against it as a process, and checks
+// reference engine (a patch in fixtures/defects/), it builds the variant with the patched files laid
+// over the source tree (`go build -overlay`, so the tree is never copied or changed), runs the scenarios that guard the broken rule against it as a process, and checks
 // that the run fails on the requirement that names the bug.
 //
-// The broken variants never reach production code: they exist only as patches, applied to a
-// throwaway copy.
+// The broken variants never reach production code: they exist only as patches, applied to
+// throwaway copies of the files they touch.
 package selftest
 
 import (
@@ -58,15 +58,18 @@ type Result struct {
 	// CaughtBy lists the failed scenarios that prove the requirement.
 	CaughtBy []string `json:"caughtBy"`
 	// Failures lists every failure of the run, requirement first.
-	Failures  []string `json:"failures"`
-	Error     string   `json:"error,omitempty"`
-	Seconds   float64  `json:"seconds"`
-	scenarios int
+	Failures []string `json:"failures"`
+	// Interrupted is true when the self-test was cancelled (a time limit, a signal) before the
+	// defect was judged; Error then reads NotJudged. It is neither caught nor missed.
+	Interrupted bool    `json:"interrupted,omitempty"`
+	Error       string  `json:"error,omitempty"`
+	Seconds     float64 `json:"seconds"`
+	scenarios   int
 }
 
 // Options configure a self-test.
 type Options struct {
-	// Root is the source tree to copy (the module root).
+	// Root is the source tree the variants are built from (the module root); it is only read.
 	Root string
 	// Defects is the directory of the manifest (defects.yaml) and the patches.
 	Defects string
@@ -75,6 +78,21 @@ type Options struct {
 	// Parallel is how many variants are built and run at once (default 2).
 	Parallel int
 	Log      io.Writer
+}
+
+// NotJudged is the error of a defect the self-test was cancelled before it could judge: the clock
+// ran out, not the patch.
+const NotJudged = "not judged: interrupted"
+
+// Interrupted counts the results that were not judged because the self-test was cancelled.
+func Interrupted(results []Result) int {
+	n := 0
+	for _, r := range results {
+		if r.Interrupted {
+			n++
+		}
+	}
+	return n
 }
 
 // ErrManifest is a defects.yaml that cannot be used.
@@ -121,13 +139,9 @@ func Run(ctx context.Context, opt Options) ([]Result, error) {
 	if opt.Log == nil {
 		opt.Log = io.Discard
 	}
-	files, err := trackedFiles(opt.Root)
-	if err != nil {
-		return nil, err
-	}
 	// The unbroken reference must pass every scenario the defects are judged by; otherwise a
 	// "caught" defect could be a scenario that fails anyway.
-	if err := control(ctx, opt, files, defects); err != nil {
+	if err := control(ctx, opt, defects); err != nil {
 		return nil, err
 	}
 	results := make([]Result, len(defects))
@@ -141,12 +155,20 @@ func Run(ctx context.Context, opt Options) ([]Result, error) {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			start := time.Now()
-			res := judge(ctx, opt, files, d)
+			var res Result
+			if ctx.Err() != nil {
+				res = interrupted(d)
+			} else {
+				res = judge(ctx, opt, d)
+			}
 			res.Seconds = time.Since(start).Seconds()
 			results[i] = res
 			logMu.Lock()
 			verdict := "CAUGHT"
-			if !res.Caught {
+			switch {
+			case res.Interrupted:
+				verdict = "UNJUDGED"
+			case !res.Caught:
 				verdict = "MISSED"
 			}
 			fmt.Fprintf(opt.Log, "%-7s %-36s %s %s\n", verdict, d.Name, d.Requirement, res.Error)
@@ -157,22 +179,8 @@ func Run(ctx context.Context, opt Options) ([]Result, error) {
 	return results, nil
 }
 
-// trackedFiles lists the source tree's files (tracked and untracked, not ignored).
-func trackedFiles(root string) ([]string, error) {
-	cmd := exec.Command("git", "ls-files", "-co", "--exclude-standard")
-	cmd.Dir = root
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("selftest: list the source tree: %v", err)
-	}
-	var files []string
-	for _, f := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if f != "" && !strings.HasPrefix(f, "reports/") {
-			files = append(files, f)
-		}
-	}
-	return files, nil
-}
+// ErrInterrupted is a self-test cancelled before it could judge (the control run, say).
+var ErrInterrupted = errors.New("selftest: interrupted")
 
 // ErrControl is a self-test whose unbroken reference fails the scenarios that judge the defects.
 var ErrControl = errors.New("selftest: the unbroken reference fails the scenarios that judge the defects")
@@ -184,13 +192,16 @@ func tagsOf(d Defect) string {
 	return "@req:" + d.Requirement
 }
 
-func control(ctx context.Context, opt Options, files []string, defects []Defect) error {
+func control(ctx context.Context, opt Options, defects []Defect) error {
 	var tags []string
 	for _, d := range defects {
 		tags = append(tags, tagsOf(d))
 	}
 	// A godog tag filter: "," is "or".
-	res := judge(ctx, opt, files, Defect{Name: "control", Tags: strings.Join(tags, ",")})
+	res := judge(ctx, opt, Defect{Name: "control", Tags: strings.Join(tags, ",")})
+	if res.Interrupted {
+		return fmt.Errorf("%w: the control run was %s", ErrInterrupted, NotJudged)
+	}
 	if res.Error != "" {
 		return fmt.Errorf("%w: %s", ErrControl, res.Error)
 	}
@@ -201,36 +212,46 @@ func control(ctx context.Context, opt Options, files []string, defects []Defect)
 	return nil
 }
 
-func judge(ctx context.Context, opt Options, files []string, d Defect) Result {
-	res := Result{Defect: d, CaughtBy: []string{}, Failures: []string{}}
+func interrupted(d Defect) Result {
+	return Result{Defect: d, CaughtBy: []string{}, Failures: []string{}, Interrupted: true, Error: NotJudged}
+}
+
+// judge builds and runs one variant. A cancelled context at any point makes the result
+// "not judged: interrupted", whatever step the cancellation broke.
+func judge(ctx context.Context, opt Options, d Defect) (res Result) {
+	defer func() {
+		if ctx.Err() != nil {
+			res = interrupted(d)
+		}
+	}()
+	res = Result{Defect: d, CaughtBy: []string{}, Failures: []string{}}
 	dir, err := os.MkdirTemp("", "loomcheck-defect-"+d.Name+"-*")
 	if err != nil {
 		res.Error = err.Error()
 		return res
 	}
 	defer os.RemoveAll(dir)
-	for _, f := range files {
-		if err := copyFile(filepath.Join(opt.Root, f), filepath.Join(dir, f)); err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				continue // deleted in the work tree
-			}
+	overlay := map[string]string{}
+	if d.Name != "control" {
+		patch, _ := filepath.Abs(filepath.Join(opt.Defects, d.patchName()+".patch"))
+		if overlay, err = patched(ctx, opt.Root, dir, patch); err != nil {
 			res.Error = err.Error()
 			return res
 		}
 	}
-	if d.Name != "control" {
-		patch, _ := filepath.Abs(filepath.Join(opt.Defects, d.patchName()+".patch"))
-		if out, err := run(ctx, dir, "patch", "-p1", "--forward", "--batch", "-i", patch); err != nil {
-			res.Error = "the patch does not apply: " + lastLine(out)
-			return res
-		}
+	ov := filepath.Join(dir, "overlay.json")
+	b, _ := json.Marshal(map[string]any{"Replace": overlay})
+	if err := os.WriteFile(ov, b, 0o600); err != nil {
+		res.Error = err.Error()
+		return res
 	}
-	if out, err := run(ctx, dir, "go", "build", "-o", "bin/loomcheck", "./cmd/loomcheck"); err != nil {
+	bin := filepath.Join(dir, "loomcheck")
+	if out, err := run(ctx, opt.Root, "go", "build", "-overlay", ov, "-o", bin, "./cmd/loomcheck"); err != nil {
 		res.Error = "the variant does not build: " + lastLine(out)
 		return res
 	}
 	tags := tagsOf(d)
-	rep, err := harness.Execute(ctx, harness.Options{Command: filepath.Join(dir, "bin", "loomcheck") + " serve", Tags: tags,
+	rep, err := harness.Execute(ctx, harness.Options{Command: bin + " serve", Tags: tags,
 		Concurrency: 2, StepTimeout: 5 * time.Second})
 	if err != nil {
 		res.Error = "the run failed: " + err.Error()
@@ -257,6 +278,49 @@ func judge(ctx context.Context, opt Options, files []string, d Defect) Result {
 	}
 	sort.Strings(res.Failures)
 	return res
+}
+
+// patched applies a patch to copies of the files it names, in dir, and returns the build overlay
+// that puts the patched files in place of the originals under root: the source tree is never
+// copied or changed, and the build cache serves every package the patch does not touch.
+func patched(ctx context.Context, root, dir, patch string) (map[string]string, error) {
+	text, err := os.ReadFile(patch)
+	if err != nil {
+		return nil, fmt.Errorf("the patch cannot be read: %v", err)
+	}
+	src := filepath.Join(dir, "src")
+	var names []string
+	for _, line := range strings.Split(string(text), "\n") {
+		f, ok := strings.CutPrefix(line, "+++ ")
+		if !ok {
+			continue
+		}
+		f, _, _ = strings.Cut(f, "\t")
+		_, rel, ok := strings.Cut(strings.TrimSpace(f), "/") // -p1
+		if !ok || rel == "" || filepath.IsAbs(rel) || strings.Contains(rel, "..") {
+			return nil, fmt.Errorf("the patch names a file outside the tree: %q", f)
+		}
+		names = append(names, rel)
+		if err := copyFile(filepath.Join(root, rel), filepath.Join(src, rel)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+	}
+	if len(names) == 0 {
+		return nil, errors.New("the patch names no file")
+	}
+	if out, err := run(ctx, src, "patch", "-p1", "--forward", "--batch", "-i", patch); err != nil {
+		return nil, errors.New("the patch does not apply: " + lastLine(out))
+	}
+	overlay := map[string]string{}
+	for _, rel := range names {
+		orig, _ := filepath.Abs(filepath.Join(root, rel))
+		if _, err := os.Stat(filepath.Join(src, rel)); err != nil {
+			overlay[orig] = "" // the patch deletes it
+			continue
+		}
+		overlay[orig] = filepath.Join(src, rel)
+	}
+	return overlay, nil
 }
 
 func run(ctx context.Context, dir string, name string, args ...string) (string, error) {
@@ -305,10 +369,16 @@ func Write(dir string, results []Result) error {
 		}
 	}
 	fmt.Fprintf(&md, "## Self-test: %d of %d defects caught\n\n", caught, len(results))
+	if n := Interrupted(results); n > 0 {
+		fmt.Fprintf(&md, "**%d defects %s**: the self-test was cancelled before it reached them; the run fails.\n\n", n, NotJudged)
+	}
 	md.WriteString("| defect | the bug | caught by requirement | scenarios |\n|---|---|---|---|\n")
 	for _, r := range results {
 		by := strings.Join(r.CaughtBy, " ")
-		if !r.Caught {
+		switch {
+		case r.Interrupted:
+			by = NotJudged
+		case !r.Caught:
 			by = "**missed** " + r.Error
 		}
 		fmt.Fprintf(&md, "| %s | %s | %s | %s |\n", r.Defect.Name, strings.ReplaceAll(r.Defect.Bug, "|", "/"), r.Defect.Requirement, by)

@@ -149,3 +149,12 @@ func (m *Memory) serveWrite(rw http.ResponseWriter, r *http.Request) {
 	m.mu.Unlock()
 	rw.WriteHeader(http.StatusNoContent)
 }
+
+// Scope returns a copy of what a scope holds, oldest first (seeded entries and write-backs).
+//
+//	for _, e := range w.Memory().Scope("acme/alice") { fmt.Println(e.Role, e.Text) }
+func (m *Memory) Scope(scope string) []MemoryEntry {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]MemoryEntry(nil), m.scopes[scope]...)
+}

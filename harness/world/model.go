@@ -27,6 +27,11 @@ const DefaultReplyRunes = 60
 // Drop cuts the connection after the text and tool calls, with no finish reason and no [DONE] (for
 // a request that is not streamed: without any answer).
 //
+// KeepStreaming plays a provider that does not notice its client going away: on a streamed
+// request it waits at the hold until the hold is released whatever the client does, then writes
+// After and the end of the answer anyway. The request is still recorded as Aborted when the
+// client went away before the end.
+//
 // A request that finds no scripted reply gets the default reply, whose text is
 // "re: " + the first DefaultReplyRunes runes of the last user message.
 //
@@ -34,14 +39,15 @@ const DefaultReplyRunes = 60
 //		world.Reply{ToolCalls: []world.ToolCall{{Name: "lookup", Arguments: `{"q":"x"}`}}},
 //		world.Reply{Text: "Found it."})
 type Reply struct {
-	Text         string
-	Chunks       []string
-	ToolCalls    []ToolCall
-	FinishReason string
-	Fail         *Failure
-	Hold         *Hold
-	After        []string
-	Drop         bool
+	Text          string
+	Chunks        []string
+	ToolCalls     []ToolCall
+	FinishReason  string
+	Fail          *Failure
+	Hold          *Hold
+	After         []string
+	Drop          bool
+	KeepStreaming bool
 }
 
 // ModelRequest is one recorded request to the model. Index is its 0-based arrival number since the
@@ -405,6 +411,9 @@ func (s *sseWriter) stream(r *http.Request, pieces []string, reply Reply, calls 
 	s.rw.WriteHeader(http.StatusOK)
 	s.chunk(map[string]any{"role": "assistant", "content": ""}, nil)
 	s.text(pieces)
+	if reply.KeepStreaming {
+		return s.keepStreaming(r, reply, calls, finish)
+	}
 	if reply.Hold != nil {
 		if s.err != nil {
 			return false, true
@@ -448,4 +457,22 @@ func (s *sseWriter) stream(r *http.Request, pieces []string, reply Reply, calls 
 	s.chunk(map[string]any{}, finish)
 	s.event([]byte("[DONE]"))
 	return s.err == nil, s.err != nil
+}
+
+// keepStreaming finishes a KeepStreaming answer: it ignores the client until the hold is released,
+// then writes the rest as if someone were reading. aborted is whether the client had gone by then.
+func (s *sseWriter) keepStreaming(r *http.Request, reply Reply, calls []ToolCall, finish string) (finished, aborted bool) {
+	if reply.Hold != nil && reply.Hold.wait(context.WithoutCancel(r.Context())) == holdClosed {
+		return false, false
+	}
+	s.text(reply.After)
+	for k, tc := range calls {
+		s.chunk(map[string]any{"tool_calls": []any{map[string]any{
+			"index": k, "id": tc.ID, "type": "function",
+			"function": map[string]any{"name": tc.Name, "arguments": tc.Arguments}}}}, nil)
+	}
+	s.chunk(map[string]any{}, finish)
+	s.event([]byte("[DONE]"))
+	gone := r.Context().Err() != nil || s.err != nil
+	return !gone, gone
 }

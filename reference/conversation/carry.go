@@ -2,6 +2,7 @@ package conversation
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"unicode/utf8"
 
@@ -82,38 +83,45 @@ const (
 	maxCarryKeyLen = 128
 )
 
+// ErrInvalidCarry is matched (errors.Is) by every refusal of a generation's input: a carry that
+// is not JSON, has the wrong version, owner or mode, counters out of range, or more than the
+// bounds allow. The execution fails with it rather than run on a state it cannot trust.
+//
+//	if errors.Is(err, conversation.ErrInvalidCarry) { ... }
+var ErrInvalidCarry = errors.New("conversation: invalid carry")
+
 // readState reads generation input: the start input in generation 0, a carry after. The input is
 // treated as untrusted: shape, counts, sizes and bytes are all bounded.
 func readState(input json.RawMessage, maxBytes, replaySize int) (*state, error) {
 	if len(input) > 4*maxBytes+(1<<20) {
-		return nil, fmt.Errorf("conversation: carry of %d bytes is over the bound", len(input))
+		return nil, fmt.Errorf("%w: %d bytes is over the bound", ErrInvalidCarry, len(input))
 	}
 	var s state
 	s.Replay = envelope.NewReplaySet(replaySize)
 	if err := json.Unmarshal(input, &s); err != nil {
-		return nil, fmt.Errorf("conversation: carry: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidCarry, err)
 	}
 	if s.V != 1 || !s.Owner.Valid() || (s.Mode != ModeOwner && s.Mode != ModeShared) {
-		return nil, fmt.Errorf("conversation: carry: bad version, owner or mode")
+		return nil, fmt.Errorf("%w: bad version, owner or mode", ErrInvalidCarry)
 	}
 	if s.Seq < 0 || s.Ord < 0 || s.Rec < 0 || s.Invalid < 0 || len(s.Window) > maxCarryTurns || len(s.Evicted) > maxCarryTurns {
-		return nil, fmt.Errorf("conversation: carry: counters out of range")
+		return nil, fmt.Errorf("%w: counters out of range", ErrInvalidCarry)
 	}
 	if len(s.Keys) > RecentKeys {
 		s.Keys = s.Keys[len(s.Keys)-RecentKeys:]
 	}
 	for _, k := range s.Keys {
 		if len(k) > maxCarryKeyLen {
-			return nil, fmt.Errorf("conversation: carry: key too long")
+			return nil, fmt.Errorf("%w: key too long", ErrInvalidCarry)
 		}
 	}
 	if !utf8.ValidString(s.Summary) || len(s.Summary) > maxCarryText {
-		return nil, fmt.Errorf("conversation: carry: summary")
+		return nil, fmt.Errorf("%w: summary", ErrInvalidCarry)
 	}
 	for _, ts := range [][]turnMem{s.Window, s.Evicted} {
 		for _, t := range ts {
 			if len(t.User)+len(t.Reply)+len(t.Prompt) > 4*maxCarryText || t.Turn <= 0 || t.Turn > s.Seq || t.Ord > s.Ord || t.UserRec > s.Rec {
-				return nil, fmt.Errorf("conversation: carry: turn out of range")
+				return nil, fmt.Errorf("%w: turn out of range", ErrInvalidCarry)
 			}
 		}
 	}
@@ -124,7 +132,8 @@ func readState(input json.RawMessage, maxBytes, replaySize int) (*state, error) 
 }
 
 // carry trims the state to maxBytes, oldest evicted turn first, then oldest window turn, and
-// encodes it. The trim is a pure function of the state.
+// encodes it. The summary goes only when even no turn at all does not make it fit, and then the
+// turns are trimmed again without it. The trim is a pure function of the state.
 func (s *state) carry(maxBytes int) json.RawMessage {
 	c := *s
 	c.Window = append([]turnMem(nil), s.Window...)
@@ -133,7 +142,11 @@ func (s *state) carry(maxBytes int) json.RawMessage {
 		b, _ := json.Marshal(c)
 		if len(b) <= maxBytes || (len(c.Window) == 0 && len(c.Evicted) == 0) {
 			if len(b) > maxBytes && c.Summary != "" {
+				// Only the summary is left to drop: without it, the turns dropped for its
+				// sake may fit again, so the trim starts over from all of them.
 				c.Summary = ""
+				c.Window = append([]turnMem(nil), s.Window...)
+				c.Evicted = append([]turnMem(nil), s.Evicted...)
 				continue
 			}
 			return b

@@ -140,13 +140,14 @@ var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 // ValidID reports whether id may name a conversation.
 func ValidID(id string) bool { return idRE.MatchString(id) }
 
-// New validates cfg and returns Conversations. Register Flow on the kernel, then Bind it.
+// New validates cfg and returns Conversations. Register Flow on the kernel and Bind it before
+// the kernel recovers anything (kernel.Options.BeforeRecovery): a recovered conversation may need
+// the kernel at its first live step.
 //
 // Errors: loomtype.ErrConfig (wrapped) for a missing or short key; ErrApproval.
 //
 //	cv, err := conversation.New(cfg, deps, conversation.NewHub(64))
-//	k, err := kernel.Open(ctx, st, kernel.Options{Flows: cv.Flows()})
-//	cv.Bind(k)
+//	k, err := kernel.Open(ctx, st, kernel.Options{Flows: cv.Flows(), BeforeRecovery: cv.Bind})
 func New(cfg Config, deps Deps, hub *Hub) (*Conversations, error) {
 	if len(cfg.Keys) == 0 || len(cfg.Keys[0]) < 32 {
 		return nil, fmt.Errorf("%w: a signing key of at least 32 bytes is required", loomtype.ErrConfig)
@@ -277,6 +278,13 @@ func (cv *Conversations) Start(ctx context.Context, principal loomtype.Identity,
 		m, merr := cv.meta(ctx, opt.ID)
 		if merr != nil || !m.ok || !m.owner.Equal(principal) {
 			return loomtype.Status{}, false, loomtype.ErrConflict
+		}
+		if m.mode == ModeShared {
+			// A start that died between recording the conversation and its participants is
+			// finished by its retry; otherwise nobody, not even the owner, could ever reach it.
+			if err := cv.finishParticipants(ctx, opt.ID, principal, opt.Participants); err != nil {
+				return loomtype.Status{}, false, err
+			}
 		}
 	} else if err != nil {
 		if errors.Is(err, kernel.ErrBadID) {
@@ -541,7 +549,12 @@ func (cv *Conversations) RawLog(ctx context.Context, principal loomtype.Identity
 		limit = 500
 	}
 	if after.Gen > info.Gen {
-		after = loomtype.Cursor{Gen: info.Gen, Seq: 1 << 62}
+		// Past the newest generation: clamped to its end, a cursor that reads back as itself.
+		head, err := k.Store().Head(ctx, kernel.LogStream(id), info.Gen)
+		if err != nil {
+			return nil, after, false, err
+		}
+		after = loomtype.Cursor{Gen: info.Gen, Seq: head}
 	}
 	var out []RawEvent
 	cur := after

@@ -463,7 +463,7 @@ func (cv *Conversations) newSignal(c *kernel.Context, st *state, asker loomtype.
 				if known[m.Key] {
 					continue
 				}
-				if shared && !cv.sameAsker(m, asker) {
+				if shared && !cv.sameAsker(c.ID(), m, asker) {
 					continue
 				}
 				return true

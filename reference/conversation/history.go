@@ -205,6 +205,9 @@ func (cv *Conversations) readBackward(ctx context.Context, id string, before *lo
 			s = tip
 		}
 	}
+	// The probe that found where to start is one point read, not a scanned event: without
+	// this a maxScan of 1 would spend the whole call on it and never move.
+	scanned = 0
 	var out []loomtype.Entry
 	for {
 		if err := ctx.Err(); err != nil {

@@ -193,6 +193,20 @@ func (cv *Conversations) initParticipants(ctx context.Context, id string, owner 
 	})
 }
 
+// finishParticipants records the initial participants of a shared conversation whose start
+// recorded none (it stopped in between); a set already recorded, by the start or a concurrent
+// retry, is kept.
+func (cv *Conversations) finishParticipants(ctx context.Context, id string, owner loomtype.Identity, ps []loomtype.Identity) error {
+	head, err := cv.kernel().Store().Head(ctx, participantsStream(id), 0)
+	if err != nil || head > 0 {
+		return err
+	}
+	if err := cv.initParticipants(ctx, id, owner, ps); err != nil && !errors.Is(err, store.ErrConflict) {
+		return err
+	}
+	return nil
+}
+
 // authorizeParticipant admits the participants of a shared conversation; the service identity is
 // never a viewer.
 func (cv *Conversations) authorizeParticipant(ctx context.Context, m meta, principal loomtype.Identity, id string) error {
@@ -304,7 +318,7 @@ func (cv *Conversations) checkSharedSend(ctx context.Context, id string, asker l
 	}
 	n := 0
 	for _, m := range backlog {
-		if a, ok := askerOf(m.Payload); ok && a.Equal(asker) {
+		if a, ok := cv.signedAskerOf(id, m.Payload); ok && a.Equal(asker) {
 			n++
 		}
 	}
@@ -314,15 +328,15 @@ func (cv *Conversations) checkSharedSend(ctx context.Context, id string, asker l
 	return nil
 }
 
-// askerOf reads the asker named in an envelope payload.
-func askerOf(payload json.RawMessage) (loomtype.Identity, bool) {
-	var e struct {
-		Asker *loomtype.Identity `json:"asker"`
-	}
-	if json.Unmarshal(payload, &e) != nil || e.Asker == nil {
+// signedAskerOf returns the asker of a payload that is an envelope for conversation id signed
+// under one of the keys: only those count against an asker's queue, so a payload nobody signed
+// cannot use up someone else's share.
+func (cv *Conversations) signedAskerOf(id string, payload json.RawMessage) (loomtype.Identity, bool) {
+	e, err := envelope.Parse(payload)
+	if err != nil || e.ConversationID != id || envelope.Verify(cv.cfg.Keys, e) != nil {
 		return loomtype.Identity{}, false
 	}
-	return *e.Asker, true
+	return loomtype.Identity(e.Asker), true
 }
 
 // sharedVoices admits any identity but the service's: the host signed the envelope; whether the
@@ -433,10 +447,11 @@ func (cv *Conversations) clearedCached(ctx context.Context, viewer loomtype.Iden
 	return v
 }
 
-// sameAsker reports whether an inbox message is signed for asker (a participant's follow-up
-// interrupts only their own running turn).
-func (cv *Conversations) sameAsker(m kernel.Message, asker loomtype.Identity) bool {
-	a, ok := askerOf(m.Payload)
+// sameAsker reports whether an inbox message is an envelope for conversation id signed for asker
+// (a participant's follow-up interrupts only their own running turn; a payload nobody signed
+// interrupts nobody's).
+func (cv *Conversations) sameAsker(id string, m kernel.Message, asker loomtype.Identity) bool {
+	a, ok := cv.signedAskerOf(id, m.Payload)
 	return ok && a.Equal(asker)
 }
 

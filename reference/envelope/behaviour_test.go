@@ -3,7 +3,6 @@ package envelope
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -302,54 +301,4 @@ func TestStaleArithmeticDoesNotOverflow(t *testing.T) {
 	assert.Equal(t, ReasonStale, Check(in).Reason)
 	in.MaxAgeMs = 1<<63 - 1
 	assert.True(t, Check(in).OK)
-}
-
-func FuzzParse(f *testing.F) {
-	f.Add([]byte(`{"conversationId":"c","kind":"user","id":"i","iat":1,"text":"\u2028\ud83d\ude00","asker":{"actor":"a"},"sig":"s"}`))
-	f.Add([]byte(`{"conversationId":"c","kind":"close","id":"i","iat":0,"text":"","asker":{"actor":"a","tenant":""},"editOf":1,"sig":""}`))
-	f.Add([]byte(`[]`))
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		e, err := Parse(raw)
-		if err != nil {
-			if !errors.Is(err, ErrMalformed) {
-				t.Fatalf("error %v does not match ErrMalformed", err)
-			}
-			return
-		}
-		if Validate(e) != nil {
-			t.Fatal("Parse accepted an invalid envelope")
-		}
-		back, err := Parse(mustJSON(t, e))
-		if err != nil {
-			t.Fatalf("re-encoded envelope refused: %v", err)
-		}
-		if !bytes.Equal(Canonical(back), Canonical(e)) {
-			t.Fatal("canonical form changed across a round trip")
-		}
-	})
-}
-
-func FuzzParseReplaySet(f *testing.F) {
-	f.Add([]byte(`{"floor":3,"seen":[["a",1],["b",2]]}`), 2)
-	f.Add([]byte(`{"floor":0,"seen":[]}`), 0)
-	f.Fuzz(func(t *testing.T, data []byte, capacity int) {
-		if capacity > 64 {
-			capacity = 64
-		}
-		s, err := ParseReplaySet(data, capacity)
-		if err != nil {
-			if !errors.Is(err, ErrInvalidCarry) {
-				t.Fatalf("error %v does not match ErrInvalidCarry", err)
-			}
-			return
-		}
-		if s.Len() > s.Capacity() {
-			t.Fatal("over capacity")
-		}
-		out := mustJSON(t, s)
-		again, err := ParseReplaySet(out, capacity)
-		if err != nil || !bytes.Equal(mustJSON(t, again), out) {
-			t.Fatalf("carry does not round-trip: %s", out)
-		}
-	})
 }

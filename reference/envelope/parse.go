@@ -9,12 +9,13 @@ import (
 // validates it with the rules of [Validate]. It does not verify the signature.
 //
 // The payload must be valid UTF-8 and one JSON object (surrounding whitespace allowed) with the
-// members conversationId, kind, id, iat, asker and sig (a non-empty string), text (optional on a
-// close envelope, where absent means ""), and optionally editOf; no other member and no member
-// twice. asker is an object with actor and optionally tenant and onBehalfOf,
-// all strings (an empty string counts as absent). iat and editOf are integers written without
-// fraction or exponent. Strings may not contain unpaired surrogate escapes. Any breach returns a
-// [*MalformedError]. Parse is safe for concurrent use.
+// members conversationId, kind, id, iat, asker and sig (any string: whether it verifies, and the
+// empty string never does, is [Verify]'s question), text (optional on a close envelope, where
+// absent means ""), and optionally editOf; no other member and no member twice. asker is an
+// object with actor and optionally tenant and onBehalfOf, all strings (an empty string counts as
+// absent). iat and editOf are integers written without fraction or exponent. Strings may not
+// contain unpaired surrogate escapes. Any breach returns a [*MalformedError]. Parse is safe for
+// concurrent use.
 //
 //	e, err := envelope.Parse(raw)
 func Parse(raw []byte) (Envelope, error) {
@@ -70,9 +71,6 @@ func Parse(raw []byte) (Envelope, error) {
 	}
 	if !seen["text"] && e.Kind != KindClose {
 		return Envelope{}, &MalformedError{Field: "text", Offset: p.i}
-	}
-	if e.Sig == "" {
-		return Envelope{}, &MalformedError{Field: "sig", Offset: p.i}
 	}
 	if err := Validate(e); err != nil {
 		err.(*MalformedError).Offset = p.i

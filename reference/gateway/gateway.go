@@ -15,6 +15,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,6 +55,9 @@ type Discovery struct {
 	Profiles       []string       `json:"profiles"`
 	Implementation Implementation `json:"implementation"`
 	RuntimeDoor    bool           `json:"runtimeDoor"`
+	// Extensions lists the optional behaviours of the HTTP surface the system offers
+	// (spec/http.md, Discovery): "chosen-id" for caller-chosen conversation ids.
+	Extensions []string `json:"extensions,omitempty"`
 }
 
 // Implementation names the system.
@@ -364,8 +368,9 @@ func (b *bucket) full(now time.Time, perMinute int) bool {
 	return b.tokens >= float64(perMinute)
 }
 
-// readBody enforces the JSON content type and the size limit, then decodes strictly. An empty
-// body decodes as {} when allowEmpty.
+// readBody enforces the JSON content type and the size limit, then decodes strictly: members
+// named exactly, once each, never null. An empty body (zero bytes) decodes as {} when
+// allowEmpty; white space alone is a bad request.
 func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) bool {
 	if r.ContentLength > g.cfg.MaxBodyBytes {
 		writeError(w, http.StatusRequestEntityTooLarge, "payload too large", "")
@@ -391,7 +396,7 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, v any, allowE
 		return false
 	}
 	if len(strings.TrimSpace(string(body))) == 0 {
-		if allowEmpty {
+		if allowEmpty && len(body) == 0 { // no body at all; white space alone is no JSON
 			return true
 		}
 		writeError(w, http.StatusBadRequest, "bad request", "body")
@@ -407,7 +412,98 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, v any, allowE
 		writeError(w, http.StatusBadRequest, "bad request", "body")
 		return false
 	}
+	// encoding/json matches member names without regard to case and keeps the last of two
+	// equal ones; the contract names members exactly, once each.
+	if f, ok := exactMembers(json.NewDecoder(strings.NewReader(string(body))), reflect.TypeOf(v).Elem()); !ok {
+		if f == "" {
+			f = "body"
+		}
+		writeError(w, http.StatusBadRequest, "bad request", f)
+		return false
+	}
 	return true
+}
+
+var rawMessageType = reflect.TypeFor[json.RawMessage]()
+
+// exactMembers walks one JSON value (already known to be valid) along the Go type it decoded
+// into and reports the first member that the type does not name exactly, that appears twice in
+// one object, or that is null (no member of the contract's bodies takes null; a null value
+// itself is reported with an empty name). A json.RawMessage or interface value is taken as it is.
+func exactMembers(dec *json.Decoder, t reflect.Type) (string, bool) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	free := t == rawMessageType || t.Kind() == reflect.Interface
+	tok, err := dec.Token()
+	if err != nil {
+		return "body", false
+	}
+	if tok == nil && !free {
+		return "", false
+	}
+	switch tok {
+	case json.Delim('{'):
+		var fields map[string]reflect.Type
+		if !free && t.Kind() == reflect.Struct {
+			fields = map[string]reflect.Type{}
+			for i := range t.NumField() {
+				sf := t.Field(i)
+				name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+				if name == "-" || !sf.IsExported() {
+					continue
+				}
+				if name == "" {
+					name = sf.Name
+				}
+				fields[name] = sf.Type
+			}
+		}
+		seen := map[string]bool{}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return "body", false
+			}
+			k, _ := kt.(string)
+			ft := t
+			switch {
+			case free:
+			case seen[k]:
+				return k, false
+			case fields != nil:
+				var ok bool
+				if ft, ok = fields[k]; !ok {
+					return k, false
+				}
+			case t.Kind() == reflect.Map:
+				ft = t.Elem()
+			}
+			seen[k] = true
+			f, ok := exactMembers(dec, ft)
+			if !ok && f == "" {
+				return k, false // null where the contract wants a value
+			}
+			if !ok {
+				return f, false
+			}
+		}
+		_, err = dec.Token()
+		return "body", err == nil
+	case json.Delim('['):
+		et := t
+		if !free && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			et = t.Elem()
+		}
+		for dec.More() {
+			if f, ok := exactMembers(dec, et); !ok {
+				return f, false
+			}
+		}
+		_, err = dec.Token()
+		return "body", err == nil
+	}
+	return "", true
 }
 
 func fieldOf(err error) string {
@@ -422,8 +518,8 @@ func fieldOf(err error) string {
 }
 
 type startBody struct {
-	ID           string              `json:"id,omitempty"`
-	Mode         string              `json:"mode,omitempty"`
+	ID           *string             `json:"id,omitempty"`
+	Mode         *string             `json:"mode,omitempty"`
 	Participants []loomtype.Identity `json:"participants,omitempty"`
 }
 
@@ -435,7 +531,16 @@ func (g *Gateway) start(w http.ResponseWriter, r *http.Request, who loomtype.Ide
 	if !g.readBody(w, r, &b, true) {
 		return
 	}
-	st, created, err := g.cv.Start(r.Context(), who, conversation.StartOptions{ID: b.ID, Mode: b.Mode, Participants: b.Participants})
+	// An empty id or mode is not an absent one: the contract gives both a non-empty form.
+	if b.ID != nil && *b.ID == "" {
+		writeError(w, http.StatusBadRequest, "invalid id", "")
+		return
+	}
+	if b.Mode != nil && *b.Mode == "" {
+		writeError(w, http.StatusBadRequest, "bad request", "mode")
+		return
+	}
+	st, created, err := g.cv.Start(r.Context(), who, conversation.StartOptions{ID: deref(b.ID), Mode: deref(b.Mode), Participants: b.Participants})
 	if err != nil {
 		g.fail(w, err)
 		return
@@ -476,8 +581,25 @@ func (g *Gateway) admitPost(w http.ResponseWriter, r *http.Request, who loomtype
 
 type turnBody struct {
 	Text      *string         `json:"text"`
-	MessageID string          `json:"messageId,omitempty"`
+	MessageID *string         `json:"messageId,omitempty"`
 	EditOf    json.RawMessage `json:"editOf,omitempty"`
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// emptyMessageID answers 400 for a messageId that is present but empty (absent, the server
+// makes one; empty, it is outside the contract's 1 to 128 characters).
+func emptyMessageID(w http.ResponseWriter, id *string) bool {
+	if id != nil && *id == "" {
+		writeError(w, http.StatusBadRequest, "bad request", "messageId")
+		return true
+	}
+	return false
 }
 
 func (g *Gateway) turns(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
@@ -490,8 +612,11 @@ func (g *Gateway) turns(w http.ResponseWriter, r *http.Request, who loomtype.Ide
 		writeError(w, http.StatusBadRequest, "bad request", "text")
 		return
 	}
+	if emptyMessageID(w, b.MessageID) {
+		return
+	}
 	var editOf int64
-	if len(b.EditOf) > 0 && string(b.EditOf) != "null" {
+	if len(b.EditOf) > 0 {
 		n, err := strconv.ParseInt(string(b.EditOf), 10, 64)
 		if err != nil || n < 1 {
 			writeError(w, http.StatusBadRequest, "bad request", "editOf")
@@ -499,7 +624,7 @@ func (g *Gateway) turns(w http.ResponseWriter, r *http.Request, who loomtype.Ide
 		}
 		editOf = n
 	}
-	res, err := g.cv.SendTurn(r.Context(), who, id, *b.Text, conversation.SendOptions{MessageID: b.MessageID, EditOf: editOf})
+	res, err := g.cv.SendTurn(r.Context(), who, id, *b.Text, conversation.SendOptions{MessageID: deref(b.MessageID), EditOf: editOf})
 	if err != nil {
 		g.fail(w, err)
 		return
@@ -508,7 +633,7 @@ func (g *Gateway) turns(w http.ResponseWriter, r *http.Request, who loomtype.Ide
 }
 
 type closeBody struct {
-	MessageID string `json:"messageId,omitempty"`
+	MessageID *string `json:"messageId,omitempty"`
 }
 
 func (g *Gateway) close(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
@@ -517,7 +642,10 @@ func (g *Gateway) close(w http.ResponseWriter, r *http.Request, who loomtype.Ide
 	if !ok {
 		return
 	}
-	res, err := g.cv.Close(r.Context(), who, id, b.MessageID)
+	if emptyMessageID(w, b.MessageID) {
+		return
+	}
+	res, err := g.cv.Close(r.Context(), who, id, deref(b.MessageID))
 	if err != nil {
 		g.fail(w, err)
 		return
@@ -627,7 +755,7 @@ func (g *Gateway) rawSend(w http.ResponseWriter, r *http.Request, who loomtype.I
 	if !g.readBody(w, r, &b, false) {
 		return
 	}
-	if len(b.Payload) == 0 {
+	if len(b.Payload) == 0 || b.Payload[0] != '{' { // the contract's payload is an object
 		writeError(w, http.StatusBadRequest, "bad request", "payload")
 		return
 	}

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/loomcheck/loomcheck/reference/conversation"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
@@ -40,16 +42,29 @@ func (g *Gateway) StreamCounts(who loomtype.Identity) (total, mine int) {
 }
 
 // sse writes server-sent events. Every data line is one line of JSON: a user's words can never
-// forge an SSE field, whatever newlines they hold.
+// forge an SSE field, whatever newlines they hold. Event names, ids and comments are checked
+// too, so what a reader parses back is always exactly what was sent.
 type sse struct {
 	w  http.ResponseWriter
 	rc *http.ResponseController
 }
 
+// errSSEField refuses an event name, id or comment that would not read back as itself (it holds
+// a line break or NUL, or is not UTF-8), and data that is not UTF-8. Nothing is written then.
+var errSSEField = errors.New("gateway: SSE data that is not UTF-8, or a name, id or comment with a line break, NUL or bad UTF-8")
+
+func sseSafe(s string) bool { return utf8.ValidString(s) && !strings.ContainsAny(s, "\r\n\x00") }
+
 func (s *sse) send(event, id string, v any) error {
+	if !sseSafe(event) || !sseSafe(id) {
+		return errSSEField
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
+	}
+	if !utf8.Valid(b) { // a json.RawMessage is copied as it is
+		return errSSEField
 	}
 	var buf []byte
 	if id != "" {
@@ -69,6 +84,9 @@ func (s *sse) send(event, id string, v any) error {
 }
 
 func (s *sse) comment(text string) error {
+	if !sseSafe(text) {
+		return errSSEField
+	}
 	if _, err := s.w.Write([]byte(": " + text + "\n\n")); err != nil {
 		return err
 	}

@@ -58,6 +58,10 @@ type Options struct {
 	OnDivergence func(*loomtype.DivergenceError)
 	// Logger receives operational messages (default: slog.Default()).
 	Logger *slog.Logger
+	// BeforeRecovery, if set, is called by Open with the new kernel before any open execution
+	// is recovered: a flow that reaches the kernel through its owner (as the conversation layer
+	// does) then finds it there from its first step.
+	BeforeRecovery func(*Kernel)
 }
 
 // Execution states.
@@ -189,6 +193,10 @@ func Open(ctx context.Context, st store.Store, opt Options) (*Kernel, error) {
 		cancel()
 		return nil, err
 	}
+	if opt.BeforeRecovery != nil {
+		opt.BeforeRecovery(k)
+	}
+	var recovered []*execution
 	for _, kv := range kvs {
 		var in Info
 		if err := json.Unmarshal(kv.Val, &in); err != nil {
@@ -204,14 +212,26 @@ func Open(ctx context.Context, st store.Store, opt Options) (*Kernel, error) {
 			lg.Error("kernel: open execution of an unknown flow is not recovered", "id", in.ID, "flow", in.Flow)
 			continue
 		}
-		k.launch(in, fl)
+		recovered = append(recovered, k.register(in, fl))
+	}
+	// Every recovered execution is running before any of them runs: one that awaits another
+	// (a shared conversation its turn) must find it running, not yet to be launched and so
+	// seemingly ended open.
+	for _, e := range recovered {
+		k.wg.Add(1)
+		go k.run(e)
 	}
 	return k, nil
 }
 
-func (k *Kernel) launch(in Info, fl Flow) *execution {
+func (k *Kernel) register(in Info, fl Flow) *execution {
 	e := &execution{id: in.ID, flow: fl, info: in, done: make(chan struct{})}
 	k.running[in.ID] = e
+	return e
+}
+
+func (k *Kernel) launch(in Info, fl Flow) *execution {
+	e := k.register(in, fl)
 	k.wg.Add(1)
 	go k.run(e)
 	return e

@@ -62,6 +62,12 @@ type SQLite struct {
 
 	subMu sync.Mutex
 	subs  map[string]map[*sub]struct{}
+
+	// The crash hook (CrashAfterWrite): writes counts the durable writes, crashAt (under wmu) is
+	// the count after which the store dies, 0 when unarmed; crashed is closed when it fires.
+	writes  atomic.Int64
+	crashAt int64
+	crashed chan struct{}
 }
 
 type sub struct{ ch chan struct{} }
@@ -135,8 +141,58 @@ func (s *SQLite) Update(ctx context.Context, fn func(Tx) error) error {
 	if err := sqltx.Commit(); err != nil {
 		return fmt.Errorf("store: commit: %w", err)
 	}
+	if t.wrote {
+		if n := s.writes.Add(1); s.crashAt > 0 && n == s.crashAt {
+			s.die()
+			return ErrCrashed
+		}
+	}
 	s.notify(t.touched)
 	return nil
+}
+
+// ErrCrashed is what the write that reached the crash point of CrashAfterWrite returns: it has
+// committed, but the store died before telling anyone. It matches ErrClosed.
+var ErrCrashed = fmt.Errorf("%w: crashed at the armed write", ErrClosed)
+
+// Writes returns the number of durable writes (committed transactions that appended an event,
+// stored metadata or remembered a new key) since Open. Transactions that changed nothing are not
+// counted.
+//
+//	before := st.Writes()
+func (s *SQLite) Writes() int64 { return s.writes.Load() }
+
+// CrashAfterWrite arms the crash hook: right after the n-th durable write from now commits (n >= 1),
+// the store dies as Kill leaves it: that write returns ErrCrashed to its caller, every later read and
+// write ErrClosed, and the returned channel is closed. The hook is off until armed; arming again
+// replaces the previous point. The channel of a store that is closed or killed first never closes.
+//
+//	crashed := st.CrashAfterWrite(3)
+//	<-crashed // the third write committed; nothing after it did
+func (s *SQLite) CrashAfterWrite(n int64) <-chan struct{} {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if n < 1 {
+		n = 1
+	}
+	s.crashAt = s.writes.Load() + n
+	s.crashed = make(chan struct{})
+	return s.crashed
+}
+
+// die is Kill with wmu held, closing the crash channel.
+func (s *SQLite) die() {
+	if s.dead.Swap(true) || s.closed {
+		return
+	}
+	// The channel closes first: whoever sees a read refused after this instant can already tell
+	// it was the crash.
+	if s.crashed != nil {
+		close(s.crashed)
+	}
+	s.closed = true
+	s.shut.Store(true)
+	go func() { s.r.Close(); s.w.Close() }()
 }
 
 func (s *SQLite) notify(streams map[string]struct{}) {
@@ -349,6 +405,7 @@ type tx struct {
 	tx      *sql.Tx
 	now     int64
 	touched map[string]struct{}
+	wrote   bool // something durable changed
 }
 
 func (t *tx) Head(stream string, gen int64) (int64, error) {
@@ -377,6 +434,7 @@ func (t *tx) Append(stream string, gen, expect int64, evs ...NewEvent) (int64, e
 	}
 	if len(evs) > 0 {
 		t.touched[stream] = struct{}{}
+		t.wrote = true
 	}
 	return h, nil
 }
@@ -385,6 +443,7 @@ func (t *tx) PutMeta(key string, val []byte) error {
 	if _, err := t.tx.Exec(`INSERT INTO meta (key, val) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET val = excluded.val`, key, val); err != nil {
 		return fmt.Errorf("store: put meta %s: %w", key, err)
 	}
+	t.wrote = true
 	return nil
 }
 
@@ -416,6 +475,7 @@ func (t *tx) Remember(scope, key string, keep int) (bool, error) {
 	if _, err := t.tx.Exec(`INSERT INTO remembered (scope, key, n) VALUES (?, ?, ?)`, scope, key, top+1); err != nil {
 		return false, fmt.Errorf("store: remember: %w", err)
 	}
+	t.wrote = true
 	if keep > 0 && top+1 > int64(keep) {
 		if _, err := t.tx.Exec(`DELETE FROM remembered WHERE scope = ? AND n <= ?`, scope, top+1-int64(keep)); err != nil {
 			return false, fmt.Errorf("store: forget: %w", err)

@@ -96,7 +96,7 @@
     var row = el('tr', { 'data-profile': p.name, 'data-claimed': p.claimed ? 'true' : 'false', 'data-conformant': p.conformant ? 'true' : 'false' },
       el('td', null, str(p.name)),
       el('td', null, p.claimed ? 'yes' : 'no'),
-      el('td', null, !p.claimed ? '–' : p.conformant ? 'yes' : 'no'));
+      el('td', null, !p.claimed ? '–' : p.conformant ? 'yes' : p.verdict === 'not-run' ? 'not run' : 'no'));
     STATUSES.forEach(function (s) { row.appendChild(el('td', { 'class': 'num' }, str(t[TOTAL_KEYS[s]] || 0))); });
     profileBody.appendChild(row);
   });
