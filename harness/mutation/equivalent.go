@@ -30,7 +30,10 @@ type EquivalentEntry struct {
 	Test string `yaml:"test,omitempty" json:"test,omitempty"`
 }
 
-// Matches reports whether the entry names m.
+// Matches reports whether the entry names m: every identity field equal, and the occurrence too
+// when the entry gives one.
+//
+//	if e.Matches(m) { fmt.Println("equivalent:", e.Reason) }
 func (e EquivalentEntry) Matches(m Mutant) bool {
 	return e.File == m.File && e.Func == m.Func && e.Operator == m.Operator && e.Original == m.Original &&
 		e.Mutated == m.Mutated && (e.Occurrence == nil || *e.Occurrence == m.Occurrence)
@@ -66,6 +69,8 @@ func LoadEquivalent(path string) ([]EquivalentEntry, error) {
 }
 
 // InSecurityPath reports whether a file belongs to one of [SecurityPackages].
+//
+//	mutation.InSecurityPath("reference/store/sqlite.go") // true
 func InSecurityPath(file string) bool {
 	return slices.ContainsFunc(SecurityPackages, func(p string) bool {
 		return len(file) > len(p) && file[:len(p)] == p && file[len(p)] == '/'

@@ -103,6 +103,8 @@ type Mutant struct {
 }
 
 // String renders a mutant for people: "file:line func: original → mutated (operator)".
+//
+//	fmt.Println(m) // reference/store/sqlite.go:180 clampLimit: limit > MaxRead → limit >= MaxRead (conditionals-boundary)
 func (m Mutant) String() string {
 	return fmt.Sprintf("%s:%d %s: %s (%s)", m.File, m.Line, m.Func, m.Change(), m.Operator)
 }
@@ -116,7 +118,11 @@ func (m Mutant) Change() string {
 	return m.Original + " → " + mut
 }
 
-// Apply returns the source of m.File with the mutation applied; src must be that file's content.
+// Apply returns the source of m.File with the mutation applied; src must be that file's content
+// (it is not modified).
+//
+//	src, _ := os.ReadFile(m.File)
+//	os.WriteFile(scratch, m.Apply(src), 0o644)
 func (m Mutant) Apply(src []byte) []byte {
 	out := make([]byte, 0, len(src)+len(m.repl))
 	out = append(out, src[:m.start]...)

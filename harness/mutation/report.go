@@ -122,6 +122,8 @@ func Write(dir string, rep Report) error {
 
 // Markdown renders rep for people: the kill rate per package, then every survivor with file:line,
 // function and mutation, then the timeouts, the equivalent and the not-covered mutants.
+//
+//	os.WriteFile("survivors.md", []byte(mutation.Markdown(rep)), 0o644)
 func Markdown(rep Report) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Mutation testing of the reference\n\n")

@@ -145,3 +145,40 @@ func TestLogConflictReachesTheFlow(t *testing.T) {
 		t.Fatal("Receive did not return")
 	}
 }
+
+// In warn mode, a replay whose steps part from the log after the first goes on live from there: the
+// recorded step is served, the new one runs, and both results come back in order.
+func TestExecuteAllDivergingMidwayGoesLiveInWarnMode(t *testing.T) {
+	var runs atomic.Int64
+	step := func(v string) kernel.StepFunc {
+		return func(ctx context.Context) (json.RawMessage, error) {
+			runs.Add(1)
+			return json.Marshal(v)
+		}
+	}
+	ids := []string{"a", "b"}
+	flows := map[string]kernel.Flow{}
+	flows["f"] = func(c *kernel.Context, _ json.RawMessage) (json.RawMessage, error) {
+		res := c.ExecuteAll(ids, []kernel.StepFunc{step(strings.ToUpper(ids[0])), step(strings.ToUpper(ids[1]))})
+		if _, err := c.Receive(); err != nil { // park
+			return nil, err
+		}
+		return json.Marshal([]string{string(res[0].Value), string(res[1].Value)})
+	}
+	r := newRig(t, flows)
+	_, err := r.k.Start(context.Background(), kernel.StartRequest{ID: "x", Flow: "f", Principal: alice})
+	require.NoError(t, err)
+	waitFor(t, "both steps", func() bool { return len(r.transcript("x", 0)) == 5 })
+	ids = []string{"a", "c"}
+	r.mode = kernel.DivergenceWarn
+	r.restart()
+	<-r.divs
+	send(t, r.k, "x", "go", "go")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := r.k.Await(ctx, "x")
+	require.NoError(t, err)
+	require.Equal(t, kernel.StateCompleted, info.State, info.Error)
+	require.JSONEq(t, `["\"A\"", "\"C\""]`, string(info.Output), "a served from the log; c run live")
+	require.EqualValues(t, 3, runs.Load(), "a and b before the restart, c after it")
+}
