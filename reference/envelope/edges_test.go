@@ -112,16 +112,18 @@ func TestParseErrorFieldAndOffset(t *testing.T) {
 // TestCarryErrorOffset: a refused carry says where reading stopped.
 func TestCarryErrorOffset(t *testing.T) {
 	for raw, offset := range map[string]int{
-		`{"floor":-1,"seen":[]}`:                len(`{"floor":`),
-		`{"floor":1.5,"seen":[]}`:               len(`{"floor":1`),
-		`{"floor":12345678901234567,"seen":[]}`: len(`{"floor":1234567890123456`),
-		`{"floor":0,"seen":[["a",-1]]}`:         len(`{"floor":0,"seen":[["a",`),
-		`{"floor":0,"seen":[["a\q",1]]}`:        len(`{"floor":0,"seen":[["a\q`),
-		`{"floor":0,"seen":[["a",1],["a",2]]}`:  len(`{"floor":0,"seen":[["a",1],["a",2]`),
-		`{"floor":0,"seen":[],"x":1}`:           len(`{"floor":0,"seen":[],"x":`),
-		`{"floor":0}`:                           len(`{"floor":0}`),
-		`{"floor":0,"seen":[]} x`:               len(`{"floor":0,"seen":[]} `),
-		"{\"floor\":0,\"seen\":[[\"\xff\",1]]}": 0,
+		`{"floor":-1,"seen":[]}`:                       len(`{"floor":`),
+		`{"floor":1.5,"seen":[]}`:                      len(`{"floor":1`),
+		`{"floor":12345678901234567,"seen":[]}`:        len(`{"floor":1234567890123456`),
+		`{"floor":0,"seen":[["a",-1]]}`:                len(`{"floor":0,"seen":[["a",`),
+		`{"floor":0,"seen":[["a\q",1]]}`:               len(`{"floor":0,"seen":[["a\q`),
+		`{"floor":0,"seen":[["a",1],["a",2]]}`:         len(`{"floor":0,"seen":[["a",1],["a",2]`),
+		`{"floor":0,"seen":[["a",1],["a",2],["b",3]]}`: len(`{"floor":0,"seen":[["a",1],["a",2]`),
+		`{"floor":0,"seen":[[1,1],["b",3]]}`:           len(`{"floor":0,"seen":[[`),
+		`{"floor":0,"seen":[],"x":1}`:                  len(`{"floor":0,"seen":[],"x":`),
+		`{"floor":0}`:                                  len(`{"floor":0}`),
+		`{"floor":0,"seen":[]} x`:                      len(`{"floor":0,"seen":[]} `),
+		"{\"floor\":0,\"seen\":[[\"\xff\",1]]}":        0,
 	} {
 		_, err := ParseReplaySet([]byte(raw), 4)
 		var ce *CarryError
