@@ -290,3 +290,31 @@ func TestRememberKeepsTheNewestKeys(t *testing.T) {
 		require.Equal(t, want, s.Keys, "after %d keys", i+1)
 	}
 }
+
+// TestReadStateNegativeCounterAlone: with no turn to contradict it, each counter below zero alone
+// is refused, and each at zero alone is read.
+func TestReadStateNegativeCounterAlone(t *testing.T) {
+	for _, field := range []string{"seq", "ord", "rec", "invalid"} {
+		for _, v := range []int64{-1, 0} {
+			s := &state{V: 1, Owner: loomtype.Identity{Actor: "a"}, Mode: ModeOwner, Seq: 3, Ord: 3, Rec: 3, Invalid: 3,
+				Replay: envelope.NewReplaySet(4)}
+			switch field {
+			case "seq":
+				s.Seq = v
+			case "ord":
+				s.Ord = v
+			case "rec":
+				s.Rec = v
+			case "invalid":
+				s.Invalid = v
+			}
+			got, err := readState(carryOf(t, s), 1024, 4)
+			if v < 0 {
+				assert.ErrorIs(t, err, ErrInvalidCarry, "%s %d", field, v)
+				assert.Nil(t, got)
+			} else if assert.NoError(t, err, "%s %d", field, v) {
+				assert.Equal(t, string(carryOf(t, s)), string(carryOf(t, got)))
+			}
+		}
+	}
+}
