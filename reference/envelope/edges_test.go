@@ -80,6 +80,8 @@ func TestParseErrorFieldAndOffset(t *testing.T) {
 		{head + `"text":"a\u004`, "text", len(head + `"text":"a\u`)},
 		{head + `"text":"a\ud83d\u0041",` + tail, "text", len(head + `"text":"a\ud83d\u0041`)},
 		{head + `"text":"a\ud83dx",` + tail, "text", len(head + `"text":"a\ud83d`)},
+		{head + `"text":"a\ud83d\u`, "text", len(head + `"text":"a\ud83d\u`)},
+		{head + `"text":"a\ud83d\u0`, "text", len(head + `"text":"a\ud83d\u`)},
 		{head + `"text":"a\q",` + tail, "text", len(head + `"text":"a\q`)},
 		{head + `"text":"a\`, "text", len(head + `"text":"a\`)},
 		{head + `"text":"a`, "text", len(head + `"text":"a`)},
