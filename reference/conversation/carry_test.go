@@ -46,10 +46,10 @@ func TestReadStateRefusesEachBreachAlone(t *testing.T) {
 		{"rec -1", func(s *state) { s.Rec = -1 }, false},
 		{"invalid -1", func(s *state) { s.Invalid = -1 }, false},
 		{"invalid 1", func(s *state) { s.Invalid = 1 }, true},
-		{"key of 128 bytes", func(s *state) { s.Keys[0] = strings.Repeat("k", maxCarryKeyLen) }, true},
-		{"key of 129 bytes", func(s *state) { s.Keys[0] = strings.Repeat("k", maxCarryKeyLen+1) }, false},
-		{"summary of the bound", func(s *state) { s.Summary = strings.Repeat("s", maxCarryText) }, true},
-		{"summary over the bound", func(s *state) { s.Summary = strings.Repeat("s", maxCarryText+1) }, false},
+		{"key of 128 bytes", func(s *state) { s.Keys[0] = strings.Repeat("k", 128) }, true},
+		{"key of 129 bytes", func(s *state) { s.Keys[0] = strings.Repeat("k", 129) }, false},
+		{"summary of the bound", func(s *state) { s.Summary = strings.Repeat("s", 1<<20) }, true},
+		{"summary over the bound", func(s *state) { s.Summary = strings.Repeat("s", 1<<20+1) }, false},
 		{"turn 0", func(s *state) { s.Window[0].Turn = 0 }, false},
 		{"turn 1", func(s *state) { s.Window[0].Turn = 1 }, true},
 		{"turn at seq", func(s *state) { s.Window[0].Turn = s.Seq }, true},
@@ -92,8 +92,8 @@ func TestReadStateZeroCounters(t *testing.T) {
 	assert.Equal(t, 0, s.Replay.Len())
 }
 
-// TestReadStateTurnCounts: a window (or evicted list) of exactly maxCarryTurns turns is read, one
-// more is refused.
+// TestReadStateTurnCounts: a window (or evicted list) of exactly 4096 turns is read, one more is
+// refused.
 func TestReadStateTurnCounts(t *testing.T) {
 	build := func(n int, evicted bool) *state {
 		s := &state{V: 1, Owner: loomtype.Identity{Actor: "a"}, Mode: ModeOwner, Seq: int64(n), Ord: int64(n), Rec: int64(2 * n)}
@@ -109,19 +109,19 @@ func TestReadStateTurnCounts(t *testing.T) {
 	}
 	const maxBytes = 1 << 20
 	for _, evicted := range []bool{false, true} {
-		s, err := readState(carryOf(t, build(maxCarryTurns, evicted)), maxBytes, 8)
+		s, err := readState(carryOf(t, build(4096, evicted)), maxBytes, 8)
 		require.NoError(t, err, "evicted %v", evicted)
-		assert.Equal(t, maxCarryTurns, len(s.Window)+len(s.Evicted))
-		_, err = readState(carryOf(t, build(maxCarryTurns+1, evicted)), maxBytes, 8)
+		assert.Equal(t, 4096, len(s.Window)+len(s.Evicted))
+		_, err = readState(carryOf(t, build(4097, evicted)), maxBytes, 8)
 		assert.ErrorIs(t, err, ErrInvalidCarry, "evicted %v", evicted)
 	}
 }
 
-// TestReadStateTurnTextBound: the texts of one turn together may hold 4*maxCarryText bytes, not
-// one more, whichever of user, reply and prompt carries them.
+// TestReadStateTurnTextBound: the texts of one turn together may hold 4 MiB, not one byte
+// more, whichever of user, reply and prompt carries them.
 func TestReadStateTurnTextBound(t *testing.T) {
 	const maxBytes = 2 << 20 // the input bound 4*maxBytes+1MiB admits the largest turn
-	const bound = 4 * maxCarryText
+	const bound = 4 << 20
 	for _, field := range []string{"user", "reply", "prompt"} {
 		for _, total := range []int{bound, bound + 1} {
 			s := sampleState(3)
@@ -288,5 +288,33 @@ func TestRememberKeepsTheNewestKeys(t *testing.T) {
 			want = all[len(all)-RecentKeys:]
 		}
 		require.Equal(t, want, s.Keys, "after %d keys", i+1)
+	}
+}
+
+// TestReadStateNegativeCounterAlone: with no turn to contradict it, each counter below zero alone
+// is refused, and each at zero alone is read.
+func TestReadStateNegativeCounterAlone(t *testing.T) {
+	for _, field := range []string{"seq", "ord", "rec", "invalid"} {
+		for _, v := range []int64{-1, 0} {
+			s := &state{V: 1, Owner: loomtype.Identity{Actor: "a"}, Mode: ModeOwner, Seq: 3, Ord: 3, Rec: 3, Invalid: 3,
+				Replay: envelope.NewReplaySet(4)}
+			switch field {
+			case "seq":
+				s.Seq = v
+			case "ord":
+				s.Ord = v
+			case "rec":
+				s.Rec = v
+			case "invalid":
+				s.Invalid = v
+			}
+			got, err := readState(carryOf(t, s), 1024, 4)
+			if v < 0 {
+				assert.ErrorIs(t, err, ErrInvalidCarry, "%s %d", field, v)
+				assert.Nil(t, got)
+			} else if assert.NoError(t, err, "%s %d", field, v) {
+				assert.Equal(t, string(carryOf(t, s)), string(carryOf(t, got)))
+			}
+		}
 	}
 }

@@ -80,6 +80,8 @@ func TestParseErrorFieldAndOffset(t *testing.T) {
 		{head + `"text":"a\u004`, "text", len(head + `"text":"a\u`)},
 		{head + `"text":"a\ud83d\u0041",` + tail, "text", len(head + `"text":"a\ud83d\u0041`)},
 		{head + `"text":"a\ud83dx",` + tail, "text", len(head + `"text":"a\ud83d`)},
+		{head + `"text":"a\ud83d\u`, "text", len(head + `"text":"a\ud83d\u`)},
+		{head + `"text":"a\ud83d\u0`, "text", len(head + `"text":"a\ud83d\u`)},
 		{head + `"text":"a\q",` + tail, "text", len(head + `"text":"a\q`)},
 		{head + `"text":"a\`, "text", len(head + `"text":"a\`)},
 		{head + `"text":"a`, "text", len(head + `"text":"a`)},
@@ -112,16 +114,18 @@ func TestParseErrorFieldAndOffset(t *testing.T) {
 // TestCarryErrorOffset: a refused carry says where reading stopped.
 func TestCarryErrorOffset(t *testing.T) {
 	for raw, offset := range map[string]int{
-		`{"floor":-1,"seen":[]}`:                len(`{"floor":`),
-		`{"floor":1.5,"seen":[]}`:               len(`{"floor":1`),
-		`{"floor":12345678901234567,"seen":[]}`: len(`{"floor":1234567890123456`),
-		`{"floor":0,"seen":[["a",-1]]}`:         len(`{"floor":0,"seen":[["a",`),
-		`{"floor":0,"seen":[["a\q",1]]}`:        len(`{"floor":0,"seen":[["a\q`),
-		`{"floor":0,"seen":[["a",1],["a",2]]}`:  len(`{"floor":0,"seen":[["a",1],["a",2]`),
-		`{"floor":0,"seen":[],"x":1}`:           len(`{"floor":0,"seen":[],"x":`),
-		`{"floor":0}`:                           len(`{"floor":0}`),
-		`{"floor":0,"seen":[]} x`:               len(`{"floor":0,"seen":[]} `),
-		"{\"floor\":0,\"seen\":[[\"\xff\",1]]}": 0,
+		`{"floor":-1,"seen":[]}`:                       len(`{"floor":`),
+		`{"floor":1.5,"seen":[]}`:                      len(`{"floor":1`),
+		`{"floor":12345678901234567,"seen":[]}`:        len(`{"floor":1234567890123456`),
+		`{"floor":0,"seen":[["a",-1]]}`:                len(`{"floor":0,"seen":[["a",`),
+		`{"floor":0,"seen":[["a\q",1]]}`:               len(`{"floor":0,"seen":[["a\q`),
+		`{"floor":0,"seen":[["a",1],["a",2]]}`:         len(`{"floor":0,"seen":[["a",1],["a",2]`),
+		`{"floor":0,"seen":[["a",1],["a",2],["b",3]]}`: len(`{"floor":0,"seen":[["a",1],["a",2]`),
+		`{"floor":0,"seen":[[1,1],["b",3]]}`:           len(`{"floor":0,"seen":[[`),
+		`{"floor":0,"seen":[],"x":1}`:                  len(`{"floor":0,"seen":[],"x":`),
+		`{"floor":0}`:                                  len(`{"floor":0}`),
+		`{"floor":0,"seen":[]} x`:                      len(`{"floor":0,"seen":[]} `),
+		"{\"floor\":0,\"seen\":[[\"\xff\",1]]}":        0,
 	} {
 		_, err := ParseReplaySet([]byte(raw), 4)
 		var ce *CarryError
