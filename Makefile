@@ -16,12 +16,15 @@ conformance-process: build
 build:
 	$(GO) build -o bin/loomcheck ./cmd/loomcheck
 
-# The test command: formatting, vet, every test under the race detector, and the self-test.
+# The test command: formatting, vet, staticcheck, every test under the race detector, and the self-test.
 test: check race selftest
 
+# The linter, fetched by version from the module proxy (not a dependency of the module).
+STATICCHECK_VERSION ?= v0.8.2
 check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 race:
 	$(GO) test -race -count=1 ./...

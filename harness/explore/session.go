@@ -51,9 +51,6 @@ func epochOf(key string) int {
 	return n
 }
 
-// errCrashed is what a step returns when the crash point fired while it ran.
-var errCrashed = errors.New("the instance crashed at the armed write")
-
 // hookReport is one error report, with the epoch of the instance that sent it.
 type hookReport struct {
 	Epoch  int

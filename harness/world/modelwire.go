@@ -139,7 +139,7 @@ func (t ToolSpec) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		Type     string `json:"type"`
 		Function fn     `json:"function"`
-	}{"function", fn{t.Name, t.Description, t.Parameters}})
+	}{"function", fn(t)})
 }
 
 // chatRequest is the part of a Chat Completions request the world reads.

@@ -105,8 +105,7 @@ type wireTool struct {
 
 // MarshalJSON writes the OpenAI form of the tool.
 func (t Tool) MarshalJSON() ([]byte, error) {
-	return json.Marshal(wireTool{Type: "function",
-		Function: wireFunction{Name: t.Name, Description: t.Description, Parameters: t.Parameters}})
+	return json.Marshal(wireTool{Type: "function", Function: wireFunction(t)})
 }
 
 // UnmarshalJSON reads the OpenAI form of the tool.
