@@ -363,41 +363,9 @@ func (s *scenario) registerShared(sc *godog.ScenarioContext) {
 		return nil
 	})
 	sc.Step(`^(\w+) plants a turn execution at the id of message (\d+), saying "([^"]*)"$`, func(who string, msg int64, text string) error {
-		c, err := s.conv("")
-		if err != nil {
-			return err
-		}
-		id := oracle.TurnExecutionID(decodeKey(s.cfg.Signing.Key), c.id, msg)
-		input := map[string]any{"v": 1, "conversationId": c.id, "ord": msg, "turn": 1, "asker": identityJSON(who),
-			"messageId": "planted", "text": text, "messages": []map[string]string{{"role": "user", "content": text}}}
-		r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{})
-		s.last = r
-		if err != nil {
-			return err
-		}
-		if r.status != http.StatusCreated {
-			return &HarnessError{Err: fmt.Errorf("%w: the system lets nobody start a turn execution through the runtime door (%d)", ErrNotApplicable, r.status)}
-		}
-		return nil
+		return s.plantTurn(who, msg, 1, "planted", text, text)
 	})
-	sc.Step(`^(\w+) plants a turn execution at the id of message (\d+) for turn (\d+), message id "([^"]*)" and text "([^"]*)", whose model is told "([^"]*)"$`, func(who string, msg, turn int64, msgID, text, told string) error {
-		c, err := s.conv("")
-		if err != nil {
-			return err
-		}
-		id := oracle.TurnExecutionID(decodeKey(s.cfg.Signing.Key), c.id, msg)
-		input := map[string]any{"v": 1, "conversationId": c.id, "ord": msg, "turn": turn, "asker": identityJSON(who),
-			"messageId": msgID, "text": text, "messages": []map[string]string{{"role": "user", "content": told}}}
-		r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{})
-		s.last = r
-		if err != nil {
-			return err
-		}
-		if r.status != http.StatusCreated {
-			return &HarnessError{Err: fmt.Errorf("%w: the system lets nobody start a turn execution through the runtime door (%d)", ErrNotApplicable, r.status)}
-		}
-		return nil
-	})
+	sc.Step(`^(\w+) plants a turn execution at the id of message (\d+) for turn (\d+), message id "([^"]*)" and text "([^"]*)", whose model is told "([^"]*)"$`, s.plantTurn)
 	sc.Step(`^no record holds "((?:[^"\\]|\\.)*)"$`, func(text string) error {
 		es, err := s.history(s.ctx, s.owner(), false)
 		if err != nil {
@@ -587,4 +555,27 @@ func (s *scenario) registerShared(sc *godog.ScenarioContext) {
 		}
 		return fail("the model", "no request for "+text, "a request for "+text)
 	})
+}
+
+// plantTurn starts, through the runtime door and as who, a turn execution at the id the host key
+// derives for message msg of the current conversation, with an input naming turn, messageID and
+// text and a model request of one user message, told. A system that lets nobody start one makes
+// the scenario not applicable.
+func (s *scenario) plantTurn(who string, msg, turn int64, messageID, text, told string) error {
+	c, err := s.conv("")
+	if err != nil {
+		return err
+	}
+	id := oracle.TurnExecutionID(decodeKey(s.cfg.Signing.Key), c.id, msg)
+	input := map[string]any{"v": 1, "conversationId": c.id, "ord": msg, "turn": turn, "asker": identityJSON(who),
+		"messageId": messageID, "text": text, "messages": []map[string]string{{"role": "user", "content": told}}}
+	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{})
+	s.last = r
+	if err != nil {
+		return err
+	}
+	if r.status != http.StatusCreated {
+		return &HarnessError{Err: fmt.Errorf("%w: the system lets nobody start a turn execution through the runtime door (%d)", ErrNotApplicable, r.status)}
+	}
+	return nil
 }
