@@ -277,11 +277,7 @@ func (r *runner) index(fsys fs.FS) error {
 		r.features[ft.Uri] = doc.Feature.Name
 		r.total += len(ft.Pickles)
 		for _, p := range ft.Pickles {
-			var tags []string
-			for _, t := range p.Tags {
-				tags = append(tags, t.Name)
-			}
-			if profile, _, _ := meta(tags); r.claimed[profile] {
+			if profile, _, _ := meta(tagNames(p)); r.claimed[profile] {
 				r.judgeable++
 			}
 		}
