@@ -20,4 +20,5 @@ func (s *scenario) register(sc *godog.ScenarioContext) {
 	s.registerContract(sc)
 	s.registerShared(sc)
 	s.registerStream(sc)
+	s.registerBodies(sc)
 }
