@@ -123,6 +123,8 @@ type Conversations struct {
 	mu    sync.Mutex
 	k     *kernel.Kernel
 	metas map[string]meta
+	// absent holds ids meta found no conversation at (see meta).
+	absent map[string]struct{}
 
 	// partMu guards partCache: the participant sets of shared conversations, keyed by id.
 	partMu    sync.Mutex
@@ -193,7 +195,7 @@ func New(cfg Config, deps Deps, hub *Hub) (*Conversations, error) {
 	if err := cfg.Shared.validate(); err != nil {
 		return nil, err
 	}
-	return &Conversations{cfg: cfg, deps: deps, hub: hub, metas: map[string]meta{}}, nil
+	return &Conversations{cfg: cfg, deps: deps, hub: hub, metas: map[string]meta{}, absent: map[string]struct{}{}}, nil
 }
 
 // Flows returns the kernel flows conversations need.
@@ -307,36 +309,52 @@ func newID() string {
 	return "c_" + hex.EncodeToString(b[:])
 }
 
-// meta reads (once) who owns a conversation.
+// meta reads who owns a conversation. Whatever is known of id, it reads the execution record
+// from the store once, and the first look at an id (nothing remembered of it yet) also reads the
+// head of its log, whether or not the conversation exists: a conversation that exists and one
+// that does not cost the same store work, so the time of the uniform 404 says nothing about which
+// it was. What was learned is remembered (owner and mode never change; an absent id only until
+// its record appears), within maxRemembered ids each.
 func (cv *Conversations) meta(ctx context.Context, id string) (meta, error) {
-	cv.mu.Lock()
-	m, ok := cv.metas[id]
-	cv.mu.Unlock()
-	if ok {
-		return m, nil
-	}
 	k := cv.kernel()
-	info, err := k.Info(ctx, id)
+	raw, present, err := k.Store().Meta(ctx, kernel.InfoKey(id))
 	if err != nil {
 		return meta{}, err
 	}
-	if info.Flow != FlowName {
+	cv.mu.Lock()
+	m, known := cv.metas[id]
+	_, looked := cv.absent[id]
+	cv.mu.Unlock()
+	if present && known {
+		return m, nil
+	}
+	if !present && looked {
 		return meta{}, loomtype.ErrNotFound
 	}
+	// The first look: the record and the log's first event, for an id that exists or not.
 	evs, err := k.Store().ReadForward(ctx, kernel.LogStream(id), 0, 0, 1)
 	if err != nil {
 		return meta{}, err
 	}
-	if len(evs) == 0 {
+	if !present {
+		cv.mu.Lock()
+		remember(cv.absent, id, struct{}{})
+		cv.mu.Unlock()
 		return meta{}, loomtype.ErrNotFound
 	}
+	var info kernel.Info
+	if err := json.Unmarshal(raw, &info); err != nil {
+		return meta{}, fmt.Errorf("conversation: execution record %s: %w", id, err)
+	}
+	// An execution that is no conversation is remembered as one nobody may touch (ok false), so
+	// it costs what a conversation costs from now on too.
 	var started struct {
 		Input startInput `json:"input"`
 	}
-	if err := json.Unmarshal(evs[0].Data, &started); err != nil {
-		return meta{}, loomtype.ErrNotFound
+	m = meta{}
+	if info.Flow == FlowName && len(evs) > 0 && json.Unmarshal(evs[0].Data, &started) == nil {
+		m = meta{owner: started.Input.Owner, mode: started.Input.Mode}
 	}
-	m = meta{owner: started.Input.Owner, mode: started.Input.Mode}
 	switch m.mode {
 	case ModeOwner:
 		m.ok = m.owner.Valid() && info.Principal.Equal(m.owner)
@@ -344,15 +362,24 @@ func (cv *Conversations) meta(ctx context.Context, id string) (meta, error) {
 		m.ok = m.owner.Valid() && cv.cfg.Shared.Service != nil && info.Principal.Equal(*cv.cfg.Shared.Service)
 	}
 	cv.mu.Lock()
-	if len(cv.metas) > 100_000 {
-		for k := range cv.metas {
-			delete(cv.metas, k)
+	delete(cv.absent, id)
+	remember(cv.metas, id, m)
+	cv.mu.Unlock()
+	return m, nil
+}
+
+// maxRemembered bounds each of the maps meta remembers ids in.
+const maxRemembered = 100_000
+
+// remember puts v under id in m, first forgetting one other id when m is full (cv.mu held).
+func remember[V any](m map[string]V, id string, v V) {
+	if _, ok := m[id]; !ok && len(m) >= maxRemembered {
+		for k := range m {
+			delete(m, k)
 			break
 		}
 	}
-	cv.metas[id] = m
-	cv.mu.Unlock()
-	return m, nil
+	m[id] = v
 }
 
 // Authorize decides whether principal may touch conversation id at all. Every refusal is
@@ -362,7 +389,29 @@ func (cv *Conversations) Authorize(ctx context.Context, principal loomtype.Ident
 	return err
 }
 
+// NotFoundFloor is the least time a refusal of authorization takes, counted from when it began:
+// whichever path refused (no such conversation, not the caller's, not a participant), the
+// uniform 404 comes no sooner than this, so its time says nothing about the path. Both paths
+// also read the store alike (see meta); the floor covers what differs below the store.
+const NotFoundFloor = 200 * time.Microsecond
+
 func (cv *Conversations) authorize(ctx context.Context, principal loomtype.Identity, id string) (meta, error) {
+	start := time.Now()
+	m, err := cv.authorizeNow(ctx, principal, id)
+	if errors.Is(err, loomtype.ErrNotFound) {
+		if d := time.Until(start.Add(NotFoundFloor)); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
+	}
+	return m, err
+}
+
+func (cv *Conversations) authorizeNow(ctx context.Context, principal loomtype.Identity, id string) (meta, error) {
 	if !principal.Valid() || !ValidID(id) {
 		return meta{}, loomtype.ErrNotFound
 	}
