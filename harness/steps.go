@@ -21,4 +21,5 @@ func (s *scenario) register(sc *godog.ScenarioContext) {
 	s.registerShared(sc)
 	s.registerStream(sc)
 	s.registerBodies(sc)
+	s.registerRejections(sc)
 }

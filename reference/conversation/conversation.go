@@ -68,6 +68,8 @@ type Config struct {
 	MaxCarryBytes     int
 	MaxWindowTurns    int
 	MaxEnvelopeAgeMs  int64
+	// MaxInvalidRecords is how many invalid messages (failed verification, empty or over
+	// MaxTurnChars) are recorded as rejected records in all; past it they are only counted.
 	MaxInvalidRecords int
 	// ReplaySetSize is how many consumed envelope ids the replay set keeps (default 1024).
 	ReplaySetSize int
