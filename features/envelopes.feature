@@ -423,7 +423,7 @@ Feature: A conversation acts only on fresh, host-signed envelopes it has not see
       | 4   | 1    | user      | accepted |                 |
       | 5   | 1    | assistant | complete |                 |
 
-  @profile:envelope @req:ADR0122-D1-21 @req:ADR0122-D8-08 @configures
+  @profile:envelope @req:ADR0122-D8-08 @configures
   Scenario Outline: Empty messages and envelopes that fail verification share one count of invalid messages
     Given the setting "conversation.maxInvalidRecords" is 3
     And alice has started a conversation
