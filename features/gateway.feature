@@ -493,6 +493,7 @@ Feature: The HTTP gateway fails closed and says nothing a caller was not entitle
       | runtime send  | application/json                 | {"messageId":"m-1","payload":{"text":"\xff"}}                     | 400    | {"error":"bad request","detail":"payload.text"}  |
       | runtime send  | application/json                 | {"messageId":"m-1","payload":{"text":"\ud800"}}                   | 400    | {"error":"bad request","detail":"payload.text"}  |
       | runtime send  | application/json                 | {"messageId":"m-1","payload":null}                                | 400    | {"error":"bad request","detail":"payload"}       |
+      | runtime send  | application/json                 | {"messageId":"","payload":{}}                                     | 400    | {"error":"bad request","detail":"messageId"}     |
       | runtime send  | application/json; charset=latin1 | {"messageId":"m-1","payload":{}}                                  | 415    | {"error":"unsupported media type"}               |
       | runtime start | application/json                 | null                                                              | 400    | {"error":"bad request","detail":"body"}          |
       | runtime start | application/json                 | {"id":"x-1","flow":"conversation.turn","input":{}} }              | 400    | {"error":"bad request","detail":"body"}          |
