@@ -59,15 +59,15 @@ const (
 type Config struct {
 	// Keys signs and verifies envelopes: the current key first, then previous keys that still
 	// verify. At least one key of at least 32 bytes is required.
-	Keys              [][]byte
-	SystemPrompt      string
-	BargeIn           bool
-	RotateEveryTurns  int
-	MaxTurnChars      int
-	MaxScan           int
-	MaxCarryBytes     int
-	MaxWindowTurns    int
-	MaxEnvelopeAgeMs  int64
+	Keys             [][]byte
+	SystemPrompt     string
+	BargeIn          bool
+	RotateEveryTurns int
+	MaxTurnChars     int
+	MaxScan          int
+	MaxCarryBytes    int
+	MaxWindowTurns   int
+	MaxEnvelopeAgeMs int64
 	// MaxInvalidRecords is how many invalid messages (failed verification, empty or over
 	// MaxTurnChars) are recorded as rejected records in all; past it they are only counted.
 	MaxInvalidRecords int
@@ -401,16 +401,21 @@ func (cv *Conversations) authorize(ctx context.Context, principal loomtype.Ident
 	start := time.Now()
 	m, err := cv.authorizeNow(ctx, principal, id)
 	if errors.Is(err, loomtype.ErrNotFound) {
-		if d := time.Until(start.Add(NotFoundFloor)); d > 0 {
-			t := time.NewTimer(d)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-			}
-		}
+		floor(ctx, start)
 	}
 	return m, err
+}
+
+// floor waits until NotFoundFloor has passed since start, or ctx ends.
+func floor(ctx context.Context, start time.Time) {
+	if d := time.Until(start.Add(NotFoundFloor)); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
 }
 
 func (cv *Conversations) authorizeNow(ctx context.Context, principal loomtype.Identity, id string) (meta, error) {
@@ -538,9 +543,21 @@ func wireEnvelope(e envelope.Envelope) envelopeJSON {
 // execution runs as may use the door on it; to anyone else it does not exist.
 //
 // Errors: loomtype.ErrNotFound.
+//
+// Like Authorize, it reads the execution record from the store whatever the kernel holds in
+// memory, and a refusal takes at least NotFoundFloor: a missing id and another's cost the same.
 func (cv *Conversations) AuthorizeRuntime(ctx context.Context, principal loomtype.Identity, id string) (kernel.Info, error) {
-	info, err := cv.kernel().Info(ctx, id)
-	if err != nil || !principal.Valid() || !info.Principal.Equal(principal) {
+	start := time.Now()
+	k := cv.kernel()
+	raw, present, err := k.Store().Meta(ctx, kernel.InfoKey(id))
+	var stored kernel.Info
+	if err != nil || !present || json.Unmarshal(raw, &stored) != nil || !principal.Valid() || !stored.Principal.Equal(principal) {
+		floor(ctx, start)
+		return kernel.Info{}, loomtype.ErrNotFound
+	}
+	info, err := k.Info(ctx, id)
+	if err != nil {
+		floor(ctx, start)
 		return kernel.Info{}, loomtype.ErrNotFound
 	}
 	return info, nil

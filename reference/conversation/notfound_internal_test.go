@@ -101,6 +101,7 @@ func TestNotFoundSameStoreWork(t *testing.T) {
 			return err
 		},
 		"participants": func(cv *Conversations, id string) error { _, err := cv.Participants(ctx, bob, id); return err },
+		"runtime":      func(cv *Conversations, id string) error { _, err := cv.AuthorizeRuntime(ctx, bob, id); return err },
 	}
 	probe := func(cv *Conversations, route, id string) []string {
 		cs.take()
