@@ -133,6 +133,9 @@ type scenario struct {
 	// oldest first: op, then the wire identities of whom and by whom.
 	partChanges []partChange
 
+	// edge is what the connection-edge steps keep (steps_edge.go).
+	edge *edgeState
+
 	mu       sync.Mutex
 	streams  []*stream
 	asyncErr error
