@@ -139,9 +139,9 @@ func (c *cappedConn) Close() error {
 	return err
 }
 
-// edgeHandler applies the request deadline's rules around h:
-//   - a request read in full (at once when it has no body) has its read deadline lifted, so a
-//     long response (an event stream) is not cut at the request deadline;
+// edgeHandler applies the request deadline's rules around h (net/http itself lifts the read
+// deadline once a request is read in full, at once when it has no body, so a long response such
+// as an event stream is never cut by it):
 //   - a body read that hits the deadline is answered 408 and the connection closed; what h
 //     writes afterwards is dropped;
 //   - an answer given before the body was read in full closes the connection, so it goes out at
@@ -151,14 +151,12 @@ type edgeHandler struct{ h http.Handler }
 var requestTimeoutBody = []byte(`{"error":"request timeout"}`)
 
 func (e edgeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rc := http.NewResponseController(w)
 	if r.Body == nil || r.Body == http.NoBody {
-		_ = rc.SetReadDeadline(time.Time{})
 		e.h.ServeHTTP(w, r)
 		return
 	}
 	ew := &edgeWriter{ResponseWriter: w}
-	eb := &edgeBody{ReadCloser: r.Body, w: ew, rc: rc}
+	eb := &edgeBody{ReadCloser: r.Body, w: ew}
 	r.Body = eb
 	e.h.ServeHTTP(ew, r)
 }
@@ -206,18 +204,14 @@ func (w *edgeWriter) Flush() {
 // edgeBody watches the request body for its end and for the request deadline.
 type edgeBody struct {
 	io.ReadCloser
-	w  *edgeWriter
-	rc *http.ResponseController
+	w *edgeWriter
 }
 
 func (b *edgeBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	switch {
 	case err == io.EOF:
-		if !b.w.read {
-			b.w.read = true
-			_ = b.rc.SetReadDeadline(time.Time{})
-		}
+		b.w.read = true
 	case err != nil && errors.Is(err, os.ErrDeadlineExceeded) && !b.w.timedOut:
 		if !b.w.wrote {
 			h := b.w.Header()
