@@ -65,3 +65,24 @@ Feature: The connection edge frees every connection a client stops using and cap
       | cap | others |
       | 2   | 1      |
       | 4   | 3      |
+
+  @profile:gateway @req:ADR0122-D6-23
+  Scenario Outline: A client that goes away mid-request is no internal error
+    The client goes away while the system is still asking the identity service who it is; the
+    500 that follows for bob, whose lookup fails, is the only report the error hook may get.
+
+    Given alice has started a conversation
+    And the identity service holds its answer for alice's token
+    When alice <does> and goes away while the identity service is asked
+    And the identity service fails for bob's token, saying "directory unreachable"
+    And bob starts a conversation with id "anything"
+    Then the answer is a 500 with an error id and nothing else
+    And the error hook got that error id and no other report
+
+    Examples:
+      | does                    |
+      | reads the status        |
+      | reads the history       |
+      | opens the event stream  |
+      | reads the participants  |
+      | closes the conversation |

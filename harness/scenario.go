@@ -135,6 +135,8 @@ type scenario struct {
 
 	// edge is what the connection-edge steps keep (steps_edge.go).
 	edge *edgeState
+	// identityHold holds the identity service's answers for one token.
+	identityHold *world.Hold
 
 	mu       sync.Mutex
 	streams  []*stream

@@ -3,6 +3,7 @@ package harness
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/cucumber/godog"
@@ -140,7 +142,82 @@ func (s *scenario) holdAnswered(what string) (net.Conn, error) {
 	}
 }
 
+// goneRequests are the requests a client makes and then goes away from, by what it does.
+var goneRequests = map[string]struct{ method, suffix string }{
+	"reads the status":        {"GET", ""},
+	"reads the history":       {"GET", "/history"},
+	"opens the event stream":  {"GET", "/events"},
+	"reads the participants":  {"GET", "/participants"},
+	"closes the conversation": {"POST", "/close"},
+}
+
 func (s *scenario) registerEdge(sc *godog.ScenarioContext) {
+	sc.Step(`^the identity service holds its answer for (\w+)'s token$`, func(who string) error {
+		h := s.world.NewHold()
+		s.world.Identity().HoldFor(tokenOf(who), h)
+		s.identityHold = h
+		return nil
+	})
+	sc.Step(`^(\w[\w' ]*?) (reads the status|reads the history|opens the event stream|reads the participants|closes the conversation) and goes away while the identity service is asked$`, func(who, what string) error {
+		if s.identityHold == nil {
+			return harnessErr("this step needs the identity service to hold its answer")
+		}
+		p, _, err := s.convPath("")
+		if err != nil {
+			return err
+		}
+		if err := s.sut(); err != nil {
+			return err
+		}
+		u, _ := url.Parse(s.sutURL())
+		var d net.Dialer
+		ctx, cancel := s.wait()
+		defer cancel()
+		conn, err := d.DialContext(ctx, "tcp", u.Host)
+		if err != nil {
+			return fail(what, "no connection: "+err.Error(), "a connection")
+		}
+		rq := goneRequests[what]
+		req := fmt.Sprintf("%s %s%s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n", rq.method, p, rq.suffix, u.Host, tokenOf(who))
+		if rq.method == "POST" {
+			req += "Content-Length: 0\r\n"
+		}
+		if _, err := conn.Write([]byte(req + "\r\n")); err != nil {
+			conn.Close()
+			return harnessErr("write the request: %v", err)
+		}
+		if err := s.identityHold.WaitReached(ctx); err != nil {
+			conn.Close()
+			return fail(rq.method+" "+p+rq.suffix, "the system did not ask the identity service", "a lookup of the token")
+		}
+		conn.Close()
+		// A system that notices the client is gone gives up its lookup; one that does not is
+		// answered once the hold is released, to nobody. Neither may report an internal error.
+		wctx, wcancel := context.WithTimeout(s.ctx, edgeAtOnce)
+		defer wcancel()
+		_ = s.world.Identity().WaitAbandoned(wctx, 1)
+		s.identityHold.Release()
+		return nil
+	})
+	sc.Step(`^the error hook got that error id and no other report$`, func() error {
+		id := s.saved["errorId"]
+		ctx, cancel := s.wait()
+		defer cancel()
+		if err := s.world.ErrorHook().WaitErrors(ctx, 1); err != nil {
+			return fail("the error hook", "no report", "a report of the 500 "+id)
+		}
+		// Reports travel on their own: give a late one a moment to arrive before judging.
+		time.Sleep(200 * time.Millisecond)
+		var ids []string
+		for _, r := range s.world.ErrorHook().Errors() {
+			ids = append(ids, r.ErrorID+" ("+clip(r.Error, 80)+")")
+		}
+		if len(ids) != 1 || !strings.HasPrefix(ids[0], id+" ") {
+			return fail("the error hook", fmt.Sprintf("%d reports: %s", len(ids), strings.Join(ids, ", ")), "exactly the report of the 500 "+id)
+		}
+		return nil
+	})
+
 	sc.Step(`^(someone without credentials|\w[\w' ]*?) sends the headers of a turn and half its body, then stalls$`, func(who string) error {
 		p, _, err := s.convPath("")
 		if err != nil {
