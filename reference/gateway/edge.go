@@ -156,7 +156,7 @@ func (e edgeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ew := &edgeWriter{ResponseWriter: w}
-	eb := &edgeBody{ReadCloser: r.Body, w: ew}
+	eb := &edgeBody{ReadCloser: r.Body, w: ew, left: r.ContentLength}
 	r.Body = eb
 	e.h.ServeHTTP(ew, r)
 }
@@ -205,12 +205,17 @@ func (w *edgeWriter) Flush() {
 type edgeBody struct {
 	io.ReadCloser
 	w *edgeWriter
+	// left is what remains of a body of known length (-1: unknown, chunked).
+	left int64
 }
 
 func (b *edgeBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
+	if b.left > 0 {
+		b.left -= int64(n)
+	}
 	switch {
-	case err == io.EOF:
+	case err == io.EOF || b.left == 0:
 		b.w.read = true
 	case err != nil && errors.Is(err, os.ErrDeadlineExceeded) && !b.w.timedOut:
 		if !b.w.wrote {

@@ -178,3 +178,36 @@ func TestEdgeStalledBody(t *testing.T) {
 		t.Fatal("the handler read a stalled body without an error")
 	}
 }
+
+// TestEdgeKeepsAliveOnceTheBodyIsRead: a handler that read the whole body (to its end, or to
+// its declared length) answers on a connection that stays open; one that did not read it closes
+// the connection with its answer.
+func TestEdgeKeepsAliveOnceTheBodyIsRead(t *testing.T) {
+	addr := serveEdge(t, gateway.Edge{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/exact":
+			buf := make([]byte, r.ContentLength)
+			_, _ = io.ReadFull(r.Body, buf)
+		case "/all":
+			_, _ = io.ReadAll(r.Body)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	for path, wantClose := range map[string]bool{"/exact": false, "/all": false, "/unread": true} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nabcd", path)
+		_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		resp.Body.Close()
+		if resp.Close != wantClose {
+			t.Errorf("%s: connection close %v, want %v", path, resp.Close, wantClose)
+		}
+		conn.Close()
+	}
+}
