@@ -7,8 +7,11 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/cucumber/godog"
+
+	"github.com/loomcheck/loomcheck/harness/world"
 )
 
 // probe is one request a stranger tries on a conversation.
@@ -151,7 +154,16 @@ func (s *scenario) registerAccess(sc *godog.ScenarioContext) {
 		if s.run.remoteCfg != nil {
 			id += "-" + s.run.runID
 		}
-		input := map[string]any{"v": 1, "owner": identityJSON(who), "mode": "owner"}
+		// The door starts a turn execution only for a conversation its caller may touch: the
+		// input names one of hers beside the start input it imitates.
+		own, err := s.start(who, "", nil)
+		if err != nil {
+			return err
+		}
+		if own.status != http.StatusCreated {
+			return fail(own.op, fmt.Sprintf("%d %s", own.status, clip(string(own.body), 200)), "201: a conversation of her own")
+		}
+		input := map[string]any{"v": 1, "owner": identityJSON(who), "mode": "owner", "conversationId": s.current.id}
 		r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{})
 		s.last = r
 		if err != nil {
@@ -190,5 +202,75 @@ func (s *scenario) registerAccess(sc *godog.ScenarioContext) {
 	sc.Step(`^(\w[\w' ]*?) gets the same 404 as for a missing conversation on the conversation routes of it$`, func(who string) error {
 		return s.sameNotFound(who, false)
 	})
+	sc.Step(`^(\w[\w' ]*?) starts a turn execution for turn (\d+) of the conversation through the runtime door, saying "((?:[^"\\]|\\.)*)"$`, s.injectTurn)
+	sc.Step(`^that turn execution has been refused, or its model call has ended$`, s.injectionSettled)
 
+}
+
+// injectTurn starts, through the runtime door and as who, a turn execution of the shared-mode turn
+// flow whose input names the current conversation, turn and who as its asker, and whose model is
+// told text: what any principal can try against a conversation that is not theirs. The answer is
+// kept for the next step to judge (a system with no runtime door makes the scenario not
+// applicable).
+func (s *scenario) injectTurn(who string, turn int64, text string) error {
+	if !s.run.door {
+		return &HarnessError{Err: fmt.Errorf("%w: the system has no runtime door", ErrNotApplicable)}
+	}
+	c, err := s.conv("")
+	if err != nil {
+		return err
+	}
+	s.msgSeq++
+	id := fmt.Sprintf("injected-%d", s.msgSeq)
+	if s.run.remoteCfg != nil {
+		id += "-" + s.run.runID
+	}
+	text = unescape(text)
+	input := map[string]any{"v": 1, "conversationId": c.id, "ord": turn, "turn": turn, "asker": identityJSON(who),
+		"messageId": id, "text": text, "messages": []map[string]string{{"role": "user", "content": text}}}
+	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{})
+	s.last = r
+	if err != nil {
+		return err
+	}
+	s.injected = text
+	return nil
+}
+
+// injectionSettled waits, when the runtime door started the turn execution injectTurn asked for,
+// until the model has finished answering its request (so whatever it streamed has been handed to
+// the system); a refused start leaves nothing to wait for.
+func (s *scenario) injectionSettled() error {
+	if s.last == nil || s.injected == "" {
+		return harnessErr("no turn execution has been started through the runtime door")
+	}
+	if s.last.status != http.StatusCreated {
+		return nil
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for _, r := range s.world.Model().Requests() {
+			if r.Finished && lastUserOf(r.Messages) == s.injected {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fail("the model", "no finished request for "+s.injected, "the started turn execution's model call, finished")
+		case <-tick.C:
+		}
+	}
+}
+
+// lastUserOf is the content of the last user message of a model request.
+func lastUserOf(msgs []world.Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "user" {
+			return msgs[i].Content
+		}
+	}
+	return ""
 }

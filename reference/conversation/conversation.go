@@ -509,16 +509,33 @@ func (cv *Conversations) SendRaw(ctx context.Context, principal loomtype.Identit
 }
 
 // StartRaw is the runtime door's start: an execution of flow owned by principal. Only the
-// shared-mode turn flow may be started this way (an asker starts their own turn); a recovery
-// adopts an execution found at a turn's id only after verifying it.
+// shared-mode turn flow may be started this way (an asker starts their own turn), and only for a
+// conversation principal may touch: the input's conversationId must name one, else the answer
+// is loomtype.ErrNotFound, as for a conversation that does not exist, and nothing starts. What
+// such an execution does never reaches the conversation: a recovery adopts an execution found at
+// a turn's id only after verifying it, and the live hub takes output only from the turn the
+// dialogue runs.
 //
-// Errors: loomtype.ErrBadRequest (another flow, a bad id), loomtype.ErrConflict (the id is taken).
+// Errors: loomtype.ErrUnauthenticated, loomtype.ErrBadRequest (another flow, a bad id),
+// loomtype.ErrNotFound (no conversation the caller may touch), loomtype.ErrConflict (the id is
+// taken).
+//
+//	err := cv.StartRaw(ctx, bob, "turn-x", conversation.TurnFlowName, input)
 func (cv *Conversations) StartRaw(ctx context.Context, principal loomtype.Identity, id, flow string, input json.RawMessage) error {
 	if !principal.Valid() {
 		return loomtype.ErrUnauthenticated
 	}
 	if flow != TurnFlowName {
 		return fmt.Errorf("%w: flow", loomtype.ErrBadRequest)
+	}
+	var names struct {
+		ConversationID string `json:"conversationId"`
+	}
+	if json.Unmarshal(input, &names) != nil {
+		return loomtype.ErrNotFound
+	}
+	if err := cv.Authorize(ctx, principal, names.ConversationID); err != nil {
+		return err
 	}
 	_, err := cv.kernel().Start(ctx, kernel.StartRequest{ID: id, Flow: flow, Input: input, Principal: principal})
 	switch {
