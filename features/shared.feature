@@ -310,7 +310,7 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     And no record holds "I transferred the funds."
     And the error hook was told why turn 1 failed
 
-  @profile:shared @req:ADR0122-D7-06 @configures
+  @profile:shared @req:ADR0122-D10-40 @configures
   Scenario: A turn execution a participant starts for the conversation puts nothing into anyone's stream
     Bob may touch the conversation, so the runtime door may start it; it is still not a turn the
     conversation runs, and its model's words reach no stream, not even bob's own.

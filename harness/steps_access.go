@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -204,6 +206,7 @@ func (s *scenario) registerAccess(sc *godog.ScenarioContext) {
 	})
 	sc.Step(`^(\w[\w' ]*?) starts a turn execution for turn (\d+) of the conversation through the runtime door, saying "((?:[^"\\]|\\.)*)"$`, s.injectTurn)
 	sc.Step(`^that turn execution has been refused, or its model call has ended$`, s.injectionSettled)
+	sc.Step(`^the answer is exactly what a free id gives (\w[\w' ]*?)$`, s.sameAsFreeID)
 
 }
 
@@ -273,4 +276,99 @@ func lastUserOf(msgs []world.Message) string {
 		}
 	}
 	return ""
+}
+
+// sameAsFreeID judges the last answer to who's start with a chosen id against what who gets for
+// an id nobody has taken, asked right after: the same status, the same headers (Date aside; the
+// Location and Content-Length values follow each one's own id), and the same body but for the
+// id, each one a conversation of who's own that no other identity of the scenario started. The
+// answer must not tell who whether someone else holds the id.
+func (s *scenario) sameAsFreeID(who string) error {
+	got := s.last
+	if got == nil {
+		return harnessErr("no request has been sent")
+	}
+	cur := s.current
+	s.msgSeq++
+	want, err := s.start(who, fmt.Sprintf("free-%d-%d", time.Now().UnixNano(), s.msgSeq), nil)
+	s.last, s.current = got, cur
+	if err != nil {
+		return err
+	}
+	if want.status != http.StatusCreated {
+		return fail(want.op+" as "+who, fmt.Sprintf("%d %s", want.status, clip(string(want.body), 200)), "201: an id nobody took starts a conversation")
+	}
+	op := got.op + " as " + who
+	if got.status != want.status {
+		return fail(op, fmt.Sprintf("%d %s", got.status, clip(string(got.body), 200)),
+			fmt.Sprintf("what an id nobody took gives: %d %s", want.status, clip(string(want.body), 200)))
+	}
+	var gb, wb map[string]any
+	if err := got.json(&gb); err != nil {
+		return err
+	}
+	if err := want.json(&wb); err != nil {
+		return err
+	}
+	gid, _ := gb["id"].(string)
+	wid, _ := wb["id"].(string)
+	if gid == "" || gid == wid {
+		return fail(op, fmt.Sprintf("the id %q", gid), fmt.Sprintf("a conversation of its own, not the one the free id started (%q)", wid))
+	}
+	me := identityJSON(who)
+	for _, c := range s.convs {
+		if c.id == gid && !maps.Equal(identityJSON(c.owner), me) {
+			return fail(op, fmt.Sprintf("the id %q, which %s started", gid, c.owner), "a conversation of "+who+"'s own")
+		}
+	}
+	delete(gb, "id")
+	delete(wb, "id")
+	if gj, wj := mustJSON(gb), mustJSON(wb); gj != wj {
+		return fail(op, gj, "what an id nobody took gives, but for the id: "+wj)
+	}
+	for _, h := range headerNames(got.header, want.header) {
+		g, w := got.header.Values(h), want.header.Values(h)
+		switch h {
+		case "Date":
+			continue
+		case "Location":
+			g, w = slices.Clone(g), slices.Clone(w)
+			for i := range g {
+				g[i] = strings.Replace(g[i], url.PathEscape(gid), "{id}", 1)
+			}
+			for i := range w {
+				w[i] = strings.Replace(w[i], url.PathEscape(wid), "{id}", 1)
+			}
+		case "Content-Length":
+			if len(g) == 1 && len(w) == 1 {
+				continue // the body is compared above; its length follows the id's
+			}
+		}
+		if !slices.Equal(g, w) {
+			return fail(op, fmt.Sprintf("header %s: %q", h, g), fmt.Sprintf("what an id nobody took gives: %q", w))
+		}
+	}
+	return nil
+}
+
+// headerNames are the names of the headers of a and b, sorted.
+func headerNames(a, b http.Header) []string {
+	var out []string
+	for _, h := range []http.Header{a, b} {
+		for k := range h {
+			if !slices.Contains(out, k) {
+				out = append(out, k)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
 }

@@ -8,6 +8,7 @@ package conversation
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -235,13 +236,17 @@ type StartOptions struct {
 	Participants []loomtype.Identity
 }
 
-// Start starts a conversation owned by principal. An id the same owner already started is
-// returned with created == false; one somebody else started is loomtype.ErrConflict.
+// Start starts a conversation owned by principal. A chosen id (opt.ID) names a conversation
+// within principal's own ids: the conversation's id is ChosenID(principal, opt.ID), so the same
+// identity choosing it again gets the same conversation (created == false), and anyone else
+// choosing it starts a conversation of their own, exactly as with an id nobody took: no answer
+// tells them whether someone else chose it too.
 //
 // Errors: loomtype.ErrInvalidID, loomtype.ErrUnauthenticated (a principal without an actor),
-// ErrConflict, loomtype.ErrBadRequest (a bad mode or participant list).
+// loomtype.ErrConflict (the id is held by an execution that is not principal's conversation),
+// loomtype.ErrBadRequest (a bad mode or participant list).
 //
-//	st, created, err := cv.Start(ctx, alice, conversation.StartOptions{})
+//	st, created, err := cv.Start(ctx, alice, conversation.StartOptions{ID: "plan-1"})
 func (cv *Conversations) Start(ctx context.Context, principal loomtype.Identity, opt StartOptions) (loomtype.Status, bool, error) {
 	if !principal.Valid() {
 		return loomtype.Status{}, false, loomtype.ErrUnauthenticated
@@ -250,6 +255,8 @@ func (cv *Conversations) Start(ctx context.Context, principal loomtype.Identity,
 		opt.ID = newID()
 	} else if !ValidID(opt.ID) {
 		return loomtype.Status{}, false, loomtype.ErrInvalidID
+	} else {
+		opt.ID = ChosenID(principal, opt.ID)
 	}
 	if opt.Mode == "" {
 		opt.Mode = ModeOwner
@@ -299,6 +306,26 @@ func (cv *Conversations) Start(ctx context.Context, principal loomtype.Identity,
 	}
 	st, err := cv.Status(ctx, principal, opt.ID)
 	return st, created, err
+}
+
+// chosenHead is how much of a chosen id its conversation id keeps, so that the id with its
+// owner's suffix is still a valid id (at most 128 characters).
+const chosenHead = 128 - 1 - 24
+
+// ChosenID is the id of the conversation owner starts under the chosen id chosen (a ValidID):
+// the chosen id (its first 103 characters) and 24 hex digits of a SHA-256 over the owner's whole
+// identity and the chosen id. Each identity has its own: two identities that differ in any field
+// never share one, and another token of the same identity gets the same.
+//
+//	id := conversation.ChosenID(alice, "plan-1") // "plan-1.<24 hex digits>"
+func ChosenID(owner loomtype.Identity, chosen string) string {
+	b, _ := json.Marshal([]string{"loom chosen id v1", owner.Tenant, owner.Actor, owner.OnBehalfOf, chosen})
+	sum := sha256.Sum256(b)
+	head := chosen
+	if len(head) > chosenHead {
+		head = head[:chosenHead]
+	}
+	return head + "." + hex.EncodeToString(sum[:12])
 }
 
 func newID() string {
