@@ -128,6 +128,20 @@ Feature: Only the owner may touch a conversation
       | mallory   | 1    |
       | mallory   | 2    |
 
+  @profile:core @req:ADR0122-D8-32
+  Scenario Outline: The runtime door's start does not tell whether an id is taken by what the caller may not touch
+    Given alice has started a conversation
+    And alice has had 1 turn answered
+    Then <principal> starting a turn execution for her own conversation at the id of alice's conversation is answered exactly as at an id nothing holds
+    And the history has 2 records
+
+    Examples:
+      | principal     |
+      | mallory       |
+      | bob           |
+      | alice at evil |
+      | alice for bob |
+
   @profile:core @req:ADR0122-D8-01
   Scenario Outline: A route or method that does not exist answers exactly like a conversation that does not exist
     Given alice has started a conversation

@@ -172,6 +172,15 @@ func (s *scenario) registerAccess(sc *godog.ScenarioContext) {
 			return err
 		}
 		if r.status != http.StatusCreated {
+			// A system may confine the door to the named conversation's own turn ids, where
+			// no conversation id can be: the pretender is then made there.
+			id = "turn:" + s.current.id + ":" + id
+			if r, err = s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{}); err != nil {
+				return err
+			}
+			s.last = r
+		}
+		if r.status != http.StatusCreated {
 			return &HarnessError{Err: fmt.Errorf("%w: the system lets nobody start a turn execution through the runtime door (%d)", ErrNotApplicable, r.status)}
 		}
 		c := &conv{name: id, id: id, owner: who}
@@ -207,6 +216,7 @@ func (s *scenario) registerAccess(sc *godog.ScenarioContext) {
 	sc.Step(`^(\w[\w' ]*?) starts a turn execution for turn (\d+) of the conversation through the runtime door, saying "((?:[^"\\]|\\.)*)"$`, s.injectTurn)
 	sc.Step(`^that turn execution has been refused, or its model call has ended$`, s.injectionSettled)
 	sc.Step(`^the answer is exactly what a free id gives (\w[\w' ]*?)$`, s.sameAsFreeID)
+	sc.Step(`^(\w[\w' ]*?) starting a turn execution for her own conversation at the id of (\w+)'s conversation is answered exactly as at an id nothing holds$`, s.doorIDProbe)
 
 }
 
@@ -224,10 +234,9 @@ func (s *scenario) injectTurn(who string, turn int64, text string) error {
 		return err
 	}
 	s.msgSeq++
-	id := fmt.Sprintf("injected-%d", s.msgSeq)
-	if s.run.remoteCfg != nil {
-		id += "-" + s.run.runID
-	}
+	// Inside the conversation's own turn ids (spec/http.md, the runtime door), where a system
+	// may confine the door's starts.
+	id := fmt.Sprintf("turn:%s:injected-%d", c.id, s.msgSeq)
 	text = unescape(text)
 	input := map[string]any{"v": 1, "conversationId": c.id, "ord": turn, "turn": turn, "asker": identityJSON(who),
 		"messageId": id, "text": text, "messages": []map[string]string{{"role": "user", "content": text}}}
@@ -371,4 +380,56 @@ func mustJSON(v any) string {
 		return fmt.Sprint(v)
 	}
 	return string(b)
+}
+
+// doorIDProbe has who start, through the runtime door, a turn execution whose input names a
+// conversation of who's own, once at the id of owner's conversation and once at an id nothing
+// holds: the two answers must be the same, status and body (an execution id taken by what who
+// may not touch is no more visible than a conversation is). A system that starts either makes
+// the other id's answer the one to match, and leaves owner's conversation as it was.
+func (s *scenario) doorIDProbe(who, owner string) error {
+	if !s.run.door {
+		return &HarnessError{Err: fmt.Errorf("%w: the system has no runtime door", ErrNotApplicable)}
+	}
+	var victim *conv
+	for _, c := range s.convs {
+		if c.owner == owner {
+			victim = c
+		}
+	}
+	if victim == nil {
+		return harnessErr("%s has started no conversation", owner)
+	}
+	cur := s.current
+	own, err := s.start(who, "", nil)
+	s.current = cur
+	if err != nil {
+		return err
+	}
+	if own.status != http.StatusCreated {
+		return fail(own.op, fmt.Sprintf("%d %s", own.status, clip(string(own.body), 200)), "201: a conversation of her own")
+	}
+	var st status
+	if err := own.json(&st); err != nil {
+		return err
+	}
+	try := func(id string) (*response, error) {
+		input := map[string]any{"v": 1, "conversationId": st.ID, "ord": 1, "turn": 1, "asker": identityJSON(who),
+			"messageId": "probe", "text": "probe", "messages": []map[string]string{{"role": "user", "content": "probe"}}}
+		return s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{})
+	}
+	taken, err := try(victim.id)
+	if err != nil {
+		return err
+	}
+	free, err := try("missing-" + victim.id)
+	if err != nil {
+		return err
+	}
+	s.last = taken
+	if taken.status != free.status || !bytes.Equal(compact(taken.body), compact(free.body)) {
+		return fail(taken.op+" as "+who+" at the id of "+owner+"'s conversation", fmt.Sprintf("%d %s", taken.status, clip(string(taken.body), 200)),
+			fmt.Sprintf("what an id nothing holds gets: %d %s", free.status, clip(string(free.body), 200)))
+	}
+	return nil
 }

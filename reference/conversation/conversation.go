@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -535,10 +536,14 @@ func (cv *Conversations) SendRaw(ctx context.Context, principal loomtype.Identit
 	return k.Send(ctx, id, principal, messageID, payload)
 }
 
+// TurnIDPrefix is how every turn execution id of conversation id begins ("turn:<id>:").
+func TurnIDPrefix(id string) string { return "turn:" + id + ":" }
+
 // StartRaw is the runtime door's start: an execution of flow owned by principal. Only the
 // shared-mode turn flow may be started this way (an asker starts their own turn), and only for a
 // conversation principal may touch: the input's conversationId must name one, else the answer
-// is loomtype.ErrNotFound, as for a conversation that does not exist, and nothing starts. What
+// is loomtype.ErrNotFound, as for a conversation that does not exist, and nothing starts; the id
+// must begin with TurnIDPrefix of that conversation (loomtype.ErrBadRequest otherwise). What
 // such an execution does never reaches the conversation: a recovery adopts an execution found at
 // a turn's id only after verifying it, and the live hub takes output only from the turn the
 // dialogue runs.
@@ -547,7 +552,7 @@ func (cv *Conversations) SendRaw(ctx context.Context, principal loomtype.Identit
 // loomtype.ErrNotFound (no conversation the caller may touch), loomtype.ErrConflict (the id is
 // taken).
 //
-//	err := cv.StartRaw(ctx, bob, "turn-x", conversation.TurnFlowName, input)
+//	err := cv.StartRaw(ctx, bob, conversation.TurnIDPrefix("c1")+"x", conversation.TurnFlowName, input)
 func (cv *Conversations) StartRaw(ctx context.Context, principal loomtype.Identity, id, flow string, input json.RawMessage) error {
 	if !principal.Valid() {
 		return loomtype.ErrUnauthenticated
@@ -563,6 +568,12 @@ func (cv *Conversations) StartRaw(ctx context.Context, principal loomtype.Identi
 	}
 	if err := cv.Authorize(ctx, principal, names.ConversationID); err != nil {
 		return err
+	}
+	// Its id lies inside that conversation's turn ids, which no conversation id can be (a
+	// conversation id holds no ':'): the door neither takes an id a conversation may need nor
+	// tells whether one is taken.
+	if !strings.HasPrefix(id, TurnIDPrefix(names.ConversationID)) {
+		return fmt.Errorf("%w: id", loomtype.ErrBadRequest)
 	}
 	_, err := cv.kernel().Start(ctx, kernel.StartRequest{ID: id, Flow: flow, Input: input, Principal: principal})
 	switch {
