@@ -1,6 +1,7 @@
 package conversation
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -129,4 +130,30 @@ func TestHubTakesLiveOutputOnlyFromTheTurnsOwnExecution(t *testing.T) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	require.Empty(t, h.convs, "an ended turn and no subscriber leave nothing behind")
+}
+
+// TestHubPendingBeginsAreBounded: Begins from executions nobody named are kept for at most
+// maxPendingBegins executions, and one that is named takes its Begin with it.
+func TestHubPendingBeginsAreBounded(t *testing.T) {
+	h := NewHub(0)
+	for i := range maxPendingBegins + 10 {
+		h.Begin("c1", fmt.Sprintf("x%d", i), 1, "mallory", false)
+	}
+	h.mu.Lock()
+	n := len(h.pending)
+	h.mu.Unlock()
+	require.Equal(t, maxPendingBegins, n)
+	h.Begin("c1", "t1", 1, "bob", true)
+	h.Expect("c1", 1, "t1", "bob")
+	h.mu.Lock()
+	_, kept := h.pending["t1"]
+	h.mu.Unlock()
+	require.False(t, kept)
+	turn, _, asker, rerun := h.Partial("c1")
+	require.Equal(t, []any{int64(1), "bob", true}, []any{turn, asker, rerun})
+	// A Begin kept for another conversation or turn is not applied by this name.
+	h.Begin("c2", "t9", 4, "bob", true)
+	h.Expect("c1", 2, "t9", "bob")
+	turn, _, _, _ = h.Partial("c1")
+	require.Equal(t, int64(1), turn, "the live turn stays until its End")
 }
