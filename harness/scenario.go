@@ -101,7 +101,9 @@ type scenario struct {
 	current *conv
 	last    *response
 	msgSeq  int
-	saved   map[string]string
+	// injected is what the model of the last turn execution started through the runtime door was told.
+	injected string
+	saved    map[string]string
 
 	holds        []*world.Hold
 	toolHolds    map[string][]*world.Hold

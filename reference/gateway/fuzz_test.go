@@ -350,7 +350,7 @@ func TestBodyMembersExact(t *testing.T) {
 		}
 	}
 	// The members the contract names, in their case, are still taken; raw payloads unchanged.
-	req := httptest.NewRequest(http.MethodPost, "/runtime/executions", strings.NewReader(`{"id":"x2","flow":"conversation.turn","input":{"A":1,"a":2,"a":3}}`))
+	req := httptest.NewRequest(http.MethodPost, "/runtime/executions", strings.NewReader(`{"id":"turn:`+id+`:x2","flow":"conversation.turn","input":{"conversationId":"`+id+`","A":1,"a":2,"a":3}}`))
 	req.Header.Set("Authorization", "Bearer alice")
 	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
