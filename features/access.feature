@@ -55,6 +55,93 @@ Feature: Only the owner may touch a conversation
     When mallory starts a turn execution "pretender" through the runtime door, its input claiming to be her own conversation
     Then mallory gets the same 404 as for a missing conversation on the conversation routes of it
 
+  @profile:gateway @req:ADR0122-D8-30 @req:ADR0122-D7-06
+  Scenario Outline: A turn execution started for someone else's conversation is refused and puts nothing into its streams
+    The injected execution's model would stream "INJECTED TEXT"; the owner's own next turn is the
+    sentinel: her streams, one opened before the attempt and one after it, hold exactly what her
+    turn produced.
+
+    Given alice has started a conversation
+    And the model streams "INJECTED " "TEXT" to "injected" and waits
+    And the model streams "her " "words" to "sentinel" and waits
+    When alice opens the event stream
+    And <principal> starts a turn execution for turn <turn> of the conversation through the runtime door, saying "injected"
+    Then the answer is exactly the one a conversation that does not exist gets
+    When alice's other token opens the event stream
+    And alice sends "sentinel"
+    Then alice's stream shows "her words"
+    And alice's other token's stream shows "her words"
+    When the model is released
+    Then turn 1 is answered "her words"
+    And alice's stream got exactly these events:
+      | event   | turn | role      | status   | text      |
+      | status  |      |           |          |           |
+      | message | 1    | user      | accepted | sentinel  |
+      | delta   | 1    |           |          | "her "    |
+      | delta   | 1    |           |          | words     |
+      | message | 1    | assistant | complete | her words |
+    And alice's other token's stream got exactly these events:
+      | event   | turn | role      | status   | text      |
+      | status  |      |           |          |           |
+      | message | 1    | user      | accepted | sentinel  |
+      | delta   | 1    |           |          | "her "    |
+      | delta   | 1    |           |          | words     |
+      | message | 1    | assistant | complete | her words |
+
+    Examples: only <differs> differs from alice's identity
+      | principal              | turn | differs                     |
+      | mallory                | 1    | everything                  |
+      | mallory                | 2    | everything                  |
+      | alice at evil          | 2    | the tenant                  |
+      | alice without a tenant | 2    | the tenant, absent          |
+      | bob                    | 2    | the actor, in alice's tenant |
+      | alice for bob          | 2    | onBehalfOf                  |
+
+  @profile:gateway @req:ADR0122-D7-06
+  Scenario Outline: A turn execution that is not the conversation's own turn takes nothing from the reply in progress
+    The owner's turn streams "mine ", then waits; meanwhile a turn execution naming the
+    conversation is started (the owner may be admitted: it is her conversation; a stranger is
+    refused) and its model answers at once; then the owner's turn streams "only".
+
+    Given alice has started a conversation
+    And the model streams "mine " to "my question" and waits, then streams "only"
+    And the model replies "INJECTED TEXT" to "injected"
+    When alice opens the event stream
+    And alice sends "my question"
+    Then alice's stream shows "mine "
+    When <principal> starts a turn execution for turn <turn> of the conversation through the runtime door, saying "injected"
+    And that turn execution has been refused, or its model call has ended
+    And the model is released
+    Then turn 1 is answered "mine only"
+    And alice's stream got exactly these events:
+      | event   | turn | role      | status   | text        |
+      | status  |      |           |          |             |
+      | message | 1    | user      | accepted | my question |
+      | delta   | 1    |           |          | "mine "     |
+      | delta   | 1    |           |          | only        |
+      | message | 1    | assistant | complete | mine only   |
+
+    Examples:
+      | principal | turn |
+      | alice     | 1    |
+      | alice     | 2    |
+      | mallory   | 1    |
+      | mallory   | 2    |
+
+  @profile:core @req:ADR0122-D8-32
+  Scenario Outline: The runtime door's start does not tell whether an id is taken by what the caller may not touch
+    Given alice has started a conversation
+    And alice has had 1 turn answered
+    Then <principal> starting a turn execution for her own conversation at the id of alice's conversation is answered exactly as at an id nothing holds
+    And the history has 2 records
+
+    Examples:
+      | principal     |
+      | mallory       |
+      | bob           |
+      | alice at evil |
+      | alice for bob |
+
   @profile:core @req:ADR0122-D8-01
   Scenario Outline: A route or method that does not exist answers exactly like a conversation that does not exist
     Given alice has started a conversation

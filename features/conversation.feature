@@ -75,14 +75,41 @@ Feature: A conversation is one durable dialogue
       | has::colons   | 400 with error "invalid id" |
 
   @profile:core @req:ADR0122-D1-05
-  Scenario: A chosen id starts once
+  Scenario: A chosen id starts once for its owner
     Given the system takes caller-chosen conversation ids
     And alice has started a conversation with id "ops-room"
+    And alice has had 1 turn answered
     When alice starts a conversation with id "ops-room"
     Then the answer is 200
-    When mallory starts a conversation with id "ops-room"
-    Then the answer is 409 with error "conflict"
-    And mallory gets the same 404 as for a missing conversation on every route
+    And the history has 2 records
+    When alice's other token starts a conversation with id "ops-room"
+    Then the answer is 200
+    And the history has 2 records
+    And alice's other token is answered on every route exactly as alice is
+
+  @profile:core @req:ADR0122-D1-05 @req:ADR0122-D8-31
+  Scenario Outline: A chosen id someone else took tells a stranger nothing
+    A chosen id names a conversation within its owner's own ids: anyone else who chooses it gets
+    exactly what an id nobody took gives them, a conversation of their own, and no access to
+    the first one.
+
+    Given the system takes caller-chosen conversation ids
+    And alice has started a conversation with id "<room>"
+    And alice has had 1 turn answered
+    When <principal> starts a conversation with id "<room>"
+    Then the answer is exactly what a free id gives <principal>
+    When alice starts a conversation with id "<room>"
+    Then the answer is 200
+    And the history has 2 records
+    And <principal> gets the same 404 as for a missing conversation on every route
+
+    Examples: only <differs> differs from alice's identity
+      | principal              | room   | differs                      |
+      | mallory                | room-1 | everything                   |
+      | bob                    | room-2 | the actor, in alice's tenant |
+      | alice at evil          | room-3 | the tenant                   |
+      | alice without a tenant | room-4 | the tenant, absent           |
+      | alice for bob          | room-5 | onBehalfOf                   |
 
   @profile:core @req:ADR0122-D1-06
   Scenario: Closing records the close and ends the conversation

@@ -413,7 +413,7 @@ Feature: The HTTP gateway fails closed and says nothing a caller was not entitle
     When alice reconnects with the cursor of record 6 as a query parameter
     Then alice's new stream delivers records 7, 8, each once, with ids equal to their history cursors
 
-  @profile:gateway @req:ADR0122-D6-21
+  @profile:gateway @req:ADR0122-D6-30
   Scenario Outline: A body is read strictly, one way for every route, and a refused one changes nothing
     # One JSON value and nothing after it; members named exactly, once each, never null where the
     # contract wants a value; UTF-8 only, in raw bytes and in escapes; a charset only if it is
@@ -502,7 +502,7 @@ Feature: The HTTP gateway fails closed and says nothing a caller was not entitle
       | runtime start | application/json                 | {"id":"x-1","flow":"conversation.turn"}                           | 400    | {"error":"bad request","detail":"input"}         |
       | runtime start | application/json; charset=latin1 | {"id":"x-1","flow":"conversation.turn","input":{}}                | 415    | {"error":"unsupported media type"}               |
 
-  @profile:gateway @req:ADR0122-D6-21
+  @profile:gateway @req:ADR0122-D6-30
   Scenario Outline: A body in UTF-8 is taken whether or not its Content-Type says so
     Given alice has started a conversation
     When alice posts the body `{"text":"h\xc3\xa9 \ud83d\ude00"}` to the turns route as "<type>"

@@ -310,6 +310,36 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     And no record holds "I transferred the funds."
     And the error hook was told why turn 1 failed
 
+  @profile:shared @req:ADR0122-D10-40 @configures
+  Scenario: A turn execution a participant starts for the conversation puts nothing into anyone's stream
+    Bob may touch the conversation, so the runtime door may start it; it is still not a turn the
+    conversation runs, and its model's words reach no stream, not even bob's own.
+
+    Given alice has started a shared conversation with bob
+    And the model streams "her " "words" to "sentinel" and waits
+    And the model replies "INJECTED TEXT" to "injected"
+    When alice opens the event stream
+    And bob opens the event stream
+    And bob starts a turn execution for turn 1 of the conversation through the runtime door, saying "injected"
+    And that turn execution has been refused, or its model call has ended
+    And alice sends "sentinel"
+    Then alice's stream shows "her words"
+    When the model is released
+    Then alice sees turn 1 answered "her words"
+    And bob's stream delivers the reply of turn 1 with the text "her words"
+    And alice's stream got exactly these events:
+      | event   | turn | role      | status   | text      |
+      | status  |      |           |          |           |
+      | message | 1    | user      | accepted | sentinel  |
+      | delta   | 1    |           |          | "her "    |
+      | delta   | 1    |           |          | words     |
+      | message | 1    | assistant | complete | her words |
+    And bob's stream got exactly these events:
+      | event   | turn | role      | status   | text      |
+      | status  |      |           |          |           |
+      | message | 1    | user      | accepted | sentinel  |
+      | message | 1    | assistant | complete | her words |
+
   @profile:shared @req:ADR0122-D10-05 @configures
   Scenario Outline: An execution the asker planted at their own turn's id is refused, never adopted
     Alice starts it as herself, naming herself the asker, so only the turn's own fields (its

@@ -104,7 +104,7 @@ Feature: The transcript records every message once, with a unique ordinal
     Then the whole history is: turn 1 "hello" answered, then 300 rejected "malformed"
     And the status of alice's conversation is open at turn 1, generation 0, owned by alice
 
-  @profile:core @req:ADR0122-D1-21 @configures
+  @profile:core @req:ADR0122-D1-30 @configures
   Scenario Outline: Empty and oversized messages count against maxInvalidRecords: <blank> empty and <oversized> oversized at a limit of 3
     Given the setting "conversation.maxInvalidRecords" is 3
     And the setting "conversation.maxTurnChars" is 20
@@ -126,7 +126,7 @@ Feature: The transcript records every message once, with a unique ordinal
       | 2     | 1         | 3    |
       | 2     | 2         | 3    |
 
-  @profile:core @req:ADR0122-D1-21
+  @profile:core @req:ADR0122-D1-30
   Scenario Outline: By default 100 empty or oversized messages are recorded and the next ones only counted (<blank> empty, <oversized> oversized)
     Given alice has started a conversation
     When alice sends <blank> blank messages

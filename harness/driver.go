@@ -55,6 +55,9 @@ type inProcess struct {
 	srv     *http.Server
 	addr    string
 	done    chan struct{}
+	ln      net.Listener
+	// selfServed: the instance is a Server and serves ln itself.
+	selfServed bool
 }
 
 func (d *inProcess) Start(ctx context.Context, cfg spec.SUTConfig) error {
@@ -81,13 +84,40 @@ func (d *inProcess) launch(ctx context.Context) error {
 	}
 	d.addr = ln.Addr().String()
 	d.inst = inst
-	d.srv = &http.Server{Handler: inst.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	d.done = make(chan struct{})
+	d.ln = ln
+	if self, ok := inst.(Server); ok {
+		// The instance applies its own connection limits; the kit only hands it the listener.
+		d.srv, d.selfServed = nil, true
+		go func(done chan struct{}) {
+			defer close(done)
+			_ = self.Serve(ln)
+		}(d.done)
+		return nil
+	}
+	d.selfServed = false
+	d.srv = &http.Server{Handler: inst.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func(srv *http.Server, done chan struct{}) {
 		defer close(done)
 		_ = srv.Serve(ln)
 	}(d.srv, d.done)
 	return nil
+}
+
+// stopServing ends the driver's own server, or waits for a self-serving instance's Serve to
+// return once the instance was crashed or closed (the listener is closed too, so a Serve that
+// waits on Accept returns; one that does not return within a few seconds is left behind).
+func (d *inProcess) stopServing() {
+	if !d.selfServed {
+		_ = d.srv.Close()
+		<-d.done
+		return
+	}
+	_ = d.ln.Close()
+	select {
+	case <-d.done:
+	case <-time.After(5 * time.Second):
+	}
 }
 
 func (d *inProcess) URL() string { return "http://" + d.addr }
@@ -97,8 +127,7 @@ func (d *inProcess) Crash() error {
 		return nil
 	}
 	d.inst.Crash()
-	_ = d.srv.Close()
-	<-d.done
+	d.stopServing()
 	d.inst = nil
 	return nil
 }
@@ -114,9 +143,14 @@ func (d *inProcess) Stop() error {
 	if d.inst == nil {
 		return nil
 	}
-	_ = d.srv.Close()
-	<-d.done
-	err := d.inst.Close()
+	var err error
+	if d.selfServed {
+		err = d.inst.Close()
+		d.stopServing()
+	} else {
+		d.stopServing()
+		err = d.inst.Close()
+	}
 	d.inst = nil
 	return err
 }
@@ -204,7 +238,8 @@ func (d *process) launch(ctx context.Context) error {
 	defer cancel()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	hc := &http.Client{Timeout: time.Second}
+	// No keep-alive: an idle probe connection would hold one of the system's connection slots.
+	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	for {
 		resp, err := hc.Get(d.URL() + "/.well-known/loom")
 		if err == nil {

@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 
 	"github.com/loomcheck/loomcheck/spec"
@@ -53,6 +54,23 @@ type Instance interface {
 type WriteCrasher interface {
 	DurableWrites() int64
 	CrashAfterWrite(n int64) <-chan struct{}
+}
+
+// Server is an Instance that serves its HTTP surface itself, on a listener the kit opens, with
+// the connection handling its configuration sets: the request and header deadlines and the
+// connection cap (spec/http.md, Connections). The in-process driver uses it when an instance
+// offers it; otherwise the driver serves Handler with a plain http.Server of its own, and the
+// scenarios that judge those limits are not applicable (never passed).
+//
+// Serve serves ln until the instance is crashed or closed, then returns (the kit ignores what it
+// returns). Crash and Close must close ln and every connection accepted from it. Serve is called
+// at most once per instance.
+//
+//	if srv, ok := inst.(harness.Server); ok {
+//		go srv.Serve(ln)
+//	}
+type Server interface {
+	Serve(ln net.Listener) error
 }
 
 // Factory opens an instance on a configuration. The harness calls it once per scenario with a

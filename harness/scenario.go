@@ -101,7 +101,9 @@ type scenario struct {
 	current *conv
 	last    *response
 	msgSeq  int
-	saved   map[string]string
+	// injected is what the model of the last turn execution started through the runtime door was told.
+	injected string
+	saved    map[string]string
 
 	holds        []*world.Hold
 	toolHolds    map[string][]*world.Hold
@@ -134,6 +136,11 @@ type scenario struct {
 	// partChanges are the participant changes this scenario made and the system accepted,
 	// oldest first: op, then the wire identities of whom and by whom.
 	partChanges []partChange
+
+	// edge is what the connection-edge steps keep (steps_edge.go).
+	edge *edgeState
+	// identityHold holds the identity service's answers for one token.
+	identityHold *world.Hold
 
 	mu       sync.Mutex
 	streams  []*stream

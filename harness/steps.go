@@ -18,6 +18,7 @@ func (s *scenario) register(sc *godog.ScenarioContext) {
 	s.registerEnvelopes(sc)
 	s.registerGateway(sc)
 	s.registerContract(sc)
+	s.registerEdge(sc)
 	s.registerShared(sc)
 	s.registerStream(sc)
 	s.registerBodies(sc)

@@ -4,11 +4,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/cucumber/godog"
+
+	"github.com/loomcheck/loomcheck/harness/world"
 )
 
 // probe is one request a stranger tries on a conversation.
@@ -151,11 +156,29 @@ func (s *scenario) registerAccess(sc *godog.ScenarioContext) {
 		if s.run.remoteCfg != nil {
 			id += "-" + s.run.runID
 		}
-		input := map[string]any{"v": 1, "owner": identityJSON(who), "mode": "owner"}
+		// The door starts a turn execution only for a conversation its caller may touch: the
+		// input names one of hers beside the start input it imitates.
+		own, err := s.start(who, "", nil)
+		if err != nil {
+			return err
+		}
+		if own.status != http.StatusCreated {
+			return fail(own.op, fmt.Sprintf("%d %s", own.status, clip(string(own.body), 200)), "201: a conversation of her own")
+		}
+		input := map[string]any{"v": 1, "owner": identityJSON(who), "mode": "owner", "conversationId": s.current.id}
 		r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{})
 		s.last = r
 		if err != nil {
 			return err
+		}
+		if r.status != http.StatusCreated {
+			// A system may confine the door to the named conversation's own turn ids, where
+			// no conversation id can be: the pretender is then made there.
+			id = "turn:" + s.current.id + ":" + id
+			if r, err = s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{}); err != nil {
+				return err
+			}
+			s.last = r
 		}
 		if r.status != http.StatusCreated {
 			return &HarnessError{Err: fmt.Errorf("%w: the system lets nobody start a turn execution through the runtime door (%d)", ErrNotApplicable, r.status)}
@@ -190,5 +213,223 @@ func (s *scenario) registerAccess(sc *godog.ScenarioContext) {
 	sc.Step(`^(\w[\w' ]*?) gets the same 404 as for a missing conversation on the conversation routes of it$`, func(who string) error {
 		return s.sameNotFound(who, false)
 	})
+	sc.Step(`^(\w[\w' ]*?) starts a turn execution for turn (\d+) of the conversation through the runtime door, saying "((?:[^"\\]|\\.)*)"$`, s.injectTurn)
+	sc.Step(`^that turn execution has been refused, or its model call has ended$`, s.injectionSettled)
+	sc.Step(`^the answer is exactly what a free id gives (\w[\w' ]*?)$`, s.sameAsFreeID)
+	sc.Step(`^(\w[\w' ]*?) starting a turn execution for her own conversation at the id of (\w+)'s conversation is answered exactly as at an id nothing holds$`, s.doorIDProbe)
 
+}
+
+// injectTurn starts, through the runtime door and as who, a turn execution of the shared-mode turn
+// flow whose input names the current conversation, turn and who as its asker, and whose model is
+// told text: what any principal can try against a conversation that is not theirs. The answer is
+// kept for the next step to judge (a system with no runtime door makes the scenario not
+// applicable).
+func (s *scenario) injectTurn(who string, turn int64, text string) error {
+	if !s.run.door {
+		return &HarnessError{Err: fmt.Errorf("%w: the system has no runtime door", ErrNotApplicable)}
+	}
+	c, err := s.conv("")
+	if err != nil {
+		return err
+	}
+	s.msgSeq++
+	// Inside the conversation's own turn ids (spec/http.md, the runtime door), where a system
+	// may confine the door's starts.
+	id := fmt.Sprintf("turn:%s:injected-%d", c.id, s.msgSeq)
+	text = unescape(text)
+	input := map[string]any{"v": 1, "conversationId": c.id, "ord": turn, "turn": turn, "asker": identityJSON(who),
+		"messageId": id, "text": text, "messages": []map[string]string{{"role": "user", "content": text}}}
+	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{})
+	s.last = r
+	if err != nil {
+		return err
+	}
+	s.injected = text
+	return nil
+}
+
+// injectionSettled waits, when the runtime door started the turn execution injectTurn asked for,
+// until the model has finished answering its request (so whatever it streamed has been handed to
+// the system); a refused start leaves nothing to wait for.
+func (s *scenario) injectionSettled() error {
+	if s.last == nil || s.injected == "" {
+		return harnessErr("no turn execution has been started through the runtime door")
+	}
+	if s.last.status != http.StatusCreated {
+		return nil
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for _, r := range s.world.Model().Requests() {
+			if r.Finished && lastUserOf(r.Messages) == s.injected {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fail("the model", "no finished request for "+s.injected, "the started turn execution's model call, finished")
+		case <-tick.C:
+		}
+	}
+}
+
+// lastUserOf is the content of the last user message of a model request.
+func lastUserOf(msgs []world.Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "user" {
+			return msgs[i].Content
+		}
+	}
+	return ""
+}
+
+// sameAsFreeID judges the last answer to who's start with a chosen id against what who gets for
+// an id nobody has taken, asked right after: the same status, the same headers (Date aside; the
+// Location and Content-Length values follow each one's own id), and the same body but for the
+// id, each one a conversation of who's own that no other identity of the scenario started. The
+// answer must not tell who whether someone else holds the id.
+func (s *scenario) sameAsFreeID(who string) error {
+	got := s.last
+	if got == nil {
+		return harnessErr("no request has been sent")
+	}
+	cur := s.current
+	s.msgSeq++
+	want, err := s.start(who, fmt.Sprintf("free-%d-%d", time.Now().UnixNano(), s.msgSeq), nil)
+	s.last, s.current = got, cur
+	if err != nil {
+		return err
+	}
+	if want.status != http.StatusCreated {
+		return fail(want.op+" as "+who, fmt.Sprintf("%d %s", want.status, clip(string(want.body), 200)), "201: an id nobody took starts a conversation")
+	}
+	op := got.op + " as " + who
+	if got.status != want.status {
+		return fail(op, fmt.Sprintf("%d %s", got.status, clip(string(got.body), 200)),
+			fmt.Sprintf("what an id nobody took gives: %d %s", want.status, clip(string(want.body), 200)))
+	}
+	var gb, wb map[string]any
+	if err := got.json(&gb); err != nil {
+		return err
+	}
+	if err := want.json(&wb); err != nil {
+		return err
+	}
+	gid, _ := gb["id"].(string)
+	wid, _ := wb["id"].(string)
+	if gid == "" || gid == wid {
+		return fail(op, fmt.Sprintf("the id %q", gid), fmt.Sprintf("a conversation of its own, not the one the free id started (%q)", wid))
+	}
+	me := identityJSON(who)
+	for _, c := range s.convs {
+		if c.id == gid && !maps.Equal(identityJSON(c.owner), me) {
+			return fail(op, fmt.Sprintf("the id %q, which %s started", gid, c.owner), "a conversation of "+who+"'s own")
+		}
+	}
+	delete(gb, "id")
+	delete(wb, "id")
+	if gj, wj := mustJSON(gb), mustJSON(wb); gj != wj {
+		return fail(op, gj, "what an id nobody took gives, but for the id: "+wj)
+	}
+	for _, h := range headerNames(got.header, want.header) {
+		g, w := got.header.Values(h), want.header.Values(h)
+		switch h {
+		case "Date":
+			continue
+		case "Location":
+			g, w = slices.Clone(g), slices.Clone(w)
+			for i := range g {
+				g[i] = strings.Replace(g[i], url.PathEscape(gid), "{id}", 1)
+			}
+			for i := range w {
+				w[i] = strings.Replace(w[i], url.PathEscape(wid), "{id}", 1)
+			}
+		case "Content-Length":
+			if len(g) == 1 && len(w) == 1 {
+				continue // the body is compared above; its length follows the id's
+			}
+		}
+		if !slices.Equal(g, w) {
+			return fail(op, fmt.Sprintf("header %s: %q", h, g), fmt.Sprintf("what an id nobody took gives: %q", w))
+		}
+	}
+	return nil
+}
+
+// headerNames are the names of the headers of a and b, sorted.
+func headerNames(a, b http.Header) []string {
+	var out []string
+	for _, h := range []http.Header{a, b} {
+		for k := range h {
+			if !slices.Contains(out, k) {
+				out = append(out, k)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// doorIDProbe has who start, through the runtime door, a turn execution whose input names a
+// conversation of who's own, once at the id of owner's conversation and once at an id nothing
+// holds: the two answers must be the same, status and body (an execution id taken by what who
+// may not touch is no more visible than a conversation is). A system that starts either makes
+// the other id's answer the one to match, and leaves owner's conversation as it was.
+func (s *scenario) doorIDProbe(who, owner string) error {
+	if !s.run.door {
+		return &HarnessError{Err: fmt.Errorf("%w: the system has no runtime door", ErrNotApplicable)}
+	}
+	var victim *conv
+	for _, c := range s.convs {
+		if c.owner == owner {
+			victim = c
+		}
+	}
+	if victim == nil {
+		return harnessErr("%s has started no conversation", owner)
+	}
+	cur := s.current
+	own, err := s.start(who, "", nil)
+	s.current = cur
+	if err != nil {
+		return err
+	}
+	if own.status != http.StatusCreated {
+		return fail(own.op, fmt.Sprintf("%d %s", own.status, clip(string(own.body), 200)), "201: a conversation of her own")
+	}
+	var st status
+	if err := own.json(&st); err != nil {
+		return err
+	}
+	try := func(id string) (*response, error) {
+		input := map[string]any{"v": 1, "conversationId": st.ID, "ord": 1, "turn": 1, "asker": identityJSON(who),
+			"messageId": "probe", "text": "probe", "messages": []map[string]string{{"role": "user", "content": "probe"}}}
+		return s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{})
+	}
+	taken, err := try(victim.id)
+	if err != nil {
+		return err
+	}
+	free, err := try("missing-" + victim.id)
+	if err != nil {
+		return err
+	}
+	s.last = taken
+	if taken.status != free.status || !bytes.Equal(compact(taken.body), compact(free.body)) {
+		return fail(taken.op+" as "+who+" at the id of "+owner+"'s conversation", fmt.Sprintf("%d %s", taken.status, clip(string(taken.body), 200)),
+			fmt.Sprintf("what an id nothing holds gets: %d %s", free.status, clip(string(free.body), 200)))
+	}
+	return nil
 }

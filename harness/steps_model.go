@@ -60,6 +60,14 @@ func (s *scenario) registerModel(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
+	sc.Step(`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) to "((?:[^"\\]|\\.)*)" and waits, then streams "((?:[^"\\]|\\.)*)"$`, func(parts, match, more string) error {
+		h := s.world.NewHold()
+		s.holds = append(s.holds, h)
+		if err := s.world.Model().EnqueueFor(unescape(match), world.Reply{Chunks: quoted(parts), Hold: h, After: []string{unescape(more)}}); err != nil {
+			return harnessErr("script the model: %v", err)
+		}
+		return nil
+	})
 	sc.Step(`^the model is released$`, func() error {
 		for _, h := range s.holds {
 			h.Release()

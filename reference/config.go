@@ -127,6 +127,8 @@ func FromConfig(c spec.SUTConfig) (Options, error) {
 			go hook.Report(hostio.ErrorReport{ErrorID: id, Error: err.Error()})
 		},
 	}
+	opt.Edge = gateway.Edge{RequestTimeout: ms(gw.RequestTimeoutMs), HeadersTimeout: ms(gw.HeadersTimeoutMs),
+		MaxConnections: gw.MaxConnections}
 	if len(c.Identity.Principals) > 0 || c.Identity.URL != "" {
 		opt.Gateway.Authenticate = BearerAuth(ident)
 	}

@@ -38,7 +38,7 @@ const (
 	crashIterationsEnv = "LOOMCHECK_CRASH_ITERATIONS"
 	crashReadyPrefix   = "crash-child listening on "
 	crashToken         = "tok-crash-alice"
-	crashConversation  = "crash-1"
+	crashChosenID      = "crash-1"
 )
 
 // TestCrashChild is the engine process of TestCrashTorture. It does nothing unless
@@ -158,7 +158,9 @@ type turnRec struct {
 
 // torture is the state of one TestCrashTorture run.
 type torture struct {
-	t       *testing.T
+	t *testing.T
+	// conv is the conversation's id, the one the start answered for the chosen id.
+	conv    string
 	rng     *rand.Rand
 	w       *world.World
 	cfgPath string
@@ -240,8 +242,11 @@ func TestCrashTorture(t *testing.T) {
 	})
 
 	x.startChild()
-	code, body := x.do("POST", "/conversations", `{"id":"`+crashConversation+`"}`)
+	code, body := x.do("POST", "/conversations", `{"id":"`+crashChosenID+`"}`)
 	require.Equal(t, http.StatusCreated, code, body)
+	var started struct{ ID string }
+	require.NoError(t, json.Unmarshal([]byte(body), &started))
+	x.conv = started.ID
 
 	for it := range iterations {
 		x.iteration(it)
@@ -408,7 +413,7 @@ func (x *torture) post(base string, tu *turnRec) bool {
 
 func (x *torture) postTurn(base string, tu *turnRec) (acked, delivered bool) {
 	body, _ := json.Marshal(map[string]string{"text": tu.text, "messageId": tu.messageID})
-	req, _ := http.NewRequest("POST", base+"/conversations/"+crashConversation+"/turns", bytes.NewReader(body))
+	req, _ := http.NewRequest("POST", base+"/conversations/"+x.conv+"/turns", bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+crashToken)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := x.hc.Do(req)
@@ -553,7 +558,7 @@ func (x *torture) history(limit int) ([]loomtype.Entry, []byte) {
 		if cursor != "" {
 			q.Set("cursor", cursor)
 		}
-		code, body := x.do("GET", "/conversations/"+crashConversation+"/history?"+q.Encode(), "")
+		code, body := x.do("GET", "/conversations/"+x.conv+"/history?"+q.Encode(), "")
 		require.Equal(t, http.StatusOK, code, body)
 		raw.WriteString(body)
 		raw.WriteByte('\n')
@@ -685,7 +690,7 @@ func (x *torture) check() {
 	_, again := x.history(7)
 	require.Equal(t, string(raw), string(again), "history read twice differs")
 
-	code, body := x.do("GET", "/conversations/"+crashConversation, "")
+	code, body := x.do("GET", "/conversations/"+x.conv, "")
 	require.Equal(t, http.StatusOK, code, body)
 	var st loomtype.Status
 	require.NoError(t, json.Unmarshal([]byte(body), &st))

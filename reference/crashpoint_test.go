@@ -45,7 +45,7 @@ func TestSharedStartCrashedBeforeItsParticipantsIsFinishedByItsRetry(t *testing.
 	require.NoError(t, err, "the owner's retry of the start")
 	require.False(t, created, "the conversation itself was recorded before the crash")
 	require.Equal(t, conversation.ModeShared, st.Mode)
-	pl, err := eng.Conversations().Participants(ctx, bob, "c-shared")
+	pl, err := eng.Conversations().Participants(ctx, bob, st.ID)
 	require.NoError(t, err, "bob is a participant")
 	require.Equal(t, []loomtype.Identity{alice, bob}, pl.Participants)
 }

@@ -5,7 +5,8 @@
 //	eng, err := reference.Open(ctx, reference.Options{DataDir: dir, Key: key})
 //	if err != nil { return err }
 //	defer eng.Close()
-//	http.ListenAndServe("127.0.0.1:8080", eng.Handler())
+//	ln, _ := net.Listen("tcp", "127.0.0.1:8080")
+//	eng.Serve(ln) // the HTTP surface with the edge's deadlines and connection cap
 package reference
 
 import (
@@ -13,10 +14,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/loomcheck/loomcheck/reference/conversation"
 	"github.com/loomcheck/loomcheck/reference/gateway"
@@ -39,6 +43,8 @@ type Options struct {
 	Deps conversation.Deps
 	// Gateway configures the HTTP surface (an Authenticator, or Insecure, is required).
 	Gateway gateway.Config
+	// Edge sets how Serve serves it: the request and header deadlines and the connection cap.
+	Edge gateway.Edge
 	// Divergence selects what recovery does when a replay does not match the log.
 	Divergence kernel.DivergenceMode
 	// SyncFull makes every commit wait for the disk (survives power loss, not only SIGKILL).
@@ -54,6 +60,11 @@ type Engine struct {
 	cv   *conversation.Conversations
 	gw   *gateway.Gateway
 	dir  string
+	edge gateway.Edge
+
+	mu      sync.Mutex
+	servers []*http.Server
+	closed  bool
 }
 
 // ErrLocked: another engine has the data directory open.
@@ -103,11 +114,65 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 		st.Close()
 		return fail(err)
 	}
-	return &Engine{lock: lock, st: st, k: k, cv: cv, gw: gw, dir: opt.DataDir}, nil
+	return &Engine{lock: lock, st: st, k: k, cv: cv, gw: gw, dir: opt.DataDir, edge: opt.Edge}, nil
 }
 
-// Handler is the HTTP surface.
+// Handler is the HTTP surface, without the edge's connection handling (Serve adds it).
 func (e *Engine) Handler() http.Handler { return e.gw }
+
+// ErrEngineClosed is what Serve returns once the engine is closed or killed.
+var ErrEngineClosed = errors.New("reference: engine closed")
+
+// Serve serves the HTTP surface on ln with the edge of Options.Edge (spec/http.md,
+// Connections): a request must arrive within its deadlines, and at most MaxConnections
+// connections are open at once. It blocks until the engine is closed or killed (ErrEngineClosed)
+// or ln fails (that error). Close lets requests in flight finish for a moment (streams get a
+// reconnect event); Kill drops every connection at once. Serve may be called for several
+// listeners, concurrently; it closes ln.
+//
+//	ln, err := net.Listen("tcp", "127.0.0.1:8080")
+//	go func() { _ = eng.Serve(ln) }()
+//	defer eng.Close()
+func (e *Engine) Serve(ln net.Listener) error {
+	srv := e.edge.Server(e.gw)
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		ln.Close()
+		return ErrEngineClosed
+	}
+	e.servers = append(e.servers, srv)
+	e.mu.Unlock()
+	err := srv.Serve(e.edge.Listener(ln))
+	if errors.Is(err, http.ErrServerClosed) {
+		return ErrEngineClosed
+	}
+	return err
+}
+
+// stopServing ends every Serve: gracefully for up to grace (0: at once), then by closing every
+// connection.
+func (e *Engine) stopServing(grace time.Duration) {
+	e.mu.Lock()
+	e.closed = true
+	servers := e.servers
+	e.servers = nil
+	e.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, srv := range servers {
+		wg.Go(func() {
+			if grace > 0 {
+				ctx, cancel := context.WithTimeout(context.Background(), grace)
+				defer cancel()
+				if srv.Shutdown(ctx) == nil {
+					return
+				}
+			}
+			_ = srv.Close()
+		})
+	}
+	wg.Wait()
+}
 
 // Conversations is the conversation client, for programs that embed the engine.
 func (e *Engine) Conversations() *conversation.Conversations { return e.cv }
@@ -115,10 +180,14 @@ func (e *Engine) Conversations() *conversation.Conversations { return e.cv }
 // Kernel is the engine's kernel.
 func (e *Engine) Kernel() *kernel.Kernel { return e.k }
 
-// Close ends open streams, stops every execution (they resume on the next Open) and closes the
-// store.
+// closeGrace is how long Close lets requests in flight finish.
+const closeGrace = 2 * time.Second
+
+// Close ends open streams, stops serving (requests in flight get a moment to finish), stops
+// every execution (they resume on the next Open) and closes the store.
 func (e *Engine) Close() error {
 	e.gw.Shutdown()
+	e.stopServing(closeGrace)
 	e.k.Close()
 	err := e.st.Close()
 	e.lock.Close()
@@ -129,6 +198,7 @@ func (e *Engine) Close() error {
 // shut down cleanly. The data directory can be opened again at once.
 func (e *Engine) Kill() {
 	e.st.Kill()
+	e.stopServing(0)
 	e.gw.Shutdown()
 	e.k.Close()
 	e.lock.Close()

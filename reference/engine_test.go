@@ -15,6 +15,8 @@ import (
 
 	"github.com/loomcheck/loomcheck/harness/world"
 	"github.com/loomcheck/loomcheck/reference"
+	"github.com/loomcheck/loomcheck/reference/conversation"
+	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/spec"
 )
 
@@ -46,13 +48,16 @@ func TestSmoke(t *testing.T) {
 	}
 	code, body := do("POST", "/conversations", `{"id":"c1"}`)
 	require.Equal(t, 201, code, body)
-	code, body = do("POST", "/conversations/c1/turns", `{"text":"hello","messageId":"m1"}`)
+	var started struct{ ID string }
+	require.NoError(t, json.Unmarshal([]byte(body), &started))
+	require.Equal(t, conversation.ChosenID(loomtype.Identity{Tenant: "acme", Actor: "alice"}, "c1"), started.ID, "a chosen id is the owner's own")
+	code, body = do("POST", "/conversations/"+started.ID+"/turns", `{"text":"hello","messageId":"m1"}`)
 	require.Equal(t, 202, code, body)
 	deadline := time.Now().Add(5 * time.Second)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		_, body = do("GET", "/conversations/c1/history", "")
+		_, body = do("GET", "/conversations/"+started.ID+"/history", "")
 		var page struct{ Entries []map[string]any }
 		require.NoError(t, json.Unmarshal([]byte(body), &page))
 		if len(page.Entries) == 2 {

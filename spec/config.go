@@ -130,6 +130,16 @@ type GatewayConfig struct {
 	PostsPerMinute         int      `json:"postsPerMinute,omitempty"`
 	ReauthMs               int64    `json:"reauthMs,omitempty"`
 	PollMs                 int64    `json:"pollMs,omitempty"`
+	// RequestTimeoutMs bounds how long a request may take to arrive in full, headers and body
+	// (default 30 000); a body still incomplete then is answered 408 and its connection closed.
+	// A request without a body (an event stream) is exempt once its headers are in.
+	RequestTimeoutMs int64 `json:"requestTimeoutMs,omitempty"`
+	// HeadersTimeoutMs bounds how long a request's headers may take to arrive (default 10 000,
+	// never more than RequestTimeoutMs); then the connection is closed.
+	HeadersTimeoutMs int64 `json:"headersTimeoutMs,omitempty"`
+	// MaxConnections caps the open connections, event streams and idle keep-alive ones included
+	// (default 512); a connection over the cap is closed at once, unanswered.
+	MaxConnections int `json:"maxConnections,omitempty"`
 }
 
 // SharedConfig configures shared mode.

@@ -13,12 +13,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
-	"time"
 
 	"github.com/loomcheck/loomcheck/reference"
 	"github.com/loomcheck/loomcheck/spec"
@@ -107,7 +105,6 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "loomcheck serve: %v\n", err)
 		return exitUsage
 	}
-	srv := &http.Server{Handler: eng.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	fmt.Fprintf(stdout, "loom reference %s serving http://%s (data in %s)\n", reference.Version, ln.Addr(), cfg.DataDir)
 	if cfg.Model.BaseURL == "" {
 		fmt.Fprintln(stdout, "no model configured: answering with the built-in deterministic model (--model-url points at a real one)")
@@ -116,19 +113,17 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "no identities configured: use  -H 'Authorization: Bearer %s'\n", devToken)
 		fmt.Fprintf(stdout, "try: curl -s -X POST -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{}' http://%s/conversations\n", devToken, ln.Addr())
 	}
+	// The engine serves with its edge: the request and header deadlines and the connection cap
+	// of the configuration's gateway settings.
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- eng.Serve(ln) }()
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
-		if !errors.Is(err, http.ErrServerClosed) {
+		if !errors.Is(err, reference.ErrEngineClosed) {
 			fmt.Fprintf(stderr, "loomcheck serve: %v\n", err)
 		}
 	}
-	eng.Handler().(interface{ Shutdown() }).Shutdown()
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(sctx)
 	if err := eng.Close(); err != nil {
 		fmt.Fprintf(stderr, "loomcheck serve: close: %v\n", err)
 		return exitUsage

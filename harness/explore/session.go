@@ -484,13 +484,21 @@ func (s *session) status(ctx context.Context, viewer string) (entry, error) {
 	return st, err
 }
 
-// start creates the conversation under a caller-chosen id, so a retry is idempotent.
+// start creates the conversation under a caller-chosen id, so a retry is idempotent. The
+// conversation's id is the one the answer names (a chosen id is the owner's own, and a system
+// may derive the conversation's id from it).
 func (s *session) start(ctx context.Context, owner string, body map[string]any) error {
-	s.conv = "explore-" + s.d.name
-	body["id"] = s.conv
-	if _, err := s.request(ctx, owner, http.MethodPost, "/conversations", body, nil); err != nil {
+	body["id"] = "explore-" + s.d.name
+	var out struct {
+		ID string `json:"id"`
+	}
+	if _, err := s.request(ctx, owner, http.MethodPost, "/conversations", body, &out); err != nil {
 		return err
 	}
+	if out.ID == "" || (s.conv != "" && out.ID != s.conv) {
+		return fmt.Errorf("start: the conversation's id is %q, want a stable, non-empty one (first %q)", out.ID, s.conv)
+	}
+	s.conv = out.ID
 	s.created = true
 	return nil
 }

@@ -34,7 +34,10 @@ type Identity struct {
 	sig    signal
 	tokens map[string]spec.Principal
 	broken map[string]Failure
-	log    *journal[Lookup]
+	holds  map[string]*Hold
+	// abandoned counts the held introspections whose caller went away before the answer.
+	abandoned int
+	log       *journal[Lookup]
 }
 
 func newIdentity(w *World) *Identity {
@@ -46,6 +49,8 @@ func (id *Identity) reset() {
 	defer id.mu.Unlock()
 	id.tokens = map[string]spec.Principal{}
 	id.broken = nil
+	id.holds = nil
+	id.abandoned = 0
 	id.log = newJournal[Lookup](id.w.opts)
 	id.sig.fire()
 }
@@ -85,6 +90,40 @@ func (id *Identity) FailWith(token string, f Failure) {
 		id.broken = map[string]Failure{}
 	}
 	id.broken[token] = f
+}
+
+// HoldFor makes every introspection of token wait at h before it is answered, until Reset. An
+// introspection whose caller goes away while it waits is counted (Abandoned) and not answered.
+//
+//	h := w.NewHold()
+//	w.Identity().HoldFor("tok-alice", h)
+//	_ = h.WaitReached(ctx) // the system is asking
+func (id *Identity) HoldFor(token string, h *Hold) {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	if id.holds == nil {
+		id.holds = map[string]*Hold{}
+	}
+	id.holds[token] = h
+}
+
+// Abandoned is the number of held introspections whose caller went away before the answer.
+//
+//	n := w.Identity().Abandoned()
+func (id *Identity) Abandoned() int {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	return id.abandoned
+}
+
+// WaitAbandoned blocks until at least n held introspections were abandoned by their caller. It
+// returns a *WaitError wrapping ctx.Err() (or ErrClosed) when ctx ends (or the World closes)
+// first.
+//
+//	err := w.Identity().WaitAbandoned(ctx, 1)
+func (id *Identity) WaitAbandoned(ctx context.Context, n int) error {
+	return waitUntil(ctx, &id.mu, &id.sig, id.w.closing, fmt.Sprintf("%d abandoned identity lookup(s)", n),
+		func() bool { return id.abandoned >= n })
 }
 
 // Principals returns a copy of the known tokens and whom they speak for, suitable for
@@ -135,9 +174,22 @@ func (id *Identity) serve(rw http.ResponseWriter, r *http.Request) {
 	p, known := id.tokens[*req.Token]
 	f, broken := id.broken[*req.Token]
 	p.Grants = slices.Clone(p.Grants)
+	hold := id.holds[*req.Token]
 	id.log.add(Lookup{Token: *req.Token, Known: known, Arrived: time.Now()}, int64(len(*req.Token)))
 	id.sig.fire()
 	id.mu.Unlock()
+	if hold != nil {
+		switch hold.wait(r.Context()) {
+		case holdClientGone:
+			id.mu.Lock()
+			id.abandoned++
+			id.sig.fire()
+			id.mu.Unlock()
+			return
+		case holdClosed:
+			return
+		}
+	}
 	if broken {
 		status, body := failureBody(&f)
 		_ = writeRaw(rw, status, body)

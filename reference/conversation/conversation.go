@@ -8,11 +8,13 @@ package conversation
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -239,13 +241,17 @@ type StartOptions struct {
 	Participants []loomtype.Identity
 }
 
-// Start starts a conversation owned by principal. An id the same owner already started is
-// returned with created == false; one somebody else started is loomtype.ErrConflict.
+// Start starts a conversation owned by principal. A chosen id (opt.ID) names a conversation
+// within principal's own ids: the conversation's id is ChosenID(principal, opt.ID), so the same
+// identity choosing it again gets the same conversation (created == false), and anyone else
+// choosing it starts a conversation of their own, exactly as with an id nobody took: no answer
+// tells them whether someone else chose it too.
 //
 // Errors: loomtype.ErrInvalidID, loomtype.ErrUnauthenticated (a principal without an actor),
-// ErrConflict, loomtype.ErrBadRequest (a bad mode or participant list).
+// loomtype.ErrConflict (the id is held by an execution that is not principal's conversation),
+// loomtype.ErrBadRequest (a bad mode or participant list).
 //
-//	st, created, err := cv.Start(ctx, alice, conversation.StartOptions{})
+//	st, created, err := cv.Start(ctx, alice, conversation.StartOptions{ID: "plan-1"})
 func (cv *Conversations) Start(ctx context.Context, principal loomtype.Identity, opt StartOptions) (loomtype.Status, bool, error) {
 	if !principal.Valid() {
 		return loomtype.Status{}, false, loomtype.ErrUnauthenticated
@@ -254,6 +260,8 @@ func (cv *Conversations) Start(ctx context.Context, principal loomtype.Identity,
 		opt.ID = newID()
 	} else if !ValidID(opt.ID) {
 		return loomtype.Status{}, false, loomtype.ErrInvalidID
+	} else {
+		opt.ID = ChosenID(principal, opt.ID)
 	}
 	if opt.Mode == "" {
 		opt.Mode = ModeOwner
@@ -303,6 +311,26 @@ func (cv *Conversations) Start(ctx context.Context, principal loomtype.Identity,
 	}
 	st, err := cv.Status(ctx, principal, opt.ID)
 	return st, created, err
+}
+
+// chosenHead is how much of a chosen id its conversation id keeps, so that the id with its
+// owner's suffix is still a valid id (at most 128 characters).
+const chosenHead = 128 - 1 - 24
+
+// ChosenID is the id of the conversation owner starts under the chosen id chosen (a ValidID):
+// the chosen id (its first 103 characters) and 24 hex digits of a SHA-256 over the owner's whole
+// identity and the chosen id. Each identity has its own: two identities that differ in any field
+// never share one, and another token of the same identity gets the same.
+//
+//	id := conversation.ChosenID(alice, "plan-1") // "plan-1.<24 hex digits>"
+func ChosenID(owner loomtype.Identity, chosen string) string {
+	b, _ := json.Marshal([]string{"loom chosen id v1", owner.Tenant, owner.Actor, owner.OnBehalfOf, chosen})
+	sum := sha256.Sum256(b)
+	head := chosen
+	if len(head) > chosenHead {
+		head = head[:chosenHead]
+	}
+	return head + "." + hex.EncodeToString(sum[:12])
 }
 
 func newID() string {
@@ -576,17 +604,44 @@ func (cv *Conversations) SendRaw(ctx context.Context, principal loomtype.Identit
 	return k.Send(ctx, id, principal, messageID, payload)
 }
 
+// TurnIDPrefix is how every turn execution id of conversation id begins ("turn:<id>:").
+func TurnIDPrefix(id string) string { return "turn:" + id + ":" }
+
 // StartRaw is the runtime door's start: an execution of flow owned by principal. Only the
-// shared-mode turn flow may be started this way (an asker starts their own turn); a recovery
-// adopts an execution found at a turn's id only after verifying it.
+// shared-mode turn flow may be started this way (an asker starts their own turn), and only for a
+// conversation principal may touch: the input's conversationId must name one, else the answer
+// is loomtype.ErrNotFound, as for a conversation that does not exist, and nothing starts; the id
+// must begin with TurnIDPrefix of that conversation (loomtype.ErrBadRequest otherwise). What
+// such an execution does never reaches the conversation: a recovery adopts an execution found at
+// a turn's id only after verifying it, and the live hub takes output only from the turn the
+// dialogue runs.
 //
-// Errors: loomtype.ErrBadRequest (another flow, a bad id), loomtype.ErrConflict (the id is taken).
+// Errors: loomtype.ErrUnauthenticated, loomtype.ErrBadRequest (another flow, a bad id),
+// loomtype.ErrNotFound (no conversation the caller may touch), loomtype.ErrConflict (the id is
+// taken).
+//
+//	err := cv.StartRaw(ctx, bob, conversation.TurnIDPrefix("c1")+"x", conversation.TurnFlowName, input)
 func (cv *Conversations) StartRaw(ctx context.Context, principal loomtype.Identity, id, flow string, input json.RawMessage) error {
 	if !principal.Valid() {
 		return loomtype.ErrUnauthenticated
 	}
 	if flow != TurnFlowName {
 		return fmt.Errorf("%w: flow", loomtype.ErrBadRequest)
+	}
+	var names struct {
+		ConversationID string `json:"conversationId"`
+	}
+	if json.Unmarshal(input, &names) != nil {
+		return loomtype.ErrNotFound
+	}
+	if err := cv.Authorize(ctx, principal, names.ConversationID); err != nil {
+		return err
+	}
+	// Its id lies inside that conversation's turn ids, which no conversation id can be (a
+	// conversation id holds no ':'): the door neither takes an id a conversation may need nor
+	// tells whether one is taken.
+	if !strings.HasPrefix(id, TurnIDPrefix(names.ConversationID)) {
+		return fmt.Errorf("%w: id", loomtype.ErrBadRequest)
 	}
 	_, err := cv.kernel().Start(ctx, kernel.StartRequest{ID: id, Flow: flow, Input: input, Principal: principal})
 	switch {

@@ -394,7 +394,7 @@ func (cv *Conversations) runLoop(c *kernel.Context, convID, loopID string, tr tu
 			out.Memory = []string{memoryClassPrefix + scope}
 		}
 	}
-	res, err := agent.Run(c, cv.agentConfig(convID, loopID, tr), msgs)
+	res, err := agent.Run(c, cv.agentConfig(convID, c.ID(), loopID, tr), msgs)
 	if err != nil {
 		return out, err
 	}
@@ -429,7 +429,10 @@ func lastUser(msgs []model.Message) string {
 	return ""
 }
 
-func (cv *Conversations) agentConfig(convID, loopID string, tr turnRun) agent.Config {
+// agentConfig is the agent loop of one turn of conversation convID, run by the execution
+// publisher: its live output goes to the hub as publisher's, which the hub takes only from the
+// execution that runs the conversation's current turn.
+func (cv *Conversations) agentConfig(convID, publisher, loopID string, tr turnRun) agent.Config {
 	began := false
 	return agent.Config{
 		LoopID: loopID, Provider: cv.deps.Provider, Model: cv.cfg.Model, Tools: cv.cfg.Tools,
@@ -438,10 +441,10 @@ func (cv *Conversations) agentConfig(convID, loopID string, tr turnRun) agent.Co
 		OnLive: func() {
 			if !began {
 				began = true
-				cv.hub.Begin(convID, tr.turn, tr.asker.String(), tr.replayed)
+				cv.hub.Begin(convID, publisher, tr.turn, tr.asker.String(), tr.replayed)
 			}
 		},
-		OnDelta: func(text string) { cv.hub.Delta(convID, tr.turn, text) },
+		OnDelta: func(text string) { cv.hub.Delta(convID, publisher, tr.turn, text) },
 		OnError: func(errorID string, err error) {
 			if cv.deps.OnError != nil {
 				cv.deps.OnError(hostio.ErrorReport{ErrorID: errorID, Error: errorDetail(err), ConversationID: convID, Turn: tr.turn})

@@ -22,13 +22,18 @@ type LiveEvent struct {
 
 // Hub is the in-process live channel: each delta is attributed to the conversation and turn
 // whose model call produced it, so one model serving many conversations never crosses their
-// streams. Safe for concurrent use.
+// streams. Live output is taken only from the execution that runs the conversation's current
+// turn: the conversation's own execution (a turn run inline), or the turn execution its dialogue
+// named with Expect. An execution that merely names a conversation and a turn (its input is
+// anyone's to write) publishes nothing, and cannot end or reset the turn that is live. Safe for
+// concurrent use.
 //
 //	sub, err := hub.Subscribe("c1", 1<<20)
 //	defer hub.Unsubscribe("c1", sub)
 type Hub struct {
 	mu      sync.Mutex
 	convs   map[string]*hubConv
+	pending map[string]pendingBegin
 	maxSubs int
 }
 
@@ -39,14 +44,34 @@ type hubConv struct {
 	partial []byte
 	chars   int
 	subs    map[*Sub]struct{}
+	// pub is the execution whose live output is the live turn's: the conversation's own
+	// execution (an inline turn), or the turn execution the dialogue expects (see Expect).
+	pub string
+	// want is the turn execution the dialogue runs its current turn in, once it said so.
+	want struct {
+		pub   string
+		turn  int64
+		asker string
+	}
 }
+
+// pendingBegin is a Begin from an execution the dialogue had not yet named as its turn's (a
+// recovered turn execution can go live before its recovered dialogue has verified it).
+type pendingBegin struct {
+	conv  string
+	turn  int64
+	reset bool
+}
+
+// maxPendingBegins bounds the Begins kept for executions nobody has named yet.
+const maxPendingBegins = 1024
 
 // NewHub returns a hub that admits at most maxSubs live subscribers per conversation (default 64).
 func NewHub(maxSubs int) *Hub {
 	if maxSubs <= 0 {
 		maxSubs = 64
 	}
-	return &Hub{convs: map[string]*hubConv{}, maxSubs: maxSubs}
+	return &Hub{convs: map[string]*hubConv{}, pending: map[string]pendingBegin{}, maxSubs: maxSubs}
 }
 
 func (h *Hub) conv(id string) *hubConv {
@@ -59,7 +84,7 @@ func (h *Hub) conv(id string) *hubConv {
 }
 
 func (h *Hub) gc(id string, c *hubConv) {
-	if len(c.subs) == 0 && c.turn == 0 {
+	if len(c.subs) == 0 && c.turn == 0 && c.want.pub == "" {
 		delete(h.convs, id)
 	}
 }
@@ -128,23 +153,76 @@ func (h *Hub) broadcast(c *hubConv, ev LiveEvent) {
 	}
 }
 
-// Begin marks turn as live; reset says that it is being produced again after a restart.
-func (h *Hub) Begin(id string, turn int64, asker string, reset bool) {
+// Expect names the turn execution that runs turn of conversation id for asker (shared mode):
+// from now until End, live output of that turn is taken from publisher alone. A Begin that
+// publisher already sent is applied now.
+func (h *Hub) Expect(id string, turn int64, publisher, asker string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c := h.conv(id)
-	c.turn, c.asker, c.partial, c.chars, c.rerun = turn, asker, c.partial[:0], 0, reset
+	c.want.pub, c.want.turn, c.want.asker = publisher, turn, asker
+	if p, ok := h.pending[publisher]; ok {
+		delete(h.pending, publisher)
+		if p.conv == id && p.turn == turn {
+			h.begin(c, publisher, turn, asker, p.reset)
+		}
+	}
+}
+
+// Withdraw takes back an Expect (the execution found at the turn's id is not the dialogue's):
+// nothing publisher sends is taken any more.
+func (h *Hub) Withdraw(id string, turn int64, publisher string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.convs[id]
+	if c == nil || c.want.pub != publisher || c.want.turn != turn {
+		return
+	}
+	c.want.pub, c.want.turn, c.want.asker = "", 0, ""
+	if c.pub == publisher && c.turn == turn {
+		c.turn, c.asker, c.partial, c.chars, c.rerun, c.pub = 0, "", nil, 0, false, ""
+	}
+	h.gc(id, c)
+}
+
+// Begin marks turn as live, as produced by the execution publisher; reset says that it is being
+// produced again after a restart. It is taken only from the conversation's own execution
+// (publisher == id, with asker its own) or from the turn execution Expect named for this turn
+// (with the asker Expect gave); any other is dropped.
+func (h *Hub) Begin(id, publisher string, turn int64, asker string, reset bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.convs[id]
+	if publisher != id {
+		if c == nil || c.want.pub != publisher || c.want.turn != turn {
+			if len(h.pending) >= maxPendingBegins {
+				for k := range h.pending {
+					delete(h.pending, k)
+					break
+				}
+			}
+			h.pending[publisher] = pendingBegin{conv: id, turn: turn, reset: reset}
+			return
+		}
+		asker = c.want.asker
+	}
+	h.begin(h.conv(id), publisher, turn, asker, reset)
+}
+
+func (h *Hub) begin(c *hubConv, publisher string, turn int64, asker string, reset bool) {
+	c.turn, c.asker, c.partial, c.chars, c.rerun, c.pub = turn, asker, c.partial[:0], 0, reset, publisher
 	if reset {
 		h.broadcast(c, LiveEvent{Kind: "reset", Turn: turn, Asker: asker})
 	}
 }
 
-// Delta forwards text produced by turn. A delta for a turn that is not live is dropped.
-func (h *Hub) Delta(id string, turn int64, text string) {
+// Delta forwards text that publisher produced for turn. A delta for a turn that is not live, or
+// from an execution that is not the live turn's, is dropped.
+func (h *Hub) Delta(id, publisher string, turn int64, text string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c := h.convs[id]
-	if c == nil || c.turn != turn || text == "" {
+	if c == nil || c.turn != turn || c.pub != publisher || text == "" {
 		return
 	}
 	if n := utf8.RuneCountInString(text); c.chars+n <= MaxPartialChars {
@@ -154,16 +232,25 @@ func (h *Hub) Delta(id string, turn int64, text string) {
 	h.broadcast(c, LiveEvent{Kind: "delta", Turn: turn, Text: text, Asker: c.asker})
 }
 
-// End ends turn's live phase: its durable record supersedes the partial.
+// End ends turn's live phase: its durable record supersedes the partial. Only the dialogue calls
+// it; it also ends what Expect named for the turn.
 func (h *Hub) End(id string, turn int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c := h.convs[id]
-	if c == nil || c.turn != turn {
+	if c == nil {
+		return
+	}
+	if c.want.turn == turn {
+		delete(h.pending, c.want.pub)
+		c.want.pub, c.want.turn, c.want.asker = "", 0, ""
+	}
+	if c.turn != turn {
+		h.gc(id, c)
 		return
 	}
 	h.broadcast(c, LiveEvent{Kind: "done", Turn: turn, Asker: c.asker})
-	c.turn, c.asker, c.partial, c.chars, c.rerun = 0, "", nil, 0, false
+	c.turn, c.asker, c.partial, c.chars, c.rerun, c.pub = 0, "", nil, 0, false, ""
 	h.gc(id, c)
 }
 

@@ -164,9 +164,11 @@ func TestNotFoundSameStoreWork(t *testing.T) {
 		require.GreaterOrEqual(t, time.Since(began), NotFoundFloor, "the refusal of %s", id)
 	}
 	// An id found absent is not refused for ever: once started, its owner reaches it.
-	require.ErrorIs(t, cv2.Authorize(ctx, alice, "plan-1"), loomtype.ErrNotFound)
-	_, _, err = cv2.Start(ctx, alice, StartOptions{ID: "plan-1"})
+	plan := ChosenID(alice, "plan-1")
+	require.ErrorIs(t, cv2.Authorize(ctx, alice, plan), loomtype.ErrNotFound)
+	planned, _, err := cv2.Start(ctx, alice, StartOptions{ID: "plan-1"})
 	require.NoError(t, err)
-	require.NoError(t, cv2.Authorize(ctx, alice, "plan-1"))
-	require.ErrorIs(t, cv2.Authorize(ctx, bob, "plan-1"), loomtype.ErrNotFound)
+	require.Equal(t, plan, planned.ID)
+	require.NoError(t, cv2.Authorize(ctx, alice, plan))
+	require.ErrorIs(t, cv2.Authorize(ctx, bob, plan), loomtype.ErrNotFound)
 }

@@ -567,16 +567,39 @@ func (cv *Conversations) startAndAwait(ctx context.Context, convID, execID strin
 		}
 		return turnOutput{Status: agent.Failed, Reason: loomtype.ReasonTurnFailed, ErrorID: id}
 	}
-	info, err := k.Start(ctx, kernel.StartRequest{ID: execID, Flow: TurnFlowName, Input: b, Principal: in.Asker})
-	if errors.Is(err, loomtype.ErrAlreadyStarted) {
+	// The hub takes the turn's live output from this execution alone, and only once it is known
+	// to be ours: named before a start that creates it (its first words are not lost), after
+	// the verification of one found at the id.
+	asker := in.Asker.String()
+	info, err := k.Info(ctx, execID)
+	switch {
+	case err == nil:
 		if cause := cv.verifyTurn(ctx, info, in); cause != nil {
 			return failed(cause)
 		}
-	} else if err != nil {
+		cv.hub.Expect(convID, in.Turn, execID, asker)
+	case !errors.Is(err, loomtype.ErrNotFound):
 		if ctx.Err() != nil {
 			return turnOutput{}
 		}
 		return failed(err)
+	default:
+		cv.hub.Expect(convID, in.Turn, execID, asker)
+		info, err = k.Start(ctx, kernel.StartRequest{ID: execID, Flow: TurnFlowName, Input: b, Principal: in.Asker})
+		if errors.Is(err, loomtype.ErrAlreadyStarted) {
+			// Started by someone else in between: not ours until verified.
+			cv.hub.Withdraw(convID, in.Turn, execID)
+			if cause := cv.verifyTurn(ctx, info, in); cause != nil {
+				return failed(cause)
+			}
+			cv.hub.Expect(convID, in.Turn, execID, asker)
+		} else if err != nil {
+			cv.hub.Withdraw(convID, in.Turn, execID)
+			if ctx.Err() != nil {
+				return turnOutput{}
+			}
+			return failed(err)
+		}
 	}
 	info, err = k.Await(ctx, execID)
 	if err != nil {

@@ -359,7 +359,7 @@ func TestBodyMembersExact(t *testing.T) {
 		}
 	}
 	// A free-form input is taken as it is: members differing only in case are two members.
-	req := httptest.NewRequest(http.MethodPost, "/runtime/executions", strings.NewReader(`{"id":"x2","flow":"conversation.turn","input":{"A":1,"a":2}}`))
+	req := httptest.NewRequest(http.MethodPost, "/runtime/executions", strings.NewReader(`{"id":"turn:`+id+`:x2","flow":"conversation.turn","input":{"conversationId":"`+id+`","A":1,"a":2}}`))
 	req.Header.Set("Authorization", "Bearer alice")
 	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()

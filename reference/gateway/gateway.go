@@ -7,6 +7,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -209,7 +210,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			g.internal(w, fmt.Errorf("panic: %v", v))
 		}
 	}()
-	g.mux.ServeHTTP(&notFoundWriter{ResponseWriter: w}, r)
+	g.mux.ServeHTTP(&notFoundWriter{ResponseWriter: w, ctx: r.Context()}, r)
 }
 
 // hostAllowed guards against DNS rebinding: an insecure server answers loopback names only, and
@@ -308,8 +309,14 @@ func detail(err error) string {
 	return d
 }
 
-// internal answers a fixed 500 body with an errorId; the real error goes only to OnError.
+// internal answers a fixed 500 body with an errorId; the real error goes only to OnError. An
+// error that is the request's own cancellation (its client went away) is no internal error: the
+// request is abandoned (http.ErrAbortHandler: the connection is closed without an answer) and
+// nothing is reported or logged.
 func (g *Gateway) internal(w http.ResponseWriter, err error) {
+	if clientGone(w, err) {
+		panic(http.ErrAbortHandler)
+	}
 	id := agent.NewErrorID()
 	if g.cfg.OnError != nil {
 		g.cfg.OnError(id, err)
@@ -317,6 +324,16 @@ func (g *Gateway) internal(w http.ResponseWriter, err error) {
 		g.log.Error("gateway: internal error", "errorId", id, "err", err)
 	}
 	writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal", "errorId": id})
+}
+
+// clientGone says whether err comes from the request's own context being cancelled, as it is
+// when the client goes away (or its request deadline cut the body short).
+func clientGone(w http.ResponseWriter, err error) bool {
+	nw, ok := w.(*notFoundWriter)
+	if !ok || nw.ctx == nil || nw.ctx.Err() == nil {
+		return false
+	}
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // limitPost applies the per-principal POST rate (a token bucket refilled over a minute).
@@ -696,6 +713,8 @@ func (g *Gateway) rawLog(w http.ResponseWriter, r *http.Request, who loomtype.Id
 // notFoundWriter turns the mux's own 404 and 405 pages into the uniform JSON bodies.
 type notFoundWriter struct {
 	http.ResponseWriter
+	// ctx is the request's context: when it is done, the client went away.
+	ctx   context.Context
 	wrote bool
 	skip  bool
 }
