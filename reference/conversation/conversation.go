@@ -232,6 +232,9 @@ type startInput struct {
 	V     int               `json:"v"`
 	Owner loomtype.Identity `json:"owner"`
 	Mode  string            `json:"mode"`
+	// CountEmpty: empty and oversized messages count against MaxInvalidRecords. Every
+	// conversation Start makes says so; one whose log predates it replays as it was written.
+	CountEmpty bool `json:"countEmpty,omitempty"`
 }
 
 // StartOptions choose the conversation's id and mode.
@@ -281,7 +284,7 @@ func (cv *Conversations) Start(ctx context.Context, principal loomtype.Identity,
 	default:
 		return loomtype.Status{}, false, fmt.Errorf("%w: unknown mode", loomtype.ErrBadRequest)
 	}
-	in, _ := json.Marshal(startInput{V: 1, Owner: principal, Mode: opt.Mode})
+	in, _ := json.Marshal(startInput{V: 1, Owner: principal, Mode: opt.Mode, CountEmpty: true})
 	k := cv.kernel()
 	_, err := k.Start(ctx, kernel.StartRequest{ID: opt.ID, Flow: FlowName, Input: in, Principal: runAs})
 	created := true

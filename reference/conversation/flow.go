@@ -92,7 +92,7 @@ func (cv *Conversations) initialState(c *kernel.Context, input json.RawMessage) 
 		if err := json.Unmarshal(input, &in); err != nil || in.V != 1 {
 			return nil, fmt.Errorf("conversation: start input: %v", err)
 		}
-		return &state{V: 1, Owner: in.Owner, Mode: in.Mode, Replay: envelope.NewReplaySet(cv.cfg.ReplaySetSize)}, nil
+		return &state{V: 1, Owner: in.Owner, Mode: in.Mode, CountEmpty: in.CountEmpty, Replay: envelope.NewReplaySet(cv.cfg.ReplaySetSize)}, nil
 	}
 	return readState(input, cv.cfg.MaxCarryBytes, cv.cfg.ReplaySetSize)
 }
@@ -217,6 +217,9 @@ func editMarker(quote string) string {
 func (cv *Conversations) turn(c *kernel.Context, st *state, m kernel.Message, env *envelopeJSON, asker loomtype.Identity) error {
 	ord := st.Ord
 	if blank(env.Text) || utf8.RuneCountInString(env.Text) > cv.cfg.MaxTurnChars {
+		if !st.CountEmpty { // a conversation whose log predates the count replays as written
+			return cv.reject(c, st, m, loomtype.ReasonMalformed, &asker)
+		}
 		return cv.invalid(c, st, m, loomtype.ReasonMalformed, &asker)
 	}
 	prompt := env.Text

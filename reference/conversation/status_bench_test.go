@@ -115,3 +115,54 @@ func TestStatusBehindRejections(t *testing.T) {
 		t.Fatalf("the status reads the store differently behind 600 rejections:\n%s\nthan behind 1:\n%s", reads[1], reads[0])
 	}
 }
+
+// TestEmptyCountedOnlyWhereStartSaysSo: a conversation Start makes counts empty messages against
+// MaxInvalidRecords; one whose start input predates the count (no countEmpty) records every one,
+// as its log was written, so replaying such a log never diverges.
+func TestEmptyCountedOnlyWhereStartSaysSo(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "loom.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	cv, err := New(Config{Keys: [][]byte{[]byte(strings.Repeat("k", 32))}, MaxInvalidRecords: 2}, Deps{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := kernel.Open(ctx, st, kernel.Options{Flows: cv.Flows(), BeforeRecovery: cv.Bind})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	alice := loomtype.Identity{Tenant: "acme", Actor: "alice"}
+	current, _, err := cv.Start(ctx, alice, StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := "c_legacy"
+	if _, err := k.Start(ctx, kernel.StartRequest{ID: legacy, Flow: FlowName, Input: []byte(`{"v":1,"owner":{"tenant":"acme","actor":"alice"},"mode":"owner"}`), Principal: alice}); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]int64{current.ID: 2 + 2, legacy: 3 + 2} {
+		for _, text := range []string{"", " ", "\t", "hi"} {
+			if _, err := cv.SendTurn(ctx, alice, id, text, SendOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var got int64
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			page, err := cv.History(ctx, alice, id, HistoryOptions{Direction: Backward, Limit: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page.Entries) == 1 && page.Entries[0].Role == loomtype.RoleAssistant {
+				got = page.Entries[0].Ord
+				break
+			}
+		}
+		if got != want {
+			t.Errorf("%s: the reply is record %d, want %d", id, got, want)
+		}
+	}
+}
