@@ -424,8 +424,10 @@ func (cv *Conversations) Authorize(ctx context.Context, principal loomtype.Ident
 
 // NotFoundFloor is the least time a refusal of authorization takes, counted from when it began:
 // whichever path refused (no such conversation, not the caller's, not a participant), the
-// uniform 404 comes no sooner than this, so its time says nothing about the path. Both paths
-// also read the store alike (see meta); the floor covers what differs below the store.
+// uniform 404 comes no sooner than this. It is a sleep, costing the server no work: where the
+// system's timers are coarser than the floor, the sleep ends later than asked, counted from
+// when it began, and then it only adds jitter; what makes the paths cost the same is that both do
+// the same store work (see meta and AuthorizeRuntime).
 const NotFoundFloor = 200 * time.Microsecond
 
 func (cv *Conversations) authorize(ctx context.Context, principal loomtype.Identity, id string) (meta, error) {
@@ -436,6 +438,10 @@ func (cv *Conversations) authorize(ctx context.Context, principal loomtype.Ident
 	}
 	return m, err
 }
+
+// absentRecord stands in for the execution record of an id that has none, so that refusing it
+// decodes a record as refusing another's does.
+var absentRecord = []byte(`{"id":"c_000000000000000000000000","flow":"conversation","principal":{"tenant":"-","actor":"-"},"state":"open","gen":0,"created":0}`)
 
 // floor waits until NotFoundFloor has passed since start, or ctx ends.
 func floor(ctx context.Context, start time.Time) {
@@ -581,8 +587,11 @@ func (cv *Conversations) AuthorizeRuntime(ctx context.Context, principal loomtyp
 	start := time.Now()
 	k := cv.kernel()
 	raw, present, err := k.Store().Meta(ctx, kernel.InfoKey(id))
+	if !present {
+		raw = absentRecord // decoded all the same: no record costs what another's record costs
+	}
 	var stored kernel.Info
-	if err != nil || !present || json.Unmarshal(raw, &stored) != nil || !principal.Valid() || !stored.Principal.Equal(principal) {
+	if json.Unmarshal(raw, &stored) != nil || err != nil || !present || !principal.Valid() || !stored.Principal.Equal(principal) {
 		floor(ctx, start)
 		return kernel.Info{}, loomtype.ErrNotFound
 	}
