@@ -295,6 +295,8 @@ func (g *Gateway) fail(w http.ResponseWriter, err error) {
 	case errors.Is(err, loomtype.ErrUnauthenticated):
 		w.Header().Set("WWW-Authenticate", `Bearer realm="loom"`)
 		writeError(w, http.StatusUnauthorized, "unauthenticated", "")
+	case errors.Is(err, loomtype.ErrCorrupt):
+		g.report(w, "storage damaged", err)
 	default:
 		g.internal(w, err)
 	}
@@ -309,14 +311,19 @@ func detail(err error) string {
 }
 
 // internal answers a fixed 500 body with an errorId; the real error goes only to OnError.
-func (g *Gateway) internal(w http.ResponseWriter, err error) {
+func (g *Gateway) internal(w http.ResponseWriter, err error) { g.report(w, "internal", err) }
+
+// report answers a 500 with the error code and an errorId; the real error goes only to OnError.
+// A read or write that met damaged storage is "storage damaged": the system refuses rather than
+// serving less or other data.
+func (g *Gateway) report(w http.ResponseWriter, code string, err error) {
 	id := agent.NewErrorID()
 	if g.cfg.OnError != nil {
 		g.cfg.OnError(id, err)
 	} else {
-		g.log.Error("gateway: internal error", "errorId", id, "err", err)
+		g.log.Error("gateway: "+code, "errorId", id, "err", err)
 	}
-	writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal", "errorId": id})
+	writeJSON(w, http.StatusInternalServerError, map[string]string{"error": code, "errorId": id})
 }
 
 // limitPost applies the per-principal POST rate (a token bucket refilled over a minute).
