@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/loomcheck/loomcheck/reference/agent"
 	"github.com/loomcheck/loomcheck/reference/conversation"
 	"github.com/loomcheck/loomcheck/reference/gateway"
 	"github.com/loomcheck/loomcheck/reference/kernel"
@@ -119,8 +120,14 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 		return fail(err)
 	}
 	// Bound before recovery: a recovered flow may need the kernel at its first live step.
+	// An execution refused for damaged storage is reported through the error hook, with an
+	// errorId of its own, as a 500 would be.
+	var onCorrupt func(string, error)
+	if hook := opt.Gateway.OnError; hook != nil {
+		onCorrupt = func(id string, err error) { hook(agent.NewErrorID(), fmt.Errorf("execution %s refused: %w", id, err)) }
+	}
 	k, err := kernel.Open(ctx, st, kernel.Options{Flows: cv.Flows(), Divergence: opt.Divergence, Logger: opt.Logger,
-		BeforeRecovery: cv.Bind})
+		BeforeRecovery: cv.Bind, OnCorrupt: onCorrupt})
 	if err != nil {
 		st.Close()
 		return fail(err)

@@ -381,3 +381,64 @@ func readIdentity(db string) (string, bool, error) {
 	}
 	return strings.TrimSpace(string(b)), true, nil
 }
+
+// The head file (path + ".head") records how many events the store held after its newest commit.
+// Events are append-only, so the count only grows; a database that holds fewer than its head file
+// says lost commits it had acknowledged (a write-ahead log cut short, a database file replaced by
+// an older copy), which SQLite alone would serve as a shorter past. The file is written after
+// every commit that appended (without waiting for the disk: it outlives a process crash, and after
+// a power loss it can only be behind the database, never ahead of it when commits wait for the
+// disk) and made durable at Open and Close.
+func headPath(db string) string { return db + ".head" }
+
+const headLen = len("loom head 00000000000000000000 00000000\n")
+
+func headRecord(n int64) []byte {
+	body := fmt.Sprintf("loom head %020d", n)
+	return fmt.Appendf(nil, "%s %08x\n", body, uint32(sumOf([]byte(body))))
+}
+
+// openHead checks the head file against the events the database holds, then keeps it open for
+// writing.
+func (s *SQLite) openHead(ctx context.Context) error {
+	if err := s.w.QueryRowContext(ctx, `SELECT count(*) FROM events`).Scan(&s.events); err != nil {
+		return s.damageErr(err)
+	}
+	b, err := os.ReadFile(headPath(s.path))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("store: head of %s: %w", s.path, err)
+	default:
+		var n int64
+		var sum uint32
+		if len(b) != headLen {
+			return &CorruptError{Path: s.path, Table: "head", Reason: fmt.Sprintf("the head file %s is %d bytes long", headPath(s.path), len(b))}
+		}
+		if _, err := fmt.Sscanf(string(b), "loom head %d %x\n", &n, &sum); err != nil || string(headRecord(n)) != string(b) {
+			return &CorruptError{Path: s.path, Table: "head", Reason: fmt.Sprintf("the head file %s does not check", headPath(s.path))}
+		}
+		if s.events < n {
+			return &CorruptError{Path: s.path, Table: "events",
+				Reason: fmt.Sprintf("the database holds %d events and had acknowledged %d: commits were lost", s.events, n)}
+		}
+	}
+	f, err := os.OpenFile(headPath(s.path), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return fmt.Errorf("store: head of %s: %w", s.path, err)
+	}
+	s.head = f
+	s.writeHead()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("store: head of %s: %w", s.path, err)
+	}
+	return syncDir(filepath.Dir(s.path))
+}
+
+// writeHead records the event count; an error leaves the file behind the database, which the
+// check at Open allows.
+func (s *SQLite) writeHead() {
+	if s.head != nil {
+		_, _ = s.head.WriteAt(headRecord(s.events), 0)
+	}
+}

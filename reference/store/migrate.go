@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -157,16 +158,30 @@ func (s *SQLite) ensureIdentity(ctx context.Context, idFile string, hasIDFile, a
 		return s.damageErr(err)
 	case sum != sumOf([]byte("identity"), []byte(id)):
 		return &CorruptError{Path: s.path, Table: "identity", Reason: "checksum does not match"}
+	case hasIDFile && !wellFormedIdentity(idFile):
+		return &CorruptError{Path: s.path, Table: "identity", Reason: fmt.Sprintf("the identity file %s is not one", identityPath(s.path))}
 	case hasIDFile && idFile != identityPrefix+id && !allowEmpty:
-		return &CorruptError{Path: s.path, Table: "identity",
-			Reason: fmt.Sprintf("the identity file %s does not name the store the database holds", identityPath(s.path))}
+		return fmt.Errorf("%w: %s was created as another store (%s) than the database holds", ErrMissing, s.path, identityPath(s.path))
 	case hasIDFile && idFile == identityPrefix+id:
 		return nil
+	}
+	// A store new to this path: whatever head file an earlier one left does not count.
+	if err := os.Remove(headPath(s.path)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("store: head of %s: %w", s.path, err)
 	}
 	if err := writeFileSync(identityPath(s.path), []byte(identityPrefix+id+"\n")); err != nil {
 		return fmt.Errorf("store: identity of %s: %w", s.path, err)
 	}
 	return nil
+}
+
+func wellFormedIdentity(s string) bool {
+	id, ok := strings.CutPrefix(s, identityPrefix)
+	if !ok || len(id) != 32 {
+		return false
+	}
+	_, err := hex.DecodeString(id)
+	return err == nil
 }
 
 // Backup writes a consistent copy of the store, as of one instant, to dest (which must not
@@ -219,7 +234,7 @@ func (s *SQLite) Backup(ctx context.Context, dest string) error {
 //
 //	if err := store.Restore(ctx, "/backups/loom.db", filepath.Join(dir, "loom.db")); err != nil { return err }
 func Restore(ctx context.Context, backup, path string) error {
-	for _, p := range []string{path, identityPath(path), path + "-wal"} {
+	for _, p := range []string{path, identityPath(path), headPath(path), path + "-wal"} {
 		if ok, err := exists(p); err != nil || ok {
 			if err == nil {
 				err = os.ErrExist
@@ -240,7 +255,7 @@ func Restore(ctx context.Context, backup, path string) error {
 	}
 	st, err := Open(ctx, path, Options{})
 	if err != nil {
-		for _, p := range []string{path, path + "-wal", path + "-shm", identityPath(path), cleanPath(path)} {
+		for _, p := range []string{path, path + "-wal", path + "-shm", identityPath(path), cleanPath(path), headPath(path)} {
 			_ = os.Remove(p)
 		}
 		return err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,7 +92,12 @@ type SQLite struct {
 
 	// The crash hook (CrashAfterWrite): writes counts the durable writes, crashAt (under wmu) is
 	// the count after which the store dies, 0 when unarmed; crashed is closed when it fires.
-	writes  atomic.Int64
+	writes atomic.Int64
+
+	// events is how many events the store holds; head is the file that records it after every
+	// commit (see openHead), under wmu.
+	events  int64
+	head    *os.File
 	crashAt int64
 	crashed chan struct{}
 }
@@ -178,6 +184,10 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 		w.Close()
 		return nil, err
 	}
+	if err := s.openHead(ctx); err != nil {
+		w.Close()
+		return nil, err
+	}
 	rq := url.Values{}
 	rq.Add("_pragma", "busy_timeout(10000)")
 	rq.Add("_pragma", "query_only(1)")
@@ -190,6 +200,16 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 	r.SetMaxIdleConns(opt.Readers)
 	s.r = r
 	return s, nil
+}
+
+// release closes the connections and the head file of a killed store.
+func (s *SQLite) release() {
+	s.r.Close()
+	s.w.Close()
+	if s.head != nil {
+		s.head.Close()
+	}
+	close(s.released)
 }
 
 // Released is closed once the store has let go of its files: after Close, or after Kill once the
@@ -222,6 +242,10 @@ func (s *SQLite) Update(ctx context.Context, fn func(Tx) error) error {
 	}
 	if err := sqltx.Commit(); err != nil {
 		return fmt.Errorf("store: commit: %w", err)
+	}
+	if t.appended > 0 {
+		s.events += t.appended
+		s.writeHead()
 	}
 	if t.wrote {
 		if n := s.writes.Add(1); s.crashAt > 0 && n == s.crashAt {
@@ -274,7 +298,7 @@ func (s *SQLite) die() {
 	}
 	s.closed = true
 	s.shut.Store(true)
-	go func() { s.r.Close(); s.w.Close(); close(s.released) }()
+	go s.release()
 }
 
 func (s *SQLite) notify(streams map[string]struct{}) {
@@ -505,6 +529,9 @@ func (s *SQLite) Close() error {
 	}
 	err1 := s.r.Close()
 	err2 := s.w.Close()
+	if s.head != nil {
+		err2 = errors.Join(err2, s.head.Sync(), s.head.Close())
+	}
 	defer close(s.released)
 	if err := errors.Join(err1, err2); err != nil {
 		return err
@@ -531,7 +558,7 @@ func (s *SQLite) Kill() {
 	s.closed = true
 	s.shut.Store(true)
 	// Closing waits for readers in use; do it off the caller's path.
-	go func() { s.r.Close(); s.w.Close(); close(s.released) }()
+	go s.release()
 }
 
 type tx struct {
@@ -540,6 +567,8 @@ type tx struct {
 	now     int64
 	touched map[string]struct{}
 	wrote   bool // something durable changed
+	// appended is the number of events appended.
+	appended int64
 }
 
 func (t *tx) Head(stream string, gen int64) (int64, error) {
@@ -569,6 +598,7 @@ func (t *tx) Append(stream string, gen, expect int64, evs ...NewEvent) (int64, e
 	if len(evs) > 0 {
 		t.touched[stream] = struct{}{}
 		t.wrote = true
+		t.appended += int64(len(evs))
 	}
 	return h, nil
 }
