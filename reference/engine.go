@@ -181,6 +181,16 @@ func (e *Engine) Kill() {
 //	if err := eng.Backup(ctx, "/backups/loom.db"); err != nil { return err }
 func (e *Engine) Backup(ctx context.Context, dest string) error { return e.st.Backup(ctx, dest) }
 
+// BackupDir is Backup of the engine whose data directory is dataDir, from outside its process
+// (`loomcheck backup`): the engine may be running, or not; nothing in dataDir is changed.
+//
+// Errors: no store in dataDir; dest exists; the copy cannot be written.
+//
+//	err := reference.BackupDir(ctx, "/var/lib/loom", "/backups/loom.db")
+func BackupDir(ctx context.Context, dataDir, dest string) error {
+	return store.BackupFile(ctx, filepath.Join(dataDir, dbFile), dest)
+}
+
 // Restore makes dataDir (which must not exist, or be empty) the data directory of the backup
 // file made by Backup, checking every record of it first. An engine opened on dataDir then
 // serves exactly the history the backup holds and still refuses the message ids it had

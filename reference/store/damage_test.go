@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -313,6 +314,10 @@ func TestBackupWhileWritingThenRestore(t *testing.T) {
 			})
 		}
 	}()
+	require.Eventually(t, func() bool {
+		h, err := st.Head(bg, "b", 0)
+		return err == nil && h >= 20
+	}, 10*time.Second, time.Millisecond, "the writer is writing when the backup starts")
 	backup := filepath.Join(dir, "backup.db")
 	require.NoError(t, st.Backup(bg, backup))
 	close(stop)

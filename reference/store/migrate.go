@@ -196,6 +196,23 @@ func (s *SQLite) Backup(ctx context.Context, dest string) error {
 	if err := s.alive(); err != nil {
 		return err
 	}
+	return BackupFile(ctx, s.path, dest)
+}
+
+// BackupFile is Backup of the store at path from outside the process that has it open (or of a
+// store no process has open): it reads through a read-only connection of its own, which sees
+// every committed write, including those still in the write-ahead log, and changes nothing.
+//
+// Errors: no database at path; a dest that exists; the copy cannot be written.
+//
+//	err := store.BackupFile(ctx, "/var/lib/loom/loom.db", "/backups/loom.db")
+func BackupFile(ctx context.Context, path, dest string) error {
+	if ok, err := exists(path); err != nil || !ok {
+		if err == nil {
+			err = os.ErrNotExist
+		}
+		return fmt.Errorf("store: backup of %s: %w", path, err)
+	}
 	if ok, err := exists(dest); err != nil || ok {
 		if err == nil {
 			err = os.ErrExist
@@ -203,15 +220,19 @@ func (s *SQLite) Backup(ctx context.Context, dest string) error {
 		return fmt.Errorf("store: backup to %s: %w", dest, err)
 	}
 	q := url.Values{}
+	q.Add("mode", "ro")
 	q.Add("_pragma", "busy_timeout(10000)")
-	db, err := sql.Open("sqlite", "file:"+s.path+"?"+q.Encode())
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
 	if err != nil {
 		return fmt.Errorf("store: backup: %w", err)
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1)
 	if _, err := db.ExecContext(ctx, `VACUUM INTO ?`, dest); err != nil {
-		return fmt.Errorf("store: backup to %s: %w", dest, s.readErr(err))
+		if isCorruption(err) {
+			return &CorruptError{Path: path, Table: "database", Reason: err.Error()}
+		}
+		return fmt.Errorf("store: backup to %s: %w", dest, err)
 	}
 	f, err := os.Open(dest)
 	if err != nil {
