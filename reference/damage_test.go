@@ -1,0 +1,201 @@
+package reference_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/loomcheck/loomcheck/reference"
+	"github.com/loomcheck/loomcheck/reference/conversation"
+	"github.com/loomcheck/loomcheck/reference/gateway"
+	"github.com/loomcheck/loomcheck/reference/kernel"
+	"github.com/loomcheck/loomcheck/reference/loomtype"
+	"github.com/loomcheck/loomcheck/reference/store"
+)
+
+var damageAlice = loomtype.Identity{Tenant: "acme", Actor: "alice"}
+
+type hookCalls struct {
+	mu  sync.Mutex
+	ids map[string]error
+}
+
+func (h *hookCalls) add(id string, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ids[id] = err
+}
+
+func (h *hookCalls) get(id string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ids[id]
+}
+
+func (h *hookCalls) corrupt() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, err := range h.ids {
+		if errors.Is(err, reference.ErrCorrupt) {
+			n++
+		}
+	}
+	return n
+}
+
+func openDamageEngine(t *testing.T, dir string, key []byte, hook *hookCalls) *reference.Engine {
+	t.Helper()
+	eng, err := reference.Open(context.Background(), reference.Options{
+		DataDir:      dir,
+		Conversation: conversation.Config{Keys: [][]byte{key}},
+		Deps:         conversation.Deps{Provider: echoModel{}},
+		Gateway: gateway.Config{
+			Authenticate: func(*http.Request) (loomtype.Identity, error) { return damageAlice, nil },
+			OnError:      hook.add,
+		},
+	})
+	require.NoError(t, err)
+	return eng
+}
+
+func answered(t *testing.T, cv *conversation.Conversations, id string, turns int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		p, err := cv.History(context.Background(), damageAlice, id, conversation.HistoryOptions{Limit: 500})
+		require.NoError(t, err)
+		n := len(p.Entries)
+		return n == 2*turns && p.Entries[n-1].Status == "complete"
+	}, 20*time.Second, 5*time.Millisecond)
+}
+
+// TestADamagedConversationIsRefusedAndReported flips one byte of a conversation's log behind the
+// engine's back, between a clean close and the next open: the damaged conversation answers
+// 500 "storage damaged" on every route, each reported to the error hook under the errorId the
+// caller saw, and is never run or answered as a shorter past; the other conversation is served.
+func TestADamagedConversationIsRefusedAndReported(t *testing.T) {
+	ctx := context.Background()
+	key := signingKey()
+	dir := filepath.Join(t.TempDir(), "data")
+	hook := &hookCalls{ids: map[string]error{}}
+	eng := openDamageEngine(t, dir, key, hook)
+	cv := eng.Conversations()
+	var ids []string
+	for range 2 {
+		st, _, err := cv.Start(ctx, damageAlice, conversation.StartOptions{})
+		require.NoError(t, err)
+		_, err = cv.SendTurn(ctx, damageAlice, st.ID, "is pump 7 running?", conversation.SendOptions{MessageID: "m1"})
+		require.NoError(t, err)
+		answered(t, cv, st.ID, 1)
+		ids = append(ids, st.ID)
+	}
+	require.NoError(t, eng.Close())
+
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "loom.db"))
+	require.NoError(t, err)
+	_, err = db.Exec(`DROP TRIGGER events_append_only_u`)
+	require.NoError(t, err)
+	res, err := db.Exec(`UPDATE events SET data = CAST(replace(CAST(data AS TEXT), 'pump 7', 'pump 8') AS BLOB) WHERE stream = ? AND instr(CAST(data AS TEXT), 'pump 7') > 0`, kernel.LogStream(ids[0]))
+	require.NoError(t, err)
+	n, _ := res.RowsAffected()
+	require.Positive(t, n, "the conversation's log holds the text")
+	require.NoError(t, db.Close())
+
+	eng = openDamageEngine(t, dir, key, hook)
+	defer eng.Close()
+	srv := httptest.NewServer(eng.Handler())
+	defer srv.Close()
+	do := func(method, path, body string) (int, map[string]string) {
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var m map[string]string
+		_ = json.Unmarshal(b, &m)
+		return resp.StatusCode, m
+	}
+	for _, r := range [][3]string{
+		{http.MethodGet, "/conversations/" + ids[0], ""},
+		{http.MethodGet, "/conversations/" + ids[0] + "/history", ""},
+		{http.MethodGet, "/conversations/" + ids[0] + "/history?direction=backward", ""},
+		{http.MethodPost, "/conversations/" + ids[0] + "/turns", `{"text":"is pump 7 running?","messageId":"m1"}`},
+		{http.MethodPost, "/conversations/" + ids[0] + "/turns", `{"text":"and pump 9?","messageId":"m2"}`},
+	} {
+		status, body := do(r[0], r[1], r[2])
+		require.Equal(t, http.StatusInternalServerError, status, "%s %s", r[0], r[1])
+		require.Equal(t, "storage damaged", body["error"], "%s %s", r[0], r[1])
+		require.NotEmpty(t, body["errorId"])
+		require.ErrorIs(t, hook.get(body["errorId"]), reference.ErrCorrupt, "the error hook has the damage under the errorId the caller saw")
+	}
+	require.GreaterOrEqual(t, hook.corrupt(), 6, "the refused execution is reported too")
+	status, _ := do(http.MethodGet, "/conversations/"+ids[1]+"/history", "")
+	require.Equal(t, http.StatusOK, status, "the undamaged conversation is served")
+	status, _ = do(http.MethodPost, "/conversations/"+ids[1]+"/turns", `{"text":"next","messageId":"m2"}`)
+	require.Equal(t, http.StatusAccepted, status)
+	answered(t, eng.Conversations(), ids[1], 2)
+}
+
+// TestAnEmptiedDataDirectoryIsRefused: an engine that held conversations does not come up
+// serving none, whether the whole directory was emptied or only the database is gone; allowing
+// an empty store is a decision of its own.
+func TestAnEmptiedDataDirectoryIsRefused(t *testing.T) {
+	for _, what := range []string{"everything", "the database"} {
+		t.Run(what, func(t *testing.T) {
+			ctx := context.Background()
+			key := signingKey()
+			dir := filepath.Join(t.TempDir(), "data")
+			hook := &hookCalls{ids: map[string]error{}}
+			eng := openDamageEngine(t, dir, key, hook)
+			st, _, err := eng.Conversations().Start(ctx, damageAlice, conversation.StartOptions{})
+			require.NoError(t, err)
+			eng.Kill()
+			ents, err := os.ReadDir(dir)
+			require.NoError(t, err)
+			for _, e := range ents {
+				if what == "everything" || strings.HasPrefix(e.Name(), "loom.db") && !strings.HasSuffix(e.Name(), ".identity") {
+					require.NoError(t, os.RemoveAll(filepath.Join(dir, e.Name())))
+				}
+			}
+			_, err = reference.Open(ctx, reference.Options{DataDir: dir, Conversation: conversation.Config{Keys: [][]byte{key}},
+				Gateway: gateway.Config{Insecure: true}})
+			require.ErrorIs(t, err, reference.ErrDataGone)
+			require.ErrorIs(t, err, store.ErrMissing)
+			eng, err = reference.Open(ctx, reference.Options{DataDir: dir, Conversation: conversation.Config{Keys: [][]byte{key}},
+				Gateway: gateway.Config{Insecure: true}, AllowEmpty: true})
+			require.NoError(t, err)
+			defer eng.Close()
+			_, err = eng.Conversations().Status(ctx, damageAlice, st.ID)
+			require.ErrorIs(t, err, loomtype.ErrNotFound, "allowed, the store starts empty")
+		})
+	}
+}
+
+// A data directory that does not exist is a first start; one that exists and is empty is not.
+func TestAFirstStartNeedsNoPermission(t *testing.T) {
+	ctx := context.Background()
+	opt := reference.Options{Conversation: conversation.Config{Keys: [][]byte{signingKey()}}, Gateway: gateway.Config{Insecure: true}}
+	opt.DataDir = filepath.Join(t.TempDir(), "new")
+	eng, err := reference.Open(ctx, opt)
+	require.NoError(t, err)
+	require.NoError(t, eng.Close())
+	opt.DataDir = t.TempDir()
+	_, err = reference.Open(ctx, opt)
+	require.ErrorIs(t, err, reference.ErrDataGone, fmt.Sprint(err))
+}
