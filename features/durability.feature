@@ -162,6 +162,28 @@ Feature: A conversation survives a crash at any point
       | 16500  |
       | 20600  |
 
+  @profile:durability @req:ADR0122-D3-20 @crash
+  Scenario Outline: A byte flipped in the stored files while the system is stopped is refused, never served
+    Given alice has started a conversation
+    And alice has had 3 turns answered
+    And every answer about the conversations is remembered
+    When the system is stopped
+    And a byte in every stored file is flipped at offset <offset>
+    And the system restarts after the damage
+    Then every remembered answer is given again unchanged or refused as storage damaged
+    And every acknowledged message sent again is not run again
+
+    Examples:
+      | offset |
+      | 100    |
+      | 4000   |
+      | 8100   |
+      | 12200  |
+      | 16300  |
+      | 20400  |
+      | 24500  |
+      | 28600  |
+
   @profile:durability @req:ADR0122-D3-21 @crash
   Scenario: A data directory whose stored files were deleted is refused, never served as an empty past
     Given alice has started a conversation

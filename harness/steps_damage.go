@@ -48,6 +48,7 @@ const storageDamaged = "storage damaged"
 
 func (s *scenario) registerDamage(sc *godog.ScenarioContext) {
 	sc.Step(`^every answer about the conversations is remembered$`, s.rememberAnswers)
+	sc.Step(`^the system is stopped$`, s.stopSystem)
 	sc.Step(`^the data directory's files are deleted$`, s.deleteDataDir)
 	sc.Step(`^a byte in every stored file is flipped at offset (\d+)$`, s.flipStoredBytes)
 	sc.Step(`^the system restarts after the damage$`, s.restartDamaged)
@@ -92,6 +93,19 @@ func (s *scenario) rememberAnswers() error {
 	if len(s.damaged.answers) == 0 {
 		return harnessErr("no conversation to remember answers about")
 	}
+	return nil
+}
+
+// stopSystem ends the system cleanly (SIGTERM for a process), as an operator stopping it does.
+func (s *scenario) stopSystem() error {
+	if err := s.sut(); err != nil {
+		return err
+	}
+	if err := s.drv.Stop(); err != nil {
+		return harnessErr("stop the system: %v", err)
+	}
+	s.transport.CloseIdleConnections()
+	s.down = true
 	return nil
 }
 

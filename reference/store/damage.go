@@ -192,7 +192,9 @@ func walSum(order binary.ByteOrder, s0, s1 uint32, b []byte) (uint32, uint32) {
 }
 
 // verifyAll reads the whole database: SQLite's integrity check, then every row's checksum and
-// every stream's sequence from 1 without a gap. It is what Open runs after an unclean shutdown.
+// every stream's sequence from 1 without a gap. Open runs it every time: damage that happened
+// while the store was closed (a flipped key makes a record vanish from every lookup, where no
+// read-time checksum can see it) is found before anything is served.
 func (s *SQLite) verifyAll(ctx context.Context) error {
 	bad := func(table, reason string) error {
 		return &CorruptError{Path: s.path, Table: table, Reason: reason}

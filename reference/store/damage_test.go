@@ -58,10 +58,11 @@ func requireCorrupt(t *testing.T, err error, table string) *store.CorruptError {
 func TestAFlippedRecordIsRefusedOnEveryRead(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "loom.db")
 	fill(t, path)
-	// One bit of the data of a:0:2, as a failing disk would change it.
+	st := openAt(t, path)
+	// The data of a:0:2 changes under the open store, as a failing disk would change it: the
+	// check at Open is past, the reads must find it.
 	raw(t, path, `DROP TRIGGER events_append_only_u`,
 		`UPDATE events SET data = CAST('"k3"' AS BLOB) WHERE stream = 'a' AND seq = 2`)
-	st := openAt(t, path) // closed cleanly before: no full check at Open, the reads must find it
 
 	_, err := st.ReadForward(bg, "a", 0, 0, 10)
 	ce := requireCorrupt(t, err, "events")
@@ -86,8 +87,8 @@ func TestEveryColumnOfARecordIsSummed(t *testing.T) {
 		t.Run(set, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "loom.db")
 			fill(t, path)
-			raw(t, path, `DROP TRIGGER events_append_only_u`, `UPDATE events SET `+set+` WHERE stream = 'a' AND seq = 3`)
 			st := openAt(t, path)
+			raw(t, path, `DROP TRIGGER events_append_only_u`, `UPDATE events SET `+set+` WHERE stream = 'a' AND seq = 3`)
 			stream, gen := "a", int64(0)
 			switch set {
 			case `stream = 'c'`:
@@ -97,6 +98,9 @@ func TestEveryColumnOfARecordIsSummed(t *testing.T) {
 			}
 			_, err := st.ReadForward(bg, stream, gen, 0, 10)
 			requireCorrupt(t, err, "events")
+			require.NoError(t, st.Close())
+			_, err = store.Open(bg, path, store.Options{})
+			requireCorrupt(t, err, "events") // and the next Open refuses, however it was closed
 		})
 	}
 }
@@ -104,9 +108,9 @@ func TestEveryColumnOfARecordIsSummed(t *testing.T) {
 func TestFlippedMetadataAndRememberedKeysAreRefused(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "loom.db")
 	fill(t, path)
+	st := openAt(t, path)
 	raw(t, path, `UPDATE meta SET val = CAST('{"state":"clsd"}' AS BLOB) WHERE key = 'exec/a'`,
 		`UPDATE remembered SET n = 9 WHERE key = 'alice|m-1'`)
-	st := openAt(t, path)
 	_, _, err := st.Meta(bg, "exec/a")
 	requireCorrupt(t, err, "meta")
 	_, err = st.MetaPrefix(bg, "exec/")
@@ -121,6 +125,24 @@ func TestFlippedMetadataAndRememberedKeysAreRefused(t *testing.T) {
 		return err
 	})
 	requireCorrupt(t, err, "remembered")
+}
+
+// A remembered key whose own bytes change is not found by the lookup at all (no checksum of it is
+// ever read there): the check at Open, which reads every row, is what refuses it.
+func TestAStoreClosedCleanlyIsCheckedAtOpenToo(t *testing.T) {
+	for name, stmt := range map[string]string{
+		"a remembered key": `UPDATE remembered SET key = 'alice|m-2'`,
+		"an event's key":   `UPDATE events SET stream = 'z' WHERE stream = 'a' AND seq = 3`,
+		"metadata":         `UPDATE meta SET val = CAST('{}' AS BLOB)`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "loom.db")
+			fill(t, path)
+			raw(t, path, `DROP TRIGGER events_append_only_u`, stmt)
+			_, err := store.Open(bg, path, store.Options{})
+			require.ErrorIs(t, err, store.ErrCorrupt)
+		})
+	}
 }
 
 func TestOpenAfterAnUncleanShutdownChecksEverything(t *testing.T) {
@@ -286,8 +308,7 @@ func TestAStoreWrittenBeforeChecksumsIsMigrated(t *testing.T) {
 	require.Error(t, err, "the append-only trigger is back")
 	db.Close()
 	raw(t, path, `DROP TRIGGER events_append_only_u`, `UPDATE events SET kind = 'x' WHERE seq = 2`)
-	st = openAt(t, path)
-	_, err = st.ReadForward(bg, "a", 0, 0, 10)
+	_, err = store.Open(bg, path, store.Options{})
 	requireCorrupt(t, err, "events")
 }
 
