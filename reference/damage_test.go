@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -43,18 +42,6 @@ func (h *hookCalls) get(id string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.ids[id]
-}
-
-func (h *hookCalls) corrupt() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
-	for _, err := range h.ids {
-		if errors.Is(err, reference.ErrCorrupt) {
-			n++
-		}
-	}
-	return n
 }
 
 func openDamageEngine(t *testing.T, dir string, key []byte, hook *hookCalls) *reference.Engine {
