@@ -166,6 +166,9 @@ func (s *scenario) flipStoredBytes(off int64) error {
 	flipped := 0
 	for _, p := range files {
 		ok, err := flipByte(p, off)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // gone since the walk: no longer stored
+		}
 		if err != nil {
 			return harnessErr("flip a byte of %s: %v", p, err)
 		}
