@@ -224,15 +224,39 @@ func (s *scenario) restartDamaged() error {
 	return err
 }
 
-// isDamagedRefusal reports whether r is the typed refusal of a read whose stored data is damaged.
-func isDamagedRefusal(r *response) bool {
+// damagedRefusal reports whether r is the typed refusal of a request whose stored data is
+// damaged. Such a refusal names its incident (errorId), which the error hook must have got too.
+func (s *scenario) damagedRefusal(r *response) (bool, error) {
 	if r.status != http.StatusInternalServerError {
-		return false
+		return false, nil
 	}
 	var e struct {
-		Error string `json:"error"`
+		Error   string `json:"error"`
+		ErrorID string `json:"errorId"`
 	}
-	return json.Unmarshal(r.body, &e) == nil && e.Error == storageDamaged
+	if json.Unmarshal(r.body, &e) != nil || e.Error != storageDamaged {
+		return false, nil
+	}
+	if e.ErrorID == "" {
+		return false, fail(r.op, clip(string(r.body), 200), fmt.Sprintf(`500 {"error":%q,"errorId":"..."}`, storageDamaged))
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for _, h := range s.world.ErrorHook().Errors() {
+			if h.ErrorID == e.ErrorID {
+				return true, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false, fail("the error hook", fmt.Sprintf("%d reports, none with errorId %s", len(s.world.ErrorHook().Errors()), e.ErrorID),
+				"a report of the "+storageDamaged+" refusal "+r.op+" answered")
+		case <-tick.C:
+		}
+	}
 }
 
 // compareAnswers asks every remembered read again: each answer is byte for byte the one before the
@@ -249,7 +273,10 @@ func (s *scenario) compareAnswers() error {
 		if err != nil {
 			return err
 		}
-		if isDamagedRefusal(r) {
+		if ok, err := s.damagedRefusal(r); err != nil || ok {
+			if err != nil {
+				return err
+			}
 			continue
 		}
 		if r.status != a.status || string(r.body) != string(a.body) {
@@ -279,7 +306,10 @@ func (s *scenario) resendAcked() error {
 		if err != nil {
 			return err
 		}
-		if isDamagedRefusal(r) {
+		if ok, err := s.damagedRefusal(r); err != nil || ok {
+			if err != nil {
+				return err
+			}
 			continue
 		}
 		var ack struct {
