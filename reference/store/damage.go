@@ -67,23 +67,50 @@ func (e *CorruptError) Unwrap() error { return ErrCorrupt }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// sumOf is the checksum of a record: CRC-32C over its fields, each length-prefixed, so that no
-// two different records share an encoding.
+// sumOf is the checksum of a record: CRC-32C over its fields, each prefixed with its length (8
+// bytes, big-endian), so that no two different records share an encoding.
 func sumOf(fields ...[]byte) int64 {
-	h := crc32.New(castagnoli)
-	var n [8]byte
+	var c uint32
 	for _, f := range fields {
-		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
-		h.Write(n[:])
-		h.Write(f)
+		c = sumField(c, f)
 	}
-	return int64(h.Sum32())
+	return int64(c)
+}
+
+func sumField(c uint32, f []byte) uint32 {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(f)))
+	return crc32.Update(crc32.Update(c, castagnoli, n[:]), castagnoli, f)
 }
 
 func i64(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
 
 func eventSum(stream string, gen, seq int64, kind string, data []byte, t int64) int64 {
-	return sumOf([]byte(stream), i64(gen), i64(seq), []byte(kind), data, i64(t))
+	var scratch []byte
+	return eventSumBuf(&scratch, stream, gen, seq, kind, data, t)
+}
+
+// eventSumBuf is sumOf(stream, gen, seq, kind, data, time), encoded into *scratch (reused from
+// call to call, so that a read summing many events allocates once).
+func eventSumBuf(scratch *[]byte, stream string, gen, seq int64, kind string, data []byte, t int64) int64 {
+	b := (*scratch)[:0]
+	field := func(f string) {
+		b = binary.BigEndian.AppendUint64(b, uint64(len(f)))
+		b = append(b, f...)
+	}
+	num := func(v int64) {
+		b = binary.BigEndian.AppendUint64(b, 8)
+		b = binary.BigEndian.AppendUint64(b, uint64(v))
+	}
+	field(stream)
+	num(gen)
+	num(seq)
+	field(kind)
+	b = binary.BigEndian.AppendUint64(b, uint64(len(data)))
+	b = append(b, data...)
+	num(t)
+	*scratch = b
+	return int64(crc32.Checksum(b, castagnoli))
 }
 
 func metaSum(key string, val []byte) int64 { return sumOf([]byte("meta"), []byte(key), val) }

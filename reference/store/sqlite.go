@@ -407,13 +407,14 @@ func (s *SQLite) query(ctx context.Context, q string, stream string, gen, bound 
 	}
 	defer rows.Close()
 	out := make([]Event, 0, min(limit, 64))
+	var scratch []byte
 	for rows.Next() {
 		e := Event{Stream: stream, Gen: gen}
 		var sum sql.NullInt64
 		if err := rows.Scan(&e.Seq, &e.Kind, &e.Data, &e.Time, &sum); err != nil {
 			return nil, s.readErr(err)
 		}
-		if !checkSum(sum, eventSum(stream, gen, e.Seq, e.Kind, e.Data, e.Time)) {
+		if !checkSum(sum, eventSumBuf(&scratch, stream, gen, e.Seq, e.Kind, e.Data, e.Time)) {
 			return nil, &CorruptError{Path: s.path, Table: "events", Stream: stream, Gen: gen, Seq: e.Seq, Reason: "checksum does not match"}
 		}
 		out = append(out, e)
