@@ -135,3 +135,60 @@ Feature: A conversation survives a crash at any point
     When alice sends "what did I say?"
     Then turn 3 is answered "re: what did I say?"
     And the window of request 3 to the model holds turns 1, 2
+
+  @profile:durability @req:ADR0122-D3-20 @crash
+  Scenario Outline: A byte flipped in the stored files is refused, never served as another past
+    A failing disk may change any byte the system stored. Whatever it hits, every read afterwards
+    answers exactly what it answered before, or refuses with 500 "storage damaged" (or the system
+    refuses to start); an acknowledged message id is never taken for a new message.
+
+    Given alice has started a conversation
+    And alice has had 3 turns answered
+    And every answer about the conversations is remembered
+    When the system is killed
+    And a byte in every stored file is flipped at offset <offset>
+    And the system restarts after the damage
+    Then every remembered answer is given again unchanged or refused as storage damaged
+    And every acknowledged message sent again is not run again
+
+    Examples:
+      | offset |
+      | 40     |
+      | 100    |
+      | 3000   |
+      | 4200   |
+      | 8300   |
+      | 12400  |
+      | 16500  |
+      | 20600  |
+
+  @profile:durability @req:ADR0122-D3-20 @crash
+  Scenario Outline: A byte flipped in the stored files while the system is stopped is refused, never served
+    Given alice has started a conversation
+    And alice has had 3 turns answered
+    And every answer about the conversations is remembered
+    When the system is stopped
+    And a byte in every stored file is flipped at offset <offset>
+    And the system restarts after the damage
+    Then every remembered answer is given again unchanged or refused as storage damaged
+    And every acknowledged message sent again is not run again
+
+    Examples:
+      | offset |
+      | 100    |
+      | 4000   |
+      | 8100   |
+      | 12200  |
+      | 16300  |
+      | 20400  |
+      | 24500  |
+      | 28600  |
+
+  @profile:durability @req:ADR0122-D3-21 @crash
+  Scenario: A data directory whose stored files were deleted is refused, never served as an empty past
+    Given alice has started a conversation
+    And alice has had 2 turns answered
+    When the system is killed
+    And the data directory's files are deleted
+    And the system restarts after the damage
+    Then the system refuses to start on the damaged data directory

@@ -3,6 +3,7 @@ package harness_test
 import (
 	"context"
 	"net/http/httptest"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -25,7 +26,7 @@ func TestRemoteTarget(t *testing.T) {
 	_, err := w.Start("")
 	require.NoError(t, err)
 	defer w.Close()
-	cfg := harness.RemoteConfig(w, spec.SUTConfig{DataDir: t.TempDir()})
+	cfg := harness.RemoteConfig(w, spec.SUTConfig{DataDir: filepath.Join(t.TempDir(), "data")})
 	eng, err := reference.OpenConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	defer eng.Close()

@@ -133,6 +133,11 @@ type scenario struct {
 	lastPage     []entry
 	lastPageDone bool
 
+	// acked are the messages the system acknowledged (202) with a message id, oldest first;
+	// damaged is what the damage steps did and saw (steps_damage.go).
+	acked   []ackedMsg
+	damaged damageState
+
 	// partChanges are the participant changes this scenario made and the system accepted,
 	// oldest first: op, then the wire identities of whom and by whom.
 	partChanges []partChange

@@ -11,6 +11,7 @@ func (s *scenario) register(sc *godog.ScenarioContext) {
 	s.registerConversation(sc)
 	s.registerHistory(sc)
 	s.registerProcess(sc)
+	s.registerDamage(sc)
 	s.registerAccess(sc)
 	s.registerTools(sc)
 	s.registerMore(sc)

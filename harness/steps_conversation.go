@@ -153,6 +153,9 @@ func (s *scenario) send(who, text, msgID string, extra map[string]any) (*respons
 	if err != nil {
 		return r, err
 	}
+	if r.status == http.StatusAccepted && msgID != "" {
+		s.acked = append(s.acked, ackedMsg{who: who, conv: c.id, text: text, id: msgID, extra: extra})
+	}
 	return r, nil
 }
 

@@ -46,6 +46,14 @@ func FromConfig(c spec.SUTConfig) (Options, error) {
 		return opt, fmt.Errorf("%w: dataDir is required", loomtype.ErrConfig)
 	}
 	opt.DataDir = c.DataDir
+	opt.AllowEmpty = c.Storage.AllowEmpty
+	switch c.Storage.Sync {
+	case "", "full":
+	case "normal":
+		opt.SyncNormal = true
+	default:
+		return opt, fmt.Errorf("%w: storage.sync %q is neither \"full\" nor \"normal\"", loomtype.ErrConfig, c.Storage.Sync)
+	}
 	key, err := decodeKey(c.Signing.Key)
 	if err != nil {
 		return opt, err

@@ -3,6 +3,7 @@ package reference_test
 import (
 	"context"
 	"encoding/base64"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ import (
 func TestSharedStartCrashedBeforeItsParticipantsIsFinishedByItsRetry(t *testing.T) {
 	ctx := context.Background()
 	svc := spec.Principal{Tenant: "acme", Actor: "loom-service"}
-	cfg := spec.SUTConfig{DataDir: t.TempDir(), Signing: spec.SigningConfig{Key: base64.StdEncoding.EncodeToString(make([]byte, 32))},
+	cfg := spec.SUTConfig{DataDir: filepath.Join(t.TempDir(), "data"), Signing: spec.SigningConfig{Key: base64.StdEncoding.EncodeToString(make([]byte, 32))},
 		Identity: spec.IdentityConfig{Insecure: true}, Shared: spec.SharedConfig{ServicePrincipal: &svc}}
 	alice := loomtype.Identity{Tenant: "acme", Actor: "alice"}
 	bob := loomtype.Identity{Tenant: "acme", Actor: "bob"}

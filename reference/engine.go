@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/loomcheck/loomcheck/reference/agent"
 	"github.com/loomcheck/loomcheck/reference/conversation"
 	"github.com/loomcheck/loomcheck/reference/gateway"
 	"github.com/loomcheck/loomcheck/reference/kernel"
@@ -47,9 +48,18 @@ type Options struct {
 	Edge gateway.Edge
 	// Divergence selects what recovery does when a replay does not match the log.
 	Divergence kernel.DivergenceMode
-	// SyncFull makes every commit wait for the disk (survives power loss, not only SIGKILL).
-	SyncFull bool
-	Logger   *slog.Logger
+	// SyncNormal lets commits return before they reach the disk (SQLite synchronous=NORMAL):
+	// faster, and still safe through a process crash, but a power loss or an operating-system
+	// crash may roll back the newest commits after they were acknowledged (a 202, an SSE id, a
+	// turn's ord). The default waits for the disk on every commit, so that nothing acknowledged
+	// can roll back.
+	SyncNormal bool
+	// AllowEmpty starts on a data directory that exists and holds no store, or whose store's
+	// database is gone (see ErrDataGone). Without it such a directory is refused: it is what a
+	// deleted store or a volume that did not mount looks like. A directory that does not exist is
+	// a first start and needs no permission.
+	AllowEmpty bool
+	Logger     *slog.Logger
 }
 
 // Engine is an open reference engine. Its methods are safe for concurrent use.
@@ -70,12 +80,31 @@ type Engine struct {
 // ErrLocked: another engine has the data directory open.
 var ErrLocked = errors.New("reference: data directory is in use by another engine")
 
-// Open opens the engine on opt.DataDir and recovers every open conversation by replay.
+// ErrDataGone: the data directory exists and holds no store, or the identity file of its store is
+// there and the database is not (or holds another store or none). The engine refuses to serve
+// an empty past in place of the one it had; Options.AllowEmpty accepts it. It is store.ErrMissing.
+var ErrDataGone = store.ErrMissing
+
+// ErrCorrupt: the engine found its stored data damaged (store.CorruptError says where). It is
+// loomtype.ErrCorrupt.
+var ErrCorrupt = loomtype.ErrCorrupt
+
+// dbFile is the store's database in the data directory.
+const dbFile = "loom.db"
+
+// Open opens the engine on opt.DataDir and recovers every open conversation by replay. A data
+// directory that does not exist is created (a first start); one that exists and holds nothing is
+// refused unless opt.AllowEmpty. After an unclean shutdown the store checks all it holds first
+// (store.Open).
 //
-// Errors: ErrLocked, loomtype.ErrConfig (wrapped) for a bad configuration, store errors.
+// Errors: ErrLocked, loomtype.ErrConfig (wrapped) for a bad configuration, ErrDataGone (wrapped),
+// *store.CorruptError (matching ErrCorrupt) for damaged storage, other store errors.
 func Open(ctx context.Context, opt Options) (*Engine, error) {
 	if opt.DataDir == "" {
 		return nil, fmt.Errorf("%w: a data directory is required", loomtype.ErrConfig)
+	}
+	if ents, err := os.ReadDir(opt.DataDir); err == nil && len(ents) == 0 && !opt.AllowEmpty {
+		return nil, fmt.Errorf("%w: the data directory %s exists and is empty (start on a directory that does not exist yet, or allow an empty one)", ErrDataGone, opt.DataDir)
 	}
 	if err := os.MkdirAll(opt.DataDir, 0o700); err != nil {
 		return nil, err
@@ -97,13 +126,19 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 	if err != nil {
 		return fail(err)
 	}
-	st, err := store.Open(ctx, filepath.Join(opt.DataDir, "loom.db"), store.Options{SyncFull: opt.SyncFull})
+	st, err := store.Open(ctx, filepath.Join(opt.DataDir, dbFile), store.Options{SyncNormal: opt.SyncNormal, AllowEmpty: opt.AllowEmpty})
 	if err != nil {
 		return fail(err)
 	}
 	// Bound before recovery: a recovered flow may need the kernel at its first live step.
+	// An execution refused for damaged storage is reported through the error hook, with an
+	// errorId of its own, as a 500 would be.
+	var onCorrupt func(string, error)
+	if hook := opt.Gateway.OnError; hook != nil {
+		onCorrupt = func(id string, err error) { hook(agent.NewErrorID(), fmt.Errorf("execution %s refused: %w", id, err)) }
+	}
 	k, err := kernel.Open(ctx, st, kernel.Options{Flows: cv.Flows(), Divergence: opt.Divergence, Logger: opt.Logger,
-		BeforeRecovery: cv.Bind})
+		BeforeRecovery: cv.Bind, OnCorrupt: onCorrupt})
 	if err != nil {
 		st.Close()
 		return fail(err)
@@ -196,12 +231,53 @@ func (e *Engine) Close() error {
 
 // Kill stops the engine as a crash would: nothing is written after this instant and nothing is
 // shut down cleanly. The data directory can be opened again at once.
+//
+// Kill returns once the store has let go of its files, so that what is on disk is at rest, as a
+// dead process's files are.
 func (e *Engine) Kill() {
 	e.st.Kill()
 	e.stopServing(0)
 	e.gw.Shutdown()
 	e.k.Close()
+	<-e.st.Released()
 	e.lock.Close()
+}
+
+// Backup writes a consistent copy of everything the engine stores, as of one instant, to the file
+// dest (which must not exist), while the engine goes on serving and writing; Restore installs it.
+//
+// Errors: store.ErrClosed; dest exists; the copy cannot be written.
+//
+//	if err := eng.Backup(ctx, "/backups/loom.db"); err != nil { return err }
+func (e *Engine) Backup(ctx context.Context, dest string) error { return e.st.Backup(ctx, dest) }
+
+// BackupDir is Backup of the engine whose data directory is dataDir, from outside its process
+// (`loomcheck backup`): the engine may be running, or not; nothing in dataDir is changed.
+//
+// Errors: no store in dataDir; dest exists; the copy cannot be written.
+//
+//	err := reference.BackupDir(ctx, "/var/lib/loom", "/backups/loom.db")
+func BackupDir(ctx context.Context, dataDir, dest string) error {
+	return store.BackupFile(ctx, filepath.Join(dataDir, dbFile), dest)
+}
+
+// Restore makes dataDir (which must not exist, or be empty) the data directory of the backup
+// file made by Backup, checking every record of it first. An engine opened on dataDir then
+// serves exactly the history the backup holds and still refuses the message ids it had
+// acknowledged.
+//
+// Errors: a dataDir that holds anything (os.ErrExist, wrapped); *store.CorruptError for a
+// damaged backup; file errors.
+//
+//	if err := reference.Restore(ctx, "/backups/loom.db", "/var/lib/loom"); err != nil { return err }
+func Restore(ctx context.Context, backup, dataDir string) error {
+	if ents, err := os.ReadDir(dataDir); err == nil && len(ents) > 0 {
+		return fmt.Errorf("reference: restore into %s: %w (it is not empty)", dataDir, os.ErrExist)
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return err
+	}
+	return store.Restore(ctx, backup, filepath.Join(dataDir, dbFile))
 }
 
 // Crash is Kill: it lets an Engine serve as a harness.Instance.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ func TestSmoke(t *testing.T) {
 	require.NoError(t, err)
 	defer w.Close()
 	require.NoError(t, w.Identity().Add("tok-alice", spec.Principal{Tenant: "acme", Actor: "alice"}))
-	cfg := w.Config(spec.SUTConfig{DataDir: t.TempDir(), Signing: spec.SigningConfig{Key: base64.StdEncoding.EncodeToString(make([]byte, 32))}})
+	cfg := w.Config(spec.SUTConfig{DataDir: filepath.Join(t.TempDir(), "data"), Signing: spec.SigningConfig{Key: base64.StdEncoding.EncodeToString(make([]byte, 32))}})
 	opt, err := reference.FromConfig(cfg)
 	require.NoError(t, err)
 	eng, err := reference.Open(context.Background(), opt)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -63,7 +64,7 @@ func Example() {
 	defer os.RemoveAll(dir)
 
 	eng, err := reference.Open(ctx, reference.Options{
-		DataDir:      dir,
+		DataDir:      filepath.Join(dir, "data"),
 		Conversation: conversation.Config{Keys: [][]byte{signingKey()}},
 		Deps:         conversation.Deps{Provider: echoModel{}},
 		Gateway:      gateway.Config{Insecure: true}, // this example does not serve HTTP
@@ -100,7 +101,7 @@ func ExampleEngine_Handler() {
 		return loomtype.Identity{}, gateway.ErrUnauthenticated
 	}
 	eng, err := reference.Open(ctx, reference.Options{
-		DataDir:      dir,
+		DataDir:      filepath.Join(dir, "data"),
 		Conversation: conversation.Config{Keys: [][]byte{signingKey()}},
 		Deps:         conversation.Deps{Provider: echoModel{}},
 		Gateway:      gateway.Config{Authenticate: auth},

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ import (
 // TestServeAppliesTheConfiguredEdge: Serve takes its limits from the configuration document,
 // Close ends it with ErrEngineClosed, and a Serve after Close returns at once.
 func TestServeAppliesTheConfiguredEdge(t *testing.T) {
-	cfg := spec.SUTConfig{DataDir: t.TempDir(), Identity: spec.IdentityConfig{Insecure: true},
+	cfg := spec.SUTConfig{DataDir: filepath.Join(t.TempDir(), "data"), Identity: spec.IdentityConfig{Insecure: true},
 		Signing: spec.SigningConfig{Key: base64.StdEncoding.EncodeToString(make([]byte, 32))},
 		Gateway: spec.GatewayConfig{MaxConnections: 1, RequestTimeoutMs: 200, HeadersTimeoutMs: 100}}
 	eng, err := reference.OpenConfig(context.Background(), cfg)

@@ -12,8 +12,11 @@ package spec
 type SUTConfig struct {
 	// Listen is the host:port the system must serve HTTP on.
 	Listen string `json:"listen"`
-	// DataDir is the directory the system keeps its durable state in. A restart reuses it.
+	// DataDir is the directory the system keeps its durable state in. A restart reuses it. The
+	// kit hands a system a directory that does not exist yet at its first start.
 	DataDir string `json:"dataDir"`
+	// Storage tunes how the system keeps its state (optional).
+	Storage StorageConfig `json:"storage,omitzero"`
 
 	Model      ModelConfig    `json:"model"`
 	Tools      ToolsConfig    `json:"tools,omitzero"`
@@ -159,3 +162,17 @@ type SharedConfig struct {
 
 // Version is the version of the requirement catalogue and of the surface it describes.
 const Version = "0.1.0"
+
+// StorageConfig tunes how a system keeps its durable state.
+//
+//	cfg.Storage = spec.StorageConfig{AllowEmpty: true}
+type StorageConfig struct {
+	// AllowEmpty lets the system start on a data directory that exists and holds nothing, or
+	// whose stored data is gone. Without it a system refuses to start there: it is what deleted
+	// data or a volume that did not mount looks like (ADR0122-D3-21).
+	AllowEmpty bool `json:"allowEmpty,omitempty"`
+	// Sync is "full" (the default: a commit is acknowledged only once it is on the disk, so a
+	// power loss loses nothing acknowledged) or "normal" (faster; a power loss may roll back the
+	// newest acknowledged commits, a process crash never does).
+	Sync string `json:"sync,omitempty"`
+}

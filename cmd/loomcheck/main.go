@@ -39,6 +39,8 @@ func commands() []command {
 		{"selftest", "prove the kit catches the broken variants in fixtures/defects", cmdSelftest},
 		{"mutate", "mutation testing of the reference: how many small changes the suite notices", cmdMutate},
 		{"explore", "crash the reference after every durable write of the canonical dialogues", cmdExplore},
+		{"backup", "copy the reference engine's store to one file, while it serves", cmdBackup},
+		{"restore", "make a new data directory from a backup, checking every record", cmdRestore},
 	}
 }
 

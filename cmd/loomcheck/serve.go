@@ -28,6 +28,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	dataDir := fs.String("data", "", "data directory (default ./loom-data, or the configuration's dataDir)")
 	modelURL := fs.String("model-url", "", "an OpenAI-compatible API root (for example http://127.0.0.1:11434/v1)")
 	modelName := fs.String("model", "", "the model name to ask for")
+	allowEmpty := fs.Bool("allow-empty", false, "start on a data directory that exists and holds no store, or whose store's database is gone (refused otherwise)")
 	config := fs.String("config", os.Getenv("LOOM_CONFIG"), "a configuration document (schemas/sut-config.schema.json); default $LOOM_CONFIG")
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
@@ -65,6 +66,13 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	if *modelName != "" {
 		cfg.Model.Name = *modelName
 	}
+	// A data directory that does not exist yet is a first start; one that exists and holds no
+	// store is refused by the engine unless --allow-empty (or storage.allowEmpty) says so.
+	_, statErr := os.Stat(cfg.DataDir)
+	firstStart := errors.Is(statErr, os.ErrNotExist)
+	if *allowEmpty {
+		cfg.Storage.AllowEmpty = true
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		fmt.Fprintf(stderr, "loomcheck serve: %v\n", err)
 		return exitUsage
@@ -92,6 +100,9 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	opt.Logger = log
+	if firstStart {
+		opt.AllowEmpty = true
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	eng, err := reference.Open(ctx, opt)

@@ -262,6 +262,9 @@ func newSession(ctx context.Context, opt *Options, d *dialogue) (*session, error
 		Signing: spec.SigningConfig{Key: base64.StdEncoding.EncodeToString(raw)},
 		Shared:  spec.SharedConfig{ServicePrincipal: &svc},
 		Gateway: spec.GatewayConfig{PollMs: 200, PostsPerMinute: 1_000_000},
+		// The exploration crashes the process, never the power: a commit that waits for the disk
+		// survives nothing more here, and only slows every crash point down.
+		Storage: spec.StorageConfig{Sync: "normal"},
 	}
 	if d.configure != nil {
 		d.configure(&s.cfg)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -47,7 +48,7 @@ func TestClientGoneIsNotAnInternalError(t *testing.T) {
 	}
 	svc := fuzzService
 	eng, err := reference.Open(context.Background(), reference.Options{
-		DataDir:      t.TempDir(),
+		DataDir:      filepath.Join(t.TempDir(), "data"),
 		Conversation: conversation.Config{Keys: [][]byte{bytes.Repeat([]byte{0x42}, 32)}, Shared: conversation.Shared{Service: &svc}},
 		Gateway: gateway.Config{Authenticate: auth, PostsPerMinute: 1 << 30, RuntimeDoor: true,
 			OnError: func(id string, err error) {

@@ -51,7 +51,7 @@ type fuzzEngine struct {
 
 func openFuzzEngine(f testing.TB) *fuzzEngine {
 	f.Helper()
-	dir := f.TempDir()
+	dir := filepath.Join(f.TempDir(), "data") // a first start: the directory does not exist yet
 	tokens := map[string]loomtype.Identity{"alice": fuzzAlice, "bob": fuzzBob}
 	auth := func(r *http.Request) (loomtype.Identity, error) {
 		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")

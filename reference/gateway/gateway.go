@@ -296,6 +296,8 @@ func (g *Gateway) fail(w http.ResponseWriter, err error) {
 	case errors.Is(err, loomtype.ErrUnauthenticated):
 		w.Header().Set("WWW-Authenticate", `Bearer realm="loom"`)
 		writeError(w, http.StatusUnauthorized, "unauthenticated", "")
+	case errors.Is(err, loomtype.ErrCorrupt):
+		g.report(w, "storage damaged", err)
 	default:
 		g.internal(w, err)
 	}
@@ -313,7 +315,12 @@ func detail(err error) string {
 // error that is the request's own cancellation (its client went away) is no internal error: the
 // request is abandoned (http.ErrAbortHandler: the connection is closed without an answer) and
 // nothing is reported or logged.
-func (g *Gateway) internal(w http.ResponseWriter, err error) {
+func (g *Gateway) internal(w http.ResponseWriter, err error) { g.report(w, "internal", err) }
+
+// report answers a 500 with the error code and an errorId; the real error goes only to OnError.
+// A read or write that met damaged storage is "storage damaged": the system refuses rather than
+// serving less or other data. A request whose client went away is abandoned, as by internal.
+func (g *Gateway) report(w http.ResponseWriter, code string, err error) {
 	if clientGone(w, err) {
 		panic(http.ErrAbortHandler)
 	}
@@ -321,9 +328,9 @@ func (g *Gateway) internal(w http.ResponseWriter, err error) {
 	if g.cfg.OnError != nil {
 		g.cfg.OnError(id, err)
 	} else {
-		g.log.Error("gateway: internal error", "errorId", id, "err", err)
+		g.log.Error("gateway: "+code, "errorId", id, "err", err)
 	}
-	writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal", "errorId": id})
+	writeJSON(w, http.StatusInternalServerError, map[string]string{"error": code, "errorId": id})
 }
 
 // clientGone says whether err comes from the request's own context being cancelled, as it is

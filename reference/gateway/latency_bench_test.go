@@ -11,6 +11,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -134,7 +135,7 @@ func openBenchEngine(b *testing.B, p model.Provider) *benchEngine {
 		return benchPrincipal, nil
 	}
 	eng, err := reference.Open(context.Background(), reference.Options{
-		DataDir:      b.TempDir(),
+		DataDir:      filepath.Join(b.TempDir(), "data"),
 		Conversation: conversation.Config{Keys: [][]byte{key}},
 		Deps:         conversation.Deps{Provider: p},
 		// The POST rate limit guards a shared server; a benchmark that posts hundreds of turns a

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/loomcheck/loomcheck/reference/agent"
 	"github.com/loomcheck/loomcheck/reference/conversation"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 )
@@ -272,7 +273,18 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 			}
 		case <-wake:
 			if closed, err := deliver(); err != nil || closed {
-				if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, loomtype.ErrNotFound) {
+				switch {
+				case err == nil, errors.Is(err, context.Canceled), errors.Is(err, loomtype.ErrNotFound):
+				case errors.Is(err, loomtype.ErrCorrupt):
+					// Damaged storage ends the stream with its own code, reported like a 500.
+					id := agent.NewErrorID()
+					if g.cfg.OnError != nil {
+						g.cfg.OnError(id, err)
+					} else {
+						g.log.Error("gateway: storage damaged", "errorId", id, "err", err)
+					}
+					_ = out.send("error", "", map[string]string{"error": "storage damaged", "errorId": id})
+				default:
 					_ = out.send("error", "", map[string]string{"error": "internal"})
 				}
 				return

@@ -56,6 +56,9 @@ type Options struct {
 	DedupeWindow int
 	// OnDivergence, if set, is told about every divergence.
 	OnDivergence func(*loomtype.DivergenceError)
+	// OnCorrupt, if set, is told once about every execution the kernel refuses because its
+	// stored data is damaged (err matches loomtype.ErrCorrupt). Without it the refusal is logged.
+	OnCorrupt func(id string, err error)
 	// Logger receives operational messages (default: slog.Default()).
 	Logger *slog.Logger
 	// BeforeRecovery, if set, is called by Open with the new kernel before any open execution
@@ -135,6 +138,9 @@ type Kernel struct {
 	mu      sync.Mutex
 	running map[string]*execution
 	infos   map[string]Info
+	// damaged holds the executions refused for damaged storage, with the damage: each call on
+	// one answers that error, nothing of it runs and nothing is recorded for it.
+	damaged map[string]error
 	wg      sync.WaitGroup
 	stopped bool
 }
@@ -187,7 +193,7 @@ func Open(ctx context.Context, st store.Store, opt Options) (*Kernel, error) {
 	}
 	kctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	k := &Kernel{st: st, opt: opt, log: lg, ctx: kctx, cancel: cancel,
-		running: map[string]*execution{}, infos: map[string]Info{}}
+		running: map[string]*execution{}, infos: map[string]Info{}, damaged: map[string]error{}}
 	kvs, err := st.MetaPrefix(ctx, "exec/")
 	if err != nil {
 		cancel()
@@ -292,11 +298,16 @@ func putInfo(tx store.Tx, in Info) error {
 	return tx.PutMeta(metaKey(in.ID), b)
 }
 
-// Info returns what is known about an execution; a missing one is loomtype.ErrNotFound.
+// Info returns what is known about an execution; a missing one is loomtype.ErrNotFound, one
+// whose stored data was found damaged is that damage (matching loomtype.ErrCorrupt).
 func (k *Kernel) Info(ctx context.Context, id string) (Info, error) {
 	k.mu.Lock()
 	in, ok := k.infos[id]
+	derr := k.damaged[id]
 	k.mu.Unlock()
+	if derr != nil {
+		return Info{}, derr
+	}
 	if ok {
 		return in, nil
 	}
@@ -409,6 +420,10 @@ func (k *Kernel) run(e *execution) {
 			e.mu.Unlock()
 		}
 		if err != nil {
+			if errors.Is(err, loomtype.ErrCorrupt) {
+				k.refuse(e.id, err)
+				return
+			}
 			if !k.isStopped() {
 				k.log.Error("kernel: cannot load execution", "id", e.id, "gen", gen, "err", err)
 			}
@@ -420,6 +435,11 @@ func (k *Kernel) run(e *execution) {
 			ferr = c.diverged
 		}
 		if k.isStopped() {
+			return
+		}
+		if errors.Is(ferr, loomtype.ErrCorrupt) {
+			// Damage met while running is not the execution's failure: nothing is recorded.
+			k.refuse(e.id, ferr)
 			return
 		}
 		var can *continueAsNew
@@ -442,6 +462,22 @@ func (k *Kernel) run(e *execution) {
 		}
 		return
 	}
+}
+
+// refuse marks an execution refused for damaged storage and reports it once.
+func (k *Kernel) refuse(id string, err error) {
+	k.mu.Lock()
+	_, again := k.damaged[id]
+	k.damaged[id] = err
+	k.mu.Unlock()
+	if again {
+		return
+	}
+	if k.opt.OnCorrupt != nil {
+		k.opt.OnCorrupt(id, err)
+		return
+	}
+	k.log.Error("kernel: the stored data of an execution is damaged; it is refused", "id", id, "err", err)
 }
 
 // runFlow runs the body, turning a panic into a failure of the execution.

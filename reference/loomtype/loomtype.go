@@ -160,6 +160,9 @@ var (
 	ErrConfig          = errors.New("loom: invalid configuration")
 	ErrDiverged        = errors.New("loom: replay diverged from the log")
 	ErrStoreClosed     = errors.New("loom: store closed")
+	// ErrCorrupt: what the store holds is damaged (a checksum that does not match, a structure the
+	// database cannot read). Whatever meets it refuses rather than serving less or other data.
+	ErrCorrupt = errors.New("loom: stored data is damaged")
 )
 
 // CursorError is a cursor that is not "<generation>.<sequence>". It matches ErrInvalidCursor.

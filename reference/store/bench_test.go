@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"fmt"
+	"path/filepath"
 	"testing"
 
 	"github.com/loomcheck/loomcheck/reference/store"
@@ -104,4 +105,35 @@ func BenchmarkRemember(b *testing.B) {
 		}
 	}
 	perSecond(b, b.N, "keys/s")
+}
+
+// BenchmarkCommitSync is the cost of durability on power loss: one event per transaction with
+// synchronous=FULL (the default: each commit waits for the disk) and with synchronous=NORMAL
+// (Options.SyncNormal: commits survive a process crash but the newest may roll back on a power
+// loss). Both run in the same invocation, on the same disk, so the two are comparable.
+func BenchmarkCommitSync(b *testing.B) {
+	for _, mode := range []struct {
+		name   string
+		normal bool
+	}{{"full", false}, {"normal", true}} {
+		b.Run(mode.name, func(b *testing.B) {
+			st, err := store.Open(bg, filepath.Join(b.TempDir(), "loom.db"), store.Options{SyncNormal: mode.normal})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			b.ReportAllocs()
+			var head int64
+			for b.Loop() {
+				if err := st.Update(bg, func(tx store.Tx) error {
+					var err error
+					head, err = tx.Append("x/bench", 0, head, store.NewEvent{Kind: "decision", Data: payload})
+					return err
+				}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			perSecond(b, b.N, "tx/s")
+		})
+	}
 }

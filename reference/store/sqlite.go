@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,7 @@ CREATE TABLE IF NOT EXISTS events (
 	kind   TEXT NOT NULL,
 	data   BLOB,
 	time   INTEGER NOT NULL,
+	sum    INTEGER,
 	PRIMARY KEY (stream, gen, seq)
 ) WITHOUT ROWID;
 CREATE TRIGGER IF NOT EXISTS events_append_only_u BEFORE UPDATE ON events
@@ -29,31 +31,56 @@ CREATE TRIGGER IF NOT EXISTS events_append_only_d BEFORE DELETE ON events
 	BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
 CREATE TABLE IF NOT EXISTS meta (
 	key TEXT PRIMARY KEY,
-	val BLOB NOT NULL
+	val BLOB NOT NULL,
+	sum INTEGER
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS remembered (
 	scope TEXT NOT NULL,
 	key   TEXT NOT NULL,
 	n     INTEGER NOT NULL,
+	sum   INTEGER,
 	PRIMARY KEY (scope, key)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS remembered_n ON remembered (scope, n);
+CREATE TABLE IF NOT EXISTS identity (
+	one INTEGER PRIMARY KEY CHECK (one = 1),
+	id  TEXT NOT NULL,
+	sum INTEGER NOT NULL
+);
 `
+
+// schemaVersion is PRAGMA user_version of a store of this schema: 2 has a checksum on every row
+// (a store of version 0, written before checksums, is migrated at Open: see migrate).
+const schemaVersion = 2
+
+// appendOnlyUpdate is the trigger the migration lifts for the one update it makes.
+const appendOnlyUpdate = `CREATE TRIGGER IF NOT EXISTS events_append_only_u BEFORE UPDATE ON events
+	BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;`
 
 // Options tune the SQLite store.
 type Options struct {
 	// Readers is the size of the reader pool (default 4).
 	Readers int
-	// SyncFull makes every commit wait for the disk (synchronous=FULL): a power loss then loses
-	// nothing. The default (NORMAL, in WAL mode) already keeps every commit through a process
-	// crash, which is what SIGKILL is.
-	SyncFull bool
+	// SyncNormal trades durability on power loss for commit speed (synchronous=NORMAL in WAL
+	// mode): every commit still survives a process crash (SIGKILL), but a power loss or an
+	// operating-system crash may roll back the newest commits, which the engine has already
+	// acknowledged. The default (synchronous=FULL) makes every commit wait for the disk, so that
+	// nothing acknowledged is lost to a power loss.
+	SyncNormal bool
+	// AllowEmpty accepts a store whose identity file is there while its database is missing or
+	// holds no store (the data was deleted, or a volume did not mount): Open then starts a new,
+	// empty store in its place. Without it Open refuses with ErrMissing.
+	AllowEmpty bool
 }
 
 // SQLite is the reference Store: one SQLite file in WAL mode, one writer connection taking
 // immediate transactions, and a pool of readers.
 type SQLite struct {
 	w, r *sql.DB
+	path string
+	// released is closed once the connections are closed (by Close, or in the background after
+	// Kill): the files are then at rest.
+	released chan struct{}
 
 	wmu    sync.Mutex // serialises writes and orders Kill against them
 	dead   atomic.Bool
@@ -65,16 +92,34 @@ type SQLite struct {
 
 	// The crash hook (CrashAfterWrite): writes counts the durable writes, crashAt (under wmu) is
 	// the count after which the store dies, 0 when unarmed; crashed is closed when it fires.
-	writes  atomic.Int64
+	writes atomic.Int64
+
+	// events is how many events the store holds; head is the file that records it after every
+	// commit (see openHead), under wmu.
+	events  int64
+	head    *os.File
 	crashAt int64
 	crashed chan struct{}
 }
 
 type sub struct{ ch chan struct{} }
 
-// Open opens (creating if needed) the SQLite store at path.
+// Open opens (creating if needed) the SQLite store at path. Beside the database it keeps an
+// identity file (path + ".identity": a store was created here, and which) and, between a Close
+// and the next Open, a clean-shutdown file (path + ".clean").
 //
-// Errors: a file that cannot be opened or is not a store of this schema.
+// Open checks everything the store holds before serving anything: SQLite's integrity check,
+// every row's checksum (keys included, so that a record cannot move out of sight), every stream's
+// sequence and the head file's count of acknowledged events; a read of a few hundred
+// milliseconds per hundred thousand events. When the clean-shutdown file is absent (the last run
+// crashed, or the files were tampered with) it first checks the write-ahead log for frames SQLite
+// would silently drop.
+// A store written before checksums existed (schema version 0) is migrated: every row is summed
+// as it stands, in one transaction.
+//
+// Errors: *CorruptError (matching ErrCorrupt) for damage found; ErrMissing when the identity file
+// says a store was created here and the database is missing or holds another store or none
+// (unless opt.AllowEmpty); other errors for a file that cannot be opened or is not a store.
 //
 //	st, err := store.Open(ctx, filepath.Join(dir, "loom.db"), store.Options{})
 //	if err != nil { return err }
@@ -83,9 +128,29 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 	if opt.Readers <= 0 {
 		opt.Readers = 4
 	}
-	syncMode := "NORMAL"
-	if opt.SyncFull {
-		syncMode = "FULL"
+	idFile, hasIDFile, err := readIdentity(path)
+	if err != nil {
+		return nil, fmt.Errorf("store: identity of %s: %w", path, err)
+	}
+	dbThere, err := exists(path)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	if hasIDFile && !dbThere && !opt.AllowEmpty {
+		return nil, fmt.Errorf("%w: %s was created as a store (%s) and its database is not there", ErrMissing, path, identityPath(path))
+	}
+	clean, err := takeClean(path)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	if dbThere && !clean {
+		if err := checkWAL(path); err != nil {
+			return nil, err
+		}
+	}
+	syncMode := "FULL"
+	if opt.SyncNormal {
+		syncMode = "NORMAL"
 	}
 	q := url.Values{}
 	q.Add("_pragma", "journal_mode(WAL)")
@@ -100,9 +165,31 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
+	s := &SQLite{w: w, path: path, subs: map[string]map[*sub]struct{}{}, released: make(chan struct{})}
 	if _, err := w.ExecContext(ctx, schema); err != nil {
 		w.Close()
+		if isCorruption(err) {
+			return nil, &CorruptError{Path: path, Table: "database", Reason: err.Error()}
+		}
 		return nil, fmt.Errorf("store: schema %s: %w", path, err)
+	}
+	if err := s.migrate(ctx); err != nil {
+		w.Close()
+		return nil, err
+	}
+	if dbThere {
+		if err := s.verifyAll(ctx); err != nil {
+			w.Close()
+			return nil, err
+		}
+	}
+	if err := s.ensureIdentity(ctx, idFile, hasIDFile, opt.AllowEmpty); err != nil {
+		w.Close()
+		return nil, err
+	}
+	if err := s.openHead(ctx); err != nil {
+		w.Close()
+		return nil, err
 	}
 	rq := url.Values{}
 	rq.Add("_pragma", "busy_timeout(10000)")
@@ -114,8 +201,26 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 	}
 	r.SetMaxOpenConns(opt.Readers)
 	r.SetMaxIdleConns(opt.Readers)
-	return &SQLite{w: w, r: r, subs: map[string]map[*sub]struct{}{}}, nil
+	s.r = r
+	return s, nil
 }
+
+// release closes the connections and the head file of a killed store.
+func (s *SQLite) release() {
+	s.r.Close()
+	s.w.Close()
+	if s.head != nil {
+		s.head.Close()
+	}
+	close(s.released)
+}
+
+// Released is closed once the store has let go of its files: after Close, or after Kill once the
+// connections it closes in the background are closed. A killed store's files are at rest then.
+//
+//	st.Kill()
+//	<-st.Released()
+func (s *SQLite) Released() <-chan struct{} { return s.released }
 
 // Update implements Store.
 func (s *SQLite) Update(ctx context.Context, fn func(Tx) error) error {
@@ -133,13 +238,17 @@ func (s *SQLite) Update(ctx context.Context, fn func(Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
 	}
-	t := &tx{tx: sqltx, now: time.Now().UnixMilli(), touched: map[string]struct{}{}}
+	t := &tx{path: s.path, tx: sqltx, now: time.Now().UnixMilli(), touched: map[string]struct{}{}}
 	if err := fn(t); err != nil {
 		sqltx.Rollback()
 		return err
 	}
 	if err := sqltx.Commit(); err != nil {
 		return fmt.Errorf("store: commit: %w", err)
+	}
+	if t.appended > 0 {
+		s.events += t.appended
+		s.writeHead()
 	}
 	if t.wrote {
 		if n := s.writes.Add(1); s.crashAt > 0 && n == s.crashAt {
@@ -192,7 +301,7 @@ func (s *SQLite) die() {
 	}
 	s.closed = true
 	s.shut.Store(true)
-	go func() { s.r.Close(); s.w.Close() }()
+	go s.release()
 }
 
 func (s *SQLite) notify(streams map[string]struct{}) {
@@ -251,8 +360,21 @@ func (s *SQLite) ReadForward(ctx context.Context, stream string, gen, after int6
 	if err := s.alive(); err != nil {
 		return nil, err
 	}
-	return s.query(ctx, `SELECT seq, kind, data, time FROM events WHERE stream = ? AND gen = ? AND seq > ? ORDER BY seq ASC LIMIT ?`,
+	evs, err := s.query(ctx, `SELECT seq, kind, data, time, sum FROM events WHERE stream = ? AND gen = ? AND seq > ? ORDER BY seq ASC LIMIT ?`,
 		stream, gen, after, clampLimit(limit))
+	if err != nil {
+		return nil, err
+	}
+	// Sequences run 1, 2, 3... without a gap: the first event after `after` is after+1.
+	next := max(after, 0) + 1
+	for _, e := range evs {
+		if e.Seq != next {
+			return nil, &CorruptError{Path: s.path, Table: "events", Stream: stream, Gen: gen, Seq: e.Seq,
+				Reason: fmt.Sprintf("read in place of seq %d", next)}
+		}
+		next++
+	}
+	return evs, nil
 }
 
 // ReadBackward implements Store.
@@ -260,8 +382,22 @@ func (s *SQLite) ReadBackward(ctx context.Context, stream string, gen, before in
 	if err := s.alive(); err != nil {
 		return nil, err
 	}
-	return s.query(ctx, `SELECT seq, kind, data, time FROM events WHERE stream = ? AND gen = ? AND seq < ? ORDER BY seq DESC LIMIT ?`,
+	evs, err := s.query(ctx, `SELECT seq, kind, data, time, sum FROM events WHERE stream = ? AND gen = ? AND seq < ? ORDER BY seq DESC LIMIT ?`,
 		stream, gen, before, clampLimit(limit))
+	if err != nil {
+		return nil, err
+	}
+	for i := 1; i < len(evs); i++ {
+		if evs[i].Seq != evs[i-1].Seq-1 {
+			return nil, &CorruptError{Path: s.path, Table: "events", Stream: stream, Gen: gen, Seq: evs[i].Seq,
+				Reason: fmt.Sprintf("read in place of seq %d", evs[i-1].Seq-1)}
+		}
+	}
+	if n := len(evs); n > 0 && evs[n-1].Seq != 1 && n < clampLimit(limit) {
+		return nil, &CorruptError{Path: s.path, Table: "events", Stream: stream, Gen: gen, Seq: evs[n-1].Seq,
+			Reason: "the stream's oldest event is not seq 1"}
+	}
+	return evs, nil
 }
 
 func (s *SQLite) query(ctx context.Context, q string, stream string, gen, bound int64, limit int) ([]Event, error) {
@@ -271,10 +407,15 @@ func (s *SQLite) query(ctx context.Context, q string, stream string, gen, bound 
 	}
 	defer rows.Close()
 	out := make([]Event, 0, min(limit, 64))
+	var scratch []byte
 	for rows.Next() {
 		e := Event{Stream: stream, Gen: gen}
-		if err := rows.Scan(&e.Seq, &e.Kind, &e.Data, &e.Time); err != nil {
+		var sum sql.NullInt64
+		if err := rows.Scan(&e.Seq, &e.Kind, &e.Data, &e.Time, &sum); err != nil {
 			return nil, s.readErr(err)
+		}
+		if !checkSum(sum, eventSumBuf(&scratch, stream, gen, e.Seq, e.Kind, e.Data, e.Time)) {
+			return nil, &CorruptError{Path: s.path, Table: "events", Stream: stream, Gen: gen, Seq: e.Seq, Reason: "checksum does not match"}
 		}
 		out = append(out, e)
 	}
@@ -290,6 +431,9 @@ func (s *SQLite) readErr(err error) error {
 	}
 	if errors.Is(err, sql.ErrConnDone) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
+	}
+	if isCorruption(err) {
+		return &CorruptError{Path: s.path, Table: "database", Reason: err.Error()}
 	}
 	return fmt.Errorf("store: read: %w", err)
 }
@@ -313,12 +457,16 @@ func (s *SQLite) Meta(ctx context.Context, key string) ([]byte, bool, error) {
 		return nil, false, err
 	}
 	var v []byte
-	err := s.r.QueryRowContext(ctx, `SELECT val FROM meta WHERE key = ?`, key).Scan(&v)
+	var sum sql.NullInt64
+	err := s.r.QueryRowContext(ctx, `SELECT val, sum FROM meta WHERE key = ?`, key).Scan(&v, &sum)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, nil
 	}
 	if err != nil {
 		return nil, false, s.readErr(err)
+	}
+	if !checkSum(sum, metaSum(key, v)) {
+		return nil, false, &CorruptError{Path: s.path, Table: "meta", Key: key, Reason: "checksum does not match"}
 	}
 	return v, true, nil
 }
@@ -328,9 +476,9 @@ func (s *SQLite) MetaPrefix(ctx context.Context, prefix string) ([]KV, error) {
 	if err := s.alive(); err != nil {
 		return nil, err
 	}
-	q, args := `SELECT key, val FROM meta WHERE key >= ? ORDER BY key`, []any{prefix}
+	q, args := `SELECT key, val, sum FROM meta WHERE key >= ? ORDER BY key`, []any{prefix}
 	if end, ok := prefixEnd(prefix); ok {
-		q, args = `SELECT key, val FROM meta WHERE key >= ? AND key < ? ORDER BY key`, []any{prefix, end}
+		q, args = `SELECT key, val, sum FROM meta WHERE key >= ? AND key < ? ORDER BY key`, []any{prefix, end}
 	}
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -340,8 +488,12 @@ func (s *SQLite) MetaPrefix(ctx context.Context, prefix string) ([]KV, error) {
 	var out []KV
 	for rows.Next() {
 		var kv KV
-		if err := rows.Scan(&kv.Key, &kv.Val); err != nil {
+		var sum sql.NullInt64
+		if err := rows.Scan(&kv.Key, &kv.Val, &sum); err != nil {
 			return nil, s.readErr(err)
+		}
+		if !checkSum(sum, metaSum(kv.Key, kv.Val)) {
+			return nil, &CorruptError{Path: s.path, Table: "meta", Key: kv.Key, Reason: "checksum does not match"}
 		}
 		out = append(out, kv)
 	}
@@ -381,7 +533,19 @@ func (s *SQLite) Close() error {
 	}
 	err1 := s.r.Close()
 	err2 := s.w.Close()
-	return errors.Join(err1, err2)
+	if s.head != nil {
+		err2 = errors.Join(err2, s.head.Sync(), s.head.Close())
+	}
+	defer close(s.released)
+	if err := errors.Join(err1, err2); err != nil {
+		return err
+	}
+	// Only a store closed without error is recorded as closed cleanly: the next Open skips the
+	// full check.
+	if err := writeFileSync(cleanPath(s.path), []byte(cleanContent)); err != nil {
+		return fmt.Errorf("store: record the clean shutdown of %s: %w", s.path, err)
+	}
+	return nil
 }
 
 // Kill implements Store. It waits for the write in progress (which then has committed, or not)
@@ -398,14 +562,17 @@ func (s *SQLite) Kill() {
 	s.closed = true
 	s.shut.Store(true)
 	// Closing waits for readers in use; do it off the caller's path.
-	go func() { s.r.Close(); s.w.Close() }()
+	go s.release()
 }
 
 type tx struct {
+	path    string
 	tx      *sql.Tx
 	now     int64
 	touched map[string]struct{}
 	wrote   bool // something durable changed
+	// appended is the number of events appended.
+	appended int64
 }
 
 func (t *tx) Head(stream string, gen int64) (int64, error) {
@@ -427,20 +594,22 @@ func (t *tx) Append(stream string, gen, expect int64, evs ...NewEvent) (int64, e
 	}
 	for _, e := range evs {
 		h++
-		if _, err := t.tx.Exec(`INSERT INTO events (stream, gen, seq, kind, data, time) VALUES (?, ?, ?, ?, ?, ?)`,
-			stream, gen, h, e.Kind, e.Data, t.now); err != nil {
+		if _, err := t.tx.Exec(`INSERT INTO events (stream, gen, seq, kind, data, time, sum) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			stream, gen, h, e.Kind, e.Data, t.now, eventSum(stream, gen, h, e.Kind, e.Data, t.now)); err != nil {
 			return 0, fmt.Errorf("store: append %s/%d: %w", stream, gen, err)
 		}
 	}
 	if len(evs) > 0 {
 		t.touched[stream] = struct{}{}
 		t.wrote = true
+		t.appended += int64(len(evs))
 	}
 	return h, nil
 }
 
 func (t *tx) PutMeta(key string, val []byte) error {
-	if _, err := t.tx.Exec(`INSERT INTO meta (key, val) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET val = excluded.val`, key, val); err != nil {
+	if _, err := t.tx.Exec(`INSERT INTO meta (key, val, sum) VALUES (?, ?, ?) ON CONFLICT(key) DO UPDATE SET val = excluded.val, sum = excluded.sum`,
+		key, val, metaSum(key, val)); err != nil {
 		return fmt.Errorf("store: put meta %s: %w", key, err)
 	}
 	t.wrote = true
@@ -449,20 +618,28 @@ func (t *tx) PutMeta(key string, val []byte) error {
 
 func (t *tx) Meta(key string) ([]byte, bool, error) {
 	var v []byte
-	err := t.tx.QueryRow(`SELECT val FROM meta WHERE key = ?`, key).Scan(&v)
+	var sum sql.NullInt64
+	err := t.tx.QueryRow(`SELECT val, sum FROM meta WHERE key = ?`, key).Scan(&v, &sum)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, nil
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("store: meta %s: %w", key, err)
 	}
+	if !checkSum(sum, metaSum(key, v)) {
+		return nil, false, &CorruptError{Path: t.path, Table: "meta", Key: key, Reason: "checksum does not match"}
+	}
 	return v, true, nil
 }
 
 func (t *tx) Remember(scope, key string, keep int) (bool, error) {
 	var n int64
-	err := t.tx.QueryRow(`SELECT n FROM remembered WHERE scope = ? AND key = ?`, scope, key).Scan(&n)
+	var sum sql.NullInt64
+	err := t.tx.QueryRow(`SELECT n, sum FROM remembered WHERE scope = ? AND key = ?`, scope, key).Scan(&n, &sum)
 	if err == nil {
+		if !checkSum(sum, rememberedSum(scope, key, n)) {
+			return false, &CorruptError{Path: t.path, Table: "remembered", Key: scope + "/" + key, Reason: "checksum does not match"}
+		}
 		return false, nil
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
@@ -472,7 +649,7 @@ func (t *tx) Remember(scope, key string, keep int) (bool, error) {
 	if err := t.tx.QueryRow(`SELECT COALESCE(MAX(n), 0) FROM remembered WHERE scope = ?`, scope).Scan(&top); err != nil {
 		return false, fmt.Errorf("store: remember: %w", err)
 	}
-	if _, err := t.tx.Exec(`INSERT INTO remembered (scope, key, n) VALUES (?, ?, ?)`, scope, key, top+1); err != nil {
+	if _, err := t.tx.Exec(`INSERT INTO remembered (scope, key, n, sum) VALUES (?, ?, ?, ?)`, scope, key, top+1, rememberedSum(scope, key, top+1)); err != nil {
 		return false, fmt.Errorf("store: remember: %w", err)
 	}
 	t.wrote = true

@@ -1,0 +1,330 @@
+package harness
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/cucumber/godog"
+)
+
+// The damage steps play a failing disk. They know only the data directory the kit gave the
+// system (spec.SUTConfig.DataDir), never how the system lays its files out: they delete what is
+// in it, or flip one byte at the same offset of every file in it, while the system is down.
+
+// ackedMsg is one message the system acknowledged with 202.
+type ackedMsg struct {
+	who, conv, text, id string
+	extra               map[string]any
+}
+
+// damageState is what the damage steps did and saw.
+type damageState struct {
+	// answers are the remembered reads, in the order they were made.
+	answers []rememberedRead
+	// refusedStart: the system refused to start after the damage (a typed refusal of everything).
+	refusedStart bool
+	// why is that refusal as the driver reported it.
+	why string
+}
+
+// rememberedRead is one read and what the system answered to it before the damage.
+type rememberedRead struct {
+	who, path string
+	status    int
+	body      []byte
+}
+
+// storageDamaged is the error code of a read the system refuses because what it stored is damaged
+// (spec/http.md).
+const storageDamaged = "storage damaged"
+
+func (s *scenario) registerDamage(sc *godog.ScenarioContext) {
+	sc.Step(`^every answer about the conversations is remembered$`, s.rememberAnswers)
+	sc.Step(`^the system is stopped$`, s.stopSystem)
+	sc.Step(`^the data directory's files are deleted$`, s.deleteDataDir)
+	sc.Step(`^a byte in every stored file is flipped at offset (\d+)$`, s.flipStoredBytes)
+	sc.Step(`^the system restarts after the damage$`, s.restartDamaged)
+	sc.Step(`^the system refuses to start on the damaged data directory$`, func() error {
+		if !s.damaged.refusedStart {
+			return fail("restart after the damage", "the system started and answered", "a refusal to start (the stored past is gone)")
+		}
+		return nil
+	})
+	sc.Step(`^every remembered answer is given again unchanged or refused as storage damaged$`, s.compareAnswers)
+	sc.Step(`^every acknowledged message sent again is not run again$`, s.resendAcked)
+}
+
+// damageReads are the reads remembered for one conversation: its status, its whole history in
+// one page each way, and a short page of each.
+func damageReads(id string) []string {
+	base := "/conversations/" + url.PathEscape(id)
+	return []string{
+		base,
+		base + "/history?limit=500",
+		base + "/history?direction=backward&limit=500",
+		base + "/history?limit=2",
+		base + "/history?direction=backward&limit=2",
+	}
+}
+
+func (s *scenario) rememberAnswers() error {
+	s.damaged.answers = nil
+	for _, name := range sortedKeys(s.convs) {
+		c := s.convs[name]
+		for _, path := range damageReads(c.id) {
+			r, err := s.cl.do(s.ctx, c.owner, http.MethodGet, path, nil, reqOpts{})
+			if err != nil {
+				return err
+			}
+			if r.status != http.StatusOK {
+				return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "200 (before any damage)")
+			}
+			s.damaged.answers = append(s.damaged.answers, rememberedRead{who: c.owner, path: path, status: r.status, body: r.body})
+		}
+	}
+	if len(s.damaged.answers) == 0 {
+		return harnessErr("no conversation to remember answers about")
+	}
+	return nil
+}
+
+// stopSystem ends the system cleanly (SIGTERM for a process), as an operator stopping it does.
+func (s *scenario) stopSystem() error {
+	if err := s.sut(); err != nil {
+		return err
+	}
+	if err := s.drv.Stop(); err != nil {
+		return harnessErr("stop the system: %v", err)
+	}
+	s.transport.CloseIdleConnections()
+	s.down = true
+	return nil
+}
+
+// downDataDir is the data directory of a system that is down, for a damage step.
+func (s *scenario) downDataDir() (string, error) {
+	if !s.down {
+		return "", harnessErr("the data directory is damaged only while the system is down (kill it first)")
+	}
+	if s.cfg.DataDir == "" {
+		return "", harnessErr("the system was given no data directory")
+	}
+	return s.cfg.DataDir, nil
+}
+
+// deleteDataDir removes everything inside the data directory, leaving the directory itself.
+func (s *scenario) deleteDataDir() error {
+	dir, err := s.downDataDir()
+	if err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return harnessErr("read the data directory: %v", err)
+	}
+	if len(ents) == 0 {
+		return harnessErr("the data directory %s was already empty: nothing was stored to delete", dir)
+	}
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return harnessErr("delete %s: %v", e.Name(), err)
+		}
+	}
+	return nil
+}
+
+// flipStoredBytes inverts the byte at offset off of every regular file under the data directory
+// that is longer than off. A system none of whose files reaches off is not damaged by it, and the
+// scenario cannot judge it.
+func (s *scenario) flipStoredBytes(off int64) error {
+	dir, err := s.downDataDir()
+	if err != nil {
+		return err
+	}
+	var files []string
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return harnessErr("walk the data directory: %v", err)
+	}
+	sort.Strings(files)
+	flipped := 0
+	for _, p := range files {
+		ok, err := flipByte(p, off)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // gone since the walk: no longer stored
+		}
+		if err != nil {
+			return harnessErr("flip a byte of %s: %v", p, err)
+		}
+		if ok {
+			flipped++
+		}
+	}
+	if flipped == 0 {
+		return &HarnessError{Err: fmt.Errorf("%w: no stored file is longer than %d bytes", ErrNotApplicable, off)}
+	}
+	return nil
+}
+
+func flipByte(path string, off int64) (bool, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	if st.Size() <= off {
+		return false, nil
+	}
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, off); err != nil {
+		return false, err
+	}
+	b[0] ^= 0xff
+	if _, err := f.WriteAt(b, off); err != nil {
+		return false, err
+	}
+	return true, f.Sync()
+}
+
+// restartDamaged starts the system again on its damaged data directory. Refusing to start is one
+// of the outcomes the damage scenarios accept; a harness error stays one.
+func (s *scenario) restartDamaged() error {
+	if !s.down {
+		return harnessErr("the system is not down")
+	}
+	err := s.drv.Restart(s.ctx)
+	s.down = false
+	var se *startError
+	if errors.As(err, &se) {
+		s.damaged.refusedStart = true
+		s.damaged.why = se.Error()
+		s.down = true
+		return nil
+	}
+	return err
+}
+
+// damagedRefusal reports whether r is the typed refusal of a request whose stored data is
+// damaged. Such a refusal names its incident (errorId), which the error hook must have got too.
+func (s *scenario) damagedRefusal(r *response) (bool, error) {
+	if r.status != http.StatusInternalServerError {
+		return false, nil
+	}
+	var e struct {
+		Error   string `json:"error"`
+		ErrorID string `json:"errorId"`
+	}
+	if json.Unmarshal(r.body, &e) != nil || e.Error != storageDamaged {
+		return false, nil
+	}
+	if e.ErrorID == "" {
+		return false, fail(r.op, clip(string(r.body), 200), fmt.Sprintf(`500 {"error":%q,"errorId":"..."}`, storageDamaged))
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for _, h := range s.world.ErrorHook().Errors() {
+			if h.ErrorID == e.ErrorID {
+				return true, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false, fail("the error hook", fmt.Sprintf("%d reports, none with errorId %s", len(s.world.ErrorHook().Errors()), e.ErrorID),
+				"a report of the "+storageDamaged+" refusal "+r.op+" answered")
+		case <-tick.C:
+		}
+	}
+}
+
+// compareAnswers asks every remembered read again: each answer is byte for byte the one before the
+// damage, or the typed refusal. A system that refused to start refused them all.
+func (s *scenario) compareAnswers() error {
+	if s.damaged.refusedStart {
+		return nil
+	}
+	if len(s.damaged.answers) == 0 {
+		return harnessErr("no answers were remembered before the damage")
+	}
+	for _, a := range s.damaged.answers {
+		r, err := s.cl.do(s.ctx, a.who, http.MethodGet, a.path, nil, reqOpts{})
+		if err != nil {
+			return err
+		}
+		if ok, err := s.damagedRefusal(r); err != nil || ok {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if r.status != a.status || string(r.body) != string(a.body) {
+			return fail(r.op+" after the stored files were damaged", fmt.Sprintf("%d %s", r.status, clip(string(r.body), 400)),
+				fmt.Sprintf("the answer before the damage (%d %s), or 500 %q", a.status, clip(string(a.body), 400), storageDamaged))
+		}
+	}
+	return nil
+}
+
+// resendAcked sends every acknowledged message again, with its id: each is refused as damaged or
+// acknowledged as a repeat (202), and none reaches the model again.
+func (s *scenario) resendAcked() error {
+	if s.damaged.refusedStart {
+		return nil
+	}
+	if len(s.acked) == 0 {
+		return harnessErr("no message was acknowledged before the damage")
+	}
+	before := s.world.Model().Count()
+	for _, m := range s.acked {
+		body := map[string]any{"text": m.text, "messageId": m.id}
+		for k, v := range m.extra {
+			body[k] = v
+		}
+		r, err := s.cl.do(s.ctx, m.who, http.MethodPost, "/conversations/"+url.PathEscape(m.conv)+"/turns", body, reqOpts{})
+		if err != nil {
+			return err
+		}
+		if ok, err := s.damagedRefusal(r); err != nil || ok {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		var ack struct {
+			Delivered *bool `json:"delivered"`
+		}
+		if r.status != http.StatusAccepted || json.Unmarshal(r.body, &ack) != nil || ack.Delivered == nil || *ack.Delivered {
+			return fail(r.op+" (message id "+m.id+" again, after the damage)", fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)),
+				fmt.Sprintf(`202 {"delivered": false} (a repeat) or 500 %q`, storageDamaged))
+		}
+	}
+	// A repeat that was taken for new runs a turn: give it the time one takes to reach the model.
+	time.Sleep(500 * time.Millisecond)
+	if got := s.world.Model().Count(); got != before {
+		return fail("the model after acknowledged messages were sent again", fmt.Sprintf("%d more requests", got-before),
+			"none: an acknowledged message id runs once")
+	}
+	return nil
+}

@@ -1,0 +1,191 @@
+package reference_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/loomcheck/loomcheck/reference"
+	"github.com/loomcheck/loomcheck/reference/conversation"
+	"github.com/loomcheck/loomcheck/reference/gateway"
+	"github.com/loomcheck/loomcheck/reference/kernel"
+	"github.com/loomcheck/loomcheck/reference/loomtype"
+	"github.com/loomcheck/loomcheck/reference/store"
+)
+
+var damageAlice = loomtype.Identity{Tenant: "acme", Actor: "alice"}
+
+type hookCalls struct {
+	mu  sync.Mutex
+	ids map[string]error
+}
+
+func (h *hookCalls) add(id string, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ids[id] = err
+}
+
+func (h *hookCalls) get(id string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ids[id]
+}
+
+func openDamageEngine(t *testing.T, dir string, key []byte, hook *hookCalls) *reference.Engine {
+	t.Helper()
+	eng, err := reference.Open(context.Background(), reference.Options{
+		DataDir:      dir,
+		Conversation: conversation.Config{Keys: [][]byte{key}},
+		Deps:         conversation.Deps{Provider: echoModel{}},
+		Gateway: gateway.Config{
+			Authenticate: func(*http.Request) (loomtype.Identity, error) { return damageAlice, nil },
+			OnError:      hook.add,
+		},
+	})
+	require.NoError(t, err)
+	return eng
+}
+
+func answered(t *testing.T, cv *conversation.Conversations, id string, turns int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		p, err := cv.History(context.Background(), damageAlice, id, conversation.HistoryOptions{Limit: 500})
+		require.NoError(t, err)
+		n := len(p.Entries)
+		return n == 2*turns && p.Entries[n-1].Status == "complete"
+	}, 20*time.Second, 5*time.Millisecond)
+}
+
+// TestADamagedConversationIsRefusedAndReported changes one word of a conversation's log behind
+// the running engine's back: every read of it answers 500 "storage damaged", each reported to the
+// error hook under the errorId the caller saw, never a shorter or other past; its acknowledged
+// message id is still a repeat; the other conversation is served. The next Open refuses the store.
+func TestADamagedConversationIsRefusedAndReported(t *testing.T) {
+	ctx := context.Background()
+	key := signingKey()
+	dir := filepath.Join(t.TempDir(), "data")
+	hook := &hookCalls{ids: map[string]error{}}
+	eng := openDamageEngine(t, dir, key, hook)
+	cv := eng.Conversations()
+	var ids []string
+	for range 2 {
+		st, _, err := cv.Start(ctx, damageAlice, conversation.StartOptions{})
+		require.NoError(t, err)
+		_, err = cv.SendTurn(ctx, damageAlice, st.ID, "is pump 7 running?", conversation.SendOptions{MessageID: "m1"})
+		require.NoError(t, err)
+		answered(t, cv, st.ID, 1)
+		ids = append(ids, st.ID)
+	}
+
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "loom.db"))
+	require.NoError(t, err)
+	_, err = db.Exec(`DROP TRIGGER events_append_only_u`)
+	require.NoError(t, err)
+	res, err := db.Exec(`UPDATE events SET data = CAST(replace(CAST(data AS TEXT), 'pump 7', 'pump 8') AS BLOB) WHERE stream = ? AND instr(CAST(data AS TEXT), 'pump 7') > 0`, kernel.LogStream(ids[0]))
+	require.NoError(t, err)
+	n, _ := res.RowsAffected()
+	require.Positive(t, n, "the conversation's log holds the text")
+	require.NoError(t, db.Close())
+
+	srv := httptest.NewServer(eng.Handler())
+	defer srv.Close()
+	do := func(method, path, body string) (int, map[string]any) {
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var m map[string]any
+		_ = json.Unmarshal(b, &m)
+		return resp.StatusCode, m
+	}
+	for _, path := range []string{
+		"/conversations/" + ids[0] + "/history",
+		"/conversations/" + ids[0] + "/history?direction=backward",
+		"/conversations/" + ids[0] + "/history?limit=1",
+	} {
+		status, body := do(http.MethodGet, path, "")
+		require.Equal(t, http.StatusInternalServerError, status, path)
+		require.Equal(t, "storage damaged", body["error"], path)
+		eid, _ := body["errorId"].(string)
+		require.NotEmpty(t, eid)
+		require.ErrorIs(t, hook.get(eid), reference.ErrCorrupt, "the error hook has the damage under the errorId the caller saw")
+	}
+	status, body := do(http.MethodPost, "/conversations/"+ids[0]+"/turns", `{"text":"is pump 7 running?","messageId":"m1"}`)
+	require.Equal(t, http.StatusAccepted, status)
+	require.Equal(t, false, body["delivered"], "an acknowledged message id is still a repeat")
+	status, _ = do(http.MethodGet, "/conversations/"+ids[1]+"/history", "")
+	require.Equal(t, http.StatusOK, status, "the undamaged conversation is served")
+	require.NoError(t, eng.Close())
+
+	_, err = reference.Open(ctx, reference.Options{DataDir: dir, Conversation: conversation.Config{Keys: [][]byte{key}},
+		Gateway: gateway.Config{Insecure: true}})
+	require.ErrorIs(t, err, reference.ErrCorrupt)
+	var ce *store.CorruptError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, kernel.LogStream(ids[0]), ce.Stream)
+}
+
+// TestAnEmptiedDataDirectoryIsRefused: an engine that held conversations does not come up
+// serving none, whether the whole directory was emptied or only the database is gone; allowing
+// an empty store is a decision of its own.
+func TestAnEmptiedDataDirectoryIsRefused(t *testing.T) {
+	for _, what := range []string{"everything", "the database"} {
+		t.Run(what, func(t *testing.T) {
+			ctx := context.Background()
+			key := signingKey()
+			dir := filepath.Join(t.TempDir(), "data")
+			hook := &hookCalls{ids: map[string]error{}}
+			eng := openDamageEngine(t, dir, key, hook)
+			st, _, err := eng.Conversations().Start(ctx, damageAlice, conversation.StartOptions{})
+			require.NoError(t, err)
+			eng.Kill()
+			ents, err := os.ReadDir(dir)
+			require.NoError(t, err)
+			for _, e := range ents {
+				if what == "everything" || strings.HasPrefix(e.Name(), "loom.db") && !strings.HasSuffix(e.Name(), ".identity") {
+					require.NoError(t, os.RemoveAll(filepath.Join(dir, e.Name())))
+				}
+			}
+			_, err = reference.Open(ctx, reference.Options{DataDir: dir, Conversation: conversation.Config{Keys: [][]byte{key}},
+				Gateway: gateway.Config{Insecure: true}})
+			require.ErrorIs(t, err, reference.ErrDataGone)
+			require.ErrorIs(t, err, store.ErrMissing)
+			eng, err = reference.Open(ctx, reference.Options{DataDir: dir, Conversation: conversation.Config{Keys: [][]byte{key}},
+				Gateway: gateway.Config{Insecure: true}, AllowEmpty: true})
+			require.NoError(t, err)
+			defer eng.Close()
+			_, err = eng.Conversations().Status(ctx, damageAlice, st.ID)
+			require.ErrorIs(t, err, loomtype.ErrNotFound, "allowed, the store starts empty")
+		})
+	}
+}
+
+// A data directory that does not exist is a first start; one that exists and is empty is not.
+func TestAFirstStartNeedsNoPermission(t *testing.T) {
+	ctx := context.Background()
+	opt := reference.Options{Conversation: conversation.Config{Keys: [][]byte{signingKey()}}, Gateway: gateway.Config{Insecure: true}}
+	opt.DataDir = filepath.Join(t.TempDir(), "new")
+	eng, err := reference.Open(ctx, opt)
+	require.NoError(t, err)
+	require.NoError(t, eng.Close())
+	opt.DataDir = t.TempDir()
+	_, err = reference.Open(ctx, opt)
+	require.ErrorIs(t, err, reference.ErrDataGone, fmt.Sprint(err))
+}

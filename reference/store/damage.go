@@ -1,0 +1,473 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/loomcheck/loomcheck/reference/loomtype"
+)
+
+// Errors of a damaged or missing store.
+var (
+	// ErrCorrupt: what the store holds is damaged. Every *CorruptError matches it; it matches
+	// loomtype.ErrCorrupt.
+	ErrCorrupt = loomtype.ErrCorrupt
+	// ErrMissing: the store was created at this path (its identity file says so) and its data is
+	// gone: the database file is missing, or holds another store or none. Open refuses it unless
+	// Options.AllowEmpty.
+	ErrMissing = errors.New("store: the store's data is gone")
+)
+
+// CorruptError is damage the store found: a record whose checksum does not match, a stream whose
+// sequence has a gap, a write-ahead log with frames past a damaged one, or a database the engine
+// cannot read. It names what it can; it matches ErrCorrupt.
+//
+//	var ce *store.CorruptError
+//	if errors.As(err, &ce) { log.Printf("damaged %s %s/%d/%d", ce.Table, ce.Stream, ce.Gen, ce.Seq) }
+type CorruptError struct {
+	// Path is the file the store lives in.
+	Path string
+	// Table is where the damage is: "events", "meta", "remembered", "identity", "wal" or
+	// "database" (the file itself).
+	Table string
+	// Stream, Gen and Seq name the event (Table "events").
+	Stream   string
+	Gen, Seq int64
+	// Key names the metadata or remembered key (Table "meta", "remembered").
+	Key string
+	// Reason says what is wrong.
+	Reason string
+}
+
+func (e *CorruptError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "store: %s is damaged: %s", e.Path, e.Table)
+	switch {
+	case e.Table == "events":
+		fmt.Fprintf(&b, " %s/%d/%d", e.Stream, e.Gen, e.Seq)
+	case e.Key != "":
+		fmt.Fprintf(&b, " %q", e.Key)
+	}
+	if e.Reason != "" {
+		b.WriteString(": " + e.Reason)
+	}
+	return b.String()
+}
+
+// Unwrap makes a CorruptError match ErrCorrupt.
+func (e *CorruptError) Unwrap() error { return ErrCorrupt }
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// sumOf is the checksum of a record: CRC-32C over its fields, each prefixed with its length (8
+// bytes, big-endian), so that no two different records share an encoding.
+func sumOf(fields ...[]byte) int64 {
+	var c uint32
+	for _, f := range fields {
+		c = sumField(c, f)
+	}
+	return int64(c)
+}
+
+func sumField(c uint32, f []byte) uint32 {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(f)))
+	return crc32.Update(crc32.Update(c, castagnoli, n[:]), castagnoli, f)
+}
+
+func i64(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
+
+func eventSum(stream string, gen, seq int64, kind string, data []byte, t int64) int64 {
+	var scratch []byte
+	return eventSumBuf(&scratch, stream, gen, seq, kind, data, t)
+}
+
+// eventSumBuf is sumOf(stream, gen, seq, kind, data, time), encoded into *scratch (reused from
+// call to call, so that a read summing many events allocates once).
+func eventSumBuf(scratch *[]byte, stream string, gen, seq int64, kind string, data []byte, t int64) int64 {
+	b := (*scratch)[:0]
+	field := func(f string) {
+		b = binary.BigEndian.AppendUint64(b, uint64(len(f)))
+		b = append(b, f...)
+	}
+	num := func(v int64) {
+		b = binary.BigEndian.AppendUint64(b, 8)
+		b = binary.BigEndian.AppendUint64(b, uint64(v))
+	}
+	field(stream)
+	num(gen)
+	num(seq)
+	field(kind)
+	b = binary.BigEndian.AppendUint64(b, uint64(len(data)))
+	b = append(b, data...)
+	num(t)
+	*scratch = b
+	return int64(crc32.Checksum(b, castagnoli))
+}
+
+func metaSum(key string, val []byte) int64 { return sumOf([]byte("meta"), []byte(key), val) }
+
+func rememberedSum(scope, key string, n int64) int64 {
+	return sumOf([]byte("remembered"), []byte(scope), []byte(key), i64(n))
+}
+
+// checkSum compares a stored checksum with the record's; a missing one is damage too (every row
+// has one since the migration).
+func checkSum(stored sql.NullInt64, want int64) bool { return stored.Valid && stored.Int64 == want }
+
+// sqliteCode is the primary result code of a SQLite error, 0 for other errors.
+func sqliteCode(err error) int {
+	var ce interface{ Code() int }
+	if errors.As(err, &ce) {
+		return ce.Code() & 0xff
+	}
+	return 0
+}
+
+// isCorruption reports whether err is SQLite saying the file is damaged (SQLITE_CORRUPT,
+// SQLITE_NOTADB).
+func isCorruption(err error) bool {
+	c := sqliteCode(err)
+	return c == 11 || c == 26
+}
+
+// checkWAL looks for damage in a write-ahead log SQLite would not report: SQLite reads the log
+// up to its first frame whose salt or checksum does not match and silently drops everything
+// after it. A log that is cut short by a crash or a torn write ends there; a log that holds
+// frames of the same salts after that frame, or frames after a header that does not check, was
+// damaged and would come up as a shorter past. (Damage to the very last frame looks like a torn
+// write and is not found here.)
+func checkWAL(dbPath string) error {
+	path := dbPath + "-wal"
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("store: read %s: %w", path, err)
+	}
+	bad := func(reason string) error {
+		return &CorruptError{Path: dbPath, Table: "wal", Reason: reason}
+	}
+	if len(b) < 32 {
+		if len(b) == 0 {
+			return nil
+		}
+		return bad(fmt.Sprintf("a log of %d bytes, shorter than its header", len(b)))
+	}
+	magic := binary.BigEndian.Uint32(b[0:])
+	if magic&^1 != 0x377f0682 {
+		return bad("the log's header is not a write-ahead log header")
+	}
+	var order binary.ByteOrder = binary.LittleEndian
+	if magic&1 == 1 {
+		order = binary.BigEndian
+	}
+	pageSize := int(binary.BigEndian.Uint32(b[8:]))
+	if pageSize == 1 {
+		pageSize = 65536
+	}
+	frame := 24 + pageSize
+	if pageSize < 512 || pageSize > 65536 || pageSize&(pageSize-1) != 0 {
+		return bad(fmt.Sprintf("the log's header gives a page size of %d", pageSize))
+	}
+	salt1, salt2 := binary.BigEndian.Uint32(b[16:]), binary.BigEndian.Uint32(b[20:])
+	s0, s1 := walSum(order, 0, 0, b[:24])
+	if s0 != binary.BigEndian.Uint32(b[24:]) || s1 != binary.BigEndian.Uint32(b[28:]) {
+		if len(b) >= 32+frame {
+			return bad("the log's header checksum does not match and frames follow it")
+		}
+		return nil
+	}
+	off := 32
+	for ; off+frame <= len(b); off += frame {
+		f := b[off : off+frame]
+		if binary.BigEndian.Uint32(f[8:]) != salt1 || binary.BigEndian.Uint32(f[12:]) != salt2 {
+			break
+		}
+		s0, s1 = walSum(order, s0, s1, f[:8])
+		s0, s1 = walSum(order, s0, s1, f[24:])
+		if s0 != binary.BigEndian.Uint32(f[16:]) || s1 != binary.BigEndian.Uint32(f[20:]) {
+			break
+		}
+	}
+	// off is the first frame SQLite will not read. Frames of this log after it mean damage.
+	for later := off + frame; later+frame <= len(b); later += frame {
+		f := b[later : later+frame]
+		if binary.BigEndian.Uint32(f[8:]) == salt1 && binary.BigEndian.Uint32(f[12:]) == salt2 {
+			return bad(fmt.Sprintf("frame %d does not check and frame %d of the same log follows it", (off-32)/frame+1, (later-32)/frame+1))
+		}
+	}
+	return nil
+}
+
+// walSum is SQLite's write-ahead log checksum over b (a multiple of 8 bytes), continuing s0, s1.
+func walSum(order binary.ByteOrder, s0, s1 uint32, b []byte) (uint32, uint32) {
+	for i := 0; i+8 <= len(b); i += 8 {
+		s0 += order.Uint32(b[i:]) + s1
+		s1 += order.Uint32(b[i+4:]) + s0
+	}
+	return s0, s1
+}
+
+// verifyAll reads the whole database: SQLite's integrity check, then every row's checksum and
+// every stream's sequence from 1 without a gap. Open runs it every time: damage that happened
+// while the store was closed (a flipped key makes a record vanish from every lookup, where no
+// read-time checksum can see it) is found before anything is served.
+func (s *SQLite) verifyAll(ctx context.Context) error {
+	bad := func(table, reason string) error {
+		return &CorruptError{Path: s.path, Table: table, Reason: reason}
+	}
+	rows, err := s.w.QueryContext(ctx, `PRAGMA integrity_check`)
+	if err != nil {
+		return s.damageErr(err)
+	}
+	var problems []string
+	for rows.Next() {
+		var m string
+		if err := rows.Scan(&m); err != nil {
+			rows.Close()
+			return s.damageErr(err)
+		}
+		if m != "ok" {
+			problems = append(problems, m)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		rows.Close()
+		return s.damageErr(err)
+	}
+	rows.Close()
+	if len(problems) > 0 {
+		return bad("database", "integrity check: "+strings.Join(problems[:min(len(problems), 3)], "; "))
+	}
+	ev, err := s.w.QueryContext(ctx, `SELECT stream, gen, seq, kind, data, time, sum FROM events ORDER BY stream, gen, seq`)
+	if err != nil {
+		return s.damageErr(err)
+	}
+	defer ev.Close()
+	var lastStream string
+	var lastGen, lastSeq int64 = 0, 0
+	first := true
+	for ev.Next() {
+		var e Event
+		var sum sql.NullInt64
+		if err := ev.Scan(&e.Stream, &e.Gen, &e.Seq, &e.Kind, &e.Data, &e.Time, &sum); err != nil {
+			return s.damageErr(err)
+		}
+		if !checkSum(sum, eventSum(e.Stream, e.Gen, e.Seq, e.Kind, e.Data, e.Time)) {
+			return &CorruptError{Path: s.path, Table: "events", Stream: e.Stream, Gen: e.Gen, Seq: e.Seq, Reason: "checksum does not match"}
+		}
+		if first || e.Stream != lastStream || e.Gen != lastGen {
+			lastSeq = 0
+		}
+		if e.Seq != lastSeq+1 {
+			return &CorruptError{Path: s.path, Table: "events", Stream: e.Stream, Gen: e.Gen, Seq: e.Seq,
+				Reason: fmt.Sprintf("the sequence jumps from %d", lastSeq)}
+		}
+		first, lastStream, lastGen, lastSeq = false, e.Stream, e.Gen, e.Seq
+	}
+	if err := ev.Err(); err != nil {
+		return s.damageErr(err)
+	}
+	if err := s.verifyTable(ctx, `SELECT key, val, sum FROM meta`, "meta", func(r *sql.Rows) (string, bool, error) {
+		var k string
+		var v []byte
+		var sum sql.NullInt64
+		err := r.Scan(&k, &v, &sum)
+		return k, checkSum(sum, metaSum(k, v)), err
+	}); err != nil {
+		return err
+	}
+	return s.verifyTable(ctx, `SELECT scope, key, n, sum FROM remembered`, "remembered", func(r *sql.Rows) (string, bool, error) {
+		var sc, k string
+		var n int64
+		var sum sql.NullInt64
+		err := r.Scan(&sc, &k, &n, &sum)
+		return sc + "/" + k, checkSum(sum, rememberedSum(sc, k, n)), err
+	})
+}
+
+func (s *SQLite) verifyTable(ctx context.Context, q, table string, row func(*sql.Rows) (string, bool, error)) error {
+	rows, err := s.w.QueryContext(ctx, q)
+	if err != nil {
+		return s.damageErr(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		key, ok, err := row(rows)
+		if err != nil {
+			return s.damageErr(err)
+		}
+		if !ok {
+			return &CorruptError{Path: s.path, Table: table, Key: key, Reason: "checksum does not match"}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return s.damageErr(err)
+	}
+	return nil
+}
+
+// damageErr turns SQLite's own corruption report into a CorruptError; other errors pass.
+func (s *SQLite) damageErr(err error) error {
+	if isCorruption(err) {
+		return &CorruptError{Path: s.path, Table: "database", Reason: err.Error()}
+	}
+	return fmt.Errorf("store: verify %s: %w", s.path, err)
+}
+
+// The files beside the database. The identity file records that a store was created at this path
+// (and which one); the clean file is written by Close and removed by Open, so that its absence at
+// Open means the last run did not end cleanly.
+func identityPath(db string) string { return db + ".identity" }
+func cleanPath(db string) string    { return db + ".clean" }
+
+const cleanContent = "closed cleanly\n"
+
+func exists(path string) (bool, error) {
+	_, err := os.Lstat(path)
+	if err == nil {
+		return true, nil
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	return false, err
+}
+
+// writeFileSync writes a small file and makes it and its name durable.
+func writeFileSync(path string, b []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// takeClean reports whether the last run closed the store cleanly, and removes the record of it.
+func takeClean(db string) (bool, error) {
+	b, err := os.ReadFile(cleanPath(db))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := os.Remove(cleanPath(db)); err != nil {
+		return false, err
+	}
+	if err := syncDir(filepath.Dir(db)); err != nil {
+		return false, err
+	}
+	return string(b) == cleanContent, nil
+}
+
+func readIdentity(db string) (string, bool, error) {
+	f, err := os.Open(identityPath(db))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return "", false, err
+	}
+	return strings.TrimSpace(string(b)), true, nil
+}
+
+// The head file (path + ".head") records how many events the store held after its newest commit.
+// Events are append-only, so the count only grows; a database that holds fewer than its head file
+// says lost commits it had acknowledged (a write-ahead log cut short, a database file replaced by
+// an older copy), which SQLite alone would serve as a shorter past. The file is written after
+// every commit that appended (without waiting for the disk: it outlives a process crash, and after
+// a power loss it can only be behind the database, never ahead of it when commits wait for the
+// disk) and made durable at Open and Close.
+func headPath(db string) string { return db + ".head" }
+
+const headLen = len("loom head 00000000000000000000 00000000\n")
+
+func headRecord(n int64) []byte {
+	body := fmt.Sprintf("loom head %020d", n)
+	return fmt.Appendf(nil, "%s %08x\n", body, uint32(sumOf([]byte(body))))
+}
+
+// openHead checks the head file against the events the database holds, then keeps it open for
+// writing.
+func (s *SQLite) openHead(ctx context.Context) error {
+	if err := s.w.QueryRowContext(ctx, `SELECT count(*) FROM events`).Scan(&s.events); err != nil {
+		return s.damageErr(err)
+	}
+	b, err := os.ReadFile(headPath(s.path))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("store: head of %s: %w", s.path, err)
+	default:
+		var n int64
+		var sum uint32
+		if len(b) != headLen {
+			return &CorruptError{Path: s.path, Table: "head", Reason: fmt.Sprintf("the head file %s is %d bytes long", headPath(s.path), len(b))}
+		}
+		if _, err := fmt.Sscanf(string(b), "loom head %d %x\n", &n, &sum); err != nil || string(headRecord(n)) != string(b) {
+			return &CorruptError{Path: s.path, Table: "head", Reason: fmt.Sprintf("the head file %s does not check", headPath(s.path))}
+		}
+		if s.events < n {
+			return &CorruptError{Path: s.path, Table: "events",
+				Reason: fmt.Sprintf("the database holds %d events and had acknowledged %d: commits were lost", s.events, n)}
+		}
+	}
+	f, err := os.OpenFile(headPath(s.path), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return fmt.Errorf("store: head of %s: %w", s.path, err)
+	}
+	s.head = f
+	s.writeHead()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("store: head of %s: %w", s.path, err)
+	}
+	return syncDir(filepath.Dir(s.path))
+}
+
+// writeHead records the event count; an error leaves the file behind the database, which the
+// check at Open allows.
+func (s *SQLite) writeHead() {
+	if s.head != nil {
+		_, _ = s.head.WriteAt(headRecord(s.events), 0)
+	}
+}

@@ -1,0 +1,285 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// migrate brings a store of an older schema to schemaVersion. Version 0 (written before
+// checksums): the sum columns are added and every row is summed as it stands, in one transaction
+// (the append-only trigger is lifted for that one update and put back). Damage that happened
+// before the migration is therefore taken as the record; everything written or read after it is
+// checked.
+func (s *SQLite) migrate(ctx context.Context) error {
+	var v int
+	if err := s.w.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil {
+		return s.damageErr(err)
+	}
+	if v == schemaVersion {
+		return nil
+	}
+	if v > schemaVersion {
+		return fmt.Errorf("store: %s has schema version %d, newer than this engine's %d", s.path, v, schemaVersion)
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: migrate %s: %w", s.path, err)
+	}
+	defer tx.Rollback()
+	for _, table := range []string{"events", "meta", "remembered"} {
+		has, err := hasColumn(ctx, tx, table, "sum")
+		if err != nil {
+			return fmt.Errorf("store: migrate %s: %w", s.path, err)
+		}
+		if !has {
+			if _, err := tx.ExecContext(ctx, `ALTER TABLE `+table+` ADD COLUMN sum INTEGER`); err != nil {
+				return fmt.Errorf("store: migrate %s: %w", s.path, err)
+			}
+		}
+	}
+	steps := []struct {
+		sel, upd string
+		sum      func(r *sql.Rows) ([]any, error)
+	}{
+		{`SELECT stream, gen, seq, kind, data, time FROM events WHERE sum IS NULL`,
+			`UPDATE events SET sum = ? WHERE stream = ? AND gen = ? AND seq = ?`,
+			func(r *sql.Rows) ([]any, error) {
+				var e Event
+				if err := r.Scan(&e.Stream, &e.Gen, &e.Seq, &e.Kind, &e.Data, &e.Time); err != nil {
+					return nil, err
+				}
+				return []any{eventSum(e.Stream, e.Gen, e.Seq, e.Kind, e.Data, e.Time), e.Stream, e.Gen, e.Seq}, nil
+			}},
+		{`SELECT key, val FROM meta WHERE sum IS NULL`, `UPDATE meta SET sum = ? WHERE key = ?`,
+			func(r *sql.Rows) ([]any, error) {
+				var k string
+				var v []byte
+				if err := r.Scan(&k, &v); err != nil {
+					return nil, err
+				}
+				return []any{metaSum(k, v), k}, nil
+			}},
+		{`SELECT scope, key, n FROM remembered WHERE sum IS NULL`, `UPDATE remembered SET sum = ? WHERE scope = ? AND key = ?`,
+			func(r *sql.Rows) ([]any, error) {
+				var sc, k string
+				var n int64
+				if err := r.Scan(&sc, &k, &n); err != nil {
+					return nil, err
+				}
+				return []any{rememberedSum(sc, k, n), sc, k}, nil
+			}},
+	}
+	if _, err := tx.ExecContext(ctx, `DROP TRIGGER IF EXISTS events_append_only_u`); err != nil {
+		return fmt.Errorf("store: migrate %s: %w", s.path, err)
+	}
+	for _, st := range steps {
+		rows, err := tx.QueryContext(ctx, st.sel)
+		if err != nil {
+			return s.damageErr(err)
+		}
+		var updates [][]any
+		for rows.Next() {
+			args, err := st.sum(rows)
+			if err != nil {
+				rows.Close()
+				return s.damageErr(err)
+			}
+			updates = append(updates, args)
+		}
+		if err := rows.Err(); err != nil {
+			rows.Close()
+			return s.damageErr(err)
+		}
+		rows.Close()
+		for _, args := range updates {
+			if _, err := tx.ExecContext(ctx, st.upd, args...); err != nil {
+				return fmt.Errorf("store: migrate %s: %w", s.path, err)
+			}
+		}
+	}
+	if _, err := tx.ExecContext(ctx, appendOnlyUpdate); err != nil {
+		return fmt.Errorf("store: migrate %s: %w", s.path, err)
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion)); err != nil {
+		return fmt.Errorf("store: migrate %s: %w", s.path, err)
+	}
+	return tx.Commit()
+}
+
+func hasColumn(ctx context.Context, tx *sql.Tx, table, col string) (bool, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT name FROM pragma_table_info(?)`, table)
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return false, err
+		}
+		if n == col {
+			return true, nil
+		}
+	}
+	return false, rows.Err()
+}
+
+const identityPrefix = "loom store "
+
+// ensureIdentity reconciles the identity recorded in the database with the identity file beside
+// it. A database without one gets a new identity (a new store, or one written before
+// identities); the file is then written from the database. A file naming a store the database
+// does not hold (the database was replaced by a new one, or lost everything it held) is
+// ErrMissing unless allowEmpty; a file that disagrees with the database's own identity is damage.
+func (s *SQLite) ensureIdentity(ctx context.Context, idFile string, hasIDFile, allowEmpty bool) error {
+	var id string
+	var sum int64
+	err := s.w.QueryRowContext(ctx, `SELECT id, sum FROM identity WHERE one = 1`).Scan(&id, &sum)
+	switch {
+	case err == sql.ErrNoRows:
+		if hasIDFile && !allowEmpty {
+			return fmt.Errorf("%w: %s was created as a store (%s) and its database holds none", ErrMissing, s.path, identityPath(s.path))
+		}
+		b := make([]byte, 16)
+		_, _ = rand.Read(b)
+		id = hex.EncodeToString(b)
+		if _, err := s.w.ExecContext(ctx, `INSERT INTO identity (one, id, sum) VALUES (1, ?, ?)`, id, sumOf([]byte("identity"), []byte(id))); err != nil {
+			return fmt.Errorf("store: identity of %s: %w", s.path, err)
+		}
+	case err != nil:
+		return s.damageErr(err)
+	case sum != sumOf([]byte("identity"), []byte(id)):
+		return &CorruptError{Path: s.path, Table: "identity", Reason: "checksum does not match"}
+	case hasIDFile && !wellFormedIdentity(idFile):
+		return &CorruptError{Path: s.path, Table: "identity", Reason: fmt.Sprintf("the identity file %s is not one", identityPath(s.path))}
+	case hasIDFile && idFile != identityPrefix+id && !allowEmpty:
+		return fmt.Errorf("%w: %s was created as another store (%s) than the database holds", ErrMissing, s.path, identityPath(s.path))
+	case hasIDFile && idFile == identityPrefix+id:
+		return nil
+	}
+	// A store new to this path: whatever head file an earlier one left does not count.
+	if err := os.Remove(headPath(s.path)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("store: head of %s: %w", s.path, err)
+	}
+	if err := writeFileSync(identityPath(s.path), []byte(identityPrefix+id+"\n")); err != nil {
+		return fmt.Errorf("store: identity of %s: %w", s.path, err)
+	}
+	return nil
+}
+
+func wellFormedIdentity(s string) bool {
+	id, ok := strings.CutPrefix(s, identityPrefix)
+	if !ok || len(id) != 32 {
+		return false
+	}
+	_, err := hex.DecodeString(id)
+	return err == nil
+}
+
+// Backup writes a consistent copy of the store, as of one instant, to dest (which must not
+// exist), while writes go on: it reads a snapshot that includes every commit still in the
+// write-ahead log (SQLite's VACUUM INTO) and makes the copy durable. The copy is a database file a
+// Restore installs; it holds the identity, every event, the metadata and the remembered keys.
+//
+// Errors: ErrClosed; a dest that exists; the copy cannot be written.
+//
+//	if err := st.Backup(ctx, "/backups/loom-2026-12-01.db"); err != nil { return err }
+func (s *SQLite) Backup(ctx context.Context, dest string) error {
+	if err := s.alive(); err != nil {
+		return err
+	}
+	return BackupFile(ctx, s.path, dest)
+}
+
+// BackupFile is Backup of the store at path from outside the process that has it open (or of a
+// store no process has open): it reads through a read-only connection of its own, which sees
+// every committed write, including those still in the write-ahead log, and changes nothing.
+//
+// Errors: no database at path; a dest that exists; the copy cannot be written.
+//
+//	err := store.BackupFile(ctx, "/var/lib/loom/loom.db", "/backups/loom.db")
+func BackupFile(ctx context.Context, path, dest string) error {
+	if ok, err := exists(path); err != nil || !ok {
+		if err == nil {
+			err = os.ErrNotExist
+		}
+		return fmt.Errorf("store: backup of %s: %w", path, err)
+	}
+	if ok, err := exists(dest); err != nil || ok {
+		if err == nil {
+			err = os.ErrExist
+		}
+		return fmt.Errorf("store: backup to %s: %w", dest, err)
+	}
+	q := url.Values{}
+	q.Add("mode", "ro")
+	q.Add("_pragma", "busy_timeout(10000)")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return fmt.Errorf("store: backup: %w", err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if _, err := db.ExecContext(ctx, `VACUUM INTO ?`, dest); err != nil {
+		if isCorruption(err) {
+			return &CorruptError{Path: path, Table: "database", Reason: err.Error()}
+		}
+		return fmt.Errorf("store: backup to %s: %w", dest, err)
+	}
+	f, err := os.Open(dest)
+	if err != nil {
+		return fmt.Errorf("store: backup to %s: %w", dest, err)
+	}
+	err = f.Sync()
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("store: backup to %s: %w", dest, err)
+	}
+	return syncDir(filepath.Dir(dest))
+}
+
+// Restore installs the backup file at path, where no store may be (neither a database nor an
+// identity file), and checks it as an unclean Open would: every row's checksum, every stream's
+// sequence and SQLite's integrity check. A backup that does not pass is removed again.
+//
+// Errors: a store already at path (os.ErrExist, wrapped); *CorruptError for a damaged backup;
+// file errors.
+//
+//	if err := store.Restore(ctx, "/backups/loom.db", filepath.Join(dir, "loom.db")); err != nil { return err }
+func Restore(ctx context.Context, backup, path string) error {
+	for _, p := range []string{path, identityPath(path), headPath(path), path + "-wal"} {
+		if ok, err := exists(p); err != nil || ok {
+			if err == nil {
+				err = os.ErrExist
+			}
+			return fmt.Errorf("store: restore into %s: %w", p, err)
+		}
+	}
+	b, err := os.ReadFile(backup)
+	if err != nil {
+		return fmt.Errorf("store: restore: %w", err)
+	}
+	if !strings.HasPrefix(string(b), "SQLite format 3\x00") {
+		return &CorruptError{Path: backup, Table: "database", Reason: "not a database file"}
+	}
+	_ = os.Remove(cleanPath(path))
+	if err := writeFileSync(path, b); err != nil {
+		return fmt.Errorf("store: restore: %w", err)
+	}
+	st, err := Open(ctx, path, Options{})
+	if err != nil {
+		for _, p := range []string{path, path + "-wal", path + "-shm", identityPath(path), cleanPath(path), headPath(path)} {
+			_ = os.Remove(p)
+		}
+		return err
+	}
+	return st.Close()
+}
