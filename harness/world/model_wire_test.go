@@ -192,3 +192,69 @@ func TestOfficialShapeWithReferenceClient(t *testing.T) {
 		assert.Equal(t, model.Response{Content: "re: hello", FinishReason: "stop"}, resp)
 	}
 }
+
+func TestModelScriptedStreamForms(t *testing.T) {
+	chunks := []string{"Hel", "lo, ", `"you"`}
+	calls := []world.ToolCall{{ID: "c1", Name: "lookup", Arguments: `{"q":"a,b"}`}}
+	streamed := strings.Replace(chatBody, "%s", `,"stream":true`, 1)
+	forms := map[string]world.Reply{
+		"keep-alive comments":     {Chunks: chunks, ToolCalls: calls, KeepAlive: true},
+		"several data lines":      {Chunks: chunks, ToolCalls: calls, MultiLine: true},
+		"a usage-only chunk":      {Chunks: chunks, ToolCalls: calls, UsageChunk: true},
+		"a plain JSON answer":     {Chunks: chunks, ToolCalls: calls, Plain: true},
+		"every form but plain":    {Chunks: chunks, ToolCalls: calls, KeepAlive: true, MultiLine: true, UsageChunk: true},
+		"the default (reference)": {Chunks: chunks, ToolCalls: calls},
+	}
+	for name, reply := range forms {
+		t.Run(name, func(t *testing.T) {
+			w := start(t, world.Options{})
+			require.NoError(t, w.Model().Enqueue(reply, reply))
+			resp, body := rawPost(t, w.URL()+world.PathModel, "application/json", streamed)
+			require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+			if reply.Plain {
+				assert.Equal(t, "application/json; charset=utf-8", resp.Header.Get("Content-Type"))
+				var got wireAnswer
+				require.NoError(t, json.Unmarshal(body, &got), string(body))
+				assert.Equal(t, "chat.completion", got.Object)
+				checkUsage(t, got.Usage, 13, 8) // `Hello, "you"` 3, "lookup" 2, its arguments 3
+			} else {
+				assert.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+				events, comments := sseEvents(t, body)
+				assert.Equal(t, "[DONE]", events[len(events)-1])
+				var usageChunks int
+				for _, e := range events[:len(events)-1] {
+					var ch wireAnswer
+					require.NoError(t, json.Unmarshal([]byte(e), &ch), e)
+					if len(ch.Choices) == 0 {
+						usageChunks++
+						checkUsage(t, ch.Usage, 13, 8)
+					}
+				}
+				assert.Equal(t, map[bool]int{true: 1, false: 0}[reply.UsageChunk], usageChunks)
+				if reply.KeepAlive {
+					assert.Len(t, comments, len(events), "a comment before every event")
+				} else {
+					assert.Empty(t, comments)
+				}
+				multi := 0
+				for _, l := range sseLines(t, body) {
+					if strings.HasPrefix(l, "data: ") && !strings.HasSuffix(l, "}") && l != "data: [DONE]" {
+						multi++
+					}
+				}
+				if reply.MultiLine {
+					assert.Greater(t, multi, len(events), "events spread over several data lines")
+				} else {
+					assert.Zero(t, multi, "one data line per event")
+				}
+			}
+			// The reference's client reads every form as the same answer.
+			var deltas []string
+			got, err := client(w, true).Complete(bounded(t), model.Request{Messages: userMsgs("x")}, func(s string) { deltas = append(deltas, s) })
+			require.NoError(t, err)
+			assert.Equal(t, model.Response{Content: `Hello, "you"`, FinishReason: "tool_calls",
+				ToolCalls: []model.ToolCall{{ID: "c1", Name: "lookup", Arguments: `{"q":"a,b"}`}}}, got)
+			assert.Equal(t, `Hello, "you"`, strings.Join(deltas, ""))
+		})
+	}
+}
