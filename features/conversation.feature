@@ -24,7 +24,7 @@ Feature: A conversation is one durable dialogue
       | user | hi there |
 
   @profile:core @req:ADR0122-D1-09
-  Scenario Outline: A model answer streamed with <form> is read like any other
+  Scenario Outline: A model's answer sent with <form> is read like any other
     Real providers send more than one data line per event: keep-alive comments, JSON spread over
     several data lines, a last chunk that only reports usage, or a plain JSON answer from a server
     that ignores "stream". A system reads them all as the same reply.
