@@ -139,7 +139,7 @@ func TestEventSourceResume(t *testing.T) {
 	}))
 	t.Cleanup(pages.Close)
 
-	const token, convID = "tok-alice", "browser-resume"
+	const token, chosenID = "tok-alice", "browser-resume"
 	addr := freeAddr(t)
 	serverURL := "http://" + addr
 	key := make([]byte, 32)
@@ -169,9 +169,14 @@ func TestEventSourceResume(t *testing.T) {
 	if _, err := client.do(ctx, http.MethodGet, "/.well-known/loom", nil, &discovery); err != nil {
 		t.Fatal(err)
 	}
-	if code, err := client.do(ctx, http.MethodPost, "/conversations", map[string]string{"id": convID}, nil); err != nil || code != http.StatusCreated {
-		t.Fatalf("POST /conversations: %d %v", code, err)
+	// A chosen id is scoped to its chooser: the conversation's id is the one the answer names.
+	var started struct {
+		ID string `json:"id"`
 	}
+	if code, err := client.do(ctx, http.MethodPost, "/conversations", map[string]string{"id": chosenID}, &started); err != nil || code != http.StatusCreated || started.ID == "" {
+		t.Fatalf("POST /conversations: %d %v %q", code, err, started.ID)
+	}
+	convID := started.ID
 
 	// The first turn's reply streams two chunks and stops at the hold; the crash cuts it there.
 	// After the restart the turn is produced again and its second run stops at the same hold.
