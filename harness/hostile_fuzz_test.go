@@ -64,12 +64,17 @@ func (h hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(body)
 }
 
+// hostileInstance holds the engine in a named field, not embedded: an embedded engine would
+// promote its Serve (harness.Server), and the kit would then serve the engine's own handler
+// instead of the spoiling one.
 type hostileInstance struct {
-	*reference.Engine
-	h http.Handler
+	eng *reference.Engine
+	h   http.Handler
 }
 
 func (i hostileInstance) Handler() http.Handler { return i.h }
+func (i hostileInstance) Crash()                { i.eng.Crash() }
+func (i hostileInstance) Close() error          { return i.eng.Close() }
 
 // hostileTags select scenarios that walk the main routes: turns and history, the uniform 404 on
 // every route, a stream attached mid-reply, malformed cursors.
@@ -96,7 +101,7 @@ func FuzzHostileSUT(f *testing.F) {
 			if err != nil {
 				return nil, err
 			}
-			return hostileInstance{Engine: eng, h: hostile{next: eng.Handler(), n: new(atomic.Int64), at: int64(at % 24), mode: mode, body: body}}, nil
+			return hostileInstance{eng: eng, h: hostile{next: eng.Handler(), n: new(atomic.Int64), at: int64(at % 24), mode: mode, body: body}}, nil
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()

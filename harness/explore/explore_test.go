@@ -65,12 +65,19 @@ func TestPlainDialogueAtEveryWrite(t *testing.T) {
 
 // broken wraps the reference so that every instance after the first (a restart) passes each
 // request through change before the engine sees it.
+// The engine sits in a named field, not embedded, so that its Serve (harness.Server) is not
+// promoted: the kit must serve the changing handler, not the engine's own. Its crash hook
+// (harness.WriteCrasher) is forwarded.
 type broken struct {
-	*reference.Engine
-	h http.Handler
+	eng *reference.Engine
+	h   http.Handler
 }
 
-func (b broken) Handler() http.Handler { return b.h }
+func (b broken) Handler() http.Handler                   { return b.h }
+func (b broken) Crash()                                  { b.eng.Crash() }
+func (b broken) Close() error                            { return b.eng.Close() }
+func (b broken) DurableWrites() int64                    { return b.eng.DurableWrites() }
+func (b broken) CrashAfterWrite(n int64) <-chan struct{} { return b.eng.CrashAfterWrite(n) }
 
 func brokenAfterRestart(change func(r *http.Request) (answer bool, rw func(http.ResponseWriter))) harness.Factory {
 	var mu sync.Mutex
@@ -88,7 +95,7 @@ func brokenAfterRestart(change func(r *http.Request) (answer bool, rw func(http.
 			return eng, nil
 		}
 		inner := eng.Handler()
-		return broken{Engine: eng, h: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		return broken{eng: eng, h: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if answer, write := change(r); answer {
 				write(w)
 				return
