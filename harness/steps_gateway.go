@@ -918,7 +918,7 @@ func (s *scenario) readSlow() error {
 	if s.slowConn == nil {
 		return harnessErr("no slow stream is open")
 	}
-	_ = s.slowConn.SetReadDeadline(time.Now().Add(s.run.opt.StepTimeout))
+	_ = s.slowConn.SetReadDeadline(s.stepDeadline())
 	br := bufio.NewReaderSize(s.slowConn, 64<<10)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
