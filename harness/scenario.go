@@ -106,7 +106,9 @@ type scenario struct {
 	msgSeq  int
 	// injected is what the model of the last turn execution started through the runtime door was told.
 	injected string
-	saved    map[string]string
+	// injectedBy and injectedID are who started that turn execution, and its id.
+	injectedBy, injectedID string
+	saved                  map[string]string
 
 	holds        []*world.Hold
 	toolHolds    map[string][]*world.Hold
