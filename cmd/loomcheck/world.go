@@ -6,10 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/loomcheck/loomcheck/harness"
 	"github.com/loomcheck/loomcheck/harness/world"
@@ -42,31 +45,63 @@ func startWorld(path string) (*spec.SUTConfig, *world.World, error) {
 }
 
 func cmdWorld(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return runWorld(ctx, args, stdout, stderr)
+}
+
+// runWorld is the world command until ctx ends: it serves the world, scripted by --script and
+// by the control API (world.ControlHandler) on the same address.
+func runWorld(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("world", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8090", "HOST:PORT the world listens on; the system under test must reach it there")
 	dataDir := fs.String("data", "loom-data", "the dataDir to put into the printed configuration")
 	listen := fs.String("listen", "127.0.0.1:8080", "the listen address to put into the printed configuration")
 	printOnly := fs.Bool("print", false, "print the configuration and exit")
+	scriptFile := fs.String("script", "", "a script (spec/world.md, Scripting the world by hand) the world starts with")
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
 	}
-	w := world.New(world.Options{})
-	if _, err := w.Start(*addr); err != nil {
+	var script world.Script
+	if *scriptFile != "" {
+		b, err := os.ReadFile(*scriptFile)
+		if err == nil {
+			script, err = world.LoadScript(b)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "loomcheck world: --script %s: %v\n", *scriptFile, err)
+			return exitUsage
+		}
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
 		fmt.Fprintf(stderr, "loomcheck world: %v\n", err)
 		return exitUsage
 	}
+	w := world.New(world.Options{URL: "http://" + ln.Addr().String()})
 	defer w.Close()
+	if err := w.Apply(script); err != nil {
+		ln.Close()
+		fmt.Fprintf(stderr, "loomcheck world: --script %s: %v\n", *scriptFile, err)
+		return exitUsage
+	}
+	mux := http.NewServeMux()
+	mux.Handle(world.PathControl, world.ControlHandler(w))
+	mux.Handle("/", w.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+
 	cfg := harness.RemoteConfig(w, spec.SUTConfig{Listen: *listen, DataDir: *dataDir})
 	b, _ := json.MarshalIndent(cfg, "", "  ")
 	fmt.Fprintln(stdout, string(b))
 	if *printOnly {
 		return exitConformant
 	}
-	fmt.Fprintf(stderr, "the world answers on http://%s with its default behaviour, for trying things by hand.\n"+
+	fmt.Fprintf(stderr, "the world answers on %s, for trying things by hand: its default behaviour, plus what --script and\n"+
+		"  POST %s/control/script add (GET %s/control/model/requests shows what the model was asked).\n"+
 		"Save the configuration above (or print it with --print), start the system under test with it, stop this, and run:\n"+
-		"  loomcheck run --target http://%s --world-config FILE\n", *addr, *listen)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+		"  loomcheck run --target http://%s --world-config FILE\n", w.URL(), w.URL(), w.URL(), *listen)
 	<-ctx.Done()
 	return exitConformant
 }
