@@ -89,7 +89,8 @@ Feature: Live deltas are transient, attributed and caught up
     Then turn 1 is answered "one two three"
     When alice opens the event stream
     Then alice's stream has delivered 2 messages
-    And alice's stream got exactly these events:
+    When alice sends "again"
+    Then alice's stream got exactly these events before the message of turn 2:
       | event   | turn | role      | status   | text          |
       | status  |      |           |          |               |
       | message | 1    | user      | accepted | count         |

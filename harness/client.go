@@ -135,7 +135,7 @@ func (c *client) do(ctx context.Context, who, method, path string, body any, o r
 			return nil, harnessErr("the run was stopped: %v", c.s.ctx.Err())
 		}
 		if ctx.Err() != nil {
-			return nil, fail(op, "no answer within the step timeout", "an HTTP answer")
+			return nil, fail(op, "no answer", "an HTTP answer")
 		}
 		return nil, fail(op, "no answer ("+err.Error()+")", "an HTTP answer")
 	}

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/loomcheck/loomcheck/spec"
 )
@@ -91,6 +92,11 @@ var (
 
 // Failure is the SUT breaking a rule: which operation, what it got, what was wanted.
 //
+// Timeout is non-zero when the step that failed waited out the kit's step timeout (Options.
+// StepTimeout) without seeing what it wanted: the system may be wrong, or only slower than the
+// bound (a loaded machine, the race detector). Error then says so and names the knobs that raise
+// it (--step-timeout, LOOMCHECK_STEP_TIMEOUT); a timeout is still the system's failure.
+//
 //	return &harness.Failure{Op: "GET /conversations/c1", Got: "429", Want: "404"}
 type Failure struct {
 	Requirement string
@@ -98,9 +104,24 @@ type Failure struct {
 	Op          string
 	Got         string
 	Want        string
+	Timeout     time.Duration
 }
 
-func (f *Failure) Error() string { return fmt.Sprintf("%s: got %s, want %s", f.Op, f.Got, f.Want) }
+func (f *Failure) Error() string {
+	msg := fmt.Sprintf("%s: got %s, want %s", f.Op, f.Got, f.Want)
+	if f.Timeout > 0 {
+		msg += "; " + TimeoutNote(f.Timeout)
+	}
+	return msg
+}
+
+// TimeoutNote is the sentence a failure that ran out of the kit's step timeout d carries: that
+// the bound was the kit's, and how to raise it.
+//
+//	fmt.Println(harness.TimeoutNote(10 * time.Second))
+func TimeoutNote(d time.Duration) string {
+	return fmt.Sprintf("the kit's step timeout of %s ran out first (a slow machine or the race detector may need more: --step-timeout or LOOMCHECK_STEP_TIMEOUT raises it)", d)
+}
 
 // Is makes errors.Is(err, ErrNonConformant) true.
 func (f *Failure) Is(target error) bool { return target == ErrNonConformant }

@@ -86,10 +86,15 @@ var hostileTags = []string{"@req:ADR0122-D1-01", "@req:ADR0122-D8-01", "@req:ADR
 // failed (a *Failure) or not applicable, never as a harness error, and the kit never panics. A
 // discovery document that cannot be read stops the run with a clean error (exit 2).
 //
-// Seeds: each scenario with its first answers spoiled in each way, testdata/fuzz.
+// Seeds: each scenario with its first answers spoiled in each way, testdata/fuzz. With -short
+// (the race detector's pass of the test command) each scenario gets one seed; testdata/fuzz and
+// the run without -short keep them all.
 func FuzzHostileSUT(f *testing.F) {
 	for i := range hostileTags {
 		f.Add(uint8(i), uint8(1), uint8(0), []byte(`{"error":"not found"}`))
+		if testing.Short() {
+			continue
+		}
 		f.Add(uint8(i), uint8(3), uint8(1), []byte(`[]`))
 		f.Add(uint8(i), uint8(2), uint8(2), []byte(`text/html`))
 		f.Add(uint8(i), uint8(4), uint8(3), []byte(``))

@@ -428,6 +428,7 @@ func (r *runner) initScenario(sc *godog.ScenarioContext) {
 	var stepStart time.Time
 	sc.StepContext().Before(func(ctx context.Context, st *godog.Step) (context.Context, error) {
 		stepStart = time.Now()
+		s.stepBegins()
 		return ctx, nil
 	})
 	sc.StepContext().After(func(ctx context.Context, st *godog.Step, status godog.StepResultStatus, err error) (context.Context, error) {
@@ -436,6 +437,9 @@ func (r *runner) initScenario(sc *godog.ScenarioContext) {
 			if err != nil {
 				status = godog.StepFailed
 			}
+		}
+		if err != nil {
+			s.markTimeout(err)
 		}
 		if res != nil && stepIndex < len(res.Steps) {
 			rs := &res.Steps[stepIndex]

@@ -90,6 +90,9 @@ type scenario struct {
 	cl        *client
 	dir       string
 	transport *http.Transport
+	// waits are the deadlines of the current step's bounded waits (wait, stepDeadline), kept
+	// under mu: a step that fails after one of them passed ran out of the step timeout.
+	waits []time.Time
 
 	cfg     spec.SUTConfig
 	drv     driver
@@ -103,7 +106,9 @@ type scenario struct {
 	msgSeq  int
 	// injected is what the model of the last turn execution started through the runtime door was told.
 	injected string
-	saved    map[string]string
+	// injectedBy and injectedID are who started that turn execution, and its id.
+	injectedBy, injectedID string
+	saved                  map[string]string
 
 	holds        []*world.Hold
 	toolHolds    map[string][]*world.Hold
@@ -297,9 +302,45 @@ func (s *scenario) takeAsync() error {
 	return err
 }
 
-// wait returns a context for one bounded wait.
+// wait returns a context for one bounded wait: it ends after the step timeout. A step that
+// fails after it ended reports that the kit's timeout ran out (Failure.Timeout).
 func (s *scenario) wait() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(s.ctx, s.run.opt.StepTimeout)
+	return context.WithDeadline(s.ctx, s.stepDeadline())
+}
+
+// stepDeadline is the instant one bounded wait of the current step gives up (a read deadline on
+// a raw connection); it is remembered like wait's.
+func (s *scenario) stepDeadline() time.Time {
+	d := time.Now().Add(s.run.opt.StepTimeout)
+	s.mu.Lock()
+	s.waits = append(s.waits, d)
+	s.mu.Unlock()
+	return d
+}
+
+// stepBegins forgets the previous step's waits.
+func (s *scenario) stepBegins() {
+	s.mu.Lock()
+	s.waits = s.waits[:0]
+	s.mu.Unlock()
+}
+
+// markTimeout sets Failure.Timeout on err's failure when one of the step's waits ran out before
+// the step ended: the failure is then told apart from a plain breach of a rule.
+func (s *scenario) markTimeout(err error) {
+	var f *Failure
+	if !errors.As(err, &f) || f.Timeout > 0 {
+		return
+	}
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range s.waits {
+		if !now.Before(d) {
+			f.Timeout = s.run.opt.StepTimeout
+			return
+		}
+	}
 }
 
 func (s *scenario) conv(name string) (*conv, error) {

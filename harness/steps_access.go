@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -246,12 +247,15 @@ func (s *scenario) injectTurn(who string, turn int64, text string) error {
 		return err
 	}
 	s.injected = text
+	s.injectedBy, s.injectedID = who, id
 	return nil
 }
 
 // injectionSettled waits, when the runtime door started the turn execution injectTurn asked for,
-// until the model has finished answering its request (so whatever it streamed has been handed to
-// the system); a refused start leaves nothing to wait for.
+// until the model has finished answering its request and then until the execution's log, read by
+// its starter, says it is done: whatever live text it could hand to the conversation's streams it
+// has handed by then, so a later event of the owner's own turn is a sentinel after it. A refused
+// start leaves nothing to wait for.
 func (s *scenario) injectionSettled() error {
 	if s.last == nil || s.injected == "" {
 		return harnessErr("no turn execution has been started through the runtime door")
@@ -266,12 +270,53 @@ func (s *scenario) injectionSettled() error {
 	for {
 		for _, r := range s.world.Model().Requests() {
 			if r.Finished && lastUserOf(r.Messages) == s.injected {
-				return nil
+				return s.executionDone(ctx, s.injectedBy, s.injectedID)
 			}
 		}
 		select {
 		case <-ctx.Done():
 			return fail("the model", "no finished request for "+s.injected, "the started turn execution's model call, finished")
+		case <-tick.C:
+		}
+	}
+}
+
+// executionDone reads the runtime door's log of the execution id, as who, page after page, until
+// it says done (the execution has ended and the log is read to its end); it polls while it is not.
+func (s *scenario) executionDone(ctx context.Context, who, id string) error {
+	op := "GET /runtime/executions/" + id + "/log"
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	cursor := ""
+	for {
+		q := "?limit=500"
+		if cursor != "" {
+			q += "&cursor=" + url.QueryEscape(cursor)
+		}
+		r, err := s.cl.do(ctx, who, http.MethodGet, "/runtime/executions/"+url.PathEscape(id)+"/log"+q, nil, reqOpts{})
+		if err != nil {
+			return err
+		}
+		if r.status != http.StatusOK {
+			return fail(op, fmt.Sprint(r.status), "200: the starter reads its own execution's log")
+		}
+		var p struct {
+			NextCursor string `json:"nextCursor"`
+			Done       bool   `json:"done"`
+		}
+		if err := r.json(&p); err != nil {
+			return err
+		}
+		if p.Done {
+			return nil
+		}
+		if p.NextCursor != "" && p.NextCursor != cursor {
+			cursor = p.NextCursor
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return fail(op, "an execution not done", "the started turn execution done, its model having answered")
 		case <-tick.C:
 		}
 	}

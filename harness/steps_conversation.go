@@ -226,7 +226,7 @@ func (s *scenario) waitHistory(who, what string, pred func([]entry) bool) ([]ent
 		}
 		select {
 		case <-ctx.Done():
-			return last, fail("the transcript", describeEntries(last), what+fmt.Sprintf(" (waited %s; --step-timeout or LOOMCHECK_STEP_TIMEOUT raises the bound)", s.run.opt.StepTimeout))
+			return last, fail("the transcript", describeEntries(last), what)
 		case <-tick.C:
 		}
 	}

@@ -363,7 +363,7 @@ func (s *scenario) registerEdge(sc *godog.ScenarioContext) {
 		if _, err := conn.Write(b[len(b)/2:]); err != nil {
 			return fail("POST "+p+"/turns", "the connection closed before the second half: "+err.Error(), "the whole body read")
 		}
-		_ = conn.SetReadDeadline(time.Now().Add(s.run.opt.StepTimeout))
+		_ = conn.SetReadDeadline(s.stepDeadline())
 		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 		op := "POST " + p + "/turns (in two halves)"
 		if err != nil {

@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -597,7 +596,7 @@ func (s *scenario) nowhere(who, secret string) error {
 		return err
 	}
 	defer st.close()
-	ctx, cancel := context.WithTimeout(s.ctx, s.run.opt.StepTimeout)
+	ctx, cancel := s.wait()
 	defer cancel()
 	evs, err := st.waitFor(ctx, "the failed reply on the stream", func(evs []sseEvent, _ bool) bool {
 		for _, e := range evs {

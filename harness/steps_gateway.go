@@ -653,19 +653,6 @@ func (s *scenario) registerGateway(sc *godog.ScenarioContext) {
 		}
 		return s.waitLive(st, unescape(text))
 	})
-	sc.Step(`^the stream of conversation "([^"]*)" shows nothing of "((?:[^"\\]|\\.)*)"$`, func(name, text string) error {
-		st, err := s.streamFor(name)
-		if err != nil {
-			return err
-		}
-		evs, _ := st.snapshot()
-		for _, e := range evs {
-			if strings.Contains(e.Data, unescape(text)) {
-				return fail(st.op, fmt.Sprintf("a %s event holding %q", e.Event, text), "nothing of another conversation")
-			}
-		}
-		return nil
-	})
 	sc.Step(`^the model has streamed its first words$`, func() error {
 		if len(s.holds) == 0 {
 			return harnessErr("the model was not scripted to wait")
@@ -725,19 +712,6 @@ func (s *scenario) registerGateway(sc *godog.ScenarioContext) {
 			return false
 		})
 		return err
-	})
-	sc.Step(`^(\w[\w' ]*?)'s stream holds no delta or partial event$`, func(who string) error {
-		st, err := s.streamOf(who, "")
-		if err != nil {
-			return err
-		}
-		evs, _ := st.snapshot()
-		for _, e := range evs {
-			if e.Event == "delta" || e.Event == "partial" {
-				return fail(st.op, "a "+e.Event+" event when replaying a finished turn", "durable messages only")
-			}
-		}
-		return nil
 	})
 	sc.Step(`^(\w[\w' ]*?)'s stream shows a reset of turn (\d+) before its partial$`, func(who string, turn int64) error {
 		st, err := s.streamOf(who, "")
@@ -918,7 +892,7 @@ func (s *scenario) readSlow() error {
 	if s.slowConn == nil {
 		return harnessErr("no slow stream is open")
 	}
-	_ = s.slowConn.SetReadDeadline(time.Now().Add(s.run.opt.StepTimeout))
+	_ = s.slowConn.SetReadDeadline(s.stepDeadline())
 	br := bufio.NewReaderSize(s.slowConn, 64<<10)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {

@@ -211,7 +211,52 @@ func rowsText(rs []eventRow) string {
 	return "[" + strings.Join(parts, "; ") + "]"
 }
 
+// exactEventsBefore waits until st shows the message of the user's turn `turn` (the sentinel: a
+// system sends a stream's events in order, so whatever it sent before that message has arrived
+// once the message has), then compares every event before it with the table, as exactEvents does.
+// An event that should not be there cannot come too late to be seen.
+func (s *scenario) exactEventsBefore(st *stream, t *godog.Table, turn int64) error {
+	want, err := eventTable(t)
+	if err != nil {
+		return err
+	}
+	want = coalesced(want)
+	sentinel := fmt.Sprint(turn)
+	at := func(evs []sseEvent) int {
+		for i, e := range evs {
+			if r := rowOf(e); r.event == "message" && r.turn == sentinel && r.role == "user" {
+				return i
+			}
+		}
+		return -1
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	evs, err := st.waitFor(ctx, fmt.Sprintf("the events %s, then the user's message of turn %d", rowsText(want), turn),
+		func(evs []sseEvent, _ bool) bool { return at(evs) >= 0 })
+	if err != nil {
+		return err
+	}
+	evs = evs[:at(evs)]
+	got := make([]eventRow, len(evs))
+	for i, e := range evs {
+		got[i] = rowOf(e)
+	}
+	got = coalesced(got)
+	if !slices.Equal(got, want) {
+		return fail(st.op, rowsText(got)+fmt.Sprintf(" before the user's message of turn %d", turn), "exactly "+rowsText(want))
+	}
+	return nil
+}
+
 func (s *scenario) registerStream(sc *godog.ScenarioContext) {
+	sc.Step(`^(\w[\w' ]*?)'s stream got exactly these events before the message of turn (\d+):$`, func(who string, turn int64, t *godog.Table) error {
+		st, err := s.streamOf(who, "")
+		if err != nil {
+			return err
+		}
+		return s.exactEventsBefore(st, t, turn)
+	})
 	sc.Step(`^the stream of conversation "([^"]*)" got exactly these events:$`, func(name string, t *godog.Table) error {
 		st, err := s.streamFor(name)
 		if err != nil {

@@ -20,10 +20,14 @@ func cmdSelftest(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("out", "reports/selftest", "where the self-test report is written")
 	only := fs.String("only", "", "run only these defects (comma-separated names)")
 	par := fs.Int("parallel", 2, "variants built and judged at once")
+	sample := fs.Int("sample", 0, "judge only this many defects, chosen by --seed (0: all)")
+	seed := fs.Uint64("seed", 1, "the seed that chooses the --sample")
+	timeout := fs.Duration("step-timeout", 0, "the longest any step waits for a variant (default: LOOMCHECK_STEP_TIMEOUT, else 5s)")
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
 	}
-	opt := selftest.Options{Root: *root, Defects: *defects, Parallel: *par, Log: stdout}
+	opt := selftest.Options{Root: *root, Defects: *defects, Parallel: *par, Sample: *sample, Seed: *seed,
+		StepTimeout: *timeout, Log: stdout}
 	if *only != "" {
 		opt.Only = strings.Split(*only, ",")
 	}

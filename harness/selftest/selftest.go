@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,7 +78,38 @@ type Options struct {
 	Only []string
 	// Parallel is how many variants are built and run at once (default 2).
 	Parallel int
-	Log      io.Writer
+	// Sample, when positive and smaller than the number of defects (after Only), judges just
+	// that many, chosen by Seed: the same seed and manifest give the same sample, kept in
+	// manifest order. Zero judges them all.
+	Sample int
+	Seed   uint64
+	// StepTimeout bounds every wait of a step of the runs; zero is 5 s, or LOOMCHECK_STEP_TIMEOUT
+	// when that is set (harness.DefaultStepTimeout).
+	StepTimeout time.Duration
+	Log         io.Writer
+}
+
+// Sampled is the part of defects a self-test with sample n and seed judges: all of them when n is
+// not positive or not smaller than their number, else n of them chosen by a generator seeded with
+// seed, in the order of defects.
+//
+//	part := selftest.Sampled(defects, 30, 1)
+func Sampled(defects []Defect, n int, seed uint64) []Defect {
+	if n <= 0 || n >= len(defects) {
+		return defects
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x6c6f6f6d))
+	keep := make([]bool, len(defects))
+	for _, i := range rng.Perm(len(defects))[:n] {
+		keep[i] = true
+	}
+	out := make([]Defect, 0, n)
+	for i, d := range defects {
+		if keep[i] {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // NotJudged is the error of a defect the self-test was cancelled before it could judge: the clock
@@ -138,6 +170,16 @@ func Run(ctx context.Context, opt Options) ([]Result, error) {
 	}
 	if opt.Log == nil {
 		opt.Log = io.Discard
+	}
+	if opt.StepTimeout <= 0 {
+		opt.StepTimeout = 5 * time.Second
+		if os.Getenv("LOOMCHECK_STEP_TIMEOUT") != "" {
+			opt.StepTimeout = harness.DefaultStepTimeout()
+		}
+	}
+	if all := len(defects); opt.Sample > 0 && opt.Sample < all {
+		defects = Sampled(defects, opt.Sample, opt.Seed)
+		fmt.Fprintf(opt.Log, "sample: %d of the %d defects (seed %d)\n", len(defects), all, opt.Seed)
 	}
 	// The unbroken reference must pass every scenario the defects are judged by; otherwise a
 	// "caught" defect could be a scenario that fails anyway.
@@ -252,7 +294,7 @@ func judge(ctx context.Context, opt Options, d Defect) (res Result) {
 	}
 	tags := tagsOf(d)
 	rep, err := harness.Execute(ctx, harness.Options{Command: bin + " serve", Tags: tags,
-		Concurrency: 2, StepTimeout: 5 * time.Second})
+		Concurrency: 2, StepTimeout: opt.StepTimeout})
 	if err != nil {
 		res.Error = "the run failed: " + err.Error()
 		return res

@@ -50,3 +50,50 @@ func TestCancelledSelftestBlamesTheClock(t *testing.T) {
 		t.Fatalf("selftest.md must say the defect was not judged:\n%s", md)
 	}
 }
+
+// TestSampled: a sample is the asked number of distinct defects, in manifest order, the same for
+// the same seed, another for another seed; a sample as large as the set, or none, is the set.
+func TestSampled(t *testing.T) {
+	var all []Defect
+	for i := range 50 {
+		all = append(all, Defect{Name: "d" + strings.Repeat("x", i)})
+	}
+	index := map[string]int{}
+	for i, d := range all {
+		index[d.Name] = i
+	}
+	a, b, c := Sampled(all, 12, 1), Sampled(all, 12, 1), Sampled(all, 12, 2)
+	if len(a) != 12 {
+		t.Fatalf("a sample of 12 has %d defects", len(a))
+	}
+	for i := 1; i < len(a); i++ {
+		if index[a[i].Name] <= index[a[i-1].Name] {
+			t.Fatalf("the sample is not in manifest order, or repeats a defect: %v", a)
+		}
+	}
+	same := func(x, y []Defect) bool {
+		if len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if x[i].Name != y[i].Name {
+				return false
+			}
+		}
+		return true
+	}
+	if !same(a, b) {
+		t.Fatal("the same seed chose another sample")
+	}
+	if same(a, c) {
+		t.Fatal("seeds 1 and 2 chose the same sample")
+	}
+	for _, n := range []int{0, -1, 50, 51} {
+		if got := Sampled(all, n, 1); !same(got, all) {
+			t.Fatalf("a sample of %d is not the whole set (%d defects)", n, len(got))
+		}
+	}
+	if got := Sampled(all, 49, 1); len(got) != 49 {
+		t.Fatalf("a sample of 49 of 50 has %d defects", len(got))
+	}
+}
