@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -13,7 +12,7 @@ import (
 )
 
 func cmdRequirements(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("requirements", flag.ContinueOnError)
+	fs := newFlagSet("requirements", usageRequirements)
 	asJSON := fs.Bool("json", false, "print the matrix as JSON")
 	profile := fs.String("profile", "", "only this profile")
 	if code, ok := parse(fs, args, stderr); !ok {
@@ -76,7 +75,7 @@ func cmdRequirements(args []string, stdout, stderr io.Writer) int {
 }
 
 func cmdExplain(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
+	fs := newFlagSet("explain", usageExplain)
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
 	}
@@ -112,3 +111,16 @@ func cmdExplain(args []string, stdout, stderr io.Writer) int {
 	}
 	return exitConformant
 }
+
+// usageRequirements is what `loomcheck requirements -h` prints above the flags.
+const usageRequirements = `usage: loomcheck requirements [flags]
+
+Prints the traceability matrix: every catalogued requirement, its level and profile, and the
+scenarios that prove it. Exit 1 when the catalogue and the features disagree.
+`
+
+// usageExplain is what `loomcheck explain -h` prints above the flags.
+const usageExplain = `usage: loomcheck explain REQUIREMENT-ID
+
+Prints one requirement: its rule, its source, and the scenarios that prove it.
+`

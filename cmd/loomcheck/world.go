@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -15,6 +14,13 @@ import (
 	"github.com/loomcheck/loomcheck/harness/world"
 	"github.com/loomcheck/loomcheck/spec"
 )
+
+// printRemoteConfig prints the configuration a remote target whose world is w is started with.
+func printRemoteConfig(stdout io.Writer, w *world.World, listen, dataDir string) {
+	cfg := harness.RemoteConfig(w, spec.SUTConfig{Listen: listen, DataDir: dataDir})
+	b, _ := json.MarshalIndent(cfg, "", "  ")
+	fmt.Fprintln(stdout, string(b))
+}
 
 // startWorld reads the configuration a remote target was started with and starts the world at the
 // address that configuration points the target to.
@@ -42,7 +48,7 @@ func startWorld(path string) (*spec.SUTConfig, *world.World, error) {
 }
 
 func cmdWorld(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("world", flag.ContinueOnError)
+	fs := newFlagSet("world", usageWorld)
 	addr := fs.String("addr", "127.0.0.1:8090", "HOST:PORT the world listens on; the system under test must reach it there")
 	dataDir := fs.String("data", "loom-data", "the dataDir to put into the printed configuration")
 	listen := fs.String("listen", "127.0.0.1:8080", "the listen address to put into the printed configuration")
@@ -50,18 +56,24 @@ func cmdWorld(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
 	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "loomcheck world: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if *printOnly {
+		// The document names the world at --addr; nothing listens there.
+		w := world.New(world.Options{URL: "http://" + *addr})
+		defer w.Close()
+		printRemoteConfig(stdout, w, *listen, *dataDir)
+		return exitConformant
+	}
 	w := world.New(world.Options{})
 	if _, err := w.Start(*addr); err != nil {
 		fmt.Fprintf(stderr, "loomcheck world: %v\n", err)
 		return exitUsage
 	}
 	defer w.Close()
-	cfg := harness.RemoteConfig(w, spec.SUTConfig{Listen: *listen, DataDir: *dataDir})
-	b, _ := json.MarshalIndent(cfg, "", "  ")
-	fmt.Fprintln(stdout, string(b))
-	if *printOnly {
-		return exitConformant
-	}
+	printRemoteConfig(stdout, w, *listen, *dataDir)
 	fmt.Fprintf(stderr, "the world answers on http://%s with its default behaviour, for trying things by hand.\n"+
 		"Save the configuration above (or print it with --print), start the system under test with it, stop this, and run:\n"+
 		"  loomcheck run --target http://%s --world-config FILE\n", *addr, *listen)
@@ -70,3 +82,11 @@ func cmdWorld(args []string, stdout, stderr io.Writer) int {
 	<-ctx.Done()
 	return exitConformant
 }
+
+// usageWorld is what `loomcheck world -h` prints above the flags.
+const usageWorld = `usage: loomcheck world [flags]
+
+Prints the configuration document a system under test must be started with to be judged remotely
+(the world's endpoints at --addr, the kit's principals, a signing key), then serves the world there
+until interrupted; with --print it prints the document and exits without binding any port.
+`
