@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/loomcheck/loomcheck/harness/report"
+	"github.com/loomcheck/loomcheck/schemas"
 	"github.com/loomcheck/loomcheck/spec"
 )
 
@@ -91,4 +94,50 @@ func TestWorldPrintBindsNoPort(t *testing.T) {
 	code, out, errOut := run(t, "world", "--addr", addr, "--print")
 	require.Equal(t, exitConformant, code, errOut)
 	require.Contains(t, out, `"baseURL": "http://`+addr+`/v1"`)
+}
+
+// TestASutThatExitsAtOnceShowsWhatItPrinted: the harness error names how the command ended and
+// quotes what it printed, once.
+func TestASutThatExitsAtOnceShowsWhatItPrinted(t *testing.T) {
+	code, out, errOut := run(t, "run", "--quiet", "--tags", "@req:ADR0122-D1-02", "--profile", "core", "--out", t.TempDir(),
+		"--sut-cmd", `echo "cannot read LOOM_CONFIG: marker-7f3" >&2; exit 3`)
+	require.Equal(t, exitUsage, code, out+errOut)
+	all := out + errOut
+	require.Contains(t, all, "exited before answering (exit status 3)")
+	require.Equal(t, 1, strings.Count(all, "marker-7f3"), all)
+}
+
+// TestAFilteredRunShowsUnselectedRequirementsAsNotRun: the requirements a filter left out are
+// "not-run" in report.json (valid against its schema), never "undefined"; the selected one has
+// its scenario's status.
+func TestAFilteredRunShowsUnselectedRequirementsAsNotRun(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := run(t, "run", "--quiet", "--tags", "@req:ADR0122-D1-02", "--profile", "core", "--out", dir)
+	require.Equal(t, exitConformant, code, out+errOut)
+	b, err := os.ReadFile(filepath.Join(dir, report.JSONFile))
+	require.NoError(t, err)
+	require.NoError(t, schemas.Validate("report", b))
+	rep, err := report.Load(filepath.Join(dir, report.JSONFile))
+	require.NoError(t, err)
+	cat, err := spec.LoadCatalogue()
+	require.NoError(t, err)
+	require.Len(t, rep.Requirements, len(cat.Requirements))
+	for _, q := range rep.Requirements {
+		want := report.NotRun
+		if q.ID == "ADR0122-D1-02" {
+			want = report.Passed
+		}
+		require.Equal(t, want, q.Status, q.ID)
+	}
+	html, err := os.ReadFile(filepath.Join(dir, report.HTMLFile))
+	require.NoError(t, err)
+	require.Contains(t, string(html), "'not-run': 'Not run'")
+	var raw struct {
+		StartedAt string `json:"startedAt"`
+	}
+	require.NoError(t, json.Unmarshal(b, &raw))
+	require.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,3})?Z$`, raw.StartedAt, "no nanoseconds")
+	sum, err := os.ReadFile(filepath.Join(dir, report.SummaryFile))
+	require.NoError(t, err)
+	require.Equal(t, 1, strings.Count(string(sum), "(in-process)"), string(sum))
 }

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/loomcheck/loomcheck/harness"
+	"github.com/loomcheck/loomcheck/harness/report"
 	"github.com/loomcheck/loomcheck/spec"
 )
 
@@ -88,7 +89,8 @@ func cmdExplain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "loomcheck explain: %v\n", err)
 		return exitUsage
 	}
-	q, ok := cat.Get(fs.Arg(0))
+	id := strings.ReplaceAll(fs.Arg(0), report.NonBreakingHyphen, "-") // pasted from summary.md
+	q, ok := cat.Get(id)
 	if !ok {
 		fmt.Fprintf(stderr, "loomcheck explain: %s is not in catalogue %s\n", fs.Arg(0), cat.Version)
 		return exitUsage

@@ -56,7 +56,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		}
 		base = b
 	}
-	opt := harness.Options{Tags: *tags, Concurrency: *conc, StepTimeout: *timeout}
+	opt := harness.Options{Tags: strings.ReplaceAll(*tags, report.NonBreakingHyphen, "-"), Concurrency: *conc, StepTimeout: *timeout}
 	if *profiles != "" {
 		opt.Profiles = strings.Split(*profiles, ",")
 	}
