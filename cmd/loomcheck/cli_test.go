@@ -141,3 +141,27 @@ func TestAFilteredRunShowsUnselectedRequirementsAsNotRun(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, strings.Count(string(sum), "(in-process)"), string(sum))
 }
+
+// TestUsageLinesWorkAsPrinted: `report render REPORT.json --out DIR` takes its flag after the
+// argument, as its usage line shows it.
+func TestUsageLinesWorkAsPrinted(t *testing.T) {
+	dir := t.TempDir()
+	rep := &report.Report{Kit: report.Kit{Name: "loomcheck"}, Scenarios: []report.Scenario{{ID: "a:1", Status: report.Passed}}}
+	require.NoError(t, report.WriteAll(filepath.Join(dir, "in"), rep))
+	out := filepath.Join(dir, "out")
+	code, stdout, errOut := run(t, "report", "render", filepath.Join(dir, "in", report.JSONFile), "--out", out)
+	require.Equal(t, exitConformant, code, stdout+errOut)
+	_, err := os.Stat(filepath.Join(out, report.HTMLFile))
+	require.NoError(t, err)
+}
+
+// TestIdsPastedFromTheSummary: an id copied from summary.md (non-breaking hyphens) is the id.
+func TestIdsPastedFromTheSummary(t *testing.T) {
+	pasted := strings.ReplaceAll("ADR0122-D2-05", "-", report.NonBreakingHyphen)
+	code, out, errOut := run(t, "explain", pasted)
+	require.Equal(t, exitConformant, code, errOut)
+	require.True(t, strings.HasPrefix(out, "ADR0122-D2-05 ("), out)
+	code, out, errOut = run(t, "run", "--quiet", "--tags", "@req:"+strings.ReplaceAll("ADR0122-D1-02", "-", report.NonBreakingHyphen), "--profile", "core", "--out", t.TempDir())
+	require.Equal(t, exitConformant, code, out+errOut)
+	require.True(t, strings.HasPrefix(out, "CONFORMANT: 1 passed"), out)
+}
