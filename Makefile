@@ -1,7 +1,7 @@
 # The two commands the README promises, and their parts.
 GO ?= go
 
-.PHONY: all conformance conformance-process test check vet race selftest build bench browser-test mutate mutate-sample fuzz explore explore-ci
+.PHONY: all conformance conformance-process test check vet race selftest build bench browser-test mutate mutate-sample fuzz explore explore-ci lint
 
 all: test conformance
 
@@ -71,3 +71,18 @@ mutate-sample:
 FUZZTIME ?= 10s
 fuzz:
 	FUZZTIME=$(FUZZTIME) GO=$(GO) .ci/fuzz
+
+# The independent linters, at the versions locked in tools/lint/package-lock.json (fetched with
+# npm ci when missing): Redocly's recommended rules over spec/openapi.yaml with every warning an
+# error, every schema of schemas/ compiled by ajv in strict mode (JSON Schema 2020-12, the other
+# schemas loaded for their $refs), and staticcheck with its default checks. Redocly sends no
+# telemetry and looks for no update.
+LINT_BIN = tools/lint/node_modules/.bin
+lint:
+	@[ -x $(LINT_BIN)/redocly ] && [ -x $(LINT_BIN)/ajv ] || (cd tools/lint && npm ci --no-audit --no-fund)
+	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_NOTIFICATIONS=true $(LINT_BIN)/redocly lint --extends recommended-strict --format stylish spec/openapi.yaml
+	@for f in schemas/*.schema.json; do \
+		refs=$$(for r in schemas/*.schema.json; do [ "$$r" = "$$f" ] || printf ' -r %s' "$$r"; done); \
+		$(LINT_BIN)/ajv compile --spec=draft2020 --strict=true -c ajv-formats -s "$$f" $$refs || exit 1; \
+	done
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...

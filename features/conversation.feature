@@ -23,6 +23,30 @@ Feature: A conversation is one durable dialogue
       | role | content  |
       | user | hi there |
 
+  @profile:core @req:ADR0122-D1-09
+  Scenario Outline: A model's answer sent with <form> is read like any other
+    Real providers send more than one data line per event: keep-alive comments, JSON spread over
+    several data lines, a last chunk that only reports usage, or a plain JSON answer from a server
+    that ignores "stream". A system reads them all as the same reply.
+
+    Given alice has started a conversation
+    And the model streams "Hello" ", " "\"alice\"," " how are you?" with <form>
+    When alice sends "hi there"
+    Then turn 1 is answered "Hello, \"alice\", how are you?"
+    And the history holds:
+      | ord | turn | role      | status   | text                         |
+      | 1   | 1    | user      | accepted | hi there                     |
+      | 2   | 1    | assistant | complete | Hello, "alice", how are you? |
+    And the model has been asked 1 time in all
+
+    Examples:
+      | form                                         |
+      | a keep-alive comment before every event      |
+      | every event's data spread over several lines |
+      | a usage-only chunk before the end            |
+      | a plain JSON answer instead of a stream      |
+      | every stream form at once                    |
+
   @profile:core @req:ADR0122-D1-01 @req:ADR0122-D3-03
   Scenario: History pages forward and backward with cursors
     Given alice has started a conversation

@@ -423,6 +423,22 @@ Feature: A conversation acts only on fresh, host-signed envelopes it has not see
       | 4   | 1    | user      | accepted |                 |
       | 5   | 1    | assistant | complete |                 |
 
+  @profile:envelope @req:ADR0122-D8-08 @configures
+  Scenario Outline: Empty messages and envelopes that fail verification share one count of invalid messages
+    Given the setting "conversation.maxInvalidRecords" is 3
+    And alice has started a conversation
+    When alice puts <forged> envelopes signed with a key nobody holds into the conversation's inbox
+    And alice sends <blank> blank messages
+    And alice sends "still there?"
+    Then turn 1 is answered "re: still there?"
+    And the whole history is: <kept>, then turn 1 "still there?" answered
+
+    Examples:
+      | forged | blank | kept                                                       |
+      | 1      | 2     | 1 rejected "unauthenticated", then 2 rejected "malformed" |
+      | 2      | 2     | 2 rejected "unauthenticated", then 1 rejected "malformed" |
+      | 3      | 1     | 3 rejected "unauthenticated"                               |
+
   @profile:envelope @req:ADR0122-D8-09
   Scenario: The runtime door is owner-scoped
     Given alice has started a conversation

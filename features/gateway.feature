@@ -34,7 +34,7 @@ Feature: The HTTP gateway fails closed and says nothing a caller was not entitle
       | her token as a query parameter |
       | her token in a session cookie  |
 
-  @profile:gateway @req:ADR0122-D6-30
+  @profile:gateway @req:ADR0122-D6-40
   Scenario Outline: The bearer scheme is read in any case (<scheme>)
     When alice starts a conversation presenting her token under the scheme "<scheme>"
     Then the answer is <status>
@@ -425,3 +425,106 @@ Feature: The HTTP gateway fails closed and says nothing a caller was not entitle
     Then alice's new stream delivers records 5, 6, 7, 8, each once, with ids equal to their history cursors
     When alice reconnects with the cursor of record 6 as a query parameter
     Then alice's new stream delivers records 7, 8, each once, with ids equal to their history cursors
+
+  @profile:gateway @req:ADR0122-D6-30
+  Scenario Outline: A body is read strictly, one way for every route, and a refused one changes nothing
+    # One JSON value and nothing after it; members named exactly, once each, never null where the
+    # contract wants a value; UTF-8 only, in raw bytes and in escapes; a charset only if it is
+    # utf-8. A refusal names the member at fault ("body" when it is the body as a whole).
+    # \xHH in a body is the byte HH; \ud800 is sent as it is written.
+    Given alice has started a conversation
+    And alice has had 1 turn answered
+    And alice notes what her conversation holds
+    When alice posts the body `<body>` to the <route> route as "<type>"
+    Then the answer is <status> with the body `<answer>`
+    And alice's conversation holds exactly what it held
+
+    Examples: starting a conversation
+      | route | type                             | body                              | status | answer                                            |
+      | start | application/json                 | null                              | 400    | {"error":"bad request","detail":"body"}           |
+      | start | application/json                 | {} }                              | 400    | {"error":"bad request","detail":"body"}           |
+      | start | application/json                 | {}]                               | 400    | {"error":"bad request","detail":"body"}           |
+      | start | application/json                 | {} {}                             | 400    | {"error":"bad request","detail":"body"}           |
+      | start | application/json                 | {"Mode":"owner"}                  | 400    | {"error":"bad request","detail":"Mode"}           |
+      | start | application/json                 | {"mode":"shared","mode":"owner"}  | 400    | {"error":"bad request","detail":"mode"}           |
+      | start | application/json                 | {"mode":null}                     | 400    | {"error":"bad request","detail":"mode"}           |
+      | start | application/json                 | {"mode":"own\xffer"}              | 400    | {"error":"bad request","detail":"mode"}           |
+      | start | application/json                 | {"mode":"owner\ud800"}            | 400    | {"error":"bad request","detail":"mode"}           |
+      | start | application/json; charset=latin1 | {}                                | 415    | {"error":"unsupported media type"}                |
+
+    Examples: a turn
+      | route | type                               | body                                    | status | answer                                       |
+      | turns | application/json                   | null                                    | 400    | {"error":"bad request","detail":"body"}      |
+      | turns | application/json                   | {"text":"hi"} }                         | 400    | {"error":"bad request","detail":"body"}      |
+      | turns | application/json                   | {"text":"hi"}]                          | 400    | {"error":"bad request","detail":"body"}      |
+      | turns | application/json                   | {"text":"hi"}{"text":"again"}           | 400    | {"error":"bad request","detail":"body"}      |
+      | turns | application/json                   | {"text":"hi"} x                         | 400    | {"error":"bad request","detail":"body"}      |
+      | turns | application/json                   | {"Text":"hi"}                           | 400    | {"error":"bad request","detail":"Text"}      |
+      | turns | application/json                   | {"text":"hi","text":"again"}            | 400    | {"error":"bad request","detail":"text"}      |
+      | turns | application/json                   | {"text":null}                           | 400    | {"error":"bad request","detail":"text"}      |
+      | turns | application/json                   | {"messageId":"m-1"}                     | 400    | {"error":"bad request","detail":"text"}      |
+      | turns | application/json                   | {"text":"hi","messageId":""}            | 400    | {"error":"bad request","detail":"messageId"} |
+      | turns | application/json                   | {"text":"h\xffi"}                       | 400    | {"error":"bad request","detail":"text"}      |
+      | turns | application/json                   | {"text":"h\xc3"}                        | 400    | {"error":"bad request","detail":"text"}      |
+      | turns | application/json                   | {"text":"hi \ud800"}                    | 400    | {"error":"bad request","detail":"text"}      |
+      | turns | application/json                   | {"text":"hi \udc00\ud800"}              | 400    | {"error":"bad request","detail":"text"}      |
+      | turns | application/json; charset=latin1   | {"text":"hi"}                           | 415    | {"error":"unsupported media type"}           |
+      | turns | application/json; charset=utf-16   | {"text":"hi"}                           | 415    | {"error":"unsupported media type"}           |
+
+    Examples: closing
+      | route | type                             | body                    | status | answer                                       |
+      | close | application/json                 | null                    | 400    | {"error":"bad request","detail":"body"}      |
+      | close | application/json                 | {} }                    | 400    | {"error":"bad request","detail":"body"}      |
+      | close | application/json                 | {}]                     | 400    | {"error":"bad request","detail":"body"}      |
+      | close | application/json                 | {}{}                    | 400    | {"error":"bad request","detail":"body"}      |
+      | close | application/json                 | {"messageId":"c-1"}     | 400    | {"error":"bad request","detail":"messageId"} |
+      | close | application/json                 | {"\xff":1}              | 400    | {"error":"bad request","detail":"body"}      |
+      | close | application/json; charset=latin1 | {}                      | 415    | {"error":"unsupported media type"}           |
+
+    Examples: changing the participants
+      | route        | type                             | body                                                     | status | answer                                            |
+      | participants | application/json                 | null                                                     | 400    | {"error":"bad request","detail":"body"}           |
+      | participants | application/json                 | {"op":"add","identity":{"actor":"bob"}} }                | 400    | {"error":"bad request","detail":"body"}           |
+      | participants | application/json                 | {"op":"add","identity":{"actor":"bob"}}]                 | 400    | {"error":"bad request","detail":"body"}           |
+      | participants | application/json                 | {"OP":"add","identity":{"actor":"bob"}}                  | 400    | {"error":"bad request","detail":"OP"}             |
+      | participants | application/json                 | {"op":"add","op":"remove","identity":{"actor":"bob"}}    | 400    | {"error":"bad request","detail":"op"}             |
+      | participants | application/json                 | {"op":"add","identity":{"Actor":"bob"}}                  | 400    | {"error":"bad request","detail":"identity.Actor"} |
+      | participants | application/json                 | {"op":"add","identity":{"actor":"bob","actor":"eve"}}    | 400    | {"error":"bad request","detail":"identity.actor"} |
+      | participants | application/json                 | {"op":"add","identity":null}                             | 400    | {"error":"bad request","detail":"identity"}       |
+      | participants | application/json                 | {"op":"add","identity":{"actor":"b\xffob"}}              | 400    | {"error":"bad request","detail":"identity.actor"} |
+      | participants | application/json                 | {"op":"add","identity":{"actor":"bob\ud800"}}            | 400    | {"error":"bad request","detail":"identity.actor"} |
+      | participants | application/json; charset=latin1 | {"op":"add","identity":{"actor":"bob"}}                  | 415    | {"error":"unsupported media type"}                |
+
+    Examples: the runtime door
+      | route         | type                             | body                                                              | status | answer                                           |
+      | runtime send  | application/json                 | null                                                              | 400    | {"error":"bad request","detail":"body"}          |
+      | runtime send  | application/json                 | {"messageId":"m-1","payload":{}} }                                | 400    | {"error":"bad request","detail":"body"}          |
+      | runtime send  | application/json                 | {"messageId":"m-1","payload":{}}]                                 | 400    | {"error":"bad request","detail":"body"}          |
+      | runtime send  | application/json                 | {"messageId":"m-1","Payload":{}}                                  | 400    | {"error":"bad request","detail":"Payload"}       |
+      | runtime send  | application/json                 | {"messageId":"m-1","messageId":"m-2","payload":{}}                | 400    | {"error":"bad request","detail":"messageId"}     |
+      | runtime send  | application/json                 | {"messageId":"m-1","payload":{"text":"a","text":"b"}}             | 400    | {"error":"bad request","detail":"payload.text"}  |
+      | runtime send  | application/json                 | {"messageId":"m-1","payload":{"text":"\xff"}}                     | 400    | {"error":"bad request","detail":"payload.text"}  |
+      | runtime send  | application/json                 | {"messageId":"m-1","payload":{"text":"\ud800"}}                   | 400    | {"error":"bad request","detail":"payload.text"}  |
+      | runtime send  | application/json                 | {"messageId":"m-1","payload":null}                                | 400    | {"error":"bad request","detail":"payload"}       |
+      | runtime send  | application/json                 | {"messageId":"","payload":{}}                                     | 400    | {"error":"bad request","detail":"messageId"}     |
+      | runtime send  | application/json; charset=latin1 | {"messageId":"m-1","payload":{}}                                  | 415    | {"error":"unsupported media type"}               |
+      | runtime start | application/json                 | null                                                              | 400    | {"error":"bad request","detail":"body"}          |
+      | runtime start | application/json                 | {"id":"x-1","flow":"conversation.turn","input":{}} }              | 400    | {"error":"bad request","detail":"body"}          |
+      | runtime start | application/json                 | {"id":"x-1","flow":"conversation.turn","input":{},"Input":1}      | 400    | {"error":"bad request","detail":"Input"}         |
+      | runtime start | application/json                 | {"id":"x-1","flow":"conversation.turn","input":{"a":1,"a":2}}     | 400    | {"error":"bad request","detail":"input.a"}       |
+      | runtime start | application/json                 | {"id":"x-1","flow":"conversation.turn"}                           | 400    | {"error":"bad request","detail":"input"}         |
+      | runtime start | application/json; charset=latin1 | {"id":"x-1","flow":"conversation.turn","input":{}}                | 415    | {"error":"unsupported media type"}               |
+
+  @profile:gateway @req:ADR0122-D6-30
+  Scenario Outline: A body in UTF-8 is taken whether or not its Content-Type says so
+    Given alice has started a conversation
+    When alice posts the body `{"text":"h\xc3\xa9 \ud83d\ude00"}` to the turns route as "<type>"
+    Then the answer is 202
+    And turn 1 is answered "re: hé 😀"
+
+    Examples:
+      | type                              |
+      | application/json                  |
+      | application/json; charset=utf-8   |
+      | application/json; charset=UTF-8   |
+      | application/json;charset=Utf-8    |

@@ -92,12 +92,56 @@ Feature: The transcript records every message once, with a unique ordinal
 
   @profile:core @req:ADR0122-R17b-03 @configures
   Scenario: The status counts accepted turns, even behind a long run of rejections
+    # A small maxScan makes 300 rejections a run far longer than one history read.
     Given the setting "gateway.postsPerMinute" is 1000
+    And the setting "conversation.rotateEveryTurns" is 1000
+    And the setting "conversation.maxInvalidRecords" is 1000
+    And the setting "conversation.maxScan" is 10
     And alice has started a conversation
-    And alice has had 1 turn answered
-    When alice sends 120 empty messages
-    Then the history has 122 records
-    And the status says the conversation is "open" after 1 turn
+    And alice sends "hello"
+    And turn 1 is answered "re: hello"
+    When alice sends 300 blank messages
+    Then the whole history is: turn 1 "hello" answered, then 300 rejected "malformed"
+    And the status of alice's conversation is open at turn 1, generation 0, owned by alice
+
+  @profile:core @req:ADR0122-D1-30 @configures
+  Scenario Outline: Empty and oversized messages count against maxInvalidRecords: <blank> empty and <oversized> oversized at a limit of 3
+    Given the setting "conversation.maxInvalidRecords" is 3
+    And the setting "conversation.maxTurnChars" is 20
+    And alice has started a conversation
+    When alice sends <blank> blank messages
+    And alice sends <oversized> oversized messages
+    And alice sends "still there?"
+    Then turn 1 is answered "re: still there?"
+    And the whole history is: <kept> rejected "malformed", then turn 1 "still there?" answered
+    And the status of alice's conversation is open at turn 1, generation 0, owned by alice
+
+    Examples:
+      | blank | oversized | kept |
+      | 2     | 0         | 2    |
+      | 3     | 0         | 3    |
+      | 4     | 0         | 3    |
+      | 0     | 3         | 3    |
+      | 0     | 4         | 3    |
+      | 2     | 1         | 3    |
+      | 2     | 2         | 3    |
+
+  @profile:core @req:ADR0122-D1-30
+  Scenario Outline: By default 100 empty or oversized messages are recorded and the next ones only counted (<blank> empty, <oversized> oversized)
+    Given alice has started a conversation
+    When alice sends <blank> blank messages
+    And alice sends <oversized> oversized messages
+    And alice sends "still there?"
+    Then turn 1 is answered "re: still there?"
+    And the whole history is: 100 rejected "malformed", then turn 1 "still there?" answered
+
+    Examples:
+      | blank | oversized |
+      | 100   | 0         |
+      | 101   | 0         |
+      | 99    | 1         |
+      | 100   | 1         |
+      | 0     | 101       |
 
   @profile:durability @req:ADR0122-R17b-04 @configures
   Scenario: Ordinals stay unique and increasing across rotations

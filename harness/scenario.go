@@ -116,6 +116,8 @@ type scenario struct {
 	longTexts    []string
 	turnText     map[int64]string
 	doorSeq      int
+	// held is what the conversation held when the scenario noted it.
+	held         *holding
 	oldKey       string
 	captured     json.RawMessage
 	lastStream   *stream

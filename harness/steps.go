@@ -22,4 +22,6 @@ func (s *scenario) register(sc *godog.ScenarioContext) {
 	s.registerEdge(sc)
 	s.registerShared(sc)
 	s.registerStream(sc)
+	s.registerBodies(sc)
+	s.registerRejections(sc)
 }

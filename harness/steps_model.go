@@ -47,6 +47,24 @@ func (s *scenario) registerModel(sc *godog.ScenarioContext) {
 	sc.Step(`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+)$`, func(parts string) error {
 		return s.enqueue(world.Reply{Chunks: quoted(parts)})
 	})
+	sc.Step(`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) with (.+)$`, func(parts, form string) error {
+		r := world.Reply{Chunks: quoted(parts)}
+		switch form {
+		case "a keep-alive comment before every event":
+			r.KeepAlive = true
+		case "every event's data spread over several lines":
+			r.MultiLine = true
+		case "a usage-only chunk before the end":
+			r.UsageChunk = true
+		case "a plain JSON answer instead of a stream":
+			r.Plain = true
+		case "every stream form at once":
+			r.KeepAlive, r.MultiLine, r.UsageChunk = true, true, true
+		default:
+			return harnessErr("unknown form of a model answer %q", form)
+		}
+		return s.enqueue(r)
+	})
 	sc.Step(`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) and waits$`, func(parts string) error {
 		h := s.world.NewHold()
 		s.holds = append(s.holds, h)

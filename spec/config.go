@@ -103,7 +103,7 @@ type ConversationConfig struct {
 	MaxCarryBytes     int           `json:"maxCarryBytes,omitempty"`
 	MaxWindowTurns    int           `json:"maxWindowTurns,omitempty"`
 	MaxEnvelopeAgeMs  int64         `json:"maxEnvelopeAgeMs,omitempty"`
-	MaxInvalidRecords int           `json:"maxInvalidRecords,omitempty"`
+	MaxInvalidRecords int           `json:"maxInvalidRecords,omitempty"` // invalid messages recorded in all, empty and oversized ones included (default 100)
 	ReplaySetSize     int           `json:"replaySetSize,omitempty"`
 	MaxIterations     int           `json:"maxIterations,omitempty"` // model calls per turn at most (default 8)
 	ParallelTools     bool          `json:"parallelTools,omitempty"`

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/loomcheck/loomcheck/harness"
 	"github.com/loomcheck/loomcheck/harness/world"
@@ -48,17 +51,38 @@ func startWorld(path string) (*spec.SUTConfig, *world.World, error) {
 }
 
 func cmdWorld(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return runWorld(ctx, args, stdout, stderr)
+}
+
+// runWorld is the world command until ctx ends: it serves the world, scripted by --script and
+// by the control API (world.ControlHandler) on the same address. With --print it only prints the
+// configuration and binds nothing.
+func runWorld(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("world", usageWorld)
 	addr := fs.String("addr", "127.0.0.1:8090", "HOST:PORT the world listens on; the system under test must reach it there")
 	dataDir := fs.String("data", "loom-data", "the dataDir to put into the printed configuration")
 	listen := fs.String("listen", "127.0.0.1:8080", "the listen address to put into the printed configuration")
-	printOnly := fs.Bool("print", false, "print the configuration and exit")
+	printOnly := fs.Bool("print", false, "print the configuration and exit, without binding any port")
+	scriptFile := fs.String("script", "", "a script (spec/world.md, Scripting the world by hand) the world starts with")
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "loomcheck world: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
+	}
+	var script world.Script
+	if *scriptFile != "" {
+		b, err := os.ReadFile(*scriptFile)
+		if err == nil {
+			script, err = world.LoadScript(b)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "loomcheck world: --script %s: %v\n", *scriptFile, err)
+			return exitUsage
+		}
 	}
 	if *printOnly {
 		// The document names the world at --addr; nothing listens there.
@@ -67,18 +91,30 @@ func cmdWorld(args []string, stdout, stderr io.Writer) int {
 		printRemoteConfig(stdout, w, *listen, *dataDir)
 		return exitConformant
 	}
-	w := world.New(world.Options{})
-	if _, err := w.Start(*addr); err != nil {
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
 		fmt.Fprintf(stderr, "loomcheck world: %v\n", err)
 		return exitUsage
 	}
+	w := world.New(world.Options{URL: "http://" + ln.Addr().String()})
 	defer w.Close()
+	if err := w.Apply(script); err != nil {
+		ln.Close()
+		fmt.Fprintf(stderr, "loomcheck world: --script %s: %v\n", *scriptFile, err)
+		return exitUsage
+	}
+	mux := http.NewServeMux()
+	mux.Handle(world.PathControl, world.ControlHandler(w))
+	mux.Handle("/", w.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+
 	printRemoteConfig(stdout, w, *listen, *dataDir)
-	fmt.Fprintf(stderr, "the world answers on http://%s with its default behaviour, for trying things by hand.\n"+
+	fmt.Fprintf(stderr, "the world answers on %s, for trying things by hand: its default behaviour, plus what --script and\n"+
+		"  POST %s/control/script add (GET %s/control/model/requests shows what the model was asked).\n"+
 		"Save the configuration above (or print it with --print), start the system under test with it, stop this, and run:\n"+
-		"  loomcheck run --target http://%s --world-config FILE\n", *addr, *listen)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+		"  loomcheck run --target http://%s --world-config FILE\n", w.URL(), w.URL(), w.URL(), *listen)
 	<-ctx.Done()
 	return exitConformant
 }
@@ -88,5 +124,6 @@ const usageWorld = `usage: loomcheck world [flags]
 
 Prints the configuration document a system under test must be started with to be judged remotely
 (the world's endpoints at --addr, the kit's principals, a signing key), then serves the world there
-until interrupted; with --print it prints the document and exits without binding any port.
+until interrupted, with its control API (POST /control/script, /control/reset) on the same address;
+--script FILE starts it scripted. With --print it prints the document and exits without binding any port.
 `

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"mime"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -12,12 +14,20 @@ import (
 const (
 	reasonTooLarge = "payload too large"
 	reasonBadJSON  = "body is not the expected JSON"
+	reasonNotJSON  = "Content-Type is not application/json"
 )
 
 // readBody reads the whole request body (to its end, so the server notices a client that goes
 // away later) within the size limit and decodes it into v. On failure it answers the request
 // itself and returns false.
+//
+// A request whose Content-Type is missing or is not application/json (parameters such as charset
+// and the case of the media type do not matter) is answered 415 without reading the body.
 func (w *World) readBody(rw http.ResponseWriter, r *http.Request, v any) ([]byte, bool) {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		w.reject(rw, r, http.StatusUnsupportedMediaType, reasonNotJSON)
+		return nil, false
+	}
 	b, err := io.ReadAll(http.MaxBytesReader(rw, r.Body, w.opts.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -35,11 +45,21 @@ func (w *World) readBody(rw http.ResponseWriter, r *http.Request, v any) ([]byte
 	return b, true
 }
 
-// reject records a refused request and answers {"error": reason} with status.
+// reject records a refused request and answers status with {"error": reason}, or, on the model's
+// path, with the error object of an OpenAI-compatible provider,
+// {"error": {"message": reason, "type": "invalid_request_error" (or "server_error" for a 5xx)}}.
 func (w *World) reject(rw http.ResponseWriter, r *http.Request, status int, reason string) {
 	w.rejMu.Lock()
 	w.rejections.add(Rejection{Arrived: time.Now(), Method: r.Method, Path: r.URL.Path, Status: status, Reason: reason}, 0)
 	w.rejMu.Unlock()
+	if strings.HasPrefix(r.URL.Path, modelBasePath+"/") {
+		kind := "invalid_request_error"
+		if status >= 500 {
+			kind = "server_error"
+		}
+		_ = writeJSON(rw, status, map[string]any{"error": map[string]any{"message": reason, "type": kind}})
+		return
+	}
 	_ = writeJSON(rw, status, map[string]string{"error": reason})
 }
 

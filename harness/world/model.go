@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/loomcheck/loomcheck/harness/oracle"
 )
 
 // DefaultReplyRunes is how much of the last user message the default reply repeats.
@@ -35,6 +38,15 @@ const DefaultReplyRunes = 60
 // A request that finds no scripted reply gets the default reply, whose text is
 // "re: " + the first DefaultReplyRunes runes of the last user message.
 //
+// By default an answer has the shape a real provider gives it: a plain answer carries "usage"
+// (see Usage), and a streamed one ends with a usage-only chunk (empty "choices") when the request
+// asks for it with "stream_options": {"include_usage": true}. Four more forms spec/world.md allows
+// can be scripted, each alone or together, so a scenario can check that a system reads them:
+// KeepAlive sends a ": keep-alive" comment line before every event; MultiLine spreads every chunk's
+// JSON over several "data:" lines (joined with "\n" they are the same JSON); UsageChunk sends the
+// usage-only chunk even when the request did not ask for it; Plain answers a streamed request with
+// a plain JSON completion (Content-Type application/json), as a server that ignores "stream" does.
+//
 //	w.Model().Enqueue(
 //		world.Reply{ToolCalls: []world.ToolCall{{Name: "lookup", Arguments: `{"q":"x"}`}}},
 //		world.Reply{Text: "Found it."})
@@ -48,6 +60,41 @@ type Reply struct {
 	After         []string
 	Drop          bool
 	KeepStreaming bool
+	KeepAlive     bool
+	MultiLine     bool
+	UsageChunk    bool
+	Plain         bool
+}
+
+// Usage is the token usage the model reports with an answer: PromptTokens counts the request's
+// messages and CompletionTokens the answer (its text and its tool calls' names and arguments),
+// each text with the heuristic of spec/token-counting.md §2 and each message adding 4; TotalTokens
+// is their sum.
+//
+//	u := world.UsageOf(msgs, "Hello!", nil) // world.Usage{PromptTokens: ..., CompletionTokens: 2, ...}
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// UsageOf computes the Usage of an answer with text and calls to a request holding msgs.
+//
+//	u := world.UsageOf([]world.Message{{Role: "user", Content: "hi"}}, "re: hi", nil)
+func UsageOf(msgs []Message, text string, calls []ToolCall) Usage {
+	var u Usage
+	for _, m := range msgs {
+		u.PromptTokens += 4 + oracle.Tokens(m.Content)
+		for _, tc := range m.ToolCalls {
+			u.PromptTokens += oracle.Tokens(tc.Name) + oracle.Tokens(tc.Arguments)
+		}
+	}
+	u.CompletionTokens = oracle.Tokens(text)
+	for _, tc := range calls {
+		u.CompletionTokens += oracle.Tokens(tc.Name) + oracle.Tokens(tc.Arguments)
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	return u
 }
 
 // ModelRequest is one recorded request to the model. Index is its 0-based arrival number since the
@@ -57,12 +104,14 @@ type Reply struct {
 //	r, _ := w.Model().WaitDone(ctx, 0)
 //	if r.Aborted { /* the system hung up on the model */ }
 type ModelRequest struct {
-	Index     int
-	Model     string
-	Messages  []Message
-	Tools     []ToolSpec
-	Stream    bool
-	MaxTokens int
+	Index    int
+	Model    string
+	Messages []Message
+	Tools    []ToolSpec
+	Stream   bool
+	// IncludeUsage is stream_options.include_usage of the request.
+	IncludeUsage bool
+	MaxTokens    int
 	// APIKey is the bearer token the request carried in Authorization, or "".
 	APIKey  string
 	Arrived time.Time
@@ -213,7 +262,8 @@ func (m *Model) WaitDone(ctx context.Context, i int) (ModelRequest, error) {
 
 // take picks the reply for a request and records it.
 func (m *Model) take(req *chatRequest, apiKey string, size int64) (Reply, *journal[ModelRequest], int) {
-	rec := ModelRequest{APIKey: apiKey, Model: req.Model, Messages: req.Messages, Tools: req.Tools, Stream: req.Stream, Arrived: time.Now()}
+	rec := ModelRequest{APIKey: apiKey, Model: req.Model, Messages: req.Messages, Tools: req.Tools, Stream: req.Stream,
+		IncludeUsage: req.includeUsage(), Arrived: time.Now()}
 	if req.MaxTokens != nil {
 		rec.MaxTokens = *req.MaxTokens
 	} else if req.MaxCompletionTokens != nil {
@@ -303,14 +353,19 @@ func (m *Model) answer(rw http.ResponseWriter, r *http.Request, req *chatRequest
 			finish = "tool_calls"
 		}
 	}
-	if req.Stream && !(reply.Fail != nil && len(reply.Chunks) == 0) {
-		s := &sseWriter{rw: rw, rc: http.NewResponseController(rw), id: id, model: req.Model, created: time.Now().Unix()}
+	usage := UsageOf(req.Messages, strings.Join(pieces, "")+strings.Join(reply.After, ""), calls)
+	if req.Stream && !reply.Plain && !(reply.Fail != nil && len(reply.Chunks) == 0) {
+		s := &sseWriter{rw: rw, rc: http.NewResponseController(rw), id: id, model: req.Model, created: time.Now().Unix(),
+			keepAlive: reply.KeepAlive, multiLine: reply.MultiLine}
+		if req.includeUsage() || reply.UsageChunk {
+			s.usage = &usage
+		}
 		return s.stream(r, pieces, reply, calls, finish)
 	}
-	return m.answerPlain(rw, r, id, req.Model, pieces, reply, calls, finish)
+	return m.answerPlain(rw, r, id, req.Model, pieces, reply, calls, finish, usage)
 }
 
-func (m *Model) answerPlain(rw http.ResponseWriter, r *http.Request, id, model string, pieces []string, reply Reply, calls []ToolCall, finish string) (finished, aborted bool) {
+func (m *Model) answerPlain(rw http.ResponseWriter, r *http.Request, id, model string, pieces []string, reply Reply, calls []ToolCall, finish string, usage Usage) (finished, aborted bool) {
 	if reply.Hold != nil {
 		switch reply.Hold.wait(r.Context()) {
 		case holdClientGone:
@@ -343,6 +398,7 @@ func (m *Model) answerPlain(rw http.ResponseWriter, r *http.Request, id, model s
 	if err := writeJSON(rw, http.StatusOK, map[string]any{
 		"id": id, "object": "chat.completion", "created": time.Now().Unix(), "model": model,
 		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}},
+		"usage":   usage,
 	}); err != nil {
 		return false, true
 	}
@@ -366,20 +422,37 @@ func modelFailureBody(f *Failure) (int, []byte) {
 }
 
 // sseWriter writes one streamed answer.
+// With usage set, every chunk carries "usage": null and the stream ends with a usage-only chunk
+// before [DONE], as a provider asked for stream_options.include_usage does.
 type sseWriter struct {
-	rw      http.ResponseWriter
-	rc      *http.ResponseController
-	id      string
-	model   string
-	created int64
-	err     error
+	rw        http.ResponseWriter
+	rc        *http.ResponseController
+	id        string
+	model     string
+	created   int64
+	keepAlive bool
+	multiLine bool
+	usage     *Usage
+	err       error
 }
 
 func (s *sseWriter) event(data []byte) {
 	if s.err != nil {
 		return
 	}
-	if _, err := fmt.Fprintf(s.rw, "data: %s\n\n", data); err != nil {
+	var b strings.Builder
+	if s.keepAlive {
+		b.WriteString(": keep-alive\n\n")
+	}
+	lines := []string{string(data)}
+	if s.multiLine {
+		lines = splitJSONLines(data)
+	}
+	for _, l := range lines {
+		b.WriteString("data: " + l + "\n")
+	}
+	b.WriteString("\n")
+	if _, err := io.WriteString(s.rw, b.String()); err != nil {
 		s.err = err
 		return
 	}
@@ -389,11 +462,48 @@ func (s *sseWriter) event(data []byte) {
 }
 
 func (s *sseWriter) chunk(delta map[string]any, finish any) {
-	b, _ := json.Marshal(map[string]any{
+	c := map[string]any{
 		"id": s.id, "object": "chat.completion.chunk", "created": s.created, "model": s.model,
 		"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}},
-	})
+	}
+	if s.usage != nil {
+		c["usage"] = nil
+	}
+	b, _ := json.Marshal(c)
 	s.event(b)
+}
+
+// done ends a stream that completed: the usage-only chunk when asked for, then [DONE].
+func (s *sseWriter) done() {
+	if s.usage != nil {
+		b, _ := json.Marshal(map[string]any{
+			"id": s.id, "object": "chat.completion.chunk", "created": s.created, "model": s.model,
+			"choices": []any{}, "usage": s.usage,
+		})
+		s.event(b)
+	}
+	s.event([]byte("[DONE]"))
+}
+
+// splitJSONLines cuts JSON text after every comma outside strings, so that the pieces joined with
+// "\n" are the same JSON value.
+func splitJSONLines(data []byte) []string {
+	var out []string
+	start, inString, escaped := 0, false, false
+	for i, c := range data {
+		switch {
+		case escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case c == '"':
+			inString = !inString
+		case !inString && c == ',':
+			out = append(out, string(data[start:i+1]))
+			start = i + 1
+		}
+	}
+	return append(out, string(data[start:]))
 }
 
 func (s *sseWriter) text(pieces []string) {
@@ -455,7 +565,7 @@ func (s *sseWriter) stream(r *http.Request, pieces []string, reply Reply, calls 
 		return false, true
 	}
 	s.chunk(map[string]any{}, finish)
-	s.event([]byte("[DONE]"))
+	s.done()
 	return s.err == nil, s.err != nil
 }
 
@@ -472,7 +582,7 @@ func (s *sseWriter) keepStreaming(r *http.Request, reply Reply, calls []ToolCall
 			"function": map[string]any{"name": tc.Name, "arguments": tc.Arguments}}}}, nil)
 	}
 	s.chunk(map[string]any{}, finish)
-	s.event([]byte("[DONE]"))
+	s.done()
 	gone := r.Context().Err() != nil || s.err != nil
 	return !gone, gone
 }

@@ -151,6 +151,14 @@ type chatRequest struct {
 	MaxTokens           *int            `json:"max_tokens"`
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
 	ToolChoice          json.RawMessage `json:"tool_choice"`
+	StreamOptions       *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+}
+
+// includeUsage reports whether a streamed request asked for the usage-only chunk.
+func (c *chatRequest) includeUsage() bool {
+	return c.Stream && c.StreamOptions != nil && c.StreamOptions.IncludeUsage
 }
 
 // knownRoles are the message roles a request may use.

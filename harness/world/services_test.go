@@ -31,6 +31,7 @@ func postAsync(t *testing.T, ctx context.Context, url string, body any, header .
 			ch <- answer{}
 			return
 		}
+		req.Header.Set("Content-Type", "application/json")
 		for i := 0; i+1 < len(header); i += 2 {
 			req.Header.Set(header[i], header[i+1])
 		}

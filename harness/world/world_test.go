@@ -169,6 +169,19 @@ func TestMalformedRequestsAreRejected(t *testing.T) {
 	for _, tc := range cases {
 		status, body := post(t, u+tc.path, tc.body)
 		assert.Equal(t, tc.status, status, "%s %s", tc.path, tc.body)
+		if strings.HasPrefix(tc.path, "/v1/") {
+			// The model answers as an OpenAI-compatible provider does.
+			var e struct {
+				Error struct {
+					Message string `json:"message"`
+					Type    string `json:"type"`
+				} `json:"error"`
+			}
+			require.NoError(t, json.Unmarshal(body, &e), "%s", body)
+			assert.NotEmpty(t, e.Error.Message)
+			assert.Equal(t, "invalid_request_error", e.Error.Type)
+			continue
+		}
 		var e struct {
 			Error string `json:"error"`
 		}

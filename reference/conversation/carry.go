@@ -30,6 +30,8 @@ type state struct {
 	Pending *kernel.Message     `json:"pending,omitempty"`
 	Replay  *envelope.ReplaySet `json:"replay,omitempty"`
 	Invalid int64               `json:"invalid,omitempty"`
+	// CountEmpty is the start's CountEmpty, carried across rotations.
+	CountEmpty bool `json:"countEmpty,omitempty"`
 }
 
 // turnMem is one accepted turn in the carried window.

@@ -61,15 +61,17 @@ const (
 type Config struct {
 	// Keys signs and verifies envelopes: the current key first, then previous keys that still
 	// verify. At least one key of at least 32 bytes is required.
-	Keys              [][]byte
-	SystemPrompt      string
-	BargeIn           bool
-	RotateEveryTurns  int
-	MaxTurnChars      int
-	MaxScan           int
-	MaxCarryBytes     int
-	MaxWindowTurns    int
-	MaxEnvelopeAgeMs  int64
+	Keys             [][]byte
+	SystemPrompt     string
+	BargeIn          bool
+	RotateEveryTurns int
+	MaxTurnChars     int
+	MaxScan          int
+	MaxCarryBytes    int
+	MaxWindowTurns   int
+	MaxEnvelopeAgeMs int64
+	// MaxInvalidRecords is how many invalid messages (failed verification, empty or over
+	// MaxTurnChars) are recorded as rejected records in all; past it they are only counted.
 	MaxInvalidRecords int
 	// ReplaySetSize is how many consumed envelope ids the replay set keeps (default 1024).
 	ReplaySetSize int
@@ -125,6 +127,8 @@ type Conversations struct {
 	mu    sync.Mutex
 	k     *kernel.Kernel
 	metas map[string]meta
+	// absent holds ids meta found no conversation at (see meta).
+	absent map[string]struct{}
 
 	// partMu guards partCache: the participant sets of shared conversations, keyed by id.
 	partMu    sync.Mutex
@@ -195,7 +199,7 @@ func New(cfg Config, deps Deps, hub *Hub) (*Conversations, error) {
 	if err := cfg.Shared.validate(); err != nil {
 		return nil, err
 	}
-	return &Conversations{cfg: cfg, deps: deps, hub: hub, metas: map[string]meta{}}, nil
+	return &Conversations{cfg: cfg, deps: deps, hub: hub, metas: map[string]meta{}, absent: map[string]struct{}{}}, nil
 }
 
 // Flows returns the kernel flows conversations need.
@@ -228,6 +232,9 @@ type startInput struct {
 	V     int               `json:"v"`
 	Owner loomtype.Identity `json:"owner"`
 	Mode  string            `json:"mode"`
+	// CountEmpty: empty and oversized messages count against MaxInvalidRecords. Every
+	// conversation Start makes says so; one whose log predates it replays as it was written.
+	CountEmpty bool `json:"countEmpty,omitempty"`
 }
 
 // StartOptions choose the conversation's id and mode.
@@ -277,7 +284,7 @@ func (cv *Conversations) Start(ctx context.Context, principal loomtype.Identity,
 	default:
 		return loomtype.Status{}, false, fmt.Errorf("%w: unknown mode", loomtype.ErrBadRequest)
 	}
-	in, _ := json.Marshal(startInput{V: 1, Owner: principal, Mode: opt.Mode})
+	in, _ := json.Marshal(startInput{V: 1, Owner: principal, Mode: opt.Mode, CountEmpty: true})
 	k := cv.kernel()
 	_, err := k.Start(ctx, kernel.StartRequest{ID: opt.ID, Flow: FlowName, Input: in, Principal: runAs})
 	created := true
@@ -335,36 +342,52 @@ func newID() string {
 	return "c_" + hex.EncodeToString(b[:])
 }
 
-// meta reads (once) who owns a conversation.
+// meta reads who owns a conversation. Whatever is known of id, it reads the execution record
+// from the store once, and the first look at an id (nothing remembered of it yet) also reads the
+// head of its log, whether or not the conversation exists: a conversation that exists and one
+// that does not cost the same store work, so the time of the uniform 404 says nothing about which
+// it was. What was learned is remembered (owner and mode never change; an absent id only until
+// its record appears), within maxRemembered ids each.
 func (cv *Conversations) meta(ctx context.Context, id string) (meta, error) {
-	cv.mu.Lock()
-	m, ok := cv.metas[id]
-	cv.mu.Unlock()
-	if ok {
-		return m, nil
-	}
 	k := cv.kernel()
-	info, err := k.Info(ctx, id)
+	raw, present, err := k.Store().Meta(ctx, kernel.InfoKey(id))
 	if err != nil {
 		return meta{}, err
 	}
-	if info.Flow != FlowName {
+	cv.mu.Lock()
+	m, known := cv.metas[id]
+	_, looked := cv.absent[id]
+	cv.mu.Unlock()
+	if present && known {
+		return m, nil
+	}
+	if !present && looked {
 		return meta{}, loomtype.ErrNotFound
 	}
+	// The first look: the record and the log's first event, for an id that exists or not.
 	evs, err := k.Store().ReadForward(ctx, kernel.LogStream(id), 0, 0, 1)
 	if err != nil {
 		return meta{}, err
 	}
-	if len(evs) == 0 {
+	if !present {
+		cv.mu.Lock()
+		remember(cv.absent, id, struct{}{})
+		cv.mu.Unlock()
 		return meta{}, loomtype.ErrNotFound
 	}
+	var info kernel.Info
+	if err := json.Unmarshal(raw, &info); err != nil {
+		return meta{}, fmt.Errorf("conversation: execution record %s: %w", id, err)
+	}
+	// An execution that is no conversation is remembered as one nobody may touch (ok false), so
+	// it costs what a conversation costs from now on too.
 	var started struct {
 		Input startInput `json:"input"`
 	}
-	if err := json.Unmarshal(evs[0].Data, &started); err != nil {
-		return meta{}, loomtype.ErrNotFound
+	m = meta{}
+	if info.Flow == FlowName && len(evs) > 0 && json.Unmarshal(evs[0].Data, &started) == nil {
+		m = meta{owner: started.Input.Owner, mode: started.Input.Mode}
 	}
-	m = meta{owner: started.Input.Owner, mode: started.Input.Mode}
 	switch m.mode {
 	case ModeOwner:
 		m.ok = m.owner.Valid() && info.Principal.Equal(m.owner)
@@ -372,15 +395,24 @@ func (cv *Conversations) meta(ctx context.Context, id string) (meta, error) {
 		m.ok = m.owner.Valid() && cv.cfg.Shared.Service != nil && info.Principal.Equal(*cv.cfg.Shared.Service)
 	}
 	cv.mu.Lock()
-	if len(cv.metas) > 100_000 {
-		for k := range cv.metas {
-			delete(cv.metas, k)
+	delete(cv.absent, id)
+	remember(cv.metas, id, m)
+	cv.mu.Unlock()
+	return m, nil
+}
+
+// maxRemembered bounds each of the maps meta remembers ids in.
+const maxRemembered = 100_000
+
+// remember puts v under id in m, first forgetting one other id when m is full (cv.mu held).
+func remember[V any](m map[string]V, id string, v V) {
+	if _, ok := m[id]; !ok && len(m) >= maxRemembered {
+		for k := range m {
+			delete(m, k)
 			break
 		}
 	}
-	cv.metas[id] = m
-	cv.mu.Unlock()
-	return m, nil
+	m[id] = v
 }
 
 // Authorize decides whether principal may touch conversation id at all. Every refusal is
@@ -390,7 +422,40 @@ func (cv *Conversations) Authorize(ctx context.Context, principal loomtype.Ident
 	return err
 }
 
+// NotFoundFloor is the least time a refusal of authorization takes, counted from when it began:
+// whichever path refused (no such conversation, not the caller's, not a participant), the
+// uniform 404 comes no sooner than this. It is a sleep, costing the server no work: where the
+// system's timers are coarser than the floor, the sleep ends later than asked, counted from
+// when it began, and then it only adds jitter; what makes the paths cost the same is that both do
+// the same store work (see meta and AuthorizeRuntime).
+const NotFoundFloor = 200 * time.Microsecond
+
 func (cv *Conversations) authorize(ctx context.Context, principal loomtype.Identity, id string) (meta, error) {
+	start := time.Now()
+	m, err := cv.authorizeNow(ctx, principal, id)
+	if errors.Is(err, loomtype.ErrNotFound) {
+		floor(ctx, start)
+	}
+	return m, err
+}
+
+// absentRecord stands in for the execution record of an id that has none, so that refusing it
+// decodes a record as refusing another's does.
+var absentRecord = []byte(`{"id":"c_000000000000000000000000","flow":"conversation","principal":{"tenant":"-","actor":"-"},"state":"open","gen":0,"created":0}`)
+
+// floor waits until NotFoundFloor has passed since start, or ctx ends.
+func floor(ctx context.Context, start time.Time) {
+	if d := time.Until(start.Add(NotFoundFloor)); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+}
+
+func (cv *Conversations) authorizeNow(ctx context.Context, principal loomtype.Identity, id string) (meta, error) {
 	if !principal.Valid() || !ValidID(id) {
 		return meta{}, loomtype.ErrNotFound
 	}
@@ -515,9 +580,24 @@ func wireEnvelope(e envelope.Envelope) envelopeJSON {
 // execution runs as may use the door on it; to anyone else it does not exist.
 //
 // Errors: loomtype.ErrNotFound.
+//
+// Like Authorize, it reads the execution record from the store whatever the kernel holds in
+// memory, and a refusal takes at least NotFoundFloor: a missing id and another's cost the same.
 func (cv *Conversations) AuthorizeRuntime(ctx context.Context, principal loomtype.Identity, id string) (kernel.Info, error) {
-	info, err := cv.kernel().Info(ctx, id)
-	if err != nil || !principal.Valid() || !info.Principal.Equal(principal) {
+	start := time.Now()
+	k := cv.kernel()
+	raw, present, err := k.Store().Meta(ctx, kernel.InfoKey(id))
+	if !present {
+		raw = absentRecord // decoded all the same: no record costs what another's record costs
+	}
+	var stored kernel.Info
+	if json.Unmarshal(raw, &stored) != nil || err != nil || !present || !principal.Valid() || !stored.Principal.Equal(principal) {
+		floor(ctx, start)
+		return kernel.Info{}, loomtype.ErrNotFound
+	}
+	info, err := k.Info(ctx, id)
+	if err != nil {
+		floor(ctx, start)
 		return kernel.Info{}, loomtype.ErrNotFound
 	}
 	return info, nil

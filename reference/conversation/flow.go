@@ -22,16 +22,22 @@ import (
 // errClosedFlow ends the dialogue loop after the close record.
 var errClosedFlow = errors.New("conversation: closed")
 
-// recordValue is the value of a transcript decision.
+// recordValue is the value of a transcript decision. Turns is the number of the newest accepted
+// turn once the record is written, so the status reads it from the newest record alone.
 type recordValue struct {
-	Rec loomtype.Entry `json:"rec"`
+	Rec   loomtype.Entry `json:"rec"`
+	Turns *int64         `json:"turns,omitempty"`
 }
 
-// verdictValue is the recorded acceptance verdict of one message.
+// verdictValue is the recorded acceptance verdict of one message. Turns is the number of the
+// newest accepted turn when the message was taken up (before its own turn, if it becomes one):
+// every consumed message has a verdict, recorded or only counted, so the status finds a count
+// within a few events of the log's end whatever the number of rejections.
 type verdictValue struct {
 	OK       bool          `json:"ok"`
 	Reason   string        `json:"reason,omitempty"`
 	Envelope *envelopeJSON `json:"envelope,omitempty"`
+	Turns    *int64        `json:"turns,omitempty"`
 }
 
 // fitValue is the recorded budget verdict of one turn.
@@ -86,7 +92,7 @@ func (cv *Conversations) initialState(c *kernel.Context, input json.RawMessage) 
 		if err := json.Unmarshal(input, &in); err != nil || in.V != 1 {
 			return nil, fmt.Errorf("conversation: start input: %v", err)
 		}
-		return &state{V: 1, Owner: in.Owner, Mode: in.Mode, Replay: envelope.NewReplaySet(cv.cfg.ReplaySetSize)}, nil
+		return &state{V: 1, Owner: in.Owner, Mode: in.Mode, CountEmpty: in.CountEmpty, Replay: envelope.NewReplaySet(cv.cfg.ReplaySetSize)}, nil
 	}
 	return readState(input, cv.cfg.MaxCarryBytes, cv.cfg.ReplaySetSize)
 }
@@ -115,7 +121,8 @@ func (cv *Conversations) record(c *kernel.Context, st *state, id string, e loomt
 		if live != nil {
 			live()
 		}
-		return recordValue{Rec: e}, nil
+		turns := st.Seq
+		return recordValue{Rec: e, Turns: &turns}, nil
 	})
 	return v.Rec, err
 }
@@ -129,7 +136,8 @@ func (cv *Conversations) handle(c *kernel.Context, st *state, m kernel.Message) 
 			Voices: cv.voices(c, st),
 			Now:    m.Time, MaxAgeMs: cv.cfg.MaxEnvelopeAgeMs, Seen: st.Replay,
 		})
-		out := verdictValue{OK: v.OK, Reason: v.Reason}
+		turns := st.Seq
+		out := verdictValue{OK: v.OK, Reason: v.Reason, Turns: &turns}
 		if v.OK {
 			e := wireEnvelope(v.Envelope)
 			out.Envelope = &e
@@ -140,7 +148,7 @@ func (cv *Conversations) handle(c *kernel.Context, st *state, m kernel.Message) 
 		return err
 	}
 	if !vv.OK || vv.Envelope == nil {
-		return cv.invalid(c, st, m, vv.Reason)
+		return cv.invalid(c, st, m, vv.Reason, nil)
 	}
 	env := vv.Envelope
 	st.Replay.Add(env.ID, env.IAT)
@@ -171,9 +179,10 @@ func (cv *Conversations) entryMessageID(st *state, m kernel.Message) string {
 	return m.MessageID
 }
 
-// invalid records a message that failed verification, up to MaxInvalidRecords; past that it only
-// counts them, with a recorded counter every 100.
-func (cv *Conversations) invalid(c *kernel.Context, st *state, m kernel.Message, reason string) error {
+// invalid records an invalid message (one that failed verification, or an empty or oversized
+// turn), up to MaxInvalidRecords in all; past that it only counts them, with a recorded counter
+// every 100. asker is the verified asker, nil when verification failed.
+func (cv *Conversations) invalid(c *kernel.Context, st *state, m kernel.Message, reason string, asker *loomtype.Identity) error {
 	st.Invalid++
 	if st.Invalid > int64(cv.cfg.MaxInvalidRecords) {
 		if st.Invalid%100 == 0 {
@@ -182,7 +191,7 @@ func (cv *Conversations) invalid(c *kernel.Context, st *state, m kernel.Message,
 		}
 		return nil
 	}
-	return cv.reject(c, st, m, reason, nil)
+	return cv.reject(c, st, m, reason, asker)
 }
 
 // reject records a rejected user message: turn 0, a fixed reason, no text.
@@ -208,7 +217,10 @@ func editMarker(quote string) string {
 func (cv *Conversations) turn(c *kernel.Context, st *state, m kernel.Message, env *envelopeJSON, asker loomtype.Identity) error {
 	ord := st.Ord
 	if blank(env.Text) || utf8.RuneCountInString(env.Text) > cv.cfg.MaxTurnChars {
-		return cv.reject(c, st, m, loomtype.ReasonMalformed, &asker)
+		if !st.CountEmpty { // a conversation whose log predates the count replays as written
+			return cv.reject(c, st, m, loomtype.ReasonMalformed, &asker)
+		}
+		return cv.invalid(c, st, m, loomtype.ReasonMalformed, &asker)
 	}
 	prompt := env.Text
 	var editOfTurn int64

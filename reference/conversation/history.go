@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
@@ -264,8 +265,15 @@ func (cv *Conversations) status(ctx context.Context, m meta, id string) (loomtyp
 	if info.State != kernel.StateOpen {
 		st.State = "closed"
 	}
-	// The newest accepted turn: page backward until a record with a turn, at most 50 pages, so
-	// a long run of rejections cannot hide it.
+	// The newest accepted turn, from the newest count the log holds near its end.
+	if n, ok, err := cv.newestTurn(ctx, id, info.Gen); err != nil {
+		return loomtype.Status{}, err
+	} else if ok {
+		st.Turns = n
+		return st, nil
+	}
+	// A log written before records and verdicts carried the count: page backward until a record
+	// with a turn, at most 50 pages.
 	var cur *loomtype.Cursor
 	for range 50 {
 		entries, next, done, err := cv.readBackward(ctx, id, cur, 100)
@@ -284,6 +292,86 @@ func (cv *Conversations) status(ctx context.Context, m meta, id string) (loomtyp
 		cur = &next
 	}
 	return st, nil
+}
+
+// StatusScan bounds the log events a status read looks at to find the newest accepted turn.
+// Every message the dialogue takes up leaves a verdict holding the count, and every record holds
+// it too, so the count is found within the events of one turn whatever the number of
+// rejections before it: the cost of a status read does not grow with them.
+const StatusScan = 4 * block
+
+// newestTurn reads generation gen of a conversation's log backward from its end, at most
+// StatusScan events, for the newest count of accepted turns: the value of a verdict or record
+// decision, the carry that started the generation, or 0 at the very start. ok is false when none
+// was found (a log from before the counts were recorded).
+func (cv *Conversations) newestTurn(ctx context.Context, id string, gen int64) (int64, bool, error) {
+	st := cv.kernel().Store()
+	stream := kernel.LogStream(id)
+	head, err := st.Head(ctx, stream, gen)
+	if err != nil {
+		return 0, false, err
+	}
+	before := head + 1
+	// The count is usually in the newest few events: read a few first, more each time after.
+	for scanned, want := 0, 8; scanned < StatusScan && before > 1; want = min(4*want, block) {
+		evs, err := st.ReadBackward(ctx, stream, gen, before, min(want, StatusScan-scanned))
+		if err != nil {
+			return 0, false, err
+		}
+		if len(evs) == 0 {
+			break
+		}
+		for _, ev := range evs {
+			scanned++
+			before = ev.Seq
+			if n, found, legacy := turnsOf(ev, gen); found || legacy {
+				return n, found, nil
+			}
+		}
+	}
+	return 0, false, nil
+}
+
+// turnsOf reads the count of accepted turns an event of a conversation's log holds, if any
+// (found). legacy reports a verdict or record written before they held the count: the count is
+// then to be found the old way.
+func turnsOf(ev store.Event, gen int64) (n int64, found, legacy bool) {
+	switch ev.Kind {
+	case "decision":
+		var d struct {
+			ID    string          `json:"id"`
+			Value json.RawMessage `json:"value"`
+		}
+		if json.Unmarshal(ev.Data, &d) != nil || !strings.HasPrefix(d.ID, "conv#") || len(d.Value) == 0 || d.Value[0] != '{' {
+			return 0, false, false
+		}
+		var v struct {
+			Turns *int64          `json:"turns"`
+			Rec   json.RawMessage `json:"rec"`
+		}
+		if json.Unmarshal(d.Value, &v) != nil {
+			return 0, false, false
+		}
+		if v.Turns == nil {
+			counted := v.Rec != nil || strings.HasSuffix(d.ID, ":verify")
+			return 0, false, counted
+		}
+		return *v.Turns, true, false
+	case "started":
+		if gen == 0 {
+			return 0, true, false
+		}
+		var started struct {
+			Input struct {
+				Seq *int64 `json:"seq"`
+			} `json:"input"`
+		}
+		if json.Unmarshal(ev.Data, &started) != nil || started.Input.Seq == nil {
+			return 0, false, true
+		}
+		return *started.Input.Seq, true, false
+	}
+	return 0, false, false
 }
 
 // WatchLog returns a channel that receives a value after each append to the conversation's log

@@ -1,15 +1,18 @@
 package envelope
 
 import (
+	"errors"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/loomcheck/loomcheck/reference/strictjson"
 )
 
 // Parse decodes the JSON wire form of an envelope strictly, as spec/envelopes.md requires, and
 // validates it with the rules of [Validate]. It does not verify the signature.
 //
-// The payload must be valid UTF-8 and one JSON object (surrounding whitespace allowed) with the
-// members conversationId, kind, id, iat, asker and sig (any string: whether it verifies, and the
+// The payload must pass strictjson.Check (the JSON rules every body of the engine shares) and be
+// one JSON object (surrounding whitespace allowed) with the members conversationId, kind, id, iat, asker and sig (any string: whether it verifies, and the
 // empty string never does, is [Verify]'s question), text (optional on a close envelope, where
 // absent means ""), and optionally editOf; no other member and no member twice. asker is an
 // object with actor and optionally tenant and onBehalfOf, all strings (an empty string counts as
@@ -63,6 +66,17 @@ func Parse(raw []byte) (Envelope, error) {
 	p.ws()
 	if p.i != len(p.s) {
 		return Envelope{}, &MalformedError{Offset: p.i}
+	}
+	// The JSON rules every body of the engine shares (UTF-8, paired surrogates, no member twice,
+	// one value and nothing after it) are strictjson.Check's: the reader above applies them
+	// member by member, and an envelope also passes Check, so the two can never disagree.
+	if err := strictjson.Check(raw); err != nil {
+		me := &MalformedError{}
+		var se *strictjson.Error
+		if errors.As(err, &se) {
+			me.Field, me.Offset = se.Field, se.Offset
+		}
+		return Envelope{}, me
 	}
 	for _, k := range []string{"conversationId", "kind", "id", "iat", "asker", "sig"} {
 		if !seen[k] {

@@ -324,8 +324,8 @@ func TestBodyMembersExact(t *testing.T) {
 		{"/conversations/" + id + "/turns", `{"text":"a","text":"b"}`, "text"},
 		{"/conversations/" + id + "/turns", `{"text":"a","messageID":"m1"}`, "messageID"},
 		{"/conversations", `{"ID":"upper"}`, "ID"},
-		{"/conversations", `{"mode":"shared","participants":[{"actor":"bob","Tenant":"t1"}]}`, "Tenant"},
-		{"/conversations/" + shared + "/participants", `{"op":"add","identity":{"actor":"carol","actor":"dave"}}`, "actor"},
+		{"/conversations", `{"mode":"shared","participants":[{"actor":"bob","Tenant":"t1"}]}`, "participants.Tenant"},
+		{"/conversations/" + shared + "/participants", `{"op":"add","identity":{"actor":"carol","actor":"dave"}}`, "identity.actor"},
 		{"/runtime/executions", `{"id":"x1","flow":"conversation.turn","input":{},"Input":1}`, "Input"},
 		{"/conversations/" + id + "/turns", `{"text":"a","messageId":null}`, "messageId"},
 		{"/conversations/" + id + "/turns", `{"text":"a","messageId":""}`, "messageId"},
@@ -335,6 +335,15 @@ func TestBodyMembersExact(t *testing.T) {
 		{"/conversations", `{"mode":""}`, "mode"},
 		{"/conversations", `{"participants":null}`, "participants"},
 		{"/conversations", `null`, "body"},
+		{"/conversations", `{} }`, "body"},
+		{"/conversations", `{}]`, "body"},
+		{"/conversations/" + id + "/turns", `{"text":"a"} {}`, "body"},
+		{"/conversations/" + id + "/turns", "{\"text\":\"a\xff\"}", "text"},
+		{"/conversations/" + id + "/turns", `{"text":"a\ud800"}`, "text"},
+		{"/conversations/" + id + "/turns", `{"text":"a\udc00"}`, "text"},
+		{"/conversations/" + id + "/turns", `{"messageId":"m-9"}`, "text"},
+		{"/runtime/executions", `{"id":"x3","flow":"conversation.turn","input":{"a":2,"a":3}}`, "input.a"},
+		{"/runtime/executions/" + id + "/messages", `{"messageId":"m-9","payload":{"kind":"user","kind":"close"}}`, "payload.kind"},
 	} {
 		before := fe.footprint(t, id, "upper")
 		req := httptest.NewRequest(http.MethodPost, c.path, strings.NewReader(c.body))
@@ -349,8 +358,8 @@ func TestBodyMembersExact(t *testing.T) {
 			t.Errorf("%s %s wrote:\n%s\n%s", c.path, c.body, before, after)
 		}
 	}
-	// The members the contract names, in their case, are still taken; raw payloads unchanged.
-	req := httptest.NewRequest(http.MethodPost, "/runtime/executions", strings.NewReader(`{"id":"turn:`+id+`:x2","flow":"conversation.turn","input":{"conversationId":"`+id+`","A":1,"a":2,"a":3}}`))
+	// A free-form input is taken as it is: members differing only in case are two members.
+	req := httptest.NewRequest(http.MethodPost, "/runtime/executions", strings.NewReader(`{"id":"turn:`+id+`:x2","flow":"conversation.turn","input":{"conversationId":"`+id+`","A":1,"a":2}}`))
 	req.Header.Set("Authorization", "Bearer alice")
 	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()

@@ -16,7 +16,6 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,6 +25,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/agent"
 	"github.com/loomcheck/loomcheck/reference/conversation"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
+	"github.com/loomcheck/loomcheck/reference/strictjson"
 )
 
 // Defaults of Config.
@@ -392,9 +392,11 @@ func (b *bucket) full(now time.Time, perMinute int) bool {
 	return b.tokens >= float64(perMinute)
 }
 
-// readBody enforces the JSON content type and the size limit, then decodes strictly: members
-// named exactly, once each, never null. An empty body (zero bytes) decodes as {} when
-// allowEmpty; white space alone is a bad request.
+// readBody enforces the JSON content type (a charset, if given, must be utf-8) and the size
+// limit, then decodes with the one strict decoder of every body (strictjson.Decode): members
+// named exactly, once each, required ones present, never null, valid UTF-8 only, nothing after
+// the value. A refusal is a 400 naming the member ("body" for the body as a whole). An empty
+// body (zero bytes) decodes as {} when allowEmpty; white space alone is a bad request.
 func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) bool {
 	if r.ContentLength > g.cfg.MaxBodyBytes {
 		writeError(w, http.StatusRequestEntityTooLarge, "payload too large", "")
@@ -404,8 +406,8 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, v any, allowE
 	if ct == "" && allowEmpty && r.ContentLength == 0 {
 		return true
 	}
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil || mt != "application/json" {
+	mt, params, err := mime.ParseMediaType(ct)
+	if cs, ok := params["charset"]; err != nil || mt != "application/json" || ok && !strings.EqualFold(cs, "utf-8") {
 		writeError(w, http.StatusUnsupportedMediaType, "unsupported media type", "")
 		return false
 	}
@@ -419,126 +421,19 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, v any, allowE
 		writeError(w, http.StatusBadRequest, "bad request", "body")
 		return false
 	}
-	if len(strings.TrimSpace(string(body))) == 0 {
-		if allowEmpty && len(body) == 0 { // no body at all; white space alone is no JSON
-			return true
-		}
-		writeError(w, http.StatusBadRequest, "bad request", "body")
-		return false
+	if len(body) == 0 && allowEmpty { // no body at all; white space alone is no JSON
+		return true
 	}
-	dec := json.NewDecoder(strings.NewReader(string(body)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		writeError(w, http.StatusBadRequest, "bad request", fieldOf(err))
-		return false
-	}
-	if dec.More() {
-		writeError(w, http.StatusBadRequest, "bad request", "body")
-		return false
-	}
-	// encoding/json matches member names without regard to case and keeps the last of two
-	// equal ones; the contract names members exactly, once each.
-	if f, ok := exactMembers(json.NewDecoder(strings.NewReader(string(body))), reflect.TypeOf(v).Elem()); !ok {
-		if f == "" {
-			f = "body"
+	if err := strictjson.Decode(body, v); err != nil {
+		f := "body"
+		var se *strictjson.Error
+		if errors.As(err, &se) && se.Field != "" {
+			f = se.Field
 		}
 		writeError(w, http.StatusBadRequest, "bad request", f)
 		return false
 	}
 	return true
-}
-
-var rawMessageType = reflect.TypeFor[json.RawMessage]()
-
-// exactMembers walks one JSON value (already known to be valid) along the Go type it decoded
-// into and reports the first member that the type does not name exactly, that appears twice in
-// one object, or that is null (no member of the contract's bodies takes null; a null value
-// itself is reported with an empty name). A json.RawMessage or interface value is taken as it is.
-func exactMembers(dec *json.Decoder, t reflect.Type) (string, bool) {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	free := t == rawMessageType || t.Kind() == reflect.Interface
-	tok, err := dec.Token()
-	if err != nil {
-		return "body", false
-	}
-	if tok == nil && !free {
-		return "", false
-	}
-	switch tok {
-	case json.Delim('{'):
-		var fields map[string]reflect.Type
-		if !free && t.Kind() == reflect.Struct {
-			fields = map[string]reflect.Type{}
-			for i := range t.NumField() {
-				sf := t.Field(i)
-				name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
-				if name == "-" || !sf.IsExported() {
-					continue
-				}
-				if name == "" {
-					name = sf.Name
-				}
-				fields[name] = sf.Type
-			}
-		}
-		seen := map[string]bool{}
-		for dec.More() {
-			kt, err := dec.Token()
-			if err != nil {
-				return "body", false
-			}
-			k, _ := kt.(string)
-			ft := t
-			switch {
-			case free:
-			case seen[k]:
-				return k, false
-			case fields != nil:
-				var ok bool
-				if ft, ok = fields[k]; !ok {
-					return k, false
-				}
-			case t.Kind() == reflect.Map:
-				ft = t.Elem()
-			}
-			seen[k] = true
-			f, ok := exactMembers(dec, ft)
-			if !ok && f == "" {
-				return k, false // null where the contract wants a value
-			}
-			if !ok {
-				return f, false
-			}
-		}
-		_, err = dec.Token()
-		return "body", err == nil
-	case json.Delim('['):
-		et := t
-		if !free && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
-			et = t.Elem()
-		}
-		for dec.More() {
-			if f, ok := exactMembers(dec, et); !ok {
-				return f, false
-			}
-		}
-		_, err = dec.Token()
-		return "body", err == nil
-	}
-	return "", true
-}
-
-func fieldOf(err error) string {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) && te.Field != "" {
-		return te.Field
-	}
-	if s := err.Error(); strings.HasPrefix(s, "json: unknown field ") {
-		return strings.Trim(strings.TrimPrefix(s, "json: unknown field "), `"`)
-	}
-	return "body"
 }
 
 type startBody struct {

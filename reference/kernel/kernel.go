@@ -379,6 +379,12 @@ func (k *Kernel) Store() store.Store { return k.st }
 func LogStream(id string) string   { return logStream(id) }
 func InboxStream(id string) string { return inboxStream(id) }
 
+// InfoKey is the metadata key an execution's record (its Info, as JSON) is stored under, for
+// readers that must read the store itself rather than what the kernel holds in memory.
+//
+//	raw, ok, err := k.Store().Meta(ctx, kernel.InfoKey("c1"))
+func InfoKey(id string) string { return metaKey(id) }
+
 // Close stops every running execution without recording anything for it (they resume on the
 // next Open) and waits for them to return.
 func (k *Kernel) Close() error {
