@@ -7,6 +7,7 @@ all: test conformance
 
 # The main job: the whole conformance suite against the embedded reference, writing reports/latest.
 conformance:
+	@echo "compiling loomcheck (the first time this takes a few minutes: SQLite and the dependencies are built once, then cached)" >&2
 	$(GO) run ./cmd/loomcheck run --out reports/latest
 
 # The same suite with the reference as a separate process that the kit SIGKILLs to crash it.

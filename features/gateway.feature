@@ -34,6 +34,19 @@ Feature: The HTTP gateway fails closed and says nothing a caller was not entitle
       | her token as a query parameter |
       | her token in a session cookie  |
 
+  @profile:gateway @req:ADR0122-D6-40
+  Scenario Outline: The bearer scheme is read in any case (<scheme>)
+    When alice starts a conversation presenting her token under the scheme "<scheme>"
+    Then the answer is <status>
+
+    Examples:
+      | scheme | status                           |
+      | Bearer | 201                              |
+      | bearer | 201                              |
+      | BEARER | 201                              |
+      | bEaReR | 201                              |
+      | Basic  | 401 with error "unauthenticated" |
+
   @profile:gateway @req:ADR0122-D6-03 @configures
   Scenario Outline: A stranger probing a busy conversation gets the 404, never a 429
     Given the setting "gateway.maxStreams" is 1

@@ -172,6 +172,7 @@ type process struct {
 	cfg     spec.SUTConfig
 	cmd     *exec.Cmd
 	exited  chan struct{}
+	exitErr error // how the process ended (exec.ExitError), once exited is closed
 	logs    *ringBuffer
 	ready   time.Duration
 }
@@ -229,7 +230,7 @@ func (d *process) launch(ctx context.Context) error {
 	}
 	d.cmd = cmd
 	d.exited = make(chan struct{})
-	go func(c *exec.Cmd, ch chan struct{}) { _ = c.Wait(); close(ch) }(cmd, d.exited)
+	go func(c *exec.Cmd, ch chan struct{}) { d.exitErr = c.Wait(); close(ch) }(cmd, d.exited)
 	wait := d.ready
 	if wait <= 0 {
 		wait = 30 * time.Second
@@ -249,7 +250,12 @@ func (d *process) launch(ctx context.Context) error {
 		}
 		select {
 		case <-d.exited:
-			return &startError{err: fmt.Errorf("it exited before answering (%s)", tail(d.logs.String(), 400))}
+			// What it printed follows (logsOf), once.
+			how := "it exited before answering"
+			if d.exitErr != nil {
+				how += " (" + d.exitErr.Error() + ")"
+			}
+			return &startError{err: errors.New(how)}
 		case <-ctx.Done():
 			d.kill()
 			return &startError{err: fmt.Errorf("it did not answer GET /.well-known/loom within %s", wait)}

@@ -598,7 +598,7 @@ func (r *runner) build(started time.Time) *report.Report {
 		Kit:         report.Kit{Name: "loomcheck", Version: KitVersion},
 		SpecVersion: r.cat.Version,
 		Target:      report.Target{Driver: r.kind.name, Description: r.kind.describe, Implementation: r.impl, Profiles: []string{}},
-		StartedAt:   started.UTC(),
+		StartedAt:   started.UTC().Truncate(time.Millisecond), // what a reader needs; no nanoseconds
 		DurationMs:  time.Since(started).Milliseconds(),
 		Scenarios:   []report.Scenario{},
 		Contract:    r.contractStats,

@@ -133,6 +133,17 @@ func (s *scenario) registerGateway(sc *godog.ScenarioContext) {
 		s.last = r
 		return err
 	})
+	// The scheme exactly as written, then one space and the token (RFC 9110 §11.1: the scheme is
+	// case-insensitive).
+	sc.Step(`^(\w[\w' ]*?) starts a conversation presenting (?:her|his|their) token under the scheme "([^"]*)"$`, func(who, scheme string) error {
+		if err := s.sut(); err != nil {
+			return err
+		}
+		o := reqOpts{headers: map[string]string{"Authorization": scheme + " " + tokenOf(who)}}
+		r, err := s.cl.do(s.ctx, "", http.MethodPost, "/conversations", map[string]any{}, o)
+		s.last = r
+		return err
+	})
 	sc.Step(`^(\w[\w' ]*?) opens the event stream$`, func(who string) error {
 		_, err := s.streamOf(who, "")
 		return err

@@ -114,7 +114,7 @@ func Judge(rep *report.Report, cat *spec.Catalogue, base *Baseline) *report.Repo
 			st = fold(st, sc.Status)
 		}
 		if st == "" {
-			st = report.Undefined
+			st = report.NotRun // none of its scenarios was selected
 		}
 		status[q.ID] = st
 		rep.Requirements = append(rep.Requirements, report.RequirementResult{ID: q.ID, Level: q.Level, Profile: q.Profile,

@@ -148,11 +148,14 @@ func FromConfig(c spec.SUTConfig) (Options, error) {
 const TokenCookie = "loom_token"
 
 // BearerAuth authenticates "Authorization: Bearer <token>" (or the TokenCookie cookie) through
-// id. A token anywhere else, in the URL for instance, is not a credential.
+// id. The scheme is matched in any case ("bearer", "BEARER"), as RFC 9110 §11.1 says; the token is
+// exact. A token anywhere else, in the URL for instance, is not a credential.
+//
+//	opt.Gateway.Authenticate = reference.BearerAuth(&hostio.Identity{Static: principals})
 func BearerAuth(id *hostio.Identity) gateway.Authenticator {
 	return func(r *http.Request) (loomtype.Identity, error) {
 		h := r.Header.Get("Authorization")
-		tok, ok := strings.CutPrefix(h, "Bearer ")
+		tok, ok := cutScheme(h, "Bearer")
 		if h == "" {
 			if c, err := r.Cookie(TokenCookie); err == nil {
 				tok, ok = c.Value, true
@@ -170,6 +173,15 @@ func BearerAuth(id *hostio.Identity) gateway.Authenticator {
 		}
 		return loomtype.Identity{Tenant: p.Tenant, Actor: p.Actor, OnBehalfOf: p.OnBehalfOf}, nil
 	}
+}
+
+// cutScheme returns the credentials of an Authorization header value whose scheme is scheme, in
+// any case, followed by at least one space.
+func cutScheme(h, scheme string) (string, bool) {
+	if len(h) <= len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) || h[len(scheme)] != ' ' {
+		return "", false
+	}
+	return strings.TrimLeft(h[len(scheme):], " "), true
 }
 
 func decodeKey(s string) ([]byte, error) {

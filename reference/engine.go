@@ -25,6 +25,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/agent"
 	"github.com/loomcheck/loomcheck/reference/conversation"
 	"github.com/loomcheck/loomcheck/reference/gateway"
+	"github.com/loomcheck/loomcheck/reference/hostio"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/store"
@@ -59,7 +60,11 @@ type Options struct {
 	// deleted store or a volume that did not mount looks like. A directory that does not exist is
 	// a first start and needs no permission.
 	AllowEmpty bool
-	Logger     *slog.Logger
+	// Logger receives operational messages and every internal error (default: slog.Default()).
+	// Each error the engine hides behind an errorId (a failed turn's model or tool error, the
+	// cause of a 500, damaged storage) is logged at level ERROR with that errorId, whether or not
+	// Deps.OnError or Gateway.OnError is set, so that the id a caller saw always leads somewhere.
+	Logger *slog.Logger
 }
 
 // Engine is an open reference engine. Its methods are safe for concurrent use.
@@ -121,6 +126,7 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 		lock.Close()
 		return nil, err
 	}
+	logErrors(&opt)
 	hub := conversation.NewHub(opt.Gateway.MaxSubscribers)
 	cv, err := conversation.New(opt.Conversation, opt.Deps, hub)
 	if err != nil {
@@ -150,6 +156,30 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 		return fail(err)
 	}
 	return &Engine{lock: lock, st: st, k: k, cv: cv, gw: gw, dir: opt.DataDir, edge: opt.Edge}, nil
+}
+
+// logErrors makes opt's error hooks log every error they receive, with its errorId, to
+// opt.Logger (slog.Default() when nil) before they pass it on to the hook configured, if any.
+func logErrors(opt *Options) {
+	lg := opt.Logger
+	if lg == nil {
+		lg = slog.Default()
+	}
+	opt.Logger = lg
+	turnHook := opt.Deps.OnError
+	opt.Deps.OnError = func(r hostio.ErrorReport) {
+		lg.Error("turn failed", "errorId", r.ErrorID, "conversation", r.ConversationID, "turn", r.Turn, "error", r.Error)
+		if turnHook != nil {
+			turnHook(r)
+		}
+	}
+	gwHook := opt.Gateway.OnError
+	opt.Gateway.OnError = func(id string, err error) {
+		lg.Error("internal error", "errorId", id, "error", err)
+		if gwHook != nil {
+			gwHook(id, err)
+		}
+	}
 }
 
 // Handler is the HTTP surface, without the edge's connection handling (Serve adds it).

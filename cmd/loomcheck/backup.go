@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,7 +14,7 @@ import (
 // cmdBackup copies the reference engine's store to one file, online: the engine serving on the
 // data directory goes on serving and writing while it runs.
 func cmdBackup(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("backup", flag.ContinueOnError)
+	fs := newFlagSet("backup", usageBackup)
 	dataDir := fs.String("data", "loom-data", "the data directory of the engine to back up (it may be serving)")
 	to := fs.String("to", "", "the backup file to write (must not exist)")
 	if code, ok := parse(fs, args, stderr); !ok {
@@ -38,7 +37,7 @@ func cmdBackup(args []string, stdout, stderr io.Writer) int {
 // cmdRestore makes a data directory (new, or empty) the home of a backup, checking every record
 // of it first.
 func cmdRestore(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
+	fs := newFlagSet("restore", usageRestore)
 	from := fs.String("from", "", "the backup file written by loomcheck backup")
 	dataDir := fs.String("data", "", "the data directory to restore into (must not exist, or be empty)")
 	if code, ok := parse(fs, args, stderr); !ok {
@@ -57,3 +56,17 @@ func cmdRestore(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "restored %s into %s\n", *from, *dataDir)
 	return exitConformant
 }
+
+// usageBackup is what `loomcheck backup -h` prints above the flags.
+const usageBackup = `usage: loomcheck backup --data DIR --to FILE
+
+Copies the reference engine's store in DIR to FILE (which must not exist), consistent as of one
+instant, while the engine goes on serving. Exit 0 when written, 2 otherwise.
+`
+
+// usageRestore is what `loomcheck restore -h` prints above the flags.
+const usageRestore = `usage: loomcheck restore --from FILE --data DIR
+
+Makes DIR (which must not exist, or be empty) the data directory of the backup FILE, checking
+every record of it first. Exit 0 when restored, 2 otherwise.
+`

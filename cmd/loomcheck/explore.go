@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,7 +18,7 @@ import (
 // cmdExplore is `loomcheck explore`: the crash exploration of the canonical dialogues against the
 // embedded reference engine. Exit 0 with no finding, 1 with any, 2 on a usage or harness error.
 func cmdExplore(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("explore", flag.ContinueOnError)
+	fs := newFlagSet("explore", usageExplore)
 	out := fs.String("out", "reports/explore", "directory report.json and summary.md are written to")
 	dialogues := fs.String("dialogue", "", "explore only these dialogues (comma-separated; default all: "+strings.Join(explore.DialogueNames(), ", ")+")")
 	every := fs.Int("every", 1, "explore every K-th crash point (1, 1+K, ...; the last always)")
@@ -87,3 +86,10 @@ func cmdExplore(args []string, stdout, stderr io.Writer) int {
 	}
 	return exitConformant
 }
+
+// usageExplore is what `loomcheck explore -h` prints above the flags.
+const usageExplore = `usage: loomcheck explore [flags]
+
+Crashes the embedded reference engine after every durable write of the canonical dialogues and
+checks that each restart recovers them. Exit 0 with no finding, 1 with any, 2 on a usage or harness error.
+`

@@ -41,6 +41,7 @@ func commands() []command {
 		{"explore", "crash the reference after every durable write of the canonical dialogues", cmdExplore},
 		{"backup", "copy the reference engine's store to one file, while it serves", cmdBackup},
 		{"restore", "make a new data directory from a backup, checking every record", cmdRestore},
+		{"version", "print the kit's module version, the spec version and the catalogue version", cmdVersion},
 	}
 }
 
@@ -48,12 +49,15 @@ func main() { os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr)) }
 
 func dispatch(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		return cmdRun(nil, stdout, stderr)
+		usage(stderr)
+		return exitUsage
 	}
 	switch args[0] {
-	case "-h", "--help", "help":
+	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return exitConformant
+	case "-version", "--version":
+		return cmdVersion(nil, stdout, stderr)
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
@@ -66,22 +70,57 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: loomcheck <command> [flags]")
+	fmt.Fprintln(w, "usage: loomcheck <command> [arguments] [flags]")
 	fmt.Fprintln(w)
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-13s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nloomcheck <command> -h shows the command's flags. Exit status: 0 conformant, 1 not conformant, 2 usage or harness error.")
+	fmt.Fprintln(w, "\nloomcheck <command> -h says what a command does and which arguments and flags it takes;")
+	fmt.Fprintln(w, "flags may come before or after the arguments. loomcheck --version prints the versions.")
+	fmt.Fprintln(w, "Exit status: 0 conformant, 1 not conformant, 2 usage or harness error.")
 }
 
-// parse parses flags, printing usage errors; ok false means exit with status code.
+// newFlagSet returns a flag set whose -h prints about (what the command does and its usage
+// line) and then the flags.
+func newFlagSet(name, about string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprint(w, about)
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n > 0 {
+			fmt.Fprintln(w, "\nflags:")
+			fs.PrintDefaults()
+		}
+	}
+	return fs
+}
+
+// parse parses flags, printing usage errors; ok false means exit with status code. Flags may
+// come before and after the positional arguments (`report diff OLD NEW --x` as `--x OLD NEW`);
+// after "--" everything is positional. fs.Args() then holds the positional arguments in order.
 func parse(fs *flag.FlagSet, args []string, stderr io.Writer) (code int, ok bool) {
 	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitConformant, false
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return exitConformant, false
+			}
+			return exitUsage, false
 		}
-		return exitUsage, false
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if i := len(args) - len(rest); i > 0 && args[i-1] == "--" {
+			positional = append(positional, rest...)
+			break
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
 	}
+	_ = fs.Parse(append([]string{"--"}, positional...))
 	return 0, true
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -23,7 +22,7 @@ import (
 //	loomcheck mutate                              # the full run (make mutate)
 //	loomcheck mutate --sample 5 --min-kill-rate 60 # the CI sample (make mutate-sample)
 func cmdMutate(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("mutate", flag.ContinueOnError)
+	fs := newFlagSet("mutate", usageMutate)
 	root := fs.String("root", ".", "the module root")
 	pkgs := fs.String("packages", strings.Join(mutation.Packages, ","), "the package directories to mutate (comma-separated)")
 	sample := fs.Int("sample", 0, "judge only this many mutants per package, chosen by --seed (0: all)")
@@ -170,3 +169,10 @@ func splitList(s string) []string {
 	}
 	return out
 }
+
+// usageMutate is what `loomcheck mutate -h` prints above the flags.
+const usageMutate = `usage: loomcheck mutate [flags]
+
+Mutation testing of the reference: makes each small change the classic operators produce, one at a
+time, and runs the package's tests and the in-process suite against it (docs/mutation.md).
+`

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 
@@ -10,12 +9,15 @@ import (
 
 func cmdReport(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: loomcheck report diff OLD NEW | loomcheck report render REPORT.json --out DIR")
+		fmt.Fprint(stderr, usageReport)
 		return exitUsage
 	}
 	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usageReport)
+		return exitConformant
 	case "diff":
-		fs := flag.NewFlagSet("report diff", flag.ContinueOnError)
+		fs := newFlagSet("report diff", usageReportDiff)
 		if code, ok := parse(fs, args[1:], stderr); !ok {
 			return code
 		}
@@ -43,7 +45,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitConformant
 	case "render":
-		fs := flag.NewFlagSet("report render", flag.ContinueOnError)
+		fs := newFlagSet("report render", usageReportRender)
 		out := fs.String("out", "", "directory to write every format into")
 		if code, ok := parse(fs, args[1:], stderr); !ok {
 			return code
@@ -64,6 +66,30 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "wrote %s\n", *out)
 		return exitConformant
 	}
-	fmt.Fprintf(stderr, "loomcheck report: unknown subcommand %q\n", args[0])
+	fmt.Fprintf(stderr, "loomcheck report: unknown subcommand %q\n\n%s", args[0], usageReport)
 	return exitUsage
 }
+
+// usageReportDiff is what `loomcheck report diff -h` prints above the flags.
+const usageReportDiff = `usage: loomcheck report diff OLD/report.json NEW/report.json
+
+Shows the scenarios and requirements whose outcome differs between two reports.
+Exit 1 when NEW regressed, 0 otherwise, 2 on a usage error.
+`
+
+// usageReportRender is what `loomcheck report render -h` prints above the flags.
+const usageReportRender = `usage: loomcheck report render REPORT.json --out DIR
+
+Writes every report format (junit.xml, cucumber.json, summary.md, report.html, report.json) from one report.json.
+`
+
+// usageReport is what `loomcheck report -h` prints.
+const usageReport = `usage: loomcheck report diff OLD/report.json NEW/report.json
+       loomcheck report render REPORT.json --out DIR
+
+Reads reports written by loomcheck run:
+  diff    shows the scenarios and requirements whose outcome differs (exit 1 when NEW regressed)
+  render  writes every report format from one report.json into DIR
+
+loomcheck report <subcommand> -h shows its flags.
+`

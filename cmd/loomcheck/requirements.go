@@ -2,18 +2,18 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/loomcheck/loomcheck/harness"
+	"github.com/loomcheck/loomcheck/harness/report"
 	"github.com/loomcheck/loomcheck/spec"
 )
 
 func cmdRequirements(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("requirements", flag.ContinueOnError)
+	fs := newFlagSet("requirements", usageRequirements)
 	asJSON := fs.Bool("json", false, "print the matrix as JSON")
 	profile := fs.String("profile", "", "only this profile")
 	if code, ok := parse(fs, args, stderr); !ok {
@@ -76,7 +76,7 @@ func cmdRequirements(args []string, stdout, stderr io.Writer) int {
 }
 
 func cmdExplain(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
+	fs := newFlagSet("explain", usageExplain)
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
 	}
@@ -89,7 +89,8 @@ func cmdExplain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "loomcheck explain: %v\n", err)
 		return exitUsage
 	}
-	q, ok := cat.Get(fs.Arg(0))
+	id := strings.ReplaceAll(fs.Arg(0), report.NonBreakingHyphen, "-") // pasted from summary.md
+	q, ok := cat.Get(id)
 	if !ok {
 		fmt.Fprintf(stderr, "loomcheck explain: %s is not in catalogue %s\n", fs.Arg(0), cat.Version)
 		return exitUsage
@@ -112,3 +113,16 @@ func cmdExplain(args []string, stdout, stderr io.Writer) int {
 	}
 	return exitConformant
 }
+
+// usageRequirements is what `loomcheck requirements -h` prints above the flags.
+const usageRequirements = `usage: loomcheck requirements [flags]
+
+Prints the traceability matrix: every catalogued requirement, its level and profile, and the
+scenarios that prove it. Exit 1 when the catalogue and the features disagree.
+`
+
+// usageExplain is what `loomcheck explain -h` prints above the flags.
+const usageExplain = `usage: loomcheck explain REQUIREMENT-ID
+
+Prints one requirement: its rule, its source, and the scenarios that prove it.
+`

@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -23,7 +23,7 @@ func referenceFactory(ctx context.Context, cfg spec.SUTConfig) (harness.Instance
 }
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs := newFlagSet("run", usageRun)
 	sutCmd := fs.String("sut-cmd", "", "run the system under test as a process: `sh -c CMD` with LOOM_CONFIG=<file>")
 	target := fs.String("target", "", "the URL of a running system under test (see loomcheck world)")
 	worldCfg := fs.String("world-config", "", "with --target: the configuration document the target was started with (from loomcheck world)")
@@ -35,6 +35,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	baseline := fs.String("baseline", "", "a JSON file of expected failures (requirement or scenario ids, each with a reason)")
 	certify := fs.Bool("certify", false, "a certification run: refuses a baseline and any skipped scenario of a claimed profile")
 	quiet := fs.Bool("quiet", false, "no progress line")
+	engineLog := fs.Bool("engine-log", false, "with the embedded reference engine: keep its log (every internal error it hides behind an errorId) on stderr")
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
 	}
@@ -55,7 +56,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		}
 		base = b
 	}
-	opt := harness.Options{Tags: *tags, Concurrency: *conc, StepTimeout: *timeout}
+	opt := harness.Options{Tags: strings.ReplaceAll(*tags, report.NonBreakingHyphen, "-"), Concurrency: *conc, StepTimeout: *timeout}
 	if *profiles != "" {
 		opt.Profiles = strings.Split(*profiles, ",")
 	}
@@ -78,7 +79,13 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		opt.Target, opt.World, opt.RemoteConfig = *target, w, cfg
 	default:
 		opt.Factory = referenceFactory
-		opt.Describe = "the embedded reference engine (in-process)"
+		opt.Describe = "the embedded reference engine"
+		if !*engineLog {
+			// The scenarios provoke errors on purpose; the report says what matters.
+			prev := slog.Default()
+			slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
+			defer slog.SetDefault(prev)
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -137,3 +144,11 @@ func clip(s string, n int) string {
 	}
 	return s[:n] + "..."
 }
+
+// usageRun is what `loomcheck run -h` prints above the flags.
+const usageRun = `usage: loomcheck run [flags]
+
+Runs the conformance suite and writes the reports. The target is the embedded reference engine,
+or a process (--sut-cmd), or a running system (--target with --world-config).
+Exit 0 conformant, 1 not conformant, 2 usage or harness error.
+`

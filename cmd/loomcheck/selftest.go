@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,7 +13,7 @@ import (
 )
 
 func cmdSelftest(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("selftest", flag.ContinueOnError)
+	fs := newFlagSet("selftest", usageSelftest)
 	root := fs.String("root", ".", "the source tree (the module root) to build broken variants from")
 	defects := fs.String("defects", "fixtures/defects", "the directory of defects.yaml and the patches")
 	out := fs.String("out", "reports/selftest", "where the self-test report is written")
@@ -63,3 +62,10 @@ func cmdSelftest(args []string, stdout, stderr io.Writer) int {
 	}
 	return exitConformant
 }
+
+// usageSelftest is what `loomcheck selftest -h` prints above the flags.
+const usageSelftest = `usage: loomcheck selftest [flags]
+
+Builds each broken variant of fixtures/defects and proves the scenarios of its requirement catch it.
+Exit 0 when every defect is caught, 1 when one is missed, 2 when the self-test could not finish.
+`

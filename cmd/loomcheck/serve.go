@@ -8,30 +8,57 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
 
 	"github.com/loomcheck/loomcheck/reference"
+	"github.com/loomcheck/loomcheck/reference/model"
+	"github.com/loomcheck/loomcheck/schemas"
 	"github.com/loomcheck/loomcheck/spec"
 )
 
+// usageServe is what `loomcheck serve -h` prints above the flags.
+const usageServe = `usage: loomcheck serve [flags]
+
+Serves the reference engine over HTTP (spec/http.md) until interrupted, on one data directory.
+With no configuration it makes a bearer token for one local principal and prints how to use it;
+with no model it answers with a small built-in deterministic model. Every internal error is
+logged to stderr with the errorId a caller sees.
+`
+
 func cmdServe(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return serve(ctx, args, stdout, stderr)
+}
+
+// serve is `loomcheck serve`, until ctx ends.
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("serve", usageServe)
 	listen := fs.String("listen", "", "host:port to serve on (default 127.0.0.1:8080, or the configuration's listen)")
 	dataDir := fs.String("data", "", "data directory (default ./loom-data, or the configuration's dataDir)")
 	modelURL := fs.String("model-url", "", "an OpenAI-compatible API root (for example http://127.0.0.1:11434/v1)")
 	modelName := fs.String("model", "", "the model name to ask for")
 	allowEmpty := fs.Bool("allow-empty", false, "start on a data directory that exists and holds no store, or whose store's database is gone (refused otherwise)")
 	config := fs.String("config", os.Getenv("LOOM_CONFIG"), "a configuration document (schemas/sut-config.schema.json); default $LOOM_CONFIG")
+	delay := fs.Duration("builtin-delay", 0, "with the built-in model: wait this long before each streamed piece (e.g. 50ms), to watch live deltas")
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "loomcheck serve: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if *delay < 0 {
+		fmt.Fprintln(stderr, "loomcheck serve: --builtin-delay must not be negative")
+		return exitUsage
 	}
 	var cfg spec.SUTConfig
 	fromFile := *config != ""
@@ -39,6 +66,19 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		b, err := os.ReadFile(*config)
 		if err != nil {
 			fmt.Fprintf(stderr, "loomcheck serve: %v\n", err)
+			return exitUsage
+		}
+		// A document serve takes is one `loomcheck validate --schema sut-config` takes.
+		if err := schemas.Validate("sut-config", b); err != nil {
+			fmt.Fprintf(stderr, "loomcheck serve: configuration %s is not a valid sut-config document:\n", *config)
+			var ve *schemas.ValidationError
+			if errors.As(err, &ve) {
+				for _, p := range ve.Problems {
+					fmt.Fprintf(stderr, "  %s: %s\n", p.Pointer, p.Message)
+				}
+			} else {
+				fmt.Fprintf(stderr, "  %v\n", err)
+			}
 			return exitUsage
 		}
 		dec := json.NewDecoder(bytes.NewReader(b))
@@ -65,6 +105,20 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	}
 	if *modelName != "" {
 		cfg.Model.Name = *modelName
+	}
+	if cfg.Model.BaseURL != "" {
+		if err := checkModelURL(cfg.Model.BaseURL); err != nil {
+			field := "model.baseURL of " + *config
+			if *modelURL != "" {
+				field = "--model-url"
+			}
+			fmt.Fprintf(stderr, "loomcheck serve: %s %q: %v\n", field, cfg.Model.BaseURL, err)
+			return exitUsage
+		}
+	}
+	if fromFile && cfg.Identity.URL == "" && len(cfg.Identity.Principals) == 0 && !cfg.Identity.Insecure {
+		fmt.Fprintf(stderr, "loomcheck serve: configuration %s configures no identity: set identity.principals or identity.url, or identity.insecure to true to serve without authentication\n", *config)
+		return exitUsage
 	}
 	// A data directory that does not exist yet is a first start; one that exists and holds no
 	// store is refused by the engine unless --allow-empty (or storage.allowEmpty) says so.
@@ -103,8 +157,9 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	if firstStart {
 		opt.AllowEmpty = true
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	if cfg.Model.BaseURL == "" && *delay > 0 {
+		opt.Deps.Provider = model.BuiltinSlow(*delay)
+	}
 	eng, err := reference.Open(ctx, opt)
 	if err != nil {
 		fmt.Fprintf(stderr, "loomcheck serve: %v\n", err)
@@ -122,7 +177,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	}
 	if devToken != "" {
 		fmt.Fprintf(stdout, "no identities configured: use  -H 'Authorization: Bearer %s'\n", devToken)
-		fmt.Fprintf(stdout, "try: curl -s -X POST -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{}' http://%s/conversations\n", devToken, ln.Addr())
+		nextSteps(stdout, fmt.Sprintf("http://%s", ln.Addr()), devToken)
 	}
 	// The engine serves with its edge: the request and header deadlines and the connection cap
 	// of the configuration's gateway settings.
@@ -140,6 +195,33 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	return exitConformant
+}
+
+// nextSteps prints the first requests to try against a server at base with the bearer token tok:
+// start a conversation, send a turn, read the history, and watch the event stream.
+func nextSteps(w io.Writer, base, tok string) {
+	auth := "-H 'Authorization: Bearer " + tok + "'"
+	fmt.Fprintf(w, "try: curl -s -X POST %s -H 'Content-Type: application/json' -d '{}' %s/conversations\n", auth, base)
+	fmt.Fprintln(w, "then, with the id it answers (c_...):")
+	fmt.Fprintf(w, "  send a turn:       curl -s -X POST %s -H 'Content-Type: application/json' -d '{\"messageId\":\"m1\",\"text\":\"hello\"}' %s/conversations/ID/turns\n", auth, base)
+	fmt.Fprintf(w, "  read the history:  curl -s %s %s/conversations/ID/history\n", auth, base)
+	fmt.Fprintf(w, "  watch it live:     curl -N %s %s/conversations/ID/events\n", auth, base)
+}
+
+// checkModelURL reports what is wrong with u as the root of an OpenAI-compatible API: it must be
+// an absolute http or https URL with a host.
+func checkModelURL(u string) error {
+	p, err := url.Parse(u)
+	if err != nil {
+		return fmt.Errorf("not a URL: %w", err)
+	}
+	if p.Scheme != "http" && p.Scheme != "https" {
+		return fmt.Errorf("want an http:// or https:// URL (for example http://127.0.0.1:11434/v1)")
+	}
+	if p.Host == "" {
+		return fmt.Errorf("names no host (for example http://127.0.0.1:11434/v1)")
+	}
+	return nil
 }
 
 // localKey returns the data directory's signing key, making one the first time, so that a

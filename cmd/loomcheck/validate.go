@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,7 +10,7 @@ import (
 )
 
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs := newFlagSet("validate", usageValidate)
 	name := fs.String("schema", "", "the schema to validate against (one of: loomcheck validate --list)")
 	list := fs.Bool("list", false, "list the schemas")
 	if code, ok := parse(fs, args, stderr); !ok {
@@ -49,3 +48,10 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 }
+
+// usageValidate is what `loomcheck validate -h` prints above the flags.
+const usageValidate = `usage: loomcheck validate --schema NAME FILE
+       loomcheck validate --list
+
+Checks a JSON document against one of the schemas in schemas/. Exit 0 valid, 1 not valid, 2 usage error.
+`

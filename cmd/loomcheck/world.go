@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +17,13 @@ import (
 	"github.com/loomcheck/loomcheck/harness/world"
 	"github.com/loomcheck/loomcheck/spec"
 )
+
+// printRemoteConfig prints the configuration a remote target whose world is w is started with.
+func printRemoteConfig(stdout io.Writer, w *world.World, listen, dataDir string) {
+	cfg := harness.RemoteConfig(w, spec.SUTConfig{Listen: listen, DataDir: dataDir})
+	b, _ := json.MarshalIndent(cfg, "", "  ")
+	fmt.Fprintln(stdout, string(b))
+}
 
 // startWorld reads the configuration a remote target was started with and starts the world at the
 // address that configuration points the target to.
@@ -51,16 +57,21 @@ func cmdWorld(args []string, stdout, stderr io.Writer) int {
 }
 
 // runWorld is the world command until ctx ends: it serves the world, scripted by --script and
-// by the control API (world.ControlHandler) on the same address.
+// by the control API (world.ControlHandler) on the same address. With --print it only prints the
+// configuration and binds nothing.
 func runWorld(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("world", flag.ContinueOnError)
+	fs := newFlagSet("world", usageWorld)
 	addr := fs.String("addr", "127.0.0.1:8090", "HOST:PORT the world listens on; the system under test must reach it there")
 	dataDir := fs.String("data", "loom-data", "the dataDir to put into the printed configuration")
 	listen := fs.String("listen", "127.0.0.1:8080", "the listen address to put into the printed configuration")
-	printOnly := fs.Bool("print", false, "print the configuration and exit")
+	printOnly := fs.Bool("print", false, "print the configuration and exit, without binding any port")
 	scriptFile := fs.String("script", "", "a script (spec/world.md, Scripting the world by hand) the world starts with")
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "loomcheck world: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
 	}
 	var script world.Script
 	if *scriptFile != "" {
@@ -72,6 +83,13 @@ func runWorld(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			fmt.Fprintf(stderr, "loomcheck world: --script %s: %v\n", *scriptFile, err)
 			return exitUsage
 		}
+	}
+	if *printOnly {
+		// The document names the world at --addr; nothing listens there.
+		w := world.New(world.Options{URL: "http://" + *addr})
+		defer w.Close()
+		printRemoteConfig(stdout, w, *listen, *dataDir)
+		return exitConformant
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -92,12 +110,7 @@ func runWorld(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 
-	cfg := harness.RemoteConfig(w, spec.SUTConfig{Listen: *listen, DataDir: *dataDir})
-	b, _ := json.MarshalIndent(cfg, "", "  ")
-	fmt.Fprintln(stdout, string(b))
-	if *printOnly {
-		return exitConformant
-	}
+	printRemoteConfig(stdout, w, *listen, *dataDir)
 	fmt.Fprintf(stderr, "the world answers on %s, for trying things by hand: its default behaviour, plus what --script and\n"+
 		"  POST %s/control/script add (GET %s/control/model/requests shows what the model was asked).\n"+
 		"Save the configuration above (or print it with --print), start the system under test with it, stop this, and run:\n"+
@@ -105,3 +118,12 @@ func runWorld(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	<-ctx.Done()
 	return exitConformant
 }
+
+// usageWorld is what `loomcheck world -h` prints above the flags.
+const usageWorld = `usage: loomcheck world [flags]
+
+Prints the configuration document a system under test must be started with to be judged remotely
+(the world's endpoints at --addr, the kit's principals, a signing key), then serves the world there
+until interrupted, with its control API (POST /control/script, /control/reset) on the same address;
+--script FILE starts it scripted. With --print it prints the document and exits without binding any port.
+`

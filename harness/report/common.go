@@ -105,8 +105,9 @@ func weakLevel(level string) bool {
 	return false
 }
 
-// failureLine is a one-line account of why sc did not pass.
-func failureLine(sc *Scenario) string {
+// failureParts are the requirement, the operation and "got X, want Y" of sc's Failure, as far as
+// it has them.
+func failureParts(sc *Scenario) []string {
 	var parts []string
 	if f := sc.Failure; f != nil {
 		if f.Requirement != "" {
@@ -119,8 +120,34 @@ func failureLine(sc *Scenario) string {
 			parts = append(parts, "got "+f.Got+", want "+f.Want)
 		}
 	}
-	if sc.Message != "" {
-		parts = append(parts, sc.Message)
+	return parts
+}
+
+// extraMessage is what sc's Message says beyond its Failure: the runner writes a failure's message
+// as "requirement: operation: got X, want Y" and may add to it (what the system printed), so
+// repeating the whole message after the failure would say everything twice.
+func extraMessage(sc *Scenario) string {
+	if sc.Failure == nil {
+		return sc.Message
+	}
+	parts := failureParts(sc)
+	said := []string{strings.Join(parts, ": ")}
+	if sc.Failure.Requirement != "" {
+		said = append(said, strings.Join(parts[1:], ": ")) // the message without the requirement
+	}
+	for _, s := range said {
+		if s != "" && strings.HasPrefix(sc.Message, s) {
+			return strings.TrimLeft(strings.TrimPrefix(sc.Message, s), "; :")
+		}
+	}
+	return sc.Message
+}
+
+// failureLine is a one-line account of why sc did not pass, each thing said once.
+func failureLine(sc *Scenario) string {
+	parts := failureParts(sc)
+	if m := extraMessage(sc); m != "" {
+		parts = append(parts, m)
 	}
 	if len(parts) == 0 {
 		for _, st := range sc.Steps {

@@ -221,7 +221,7 @@ func junitTestCase(sc *Scenario, feature string, lv map[string]string) junitCase
 			c.Failure = &junitOutcome{Message: failureLine(sc), Type: typ, Text: detail}
 		}
 	case HarnessError:
-		c.Error = &junitOutcome{Message: "harness error: " + failureLine(sc), Type: "harness-error", Text: detail}
+		c.Error = &junitOutcome{Message: "harness error: " + strings.TrimPrefix(failureLine(sc), "harness: "), Type: "harness-error", Text: detail}
 	case NotApplicable:
 		c.Skipped = &junitOutcome{Message: "not applicable: " + reason("profile "+sc.Profile+" not claimed or not drivable")}
 	case Skipped:
@@ -248,8 +248,8 @@ func junitDetail(sc *Scenario) string {
 		}
 		fmt.Fprintf(&b, "operation: %s\ngot: %s\nwant: %s\n", f.Operation, f.Got, f.Want)
 	}
-	if sc.Message != "" {
-		fmt.Fprintf(&b, "message: %s\n", sc.Message)
+	if m := extraMessage(sc); m != "" {
+		fmt.Fprintf(&b, "message: %s\n", m)
 	}
 	if len(sc.Steps) > 0 {
 		b.WriteString("steps:\n")

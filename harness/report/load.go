@@ -112,7 +112,7 @@ func checkStatuses(r *Report) error {
 		}
 	}
 	for _, q := range r.Requirements {
-		if !q.Status.Valid() {
+		if !q.Status.Valid() && q.Status != NotRun {
 			return bad("requirement "+q.ID, q.Status)
 		}
 	}

@@ -22,6 +22,11 @@ const (
 	HarnessError  Status = "harness-error"
 )
 
+// NotRun is the status of a requirement none of whose scenarios ran in this run (a filter left
+// them out): it was not judged, which says nothing about the system. It is never a scenario's or
+// a step's status, and it is not among Statuses.
+const NotRun Status = "not-run"
+
 // Report is the whole result of one run.
 type Report struct {
 	Kit         Kit       `json:"kit"`

@@ -76,7 +76,7 @@ func summarize(b *strings.Builder, r *Report) {
 		p("## ❌ Not conformant (exit code %d)\n\n", r.ExitCode)
 	}
 	p("**Kit** %s · **Spec** %s · **Target** %s", md(kit), md(r.SpecVersion), md(r.Target.Description))
-	if r.Target.Driver != "" {
+	if r.Target.Driver != "" && !strings.Contains(r.Target.Description, r.Target.Driver) {
 		p(" (%s)", md(r.Target.Driver))
 	}
 	if r.Target.Implementation != "" {
@@ -173,11 +173,19 @@ func scenarioTable(b *strings.Builder, scs []*Scenario, limit, budget int, msg f
 	b.WriteString("| Scenario | Profile | Requirement | Message |\n|---|---|---|---|\n")
 	rows(b, len(scs), limit, budget, func(i int) string {
 		sc := scs[i]
-		req := strings.Join(sc.Requirements, ", ")
+		reqs := sc.Requirements
 		if sc.Failure != nil && sc.Failure.Requirement != "" {
-			req = sc.Failure.Requirement
+			reqs = []string{sc.Failure.Requirement}
 		}
-		return fmt.Sprintf("| %s<br>%s | %s | %s | %s |\n", md(sc.Name), md(sc.ID), md(sc.Profile), md(req), md(msg(sc)))
+		ids := make([]string, len(reqs))
+		for i, id := range reqs {
+			ids[i] = mdID(id)
+		}
+		req := strings.Join(ids, ", ")
+		if req == "" {
+			req = md("")
+		}
+		return fmt.Sprintf("| %s<br>%s | %s | %s | %s |\n", md(sc.Name), mdID(sc.ID), md(sc.Profile), req, md(msg(sc)))
 	}, func(rest int) string { return fmt.Sprintf("\n_and %d more_\n", rest) })
 	b.WriteString("\n")
 }
@@ -212,6 +220,20 @@ var mdEscaper = strings.NewReplacer(
 )
 
 // md renders report text as one short, escaped line of Markdown.
+// mdID is an id as a code span that a renderer does not break across lines: its hyphens are
+// non-breaking hyphens (U+2011), which `loomcheck explain` and `--tags` read as "-" when the id
+// is pasted back.
+func mdID(s string) string {
+	s = strings.NewReplacer("`", "", "|", "").Replace(oneLine(s))
+	if s == "" {
+		return "–"
+	}
+	return "`" + strings.ReplaceAll(s, "-", NonBreakingHyphen) + "`"
+}
+
+// NonBreakingHyphen (U+2011) stands for "-" in the ids of summary.md, so that they do not wrap.
+const NonBreakingHyphen = "\u2011"
+
 func md(s string) string {
 	s = oneLine(s)
 	if s == "" {

@@ -322,7 +322,7 @@ func (m *Model) serve(rw http.ResponseWriter, r *http.Request) {
 		m.w.reject(rw, r, http.StatusBadRequest, reason)
 		return
 	}
-	apiKey, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	apiKey := bearerToken(r.Header.Get("Authorization"))
 	reply, log, i := m.take(&req, apiKey, int64(len(body)))
 	finished, aborted := m.answer(rw, r, &req, reply, i)
 	m.end(log, i, finished, aborted)
@@ -585,4 +585,14 @@ func (s *sseWriter) keepStreaming(r *http.Request, reply Reply, calls []ToolCall
 	s.done()
 	gone := r.Context().Err() != nil || s.err != nil
 	return !gone, gone
+}
+
+// bearerToken is the token of an Authorization header of the Bearer scheme, read in any case as
+// RFC 9110 §11.1 says ("bearer k" and "BEARER k" carry k), or "" for any other header.
+func bearerToken(h string) string {
+	const scheme = "bearer"
+	if len(h) <= len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) || h[len(scheme)] != ' ' {
+		return ""
+	}
+	return strings.TrimLeft(h[len(scheme):], " ")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -25,9 +26,16 @@ const BuiltinEchoRunes = 200
 //	// resp.Content == `You said: "hi"`
 func Builtin() Provider { return builtin{} }
 
-type builtin struct{}
+// BuiltinSlow is Builtin waiting delay before each streamed piece, so that a person watching the
+// event stream sees the answer arrive piece by piece. A ctx that ends during a wait stops it at
+// once, as between two pieces. A delay of 0 or less is Builtin.
+//
+//	p := model.BuiltinSlow(50 * time.Millisecond)
+func BuiltinSlow(delay time.Duration) Provider { return builtin{delay: delay} }
 
-func (builtin) Complete(ctx context.Context, req Request, onDelta func(text string)) (Response, error) {
+type builtin struct{ delay time.Duration }
+
+func (b builtin) Complete(ctx context.Context, req Request, onDelta func(text string)) (Response, error) {
 	last := ""
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		if req.Messages[i].Role == RoleUser {
@@ -38,6 +46,14 @@ func (builtin) Complete(ctx context.Context, req Request, onDelta func(text stri
 	answer := `You said: "` + firstRunes(last, BuiltinEchoRunes) + `"`
 	var out strings.Builder
 	for _, piece := range wordPieces(answer) {
+		if b.delay > 0 {
+			t := time.NewTimer(b.delay)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+			case <-t.C:
+			}
+		}
 		if err := ctx.Err(); err != nil {
 			return Response{Content: out.String()}, fmt.Errorf("model: request interrupted: %w", err)
 		}

@@ -6,7 +6,8 @@
   var STATUSES = ['passed', 'failed', 'harness-error', 'not-applicable', 'skipped', 'undefined', 'pending'];
   var LABELS = {
     'all': 'All', 'passed': 'Passed', 'failed': 'Failed', 'harness-error': 'Harness error',
-    'not-applicable': 'Not applicable', 'skipped': 'Skipped', 'undefined': 'Undefined', 'pending': 'Pending'
+    'not-applicable': 'Not applicable', 'skipped': 'Skipped', 'undefined': 'Undefined', 'pending': 'Pending',
+    'not-run': 'Not run'
   };
   var TOTAL_KEYS = {
     'passed': 'passed', 'failed': 'failed', 'harness-error': 'harnessError', 'not-applicable': 'notApplicable',
@@ -69,10 +70,12 @@
   var target = data.target || {};
   setText('kit', (str(kit.name) + ' ' + str(kit.version)).trim());
   setText('spec-version', data.specVersion);
-  setText('target', str(target.description) + (target.driver ? ' (' + target.driver + ')' : ''));
+  var described = str(target.description);
+  setText('target', described + (target.driver && described.indexOf(target.driver) < 0 ? ' (' + target.driver + ')' : ''));
   setText('implementation', target.implementation || '–');
   setText('claimed-profiles', arr(target.claimedProfiles).join(', ') || '–');
-  setText('started', data.startedAt);
+  // Whole seconds, in UTC: "2026-12-01 14:02:18 UTC".
+  setText('started', str(data.startedAt).replace(/\.\d+/, '').replace('T', ' ').replace(/Z$/, ' UTC'));
   setText('duration', (Number(data.durationMs || 0) / 1000).toFixed(1) + ' s');
   document.title = 'loomcheck report: ' + str(target.description);
 
