@@ -2,7 +2,6 @@ package envelope
 
 import (
 	"errors"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/loomcheck/loomcheck/reference/strictjson"
@@ -194,102 +193,14 @@ func (p *reader) asker() (Identity, bool) {
 	return id, ok
 }
 
-func hexval(c byte) rune {
-	switch {
-	case c >= '0' && c <= '9':
-		return rune(c - '0')
-	case c >= 'a' && c <= 'f':
-		return rune(c-'a') + 10
-	case c >= 'A' && c <= 'F':
-		return rune(c-'A') + 10
-	}
-	return -1
-}
-
-// hex4 reads the four hex digits of a \u escape.
-func (p *reader) hex4() (rune, bool) {
-	if p.i+4 > len(p.s) {
-		return 0, false
-	}
-	var r rune
-	for k := 0; k < 4; k++ {
-		v := hexval(p.s[p.i+k])
-		if v < 0 {
-			return 0, false
-		}
-		r = r<<4 | v
-	}
-	p.i += 4
-	return r, true
-}
-
-// str reads a JSON string. Raw control characters and unpaired surrogate escapes are refused.
+// str reads a JSON string with the rules every body shares (strictjson.String): raw control
+// characters, unknown escapes and unpaired surrogate escapes are refused.
 func (p *reader) str() (string, bool) {
-	if p.i >= len(p.s) || p.s[p.i] != '"' {
-		return "", false
-	}
-	p.i++
-	var out []byte
-	start := p.i
-	for p.i < len(p.s) {
-		c := p.s[p.i]
-		switch {
-		case c == '"':
-			out = append(out, p.s[start:p.i]...)
-			p.i++
-			return string(out), true
-		case c < 0x20:
-			return "", false
-		case c == '\\':
-			out = append(out, p.s[start:p.i]...)
-			p.i++
-			if p.i >= len(p.s) {
-				return "", false
-			}
-			e := p.s[p.i]
-			p.i++
-			switch e {
-			case '"', '\\', '/':
-				out = append(out, e)
-			case 'b':
-				out = append(out, '\b')
-			case 'f':
-				out = append(out, '\f')
-			case 'n':
-				out = append(out, '\n')
-			case 'r':
-				out = append(out, '\r')
-			case 't':
-				out = append(out, '\t')
-			case 'u':
-				r, ok := p.hex4()
-				if !ok {
-					return "", false
-				}
-				if utf16.IsSurrogate(r) {
-					if r >= 0xdc00 || p.i+2 > len(p.s) || p.s[p.i] != '\\' || p.s[p.i+1] != 'u' {
-						return "", false
-					}
-					p.i += 2
-					lo, ok := p.hex4()
-					if !ok || lo < 0xdc00 || lo > 0xdfff {
-						return "", false
-					}
-					r = utf16.DecodeRune(r, lo)
-				}
-				out = utf8.AppendRune(out, r)
-			default:
-				return "", false
-			}
-			start = p.i
-		default:
-			p.i++
-		}
-	}
-	return "", false
+	v, next, ok := strictjson.String(p.s, p.i)
+	p.i = next
+	return v, ok
 }
 
-// integer reads -?(0|[1-9][0-9]*) with no fraction or exponent, within 0..MaxSafeInteger.
 func (p *reader) integer() (int64, bool) {
 	start := p.i
 	if p.i < len(p.s) && p.s[p.i] == '-' {

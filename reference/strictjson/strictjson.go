@@ -326,6 +326,19 @@ func (p *scanner) str(path string) (string, bool) {
 	return "", false
 }
 
+// String reads the JSON string that starts at b[i] (its opening quote) and returns it unescaped,
+// with the index just past its closing quote. Raw control characters, unknown escapes, unpaired
+// surrogate escapes and invalid UTF-8 are refused (ok false; next is where the read stopped).
+// Other strict readers of the engine (the envelope parser) read their strings with it, so that
+// every reader agrees on what a string is. Safe for concurrent use.
+//
+//	s, next, ok := strictjson.String([]byte(`"a\u00e9"`), 0) // "aé", 9, true
+func String(b []byte, i int) (s string, next int, ok bool) {
+	p := &scanner{s: b, i: i, strictUTF8: true}
+	s, ok = p.str("")
+	return s, p.i, ok
+}
+
 func (p *scanner) digits() int {
 	n := 0
 	for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {

@@ -75,3 +75,31 @@ func TestDecodeNamesTheMember(t *testing.T) {
 		}
 	}
 }
+
+// TestString: a string read alone follows the rules Check applies to strings inside a body.
+func TestString(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want string
+		next int
+		ok   bool
+	}{
+		{`"a\u00e9" tail`, "aé", 9, true},
+		{`"\ud83d\ude00"`, "😀", 14, true},
+		{`"\ud83d"`, "", 0, false},
+		{`"\ude00"`, "", 0, false},
+		{"\"a\x01\"", "", 0, false},
+		{`"\x"`, "", 0, false},
+		{"\"\xff\"", "", 0, false},
+		{`"open`, "", 0, false},
+		{`open"`, "", 0, false},
+	} {
+		got, next, ok := strictjson.String([]byte(c.in), 0)
+		if ok != c.ok || got != c.want || (ok && next != c.next) {
+			t.Errorf("String(%q) = %q, %d, %v; want %q, %d, %v", c.in, got, next, ok, c.want, c.next, c.ok)
+		}
+		if ok && strictjson.Check([]byte(c.in[:next])) != nil {
+			t.Errorf("String(%q) read %q, which Check refuses as a body", c.in, c.in[:next])
+		}
+	}
+}
