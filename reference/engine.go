@@ -99,8 +99,8 @@ const dbFile = "loom.db"
 
 // Open opens the engine on opt.DataDir and recovers every open conversation by replay. A data
 // directory that does not exist is created (a first start); one that exists and holds nothing is
-// refused unless opt.AllowEmpty. After an unclean shutdown the store checks all it holds first
-// (store.Open).
+// refused unless opt.AllowEmpty. The store checks all it holds before anything is served, and after
+// an unclean shutdown its write-ahead log too (store.Open).
 //
 // Errors: ErrLocked, loomtype.ErrConfig (wrapped) for a bad configuration, ErrDataGone (wrapped),
 // *store.CorruptError (matching ErrCorrupt) for damaged storage, other store errors.
