@@ -107,14 +107,16 @@ func runWorld(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	mux.Handle(world.PathControl, world.ControlHandler(w))
 	mux.Handle("/", w.Handler())
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 
+	// Everything is printed before the first request is served: whoever waits for the world to
+	// answer may read the document at once.
 	printRemoteConfig(stdout, w, *listen, *dataDir)
 	fmt.Fprintf(stderr, "the world answers on %s, for trying things by hand: its default behaviour, plus what --script and\n"+
 		"  POST %s/control/script add (GET %s/control/model/requests shows what the model was asked).\n"+
 		"Save the configuration above (or print it with --print), start the system under test with it, stop this, and run:\n"+
 		"  loomcheck run --target http://%s --world-config FILE\n", w.URL(), w.URL(), w.URL(), *listen)
+	go func() { _ = srv.Serve(ln) }()
 	<-ctx.Done()
 	return exitConformant
 }
