@@ -550,6 +550,10 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
 
   @profile:shared @req:ADR0122-D10-14 @configures
   Scenario: The rolling summary is built only from unrestricted turns
+    Turn 1 leaves the window once turn 2 is answered; whatever the summarizer is handed for it is
+    handed before the request to the model of the turn after it leaves (spec/prompt.md §3), so the
+    fourth turn's answer is the sentinel for a summary built late.
+
     Given the setting "conversation.maxWindowTurns" is 1
     And alice has started a shared conversation with bob
     And the model calls "logs" with {}
@@ -559,6 +563,9 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     Then alice sees turn 2 answered "re: thanks"
     When bob sends "anything else?"
     Then alice sees turn 3 answered "re: anything else?"
+    When bob sends "one more"
+    Then alice sees turn 4 answered "re: one more"
+    And the model has been asked 5 times
     And the summarizer was never handed the words "read the logs"
 
   @profile:shared @req:ADR0122-D10-16 @configures
