@@ -246,6 +246,9 @@ func (s *scenario) registerMore(sc *godog.ScenarioContext) {
 	sc.Step(`^(\w[\w' ]*?)'s memory holds exactly:$`, func(who string, t *godog.Table) error {
 		return s.memoryHolds(who, t)
 	})
+	sc.Step(`^(\w[\w' ]*?)'s memory held exactly, when the turn "((?:[^"\\]|\\.)*)" recalled it:$`, func(who, text string, t *godog.Table) error {
+		return s.memoryHeldAtRecall(who, unescape(text), t)
+	})
 	sc.Step(`^(\w[\w' ]*?)'s memory holds nothing$`, func(who string) error {
 		return s.memoryHolds(who, nil)
 	})
@@ -483,6 +486,63 @@ func memoryScope(who string) string {
 // memoryHolds checks what who's memory scope holds, every entry in order (role and text; each
 // written entry must carry an id), and that no write-back went to any other scope. A nil table
 // means nothing.
+// memoryHeldAtRecall waits for the recall of who's scope that the turn whose prompt is text makes
+// (the sentinel: a system makes a turn's write-back before the conversation's next turn recalls,
+// spec/world.md), then compares what the scope held when that recall arrived with the table, entry
+// for entry. A write-back made twice, or one that should not have been made, cannot come too late
+// to be seen, as long as it belongs to a turn before that one.
+func (s *scenario) memoryHeldAtRecall(who, text string, t *godog.Table) error {
+	if _, ok := principals[who]; !ok {
+		return harnessErr("unknown principal %q", who)
+	}
+	if t == nil || len(t.Rows) < 2 {
+		return harnessErr("the table needs a header and at least one entry")
+	}
+	scope := memoryScope(who)
+	var want []string
+	for _, row := range t.Rows[1:] {
+		want = append(want, row.Cells[0].Value+": "+unescape(row.Cells[1].Value))
+	}
+	find := func() (world.MemoryRecall, bool) {
+		for _, r := range s.world.Memory().Recalls() {
+			if r.Scope == scope && strings.Contains(r.Query, text) {
+				return r, true
+			}
+		}
+		return world.MemoryRecall{}, false
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	rec, ok := find()
+	for !ok {
+		select {
+		case <-ctx.Done():
+			return fail("the memory of "+scope, fmt.Sprintf("%d recalls, none for the turn %q", len(s.world.Memory().Recalls()), text),
+				fmt.Sprintf("a recall of the scope by the turn %q", text))
+		case <-tick.C:
+		}
+		rec, ok = find()
+	}
+	var got []string
+	for _, e := range rec.Held {
+		if e.ID == "" {
+			return fail("the memory of "+scope, fmt.Sprintf("an entry without an id (%s: %q)", e.Role, clip(e.Text, 40)), "deterministic entry ids, so a replayed write-back is skipped")
+		}
+		got = append(got, e.Role+": "+e.Text)
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		return fail("the memory of "+scope+fmt.Sprintf(" when the turn %q recalled it", text), "\n"+strings.Join(got, "\n"), "\n"+strings.Join(want, "\n"))
+	}
+	for _, w := range s.world.Memory().Writes() {
+		if w.Scope != scope {
+			return fail("a memory write-back", "one to the scope "+w.Scope, "write-backs only to the asker's scope "+scope)
+		}
+	}
+	return nil
+}
+
 func (s *scenario) memoryHolds(who string, t *godog.Table) error {
 	if _, ok := principals[who]; !ok {
 		return harnessErr("unknown principal %q", who)
