@@ -534,4 +534,3 @@ func (s *scenario) memoryHeldAtRecall(who, text string, t *godog.Table) error {
 	}
 	return nil
 }
-
