@@ -73,14 +73,15 @@ Feature: Only the owner may touch a conversation
     And alice's other token's stream shows "her words"
     When the model is released
     Then turn 1 is answered "her words"
-    And alice's stream got exactly these events:
+    When alice sends "that is all"
+    Then alice's stream got exactly these events before the message of turn 2:
       | event   | turn | role      | status   | text      |
       | status  |      |           |          |           |
       | message | 1    | user      | accepted | sentinel  |
       | delta   | 1    |           |          | "her "    |
       | delta   | 1    |           |          | words     |
       | message | 1    | assistant | complete | her words |
-    And alice's other token's stream got exactly these events:
+    And alice's other token's stream got exactly these events before the message of turn 2:
       | event   | turn | role      | status   | text      |
       | status  |      |           |          |           |
       | message | 1    | user      | accepted | sentinel  |
@@ -113,7 +114,8 @@ Feature: Only the owner may touch a conversation
     And that turn execution has been refused, or its model call has ended
     And the model is released
     Then turn 1 is answered "mine only"
-    And alice's stream got exactly these events:
+    When alice sends "that is all"
+    Then alice's stream got exactly these events before the message of turn 2:
       | event   | turn | role      | status   | text        |
       | status  |      |           |          |             |
       | message | 1    | user      | accepted | my question |

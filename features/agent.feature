@@ -101,14 +101,17 @@ Feature: A turn runs the canonical agent loop
     And alice has started a conversation
     When alice sends "check pump 3"
     Then turn 1 is answered "re: check pump 3"
-    And alice's memory holds exactly:
-      | role      | text             |
-      | user      | check pump 3     |
-      | assistant | re: check pump 3 |
     Given the model replies "pump 4 is fine"
     When alice sends "and pump 4?"
     Then turn 2 is answered "pump 4 is fine"
-    And alice's memory holds exactly:
+    And alice's memory held exactly, when the turn "and pump 4?" recalled it:
+      | role      | text             |
+      | user      | check pump 3     |
+      | assistant | re: check pump 3 |
+    Given the model replies "noted"
+    When alice sends "that is all"
+    Then turn 3 is answered "noted"
+    And alice's memory held exactly, when the turn "that is all" recalled it:
       | role      | text             |
       | user      | check pump 3     |
       | assistant | re: check pump 3 |
@@ -125,7 +128,10 @@ Feature: A turn runs the canonical agent loop
     Given the model replies "you are welcome"
     When alice sends "thanks"
     Then turn 2 is answered "you are welcome"
-    And alice's memory holds exactly:
+    Given the model replies "noted"
+    When alice sends "that is all"
+    Then turn 3 is answered "noted"
+    And alice's memory held exactly, when the turn "that is all" recalled it:
       | role      | text             |
       | user      | check pump 3     |
       | assistant | re: check pump 3 |
@@ -141,7 +147,10 @@ Feature: A turn runs the canonical agent loop
     Then turn 1 fails with reason "model-error"
     When alice sends "thanks"
     Then turn 2 is answered "re: thanks"
-    And alice's memory holds exactly:
+    Given the model replies "noted"
+    When alice sends "that is all"
+    Then turn 3 is answered "noted"
+    And alice's memory held exactly, when the turn "that is all" recalled it:
       | role      | text       |
       | user      | thanks     |
       | assistant | re: thanks |

@@ -342,7 +342,10 @@ Feature: Barge-in: a new message interrupts the running turn
     And alice sends "stop, check the valves"
     Then turn 1 is interrupted with partial "Let me"
     And turn 2 is answered "re: stop, check the valves"
-    And alice's memory holds exactly:
+    Given the model replies "noted"
+    When alice sends "that is all"
+    Then turn 3 is answered "noted"
+    And alice's memory held exactly, when the turn "that is all" recalled it:
       | role      | text                       |
       | user      | stop, check the valves     |
       | assistant | re: stop, check the valves |

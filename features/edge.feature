@@ -69,7 +69,9 @@ Feature: The connection edge frees every connection a client stops using and cap
   @profile:gateway @req:ADR0122-D6-23
   Scenario Outline: A client that goes away mid-request is no internal error
     The client goes away while the system is still asking the identity service who it is; the
-    500 that follows for bob, whose lookup fails, is the only report the error hook may get.
+    500 that follows for bob, whose lookup fails, is the only report the error hook may get before
+    the end marker, a second 500 for bob: a system delivers its reports in the order it made them,
+    so once the end marker's report is in, any report of the client gone is in too.
 
     Given alice has started a conversation
     And the identity service holds its answer for alice's token

@@ -21,14 +21,16 @@ Feature: Live deltas are transient, attributed and caught up
     Then the stream of conversation "A" shows "alpha-1 alpha-2"
     And the stream of conversation "B" shows "beta-1 beta-2"
     When the model is released
-    Then the stream of conversation "A" got exactly these events:
+    And alice sends "that is all" to conversation "A"
+    And alice sends "that is all" to conversation "B"
+    Then the stream of conversation "A" got exactly these events before the message of turn 2:
       | event   | turn | role      | status   | text            |
       | status  |      |           |          |                 |
       | message | 1    | user      | accepted | question for A  |
       | delta   | 1    |           |          | "alpha-1 "      |
       | delta   | 1    |           |          | alpha-2         |
       | message | 1    | assistant | complete | alpha-1 alpha-2 |
-    And the stream of conversation "B" got exactly these events:
+    And the stream of conversation "B" got exactly these events before the message of turn 2:
       | event   | turn | role      | status   | text           |
       | status  |      |           |          |                |
       | message | 1    | user      | accepted | question for B |
@@ -46,7 +48,8 @@ Feature: Live deltas are transient, attributed and caught up
     Then alice's stream shows a partial "Let me check" for turn 1
     When the model is released
     Then alice's stream delivers the reply of turn 1 with the text "Let me check"
-    And alice's stream got exactly these events:
+    When alice sends "that is all"
+    Then alice's stream got exactly these events before the message of turn 2:
       | event   | turn | role      | status   | text            |
       | status  |      |           |          |                 |
       | message | 1    | user      | accepted | check the pumps |
@@ -69,7 +72,8 @@ Feature: Live deltas are transient, attributed and caught up
     Then alice's stream shows "first wordssecond words"
     When the model is released
     Then turn 2 is answered "second words"
-    And alice's stream got exactly these events:
+    When alice sends "that is all"
+    Then alice's stream got exactly these events before the message of turn 3:
       | event   | turn | role      | status   | text         |
       | status  |      |           |          |              |
       | message | 1    | user      | accepted | one          |
@@ -109,7 +113,8 @@ Feature: Live deltas are transient, attributed and caught up
     Then alice's stream shows a reset of turn 1 before its partial
     When the model is released
     Then turn 1 is answered "second attempt"
-    And alice's stream got exactly these events:
+    When alice sends "that is all"
+    Then alice's stream got exactly these events before the message of turn 2:
       | event   | turn | role      | status   | text           |
       | status  |      |           |          |                |
       | message | 1    | user      | accepted | try it         |
@@ -130,14 +135,16 @@ Feature: Live deltas are transient, attributed and caught up
     Then the stream of conversation "A" shows "acme secret numbers"
     And the stream of conversation "M" shows "evil plans ahead"
     When the model is released
-    Then the stream of conversation "A" got exactly these events:
+    And alice sends "that is all" to conversation "A"
+    And mallory sends "that is all" to conversation "M"
+    Then the stream of conversation "A" got exactly these events before the message of turn 2:
       | event   | turn | role      | status   | text                |
       | status  |      |           |          |                     |
       | message | 1    | user      | accepted | acme question       |
       | delta   | 1    |           |          | "acme secret "      |
       | delta   | 1    |           |          | numbers             |
       | message | 1    | assistant | complete | acme secret numbers |
-    And the stream of conversation "M" got exactly these events:
+    And the stream of conversation "M" got exactly these events before the message of turn 2:
       | event   | turn | role      | status   | text             |
       | status  |      |           |          |                  |
       | message | 1    | user      | accepted | evil question    |

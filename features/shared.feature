@@ -327,14 +327,15 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     When the model is released
     Then alice sees turn 1 answered "her words"
     And bob's stream delivers the reply of turn 1 with the text "her words"
-    And alice's stream got exactly these events:
+    When alice sends "that is all"
+    Then alice's stream got exactly these events before the message of turn 2:
       | event   | turn | role      | status   | text      |
       | status  |      |           |          |           |
       | message | 1    | user      | accepted | sentinel  |
       | delta   | 1    |           |          | "her "    |
       | delta   | 1    |           |          | words     |
       | message | 1    | assistant | complete | her words |
-    And bob's stream got exactly these events:
+    And bob's stream got exactly these events before the message of turn 2:
       | event   | turn | role      | status   | text      |
       | status  |      |           |          |           |
       | message | 1    | user      | accepted | sentinel  |
@@ -432,7 +433,8 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     When the model is released
     Then alice sees turn 1 answered "secret figures"
     And bob's stream delivers the reply of turn 1 with the text "secret figures"
-    And alice's stream got exactly these events:
+    When bob sends "that is all"
+    Then alice's stream got exactly these events before the message of turn 2:
       | event   | turn | role      | status   | text                |
       | status  |      |           |          |                     |
       | message | 1    | user      | accepted | show me the figures |
@@ -449,7 +451,8 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     Then bob's stream shows "secret figures"
     When the model is released
     Then bob's stream delivers the reply of turn 1 with the text "secret figures"
-    And <principal>'s stream got exactly these events:
+    When bob sends "that is all"
+    Then <principal>'s stream got exactly these events before the message of turn 2:
       | event   | turn | role      | status   | text                |
       | status  |      |           |          |                     |
       | message | 1    | user      | accepted | show me the figures |
@@ -470,7 +473,8 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     And the model has streamed its first words
     Then bob's other token's stream shows "secret figures"
     When the model is released
-    Then bob's other token's stream got exactly these events:
+    And bob sends "that is all"
+    Then bob's other token's stream got exactly these events before the message of turn 2:
       | event   | turn | role      | status   | text                |
       | status  |      |           |          |                     |
       | message | 1    | user      | accepted | show me the figures |
@@ -546,6 +550,10 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
 
   @profile:shared @req:ADR0122-D10-14 @configures
   Scenario: The rolling summary is built only from unrestricted turns
+    Turn 1 leaves the window once turn 2 is answered; whatever the summarizer is handed for it is
+    handed before the request to the model of the turn after it leaves (spec/prompt.md §3), so the
+    fourth turn's answer is the sentinel for a summary built late.
+
     Given the setting "conversation.maxWindowTurns" is 1
     And alice has started a shared conversation with bob
     And the model calls "logs" with {}
@@ -555,6 +563,9 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     Then alice sees turn 2 answered "re: thanks"
     When bob sends "anything else?"
     Then alice sees turn 3 answered "re: anything else?"
+    When bob sends "one more"
+    Then alice sees turn 4 answered "re: one more"
+    And the model has been asked 5 times
     And the summarizer was never handed the words "read the logs"
 
   @profile:shared @req:ADR0122-D10-16 @configures

@@ -176,6 +176,11 @@ func (s *scenario) history(ctx context.Context, who string, quiet bool) ([]entry
 	if err != nil {
 		return nil, err
 	}
+	return s.historyOf(ctx, who, c.id, quiet)
+}
+
+// historyOf reads the whole history of the conversation id as who sees it, page by page.
+func (s *scenario) historyOf(ctx context.Context, who, id string, quiet bool) ([]entry, error) {
 	var all []json.RawMessage
 	cursor := ""
 	for range 1000 {
@@ -183,7 +188,7 @@ func (s *scenario) history(ctx context.Context, who string, quiet bool) ([]entry
 		if cursor != "" {
 			q += "&cursor=" + url.QueryEscape(cursor)
 		}
-		r, err := s.cl.do(ctx, who, http.MethodGet, "/conversations/"+url.PathEscape(c.id)+"/history"+q, nil, reqOpts{quiet: quiet})
+		r, err := s.cl.do(ctx, who, http.MethodGet, "/conversations/"+url.PathEscape(id)+"/history"+q, nil, reqOpts{quiet: quiet})
 		if err != nil {
 			return nil, err
 		}

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -297,6 +298,8 @@ func (s *scenario) resendAcked() error {
 		return harnessErr("no message was acknowledged before the damage")
 	}
 	before := s.world.Model().Count()
+	// repeated are the conversations in which some repeat was answered as a repeat, oldest first.
+	var repeated []ackedMsg
 	for _, m := range s.acked {
 		body := map[string]any{"text": m.text, "messageId": m.id}
 		for k, v := range m.extra {
@@ -319,12 +322,113 @@ func (s *scenario) resendAcked() error {
 			return fail(r.op+" (message id "+m.id+" again, after the damage)", fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)),
 				fmt.Sprintf(`202 {"delivered": false} (a repeat) or 500 %q`, storageDamaged))
 		}
+		if !slices.ContainsFunc(repeated, func(o ackedMsg) bool { return o.conv == m.conv }) {
+			repeated = append(repeated, m)
+		}
 	}
-	// A repeat that was taken for new runs a turn: give it the time one takes to reach the model.
-	time.Sleep(500 * time.Millisecond)
-	if got := s.world.Model().Count(); got != before {
+	// The sentinel: one new message to each conversation that took a repeat, sent once every repeat
+	// has been answered as one. A conversation's messages run in the order they were accepted, so
+	// a repeat taken for new would have run its turn before the new message's turn is answered.
+	for _, m := range repeated {
+		if err := s.sentinelAfterRepeats(m); err != nil {
+			return err
+		}
+	}
+	if got, want := s.world.Model().Count(), before+len(repeated); got != want {
 		return fail("the model after acknowledged messages were sent again", fmt.Sprintf("%d more requests", got-before),
-			"none: an acknowledged message id runs once")
+			fmt.Sprintf("%d (one for each new message sent after the repeats): an acknowledged message id runs once", len(repeated)))
+	}
+	return nil
+}
+
+// sentinelAfterRepeats sends one new message to m's conversation and waits for its turn to be
+// answered, then compares the whole history with the one remembered before the damage: the same
+// records, then the new message and its answer, and nothing else.
+func (s *scenario) sentinelAfterRepeats(m ackedMsg) error {
+	base := "/conversations/" + url.PathEscape(m.conv)
+	var past []json.RawMessage
+	for _, a := range s.damaged.answers {
+		if a.who == m.who && a.path == base+"/history?limit=500" && a.status == http.StatusOK {
+			var p page
+			if err := json.Unmarshal(a.body, &p); err != nil || !p.Done {
+				return harnessErr("the remembered history of %s is not one whole page", m.conv)
+			}
+			past = p.Entries
+		}
+	}
+	if past == nil {
+		return harnessErr("no history of %s was remembered before the damage", m.conv)
+	}
+	text := "a new message after the repeats"
+	r, err := s.cl.do(s.ctx, m.who, http.MethodPost, base+"/turns", map[string]any{"text": text, "messageId": s.nextMessageID()}, reqOpts{})
+	if err != nil {
+		return err
+	}
+	if ok, err := s.damagedRefusal(r); err != nil || ok {
+		if err != nil {
+			return err
+		}
+		// The conversation took the repeats but refuses what is new: nothing can be written to it,
+		// a repeat included, yet the kit has no sentinel to prove it.
+		return &HarnessError{Err: fmt.Errorf("%w: the conversation refused a new message as damaged, so nothing orders a repeat's turn before an observation", ErrNotApplicable)}
+	}
+	if r.status != http.StatusAccepted {
+		return fail(r.op+" (a new message after the repeats)", fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "202")
+	}
+	pastEs, err := decodeEntries(past)
+	if err != nil {
+		return harnessErr("the remembered history of %s: %v", m.conv, err)
+	}
+	var lastTurn int64
+	for _, e := range pastEs {
+		lastTurn = max(lastTurn, e.Turn)
+	}
+	answered := func(es []entry) bool {
+		for _, e := range es {
+			if e.Role == "user" && e.text() == text && e.Turn > 0 {
+				for _, a := range es {
+					if a.Role == "assistant" && a.Turn == e.Turn && a.Status != "accepted" {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
+	var es, last []entry
+	ctx, cancel := s.wait()
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for es == nil {
+		got, err := s.historyOf(ctx, m.who, m.conv, true)
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+		if err == nil {
+			last = got
+			if answered(got) {
+				es = got
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fail("the transcript after a new message following the repeats", describeEntries(last), "the new message's turn answered")
+		case <-tick.C:
+		}
+	}
+	want := fmt.Sprintf("the %d records before the damage, then user %q (turn %d) and its answer", len(pastEs), text, lastTurn+1)
+	ok := len(es) == len(pastEs)+2
+	for i := 0; ok && i < len(pastEs); i++ {
+		ok = string(es[i].raw) == string(past[i])
+	}
+	if ok {
+		u, a := es[len(pastEs)], es[len(pastEs)+1]
+		ok = u.Role == "user" && u.text() == text && u.Turn == lastTurn+1 && a.Role == "assistant" && a.Turn == lastTurn+1 && a.Status == "complete"
+	}
+	if !ok {
+		return fail("the history after the acknowledged messages were sent again and a new one followed", describeEntries(es), want)
 	}
 	return nil
 }

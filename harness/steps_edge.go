@@ -11,10 +11,13 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/cucumber/godog"
+
+	"github.com/loomcheck/loomcheck/harness/world"
 )
 
 // edgeSlack is how long after a deadline the kit still accepts the system's reaction to it (the
@@ -209,14 +212,36 @@ func (s *scenario) registerEdge(sc *godog.ScenarioContext) {
 		if err := s.world.ErrorHook().WaitErrors(ctx, 1); err != nil {
 			return fail("the error hook", "no report", "a report of the 500 "+id)
 		}
-		// Reports travel on their own: give a late one a moment to arrive before judging.
-		time.Sleep(200 * time.Millisecond)
+		// The sentinel: a second deliberate 500 for bob, made after the first was answered. A system
+		// delivers its reports in the order it made them (spec/world.md), so once the second report
+		// has arrived, every report made before it has arrived too.
+		r, err := s.cl.do(s.ctx, "bob", http.MethodGet, "/conversations/the-end-marker", nil, reqOpts{})
+		if err != nil {
+			return err
+		}
+		var body struct {
+			Error   string `json:"error"`
+			ErrorID string `json:"errorId"`
+		}
+		if r.status != http.StatusInternalServerError || json.Unmarshal(r.body, &body) != nil || body.Error != "internal" || body.ErrorID == "" || body.ErrorID == id {
+			return fail(r.op+" (bob again, the end marker)", fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), `500 {"error":"internal","errorId":...} with an error id of its own`)
+		}
+		end := body.ErrorID
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for !slices.ContainsFunc(s.world.ErrorHook().Errors(), func(r world.ErrorReport) bool { return r.ErrorID == end }) {
+			select {
+			case <-ctx.Done():
+				return fail("the error hook", fmt.Sprintf("%d reports, none of the end marker's 500 %s", len(s.world.ErrorHook().Errors()), end), "a report of the end marker's 500 "+end)
+			case <-tick.C:
+			}
+		}
 		var ids []string
 		for _, r := range s.world.ErrorHook().Errors() {
 			ids = append(ids, r.ErrorID+" ("+clip(r.Error, 80)+")")
 		}
-		if len(ids) != 1 || !strings.HasPrefix(ids[0], id+" ") {
-			return fail("the error hook", fmt.Sprintf("%d reports: %s", len(ids), strings.Join(ids, ", ")), "exactly the report of the 500 "+id)
+		if len(ids) != 2 || !strings.HasPrefix(ids[0], id+" ") || !strings.HasPrefix(ids[1], end+" ") {
+			return fail("the error hook", fmt.Sprintf("%d reports: %s", len(ids), strings.Join(ids, ", ")), "exactly the report of the 500 "+id+", then the end marker's "+end)
 		}
 		return nil
 	})

@@ -402,17 +402,37 @@ func (s *scenario) registerGateway(sc *godog.ScenarioContext) {
 		defer st.close()
 		ctx, cancel := s.wait()
 		defer cancel()
-		evs, err := st.waitFor(ctx, "two message events", func(evs []sseEvent, _ bool) bool { return len(messageEvents(evs)) >= 2 })
+		if _, err := st.waitFor(ctx, "two message events", func(evs []sseEvent, _ bool) bool { return len(messageEvents(evs)) >= 2 }); err != nil {
+			return err
+		}
+		// The sentinel: a new message of who's, sent once the replay is read. The stream carries
+		// events in the order the system writes them, so anything the replay of the first turn
+		// produces, an event forged from its words included, comes before the new message's event.
+		const sentinel = "that is all"
+		if err := s.mustSend(who, sentinel, s.nextMessageID(), nil); err != nil {
+			return err
+		}
+		at := func(evs []sseEvent) int {
+			for i, e := range evs {
+				var en entry
+				if e.Event == "message" && json.Unmarshal([]byte(e.Data), &en) == nil && en.Role == "user" && en.text() == sentinel {
+					return i
+				}
+			}
+			return -1
+		}
+		evs, err := st.waitFor(ctx, "two message events, then the user's message "+strconv.Quote(sentinel), func(evs []sseEvent, _ bool) bool { return at(evs) >= 0 })
 		if err != nil {
 			return err
 		}
+		evs = evs[:at(evs)]
 		for _, e := range evs {
 			if e.Event == "error" || (e.Event != "status" && e.Event != "message" && e.Event != "delta" && e.Event != "partial") {
-				return fail(st.op, fmt.Sprintf("an event %q", e.Event), "only status and message events")
+				return fail(st.op, fmt.Sprintf("an event %q", e.Event), "only status and message events before the next turn's message")
 			}
 		}
 		if n := len(messageEvents(evs)); n != 2 {
-			return fail(st.op, fmt.Sprintf("%d message events", n), "2")
+			return fail(st.op, fmt.Sprintf("%d message events before the next turn's message", n), "2")
 		}
 		s.replayed = messageEvents(evs)
 		return nil

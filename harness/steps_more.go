@@ -243,11 +243,8 @@ func (s *scenario) registerMore(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
-	sc.Step(`^(\w[\w' ]*?)'s memory holds exactly:$`, func(who string, t *godog.Table) error {
-		return s.memoryHolds(who, t)
-	})
-	sc.Step(`^(\w[\w' ]*?)'s memory holds nothing$`, func(who string) error {
-		return s.memoryHolds(who, nil)
+	sc.Step(`^(\w[\w' ]*?)'s memory held exactly, when the turn "((?:[^"\\]|\\.)*)" recalled it:$`, func(who, text string, t *godog.Table) error {
+		return s.memoryHeldAtRecall(who, unescape(text), t)
 	})
 	sc.Step(`^(\w[\w' ]*?) sends (\d+) empty messages$`, func(who string, n int) error {
 		for range n {
@@ -480,47 +477,55 @@ func memoryScope(who string) string {
 	return scope
 }
 
-// memoryHolds checks what who's memory scope holds, every entry in order (role and text; each
-// written entry must carry an id), and that no write-back went to any other scope. A nil table
-// means nothing.
-func (s *scenario) memoryHolds(who string, t *godog.Table) error {
+// memoryHeldAtRecall waits for the recall of who's scope that the turn whose prompt is text makes
+// (the sentinel: a system makes a turn's write-back before the conversation's next turn recalls,
+// spec/world.md), then compares what the scope held when that recall arrived with the table, entry
+// for entry. A write-back made twice, or one that should not have been made, cannot come too late
+// to be seen, as long as it belongs to a turn before that one. Each entry must carry an id, and no
+// write-back may have gone to another scope.
+func (s *scenario) memoryHeldAtRecall(who, text string, t *godog.Table) error {
 	if _, ok := principals[who]; !ok {
 		return harnessErr("unknown principal %q", who)
 	}
+	if t == nil || len(t.Rows) < 2 {
+		return harnessErr("the table needs a header and at least one entry")
+	}
 	scope := memoryScope(who)
 	var want []string
-	if t != nil {
-		for _, row := range t.Rows[1:] {
-			want = append(want, row.Cells[0].Value+": "+unescape(row.Cells[1].Value))
-		}
+	for _, row := range t.Rows[1:] {
+		want = append(want, row.Cells[0].Value+": "+unescape(row.Cells[1].Value))
 	}
-	render := func() (string, error) {
-		var got []string
-		for _, e := range s.world.Memory().Scope(scope) {
-			if e.ID == "" {
-				return "", fail("the memory of "+scope, fmt.Sprintf("an entry without an id (%s: %q)", e.Role, clip(e.Text, 40)), "deterministic entry ids, so a replayed write-back is skipped")
+	find := func() (world.MemoryRecall, bool) {
+		for _, r := range s.world.Memory().Recalls() {
+			if r.Scope == scope && strings.Contains(r.Query, text) {
+				return r, true
 			}
-			got = append(got, e.Role+": "+e.Text)
 		}
-		return strings.Join(got, "\n"), nil
+		return world.MemoryRecall{}, false
 	}
 	ctx, cancel := s.wait()
 	defer cancel()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	for {
-		got, err := render()
-		if err != nil {
-			return err
-		}
-		if got == strings.Join(want, "\n") {
-			break
-		}
+	rec, ok := find()
+	for !ok {
 		select {
 		case <-ctx.Done():
-			return fail("the memory of "+scope, "\n"+got, "\n"+strings.Join(want, "\n"))
+			return fail("the memory of "+scope, fmt.Sprintf("%d recalls, none for the turn %q", len(s.world.Memory().Recalls()), text),
+				fmt.Sprintf("a recall of the scope by the turn %q", text))
 		case <-tick.C:
 		}
+		rec, ok = find()
+	}
+	var got []string
+	for _, e := range rec.Held {
+		if e.ID == "" {
+			return fail("the memory of "+scope, fmt.Sprintf("an entry without an id (%s: %q)", e.Role, clip(e.Text, 40)), "deterministic entry ids, so a replayed write-back is skipped")
+		}
+		got = append(got, e.Role+": "+e.Text)
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		return fail("the memory of "+scope+fmt.Sprintf(" when the turn %q recalled it", text), "\n"+strings.Join(got, "\n"), "\n"+strings.Join(want, "\n"))
 	}
 	for _, w := range s.world.Memory().Writes() {
 		if w.Scope != scope {

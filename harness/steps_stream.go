@@ -257,6 +257,13 @@ func (s *scenario) registerStream(sc *godog.ScenarioContext) {
 		}
 		return s.exactEventsBefore(st, t, turn)
 	})
+	sc.Step(`^the stream of conversation "([^"]*)" got exactly these events before the message of turn (\d+):$`, func(name string, turn int64, t *godog.Table) error {
+		st, err := s.streamFor(name)
+		if err != nil {
+			return err
+		}
+		return s.exactEventsBefore(st, t, turn)
+	})
 	sc.Step(`^the stream of conversation "([^"]*)" got exactly these events:$`, func(name string, t *godog.Table) error {
 		st, err := s.streamFor(name)
 		if err != nil {

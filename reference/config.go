@@ -117,8 +117,9 @@ func FromConfig(c spec.SUTConfig) (Options, error) {
 			return cl.Cleared(ctx, hostio.Viewer(viewer), classes)
 		}
 	}
-	hook := &hostio.ErrorHook{URL: c.ErrorHook.URL, Client: hc}
-	opt.Deps.OnError = func(r hostio.ErrorReport) { go hook.Report(r) }
+	// Reports reach the hook in the order they were made (spec/world.md).
+	hook := hostio.NewOrderedReports(&hostio.ErrorHook{URL: c.ErrorHook.URL, Client: hc})
+	opt.Deps.OnError = hook.Add
 
 	ident := &hostio.Identity{Static: c.Identity.Principals, URL: c.Identity.URL, Client: hc}
 	gw := c.Gateway
@@ -132,7 +133,7 @@ func FromConfig(c spec.SUTConfig) (Options, error) {
 			Implementation: gateway.Implementation{Name: "loom-reference", Version: Version},
 			Extensions:     []string{"chosen-id"}},
 		OnError: func(id string, err error) {
-			go hook.Report(hostio.ErrorReport{ErrorID: id, Error: err.Error()})
+			hook.Add(hostio.ErrorReport{ErrorID: id, Error: err.Error()})
 		},
 	}
 	opt.Edge = gateway.Edge{RequestTimeout: ms(gw.RequestTimeoutMs), HeadersTimeout: ms(gw.HeadersTimeoutMs),

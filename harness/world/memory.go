@@ -22,11 +22,13 @@ type MemoryWrite struct {
 	Arrived time.Time     `json:"-"`
 }
 
-// MemoryRecall is one recorded recall.
+// MemoryRecall is one recorded recall. Held is what the scope held when it arrived, oldest first
+// (before the answer's cut to the newest 20).
 type MemoryRecall struct {
-	Scope   string    `json:"scope"`
-	Query   string    `json:"query"`
-	Arrived time.Time `json:"-"`
+	Scope   string        `json:"scope"`
+	Query   string        `json:"query"`
+	Arrived time.Time     `json:"-"`
+	Held    []MemoryEntry `json:"-"`
 }
 
 // Memory is the agent memory the world keeps per scope: POST /memory/recall {"scope","query"}
@@ -110,8 +112,9 @@ func (m *Memory) serveRecall(rw http.ResponseWriter, r *http.Request) {
 	}
 	req.Arrived = time.Now()
 	m.mu.Lock()
-	m.recalls.add(req, int64(len(body)))
 	entries := append([]MemoryEntry{}, m.scopes[req.Scope]...)
+	req.Held = append([]MemoryEntry(nil), entries...)
+	m.recalls.add(req, int64(len(body)))
 	m.sig.fire()
 	m.mu.Unlock()
 	if len(entries) > 20 {

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/loomcheck/loomcheck/reference/agent"
@@ -165,6 +166,49 @@ func (h *ErrorHook) Report(r ErrorReport) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, _, _ = post(ctx, client(h.Client), "error", h.URL, r, nil)
+}
+
+// OrderedReports delivers reports to an ErrorHook one at a time, in the order Add was called,
+// without blocking the caller: a report waits only for the reports added before it. A delivery
+// goroutine runs while reports are queued and ends when the queue is empty. Safe for concurrent use;
+// the zero value is not usable, make one with NewOrderedReports.
+//
+//	q := hostio.NewOrderedReports(&hostio.ErrorHook{URL: hookURL})
+//	q.Add(hostio.ErrorReport{ErrorID: id, Error: err.Error()})
+type OrderedReports struct {
+	hook    *ErrorHook
+	mu      sync.Mutex
+	queue   []ErrorReport
+	running bool
+}
+
+// NewOrderedReports returns a queue that delivers to hook in order.
+func NewOrderedReports(hook *ErrorHook) *OrderedReports { return &OrderedReports{hook: hook} }
+
+// Add queues r for delivery after every report added before it.
+func (q *OrderedReports) Add(r ErrorReport) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.queue = append(q.queue, r)
+	if !q.running {
+		q.running = true
+		go q.drain()
+	}
+}
+
+func (q *OrderedReports) drain() {
+	for {
+		q.mu.Lock()
+		if len(q.queue) == 0 {
+			q.running = false
+			q.mu.Unlock()
+			return
+		}
+		r := q.queue[0]
+		q.queue = q.queue[1:]
+		q.mu.Unlock()
+		q.hook.Report(r)
+	}
 }
 
 // Identity resolves bearer tokens to principals: first the static table, then the introspection
