@@ -170,8 +170,10 @@ func (h *ErrorHook) Report(r ErrorReport) {
 
 // OrderedReports delivers reports to an ErrorHook one at a time, in the order Add was called,
 // without blocking the caller: a report waits only for the reports added before it. A delivery
-// goroutine runs while reports are queued and ends when the queue is empty. Safe for concurrent use;
-// the zero value is not usable, make one with NewOrderedReports.
+// goroutine runs while reports are queued and ends when the queue is empty. The queue is bounded
+// (MaxQueuedReports): a report added while it is full is dropped and counted (Dropped), so a slow
+// or dead hook costs bounded memory; every report is also in the engine's log. Safe for concurrent
+// use; the zero value is not usable, make one with NewOrderedReports.
 //
 //	q := hostio.NewOrderedReports(&hostio.ErrorHook{URL: hookURL})
 //	q.Add(hostio.ErrorReport{ErrorID: id, Error: err.Error()})
@@ -180,15 +182,24 @@ type OrderedReports struct {
 	mu      sync.Mutex
 	queue   []ErrorReport
 	running bool
+	dropped int64
 }
+
+// MaxQueuedReports bounds the reports an OrderedReports holds while its hook is slow.
+const MaxQueuedReports = 1024
 
 // NewOrderedReports returns a queue that delivers to hook in order.
 func NewOrderedReports(hook *ErrorHook) *OrderedReports { return &OrderedReports{hook: hook} }
 
-// Add queues r for delivery after every report added before it.
+// Add queues r for delivery after every report added before it; when MaxQueuedReports are already
+// waiting, r is dropped and counted instead.
 func (q *OrderedReports) Add(r ErrorReport) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if len(q.queue) >= MaxQueuedReports {
+		q.dropped++
+		return
+	}
 	q.queue = append(q.queue, r)
 	if !q.running {
 		q.running = true
@@ -209,6 +220,13 @@ func (q *OrderedReports) drain() {
 		q.mu.Unlock()
 		q.hook.Report(r)
 	}
+}
+
+// Dropped returns how many reports were dropped because the queue was full.
+func (q *OrderedReports) Dropped() int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.dropped
 }
 
 // Identity resolves bearer tokens to principals: first the static table, then the introspection

@@ -48,3 +48,35 @@ func TestOrderedReportsArriveInOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestOrderedReportsAreBounded: while the hook is stuck, the queue holds MaxQueuedReports reports
+// (the one being delivered is no longer queued) and drops and counts every further one.
+func TestOrderedReportsAreBounded(t *testing.T) {
+	release := make(chan struct{})
+	arrived := make(chan string, MaxQueuedReports+8)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var rep ErrorReport
+		_ = json.NewDecoder(r.Body).Decode(&rep)
+		arrived <- rep.ErrorID
+		<-release
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	defer close(release)
+	q := NewOrderedReports(&ErrorHook{URL: srv.URL})
+	q.Add(ErrorReport{ErrorID: "first", Error: "boom"})
+	select {
+	case id := <-arrived: // the first is out of the queue and held by the hook
+		if id != "first" {
+			t.Fatalf("first delivery %q", id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first report did not arrive")
+	}
+	for i := range MaxQueuedReports + 5 {
+		q.Add(ErrorReport{ErrorID: fmt.Sprintf("err_%d", i), Error: "boom"})
+	}
+	if got := q.Dropped(); got != 5 {
+		t.Fatalf("dropped %d, want 5", got)
+	}
+}
