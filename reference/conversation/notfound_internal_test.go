@@ -38,6 +38,13 @@ func (s *countingStore) note(op, key string) {
 	s.ops = append(s.ops, op+" "+key)
 }
 
+// setIDs names the ids whose reads are compared; the dialogue may read the store meanwhile.
+func (s *countingStore) setIDs(ids ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ids = ids
+}
+
 // settle waits until nothing has read the store for a while, and forgets what did.
 func (s *countingStore) settle() {
 	for quiet := 0; quiet < 5; {
@@ -106,7 +113,7 @@ func TestNotFoundSameStoreWork(t *testing.T) {
 	started, _, err := cv.Start(ctx, alice, StartOptions{})
 	require.NoError(t, err)
 	foreign, missing := started.ID, "c_000000000000000000000000"
-	cs.ids = []string{foreign, missing}
+	cs.setIDs(foreign, missing)
 	cs.settle() // the new conversation's dialogue starts on its own
 
 	routes := map[string]func(cv *Conversations, id string) error{
