@@ -226,6 +226,21 @@ func TestAWriteAheadLogWithAFlippedByteIsRefused(t *testing.T) {
 	}
 }
 
+// TestAWriteAheadLogHeaderDamagedBeforeOneFrameIsRefused: a log whose header checksum does not
+// match is taken for a torn header only when no whole frame follows it; with exactly one frame
+// after it, the log is damaged and refused.
+func TestAWriteAheadLogHeaderDamagedBeforeOneFrameIsRefused(t *testing.T) {
+	path := crashImage(t, 6)
+	wal, err := os.ReadFile(path + "-wal")
+	require.NoError(t, err)
+	require.Greater(t, len(wal), 32+4120)
+	damaged := append([]byte(nil), wal[:32+4120]...)
+	damaged[24] ^= 0x01 // the header's checksum
+	require.NoError(t, os.WriteFile(path+"-wal", damaged, 0o600))
+	_, err = store.Open(bg, path, store.Options{})
+	requireCorrupt(t, err, "wal")
+}
+
 func TestATruncatedWriteAheadLogIsRefused(t *testing.T) {
 	path := crashImage(t, 6)
 	wal, err := os.ReadFile(path + "-wal")
