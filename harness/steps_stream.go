@@ -211,10 +211,11 @@ func rowsText(rs []eventRow) string {
 	return "[" + strings.Join(parts, "; ") + "]"
 }
 
-// exactEventsBefore waits until st shows the message of the user's turn `turn` (the sentinel: a
-// system sends a stream's events in order, so whatever it sent before that message has arrived
-// once the message has), then compares every event before it with the table, as exactEvents does.
-// An event that should not be there cannot come too late to be seen.
+// exactEventsBefore waits until st shows the first event of turn `turn` (the sentinel: the user's
+// message of that turn, or its first live delta or partial, which spec/http.md does not order
+// against that message; a system sends a stream's events in order, so whatever it sent before has
+// arrived once the sentinel has), then compares every event before it with the table, as
+// exactEvents does. An event that should not be there cannot come too late to be seen.
 func (s *scenario) exactEventsBefore(st *stream, t *godog.Table, turn int64) error {
 	want, err := eventTable(t)
 	if err != nil {
@@ -224,7 +225,8 @@ func (s *scenario) exactEventsBefore(st *stream, t *godog.Table, turn int64) err
 	sentinel := fmt.Sprint(turn)
 	at := func(evs []sseEvent) int {
 		for i, e := range evs {
-			if r := rowOf(e); r.event == "message" && r.turn == sentinel && r.role == "user" {
+			r := rowOf(e)
+			if r.turn == sentinel && ((r.event == "message" && r.role == "user") || r.event == "delta" || r.event == "partial") {
 				return i
 			}
 		}
@@ -232,7 +234,7 @@ func (s *scenario) exactEventsBefore(st *stream, t *godog.Table, turn int64) err
 	}
 	ctx, cancel := s.wait()
 	defer cancel()
-	evs, err := st.waitFor(ctx, fmt.Sprintf("the events %s, then the user's message of turn %d", rowsText(want), turn),
+	evs, err := st.waitFor(ctx, fmt.Sprintf("the events %s, then the first event of turn %d", rowsText(want), turn),
 		func(evs []sseEvent, _ bool) bool { return at(evs) >= 0 })
 	if err != nil {
 		return err
@@ -244,7 +246,7 @@ func (s *scenario) exactEventsBefore(st *stream, t *godog.Table, turn int64) err
 	}
 	got = coalesced(got)
 	if !slices.Equal(got, want) {
-		return fail(st.op, rowsText(got)+fmt.Sprintf(" before the user's message of turn %d", turn), "exactly "+rowsText(want))
+		return fail(st.op, rowsText(got)+fmt.Sprintf(" before the first event of turn %d", turn), "exactly "+rowsText(want))
 	}
 	return nil
 }

@@ -140,9 +140,12 @@ func TestForgettingTheDedupeAfterARestartIsCaught(t *testing.T) {
 	require.NoError(t, err)
 	doubled := 0
 	for _, f := range rep.Dialogues[0].Findings {
-		// The instance shows the new id in the record, so the turn is doubled in the history: one
-		// record more for the turn sent twice, and one more for its reply.
-		if f.Kind == "history" && f.What == "the number of records" && f.Want == "6" && f.Got == "8" {
+		// The instance shows the new id in the record, so the history differs from the uncrashed
+		// run's: a record more for the turn sent twice (and one for its reply), or, when the crash
+		// came before the first answer, each message recorded under its new id. Which one depends
+		// on where the crash fell and how far the restarted instance got, so any history finding
+		// counts.
+		if f.Kind == "history" {
 			doubled++
 		}
 	}
