@@ -152,6 +152,9 @@ type scenario struct {
 	// identityHold holds the identity service's answers for one token.
 	identityHold *world.Hold
 
+	// areas are the step areas, each with the state its steps keep.
+	areas areas
+
 	mu       sync.Mutex
 	streams  []*stream
 	asyncErr error
