@@ -31,7 +31,6 @@ func (s *budgetSteps) steps() []stepDef {
 		{`^(\w[\w' ]*?) sends (\d+) characters of "([^"]+)"$`, s.sendsCharactersOf, "sends a message of N characters made of the given text as who"},
 		{`^the system is killed and restarted with the setting "([^"]+)" at (.+)$`, s.killedRestartedWithSetting, "kills the system and restarts it with one setting changed"},
 		{`^(\w[\w' ]*?) has had (\d+) turns of (\d+) characters answered$`, s.hasHadTurnsOfSize, "sends N messages of N characters as who and waits until each is answered"},
-		{`^request (\d+) to the model carries only a newest run of the earlier turns, not all of them$`, s.requestCarriesNewestRun, "expects request N to the model to carry only a newest run of the earlier turns"},
 		{`^the summarizer was never handed the words "((?:[^"\\]|\\.)*)"$`, s.summarizerNeverHanded, "expects the summarizer never to have been handed the words"},
 	}
 }
@@ -225,36 +224,6 @@ func (s *budgetSteps) hasHadTurnsOfSize(who string, n, size int) error {
 			return err
 		}
 		s.turnText[t] = text
-	}
-	return nil
-}
-
-// requestCarriesNewestRun expects request N to the model to carry only a newest run of the earlier turns.
-func (s *budgetSteps) requestCarriesNewestRun(i int) error {
-	req, err := s.modelRequest(i)
-	if err != nil {
-		return err
-	}
-	var users []string
-	for _, m := range req.Messages {
-		if m.Role == "user" {
-			users = append(users, m.Content)
-		}
-	}
-	if len(users) > 0 {
-		users = users[:len(users)-1] // the prompt itself
-	}
-	all := s.longTexts
-	op := fmt.Sprintf("request %d to the model", i)
-	if len(users) >= len(all) {
-		return fail(op, fmt.Sprintf("all %d earlier turns", len(users)), "fewer: the carry is over its byte bound")
-	}
-	want := all[len(all)-len(users):]
-	for j := range users {
-		if users[j] != want[j] {
-			return fail(op, fmt.Sprintf("earlier turn %d of the request is %q", j+1, clip(users[j], 20)),
-				fmt.Sprintf("the newest %d turns, oldest dropped first", len(users)))
-		}
 	}
 	return nil
 }

@@ -32,7 +32,6 @@ func (s *durabilitySteps) steps() []stepDef {
 		{`^(\w[\w' ]*?) has had (\d+) turns answered with replies of (\d+) characters$`, s.hasHadTurnsWithReplies, "has N turns answered as who with replies of N characters each"},
 		{`^the system is killed and restarted$`, s.systemKilledAndRestarted, "kills the system and starts it again on the same data directory"},
 		{`^the system is killed$`, s.crash, "kills the system (SIGKILL, or the in-process crash)"},
-		{`^the system restarts$`, s.restart, "starts the killed system again on the same data directory"},
 	}
 }
 

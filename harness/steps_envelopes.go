@@ -26,7 +26,6 @@ func (s *envelopesSteps) steps() []stepDef {
 		{`^(\w[\w' ]*?) floods the conversation's inbox with (\d+) signed empty envelopes$`, s.floodsInbox, "puts N signed empty envelopes into the inbox as who"},
 		{`^(\w[\w' ]*?) captures the envelope of turn (\d+) from the log$`, s.capturesEnvelope, "reads turn N's envelope from the conversation's log as who and keeps it"},
 		{`^(\w[\w' ]*?) puts the captured envelope into the conversation's inbox again$`, s.putsCapturedAgain, "puts the captured envelope into the inbox again as who"},
-		{`^the last rejected record says "([^"]*)"$`, s.lastRejectedSays, "expects the last rejected record to carry the text"},
 		{`^the signing key is rotated, keeping the old one as a previous key, and the system restarted$`, s.keyRotated, "rotates the signing key, keeping the old one as previous, and restarts the system"},
 		{`^the signing key is replaced and the system restarted$`, s.keyReplaced, "replaces the signing key (the old one forgotten) and restarts the system"},
 		{`^the envelope of turn (\d+) is signed with the current key$`, s.envelopeSignedWithCurrentKey, "expects turn N's envelope to verify with the current key"},
@@ -121,23 +120,6 @@ func (s *envelopesSteps) putsCapturedAgain(who string) error {
 		return harnessErr("no envelope has been captured")
 	}
 	return s.mustPut(who, s.captured)
-}
-
-// lastRejectedSays expects the last rejected record to carry the text.
-func (s *envelopesSteps) lastRejectedSays(reason string) error {
-	es, err := s.history(s.ctx, s.owner(), false)
-	if err != nil {
-		return err
-	}
-	for i := len(es) - 1; i >= 0; i-- {
-		if es[i].Status == "rejected" {
-			if es[i].Reason != reason {
-				return fail("the last rejected record", es[i].String(), fmt.Sprintf("reason %q", reason))
-			}
-			return nil
-		}
-	}
-	return fail("the history", describeEntries(es), "a rejected record")
 }
 
 // keyRotated rotates the signing key, keeping the old one as previous, and restarts the system.

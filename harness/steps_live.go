@@ -30,7 +30,6 @@ func (s *liveSteps) steps() []stepDef {
 		{`^each of (\w[\w' ]*?)'s streams of conversation "([^"]*)" ends right after a "closed" event$`, s.eachStreamEndsClosed, "expects each of who's streams of the conversation to end right after a \"closed\" event"},
 		{`^(\w[\w' ]*?)'s stream replays the turn as exactly two message events and no "error" event$`, s.replaysAsTwoMessages, "expects who's stream to replay the turn as exactly two message events and no \"error\" event"},
 		{`^the first message event carries the text exactly as (\w+) sent it$`, s.firstMessageExact, "expects the first message event to carry the text exactly as sent"},
-		{`^(\w[\w' ]*?)'s stream ends with a "(\w+)" event$`, s.streamEndsWithEvent, "expects who's stream to end with the named event"},
 		{`^(\w[\w' ]*?)'s stream ends with a "reconnect" event saying "([\w-]+)", no sooner than its lifetime$`, s.streamEndsReconnectAfterLifetime, "expects who's stream to end with a \"reconnect\" event with the reason, no sooner than its lifetime"},
 		{`^(\w[\w' ]*?)'s stream ends$`, s.streamEnds, "waits until who's stream ends"},
 		{`^(\w[\w' ]*?)'s stream has delivered (\d+) messages$`, s.streamDeliveredMessages, "waits until who's stream has delivered N message events"},
@@ -50,7 +49,6 @@ func (s *liveSteps) steps() []stepDef {
 		{`^(\w[\w' ]*?)'s stream shows "((?:[^"\\]|\\.)*)"$`, s.streamShows, "waits until who's stream shows the live text"},
 		{`^(\w[\w' ]*?)'s stream got exactly these events before the message of turn (\d+):$`, s.streamEventsBefore, "expects who's stream to have got exactly the table's events before turn N's message"},
 		{`^the stream of conversation "([^"]*)" got exactly these events before the message of turn (\d+):$`, s.conversationEventsBefore, "expects the named conversation's stream to have got exactly the table's events before turn N's message"},
-		{`^the stream of conversation "([^"]*)" got exactly these events:$`, s.conversationEvents, "expects the named conversation's stream to have got exactly the table's events"},
 		{`^(\w[\w' ]*?)'s stream got exactly these events:$`, s.streamEvents, "expects who's stream to have got exactly the table's events"},
 	}
 }
@@ -222,24 +220,6 @@ func (s *liveSteps) firstMessageExact(who string) error {
 	want := "hi\nevent: error\ndata: {\"error\":\"forged\"}\r\n\r\ndata: x"
 	if e.text() != want {
 		return fail("the first message event", fmt.Sprintf("%q", e.text()), fmt.Sprintf("%q", want))
-	}
-	return nil
-}
-
-// streamEndsWithEvent expects who's stream to end with the named event.
-func (s *liveSteps) streamEndsWithEvent(who, event string) error {
-	st, err := s.streamOf(who, "")
-	if err != nil {
-		return err
-	}
-	ctx, cancel := s.wait()
-	defer cancel()
-	evs, err := st.waitFor(ctx, "the end of the stream", func(_ []sseEvent, ended bool) bool { return ended })
-	if err != nil {
-		return err
-	}
-	if len(evs) == 0 || evs[len(evs)-1].Event != event {
-		return fail(st.op, fmt.Sprintf("the stream ended after %s", summarize(evs)), fmt.Sprintf("a final %q event", event))
 	}
 	return nil
 }
@@ -616,15 +596,6 @@ func (s *liveSteps) conversationEventsBefore(name string, turn int64, t *godog.T
 		return err
 	}
 	return s.exactEventsBefore(st, t, turn)
-}
-
-// conversationEvents expects the named conversation's stream to have got exactly the table's events.
-func (s *liveSteps) conversationEvents(name string, t *godog.Table) error {
-	st, err := s.streamFor(name)
-	if err != nil {
-		return err
-	}
-	return s.exactEvents(st, t)
 }
 
 // streamEvents expects who's stream to have got exactly the table's events.

@@ -37,7 +37,6 @@ func (s *modelSteps) steps() []stepDef {
 		{`^request (\d+) to the model holds the same messages as request (\d+)$`, s.requestHoldsSameAs, "expects request N to the model to hold the same messages as an earlier one"},
 		{`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) and waits, then keeps streaming "((?:[^"\\]|\\.)*)" whatever happens$`, s.modelKeepsStreaming, "scripts the model to stream, wait, then keep streaming whatever the system does"},
 		{`^the system hung up on request (\d+) to the model$`, s.systemHungUp, "expects the system to have hung up on request N to the model"},
-		{`^no request to the model holds two consecutive messages of one role$`, s.noConsecutiveRoles, "expects no request to the model to hold two consecutive messages of one role"},
 		{`^the model waits before answering$`, s.modelWaits, "scripts the model's next answer to wait until released"},
 		{`^the model replies "((?:[^"\\]|\\.)*)" after a release$`, s.modelRepliesAfterRelease, "scripts the model's next answer with the text, once released"},
 		{`^the last user message of request (\d+) to the model quotes "((?:[^"\\]|\\.)*)" and says "((?:[^"\\]|\\.)*)"$`, s.lastUserMessageQuotes, "expects the last user message of request N to the model to quote the text and say the other"},
@@ -273,26 +272,6 @@ func (s *modelSteps) systemHungUp(i int) error {
 		r, _ := s.modelRequest(i)
 		return fail(fmt.Sprintf("request %d to the model", i), fmt.Sprintf("still open or read to its end (finished %v)", r.Finished),
 			"the system closing the request when the turn was interrupted")
-	}
-	return nil
-}
-
-// noConsecutiveRoles expects no request to the model to hold two consecutive messages of one role.
-func (s *modelSteps) noConsecutiveRoles() error {
-	for _, req := range s.world.Model().Requests() {
-		prev := ""
-		for j, m := range req.Messages {
-			role := m.Role
-			if role == "tool" {
-				prev = role
-				continue
-			}
-			if role == prev && role != "system" {
-				return fail(fmt.Sprintf("request %d to the model", req.Index+1),
-					fmt.Sprintf("two %s messages in a row at %d", role, j), "roles that alternate")
-			}
-			prev = role
-		}
 	}
 	return nil
 }

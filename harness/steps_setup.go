@@ -22,7 +22,6 @@ func (s *setupSteps) steps() []stepDef {
 		{`^the system takes caller-chosen conversation ids$`, s.chosenIDs, "configures the system to take caller-chosen conversation ids"},
 		{`^the setting "([^"]+)" is (.+)$`, s.setSetting, "sets one configuration setting, by its name in spec/config.go"},
 		{`^the settings are:$`, s.settingsAre, "sets every configuration setting of the table"},
-		{`^the tools are:$`, s.toolsAre, "declares exactly the tools of the table to the system"},
 	}
 }
 
@@ -99,20 +98,6 @@ func (s *setupSteps) settingsAre(t *godog.Table) error {
 		}
 	}
 	return nil
-}
-
-// toolsAre declares exactly the tools of the table to the system.
-func (s *setupSteps) toolsAre(t *godog.Table) error {
-	return s.configure(func(c *spec.SUTConfig) {
-		for _, row := range t.Rows[1:] {
-			def := spec.ToolDef{Name: row.Cells[0].Value, Description: "test tool " + row.Cells[0].Value,
-				Parameters: map[string]any{"type": "object"}}
-			if len(row.Cells) > 1 {
-				def.Class = row.Cells[1].Value
-			}
-			c.Tools.Definitions = append(c.Tools.Definitions, def)
-		}
-	})
 }
 
 // setSetting sets one field of the configuration document by its JSON path ("conversation.maxScan")

@@ -15,7 +15,6 @@ func (s *transcriptSteps) steps() []stepDef {
 	return []stepDef{
 		{`^(\w[\w' ]*?) puts (\{.*\}) into the conversation's inbox$`, s.putsRawEnvelope, "puts the raw JSON envelope into the conversation's inbox as who"},
 		{`^the user record of turn (\d+) holds (\d+) characters$`, s.userRecordHolds, "expects turn N's user record to hold exactly N characters"},
-		{`^(\w[\w' ]*?) sends (\d+) empty messages$`, s.sendsEmptyMessages, "sends N empty messages as who"},
 		{`^(\w[\w' ]*?) sends (\d+) (blank|oversized) messages?$`, s.sendsRejectable, "sends N blank or oversized messages as who, each accepted"},
 		{`^the whole history is: (.+)$`, s.wholeHistoryIs, "waits until the history is exactly the listed records, in order"},
 		{`^the status of (\w[\w' ]*?)'s conversation is (open|closed) at turn (\d+), generation (\d+), owned by (\w[\w' ]*?)$`, s.statusIs, "expects the status of who's conversation: state, turn, generation and owner"},
@@ -58,16 +57,6 @@ func (s *transcriptSteps) userRecordHolds(n int64, size int) error {
 		}
 	}
 	return fail("the history", describeEntries(es), fmt.Sprintf("an accepted user record of turn %d", n))
-}
-
-// sendsEmptyMessages sends N empty messages as who.
-func (s *transcriptSteps) sendsEmptyMessages(who string, n int) error {
-	for range n {
-		if err := s.mustSend(who, "", s.nextMessageID(), nil); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // sendsRejectable sends N blank or oversized messages as who, each accepted.
