@@ -1,10 +1,14 @@
 package harness
 
 import (
+	"encoding/json"
 	"fmt"
+	"net"
 	"regexp"
 
 	"github.com/cucumber/godog"
+
+	"github.com/loomcheck/loomcheck/harness/world"
 )
 
 // stepDef is one step of the vocabulary: the pattern a feature's step text must match, the
@@ -17,24 +21,133 @@ type stepDef struct {
 
 // Each area's steps are named methods of a small struct that holds what those steps keep
 // between them; all of them see the scenario they belong to (the system under test, the
-// world, the client, the conversations, the last answer).
+// world, the client, the conversations, the last answer, the messages sent).
 type (
-	setupSteps        struct{ *scenario }
-	modelSteps        struct{ *scenario }
-	agentSteps        struct{ *scenario }
+	// setupSteps configure the system under test before it starts.
+	setupSteps struct{ *scenario }
+
+	// modelSteps script the world's model and read what it was asked.
+	modelSteps struct {
+		*scenario
+		// holds are the model's answers that wait for a release, oldest first.
+		holds []*world.Hold
+		// calls numbers the tool calls scripted into the model's answers.
+		calls int
+		// slowPieces and slowPiece are how many pieces, of how many characters, the model
+		// streams for the slow-reader steps.
+		slowPieces, slowPiece int
+	}
+
+	// agentSteps script the tools and the memory of the agent and read their calls.
+	agentSteps struct {
+		*scenario
+		// toolHolds are each tool's calls that wait for a release.
+		toolHolds map[string][]*world.Hold
+	}
+
+	// conversationSteps start conversations, send messages and wait for turns.
 	conversationSteps struct{ *scenario }
-	editsSteps        struct{ *scenario }
-	historySteps      struct{ *scenario }
-	transcriptSteps   struct{ *scenario }
-	durabilitySteps   struct{ *scenario }
-	accessSteps       struct{ *scenario }
-	budgetSteps       struct{ *scenario }
-	envelopesSteps    struct{ *scenario }
-	gatewaySteps      struct{ *scenario }
-	liveSteps         struct{ *scenario }
-	contractSteps     struct{ *scenario }
-	edgeSteps         struct{ *scenario }
-	sharedSteps       struct{ *scenario }
+
+	// editsSteps send messages that edit earlier ones.
+	editsSteps struct{ *scenario }
+
+	// historySteps read the history whole and page by page.
+	historySteps struct {
+		*scenario
+		// remembered is the history as a step remembered it.
+		remembered []entry
+		// pages are the records of each page a paged reading got; shortNotDone is whether
+		// one of them was short but not done.
+		pages        []string
+		shortNotDone bool
+		// lastPage is the last single page read, and whether it said it was done.
+		lastPage     []entry
+		lastPageDone bool
+	}
+
+	// transcriptSteps judge what the transcript keeps of refused or odd messages.
+	transcriptSteps struct{ *scenario }
+
+	// durabilitySteps crash, stop, damage and restart the system.
+	durabilitySteps struct {
+		*scenario
+		// down is whether the system is stopped or killed and not started again.
+		down bool
+		// damaged is what the damage steps did and saw.
+		damaged damageState
+	}
+
+	// accessSteps probe who may do what to whose conversation, the runtime door included.
+	accessSteps struct {
+		*scenario
+		// injected is what the model of the last turn execution started through the runtime
+		// door was told; injectedBy and injectedID are who started it, and its id.
+		injected               string
+		injectedBy, injectedID string
+	}
+
+	// budgetSteps script the summarizer and judge the context window.
+	budgetSteps struct {
+		*scenario
+		// longTexts are the long messages the budget steps sent.
+		longTexts []string
+		// summary is the last summary the summarizer was scripted to give.
+		summary string
+	}
+
+	// envelopesSteps put signed envelopes into the inbox and read them from the log.
+	envelopesSteps struct {
+		*scenario
+		// doorSeq numbers the turn executions started through the runtime door.
+		doorSeq int
+		// oldKey is the signing key before the last rotation; captured is an envelope read
+		// from the log, to be put in again.
+		oldKey   string
+		captured json.RawMessage
+	}
+
+	// gatewaySteps judge authentication, Host and CORS, bodies and limits.
+	gatewaySteps struct {
+		*scenario
+		// held is what a conversation held when a step noted it.
+		held *holding
+		// answers are the answers of a step that sends more than one request.
+		answers []*response
+	}
+
+	// liveSteps open, read, resume and close event streams.
+	liveSteps struct {
+		*scenario
+		// lastStream is the last stream a step opened, open or refused.
+		lastStream *stream
+		// replayed are the events of the last resumed stream.
+		replayed []sseEvent
+		// slowConn is the raw connection of a stream nobody reads; slowEvents and slowEnd
+		// are what was read from it once read again, and how it ended.
+		slowConn   net.Conn
+		slowEvents []sseEvent
+		slowEnd    string
+	}
+
+	// contractSteps check every exchange against spec/openapi.yaml.
+	contractSteps struct{ *scenario }
+
+	// edgeSteps judge the edges of a connection: deadlines, stalls, caps, held identities.
+	edgeSteps struct {
+		*scenario
+		// edge is what the connection steps keep (the stalled connection, the held ones).
+		edge *edgeState
+		// identityHold holds the identity service's answers for one token.
+		identityHold *world.Hold
+	}
+
+	// sharedSteps judge shared conversations: participants, clearances, visibility.
+	sharedSteps struct {
+		*scenario
+		// partChanges are the participant changes this scenario made and the system
+		// accepted, oldest first: op, then the wire identities of whom and by whom.
+		partChanges []partChange
+	}
 )
 
 // areas are the step areas of one scenario, each with its own state.
@@ -62,7 +175,7 @@ func newAreas(s *scenario) areas {
 	return areas{
 		setup:        &setupSteps{scenario: s},
 		model:        &modelSteps{scenario: s},
-		agent:        &agentSteps{scenario: s},
+		agent:        &agentSteps{scenario: s, toolHolds: map[string][]*world.Hold{}},
 		conversation: &conversationSteps{scenario: s},
 		edits:        &editsSteps{scenario: s},
 		history:      &historySteps{scenario: s},

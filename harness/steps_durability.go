@@ -174,7 +174,7 @@ func (s *durabilitySteps) stopSystem() error {
 }
 
 // downDataDir is the data directory of a system that is down, for a damage step.
-func (s *scenario) downDataDir() (string, error) {
+func (s *durabilitySteps) downDataDir() (string, error) {
 	if !s.down {
 		return "", harnessErr("the data directory is damaged only while the system is down (kill it first)")
 	}
@@ -407,7 +407,7 @@ func (s *durabilitySteps) resendAcked() error {
 // sentinelAfterRepeats sends one new message to m's conversation and waits for its turn to be
 // answered, then compares the whole history with the one remembered before the damage: the same
 // records, then the new message and its answer, and nothing else.
-func (s *scenario) sentinelAfterRepeats(m ackedMsg) error {
+func (s *durabilitySteps) sentinelAfterRepeats(m ackedMsg) error {
 	base := "/conversations/" + url.PathEscape(m.conv)
 	var past []json.RawMessage
 	for _, a := range s.damaged.answers {
@@ -504,7 +504,7 @@ func (s *scenario) crash() error {
 		return err
 	}
 	s.transport.CloseIdleConnections()
-	s.down = true
+	s.areas.durability.down = true
 	return nil
 }
 
@@ -512,10 +512,10 @@ func (s *scenario) crash() error {
 // after a crash breaks durability: that is a failure, not a harness error.
 func (s *scenario) restart() error {
 	var err error
-	if s.down {
+	if s.areas.durability.down {
 		err = s.drv.Restart(s.ctx)
 	}
-	s.down = false
+	s.areas.durability.down = false
 	var se *startError
 	if errors.As(err, &se) {
 		return fail("restart after a crash", se.Error()+logsOf(s.drv), "the system answering again on the same data directory")

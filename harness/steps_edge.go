@@ -408,7 +408,7 @@ func (s *scenario) edgeApplicable() error {
 	return nil
 }
 
-func (s *scenario) edgeState() *edgeState {
+func (s *edgeSteps) edgeState() *edgeState {
 	if s.edge == nil {
 		s.edge = &edgeState{}
 	}

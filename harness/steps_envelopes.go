@@ -223,8 +223,8 @@ func decodeKey(b64 string) []byte {
 // draftEnvelope is the envelope a host would sign for conversation c: a user turn in the
 // owner's voice, a fresh id, issued now.
 func (s *scenario) draftEnvelope(c *conv) oracle.Envelope {
-	s.doorSeq++
-	return oracle.Envelope{ConversationID: c.id, Kind: oracle.KindUser, ID: fmt.Sprintf("door-%d-%d", time.Now().UnixNano(), s.doorSeq),
+	s.areas.envelopes.doorSeq++
+	return oracle.Envelope{ConversationID: c.id, Kind: oracle.KindUser, ID: fmt.Sprintf("door-%d-%d", time.Now().UnixNano(), s.areas.envelopes.doorSeq),
 		IAT: time.Now().UnixMilli(), Asker: identityOf(c.owner)}
 }
 
@@ -296,7 +296,7 @@ func (s *scenario) setMember(e *oracle.Envelope, c *conv, member, v string) erro
 // buildEnvelope signs an envelope from a table of fields (spec/envelopes.md) with the kit's own
 // oracle, the way a host would, then applies what the table says to break. An editOf that is not
 // an integer cannot be signed; it is written into the payload after signing.
-func (s *scenario) buildEnvelope(who string, fields map[string]string) (json.RawMessage, error) {
+func (s *envelopesSteps) buildEnvelope(who string, fields map[string]string) (json.RawMessage, error) {
 	c, err := s.conv("")
 	if err != nil {
 		return nil, err
@@ -579,7 +579,7 @@ func (s *scenario) userText(turn int64) (string, error) {
 	return "", fail("the history", describeEntries(es), fmt.Sprintf("an accepted user record of turn %d", turn))
 }
 
-func (s *scenario) rotateKey(keepOld bool) error {
+func (s *envelopesSteps) rotateKey(keepOld bool) error {
 	if err := s.crash(); err != nil {
 		return err
 	}

@@ -203,7 +203,7 @@ func (s *gatewaySteps) startsPresentingScheme(who, scheme string) error {
 
 // streamRefused429 expects the last stream refused with 429.
 func (s *gatewaySteps) streamRefused429() error {
-	st := s.lastStream
+	st := s.areas.live.lastStream
 	if st == nil {
 		return harnessErr("no stream was opened")
 	}

@@ -402,7 +402,7 @@ func compact(b []byte) []byte {
 // rememberedThen checks the whole history: exactly the remembered records, byte for byte, then
 // exactly the records of t (nil: none), and nothing else. It waits until the history holds at least
 // that many records and then reads it again, so records appended twice by a replay are seen.
-func (s *scenario) rememberedThen(t *godog.Table) error {
+func (s *historySteps) rememberedThen(t *godog.Table) error {
 	var cols []string
 	var want [][]string
 	if t != nil {
@@ -441,7 +441,7 @@ func (s *scenario) rememberedThen(t *godog.Table) error {
 	return nil
 }
 
-func (s *scenario) readPage(who, convID, query string, offSpec bool) (*response, []entry, page, error) {
+func (s *historySteps) readPage(who, convID, query string, offSpec bool) (*response, []entry, page, error) {
 	r, err := s.cl.do(s.ctx, who, http.MethodGet, "/conversations/"+url.PathEscape(convID)+"/history"+query, nil, reqOpts{offSpec: offSpec})
 	s.last = r
 	if err != nil {

@@ -491,7 +491,7 @@ func (s *liveSteps) coalescedOrReconnect(who string) error {
 			var d struct {
 				Text string `json:"text"`
 			}
-			if json.Unmarshal([]byte(e.Data), &d) == nil && len(d.Text) > s.slowPiece {
+			if json.Unmarshal([]byte(e.Data), &d) == nil && len(d.Text) > s.areas.model.slowPiece {
 				merged++
 			}
 		case "reconnect":
@@ -626,7 +626,7 @@ func (s *scenario) openNamed(who, convName, key string, headers map[string]strin
 	if st.status == http.StatusOK {
 		s.named[key] = st
 	}
-	s.lastStream = st
+	s.areas.live.lastStream = st
 	s.mu.Unlock()
 	s.last = streamResponse(st)
 	return st, nil
@@ -665,7 +665,7 @@ func (s *scenario) waitLive(st *stream, want string) error {
 
 // openSlow opens the event stream on a raw connection with a tiny receive buffer and does not
 // read it, so the server sees a slow reader.
-func (s *scenario) openSlow(who string) error {
+func (s *liveSteps) openSlow(who string) error {
 	p, _, err := s.convPath("")
 	if err != nil {
 		return err
@@ -690,7 +690,7 @@ func (s *scenario) openSlow(who string) error {
 }
 
 // readSlow reads what the server sent to the slow reader until the stream ends or shows the reply.
-func (s *scenario) readSlow() error {
+func (s *liveSteps) readSlow() error {
 	if s.slowConn == nil {
 		return harnessErr("no slow stream is open")
 	}

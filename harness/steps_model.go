@@ -502,7 +502,7 @@ func (s *scenario) expandMessage(content string) (string, error) {
 	var bad error
 	out := placeholderRE.ReplaceAllStringFunc(content, func(m string) string {
 		if m == "{summary}" {
-			return summaryOpen + s.summary + summaryClose
+			return summaryOpen + s.areas.budget.summary + summaryClose
 		}
 		sub := placeholderRE.FindStringSubmatch(m)
 		n, _ := strconv.ParseInt(sub[2], 10, 64)
@@ -527,7 +527,7 @@ func (s *scenario) modelRequest(i int) (world.ModelRequest, error) {
 	return s.world.Model().Requests()[i-1], nil
 }
 
-func (s *scenario) callID() string {
+func (s *modelSteps) callID() string {
 	s.calls++
 	return fmt.Sprintf("call_%d", s.calls)
 }
