@@ -22,7 +22,7 @@ func (s *accessSteps) steps() []stepDef {
 		{`^(\w[\w' ]*?) is answered on every route exactly as (\w+) is$`, s.sameAsOwner, "asks every conversation route as who and expects each answer to equal the one the owner gets"},
 		{`^(\w[\w' ]*?) starts a turn execution "([^"]*)" through the runtime door, its input claiming to be (?:her|his) own conversation$`, s.startsDoorTurnClaimingOwn, "starts a turn execution with the given id through the runtime door, its input naming who's own conversation"},
 		{`^(\w[\w' ]*?) sends (GET|POST|PUT|DELETE|PATCH) to the conversation's route "([^"]*)"$`, s.sendsToRoute, "sends the method to the named route of the current conversation as who"},
-		{`^the answer is exactly the one a conversation that does not exist gets$`, s.answerIsMissingConversations, "compares the last answer with what the same request gets for a conversation that does not exist"},
+		{`^the answer is exactly the one a conversation that does not exist gets$`, s.answerIsMissingConversations, "expects the last answer to be exactly the 404 {\"error\":\"not found\"} a missing conversation gets"},
 		{`^(\w[\w' ]*?) gets the same 404 as for a missing conversation on the conversation routes of it$`, s.getsMissingOnConversationRoutes, "asks the conversation routes of the current conversation as who and expects the missing-conversation 404 on each"},
 		{`^(\w[\w' ]*?) starts a turn execution for turn (\d+) of the conversation through the runtime door, saying "((?:[^"\\]|\\.)*)"$`, s.injectTurn, "starts a turn execution for the turn through the runtime door as who, with the given user text"},
 		{`^that turn execution has been refused, or its model call has ended$`, s.injectionSettled, "waits until the door's turn execution was refused or its model call ended"},
@@ -92,7 +92,7 @@ func (s *accessSteps) sendsToRoute(who, method, suffix string) error {
 	return err
 }
 
-// answerIsMissingConversations compares the last answer with what the same request gets for a conversation that does not exist.
+// answerIsMissingConversations expects the last answer to be exactly the 404 {"error":"not found"} a missing conversation gets.
 func (s *accessSteps) answerIsMissingConversations() error {
 	if s.last == nil {
 		return harnessErr("no request has been sent")

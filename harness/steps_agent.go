@@ -24,10 +24,10 @@ func (s *agentSteps) steps() []stepDef {
 		{`^the tool "([\w-]+)" fails with status (\d+) and says "((?:[^"\\]|\\.)*)"$`, s.toolFails, "scripts the tool's next call to fail with the status and the words"},
 		{`^the tool "([\w-]+)" waits$`, s.toolWaits, "scripts the tool's next call to wait until released"},
 		{`^the tool "([\w-]+)" is released$`, s.toolReleased, "releases every call of the tool that waits"},
-		{`^the tool "([\w-]+)" needs approval$`, s.toolNeedsApproval, "declares that the tool needs approval"},
+		{`^the tool "([\w-]+)" needs approval$`, s.toolNeedsApproval, "declares the tool to the system as one that needs approval"},
 		{`^the tool "([\w-]+)" has been called (\d+) times?$`, s.toolCalled, "waits until the tool has been called at least N times"},
 		{`^the tool "([\w-]+)" has been called (\d+) times? in all$`, s.toolCalledInAll, "expects the tool to have been called exactly N times over the whole scenario"},
-		{`^the tool "([\w-]+)" answered (\d+) times?$`, s.toolAnswered, "expects the tool to have answered exactly N times"},
+		{`^the tool "([\w-]+)" answered (\d+) times?$`, s.toolAnswered, "waits until N calls of the tool have ended"},
 		{`^the tool "([\w-]+)" was never called$`, s.toolNeverCalled, "expects the tool never to have been called"},
 		{`^every call to "([\w-]+)" carried the same idempotency key$`, s.sameIdempotencyKey, "expects every call of the tool to have carried one idempotency key"},
 		{`^the tool "([\w-]+)" fails with status (\d+) and says (\d+) characters of "([^"]+)"(?: and then "([^"]*)")?$`, s.toolFailsLong, "scripts the tool's next call to fail with the status and N characters of the text"},
@@ -109,7 +109,7 @@ func (s *agentSteps) toolReleased(name string) error {
 	return nil
 }
 
-// toolNeedsApproval declares that the tool needs approval.
+// toolNeedsApproval declares the tool to the system as one that needs approval.
 func (s *agentSteps) toolNeedsApproval(name string) error {
 	return s.configure(func(c *spec.SUTConfig) {
 		c.Tools.Definitions = append(c.Tools.Definitions, spec.ToolDef{Name: name, Description: "a destructive tool",
@@ -135,7 +135,7 @@ func (s *agentSteps) toolCalledInAll(name string, n int) error {
 	return nil
 }
 
-// toolAnswered expects the tool to have answered exactly N times.
+// toolAnswered waits until N calls of the tool have ended.
 func (s *agentSteps) toolAnswered(name string, n int) error {
 	ctx, cancel := s.wait()
 	defer cancel()

@@ -28,7 +28,7 @@ func (s *budgetSteps) steps() []stepDef {
 		{`^request (\d+) to the model carries no summary$`, s.requestCarriesNoSummary, "expects request N to the model to carry no summary"},
 		{`^no system message of any request to the model holds "((?:[^"\\]|\\.)*)"$`, s.noSystemMessageHolds, "expects no system message of any request to the model to hold the text"},
 		{`^the window of request (\d+) to the model holds turns (.+)$`, s.windowHoldsTurns, "expects the window of request N to the model to hold exactly the listed turns"},
-		{`^(\w[\w' ]*?) sends (\d+) characters of "([^"]+)"$`, s.sendsCharactersOf, "sends a message of N characters made of the given text as who"},
+		{`^(\w[\w' ]*?) sends (\d+) characters of "([^"]+)"$`, s.sendsCharactersOf, "sends the text repeated N times, as one message, as who"},
 		{`^the system is killed and restarted with the setting "([^"]+)" at (.+)$`, s.killedRestartedWithSetting, "kills the system and restarts it with one setting changed"},
 		{`^(\w[\w' ]*?) has had (\d+) turns of (\d+) characters answered$`, s.hasHadTurnsOfSize, "sends N messages of N characters as who and waits until each is answered"},
 		{`^the summarizer was never handed the words "((?:[^"\\]|\\.)*)"$`, s.summarizerNeverHanded, "expects the summarizer never to have been handed the words"},
@@ -190,7 +190,7 @@ func (s *budgetSteps) windowHoldsTurns(i int, list string) error {
 	return nil
 }
 
-// sendsCharactersOf sends a message of N characters made of the given text as who.
+// sendsCharactersOf sends the text repeated N times, as one message, as who.
 func (s *budgetSteps) sendsCharactersOf(who string, n int, ch string) error {
 	return s.mustSend(who, strings.Repeat(ch, n), s.nextMessageID(), nil)
 }

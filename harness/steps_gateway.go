@@ -18,17 +18,17 @@ import (
 // steps is the gateway vocabulary: each pattern, the method that runs it, what it means.
 func (s *gatewaySteps) steps() []stepDef {
 	return []stepDef{
-		{`^(\w[\w' ]*?) notes what (?:her|his) conversation holds$`, s.notesWhatConversationHolds, "remembers the whole history and status of who's conversation"},
-		{`^(\w[\w' ]*?)'s conversation holds exactly what it held$`, s.conversationHoldsExactlyWhatItHeld, "expects who's conversation to hold exactly the remembered history and status"},
+		{`^(\w[\w' ]*?) notes what (?:her|his) conversation holds$`, s.notesWhatConversationHolds, "remembers the history, status and participants of the current conversation as who reads them"},
+		{`^(\w[\w' ]*?)'s conversation holds exactly what it held$`, s.conversationHoldsExactlyWhatItHeld, "expects who to read exactly the remembered history, status and participants"},
 		{"^(\\w[\\w' ]*?) posts the body `(.*)` to the (start|turns|close|participants|runtime start|runtime send) route(?: as \"([^\"]*)\")?$", s.postsBodyToRoute, "posts a raw body, with an optional content type, to the named route as who"},
-		{"^the answer is (\\d+) with the body `(.*)`$", s.answerHasBody, "expects the last answer's status and its whole body, byte for byte"},
+		{"^the answer is (\\d+) with the body `(.*)`$", s.answerHasBody, "expects the last answer's status, and a body equal as JSON to the given one"},
 		{`^the system has no way to authenticate anyone$`, s.noAuthentication, "configures the system with no identity service and no insecure mode"},
 		{`^the system runs without authentication, explicitly$`, s.insecureExplicitly, "configures the system to run without authentication, explicitly"},
 		{`^someone asks for the discovery document with the Host "([^"]*)"$`, s.discoveryWithHost, "asks for the discovery document with the given Host header"},
 		{`^(someone|\w[\w' ]*?) starts a conversation with the Host "([^"]*)"$`, s.startsWithHost, "asks to start a conversation with the given Host header, as who or with no credential"},
 		{`^(\w[\w' ]*?) starts a conversation presenting (no credential|an unknown bearer token|her token as a query parameter|her token in a session cookie)$`, s.startsPresenting, "asks to start a conversation presenting the credential the way named"},
 		{`^(\w[\w' ]*?) starts a conversation presenting (?:her|his|their) token under the scheme "([^"]*)"$`, s.startsPresentingScheme, "asks to start a conversation presenting who's token under the given authorization scheme"},
-		{`^the stream is refused with 429$`, s.streamRefused429, "expects the last stream refused with 429"},
+		{`^the stream is refused with 429$`, s.streamRefused429, "expects the last stream refused with 429 and the error \"too many requests\""},
 		{`^(\w[\w' ]*?) sends a turn in a body of exactly (\d+) bytes, (with its|without a) Content-Length$`, s.sendsBodyOfBytes, "sends a turn in a body of exactly N bytes as who, with or without Content-Length"},
 		{`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)" to (\w+)'s conversation twice$`, s.sendsTwice, "sends the same text twice to another's conversation as who; both answers are kept"},
 		{`^both answers are (\d+) with error "([^"]*)"$`, s.bothAnswersAre, "expects both kept answers to carry the status and error code"},
@@ -49,7 +49,7 @@ func (s *gatewaySteps) steps() []stepDef {
 	}
 }
 
-// notesWhatConversationHolds remembers the whole history and status of who's conversation.
+// notesWhatConversationHolds remembers the history, status and participants of the current conversation as who reads them.
 func (s *gatewaySteps) notesWhatConversationHolds(who string) error {
 	h, err := s.hold(who)
 	if err != nil {
@@ -59,7 +59,7 @@ func (s *gatewaySteps) notesWhatConversationHolds(who string) error {
 	return nil
 }
 
-// conversationHoldsExactlyWhatItHeld expects who's conversation to hold exactly the remembered history and status.
+// conversationHoldsExactlyWhatItHeld expects who to read exactly the remembered history, status and participants.
 func (s *gatewaySteps) conversationHoldsExactlyWhatItHeld(who string) error {
 	if s.held == nil {
 		return harnessErr("nobody noted what the conversation held")
@@ -116,7 +116,7 @@ func (s *gatewaySteps) postsBodyToRoute(who, body, route, ct string) error {
 	return nil
 }
 
-// answerHasBody expects the last answer's status and its whole body, byte for byte.
+// answerHasBody expects the last answer's status, and a body equal as JSON to the given one.
 func (s *gatewaySteps) answerHasBody(code int, want string) error {
 	if s.last == nil {
 		return harnessErr("no request has been sent")
@@ -201,7 +201,7 @@ func (s *gatewaySteps) startsPresentingScheme(who, scheme string) error {
 	return err
 }
 
-// streamRefused429 expects the last stream refused with 429.
+// streamRefused429 expects the last stream refused with 429 and the error "too many requests".
 func (s *gatewaySteps) streamRefused429() error {
 	st := s.areas.live.lastStream
 	if st == nil {

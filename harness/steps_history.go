@@ -17,10 +17,10 @@ func (s *historySteps) steps() []stepDef {
 	return []stepDef{
 		{`^the history holds:$`, s.historyHolds, "waits until the history holds exactly the records of the table"},
 		{`^(\w[\w' ]*?) sees the history:$`, s.seesHistory, "waits until the history who reads holds exactly the records of the table"},
-		{`^(\w[\w' ]*?) remembers the history$`, s.remembersHistory, "remembers the raw history as who reads it"},
+		{`^(\w[\w' ]*?) remembers the history$`, s.remembersHistory, "remembers the history as who reads it"},
 		{`^the history is the remembered one, byte for byte$`, s.historyIsRemembered, "expects the raw history to equal the remembered one, byte for byte"},
 		{`^the history is the remembered one, byte for byte, followed by:$`, s.historyIsRememberedThen, "expects the raw history to be the remembered one followed by exactly the records of the table"},
-		{`^the history ends with a "(\w+)" record$`, s.historyEndsWith, "expects the last record of the history to be of the kind"},
+		{`^the history ends with a "(\w+)" record$`, s.historyEndsWith, "waits until the last record of the history has the status"},
 		{`^(\w[\w' ]*?) reads the history (forward|backward) (\d+) at a time$`, s.readsPagesOf, "reads the whole history as who in pages of N, forward or backward"},
 		{`^the pages hold the records (.+)$`, s.pagesHoldRecords, "expects the pages read to hold exactly the listed records, in order"},
 		{`^(\w[\w' ]*?) reads the history with limit (-?\d+)$`, s.readsWithLimit, "reads the history with the limit as who; the page is kept"},
@@ -45,7 +45,7 @@ func (s *historySteps) historyHolds(t *godog.Table) error { return s.matchTable(
 // seesHistory waits until the history who reads holds exactly the records of the table.
 func (s *historySteps) seesHistory(who string, t *godog.Table) error { return s.matchTable(who, t) }
 
-// remembersHistory remembers the raw history as who reads it.
+// remembersHistory remembers the history as who reads it.
 func (s *historySteps) remembersHistory(who string) error {
 	es, err := s.history(s.ctx, who, false)
 	if err != nil {
@@ -65,7 +65,7 @@ func (s *historySteps) historyIsRememberedThen(t *godog.Table) error {
 	return s.rememberedThen(t)
 }
 
-// historyEndsWith expects the last record of the history to be of the kind.
+// historyEndsWith waits until the last record of the history has the status.
 func (s *historySteps) historyEndsWith(st string) error {
 	_, err := s.waitHistory(s.owner(), fmt.Sprintf("a %q record at the end", st), func(es []entry) bool {
 		return len(es) > 0 && es[len(es)-1].Status == st

@@ -19,8 +19,8 @@ func (s *setupSteps) steps() []stepDef {
 		{`^the system refuses to start$`, s.refusesToStart, "expects the system to refuse to start with its configuration"},
 		{`^barge-in is (on|off)$`, s.bargeIn, "turns barge-in on or off in the configuration"},
 		{`^the conversation rotates every (\d+) turns?$`, s.rotatesEvery, "configures the conversation to rotate its generation every N turns"},
-		{`^the system takes caller-chosen conversation ids$`, s.chosenIDs, "configures the system to take caller-chosen conversation ids"},
-		{`^the setting "([^"]+)" is (.+)$`, s.setSetting, "sets one configuration setting, by its name in spec/config.go"},
+		{`^the system takes caller-chosen conversation ids$`, s.chosenIDs, "requires the chosen-id extension: the scenario is not applicable to a system that does not claim it"},
+		{`^the setting "([^"]+)" is (.+)$`, s.setSetting, "sets one configuration setting, named by its JSON path (spec/config.go), to a JSON value"},
 		{`^the settings are:$`, s.settingsAre, "sets every configuration setting of the table"},
 	}
 }
@@ -76,7 +76,7 @@ func (s *setupSteps) rotatesEvery(n int) error {
 	return s.configure(func(c *spec.SUTConfig) { c.Conversation.RotateEveryTurns = n })
 }
 
-// chosenIDs configures the system to take caller-chosen conversation ids.
+// chosenIDs requires the chosen-id extension: the scenario is not applicable to a system that does not claim it.
 func (s *setupSteps) chosenIDs() error {
 	if !s.run.extensions["chosen-id"] {
 		return &HarnessError{Err: fmt.Errorf("%w: the system does not claim the chosen-id extension (discovery)", ErrNotApplicable)}
