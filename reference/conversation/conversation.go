@@ -27,9 +27,6 @@ import (
 	"github.com/loomcheck/loomcheck/reference/model"
 )
 
-// FlowName is the kernel flow a conversation runs as.
-const FlowName = "conversation"
-
 // Modes.
 const (
 	ModeOwner  = "owner"

@@ -342,7 +342,7 @@ func turnsOf(ev store.Event, gen int64) (n int64, found, legacy bool) {
 			ID    string          `json:"id"`
 			Value json.RawMessage `json:"value"`
 		}
-		if json.Unmarshal(ev.Data, &d) != nil || !strings.HasPrefix(d.ID, "conv#") || len(d.Value) == 0 || d.Value[0] != '{' {
+		if json.Unmarshal(ev.Data, &d) != nil || !strings.HasPrefix(d.ID, idPrefix) || len(d.Value) == 0 || d.Value[0] != '{' {
 			return 0, false, false
 		}
 		var v struct {
@@ -353,7 +353,7 @@ func turnsOf(ev store.Event, gen int64) (n int64, found, legacy bool) {
 			return 0, false, false
 		}
 		if v.Turns == nil {
-			counted := v.Rec != nil || strings.HasSuffix(d.ID, ":verify")
+			counted := v.Rec != nil || strings.HasSuffix(d.ID, verifySuffix)
 			return 0, false, counted
 		}
 		return *v.Turns, true, false

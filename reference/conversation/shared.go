@@ -20,9 +20,6 @@ import (
 	"github.com/loomcheck/loomcheck/reference/store"
 )
 
-// TurnFlowName is the kernel flow a shared-mode turn runs as, under its asker.
-const TurnFlowName = "conversation.turn"
-
 // Defaults of shared mode.
 const (
 	DefaultMaxParticipants   = 100
@@ -65,7 +62,7 @@ func memoryScope(asker loomtype.Identity) string { return IdentityKey(asker) }
 
 // participantsStream is the side stream of a shared conversation's participant changes: never the
 // conversation's own log.
-func participantsStream(id string) string { return "participants/" + id }
+func participantsStream(id string) string { return participantsPrefix + id }
 
 // ParticipantChange is one recorded change of a shared conversation's participants.
 type ParticipantChange struct {
@@ -185,7 +182,7 @@ func (cv *Conversations) initParticipants(ctx context.Context, id string, owner 
 	evs := make([]store.NewEvent, 0, len(set))
 	for _, p := range set {
 		b, _ := json.Marshal(participantChange{Op: "add", Identity: p, By: owner})
-		evs = append(evs, store.NewEvent{Kind: "participant.changed", Data: b})
+		evs = append(evs, store.NewEvent{Kind: kindParticipantChanged, Data: b})
 	}
 	return cv.kernel().Store().Update(ctx, func(tx store.Tx) error {
 		_, err := tx.Append(participantsStream(id), 0, 0, evs...)
@@ -295,7 +292,7 @@ func (cv *Conversations) ChangeParticipants(ctx context.Context, principal loomt
 	}
 	b, _ := json.Marshal(participantChange{Op: op, Identity: who, By: principal})
 	if err := cv.kernel().Store().Update(ctx, func(tx store.Tx) error {
-		_, err := tx.Append(participantsStream(id), 0, -1, store.NewEvent{Kind: "participant.changed", Data: b})
+		_, err := tx.Append(participantsStream(id), 0, -1, store.NewEvent{Kind: kindParticipantChanged, Data: b})
 		return err
 	}); err != nil {
 		return ParticipantList{}, err
@@ -348,7 +345,7 @@ func (cv *Conversations) sharedVoices(c *kernel.Context, st *state) func(envelop
 // stillParticipant records whether the asker is a participant when the turn is dequeued.
 func (cv *Conversations) stillParticipant(c *kernel.Context, st *state, asker loomtype.Identity) (bool, error) {
 	var ok bool
-	err := cv.decide(c, fmt.Sprintf("conv#o%d:member", st.Ord), &ok, func() (any, error) {
+	err := cv.decide(c, memberID(st.Ord), &ok, func() (any, error) {
 		set, err := cv.participants(c.Ctx(), c.ID())
 		if err != nil {
 			return nil, err
@@ -366,7 +363,7 @@ func (cv *Conversations) visibleWindow(c *kernel.Context, st *state, asker loomt
 		return st.Window, nil
 	}
 	var ords []int64
-	err := cv.decide(c, fmt.Sprintf("conv#o%d:visible", st.Ord), &ords, func() (any, error) {
+	err := cv.decide(c, visibleID(st.Ord), &ords, func() (any, error) {
 		cache := map[string]bool{}
 		out := []int64{}
 		for _, t := range st.Window {
@@ -532,14 +529,14 @@ func signalOf(execID string) *agent.Signal {
 // and text); anything else fails the turn with "turn-failed".
 func (cv *Conversations) runSharedTurn(c *kernel.Context, st *state, tr turnRun) (turnResult, error) {
 	var execID string
-	if err := cv.decide(c, fmt.Sprintf("conv#o%d:turnexec", tr.ord), &execID, func() (any, error) {
+	if err := cv.decide(c, turnExecID(tr.ord), &execID, func() (any, error) {
 		return envelope.TurnExecutionID(cv.cfg.Keys[0], c.ID(), tr.ord), nil
 	}); err != nil {
 		return turnResult{}, err
 	}
 	msgs, _ := json.Marshal(tr.msgs)
 	in := turnInput{V: 1, ConversationID: c.ID(), Ord: tr.ord, Turn: tr.turn, Asker: tr.asker, MessageID: tr.env.ID, Text: tr.env.Text, Messages: msgs}
-	raw, err := c.Execute(fmt.Sprintf("conv#o%d:turn", tr.ord), func(ctx context.Context) (json.RawMessage, error) {
+	raw, err := c.Execute(turnStepID(tr.ord), func(ctx context.Context) (json.RawMessage, error) {
 		defer registerSignal(execID, tr.sig)()
 		return json.Marshal(cv.startAndAwait(ctx, c.ID(), execID, in))
 	})
@@ -649,7 +646,7 @@ func (cv *Conversations) turnFlow(c *kernel.Context, input json.RawMessage) (jso
 	if err := json.Unmarshal(in.Messages, &tr.msgs); err != nil {
 		return nil, fmt.Errorf("conversation: turn messages: %w", err)
 	}
-	res, err := cv.runLoop(c, in.ConversationID, fmt.Sprintf("turn#o%d", in.Ord), tr)
+	res, err := cv.runLoop(c, in.ConversationID, sharedLoopID(in.Ord), tr)
 	if err != nil {
 		return nil, err
 	}

@@ -155,26 +155,6 @@ type execution struct {
 	ctx *Context // the generation running now
 }
 
-// Stream names in the store.
-func logStream(id string) string   { return "x/" + id }
-func inboxStream(id string) string { return "in/" + id }
-func metaKey(id string) string     { return "exec/" + id }
-func dedupeScope(id string) string { return "dd/" + id }
-
-// Event kinds of an execution's log.
-const (
-	kindStarted   = "started"
-	kindConsumed  = "consumed"
-	kindDecision  = "decision"
-	kindStepStart = "step.started"
-	kindStepDone  = "step.completed"
-	kindStepFail  = "step.failed"
-	kindContinued = "continued"
-	kindCompleted = "completed"
-	kindFailed    = "failed"
-	kindMessage   = "message" // inbox
-)
-
 // Open makes a kernel over st and recovers every open execution by replay. The kernel does not
 // own st: close the kernel first, then the store.
 //
@@ -194,7 +174,7 @@ func Open(ctx context.Context, st store.Store, opt Options) (*Kernel, error) {
 	kctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	k := &Kernel{st: st, opt: opt, log: lg, ctx: kctx, cancel: cancel,
 		running: map[string]*execution{}, infos: map[string]Info{}, damaged: map[string]error{}}
-	kvs, err := st.MetaPrefix(ctx, "exec/")
+	kvs, err := st.MetaPrefix(ctx, metaPrefix)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -580,31 +560,6 @@ func (k *Kernel) load(e *execution, gen int64) (*Context, json.RawMessage, error
 	c.head = after
 	c.inboxCursor = started.InboxCursor
 	return c, started.Input, nil
-}
-
-// Event payloads.
-type evStarted struct {
-	Flow        string            `json:"flow"`
-	Principal   loomtype.Identity `json:"principal"`
-	Input       json.RawMessage   `json:"input"`
-	InboxCursor int64             `json:"inboxCursor,omitempty"`
-}
-
-type evDecision struct {
-	ID    string          `json:"id"`
-	Value json.RawMessage `json:"value"`
-	Inner []string        `json:"inner,omitempty"`
-}
-
-type evStep struct {
-	ID     string          `json:"id"`
-	Result json.RawMessage `json:"result,omitempty"`
-	Error  string          `json:"error,omitempty"`
-}
-
-type evEnd struct {
-	Output json.RawMessage `json:"output,omitempty"`
-	Error  string          `json:"error,omitempty"`
 }
 
 type continueAsNew struct{ carry json.RawMessage }
