@@ -347,8 +347,9 @@ func newID() string {
 // its record appears), within maxRemembered ids each.
 func (cv *Conversations) meta(ctx context.Context, id string) (meta, error) {
 	k := cv.kernel()
-	raw, present, err := k.Store().Meta(ctx, kernel.InfoKey(id))
-	if err != nil {
+	info, err := k.StoredInfo(ctx, id)
+	present := err == nil
+	if err != nil && !errors.Is(err, loomtype.ErrNotFound) {
 		return meta{}, err
 	}
 	cv.mu.Lock()
@@ -362,9 +363,9 @@ func (cv *Conversations) meta(ctx context.Context, id string) (meta, error) {
 		return meta{}, loomtype.ErrNotFound
 	}
 	// The first look: the record and the log's first event, for an id that exists or not.
-	evs, err := k.Store().ReadForward(ctx, kernel.LogStream(id), 0, 0, 1)
-	if err != nil {
-		return meta{}, err
+	input, ierr := k.Input(ctx, id)
+	if ierr != nil && !errors.Is(ierr, loomtype.ErrNotFound) && !errors.Is(ierr, kernel.ErrUnreadable) {
+		return meta{}, ierr
 	}
 	if !present {
 		cv.mu.Lock()
@@ -372,18 +373,12 @@ func (cv *Conversations) meta(ctx context.Context, id string) (meta, error) {
 		cv.mu.Unlock()
 		return meta{}, loomtype.ErrNotFound
 	}
-	var info kernel.Info
-	if err := json.Unmarshal(raw, &info); err != nil {
-		return meta{}, fmt.Errorf("conversation: execution record %s: %w", id, err)
-	}
 	// An execution that is no conversation is remembered as one nobody may touch (ok false), so
 	// it costs what a conversation costs from now on too.
-	var started struct {
-		Input startInput `json:"input"`
-	}
+	var started startInput
 	m = meta{}
-	if info.Flow == FlowName && len(evs) > 0 && json.Unmarshal(evs[0].Data, &started) == nil {
-		m = meta{owner: started.Input.Owner, mode: started.Input.Mode}
+	if info.Flow == FlowName && ierr == nil && json.Unmarshal(input, &started) == nil {
+		m = meta{owner: started.Owner, mode: started.Mode}
 	}
 	switch m.mode {
 	case ModeOwner:
@@ -435,10 +430,6 @@ func (cv *Conversations) authorize(ctx context.Context, principal loomtype.Ident
 	}
 	return m, err
 }
-
-// absentRecord stands in for the execution record of an id that has none, so that refusing it
-// decodes a record as refusing another's does.
-var absentRecord = []byte(`{"id":"c_000000000000000000000000","flow":"conversation","principal":{"tenant":"-","actor":"-"},"state":"open","gen":0,"created":0}`)
 
 // floor waits until NotFoundFloor has passed since start, or ctx ends.
 func floor(ctx context.Context, start time.Time) {
@@ -583,12 +574,9 @@ func wireEnvelope(e envelope.Envelope) envelopeJSON {
 func (cv *Conversations) AuthorizeRuntime(ctx context.Context, principal loomtype.Identity, id string) (kernel.Info, error) {
 	start := time.Now()
 	k := cv.kernel()
-	raw, present, err := k.Store().Meta(ctx, kernel.InfoKey(id))
-	if !present {
-		raw = absentRecord // decoded all the same: no record costs what another's record costs
-	}
-	var stored kernel.Info
-	if json.Unmarshal(raw, &stored) != nil || err != nil || !present || !principal.Valid() || !stored.Principal.Equal(principal) {
+	// A missing record is decoded all the same (a stand-in): no record costs what another's costs.
+	stored, err := k.StoredInfo(ctx, id)
+	if err != nil || !principal.Valid() || !stored.Principal.Equal(principal) {
 		floor(ctx, start)
 		return kernel.Info{}, loomtype.ErrNotFound
 	}
@@ -672,43 +660,21 @@ type RawEvent struct {
 // RawLog is the runtime door's query: the unfiltered log, for the principal the execution runs
 // as only.
 func (cv *Conversations) RawLog(ctx context.Context, principal loomtype.Identity, id string, after loomtype.Cursor, limit int) ([]RawEvent, loomtype.Cursor, bool, error) {
-	k := cv.kernel()
-	info, err := cv.AuthorizeRuntime(ctx, principal, id)
+	if _, err := cv.AuthorizeRuntime(ctx, principal, id); err != nil {
+		return nil, after, false, err
+	}
+	// A cursor past the newest generation is clamped to its end, and reads back as itself.
+	evs, next, done, err := cv.kernel().LogPage(ctx, id, after, limit)
 	if err != nil {
 		return nil, after, false, err
 	}
-	if limit <= 0 || limit > 500 {
-		limit = 500
-	}
-	if after.Gen > info.Gen {
-		// Past the newest generation: clamped to its end, a cursor that reads back as itself.
-		head, err := k.Store().Head(ctx, kernel.LogStream(id), info.Gen)
-		if err != nil {
-			return nil, after, false, err
-		}
-		after = loomtype.Cursor{Gen: info.Gen, Seq: head}
-	}
 	var out []RawEvent
-	cur := after
-	for len(out) < limit {
-		evs, err := k.Store().ReadForward(ctx, kernel.LogStream(id), cur.Gen, cur.Seq, limit-len(out))
-		if err != nil {
-			return nil, after, false, err
+	for _, e := range evs {
+		d := e.Data
+		if len(d) == 0 || !json.Valid(d) {
+			d = json.RawMessage("null")
 		}
-		for _, e := range evs {
-			cur.Seq = e.Seq
-			d := json.RawMessage(e.Data)
-			if len(d) == 0 || !json.Valid(d) {
-				d = json.RawMessage("null")
-			}
-			out = append(out, RawEvent{Cursor: cur.String(), Kind: e.Kind, Data: d})
-		}
-		if len(out) < limit && len(evs) < limit {
-			if cur.Gen >= info.Gen {
-				return out, cur, true, nil
-			}
-			cur = loomtype.Cursor{Gen: cur.Gen + 1}
-		}
+		out = append(out, RawEvent{Cursor: e.Cursor().String(), Kind: e.Kind, Data: d})
 	}
-	return out, cur, false, nil
+	return out, next, done, nil
 }

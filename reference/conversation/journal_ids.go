@@ -36,8 +36,8 @@ const (
 
 	// kindParticipantChanged is the event kind of a shared conversation's participant changes.
 	kindParticipantChanged = "participant.changed"
-	// participantsPrefix begins the name of a shared conversation's participants stream.
-	participantsPrefix = "participants/"
+	// participantsAux is the kernel auxiliary stream of a shared conversation's participants.
+	participantsAux = "participants"
 )
 
 func verifyID(ord int64) string        { return fmt.Sprintf(idVerify, ord) }

@@ -17,7 +17,6 @@ import (
 	"github.com/loomcheck/loomcheck/reference/hostio"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
-	"github.com/loomcheck/loomcheck/reference/store"
 )
 
 // Defaults of shared mode.
@@ -60,9 +59,9 @@ func IdentityKey(id loomtype.Identity) string { return id.String() }
 // memoryScope is the memory scope of an asker: memory is per asker.
 func memoryScope(asker loomtype.Identity) string { return IdentityKey(asker) }
 
-// participantsStream is the side stream of a shared conversation's participant changes: never the
-// conversation's own log.
-func participantsStream(id string) string { return participantsPrefix + id }
+// participantsStream names the side stream of a shared conversation's participant changes (a
+// kernel auxiliary stream of the conversation's execution): never the conversation's own log.
+const participantsStream = participantsAux
 
 // ParticipantChange is one recorded change of a shared conversation's participants.
 type ParticipantChange struct {
@@ -88,8 +87,8 @@ func (cv *Conversations) participants(ctx context.Context, id string) ([]loomtyp
 }
 
 func (cv *Conversations) participantState(ctx context.Context, id string) (participantCache, error) {
-	st := cv.kernel().Store()
-	head, err := st.Head(ctx, participantsStream(id), 0)
+	k := cv.kernel()
+	head, err := k.AuxHead(ctx, id, participantsStream)
 	if err != nil {
 		return participantCache{}, err
 	}
@@ -103,7 +102,7 @@ func (cv *Conversations) participantState(ctx context.Context, id string) (parti
 	var changes []ParticipantChange
 	var after int64
 	for after < head {
-		evs, err := st.ReadForward(ctx, participantsStream(id), 0, after, store.MaxRead)
+		evs, err := k.ReadAux(ctx, id, participantsStream, after, kernel.MaxRead)
 		if err != nil {
 			return participantCache{}, err
 		}
@@ -179,26 +178,23 @@ func (cv *Conversations) initParticipants(ctx context.Context, id string, owner 
 			set = append(set, p)
 		}
 	}
-	evs := make([]store.NewEvent, 0, len(set))
+	evs := make([]kernel.AuxEvent, 0, len(set))
 	for _, p := range set {
 		b, _ := json.Marshal(participantChange{Op: "add", Identity: p, By: owner})
-		evs = append(evs, store.NewEvent{Kind: kindParticipantChanged, Data: b})
+		evs = append(evs, kernel.AuxEvent{Kind: kindParticipantChanged, Data: b})
 	}
-	return cv.kernel().Store().Update(ctx, func(tx store.Tx) error {
-		_, err := tx.Append(participantsStream(id), 0, 0, evs...)
-		return err
-	})
+	return cv.kernel().AppendAux(ctx, id, participantsStream, 0, evs...)
 }
 
 // finishParticipants records the initial participants of a shared conversation whose start
 // recorded none (it stopped in between); a set already recorded, by the start or a concurrent
 // retry, is kept.
 func (cv *Conversations) finishParticipants(ctx context.Context, id string, owner loomtype.Identity, ps []loomtype.Identity) error {
-	head, err := cv.kernel().Store().Head(ctx, participantsStream(id), 0)
+	head, err := cv.kernel().AuxHead(ctx, id, participantsStream)
 	if err != nil || head > 0 {
 		return err
 	}
-	if err := cv.initParticipants(ctx, id, owner, ps); err != nil && !errors.Is(err, store.ErrConflict) {
+	if err := cv.initParticipants(ctx, id, owner, ps); err != nil && !errors.Is(err, kernel.ErrConflict) {
 		return err
 	}
 	return nil
@@ -291,10 +287,7 @@ func (cv *Conversations) ChangeParticipants(ctx context.Context, principal loomt
 		return ParticipantList{}, fmt.Errorf("%w: op", loomtype.ErrBadRequest)
 	}
 	b, _ := json.Marshal(participantChange{Op: op, Identity: who, By: principal})
-	if err := cv.kernel().Store().Update(ctx, func(tx store.Tx) error {
-		_, err := tx.Append(participantsStream(id), 0, -1, store.NewEvent{Kind: kindParticipantChanged, Data: b})
-		return err
-	}); err != nil {
+	if err := cv.kernel().AppendAux(ctx, id, participantsStream, -1, kernel.AuxEvent{Kind: kindParticipantChanged, Data: b}); err != nil {
 		return ParticipantList{}, err
 	}
 	return cv.Participants(ctx, principal, id)

@@ -351,20 +351,6 @@ func (k *Kernel) Await(ctx context.Context, id string) (Info, error) {
 	return k.Info(ctx, id)
 }
 
-// Store returns the store the kernel runs on, for readers of execution logs.
-func (k *Kernel) Store() store.Store { return k.st }
-
-// LogStream and InboxStream name an execution's log and inbox in the store. A log has one
-// generation per rotation; the inbox has only generation 0.
-func LogStream(id string) string   { return logStream(id) }
-func InboxStream(id string) string { return inboxStream(id) }
-
-// InfoKey is the metadata key an execution's record (its Info, as JSON) is stored under, for
-// readers that must read the store itself rather than what the kernel holds in memory.
-//
-//	raw, ok, err := k.Store().Meta(ctx, kernel.InfoKey("c1"))
-func InfoKey(id string) string { return metaKey(id) }
-
 // Close stops every running execution without recording anything for it (they resume on the
 // next Open) and waits for them to return.
 func (k *Kernel) Close() error {
@@ -568,7 +554,8 @@ func (c *continueAsNew) Error() string { return "kernel: continue as new" }
 
 // Input returns the input an execution was started with (its generation 0 input).
 //
-// Errors: loomtype.ErrNotFound for an unknown execution.
+// Errors: loomtype.ErrNotFound for an unknown execution, ErrUnreadable (wrapped) for a start
+// that cannot be decoded.
 func (k *Kernel) Input(ctx context.Context, id string) (json.RawMessage, error) {
 	evs, err := k.st.ReadForward(ctx, logStream(id), 0, 0, 1)
 	if err != nil {
@@ -579,7 +566,7 @@ func (k *Kernel) Input(ctx context.Context, id string) (json.RawMessage, error) 
 	}
 	var s evStarted
 	if err := json.Unmarshal(evs[0].Data, &s); err != nil {
-		return nil, fmt.Errorf("kernel: %s: started event: %w", id, err)
+		return nil, fmt.Errorf("%w: %s: started event: %v", ErrUnreadable, id, err)
 	}
 	return s.Input, nil
 }
