@@ -22,7 +22,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/loomcheck/loomcheck/reference/agent"
 	"github.com/loomcheck/loomcheck/reference/conversation"
 	"github.com/loomcheck/loomcheck/reference/gateway"
 	"github.com/loomcheck/loomcheck/reference/hostio"
@@ -141,7 +140,9 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 	// errorId of its own, as a 500 would be.
 	var onCorrupt func(string, error)
 	if hook := opt.Gateway.OnError; hook != nil {
-		onCorrupt = func(id string, err error) { hook(agent.NewErrorID(), fmt.Errorf("execution %s refused: %w", id, err)) }
+		onCorrupt = func(id string, err error) {
+			hook(loomtype.NewErrorID(), fmt.Errorf("execution %s refused: %w", id, err))
+		}
 	}
 	k, err := kernel.Open(ctx, st, kernel.Options{Flows: cv.Flows(), Divergence: opt.Divergence, Logger: opt.Logger,
 		BeforeRecovery: cv.Bind, OnCorrupt: onCorrupt})

@@ -12,7 +12,6 @@ package agent
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -387,9 +386,5 @@ func idempotencyKey(execID, stepID string, call model.ToolCall) string {
 	return hex.EncodeToString(h[:16])
 }
 
-// NewErrorID returns a random id for an error report.
-func NewErrorID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return "err_" + hex.EncodeToString(b[:])
-}
+// NewErrorID returns a random id for an error report: loomtype.NewErrorID.
+func NewErrorID() string { return loomtype.NewErrorID() }

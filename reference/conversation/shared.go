@@ -535,7 +535,7 @@ func (cv *Conversations) runSharedTurn(c *kernel.Context, st *state, tr turnRun)
 	})
 	if err != nil {
 		if isStepError(err) {
-			return turnResult{Result: agent.Result{Status: agent.Failed, Reason: loomtype.ReasonTurnFailed, ErrorID: agent.NewErrorID()}, ExecID: execID}, nil
+			return turnResult{Result: agent.Result{Status: agent.Failed, Reason: loomtype.ReasonTurnFailed, ErrorID: loomtype.NewErrorID()}, ExecID: execID}, nil
 		}
 		return turnResult{}, err
 	}
@@ -551,7 +551,7 @@ func (cv *Conversations) startAndAwait(ctx context.Context, convID, execID strin
 	k := cv.kernel()
 	b, _ := json.Marshal(in)
 	failed := func(cause error) turnOutput {
-		id := agent.NewErrorID()
+		id := loomtype.NewErrorID()
 		if cv.deps.OnError != nil {
 			cv.deps.OnError(hostio.ErrorReport{ErrorID: id, Error: cause.Error(), ConversationID: convID, Turn: in.Turn})
 		}

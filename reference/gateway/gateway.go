@@ -22,7 +22,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/loomcheck/loomcheck/reference/agent"
 	"github.com/loomcheck/loomcheck/reference/conversation"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/strictjson"
@@ -324,7 +323,7 @@ func (g *Gateway) report(w http.ResponseWriter, code string, err error) {
 	if clientGone(w, err) {
 		panic(http.ErrAbortHandler)
 	}
-	id := agent.NewErrorID()
+	id := loomtype.NewErrorID()
 	if g.cfg.OnError != nil {
 		g.cfg.OnError(id, err)
 	} else {
