@@ -115,14 +115,25 @@ type Deps struct {
 // hold.
 var ErrApproval = errors.New("conversation: tools that need approval are not supported")
 
-// Conversations is the client and the flow. Safe for concurrent use.
+// Dialogue holds the conversation flows: register Flows on the kernel, then make the client on
+// that kernel with Client. A flow reaches the kernel only through its own kernel.Context, so an
+// execution the kernel recovers while it opens needs nothing set up after it.
+type Dialogue struct{ *core }
+
+// Conversations is the client: who may do what, signing and sending, reading back. It is made on
+// an open kernel (Dialogue.Client) and never changes kernel. Safe for concurrent use.
 type Conversations struct {
+	*core
+	k *kernel.Kernel
+}
+
+// core is what the flows and the client share: the configuration, the world and the caches.
+type core struct {
 	cfg  Config
 	deps Deps
 	hub  *Hub
 
 	mu    sync.Mutex
-	k     *kernel.Kernel
 	metas map[string]meta
 	// absent holds ids meta found no conversation at (see meta).
 	absent map[string]struct{}
@@ -143,15 +154,15 @@ var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 // ValidID reports whether id may name a conversation.
 func ValidID(id string) bool { return idRE.MatchString(id) }
 
-// New validates cfg and returns Conversations. Register Flow on the kernel and Bind it before
-// the kernel recovers anything (kernel.Options.BeforeRecovery): a recovered conversation may need
-// the kernel at its first live step.
+// New validates cfg and returns the Dialogue: register its Flows on the kernel, open the kernel
+// (which recovers every open conversation at once), then make the client with Client.
 //
 // Errors: loomtype.ErrConfig (wrapped) for a missing or short key; ErrApproval.
 //
-//	cv, err := conversation.New(cfg, deps, conversation.NewHub(64))
-//	k, err := kernel.Open(ctx, st, kernel.Options{Flows: cv.Flows(), BeforeRecovery: cv.Bind})
-func New(cfg Config, deps Deps, hub *Hub) (*Conversations, error) {
+//	dl, err := conversation.New(cfg, deps, conversation.NewHub(64))
+//	k, err := kernel.Open(ctx, st, kernel.Options{Flows: dl.Flows()})
+//	cv := dl.Client(k)
+func New(cfg Config, deps Deps, hub *Hub) (*Dialogue, error) {
 	if len(cfg.Keys) == 0 || len(cfg.Keys[0]) < 32 {
 		return nil, fmt.Errorf("%w: a signing key of at least 32 bytes is required", loomtype.ErrConfig)
 	}
@@ -196,32 +207,30 @@ func New(cfg Config, deps Deps, hub *Hub) (*Conversations, error) {
 	if err := cfg.Shared.validate(); err != nil {
 		return nil, err
 	}
-	return &Conversations{cfg: cfg, deps: deps, hub: hub, metas: map[string]meta{}, absent: map[string]struct{}{}}, nil
+	return &Dialogue{&core{cfg: cfg, deps: deps, hub: hub, metas: map[string]meta{}, absent: map[string]struct{}{}}}, nil
 }
 
-// Flows returns the kernel flows conversations need.
-func (cv *Conversations) Flows() map[string]kernel.Flow {
-	return map[string]kernel.Flow{FlowName: cv.flow, TurnFlowName: cv.turnFlow}
+// Flows returns the kernel flows conversations need. They hold no kernel: each reaches the one
+// running it through its Context.
+func (d *Dialogue) Flows() map[string]kernel.Flow {
+	fl := &Conversations{core: d.core}
+	return map[string]kernel.Flow{FlowName: fl.flow, TurnFlowName: fl.turnFlow}
 }
 
-// Bind attaches the kernel the flows were registered on.
-func (cv *Conversations) Bind(k *kernel.Kernel) {
-	cv.mu.Lock()
-	cv.k = k
-	cv.mu.Unlock()
-}
+// Client returns the conversation client on k, the kernel the flows are registered on.
+//
+//	cv := dl.Client(k)
+//	st, created, err := cv.Start(ctx, alice, conversation.StartOptions{})
+func (d *Dialogue) Client(k *kernel.Kernel) *Conversations { return &Conversations{core: d.core, k: k} }
 
 // Hub is the live channel of these conversations.
-func (cv *Conversations) Hub() *Hub { return cv.hub }
+func (cv *core) Hub() *Hub { return cv.hub }
 
 // Config returns the effective configuration (defaults applied).
-func (cv *Conversations) Config() Config { return cv.cfg }
+func (cv *core) Config() Config { return cv.cfg }
 
-func (cv *Conversations) kernel() *kernel.Kernel {
-	cv.mu.Lock()
-	defer cv.mu.Unlock()
-	return cv.k
-}
+// kernel is the client's kernel; a flow has none here (it uses its Context's).
+func (cv *Conversations) kernel() *kernel.Kernel { return cv.k }
 
 // startInput is generation 0's input: the owner stamp, written at the one moment only the
 // starter can write it.

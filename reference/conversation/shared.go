@@ -81,13 +81,12 @@ type participantCache struct {
 // participants reads the current participant set of a shared conversation (owner first). It is
 // read on every request, so a change takes effect on the next one; a cache keyed by the stream's
 // head avoids re-reading an unchanged stream.
-func (cv *Conversations) participants(ctx context.Context, id string) ([]loomtype.Identity, error) {
-	c, err := cv.participantState(ctx, id)
+func (cv *Conversations) participants(ctx context.Context, k *kernel.Kernel, id string) ([]loomtype.Identity, error) {
+	c, err := cv.participantState(ctx, k, id)
 	return c.set, err
 }
 
-func (cv *Conversations) participantState(ctx context.Context, id string) (participantCache, error) {
-	k := cv.kernel()
+func (cv *Conversations) participantState(ctx context.Context, k *kernel.Kernel, id string) (participantCache, error) {
 	head, err := k.AuxHead(ctx, id, participantsStream)
 	if err != nil {
 		return participantCache{}, err
@@ -206,7 +205,7 @@ func (cv *Conversations) authorizeParticipant(ctx context.Context, m meta, princ
 	if cv.isService(principal) {
 		return loomtype.ErrNotFound
 	}
-	set, err := cv.participants(ctx, id)
+	set, err := cv.participants(ctx, cv.kernel(), id)
 	if err != nil {
 		return err
 	}
@@ -235,7 +234,7 @@ func (cv *Conversations) Participants(ctx context.Context, principal loomtype.Id
 	if m.mode != ModeShared {
 		return ParticipantList{Owner: m.owner, Participants: []loomtype.Identity{m.owner}}, nil
 	}
-	ps, err := cv.participantState(ctx, id)
+	ps, err := cv.participantState(ctx, cv.kernel(), id)
 	if err != nil {
 		return ParticipantList{}, err
 	}
@@ -264,7 +263,7 @@ func (cv *Conversations) ChangeParticipants(ctx context.Context, principal loomt
 	if !who.Valid() || cv.isService(who) {
 		return ParticipantList{}, fmt.Errorf("%w: identity", loomtype.ErrBadRequest)
 	}
-	set, err := cv.participants(ctx, id)
+	set, err := cv.participants(ctx, cv.kernel(), id)
 	if err != nil {
 		return ParticipantList{}, err
 	}
@@ -339,7 +338,7 @@ func (cv *Conversations) sharedVoices(c *kernel.Context, st *state) func(envelop
 func (cv *Conversations) stillParticipant(c *kernel.Context, st *state, asker loomtype.Identity) (bool, error) {
 	var ok bool
 	err := cv.decide(c, memberID(st.Ord), &ok, func() (any, error) {
-		set, err := cv.participants(c.Ctx(), c.ID())
+		set, err := cv.participants(c.Ctx(), c.Kernel(), c.ID())
 		if err != nil {
 			return nil, err
 		}
@@ -531,7 +530,7 @@ func (cv *Conversations) runSharedTurn(c *kernel.Context, st *state, tr turnRun)
 	in := turnInput{V: 1, ConversationID: c.ID(), Ord: tr.ord, Turn: tr.turn, Asker: tr.asker, MessageID: tr.env.ID, Text: tr.env.Text, Messages: msgs}
 	raw, err := c.Execute(turnStepID(tr.ord), func(ctx context.Context) (json.RawMessage, error) {
 		defer registerSignal(execID, tr.sig)()
-		return json.Marshal(cv.startAndAwait(ctx, c.ID(), execID, in))
+		return json.Marshal(cv.startAndAwait(ctx, c.Kernel(), c.ID(), execID, in))
 	})
 	if err != nil {
 		if isStepError(err) {
@@ -547,8 +546,7 @@ func (cv *Conversations) runSharedTurn(c *kernel.Context, st *state, tr turnRun)
 		Memory: out.Memory, ExecID: execID}, nil
 }
 
-func (cv *Conversations) startAndAwait(ctx context.Context, convID, execID string, in turnInput) turnOutput {
-	k := cv.kernel()
+func (cv *Conversations) startAndAwait(ctx context.Context, k *kernel.Kernel, convID, execID string, in turnInput) turnOutput {
 	b, _ := json.Marshal(in)
 	failed := func(cause error) turnOutput {
 		id := loomtype.NewErrorID()
@@ -564,7 +562,7 @@ func (cv *Conversations) startAndAwait(ctx context.Context, convID, execID strin
 	info, err := k.Info(ctx, execID)
 	switch {
 	case err == nil:
-		if cause := cv.verifyTurn(ctx, info, in); cause != nil {
+		if cause := cv.verifyTurn(ctx, k, info, in); cause != nil {
 			return failed(cause)
 		}
 		cv.hub.Expect(convID, in.Turn, execID, asker)
@@ -579,7 +577,7 @@ func (cv *Conversations) startAndAwait(ctx context.Context, convID, execID strin
 		if errors.Is(err, loomtype.ErrAlreadyStarted) {
 			// Started by someone else in between: not ours until verified.
 			cv.hub.Withdraw(convID, in.Turn, execID)
-			if cause := cv.verifyTurn(ctx, info, in); cause != nil {
+			if cause := cv.verifyTurn(ctx, k, info, in); cause != nil {
 				return failed(cause)
 			}
 			cv.hub.Expect(convID, in.Turn, execID, asker)
@@ -606,11 +604,11 @@ func (cv *Conversations) startAndAwait(ctx context.Context, convID, execID strin
 }
 
 // verifyTurn checks that an execution found at a turn's id is the turn this coordinator started.
-func (cv *Conversations) verifyTurn(ctx context.Context, info kernel.Info, want turnInput) error {
+func (cv *Conversations) verifyTurn(ctx context.Context, k *kernel.Kernel, info kernel.Info, want turnInput) error {
 	if info.Flow != TurnFlowName || !info.Principal.Equal(want.Asker) {
 		return fmt.Errorf("the execution at the turn's id is not this asker's turn (flow %q, principal %s)", info.Flow, info.Principal)
 	}
-	raw, err := cv.kernel().Input(ctx, info.ID)
+	raw, err := k.Input(ctx, info.ID)
 	if err != nil {
 		return err
 	}

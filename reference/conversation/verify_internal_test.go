@@ -22,11 +22,12 @@ func TestVerifyTurnComparesEveryMember(t *testing.T) {
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "loom.db"), store.Options{})
 	require.NoError(t, err)
 	defer st.Close()
-	cv, err := New(Config{Keys: [][]byte{[]byte(strings.Repeat("k", 32))}}, Deps{}, nil)
+	dl, err := New(Config{Keys: [][]byte{[]byte(strings.Repeat("k", 32))}}, Deps{}, nil)
 	require.NoError(t, err)
 	hold := func(c *kernel.Context, _ json.RawMessage) (json.RawMessage, error) { return nil, nil }
-	k, err := kernel.Open(ctx, st, kernel.Options{Flows: map[string]kernel.Flow{TurnFlowName: hold}, BeforeRecovery: cv.Bind})
+	k, err := kernel.Open(ctx, st, kernel.Options{Flows: map[string]kernel.Flow{TurnFlowName: hold}})
 	require.NoError(t, err)
+	cv := dl.Client(k)
 	defer k.Close()
 
 	alice := loomtype.Identity{Tenant: "acme", Actor: "alice"}
@@ -52,7 +53,7 @@ func TestVerifyTurnComparesEveryMember(t *testing.T) {
 		require.NoError(t, err)
 		info, err := k.Start(ctx, kernel.StartRequest{ID: "turn-" + string(rune('a'+n)), Flow: TurnFlowName, Input: raw, Principal: alice})
 		require.NoError(t, err, name)
-		err = cv.verifyTurn(ctx, info, want)
+		err = cv.verifyTurn(ctx, k, info, want)
 		if name == "the same turn" {
 			require.NoError(t, err, name)
 			continue
