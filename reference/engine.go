@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/loomcheck/loomcheck/reference/conversation"
+	"github.com/loomcheck/loomcheck/reference/conversation/live"
 	"github.com/loomcheck/loomcheck/reference/gateway"
 	"github.com/loomcheck/loomcheck/reference/hostio"
 	"github.com/loomcheck/loomcheck/reference/kernel"
@@ -126,7 +127,7 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 		return nil, err
 	}
 	logErrors(&opt)
-	hub := conversation.NewHub(opt.Gateway.MaxSubscribers)
+	hub := live.NewHub(opt.Gateway.MaxSubscribers)
 	dl, err := conversation.New(opt.Conversation, opt.Deps, hub)
 	if err != nil {
 		return fail(err)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/loomcheck/loomcheck/reference/agent"
 	"github.com/loomcheck/loomcheck/reference/budget"
+	"github.com/loomcheck/loomcheck/reference/conversation/live"
 	"github.com/loomcheck/loomcheck/reference/envelope"
 	"github.com/loomcheck/loomcheck/reference/hostio"
 	"github.com/loomcheck/loomcheck/reference/kernel"
@@ -131,7 +132,7 @@ type Conversations struct {
 type core struct {
 	cfg  Config
 	deps Deps
-	hub  *Hub
+	hub  *live.Hub
 
 	mu    sync.Mutex
 	metas map[string]meta
@@ -159,10 +160,10 @@ func ValidID(id string) bool { return idRE.MatchString(id) }
 //
 // Errors: loomtype.ErrConfig (wrapped) for a missing or short key; ErrApproval.
 //
-//	dl, err := conversation.New(cfg, deps, conversation.NewHub(64))
+//	dl, err := conversation.New(cfg, deps, live.NewHub(64))
 //	k, err := kernel.Open(ctx, st, kernel.Options{Flows: dl.Flows()})
 //	cv := dl.Client(k)
-func New(cfg Config, deps Deps, hub *Hub) (*Dialogue, error) {
+func New(cfg Config, deps Deps, hub *live.Hub) (*Dialogue, error) {
 	if len(cfg.Keys) == 0 || len(cfg.Keys[0]) < 32 {
 		return nil, fmt.Errorf("%w: a signing key of at least 32 bytes is required", loomtype.ErrConfig)
 	}
@@ -202,7 +203,7 @@ func New(cfg Config, deps Deps, hub *Hub) (*Dialogue, error) {
 		deps.Now = time.Now
 	}
 	if hub == nil {
-		hub = NewHub(0)
+		hub = live.NewHub(0)
 	}
 	if err := cfg.Shared.validate(); err != nil {
 		return nil, err
@@ -224,7 +225,7 @@ func (d *Dialogue) Flows() map[string]kernel.Flow {
 func (d *Dialogue) Client(k *kernel.Kernel) *Conversations { return &Conversations{core: d.core, k: k} }
 
 // Hub is the live channel of these conversations.
-func (cv *core) Hub() *Hub { return cv.hub }
+func (cv *core) Hub() *live.Hub { return cv.hub }
 
 // Config returns the effective configuration (defaults applied).
 func (cv *core) Config() Config { return cv.cfg }
