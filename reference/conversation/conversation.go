@@ -280,7 +280,7 @@ func (cv *Conversations) Start(ctx context.Context, principal loomtype.Identity,
 	switch opt.Mode {
 	case ModeOwner:
 		if len(opt.Participants) > 0 {
-			return loomtype.Status{}, false, fmt.Errorf("%w: participants need shared mode", loomtype.ErrBadRequest)
+			return loomtype.Status{}, false, loomtype.BadRequest("participants", "participants need shared mode")
 		}
 	case ModeShared:
 		svc, err := cv.sharedStartCheck(principal, opt.Participants)
@@ -289,7 +289,7 @@ func (cv *Conversations) Start(ctx context.Context, principal loomtype.Identity,
 		}
 		runAs = svc
 	default:
-		return loomtype.Status{}, false, fmt.Errorf("%w: unknown mode", loomtype.ErrBadRequest)
+		return loomtype.Status{}, false, loomtype.BadRequest("mode", "unknown mode")
 	}
 	in, _ := json.Marshal(startInput{V: 1, Owner: principal, Mode: opt.Mode, CountEmpty: true})
 	k := cv.kernel()
@@ -525,10 +525,10 @@ func (cv *Conversations) send(ctx context.Context, principal loomtype.Identity, 
 	if opt.MessageID == "" {
 		opt.MessageID = "m_" + newID()[2:]
 	} else if !messageIDRE.MatchString(opt.MessageID) {
-		return SendResult{}, fmt.Errorf("%w: messageId", loomtype.ErrBadRequest)
+		return SendResult{}, loomtype.BadRequest("messageId", "")
 	}
 	if opt.EditOf < 0 {
-		return SendResult{}, fmt.Errorf("%w: editOf", loomtype.ErrBadRequest)
+		return SendResult{}, loomtype.BadRequest("editOf", "")
 	}
 	key := kernel.SenderKey(principal, opt.MessageID)
 	env := envelope.Envelope{ConversationID: id, Kind: kind, ID: key, IAT: cv.deps.Now().UnixMilli(),
@@ -606,7 +606,7 @@ func (cv *Conversations) SendRaw(ctx context.Context, principal loomtype.Identit
 		return false, err
 	}
 	if !messageIDRE.MatchString(messageID) {
-		return false, fmt.Errorf("%w: messageId", loomtype.ErrBadRequest)
+		return false, loomtype.BadRequest("messageId", "")
 	}
 	return k.Send(ctx, id, principal, messageID, payload)
 }
@@ -633,7 +633,7 @@ func (cv *Conversations) StartRaw(ctx context.Context, principal loomtype.Identi
 		return loomtype.ErrUnauthenticated
 	}
 	if flow != TurnFlowName {
-		return fmt.Errorf("%w: flow", loomtype.ErrBadRequest)
+		return loomtype.BadRequest("flow", "")
 	}
 	var names struct {
 		ConversationID string `json:"conversationId"`
@@ -648,14 +648,14 @@ func (cv *Conversations) StartRaw(ctx context.Context, principal loomtype.Identi
 	// conversation id holds no ':'): the door neither takes an id a conversation may need nor
 	// tells whether one is taken.
 	if !strings.HasPrefix(id, TurnIDPrefix(names.ConversationID)) {
-		return fmt.Errorf("%w: id", loomtype.ErrBadRequest)
+		return loomtype.BadRequest("id", "")
 	}
 	_, err := cv.kernel().Start(ctx, kernel.StartRequest{ID: id, Flow: flow, Input: input, Principal: principal})
 	switch {
 	case errors.Is(err, loomtype.ErrAlreadyStarted):
 		return loomtype.ErrConflict
 	case errors.Is(err, kernel.ErrBadID):
-		return fmt.Errorf("%w: id", loomtype.ErrBadRequest)
+		return loomtype.BadRequest("id", "")
 	}
 	return err
 }

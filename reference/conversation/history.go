@@ -3,7 +3,6 @@ package conversation
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 
 	"github.com/loomcheck/loomcheck/reference/kernel"
@@ -84,7 +83,7 @@ func (cv *Conversations) History(ctx context.Context, principal loomtype.Identit
 	case Backward:
 		entries, next, done, err = cv.readBackward(ctx, id, cur, opt.Limit)
 	default:
-		return loomtype.Page{}, fmt.Errorf("%w: direction", loomtype.ErrBadRequest)
+		return loomtype.Page{}, loomtype.BadRequest("direction", "")
 	}
 	if err != nil {
 		return loomtype.Page{}, err

@@ -150,22 +150,22 @@ func (cv *Conversations) maxParticipants() int {
 
 func (cv *Conversations) sharedStartCheck(owner loomtype.Identity, participants []loomtype.Identity) (loomtype.Identity, error) {
 	if cv.cfg.Shared.Service == nil {
-		return loomtype.Identity{}, fmt.Errorf("%w: shared mode is not configured", loomtype.ErrBadRequest)
+		return loomtype.Identity{}, loomtype.BadRequest("mode", "shared mode is not configured")
 	}
 	if cv.isService(owner) {
-		return loomtype.Identity{}, fmt.Errorf("%w: the service identity cannot own a conversation", loomtype.ErrBadRequest)
+		return loomtype.Identity{}, loomtype.BadRequest("owner", "the service identity cannot own a conversation")
 	}
 	set := []loomtype.Identity{owner}
 	for _, p := range participants {
 		if !p.Valid() || cv.isService(p) {
-			return loomtype.Identity{}, fmt.Errorf("%w: participants", loomtype.ErrBadRequest)
+			return loomtype.Identity{}, loomtype.BadRequest("participants", "")
 		}
 		if !slices.Contains(set, p) {
 			set = append(set, p)
 		}
 	}
 	if len(set) > cv.maxParticipants() {
-		return loomtype.Identity{}, fmt.Errorf("%w: more than %d participants", loomtype.ErrBadRequest, cv.maxParticipants())
+		return loomtype.Identity{}, loomtype.BadRequest("participants", fmt.Sprintf("more than %d participants", cv.maxParticipants()))
 	}
 	return *cv.cfg.Shared.Service, nil
 }
@@ -255,13 +255,13 @@ func (cv *Conversations) ChangeParticipants(ctx context.Context, principal loomt
 		return ParticipantList{}, err
 	}
 	if m.mode != ModeShared {
-		return ParticipantList{}, fmt.Errorf("%w: an owner-only conversation has no participants to manage", loomtype.ErrBadRequest)
+		return ParticipantList{}, loomtype.BadRequest("mode", "an owner-only conversation has no participants to manage")
 	}
 	if !m.owner.Equal(principal) {
 		return ParticipantList{}, loomtype.ErrNotFound
 	}
 	if !who.Valid() || cv.isService(who) {
-		return ParticipantList{}, fmt.Errorf("%w: identity", loomtype.ErrBadRequest)
+		return ParticipantList{}, loomtype.BadRequest("identity", "")
 	}
 	set, err := cv.participants(ctx, cv.kernel(), id)
 	if err != nil {
@@ -273,7 +273,7 @@ func (cv *Conversations) ChangeParticipants(ctx context.Context, principal loomt
 			return cv.Participants(ctx, principal, id)
 		}
 		if len(set) >= cv.maxParticipants() {
-			return ParticipantList{}, fmt.Errorf("%w: more than %d participants", loomtype.ErrBadRequest, cv.maxParticipants())
+			return ParticipantList{}, loomtype.BadRequest("participants", fmt.Sprintf("more than %d participants", cv.maxParticipants()))
 		}
 	case "remove":
 		if who.Equal(m.owner) {
@@ -283,7 +283,7 @@ func (cv *Conversations) ChangeParticipants(ctx context.Context, principal loomt
 			return cv.Participants(ctx, principal, id)
 		}
 	default:
-		return ParticipantList{}, fmt.Errorf("%w: op", loomtype.ErrBadRequest)
+		return ParticipantList{}, loomtype.BadRequest("op", "")
 	}
 	b, _ := json.Marshal(participantChange{Op: op, Identity: who, By: principal})
 	if err := cv.kernel().AppendAux(ctx, id, participantsStream, -1, kernel.AuxEvent{Kind: kindParticipantChanged, Data: b}); err != nil {

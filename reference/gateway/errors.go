@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/loomcheck/loomcheck/reference/conversation"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
@@ -15,6 +14,7 @@ import (
 // fail maps an error of the conversation layer to its response.
 func (g *Gateway) fail(w http.ResponseWriter, err error) {
 	var le *loomtype.LimitError
+	var br *loomtype.BadRequestError
 	switch {
 	case errors.Is(err, loomtype.ErrNotFound):
 		writeNotFound(w)
@@ -22,8 +22,10 @@ func (g *Gateway) fail(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusBadRequest, "invalid cursor", "")
 	case errors.Is(err, loomtype.ErrInvalidID):
 		writeError(w, http.StatusBadRequest, "invalid id", "")
+	case errors.As(err, &br):
+		writeError(w, http.StatusBadRequest, "bad request", br.Detail())
 	case errors.Is(err, loomtype.ErrBadRequest):
-		writeError(w, http.StatusBadRequest, "bad request", detail(err))
+		writeError(w, http.StatusBadRequest, "bad request", "")
 	case errors.Is(err, loomtype.ErrConflict), errors.Is(err, loomtype.ErrClosed):
 		writeError(w, http.StatusConflict, "conflict", "")
 	case errors.As(err, &le):
@@ -39,14 +41,6 @@ func (g *Gateway) fail(w http.ResponseWriter, err error) {
 	default:
 		g.internal(w, err)
 	}
-}
-
-func detail(err error) string {
-	_, d, ok := strings.Cut(err.Error(), "bad request: ")
-	if !ok {
-		return ""
-	}
-	return d
 }
 
 // internal answers a fixed 500 body with an errorId; the real error goes only to OnError. An
