@@ -85,10 +85,10 @@ type Config struct {
 
 // Result is how a run ended.
 type Result struct {
-	Status string
+	Status loomtype.RecordStatus
 	// Text is the answer (Complete) or the partial text of the interrupted generation.
 	Text    string
-	Reason  string
+	Reason  loomtype.Reason
 	ErrorID string
 	// Tools lists the tools the run called, in order (denied ones included).
 	Tools []string

@@ -28,10 +28,10 @@ import (
 	"github.com/loomcheck/loomcheck/reference/model"
 )
 
-// Modes.
+// Modes (loomtype.Mode).
 const (
-	ModeOwner  = "owner"
-	ModeShared = "shared"
+	ModeOwner  = loomtype.ModeOwner
+	ModeShared = loomtype.ModeShared
 )
 
 // Defaults of Config.
@@ -146,7 +146,7 @@ type core struct {
 
 type meta struct {
 	owner loomtype.Identity
-	mode  string
+	mode  loomtype.Mode
 	ok    bool // the stamped owner agrees with the recorded principal
 }
 
@@ -238,7 +238,7 @@ func (cv *Conversations) kernel() *kernel.Kernel { return cv.k }
 type startInput struct {
 	V     int               `json:"v"`
 	Owner loomtype.Identity `json:"owner"`
-	Mode  string            `json:"mode"`
+	Mode  loomtype.Mode     `json:"mode"`
 	// CountEmpty: empty and oversized messages count against MaxInvalidRecords. Every
 	// conversation Start makes says so; one whose log predates it replays as it was written.
 	CountEmpty bool `json:"countEmpty,omitempty"`
@@ -247,7 +247,7 @@ type startInput struct {
 // StartOptions choose the conversation's id and mode.
 type StartOptions struct {
 	ID           string
-	Mode         string
+	Mode         loomtype.Mode
 	Participants []loomtype.Identity
 }
 

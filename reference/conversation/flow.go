@@ -25,8 +25,8 @@ var errClosedFlow = errors.New("conversation: closed")
 // recordValue is the value of a transcript decision. Turns is the number of the newest accepted
 // turn once the record is written, so the status reads it from the newest record alone.
 type recordValue struct {
-	Rec   loomtype.Entry `json:"rec"`
-	Turns *int64         `json:"turns,omitempty"`
+	Rec   storedRecord `json:"rec"`
+	Turns *int64       `json:"turns,omitempty"`
 }
 
 // verdictValue is the recorded acceptance verdict of one message. Turns is the number of the
@@ -34,10 +34,10 @@ type recordValue struct {
 // every consumed message has a verdict, recorded or only counted, so the status finds a count
 // within a few events of the log's end whatever the number of rejections.
 type verdictValue struct {
-	OK       bool          `json:"ok"`
-	Reason   string        `json:"reason,omitempty"`
-	Envelope *envelopeJSON `json:"envelope,omitempty"`
-	Turns    *int64        `json:"turns,omitempty"`
+	OK       bool            `json:"ok"`
+	Reason   loomtype.Reason `json:"reason,omitempty"`
+	Envelope *envelopeJSON   `json:"envelope,omitempty"`
+	Turns    *int64          `json:"turns,omitempty"`
 }
 
 // fitValue is the recorded budget verdict of one turn.
@@ -122,9 +122,9 @@ func (cv *Conversations) record(c *kernel.Context, st *state, id string, e loomt
 			live()
 		}
 		turns := st.Seq
-		return recordValue{Rec: e, Turns: &turns}, nil
+		return recordValue{Rec: recordOf(e), Turns: &turns}, nil
 	})
-	return v.Rec, err
+	return v.Rec.entry(), err
 }
 
 func (cv *Conversations) handle(c *kernel.Context, st *state, m kernel.Message) error {
@@ -137,7 +137,7 @@ func (cv *Conversations) handle(c *kernel.Context, st *state, m kernel.Message) 
 			Now:    m.Time, MaxAgeMs: cv.cfg.MaxEnvelopeAgeMs, Seen: st.Replay,
 		})
 		turns := st.Seq
-		out := verdictValue{OK: v.OK, Reason: v.Reason, Turns: &turns}
+		out := verdictValue{OK: v.OK, Reason: loomtype.Reason(v.Reason), Turns: &turns}
 		if v.OK {
 			e := wireEnvelope(v.Envelope)
 			out.Envelope = &e
@@ -182,7 +182,7 @@ func (cv *Conversations) entryMessageID(st *state, m kernel.Message) string {
 // invalid records an invalid message (one that failed verification, or an empty or oversized
 // turn), up to MaxInvalidRecords in all; past that it only counts them, with a recorded counter
 // every 100. asker is the verified asker, nil when verification failed.
-func (cv *Conversations) invalid(c *kernel.Context, st *state, m kernel.Message, reason string, asker *loomtype.Identity) error {
+func (cv *Conversations) invalid(c *kernel.Context, st *state, m kernel.Message, reason loomtype.Reason, asker *loomtype.Identity) error {
 	st.Invalid++
 	if st.Invalid > int64(cv.cfg.MaxInvalidRecords) {
 		if st.Invalid%100 == 0 {
@@ -195,7 +195,7 @@ func (cv *Conversations) invalid(c *kernel.Context, st *state, m kernel.Message,
 }
 
 // reject records a rejected user message: turn 0, a fixed reason, no text.
-func (cv *Conversations) reject(c *kernel.Context, st *state, m kernel.Message, reason string, asker *loomtype.Identity) error {
+func (cv *Conversations) reject(c *kernel.Context, st *state, m kernel.Message, reason loomtype.Reason, asker *loomtype.Identity) error {
 	_, err := cv.record(c, st, userID(st.Ord), loomtype.Entry{Turn: 0, Role: loomtype.RoleUser,
 		Status: loomtype.StatusRejected, Reason: reason, MessageID: cv.entryMessageID(st, m), Asker: asker}, nil)
 	return err

@@ -34,12 +34,12 @@ func entryOf(ev kernel.LogEvent) (loomtype.Entry, bool) {
 		return loomtype.Entry{}, false
 	}
 	var v struct {
-		Rec *loomtype.Entry `json:"rec"`
+		Rec *storedRecord `json:"rec"`
 	}
 	if json.Unmarshal(d.Value, &v) != nil || v.Rec == nil {
 		return loomtype.Entry{}, false
 	}
-	e := *v.Rec
+	e := v.Rec.entry()
 	e.Cursor = loomtype.Cursor{Gen: ev.Gen, Seq: ev.Seq}.String()
 	return e, true
 }
@@ -248,9 +248,9 @@ func (cv *Conversations) status(ctx context.Context, m meta, id string) (loomtyp
 	if err != nil {
 		return loomtype.Status{}, err
 	}
-	st := loomtype.Status{ID: id, Mode: m.mode, State: "open", Generation: info.Gen, Owner: m.owner}
+	st := loomtype.Status{ID: id, Mode: m.mode, State: loomtype.StateOpen, Generation: info.Gen, Owner: m.owner}
 	if info.State != kernel.StateOpen {
-		st.State = "closed"
+		st.State = loomtype.StateClosed
 	}
 	// The newest accepted turn, from the newest count the log holds near its end.
 	if n, ok, err := cv.newestTurn(ctx, id, info.Gen); err != nil {

@@ -480,12 +480,12 @@ type turnInput struct {
 }
 
 type turnOutput struct {
-	Status  string   `json:"status"`
-	Text    string   `json:"text,omitempty"`
-	Reason  string   `json:"reason,omitempty"`
-	ErrorID string   `json:"errorId,omitempty"`
-	Tools   []string `json:"tools,omitempty"`
-	Memory  []string `json:"memory,omitempty"`
+	Status  loomtype.RecordStatus `json:"status"`
+	Text    string                `json:"text,omitempty"`
+	Reason  loomtype.Reason       `json:"reason,omitempty"`
+	ErrorID string                `json:"errorId,omitempty"`
+	Tools   []string              `json:"tools,omitempty"`
+	Memory  []string              `json:"memory,omitempty"`
 }
 
 var (

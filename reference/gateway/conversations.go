@@ -32,7 +32,7 @@ func (g *Gateway) start(w http.ResponseWriter, r *http.Request, who loomtype.Ide
 		writeError(w, http.StatusBadRequest, "bad request", "mode")
 		return
 	}
-	st, created, err := g.cv.Start(r.Context(), who, conversation.StartOptions{ID: deref(b.ID), Mode: deref(b.Mode), Participants: b.Participants})
+	st, created, err := g.cv.Start(r.Context(), who, conversation.StartOptions{ID: deref(b.ID), Mode: loomtype.Mode(deref(b.Mode)), Participants: b.Participants})
 	if err != nil {
 		g.fail(w, err)
 		return
