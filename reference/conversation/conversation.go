@@ -21,6 +21,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/agent"
 	"github.com/loomcheck/loomcheck/reference/budget"
 	"github.com/loomcheck/loomcheck/reference/conversation/live"
+	"github.com/loomcheck/loomcheck/reference/conversation/participants"
 	"github.com/loomcheck/loomcheck/reference/envelope"
 	"github.com/loomcheck/loomcheck/reference/hostio"
 	"github.com/loomcheck/loomcheck/reference/kernel"
@@ -139,9 +140,8 @@ type core struct {
 	// absent holds ids meta found no conversation at (see meta).
 	absent map[string]struct{}
 
-	// partMu guards partCache: the participant sets of shared conversations, keyed by id.
-	partMu    sync.Mutex
-	partCache map[string]participantCache
+	// book holds the participant sets of shared conversations.
+	book participants.Book
 }
 
 type meta struct {

@@ -33,11 +33,7 @@ const (
 	loopShared      = "turn#o%d"                      // the agent loop id of a shared-mode turn
 	memoryRecall    = "#memory:recall"                // after a loop id: the memory recall step
 	memoryWrite     = "#memory:write"                 // after a loop id: the memory write-back step
-
-	// kindParticipantChanged is the event kind of a shared conversation's participant changes.
-	kindParticipantChanged = "participant.changed"
-	// participantsAux is the kernel auxiliary stream of a shared conversation's participants.
-	participantsAux = "participants"
+	// The participants stream's name and kind are in package participants.
 )
 
 func verifyID(ord int64) string        { return fmt.Sprintf(idVerify, ord) }

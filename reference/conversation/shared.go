@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/loomcheck/loomcheck/reference/agent"
+	"github.com/loomcheck/loomcheck/reference/conversation/participants"
 	"github.com/loomcheck/loomcheck/reference/envelope"
 	"github.com/loomcheck/loomcheck/reference/hostio"
 	"github.com/loomcheck/loomcheck/reference/kernel"
@@ -59,82 +60,17 @@ func IdentityKey(id loomtype.Identity) string { return id.String() }
 // memoryScope is the memory scope of an asker: memory is per asker.
 func memoryScope(asker loomtype.Identity) string { return IdentityKey(asker) }
 
-// participantsStream names the side stream of a shared conversation's participant changes (a
-// kernel auxiliary stream of the conversation's execution): never the conversation's own log.
-const participantsStream = participantsAux
-
 // ParticipantChange is one recorded change of a shared conversation's participants.
-type ParticipantChange struct {
-	Op       string            `json:"op"`
-	Identity loomtype.Identity `json:"identity"`
-	By       loomtype.Identity `json:"by"`
-}
+type ParticipantChange = participants.Change
 
 type participantChange = ParticipantChange
 
-type participantCache struct {
-	head    int64
-	set     []loomtype.Identity
-	changes []ParticipantChange
-}
-
 // participants reads the current participant set of a shared conversation (owner first). It is
-// read on every request, so a change takes effect on the next one; a cache keyed by the stream's
-// head avoids re-reading an unchanged stream.
+// read on every request, so a change takes effect on the next one; the book's cache, keyed by the
+// stream's head, avoids re-reading an unchanged stream.
 func (cv *Conversations) participants(ctx context.Context, k *kernel.Kernel, id string) ([]loomtype.Identity, error) {
-	c, err := cv.participantState(ctx, k, id)
-	return c.set, err
-}
-
-func (cv *Conversations) participantState(ctx context.Context, k *kernel.Kernel, id string) (participantCache, error) {
-	head, err := k.AuxHead(ctx, id, participantsStream)
-	if err != nil {
-		return participantCache{}, err
-	}
-	cv.partMu.Lock()
-	c, ok := cv.partCache[id]
-	cv.partMu.Unlock()
-	if ok && c.head == head {
-		return c, nil
-	}
-	var set []loomtype.Identity
-	var changes []ParticipantChange
-	var after int64
-	for after < head {
-		evs, err := k.ReadAux(ctx, id, participantsStream, after, kernel.MaxRead)
-		if err != nil {
-			return participantCache{}, err
-		}
-		if len(evs) == 0 {
-			break
-		}
-		for _, ev := range evs {
-			after = ev.Seq
-			var ch participantChange
-			if json.Unmarshal(ev.Data, &ch) != nil {
-				continue
-			}
-			if len(changes) < 1000 {
-				changes = append(changes, ch)
-			}
-			switch ch.Op {
-			case "add":
-				if !slices.Contains(set, ch.Identity) {
-					set = append(set, ch.Identity)
-				}
-			case "remove":
-				set = slices.DeleteFunc(set, func(x loomtype.Identity) bool { return x == ch.Identity })
-			}
-		}
-	}
-	cv.partMu.Lock()
-	if cv.partCache == nil || len(cv.partCache) > 10_000 {
-		cv.partCache = map[string]participantCache{}
-	}
-	c = participantCache{head: head, set: set, changes: changes}
-	cv.partCache[id] = c
-	cv.partMu.Unlock()
-	return c, nil
+	c, err := cv.book.Read(ctx, k, id)
+	return c.Members, err
 }
 
 func (cv *Conversations) isService(id loomtype.Identity) bool {
@@ -171,32 +107,14 @@ func (cv *Conversations) sharedStartCheck(owner loomtype.Identity, participants 
 }
 
 func (cv *Conversations) initParticipants(ctx context.Context, id string, owner loomtype.Identity, ps []loomtype.Identity) error {
-	set := []loomtype.Identity{owner}
-	for _, p := range ps {
-		if !slices.Contains(set, p) {
-			set = append(set, p)
-		}
-	}
-	evs := make([]kernel.AuxEvent, 0, len(set))
-	for _, p := range set {
-		b, _ := json.Marshal(participantChange{Op: "add", Identity: p, By: owner})
-		evs = append(evs, kernel.AuxEvent{Kind: kindParticipantChanged, Data: b})
-	}
-	return cv.kernel().AppendAux(ctx, id, participantsStream, 0, evs...)
+	return cv.book.Init(ctx, cv.kernel(), id, owner, ps)
 }
 
 // finishParticipants records the initial participants of a shared conversation whose start
 // recorded none (it stopped in between); a set already recorded, by the start or a concurrent
 // retry, is kept.
 func (cv *Conversations) finishParticipants(ctx context.Context, id string, owner loomtype.Identity, ps []loomtype.Identity) error {
-	head, err := cv.kernel().AuxHead(ctx, id, participantsStream)
-	if err != nil || head > 0 {
-		return err
-	}
-	if err := cv.initParticipants(ctx, id, owner, ps); err != nil && !errors.Is(err, kernel.ErrConflict) {
-		return err
-	}
-	return nil
+	return cv.book.Finish(ctx, cv.kernel(), id, owner, ps)
 }
 
 // authorizeParticipant admits the participants of a shared conversation; the service identity is
@@ -234,12 +152,12 @@ func (cv *Conversations) Participants(ctx context.Context, principal loomtype.Id
 	if m.mode != ModeShared {
 		return ParticipantList{Owner: m.owner, Participants: []loomtype.Identity{m.owner}}, nil
 	}
-	ps, err := cv.participantState(ctx, cv.kernel(), id)
+	ps, err := cv.book.Read(ctx, cv.kernel(), id)
 	if err != nil {
 		return ParticipantList{}, err
 	}
-	return ParticipantList{Owner: m.owner, Participants: append([]loomtype.Identity{}, ps.set...),
-		Changes: append([]ParticipantChange{}, ps.changes...)}, nil
+	return ParticipantList{Owner: m.owner, Participants: append([]loomtype.Identity{}, ps.Members...),
+		Changes: append([]ParticipantChange{}, ps.Changes...)}, nil
 }
 
 // ChangeParticipants adds or removes a participant of a shared conversation. Only the owner
@@ -267,15 +185,15 @@ func (cv *Conversations) ChangeParticipants(ctx context.Context, principal loomt
 	if err != nil {
 		return ParticipantList{}, err
 	}
-	switch op {
-	case "add":
+	switch participants.Op(op) {
+	case participants.OpAdd:
 		if slices.Contains(set, who) {
 			return cv.Participants(ctx, principal, id)
 		}
 		if len(set) >= cv.maxParticipants() {
 			return ParticipantList{}, loomtype.BadRequest("participants", fmt.Sprintf("more than %d participants", cv.maxParticipants()))
 		}
-	case "remove":
+	case participants.OpRemove:
 		if who.Equal(m.owner) {
 			return ParticipantList{}, fmt.Errorf("%w: the owner cannot be removed", loomtype.ErrConflict)
 		}
@@ -285,8 +203,7 @@ func (cv *Conversations) ChangeParticipants(ctx context.Context, principal loomt
 	default:
 		return ParticipantList{}, loomtype.BadRequest("op", "")
 	}
-	b, _ := json.Marshal(participantChange{Op: op, Identity: who, By: principal})
-	if err := cv.kernel().AppendAux(ctx, id, participantsStream, -1, kernel.AuxEvent{Kind: kindParticipantChanged, Data: b}); err != nil {
+	if err := cv.book.Record(ctx, cv.kernel(), id, participantChange{Op: participants.Op(op), Identity: who, By: principal}); err != nil {
 		return ParticipantList{}, err
 	}
 	return cv.Participants(ctx, principal, id)
