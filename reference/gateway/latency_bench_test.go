@@ -110,7 +110,7 @@ func (instantProvider) Complete(ctx context.Context, req model.Request, onDelta 
 // benchEngine is an engine served over loopback HTTP, with one conversation and one open
 // event stream on it.
 type benchEngine struct {
-	b      *testing.B
+	b      testing.TB
 	srv    *httptest.Server
 	client *http.Client
 	conv   string
@@ -125,7 +125,7 @@ type sseEvent struct {
 	err  error // the stream ended (set on the last value only)
 }
 
-func openBenchEngine(b *testing.B, p model.Provider) *benchEngine {
+func openBenchEngine(b testing.TB, p model.Provider) *benchEngine {
 	b.Helper()
 	key := bytes.Repeat([]byte{0x5a}, 32)
 	auth := func(r *http.Request) (loomtype.Identity, error) {

@@ -252,6 +252,15 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 				_ = out.send("reconnect", "", map[string]string{"reason": "slow-consumer"})
 				return
 			}
+			// Records committed before this live text was produced go first: the log's wake-up
+			// is signalled at commit, so a pending one means records this stream has not sent.
+			select {
+			case <-wake:
+				if closed, err := deliver(); err != nil || closed {
+					return
+				}
+			default:
+			}
 			for _, ev := range evs {
 				if !g.mayWatch(st, who, ev.Asker) {
 					continue
