@@ -59,9 +59,13 @@ func (c *Context) sleep(id string, due func() time.Time) error {
 	}
 	ch, release := c.k.clock().At(at)
 	defer release()
-	c.mu.Unlock()
-	err = c.wait("timer "+id, ch)
-	c.mu.Lock()
+	select {
+	case <-ch: // due already: it fires at once
+	default:
+		c.mu.Unlock()
+		err = c.wait("timer "+id, ch)
+		c.mu.Lock()
+	}
 	if err != nil {
 		return err
 	}

@@ -123,9 +123,10 @@ func args(line string) (string, map[string]string) {
 //	signal id=ID name=NAME key=KEY [payload=JSON]          deliver a named signal
 //	cancel id=ID reason=REASON                             cancel it
 //	release id=ID step=NAME                                let a held step finish
-//	advance by=DURATION                                    move the clock
+//	advance by=DURATION [id=ID]                            move the clock
 //	wait id=ID                                             where it waits next (or its end)
-//	crash                                                  kill the store and the kernel
+//	arm writes=N                                           the store dies after its N-th write from now
+//	crash                                                  kill the store (once the armed point is reached) and the kernel
 //	reopen [wait=ID,ID] [rename=OP>OP]                     open again (optionally change the flow)
 //	journal id=ID  effects id=ID  info id=ID  inbox id=ID  what is recorded and what happened
 //
@@ -144,6 +145,9 @@ func (r *transcriptRunner) run(t *testing.T, line string) string {
 	}
 	switch cmd {
 	case "start":
+		w.mu.Lock()
+		w.rename = map[string]string{} // a rename is for the reopen that asked for it
+		w.mu.Unlock()
 		ops, _ := json.Marshal(strings.Split(a["script"], ";"))
 		p := alice
 		if as := a["as"]; as != "" {
@@ -203,16 +207,25 @@ func (r *transcriptRunner) run(t *testing.T, line string) string {
 		follow()
 	case "wait":
 		say("%s: %s", display(id), w.next(id))
+	case "arm":
+		var n int64
+		fmt.Sscan(a["writes"], &n)
+		ch := w.st.CrashAfterWrite(n)
+		w.mu.Lock()
+		w.armed = ch
+		w.mu.Unlock()
+		say("armed: the store dies after write %d from now", n)
 	case "crash":
 		w.crash()
 		say("crashed")
 	case "reopen":
+		w.mu.Lock()
+		w.rename = map[string]string{}
 		if rn := a["rename"]; rn != "" {
 			from, to, _ := strings.Cut(rn, ">")
-			w.mu.Lock()
 			w.rename[from] = to
-			w.mu.Unlock()
 		}
+		w.mu.Unlock()
 		w.open()
 		say("reopened")
 		if ws := a["wait"]; ws != "" {

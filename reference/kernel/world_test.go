@@ -87,6 +87,7 @@ type world struct {
 	effects map[string][]string
 	holds   map[string]chan struct{}
 	dead    chan struct{}     // closed by crash
+	armed   <-chan struct{}   // the store's crash point, when armed
 	rename  map[string]string // op renames applied by the script flow (to provoke divergence)
 	react   func(w *world, id, site string)
 	pending sync.WaitGroup
@@ -125,9 +126,20 @@ func (w *world) open() {
 // crash stops the engine as SIGKILL would.
 func (w *world) crash() {
 	w.mu.Lock()
-	close(w.dead)
+	armed := w.armed
+	w.armed = nil
 	w.mu.Unlock()
+	if armed != nil {
+		select {
+		case <-armed:
+		case <-time.After(5 * time.Second):
+			w.t.Error("the armed crash point was not reached")
+		}
+	}
 	w.st.Kill()
+	w.mu.Lock()
+	close(w.dead) // steps that ignore their context end with the process
+	w.mu.Unlock()
 	w.k.Close()
 }
 
@@ -440,6 +452,8 @@ func renderEvent(ev store.Event) string {
 	case "end.observed":
 		info, _ := m["info"].(map[string]any)
 		parts = append(parts, "id="+js("id"), fmt.Sprintf("state=%v", info["state"]))
+	case "signal.taken":
+		add("id", "key", "seq", "payload")
 	case "safepoint":
 		var sp struct {
 			ID       string           `json:"id"`
