@@ -117,10 +117,23 @@ func (w *world) open() {
 		Clock: w.clock,
 		BeforeRecovery: func(k *kernel.Kernel) {
 			kernel.SetParkHook(k, w.event)
+			// Reactions to recovered executions must reach this kernel, not the one before.
+			w.mu.Lock()
+			w.st, w.k = st, k
+			w.mu.Unlock()
 		},
 	})
 	require.NoError(w.t, err)
+	w.mu.Lock()
 	w.st, w.k = st, k
+	w.mu.Unlock()
+}
+
+// kern is the kernel of now, for reactions that run while the world may reopen.
+func (w *world) kern() *kernel.Kernel {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.k
 }
 
 // crash stops the engine as SIGKILL would.
