@@ -165,4 +165,3 @@ func TestPrimitivesCrashAtEveryWrite(t *testing.T) {
 		})
 	}
 }
-
