@@ -98,6 +98,13 @@ func newWorld(t *testing.T) *world {
 		effects: map[string][]string{}, holds: map[string]chan struct{}{}, rename: map[string]string{}}
 	w.open()
 	t.Cleanup(func() {
+		w.mu.Lock()
+		select {
+		case <-w.dead:
+		default:
+			close(w.dead) // a step held when the test ends does not hold up the close
+		}
+		w.mu.Unlock()
 		w.k.Close()
 		w.st.Close()
 		w.pending.Wait()
