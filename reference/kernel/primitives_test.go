@@ -213,4 +213,3 @@ func FuzzChildID(f *testing.F) {
 		}
 	})
 }
-
