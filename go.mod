@@ -3,6 +3,7 @@ module github.com/loomcheck/loomcheck
 go 1.26.0
 
 require (
+	github.com/cucumber/gherkin/go/v42 v42.0.0
 	github.com/cucumber/godog v0.16.0
 	github.com/cucumber/messages/go/v34 v34.2.0
 	github.com/getkin/kin-openapi v0.153.0
@@ -14,7 +15,6 @@ require (
 )
 
 require (
-	github.com/cucumber/gherkin/go/v42 v42.0.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/go-openapi/jsonpointer v0.22.5 // indirect
 	github.com/go-openapi/swag/jsonname v0.25.5 // indirect

@@ -4,11 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"sort"
@@ -98,59 +96,29 @@ type scenario struct {
 	drv     driver
 	started bool
 	startEr error
-	down    bool
 
+	// convs are the conversations the scenario knows by name, current the one steps without
+	// a name mean, last the last answer (a step that expects an answer reads it).
 	convs   map[string]*conv
 	current *conv
 	last    *response
-	msgSeq  int
-	// injected is what the model of the last turn execution started through the runtime door was told.
-	injected string
-	// injectedBy and injectedID are who started that turn execution, and its id.
-	injectedBy, injectedID string
-	saved                  map[string]string
+	// msgSeq numbers the message ids the kit chooses; saved are values a step kept by name
+	// for a later one (a cursor, an error id, a token).
+	msgSeq int
+	saved  map[string]string
 
-	holds        []*world.Hold
-	toolHolds    map[string][]*world.Hold
-	calls        int
-	turns        int
-	turnNo       int64
-	remembered   []entry
-	pages        []string
-	shortNotDone bool
-	longTexts    []string
-	turnText     map[int64]string
-	doorSeq      int
-	// held is what the conversation held when the scenario noted it.
-	held         *holding
-	oldKey       string
-	captured     json.RawMessage
-	lastStream   *stream
-	answers      []*response
-	replayed     []sseEvent
-	slowConn     net.Conn
-	slowEvents   []sseEvent
-	slowEnd      string
-	slowPieces   int
-	slowPiece    int
-	closers      []io.Closer
-	summary      string
-	lastPage     []entry
-	lastPageDone bool
+	// turns counts the turns the kit has had answered; turnNo is the last turn the kit sent,
+	// turnText what the kit sent as each turn.
+	turns    int
+	turnNo   int64
+	turnText map[int64]string
+	closers  []io.Closer
 
-	// acked are the messages the system acknowledged (202) with a message id, oldest first;
-	// damaged is what the damage steps did and saw (steps_damage.go).
-	acked   []ackedMsg
-	damaged damageState
+	// acked are the messages the system acknowledged (202) with a message id, oldest first.
+	acked []ackedMsg
 
-	// partChanges are the participant changes this scenario made and the system accepted,
-	// oldest first: op, then the wire identities of whom and by whom.
-	partChanges []partChange
-
-	// edge is what the connection-edge steps keep (steps_edge.go).
-	edge *edgeState
-	// identityHold holds the identity service's answers for one token.
-	identityHold *world.Hold
+	// areas are the step areas, each with the state its steps keep.
+	areas areas
 
 	mu       sync.Mutex
 	streams  []*stream
@@ -171,7 +139,6 @@ func (s *scenario) setup() error {
 	}
 	s.dir = dir
 	s.convs, s.saved, s.named = map[string]*conv{}, map[string]string{}, map[string]*stream{}
-	s.toolHolds = map[string][]*world.Hold{}
 	s.turnText = map[int64]string{}
 	s.contract = s.run.contract
 	s.transport = &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 10 * time.Second}

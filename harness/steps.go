@@ -1,27 +1,262 @@
 package harness
 
 import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"regexp"
+
 	"github.com/cucumber/godog"
+
+	"github.com/loomcheck/loomcheck/harness/world"
 )
+
+// stepDef is one step of the vocabulary: the pattern a feature's step text must match, the
+// method that runs it, and one line saying what it does.
+type stepDef struct {
+	pattern string
+	fn      any
+	meaning string
+}
+
+// Each area's steps are named methods of a small struct that holds what those steps keep
+// between them; all of them see the scenario they belong to (the system under test, the
+// world, the client, the conversations, the last answer, the messages sent).
+type (
+	// setupSteps configure the system under test before it starts.
+	setupSteps struct{ *scenario }
+
+	// modelSteps script the world's model and read what it was asked.
+	modelSteps struct {
+		*scenario
+		// holds are the model's answers that wait for a release, oldest first.
+		holds []*world.Hold
+		// calls numbers the tool calls scripted into the model's answers.
+		calls int
+		// slowPieces and slowPiece are how many pieces, of how many characters, the model
+		// streams for the slow-reader steps.
+		slowPieces, slowPiece int
+	}
+
+	// agentSteps script the tools and the memory of the agent and read their calls.
+	agentSteps struct {
+		*scenario
+		// toolHolds are each tool's calls that wait for a release.
+		toolHolds map[string][]*world.Hold
+	}
+
+	// conversationSteps start conversations, send messages and wait for turns.
+	conversationSteps struct{ *scenario }
+
+	// editsSteps send messages that edit earlier ones.
+	editsSteps struct{ *scenario }
+
+	// historySteps read the history whole and page by page.
+	historySteps struct {
+		*scenario
+		// remembered is the history as a step remembered it.
+		remembered []entry
+		// pages are the records of each page a paged reading got; shortNotDone is whether
+		// one of them was short but not done.
+		pages        []string
+		shortNotDone bool
+		// lastPage is the last single page read, and whether it said it was done.
+		lastPage     []entry
+		lastPageDone bool
+	}
+
+	// transcriptSteps judge what the transcript keeps of refused or odd messages.
+	transcriptSteps struct{ *scenario }
+
+	// durabilitySteps crash, stop, damage and restart the system.
+	durabilitySteps struct {
+		*scenario
+		// down is whether the system is stopped or killed and not started again.
+		down bool
+		// damaged is what the damage steps did and saw.
+		damaged damageState
+	}
+
+	// accessSteps probe who may do what to whose conversation, the runtime door included.
+	accessSteps struct {
+		*scenario
+		// injected is what the model of the last turn execution started through the runtime
+		// door was told; injectedBy and injectedID are who started it, and its id.
+		injected               string
+		injectedBy, injectedID string
+	}
+
+	// budgetSteps script the summarizer and judge the context window.
+	budgetSteps struct {
+		*scenario
+		// longTexts are the long messages the budget steps sent.
+		longTexts []string
+		// summary is the last summary the summarizer was scripted to give.
+		summary string
+	}
+
+	// envelopesSteps put signed envelopes into the inbox and read them from the log.
+	envelopesSteps struct {
+		*scenario
+		// doorSeq numbers the turn executions started through the runtime door.
+		doorSeq int
+		// oldKey is the signing key before the last rotation; captured is an envelope read
+		// from the log, to be put in again.
+		oldKey   string
+		captured json.RawMessage
+	}
+
+	// gatewaySteps judge authentication, Host and CORS, bodies and limits.
+	gatewaySteps struct {
+		*scenario
+		// held is what a conversation held when a step noted it.
+		held *holding
+		// answers are the answers of a step that sends more than one request.
+		answers []*response
+	}
+
+	// liveSteps open, read, resume and close event streams.
+	liveSteps struct {
+		*scenario
+		// lastStream is the last stream a step opened, open or refused.
+		lastStream *stream
+		// replayed are the events of the last resumed stream.
+		replayed []sseEvent
+		// slowConn is the raw connection of a stream nobody reads; slowEvents and slowEnd
+		// are what was read from it once read again, and how it ended.
+		slowConn   net.Conn
+		slowEvents []sseEvent
+		slowEnd    string
+	}
+
+	// contractSteps check every exchange against spec/openapi.yaml.
+	contractSteps struct{ *scenario }
+
+	// edgeSteps judge the edges of a connection: deadlines, stalls, caps, held identities.
+	edgeSteps struct {
+		*scenario
+		// edge is what the connection steps keep (the stalled connection, the held ones).
+		edge *edgeState
+		// identityHold holds the identity service's answers for one token.
+		identityHold *world.Hold
+	}
+
+	// sharedSteps judge shared conversations: participants, clearances, visibility.
+	sharedSteps struct {
+		*scenario
+		// partChanges are the participant changes this scenario made and the system
+		// accepted, oldest first: op, then the wire identities of whom and by whom.
+		partChanges []partChange
+	}
+)
+
+// areas are the step areas of one scenario, each with its own state.
+type areas struct {
+	setup        *setupSteps
+	model        *modelSteps
+	agent        *agentSteps
+	conversation *conversationSteps
+	edits        *editsSteps
+	history      *historySteps
+	transcript   *transcriptSteps
+	durability   *durabilitySteps
+	access       *accessSteps
+	budget       *budgetSteps
+	envelopes    *envelopesSteps
+	gateway      *gatewaySteps
+	live         *liveSteps
+	contract     *contractSteps
+	edge         *edgeSteps
+	shared       *sharedSteps
+}
+
+// newAreas makes the step areas of s, each with its state empty.
+func newAreas(s *scenario) areas {
+	return areas{
+		setup:        &setupSteps{scenario: s},
+		model:        &modelSteps{scenario: s},
+		agent:        &agentSteps{scenario: s, toolHolds: map[string][]*world.Hold{}},
+		conversation: &conversationSteps{scenario: s},
+		edits:        &editsSteps{scenario: s},
+		history:      &historySteps{scenario: s},
+		transcript:   &transcriptSteps{scenario: s},
+		durability:   &durabilitySteps{scenario: s},
+		access:       &accessSteps{scenario: s},
+		budget:       &budgetSteps{scenario: s},
+		envelopes:    &envelopesSteps{scenario: s},
+		gateway:      &gatewaySteps{scenario: s},
+		live:         &liveSteps{scenario: s},
+		contract:     &contractSteps{scenario: s},
+		edge:         &edgeSteps{scenario: s},
+		shared:       &sharedSteps{scenario: s},
+	}
+}
+
+// area is one area of the vocabulary, named as the feature files it serves.
+type area struct {
+	name  string
+	steps []stepDef
+}
+
+// vocabulary is every area of s's steps, in a fixed order.
+func (a areas) vocabulary() []area {
+	return []area{
+		{"setup", a.setup.steps()},
+		{"model", a.model.steps()},
+		{"agent", a.agent.steps()},
+		{"conversation", a.conversation.steps()},
+		{"edits", a.edits.steps()},
+		{"history", a.history.steps()},
+		{"transcript", a.transcript.steps()},
+		{"durability", a.durability.steps()},
+		{"access", a.access.steps()},
+		{"budget", a.budget.steps()},
+		{"envelopes", a.envelopes.steps()},
+		{"gateway", a.gateway.steps()},
+		{"live", a.live.steps()},
+		{"contract", a.contract.steps()},
+		{"edge", a.edge.steps()},
+		{"shared", a.shared.steps()},
+	}
+}
 
 // register binds every step of the vocabulary to this scenario.
 func (s *scenario) register(sc *godog.ScenarioContext) {
-	s.registerSetup(sc)
-	s.registerModel(sc)
-	s.registerConversation(sc)
-	s.registerHistory(sc)
-	s.registerProcess(sc)
-	s.registerDamage(sc)
-	s.registerAccess(sc)
-	s.registerTools(sc)
-	s.registerMore(sc)
-	s.registerBudget(sc)
-	s.registerEnvelopes(sc)
-	s.registerGateway(sc)
-	s.registerContract(sc)
-	s.registerEdge(sc)
-	s.registerShared(sc)
-	s.registerStream(sc)
-	s.registerBodies(sc)
-	s.registerRejections(sc)
+	s.areas = newAreas(s)
+	for _, a := range s.areas.vocabulary() {
+		for _, d := range a.steps {
+			sc.Step(d.pattern, d.fn)
+		}
+	}
+}
+
+// Step is one step of the kit's vocabulary, as `loomcheck steps` lists it.
+type Step struct {
+	// Pattern is the regular expression a step's text must match.
+	Pattern string `json:"pattern"`
+	// Area is the group of features the step serves (its file harness/steps_<area>.go).
+	Area string `json:"area"`
+	// Meaning says in one line what the step does or expects.
+	Meaning string `json:"meaning"`
+}
+
+// Vocabulary is every step the kit defines, area by area in a fixed order; each pattern is a
+// valid regular expression. It runs nothing and is safe for concurrent use.
+//
+//	for _, st := range harness.Vocabulary() {
+//		fmt.Printf("%-12s %s\n", st.Area, st.Pattern)
+//	}
+func Vocabulary() []Step {
+	s := &scenario{}
+	s.areas = newAreas(s)
+	var out []Step
+	for _, a := range s.areas.vocabulary() {
+		for _, d := range a.steps {
+			if _, err := regexp.Compile(d.pattern); err != nil {
+				panic(fmt.Sprintf("step %q of %s: %v", d.pattern, a.name, err))
+			}
+			out = append(out, Step{Pattern: d.pattern, Area: a.name, Meaning: d.meaning})
+		}
+	}
+	return out
 }

@@ -12,10 +12,101 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cucumber/godog"
-
 	"github.com/loomcheck/loomcheck/harness/world"
 )
+
+// steps is the access vocabulary: each pattern, the method that runs it, what it means.
+func (s *accessSteps) steps() []stepDef {
+	return []stepDef{
+		{`^(\w[\w' ]*?) gets the same 404 as for a missing conversation on every route$`, s.getsMissingOnEveryRoute, "asks every conversation route as who and expects each answer to equal the one a missing conversation gets"},
+		{`^(\w[\w' ]*?) is answered on every route exactly as (\w+) is$`, s.sameAsOwner, "asks every conversation route as who and expects each answer to equal the one the owner gets"},
+		{`^(\w[\w' ]*?) starts a turn execution "([^"]*)" through the runtime door, its input claiming to be (?:her|his) own conversation$`, s.startsDoorTurnClaimingOwn, "starts a turn execution with the given id through the runtime door, its input naming who's own conversation"},
+		{`^(\w[\w' ]*?) sends (GET|POST|PUT|DELETE|PATCH) to the conversation's route "([^"]*)"$`, s.sendsToRoute, "sends the method to the named route of the current conversation as who"},
+		{`^the answer is exactly the one a conversation that does not exist gets$`, s.answerIsMissingConversations, "expects the last answer to be exactly the 404 {\"error\":\"not found\"} a missing conversation gets"},
+		{`^(\w[\w' ]*?) gets the same 404 as for a missing conversation on the conversation routes of it$`, s.getsMissingOnConversationRoutes, "asks the conversation routes of the current conversation as who and expects the missing-conversation 404 on each"},
+		{`^(\w[\w' ]*?) starts a turn execution for turn (\d+) of the conversation through the runtime door, saying "((?:[^"\\]|\\.)*)"$`, s.injectTurn, "starts a turn execution for the turn through the runtime door as who, with the given user text"},
+		{`^that turn execution has been refused, or its model call has ended$`, s.injectionSettled, "waits until the door's turn execution was refused or its model call ended"},
+		{`^the answer is exactly what a free id gives (\w[\w' ]*?)$`, s.sameAsFreeID, "compares the last answer with what the same request gets at an id nothing holds, as who"},
+		{`^(\w[\w' ]*?) starting a turn execution for her own conversation at the id of (\w+)'s conversation is answered exactly as at an id nothing holds$`, s.doorIDProbe, "starts a door turn execution for who's own conversation at another's conversation id and compares with a free id"},
+	}
+}
+
+// getsMissingOnEveryRoute asks every conversation route as who and expects each answer to equal the one a missing conversation gets.
+func (s *accessSteps) getsMissingOnEveryRoute(who string) error {
+	return s.sameNotFound(who, s.run.door)
+}
+
+// startsDoorTurnClaimingOwn starts a turn execution with the given id through the runtime door, its input naming who's own conversation.
+func (s *accessSteps) startsDoorTurnClaimingOwn(who, id string) error {
+	if err := s.sut(); err != nil {
+		return err
+	}
+	if s.run.remoteCfg != nil {
+		id += "-" + s.run.runID
+	}
+	// The door starts a turn execution only for a conversation its caller may touch: the
+	// input names one of hers beside the start input it imitates.
+	own, err := s.start(who, "", nil)
+	if err != nil {
+		return err
+	}
+	if own.status != http.StatusCreated {
+		return fail(own.op, fmt.Sprintf("%d %s", own.status, clip(string(own.body), 200)), "201: a conversation of her own")
+	}
+	input := map[string]any{"v": 1, "owner": identityJSON(who), "mode": "owner", "conversationId": s.current.id}
+	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{})
+	s.last = r
+	if err != nil {
+		return err
+	}
+	if r.status != http.StatusCreated {
+		// A system may confine the door to the named conversation's own turn ids, where
+		// no conversation id can be: the pretender is then made there.
+		id = "turn:" + s.current.id + ":" + id
+		if r, err = s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{}); err != nil {
+			return err
+		}
+		s.last = r
+	}
+	if r.status != http.StatusCreated {
+		return &HarnessError{Err: fmt.Errorf("%w: the system lets nobody start a turn execution through the runtime door (%d)", ErrNotApplicable, r.status)}
+	}
+	c := &conv{name: id, id: id, owner: who}
+	s.convs[id] = c
+	s.current = c
+	return nil
+}
+
+// sendsToRoute sends the method to the named route of the current conversation as who.
+func (s *accessSteps) sendsToRoute(who, method, suffix string) error {
+	p, _, err := s.convPath("")
+	if err != nil {
+		return err
+	}
+	var body []byte
+	if method != http.MethodGet {
+		body = []byte("{}")
+	}
+	r, err := s.cl.do(s.ctx, who, method, p+suffix, nil, reqOpts{rawBody: body, offSpec: true, unrouted: true})
+	s.last = r
+	return err
+}
+
+// answerIsMissingConversations expects the last answer to be exactly the 404 {"error":"not found"} a missing conversation gets.
+func (s *accessSteps) answerIsMissingConversations() error {
+	if s.last == nil {
+		return harnessErr("no request has been sent")
+	}
+	if s.last.status != http.StatusNotFound || !bytes.Equal(compact(s.last.body), []byte(`{"error":"not found"}`)) {
+		return fail(s.last.op, fmt.Sprintf("%d %s %s", s.last.status, s.last.header.Get("Content-Type"), clip(string(s.last.body), 120)), `404 {"error":"not found"}`)
+	}
+	return nil
+}
+
+// getsMissingOnConversationRoutes asks the conversation routes of the current conversation as who and expects the missing-conversation 404 on each.
+func (s *accessSteps) getsMissingOnConversationRoutes(who string) error {
+	return s.sameNotFound(who, false)
+}
 
 // probe is one request a stranger tries on a conversation.
 type probe struct {
@@ -99,7 +190,7 @@ func (s *scenario) sameNotFound(who string, door bool) error {
 // body; that owner reads them all (the runtime door aside, which a shared conversation's
 // participants may not read either: in owner mode the owner reads it too); and that its event
 // stream opens.
-func (s *scenario) sameAsOwner(who, owner string) error {
+func (s *accessSteps) sameAsOwner(who, owner string) error {
 	c, err := s.conv("")
 	if err != nil {
 		return err
@@ -145,88 +236,12 @@ func (s *scenario) sameAsOwner(who, owner string) error {
 	return nil
 }
 
-func (s *scenario) registerAccess(sc *godog.ScenarioContext) {
-	sc.Step(`^(\w[\w' ]*?) gets the same 404 as for a missing conversation on every route$`, func(who string) error {
-		return s.sameNotFound(who, s.run.door)
-	})
-	sc.Step(`^(\w[\w' ]*?) is answered on every route exactly as (\w+) is$`, s.sameAsOwner)
-	sc.Step(`^(\w[\w' ]*?) starts a turn execution "([^"]*)" through the runtime door, its input claiming to be (?:her|his) own conversation$`, func(who, id string) error {
-		if err := s.sut(); err != nil {
-			return err
-		}
-		if s.run.remoteCfg != nil {
-			id += "-" + s.run.runID
-		}
-		// The door starts a turn execution only for a conversation its caller may touch: the
-		// input names one of hers beside the start input it imitates.
-		own, err := s.start(who, "", nil)
-		if err != nil {
-			return err
-		}
-		if own.status != http.StatusCreated {
-			return fail(own.op, fmt.Sprintf("%d %s", own.status, clip(string(own.body), 200)), "201: a conversation of her own")
-		}
-		input := map[string]any{"v": 1, "owner": identityJSON(who), "mode": "owner", "conversationId": s.current.id}
-		r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{})
-		s.last = r
-		if err != nil {
-			return err
-		}
-		if r.status != http.StatusCreated {
-			// A system may confine the door to the named conversation's own turn ids, where
-			// no conversation id can be: the pretender is then made there.
-			id = "turn:" + s.current.id + ":" + id
-			if r, err = s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{}); err != nil {
-				return err
-			}
-			s.last = r
-		}
-		if r.status != http.StatusCreated {
-			return &HarnessError{Err: fmt.Errorf("%w: the system lets nobody start a turn execution through the runtime door (%d)", ErrNotApplicable, r.status)}
-		}
-		c := &conv{name: id, id: id, owner: who}
-		s.convs[id] = c
-		s.current = c
-		return nil
-	})
-	sc.Step(`^(\w[\w' ]*?) sends (GET|POST|PUT|DELETE|PATCH) to the conversation's route "([^"]*)"$`, func(who, method, suffix string) error {
-		p, _, err := s.convPath("")
-		if err != nil {
-			return err
-		}
-		var body []byte
-		if method != http.MethodGet {
-			body = []byte("{}")
-		}
-		r, err := s.cl.do(s.ctx, who, method, p+suffix, nil, reqOpts{rawBody: body, offSpec: true, unrouted: true})
-		s.last = r
-		return err
-	})
-	sc.Step(`^the answer is exactly the one a conversation that does not exist gets$`, func() error {
-		if s.last == nil {
-			return harnessErr("no request has been sent")
-		}
-		if s.last.status != http.StatusNotFound || !bytes.Equal(compact(s.last.body), []byte(`{"error":"not found"}`)) {
-			return fail(s.last.op, fmt.Sprintf("%d %s %s", s.last.status, s.last.header.Get("Content-Type"), clip(string(s.last.body), 120)), `404 {"error":"not found"}`)
-		}
-		return nil
-	})
-	sc.Step(`^(\w[\w' ]*?) gets the same 404 as for a missing conversation on the conversation routes of it$`, func(who string) error {
-		return s.sameNotFound(who, false)
-	})
-	sc.Step(`^(\w[\w' ]*?) starts a turn execution for turn (\d+) of the conversation through the runtime door, saying "((?:[^"\\]|\\.)*)"$`, s.injectTurn)
-	sc.Step(`^that turn execution has been refused, or its model call has ended$`, s.injectionSettled)
-	sc.Step(`^the answer is exactly what a free id gives (\w[\w' ]*?)$`, s.sameAsFreeID)
-	sc.Step(`^(\w[\w' ]*?) starting a turn execution for her own conversation at the id of (\w+)'s conversation is answered exactly as at an id nothing holds$`, s.doorIDProbe)
-
-}
-
 // injectTurn starts, through the runtime door and as who, a turn execution of the shared-mode turn
 // flow whose input names the current conversation, turn and who as its asker, and whose model is
 // told text: what any principal can try against a conversation that is not theirs. The answer is
 // kept for the next step to judge (a system with no runtime door makes the scenario not
 // applicable).
-func (s *scenario) injectTurn(who string, turn int64, text string) error {
+func (s *accessSteps) injectTurn(who string, turn int64, text string) error {
 	if !s.run.door {
 		return &HarnessError{Err: fmt.Errorf("%w: the system has no runtime door", ErrNotApplicable)}
 	}
@@ -256,7 +271,7 @@ func (s *scenario) injectTurn(who string, turn int64, text string) error {
 // its starter, says it is done: whatever live text it could hand to the conversation's streams it
 // has handed by then, so a later event of the owner's own turn is a sentinel after it. A refused
 // start leaves nothing to wait for.
-func (s *scenario) injectionSettled() error {
+func (s *accessSteps) injectionSettled() error {
 	if s.last == nil || s.injected == "" {
 		return harnessErr("no turn execution has been started through the runtime door")
 	}
@@ -337,7 +352,7 @@ func lastUserOf(msgs []world.Message) string {
 // Location and Content-Length values follow each one's own id), and the same body but for the
 // id, each one a conversation of who's own that no other identity of the scenario started. The
 // answer must not tell who whether someone else holds the id.
-func (s *scenario) sameAsFreeID(who string) error {
+func (s *accessSteps) sameAsFreeID(who string) error {
 	got := s.last
 	if got == nil {
 		return harnessErr("no request has been sent")
@@ -432,7 +447,7 @@ func mustJSON(v any) string {
 // holds: the two answers must be the same, status and body (an execution id taken by what who
 // may not touch is no more visible than a conversation is). A system that starts either makes
 // the other id's answer the one to match, and leaves owner's conversation as it was.
-func (s *scenario) doorIDProbe(who, owner string) error {
+func (s *accessSteps) doorIDProbe(who, owner string) error {
 	if !s.run.door {
 		return &HarnessError{Err: fmt.Errorf("%w: the system has no runtime door", ErrNotApplicable)}
 	}

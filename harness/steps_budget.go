@@ -11,6 +11,244 @@ import (
 	"github.com/loomcheck/loomcheck/spec"
 )
 
+// steps is the budget vocabulary: each pattern, the method that runs it, what it means.
+func (s *budgetSteps) steps() []stepDef {
+	return []stepDef{
+		{`^the summarizer is not configured$`, s.summarizerNotConfigured, "configures the system without a summarizer"},
+		{`^the summarizer (always )?answers "((?:[^"\\]|\\.)*)"$`, s.summarizerAnswers, "scripts the summarizer's next answer (or every answer) with the text"},
+		{`^the summarizer (always )?answers a summary of (\d+) characters$`, s.summarizerAnswersSummaryCharacters, "scripts the summarizer's next answer (or every answer) with a summary of N characters"},
+		{`^the summarizer then (always )?fails with status (\d+)$`, s.summarizerFails, "scripts the summarizer's next call (or every call) to fail with the status"},
+		{`^summarizer request (\d+) holds the previous summary "((?:[^"\\]|\\.)*)" and the messages:$`, s.summarizerRequestHolds, "expects summarizer request N to carry the previous summary and exactly the messages of the table"},
+		{`^the summarizer has been asked (\d+) times?$`, s.summarizerAsked, "waits until the summarizer has been asked at least N times"},
+		{`^the summarizer has been asked (\d+) times? in all$`, s.summarizerAskedInAll, "expects the summarizer to have been asked exactly N times over the whole scenario"},
+		{`^the summarizer was handed the words of turn (\d+)$`, s.summarizerHandedTurn, "expects the summarizer to have been handed the words of turn N"},
+		{`^request (\d+) to the model carries the summary "((?:[^"\\]|\\.)*)" fenced in a user message$`, s.requestCarriesSummary, "expects request N to the model to carry the summary text fenced in a user message"},
+		{`^request (\d+) to the model carries that summary, fenced$`, s.requestCarriesThatSummary, "expects request N to the model to carry the last scripted summary, fenced"},
+		{`^request (\d+) to the model carries the first (\d+) characters of that summary, fenced$`, s.requestCarriesSummaryPrefix, "expects request N to the model to carry the first N characters of the last scripted summary, fenced"},
+		{`^request (\d+) to the model carries no summary$`, s.requestCarriesNoSummary, "expects request N to the model to carry no summary"},
+		{`^no system message of any request to the model holds "((?:[^"\\]|\\.)*)"$`, s.noSystemMessageHolds, "expects no system message of any request to the model to hold the text"},
+		{`^the window of request (\d+) to the model holds turns (.+)$`, s.windowHoldsTurns, "expects the window of request N to the model to hold exactly the listed turns"},
+		{`^(\w[\w' ]*?) sends (\d+) characters of "([^"]+)"$`, s.sendsCharactersOf, "sends the text repeated N times, as one message, as who"},
+		{`^the system is killed and restarted with the setting "([^"]+)" at (.+)$`, s.killedRestartedWithSetting, "kills the system and restarts it with one setting changed"},
+		{`^(\w[\w' ]*?) has had (\d+) turns of (\d+) characters answered$`, s.hasHadTurnsOfSize, "sends N messages of N characters as who and waits until each is answered"},
+		{`^the summarizer was never handed the words "((?:[^"\\]|\\.)*)"$`, s.summarizerNeverHanded, "expects the summarizer never to have been handed the words"},
+	}
+}
+
+// summarizerNotConfigured configures the system without a summarizer.
+func (s *budgetSteps) summarizerNotConfigured() error {
+	return s.configure(func(c *spec.SUTConfig) { c.Summarizer.URL = "" })
+}
+
+// summarizerAnswers scripts the summarizer's next answer (or every answer) with the text.
+func (s *budgetSteps) summarizerAnswers(always, text string) error {
+	n := 1
+	if always != "" {
+		n = 50
+	}
+	s.summary = unescape(text)
+	return s.enqueue(n, world.Summary{Text: s.summary})
+}
+
+// summarizerAnswersSummaryCharacters scripts the summarizer's next answer (or every answer) with a summary of N characters.
+func (s *budgetSteps) summarizerAnswersSummaryCharacters(always string, size int) error {
+	n := 1
+	if always != "" {
+		n = 50
+	}
+	s.summary = s.summaryText(size)
+	return s.enqueue(n, world.Summary{Text: s.summary})
+}
+
+// summarizerFails scripts the summarizer's next call (or every call) to fail with the status.
+func (s *budgetSteps) summarizerFails(always string, status int) error {
+	n := 1
+	if always != "" {
+		n = 50
+	}
+	return s.enqueue(n, world.Summary{Fail: &world.Failure{Status: status, Message: "summarizer down"}})
+}
+
+// summarizerRequestHolds expects summarizer request N to carry the previous summary and exactly the messages of the table.
+func (s *budgetSteps) summarizerRequestHolds(i int, prev string, t *godog.Table) error {
+	ctx, cancel := s.wait()
+	defer cancel()
+	if err := s.world.Summarizer().WaitRequests(ctx, i); err != nil {
+		return fail("the summarizer", fmt.Sprintf("%d calls", len(s.world.Summarizer().Requests())), fmt.Sprintf("a call number %d", i))
+	}
+	req := s.world.Summarizer().Requests()[i-1]
+	var want, got []string
+	for _, row := range t.Rows[1:] {
+		content, err := s.expandMessage(unescape(row.Cells[1].Value))
+		if err != nil {
+			return err
+		}
+		want = append(want, row.Cells[0].Value+": "+content)
+	}
+	for _, m := range req.Messages {
+		got = append(got, m.Role+": "+m.Content)
+	}
+	want = append(want, "previous: "+unescape(prev))
+	got = append(got, "previous: "+req.Previous)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		return fail(fmt.Sprintf("summarizer request %d", i), "\n"+strings.Join(got, "\n"), "\n"+strings.Join(want, "\n"))
+	}
+	return nil
+}
+
+// summarizerAsked waits until the summarizer has been asked at least N times.
+func (s *budgetSteps) summarizerAsked(n int) error {
+	ctx, cancel := s.wait()
+	defer cancel()
+	if err := s.world.Summarizer().WaitRequests(ctx, n); err != nil {
+		return fail("the summarizer", fmt.Sprintf("%d calls", len(s.world.Summarizer().Requests())), fmt.Sprintf("at least %d", n))
+	}
+	return nil
+}
+
+// summarizerAskedInAll expects the summarizer to have been asked exactly N times over the whole scenario.
+func (s *budgetSteps) summarizerAskedInAll(n int) error {
+	if got := len(s.world.Summarizer().Requests()); got != n {
+		return fail("the summarizer", fmt.Sprintf("%d calls", got), fmt.Sprintf("exactly %d", n))
+	}
+	return nil
+}
+
+// summarizerHandedTurn expects the summarizer to have been handed the words of turn N.
+func (s *budgetSteps) summarizerHandedTurn(t int64) error {
+	text, ok := s.turnText[t]
+	if !ok {
+		return harnessErr("the kit does not know the text of turn %d", t)
+	}
+	for _, r := range s.world.Summarizer().Requests() {
+		for _, m := range r.Messages {
+			if m.Content == text {
+				return nil
+			}
+		}
+	}
+	return fail("the summarizer", fmt.Sprintf("%d calls without turn %d's words", len(s.world.Summarizer().Requests()), t), fmt.Sprintf("turn %d's words among what it was handed", t))
+}
+
+// requestCarriesSummary expects request N to the model to carry the summary text fenced in a user message.
+func (s *budgetSteps) requestCarriesSummary(i int, text string) error {
+	return s.expectSummary(i, unescape(text))
+}
+
+// requestCarriesThatSummary expects request N to the model to carry the last scripted summary, fenced.
+func (s *budgetSteps) requestCarriesThatSummary(i int) error {
+	return s.expectSummary(i, s.summary)
+}
+
+// requestCarriesSummaryPrefix expects request N to the model to carry the first N characters of the last scripted summary, fenced.
+func (s *budgetSteps) requestCarriesSummaryPrefix(i, n int) error {
+	return s.expectSummary(i, s.summary[:min(n, len(s.summary))])
+}
+
+// requestCarriesNoSummary expects request N to the model to carry no summary.
+func (s *budgetSteps) requestCarriesNoSummary(i int) error {
+	req, err := s.modelRequest(i)
+	if err != nil {
+		return err
+	}
+	if got, ok := summaryOf(req.Messages); ok {
+		return fail(fmt.Sprintf("request %d to the model", i), fmt.Sprintf("a summary %q", clip(got, 60)), "no summary")
+	}
+	return nil
+}
+
+// noSystemMessageHolds expects no system message of any request to the model to hold the text.
+func (s *budgetSteps) noSystemMessageHolds(text string) error {
+	for _, r := range s.world.Model().Requests() {
+		for _, m := range r.Messages {
+			if m.Role == "system" && strings.Contains(m.Content, unescape(text)) {
+				return fail(fmt.Sprintf("request %d to the model", r.Index+1), "a system message holding "+text, "the summary only in user content")
+			}
+		}
+	}
+	return nil
+}
+
+// windowHoldsTurns expects the window of request N to the model to hold exactly the listed turns.
+func (s *budgetSteps) windowHoldsTurns(i int, list string) error {
+	req, err := s.modelRequest(i)
+	if err != nil {
+		return err
+	}
+	got := s.windowTurns(req.Messages)
+	want := splitList(list)
+	var from, to int
+	if _, err := fmt.Sscanf(list, "%d to %d", &from, &to); err == nil {
+		want = nil
+		for t := from; t <= to; t++ {
+			want = append(want, fmt.Sprint(t))
+		}
+	}
+	if !slices.Equal(got, want) {
+		return fail(fmt.Sprintf("request %d to the model", i), fmt.Sprintf("earlier turns %v", got), fmt.Sprintf("turns %v", want))
+	}
+	return nil
+}
+
+// sendsCharactersOf sends the text repeated N times, as one message, as who.
+func (s *budgetSteps) sendsCharactersOf(who string, n int, ch string) error {
+	return s.mustSend(who, strings.Repeat(ch, n), s.nextMessageID(), nil)
+}
+
+// killedRestartedWithSetting kills the system and restarts it with one setting changed.
+func (s *budgetSteps) killedRestartedWithSetting(path, value string) error {
+	if err := s.crash(); err != nil {
+		return err
+	}
+	s.started = false
+	if err := s.setSetting(path, value); err != nil {
+		return err
+	}
+	s.started = true
+	s.drv.Reconfigure(s.cfg)
+	return s.restart()
+}
+
+// hasHadTurnsOfSize sends N messages of N characters as who and waits until each is answered.
+func (s *budgetSteps) hasHadTurnsOfSize(who string, n, size int) error {
+	for range n {
+		s.turns++
+		head := fmt.Sprintf("turn %d: ", s.turns)
+		text := head + strings.Repeat("x", max(0, size-len(head)))
+		s.longTexts = append(s.longTexts, text)
+		if err := s.mustSend(who, text, s.nextMessageID(), nil); err != nil {
+			return err
+		}
+		t, err := s.waitAnswered(who, text)
+		if err != nil {
+			return err
+		}
+		s.turnText[t] = text
+	}
+	return nil
+}
+
+// summarizerNeverHanded expects the summarizer never to have been handed the words.
+func (s *budgetSteps) summarizerNeverHanded(text string) error {
+	for _, r := range s.world.Summarizer().Requests() {
+		for _, m := range r.Messages {
+			if strings.Contains(m.Content, unescape(text)) {
+				return fail("the summarizer", "the words of a restricted turn", "only unrestricted turns")
+			}
+		}
+	}
+	return nil
+}
+
+func (s *budgetSteps) enqueue(n int, sums ...world.Summary) error {
+	for range n {
+		if err := s.world.Summarizer().Enqueue(sums...); err != nil {
+			return harnessErr("script the summarizer: %v", err)
+		}
+	}
+	return nil
+}
+
 // The summary fence of spec/prompt.md.
 const (
 	summaryOpen  = "<conversation-summary>\n"
@@ -60,159 +298,6 @@ func (s *scenario) summaryText(n int) string {
 		b.WriteByte(alphabet[i%len(alphabet)])
 	}
 	return b.String()
-}
-
-func (s *scenario) registerBudget(sc *godog.ScenarioContext) {
-	sc.Step(`^the summarizer is not configured$`, func() error {
-		return s.configure(func(c *spec.SUTConfig) { c.Summarizer.URL = "" })
-	})
-	enqueue := func(n int, sums ...world.Summary) error {
-		for range n {
-			if err := s.world.Summarizer().Enqueue(sums...); err != nil {
-				return harnessErr("script the summarizer: %v", err)
-			}
-		}
-		return nil
-	}
-	sc.Step(`^the summarizer (always )?answers "((?:[^"\\]|\\.)*)"$`, func(always, text string) error {
-		n := 1
-		if always != "" {
-			n = 50
-		}
-		s.summary = unescape(text)
-		return enqueue(n, world.Summary{Text: s.summary})
-	})
-	sc.Step(`^the summarizer (always )?answers a summary of (\d+) characters$`, func(always string, size int) error {
-		n := 1
-		if always != "" {
-			n = 50
-		}
-		s.summary = s.summaryText(size)
-		return enqueue(n, world.Summary{Text: s.summary})
-	})
-	sc.Step(`^the summarizer then (always )?fails with status (\d+)$`, func(always string, status int) error {
-		n := 1
-		if always != "" {
-			n = 50
-		}
-		return enqueue(n, world.Summary{Fail: &world.Failure{Status: status, Message: "summarizer down"}})
-	})
-	sc.Step(`^summarizer request (\d+) holds the previous summary "((?:[^"\\]|\\.)*)" and the messages:$`, func(i int, prev string, t *godog.Table) error {
-		ctx, cancel := s.wait()
-		defer cancel()
-		if err := s.world.Summarizer().WaitRequests(ctx, i); err != nil {
-			return fail("the summarizer", fmt.Sprintf("%d calls", len(s.world.Summarizer().Requests())), fmt.Sprintf("a call number %d", i))
-		}
-		req := s.world.Summarizer().Requests()[i-1]
-		var want, got []string
-		for _, row := range t.Rows[1:] {
-			content, err := s.expandMessage(unescape(row.Cells[1].Value))
-			if err != nil {
-				return err
-			}
-			want = append(want, row.Cells[0].Value+": "+content)
-		}
-		for _, m := range req.Messages {
-			got = append(got, m.Role+": "+m.Content)
-		}
-		want = append(want, "previous: "+unescape(prev))
-		got = append(got, "previous: "+req.Previous)
-		if strings.Join(got, "\n") != strings.Join(want, "\n") {
-			return fail(fmt.Sprintf("summarizer request %d", i), "\n"+strings.Join(got, "\n"), "\n"+strings.Join(want, "\n"))
-		}
-		return nil
-	})
-	sc.Step(`^the summarizer has been asked (\d+) times?$`, func(n int) error {
-		ctx, cancel := s.wait()
-		defer cancel()
-		if err := s.world.Summarizer().WaitRequests(ctx, n); err != nil {
-			return fail("the summarizer", fmt.Sprintf("%d calls", len(s.world.Summarizer().Requests())), fmt.Sprintf("at least %d", n))
-		}
-		return nil
-	})
-	sc.Step(`^the summarizer has been asked (\d+) times? in all$`, func(n int) error {
-		if got := len(s.world.Summarizer().Requests()); got != n {
-			return fail("the summarizer", fmt.Sprintf("%d calls", got), fmt.Sprintf("exactly %d", n))
-		}
-		return nil
-	})
-	sc.Step(`^the summarizer was handed the words of turn (\d+)$`, func(t int64) error {
-		text, ok := s.turnText[t]
-		if !ok {
-			return harnessErr("the kit does not know the text of turn %d", t)
-		}
-		for _, r := range s.world.Summarizer().Requests() {
-			for _, m := range r.Messages {
-				if m.Content == text {
-					return nil
-				}
-			}
-		}
-		return fail("the summarizer", fmt.Sprintf("%d calls without turn %d's words", len(s.world.Summarizer().Requests()), t), fmt.Sprintf("turn %d's words among what it was handed", t))
-	})
-	sc.Step(`^request (\d+) to the model carries the summary "((?:[^"\\]|\\.)*)" fenced in a user message$`, func(i int, text string) error {
-		return s.expectSummary(i, unescape(text))
-	})
-	sc.Step(`^request (\d+) to the model carries that summary, fenced$`, func(i int) error {
-		return s.expectSummary(i, s.summary)
-	})
-	sc.Step(`^request (\d+) to the model carries the first (\d+) characters of that summary, fenced$`, func(i, n int) error {
-		return s.expectSummary(i, s.summary[:min(n, len(s.summary))])
-	})
-	sc.Step(`^request (\d+) to the model carries no summary$`, func(i int) error {
-		req, err := s.modelRequest(i)
-		if err != nil {
-			return err
-		}
-		if got, ok := summaryOf(req.Messages); ok {
-			return fail(fmt.Sprintf("request %d to the model", i), fmt.Sprintf("a summary %q", clip(got, 60)), "no summary")
-		}
-		return nil
-	})
-	sc.Step(`^no system message of any request to the model holds "((?:[^"\\]|\\.)*)"$`, func(text string) error {
-		for _, r := range s.world.Model().Requests() {
-			for _, m := range r.Messages {
-				if m.Role == "system" && strings.Contains(m.Content, unescape(text)) {
-					return fail(fmt.Sprintf("request %d to the model", r.Index+1), "a system message holding "+text, "the summary only in user content")
-				}
-			}
-		}
-		return nil
-	})
-	sc.Step(`^the window of request (\d+) to the model holds turns (.+)$`, func(i int, list string) error {
-		req, err := s.modelRequest(i)
-		if err != nil {
-			return err
-		}
-		got := s.windowTurns(req.Messages)
-		want := splitList(list)
-		var from, to int
-		if _, err := fmt.Sscanf(list, "%d to %d", &from, &to); err == nil {
-			want = nil
-			for t := from; t <= to; t++ {
-				want = append(want, fmt.Sprint(t))
-			}
-		}
-		if !slices.Equal(got, want) {
-			return fail(fmt.Sprintf("request %d to the model", i), fmt.Sprintf("earlier turns %v", got), fmt.Sprintf("turns %v", want))
-		}
-		return nil
-	})
-	sc.Step(`^(\w[\w' ]*?) sends (\d+) characters of "([^"]+)"$`, func(who string, n int, ch string) error {
-		return s.mustSend(who, strings.Repeat(ch, n), s.nextMessageID(), nil)
-	})
-	sc.Step(`^the system is killed and restarted with the setting "([^"]+)" at (.+)$`, func(path, value string) error {
-		if err := s.crash(); err != nil {
-			return err
-		}
-		s.started = false
-		if err := s.setSetting(path, value); err != nil {
-			return err
-		}
-		s.started = true
-		s.drv.Reconfigure(s.cfg)
-		return s.restart()
-	})
 }
 
 func (s *scenario) expectSummary(i int, want string) error {

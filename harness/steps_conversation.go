@@ -8,9 +8,286 @@ import (
 	"net/url"
 	"strings"
 	"time"
-
-	"github.com/cucumber/godog"
 )
+
+// steps is the conversation vocabulary: each pattern, the method that runs it, what it means.
+func (s *conversationSteps) steps() []stepDef {
+	return []stepDef{
+		{`^(\w[\w' ]*?) has started a conversation$`, s.hasStartedConversation, "makes who start a conversation (server-chosen id) and makes it the current one"},
+		{`^(\w[\w' ]*?) has started a conversation with id "([^"]*)"$`, s.hasStartedConversationID, "makes who start a conversation with a caller-chosen id, expecting success"},
+		{`^(\w[\w' ]*?) starts a conversation with id "([^"]*)"$`, s.startsConversationID, "asks to start a conversation with a caller-chosen id as who; the answer is kept"},
+		{`^(\w[\w' ]*?) has had (\d+) (?:more )?turns? answered$`, s.hasHadTurnsAnswered, "sends N messages as who and waits until each turn is answered"},
+		{`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)"$`, s.sends, "sends the text as who and expects it accepted"},
+		{`^(\w[\w' ]*?) tries to send "((?:[^"\\]|\\.)*)"$`, s.triesToSend, "sends the text as who and keeps the answer, whatever it is"},
+		{`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)"(?: again)? with message id "([^"]*)"$`, s.sendsWithMessageID, "sends the text as who under the given message id and expects it accepted"},
+		{`^(\w[\w' ]*?) sends a message of (\d+) characters$`, s.sendsMessageOfSize, "sends a message of N characters as who and expects it accepted"},
+		{`^(\w[\w' ]*?) sends an empty message$`, s.sendsEmptyMessage, "sends an empty message as who and expects it accepted"},
+		{`^(\w[\w' ]*?) closes the conversation$`, s.closesConversation, "closes the current conversation as who; the answer is kept"},
+		{`^the answer is (\d+)(?: with error "([^"]*)")?$`, s.answerIs, "expects the last answer's status and, when named, its error code"},
+		{`^conversations "([^"]*)" and "([^"]*)" have distinct ids the status repeats$`, s.distinctIDsStatusRepeats, "expects two conversations to have distinct ids and a status read twice to repeat"},
+		{`^the second send was not delivered$`, s.secondSendNotDelivered, "expects the second of two sends with one message id not to have made a turn"},
+		{`^turn (\d+) is answered "((?:[^"\\]|\\.)*)"$`, s.turnIsAnswered, "waits until turn N has a reply and expects its whole text"},
+		{`^turn (\d+) is interrupted(?: with partial "((?:[^"\\]|\\.)*)")?$`, s.turnIsInterrupted, "waits until turn N is interrupted and expects its partial text, if named"},
+		{`^turn (\d+) fails with reason "([^"]*)"$`, s.turnFailsWithReason, "waits until turn N failed and expects its reason"},
+		{`^the status says the conversation is "(\w+)" after (\d+) turns?(?: in generation (\d+) or later)?$`, s.statusSaysAfterTurns, "expects the status's state and turn count, and a generation at least the one named"},
+		{`^(\w[\w' ]*?) sends (\d+) messages?, each accepted$`, s.sendsMessagesEachAccepted, "sends N messages as who, each expected accepted"},
+		{`^turn (\d+) has a reply$`, s.turnHasReply, "waits until turn N has a reply, whatever its text"},
+		{`^(\w[\w' ]*?) has started a conversation "([^"]*)"$`, s.hasStartedNamed, "makes who start a conversation filed under the name"},
+	}
+}
+
+// hasStartedConversation makes who start a conversation (server-chosen id) and makes it the current one.
+func (s *conversationSteps) hasStartedConversation(who string) error {
+	return s.mustStart(who, "", nil)
+}
+
+// hasStartedConversationID makes who start a conversation with a caller-chosen id, expecting success.
+func (s *conversationSteps) hasStartedConversationID(who, id string) error {
+	return s.mustStart(who, id, nil)
+}
+
+// startsConversationID asks to start a conversation with a caller-chosen id as who; the answer is kept.
+func (s *conversationSteps) startsConversationID(who, id string) error {
+	_, err := s.start(who, id, nil)
+	return err
+}
+
+// hasHadTurnsAnswered sends N messages as who and waits until each turn is answered.
+func (s *conversationSteps) hasHadTurnsAnswered(who string, n int) error {
+	for range n {
+		s.turns++
+		text := fmt.Sprintf("question %d", s.turns)
+		if err := s.mustSend(who, text, s.nextMessageID(), nil); err != nil {
+			return err
+		}
+		t, err := s.waitAnswered(who, text)
+		if err != nil {
+			return err
+		}
+		s.turnNo = t
+		s.turnText[t] = text
+	}
+	return nil
+}
+
+// sends sends the text as who and expects it accepted.
+func (s *conversationSteps) sends(who, text string) error {
+	return s.mustSend(who, unescape(text), s.nextMessageID(), nil)
+}
+
+// triesToSend sends the text as who and keeps the answer, whatever it is.
+func (s *conversationSteps) triesToSend(who, text string) error {
+	_, err := s.send(who, unescape(text), s.nextMessageID(), nil)
+	return err
+}
+
+// sendsWithMessageID sends the text as who under the given message id and expects it accepted.
+func (s *conversationSteps) sendsWithMessageID(who, text, id string) error {
+	return s.mustSend(who, unescape(text), id, nil)
+}
+
+// sendsMessageOfSize sends a message of N characters as who and expects it accepted.
+func (s *conversationSteps) sendsMessageOfSize(who string, n int) error {
+	return s.mustSend(who, strings.Repeat("x", n), s.nextMessageID(), nil)
+}
+
+// sendsEmptyMessage sends an empty message as who and expects it accepted.
+func (s *conversationSteps) sendsEmptyMessage(who string) error {
+	return s.mustSend(who, "", s.nextMessageID(), nil)
+}
+
+// closesConversation closes the current conversation as who; the answer is kept.
+func (s *conversationSteps) closesConversation(who string) error {
+	c, err := s.conv("")
+	if err != nil {
+		return err
+	}
+	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/conversations/"+url.PathEscape(c.id)+"/close", map[string]any{}, reqOpts{})
+	s.last = r
+	if err != nil {
+		return err
+	}
+	if r.status != http.StatusAccepted {
+		return fail(r.op, fmt.Sprint(r.status), "202")
+	}
+	return nil
+}
+
+// answerIs expects the last answer's status and, when named, its error code.
+func (s *conversationSteps) answerIs(code int, errCode string) error {
+	if s.last == nil {
+		return harnessErr("no request has been sent")
+	}
+	if s.last.status != code {
+		return fail(s.last.op, fmt.Sprintf("%d %s", s.last.status, clip(string(s.last.body), 200)), fmt.Sprint(code))
+	}
+	if errCode != "" {
+		var e struct {
+			Error string `json:"error"`
+		}
+		if err := s.last.json(&e); err != nil {
+			return err
+		}
+		if e.Error != errCode {
+			return fail(s.last.op, fmt.Sprintf("error %q", e.Error), fmt.Sprintf("error %q", errCode))
+		}
+	}
+	return nil
+}
+
+// distinctIDsStatusRepeats expects two conversations to have distinct ids and a status read twice to repeat.
+func (s *conversationSteps) distinctIDsStatusRepeats(a, b string) error {
+	ca, err := s.conv(a)
+	if err != nil {
+		return err
+	}
+	cb, err := s.conv(b)
+	if err != nil {
+		return err
+	}
+	if ca.id == "" || ca.id == cb.id {
+		return fail("POST /conversations (twice, without an id)", fmt.Sprintf("ids %q and %q", ca.id, cb.id), "two distinct, non-empty ids")
+	}
+	for _, c := range []*conv{ca, cb} {
+		r, err := s.cl.do(s.ctx, c.owner, http.MethodGet, "/conversations/"+url.PathEscape(c.id), nil, reqOpts{})
+		if err != nil {
+			return err
+		}
+		var st status
+		if r.status != http.StatusOK {
+			return fail(r.op, fmt.Sprint(r.status), "200 and the status of the conversation just started")
+		}
+		if err := r.json(&st); err != nil {
+			return err
+		}
+		if st.ID != c.id {
+			return fail(r.op, fmt.Sprintf("id %q", st.ID), fmt.Sprintf("id %q, as the start answered", c.id))
+		}
+	}
+	return nil
+}
+
+// secondSendNotDelivered expects the second of two sends with one message id not to have made a turn.
+func (s *conversationSteps) secondSendNotDelivered() error {
+	var r struct {
+		Delivered *bool `json:"delivered"`
+	}
+	if err := s.last.json(&r); err != nil {
+		return err
+	}
+	if r.Delivered == nil || *r.Delivered {
+		return fail(s.last.op, string(s.last.body), `"delivered": false for a retry`)
+	}
+	return nil
+}
+
+// turnIsAnswered waits until turn N has a reply and expects its whole text.
+func (s *conversationSteps) turnIsAnswered(n int64, text string) error {
+	e, err := s.waitReply(n)
+	if err != nil {
+		return err
+	}
+	if e.Status != "complete" || e.text() != unescape(text) {
+		return fail(fmt.Sprintf("the reply to turn %d", n), e.String(), fmt.Sprintf("complete %q", unescape(text)))
+	}
+	return nil
+}
+
+// turnIsInterrupted waits until turn N is interrupted and expects its partial text, if named.
+func (s *conversationSteps) turnIsInterrupted(n int64, partial string) error {
+	e, err := s.waitReply(n)
+	if err != nil {
+		return err
+	}
+	if e.Status != "interrupted" || e.Text == nil || *e.Text != unescape(partial) {
+		return fail(fmt.Sprintf("the reply to turn %d", n), e.String(), fmt.Sprintf("interrupted with partial %q", unescape(partial)))
+	}
+	return nil
+}
+
+// turnFailsWithReason waits until turn N failed and expects its reason.
+func (s *conversationSteps) turnFailsWithReason(n int64, reason string) error {
+	e, err := s.waitReply(n)
+	if err != nil {
+		return err
+	}
+	if e.Status != "failed" || e.Reason != reason || e.ErrorID == "" || e.Text != nil {
+		return fail(fmt.Sprintf("the reply to turn %d", n), e.String()+" errorId "+e.ErrorID,
+			fmt.Sprintf("failed, reason %q, an errorId and no text", reason))
+	}
+	return nil
+}
+
+// statusSaysAfterTurns expects the status's state and turn count, and a generation at least the one named.
+func (s *conversationSteps) statusSaysAfterTurns(state string, turns int64, gen string) error {
+	c, err := s.conv("")
+	if err != nil {
+		return err
+	}
+	var st status
+	what := fmt.Sprintf("state %q, %d turns", state, turns)
+	if gen != "" {
+		what += ", generation >= " + gen
+	}
+	minGen := int64(0)
+	if gen != "" {
+		n, _ := atoi(gen)
+		minGen = int64(n)
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		r, err := s.cl.do(ctx, s.owner(), http.MethodGet, "/conversations/"+url.PathEscape(c.id), nil, reqOpts{quiet: true})
+		if err != nil {
+			if ctx.Err() != nil {
+				return fail("GET /conversations/"+c.id, fmt.Sprintf("state %q, %d turns, generation %d", st.State, st.Turns, st.Generation), what)
+			}
+			return err
+		}
+		if r.status != http.StatusOK {
+			return fail(r.op, fmt.Sprint(r.status), "200")
+		}
+		if err := r.json(&st); err != nil {
+			return err
+		}
+		if st.State == state && st.Turns == turns && st.Generation >= minGen {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fail(r.op, fmt.Sprintf("state %q, %d turns, generation %d", st.State, st.Turns, st.Generation), what)
+		case <-tick.C:
+		}
+	}
+}
+
+// sendsMessagesEachAccepted sends N messages as who, each expected accepted.
+func (s *conversationSteps) sendsMessagesEachAccepted(who string, n int) error {
+	for i := range n {
+		if err := s.mustSend(who, fmt.Sprintf("message %d of %d", i+1, n), s.nextMessageID(), nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// turnHasReply waits until turn N has a reply, whatever its text.
+func (s *conversationSteps) turnHasReply(turn int64) error {
+	_, err := s.waitReply(turn)
+	return err
+}
+
+// hasStartedNamed makes who start a conversation filed under the name.
+func (s *conversationSteps) hasStartedNamed(who, name string) error {
+	if err := s.mustStart(who, "", nil); err != nil {
+		return err
+	}
+	s.current.name = name
+	s.convs[name] = s.current
+	return nil
+}
 
 // entry is a transcript entry as the harness reads it.
 type entry struct {
@@ -306,238 +583,6 @@ func (s *scenario) waitReply(n int64) (entry, error) {
 	return e, nil
 }
 
-func (s *scenario) registerConversation(sc *godog.ScenarioContext) {
-	sc.Step(`^(\w[\w' ]*?) has started a conversation$`, func(who string) error { return s.mustStart(who, "", nil) })
-	sc.Step(`^(\w[\w' ]*?) has started a conversation with id "([^"]*)"$`, func(who, id string) error { return s.mustStart(who, id, nil) })
-	sc.Step(`^(\w[\w' ]*?) starts a conversation with id "([^"]*)"$`, func(who, id string) error {
-		_, err := s.start(who, id, nil)
-		return err
-	})
-	sc.Step(`^(\w[\w' ]*?) has had (\d+) (?:more )?turns? answered$`, func(who string, n int) error {
-		for range n {
-			s.turns++
-			text := fmt.Sprintf("question %d", s.turns)
-			if err := s.mustSend(who, text, s.nextMessageID(), nil); err != nil {
-				return err
-			}
-			t, err := s.waitAnswered(who, text)
-			if err != nil {
-				return err
-			}
-			s.turnNo = t
-			s.turnText[t] = text
-		}
-		return nil
-	})
-	sc.Step(`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)"$`, func(who, text string) error {
-		return s.mustSend(who, unescape(text), s.nextMessageID(), nil)
-	})
-	sc.Step(`^(\w[\w' ]*?) tries to send "((?:[^"\\]|\\.)*)"$`, func(who, text string) error {
-		_, err := s.send(who, unescape(text), s.nextMessageID(), nil)
-		return err
-	})
-	sc.Step(`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)"(?: again)? with message id "([^"]*)"$`, func(who, text, id string) error {
-		return s.mustSend(who, unescape(text), id, nil)
-	})
-	sc.Step(`^(\w[\w' ]*?) sends a message of (\d+) characters$`, func(who string, n int) error {
-		return s.mustSend(who, strings.Repeat("x", n), s.nextMessageID(), nil)
-	})
-	sc.Step(`^(\w[\w' ]*?) sends an empty message$`, func(who string) error {
-		return s.mustSend(who, "", s.nextMessageID(), nil)
-	})
-	sc.Step(`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)" as an edit of record (\d+)$`, func(who, text string, ord int) error {
-		return s.mustSend(who, unescape(text), s.nextMessageID(), map[string]any{"editOf": ord})
-	})
-	sc.Step(`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)" with editOf (.+)$`, func(who, text, raw string) error {
-		var v any
-		if err := json.Unmarshal([]byte(raw), &v); err != nil {
-			return harnessErr("editOf %s is not JSON", raw)
-		}
-		c, err := s.conv("")
-		if err != nil {
-			return err
-		}
-		r, err := s.cl.do(s.ctx, who, http.MethodPost, "/conversations/"+url.PathEscape(c.id)+"/turns",
-			map[string]any{"text": unescape(text), "editOf": v}, reqOpts{offSpec: true})
-		s.last = r
-		return err
-	})
-	sc.Step(`^(\w[\w' ]*?) closes the conversation$`, func(who string) error {
-		c, err := s.conv("")
-		if err != nil {
-			return err
-		}
-		r, err := s.cl.do(s.ctx, who, http.MethodPost, "/conversations/"+url.PathEscape(c.id)+"/close", map[string]any{}, reqOpts{})
-		s.last = r
-		if err != nil {
-			return err
-		}
-		if r.status != http.StatusAccepted {
-			return fail(r.op, fmt.Sprint(r.status), "202")
-		}
-		return nil
-	})
-	sc.Step(`^the answer is (\d+)(?: with error "([^"]*)")?$`, func(code int, errCode string) error {
-		if s.last == nil {
-			return harnessErr("no request has been sent")
-		}
-		if s.last.status != code {
-			return fail(s.last.op, fmt.Sprintf("%d %s", s.last.status, clip(string(s.last.body), 200)), fmt.Sprint(code))
-		}
-		if errCode != "" {
-			var e struct {
-				Error string `json:"error"`
-			}
-			if err := s.last.json(&e); err != nil {
-				return err
-			}
-			if e.Error != errCode {
-				return fail(s.last.op, fmt.Sprintf("error %q", e.Error), fmt.Sprintf("error %q", errCode))
-			}
-		}
-		return nil
-	})
-	sc.Step(`^conversations "([^"]*)" and "([^"]*)" have distinct ids the status repeats$`, func(a, b string) error {
-		ca, err := s.conv(a)
-		if err != nil {
-			return err
-		}
-		cb, err := s.conv(b)
-		if err != nil {
-			return err
-		}
-		if ca.id == "" || ca.id == cb.id {
-			return fail("POST /conversations (twice, without an id)", fmt.Sprintf("ids %q and %q", ca.id, cb.id), "two distinct, non-empty ids")
-		}
-		for _, c := range []*conv{ca, cb} {
-			r, err := s.cl.do(s.ctx, c.owner, http.MethodGet, "/conversations/"+url.PathEscape(c.id), nil, reqOpts{})
-			if err != nil {
-				return err
-			}
-			var st status
-			if r.status != http.StatusOK {
-				return fail(r.op, fmt.Sprint(r.status), "200 and the status of the conversation just started")
-			}
-			if err := r.json(&st); err != nil {
-				return err
-			}
-			if st.ID != c.id {
-				return fail(r.op, fmt.Sprintf("id %q", st.ID), fmt.Sprintf("id %q, as the start answered", c.id))
-			}
-		}
-		return nil
-	})
-	sc.Step(`^(\w[\w' ]*?) remembers the generation$`, func(who string) error {
-		st, err := s.statusOf(who)
-		if err != nil {
-			return err
-		}
-		s.saved["generation"] = fmt.Sprint(st.Generation)
-		return nil
-	})
-	sc.Step(`^the generation has moved on by (\d+)$`, func(n int64) error {
-		base, err := atoi(s.saved["generation"])
-		if err != nil {
-			return harnessErr("no generation was remembered")
-		}
-		st, err := s.statusOf(s.owner())
-		if err != nil {
-			return err
-		}
-		if st.Generation != int64(base)+n {
-			return fail("GET /conversations/"+st.ID, fmt.Sprintf("generation %d (%d rotations since it was remembered)", st.Generation, st.Generation-int64(base)),
-				fmt.Sprintf("generation %d: exactly %d rotations", int64(base)+n, n))
-		}
-		return nil
-	})
-	sc.Step(`^the second send was not delivered$`, func() error {
-		var r struct {
-			Delivered *bool `json:"delivered"`
-		}
-		if err := s.last.json(&r); err != nil {
-			return err
-		}
-		if r.Delivered == nil || *r.Delivered {
-			return fail(s.last.op, string(s.last.body), `"delivered": false for a retry`)
-		}
-		return nil
-	})
-	sc.Step(`^turn (\d+) is answered "((?:[^"\\]|\\.)*)"$`, func(n int64, text string) error {
-		e, err := s.waitReply(n)
-		if err != nil {
-			return err
-		}
-		if e.Status != "complete" || e.text() != unescape(text) {
-			return fail(fmt.Sprintf("the reply to turn %d", n), e.String(), fmt.Sprintf("complete %q", unescape(text)))
-		}
-		return nil
-	})
-	sc.Step(`^turn (\d+) is interrupted(?: with partial "((?:[^"\\]|\\.)*)")?$`, func(n int64, partial string) error {
-		e, err := s.waitReply(n)
-		if err != nil {
-			return err
-		}
-		if e.Status != "interrupted" || e.Text == nil || *e.Text != unescape(partial) {
-			return fail(fmt.Sprintf("the reply to turn %d", n), e.String(), fmt.Sprintf("interrupted with partial %q", unescape(partial)))
-		}
-		return nil
-	})
-	sc.Step(`^turn (\d+) fails with reason "([^"]*)"$`, func(n int64, reason string) error {
-		e, err := s.waitReply(n)
-		if err != nil {
-			return err
-		}
-		if e.Status != "failed" || e.Reason != reason || e.ErrorID == "" || e.Text != nil {
-			return fail(fmt.Sprintf("the reply to turn %d", n), e.String()+" errorId "+e.ErrorID,
-				fmt.Sprintf("failed, reason %q, an errorId and no text", reason))
-		}
-		return nil
-	})
-	sc.Step(`^the status says the conversation is "(\w+)" after (\d+) turns?(?: in generation (\d+) or later)?$`, func(state string, turns int64, gen string) error {
-		c, err := s.conv("")
-		if err != nil {
-			return err
-		}
-		var st status
-		what := fmt.Sprintf("state %q, %d turns", state, turns)
-		if gen != "" {
-			what += ", generation >= " + gen
-		}
-		minGen := int64(0)
-		if gen != "" {
-			n, _ := atoi(gen)
-			minGen = int64(n)
-		}
-		ctx, cancel := s.wait()
-		defer cancel()
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			r, err := s.cl.do(ctx, s.owner(), http.MethodGet, "/conversations/"+url.PathEscape(c.id), nil, reqOpts{quiet: true})
-			if err != nil {
-				if ctx.Err() != nil {
-					return fail("GET /conversations/"+c.id, fmt.Sprintf("state %q, %d turns, generation %d", st.State, st.Turns, st.Generation), what)
-				}
-				return err
-			}
-			if r.status != http.StatusOK {
-				return fail(r.op, fmt.Sprint(r.status), "200")
-			}
-			if err := r.json(&st); err != nil {
-				return err
-			}
-			if st.State == state && st.Turns == turns && st.Generation >= minGen {
-				return nil
-			}
-			select {
-			case <-ctx.Done():
-				return fail(r.op, fmt.Sprintf("state %q, %d turns, generation %d", st.State, st.Turns, st.Generation), what)
-			case <-tick.C:
-			}
-		}
-	})
-}
-
 // statusOf reads the current conversation's status as who.
 func (s *scenario) statusOf(who string) (status, error) {
 	var st status
@@ -553,4 +598,36 @@ func (s *scenario) statusOf(who string) (status, error) {
 		return st, fail(r.op, fmt.Sprint(r.status), "200 and the status")
 	}
 	return st, r.json(&st)
+}
+
+func (s *scenario) convPath(name string) (string, *conv, error) {
+	c, err := s.conv(name)
+	if err != nil {
+		return "", nil, err
+	}
+	return "/conversations/" + url.PathEscape(c.id), c, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func opOf(r *response) string {
+	if r == nil {
+		return "the last request"
+	}
+	return r.op
+}
+
+func statusOf(r *response) int {
+	if r == nil {
+		return 0
+	}
+	return r.status
 }

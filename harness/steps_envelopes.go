@@ -15,6 +15,206 @@ import (
 	"github.com/loomcheck/loomcheck/harness/oracle"
 )
 
+// steps is the envelopes vocabulary: each pattern, the method that runs it, what it means.
+func (s *envelopesSteps) steps() []stepDef {
+	return []stepDef{
+		{`^(\w[\w' ]*?) puts an envelope into the conversation's inbox:$`, s.putsEnvelope, "puts the envelope of the table, signed with the current key, into the current conversation's inbox as who"},
+		{`^(\w[\w' ]*?) puts an envelope into (\w+)'s conversation's inbox:$`, s.putsEnvelopeInto, "puts the envelope of the table into another's conversation's inbox as who"},
+		{`^(\w[\w' ]*?) signs an envelope with (\w[\w ]*?) "([^"]*)" and puts it into the inbox with (\w[\w ]*?) "([^"]*)"$`, s.signsAndPuts, "signs an envelope with one value of a field and puts it in with another value"},
+		{`^(\w[\w' ]*?) puts an envelope into the conversation's inbox whose MAC is (.+)$`, s.putsEnvelopeWithMAC, "puts an envelope into the inbox as who whose MAC is the given one"},
+		{`^(\w[\w' ]*?) puts (\d+) envelopes signed with a key nobody holds into the conversation's inbox$`, s.putsUnsignedEnvelopes, "puts N envelopes signed with a key nobody holds into the inbox as who"},
+		{`^(\w[\w' ]*?) floods the conversation's inbox with (\d+) signed empty envelopes$`, s.floodsInbox, "puts N signed empty envelopes into the inbox as who"},
+		{`^(\w[\w' ]*?) captures the envelope of turn (\d+) from the log$`, s.capturesEnvelope, "reads turn N's envelope from the conversation's log as who and keeps it"},
+		{`^(\w[\w' ]*?) puts the captured envelope into the conversation's inbox again$`, s.putsCapturedAgain, "puts the captured envelope into the inbox again as who"},
+		{`^the signing key is rotated, keeping the old one as a previous key, and the system restarted$`, s.keyRotated, "rotates the signing key, keeping the old one as previous, and restarts the system"},
+		{`^the signing key is replaced and the system restarted$`, s.keyReplaced, "replaces the signing key (the old one forgotten) and restarts the system"},
+		{`^the envelope of turn (\d+) is signed with the current key$`, s.envelopeSignedWithCurrentKey, "expects turn N's envelope to verify with the current key"},
+		{`^(\w+) sees that (?:his|her) answer to turn (\d+) ran as a turn execution the current or the previous key names for message (\d+)$`, s.ranAsKeyedTurnExecution, "expects who's answer to turn N to have run as the turn execution the current or previous key names for message N"},
+		{`^(\w[\w' ]*?) cannot read the log of (\w+)'s conversation$`, s.cannotReadLog, "expects who's request for another's conversation log refused as a missing conversation"},
+		{`^the error hook was told about turn (\d+) once, with its error id and the words "((?:[^"\\]|\\.)*)"$`, s.errorHookToldOnce, "expects the error hook to have been told about turn N once, with its error id and the words"},
+		{`^"((?:[^"\\]|\\.)*)" appears nowhere (\w[\w' ]*?) can read$`, s.appearsNowhere, "expects the text in nothing who can read: history, status, log and streams"},
+	}
+}
+
+// putsEnvelope puts the envelope of the table, signed with the current key, into the current conversation's inbox as who.
+func (s *envelopesSteps) putsEnvelope(who string, t *godog.Table) error {
+	payload, err := s.buildEnvelope(who, tableFields(t))
+	if err != nil {
+		return err
+	}
+	return s.mustPut(who, payload)
+}
+
+// putsEnvelopeInto puts the envelope of the table into another's conversation's inbox as who.
+func (s *envelopesSteps) putsEnvelopeInto(who, owner string, t *godog.Table) error {
+	payload, err := s.buildEnvelope(who, tableFields(t))
+	if err != nil {
+		return err
+	}
+	_, err = s.putInbox(who, payload)
+	return err
+}
+
+// signsAndPuts signs an envelope with one value of a field and puts it in with another value.
+func (s *envelopesSteps) signsAndPuts(who, member, signed, member2, sent string) error {
+	if member != member2 {
+		return harnessErr("the step changes %s into %s: one member at a time", member, member2)
+	}
+	payload, err := s.tamperedEnvelope(member, signed, sent)
+	if err != nil {
+		return err
+	}
+	return s.mustPut(who, payload)
+}
+
+// putsEnvelopeWithMAC puts an envelope into the inbox as who whose MAC is the given one.
+func (s *envelopesSteps) putsEnvelopeWithMAC(who, how string) error {
+	payload, err := s.badMAC(how)
+	if err != nil {
+		return err
+	}
+	return s.mustPut(who, payload)
+}
+
+// putsUnsignedEnvelopes puts N envelopes signed with a key nobody holds into the inbox as who.
+func (s *envelopesSteps) putsUnsignedEnvelopes(who string, n int) error {
+	for i := range n {
+		payload, err := s.buildEnvelope(who, map[string]string{"text": fmt.Sprintf("forged %d", i), "signed with": "a key nobody holds"})
+		if err != nil {
+			return err
+		}
+		if err := s.mustPut(who, payload); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// floodsInbox puts N signed empty envelopes into the inbox as who.
+func (s *envelopesSteps) floodsInbox(who string, n int) error {
+	for range n {
+		payload, err := s.buildEnvelope(who, map[string]string{"text": ""})
+		if err != nil {
+			return err
+		}
+		if err := s.mustPut(who, payload); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// capturesEnvelope reads turn N's envelope from the conversation's log as who and keeps it.
+func (s *envelopesSteps) capturesEnvelope(who string, turn int64) error {
+	text, err := s.userText(turn)
+	if err != nil {
+		return err
+	}
+	s.captured, err = s.captureEnvelope(who, text)
+	return err
+}
+
+// putsCapturedAgain puts the captured envelope into the inbox again as who.
+func (s *envelopesSteps) putsCapturedAgain(who string) error {
+	if s.captured == nil {
+		return harnessErr("no envelope has been captured")
+	}
+	return s.mustPut(who, s.captured)
+}
+
+// keyRotated rotates the signing key, keeping the old one as previous, and restarts the system.
+func (s *envelopesSteps) keyRotated() error {
+	return s.rotateKey(true)
+}
+
+// keyReplaced replaces the signing key (the old one forgotten) and restarts the system.
+func (s *envelopesSteps) keyReplaced() error { return s.rotateKey(false) }
+
+// envelopeSignedWithCurrentKey expects turn N's envelope to verify with the current key.
+func (s *envelopesSteps) envelopeSignedWithCurrentKey(turn int64) error {
+	text, err := s.userText(turn)
+	if err != nil {
+		return err
+	}
+	raw, err := s.captureEnvelope(s.owner(), text)
+	if err != nil {
+		return err
+	}
+	e, err := oracle.Parse(raw)
+	if err != nil {
+		return fail("the envelope of turn "+fmt.Sprint(turn), "an envelope that does not parse ("+err.Error()+"): "+string(raw), "an envelope per spec/envelopes.md")
+	}
+	if oracle.Verify([][]byte{decodeKey(s.cfg.Signing.Key)}, e) != nil {
+		return fail("the envelope of turn "+fmt.Sprint(turn), "a signature the current key does not make", "a signature under the current key")
+	}
+	return nil
+}
+
+// ranAsKeyedTurnExecution expects who's answer to turn N to have run as the turn execution the current or previous key names for message N.
+func (s *envelopesSteps) ranAsKeyedTurnExecution(viewer string, turn, msg int64) error {
+	e, err := s.viewReply(viewer, turn)
+	if err != nil {
+		return err
+	}
+	if s.oldKey == "" {
+		return harnessErr("no key has been rotated")
+	}
+	c, err := s.conv("")
+	if err != nil {
+		return err
+	}
+	cur := oracle.TurnExecutionID(decodeKey(s.cfg.Signing.Key), c.id, msg)
+	prev := oracle.TurnExecutionID(decodeKey(s.oldKey), c.id, msg)
+	if e.TurnExecutionID != cur && e.TurnExecutionID != prev {
+		return fail(fmt.Sprintf("the reply to turn %d as its asker sees it", turn), fmt.Sprintf("turnExecutionId %q", e.TurnExecutionID),
+			fmt.Sprintf("%q (the current key) or %q (the previous one), spec/envelopes.md §7", cur, prev))
+	}
+	return nil
+}
+
+// cannotReadLog expects who's request for another's conversation log refused as a missing conversation.
+func (s *envelopesSteps) cannotReadLog(who, owner string) error {
+	_, r, err := s.rawLog(who)
+	if err != nil {
+		return err
+	}
+	if r == nil || r.status != http.StatusNotFound || string(compact(r.body)) != `{"error":"not found"}` {
+		return fail(opOf(r), fmt.Sprintf("%d %s", statusOf(r), clip(string(r.body), 100)), `404 {"error":"not found"}`)
+	}
+	return nil
+}
+
+// errorHookToldOnce expects the error hook to have been told about turn N once, with its error id and the words.
+func (s *envelopesSteps) errorHookToldOnce(turn int64, words string) error {
+	e, err := s.waitReply(turn)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	if err := s.world.ErrorHook().WaitErrors(ctx, 1); err != nil {
+		return fail("the error hook", "no report", "one report of the failure")
+	}
+	var found int
+	for _, r := range s.world.ErrorHook().Errors() {
+		if r.ErrorID == e.ErrorID {
+			found++
+			if !strings.Contains(r.Error, unescape(words)) || r.ConversationID != s.current.id || int64(r.Turn) != turn {
+				return fail("the error hook", fmt.Sprintf("%+v", r), fmt.Sprintf("the real error (with %q) for %s turn %d", words, s.current.id, turn))
+			}
+		}
+	}
+	if found != 1 {
+		return fail("the error hook", fmt.Sprintf("%d reports with errorId %s", found, e.ErrorID), "exactly one")
+	}
+	return nil
+}
+
+// appearsNowhere expects the text in nothing who can read: history, status, log and streams.
+func (s *envelopesSteps) appearsNowhere(secret, who string) error {
+	return s.nowhere(who, unescape(secret))
+}
+
 func decodeKey(b64 string) []byte {
 	k, _ := base64.StdEncoding.DecodeString(b64)
 	return k
@@ -23,8 +223,8 @@ func decodeKey(b64 string) []byte {
 // draftEnvelope is the envelope a host would sign for conversation c: a user turn in the
 // owner's voice, a fresh id, issued now.
 func (s *scenario) draftEnvelope(c *conv) oracle.Envelope {
-	s.doorSeq++
-	return oracle.Envelope{ConversationID: c.id, Kind: oracle.KindUser, ID: fmt.Sprintf("door-%d-%d", time.Now().UnixNano(), s.doorSeq),
+	s.areas.envelopes.doorSeq++
+	return oracle.Envelope{ConversationID: c.id, Kind: oracle.KindUser, ID: fmt.Sprintf("door-%d-%d", time.Now().UnixNano(), s.areas.envelopes.doorSeq),
 		IAT: time.Now().UnixMilli(), Asker: identityOf(c.owner)}
 }
 
@@ -96,7 +296,7 @@ func (s *scenario) setMember(e *oracle.Envelope, c *conv, member, v string) erro
 // buildEnvelope signs an envelope from a table of fields (spec/envelopes.md) with the kit's own
 // oracle, the way a host would, then applies what the table says to break. An editOf that is not
 // an integer cannot be signed; it is written into the payload after signing.
-func (s *scenario) buildEnvelope(who string, fields map[string]string) (json.RawMessage, error) {
+func (s *envelopesSteps) buildEnvelope(who string, fields map[string]string) (json.RawMessage, error) {
 	c, err := s.conv("")
 	if err != nil {
 		return nil, err
@@ -379,7 +579,7 @@ func (s *scenario) userText(turn int64) (string, error) {
 	return "", fail("the history", describeEntries(es), fmt.Sprintf("an accepted user record of turn %d", turn))
 }
 
-func (s *scenario) rotateKey(keepOld bool) error {
+func (s *envelopesSteps) rotateKey(keepOld bool) error {
 	if err := s.crash(); err != nil {
 		return err
 	}
@@ -391,173 +591,6 @@ func (s *scenario) rotateKey(keepOld bool) error {
 	}
 	s.drv.Reconfigure(s.cfg)
 	return s.restart()
-}
-
-func (s *scenario) registerEnvelopes(sc *godog.ScenarioContext) {
-	sc.Step(`^(\w[\w' ]*?) puts an envelope into the conversation's inbox:$`, func(who string, t *godog.Table) error {
-		payload, err := s.buildEnvelope(who, tableFields(t))
-		if err != nil {
-			return err
-		}
-		return s.mustPut(who, payload)
-	})
-	sc.Step(`^(\w[\w' ]*?) puts an envelope into (\w+)'s conversation's inbox:$`, func(who, owner string, t *godog.Table) error {
-		payload, err := s.buildEnvelope(who, tableFields(t))
-		if err != nil {
-			return err
-		}
-		_, err = s.putInbox(who, payload)
-		return err
-	})
-	sc.Step(`^(\w[\w' ]*?) signs an envelope with (\w[\w ]*?) "([^"]*)" and puts it into the inbox with (\w[\w ]*?) "([^"]*)"$`, func(who, member, signed, member2, sent string) error {
-		if member != member2 {
-			return harnessErr("the step changes %s into %s: one member at a time", member, member2)
-		}
-		payload, err := s.tamperedEnvelope(member, signed, sent)
-		if err != nil {
-			return err
-		}
-		return s.mustPut(who, payload)
-	})
-	sc.Step(`^(\w[\w' ]*?) puts an envelope into the conversation's inbox whose MAC is (.+)$`, func(who, how string) error {
-		payload, err := s.badMAC(how)
-		if err != nil {
-			return err
-		}
-		return s.mustPut(who, payload)
-	})
-	sc.Step(`^(\w[\w' ]*?) puts (\d+) envelopes signed with a key nobody holds into the conversation's inbox$`, func(who string, n int) error {
-		for i := range n {
-			payload, err := s.buildEnvelope(who, map[string]string{"text": fmt.Sprintf("forged %d", i), "signed with": "a key nobody holds"})
-			if err != nil {
-				return err
-			}
-			if err := s.mustPut(who, payload); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	sc.Step(`^(\w[\w' ]*?) floods the conversation's inbox with (\d+) signed empty envelopes$`, func(who string, n int) error {
-		for range n {
-			payload, err := s.buildEnvelope(who, map[string]string{"text": ""})
-			if err != nil {
-				return err
-			}
-			if err := s.mustPut(who, payload); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	sc.Step(`^(\w[\w' ]*?) captures the envelope of turn (\d+) from the log$`, func(who string, turn int64) error {
-		text, err := s.userText(turn)
-		if err != nil {
-			return err
-		}
-		s.captured, err = s.captureEnvelope(who, text)
-		return err
-	})
-	sc.Step(`^(\w[\w' ]*?) puts the captured envelope into the conversation's inbox again$`, func(who string) error {
-		if s.captured == nil {
-			return harnessErr("no envelope has been captured")
-		}
-		return s.mustPut(who, s.captured)
-	})
-	sc.Step(`^the last rejected record says "([^"]*)"$`, func(reason string) error {
-		es, err := s.history(s.ctx, s.owner(), false)
-		if err != nil {
-			return err
-		}
-		for i := len(es) - 1; i >= 0; i-- {
-			if es[i].Status == "rejected" {
-				if es[i].Reason != reason {
-					return fail("the last rejected record", es[i].String(), fmt.Sprintf("reason %q", reason))
-				}
-				return nil
-			}
-		}
-		return fail("the history", describeEntries(es), "a rejected record")
-	})
-	sc.Step(`^the signing key is rotated, keeping the old one as a previous key, and the system restarted$`, func() error {
-		return s.rotateKey(true)
-	})
-	sc.Step(`^the signing key is replaced and the system restarted$`, func() error { return s.rotateKey(false) })
-	sc.Step(`^the envelope of turn (\d+) is signed with the current key$`, func(turn int64) error {
-		text, err := s.userText(turn)
-		if err != nil {
-			return err
-		}
-		raw, err := s.captureEnvelope(s.owner(), text)
-		if err != nil {
-			return err
-		}
-		e, err := oracle.Parse(raw)
-		if err != nil {
-			return fail("the envelope of turn "+fmt.Sprint(turn), "an envelope that does not parse ("+err.Error()+"): "+string(raw), "an envelope per spec/envelopes.md")
-		}
-		if oracle.Verify([][]byte{decodeKey(s.cfg.Signing.Key)}, e) != nil {
-			return fail("the envelope of turn "+fmt.Sprint(turn), "a signature the current key does not make", "a signature under the current key")
-		}
-		return nil
-	})
-	sc.Step(`^(\w+) sees that (?:his|her) answer to turn (\d+) ran as a turn execution the current or the previous key names for message (\d+)$`, func(viewer string, turn, msg int64) error {
-		e, err := s.viewReply(viewer, turn)
-		if err != nil {
-			return err
-		}
-		if s.oldKey == "" {
-			return harnessErr("no key has been rotated")
-		}
-		c, err := s.conv("")
-		if err != nil {
-			return err
-		}
-		cur := oracle.TurnExecutionID(decodeKey(s.cfg.Signing.Key), c.id, msg)
-		prev := oracle.TurnExecutionID(decodeKey(s.oldKey), c.id, msg)
-		if e.TurnExecutionID != cur && e.TurnExecutionID != prev {
-			return fail(fmt.Sprintf("the reply to turn %d as its asker sees it", turn), fmt.Sprintf("turnExecutionId %q", e.TurnExecutionID),
-				fmt.Sprintf("%q (the current key) or %q (the previous one), spec/envelopes.md §7", cur, prev))
-		}
-		return nil
-	})
-	sc.Step(`^(\w[\w' ]*?) cannot read the log of (\w+)'s conversation$`, func(who, owner string) error {
-		_, r, err := s.rawLog(who)
-		if err != nil {
-			return err
-		}
-		if r == nil || r.status != http.StatusNotFound || string(compact(r.body)) != `{"error":"not found"}` {
-			return fail(opOf(r), fmt.Sprintf("%d %s", statusOf(r), clip(string(r.body), 100)), `404 {"error":"not found"}`)
-		}
-		return nil
-	})
-	sc.Step(`^the error hook was told about turn (\d+) once, with its error id and the words "((?:[^"\\]|\\.)*)"$`, func(turn int64, words string) error {
-		e, err := s.waitReply(turn)
-		if err != nil {
-			return err
-		}
-		ctx, cancel := s.wait()
-		defer cancel()
-		if err := s.world.ErrorHook().WaitErrors(ctx, 1); err != nil {
-			return fail("the error hook", "no report", "one report of the failure")
-		}
-		var found int
-		for _, r := range s.world.ErrorHook().Errors() {
-			if r.ErrorID == e.ErrorID {
-				found++
-				if !strings.Contains(r.Error, unescape(words)) || r.ConversationID != s.current.id || int64(r.Turn) != turn {
-					return fail("the error hook", fmt.Sprintf("%+v", r), fmt.Sprintf("the real error (with %q) for %s turn %d", words, s.current.id, turn))
-				}
-			}
-		}
-		if found != 1 {
-			return fail("the error hook", fmt.Sprintf("%d reports with errorId %s", found, e.ErrorID), "exactly one")
-		}
-		return nil
-	})
-	sc.Step(`^"((?:[^"\\]|\\.)*)" appears nowhere (\w[\w' ]*?) can read$`, func(secret, who string) error {
-		return s.nowhere(who, unescape(secret))
-	})
 }
 
 // nowhere checks every answer who can get about the current conversation for secret: history,

@@ -12,6 +12,297 @@ import (
 	"github.com/cucumber/godog"
 )
 
+// steps is the history vocabulary: each pattern, the method that runs it, what it means.
+func (s *historySteps) steps() []stepDef {
+	return []stepDef{
+		{`^the history holds:$`, s.historyHolds, "waits until the history holds exactly the records of the table"},
+		{`^(\w[\w' ]*?) sees the history:$`, s.seesHistory, "waits until the history who reads holds exactly the records of the table"},
+		{`^(\w[\w' ]*?) remembers the history$`, s.remembersHistory, "remembers the history as who reads it"},
+		{`^the history is the remembered one, byte for byte$`, s.historyIsRemembered, "expects the raw history to equal the remembered one, byte for byte"},
+		{`^the history is the remembered one, byte for byte, followed by:$`, s.historyIsRememberedThen, "expects the raw history to be the remembered one followed by exactly the records of the table"},
+		{`^the history ends with a "(\w+)" record$`, s.historyEndsWith, "waits until the last record of the history has the status"},
+		{`^(\w[\w' ]*?) reads the history (forward|backward) (\d+) at a time$`, s.readsPagesOf, "reads the whole history as who in pages of N, forward or backward"},
+		{`^the pages hold the records (.+)$`, s.pagesHoldRecords, "expects the pages read to hold exactly the listed records, in order"},
+		{`^(\w[\w' ]*?) reads the history with limit (-?\d+)$`, s.readsWithLimit, "reads the history with the limit as who; the page is kept"},
+		{`^(\w[\w' ]*?) reads the history with no limit$`, s.readsWithNoLimit, "reads the history with no limit as who; the page is kept"},
+		{`^the answer is a page of the records (\d+) to (\d+), (done|not done)$`, s.answerIsPageOf, "expects the kept page to hold the records N to N and to be done or not"},
+		{`^the history has (\d+) records$`, s.historyHasRecords, "expects the history to hold exactly N records"},
+		{`^record (\d+) is rejected with reason "([^"]*)"$`, s.recordRejected, "expects record N of the history to be rejected with the reason"},
+		{`^(\w[\w' ]*?) reads the history from cursor "([^"]*)"$`, s.readsFromCursor, "reads the history from the cursor as who; the page is kept"},
+		{`^(\w[\w' ]*?) reads the history (forward|backward) from cursor "([^"]*)"$`, s.readsDirectionFromCursor, "reads the history forward or backward from the cursor as who"},
+		{`^the answer is a done page with no records$`, s.answerIsEmptyDonePage, "expects the kept page to be done with no records"},
+		{`^the answer is a page holding the records (.+)$`, s.answerIsPageHolding, "expects the kept page to hold exactly the listed records"},
+		{`^some page was short but not done$`, s.somePageShort, "expects some page of the paged reading to have been short but not done"},
+		{`^(\w[\w' ]*?) takes the last cursor of conversation "([^"]*)"$`, s.takesLastCursor, "keeps the cursor of the last record of the named conversation"},
+		{`^(\w[\w' ]*?) reads conversation "([^"]*)" forward from that cursor$`, s.readsNamedFromCursor, "reads the named conversation forward from the kept cursor as who"},
+		{`^every record read belongs to conversation "([^"]*)"$`, s.everyRecordBelongs, "expects every record read to belong to the named conversation"},
+	}
+}
+
+// historyHolds waits until the history holds exactly the records of the table.
+func (s *historySteps) historyHolds(t *godog.Table) error { return s.matchTable(s.owner(), t) }
+
+// seesHistory waits until the history who reads holds exactly the records of the table.
+func (s *historySteps) seesHistory(who string, t *godog.Table) error { return s.matchTable(who, t) }
+
+// remembersHistory remembers the history as who reads it.
+func (s *historySteps) remembersHistory(who string) error {
+	es, err := s.history(s.ctx, who, false)
+	if err != nil {
+		return err
+	}
+	s.remembered = es
+	return nil
+}
+
+// historyIsRemembered expects the raw history to equal the remembered one, byte for byte.
+func (s *historySteps) historyIsRemembered() error {
+	return s.rememberedThen(nil)
+}
+
+// historyIsRememberedThen expects the raw history to be the remembered one followed by exactly the records of the table.
+func (s *historySteps) historyIsRememberedThen(t *godog.Table) error {
+	return s.rememberedThen(t)
+}
+
+// historyEndsWith waits until the last record of the history has the status.
+func (s *historySteps) historyEndsWith(st string) error {
+	_, err := s.waitHistory(s.owner(), fmt.Sprintf("a %q record at the end", st), func(es []entry) bool {
+		return len(es) > 0 && es[len(es)-1].Status == st
+	})
+	return err
+}
+
+// readsPagesOf reads the whole history as who in pages of N, forward or backward.
+func (s *historySteps) readsPagesOf(who, dir string, n int) error {
+	c, err := s.conv("")
+	if err != nil {
+		return err
+	}
+	s.pages = nil
+	cursor := ""
+	for range 200 {
+		q := url.Values{"direction": {dir}, "limit": {strconv.Itoa(n)}}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		r, err := s.cl.do(s.ctx, who, http.MethodGet, "/conversations/"+url.PathEscape(c.id)+"/history?"+q.Encode(), nil, reqOpts{})
+		if err != nil {
+			return err
+		}
+		if r.status != http.StatusOK {
+			return fail(r.op, fmt.Sprint(r.status), "200")
+		}
+		var p page
+		if err := r.json(&p); err != nil {
+			return err
+		}
+		es, err := decodeEntries(p.Entries)
+		if err != nil {
+			return fail(r.op, "entries that do not decode", "entries")
+		}
+		if len(es) > n {
+			return fail(r.op, fmt.Sprintf("%d entries", len(es)), fmt.Sprintf("at most %d", n))
+		}
+		if len(es) < n && !p.Done {
+			s.shortNotDone = true
+		}
+		if len(es) > 0 {
+			var ords []string
+			for _, e := range es {
+				ords = append(ords, strconv.FormatInt(e.Ord, 10))
+			}
+			s.pages = append(s.pages, strings.Join(ords, ","))
+		}
+		if p.Done {
+			return nil
+		}
+		if p.NextCursor == "" {
+			return fail(r.op, "no nextCursor on a page that is not done", "a nextCursor")
+		}
+		cursor = p.NextCursor
+	}
+	return fail("paging the history", "more than 200 pages", "an end")
+}
+
+// pagesHoldRecords expects the pages read to hold exactly the listed records, in order.
+func (s *historySteps) pagesHoldRecords(want string) error {
+	w := strings.Join(strings.Fields(want), "")
+	got := strings.Join(s.pages, "|")
+	if got != w {
+		return fail("the pages read", got, w)
+	}
+	return nil
+}
+
+// readsWithLimit reads the history with the limit as who; the page is kept.
+func (s *historySteps) readsWithLimit(who string, n int) error {
+	c, err := s.conv("")
+	if err != nil {
+		return err
+	}
+	_, _, _, err = s.readPage(who, c.id, "?limit="+strconv.Itoa(n), n < 1 || n > 500)
+	return err
+}
+
+// readsWithNoLimit reads the history with no limit as who; the page is kept.
+func (s *historySteps) readsWithNoLimit(who string) error {
+	c, err := s.conv("")
+	if err != nil {
+		return err
+	}
+	_, _, _, err = s.readPage(who, c.id, "", false)
+	return err
+}
+
+// answerIsPageOf expects the kept page to hold the records N to N and to be done or not.
+func (s *historySteps) answerIsPageOf(from, to int, done string) error {
+	var want []string
+	for i := from; i <= to; i++ {
+		want = append(want, strconv.Itoa(i))
+	}
+	w := strings.Join(want, ",")
+	if s.last == nil || s.last.status != http.StatusOK || ords(s.lastPage) != w || s.lastPageDone != (done == "done") {
+		return fail(opOf(s.last), fmt.Sprintf("%d, records [%s], done %v", statusOf(s.last), ords(s.lastPage), s.lastPageDone),
+			fmt.Sprintf("200, records %d to %d, %s", from, to, done))
+	}
+	return nil
+}
+
+// historyHasRecords expects the history to hold exactly N records.
+func (s *historySteps) historyHasRecords(n int) error {
+	es, err := s.waitHistory(s.owner(), fmt.Sprintf("%d records", n), func(es []entry) bool { return len(es) >= n })
+	if err != nil {
+		return err
+	}
+	if len(es) != n {
+		return fail("the history", fmt.Sprintf("%d records", len(es)), fmt.Sprintf("%d", n))
+	}
+	return nil
+}
+
+// recordRejected expects record N of the history to be rejected with the reason.
+func (s *historySteps) recordRejected(ord int64, reason string) error {
+	es, err := s.waitHistory(s.owner(), fmt.Sprintf("record %d", ord), func(es []entry) bool { return int64(len(es)) >= ord })
+	if err != nil {
+		return err
+	}
+	for _, e := range es {
+		if e.Ord == ord {
+			if e.Status != "rejected" || e.Reason != reason || e.Turn != 0 || e.Text != nil {
+				return fail(fmt.Sprintf("record %d", ord), e.String(), fmt.Sprintf("rejected, turn 0, reason %q, no text", reason))
+			}
+			return nil
+		}
+	}
+	return fail("the history", describeEntries(es), fmt.Sprintf("a record with ord %d", ord))
+}
+
+// readsFromCursor reads the history from the cursor as who; the page is kept.
+func (s *historySteps) readsFromCursor(who, cursor string) error {
+	c, err := s.conv("")
+	if err != nil {
+		return err
+	}
+	_, _, _, err = s.readPage(who, c.id, "?cursor="+url.QueryEscape(cursor), true)
+	return err
+}
+
+// readsDirectionFromCursor reads the history forward or backward from the cursor as who.
+func (s *historySteps) readsDirectionFromCursor(who, dir, cursor string) error {
+	c, err := s.conv("")
+	if err != nil {
+		return err
+	}
+	_, _, _, err = s.readPage(who, c.id, "?direction="+dir+"&cursor="+url.QueryEscape(cursor), false)
+	return err
+}
+
+// answerIsEmptyDonePage expects the kept page to be done with no records.
+func (s *historySteps) answerIsEmptyDonePage() error {
+	if s.last == nil || s.last.status != http.StatusOK || len(s.lastPage) != 0 || !s.lastPageDone {
+		return fail(opOf(s.last), fmt.Sprintf("%d, records [%s], done %v", statusOf(s.last), ords(s.lastPage), s.lastPageDone), "200, no records, done")
+	}
+	return nil
+}
+
+// answerIsPageHolding expects the kept page to hold exactly the listed records.
+func (s *historySteps) answerIsPageHolding(want string) error {
+	if s.last == nil || s.last.status != http.StatusOK || ords(s.lastPage) != strings.ReplaceAll(want, " ", "") {
+		return fail(opOf(s.last), fmt.Sprintf("%d, records [%s]", statusOf(s.last), ords(s.lastPage)), "200, records ["+want+"]")
+	}
+	return nil
+}
+
+// somePageShort expects some page of the paged reading to have been short but not done.
+func (s *historySteps) somePageShort() error {
+	if !s.shortNotDone {
+		return fail("paging the history", "every page full or done", "a page with fewer records than the limit that is not done (the scan bound at work)")
+	}
+	return nil
+}
+
+// takesLastCursor keeps the cursor of the last record of the named conversation.
+func (s *historySteps) takesLastCursor(who, name string) error {
+	c, err := s.conv(name)
+	if err != nil {
+		return err
+	}
+	keep := s.current
+	s.current = c
+	es, err := s.history(s.ctx, who, false)
+	s.current = keep
+	if err != nil {
+		return err
+	}
+	if len(es) == 0 {
+		return harnessErr("conversation %s has no records to take a cursor from", name)
+	}
+	s.saved["cursor"] = es[len(es)-1].Cursor
+	return nil
+}
+
+// readsNamedFromCursor reads the named conversation forward from the kept cursor as who.
+func (s *historySteps) readsNamedFromCursor(who, name string) error {
+	c, err := s.conv(name)
+	if err != nil {
+		return err
+	}
+	_, _, _, err = s.readPage(who, c.id, "?cursor="+url.QueryEscape(s.saved["cursor"]), false)
+	return err
+}
+
+// everyRecordBelongs expects every record read to belong to the named conversation.
+func (s *historySteps) everyRecordBelongs(name string) error {
+	c, err := s.conv(name)
+	if err != nil {
+		return err
+	}
+	keep := s.current
+	s.current = c
+	own, err := s.history(s.ctx, c.owner, false)
+	s.current = keep
+	if err != nil {
+		return err
+	}
+	mine := map[string]bool{}
+	for _, e := range own {
+		mine[string(compact(e.raw))] = true
+	}
+	if s.last == nil || s.last.status != http.StatusOK {
+		return fail(opOf(s.last), fmt.Sprint(statusOf(s.last)), "200")
+	}
+	if len(s.lastPage) == 0 {
+		return fail(opOf(s.last), "no records", "the records of "+name+" past that position")
+	}
+	for _, e := range s.lastPage {
+		if !mine[string(compact(e.raw))] {
+			return fail(opOf(s.last), "a record that is not one of "+name+"'s: "+e.String(), "only records of "+name)
+		}
+	}
+	return nil
+}
+
 // field renders one column of an entry as a table cell.
 func field(e entry, col string) string {
 	switch col {
@@ -100,89 +391,6 @@ func (s *scenario) matchTable(who string, t *godog.Table) error {
 	return nil
 }
 
-func (s *scenario) registerHistory(sc *godog.ScenarioContext) {
-	sc.Step(`^the history holds:$`, func(t *godog.Table) error { return s.matchTable(s.owner(), t) })
-	sc.Step(`^(\w[\w' ]*?) sees the history:$`, func(who string, t *godog.Table) error { return s.matchTable(who, t) })
-	sc.Step(`^(\w[\w' ]*?) remembers the history$`, func(who string) error {
-		es, err := s.history(s.ctx, who, false)
-		if err != nil {
-			return err
-		}
-		s.remembered = es
-		return nil
-	})
-	sc.Step(`^the history is the remembered one, byte for byte$`, func() error {
-		return s.rememberedThen(nil)
-	})
-	sc.Step(`^the history is the remembered one, byte for byte, followed by:$`, func(t *godog.Table) error {
-		return s.rememberedThen(t)
-	})
-	sc.Step(`^the history ends with a "(\w+)" record$`, func(st string) error {
-		_, err := s.waitHistory(s.owner(), fmt.Sprintf("a %q record at the end", st), func(es []entry) bool {
-			return len(es) > 0 && es[len(es)-1].Status == st
-		})
-		return err
-	})
-	sc.Step(`^(\w[\w' ]*?) reads the history (forward|backward) (\d+) at a time$`, func(who, dir string, n int) error {
-		c, err := s.conv("")
-		if err != nil {
-			return err
-		}
-		s.pages = nil
-		cursor := ""
-		for range 200 {
-			q := url.Values{"direction": {dir}, "limit": {strconv.Itoa(n)}}
-			if cursor != "" {
-				q.Set("cursor", cursor)
-			}
-			r, err := s.cl.do(s.ctx, who, http.MethodGet, "/conversations/"+url.PathEscape(c.id)+"/history?"+q.Encode(), nil, reqOpts{})
-			if err != nil {
-				return err
-			}
-			if r.status != http.StatusOK {
-				return fail(r.op, fmt.Sprint(r.status), "200")
-			}
-			var p page
-			if err := r.json(&p); err != nil {
-				return err
-			}
-			es, err := decodeEntries(p.Entries)
-			if err != nil {
-				return fail(r.op, "entries that do not decode", "entries")
-			}
-			if len(es) > n {
-				return fail(r.op, fmt.Sprintf("%d entries", len(es)), fmt.Sprintf("at most %d", n))
-			}
-			if len(es) < n && !p.Done {
-				s.shortNotDone = true
-			}
-			if len(es) > 0 {
-				var ords []string
-				for _, e := range es {
-					ords = append(ords, strconv.FormatInt(e.Ord, 10))
-				}
-				s.pages = append(s.pages, strings.Join(ords, ","))
-			}
-			if p.Done {
-				return nil
-			}
-			if p.NextCursor == "" {
-				return fail(r.op, "no nextCursor on a page that is not done", "a nextCursor")
-			}
-			cursor = p.NextCursor
-		}
-		return fail("paging the history", "more than 200 pages", "an end")
-	})
-	sc.Step(`^the pages hold the records (.+)$`, func(want string) error {
-		w := strings.Join(strings.Fields(want), "")
-		got := strings.Join(s.pages, "|")
-		if got != w {
-			return fail("the pages read", got, w)
-		}
-		return nil
-	})
-}
-
 func compact(b []byte) []byte {
 	var out bytes.Buffer
 	if err := json.Compact(&out, b); err != nil {
@@ -194,7 +402,7 @@ func compact(b []byte) []byte {
 // rememberedThen checks the whole history: exactly the remembered records, byte for byte, then
 // exactly the records of t (nil: none), and nothing else. It waits until the history holds at least
 // that many records and then reads it again, so records appended twice by a replay are seen.
-func (s *scenario) rememberedThen(t *godog.Table) error {
+func (s *historySteps) rememberedThen(t *godog.Table) error {
 	var cols []string
 	var want [][]string
 	if t != nil {
@@ -231,4 +439,48 @@ func (s *scenario) rememberedThen(t *godog.Table) error {
 		return fail("the records after the remembered ones ("+strings.Join(cols, " | ")+")", render(cols, got), render(cols, want))
 	}
 	return nil
+}
+
+func (s *historySteps) readPage(who, convID, query string, offSpec bool) (*response, []entry, page, error) {
+	r, err := s.cl.do(s.ctx, who, http.MethodGet, "/conversations/"+url.PathEscape(convID)+"/history"+query, nil, reqOpts{offSpec: offSpec})
+	s.last = r
+	if err != nil {
+		return r, nil, page{}, err
+	}
+	var p page
+	if r.status != http.StatusOK {
+		return r, nil, p, nil
+	}
+	if err := r.json(&p); err != nil {
+		return r, nil, p, err
+	}
+	es, err := decodeEntries(p.Entries)
+	if err != nil {
+		return r, nil, p, fail(r.op, "entries that do not decode", "entries per spec")
+	}
+	s.lastPage = es
+	s.lastPageDone = p.Done
+	return r, es, p, nil
+}
+
+func ords(es []entry) string {
+	var parts []string
+	for _, e := range es {
+		parts = append(parts, strconv.FormatInt(e.Ord, 10))
+	}
+	return strings.Join(parts, ",")
+}
+
+// noiseText is n letters that no encoding can shrink much (a fixed pseudo-random sequence seeded
+// by seed), so a bound in bytes means the same for every system.
+func noiseText(seed, n int) string {
+	x := uint32(seed)*2654435761 + 1
+	b := make([]byte, n)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = "abcdefghijklmnopqrstuvwxyz"[x%26]
+	}
+	return string(b)
 }

@@ -6,11 +6,389 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cucumber/godog"
 
 	"github.com/loomcheck/loomcheck/harness/world"
 )
+
+// steps is the model vocabulary: each pattern, the method that runs it, what it means.
+func (s *modelSteps) steps() []stepDef {
+	return []stepDef{
+		{`^the model has streamed its first words$`, s.modelStreamedFirstWords, "waits until the model has streamed the first words of its held answer"},
+		{`^the model streams (\d+) pieces of (\d+) characters$`, s.modelStreamsPieces, "scripts the model to stream N pieces of N characters"},
+		{`^the model has finished answering (\d+) times?$`, s.modelFinishedAnswering, "waits until the model has finished answering N times"},
+		{`^the model replies "((?:[^"\\]|\\.)*)"$`, s.modelReplies, "scripts the model's next answer with the text"},
+		{`^the model replies "((?:[^"\\]|\\.)*)" to "((?:[^"\\]|\\.)*)"$`, s.modelRepliesTo, "scripts the model to answer the text when the user says the other text"},
+		{`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+)$`, s.modelStreams, "scripts the model's next answer as the listed deltas"},
+		{`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) with (.+)$`, s.modelStreamsWith, "scripts the model's next answer as the listed deltas with the given finish"},
+		{`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) and waits$`, s.modelStreamsAndWaits, "scripts the model to stream the deltas, then wait until released"},
+		{`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) to "((?:[^"\\]|\\.)*)" and waits$`, s.modelStreamsToAndWaits, "scripts the model to stream the deltas when the user says the text, then wait until released"},
+		{`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) to "((?:[^"\\]|\\.)*)" and waits, then streams "((?:[^"\\]|\\.)*)"$`, s.modelStreamsWaitsThenStreams, "scripts the model to stream the deltas to the text, wait, then stream more once released"},
+		{`^the model is released$`, s.modelReleased, "releases every answer of the model that waits"},
+		{`^the model fails with status (\d+)(?: and says "((?:[^"\\]|\\.)*)")?$`, s.modelFails, "scripts the model's next call to fail with the status and, if named, the words"},
+		{`^the model calls "([\w-]+)" with (\{.*\})$`, s.modelCalls, "scripts the model's next answer as one call of the tool with the arguments"},
+		{`^the model calls "([\w-]+)" (\d+) times in a row$`, s.modelCallsInARow, "scripts the model's next N answers as calls of the tool"},
+		{`^the model calls at once:$`, s.modelCallsAtOnce, "scripts the model's next answer as the table's tool calls, all at once"},
+		{`^the model has been asked (\d+) times?$`, s.modelAsked, "waits until the model has been asked at least N times"},
+		{`^the model has been asked (\d+) times? in all$`, s.modelAskedInAll, "expects the model to have been asked exactly N times over the whole scenario"},
+		{`^request (\d+) to the model holds the messages:$`, s.requestHoldsMessages, "expects request N to the model to hold exactly the messages of the table"},
+		{`^request (\d+) to the model holds the same messages as request (\d+)$`, s.requestHoldsSameAs, "expects request N to the model to hold the same messages as an earlier one"},
+		{`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) and waits, then keeps streaming "((?:[^"\\]|\\.)*)" whatever happens$`, s.modelKeepsStreaming, "scripts the model to stream, wait, then keep streaming whatever the system does"},
+		{`^the system hung up on request (\d+) to the model$`, s.systemHungUp, "expects the system to have hung up on request N to the model"},
+		{`^the model waits before answering$`, s.modelWaits, "scripts the model's next answer to wait until released"},
+		{`^the model replies "((?:[^"\\]|\\.)*)" after a release$`, s.modelRepliesAfterRelease, "scripts the model's next answer with the text, once released"},
+		{`^the last user message of request (\d+) to the model quotes "((?:[^"\\]|\\.)*)" and says "((?:[^"\\]|\\.)*)"$`, s.lastUserMessageQuotes, "expects the last user message of request N to the model to quote the text and say the other"},
+		{`^the last user message of request (\d+) to the model quotes (\d+) characters of turn (\d+) and says "((?:[^"\\]|\\.)*)"$`, s.lastUserMessageQuotesTurn, "expects the last user message of request N to quote N characters of turn N and say the text"},
+		{`^no message of any request to the model holds "((?:[^"\\]|\\.)*)"$`, s.noRequestHolds, "expects no message of any request to the model to hold the text"},
+		{`^some message of a request to the model holds "((?:[^"\\]|\\.)*)"$`, s.someRequestHolds, "expects some message of a request to the model to hold the text"},
+		{`^the request to the model for "((?:[^"\\]|\\.)*)" holds no earlier turns$`, s.requestForHoldsNoEarlier, "expects the request to the model for the text to hold no earlier turn"},
+	}
+}
+
+// modelStreamedFirstWords waits until the model has streamed the first words of its held answer.
+func (s *modelSteps) modelStreamedFirstWords() error {
+	if len(s.holds) == 0 {
+		return harnessErr("the model was not scripted to wait")
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for _, h := range s.holds {
+			if h.Reached() {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fail("the model", "no words streamed", "the scripted words streamed to the system")
+		case <-tick.C:
+		}
+	}
+}
+
+// modelStreamsPieces scripts the model to stream N pieces of N characters.
+func (s *modelSteps) modelStreamsPieces(n, size int) error {
+	s.slowPieces, s.slowPiece = n, size
+	chunks := make([]string, n)
+	piece := strings.Repeat("w", size-1) + " "
+	for i := range chunks {
+		chunks[i] = piece
+	}
+	return s.enqueue(world.Reply{Chunks: chunks})
+}
+
+// modelFinishedAnswering waits until the model has finished answering N times.
+func (s *modelSteps) modelFinishedAnswering(n int) error {
+	ctx, cancel := s.wait()
+	defer cancel()
+	for i := range n {
+		if _, err := s.world.Model().WaitDone(ctx, i); err != nil {
+			return fail("the model", "an answer still being written", fmt.Sprintf("%d answers finished", n))
+		}
+	}
+	return nil
+}
+
+// modelReplies scripts the model's next answer with the text.
+func (s *modelSteps) modelReplies(text string) error {
+	return s.enqueue(world.Reply{Text: unescape(text)})
+}
+
+// modelRepliesTo scripts the model to answer the text when the user says the other text.
+func (s *modelSteps) modelRepliesTo(text, match string) error {
+	if err := s.world.Model().EnqueueFor(unescape(match), world.Reply{Text: unescape(text)}); err != nil {
+		return harnessErr("script the model: %v", err)
+	}
+	return nil
+}
+
+// modelStreams scripts the model's next answer as the listed deltas.
+func (s *modelSteps) modelStreams(parts string) error {
+	return s.enqueue(world.Reply{Chunks: quoted(parts)})
+}
+
+// modelStreamsWith scripts the model's next answer as the listed deltas with the given finish.
+func (s *modelSteps) modelStreamsWith(parts, form string) error {
+	r := world.Reply{Chunks: quoted(parts)}
+	switch form {
+	case "a keep-alive comment before every event":
+		r.KeepAlive = true
+	case "every event's data spread over several lines":
+		r.MultiLine = true
+	case "a usage-only chunk before the end":
+		r.UsageChunk = true
+	case "a plain JSON answer instead of a stream":
+		r.Plain = true
+	case "every stream form at once":
+		r.KeepAlive, r.MultiLine, r.UsageChunk = true, true, true
+	default:
+		return harnessErr("unknown form of a model answer %q", form)
+	}
+	return s.enqueue(r)
+}
+
+// modelStreamsAndWaits scripts the model to stream the deltas, then wait until released.
+func (s *modelSteps) modelStreamsAndWaits(parts string) error {
+	h := s.world.NewHold()
+	s.holds = append(s.holds, h)
+	return s.enqueue(world.Reply{Chunks: quoted(parts), Hold: h})
+}
+
+// modelStreamsToAndWaits scripts the model to stream the deltas when the user says the text, then wait until released.
+func (s *modelSteps) modelStreamsToAndWaits(parts, match string) error {
+	h := s.world.NewHold()
+	s.holds = append(s.holds, h)
+	if err := s.world.Model().EnqueueFor(unescape(match), world.Reply{Chunks: quoted(parts), Hold: h}); err != nil {
+		return harnessErr("script the model: %v", err)
+	}
+	return nil
+}
+
+// modelStreamsWaitsThenStreams scripts the model to stream the deltas to the text, wait, then stream more once released.
+func (s *modelSteps) modelStreamsWaitsThenStreams(parts, match, more string) error {
+	h := s.world.NewHold()
+	s.holds = append(s.holds, h)
+	if err := s.world.Model().EnqueueFor(unescape(match), world.Reply{Chunks: quoted(parts), Hold: h, After: []string{unescape(more)}}); err != nil {
+		return harnessErr("script the model: %v", err)
+	}
+	return nil
+}
+
+// modelReleased releases every answer of the model that waits.
+func (s *modelSteps) modelReleased() error {
+	for _, h := range s.holds {
+		h.Release()
+	}
+	return nil
+}
+
+// modelFails scripts the model's next call to fail with the status and, if named, the words.
+func (s *modelSteps) modelFails(status int, msg string) error {
+	return s.enqueue(world.Reply{Fail: &world.Failure{Status: status, Message: unescape(msg)}})
+}
+
+// modelCalls scripts the model's next answer as one call of the tool with the arguments.
+func (s *modelSteps) modelCalls(name, args string) error {
+	return s.enqueue(world.Reply{ToolCalls: []world.ToolCall{{ID: s.callID(), Name: name, Arguments: args}}})
+}
+
+// modelCallsInARow scripts the model's next N answers as calls of the tool.
+func (s *modelSteps) modelCallsInARow(name string, n int) error {
+	for range n {
+		if err := s.enqueue(world.Reply{ToolCalls: []world.ToolCall{{ID: s.callID(), Name: name, Arguments: "{}"}}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// modelCallsAtOnce scripts the model's next answer as the table's tool calls, all at once.
+func (s *modelSteps) modelCallsAtOnce(t *godog.Table) error {
+	var calls []world.ToolCall
+	for _, row := range t.Rows[1:] {
+		args := "{}"
+		if len(row.Cells) > 1 {
+			args = row.Cells[1].Value
+		}
+		calls = append(calls, world.ToolCall{ID: s.callID(), Name: row.Cells[0].Value, Arguments: args})
+	}
+	return s.enqueue(world.Reply{ToolCalls: calls})
+}
+
+// modelAsked waits until the model has been asked at least N times.
+func (s *modelSteps) modelAsked(n int) error {
+	ctx, cancel := s.wait()
+	defer cancel()
+	if err := s.world.Model().WaitRequests(ctx, n); err != nil {
+		return fail("the model", fmt.Sprintf("%d requests", s.world.Model().Count()), fmt.Sprintf("at least %d", n))
+	}
+	return nil
+}
+
+// modelAskedInAll expects the model to have been asked exactly N times over the whole scenario.
+func (s *modelSteps) modelAskedInAll(n int) error {
+	if got := s.world.Model().Count(); got != n {
+		return fail("the model", fmt.Sprintf("%d requests", got), fmt.Sprintf("exactly %d", n))
+	}
+	return nil
+}
+
+// requestHoldsMessages expects request N to the model to hold exactly the messages of the table.
+func (s *modelSteps) requestHoldsMessages(i int, t *godog.Table) error {
+	req, err := s.modelRequest(i)
+	if err != nil {
+		return err
+	}
+	var want, got []string
+	for _, row := range t.Rows[1:] {
+		content, err := s.expandMessage(unescape(row.Cells[1].Value))
+		if err != nil {
+			return err
+		}
+		if row.Cells[0].Value == "tool" {
+			content = canonToolLine(content)
+		}
+		want = append(want, row.Cells[0].Value+": "+content)
+	}
+	got = renderMessages(req.Messages)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		return fail(fmt.Sprintf("request %d to the model (every message, in order)", i), "\n"+strings.Join(got, "\n"), "\n"+strings.Join(want, "\n"))
+	}
+	return nil
+}
+
+// requestHoldsSameAs expects request N to the model to hold the same messages as an earlier one.
+func (s *modelSteps) requestHoldsSameAs(i, j int) error {
+	a, err := s.modelRequest(j)
+	if err != nil {
+		return err
+	}
+	b, err := s.modelRequest(i)
+	if err != nil {
+		return err
+	}
+	if describeAll(a.Messages) != describeAll(b.Messages) {
+		return fail(fmt.Sprintf("request %d to the model", i), describeAll(b.Messages), "the messages of request "+fmt.Sprint(j)+": "+describeAll(a.Messages))
+	}
+	return nil
+}
+
+// modelKeepsStreaming scripts the model to stream, wait, then keep streaming whatever the system does.
+func (s *modelSteps) modelKeepsStreaming(parts, more string) error {
+	h := s.world.NewHold()
+	s.holds = append(s.holds, h)
+	return s.enqueue(world.Reply{Chunks: quoted(parts), Hold: h, After: []string{unescape(more)}, KeepStreaming: true})
+}
+
+// systemHungUp expects the system to have hung up on request N to the model.
+func (s *modelSteps) systemHungUp(i int) error {
+	ctx, cancel := s.wait()
+	defer cancel()
+	if err := s.world.Model().WaitAborted(ctx, i-1); err != nil {
+		r, _ := s.modelRequest(i)
+		return fail(fmt.Sprintf("request %d to the model", i), fmt.Sprintf("still open or read to its end (finished %v)", r.Finished),
+			"the system closing the request when the turn was interrupted")
+	}
+	return nil
+}
+
+// modelWaits scripts the model's next answer to wait until released.
+func (s *modelSteps) modelWaits() error {
+	h := s.world.NewHold()
+	s.holds = append(s.holds, h)
+	return s.enqueue(world.Reply{Hold: h})
+}
+
+// modelRepliesAfterRelease scripts the model's next answer with the text, once released.
+func (s *modelSteps) modelRepliesAfterRelease(text string) error {
+	h := s.world.NewHold()
+	s.holds = append(s.holds, h)
+	return s.enqueue(world.Reply{Hold: h, After: []string{unescape(text)}})
+}
+
+// lastUserMessageQuotes expects the last user message of request N to the model to quote the text and say the other.
+func (s *modelSteps) lastUserMessageQuotes(i int, quote, says string) error {
+	req, err := s.modelRequest(i)
+	if err != nil {
+		return err
+	}
+	last := ""
+	for _, m := range req.Messages {
+		if m.Role == "user" {
+			last = m.Content
+		}
+	}
+	q := `"` + unescape(quote) + `"`
+	if !strings.Contains(last, q) || !strings.HasSuffix(last, unescape(says)) || strings.Index(last, q) > strings.LastIndex(last, unescape(says)) {
+		return fail(fmt.Sprintf("the last user message of request %d to the model", i), fmt.Sprintf("%q", last),
+			fmt.Sprintf("the earlier words %s quoted as data, then %q", q, says))
+	}
+	return nil
+}
+
+// lastUserMessageQuotesTurn expects the last user message of request N to quote N characters of turn N and say the text.
+func (s *modelSteps) lastUserMessageQuotesTurn(i, n int, t int64, says string) error {
+	quote, err := s.expandMessage(fmt.Sprintf("{turn %d}", t))
+	if err != nil {
+		return err
+	}
+	if r := []rune(quote); len(r) > n {
+		quote = string(r[:n])
+	}
+	var q strings.Builder
+	enc := json.NewEncoder(&q)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(quote)
+	want := "[This message edits the user's earlier message " + strings.TrimSuffix(q.String(), "\n") + ".]\n" + unescape(says)
+	req, err := s.modelRequest(i)
+	if err != nil {
+		return err
+	}
+	last := ""
+	for _, m := range req.Messages {
+		if m.Role == "user" {
+			last = m.Content
+		}
+	}
+	if last != want {
+		return fail(fmt.Sprintf("the last user message of request %d to the model", i), fmt.Sprintf("%q", clip(last, 700)),
+			fmt.Sprintf("%q (spec/prompt.md: the quote is at most 500 characters)", clip(want, 700)))
+	}
+	return nil
+}
+
+// noRequestHolds expects no message of any request to the model to hold the text.
+func (s *modelSteps) noRequestHolds(text string) error {
+	want := unescape(text)
+	reqs := s.world.Model().Requests()
+	if len(reqs) == 0 {
+		return fail("the model", "no request", "at least one request to inspect")
+	}
+	for _, req := range reqs {
+		for _, m := range req.Messages {
+			if strings.Contains(m.Content, want) {
+				return fail(fmt.Sprintf("request %d to the model", req.Index+1), fmt.Sprintf("a %s message holding %q", m.Role, want), "no message holding it")
+			}
+		}
+	}
+	return nil
+}
+
+// someRequestHolds expects some message of a request to the model to hold the text.
+func (s *modelSteps) someRequestHolds(text string) error {
+	want := unescape(text)
+	for _, req := range s.world.Model().Requests() {
+		for _, m := range req.Messages {
+			if strings.Contains(m.Content, want) {
+				return nil
+			}
+		}
+	}
+	return fail("the model", fmt.Sprintf("%d requests, none holding %q", len(s.world.Model().Requests()), want), "the asker's memory in the request")
+}
+
+// requestForHoldsNoEarlier expects the request to the model for the text to hold no earlier turn.
+func (s *modelSteps) requestForHoldsNoEarlier(text string) error {
+	for _, r := range s.world.Model().Requests() {
+		var users []string
+		for _, m := range r.Messages {
+			if m.Role == "user" {
+				users = append(users, m.Content)
+			}
+		}
+		if len(users) > 0 && users[len(users)-1] == unescape(text) {
+			if len(users) > 1 {
+				return fail(fmt.Sprintf("request %d to the model", r.Index+1), fmt.Sprintf("%d earlier user messages: %v", len(users)-1, users[:len(users)-1]), "none: the asker is cleared for none of them")
+			}
+			return nil
+		}
+	}
+	return fail("the model", "no request for "+text, "a request for "+text)
+}
 
 var quotedRE = regexp.MustCompile(`"((?:[^"\\]|\\.)*)"`)
 
@@ -32,174 +410,6 @@ func (s *scenario) enqueue(r world.Reply) error {
 		return harnessErr("script the model: %v", err)
 	}
 	return nil
-}
-
-func (s *scenario) registerModel(sc *godog.ScenarioContext) {
-	sc.Step(`^the model replies "((?:[^"\\]|\\.)*)"$`, func(text string) error {
-		return s.enqueue(world.Reply{Text: unescape(text)})
-	})
-	sc.Step(`^the model replies "((?:[^"\\]|\\.)*)" to "((?:[^"\\]|\\.)*)"$`, func(text, match string) error {
-		if err := s.world.Model().EnqueueFor(unescape(match), world.Reply{Text: unescape(text)}); err != nil {
-			return harnessErr("script the model: %v", err)
-		}
-		return nil
-	})
-	sc.Step(`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+)$`, func(parts string) error {
-		return s.enqueue(world.Reply{Chunks: quoted(parts)})
-	})
-	sc.Step(`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) with (.+)$`, func(parts, form string) error {
-		r := world.Reply{Chunks: quoted(parts)}
-		switch form {
-		case "a keep-alive comment before every event":
-			r.KeepAlive = true
-		case "every event's data spread over several lines":
-			r.MultiLine = true
-		case "a usage-only chunk before the end":
-			r.UsageChunk = true
-		case "a plain JSON answer instead of a stream":
-			r.Plain = true
-		case "every stream form at once":
-			r.KeepAlive, r.MultiLine, r.UsageChunk = true, true, true
-		default:
-			return harnessErr("unknown form of a model answer %q", form)
-		}
-		return s.enqueue(r)
-	})
-	sc.Step(`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) and waits$`, func(parts string) error {
-		h := s.world.NewHold()
-		s.holds = append(s.holds, h)
-		return s.enqueue(world.Reply{Chunks: quoted(parts), Hold: h})
-	})
-	sc.Step(`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) to "((?:[^"\\]|\\.)*)" and waits$`, func(parts, match string) error {
-		h := s.world.NewHold()
-		s.holds = append(s.holds, h)
-		if err := s.world.Model().EnqueueFor(unescape(match), world.Reply{Chunks: quoted(parts), Hold: h}); err != nil {
-			return harnessErr("script the model: %v", err)
-		}
-		return nil
-	})
-	sc.Step(`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) to "((?:[^"\\]|\\.)*)" and waits, then streams "((?:[^"\\]|\\.)*)"$`, func(parts, match, more string) error {
-		h := s.world.NewHold()
-		s.holds = append(s.holds, h)
-		if err := s.world.Model().EnqueueFor(unescape(match), world.Reply{Chunks: quoted(parts), Hold: h, After: []string{unescape(more)}}); err != nil {
-			return harnessErr("script the model: %v", err)
-		}
-		return nil
-	})
-	sc.Step(`^the model is released$`, func() error {
-		for _, h := range s.holds {
-			h.Release()
-		}
-		return nil
-	})
-	sc.Step(`^the model fails with status (\d+)(?: and says "((?:[^"\\]|\\.)*)")?$`, func(status int, msg string) error {
-		return s.enqueue(world.Reply{Fail: &world.Failure{Status: status, Message: unescape(msg)}})
-	})
-	sc.Step(`^the model calls "([\w-]+)" with (\{.*\})$`, func(name, args string) error {
-		return s.enqueue(world.Reply{ToolCalls: []world.ToolCall{{ID: s.callID(), Name: name, Arguments: args}}})
-	})
-	sc.Step(`^the model calls "([\w-]+)" (\d+) times in a row$`, func(name string, n int) error {
-		for range n {
-			if err := s.enqueue(world.Reply{ToolCalls: []world.ToolCall{{ID: s.callID(), Name: name, Arguments: "{}"}}}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	sc.Step(`^the model calls at once:$`, func(t *godog.Table) error {
-		var calls []world.ToolCall
-		for _, row := range t.Rows[1:] {
-			args := "{}"
-			if len(row.Cells) > 1 {
-				args = row.Cells[1].Value
-			}
-			calls = append(calls, world.ToolCall{ID: s.callID(), Name: row.Cells[0].Value, Arguments: args})
-		}
-		return s.enqueue(world.Reply{ToolCalls: calls})
-	})
-	sc.Step(`^the model has been asked (\d+) times?$`, func(n int) error {
-		ctx, cancel := s.wait()
-		defer cancel()
-		if err := s.world.Model().WaitRequests(ctx, n); err != nil {
-			return fail("the model", fmt.Sprintf("%d requests", s.world.Model().Count()), fmt.Sprintf("at least %d", n))
-		}
-		return nil
-	})
-	sc.Step(`^the model has been asked (\d+) times? in all$`, func(n int) error {
-		if got := s.world.Model().Count(); got != n {
-			return fail("the model", fmt.Sprintf("%d requests", got), fmt.Sprintf("exactly %d", n))
-		}
-		return nil
-	})
-	sc.Step(`^request (\d+) to the model holds the messages:$`, func(i int, t *godog.Table) error {
-		req, err := s.modelRequest(i)
-		if err != nil {
-			return err
-		}
-		var want, got []string
-		for _, row := range t.Rows[1:] {
-			content, err := s.expandMessage(unescape(row.Cells[1].Value))
-			if err != nil {
-				return err
-			}
-			if row.Cells[0].Value == "tool" {
-				content = canonToolLine(content)
-			}
-			want = append(want, row.Cells[0].Value+": "+content)
-		}
-		got = renderMessages(req.Messages)
-		if strings.Join(got, "\n") != strings.Join(want, "\n") {
-			return fail(fmt.Sprintf("request %d to the model (every message, in order)", i), "\n"+strings.Join(got, "\n"), "\n"+strings.Join(want, "\n"))
-		}
-		return nil
-	})
-	sc.Step(`^request (\d+) to the model holds the same messages as request (\d+)$`, func(i, j int) error {
-		a, err := s.modelRequest(j)
-		if err != nil {
-			return err
-		}
-		b, err := s.modelRequest(i)
-		if err != nil {
-			return err
-		}
-		if describeAll(a.Messages) != describeAll(b.Messages) {
-			return fail(fmt.Sprintf("request %d to the model", i), describeAll(b.Messages), "the messages of request "+fmt.Sprint(j)+": "+describeAll(a.Messages))
-		}
-		return nil
-	})
-	sc.Step(`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) and waits, then keeps streaming "((?:[^"\\]|\\.)*)" whatever happens$`, func(parts, more string) error {
-		h := s.world.NewHold()
-		s.holds = append(s.holds, h)
-		return s.enqueue(world.Reply{Chunks: quoted(parts), Hold: h, After: []string{unescape(more)}, KeepStreaming: true})
-	})
-	sc.Step(`^the system hung up on request (\d+) to the model$`, func(i int) error {
-		ctx, cancel := s.wait()
-		defer cancel()
-		if err := s.world.Model().WaitAborted(ctx, i-1); err != nil {
-			r, _ := s.modelRequest(i)
-			return fail(fmt.Sprintf("request %d to the model", i), fmt.Sprintf("still open or read to its end (finished %v)", r.Finished),
-				"the system closing the request when the turn was interrupted")
-		}
-		return nil
-	})
-	sc.Step(`^no request to the model holds two consecutive messages of one role$`, func() error {
-		for _, req := range s.world.Model().Requests() {
-			prev := ""
-			for j, m := range req.Messages {
-				role := m.Role
-				if role == "tool" {
-					prev = role
-					continue
-				}
-				if role == prev && role != "system" {
-					return fail(fmt.Sprintf("request %d to the model", req.Index+1),
-						fmt.Sprintf("two %s messages in a row at %d", role, j), "roles that alternate")
-				}
-				prev = role
-			}
-		}
-		return nil
-	})
 }
 
 // describeAll renders every message of a request whole: role, content, tool calls and the call a
@@ -292,7 +502,7 @@ func (s *scenario) expandMessage(content string) (string, error) {
 	var bad error
 	out := placeholderRE.ReplaceAllStringFunc(content, func(m string) string {
 		if m == "{summary}" {
-			return summaryOpen + s.summary + summaryClose
+			return summaryOpen + s.areas.budget.summary + summaryClose
 		}
 		sub := placeholderRE.FindStringSubmatch(m)
 		n, _ := strconv.ParseInt(sub[2], 10, 64)
@@ -317,7 +527,19 @@ func (s *scenario) modelRequest(i int) (world.ModelRequest, error) {
 	return s.world.Model().Requests()[i-1], nil
 }
 
-func (s *scenario) callID() string {
+func (s *modelSteps) callID() string {
 	s.calls++
 	return fmt.Sprintf("call_%d", s.calls)
+}
+
+func containsFold(s, sub string) bool {
+	return strings.Contains(strings.ToLower(s), strings.ToLower(sub))
+}
+
+func describeMessages(msgs []world.Message) string {
+	var parts []string
+	for _, m := range msgs {
+		parts = append(parts, m.Role+": "+clip(m.Content, 80))
+	}
+	return strings.Join(parts, " | ")
 }

@@ -2,7 +2,9 @@ package harness
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 
@@ -11,47 +13,91 @@ import (
 	"github.com/loomcheck/loomcheck/spec"
 )
 
-func (s *scenario) registerSetup(sc *godog.ScenarioContext) {
-	sc.Step(`^barge-in is (on|off)$`, func(v string) error {
-		on := v == "on"
-		return s.configure(func(c *spec.SUTConfig) { c.Conversation.BargeIn = &on })
-	})
-	sc.Step(`^the conversation rotates every (\d+) turns?$`, func(n int) error {
-		return s.configure(func(c *spec.SUTConfig) { c.Conversation.RotateEveryTurns = n })
-	})
-	sc.Step(`^the system takes caller-chosen conversation ids$`, func() error {
-		if !s.run.extensions["chosen-id"] {
-			return &HarnessError{Err: fmt.Errorf("%w: the system does not claim the chosen-id extension (discovery)", ErrNotApplicable)}
-		}
+// steps is the setup vocabulary: each pattern, the method that runs it, what it means.
+func (s *setupSteps) steps() []stepDef {
+	return []stepDef{
+		{`^the system refuses to start$`, s.refusesToStart, "expects the system to refuse to start with its configuration"},
+		{`^barge-in is (on|off)$`, s.bargeIn, "turns barge-in on or off in the configuration"},
+		{`^the conversation rotates every (\d+) turns?$`, s.rotatesEvery, "configures the conversation to rotate its generation every N turns"},
+		{`^the system takes caller-chosen conversation ids$`, s.chosenIDs, "requires the chosen-id extension: the scenario is not applicable to a system that does not claim it"},
+		{`^the setting "([^"]+)" is (.+)$`, s.setSetting, "sets one configuration setting, named by its JSON path (spec/config.go), to a JSON value"},
+		{`^the settings are:$`, s.settingsAre, "sets every configuration setting of the table"},
+	}
+}
+
+// refusesToStart expects the system to refuse to start with its configuration.
+func (s *setupSteps) refusesToStart() error {
+	err := s.sut()
+	if err == nil {
+		return fail("starting the system", "it started and answers", "a refusal to start with this configuration")
+	}
+	if !errors.Is(err, ErrHarness) {
+		return err
+	}
+	// When the scenario declared a tool that needs approval, a control: the same
+	// configuration, the same tools, none of them needing approval, must start, so the
+	// refusal is about the approval and not about anything else in it.
+	ctl := s.cfg
+	ctl.Tools.Definitions = nil
+	approval := false
+	for _, d := range s.cfg.Tools.Definitions {
+		approval = approval || d.NeedsApproval
+		d.NeedsApproval = false
+		ctl.Tools.Definitions = append(ctl.Tools.Definitions, d)
+	}
+	if !approval {
 		return nil
-	})
-	sc.Step(`^the setting "([^"]+)" is (.+)$`, s.setSetting)
-	sc.Step(`^the settings are:$`, func(t *godog.Table) error {
-		for _, row := range t.Rows {
-			if len(row.Cells) != 2 {
-				return harnessErr("a settings table has two columns: path and JSON value")
-			}
-			if row.Cells[0].Value == "setting" {
-				continue
-			}
-			if err := s.setSetting(row.Cells[0].Value, row.Cells[1].Value); err != nil {
-				return err
-			}
+	}
+	dir := s.dir + "/control"
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return harnessErr("control directory: %v", err)
+	}
+	ctl.DataDir = dir + "/data"
+	d := s.run.kind.newDriver()
+	if p, ok := d.(*process); ok {
+		p.dir = dir
+	}
+	if err := d.Start(s.ctx, ctl); err != nil {
+		return fail("starting the same configuration with no tool needing approval", err.Error()+logsOf(d),
+			"a system that starts: the refusal must be about the approval alone")
+	}
+	_ = d.Stop()
+	return nil
+}
+
+// bargeIn turns barge-in on or off in the configuration.
+func (s *setupSteps) bargeIn(v string) error {
+	on := v == "on"
+	return s.configure(func(c *spec.SUTConfig) { c.Conversation.BargeIn = &on })
+}
+
+// rotatesEvery configures the conversation to rotate its generation every N turns.
+func (s *setupSteps) rotatesEvery(n int) error {
+	return s.configure(func(c *spec.SUTConfig) { c.Conversation.RotateEveryTurns = n })
+}
+
+// chosenIDs requires the chosen-id extension: the scenario is not applicable to a system that does not claim it.
+func (s *setupSteps) chosenIDs() error {
+	if !s.run.extensions["chosen-id"] {
+		return &HarnessError{Err: fmt.Errorf("%w: the system does not claim the chosen-id extension (discovery)", ErrNotApplicable)}
+	}
+	return nil
+}
+
+// settingsAre sets every configuration setting of the table.
+func (s *setupSteps) settingsAre(t *godog.Table) error {
+	for _, row := range t.Rows {
+		if len(row.Cells) != 2 {
+			return harnessErr("a settings table has two columns: path and JSON value")
 		}
-		return nil
-	})
-	sc.Step(`^the tools are:$`, func(t *godog.Table) error {
-		return s.configure(func(c *spec.SUTConfig) {
-			for _, row := range t.Rows[1:] {
-				def := spec.ToolDef{Name: row.Cells[0].Value, Description: "test tool " + row.Cells[0].Value,
-					Parameters: map[string]any{"type": "object"}}
-				if len(row.Cells) > 1 {
-					def.Class = row.Cells[1].Value
-				}
-				c.Tools.Definitions = append(c.Tools.Definitions, def)
-			}
-		})
-	})
+		if row.Cells[0].Value == "setting" {
+			continue
+		}
+		if err := s.setSetting(row.Cells[0].Value, row.Cells[1].Value); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // setSetting sets one field of the configuration document by its JSON path ("conversation.maxScan")

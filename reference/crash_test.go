@@ -695,7 +695,7 @@ func (x *torture) check() {
 	var st loomtype.Status
 	require.NoError(t, json.Unmarshal([]byte(body), &st))
 	require.EqualValues(t, len(x.turns), st.Turns, "status counts every turn")
-	require.Equal(t, "open", st.State)
+	require.Equal(t, loomtype.StateOpen, st.State)
 
 	// A recovery never asks the model again for a reply that was recorded.
 	reqs := x.w.Model().Requests()

@@ -22,8 +22,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/loomcheck/loomcheck/reference/agent"
 	"github.com/loomcheck/loomcheck/reference/conversation"
+	"github.com/loomcheck/loomcheck/reference/conversation/live"
 	"github.com/loomcheck/loomcheck/reference/gateway"
 	"github.com/loomcheck/loomcheck/reference/hostio"
 	"github.com/loomcheck/loomcheck/reference/kernel"
@@ -127,8 +127,8 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 		return nil, err
 	}
 	logErrors(&opt)
-	hub := conversation.NewHub(opt.Gateway.MaxSubscribers)
-	cv, err := conversation.New(opt.Conversation, opt.Deps, hub)
+	hub := live.NewHub(opt.Gateway.MaxSubscribers)
+	dl, err := conversation.New(opt.Conversation, opt.Deps, hub)
 	if err != nil {
 		return fail(err)
 	}
@@ -136,19 +136,22 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 	if err != nil {
 		return fail(err)
 	}
-	// Bound before recovery: a recovered flow may need the kernel at its first live step.
-	// An execution refused for damaged storage is reported through the error hook, with an
+	// Every recovered flow reaches the kernel through its own context, so the client is made
+	// after the kernel is open, with nothing for a recovered flow to wait for. An execution refused for damaged storage is reported through the error hook, with an
 	// errorId of its own, as a 500 would be.
 	var onCorrupt func(string, error)
 	if hook := opt.Gateway.OnError; hook != nil {
-		onCorrupt = func(id string, err error) { hook(agent.NewErrorID(), fmt.Errorf("execution %s refused: %w", id, err)) }
+		onCorrupt = func(id string, err error) {
+			hook(loomtype.NewErrorID(), fmt.Errorf("execution %s refused: %w", id, err))
+		}
 	}
-	k, err := kernel.Open(ctx, st, kernel.Options{Flows: cv.Flows(), Divergence: opt.Divergence, Logger: opt.Logger,
-		BeforeRecovery: cv.Bind, OnCorrupt: onCorrupt})
+	k, err := kernel.Open(ctx, st, kernel.Options{Flows: dl.Flows(), Divergence: opt.Divergence, Logger: opt.Logger,
+		OnCorrupt: onCorrupt})
 	if err != nil {
 		st.Close()
 		return fail(err)
 	}
+	cv := dl.Client(k)
 	gw, err := gateway.New(cv, opt.Gateway)
 	if err != nil {
 		k.Close()

@@ -34,6 +34,7 @@ func commands() []command {
 		{"world", "run the world alone, for a remote target", cmdWorld},
 		{"requirements", "print the traceability matrix and coverage", cmdRequirements},
 		{"explain", "explain one requirement", cmdExplain},
+		{"steps", "list the step vocabulary the features are written in", cmdSteps},
 		{"report", "render or compare reports (report diff OLD NEW)", cmdReport},
 		{"validate", "validate a JSON document against a schema", cmdValidate},
 		{"selftest", "prove the kit catches the broken variants in fixtures/defects", cmdSelftest},

@@ -51,8 +51,11 @@ func cmdSelftest(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	unjudged := selftest.Interrupted(results)
-	fmt.Fprintf(stdout, "self-test: %d of %d defects caught, %d missed, %d %s (report: %s)\n",
-		caught, len(results), missed, unjudged, selftest.NotJudged, *out)
+	fmt.Fprintf(stdout, "self-test: %d of %d defects caught, %d missed, %d not judged (report: %s)\n",
+		caught, len(results), missed, unjudged, *out)
+	if unjudged > 0 {
+		fmt.Fprintf(stdout, "self-test: %d defects were %s: the run was cancelled before it reached them\n", unjudged, selftest.NotJudged)
+	}
 	switch {
 	case missed > 0:
 		return exitNonConformant

@@ -36,6 +36,7 @@ import (
 // root.
 var Packages = []string{
 	"reference/store", "reference/kernel", "reference/agent", "reference/conversation",
+	"reference/conversation/live", "reference/conversation/participants",
 	"reference/envelope", "reference/budget", "reference/gateway", "reference/model",
 }
 

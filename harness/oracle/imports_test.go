@@ -4,6 +4,7 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -68,6 +69,7 @@ func TestKitNeverImportsReference(t *testing.T) {
 	if len(pkgs) < 5 {
 		t.Fatalf("found only %d directories under harness/", len(pkgs))
 	}
+	reached := map[string]bool{}
 	for _, dir := range pkgs {
 		rel, _ := filepath.Rel(root, dir)
 		// Walk every module-local import, breadth first, remembering how it was reached.
@@ -82,6 +84,7 @@ func TestKitNeverImportsReference(t *testing.T) {
 		for len(queue) > 0 {
 			p := queue[0]
 			queue = queue[1:]
+			reached[p] = true
 			sub := strings.TrimPrefix(strings.TrimPrefix(p, module), "/")
 			if sub == "reference" || strings.HasPrefix(sub, "reference/") {
 				t.Errorf("%s imports %s (through %s)", rel, p, via[p])
@@ -94,5 +97,40 @@ func TestKitNeverImportsReference(t *testing.T) {
 				}
 			}
 		}
+	}
+	// The walk must have read the imports: the kit builds on spec/ and its own world.
+	for _, p := range []string{module + "/spec", module + "/harness/world", module + "/harness/oracle"} {
+		if !reached[p] {
+			t.Errorf("the import walk never reached %s: it reads no imports", p)
+		}
+	}
+}
+
+// TestKitBuildNeverImportsReference asks the go command what the kit's packages are built from
+// (`go list -deps ./harness/...`, with the build tags of this build) and fails on any package
+// of reference/ among them.
+func TestKitBuildNeverImportsReference(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH")
+	}
+	cmd := exec.Command(goBin, "list", "-deps", "./harness/...")
+	cmd.Dir = filepath.Join("..", "..")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./harness/...: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	var kit int
+	for _, p := range deps {
+		if p == module+"/reference" || strings.HasPrefix(p, module+"/reference/") {
+			t.Errorf("the kit is built from %s", p)
+		}
+		if strings.HasPrefix(p, module+"/harness") {
+			kit++
+		}
+	}
+	if kit < 5 {
+		t.Fatalf("go list named %d packages of harness/: %s", kit, out)
 	}
 }

@@ -12,7 +12,6 @@ package agent
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -86,10 +85,10 @@ type Config struct {
 
 // Result is how a run ended.
 type Result struct {
-	Status string
+	Status loomtype.RecordStatus
 	// Text is the answer (Complete) or the partial text of the interrupted generation.
 	Text    string
-	Reason  string
+	Reason  loomtype.Reason
 	ErrorID string
 	// Tools lists the tools the run called, in order (denied ones included).
 	Tools []string
@@ -126,13 +125,13 @@ func Run(c *kernel.Context, cfg Config, messages []model.Message) (Result, error
 	msgs := append([]model.Message(nil), messages...)
 	var res Result
 	for i := 1; i <= cfg.MaxIterations; i++ {
-		if stop, err := checkpoint(c, cfg, fmt.Sprintf("%s#abort:turn:%d", cfg.LoopID, i)); err != nil {
+		if stop, err := checkpoint(c, cfg, abortTurnID(cfg.LoopID, i)); err != nil {
 			return res, err
 		} else if stop {
 			res.Status = Interrupted
 			return res, nil
 		}
-		raw, err := c.Decide(fmt.Sprintf("%s#turn:%d:response", cfg.LoopID, i), func() (json.RawMessage, error) {
+		raw, err := c.Decide(responseID(cfg.LoopID, i), func() (json.RawMessage, error) {
 			return callModel(c, cfg, msgs)
 		})
 		if err != nil {
@@ -172,7 +171,7 @@ func Run(c *kernel.Context, cfg Config, messages []model.Message) (Result, error
 	}
 	// Out of iterations: an id derived from the loop, so a replay names the same incident.
 	res.Status, res.Reason = Failed, loomtype.ReasonTurnFailed
-	res.ErrorID = "err_" + idempotencyKey(c.ID(), cfg.LoopID, model.ToolCall{Name: "max-iterations"})[:24]
+	res.ErrorID = "err_" + idempotencyKey(c.ID(), cfg.LoopID, model.ToolCall{Name: maxIterName})[:24]
 	return res, nil
 }
 
@@ -262,15 +261,15 @@ func cutText(s string) string {
 func runTools(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall, res *Result) ([]toolOutcome, bool, error) {
 	outs := make([]toolOutcome, 0, len(calls))
 	step := func(j int, call model.ToolCall) kernel.StepFunc {
-		id := fmt.Sprintf("%s#turn:%d:tool:%d", cfg.LoopID, turn, j)
+		id := toolStepID(cfg.LoopID, turn, j)
 		key := idempotencyKey(c.ID(), id, call)
 		return func(ctx context.Context) (json.RawMessage, error) {
 			return json.Marshal(callTool(ctx, cfg, call, key))
 		}
 	}
-	stepID := func(j int) string { return fmt.Sprintf("%s#turn:%d:tool:%d", cfg.LoopID, turn, j) }
+	stepID := func(j int) string { return toolStepID(cfg.LoopID, turn, j) }
 	if cfg.Parallel && len(calls) > 1 {
-		if stop, err := checkpoint(c, cfg, fmt.Sprintf("%s#abort:tools:%d", cfg.LoopID, turn)); err != nil || stop {
+		if stop, err := checkpoint(c, cfg, abortToolsID(cfg.LoopID, turn)); err != nil || stop {
 			return nil, stop, err
 		}
 		ids := make([]string, len(calls))
@@ -289,7 +288,7 @@ func runTools(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall, r
 		return outs, false, nil
 	}
 	for j, call := range calls {
-		if stop, err := checkpoint(c, cfg, fmt.Sprintf("%s#abort:tool:%d:%d", cfg.LoopID, turn, j)); err != nil {
+		if stop, err := checkpoint(c, cfg, abortToolID(cfg.LoopID, turn, j)); err != nil {
 			return nil, false, err
 		} else if stop {
 			return outs, true, nil
@@ -387,9 +386,5 @@ func idempotencyKey(execID, stepID string, call model.ToolCall) string {
 	return hex.EncodeToString(h[:16])
 }
 
-// NewErrorID returns a random id for an error report.
-func NewErrorID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return "err_" + hex.EncodeToString(b[:])
-}
+// NewErrorID returns a random id for an error report: loomtype.NewErrorID.
+func NewErrorID() string { return loomtype.NewErrorID() }

@@ -84,7 +84,7 @@ func (r *rig) result() agent.Result {
 
 // decisions lists the ids of the decisions and steps the run recorded, in order.
 func (r *rig) decisions() []string {
-	evs, err := r.st.ReadForward(context.Background(), kernel.LogStream("x"), 0, 0, 0)
+	evs, err := r.k.ReadLog(context.Background(), "x", 0, 0, 0)
 	require.NoError(r.t, err)
 	var out []string
 	for _, e := range evs {

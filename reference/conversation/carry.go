@@ -16,7 +16,7 @@ import (
 type state struct {
 	V     int               `json:"v"`
 	Owner loomtype.Identity `json:"owner"`
-	Mode  string            `json:"mode"`
+	Mode  loomtype.Mode     `json:"mode"`
 	// Seq is the number of the newest accepted turn; Ord counts consumed messages (it numbers
 	// decision ids); Rec counts transcript records (the records' ord).
 	Seq int64 `json:"seq"`
@@ -36,16 +36,16 @@ type state struct {
 
 // turnMem is one accepted turn in the carried window.
 type turnMem struct {
-	Ord     int64             `json:"o"`
-	Turn    int64             `json:"t"`
-	UserRec int64             `json:"r"`
-	Asker   loomtype.Identity `json:"a"`
-	User    string            `json:"u"`
-	Prompt  string            `json:"p,omitempty"`
-	Reply   string            `json:"y"`
-	Status  string            `json:"s"`
-	Tokens  int               `json:"k,omitempty"`
-	Classes []string          `json:"c,omitempty"`
+	Ord     int64                 `json:"o"`
+	Turn    int64                 `json:"t"`
+	UserRec int64                 `json:"r"`
+	Asker   loomtype.Identity     `json:"a"`
+	User    string                `json:"u"`
+	Prompt  string                `json:"p,omitempty"`
+	Reply   string                `json:"y"`
+	Status  loomtype.RecordStatus `json:"s"`
+	Tokens  int                   `json:"k,omitempty"`
+	Classes []string              `json:"c,omitempty"`
 }
 
 // modelUser is the user message the model saw for this turn.

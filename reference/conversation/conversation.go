@@ -20,6 +20,8 @@ import (
 
 	"github.com/loomcheck/loomcheck/reference/agent"
 	"github.com/loomcheck/loomcheck/reference/budget"
+	"github.com/loomcheck/loomcheck/reference/conversation/live"
+	"github.com/loomcheck/loomcheck/reference/conversation/participants"
 	"github.com/loomcheck/loomcheck/reference/envelope"
 	"github.com/loomcheck/loomcheck/reference/hostio"
 	"github.com/loomcheck/loomcheck/reference/kernel"
@@ -27,13 +29,10 @@ import (
 	"github.com/loomcheck/loomcheck/reference/model"
 )
 
-// FlowName is the kernel flow a conversation runs as.
-const FlowName = "conversation"
-
-// Modes.
+// Modes (loomtype.Mode).
 const (
-	ModeOwner  = "owner"
-	ModeShared = "shared"
+	ModeOwner  = loomtype.ModeOwner
+	ModeShared = loomtype.ModeShared
 )
 
 // Defaults of Config.
@@ -118,26 +117,36 @@ type Deps struct {
 // hold.
 var ErrApproval = errors.New("conversation: tools that need approval are not supported")
 
-// Conversations is the client and the flow. Safe for concurrent use.
+// Dialogue holds the conversation flows: register Flows on the kernel, then make the client on
+// that kernel with Client. A flow reaches the kernel only through its own kernel.Context, so an
+// execution the kernel recovers while it opens needs nothing set up after it.
+type Dialogue struct{ *core }
+
+// Conversations is the client: who may do what, signing and sending, reading back. It is made on
+// an open kernel (Dialogue.Client) and never changes kernel. Safe for concurrent use.
 type Conversations struct {
+	*core
+	k *kernel.Kernel
+}
+
+// core is what the flows and the client share: the configuration, the world and the caches.
+type core struct {
 	cfg  Config
 	deps Deps
-	hub  *Hub
+	hub  *live.Hub
 
 	mu    sync.Mutex
-	k     *kernel.Kernel
 	metas map[string]meta
 	// absent holds ids meta found no conversation at (see meta).
 	absent map[string]struct{}
 
-	// partMu guards partCache: the participant sets of shared conversations, keyed by id.
-	partMu    sync.Mutex
-	partCache map[string]participantCache
+	// book holds the participant sets of shared conversations.
+	book participants.Book
 }
 
 type meta struct {
 	owner loomtype.Identity
-	mode  string
+	mode  loomtype.Mode
 	ok    bool // the stamped owner agrees with the recorded principal
 }
 
@@ -146,15 +155,15 @@ var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 // ValidID reports whether id may name a conversation.
 func ValidID(id string) bool { return idRE.MatchString(id) }
 
-// New validates cfg and returns Conversations. Register Flow on the kernel and Bind it before
-// the kernel recovers anything (kernel.Options.BeforeRecovery): a recovered conversation may need
-// the kernel at its first live step.
+// New validates cfg and returns the Dialogue: register its Flows on the kernel, open the kernel
+// (which recovers every open conversation at once), then make the client with Client.
 //
 // Errors: loomtype.ErrConfig (wrapped) for a missing or short key; ErrApproval.
 //
-//	cv, err := conversation.New(cfg, deps, conversation.NewHub(64))
-//	k, err := kernel.Open(ctx, st, kernel.Options{Flows: cv.Flows(), BeforeRecovery: cv.Bind})
-func New(cfg Config, deps Deps, hub *Hub) (*Conversations, error) {
+//	dl, err := conversation.New(cfg, deps, live.NewHub(64))
+//	k, err := kernel.Open(ctx, st, kernel.Options{Flows: dl.Flows()})
+//	cv := dl.Client(k)
+func New(cfg Config, deps Deps, hub *live.Hub) (*Dialogue, error) {
 	if len(cfg.Keys) == 0 || len(cfg.Keys[0]) < 32 {
 		return nil, fmt.Errorf("%w: a signing key of at least 32 bytes is required", loomtype.ErrConfig)
 	}
@@ -194,44 +203,42 @@ func New(cfg Config, deps Deps, hub *Hub) (*Conversations, error) {
 		deps.Now = time.Now
 	}
 	if hub == nil {
-		hub = NewHub(0)
+		hub = live.NewHub(0)
 	}
 	if err := cfg.Shared.validate(); err != nil {
 		return nil, err
 	}
-	return &Conversations{cfg: cfg, deps: deps, hub: hub, metas: map[string]meta{}, absent: map[string]struct{}{}}, nil
+	return &Dialogue{&core{cfg: cfg, deps: deps, hub: hub, metas: map[string]meta{}, absent: map[string]struct{}{}}}, nil
 }
 
-// Flows returns the kernel flows conversations need.
-func (cv *Conversations) Flows() map[string]kernel.Flow {
-	return map[string]kernel.Flow{FlowName: cv.flow, TurnFlowName: cv.turnFlow}
+// Flows returns the kernel flows conversations need. They hold no kernel: each reaches the one
+// running it through its Context.
+func (d *Dialogue) Flows() map[string]kernel.Flow {
+	fl := &Conversations{core: d.core}
+	return map[string]kernel.Flow{FlowName: fl.flow, TurnFlowName: fl.turnFlow}
 }
 
-// Bind attaches the kernel the flows were registered on.
-func (cv *Conversations) Bind(k *kernel.Kernel) {
-	cv.mu.Lock()
-	cv.k = k
-	cv.mu.Unlock()
-}
+// Client returns the conversation client on k, the kernel the flows are registered on.
+//
+//	cv := dl.Client(k)
+//	st, created, err := cv.Start(ctx, alice, conversation.StartOptions{})
+func (d *Dialogue) Client(k *kernel.Kernel) *Conversations { return &Conversations{core: d.core, k: k} }
 
 // Hub is the live channel of these conversations.
-func (cv *Conversations) Hub() *Hub { return cv.hub }
+func (cv *core) Hub() *live.Hub { return cv.hub }
 
 // Config returns the effective configuration (defaults applied).
-func (cv *Conversations) Config() Config { return cv.cfg }
+func (cv *core) Config() Config { return cv.cfg }
 
-func (cv *Conversations) kernel() *kernel.Kernel {
-	cv.mu.Lock()
-	defer cv.mu.Unlock()
-	return cv.k
-}
+// kernel is the client's kernel; a flow has none here (it uses its Context's).
+func (cv *Conversations) kernel() *kernel.Kernel { return cv.k }
 
 // startInput is generation 0's input: the owner stamp, written at the one moment only the
 // starter can write it.
 type startInput struct {
 	V     int               `json:"v"`
 	Owner loomtype.Identity `json:"owner"`
-	Mode  string            `json:"mode"`
+	Mode  loomtype.Mode     `json:"mode"`
 	// CountEmpty: empty and oversized messages count against MaxInvalidRecords. Every
 	// conversation Start makes says so; one whose log predates it replays as it was written.
 	CountEmpty bool `json:"countEmpty,omitempty"`
@@ -240,7 +247,7 @@ type startInput struct {
 // StartOptions choose the conversation's id and mode.
 type StartOptions struct {
 	ID           string
-	Mode         string
+	Mode         loomtype.Mode
 	Participants []loomtype.Identity
 }
 
@@ -273,7 +280,7 @@ func (cv *Conversations) Start(ctx context.Context, principal loomtype.Identity,
 	switch opt.Mode {
 	case ModeOwner:
 		if len(opt.Participants) > 0 {
-			return loomtype.Status{}, false, fmt.Errorf("%w: participants need shared mode", loomtype.ErrBadRequest)
+			return loomtype.Status{}, false, loomtype.BadRequest("participants", "participants need shared mode")
 		}
 	case ModeShared:
 		svc, err := cv.sharedStartCheck(principal, opt.Participants)
@@ -282,7 +289,7 @@ func (cv *Conversations) Start(ctx context.Context, principal loomtype.Identity,
 		}
 		runAs = svc
 	default:
-		return loomtype.Status{}, false, fmt.Errorf("%w: unknown mode", loomtype.ErrBadRequest)
+		return loomtype.Status{}, false, loomtype.BadRequest("mode", "unknown mode")
 	}
 	in, _ := json.Marshal(startInput{V: 1, Owner: principal, Mode: opt.Mode, CountEmpty: true})
 	k := cv.kernel()
@@ -350,8 +357,9 @@ func newID() string {
 // its record appears), within maxRemembered ids each.
 func (cv *Conversations) meta(ctx context.Context, id string) (meta, error) {
 	k := cv.kernel()
-	raw, present, err := k.Store().Meta(ctx, kernel.InfoKey(id))
-	if err != nil {
+	info, err := k.StoredInfo(ctx, id)
+	present := err == nil
+	if err != nil && !errors.Is(err, loomtype.ErrNotFound) {
 		return meta{}, err
 	}
 	cv.mu.Lock()
@@ -365,9 +373,9 @@ func (cv *Conversations) meta(ctx context.Context, id string) (meta, error) {
 		return meta{}, loomtype.ErrNotFound
 	}
 	// The first look: the record and the log's first event, for an id that exists or not.
-	evs, err := k.Store().ReadForward(ctx, kernel.LogStream(id), 0, 0, 1)
-	if err != nil {
-		return meta{}, err
+	input, ierr := k.Input(ctx, id)
+	if ierr != nil && !errors.Is(ierr, loomtype.ErrNotFound) && !errors.Is(ierr, kernel.ErrUnreadable) {
+		return meta{}, ierr
 	}
 	if !present {
 		cv.mu.Lock()
@@ -375,18 +383,12 @@ func (cv *Conversations) meta(ctx context.Context, id string) (meta, error) {
 		cv.mu.Unlock()
 		return meta{}, loomtype.ErrNotFound
 	}
-	var info kernel.Info
-	if err := json.Unmarshal(raw, &info); err != nil {
-		return meta{}, fmt.Errorf("conversation: execution record %s: %w", id, err)
-	}
 	// An execution that is no conversation is remembered as one nobody may touch (ok false), so
 	// it costs what a conversation costs from now on too.
-	var started struct {
-		Input startInput `json:"input"`
-	}
+	var started startInput
 	m = meta{}
-	if info.Flow == FlowName && len(evs) > 0 && json.Unmarshal(evs[0].Data, &started) == nil {
-		m = meta{owner: started.Input.Owner, mode: started.Input.Mode}
+	if info.Flow == FlowName && ierr == nil && json.Unmarshal(input, &started) == nil {
+		m = meta{owner: started.Owner, mode: started.Mode}
 	}
 	switch m.mode {
 	case ModeOwner:
@@ -438,10 +440,6 @@ func (cv *Conversations) authorize(ctx context.Context, principal loomtype.Ident
 	}
 	return m, err
 }
-
-// absentRecord stands in for the execution record of an id that has none, so that refusing it
-// decodes a record as refusing another's does.
-var absentRecord = []byte(`{"id":"c_000000000000000000000000","flow":"conversation","principal":{"tenant":"-","actor":"-"},"state":"open","gen":0,"created":0}`)
 
 // floor waits until NotFoundFloor has passed since start, or ctx ends.
 func floor(ctx context.Context, start time.Time) {
@@ -527,10 +525,10 @@ func (cv *Conversations) send(ctx context.Context, principal loomtype.Identity, 
 	if opt.MessageID == "" {
 		opt.MessageID = "m_" + newID()[2:]
 	} else if !messageIDRE.MatchString(opt.MessageID) {
-		return SendResult{}, fmt.Errorf("%w: messageId", loomtype.ErrBadRequest)
+		return SendResult{}, loomtype.BadRequest("messageId", "")
 	}
 	if opt.EditOf < 0 {
-		return SendResult{}, fmt.Errorf("%w: editOf", loomtype.ErrBadRequest)
+		return SendResult{}, loomtype.BadRequest("editOf", "")
 	}
 	key := kernel.SenderKey(principal, opt.MessageID)
 	env := envelope.Envelope{ConversationID: id, Kind: kind, ID: key, IAT: cv.deps.Now().UnixMilli(),
@@ -586,12 +584,9 @@ func wireEnvelope(e envelope.Envelope) envelopeJSON {
 func (cv *Conversations) AuthorizeRuntime(ctx context.Context, principal loomtype.Identity, id string) (kernel.Info, error) {
 	start := time.Now()
 	k := cv.kernel()
-	raw, present, err := k.Store().Meta(ctx, kernel.InfoKey(id))
-	if !present {
-		raw = absentRecord // decoded all the same: no record costs what another's record costs
-	}
-	var stored kernel.Info
-	if json.Unmarshal(raw, &stored) != nil || err != nil || !present || !principal.Valid() || !stored.Principal.Equal(principal) {
+	// A missing record is decoded all the same (a stand-in): no record costs what another's costs.
+	stored, err := k.StoredInfo(ctx, id)
+	if err != nil || !principal.Valid() || !stored.Principal.Equal(principal) {
 		floor(ctx, start)
 		return kernel.Info{}, loomtype.ErrNotFound
 	}
@@ -611,7 +606,7 @@ func (cv *Conversations) SendRaw(ctx context.Context, principal loomtype.Identit
 		return false, err
 	}
 	if !messageIDRE.MatchString(messageID) {
-		return false, fmt.Errorf("%w: messageId", loomtype.ErrBadRequest)
+		return false, loomtype.BadRequest("messageId", "")
 	}
 	return k.Send(ctx, id, principal, messageID, payload)
 }
@@ -638,7 +633,7 @@ func (cv *Conversations) StartRaw(ctx context.Context, principal loomtype.Identi
 		return loomtype.ErrUnauthenticated
 	}
 	if flow != TurnFlowName {
-		return fmt.Errorf("%w: flow", loomtype.ErrBadRequest)
+		return loomtype.BadRequest("flow", "")
 	}
 	var names struct {
 		ConversationID string `json:"conversationId"`
@@ -653,14 +648,14 @@ func (cv *Conversations) StartRaw(ctx context.Context, principal loomtype.Identi
 	// conversation id holds no ':'): the door neither takes an id a conversation may need nor
 	// tells whether one is taken.
 	if !strings.HasPrefix(id, TurnIDPrefix(names.ConversationID)) {
-		return fmt.Errorf("%w: id", loomtype.ErrBadRequest)
+		return loomtype.BadRequest("id", "")
 	}
 	_, err := cv.kernel().Start(ctx, kernel.StartRequest{ID: id, Flow: flow, Input: input, Principal: principal})
 	switch {
 	case errors.Is(err, loomtype.ErrAlreadyStarted):
 		return loomtype.ErrConflict
 	case errors.Is(err, kernel.ErrBadID):
-		return fmt.Errorf("%w: id", loomtype.ErrBadRequest)
+		return loomtype.BadRequest("id", "")
 	}
 	return err
 }
@@ -675,43 +670,21 @@ type RawEvent struct {
 // RawLog is the runtime door's query: the unfiltered log, for the principal the execution runs
 // as only.
 func (cv *Conversations) RawLog(ctx context.Context, principal loomtype.Identity, id string, after loomtype.Cursor, limit int) ([]RawEvent, loomtype.Cursor, bool, error) {
-	k := cv.kernel()
-	info, err := cv.AuthorizeRuntime(ctx, principal, id)
+	if _, err := cv.AuthorizeRuntime(ctx, principal, id); err != nil {
+		return nil, after, false, err
+	}
+	// A cursor past the newest generation is clamped to its end, and reads back as itself.
+	evs, next, done, err := cv.kernel().LogPage(ctx, id, after, limit)
 	if err != nil {
 		return nil, after, false, err
 	}
-	if limit <= 0 || limit > 500 {
-		limit = 500
-	}
-	if after.Gen > info.Gen {
-		// Past the newest generation: clamped to its end, a cursor that reads back as itself.
-		head, err := k.Store().Head(ctx, kernel.LogStream(id), info.Gen)
-		if err != nil {
-			return nil, after, false, err
-		}
-		after = loomtype.Cursor{Gen: info.Gen, Seq: head}
-	}
 	var out []RawEvent
-	cur := after
-	for len(out) < limit {
-		evs, err := k.Store().ReadForward(ctx, kernel.LogStream(id), cur.Gen, cur.Seq, limit-len(out))
-		if err != nil {
-			return nil, after, false, err
+	for _, e := range evs {
+		d := e.Data
+		if len(d) == 0 || !json.Valid(d) {
+			d = json.RawMessage("null")
 		}
-		for _, e := range evs {
-			cur.Seq = e.Seq
-			d := json.RawMessage(e.Data)
-			if len(d) == 0 || !json.Valid(d) {
-				d = json.RawMessage("null")
-			}
-			out = append(out, RawEvent{Cursor: cur.String(), Kind: e.Kind, Data: d})
-		}
-		if len(out) < limit && len(evs) < limit {
-			if cur.Gen >= info.Gen {
-				return out, cur, true, nil
-			}
-			cur = loomtype.Cursor{Gen: cur.Gen + 1}
-		}
+		out = append(out, RawEvent{Cursor: e.Cursor().String(), Kind: e.Kind, Data: d})
 	}
-	return out, cur, false, nil
+	return out, next, done, nil
 }

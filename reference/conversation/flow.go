@@ -25,8 +25,8 @@ var errClosedFlow = errors.New("conversation: closed")
 // recordValue is the value of a transcript decision. Turns is the number of the newest accepted
 // turn once the record is written, so the status reads it from the newest record alone.
 type recordValue struct {
-	Rec   loomtype.Entry `json:"rec"`
-	Turns *int64         `json:"turns,omitempty"`
+	Rec   storedRecord `json:"rec"`
+	Turns *int64       `json:"turns,omitempty"`
 }
 
 // verdictValue is the recorded acceptance verdict of one message. Turns is the number of the
@@ -34,10 +34,10 @@ type recordValue struct {
 // every consumed message has a verdict, recorded or only counted, so the status finds a count
 // within a few events of the log's end whatever the number of rejections.
 type verdictValue struct {
-	OK       bool          `json:"ok"`
-	Reason   string        `json:"reason,omitempty"`
-	Envelope *envelopeJSON `json:"envelope,omitempty"`
-	Turns    *int64        `json:"turns,omitempty"`
+	OK       bool            `json:"ok"`
+	Reason   loomtype.Reason `json:"reason,omitempty"`
+	Envelope *envelopeJSON   `json:"envelope,omitempty"`
+	Turns    *int64          `json:"turns,omitempty"`
 }
 
 // fitValue is the recorded budget verdict of one turn.
@@ -122,22 +122,22 @@ func (cv *Conversations) record(c *kernel.Context, st *state, id string, e loomt
 			live()
 		}
 		turns := st.Seq
-		return recordValue{Rec: e, Turns: &turns}, nil
+		return recordValue{Rec: recordOf(e), Turns: &turns}, nil
 	})
-	return v.Rec, err
+	return v.Rec.entry(), err
 }
 
 func (cv *Conversations) handle(c *kernel.Context, st *state, m kernel.Message) error {
 	ord := st.Ord
 	var vv verdictValue
-	err := cv.decide(c, fmt.Sprintf("conv#o%d:verify", ord), &vv, func() (any, error) {
+	err := cv.decide(c, verifyID(ord), &vv, func() (any, error) {
 		v := envelope.Check(envelope.CheckInput{
 			Raw: m.Payload, Keys: cv.cfg.Keys, ConversationID: c.ID(),
 			Voices: cv.voices(c, st),
 			Now:    m.Time, MaxAgeMs: cv.cfg.MaxEnvelopeAgeMs, Seen: st.Replay,
 		})
 		turns := st.Seq
-		out := verdictValue{OK: v.OK, Reason: v.Reason, Turns: &turns}
+		out := verdictValue{OK: v.OK, Reason: loomtype.Reason(v.Reason), Turns: &turns}
 		if v.OK {
 			e := wireEnvelope(v.Envelope)
 			out.Envelope = &e
@@ -154,7 +154,7 @@ func (cv *Conversations) handle(c *kernel.Context, st *state, m kernel.Message) 
 	st.Replay.Add(env.ID, env.IAT)
 	asker := loomtype.Identity(env.Asker)
 	if env.Kind == envelope.KindClose {
-		_, err := cv.record(c, st, "conv#closed", loomtype.Entry{Role: loomtype.RoleSystem, Status: loomtype.StatusClosed,
+		_, err := cv.record(c, st, idClosed, loomtype.Entry{Role: loomtype.RoleSystem, Status: loomtype.StatusClosed,
 			MessageID: cv.entryMessageID(st, m), Asker: &asker}, nil)
 		if err != nil {
 			return err
@@ -182,12 +182,12 @@ func (cv *Conversations) entryMessageID(st *state, m kernel.Message) string {
 // invalid records an invalid message (one that failed verification, or an empty or oversized
 // turn), up to MaxInvalidRecords in all; past that it only counts them, with a recorded counter
 // every 100. asker is the verified asker, nil when verification failed.
-func (cv *Conversations) invalid(c *kernel.Context, st *state, m kernel.Message, reason string, asker *loomtype.Identity) error {
+func (cv *Conversations) invalid(c *kernel.Context, st *state, m kernel.Message, reason loomtype.Reason, asker *loomtype.Identity) error {
 	st.Invalid++
 	if st.Invalid > int64(cv.cfg.MaxInvalidRecords) {
 		if st.Invalid%100 == 0 {
 			var n int64
-			return cv.decide(c, fmt.Sprintf("conv#dropped:%d", st.Invalid), &n, func() (any, error) { return st.Invalid, nil })
+			return cv.decide(c, droppedID(st.Invalid), &n, func() (any, error) { return st.Invalid, nil })
 		}
 		return nil
 	}
@@ -195,8 +195,8 @@ func (cv *Conversations) invalid(c *kernel.Context, st *state, m kernel.Message,
 }
 
 // reject records a rejected user message: turn 0, a fixed reason, no text.
-func (cv *Conversations) reject(c *kernel.Context, st *state, m kernel.Message, reason string, asker *loomtype.Identity) error {
-	_, err := cv.record(c, st, fmt.Sprintf("conv#o%d:user", st.Ord), loomtype.Entry{Turn: 0, Role: loomtype.RoleUser,
+func (cv *Conversations) reject(c *kernel.Context, st *state, m kernel.Message, reason loomtype.Reason, asker *loomtype.Identity) error {
+	_, err := cv.record(c, st, userID(st.Ord), loomtype.Entry{Turn: 0, Role: loomtype.RoleUser,
 		Status: loomtype.StatusRejected, Reason: reason, MessageID: cv.entryMessageID(st, m), Asker: asker}, nil)
 	return err
 }
@@ -256,7 +256,7 @@ func (cv *Conversations) turn(c *kernel.Context, st *state, m kernel.Message, en
 	// says now.
 	if b := cv.cfg.Budget; b != nil {
 		var fv fitValue
-		err := cv.decide(c, fmt.Sprintf("conv#fit:%d", ord), &fv, func() (any, error) {
+		err := cv.decide(c, fitID(ord), &fv, func() (any, error) {
 			in := budget.FitInput{ContextWindow: b.ContextWindow, ReserveOutputTokens: b.ReserveOutputTokens,
 				System: cv.cfg.SystemPrompt, Prompt: prompt, Counter: b.Counter, Tools: toolTexts(cv.cfg.Tools)}
 			if summary != "" {
@@ -312,7 +312,7 @@ func (cv *Conversations) turn(c *kernel.Context, st *state, m kernel.Message, en
 		defer sig.Disarm()
 	}
 	replayed := c.Replaying()
-	user, err := cv.record(c, st, fmt.Sprintf("conv#o%d:user", ord), loomtype.Entry{Turn: turnNo, Role: loomtype.RoleUser,
+	user, err := cv.record(c, st, userID(ord), loomtype.Entry{Turn: turnNo, Role: loomtype.RoleUser,
 		Status: loomtype.StatusAccepted, Text: ptr(env.Text), MessageID: cv.entryMessageID(st, m),
 		EditOf: deref(env.EditOf), EditOfTurn: editOfTurn, Asker: &asker, Classes: classes}, func() {
 		if sig != nil {
@@ -334,7 +334,7 @@ func (cv *Conversations) turn(c *kernel.Context, st *state, m kernel.Message, en
 	}
 	replyClasses := cv.answerClasses(classes, append(res.Tools, res.Memory...))
 	reply.Classes = replyClasses
-	if _, err := cv.record(c, st, fmt.Sprintf("conv#o%d:reply", ord), reply, nil); err != nil {
+	if _, err := cv.record(c, st, replyID(ord), reply, nil); err != nil {
 		return err
 	}
 	cv.hub.End(c.ID(), turnNo)
@@ -370,7 +370,7 @@ func (cv *Conversations) runTurn(c *kernel.Context, st *state, tr turnRun) (turn
 	if st.Mode == ModeShared {
 		return cv.runSharedTurn(c, st, tr)
 	}
-	return cv.runLoop(c, c.ID(), fmt.Sprintf("conv#o%d", tr.ord), tr)
+	return cv.runLoop(c, c.ID(), ownerLoopID(tr.ord), tr)
 }
 
 // runLoop runs one turn's agent loop: recall from the asker's memory (a journaled step), the
@@ -380,7 +380,7 @@ func (cv *Conversations) runLoop(c *kernel.Context, convID, loopID string, tr tu
 	var out turnResult
 	if cv.deps.Memory != nil {
 		scope := memoryScope(tr.asker)
-		raw, err := c.Execute(loopID+"#memory:recall", func(ctx context.Context) (json.RawMessage, error) {
+		raw, err := c.Execute(loopID+memoryRecall, func(ctx context.Context) (json.RawMessage, error) {
 			entries, err := cv.deps.Memory.Recall(ctx, scope, lastUser(msgs))
 			if err != nil {
 				entries = nil // a memory that cannot be reached degrades to none
@@ -409,7 +409,7 @@ func (cv *Conversations) runLoop(c *kernel.Context, convID, loopID string, tr tu
 			{ID: memoryID(c.ID(), loopID, prompt+"\x00"+res.Text), Role: model.RoleAssistant, Text: res.Text},
 		}
 		scope := memoryScope(tr.asker)
-		if _, err := c.Execute(loopID+"#memory:write", func(ctx context.Context) (json.RawMessage, error) {
+		if _, err := c.Execute(loopID+memoryWrite, func(ctx context.Context) (json.RawMessage, error) {
 			return nil, cv.deps.Memory.Write(ctx, scope, entries)
 		}); err != nil && !isStepError(err) {
 			return out, err
@@ -536,8 +536,8 @@ func (cv *Conversations) summarize(c *kernel.Context, st *state) error {
 	}
 	prev := st.Summary
 	var sv summaryValue
-	err := cv.decide(c, fmt.Sprintf("conv#o%d:summarize:outcome", st.Ord), &sv, func() (any, error) {
-		out, err := c.Execute(fmt.Sprintf("conv#o%d:summarize", st.Ord), func(ctx context.Context) (json.RawMessage, error) {
+	err := cv.decide(c, summarizeDoneID(st.Ord), &sv, func() (any, error) {
+		out, err := c.Execute(summarizeID(st.Ord), func(ctx context.Context) (json.RawMessage, error) {
 			s, err := cv.deps.Summarizer.Summarize(ctx, prev, msgs)
 			if err != nil {
 				return nil, err

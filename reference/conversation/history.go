@@ -3,12 +3,10 @@ package conversation
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
-	"github.com/loomcheck/loomcheck/reference/store"
 )
 
 // Directions of a history read.
@@ -29,28 +27,19 @@ type HistoryOptions struct {
 
 const block = 256
 
-// decisionData is a decision event as the kernel writes it.
-type decisionData struct {
-	ID    string          `json:"id"`
-	Value json.RawMessage `json:"value"`
-}
-
 // entryOf returns the transcript entry an event holds, if it holds one.
-func entryOf(ev store.Event) (loomtype.Entry, bool) {
-	if ev.Kind != "decision" {
-		return loomtype.Entry{}, false
-	}
-	var d decisionData
-	if json.Unmarshal(ev.Data, &d) != nil || len(d.Value) == 0 || d.Value[0] != '{' {
+func entryOf(ev kernel.LogEvent) (loomtype.Entry, bool) {
+	d := ev.Decision
+	if d == nil || len(d.Value) == 0 || d.Value[0] != '{' {
 		return loomtype.Entry{}, false
 	}
 	var v struct {
-		Rec *loomtype.Entry `json:"rec"`
+		Rec *storedRecord `json:"rec"`
 	}
 	if json.Unmarshal(d.Value, &v) != nil || v.Rec == nil {
 		return loomtype.Entry{}, false
 	}
-	e := *v.Rec
+	e := v.Rec.entry()
 	e.Cursor = loomtype.Cursor{Gen: ev.Gen, Seq: ev.Seq}.String()
 	return e, true
 }
@@ -94,7 +83,7 @@ func (cv *Conversations) History(ctx context.Context, principal loomtype.Identit
 	case Backward:
 		entries, next, done, err = cv.readBackward(ctx, id, cur, opt.Limit)
 	default:
-		return loomtype.Page{}, fmt.Errorf("%w: direction", loomtype.ErrBadRequest)
+		return loomtype.Page{}, loomtype.BadRequest("direction", "")
 	}
 	if err != nil {
 		return loomtype.Page{}, err
@@ -125,8 +114,7 @@ func (cv *Conversations) ReadForward(ctx context.Context, id string, from loomty
 	if err != nil {
 		return nil, from, false, err
 	}
-	st := cv.kernel().Store()
-	stream := kernel.LogStream(id)
+	k := cv.kernel()
 	g, s := from.Gen, from.Seq
 	if g > head {
 		g, s = head, 1<<62 // past the head: clamped below
@@ -141,7 +129,7 @@ func (cv *Conversations) ReadForward(ctx context.Context, id string, from loomty
 		if n <= 0 {
 			return out, loomtype.Cursor{Gen: g, Seq: s}, false, nil
 		}
-		evs, err := st.ReadForward(ctx, stream, g, s, n)
+		evs, err := k.ReadLog(ctx, id, g, s, n)
 		if err != nil {
 			return nil, from, false, err
 		}
@@ -160,7 +148,7 @@ func (cv *Conversations) ReadForward(ctx context.Context, id string, from loomty
 		}
 		// The end of generation g.
 		if len(evs) == 0 && s > 0 {
-			tip, err := st.Head(ctx, stream, g)
+			tip, err := k.LogHead(ctx, id, g)
 			if err != nil {
 				return nil, from, false, err
 			}
@@ -182,12 +170,11 @@ func (cv *Conversations) readBackward(ctx context.Context, id string, before *lo
 	if err != nil {
 		return nil, loomtype.Cursor{}, false, err
 	}
-	st := cv.kernel().Store()
-	stream := kernel.LogStream(id)
+	k := cv.kernel()
 	scanned := 0
 	tipAfter := func(g int64) (int64, error) {
 		scanned++
-		t, err := st.Head(ctx, stream, g)
+		t, err := k.LogHead(ctx, id, g)
 		return t + 1, err
 	}
 	var g, s int64
@@ -218,7 +205,7 @@ func (cv *Conversations) readBackward(ctx context.Context, id string, before *lo
 		if n <= 0 {
 			return out, loomtype.Cursor{Gen: g, Seq: s}, false, nil
 		}
-		evs, err := st.ReadBackward(ctx, stream, g, s, n)
+		evs, err := k.ReadLogBackward(ctx, id, g, s, n)
 		if err != nil {
 			return nil, loomtype.Cursor{}, false, err
 		}
@@ -261,9 +248,9 @@ func (cv *Conversations) status(ctx context.Context, m meta, id string) (loomtyp
 	if err != nil {
 		return loomtype.Status{}, err
 	}
-	st := loomtype.Status{ID: id, Mode: m.mode, State: "open", Generation: info.Gen, Owner: m.owner}
+	st := loomtype.Status{ID: id, Mode: m.mode, State: loomtype.StateOpen, Generation: info.Gen, Owner: m.owner}
 	if info.State != kernel.StateOpen {
-		st.State = "closed"
+		st.State = loomtype.StateClosed
 	}
 	// The newest accepted turn, from the newest count the log holds near its end.
 	if n, ok, err := cv.newestTurn(ctx, id, info.Gen); err != nil {
@@ -305,16 +292,15 @@ const StatusScan = 4 * block
 // decision, the carry that started the generation, or 0 at the very start. ok is false when none
 // was found (a log from before the counts were recorded).
 func (cv *Conversations) newestTurn(ctx context.Context, id string, gen int64) (int64, bool, error) {
-	st := cv.kernel().Store()
-	stream := kernel.LogStream(id)
-	head, err := st.Head(ctx, stream, gen)
+	k := cv.kernel()
+	head, err := k.LogHead(ctx, id, gen)
 	if err != nil {
 		return 0, false, err
 	}
 	before := head + 1
 	// The count is usually in the newest few events: read a few first, more each time after.
 	for scanned, want := 0, 8; scanned < StatusScan && before > 1; want = min(4*want, block) {
-		evs, err := st.ReadBackward(ctx, stream, gen, before, min(want, StatusScan-scanned))
+		evs, err := k.ReadLogBackward(ctx, id, gen, before, min(want, StatusScan-scanned))
 		if err != nil {
 			return 0, false, err
 		}
@@ -335,14 +321,11 @@ func (cv *Conversations) newestTurn(ctx context.Context, id string, gen int64) (
 // turnsOf reads the count of accepted turns an event of a conversation's log holds, if any
 // (found). legacy reports a verdict or record written before they held the count: the count is
 // then to be found the old way.
-func turnsOf(ev store.Event, gen int64) (n int64, found, legacy bool) {
-	switch ev.Kind {
-	case "decision":
-		var d struct {
-			ID    string          `json:"id"`
-			Value json.RawMessage `json:"value"`
-		}
-		if json.Unmarshal(ev.Data, &d) != nil || !strings.HasPrefix(d.ID, "conv#") || len(d.Value) == 0 || d.Value[0] != '{' {
+func turnsOf(ev kernel.LogEvent, gen int64) (n int64, found, legacy bool) {
+	switch {
+	case ev.Decision != nil:
+		d := ev.Decision
+		if !strings.HasPrefix(d.ID, idPrefix) || len(d.Value) == 0 || d.Value[0] != '{' {
 			return 0, false, false
 		}
 		var v struct {
@@ -353,23 +336,21 @@ func turnsOf(ev store.Event, gen int64) (n int64, found, legacy bool) {
 			return 0, false, false
 		}
 		if v.Turns == nil {
-			counted := v.Rec != nil || strings.HasSuffix(d.ID, ":verify")
+			counted := v.Rec != nil || strings.HasSuffix(d.ID, verifySuffix)
 			return 0, false, counted
 		}
 		return *v.Turns, true, false
-	case "started":
+	case ev.Start != nil:
 		if gen == 0 {
 			return 0, true, false
 		}
-		var started struct {
-			Input struct {
-				Seq *int64 `json:"seq"`
-			} `json:"input"`
+		var carry struct {
+			Seq *int64 `json:"seq"`
 		}
-		if json.Unmarshal(ev.Data, &started) != nil || started.Input.Seq == nil {
+		if json.Unmarshal(ev.Start.Input, &carry) != nil || carry.Seq == nil {
 			return 0, false, true
 		}
-		return *started.Input.Seq, true, false
+		return *carry.Seq, true, false
 	}
 	return 0, false, false
 }
@@ -377,7 +358,7 @@ func turnsOf(ev store.Event, gen int64) (n int64, found, legacy bool) {
 // WatchLog returns a channel that receives a value after each append to the conversation's log
 // (a wake-up only: read the log to learn what happened) and a function that ends the watch.
 func (cv *Conversations) WatchLog(id string) (<-chan struct{}, func()) {
-	return cv.kernel().Store().Subscribe(kernel.LogStream(id))
+	return cv.kernel().WatchLog(id)
 }
 
 // viewAll applies the viewer's filter (shared mode) to entries.

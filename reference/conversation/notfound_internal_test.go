@@ -101,10 +101,11 @@ func TestNotFoundSameStoreWork(t *testing.T) {
 	defer st.Close()
 	cs := &countingStore{Store: st}
 	open := func() (*Conversations, *kernel.Kernel) {
-		cv, err := New(Config{Keys: [][]byte{[]byte(strings.Repeat("k", 32))}}, Deps{}, nil)
+		dl, err := New(Config{Keys: [][]byte{[]byte(strings.Repeat("k", 32))}}, Deps{}, nil)
 		require.NoError(t, err)
-		k, err := kernel.Open(ctx, cs, kernel.Options{Flows: cv.Flows(), BeforeRecovery: cv.Bind})
+		k, err := kernel.Open(ctx, cs, kernel.Options{Flows: dl.Flows()})
 		require.NoError(t, err)
+		cv := dl.Client(k)
 		return cv, k
 	}
 	cv, k := open()

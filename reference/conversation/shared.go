@@ -13,15 +13,12 @@ import (
 	"sync"
 
 	"github.com/loomcheck/loomcheck/reference/agent"
+	"github.com/loomcheck/loomcheck/reference/conversation/participants"
 	"github.com/loomcheck/loomcheck/reference/envelope"
 	"github.com/loomcheck/loomcheck/reference/hostio"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
-	"github.com/loomcheck/loomcheck/reference/store"
 )
-
-// TurnFlowName is the kernel flow a shared-mode turn runs as, under its asker.
-const TurnFlowName = "conversation.turn"
 
 // Defaults of shared mode.
 const (
@@ -63,83 +60,17 @@ func IdentityKey(id loomtype.Identity) string { return id.String() }
 // memoryScope is the memory scope of an asker: memory is per asker.
 func memoryScope(asker loomtype.Identity) string { return IdentityKey(asker) }
 
-// participantsStream is the side stream of a shared conversation's participant changes: never the
-// conversation's own log.
-func participantsStream(id string) string { return "participants/" + id }
-
 // ParticipantChange is one recorded change of a shared conversation's participants.
-type ParticipantChange struct {
-	Op       string            `json:"op"`
-	Identity loomtype.Identity `json:"identity"`
-	By       loomtype.Identity `json:"by"`
-}
+type ParticipantChange = participants.Change
 
 type participantChange = ParticipantChange
 
-type participantCache struct {
-	head    int64
-	set     []loomtype.Identity
-	changes []ParticipantChange
-}
-
 // participants reads the current participant set of a shared conversation (owner first). It is
-// read on every request, so a change takes effect on the next one; a cache keyed by the stream's
-// head avoids re-reading an unchanged stream.
-func (cv *Conversations) participants(ctx context.Context, id string) ([]loomtype.Identity, error) {
-	c, err := cv.participantState(ctx, id)
-	return c.set, err
-}
-
-func (cv *Conversations) participantState(ctx context.Context, id string) (participantCache, error) {
-	st := cv.kernel().Store()
-	head, err := st.Head(ctx, participantsStream(id), 0)
-	if err != nil {
-		return participantCache{}, err
-	}
-	cv.partMu.Lock()
-	c, ok := cv.partCache[id]
-	cv.partMu.Unlock()
-	if ok && c.head == head {
-		return c, nil
-	}
-	var set []loomtype.Identity
-	var changes []ParticipantChange
-	var after int64
-	for after < head {
-		evs, err := st.ReadForward(ctx, participantsStream(id), 0, after, store.MaxRead)
-		if err != nil {
-			return participantCache{}, err
-		}
-		if len(evs) == 0 {
-			break
-		}
-		for _, ev := range evs {
-			after = ev.Seq
-			var ch participantChange
-			if json.Unmarshal(ev.Data, &ch) != nil {
-				continue
-			}
-			if len(changes) < 1000 {
-				changes = append(changes, ch)
-			}
-			switch ch.Op {
-			case "add":
-				if !slices.Contains(set, ch.Identity) {
-					set = append(set, ch.Identity)
-				}
-			case "remove":
-				set = slices.DeleteFunc(set, func(x loomtype.Identity) bool { return x == ch.Identity })
-			}
-		}
-	}
-	cv.partMu.Lock()
-	if cv.partCache == nil || len(cv.partCache) > 10_000 {
-		cv.partCache = map[string]participantCache{}
-	}
-	c = participantCache{head: head, set: set, changes: changes}
-	cv.partCache[id] = c
-	cv.partMu.Unlock()
-	return c, nil
+// read on every request, so a change takes effect on the next one; the book's cache, keyed by the
+// stream's head, avoids re-reading an unchanged stream.
+func (cv *Conversations) participants(ctx context.Context, k *kernel.Kernel, id string) ([]loomtype.Identity, error) {
+	c, err := cv.book.Read(ctx, k, id)
+	return c.Members, err
 }
 
 func (cv *Conversations) isService(id loomtype.Identity) bool {
@@ -155,56 +86,35 @@ func (cv *Conversations) maxParticipants() int {
 
 func (cv *Conversations) sharedStartCheck(owner loomtype.Identity, participants []loomtype.Identity) (loomtype.Identity, error) {
 	if cv.cfg.Shared.Service == nil {
-		return loomtype.Identity{}, fmt.Errorf("%w: shared mode is not configured", loomtype.ErrBadRequest)
+		return loomtype.Identity{}, loomtype.BadRequest("mode", "shared mode is not configured")
 	}
 	if cv.isService(owner) {
-		return loomtype.Identity{}, fmt.Errorf("%w: the service identity cannot own a conversation", loomtype.ErrBadRequest)
+		return loomtype.Identity{}, loomtype.BadRequest("owner", "the service identity cannot own a conversation")
 	}
 	set := []loomtype.Identity{owner}
 	for _, p := range participants {
 		if !p.Valid() || cv.isService(p) {
-			return loomtype.Identity{}, fmt.Errorf("%w: participants", loomtype.ErrBadRequest)
+			return loomtype.Identity{}, loomtype.BadRequest("participants", "")
 		}
 		if !slices.Contains(set, p) {
 			set = append(set, p)
 		}
 	}
 	if len(set) > cv.maxParticipants() {
-		return loomtype.Identity{}, fmt.Errorf("%w: more than %d participants", loomtype.ErrBadRequest, cv.maxParticipants())
+		return loomtype.Identity{}, loomtype.BadRequest("participants", fmt.Sprintf("more than %d participants", cv.maxParticipants()))
 	}
 	return *cv.cfg.Shared.Service, nil
 }
 
 func (cv *Conversations) initParticipants(ctx context.Context, id string, owner loomtype.Identity, ps []loomtype.Identity) error {
-	set := []loomtype.Identity{owner}
-	for _, p := range ps {
-		if !slices.Contains(set, p) {
-			set = append(set, p)
-		}
-	}
-	evs := make([]store.NewEvent, 0, len(set))
-	for _, p := range set {
-		b, _ := json.Marshal(participantChange{Op: "add", Identity: p, By: owner})
-		evs = append(evs, store.NewEvent{Kind: "participant.changed", Data: b})
-	}
-	return cv.kernel().Store().Update(ctx, func(tx store.Tx) error {
-		_, err := tx.Append(participantsStream(id), 0, 0, evs...)
-		return err
-	})
+	return cv.book.Init(ctx, cv.kernel(), id, owner, ps)
 }
 
 // finishParticipants records the initial participants of a shared conversation whose start
 // recorded none (it stopped in between); a set already recorded, by the start or a concurrent
 // retry, is kept.
 func (cv *Conversations) finishParticipants(ctx context.Context, id string, owner loomtype.Identity, ps []loomtype.Identity) error {
-	head, err := cv.kernel().Store().Head(ctx, participantsStream(id), 0)
-	if err != nil || head > 0 {
-		return err
-	}
-	if err := cv.initParticipants(ctx, id, owner, ps); err != nil && !errors.Is(err, store.ErrConflict) {
-		return err
-	}
-	return nil
+	return cv.book.Finish(ctx, cv.kernel(), id, owner, ps)
 }
 
 // authorizeParticipant admits the participants of a shared conversation; the service identity is
@@ -213,7 +123,7 @@ func (cv *Conversations) authorizeParticipant(ctx context.Context, m meta, princ
 	if cv.isService(principal) {
 		return loomtype.ErrNotFound
 	}
-	set, err := cv.participants(ctx, id)
+	set, err := cv.participants(ctx, cv.kernel(), id)
 	if err != nil {
 		return err
 	}
@@ -242,12 +152,12 @@ func (cv *Conversations) Participants(ctx context.Context, principal loomtype.Id
 	if m.mode != ModeShared {
 		return ParticipantList{Owner: m.owner, Participants: []loomtype.Identity{m.owner}}, nil
 	}
-	ps, err := cv.participantState(ctx, id)
+	ps, err := cv.book.Read(ctx, cv.kernel(), id)
 	if err != nil {
 		return ParticipantList{}, err
 	}
-	return ParticipantList{Owner: m.owner, Participants: append([]loomtype.Identity{}, ps.set...),
-		Changes: append([]ParticipantChange{}, ps.changes...)}, nil
+	return ParticipantList{Owner: m.owner, Participants: append([]loomtype.Identity{}, ps.Members...),
+		Changes: append([]ParticipantChange{}, ps.Changes...)}, nil
 }
 
 // ChangeParticipants adds or removes a participant of a shared conversation. Only the owner
@@ -263,27 +173,27 @@ func (cv *Conversations) ChangeParticipants(ctx context.Context, principal loomt
 		return ParticipantList{}, err
 	}
 	if m.mode != ModeShared {
-		return ParticipantList{}, fmt.Errorf("%w: an owner-only conversation has no participants to manage", loomtype.ErrBadRequest)
+		return ParticipantList{}, loomtype.BadRequest("mode", "an owner-only conversation has no participants to manage")
 	}
 	if !m.owner.Equal(principal) {
 		return ParticipantList{}, loomtype.ErrNotFound
 	}
 	if !who.Valid() || cv.isService(who) {
-		return ParticipantList{}, fmt.Errorf("%w: identity", loomtype.ErrBadRequest)
+		return ParticipantList{}, loomtype.BadRequest("identity", "")
 	}
-	set, err := cv.participants(ctx, id)
+	set, err := cv.participants(ctx, cv.kernel(), id)
 	if err != nil {
 		return ParticipantList{}, err
 	}
-	switch op {
-	case "add":
+	switch participants.Op(op) {
+	case participants.OpAdd:
 		if slices.Contains(set, who) {
 			return cv.Participants(ctx, principal, id)
 		}
 		if len(set) >= cv.maxParticipants() {
-			return ParticipantList{}, fmt.Errorf("%w: more than %d participants", loomtype.ErrBadRequest, cv.maxParticipants())
+			return ParticipantList{}, loomtype.BadRequest("participants", fmt.Sprintf("more than %d participants", cv.maxParticipants()))
 		}
-	case "remove":
+	case participants.OpRemove:
 		if who.Equal(m.owner) {
 			return ParticipantList{}, fmt.Errorf("%w: the owner cannot be removed", loomtype.ErrConflict)
 		}
@@ -291,13 +201,9 @@ func (cv *Conversations) ChangeParticipants(ctx context.Context, principal loomt
 			return cv.Participants(ctx, principal, id)
 		}
 	default:
-		return ParticipantList{}, fmt.Errorf("%w: op", loomtype.ErrBadRequest)
+		return ParticipantList{}, loomtype.BadRequest("op", "")
 	}
-	b, _ := json.Marshal(participantChange{Op: op, Identity: who, By: principal})
-	if err := cv.kernel().Store().Update(ctx, func(tx store.Tx) error {
-		_, err := tx.Append(participantsStream(id), 0, -1, store.NewEvent{Kind: "participant.changed", Data: b})
-		return err
-	}); err != nil {
+	if err := cv.book.Record(ctx, cv.kernel(), id, participantChange{Op: participants.Op(op), Identity: who, By: principal}); err != nil {
 		return ParticipantList{}, err
 	}
 	return cv.Participants(ctx, principal, id)
@@ -348,8 +254,8 @@ func (cv *Conversations) sharedVoices(c *kernel.Context, st *state) func(envelop
 // stillParticipant records whether the asker is a participant when the turn is dequeued.
 func (cv *Conversations) stillParticipant(c *kernel.Context, st *state, asker loomtype.Identity) (bool, error) {
 	var ok bool
-	err := cv.decide(c, fmt.Sprintf("conv#o%d:member", st.Ord), &ok, func() (any, error) {
-		set, err := cv.participants(c.Ctx(), c.ID())
+	err := cv.decide(c, memberID(st.Ord), &ok, func() (any, error) {
+		set, err := cv.participants(c.Ctx(), c.Kernel(), c.ID())
 		if err != nil {
 			return nil, err
 		}
@@ -366,7 +272,7 @@ func (cv *Conversations) visibleWindow(c *kernel.Context, st *state, asker loomt
 		return st.Window, nil
 	}
 	var ords []int64
-	err := cv.decide(c, fmt.Sprintf("conv#o%d:visible", st.Ord), &ords, func() (any, error) {
+	err := cv.decide(c, visibleID(st.Ord), &ords, func() (any, error) {
 		cache := map[string]bool{}
 		out := []int64{}
 		for _, t := range st.Window {
@@ -491,12 +397,12 @@ type turnInput struct {
 }
 
 type turnOutput struct {
-	Status  string   `json:"status"`
-	Text    string   `json:"text,omitempty"`
-	Reason  string   `json:"reason,omitempty"`
-	ErrorID string   `json:"errorId,omitempty"`
-	Tools   []string `json:"tools,omitempty"`
-	Memory  []string `json:"memory,omitempty"`
+	Status  loomtype.RecordStatus `json:"status"`
+	Text    string                `json:"text,omitempty"`
+	Reason  loomtype.Reason       `json:"reason,omitempty"`
+	ErrorID string                `json:"errorId,omitempty"`
+	Tools   []string              `json:"tools,omitempty"`
+	Memory  []string              `json:"memory,omitempty"`
 }
 
 var (
@@ -532,20 +438,20 @@ func signalOf(execID string) *agent.Signal {
 // and text); anything else fails the turn with "turn-failed".
 func (cv *Conversations) runSharedTurn(c *kernel.Context, st *state, tr turnRun) (turnResult, error) {
 	var execID string
-	if err := cv.decide(c, fmt.Sprintf("conv#o%d:turnexec", tr.ord), &execID, func() (any, error) {
+	if err := cv.decide(c, turnExecID(tr.ord), &execID, func() (any, error) {
 		return envelope.TurnExecutionID(cv.cfg.Keys[0], c.ID(), tr.ord), nil
 	}); err != nil {
 		return turnResult{}, err
 	}
 	msgs, _ := json.Marshal(tr.msgs)
 	in := turnInput{V: 1, ConversationID: c.ID(), Ord: tr.ord, Turn: tr.turn, Asker: tr.asker, MessageID: tr.env.ID, Text: tr.env.Text, Messages: msgs}
-	raw, err := c.Execute(fmt.Sprintf("conv#o%d:turn", tr.ord), func(ctx context.Context) (json.RawMessage, error) {
+	raw, err := c.Execute(turnStepID(tr.ord), func(ctx context.Context) (json.RawMessage, error) {
 		defer registerSignal(execID, tr.sig)()
-		return json.Marshal(cv.startAndAwait(ctx, c.ID(), execID, in))
+		return json.Marshal(cv.startAndAwait(ctx, c.Kernel(), c.ID(), execID, in))
 	})
 	if err != nil {
 		if isStepError(err) {
-			return turnResult{Result: agent.Result{Status: agent.Failed, Reason: loomtype.ReasonTurnFailed, ErrorID: agent.NewErrorID()}, ExecID: execID}, nil
+			return turnResult{Result: agent.Result{Status: agent.Failed, Reason: loomtype.ReasonTurnFailed, ErrorID: loomtype.NewErrorID()}, ExecID: execID}, nil
 		}
 		return turnResult{}, err
 	}
@@ -557,11 +463,10 @@ func (cv *Conversations) runSharedTurn(c *kernel.Context, st *state, tr turnRun)
 		Memory: out.Memory, ExecID: execID}, nil
 }
 
-func (cv *Conversations) startAndAwait(ctx context.Context, convID, execID string, in turnInput) turnOutput {
-	k := cv.kernel()
+func (cv *Conversations) startAndAwait(ctx context.Context, k *kernel.Kernel, convID, execID string, in turnInput) turnOutput {
 	b, _ := json.Marshal(in)
 	failed := func(cause error) turnOutput {
-		id := agent.NewErrorID()
+		id := loomtype.NewErrorID()
 		if cv.deps.OnError != nil {
 			cv.deps.OnError(hostio.ErrorReport{ErrorID: id, Error: cause.Error(), ConversationID: convID, Turn: in.Turn})
 		}
@@ -574,7 +479,7 @@ func (cv *Conversations) startAndAwait(ctx context.Context, convID, execID strin
 	info, err := k.Info(ctx, execID)
 	switch {
 	case err == nil:
-		if cause := cv.verifyTurn(ctx, info, in); cause != nil {
+		if cause := cv.verifyTurn(ctx, k, info, in); cause != nil {
 			return failed(cause)
 		}
 		cv.hub.Expect(convID, in.Turn, execID, asker)
@@ -589,7 +494,7 @@ func (cv *Conversations) startAndAwait(ctx context.Context, convID, execID strin
 		if errors.Is(err, loomtype.ErrAlreadyStarted) {
 			// Started by someone else in between: not ours until verified.
 			cv.hub.Withdraw(convID, in.Turn, execID)
-			if cause := cv.verifyTurn(ctx, info, in); cause != nil {
+			if cause := cv.verifyTurn(ctx, k, info, in); cause != nil {
 				return failed(cause)
 			}
 			cv.hub.Expect(convID, in.Turn, execID, asker)
@@ -616,11 +521,11 @@ func (cv *Conversations) startAndAwait(ctx context.Context, convID, execID strin
 }
 
 // verifyTurn checks that an execution found at a turn's id is the turn this coordinator started.
-func (cv *Conversations) verifyTurn(ctx context.Context, info kernel.Info, want turnInput) error {
+func (cv *Conversations) verifyTurn(ctx context.Context, k *kernel.Kernel, info kernel.Info, want turnInput) error {
 	if info.Flow != TurnFlowName || !info.Principal.Equal(want.Asker) {
 		return fmt.Errorf("the execution at the turn's id is not this asker's turn (flow %q, principal %s)", info.Flow, info.Principal)
 	}
-	raw, err := cv.kernel().Input(ctx, info.ID)
+	raw, err := k.Input(ctx, info.ID)
 	if err != nil {
 		return err
 	}
@@ -649,7 +554,7 @@ func (cv *Conversations) turnFlow(c *kernel.Context, input json.RawMessage) (jso
 	if err := json.Unmarshal(in.Messages, &tr.msgs); err != nil {
 		return nil, fmt.Errorf("conversation: turn messages: %w", err)
 	}
-	res, err := cv.runLoop(c, in.ConversationID, fmt.Sprintf("turn#o%d", in.Ord), tr)
+	res, err := cv.runLoop(c, in.ConversationID, sharedLoopID(in.Ord), tr)
 	if err != nil {
 		return nil, err
 	}

@@ -23,15 +23,16 @@ func behindRejections(tb testing.TB, n int) (*Conversations, *countingStore, str
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cv, err := New(Config{Keys: [][]byte{[]byte(strings.Repeat("k", 32))}, MaxInvalidRecords: n + 1, RotateEveryTurns: 2 * (n + 2)}, Deps{}, nil)
+	dl, err := New(Config{Keys: [][]byte{[]byte(strings.Repeat("k", 32))}, MaxInvalidRecords: n + 1, RotateEveryTurns: 2 * (n + 2)}, Deps{}, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	cs := &countingStore{Store: st}
-	k, err := kernel.Open(ctx, cs, kernel.Options{Flows: cv.Flows(), BeforeRecovery: cv.Bind})
+	k, err := kernel.Open(ctx, cs, kernel.Options{Flows: dl.Flows()})
 	if err != nil {
 		tb.Fatal(err)
 	}
+	cv := dl.Client(k)
 	alice := loomtype.Identity{Tenant: "acme", Actor: "alice"}
 	s, _, err := cv.Start(ctx, alice, StartOptions{})
 	if err != nil {
@@ -126,14 +127,15 @@ func TestEmptyCountedOnlyWhereStartSaysSo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	cv, err := New(Config{Keys: [][]byte{[]byte(strings.Repeat("k", 32))}, MaxInvalidRecords: 2}, Deps{}, nil)
+	dl, err := New(Config{Keys: [][]byte{[]byte(strings.Repeat("k", 32))}, MaxInvalidRecords: 2}, Deps{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := kernel.Open(ctx, st, kernel.Options{Flows: cv.Flows(), BeforeRecovery: cv.Bind})
+	k, err := kernel.Open(ctx, st, kernel.Options{Flows: dl.Flows()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	cv := dl.Client(k)
 	defer k.Close()
 	alice := loomtype.Identity{Tenant: "acme", Actor: "alice"}
 	current, _, err := cv.Start(ctx, alice, StartOptions{})

@@ -22,11 +22,12 @@ func TestVerifyTurnComparesEveryMember(t *testing.T) {
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "loom.db"), store.Options{})
 	require.NoError(t, err)
 	defer st.Close()
-	cv, err := New(Config{Keys: [][]byte{[]byte(strings.Repeat("k", 32))}}, Deps{}, nil)
+	dl, err := New(Config{Keys: [][]byte{[]byte(strings.Repeat("k", 32))}}, Deps{}, nil)
 	require.NoError(t, err)
 	hold := func(c *kernel.Context, _ json.RawMessage) (json.RawMessage, error) { return nil, nil }
-	k, err := kernel.Open(ctx, st, kernel.Options{Flows: map[string]kernel.Flow{TurnFlowName: hold}, BeforeRecovery: cv.Bind})
+	k, err := kernel.Open(ctx, st, kernel.Options{Flows: map[string]kernel.Flow{TurnFlowName: hold}})
 	require.NoError(t, err)
+	cv := dl.Client(k)
 	defer k.Close()
 
 	alice := loomtype.Identity{Tenant: "acme", Actor: "alice"}
@@ -52,11 +53,48 @@ func TestVerifyTurnComparesEveryMember(t *testing.T) {
 		require.NoError(t, err)
 		info, err := k.Start(ctx, kernel.StartRequest{ID: "turn-" + string(rune('a'+n)), Flow: TurnFlowName, Input: raw, Principal: alice})
 		require.NoError(t, err, name)
-		err = cv.verifyTurn(ctx, info, want)
+		err = cv.verifyTurn(ctx, k, info, want)
 		if name == "the same turn" {
 			require.NoError(t, err, name)
 			continue
 		}
 		require.Error(t, err, "%s: an execution started for another turn must not be adopted", name)
 	}
+}
+
+// Every refusal of a request's content names its field (a *loomtype.BadRequestError).
+func TestBadRequestsNameTheirField(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "loom.db"), store.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	dl, err := New(Config{Keys: [][]byte{[]byte(strings.Repeat("k", 32))}}, Deps{}, nil)
+	require.NoError(t, err)
+	k, err := kernel.Open(ctx, st, kernel.Options{Flows: dl.Flows()})
+	require.NoError(t, err)
+	defer k.Close()
+	cv := dl.Client(k)
+	alice := loomtype.Identity{Tenant: "acme", Actor: "alice"}
+	field := func(err error) loomtype.BadRequestError {
+		t.Helper()
+		var br *loomtype.BadRequestError
+		require.ErrorAs(t, err, &br)
+		return *br
+	}
+	_, _, err = cv.Start(ctx, alice, StartOptions{Mode: "group"})
+	require.Equal(t, loomtype.BadRequestError{Field: "mode", Reason: "unknown mode"}, field(err))
+	_, _, err = cv.Start(ctx, alice, StartOptions{Mode: ModeShared})
+	require.Equal(t, loomtype.BadRequestError{Field: "mode", Reason: "shared mode is not configured"}, field(err))
+	_, _, err = cv.Start(ctx, alice, StartOptions{Participants: []loomtype.Identity{{Tenant: "acme", Actor: "bob"}}})
+	require.Equal(t, loomtype.BadRequestError{Field: "participants", Reason: "participants need shared mode"}, field(err))
+	s, _, err := cv.Start(ctx, alice, StartOptions{})
+	require.NoError(t, err)
+	_, err = cv.SendTurn(ctx, alice, s.ID, "hi", SendOptions{MessageID: "\x01"})
+	require.Equal(t, loomtype.BadRequestError{Field: "messageId"}, field(err))
+	_, err = cv.SendTurn(ctx, alice, s.ID, "hi", SendOptions{EditOf: -1})
+	require.Equal(t, loomtype.BadRequestError{Field: "editOf"}, field(err))
+	_, err = cv.History(ctx, alice, s.ID, HistoryOptions{Direction: "sideways"})
+	require.Equal(t, loomtype.BadRequestError{Field: "direction"}, field(err))
+	_, err = cv.ChangeParticipants(ctx, alice, s.ID, "add", alice)
+	require.Equal(t, loomtype.BadRequestError{Field: "mode", Reason: "an owner-only conversation has no participants to manage"}, field(err))
 }

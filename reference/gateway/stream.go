@@ -9,7 +9,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/loomcheck/loomcheck/reference/agent"
 	"github.com/loomcheck/loomcheck/reference/conversation"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 )
@@ -277,7 +276,7 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 				case err == nil, errors.Is(err, context.Canceled), errors.Is(err, loomtype.ErrNotFound):
 				case errors.Is(err, loomtype.ErrCorrupt):
 					// Damaged storage ends the stream with its own code, reported like a 500.
-					id := agent.NewErrorID()
+					id := loomtype.NewErrorID()
 					if g.cfg.OnError != nil {
 						g.cfg.OnError(id, err)
 					} else {

@@ -159,26 +159,6 @@ type execution struct {
 	ctx *Context // the generation running now
 }
 
-// Stream names in the store.
-func logStream(id string) string   { return "x/" + id }
-func inboxStream(id string) string { return "in/" + id }
-func metaKey(id string) string     { return "exec/" + id }
-func dedupeScope(id string) string { return "dd/" + id }
-
-// Event kinds of an execution's log.
-const (
-	kindStarted   = "started"
-	kindConsumed  = "consumed"
-	kindDecision  = "decision"
-	kindStepStart = "step.started"
-	kindStepDone  = "step.completed"
-	kindStepFail  = "step.failed"
-	kindContinued = "continued"
-	kindCompleted = "completed"
-	kindFailed    = "failed"
-	kindMessage   = "message" // inbox
-)
-
 // Open makes a kernel over st and recovers every open execution by replay. The kernel does not
 // own st: close the kernel first, then the store.
 //
@@ -198,7 +178,7 @@ func Open(ctx context.Context, st store.Store, opt Options) (*Kernel, error) {
 	kctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	k := &Kernel{st: st, opt: opt, log: lg, ctx: kctx, cancel: cancel,
 		running: map[string]*execution{}, infos: map[string]Info{}, damaged: map[string]error{}}
-	kvs, err := st.MetaPrefix(ctx, "exec/")
+	kvs, err := st.MetaPrefix(ctx, metaPrefix)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -382,20 +362,6 @@ func (k *Kernel) Await(ctx context.Context, id string) (Info, error) {
 	}
 	return k.Info(ctx, id)
 }
-
-// Store returns the store the kernel runs on, for readers of execution logs.
-func (k *Kernel) Store() store.Store { return k.st }
-
-// LogStream and InboxStream name an execution's log and inbox in the store. A log has one
-// generation per rotation; the inbox has only generation 0.
-func LogStream(id string) string   { return logStream(id) }
-func InboxStream(id string) string { return inboxStream(id) }
-
-// InfoKey is the metadata key an execution's record (its Info, as JSON) is stored under, for
-// readers that must read the store itself rather than what the kernel holds in memory.
-//
-//	raw, ok, err := k.Store().Meta(ctx, kernel.InfoKey("c1"))
-func InfoKey(id string) string { return metaKey(id) }
 
 // Close stops every running execution without recording anything for it (they resume on the
 // next Open) and waits for them to return.
@@ -605,38 +571,14 @@ func (k *Kernel) load(e *execution, gen int64) (*Context, json.RawMessage, error
 	return c, started.Input, nil
 }
 
-// Event payloads.
-type evStarted struct {
-	Flow        string            `json:"flow"`
-	Principal   loomtype.Identity `json:"principal"`
-	Input       json.RawMessage   `json:"input"`
-	InboxCursor int64             `json:"inboxCursor,omitempty"`
-}
-
-type evDecision struct {
-	ID    string          `json:"id"`
-	Value json.RawMessage `json:"value"`
-	Inner []string        `json:"inner,omitempty"`
-}
-
-type evStep struct {
-	ID     string          `json:"id"`
-	Result json.RawMessage `json:"result,omitempty"`
-	Error  string          `json:"error,omitempty"`
-}
-
-type evEnd struct {
-	Output json.RawMessage `json:"output,omitempty"`
-	Error  string          `json:"error,omitempty"`
-}
-
 type continueAsNew struct{ carry json.RawMessage }
 
 func (c *continueAsNew) Error() string { return "kernel: continue as new" }
 
 // Input returns the input an execution was started with (its generation 0 input).
 //
-// Errors: loomtype.ErrNotFound for an unknown execution.
+// Errors: loomtype.ErrNotFound for an unknown execution, ErrUnreadable (wrapped) for a start
+// that cannot be decoded.
 func (k *Kernel) Input(ctx context.Context, id string) (json.RawMessage, error) {
 	evs, err := k.st.ReadForward(ctx, logStream(id), 0, 0, 1)
 	if err != nil {
@@ -647,7 +589,7 @@ func (k *Kernel) Input(ctx context.Context, id string) (json.RawMessage, error) 
 	}
 	var s evStarted
 	if err := json.Unmarshal(evs[0].Data, &s); err != nil {
-		return nil, fmt.Errorf("kernel: %s: started event: %w", id, err)
+		return nil, fmt.Errorf("%w: %s: started event: %v", ErrUnreadable, id, err)
 	}
 	return s.Input, nil
 }

@@ -81,58 +81,86 @@ func digits(s string) bool {
 
 // Entry is one transcript record as history and the event stream show it.
 type Entry struct {
-	Cursor          string    `json:"cursor"`
-	Ord             int64     `json:"ord"`
-	Turn            int64     `json:"turn"`
-	Role            string    `json:"role"`
-	Status          string    `json:"status"`
-	Text            *string   `json:"text,omitempty"`
-	Reason          string    `json:"reason,omitempty"`
-	ErrorID         string    `json:"errorId,omitempty"`
-	MessageID       string    `json:"messageId,omitempty"`
-	EditOf          int64     `json:"editOf,omitempty"`
-	EditOfTurn      int64     `json:"editOfTurn,omitempty"`
-	Asker           *Identity `json:"asker,omitempty"`
-	Time            time.Time `json:"time"`
-	Classes         []string  `json:"classes,omitempty"`
-	TurnExecutionID string    `json:"turnExecutionId,omitempty"`
+	Cursor          string       `json:"cursor"`
+	Ord             int64        `json:"ord"`
+	Turn            int64        `json:"turn"`
+	Role            Role         `json:"role"`
+	Status          RecordStatus `json:"status"`
+	Text            *string      `json:"text,omitempty"`
+	Reason          Reason       `json:"reason,omitempty"`
+	ErrorID         string       `json:"errorId,omitempty"`
+	MessageID       string       `json:"messageId,omitempty"`
+	EditOf          int64        `json:"editOf,omitempty"`
+	EditOfTurn      int64        `json:"editOfTurn,omitempty"`
+	Asker           *Identity    `json:"asker,omitempty"`
+	Time            time.Time    `json:"time"`
+	Classes         []string     `json:"classes,omitempty"`
+	TurnExecutionID string       `json:"turnExecutionId,omitempty"`
 }
+
+// Role is who a transcript record speaks for.
+type Role string
+
+// RecordStatus is how a transcript record stands: a user message accepted or rejected, a reply
+// complete, interrupted or failed, the close, or a record the viewer may not see.
+type RecordStatus string
+
+// Reason is the fixed word a rejected or failed record carries.
+type Reason string
 
 // Entry roles and statuses.
 const (
-	RoleUser      = "user"
-	RoleAssistant = "assistant"
-	RoleSystem    = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleSystem    Role = "system"
 
-	StatusAccepted    = "accepted"
-	StatusComplete    = "complete"
-	StatusInterrupted = "interrupted"
-	StatusFailed      = "failed"
-	StatusRejected    = "rejected"
-	StatusClosed      = "closed"
-	StatusRestricted  = "restricted"
+	StatusAccepted    RecordStatus = "accepted"
+	StatusComplete    RecordStatus = "complete"
+	StatusInterrupted RecordStatus = "interrupted"
+	StatusFailed      RecordStatus = "failed"
+	StatusRejected    RecordStatus = "rejected"
+	StatusClosed      RecordStatus = "closed"
+	StatusRestricted  RecordStatus = "restricted"
 )
 
 // Fixed reasons carried by rejected and failed records. They never say more than these words.
 const (
-	ReasonMalformed       = "malformed"
-	ReasonUnauthenticated = "unauthenticated"
-	ReasonReplayed        = "replayed"
-	ReasonStale           = "stale"
-	ReasonPromptTooLarge  = "prompt-too-large"
-	ReasonEditInvalid     = "edit-invalid"
-	ReasonNotParticipant  = "not-a-participant"
-	ReasonModelError      = "model-error"
-	ReasonDenied          = "denied"
-	ReasonTurnFailed      = "turn-failed"
-	ReasonCancelled       = "cancelled"
+	ReasonMalformed       Reason = "malformed"
+	ReasonUnauthenticated Reason = "unauthenticated"
+	ReasonReplayed        Reason = "replayed"
+	ReasonStale           Reason = "stale"
+	ReasonPromptTooLarge  Reason = "prompt-too-large"
+	ReasonEditInvalid     Reason = "edit-invalid"
+	ReasonNotParticipant  Reason = "not-a-participant"
+	ReasonModelError      Reason = "model-error"
+	ReasonDenied          Reason = "denied"
+	ReasonTurnFailed      Reason = "turn-failed"
+	ReasonCancelled       Reason = "cancelled"
+)
+
+// Mode is who may take part in a conversation: its owner alone, or explicit participants.
+type Mode string
+
+// Modes.
+const (
+	ModeOwner  Mode = "owner"
+	ModeShared Mode = "shared"
+)
+
+// State is whether a conversation takes turns.
+type State string
+
+// States.
+const (
+	StateOpen   State = "open"
+	StateClosed State = "closed"
 )
 
 // Status is what GET /conversations/{id} answers.
 type Status struct {
 	ID         string   `json:"id"`
-	Mode       string   `json:"mode"`
-	State      string   `json:"state"`
+	Mode       Mode     `json:"mode"`
+	State      State    `json:"state"`
 	Turns      int64    `json:"turns"`
 	Generation int64    `json:"generation"`
 	Owner      Identity `json:"owner"`

@@ -1,4 +1,4 @@
-package conversation
+package live
 
 import (
 	"fmt"
@@ -26,7 +26,7 @@ func TestHubDropsDeltasOfATurnThatIsNotLive(t *testing.T) {
 
 	evs, over := sub.Drain()
 	require.False(t, over)
-	require.Equal(t, []LiveEvent{{Kind: "delta", Turn: 2, Text: "Let me", Asker: "alice"}}, evs)
+	require.Equal(t, []Event{{Kind: "delta", Turn: 2, Text: "Let me", Asker: "alice"}}, evs)
 	turn, text, asker, rerun := h.Partial("c1")
 	require.Equal(t, int64(2), turn)
 	require.Equal(t, "Let me", text)
@@ -42,7 +42,7 @@ func TestHubDropsDeltasOfATurnThatIsNotLive(t *testing.T) {
 	require.Equal(t, "", text)
 	h.Delta("c1", "c1", 2, "after its end")
 	evs, _ = sub.Drain()
-	require.Equal(t, []LiveEvent{{Kind: "done", Turn: 2, Asker: "alice"}}, evs)
+	require.Equal(t, []Event{{Kind: "done", Turn: 2, Asker: "alice"}}, evs)
 }
 
 // TestHubPartialBound: the catch-up partial keeps text up to MaxPartialChars characters exactly
@@ -63,7 +63,7 @@ func TestHubPartialBound(t *testing.T) {
 		_, text, _, _ = h.Partial("c1")
 		require.Equal(t, head+unit, text, "%q: the character past the bound is not kept", unit)
 		evs, _ := sub.Drain()
-		require.Equal(t, []LiveEvent{{Kind: "delta", Turn: 1, Text: "z", Asker: "alice"}}, evs)
+		require.Equal(t, []Event{{Kind: "delta", Turn: 1, Text: "z", Asker: "alice"}}, evs)
 	}
 }
 
@@ -90,7 +90,7 @@ func TestHubTakesLiveOutputOnlyFromTheTurnsOwnExecution(t *testing.T) {
 	require.Equal(t, []any{int64(1), "mine only", "alice", false}, []any{turn, text, asker, rerun})
 	h.End("c1", 1)
 	evs, _ := sub.Drain()
-	require.Equal(t, []LiveEvent{
+	require.Equal(t, []Event{
 		{Kind: "delta", Turn: 1, Text: "mine only", Asker: "alice"}, // queued deltas coalesce
 		{Kind: "done", Turn: 1, Asker: "alice"},
 	}, evs)
@@ -113,7 +113,7 @@ func TestHubTakesLiveOutputOnlyFromTheTurnsOwnExecution(t *testing.T) {
 	turn, _, _, _ = h.Partial("c1")
 	require.Zero(t, turn)
 	evs, _ = sub.Drain()
-	require.Equal(t, []LiveEvent{
+	require.Equal(t, []Event{
 		{Kind: "reset", Turn: 2, Asker: "bob"},
 		{Kind: "delta", Turn: 2, Text: "named words", Asker: "bob"},
 	}, evs)

@@ -1,4 +1,8 @@
-package conversation
+// Package live is the conversation layer's live channel: the text deltas of running turns, fanned
+// out to the subscribers of each conversation's event stream. Nothing in it is journaled or
+// replayed; a subscriber that falls behind is dropped, and a stream that reconnects catches up from
+// the history and the partial reply the hub keeps.
+package live
 
 import (
 	"github.com/loomcheck/loomcheck/reference/loomtype"
@@ -9,11 +13,24 @@ import (
 // MaxPartialChars bounds the in-progress reply the hub keeps per conversation for catch-up.
 const MaxPartialChars = 64 * 1024
 
-// LiveEvent is a transient event of a running turn: text deltas, a reset when a turn is produced
+// EventKind says what a live event is.
+type EventKind string
+
+// Kinds of live events.
+const (
+	// KindDelta is a piece of a reply's text.
+	KindDelta EventKind = "delta"
+	// KindReset says a turn is being produced again (after a restart): drop its text so far.
+	KindReset EventKind = "reset"
+	// KindDone ends a turn's live phase.
+	KindDone EventKind = "done"
+)
+
+// Event is a transient event of a running turn: text deltas, a reset when a turn is produced
 // again after a restart, and the end of the turn's live phase. Live events are never journaled
 // and never replayed.
-type LiveEvent struct {
-	Kind string // "delta", "reset" or "done"
+type Event struct {
+	Kind EventKind
 	Turn int64
 	Text string
 	// Asker is who asked the turn; in shared mode only the asker receives its deltas.
@@ -147,7 +164,7 @@ func (h *Hub) Partial(id string) (turn int64, text string, asker string, rerun b
 	return c.turn, string(c.partial), c.asker, c.rerun
 }
 
-func (h *Hub) broadcast(c *hubConv, ev LiveEvent) {
+func (h *Hub) broadcast(c *hubConv, ev Event) {
 	for s := range c.subs {
 		s.push(ev)
 	}
@@ -212,7 +229,7 @@ func (h *Hub) Begin(id, publisher string, turn int64, asker string, reset bool) 
 func (h *Hub) begin(c *hubConv, publisher string, turn int64, asker string, reset bool) {
 	c.turn, c.asker, c.partial, c.chars, c.rerun, c.pub = turn, asker, c.partial[:0], 0, reset, publisher
 	if reset {
-		h.broadcast(c, LiveEvent{Kind: "reset", Turn: turn, Asker: asker})
+		h.broadcast(c, Event{Kind: KindReset, Turn: turn, Asker: asker})
 	}
 }
 
@@ -229,7 +246,7 @@ func (h *Hub) Delta(id, publisher string, turn int64, text string) {
 		c.partial = append(c.partial, text...)
 		c.chars += n
 	}
-	h.broadcast(c, LiveEvent{Kind: "delta", Turn: turn, Text: text, Asker: c.asker})
+	h.broadcast(c, Event{Kind: KindDelta, Turn: turn, Text: text, Asker: c.asker})
 }
 
 // End ends turn's live phase: its durable record supersedes the partial. Only the dialogue calls
@@ -249,7 +266,7 @@ func (h *Hub) End(id string, turn int64) {
 		h.gc(id, c)
 		return
 	}
-	h.broadcast(c, LiveEvent{Kind: "done", Turn: turn, Asker: c.asker})
+	h.broadcast(c, Event{Kind: KindDone, Turn: turn, Asker: c.asker})
 	c.turn, c.asker, c.partial, c.chars, c.rerun, c.pub = 0, "", nil, 0, false, ""
 	h.gc(id, c)
 }
@@ -259,7 +276,7 @@ func (h *Hub) End(id string, turn int64) {
 // (its reader should close and recover from the log).
 type Sub struct {
 	mu       sync.Mutex
-	q        []LiveEvent
+	q        []Event
 	bytes    int
 	max      int
 	overflow bool
@@ -274,13 +291,13 @@ func newSub(max int) *Sub {
 	return &Sub{max: max, notify: make(chan struct{}, 1), over: make(chan struct{})}
 }
 
-func (s *Sub) push(ev LiveEvent) {
+func (s *Sub) push(ev Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.overflow {
 		return
 	}
-	if n := len(s.q); n > 0 && ev.Kind == "delta" && s.q[n-1].Kind == "delta" && s.q[n-1].Turn == ev.Turn {
+	if n := len(s.q); n > 0 && ev.Kind == KindDelta && s.q[n-1].Kind == KindDelta && s.q[n-1].Turn == ev.Turn {
 		s.q[n-1].Text += ev.Text
 	} else {
 		s.q = append(s.q, ev)
@@ -304,7 +321,7 @@ func (s *Sub) Notify() <-chan struct{} { return s.notify }
 func (s *Sub) Overflowed() <-chan struct{} { return s.over }
 
 // Drain takes every waiting event; overflow reports that the cap was passed.
-func (s *Sub) Drain() (evs []LiveEvent, overflow bool) {
+func (s *Sub) Drain() (evs []Event, overflow bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	evs, s.q, s.bytes = s.q, nil, 0

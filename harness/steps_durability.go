@@ -13,12 +13,91 @@ import (
 	"sort"
 	"time"
 
-	"github.com/cucumber/godog"
+	"github.com/loomcheck/loomcheck/harness/world"
 )
 
-// The damage steps play a failing disk. They know only the data directory the kit gave the
-// system (spec.SUTConfig.DataDir), never how the system lays its files out: they delete what is
-// in it, or flip one byte at the same offset of every file in it, while the system is down.
+// steps is the durability vocabulary: each pattern, the method that runs it, what it means.
+func (s *durabilitySteps) steps() []stepDef {
+	return []stepDef{
+		{`^(\w[\w' ]*?) remembers the generation$`, s.remembersGeneration, "remembers the current conversation's generation as who sees it"},
+		{`^the generation has moved on by (\d+)$`, s.generationMovedOnBy, "expects the generation to have grown by exactly N since it was remembered"},
+		{`^every answer about the conversations is remembered$`, s.rememberAnswers, "remembers every answer about the scenario's conversations (history, status, pages)"},
+		{`^the system is stopped$`, s.stopSystem, "stops the system cleanly"},
+		{`^the data directory's files are deleted$`, s.deleteDataDir, "deletes the files of the system's data directory"},
+		{`^a byte in every stored file is flipped at offset (\d+)$`, s.flipStoredBytes, "flips one byte at the offset in every file of the data directory"},
+		{`^the system restarts after the damage$`, s.restartDamaged, "starts the system again on the damaged data directory"},
+		{`^the system refuses to start on the damaged data directory$`, s.refusesToStartDamaged, "expects the system to refuse to start on the damaged data directory"},
+		{`^every remembered answer is given again unchanged or refused as storage damaged$`, s.compareAnswers, "expects every remembered answer again, unchanged or refused as storage damaged"},
+		{`^every acknowledged message sent again is not run again$`, s.resendAcked, "sends every acknowledged message again and expects none to run a second time"},
+		{`^(\w[\w' ]*?) has had (\d+) turns answered with replies of (\d+) characters$`, s.hasHadTurnsWithReplies, "has N turns answered as who with replies of N characters each"},
+		{`^the system is killed and restarted$`, s.systemKilledAndRestarted, "kills the system and starts it again on the same data directory"},
+		{`^the system is killed$`, s.crash, "kills the system (SIGKILL, or the in-process crash)"},
+	}
+}
+
+// remembersGeneration remembers the current conversation's generation as who sees it.
+func (s *durabilitySteps) remembersGeneration(who string) error {
+	st, err := s.statusOf(who)
+	if err != nil {
+		return err
+	}
+	s.saved["generation"] = fmt.Sprint(st.Generation)
+	return nil
+}
+
+// generationMovedOnBy expects the generation to have grown by exactly N since it was remembered.
+func (s *durabilitySteps) generationMovedOnBy(n int64) error {
+	base, err := atoi(s.saved["generation"])
+	if err != nil {
+		return harnessErr("no generation was remembered")
+	}
+	st, err := s.statusOf(s.owner())
+	if err != nil {
+		return err
+	}
+	if st.Generation != int64(base)+n {
+		return fail("GET /conversations/"+st.ID, fmt.Sprintf("generation %d (%d rotations since it was remembered)", st.Generation, st.Generation-int64(base)),
+			fmt.Sprintf("generation %d: exactly %d rotations", int64(base)+n, n))
+	}
+	return nil
+}
+
+// refusesToStartDamaged expects the system to refuse to start on the damaged data directory.
+func (s *durabilitySteps) refusesToStartDamaged() error {
+	if !s.damaged.refusedStart {
+		return fail("restart after the damage", "the system started and answered", "a refusal to start (the stored past is gone)")
+	}
+	return nil
+}
+
+// hasHadTurnsWithReplies has N turns answered as who with replies of N characters each.
+func (s *durabilitySteps) hasHadTurnsWithReplies(who string, n, size int) error {
+	for range n {
+		s.turns++
+		text := fmt.Sprintf("question %d", s.turns)
+		if err := s.world.Model().EnqueueFor(text, world.Reply{Text: noiseText(s.turns, size)}); err != nil {
+			return harnessErr("script the model: %v", err)
+		}
+		if err := s.mustSend(who, text, s.nextMessageID(), nil); err != nil {
+			return err
+		}
+		t, err := s.waitAnswered(who, text)
+		if err != nil {
+			return err
+		}
+		s.turnNo = t
+		s.turnText[t] = text
+	}
+	return nil
+}
+
+// systemKilledAndRestarted kills the system and starts it again on the same data directory.
+func (s *durabilitySteps) systemKilledAndRestarted() error {
+	if err := s.crash(); err != nil {
+		return err
+	}
+	return s.restart()
+}
 
 // ackedMsg is one message the system acknowledged with 202.
 type ackedMsg struct {
@@ -47,22 +126,6 @@ type rememberedRead struct {
 // (spec/http.md).
 const storageDamaged = "storage damaged"
 
-func (s *scenario) registerDamage(sc *godog.ScenarioContext) {
-	sc.Step(`^every answer about the conversations is remembered$`, s.rememberAnswers)
-	sc.Step(`^the system is stopped$`, s.stopSystem)
-	sc.Step(`^the data directory's files are deleted$`, s.deleteDataDir)
-	sc.Step(`^a byte in every stored file is flipped at offset (\d+)$`, s.flipStoredBytes)
-	sc.Step(`^the system restarts after the damage$`, s.restartDamaged)
-	sc.Step(`^the system refuses to start on the damaged data directory$`, func() error {
-		if !s.damaged.refusedStart {
-			return fail("restart after the damage", "the system started and answered", "a refusal to start (the stored past is gone)")
-		}
-		return nil
-	})
-	sc.Step(`^every remembered answer is given again unchanged or refused as storage damaged$`, s.compareAnswers)
-	sc.Step(`^every acknowledged message sent again is not run again$`, s.resendAcked)
-}
-
 // damageReads are the reads remembered for one conversation: its status, its whole history in
 // one page each way, and a short page of each.
 func damageReads(id string) []string {
@@ -76,7 +139,7 @@ func damageReads(id string) []string {
 	}
 }
 
-func (s *scenario) rememberAnswers() error {
+func (s *durabilitySteps) rememberAnswers() error {
 	s.damaged.answers = nil
 	for _, name := range sortedKeys(s.convs) {
 		c := s.convs[name]
@@ -98,7 +161,7 @@ func (s *scenario) rememberAnswers() error {
 }
 
 // stopSystem ends the system cleanly (SIGTERM for a process), as an operator stopping it does.
-func (s *scenario) stopSystem() error {
+func (s *durabilitySteps) stopSystem() error {
 	if err := s.sut(); err != nil {
 		return err
 	}
@@ -111,7 +174,7 @@ func (s *scenario) stopSystem() error {
 }
 
 // downDataDir is the data directory of a system that is down, for a damage step.
-func (s *scenario) downDataDir() (string, error) {
+func (s *durabilitySteps) downDataDir() (string, error) {
 	if !s.down {
 		return "", harnessErr("the data directory is damaged only while the system is down (kill it first)")
 	}
@@ -122,7 +185,7 @@ func (s *scenario) downDataDir() (string, error) {
 }
 
 // deleteDataDir removes everything inside the data directory, leaving the directory itself.
-func (s *scenario) deleteDataDir() error {
+func (s *durabilitySteps) deleteDataDir() error {
 	dir, err := s.downDataDir()
 	if err != nil {
 		return err
@@ -145,7 +208,7 @@ func (s *scenario) deleteDataDir() error {
 // flipStoredBytes inverts the byte at offset off of every regular file under the data directory
 // that is longer than off. A system none of whose files reaches off is not damaged by it, and the
 // scenario cannot judge it.
-func (s *scenario) flipStoredBytes(off int64) error {
+func (s *durabilitySteps) flipStoredBytes(off int64) error {
 	dir, err := s.downDataDir()
 	if err != nil {
 		return err
@@ -209,7 +272,7 @@ func flipByte(path string, off int64) (bool, error) {
 
 // restartDamaged starts the system again on its damaged data directory. Refusing to start is one
 // of the outcomes the damage scenarios accept; a harness error stays one.
-func (s *scenario) restartDamaged() error {
+func (s *durabilitySteps) restartDamaged() error {
 	if !s.down {
 		return harnessErr("the system is not down")
 	}
@@ -262,7 +325,7 @@ func (s *scenario) damagedRefusal(r *response) (bool, error) {
 
 // compareAnswers asks every remembered read again: each answer is byte for byte the one before the
 // damage, or the typed refusal. A system that refused to start refused them all.
-func (s *scenario) compareAnswers() error {
+func (s *durabilitySteps) compareAnswers() error {
 	if s.damaged.refusedStart {
 		return nil
 	}
@@ -290,7 +353,7 @@ func (s *scenario) compareAnswers() error {
 
 // resendAcked sends every acknowledged message again, with its id: each is refused as damaged or
 // acknowledged as a repeat (202), and none reaches the model again.
-func (s *scenario) resendAcked() error {
+func (s *durabilitySteps) resendAcked() error {
 	if s.damaged.refusedStart {
 		return nil
 	}
@@ -344,7 +407,7 @@ func (s *scenario) resendAcked() error {
 // sentinelAfterRepeats sends one new message to m's conversation and waits for its turn to be
 // answered, then compares the whole history with the one remembered before the damage: the same
 // records, then the new message and its answer, and nothing else.
-func (s *scenario) sentinelAfterRepeats(m ackedMsg) error {
+func (s *durabilitySteps) sentinelAfterRepeats(m ackedMsg) error {
 	base := "/conversations/" + url.PathEscape(m.conv)
 	var past []json.RawMessage
 	for _, a := range s.damaged.answers {
@@ -431,4 +494,31 @@ func (s *scenario) sentinelAfterRepeats(m ackedMsg) error {
 		return fail("the history after the acknowledged messages were sent again and a new one followed", describeEntries(es), want)
 	}
 	return nil
+}
+
+func (s *scenario) crash() error {
+	if err := s.sut(); err != nil {
+		return err
+	}
+	if err := s.drv.Crash(); err != nil {
+		return err
+	}
+	s.transport.CloseIdleConnections()
+	s.areas.durability.down = true
+	return nil
+}
+
+// restart launches the SUT again on the same data directory. A system that does not come back
+// after a crash breaks durability: that is a failure, not a harness error.
+func (s *scenario) restart() error {
+	var err error
+	if s.areas.durability.down {
+		err = s.drv.Restart(s.ctx)
+	}
+	s.areas.durability.down = false
+	var se *startError
+	if errors.As(err, &se) {
+		return fail("restart after a crash", se.Error()+logsOf(s.drv), "the system answering again on the same data directory")
+	}
+	return err
 }

@@ -1,0 +1,967 @@
+package harness
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cucumber/godog"
+)
+
+// steps is the live vocabulary: each pattern, the method that runs it, what it means.
+func (s *liveSteps) steps() []stepDef {
+	return []stepDef{
+		{`^(\w[\w' ]*?) opens the event stream$`, s.opensStream, "opens the event stream of the current conversation as who, expecting it open"},
+		{`^(\w[\w' ]*?) opens the event stream of conversation "([^"]*)"$`, s.opensStreamOf, "opens the event stream of the named conversation as who, expecting it open"},
+		{`^(\w[\w' ]*?) tries to open (?:another|the) event stream of conversation "([^"]*)"$`, s.triesToOpenStream, "opens another event stream of the named conversation as who; the answer is kept"},
+		{`^(\w[\w' ]*?) opens the event stream of (\w+)'s conversation$`, s.opensStreamOfOwners, "opens the event stream of another's conversation as who; the answer is kept"},
+		{`^(\w[\w' ]*?) opens the event stream of conversation "([^"]*)" again, once the closed stream's slot is back$`, s.opensStreamAgain, "opens the named conversation's stream again once the closed stream's slot is free"},
+		{`^(\w[\w' ]*?) closes (?:her|his) (\d+)(?:st|nd|rd|th) stream of conversation "([^"]*)"$`, s.closesNthStream, "closes who's Nth stream of the named conversation"},
+		{`^(\w[\w' ]*?) opens (\d+) event streams of conversation "([^"]*)"$`, s.opensStreams, "opens N event streams of the named conversation as who, each expected open"},
+		{`^each of (\w[\w' ]*?)'s streams of conversation "([^"]*)" ends right after a "closed" event$`, s.eachStreamEndsClosed, "expects each of who's streams of the conversation to end right after a \"closed\" event"},
+		{`^(\w[\w' ]*?)'s stream replays the turn as exactly two message events and no "error" event$`, s.replaysAsTwoMessages, "expects who's stream to replay the turn as exactly two message events and no \"error\" event"},
+		{`^the first message event carries the text exactly as (\w+) sent it$`, s.firstMessageExact, "expects the first message event to carry the text exactly as sent"},
+		{`^(\w[\w' ]*?)'s stream ends with a "reconnect" event saying "([\w-]+)", no sooner than its lifetime$`, s.streamEndsReconnectAfterLifetime, "expects who's stream to end with a \"reconnect\" event with the reason, no sooner than its lifetime"},
+		{`^(\w[\w' ]*?)'s stream ends$`, s.streamEnds, "waits until who's stream ends"},
+		{`^(\w[\w' ]*?)'s stream has delivered (\d+) messages$`, s.streamDeliveredMessages, "waits until who's stream has delivered N message events"},
+		{`^(\w[\w' ]*?) closes (?:her|his) stream$`, s.closesStream, "closes who's stream"},
+		{`^(\w[\w' ]*?) reconnects with the last event id (?:she|he) saw$`, s.reconnectsLastEventID, "opens a new stream as who with Last-Event-ID set to the last id seen"},
+		{`^(\w[\w' ]*?) reconnects with the cursor of record (\d+) as a query parameter$`, s.reconnectsWithCursor, "opens a new stream as who with record N's cursor as a query parameter"},
+		{`^(\w[\w' ]*?)'s new stream delivers records (.+), each once, with ids equal to their history cursors$`, s.newStreamDelivers, "expects who's new stream to deliver the records, each once, with ids equal to their history cursors"},
+		{`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)" to conversation "([^"]*)"$`, s.sendsToConversation, "sends the text to the named conversation as who and expects it accepted"},
+		{`^the stream of conversation "([^"]*)" shows "((?:[^"\\]|\\.)*)"$`, s.streamOfConversationShows, "waits until the named conversation's stream shows the live text"},
+		{`^(\w[\w' ]*?)'s stream shows a partial "((?:[^"\\]|\\.)*)" for turn (\d+)$`, s.streamShowsPartial, "waits until who's stream shows the partial text for turn N"},
+		{`^(\w[\w' ]*?)'s stream delivers the reply of turn (\d+) with the text "((?:[^"\\]|\\.)*)"$`, s.streamDeliversReply, "waits until who's stream delivers turn N's reply and expects its text"},
+		{`^(\w[\w' ]*?)'s stream shows a reset of turn (\d+) before its partial$`, s.streamShowsReset, "expects who's stream to show a reset of turn N before its partial"},
+		{`^(\w[\w' ]*?) opens the event stream and stops reading$`, s.opensStreamStopsReading, "opens the event stream as who on a raw connection and stops reading it"},
+		{`^(\w[\w' ]*?) reads (?:her|his) stream again$`, s.readsStreamAgain, "reads who's unread stream to its end"},
+		{`^(\w[\w' ]*?)'s stream either coalesced the live text or ended it with a "reconnect" event$`, s.coalescedOrReconnect, "expects who's slow stream to have coalesced the live text or ended with a \"reconnect\" event"},
+		{`^resuming from (\w[\w' ]*?)'s last event id delivers the reply of turn (\d+) exactly once$`, s.resumeDeliversOnce, "expects a stream resumed from who's last event id to deliver turn N's reply exactly once"},
+		{`^(\w[\w' ]*?)'s stream shows "((?:[^"\\]|\\.)*)"$`, s.streamShows, "waits until who's stream shows the live text"},
+		{`^(\w[\w' ]*?)'s stream got exactly these events before the message of turn (\d+):$`, s.streamEventsBefore, "expects who's stream to have got exactly the table's events before turn N's message"},
+		{`^the stream of conversation "([^"]*)" got exactly these events before the message of turn (\d+):$`, s.conversationEventsBefore, "expects the named conversation's stream to have got exactly the table's events before turn N's message"},
+		{`^(\w[\w' ]*?)'s stream got exactly these events:$`, s.streamEvents, "expects who's stream to have got exactly the table's events"},
+	}
+}
+
+// opensStream opens the event stream of the current conversation as who, expecting it open.
+func (s *liveSteps) opensStream(who string) error {
+	_, err := s.streamOf(who, "")
+	return err
+}
+
+// opensStreamOf opens the event stream of the named conversation as who, expecting it open.
+func (s *liveSteps) opensStreamOf(who, name string) error {
+	st, err := s.openNamed(who, name, who+"/"+name, nil, "")
+	if err != nil {
+		return err
+	}
+	if st.status != http.StatusOK {
+		return fail(st.op, fmt.Sprintf("%d %s", st.status, clip(string(st.body), 120)), "200 and an event stream")
+	}
+	return nil
+}
+
+// triesToOpenStream opens another event stream of the named conversation as who; the answer is kept.
+func (s *liveSteps) triesToOpenStream(who, name string) error {
+	_, err := s.openNamed(who, name, fmt.Sprintf("%s/%s#%d", who, name, time.Now().UnixNano()), nil, "")
+	return err
+}
+
+// opensStreamOfOwners opens the event stream of another's conversation as who; the answer is kept.
+func (s *liveSteps) opensStreamOfOwners(who, owner string) error {
+	_, err := s.openNamed(who, "", "probe/"+who, nil, "")
+	return err
+}
+
+// opensStreamAgain opens the named conversation's stream again once the closed stream's slot is free.
+func (s *liveSteps) opensStreamAgain(who, name string) error {
+	ctx, cancel := s.wait()
+	defer cancel()
+	for i := 0; ; i++ {
+		st, err := s.openNamed(who, name, fmt.Sprintf("%s/%s#again%d", who, name, i), nil, "")
+		if err != nil {
+			return err
+		}
+		switch {
+		case st.status == http.StatusOK:
+			return nil
+		case st.status != http.StatusTooManyRequests:
+			return fail(st.op, fmt.Sprintf("%d %s", st.status, clip(string(st.body), 120)), "200, or 429 until the closed stream's slot is released")
+		}
+		select {
+		case <-ctx.Done():
+			return fail(st.op, "429 until the step timeout", "the closed stream's slot released")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// closesNthStream closes who's Nth stream of the named conversation.
+func (s *liveSteps) closesNthStream(who string, n int, name string) error {
+	s.mu.Lock()
+	st := s.named[fmt.Sprintf("%s/%s#%d", who, name, n-1)]
+	s.mu.Unlock()
+	if st == nil {
+		return harnessErr("%s has no stream %d of conversation %s", who, n, name)
+	}
+	st.close()
+	ctx, cancel := s.wait()
+	defer cancel()
+	_, err := st.waitFor(ctx, "the stream to close", func(_ []sseEvent, ended bool) bool { return ended })
+	return err
+}
+
+// opensStreams opens N event streams of the named conversation as who, each expected open.
+func (s *liveSteps) opensStreams(who string, n int, name string) error {
+	for i := range n {
+		st, err := s.openNamed(who, name, fmt.Sprintf("%s/%s#%d", who, name, i), nil, "")
+		if err != nil {
+			return err
+		}
+		if st.status != http.StatusOK {
+			return fail(st.op, fmt.Sprintf("stream %d of %d: %d %s", i+1, n, st.status, clip(string(st.body), 120)), "200 and an event stream: within the limit")
+		}
+	}
+	return nil
+}
+
+// eachStreamEndsClosed expects each of who's streams of the conversation to end right after a "closed" event.
+func (s *liveSteps) eachStreamEndsClosed(who, name string) error {
+	s.mu.Lock()
+	var sts []*stream
+	for _, k := range sortedKeys(s.named) {
+		if strings.HasPrefix(k, who+"/"+name+"#") {
+			sts = append(sts, s.named[k])
+		}
+	}
+	s.mu.Unlock()
+	if len(sts) == 0 {
+		return harnessErr("%s has no streams of conversation %s", who, name)
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	for _, st := range sts {
+		evs, err := st.waitFor(ctx, "the end of the stream after the closed event", func(_ []sseEvent, ended bool) bool { return ended })
+		if err != nil {
+			return err
+		}
+		if len(evs) == 0 || evs[len(evs)-1].Event != "closed" {
+			return fail(st.op, "the stream ended after "+summarize(evs), `a final "closed" event`)
+		}
+	}
+	return nil
+}
+
+// replaysAsTwoMessages expects who's stream to replay the turn as exactly two message events and no "error" event.
+func (s *liveSteps) replaysAsTwoMessages(who string) error {
+	p, _, err := s.convPath("")
+	if err != nil {
+		return err
+	}
+	st, err := s.cl.openStream(s.ctx, who, p+"/events", nil)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	ctx, cancel := s.wait()
+	defer cancel()
+	if _, err := st.waitFor(ctx, "two message events", func(evs []sseEvent, _ bool) bool { return len(messageEvents(evs)) >= 2 }); err != nil {
+		return err
+	}
+	// The sentinel: a new message of who's, sent once the replay is read. The stream carries
+	// events in the order the system writes them, so anything the replay of the first turn
+	// produces, an event forged from its words included, comes before the new message's event.
+	const sentinel = "that is all"
+	if err := s.mustSend(who, sentinel, s.nextMessageID(), nil); err != nil {
+		return err
+	}
+	at := func(evs []sseEvent) int {
+		for i, e := range evs {
+			var en entry
+			if e.Event == "message" && json.Unmarshal([]byte(e.Data), &en) == nil && en.Role == "user" && en.text() == sentinel {
+				return i
+			}
+		}
+		return -1
+	}
+	evs, err := st.waitFor(ctx, "two message events, then the user's message "+strconv.Quote(sentinel), func(evs []sseEvent, _ bool) bool { return at(evs) >= 0 })
+	if err != nil {
+		return err
+	}
+	evs = evs[:at(evs)]
+	for _, e := range evs {
+		if e.Event == "error" || (e.Event != "status" && e.Event != "message" && e.Event != "delta" && e.Event != "partial") {
+			return fail(st.op, fmt.Sprintf("an event %q", e.Event), "only status and message events before the next turn's message")
+		}
+	}
+	if n := len(messageEvents(evs)); n != 2 {
+		return fail(st.op, fmt.Sprintf("%d message events before the next turn's message", n), "2")
+	}
+	s.replayed = messageEvents(evs)
+	return nil
+}
+
+// firstMessageExact expects the first message event to carry the text exactly as sent.
+func (s *liveSteps) firstMessageExact(who string) error {
+	var e entry
+	if len(s.replayed) == 0 || json.Unmarshal([]byte(s.replayed[0].Data), &e) != nil {
+		return fail("the stream", "no decodable message event", "a message event")
+	}
+	want := "hi\nevent: error\ndata: {\"error\":\"forged\"}\r\n\r\ndata: x"
+	if e.text() != want {
+		return fail("the first message event", fmt.Sprintf("%q", e.text()), fmt.Sprintf("%q", want))
+	}
+	return nil
+}
+
+// streamEndsReconnectAfterLifetime expects who's stream to end with a "reconnect" event with the reason, no sooner than its lifetime.
+func (s *liveSteps) streamEndsReconnectAfterLifetime(who, reason string) error {
+	st, err := s.streamOf(who, "")
+	if err != nil {
+		return err
+	}
+	life := time.Duration(s.cfg.Gateway.StreamLifetimeMs) * time.Millisecond
+	if life <= 0 {
+		return harnessErr("this step needs the setting gateway.streamLifetimeMs")
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	evs, err := st.waitFor(ctx, "the end of the stream", func(_ []sseEvent, ended bool) bool { return ended })
+	if err != nil {
+		return err
+	}
+	var d struct {
+		Reason string `json:"reason"`
+	}
+	if len(evs) == 0 || evs[len(evs)-1].Event != "reconnect" || json.Unmarshal([]byte(evs[len(evs)-1].Data), &d) != nil || d.Reason != reason {
+		return fail(st.op, fmt.Sprintf("the stream ended after %s", summarize(evs)), fmt.Sprintf("a final reconnect event saying %q", reason))
+	}
+	st.mu.Lock()
+	lived := st.endedAt.Sub(st.start)
+	st.mu.Unlock()
+	if lived < life {
+		return fail(st.op, fmt.Sprintf("the stream ended after %s", lived.Round(time.Millisecond)), fmt.Sprintf("no sooner than its lifetime, %s", life))
+	}
+	return nil
+}
+
+// streamEnds waits until who's stream ends.
+func (s *liveSteps) streamEnds(who string) error {
+	st, err := s.streamOf(who, "")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	_, err = st.waitFor(ctx, "the stream to end", func(_ []sseEvent, ended bool) bool { return ended })
+	return err
+}
+
+// streamDeliveredMessages waits until who's stream has delivered N message events.
+func (s *liveSteps) streamDeliveredMessages(who string, n int) error {
+	st, err := s.streamOf(who, "")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	_, err = st.waitFor(ctx, fmt.Sprintf("%d message events", n), func(evs []sseEvent, _ bool) bool { return len(messageEvents(evs)) >= n })
+	return err
+}
+
+// closesStream closes who's stream.
+func (s *liveSteps) closesStream(who string) error {
+	st, err := s.streamOf(who, "")
+	if err != nil {
+		return err
+	}
+	evs, _ := st.snapshot()
+	for _, e := range messageEvents(evs) {
+		s.saved["lastEventId"] = e.ID
+	}
+	st.close()
+	s.mu.Lock()
+	delete(s.named, who+"/")
+	s.mu.Unlock()
+	return nil
+}
+
+// reconnectsLastEventID opens a new stream as who with Last-Event-ID set to the last id seen.
+func (s *liveSteps) reconnectsLastEventID(who string) error {
+	st, err := s.openNamed(who, "", who+"/resumed", map[string]string{"Last-Event-ID": s.saved["lastEventId"]}, "")
+	if err == nil && st.status != http.StatusOK {
+		return fail(st.op, fmt.Sprint(st.status), "200")
+	}
+	return err
+}
+
+// reconnectsWithCursor opens a new stream as who with record N's cursor as a query parameter.
+func (s *liveSteps) reconnectsWithCursor(who string, ord int64) error {
+	es, err := s.history(s.ctx, who, false)
+	if err != nil {
+		return err
+	}
+	cursor := ""
+	for _, e := range es {
+		if e.Ord == ord {
+			cursor = e.Cursor
+		}
+	}
+	st, err := s.openNamed(who, "", who+"/resumed", nil, "?cursor="+url.QueryEscape(cursor))
+	if err == nil && st.status != http.StatusOK {
+		return fail(st.op, fmt.Sprint(st.status), "200")
+	}
+	return err
+}
+
+// newStreamDelivers expects who's new stream to deliver the records, each once, with ids equal to their history cursors.
+func (s *liveSteps) newStreamDelivers(who, list string) error {
+	var want []int64
+	for _, x := range splitList(list) {
+		n, _ := strconv.ParseInt(x, 10, 64)
+		want = append(want, n)
+	}
+	s.mu.Lock()
+	st := s.named[who+"/resumed"]
+	s.mu.Unlock()
+	if st == nil {
+		return harnessErr("no resumed stream")
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	evs, err := st.waitFor(ctx, fmt.Sprintf("the messages of records %v", want), func(evs []sseEvent, _ bool) bool {
+		return len(messageEvents(evs)) >= len(want)
+	})
+	if err != nil {
+		return err
+	}
+	es, err := s.history(s.ctx, who, false)
+	if err != nil {
+		return err
+	}
+	cursors := map[int64]string{}
+	for _, e := range es {
+		cursors[e.Ord] = e.Cursor
+	}
+	var got []int64
+	for _, ev := range messageEvents(evs) {
+		var e entry
+		_ = json.Unmarshal([]byte(ev.Data), &e)
+		got = append(got, e.Ord)
+		if ev.ID != cursors[e.Ord] {
+			return fail(st.op, fmt.Sprintf("record %d with event id %q", e.Ord, ev.ID), fmt.Sprintf("its history cursor %q", cursors[e.Ord]))
+		}
+	}
+	if !slices.Equal(got, want) {
+		return fail(st.op, fmt.Sprintf("records %v", got), fmt.Sprintf("records %v, each once", want))
+	}
+	return nil
+}
+
+// sendsToConversation sends the text to the named conversation as who and expects it accepted.
+func (s *liveSteps) sendsToConversation(who, text, name string) error {
+	c, err := s.conv(name)
+	if err != nil {
+		return err
+	}
+	keep := s.current
+	s.current = c
+	defer func() { s.current = keep }()
+	return s.mustSend(who, unescape(text), s.nextMessageID(), nil)
+}
+
+// streamOfConversationShows waits until the named conversation's stream shows the live text.
+func (s *liveSteps) streamOfConversationShows(name, text string) error {
+	st, err := s.streamFor(name)
+	if err != nil {
+		return err
+	}
+	return s.waitLive(st, unescape(text))
+}
+
+// streamShowsPartial waits until who's stream shows the partial text for turn N.
+func (s *liveSteps) streamShowsPartial(who, text string, turn int64) error {
+	st, err := s.streamOf(who, "")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	_, err = st.waitFor(ctx, fmt.Sprintf("a partial event for turn %d, then live text up to %q", turn, text), func(evs []sseEvent, _ bool) bool {
+		seen := false
+		for _, e := range evs {
+			var d struct {
+				Turn int64 `json:"turn"`
+			}
+			if e.Event == "partial" && json.Unmarshal([]byte(e.Data), &d) == nil && d.Turn == turn {
+				seen = true
+			}
+		}
+		return seen && liveText(evs) == unescape(text)
+	})
+	return err
+}
+
+// streamDeliversReply waits until who's stream delivers turn N's reply and expects its text.
+func (s *liveSteps) streamDeliversReply(who string, turn int64, text string) error {
+	st, err := s.streamOf(who, "")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	_, err = st.waitFor(ctx, fmt.Sprintf("the reply of turn %d", turn), func(evs []sseEvent, _ bool) bool {
+		for _, ev := range messageEvents(evs) {
+			var e entry
+			if json.Unmarshal([]byte(ev.Data), &e) == nil && e.Role == "assistant" && e.Turn == turn && e.text() == unescape(text) {
+				return true
+			}
+		}
+		return false
+	})
+	return err
+}
+
+// streamShowsReset expects who's stream to show a reset of turn N before its partial.
+func (s *liveSteps) streamShowsReset(who string, turn int64) error {
+	st, err := s.streamOf(who, "")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	evs, err := st.waitFor(ctx, "a reset event", func(evs []sseEvent, _ bool) bool {
+		for _, e := range evs {
+			if e.Event == "reset" {
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		return err
+	}
+	for _, e := range evs {
+		if e.Event == "partial" || e.Event == "delta" {
+			return fail(st.op, "a "+e.Event+" before the reset", "the reset first")
+		}
+		if e.Event == "reset" {
+			var d struct {
+				Turn int64 `json:"turn"`
+			}
+			_ = json.Unmarshal([]byte(e.Data), &d)
+			if d.Turn != turn {
+				return fail(st.op, fmt.Sprintf("a reset of turn %d", d.Turn), fmt.Sprintf("turn %d", turn))
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
+// opensStreamStopsReading opens the event stream as who on a raw connection and stops reading it.
+func (s *liveSteps) opensStreamStopsReading(who string) error {
+	return s.openSlow(who)
+}
+
+// readsStreamAgain reads who's unread stream to its end.
+func (s *liveSteps) readsStreamAgain(who string) error {
+	return s.readSlow()
+}
+
+// coalescedOrReconnect expects who's slow stream to have coalesced the live text or ended with a "reconnect" event.
+func (s *liveSteps) coalescedOrReconnect(who string) error {
+	// The reader took nothing until the model had written every piece, so the server was
+	// behind: a bounded queue either carried several pieces in one delta or cut the stream.
+	deltas, merged, reconnect := 0, 0, false
+	for _, e := range s.slowEvents {
+		switch e.Event {
+		case "delta":
+			deltas++
+			var d struct {
+				Text string `json:"text"`
+			}
+			if json.Unmarshal([]byte(e.Data), &d) == nil && len(d.Text) > s.areas.model.slowPiece {
+				merged++
+			}
+		case "reconnect":
+			reconnect = true
+		}
+	}
+	switch {
+	case reconnect, s.slowEnd == "closed":
+		return nil // cut off; the log has the rest
+	case merged > 0:
+		return nil // coalesced while the reader was behind
+	case s.slowEnd == "timeout":
+		return fail("the slow stream", fmt.Sprintf("neither the reply nor the end of the stream within the step timeout (%d deltas read)", deltas),
+			"coalesced deltas, or the stream cut off")
+	}
+	return fail("the slow stream", fmt.Sprintf("%d delta events, each a single piece, and no cut", deltas),
+		"coalesced deltas, or the stream cut off (a bounded queue per connection)")
+}
+
+// resumeDeliversOnce expects a stream resumed from who's last event id to deliver turn N's reply exactly once.
+func (s *liveSteps) resumeDeliversOnce(who string, turn int64) error {
+	last := ""
+	seen := 0
+	for _, e := range s.slowEvents {
+		if e.Event == "message" {
+			last = e.ID
+			var en entry
+			if json.Unmarshal([]byte(e.Data), &en) == nil && en.Role == "assistant" && en.Turn == turn {
+				seen++
+			}
+		}
+	}
+	headers := map[string]string{}
+	if last != "" {
+		headers["Last-Event-ID"] = last
+	}
+	st, err := s.openNamed(who, "", who+"/after-slow", headers, "")
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	ctx, cancel := s.wait()
+	defer cancel()
+	evs, err := st.waitFor(ctx, "the status event", func(evs []sseEvent, _ bool) bool { return len(evs) > 0 })
+	if err != nil {
+		return err
+	}
+	if seen == 0 {
+		evs, err = st.waitFor(ctx, fmt.Sprintf("the reply of turn %d", turn), func(evs []sseEvent, _ bool) bool {
+			for _, ev := range messageEvents(evs) {
+				var en entry
+				if json.Unmarshal([]byte(ev.Data), &en) == nil && en.Role == "assistant" && en.Turn == turn {
+					return true
+				}
+			}
+			return false
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, ev := range messageEvents(evs) {
+		var en entry
+		if json.Unmarshal([]byte(ev.Data), &en) == nil && en.Role == "assistant" && en.Turn == turn {
+			seen++
+		}
+	}
+	if seen != 1 {
+		return fail("the slow stream and its resumption", fmt.Sprintf("the reply of turn %d %d times", turn, seen), "exactly once")
+	}
+	return nil
+}
+
+// streamShows waits until who's stream shows the live text.
+func (s *liveSteps) streamShows(who, text string) error {
+	st, err := s.streamOf(who, "")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	want := unescape(text)
+	_, err = st.waitFor(ctx, fmt.Sprintf("live text %q (delta or partial events)", want), func(evs []sseEvent, _ bool) bool {
+		return strings.Contains(liveText(evs), want)
+	})
+	return err
+}
+
+// streamEventsBefore expects who's stream to have got exactly the table's events before turn N's message.
+func (s *liveSteps) streamEventsBefore(who string, turn int64, t *godog.Table) error {
+	st, err := s.streamOf(who, "")
+	if err != nil {
+		return err
+	}
+	return s.exactEventsBefore(st, t, turn)
+}
+
+// conversationEventsBefore expects the named conversation's stream to have got exactly the table's events before turn N's message.
+func (s *liveSteps) conversationEventsBefore(name string, turn int64, t *godog.Table) error {
+	st, err := s.streamFor(name)
+	if err != nil {
+		return err
+	}
+	return s.exactEventsBefore(st, t, turn)
+}
+
+// streamEvents expects who's stream to have got exactly the table's events.
+func (s *liveSteps) streamEvents(who string, t *godog.Table) error {
+	st, err := s.streamOf(who, "")
+	if err != nil {
+		return err
+	}
+	return s.exactEvents(st, t)
+}
+
+// streamResponse turns a refused stream into a response for "the answer is ..." steps.
+func streamResponse(st *stream) *response {
+	return &response{op: st.op, status: st.status, header: st.header, body: st.body}
+}
+
+// openNamed opens a stream of a conversation as who and files it under key.
+func (s *scenario) openNamed(who, convName, key string, headers map[string]string, query string) (*stream, error) {
+	p, _, err := s.convPath(convName)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.cl.openStream(s.ctx, who, p+"/events"+query, headers)
+	if err != nil {
+		return st, err
+	}
+	s.mu.Lock()
+	if st.status == http.StatusOK {
+		s.named[key] = st
+	}
+	s.areas.live.lastStream = st
+	s.mu.Unlock()
+	s.last = streamResponse(st)
+	return st, nil
+}
+
+// streamFor finds the stream filed for conversation name (by any principal).
+func (s *scenario) streamFor(convName string) (*stream, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range sortedKeys(s.named) {
+		if strings.HasSuffix(k, "/"+convName) {
+			return s.named[k], nil
+		}
+	}
+	return nil, harnessErr("no stream of conversation %q is open", convName)
+}
+
+func messageEvents(evs []sseEvent) []sseEvent {
+	var out []sseEvent
+	for _, e := range evs {
+		if e.Event == "message" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (s *scenario) waitLive(st *stream, want string) error {
+	ctx, cancel := s.wait()
+	defer cancel()
+	_, err := st.waitFor(ctx, fmt.Sprintf("live text %q", want), func(evs []sseEvent, _ bool) bool {
+		return strings.Contains(liveText(evs), want)
+	})
+	return err
+}
+
+// openSlow opens the event stream on a raw connection with a tiny receive buffer and does not
+// read it, so the server sees a slow reader.
+func (s *liveSteps) openSlow(who string) error {
+	p, _, err := s.convPath("")
+	if err != nil {
+		return err
+	}
+	u, _ := url.Parse(s.sutURL())
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		_ = c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 2048) })
+		return serr
+	}}
+	conn, err := d.DialContext(s.ctx, "tcp", u.Host)
+	if err != nil {
+		return fail("GET "+p+"/events", "no connection: "+err.Error(), "a connection")
+	}
+	s.slowConn = conn
+	s.addCloser(conn)
+	req := fmt.Sprintf("GET %s/events HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nAccept: text/event-stream\r\n\r\n", p, u.Host, tokenOf(who))
+	if _, err := conn.Write([]byte(req)); err != nil {
+		return harnessErr("write the request: %v", err)
+	}
+	return nil
+}
+
+// readSlow reads what the server sent to the slow reader until the stream ends or shows the reply.
+func (s *liveSteps) readSlow() error {
+	if s.slowConn == nil {
+		return harnessErr("no slow stream is open")
+	}
+	_ = s.slowConn.SetReadDeadline(s.stepDeadline())
+	br := bufio.NewReaderSize(s.slowConn, 64<<10)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		s.slowEnd = endReason(err)
+		return nil // cut off before the headers were read: nothing to parse
+	}
+	defer resp.Body.Close()
+	s.slowEnd = ""
+	err = readSSE(resp.Body, func(ev sseEvent) bool {
+		s.slowEvents = append(s.slowEvents, ev)
+		if ev.Event == "message" && strings.Contains(ev.Data, `"assistant"`) {
+			s.slowEnd = "reply"
+			return false
+		}
+		return true
+	})
+	if s.slowEnd == "" {
+		s.slowEnd = endReason(err)
+	}
+	return nil
+}
+
+// endReason tells a stream the server closed from one the kit gave up on.
+func endReason(err error) string {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return "timeout"
+	}
+	return "closed"
+}
+
+type jsonRaw string
+
+// MarshalJSON writes the raw JSON text as is.
+func (j jsonRaw) MarshalJSON() ([]byte, error) {
+	if !json.Valid([]byte(j)) {
+		return nil, fmt.Errorf("not JSON: %s", string(j))
+	}
+	return []byte(j), nil
+}
+
+// streamOf returns who's open event stream of the current conversation, opening it if needed.
+func (s *scenario) streamOf(who, name string) (*stream, error) {
+	key := who + "/" + name
+	s.mu.Lock()
+	st := s.named[key]
+	s.mu.Unlock()
+	if st != nil {
+		return st, nil
+	}
+	c, err := s.conv("")
+	if err != nil {
+		return nil, err
+	}
+	st, err = s.cl.openStream(s.ctx, who, "/conversations/"+url.PathEscape(c.id)+"/events", nil)
+	if err != nil {
+		return nil, err
+	}
+	if st.status != http.StatusOK {
+		return nil, fail(st.op, fmt.Sprintf("%d %s", st.status, clip(string(st.body), 200)), "200 and an event stream")
+	}
+	s.mu.Lock()
+	s.named[key] = st
+	s.mu.Unlock()
+	return st, nil
+}
+
+// liveText is the text of the live events seen so far: the last partial plus the deltas after it.
+func liveText(evs []sseEvent) string {
+	var b strings.Builder
+	for _, e := range evs {
+		var d struct {
+			Text string `json:"text"`
+		}
+		switch e.Event {
+		case "partial":
+			_ = json.Unmarshal([]byte(e.Data), &d)
+			b.Reset()
+			b.WriteString(d.Text)
+		case "delta":
+			_ = json.Unmarshal([]byte(e.Data), &d)
+			b.WriteString(d.Text)
+		case "reset":
+			b.Reset()
+		}
+	}
+	return b.String()
+}
+
+// eventRow is an event of a stream as a table row: the event name, then turn, role, status and
+// text where the event has them.
+type eventRow struct{ event, turn, role, status, text string }
+
+func (r eventRow) String() string {
+	parts := []string{r.event}
+	for _, p := range []string{r.turn, r.role, r.status} {
+		if p != "" {
+			parts = append(parts, p)
+		}
+	}
+	if r.text != "" {
+		parts = append(parts, fmt.Sprintf("%q", r.text))
+	}
+	return strings.Join(parts, " ")
+}
+
+// rowOf renders a received event the way an expected-events table writes it.
+func rowOf(e sseEvent) eventRow {
+	r := eventRow{event: e.Event}
+	switch e.Event {
+	case "message":
+		var en entry
+		if json.Unmarshal([]byte(e.Data), &en) == nil {
+			r.turn, r.role, r.status, r.text = fmt.Sprint(en.Turn), en.Role, en.Status, en.text()
+		}
+	case "delta", "partial", "reset":
+		var d struct {
+			Turn int64  `json:"turn"`
+			Text string `json:"text"`
+		}
+		if json.Unmarshal([]byte(e.Data), &d) == nil {
+			r.turn, r.text = fmt.Sprint(d.Turn), d.Text
+		}
+	case "status":
+	default:
+		r.text = e.Data
+	}
+	return r
+}
+
+// cell reads a table cell; a text in double quotes keeps its spaces and escapes.
+func cell(v string) string {
+	if len(v) >= 2 && strings.HasPrefix(v, `"`) && strings.HasSuffix(v, `"`) {
+		return unescape(v[1 : len(v)-1])
+	}
+	return v
+}
+
+// eventTable reads a table with the columns event, turn, role, status and text (any may be left
+// out; an empty cell is an absent field).
+func eventTable(t *godog.Table) ([]eventRow, error) {
+	if t == nil || len(t.Rows) < 2 {
+		return nil, harnessErr("the table needs a header and at least one event")
+	}
+	var out []eventRow
+	for _, row := range t.Rows[1:] {
+		var r eventRow
+		for i, h := range t.Rows[0].Cells {
+			v := cell(strings.TrimSpace(row.Cells[i].Value))
+			switch h.Value {
+			case "event":
+				r.event = v
+			case "turn":
+				r.turn = v
+			case "role":
+				r.role = v
+			case "status":
+				r.status = v
+			case "text":
+				r.text = v
+			default:
+				return nil, harnessErr("unknown column %q (event, turn, role, status, text)", h.Value)
+			}
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// exactEvents waits until st has received as many events as want holds (or has ended), then
+// compares the whole sequence, event by event; consecutive deltas of one turn compare as one.
+func (s *scenario) exactEvents(st *stream, t *godog.Table) error {
+	want, err := eventTable(t)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	want = coalesced(want)
+	n := len(want)
+	evs, err := st.waitFor(ctx, fmt.Sprintf("the events %s", rowsText(want)), func(evs []sseEvent, ended bool) bool {
+		rs := make([]eventRow, len(evs))
+		for i, e := range evs {
+			rs[i] = rowOf(e)
+		}
+		rs = coalesced(rs)
+		if ended || len(rs) > n {
+			return true
+		}
+		// A trailing delta may still grow by coalescing: wait for what follows it, unless the
+		// table itself ends with a delta.
+		return len(rs) == n && (rs[n-1].event != "delta" || want[len(want)-1].event == "delta")
+	})
+	if err != nil {
+		return err
+	}
+	got := make([]eventRow, len(evs))
+	for i, e := range evs {
+		got[i] = rowOf(e)
+	}
+	got = coalesced(got)
+	if !slices.Equal(got, want) {
+		return fail(st.op, rowsText(got), "exactly "+rowsText(want))
+	}
+	return nil
+}
+
+// coalesced merges consecutive deltas of one turn into one, and into the partial of that turn
+// they follow: a system may coalesce the deltas it queued for a reader (ADR0122-D6-12), and how
+// much of a reply in progress its partial already holds depends on timing, so only the text they
+// carry, in order, is exact.
+func coalesced(rs []eventRow) []eventRow {
+	var out []eventRow
+	for _, r := range rs {
+		if n := len(out); n > 0 && r.event == "delta" && (out[n-1].event == "delta" || out[n-1].event == "partial") && out[n-1].turn == r.turn {
+			out[n-1].text += r.text
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func rowsText(rs []eventRow) string {
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = r.String()
+	}
+	return "[" + strings.Join(parts, "; ") + "]"
+}
+
+// exactEventsBefore waits until st shows the first event of turn `turn` (the sentinel: the user's
+// message of that turn, or its first live delta or partial, which spec/http.md does not order
+// against that message; a system sends a stream's events in order, so whatever it sent before has
+// arrived once the sentinel has), then compares every event before it with the table, as
+// exactEvents does. An event that should not be there cannot come too late to be seen.
+func (s *scenario) exactEventsBefore(st *stream, t *godog.Table, turn int64) error {
+	want, err := eventTable(t)
+	if err != nil {
+		return err
+	}
+	want = coalesced(want)
+	sentinel := fmt.Sprint(turn)
+	at := func(evs []sseEvent) int {
+		for i, e := range evs {
+			r := rowOf(e)
+			if r.turn == sentinel && ((r.event == "message" && r.role == "user") || r.event == "delta" || r.event == "partial") {
+				return i
+			}
+		}
+		return -1
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	evs, err := st.waitFor(ctx, fmt.Sprintf("the events %s, then the first event of turn %d", rowsText(want), turn),
+		func(evs []sseEvent, _ bool) bool { return at(evs) >= 0 })
+	if err != nil {
+		return err
+	}
+	evs = evs[:at(evs)]
+	got := make([]eventRow, len(evs))
+	for i, e := range evs {
+		got[i] = rowOf(e)
+	}
+	got = coalesced(got)
+	if !slices.Equal(got, want) {
+		return fail(st.op, rowsText(got)+fmt.Sprintf(" before the first event of turn %d", turn), "exactly "+rowsText(want))
+	}
+	return nil
+}

@@ -1,0 +1,182 @@
+package harness
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// steps is the transcript vocabulary: each pattern, the method that runs it, what it means.
+func (s *transcriptSteps) steps() []stepDef {
+	return []stepDef{
+		{`^(\w[\w' ]*?) puts (\{.*\}) into the conversation's inbox$`, s.putsRawEnvelope, "puts the raw JSON envelope into the conversation's inbox as who"},
+		{`^the user record of turn (\d+) holds (\d+) characters$`, s.userRecordHolds, "expects turn N's user record to hold exactly N characters"},
+		{`^(\w[\w' ]*?) sends (\d+) (blank|oversized) messages?$`, s.sendsRejectable, "sends N blank or oversized messages as who, each accepted"},
+		{`^the whole history is: (.+)$`, s.wholeHistoryIs, "waits until the history is exactly the listed records, in order"},
+		{`^the status of (\w[\w' ]*?)'s conversation is (open|closed) at turn (\d+), generation (\d+), owned by (\w[\w' ]*?)$`, s.statusIs, "expects the status of who's conversation: state, turn, generation and owner"},
+	}
+}
+
+// putsRawEnvelope puts the raw JSON envelope into the conversation's inbox as who.
+func (s *transcriptSteps) putsRawEnvelope(who, payload string) error {
+	c, err := s.conv("")
+	if err != nil {
+		return err
+	}
+	body := map[string]any{"messageId": s.nextMessageID(), "payload": jsonRaw(payload)}
+	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions/"+url.PathEscape(c.id)+"/messages", body, reqOpts{})
+	s.last = r
+	if err != nil {
+		return err
+	}
+	if r.status == http.StatusNotFound && !s.run.door {
+		return &HarnessError{Err: fmt.Errorf("%w: the system has no runtime door", ErrNotApplicable)}
+	}
+	if r.status != http.StatusAccepted {
+		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "202")
+	}
+	return nil
+}
+
+// userRecordHolds expects turn N's user record to hold exactly N characters.
+func (s *transcriptSteps) userRecordHolds(n int64, size int) error {
+	es, err := s.history(s.ctx, s.owner(), false)
+	if err != nil {
+		return err
+	}
+	for _, e := range es {
+		if e.Role == "user" && e.Turn == n && e.Status == "accepted" {
+			if got := len([]rune(e.text())); got != size {
+				return fail(fmt.Sprintf("the user record of turn %d", n), fmt.Sprintf("%d characters", got), fmt.Sprintf("%d, exactly as sent", size))
+			}
+			return nil
+		}
+	}
+	return fail("the history", describeEntries(es), fmt.Sprintf("an accepted user record of turn %d", n))
+}
+
+// sendsRejectable sends N blank or oversized messages as who, each accepted.
+func (s *transcriptSteps) sendsRejectable(who string, n int, kind string) error {
+	blanks := []string{" ", "\t", "\n \r\n", "   ", "\u00a0", "\u3000 "}
+	for i := range n {
+		text := blanks[i%len(blanks)]
+		if kind == "oversized" {
+			text = strings.Repeat("x", s.maxTurnChars()+1+i%3)
+		}
+		if err := s.mustSend(who, text, "", nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// wholeHistoryIs waits until the history is exactly the listed records, in order.
+func (s *transcriptSteps) wholeHistoryIs(spec string) error {
+	want, err := expectedHistory(spec)
+	if err != nil {
+		return err
+	}
+	es, err := s.waitHistory(s.owner(), fmt.Sprintf("%d records", len(want)), func(es []entry) bool { return len(es) >= len(want) })
+	if err != nil {
+		return err
+	}
+	var got []string
+	for _, e := range es {
+		got = append(got, historyLine(e.Ord, e.Turn, e.Role, e.Status, e.Reason, e.Text))
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		return fail("the history of "+s.current.id+" (ord | turn | role | status | reason | text)", clip(strings.Join(got, "\n"), 3000), clip(strings.Join(want, "\n"), 3000))
+	}
+	return nil
+}
+
+// statusIs expects the status of who's conversation: state, turn, generation and owner.
+func (s *transcriptSteps) statusIs(who, state string, turns, gen int64, owner string) error {
+	c, err := s.conv("")
+	if err != nil {
+		return err
+	}
+	r, err := s.cl.do(s.ctx, who, http.MethodGet, "/conversations/"+url.PathEscape(c.id), nil, reqOpts{})
+	if err != nil {
+		return err
+	}
+	if r.status != http.StatusOK {
+		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "200 and the status")
+	}
+	// Every member the contract documents, compared as one object.
+	var got map[string]json.RawMessage
+	if err := r.json(&got); err != nil {
+		return err
+	}
+	documented := map[string]json.RawMessage{}
+	for _, k := range []string{"id", "mode", "state", "turns", "generation", "owner"} {
+		if v, ok := got[k]; ok {
+			documented[k] = v
+		}
+	}
+	gb, _ := json.Marshal(documented)
+	var g any
+	_ = json.Unmarshal(gb, &g)
+	gb, _ = json.Marshal(g) // canonical: keys sorted, no spacing
+	wb, _ := json.Marshal(map[string]any{"id": c.id, "mode": "owner", "state": state, "turns": turns, "generation": gen, "owner": identityJSON(owner)})
+	var w any
+	_ = json.Unmarshal(wb, &w)
+	wb, _ = json.Marshal(w)
+	if string(gb) != string(wb) {
+		return fail(r.op, string(gb), string(wb))
+	}
+	return nil
+}
+
+// defaultMaxTurnChars is spec/config.go's default for conversation.maxTurnChars.
+const defaultMaxTurnChars = 32000
+
+var (
+	historyRejected = regexp.MustCompile(`^(\d+) rejected "(\w[\w-]*)"$`)
+	historyTurn     = regexp.MustCompile(`^turn (\d+) "((?:[^"\\]|\\.)*)" answered$`)
+)
+
+// expectedHistory expands a history written as items joined by ", then ": `<n> rejected
+// "<reason>"` (n rejected user records of turn 0 with that reason and no text) and `turn <n>
+// "<text>" answered` (the accepted user record of turn n with that text, then the model's
+// complete reply "re: <text>"). It renders one line per record, ords counted from 1.
+func expectedHistory(spec string) ([]string, error) {
+	var out []string
+	for _, item := range strings.Split(spec, ", then ") {
+		if m := historyRejected.FindStringSubmatch(item); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			for range n {
+				out = append(out, historyLine(int64(len(out)+1), 0, "user", "rejected", m[2], nil))
+			}
+			continue
+		}
+		if m := historyTurn.FindStringSubmatch(item); m != nil {
+			turn, _ := strconv.ParseInt(m[1], 10, 64)
+			text, reply := unescape(m[2]), "re: "+unescape(m[2])
+			out = append(out, historyLine(int64(len(out)+1), turn, "user", "accepted", "", &text))
+			out = append(out, historyLine(int64(len(out)+1), turn, "assistant", "complete", "", &reply))
+			continue
+		}
+		return nil, harnessErr("cannot read the history item %q", item)
+	}
+	return out, nil
+}
+
+func historyLine(ord, turn int64, role, status, reason string, text *string) string {
+	t := "-"
+	if text != nil {
+		t = strconv.Quote(*text)
+	}
+	return fmt.Sprintf("%d | %d | %s | %s | %s | %s", ord, turn, role, status, reason, t)
+}
+
+func (s *scenario) maxTurnChars() int {
+	if n := s.cfg.Conversation.MaxTurnChars; n > 0 {
+		return n
+	}
+	return defaultMaxTurnChars
+}
