@@ -64,7 +64,8 @@ func cancelKey(id string) string { return "cancel/" + id }
 // execution stops at its next frame (the next Decide, Execute, Receive, ContinueAsNew or
 // primitive of this package it calls, or the one it waits in now), which returns a
 // *CanceledError (errors.Is(err, ErrCanceled)) and goes on returning it; the context of a step
-// in flight (Context.Ctx) is cancelled and the step's outcome is the cancel. That stop is
+// or decider in flight (Context.Ctx) is cancelled, and the outcome of that step, or of that
+// decider if it fails, is the cancel. That stop is
 // journaled, so a replay stops at the same frame, and the execution ends in StateCanceled with
 // reason as its Info.Error whatever its flow then returns. A request that a crash interrupts
 // before the stop applies at the first live frame after recovery. An execution that ends

@@ -94,6 +94,8 @@ func clip(s string, n int) string {
 //
 // Errors: a store error.
 //
+// Concurrency: safe for concurrent use.
+//
 //	ref, ok, err := k.Parent(ctx, kernel.ChildID("run-7", "search"))
 func (k *Kernel) Parent(ctx context.Context, id string) (ParentRef, bool, error) {
 	raw, ok, err := k.st.Meta(ctx, parentKey(id))

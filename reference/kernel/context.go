@@ -204,6 +204,10 @@ func (c *Context) Decide(id string, fn func() (json.RawMessage, error)) (json.Ra
 	inner := c.inner[len(c.inner)-1]
 	c.inner = c.inner[:len(c.inner)-1]
 	if ferr != nil {
+		if c.cancelRequested() && c.ctx.Err() == nil {
+			// The decider was aborted by a cancel (its Ctx): its outcome is the cancel.
+			return nil, c.cancelNow()
+		}
 		return nil, ferr
 	}
 	if c.diverged != nil {

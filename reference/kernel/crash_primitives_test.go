@@ -34,6 +34,16 @@ var crashScenarios = []crashScenario{
 		ids: []string{"p"},
 	},
 	{
+		name:   "cancel a decider in flight",
+		starts: [][2]string{{"p", "decide:a;holddecide:b;step:c"}},
+		react: func(w *world, id, site string) {
+			if site == "hold b" {
+				_ = w.kern().Cancel(context.Background(), "p", "stop")
+			}
+		},
+		ids: []string{"p"},
+	},
+	{
 		name:   "cancel a wait",
 		starts: [][2]string{{"p", "step:a;recv;step:b"}},
 		react: func(w *world, id, site string) {

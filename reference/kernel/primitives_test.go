@@ -91,7 +91,8 @@ func TestSignalRefusals(t *testing.T) {
 	require.Equal(t, kernel.StateCompleted, in.State)
 }
 
-// A cancel cancels the context deciders and steps do their live I/O with.
+// A cancel cancels the context deciders and steps do their live I/O with, and a decider that
+// fails meanwhile ends in the cancel, journaled at its frame.
 func TestCancelCancelsCtx(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
@@ -119,15 +120,15 @@ func TestCancelCancelsCtx(t *testing.T) {
 	require.NoError(t, k.Cancel(ctx, "x", "r"))
 	select {
 	case err := <-got:
-		require.ErrorIs(t, err, context.Canceled)
+		// The decider failed because of the cancel: Decide answers the cancel, not its error.
+		require.ErrorIs(t, err, kernel.ErrCanceled)
 	case <-time.After(5 * time.Second):
 		t.Fatal("the decider's context was not cancelled")
 	}
 	in, err := k.Await(ctx, "x")
 	require.NoError(t, err)
-	// The decider failed, so the flow returned its error without reaching another frame: it
-	// ends as it would have.
-	require.Equal(t, kernel.StateFailed, in.State)
+	require.Equal(t, kernel.StateCanceled, in.State)
+	require.Equal(t, "r", in.Error)
 }
 
 // The named signal can carry what the shared-mode turns pass today through a process-wide map:

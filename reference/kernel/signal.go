@@ -143,6 +143,8 @@ func (c *Context) WaitSignal(name string) (SignalDelivery, error) {
 //
 // Errors: ErrBadSignal, ErrStopped or a store error.
 //
+// Concurrency: safe from any goroutine of the execution (a watcher, a decider).
+//
 //	d, ok, err := c.PendingSignal("barge-in")
 func (c *Context) PendingSignal(name string) (SignalDelivery, bool, error) {
 	if !idRE.MatchString(name) {
@@ -174,6 +176,8 @@ func (c *Context) PendingSignal(name string) (SignalDelivery, bool, error) {
 // WatchSignal returns a channel that receives a value after each delivery of the named signal to
 // this execution, and a function that ends the watch. Like PendingSignal it is live state, for
 // waking something that then looks (PendingSignal) and records what it saw.
+//
+// Concurrency: safe from any goroutine.
 //
 //	ch, stop := c.WatchSignal("barge-in")
 //	defer stop()

@@ -274,7 +274,8 @@ func errName(err error) string {
 
 // script is a flow that runs the ops of its input, each "kind:arg:...":
 //
-//	decide:N  step:N  hold:N[:deaf] (a step that waits for release; deaf: ignoring its context)  recv  sleep:N:DUR  signal:N
+//	decide:N  step:N  hold:N[:deaf] (a step that waits for release; deaf: ignoring its context)
+//	holddecide:N (a decider that waits for release)  recv  sleep:N:DUR  signal:N
 //	child:N[@FLOW]:OPS (OPS separated by ",")  await:N (a child)  awaitend:ID  sendto:ID:MSG:TEXT
 //	safepoint:N  rotate (continue as new with the ops left)
 //
@@ -359,6 +360,23 @@ func (w *world) do(c *kernel.Context, op string) (string, error) {
 				}
 				w.effect(c.ID(), "abort "+arg(1))
 				return nil, ctx.Err()
+			}
+		})
+		return string(v), err
+	case "holddecide":
+		v, err := c.Decide(arg(1), func() (json.RawMessage, error) {
+			w.effect(c.ID(), "decide "+arg(1))
+			ch := make(chan struct{})
+			w.mu.Lock()
+			w.holds[c.ID()+"/"+arg(1)] = ch
+			w.mu.Unlock()
+			w.event(c.ID(), "hold "+arg(1))
+			select {
+			case <-ch:
+				return json.Marshal("released")
+			case <-c.Ctx().Done():
+				w.effect(c.ID(), "abort "+arg(1))
+				return nil, c.Ctx().Err()
 			}
 		})
 		return string(v), err
