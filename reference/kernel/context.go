@@ -36,6 +36,8 @@ type Context struct {
 
 	subCh    <-chan struct{}
 	subClose func()
+
+	x ctxExt // what the primitives of cancel.go, child.go, signal.go and timer.go keep
 }
 
 // ID is the execution id.
@@ -47,8 +49,9 @@ func (c *Context) Generation() int64 { return c.gen }
 // Principal is the identity the execution was started under.
 func (c *Context) Principal() loomtype.Identity { return c.principal }
 
-// Ctx is cancelled when the kernel stops. Live I/O inside deciders and steps should use it.
-func (c *Context) Ctx() context.Context { return c.ctx }
+// Ctx is cancelled when the kernel stops and when the execution is cancelled (Kernel.Cancel).
+// Live I/O inside deciders and steps should use it.
+func (c *Context) Ctx() context.Context { return c.x.effect }
 
 // Replaying reports whether the next command will be served from the log.
 func (c *Context) Replaying() bool {
@@ -67,6 +70,7 @@ func (c *Context) InboxCursor() int64 {
 }
 
 func (c *Context) stop() {
+	c.k.detach(c)
 	c.cancel()
 	if c.subClose != nil {
 		c.subClose()
@@ -101,7 +105,7 @@ func describe(ev store.Event) string {
 	case kindConsumed:
 		return "receive"
 	}
-	return ev.Kind
+	return describeExt(ev)
 }
 
 // mismatch handles a run that does not match the log at c.pos. In fail mode it returns the
@@ -146,6 +150,10 @@ func (c *Context) Decide(id string, fn func() (json.RawMessage, error)) (json.Ra
 	if c.diverged != nil {
 		c.mu.Unlock()
 		return nil, c.diverged
+	}
+	if err := c.frame(); err != nil {
+		c.mu.Unlock()
+		return nil, err
 	}
 	if c.replaying() {
 		ev := c.log[c.pos]
@@ -196,6 +204,10 @@ func (c *Context) Decide(id string, fn func() (json.RawMessage, error)) (json.Ra
 	inner := c.inner[len(c.inner)-1]
 	c.inner = c.inner[:len(c.inner)-1]
 	if ferr != nil {
+		if c.cancelRequested() && c.ctx.Err() == nil {
+			// The decider was aborted by a cancel (its Ctx): its outcome is the cancel.
+			return nil, c.cancelNow()
+		}
 		return nil, ferr
 	}
 	if c.diverged != nil {
@@ -260,6 +272,10 @@ func (c *Context) ExecuteAll(ids []string, fns []StepFunc) []StepResult {
 		c.mu.Unlock()
 		return fail(c.diverged)
 	}
+	if err := c.frame(); err != nil {
+		c.mu.Unlock()
+		return fail(err)
+	}
 	toRun := make([]int, 0, len(ids))
 	if c.replaying() {
 		for i, id := range ids {
@@ -316,6 +332,15 @@ func (c *Context) ExecuteAll(ids []string, fns []StepFunc) []StepResult {
 			toRun = append(toRun, i)
 		}
 	}
+	if len(toRun) > 0 {
+		// Steps that were in flight when a cancel stopped them are not run again.
+		if err := c.frame(); err != nil {
+			for _, i := range toRun {
+				out[i].Err = err
+			}
+			toRun = nil
+		}
+	}
 	c.mu.Unlock()
 
 	var wg sync.WaitGroup
@@ -347,13 +372,17 @@ func (c *Context) startSteps(ids []string) error {
 }
 
 func (c *Context) finishStep(id string, fn StepFunc) StepResult {
-	v, err := runStep(c.ctx, fn)
+	v, err := runStep(c.x.effect, fn)
 	if c.ctx.Err() != nil {
 		// The kernel is stopping: record nothing; the step runs again on recovery.
 		return StepResult{Err: ErrStopped}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.cancelRequested() {
+		// Cancelled in flight: the step's outcome is the cancel, recorded in its place.
+		return StepResult{Err: c.cancelNow()}
+	}
 	if err != nil {
 		b, _ := json.Marshal(evStep{ID: id, Error: err.Error()})
 		if aerr := c.append(store.NewEvent{Kind: kindStepFail, Data: b}); aerr != nil {
@@ -395,6 +424,10 @@ func (c *Context) Receive() (Message, error) {
 		c.mu.Unlock()
 		return Message{}, c.diverged
 	}
+	if err := c.frame(); err != nil {
+		c.mu.Unlock()
+		return Message{}, err
+	}
 	if c.replaying() {
 		ev := c.log[c.pos]
 		if ev.Kind == kindConsumed {
@@ -418,6 +451,7 @@ func (c *Context) Receive() (Message, error) {
 	}
 	sub := c.subCh
 	c.mu.Unlock()
+	parked := false
 	for {
 		msgs, err := c.Peek(1)
 		if err != nil {
@@ -437,8 +471,14 @@ func (c *Context) Receive() (Message, error) {
 			}
 			return m, nil
 		}
+		if !parked {
+			parked = true
+			c.k.x.parked(c.id, "receive")
+		}
 		select {
 		case <-sub:
+		case <-c.x.requested:
+			return Message{}, c.lockedCancelNow()
 		case <-c.ctx.Done():
 			return Message{}, ErrStopped
 		}
@@ -489,6 +529,9 @@ func (c *Context) ContinueAsNew(carry json.RawMessage) error {
 	defer c.mu.Unlock()
 	if c.diverged != nil {
 		return c.diverged
+	}
+	if err := c.frame(); err != nil {
+		return err
 	}
 	if c.replaying() {
 		if err := c.mismatch("continue-as-new"); err != nil {

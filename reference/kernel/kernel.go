@@ -65,6 +65,8 @@ type Options struct {
 	// is recovered: a flow that reaches the kernel through its owner (as the conversation layer
 	// does) then finds it there from its first step.
 	BeforeRecovery func(*Kernel)
+	// Clock, if set, is the time timers are measured against (default: the system clock).
+	Clock Clock
 }
 
 // Execution states.
@@ -143,6 +145,8 @@ type Kernel struct {
 	damaged map[string]error
 	wg      sync.WaitGroup
 	stopped bool
+
+	x kernelExt // what the primitives of cancel.go, child.go, signal.go and timer.go keep
 }
 
 type execution struct {
@@ -228,6 +232,11 @@ func (k *Kernel) launch(in Info, fl Flow) *execution {
 //
 //	info, err := k.Start(ctx, kernel.StartRequest{ID: "c1", Flow: "dialogue", Principal: alice})
 func (k *Kernel) Start(ctx context.Context, req StartRequest) (Info, error) {
+	return k.start(ctx, req, nil)
+}
+
+// start is Start; extra, if set, runs in the transaction that creates the execution.
+func (k *Kernel) start(ctx context.Context, req StartRequest, extra func(store.Tx) error) (Info, error) {
 	if !idRE.MatchString(req.ID) || !utf8.ValidString(req.ID) {
 		return Info{}, ErrBadID
 	}
@@ -260,7 +269,10 @@ func (k *Kernel) Start(ctx context.Context, req StartRequest) (Info, error) {
 			return err
 		}
 		info = Info{ID: req.ID, Flow: req.Flow, Principal: req.Principal, State: StateOpen}
-		return putInfo(tx, info)
+		if err := putInfo(tx, info); err != nil || extra == nil {
+			return err
+		}
+		return extra(tx)
 	})
 	if err != nil {
 		return Info{}, err
@@ -403,6 +415,11 @@ func (k *Kernel) run(e *execution) {
 		if k.isStopped() {
 			return
 		}
+		if ce := c.canceledErr(); ce != nil && c.diverged == nil {
+			// A cancel applied at a frame ends the execution canceled, whatever the flow returned.
+			k.finish(e, c, StateCanceled, nil, ce.Reason)
+			return
+		}
 		if errors.Is(ferr, loomtype.ErrCorrupt) {
 			// Damage met while running is not the execution's failure: nothing is recorded.
 			k.refuse(e.id, ferr)
@@ -459,10 +476,7 @@ func runFlow(fl Flow, c *Context, input json.RawMessage) (out json.RawMessage, e
 func (k *Kernel) finish(e *execution, c *Context, state string, out json.RawMessage, msg string) {
 	in := e.info
 	in.State, in.Output, in.Error, in.Gen = state, out, msg, c.gen
-	kind := kindCompleted
-	if state == StateFailed {
-		kind = kindFailed
-	}
+	kind := endKind(state)
 	b, _ := json.Marshal(evEnd{Output: out, Error: msg})
 	err := k.st.Update(k.ctx, func(tx store.Tx) error {
 		if _, err := tx.Append(logStream(e.id), c.gen, c.head, store.NewEvent{Kind: kind, Data: b}); err != nil {
@@ -480,6 +494,7 @@ func (k *Kernel) finish(e *execution, c *Context, state string, out json.RawMess
 	k.infos[e.id] = in
 	e.info = in
 	k.mu.Unlock()
+	k.ended(e.id, state)
 }
 
 func (k *Kernel) rotate(e *execution, c *Context, carry json.RawMessage) error {
@@ -533,6 +548,10 @@ func (k *Kernel) load(e *execution, gen int64) (*Context, json.RawMessage, error
 				c.done[s.ID] = ev
 			case kindConsumed, kindDecision, kindStepStart:
 				c.log = append(c.log, ev)
+			default:
+				if isExtCommand(ev.Kind) {
+					c.log = append(c.log, ev)
+				}
 			}
 		}
 		if len(evs) < store.MaxRead {
@@ -545,6 +564,10 @@ func (k *Kernel) load(e *execution, gen int64) (*Context, json.RawMessage, error
 	}
 	c.head = after
 	c.inboxCursor = started.InboxCursor
+	if err := k.attach(c); err != nil {
+		c.cancel()
+		return nil, nil, err
+	}
 	return c, started.Input, nil
 }
 

@@ -205,7 +205,7 @@ var ErrAuxName = errors.New("kernel: invalid auxiliary stream name")
 // auxStream names an auxiliary stream of an execution in the store ("<name>/<id>").
 func auxStream(name, id string) (string, error) {
 	switch name {
-	case "", "x", "in", "exec", "dd":
+	case "", "x", "in", "exec", "dd", "sg": // "sg": the named signals (signal.go)
 		return "", ErrAuxName
 	}
 	if strings.Contains(name, "/") {
