@@ -172,13 +172,22 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 		return
 	}
 	var lastReplyTurn int64
-	deliver := func() (bool, error) {
+	// deliverUntil sends the records after cursor, stopping before the first one stop holds
+	// (nil: none), which is sent by a later call.
+	deliverUntil := func(stop func(loomtype.Entry) bool) (bool, error) {
 		for {
 			entries, next, done, err := g.cv.ReadForward(ctx, id, cursor, 100)
 			if err != nil {
 				return false, err
 			}
 			for _, e := range entries {
+				if stop != nil && stop(e) {
+					return false, nil
+				}
+				at, err := loomtype.ParseCursor(e.Cursor)
+				if err != nil {
+					return false, err
+				}
 				v, err := g.cv.View(ctx, who, id, e)
 				if err != nil {
 					return false, err // membership is re-checked for every delivered entry
@@ -186,6 +195,7 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 				if err := out.send("message", e.Cursor, v); err != nil {
 					return false, err
 				}
+				cursor = at
 				if e.Role == loomtype.RoleAssistant && e.Turn > lastReplyTurn {
 					lastReplyTurn = e.Turn
 				}
@@ -200,6 +210,7 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 			}
 		}
 	}
+	deliver := func() (bool, error) { return deliverUntil(nil) }
 	if closed, err := deliver(); err != nil || closed {
 		return
 	}
@@ -254,12 +265,28 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 			}
 			// Records committed before this live text was produced go first: the log's wake-up
 			// is signalled at commit, so a pending one means records this stream has not sent.
-			select {
-			case <-wake:
-				if closed, err := deliver(); err != nil || closed {
-					return
+			// They stop before the reply of the text's turn, which was written after it.
+			rewake := false
+			t, live := int64(0), false
+			for _, ev := range evs {
+				if ev.Kind == "delta" {
+					t, live = ev.Turn, true
+					break
 				}
-			default:
+			}
+			if live {
+				select {
+				case <-wake:
+					rewake = true
+					if g.endAfterDelivery(out, func() (bool, error) {
+						return deliverUntil(func(e loomtype.Entry) bool {
+							return e.Role == loomtype.RoleAssistant && e.Turn >= t
+						})
+					}) {
+						return
+					}
+				default:
+				}
 			}
 			for _, ev := range evs {
 				if !g.mayWatch(st, who, ev.Asker) {
@@ -279,22 +306,11 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 					}
 				}
 			}
+			if rewake && g.endAfterDelivery(out, deliver) {
+				return
+			}
 		case <-wake:
-			if closed, err := deliver(); err != nil || closed {
-				switch {
-				case err == nil, errors.Is(err, context.Canceled), errors.Is(err, loomtype.ErrNotFound):
-				case errors.Is(err, loomtype.ErrCorrupt):
-					// Damaged storage ends the stream with its own code, reported like a 500.
-					id := loomtype.NewErrorID()
-					if g.cfg.OnError != nil {
-						g.cfg.OnError(id, err)
-					} else {
-						g.log.Error("gateway: storage damaged", "errorId", id, "err", err)
-					}
-					_ = out.send("error", "", map[string]string{"error": "storage damaged", "errorId": id})
-				default:
-					_ = out.send("error", "", map[string]string{"error": "internal"})
-				}
+			if g.endAfterDelivery(out, deliver) {
 				return
 			}
 		case <-poll.C:
@@ -303,6 +319,30 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 			}
 		}
 	}
+}
+
+// endAfterDelivery sends what the log holds after the stream's cursor and says whether the
+// stream ends: the conversation closed, or the delivery failed (damaged storage gets its own
+// error event, reported like a 500; a viewer no longer allowed, or a client gone, ends silently).
+func (g *Gateway) endAfterDelivery(out *sse, deliver func() (bool, error)) bool {
+	closed, err := deliver()
+	if err == nil && !closed {
+		return false
+	}
+	switch {
+	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, loomtype.ErrNotFound):
+	case errors.Is(err, loomtype.ErrCorrupt):
+		id := loomtype.NewErrorID()
+		if g.cfg.OnError != nil {
+			g.cfg.OnError(id, err)
+		} else {
+			g.log.Error("gateway: storage damaged", "errorId", id, "err", err)
+		}
+		_ = out.send("error", "", map[string]string{"error": "storage damaged", "errorId": id})
+	default:
+		_ = out.send("error", "", map[string]string{"error": "internal"})
+	}
+	return true
 }
 
 // mayWatch says whether who may see the live output of a turn asked by asker: everyone in owner
