@@ -85,9 +85,67 @@ type goldenConversation struct {
 // answered at once.
 type goldenProvider struct {
 	slow chan struct{} // told when a slow answer has begun
+	// held, if set, is told when a tool call with "hold" in its arguments has begun; that call
+	// then waits until it is stopped (the journal is taken at a crash while it waits). Without
+	// it such a call answers at once.
+	held chan struct{}
+
+	mu         sync.Mutex
+	modelCalls int      // every model call
+	toolCalls  []string // the arguments of every tool call, in order
+}
+
+func (p *goldenProvider) calls() (int, []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.modelCalls, append([]string(nil), p.toolCalls...)
+}
+
+// surveyRounds are the tool calls of a survey turn, one model call each: two calls at once,
+// then one, then the answer. A prompt that also says "hold" asks for the third call with "hold"
+// in its arguments.
+var surveyRounds = [][]model.ToolCall{
+	{{ID: "call-n", Name: "lookup", Arguments: `{"q":"north"}`}, {ID: "call-s", Name: "lookup", Arguments: `{"q":"south"}`}},
+	{{ID: "call-e", Name: "lookup", Arguments: `{"q":"east"}`}},
+}
+
+// survey answers a turn whose prompt says "survey": the calls of surveyRounds, one round per
+// model call, then a text that quotes every tool result the request holds.
+func survey(req model.Request) (model.Response, bool) {
+	user, rounds := -1, 0
+	for i, m := range req.Messages {
+		if m.Role == model.RoleUser {
+			user, rounds = i, 0
+		} else if m.Role == model.RoleAssistant && len(m.ToolCalls) > 0 {
+			rounds++
+		}
+	}
+	if user < 0 || !strings.Contains(req.Messages[user].Content, "survey") {
+		return model.Response{}, false
+	}
+	if rounds < len(surveyRounds) {
+		calls := append([]model.ToolCall(nil), surveyRounds[rounds]...)
+		if rounds == 1 && strings.Contains(req.Messages[user].Content, "hold") {
+			calls[0].Arguments = `{"q":"east","hold":true}`
+		}
+		return model.Response{Content: fmt.Sprintf("round %d", rounds+1), ToolCalls: calls}, true
+	}
+	var seen []string
+	for _, m := range req.Messages[user:] {
+		if m.Role == model.RoleTool {
+			seen = append(seen, m.ToolCallID+"="+m.Content)
+		}
+	}
+	return model.Response{Content: "surveyed: " + strings.Join(seen, "; "), FinishReason: model.FinishStop}, true
 }
 
 func (p *goldenProvider) Complete(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
+	p.mu.Lock()
+	p.modelCalls++
+	p.mu.Unlock()
+	if r, ok := survey(req); ok {
+		return r, nil
+	}
 	last := req.Messages[len(req.Messages)-1]
 	if last.Role == model.RoleTool {
 		return model.Response{Content: "the tool said " + last.Content, FinishReason: model.FinishStop}, nil
@@ -113,9 +171,19 @@ func (p *goldenProvider) Complete(ctx context.Context, req model.Request, onDelt
 	return model.Response{Content: answer, FinishReason: model.FinishStop}, nil
 }
 
-type goldenTools struct{}
+type goldenTools struct{ p *goldenProvider }
 
-func (goldenTools) Call(_ context.Context, name string, args json.RawMessage, _ string) (json.RawMessage, error) {
+func (g goldenTools) Call(ctx context.Context, name string, args json.RawMessage, _ string) (json.RawMessage, error) {
+	if g.p != nil {
+		g.p.mu.Lock()
+		g.p.toolCalls = append(g.p.toolCalls, string(args))
+		g.p.mu.Unlock()
+	}
+	if g.p != nil && g.p.held != nil && strings.Contains(string(args), "hold") {
+		g.p.held <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	return json.Marshal(map[string]string{"tool": name, "args": string(args), "answer": "sunny"})
 }
 
@@ -150,7 +218,23 @@ func (goldenSummarizer) Summarize(_ context.Context, previous string, msgs []hos
 type goldenDialogue struct {
 	name    string
 	options func(dir string, p *goldenProvider) reference.Options
-	run     func(t *testing.T, ctx context.Context, eng *reference.Engine, p *goldenProvider)
+	// run drives the dialogue. It returns true when it ended in a crash (the engine was killed,
+	// not closed): the journal is what the crash left.
+	run func(t *testing.T, ctx context.Context, eng *reference.Engine, p *goldenProvider) (crashed bool)
+	// resumed names conversations (by the id they were started with) that a crash left in the
+	// middle of a turn, with the number of entries their history holds once the engine opened
+	// on the journal has finished it: each is read (when written and when replayed) only then,
+	// and the last of those entries (the interrupted turn's reply, written live after the
+	// crash) is compared without its time.
+	resumed map[string]int
+	// liveModel and liveTools are what a replay of the journal asks the world for: every model
+	// call, and the arguments of every tool call, in order. Whatever the journal holds is
+	// served from it; only the work a crash interrupted runs again.
+	liveModel int
+	liveTools []string
+	// parallelToo replays the journal a second time with parallel tool calls on: a journal
+	// written by the serial loop must resume under the parallel one.
+	parallelToo bool
 }
 
 func goldenBase(dir string, p *goldenProvider) reference.Options {
@@ -160,7 +244,7 @@ func goldenBase(dir string, p *goldenProvider) reference.Options {
 			Keys:  [][]byte{bytes.Repeat([]byte{7}, 32)},
 			Tools: []model.Tool{{Name: "lookup", Description: "looks a thing up"}},
 		},
-		Deps:       conversation.Deps{Provider: p, Tools: goldenTools{}},
+		Deps:       conversation.Deps{Provider: p, Tools: goldenTools{p: p}},
 		Gateway:    gateway.Config{Insecure: true},
 		Divergence: kernel.DivergenceFail,
 	}
@@ -175,7 +259,7 @@ var goldenDialogues = []goldenDialogue{
 			o.Conversation.BargeIn = true
 			return o
 		},
-		run: func(t *testing.T, ctx context.Context, eng *reference.Engine, p *goldenProvider) {
+		run: func(t *testing.T, ctx context.Context, eng *reference.Engine, p *goldenProvider) bool {
 			cv := eng.Conversations()
 			st, _, err := cv.Start(ctx, gAlice, conversation.StartOptions{ID: "owner-1"})
 			require.NoError(t, err)
@@ -192,6 +276,7 @@ var goldenDialogues = []goldenDialogue{
 			waitEntries(t, ctx, cv, gAlice, id, 9)
 			send(t, ctx, cv, gAlice, id, "hello again", "m6", 1)
 			waitEntries(t, ctx, cv, gAlice, id, 11)
+			return false
 		},
 	},
 	{
@@ -203,7 +288,7 @@ var goldenDialogues = []goldenDialogue{
 			o.Conversation.RotateEveryTurns = 2
 			return o
 		},
-		run: func(t *testing.T, ctx context.Context, eng *reference.Engine, _ *goldenProvider) {
+		run: func(t *testing.T, ctx context.Context, eng *reference.Engine, _ *goldenProvider) bool {
 			cv := eng.Conversations()
 			st, _, err := cv.Start(ctx, gAlice, conversation.StartOptions{ID: "rot-1"})
 			require.NoError(t, err)
@@ -211,6 +296,7 @@ var goldenDialogues = []goldenDialogue{
 				send(t, ctx, cv, gAlice, st.ID, fmt.Sprintf("turn %d", i), fmt.Sprintf("m%d", i), 0)
 				waitEntries(t, ctx, cv, gAlice, st.ID, 2*i)
 			}
+			return false
 		},
 	},
 	{
@@ -224,7 +310,7 @@ var goldenDialogues = []goldenDialogue{
 			o.Deps.Cleared = func(_ context.Context, viewer loomtype.Identity, _ []string) bool { return viewer.Equal(gAlice) }
 			return o
 		},
-		run: func(t *testing.T, ctx context.Context, eng *reference.Engine, _ *goldenProvider) {
+		run: func(t *testing.T, ctx context.Context, eng *reference.Engine, _ *goldenProvider) bool {
 			cv := eng.Conversations()
 			st, _, err := cv.Start(ctx, gAlice, conversation.StartOptions{ID: "shared-1", Mode: conversation.ModeShared, Participants: []loomtype.Identity{gBob}})
 			require.NoError(t, err)
@@ -247,6 +333,7 @@ var goldenDialogues = []goldenDialogue{
 			require.NoError(t, err)
 			_, err = eng.Kernel().Await(ctx, st2.ID)
 			require.NoError(t, err)
+			return false
 		},
 	},
 	{
@@ -261,7 +348,7 @@ var goldenDialogues = []goldenDialogue{
 			o.Deps.Summarizer = goldenSummarizer{}
 			return o
 		},
-		run: func(t *testing.T, ctx context.Context, eng *reference.Engine, _ *goldenProvider) {
+		run: func(t *testing.T, ctx context.Context, eng *reference.Engine, _ *goldenProvider) bool {
 			cv := eng.Conversations()
 			st, _, err := cv.Start(ctx, gAlice, conversation.StartOptions{ID: "feat-1"})
 			require.NoError(t, err)
@@ -277,8 +364,68 @@ var goldenDialogues = []goldenDialogue{
 			require.NoError(t, err)
 			_, err = eng.Kernel().Await(ctx, st2.ID)
 			require.NoError(t, err)
+			return false
 		},
 	},
+	{
+		// The agent loop inside turns: a turn of three model calls, the first asking for two
+		// tools at once and the second for one, then the answer; then a plain turn.
+		name:    "agent-rounds",
+		options: goldenBase,
+		run: func(t *testing.T, ctx context.Context, eng *reference.Engine, _ *goldenProvider) bool {
+			cv := eng.Conversations()
+			st, _, err := cv.Start(ctx, gAlice, conversation.StartOptions{ID: "rounds-1"})
+			require.NoError(t, err)
+			send(t, ctx, cv, gAlice, st.ID, "survey the coast", "m1", 0)
+			waitEntries(t, ctx, cv, gAlice, st.ID, 2)
+			send(t, ctx, cv, gAlice, st.ID, "thanks", "m2", 0)
+			waitEntries(t, ctx, cv, gAlice, st.ID, 4)
+			return false
+		},
+	},
+	{
+		// A crash in the middle of a turn's loop: the first model call's two tools completed,
+		// the second call asked for a third tool, and the engine is killed while that tool
+		// runs. The journal is what the crash left; an engine opened on it runs the tool again
+		// and finishes the turn.
+		name:    "agent-crash",
+		options: goldenBase,
+		run: func(t *testing.T, ctx context.Context, eng *reference.Engine, p *goldenProvider) bool {
+			cv := eng.Conversations()
+			st, _, err := cv.Start(ctx, gAlice, conversation.StartOptions{ID: "crash-1"})
+			require.NoError(t, err)
+			send(t, ctx, cv, gAlice, st.ID, "hello", "m1", 0)
+			waitEntries(t, ctx, cv, gAlice, st.ID, 2)
+			send(t, ctx, cv, gAlice, st.ID, "survey the coast and hold", "m2", 0)
+			select {
+			case <-p.held:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the held tool call never began")
+			}
+			eng.Kill()
+			return true
+		},
+		resumed:     map[string]int{"crash-1": 4},
+		liveModel:   1,
+		liveTools:   []string{`{"q":"east","hold":true}`},
+		parallelToo: true,
+	},
+}
+
+// resumedEntries is the entry count to wait for before conversation id (the full id, the chosen
+// one and its suffix) is read, or 0.
+func (d goldenDialogue) resumedEntries(id string) int {
+	chosen, _, _ := strings.Cut(id, ".")
+	return d.resumed[chosen]
+}
+
+// liveTime gives the entry of a resumed conversation that the replay wrote live (the reply of
+// the turn the crash interrupted) the recorded time: its own is the replay's, everything else of
+// it must be the recorded one.
+func (d goldenDialogue) liveTime(c goldenConversation, h []loomtype.Entry) {
+	if n := d.resumedEntries(c.ID); n > 0 && len(h) >= n && len(c.History) >= n {
+		h[n-1].Time = c.History[n-1].Time
+	}
 }
 
 func send(t *testing.T, ctx context.Context, cv *conversation.Conversations, who loomtype.Identity, id, text, msgID string, editOf int64) {
@@ -365,13 +512,15 @@ func TestGoldenJournals(t *testing.T) {
 	for _, d := range goldenDialogues {
 		t.Run(d.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "data")
-			p := &goldenProvider{slow: make(chan struct{}, 1)}
+			p := &goldenProvider{slow: make(chan struct{}, 1), held: make(chan struct{}, 1)}
 			eng, err := reference.Open(ctx, d.options(dir, p))
 			require.NoError(t, err)
-			d.run(t, ctx, eng, p)
-			// Every execution is at rest before the journal is read: each shared turn ended.
+			// Every execution is at rest before the journal is read: each shared turn ended,
+			// or the engine crashed.
 			g := goldenFile{Dialogue: d.name}
-			require.NoError(t, eng.Close())
+			if !d.run(t, ctx, eng, p) {
+				require.NoError(t, eng.Close())
+			}
 			g.Executions = dumpJournal(t, ctx, filepath.Join(dir, "loom.db"))
 			// What the owners read, from an engine opened on the same journal.
 			eng, err = reference.Open(ctx, d.options(dir, &goldenProvider{}))
@@ -383,6 +532,9 @@ func TestGoldenJournals(t *testing.T) {
 					continue
 				}
 				owner := conversationOwner(t, ex)
+				if n := d.resumedEntries(info.ID); n > 0 {
+					waitEntries(t, ctx, eng.Conversations(), owner, info.ID, n)
+				}
 				st, err := eng.Conversations().Status(ctx, owner, info.ID)
 				require.NoError(t, err)
 				h, err := wholeHistory(ctx, eng.Conversations(), owner, info.ID)
@@ -428,66 +580,83 @@ func TestGoldenJournalsReplay(t *testing.T) {
 		dialogues[d.name] = d
 	}
 	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			b, err := os.ReadFile(f)
-			require.NoError(t, err)
-			var g goldenFile
-			require.NoError(t, json.Unmarshal(b, &g))
-			d, ok := dialogues[g.Dialogue]
-			require.True(t, ok, "unknown dialogue %q", g.Dialogue)
-			dir := filepath.Join(t.TempDir(), "data")
-			require.NoError(t, os.MkdirAll(dir, 0o700))
-			ended := loadGolden(t, ctx, filepath.Join(dir, "loom.db"), g)
-
-			opt := d.options(dir, &goldenProvider{})
-			opt.Divergence = kernel.DivergenceFail
-			opt.AllowEmpty = true
-			eng, err := reference.Open(ctx, opt)
-			require.NoError(t, err)
-			defer eng.Close()
-			k := eng.Kernel()
-			// Every execution that had ended replays to the same end.
-			ids := make([]string, 0, len(ended))
-			for id := range ended {
-				ids = append(ids, id)
-			}
-			sort.Strings(ids)
-			for _, id := range ids {
-				want := ended[id]
-				got, err := k.Await(ctx, id)
-				require.NoError(t, err, id)
-				require.Equal(t, want.State, got.State, "%s: replay ended %s: %s", id, got.State, got.Error)
-				require.JSONEq(t, string(orNull(want.Output)), string(orNull(got.Output)), "%s: output", id)
-				require.Equal(t, want.Error, got.Error, id)
-			}
-			// Every conversation reads back exactly as recorded; an open one then takes a close
-			// live, after its replay.
-			for _, c := range g.Conversations {
-				h, err := wholeHistory(ctx, eng.Conversations(), c.Owner, c.ID)
-				require.NoError(t, err)
-				require.Equal(t, c.History, h, "%s: history", c.ID)
-				st, err := eng.Conversations().Status(ctx, c.Owner, c.ID)
-				require.NoError(t, err)
-				require.Equal(t, c.Status, st, "%s: status", c.ID)
-				if c.Status.State != "open" {
-					continue
-				}
-				_, err = eng.Conversations().Close(ctx, c.Owner, c.ID, "golden-close")
-				require.NoError(t, err)
-				info, err := k.Await(ctx, c.ID)
-				require.NoError(t, err)
-				require.Equal(t, kernel.StateCompleted, info.State, "%s: the replay did not complete: %s", c.ID, info.Error)
-				require.JSONEq(t, fmt.Sprintf(`{"turns":%d}`, c.Status.Turns), string(info.Output), c.ID)
-				h, err = wholeHistory(ctx, eng.Conversations(), c.Owner, c.ID)
-				require.NoError(t, err)
-				require.Len(t, h, len(c.History)+1, c.ID)
-				require.Equal(t, c.History, h[:len(c.History)], "%s: history after the close", c.ID)
-				require.Equal(t, loomtype.StatusClosed, h[len(h)-1].Status, c.ID)
-			}
-		})
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		var g goldenFile
+		require.NoError(t, json.Unmarshal(b, &g))
+		d, ok := dialogues[g.Dialogue]
+		require.True(t, ok, "%s: unknown dialogue %q", f, g.Dialogue)
+		t.Run(filepath.Base(f), func(t *testing.T) { replayGolden(t, g, d, false) })
+		if d.parallelToo {
+			t.Run(filepath.Base(f)+"/parallel", func(t *testing.T) { replayGolden(t, g, d, true) })
+		}
 	}
+}
+
+// replayGolden replays one golden journal (see TestGoldenJournalsReplay), with parallel tool
+// calls on if parallel.
+func replayGolden(t *testing.T, g goldenFile, d goldenDialogue, parallel bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := filepath.Join(t.TempDir(), "data")
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	ended := loadGolden(t, ctx, filepath.Join(dir, "loom.db"), g)
+
+	world := &goldenProvider{}
+	opt := d.options(dir, world)
+	opt.Conversation.ParallelTools = parallel
+	opt.Divergence = kernel.DivergenceFail
+	opt.AllowEmpty = true
+	eng, err := reference.Open(ctx, opt)
+	require.NoError(t, err)
+	defer eng.Close()
+	k := eng.Kernel()
+	// Every execution that had ended replays to the same end.
+	ids := make([]string, 0, len(ended))
+	for id := range ended {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		want := ended[id]
+		got, err := k.Await(ctx, id)
+		require.NoError(t, err, id)
+		require.Equal(t, want.State, got.State, "%s: replay ended %s: %s", id, got.State, got.Error)
+		require.JSONEq(t, string(orNull(want.Output)), string(orNull(got.Output)), "%s: output", id)
+		require.Equal(t, want.Error, got.Error, id)
+	}
+	// Every conversation reads back exactly as recorded; an open one then takes a close
+	// live, after its replay.
+	for _, c := range g.Conversations {
+		if n := d.resumedEntries(c.ID); n > 0 {
+			waitEntries(t, ctx, eng.Conversations(), c.Owner, c.ID, n)
+		}
+		h, err := wholeHistory(ctx, eng.Conversations(), c.Owner, c.ID)
+		require.NoError(t, err)
+		d.liveTime(c, h)
+		require.Equal(t, c.History, h, "%s: history", c.ID)
+		st, err := eng.Conversations().Status(ctx, c.Owner, c.ID)
+		require.NoError(t, err)
+		require.Equal(t, c.Status, st, "%s: status", c.ID)
+		if c.Status.State != "open" {
+			continue
+		}
+		_, err = eng.Conversations().Close(ctx, c.Owner, c.ID, "golden-close")
+		require.NoError(t, err)
+		info, err := k.Await(ctx, c.ID)
+		require.NoError(t, err)
+		require.Equal(t, kernel.StateCompleted, info.State, "%s: the replay did not complete: %s", c.ID, info.Error)
+		require.JSONEq(t, fmt.Sprintf(`{"turns":%d}`, c.Status.Turns), string(info.Output), c.ID)
+		h, err = wholeHistory(ctx, eng.Conversations(), c.Owner, c.ID)
+		require.NoError(t, err)
+		require.Len(t, h, len(c.History)+1, c.ID)
+		d.liveTime(c, h)
+		require.Equal(t, c.History, h[:len(c.History)], "%s: history after the close", c.ID)
+		require.Equal(t, loomtype.StatusClosed, h[len(h)-1].Status, c.ID)
+	}
+	models, tools := world.calls()
+	require.Equal(t, d.liveModel, models, "model calls made by the replay")
+	require.Equal(t, d.liveTools, tools, "tool calls made by the replay")
 }
 
 func orNull(b json.RawMessage) json.RawMessage {
@@ -533,7 +702,18 @@ func loadGolden(t *testing.T, ctx context.Context, path string, g goldenFile) ma
 					if ev.Seq != int64(i+1) {
 						return fmt.Errorf("%s gen %d: seq %d at %d", s.Stream, s.Gen, ev.Seq, i)
 					}
-					nevs[i] = store.NewEvent{Kind: ev.Kind, Data: ev.Data}
+					// The file indents each event's JSON; the engine wrote it compact, and a
+					// recorded value is served byte for byte (a tool's output reaches the model
+					// as written), so it goes back as it was.
+					data := ev.Data
+					if len(data) > 0 {
+						var buf bytes.Buffer
+						if err := json.Compact(&buf, data); err != nil {
+							return err
+						}
+						data = buf.Bytes()
+					}
+					nevs[i] = store.NewEvent{Kind: ev.Kind, Data: data}
 				}
 				if _, err := tx.Append(s.Stream, s.Gen, 0, nevs...); err != nil {
 					return err
