@@ -45,6 +45,18 @@ type (
 		toolHolds map[string][]*world.Hold
 	}
 
+	// runsSteps start, read, abort and cancel agent runs.
+	runsSteps struct {
+		*scenario
+		// runID and runOwner are the last run started and who started it; options are the
+		// options it was started with.
+		runID, runOwner string
+		options         map[string]any
+		// ended is the run as it was read when it ended, and the body that said so.
+		ended     *runView
+		endedBody []byte
+	}
+
 	// conversationSteps start conversations, send messages and wait for turns.
 	conversationSteps struct{ *scenario }
 
@@ -168,6 +180,7 @@ type areas struct {
 	contract     *contractSteps
 	edge         *edgeSteps
 	shared       *sharedSteps
+	runs         *runsSteps
 }
 
 // newAreas makes the step areas of s, each with its state empty.
@@ -189,6 +202,7 @@ func newAreas(s *scenario) areas {
 		contract:     &contractSteps{scenario: s},
 		edge:         &edgeSteps{scenario: s},
 		shared:       &sharedSteps{scenario: s},
+		runs:         &runsSteps{scenario: s},
 	}
 }
 
@@ -217,6 +231,7 @@ func (a areas) vocabulary() []area {
 		{"contract", a.contract.steps()},
 		{"edge", a.edge.steps()},
 		{"shared", a.shared.steps()},
+		{"runs", a.runs.steps()},
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -28,6 +29,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/hostio"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
+	"github.com/loomcheck/loomcheck/reference/run"
 	"github.com/loomcheck/loomcheck/reference/store"
 	"github.com/loomcheck/loomcheck/spec"
 )
@@ -145,13 +147,21 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 			hook(loomtype.NewErrorID(), fmt.Errorf("execution %s refused: %w", id, err))
 		}
 	}
-	k, err := kernel.Open(ctx, st, kernel.Options{Flows: dl.Flows(), Divergence: opt.Divergence, Logger: opt.Logger,
-		OnCorrupt: onCorrupt})
+	onError := opt.Deps.OnError
+	runs := run.New(run.Deps{Provider: opt.Deps.Provider, Model: opt.Conversation.Model, Tools: opt.Conversation.Tools,
+		Runner: opt.Deps.Tools, Allowed: opt.Deps.Allowed, OnError: func(id string, err error) {
+			onError(hostio.ErrorReport{ErrorID: id, Error: err.Error()})
+		}})
+	flows := dl.Flows()
+	maps.Copy(flows, runs.Flows())
+	k, err := kernel.Open(ctx, st, kernel.Options{Flows: flows, Divergence: opt.Divergence, Logger: opt.Logger,
+		OnCorrupt: onCorrupt, BeforeRecovery: runs.Bind})
 	if err != nil {
 		st.Close()
 		return fail(err)
 	}
 	cv := dl.Client(k)
+	opt.Gateway.Runs = runs
 	gw, err := gateway.New(cv, opt.Gateway)
 	if err != nil {
 		k.Close()

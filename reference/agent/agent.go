@@ -72,6 +72,13 @@ type Config struct {
 	MaxIterations int
 	// Parallel runs one response's tool calls concurrently.
 	Parallel bool
+	// MaxParallel bounds how many of one response's tool calls run at once when Parallel is
+	// set (0: all of them).
+	MaxParallel int
+	// FailOnToolError ends the run Failed (reason ReasonToolFailed) on the first response
+	// whose tool calls include a failure, with no further model call, instead of feeding the
+	// failure back.
+	FailOnToolError bool
 	// Signal, if set, can interrupt the run (a barge-in). nil means no abort checkpoints.
 	Signal *Signal
 	// OnDelta receives streamed text of live model calls (never of replayed ones).
@@ -92,7 +99,24 @@ type Result struct {
 	ErrorID string
 	// Tools lists the tools the run called, in order (denied ones included).
 	Tools []string
+	// Calls is the tool-call log: every call that ran to an outcome, in the order the model
+	// asked for them (one response's calls by their position in it, whichever ended first).
+	Calls []Call
+	// Iterations counts the model calls the run made (recorded ones included).
+	Iterations int
 }
+
+// Call is one entry of the tool-call log.
+type Call struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	OK        bool            `json:"ok"`
+	Output    json.RawMessage `json:"output,omitempty"`
+	Error     string          `json:"error,omitempty"`
+}
+
+// ReasonToolFailed is the reason of a run that Config.FailOnToolError ended.
+const ReasonToolFailed loomtype.Reason = "tool-failed"
 
 type response struct {
 	Content     string           `json:"content,omitempty"`
@@ -137,6 +161,7 @@ func Run(c *kernel.Context, cfg Config, messages []model.Message) (Result, error
 		if err != nil {
 			return res, err
 		}
+		res.Iterations = i
 		var r response
 		if err := json.Unmarshal(raw, &r); err != nil {
 			return res, fmt.Errorf("agent: recorded response: %w", err)
@@ -157,12 +182,19 @@ func Run(c *kernel.Context, cfg Config, messages []model.Message) (Result, error
 		if err != nil {
 			return res, err
 		}
+		failed := false
 		for j, o := range outs {
 			if o.Denied {
 				res.Status, res.Reason, res.ErrorID = Failed, loomtype.ReasonDenied, o.ErrorID
 				return res, nil
 			}
+			res.Calls = append(res.Calls, logEntry(r.ToolCalls[j], o))
+			failed = failed || !o.OK
 			msgs = append(msgs, model.Message{Role: model.RoleTool, ToolCallID: r.ToolCalls[j].ID, Content: toolContent(o)})
+		}
+		if failed && cfg.FailOnToolError {
+			res.Status, res.Reason = Failed, ReasonToolFailed
+			return res, nil
 		}
 		if stopped {
 			res.Status, res.Text = Interrupted, r.Content
@@ -260,10 +292,22 @@ func cutText(s string) string {
 
 func runTools(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall, res *Result) ([]toolOutcome, bool, error) {
 	outs := make([]toolOutcome, 0, len(calls))
+	var slots chan struct{} // the bound of parallel calls in flight
+	if cfg.Parallel && cfg.MaxParallel > 0 {
+		slots = make(chan struct{}, cfg.MaxParallel)
+	}
 	step := func(j int, call model.ToolCall) kernel.StepFunc {
 		id := toolStepID(cfg.LoopID, turn, j)
 		key := idempotencyKey(c.ID(), id, call)
 		return func(ctx context.Context) (json.RawMessage, error) {
+			if slots != nil {
+				select {
+				case slots <- struct{}{}:
+					defer func() { <-slots }()
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
 			return json.Marshal(callTool(ctx, cfg, call, key))
 		}
 	}
@@ -305,6 +349,18 @@ func runTools(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall, r
 		}
 	}
 	return outs, false, nil
+}
+
+// logEntry is the tool-call log's entry of call and its outcome.
+func logEntry(call model.ToolCall, o toolOutcome) Call {
+	args := json.RawMessage(call.Arguments)
+	switch {
+	case len(args) == 0:
+		args = json.RawMessage("{}") // what the tool was called with
+	case !json.Valid(args):
+		args, _ = json.Marshal(call.Arguments) // the text the model wrote, as a string
+	}
+	return Call{Name: call.Name, Arguments: args, OK: o.OK, Output: o.Output, Error: o.Error}
 }
 
 func decodeOutcome(r kernel.StepResult) (toolOutcome, error) {

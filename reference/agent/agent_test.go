@@ -176,7 +176,7 @@ func TestModelCallCutByShutdownIsNotRecorded(t *testing.T) {
 	r.st.Close()
 	r.open()
 	res := r.result()
-	require.Equal(t, agent.Result{Status: agent.Complete, Text: "hello"}, res)
+	require.Equal(t, agent.Result{Status: agent.Complete, Text: "hello", Iterations: 1}, res)
 	require.EqualValues(t, 2, p.calls.Load())
 	require.Equal(t, []string{"decision L#turn:1:response"}, r.decisions())
 	require.Zero(t, reported.Load(), "a call cut by the shutdown is no model failure: the error hook hears nothing")
@@ -235,7 +235,14 @@ func TestToolOutcomesFedBackToTheModel(t *testing.T) {
 	r := newRig(t, func() agent.Config { return agent.Config{LoopID: "L", Provider: p, Runner: box, Tools: tools} })
 	r.start()
 	res := r.result()
-	require.Equal(t, agent.Result{Status: agent.Complete, Text: "done", Tools: []string{"echo", "echo", "nope", "bad", "empty"}}, res)
+	require.Equal(t, agent.Result{Status: agent.Complete, Text: "done", Tools: []string{"echo", "echo", "nope", "bad", "empty"},
+		Calls: []agent.Call{
+			{Name: "echo", Arguments: raw(`{"a":1}`), OK: true, Output: raw(`{"a":1}`)},
+			{Name: "echo", Arguments: raw(`{}`), OK: true, Output: raw(`{}`)},
+			{Name: "nope", Arguments: raw(`{}`), Error: "unknown tool: nope"},
+			{Name: "bad", Arguments: raw(`{}`), OK: true, Output: raw(`null`)},
+			{Name: "empty", Arguments: raw(`{}`), OK: true, Output: raw(`null`)},
+		}, Iterations: 2}, res)
 	require.Equal(t, []string{`echo {"a":1}`, `echo {}`, `bad {}`, `empty {}`}, box.calls, "the unknown tool is never called")
 	require.Len(t, *reqs, 2)
 	require.Equal(t, []model.Message{
@@ -267,16 +274,16 @@ func TestSequentialAndParallelToolCalls(t *testing.T) {
 	}{
 		{"sequential", false, two, "", []string{"a {}", "b {}"},
 			[]string{"L#abort:turn:1", "L#turn:1:response", "L#abort:tool:1:0", "L#turn:1:tool:0", "L#abort:tool:1:1", "L#turn:1:tool:1", "L#abort:turn:2", "L#turn:2:response"},
-			agent.Result{Status: agent.Complete, Text: "done", Tools: []string{"a", "b"}}},
+			agent.Result{Status: agent.Complete, Text: "done", Tools: []string{"a", "b"}, Calls: []agent.Call{{Name: "a", Arguments: raw(`{}`), OK: true, Output: raw(`{}`)}, {Name: "b", Arguments: raw(`{}`), OK: true, Output: raw(`{}`)}}, Iterations: 2}},
 		{"parallel", true, two, "", []string{"a {}", "b {}"},
 			[]string{"L#abort:turn:1", "L#turn:1:response", "L#abort:tools:1", "L#turn:1:tool:0", "L#turn:1:tool:1", "L#abort:turn:2", "L#turn:2:response"},
-			agent.Result{Status: agent.Complete, Text: "done", Tools: []string{"a", "b"}}},
+			agent.Result{Status: agent.Complete, Text: "done", Tools: []string{"a", "b"}, Calls: []agent.Call{{Name: "a", Arguments: raw(`{}`), OK: true, Output: raw(`{}`)}, {Name: "b", Arguments: raw(`{}`), OK: true, Output: raw(`{}`)}}, Iterations: 2}},
 		{"parallel, one call", true, one, "", []string{"a {}"},
 			[]string{"L#abort:turn:1", "L#turn:1:response", "L#abort:tool:1:0", "L#turn:1:tool:0", "L#abort:turn:2", "L#turn:2:response"},
-			agent.Result{Status: agent.Complete, Text: "done", Tools: []string{"a"}}},
+			agent.Result{Status: agent.Complete, Text: "done", Tools: []string{"a"}, Calls: []agent.Call{{Name: "a", Arguments: raw(`{}`), OK: true, Output: raw(`{}`)}}, Iterations: 2}},
 		{"sequential, first denied", false, two, "a", nil,
 			[]string{"L#abort:turn:1", "L#turn:1:response", "L#abort:tool:1:0", "L#turn:1:tool:0"},
-			agent.Result{Status: agent.Failed, Reason: loomtype.ReasonDenied, Tools: []string{"a"}}},
+			agent.Result{Status: agent.Failed, Reason: loomtype.ReasonDenied, Tools: []string{"a"}, Iterations: 1}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p, reqs := scripted(model.Response{ToolCalls: c.calls}, model.Response{Content: "done"})
@@ -367,8 +374,10 @@ func TestParallelToolsCheckpointInterrupts(t *testing.T) {
 		return agent.Config{LoopID: "L", Provider: p, Runner: box, Tools: []model.Tool{{Name: "a"}}, Parallel: true, Signal: sig}
 	})
 	r.start()
-	require.Equal(t, agent.Result{Status: agent.Interrupted, Text: "let me look"}, r.result())
+	require.Equal(t, agent.Result{Status: agent.Interrupted, Text: "let me look", Iterations: 1}, r.result())
 	require.Empty(t, box.calls)
 	require.EqualValues(t, 1, p.calls.Load())
 	require.Equal(t, []string{"decision L#abort:turn:1", "decision L#turn:1:response", "decision L#abort:tools:1"}, r.decisions())
 }
+
+func raw(s string) json.RawMessage { return json.RawMessage(s) }

@@ -1,5 +1,5 @@
 // Package gateway is the HTTP surface of the reference engine (spec/http.md): the conversation
-// routes, the event stream (SSE), participants, discovery and the optional runtime door.
+// routes, the agent runs (profile agent), the event stream (SSE), participants, discovery and the optional runtime door.
 //
 // The order of checks is fixed and fails closed: Host and Origin, then authentication (from
 // connection facts only), then authorization (every refusal is the one 404), then limits (429),
@@ -19,6 +19,7 @@ import (
 
 	"github.com/loomcheck/loomcheck/reference/conversation"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
+	"github.com/loomcheck/loomcheck/reference/run"
 )
 
 // Defaults of Config.
@@ -84,6 +85,9 @@ type Config struct {
 	Poll        time.Duration
 	Discovery   Discovery
 	RuntimeDoor bool
+	// Runs serves the agent runs (spec/http.md, Runs); nil: no runs surface (every run route
+	// is the uniform 404).
+	Runs *run.Runs
 	// OnError receives the real error behind every 500, with the errorId the caller saw.
 	OnError func(errorID string, err error)
 	Logger  *slog.Logger
@@ -157,6 +161,12 @@ func (g *Gateway) routes() {
 	g.mux.HandleFunc("GET /conversations/{id}/events", g.authed(g.events))
 	g.mux.HandleFunc("GET /conversations/{id}/participants", g.authed(g.participants))
 	g.mux.HandleFunc("POST /conversations/{id}/participants", g.authed(g.changeParticipants))
+	if g.cfg.Runs != nil {
+		g.mux.HandleFunc("POST /runs", g.authed(g.startRun))
+		g.mux.HandleFunc("GET /runs/{id}", g.authed(g.getRun))
+		g.mux.HandleFunc("POST /runs/{id}/abort", g.authed(g.steerRun(abortOp)))
+		g.mux.HandleFunc("POST /runs/{id}/cancel", g.authed(g.steerRun(cancelOp)))
+	}
 	if g.cfg.RuntimeDoor {
 		g.mux.HandleFunc("POST /runtime/executions", g.authed(g.rawStart))
 		g.mux.HandleFunc("POST /runtime/executions/{id}/messages", g.authed(g.rawSend))

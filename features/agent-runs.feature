@@ -1,0 +1,258 @@
+Feature: An agent run is its own durable execution of the canonical loop
+  As an agent builder
+  I want to start the agent loop directly, read what it did, and stop it in two ways
+  So that the loop's rules (failures as feedback, parallel calls, bounds, abort, cancel) hold for
+  every run and survive a restart
+
+  A run is started with its prompt and options, belongs to the identity that started it, and is
+  read back with its status, its answer, the log of its tool calls in the model's order and, when
+  it was aborted, what it had done. Abort is the run's own signal, checked at the loop's
+  checkpoints; cancel stops the execution itself at its next step.
+
+  @profile:agent @req:ADR0121-RUN-01
+  Scenario: A run started twice under one chosen id starts once
+    Given alice starts a run with:
+      """
+      {"id": "weekly-check", "prompt": "check the pumps"}
+      """
+    When alice starts the same run again
+    And alice's other token starts the same run again
+    Then the run ends completed
+    And the run's output is "re: check the pumps"
+    And the model has been asked 1 time in all
+
+  @profile:agent @req:ADR0121-RUN-02
+  Scenario Outline: Nobody but the run's owner learns that it exists
+    Given the model waits before answering
+    And alice starts a run with:
+      """
+      {"prompt": "check the pumps"}
+      """
+    And the model has been asked 1 time
+    Then <who> gets the same 404 as for a missing run on every run route
+    And alice's other token reads the run exactly as alice does
+    When the model is released
+    Then the run ends completed
+    And the run has no interrupted payload
+
+    Examples:
+      | who                    |
+      | bob                    |
+      | alice at evil          |
+      | alice without a tenant |
+      | alice for bob          |
+      | alice's delegate       |
+
+  @profile:agent @req:ADR0121-RUN-03
+  Scenario Outline: An option that is unknown or of the wrong type is refused by name, and nothing starts
+    Then alice starting a run with <options> is refused naming "<field>"
+    And the model has been asked 0 times in all
+
+    Examples:
+      | options                                                 | field         |
+      | {"prompt": "hi", "parallel": true}                      | parallel      |
+      | {"prompt": "hi", "parallelTools": 0}                    | parallelTools |
+      | {"prompt": "hi", "parallelTools": "2"}                  | parallelTools |
+      | {"prompt": "hi", "toolErrors": "ignore"}                | toolErrors    |
+      | {"prompt": "hi", "maxIterations": 0}                    | maxIterations |
+      | {"prompt": "hi", "maxIterations": 2.5}                  | maxIterations |
+      | {"prompt": "hi", "tools": ["no-such-tool"]}             | tools         |
+      | {"prompt": 7}                                           | prompt        |
+      | {"tools": ["lookup"]}                                   | prompt        |
+
+  @profile:agent @req:ADR0121-D1-05
+  Scenario: A failing tool in a run is fed back as an error result and the run goes on
+    Given the model calls "lookup" with {"pump": 3}
+    And the tool "lookup" fails with status 500 and says "sensor offline"
+    And the model replies "The sensor is offline."
+    When alice starts a run with:
+      """
+      {"prompt": "check pump 3", "history": [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}]}
+      """
+    Then the run ends completed
+    And the run's output is "The sensor is offline."
+    And the run's tool-call log is:
+      | name   | arguments  | ok    | result         |
+      | lookup | {"pump":3} | false | sensor offline |
+    And request 2 to the model holds the messages:
+      | role      | content                                  |
+      | user      | hello                                    |
+      | assistant | hi                                       |
+      | user      | check pump 3                             |
+      | assistant | [calls lookup {"pump":3}]                |
+      | tool      | {"error": "sensor offline"} [for lookup] |
+    And the model has been asked 2 times in all
+
+  @profile:agent @req:ADR0121-D1-06
+  Scenario: With toolErrors "fail" a failing tool ends the run and the model is not asked again
+    Given the model calls "lookup" with {"pump": 3}
+    And the tool "lookup" fails with status 500 and says "sensor offline"
+    When alice starts a run with:
+      """
+      {"prompt": "check pump 3", "toolErrors": "fail"}
+      """
+    Then the run ends failed
+    And the run's reason is "tool-failed"
+    And the run's tool-call log is:
+      | name   | arguments  | ok    | result         |
+      | lookup | {"pump":3} | false | sensor offline |
+    And the model has been asked 1 time in all
+
+  @profile:agent @req:ADR0121-D1-07
+  Scenario Outline: maxIterations bounds the model calls of a run
+    Given the model calls "lookup" 2 times in a row
+    And the model replies "done"
+    When alice starts a run with:
+      """
+      {"prompt": "look twice", "maxIterations": <max>}
+      """
+    Then the run ends <status>
+    And the model has been asked <asked> times in all
+    And the tool "lookup" has been called 2 times in all
+
+    Examples:
+      | max | status    | asked |
+      | 2   | failed    | 2     |
+      | 3   | completed | 3     |
+
+  @profile:agent @req:ADR0121-D2-02
+  Scenario: Parallel calls of a run come back in the model's order whichever ends first
+    Given the model calls at once:
+      | tool  | arguments |
+      | north | {}        |
+      | south | {}        |
+    And the tool "north" waits
+    And the tool "south" answers {"zone": "south ok"}
+    When alice starts a run with:
+      """
+      {"prompt": "check both zones", "parallelTools": true}
+      """
+    And the tool "south" answered 1 time
+    And the tool "north" is released
+    Then the run ends completed
+    And request 2 to the model holds the tool results in the order north, south
+    And the run's tool-call log is:
+      | name  | arguments | ok   | result             |
+      | north | {}        | true | {"ok": true}       |
+      | south | {}        | true | {"zone":"south ok"} |
+
+  @profile:agent @req:ADR0121-D2-03
+  Scenario Outline: A numeric parallelTools bound is the most calls in flight at once
+    Given the model calls at once:
+      | tool   | arguments |
+      | north  | {}        |
+      | south  | {}        |
+      | lookup | {}        |
+    And the tool "north" waits
+    And the tool "south" waits
+    And the tool "lookup" waits
+    When alice starts a run with:
+      """
+      {"prompt": "check three zones", "parallelTools": <bound>}
+      """
+    Then <inflight> of the tools "north", "south" and "lookup" are in flight at once, and no more until they are released
+    And the run ends completed
+    And the run's tool-call log is:
+      | name   | arguments | ok   | result       |
+      | north  | {}        | true | {"ok": true} |
+      | south  | {}        | true | {"ok": true} |
+      | lookup | {}        | true | {"ok": true} |
+
+    Examples:
+      | bound | inflight |
+      | 2     | 2        |
+      | 3     | 3        |
+
+  @profile:agent @req:ADR0121-D2-04
+  Scenario: A failing parallel branch is that call's error result; its siblings' results reach the model
+    Given the model calls at once:
+      | tool  | arguments |
+      | north | {}        |
+      | south | {}        |
+    And the tool "north" fails with status 500 and says "north offline"
+    And the tool "south" answers {"zone": "south ok"}
+    When alice starts a run with:
+      """
+      {"prompt": "check both zones", "parallelTools": true}
+      """
+    Then the run ends completed
+    And the run's tool-call log is:
+      | name  | arguments | ok    | result              |
+      | north | {}        | false | north offline       |
+      | south | {}        | true  | {"zone":"south ok"} |
+    And request 2 to the model holds the messages:
+      | role      | content                                 |
+      | user      | check both zones                        |
+      | assistant | [calls north {}, south {}]              |
+      | tool      | {"error": "north offline"} [for north]  |
+      | tool      | {"zone": "south ok"} [for south]        |
+    And the model has been asked 2 times in all
+
+  @profile:agent @req:ADR0121-D3-02
+  Scenario: An abort during a model call ends the run aborted with the partial text, and nothing more is asked
+    Given the model streams "Let me" and waits
+    When alice starts a run with:
+      """
+      {"prompt": "check the pumps"}
+      """
+    And the model has streamed its first words
+    And alice aborts the run
+    Then the run ends aborted
+    And the run was interrupted with "Let me" after 1 model call, having completed nothing
+    And the run's tool-call log is empty
+    And the model has been asked 1 time in all
+
+  @profile:agent @req:ADR0121-D3-03
+  Scenario: An abort during a tool call lets that call end and runs no further call or model call
+    Given the model calls at once:
+      | tool  | arguments |
+      | north | {}        |
+      | south | {}        |
+    And the tool "north" waits
+    When alice starts a run with:
+      """
+      {"prompt": "check both zones"}
+      """
+    And the tools "north" are in flight at once
+    And alice aborts the run
+    And the tool "north" is released
+    Then the run ends aborted
+    And the run was interrupted with "" after 1 model call, having completed:
+      | name  | arguments | ok   | result       |
+      | north | {}        | true | {"ok": true} |
+    And the tool "south" was never called
+    And the model has been asked 1 time in all
+
+  @profile:agent @req:ADR0121-D3-04
+  Scenario: A cancel stops the run at its next step and aborts the tool call in flight
+    Given the model calls at once:
+      | tool  | arguments |
+      | north | {}        |
+      | south | {}        |
+    And the tool "north" waits
+    When alice starts a run with:
+      """
+      {"prompt": "check both zones"}
+      """
+    And the tools "north" are in flight at once
+    And alice cancels the run
+    Then the tool "north" was called and its request was aborted
+    And the run ends canceled
+    And the tool "south" was never called
+    And the model has been asked 1 time in all
+
+  @profile:agent @req:ADR0121-D5-02 @crash
+  Scenario: A completed run read after a restart asks the model nothing more
+    Given the model calls "lookup" with {"pump": 3}
+    And the tool "lookup" answers {"pressure": 7}
+    And the model replies "Pump 3 is at 7 bar."
+    When alice starts a run with:
+      """
+      {"prompt": "check pump 3"}
+      """
+    Then the run ends completed
+    When the system is killed and restarted
+    Then the run reads exactly as when it ended
+    And the run's output is "Pump 3 is at 7 bar."
+    And the model has been asked 2 times in all
+    And the tool "lookup" has been called 1 time in all

@@ -1,0 +1,572 @@
+package harness
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/cucumber/godog"
+)
+
+// runView is a run as its owner reads it (spec/http.md, Runs).
+type runView struct {
+	ID          string          `json:"id"`
+	Status      string          `json:"status"`
+	Output      *string         `json:"output"`
+	ToolCalls   []runCall       `json:"toolCalls"`
+	Interrupted *runInterrupted `json:"interrupted"`
+	Reason      string          `json:"reason"`
+}
+
+type runCall struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	OK        bool            `json:"ok"`
+	Output    json.RawMessage `json:"output"`
+	Error     string          `json:"error"`
+}
+
+type runInterrupted struct {
+	Content        string    `json:"content"`
+	Iterations     int       `json:"iterations"`
+	CompletedCalls []runCall `json:"completedCalls"`
+}
+
+// steps is the runs vocabulary: each pattern, the method that runs it, what it means.
+func (s *runsSteps) steps() []stepDef {
+	return []stepDef{
+		{`^(\w[\w' ]*?) starts a run with:$`, s.startsRun, "starts a run as who with the doc string's options and expects 201 and a running or ended run"},
+		{`^(\w[\w' ]*?) starts the same run again$`, s.startsSameRunAgain, "sends the last run's start again as who and expects 200 and the same run id"},
+		{`^(\w[\w' ]*?) starting a run with (\{.*\}) is refused naming "([\w.]+)"$`, s.runRefused, "starts a run as who with the options and expects exactly 400 {\"error\":\"bad request\",\"detail\":field}"},
+		{`^the run ends (running|completed|failed|aborted|canceled)$`, s.runEnds, "waits until the run is no longer running and expects the status (the whole run is kept)"},
+		{`^the run's output is "((?:[^"\\]|\\.)*)"$`, s.runOutput, "expects the ended run's output to be exactly the text"},
+		{`^the run's reason is "([\w-]+)"$`, s.runReason, "expects the ended run's reason to be exactly the word"},
+		{`^the run's tool-call log is:$`, s.runLog, "expects the ended run's tool-call log to be exactly the table (name, arguments, ok, result)"},
+		{`^the run's tool-call log is empty$`, s.runLogEmpty, "expects the ended run's tool-call log to hold nothing"},
+		{`^the run was interrupted with "((?:[^"\\]|\\.)*)" after (\d+) model calls?, having completed:$`, s.runInterrupted, "expects the ended run's interrupted payload: the content, the model calls and exactly the table's completed calls"},
+		{`^the run was interrupted with "((?:[^"\\]|\\.)*)" after (\d+) model calls?, having completed nothing$`, s.runInterruptedNothing, "expects the ended run's interrupted payload: the content, the model calls and no completed call"},
+		{`^the run has no interrupted payload$`, s.runNotInterrupted, "expects the ended run to carry no interrupted payload"},
+		{`^(\w[\w' ]*?) (aborts|cancels) the run$`, s.steersRun, "aborts or cancels the run as who and expects 202"},
+		{`^(\w[\w' ]*?) gets the same 404 as for a missing run on every run route$`, s.runMissingEverywhere, "asks every run route of the run as who and expects each answer to equal, byte for byte, the one a missing run gets"},
+		{`^(\w[\w' ]*?) reads the run exactly as (\w+) does$`, s.readsRunAsOwner, "reads the run as who and expects the same status and body as the owner gets"},
+		{`^the run reads exactly as when it ended$`, s.runReadsAsEnded, "reads the run again and expects exactly the run kept when it ended"},
+		{`^the tools ((?:"[\w-]+"(?:, | and )?)+) are in flight at once$`, s.toolsInFlight, "waits until a call of each listed tool has arrived and none of them has ended"},
+		{`^(\d+) of the tools ((?:"[\w-]+"(?:, | and )?)+) are in flight at once, and no more until they are released$`, s.boundedInFlight, "waits until N calls of the tools are in flight, expects no more, releases them all and expects every other call to arrive only after that"},
+		{`^the tool "([\w-]+)" was called and its request was aborted$`, s.toolAborted, "waits until a call of the tool has ended and expects the system to have aborted its request"},
+	}
+}
+
+// runPath is the run route of id with the suffix.
+func runPath(id, suffix string) string { return "/runs/" + url.PathEscape(id) + suffix }
+
+// startsRun starts a run as who with the doc string's options and expects 201 and a running or ended run.
+func (s *runsSteps) startsRun(who string, doc *godog.DocString) error {
+	if err := s.sut(); err != nil {
+		return err
+	}
+	var opts map[string]any
+	if err := json.Unmarshal([]byte(doc.Content), &opts); err != nil {
+		return harnessErr("the run's options are not a JSON object: %v", err)
+	}
+	if id, ok := opts["id"].(string); ok && s.run.remoteCfg != nil {
+		opts["id"] = id + "-" + s.run.runID
+	}
+	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runs", opts, reqOpts{})
+	s.last = r
+	if err != nil {
+		return err
+	}
+	if r.status != http.StatusCreated {
+		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "201: a run started")
+	}
+	var v runView
+	if err := r.json(&v); err != nil {
+		return err
+	}
+	s.runID, s.runOwner, s.options, s.ended = v.ID, who, opts, nil
+	return nil
+}
+
+// startsSameRunAgain sends the last run's start again as who and expects 200 and the same run id.
+func (s *runsSteps) startsSameRunAgain(who string) error {
+	if s.runID == "" {
+		return harnessErr("no run was started")
+	}
+	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runs", s.options, reqOpts{})
+	s.last = r
+	if err != nil {
+		return err
+	}
+	if r.status != http.StatusOK {
+		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "200: the run that exists")
+	}
+	var v runView
+	if err := r.json(&v); err != nil {
+		return err
+	}
+	if v.ID != s.runID {
+		return fail(r.op, "run "+v.ID, "the run started before, "+s.runID)
+	}
+	return nil
+}
+
+// runRefused starts a run as who with the options and expects exactly 400 {"error":"bad request","detail":field}.
+func (s *runsSteps) runRefused(who, raw, field string) error {
+	if err := s.sut(); err != nil {
+		return err
+	}
+	if !json.Valid([]byte(raw)) {
+		return harnessErr("the options are not JSON: %s", raw)
+	}
+	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runs", nil, reqOpts{rawBody: []byte(raw), offSpec: true})
+	s.last = r
+	if err != nil {
+		return err
+	}
+	want, _ := json.Marshal(map[string]string{"error": "bad request", "detail": field})
+	var got, exp any
+	_ = json.Unmarshal(want, &exp)
+	if r.status != http.StatusBadRequest || json.Unmarshal(r.body, &got) != nil || !reflect.DeepEqual(got, exp) {
+		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "400 "+string(want))
+	}
+	return nil
+}
+
+// read reads the run as who.
+func (s *runsSteps) read(who string, quiet bool) (*response, runView, error) {
+	var v runView
+	r, err := s.cl.do(s.ctx, who, http.MethodGet, runPath(s.runID, ""), nil, reqOpts{quiet: quiet})
+	if err != nil {
+		return r, v, err
+	}
+	if r.status != http.StatusOK {
+		return r, v, fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "200: the run")
+	}
+	return r, v, r.json(&v)
+}
+
+// runEnds waits until the run is no longer running and expects the status (the whole run is kept).
+func (s *runsSteps) runEnds(status string) error {
+	if s.runID == "" {
+		return harnessErr("no run was started")
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		r, v, err := s.read(s.runOwner, true)
+		if err != nil {
+			return err
+		}
+		if v.Status != "running" || status == "running" {
+			s.ended, s.endedBody = &v, r.body
+			if v.Status != status {
+				return fail(r.op, "status "+v.Status+": "+clip(string(r.body), 300), "status "+status)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fail(r.op, "still running: "+clip(string(r.body), 300), "status "+status)
+		case <-tick.C:
+		}
+	}
+}
+
+func (s *runsSteps) endedRun() (*runView, error) {
+	if s.ended == nil {
+		return nil, harnessErr("the run was not read when it ended (use \"the run ends ...\" first)")
+	}
+	return s.ended, nil
+}
+
+// runOutput expects the ended run's output to be exactly the text.
+func (s *runsSteps) runOutput(text string) error {
+	v, err := s.endedRun()
+	if err != nil {
+		return err
+	}
+	want := unescape(text)
+	if v.Output == nil || *v.Output != want {
+		got := "no output"
+		if v.Output != nil {
+			got = fmt.Sprintf("%q", *v.Output)
+		}
+		return fail("GET "+runPath(s.runID, ""), got, fmt.Sprintf("output %q", want))
+	}
+	return nil
+}
+
+// runReason expects the ended run's reason to be exactly the word.
+func (s *runsSteps) runReason(reason string) error {
+	v, err := s.endedRun()
+	if err != nil {
+		return err
+	}
+	if v.Reason != reason {
+		return fail("GET "+runPath(s.runID, ""), fmt.Sprintf("reason %q", v.Reason), fmt.Sprintf("reason %q", reason))
+	}
+	return nil
+}
+
+// callsOf reads a table of calls: name, arguments (JSON), ok (true/false), result (the output as
+// JSON when ok, else the error text).
+func callsOf(t *godog.Table) ([]runCall, error) {
+	var out []runCall
+	for _, row := range t.Rows[1:] {
+		if len(row.Cells) != 4 {
+			return nil, harnessErr("a call row has name, arguments, ok, result")
+		}
+		c := runCall{Name: row.Cells[0].Value, Arguments: json.RawMessage(row.Cells[1].Value), OK: row.Cells[2].Value == "true"}
+		if !json.Valid(c.Arguments) {
+			return nil, harnessErr("the arguments of %s are not JSON", c.Name)
+		}
+		if c.OK {
+			c.Output = json.RawMessage(row.Cells[3].Value)
+			if !json.Valid(c.Output) {
+				return nil, harnessErr("the output of %s is not JSON", c.Name)
+			}
+		} else {
+			c.Error = row.Cells[3].Value
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// renderCalls writes calls one per line, JSON compared by value.
+func renderCalls(cs []runCall) string {
+	var b strings.Builder
+	for _, c := range cs {
+		res := c.Error
+		if c.OK {
+			res = canonicalJSON(c.Output)
+		}
+		fmt.Fprintf(&b, "[%s %s ok=%v %s] ", c.Name, canonicalJSON(c.Arguments), c.OK, res)
+	}
+	if b.Len() == 0 {
+		return "no calls"
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// canonicalJSON is raw re-encoded with sorted keys and no spaces (raw itself if it is not JSON).
+func canonicalJSON(raw json.RawMessage) string {
+	var v any
+	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+	return strings.TrimSpace(buf.String())
+}
+
+func (s *runsSteps) sameCalls(what string, got []runCall, t *godog.Table) error {
+	want, err := callsOf(t)
+	if err != nil {
+		return err
+	}
+	if g, w := renderCalls(got), renderCalls(want); g != w {
+		return fail("GET "+runPath(s.runID, "")+": "+what, g, w)
+	}
+	return nil
+}
+
+// runLog expects the ended run's tool-call log to be exactly the table (name, arguments, ok, result).
+func (s *runsSteps) runLog(t *godog.Table) error {
+	v, err := s.endedRun()
+	if err != nil {
+		return err
+	}
+	return s.sameCalls("the tool-call log", v.ToolCalls, t)
+}
+
+// runLogEmpty expects the ended run's tool-call log to hold nothing.
+func (s *runsSteps) runLogEmpty() error {
+	v, err := s.endedRun()
+	if err != nil {
+		return err
+	}
+	if len(v.ToolCalls) != 0 {
+		return fail("GET "+runPath(s.runID, "")+": the tool-call log", renderCalls(v.ToolCalls), "no calls")
+	}
+	return nil
+}
+
+func (s *runsSteps) interrupted(content string, n int) (*runView, error) {
+	v, err := s.endedRun()
+	if err != nil {
+		return nil, err
+	}
+	op := "GET " + runPath(s.runID, "") + ": the interrupted payload"
+	if v.Interrupted == nil {
+		return nil, fail(op, "none", "one")
+	}
+	want := unescape(content)
+	if v.Interrupted.Content != want || v.Interrupted.Iterations != n {
+		return nil, fail(op, fmt.Sprintf("content %q after %d model calls", v.Interrupted.Content, v.Interrupted.Iterations),
+			fmt.Sprintf("content %q after %d model calls", want, n))
+	}
+	return v, nil
+}
+
+// runInterrupted expects the ended run's interrupted payload: the content, the model calls and exactly the table's completed calls.
+func (s *runsSteps) runInterrupted(content string, n int, t *godog.Table) error {
+	v, err := s.interrupted(content, n)
+	if err != nil {
+		return err
+	}
+	return s.sameCalls("the completed calls", v.Interrupted.CompletedCalls, t)
+}
+
+// runInterruptedNothing expects the ended run's interrupted payload: the content, the model calls and no completed call.
+func (s *runsSteps) runInterruptedNothing(content string, n int) error {
+	v, err := s.interrupted(content, n)
+	if err != nil {
+		return err
+	}
+	if len(v.Interrupted.CompletedCalls) != 0 {
+		return fail("GET "+runPath(s.runID, "")+": the completed calls", renderCalls(v.Interrupted.CompletedCalls), "no calls")
+	}
+	return nil
+}
+
+// runNotInterrupted expects the ended run to carry no interrupted payload.
+func (s *runsSteps) runNotInterrupted() error {
+	v, err := s.endedRun()
+	if err != nil {
+		return err
+	}
+	if v.Interrupted != nil {
+		return fail("GET "+runPath(s.runID, ""), fmt.Sprintf("interrupted %+v", *v.Interrupted), "no interrupted payload")
+	}
+	return nil
+}
+
+// steersRun aborts or cancels the run as who and expects 202.
+func (s *runsSteps) steersRun(who, verb string) error {
+	route := "/abort"
+	if verb == "cancels" {
+		route = "/cancel"
+	}
+	r, err := s.cl.do(s.ctx, who, http.MethodPost, runPath(s.runID, route), nil, reqOpts{})
+	s.last = r
+	if err != nil {
+		return err
+	}
+	if r.status != http.StatusAccepted {
+		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "202")
+	}
+	return nil
+}
+
+// runRoutes are the run routes, each asked of a run id.
+var runRoutes = []struct{ method, suffix string }{
+	{http.MethodGet, ""}, {http.MethodPost, "/abort"}, {http.MethodPost, "/cancel"},
+}
+
+// runMissingEverywhere asks every run route of the run as who and expects each answer to equal, byte for byte, the one a missing run gets.
+func (s *runsSteps) runMissingEverywhere(who string) error {
+	if s.runID == "" {
+		return harnessErr("no run was started")
+	}
+	missing := "run:missing-" + s.runID
+	for _, rt := range runRoutes {
+		want, err := s.cl.do(s.ctx, who, rt.method, runPath(missing, rt.suffix), nil, reqOpts{})
+		if err != nil {
+			return err
+		}
+		got, err := s.cl.do(s.ctx, who, rt.method, runPath(s.runID, rt.suffix), nil, reqOpts{})
+		if err != nil {
+			return err
+		}
+		if want.status != http.StatusNotFound {
+			return fail(want.op, fmt.Sprintf("%d %s", want.status, clip(string(want.body), 200)), "404 for a run that does not exist")
+		}
+		if got.status != want.status || !bytes.Equal(got.body, want.body) {
+			return fail(got.op+" as "+who, fmt.Sprintf("%d %s", got.status, clip(string(got.body), 200)),
+				fmt.Sprintf("what a missing run gets: %d %s", want.status, clip(string(want.body), 200)))
+		}
+	}
+	// The run goes on untouched: it was neither aborted nor cancelled by those answers.
+	return nil
+}
+
+// readsRunAsOwner reads the run as who and expects the same status and body as the owner gets.
+func (s *runsSteps) readsRunAsOwner(who, owner string) error {
+	want, err := s.cl.do(s.ctx, owner, http.MethodGet, runPath(s.runID, ""), nil, reqOpts{})
+	if err != nil {
+		return err
+	}
+	got, err := s.cl.do(s.ctx, who, http.MethodGet, runPath(s.runID, ""), nil, reqOpts{})
+	if err != nil {
+		return err
+	}
+	if want.status != http.StatusOK {
+		return fail(want.op+" as "+owner, fmt.Sprint(want.status), "200")
+	}
+	if got.status != want.status || !bytes.Equal(got.body, want.body) {
+		return fail(got.op+" as "+who, fmt.Sprintf("%d %s", got.status, clip(string(got.body), 200)),
+			fmt.Sprintf("what %s gets: %d %s", owner, want.status, clip(string(want.body), 200)))
+	}
+	return nil
+}
+
+// runReadsAsEnded reads the run again and expects exactly the run kept when it ended.
+func (s *runsSteps) runReadsAsEnded() error {
+	if s.ended == nil {
+		return harnessErr("the run was not read when it ended")
+	}
+	r, _, err := s.read(s.runOwner, false)
+	if err != nil {
+		return err
+	}
+	if canonicalJSON(r.body) != canonicalJSON(s.endedBody) {
+		return fail(r.op, clip(string(r.body), 300), clip(string(s.endedBody), 300))
+	}
+	return nil
+}
+
+// quotedNames reads `"a", "b" and "c"`.
+func quotedNames(list string) []string {
+	var out []string
+	for _, p := range strings.Split(list, `"`) {
+		p = strings.TrimSpace(p)
+		if p != "" && p != "," && p != "and" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// toolsInFlight waits until a call of each listed tool has arrived and none of them has ended.
+func (s *runsSteps) toolsInFlight(list string) error {
+	names := quotedNames(list)
+	ctx, cancel := s.wait()
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var state []string
+		all := true
+		for _, n := range names {
+			calls := s.world.Tools().CallsOf(n)
+			open := 0
+			for _, c := range calls {
+				if c.Status == 0 && !c.Aborted {
+					open++
+				}
+			}
+			state = append(state, fmt.Sprintf("%s: %d calls, %d in flight", n, len(calls), open))
+			all = all && open > 0
+		}
+		if all {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fail("the tools", strings.Join(state, "; "), "a call of each in flight at once")
+		case <-tick.C:
+		}
+	}
+}
+
+// boundedInFlight waits until N calls of the listed tools are in flight, expects no more to be,
+// releases every listed tool, waits until each has been called, and expects every call that was
+// not in flight before the release to have arrived after it.
+func (s *runsSteps) boundedInFlight(n int, list string) error {
+	names := quotedNames(list)
+	ctx, cancel := s.wait()
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	inFlight := func() (map[string]bool, int) {
+		open, arrived := map[string]bool{}, 0
+		for _, name := range names {
+			for _, c := range s.world.Tools().CallsOf(name) {
+				arrived++
+				if c.Status == 0 && !c.Aborted {
+					open[name] = true
+				}
+			}
+		}
+		return open, arrived
+	}
+	var first map[string]bool
+	for {
+		open, arrived := inFlight()
+		if arrived > n {
+			return fail("the tools", fmt.Sprintf("%d calls arrived while none could end", arrived), fmt.Sprintf("at most %d in flight", n))
+		}
+		if len(open) == n {
+			first = open
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fail("the tools", fmt.Sprintf("%d in flight", len(open)), fmt.Sprintf("%d in flight", n))
+		case <-tick.C:
+		}
+	}
+	released := time.Now()
+	for _, name := range names {
+		if err := s.areas.agent.toolReleased(name); err != nil {
+			return err
+		}
+	}
+	for {
+		all := true
+		for _, name := range names {
+			all = all && len(s.world.Tools().CallsOf(name)) > 0
+		}
+		if all {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fail("the tools", "some never called", "each called once the bound let it")
+		case <-tick.C:
+		}
+	}
+	for _, name := range names {
+		if first[name] {
+			continue
+		}
+		for _, c := range s.world.Tools().CallsOf(name) {
+			if c.Arrived.Before(released) {
+				return fail("the tool "+name, fmt.Sprintf("called %s before the calls in flight were released", released.Sub(c.Arrived)),
+					fmt.Sprintf("no call while %d were in flight", n))
+			}
+		}
+	}
+	return nil
+}
+
+// toolAborted waits until a call of the tool has ended and expects the system to have aborted its request.
+func (s *runsSteps) toolAborted(name string) error {
+	ctx, cancel := s.wait()
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		calls := s.world.Tools().CallsOf(name)
+		for _, c := range calls {
+			if c.Aborted {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fail("the tool "+name, fmt.Sprintf("%d calls, none aborted by the system", len(calls)), "its request aborted")
+		case <-tick.C:
+		}
+	}
+}
