@@ -242,17 +242,27 @@ Feature: An agent run is its own durable execution of the canonical loop
     And the model has been asked 1 time in all
 
   @profile:agent @req:ADR0121-D5-02 @crash
-  Scenario: A completed run read after a restart asks the model nothing more
+  Scenario: After a restart a run asks the model only what its journal does not hold
     Given the model calls "lookup" with {"pump": 3}
+    And the tool "lookup" waits
     And the tool "lookup" answers {"pressure": 7}
     And the model replies "Pump 3 is at 7 bar."
     When alice starts a run with:
       """
       {"prompt": "check pump 3"}
       """
+    And the tool "lookup" has been called 1 time
+    And the system is killed and restarted
     Then the run ends completed
-    When the system is killed and restarted
-    Then the run reads exactly as when it ended
     And the run's output is "Pump 3 is at 7 bar."
     And the model has been asked 2 times in all
-    And the tool "lookup" has been called 1 time in all
+    And request 2 to the model holds the messages:
+      | role      | content                          |
+      | user      | check pump 3                     |
+      | assistant | [calls lookup {"pump":3}]        |
+      | tool      | {"pressure": 7} [for lookup]     |
+    And the tool "lookup" has been called 2 times in all
+    When the system is killed and restarted
+    Then the run reads exactly as when it ended
+    And the model has been asked 2 times in all
+    And the tool "lookup" has been called 2 times in all

@@ -1,5 +1,6 @@
 // Package gateway is the HTTP surface of the reference engine (spec/http.md): the conversation
-// routes, the agent runs (profile agent), the event stream (SSE), participants, discovery and the optional runtime door.
+// routes, the agent runs (profile agent), the event stream (SSE), participants, discovery and
+// the optional runtime door.
 //
 // The order of checks is fixed and fails closed: Host and Origin, then authentication (from
 // connection facts only), then authorization (every refusal is the one 404), then limits (429),
