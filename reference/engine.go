@@ -75,6 +75,7 @@ type Engine struct {
 	st   *store.SQLite
 	k    *kernel.Kernel
 	cv   *conversation.Conversations
+	runs *run.Runs
 	gw   *gateway.Gateway
 	dir  string
 	edge gateway.Edge
@@ -168,7 +169,7 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 		st.Close()
 		return fail(err)
 	}
-	return &Engine{lock: lock, st: st, k: k, cv: cv, gw: gw, dir: opt.DataDir, edge: opt.Edge}, nil
+	return &Engine{lock: lock, st: st, k: k, cv: cv, runs: runs, gw: gw, dir: opt.DataDir, edge: opt.Edge}, nil
 }
 
 // logErrors makes opt's error hooks log every error they receive, with its errorId, to
@@ -254,6 +255,11 @@ func (e *Engine) stopServing(grace time.Duration) {
 
 // Conversations is the conversation client, for programs that embed the engine.
 func (e *Engine) Conversations() *conversation.Conversations { return e.cv }
+
+// Runs is the agent run client, for programs that embed the engine.
+//
+//	v, _, err := eng.Runs().Start(ctx, alice, run.Options{Prompt: "check pump 3"})
+func (e *Engine) Runs() *run.Runs { return e.runs }
 
 // Kernel is the engine's kernel.
 func (e *Engine) Kernel() *kernel.Kernel { return e.k }

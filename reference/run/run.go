@@ -127,10 +127,16 @@ func New(deps Deps) *Runs {
 	return &Runs{deps: deps}
 }
 
-// Flows returns the kernel flow of a run; it reaches the kernel through its Context.
+// Flows returns the kernel flow of a run; it reaches the kernel through its Context, so a run the
+// kernel recovers while it opens needs nothing bound yet.
+//
+//	k, err := kernel.Open(ctx, st, kernel.Options{Flows: rs.Flows()})
 func (rs *Runs) Flows() map[string]kernel.Flow { return map[string]kernel.Flow{FlowName: rs.flow} }
 
-// Bind gives the client the kernel the flow is registered on.
+// Bind gives the client the kernel the flow is registered on; call it once, before Start, Get,
+// Abort or Cancel (kernel.Options.BeforeRecovery is a good place).
+//
+//	k, err := kernel.Open(ctx, st, kernel.Options{Flows: rs.Flows(), BeforeRecovery: rs.Bind})
 func (rs *Runs) Bind(k *kernel.Kernel) { rs.k = k }
 
 // Errors of the runs.
