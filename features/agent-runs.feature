@@ -115,6 +115,23 @@ Feature: An agent run is its own durable execution of the canonical loop
       | 2   | failed    | 2     |
       | 3   | completed | 3     |
 
+  @profile:agent @req:ADR0121-D1-07
+  Scenario Outline: Without maxIterations a run makes at most 8 model calls
+    Given the model calls "lookup" <rounds> times in a row
+    And the model replies "done"
+    When alice starts a run with:
+      """
+      {"prompt": "look many times"}
+      """
+    Then the run ends <status>
+    And the model has been asked 8 times in all
+    And the tool "lookup" has been called <rounds> times in all
+
+    Examples:
+      | rounds | status    |
+      | 7      | completed |
+      | 8      | failed    |
+
   @profile:agent @req:ADR0121-D2-02
   Scenario: Parallel calls of a run come back in the model's order whichever ends first
     Given the model calls at once:
