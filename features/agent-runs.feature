@@ -240,6 +240,28 @@ Feature: An agent run is its own durable execution of the canonical loop
     And the tool "south" was never called
     And the model has been asked 1 time in all
 
+  @profile:agent @req:ADR0121-D3-03 @crash
+  Scenario: An abort that a crash interrupted still stops the run after the restart
+    Given the model calls at once:
+      | tool  | arguments |
+      | north | {}        |
+      | south | {}        |
+    And the tool "north" waits
+    And the tool "north" answers {"zone": "north ok"}
+    When alice starts a run with:
+      """
+      {"prompt": "check both zones"}
+      """
+    And the tools "north" are in flight at once
+    And alice aborts the run
+    And the system is killed and restarted
+    Then the run ends aborted
+    And the run was interrupted with "" after 1 model call, having completed:
+      | name  | arguments | ok   | result              |
+      | north | {}        | true | {"zone":"north ok"} |
+    And the tool "south" was never called
+    And the model has been asked 1 time in all
+
   @profile:agent @req:ADR0121-D3-04
   Scenario: A cancel stops the run at its next step and aborts the tool call in flight
     Given the model calls at once:
