@@ -23,6 +23,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/model"
+	"github.com/loomcheck/loomcheck/reference/run"
 	"github.com/loomcheck/loomcheck/reference/store"
 )
 
@@ -410,6 +411,31 @@ var goldenDialogues = []goldenDialogue{
 		liveTools:   []string{`{"q":"east","hold":true}`},
 		parallelToo: true,
 	},
+	{
+		// Agent runs: one with parallel tool calls (two at once, then one) that completes, and
+		// one that a crash stops while the tool of its second model call runs.
+		name:    "agent-runs",
+		options: goldenBase,
+		run: func(t *testing.T, ctx context.Context, eng *reference.Engine, p *goldenProvider) bool {
+			v, _, err := eng.Runs().Start(ctx, gAlice, run.Options{ID: "survey-1", Prompt: "survey the coast", Parallel: -1})
+			require.NoError(t, err)
+			info, err := eng.Kernel().Await(ctx, v.ID)
+			require.NoError(t, err)
+			require.Equal(t, kernel.StateCompleted, info.State, info.Error)
+			_, _, err = eng.Runs().Start(ctx, gAlice, run.Options{ID: "survey-2", Prompt: "survey the coast and hold"})
+			require.NoError(t, err)
+			select {
+			case <-p.held:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the held tool call never began")
+			}
+			eng.Kill()
+			return true
+		},
+		// A run's options are in its journal: parallel or not, it replays as it was started.
+		liveModel: 1,
+		liveTools: []string{`{"q":"east","hold":true}`},
+	},
 }
 
 // resumedEntries is the entry count to wait for before conversation id (the full id, the chosen
@@ -653,6 +679,17 @@ func replayGolden(t *testing.T, g goldenFile, d goldenDialogue, parallel bool) {
 		d.liveTime(c, h)
 		require.Equal(t, c.History, h[:len(c.History)], "%s: history after the close", c.ID)
 		require.Equal(t, loomtype.StatusClosed, h[len(h)-1].Status, c.ID)
+	}
+	// A run the crash left open is finished by the replay, live from where its journal ends.
+	for _, ex := range g.Executions {
+		var info kernel.Info
+		require.NoError(t, json.Unmarshal(ex.Record, &info))
+		if info.Flow != run.FlowName || info.State != kernel.StateOpen {
+			continue
+		}
+		got, err := k.Await(ctx, info.ID)
+		require.NoError(t, err)
+		require.Equal(t, kernel.StateCompleted, got.State, "%s: %s", info.ID, got.Error)
 	}
 	models, tools := world.calls()
 	require.Equal(t, d.liveModel, models, "model calls made by the replay")
