@@ -1,8 +1,9 @@
-// Package conversation is the dialogue layer: a conversation is one durable execution whose
-// body takes signed messages from its inbox, runs each user turn as an agent loop, and records
-// every transcript entry exactly once as a decision. Conversations is the client: it decides who
-// may do what (owner-only by default), signs what it sends, and reads history back with bounded
-// range reads.
+// Package conversation is the client of durable conversations: it decides who may do what
+// (owner-only by default), signs what it sends, and reads history back with bounded range reads.
+// A conversation is one durable execution whose body (package dialogue) takes signed messages from
+// its inbox, runs each user turn as an agent loop (package turn), and records every transcript
+// entry exactly once as a decision in the vocabulary of package record. Its configuration types
+// are record's, under the names callers have always used.
 package conversation
 
 import (

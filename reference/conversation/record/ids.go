@@ -40,6 +40,8 @@ const (
 	// The participants stream's name and kind are in package participants.
 )
 
+// The ids of one message's facts, by its ordinal (or, for DroppedID, the invalid count).
+
 func VerifyID(ord int64) string        { return fmt.Sprintf(idVerify, ord) }
 func UserID(ord int64) string          { return fmt.Sprintf(idUser, ord) }
 func ReplyID(ord int64) string         { return fmt.Sprintf(idReply, ord) }
