@@ -136,6 +136,28 @@ func TestToolDeclarations(t *testing.T) {
 		{"ask", 1, false, true, 202}, {"ask", 2, false, true, 202},
 	}, got)
 
+	// The declaration in force when a call arrives decides: a success remembered before the tool
+	// was declared not idempotent is not replayed, and one made while it was is not remembered.
+	require.NoError(t, w.Tools().Enqueue("redo", world.Behavior{Result: 1}, world.Behavior{Result: 2}, world.Behavior{Result: 3}))
+	type step struct {
+		idempotent bool
+		key        string
+		status     int
+		body       string
+	}
+	for i, st := range []step{
+		{true, "r1", 200, "1"},                        // remembered
+		{false, "r1", 200, "2"},                       // not replayed while not idempotent
+		{true, "r1", 200, "1"},                        // replayed again once idempotent
+		{false, "r2", 200, "3"},                       // a success while not idempotent ...
+		{true, "r2", 404, `{"error":"unknown tool"}`}, // ... is not remembered: the queue is used up
+	} {
+		require.NoError(t, w.Tools().Declare(spec.ToolDef{Name: "redo", Idempotent: world.Bool(st.idempotent)}))
+		status, body := post(t, u+"redo", map[string]int{}, "Idempotency-Key", st.key)
+		assert.Equal(t, st.status, status, i)
+		assert.Equal(t, st.body, string(body), i)
+	}
+
 	w.Reset()
 	assert.Empty(t, w.Tools().Definitions())
 }

@@ -70,8 +70,11 @@ type toolAnswer struct {
 // (Enqueue), then with its default behavior (Define); a tool with neither is unknown and answered
 // 404 {"error":"unknown tool"}. A call with the Idempotency-Key of an earlier successful (2xx) call
 // of the same tool gets that call's answer again without consuming a behavior; a failed call is not
-// remembered, so a retry with the same key takes the next behavior. Every call is
-// recorded, unknown tools included. It is safe for concurrent use.
+// remembered, so a retry with the same key takes the next behavior. Declared tools (Declare)
+// change that: one declared not idempotent neither replays nor remembers, one of kind human answers
+// 202 pending; the declaration in force when a call arrives decides. A behavior with Error answers
+// a typed failure (ToolError). Every call is recorded, unknown tools included, with the principal
+// headers it carried. It is safe for concurrent use.
 //
 //	_ = w.Tools().Define("clock", world.Behavior{Result: map[string]string{"now": "noon"}})
 //	err := w.Tools().WaitCallsOf(ctx, "clock", 1)
