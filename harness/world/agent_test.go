@@ -311,7 +311,8 @@ func TestScriptFormsOfTheAgentWorld(t *testing.T) {
 	    {"failure": {"class": "VendorStop", "extends": ["SafetyViolationError"]}},
 	    {"fail": {"status": 429, "message": "slow down"}, "failure": {"class": "RateLimitExceededError", "retryable": true}, "wrapDepth": 6}
 	  ]},
-	  "declare": [{"name": "pay", "idempotent": false}, {"name": "ask", "kind": "human"}]
+	  "declare": [{"name": "pay", "idempotent": false}, {"name": "ask", "kind": "human"}],
+	  "memory": {"acme/alice": [{"id": "m1", "role": "assistant", "text": "earlier", "tainted": true}, {"id": "m1", "text": "again"}]}
 	}`))
 	require.NoError(t, err)
 	require.NoError(t, w.Apply(s))
@@ -331,6 +332,8 @@ func TestScriptFormsOfTheAgentWorld(t *testing.T) {
 	assert.False(t, got.Failure.Terminal())
 	status, _ = post(t, w.URL()+"/tools/ask", map[string]int{}, "Idempotency-Key", "h")
 	assert.Equal(t, http.StatusAccepted, status)
+	assert.Equal(t, []world.MemoryEntry{{ID: "m1", Role: "assistant", Text: "earlier", Tainted: true}}, w.Memory().Scope("acme/alice"))
+	assert.Empty(t, w.Memory().Log(), "seeding is not an operation")
 
 	for name, doc := range map[string]string{
 		"failure without class":  `{"tools": {"t": [{"failure": {"message": "x"}}]}}`,
@@ -339,6 +342,7 @@ func TestScriptFormsOfTheAgentWorld(t *testing.T) {
 		"default too deep":       `{"toolDefaults": {"t": {"failure": {"class": "A"}, "wrapDepth": 33}}}`,
 		"unknown kind":           `{"declare": [{"name": "t", "kind": "robot"}]}`,
 		"unknown failure member": `{"tools": {"t": [{"failure": {"class": "A", "retriable": false}}]}}`,
+		"unknown entry member":   `{"memory": {"s": [{"text": "x", "taint": true}]}}`,
 	} {
 		_, err := world.LoadScript([]byte(doc))
 		assert.ErrorIs(t, err, world.ErrBadScript, name)

@@ -28,13 +28,15 @@ const PathControl = "/control/"
 //	  "tools": {"lookup": [{"result": {"temp": 3}}, {"fail": {"status": 502, "message": "down"}}]},
 //	  "toolDefaults": {"clock": {"result": {"now": "noon"}}},
 //	  "declare": [{"name": "pay", "idempotent": false}, {"name": "ask", "kind": "human"}],
+//	  "memory": {"acme/alice": [{"id": "m1", "role": "assistant", "text": "earlier", "tainted": true}]},
 //	  "identities": {"tok-alice": {"tenant": "acme", "actor": "alice"}},
 //	  "clearance": {"alice": ["finance"]}
 //	}
 //
 // Model replies are queued in order (a reply with "match" only for requests whose last user
 // message contains it, see Model.EnqueueFor); each tool's list is its queue and toolDefaults its
-// answer once the queue is empty; declare declares tools (Tools.Declare); identities are tokens the identity service knows; clearance
+// answer once the queue is empty; declare declares tools (Tools.Declare); memory seeds scopes
+// (Memory.SeedEntries); identities are tokens the identity service knows; clearance
 // clears actors for classes.
 //
 //	s, err := world.LoadScript(b)
@@ -44,6 +46,7 @@ type Script struct {
 	Tools        map[string][]ScriptTool   `json:"tools,omitempty"`
 	ToolDefaults map[string]ScriptTool     `json:"toolDefaults,omitempty"`
 	Declare      []spec.ToolDef            `json:"declare,omitempty"`
+	Memory       map[string][]MemoryEntry  `json:"memory,omitempty"`
 	Identities   map[string]spec.Principal `json:"identities,omitempty"`
 	Clearance    map[string][]string       `json:"clearance,omitempty"`
 }
@@ -193,7 +196,8 @@ func LoadScript(b []byte) (Script, error) {
 }
 
 // Apply adds s to what the World is scripted with: model replies after those already queued,
-// tool answers after each tool's queue, tool defaults, tool declarations, tokens and clearances. It stops at the
+// tool answers after each tool's queue, tool defaults, tool declarations, memory entries, tokens
+// and clearances. It stops at the
 // first part the World refuses (ErrScriptFull, wrapped with ErrBadScript and the part's name);
 // what was added before stays.
 //
@@ -228,6 +232,11 @@ func (w *World) Apply(s Script) error {
 	if len(s.Declare) > 0 {
 		if err := w.tools.Declare(s.Declare...); err != nil {
 			return bad("declare", err)
+		}
+	}
+	for scope, entries := range s.Memory {
+		if err := w.memory.SeedEntries(scope, entries...); err != nil {
+			return bad("memory."+scope, err)
 		}
 	}
 	for token, p := range s.Identities {
