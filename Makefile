@@ -81,7 +81,8 @@ browser-test:
 	$(GO) test -count=1 ./harness/browser/
 
 # Mutation testing of the reference (docs/mutation.md): every mutant of reference/{store,kernel,
-# agent,conversation,conversation/live,conversation/participants,envelope,budget,gateway,model} against its package's tests and the in-process
+# agent,conversation,conversation/live,conversation/participants,conversation/record,conversation/turn,
+# conversation/dialogue,envelope,budget,gateway,model} against its package's tests and the in-process
 # conformance suite, with a progress line and the time left; writes reports/mutation/.
 # About 2,400 mutants at 4 to 15 s each: hours on two cores. MUTATE_FLAGS adds flags (--workers 2).
 mutate:

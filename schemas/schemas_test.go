@@ -199,6 +199,8 @@ func schemaCases() []schemaCase {
 		{"config url-safe key", "sut-config", `{"listen":":1","dataDir":"/d","signing":{"key":"MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY","previousKeys":["-_` + sigKey[2:] + `"]}}`,
 			[]string{"/signing/key", "/signing/previousKeys/0"}},
 		{"config negative overhead", "sut-config", `{"listen":":1","dataDir":"/d","signing":{"key":"` + sigKey + `"},"conversation":{"budget":{"contextWindow":10,"perMessage":-1}}}`, nil},
+		{"config bad tool kind", "sut-config", `{"listen":":1","dataDir":"/d","signing":{"key":"` + sigKey + `"},"tools":{"definitions":[{"name":"a","kind":"robot","idempotent":"no"}]}}`,
+			[]string{"/tools/definitions/0/idempotent", "/tools/definitions/0/kind"}},
 		{"config bad tool name", "sut-config", `{"listen":":1","dataDir":"/d","signing":{"key":"` + sigKey + `"},"tools":{"definitions":[{"name":"look up"}]}}`,
 			[]string{"/tools/definitions/0/name"}},
 		{"config bad values", "sut-config", `{"listen":"8080","dataDir":"","signing":{"key":"short"},"model":{"baseURL":"not a url","stream":"yes"},"conversation":{"maxScan":-1,"budget":{}}}`,
@@ -210,7 +212,8 @@ const fullConfig = `{
   "listen": "[::1]:8080", "dataDir": "/var/lib/loom",
   "model": {"baseURL": "http://127.0.0.1:9000/v1", "name": "m", "apiKey": "k", "stream": false},
   "tools": {"baseURL": "http://127.0.0.1:9001/tools", "definitions": [
-    {"name": "lookup", "description": "d", "parameters": {"type": "object"}, "class": "pii", "needsApproval": true}]},
+    {"name": "lookup", "description": "d", "parameters": {"type": "object"}, "class": "pii", "needsApproval": true},
+    {"name": "pay", "idempotent": false}, {"name": "ask", "kind": "human"}]},
   "summarizer": {"url": "http://127.0.0.1:9002/s"},
   "identity": {"url": "http://127.0.0.1:9003/i", "principals": {"tok": {"tenant": "t", "actor": "a", "onBehalfOf": "b", "grants": ["lookup"], "narrowed": true}}, "insecure": false},
   "clearance": {"url": "http://127.0.0.1:9004/c"},

@@ -63,6 +63,12 @@ type ToolDef struct {
 	Class       string         `json:"class,omitempty"`
 	// NeedsApproval marks a tool whose calls must be approved by a person.
 	NeedsApproval bool `json:"needsApproval,omitempty"`
+	// Idempotent false declares a tool whose effect is not safe to repeat; absent means not
+	// declared either way.
+	Idempotent *bool `json:"idempotent,omitempty"`
+	// Kind "human" declares a tool a person answers (through the system's human-answer route);
+	// empty is an ordinary tool.
+	Kind string `json:"kind,omitempty"`
 }
 
 // IdentityConfig maps bearer tokens to principals: statically, through an introspection endpoint

@@ -36,7 +36,8 @@ import (
 // root.
 var Packages = []string{
 	"reference/store", "reference/kernel", "reference/agent", "reference/conversation",
-	"reference/conversation/live", "reference/conversation/participants",
+	"reference/conversation/live", "reference/conversation/participants", "reference/conversation/record",
+	"reference/conversation/turn", "reference/conversation/dialogue",
 	"reference/envelope", "reference/budget", "reference/gateway", "reference/model",
 }
 

@@ -2,6 +2,8 @@ package world
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -35,6 +37,11 @@ const DefaultReplyRunes = 60
 // After and the end of the answer anyway. The request is still recorded as Aborted when the
 // client went away before the end.
 //
+// Fill grows the answer text to exactly Fill characters with FillText's filler (the text being
+// Chunks joined, else Text); the filler is streamed in chunks of FillChunk characters after the
+// text's own pieces. A ToolCall's Fill does the same for its arguments. So a reply over any size,
+// such as a system's cap on what it records, is one line to script.
+//
 // A request that finds no scripted reply gets the default reply, whose text is
 // "re: " + the first DefaultReplyRunes runes of the last user message.
 //
@@ -53,6 +60,7 @@ const DefaultReplyRunes = 60
 type Reply struct {
 	Text          string
 	Chunks        []string
+	Fill          int
 	ToolCalls     []ToolCall
 	FinishReason  string
 	Fail          *Failure
@@ -118,7 +126,9 @@ type ModelRequest struct {
 	// Matched is the EnqueueFor match whose reply answered the request, or "".
 	Matched string
 	// Default is true when no scripted reply was left and the default reply was sent.
-	Default  bool
+	Default bool
+	// Shape is ShapeOf the request: requests with equal shapes ask the same question.
+	Shape    string
 	Finished bool
 	Aborted  bool
 }
@@ -144,10 +154,39 @@ type Model struct {
 	matchers []matcher
 	scripted int
 	log      *journal[ModelRequest]
+	shapes   map[string]int
 }
 
 func newModel(w *World) *Model {
-	return &Model{w: w, log: newJournal[ModelRequest](w.opts)}
+	return &Model{w: w, log: newJournal[ModelRequest](w.opts), shapes: map[string]int{}}
+}
+
+// ShapeOf is the shape of a model request: the hex SHA-256 of the JSON of its model name, its
+// messages and its tools (in that order, as the world decodes them: a message's content is its
+// text, parts joined). Two requests with the same shape ask the model the same question; streaming,
+// usage and token bounds are not part of it.
+//
+//	s := world.ShapeOf("", []world.Message{{Role: "user", Content: "hi"}}, nil)
+func ShapeOf(model string, msgs []Message, tools []ToolSpec) string {
+	b, _ := json.Marshal(struct {
+		Model    string
+		Messages []Message
+		Tools    []ToolSpec
+	}{model, msgs, tools})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// CountShape returns how many requests of the given shape (ShapeOf, ModelRequest.Shape) have
+// arrived since the last Reset, whatever their answer, kept in Requests or not (distinct shapes
+// past Options.MaxRecords are not counted). A system that answers a repeated question from a
+// cache makes this stay at 1.
+//
+//	n := w.Model().CountShape(w.Model().Requests()[0].Shape)
+func (m *Model) CountShape(shape string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.shapes[shape]
 }
 
 func (m *Model) reset() {
@@ -155,6 +194,7 @@ func (m *Model) reset() {
 	defer m.mu.Unlock()
 	m.queue, m.matchers, m.scripted = nil, nil, 0
 	m.log = newJournal[ModelRequest](m.w.opts)
+	m.shapes = map[string]int{}
 	m.sig.fire()
 }
 
@@ -263,7 +303,7 @@ func (m *Model) WaitDone(ctx context.Context, i int) (ModelRequest, error) {
 // take picks the reply for a request and records it.
 func (m *Model) take(req *chatRequest, apiKey string, size int64) (Reply, *journal[ModelRequest], int) {
 	rec := ModelRequest{APIKey: apiKey, Model: req.Model, Messages: req.Messages, Tools: req.Tools, Stream: req.Stream,
-		IncludeUsage: req.includeUsage(), Arrived: time.Now()}
+		IncludeUsage: req.includeUsage(), Arrived: time.Now(), Shape: ShapeOf(req.Model, req.Messages, req.Tools)}
 	if req.MaxTokens != nil {
 		rec.MaxTokens = *req.MaxTokens
 	} else if req.MaxCompletionTokens != nil {
@@ -293,6 +333,9 @@ func (m *Model) take(req *chatRequest, apiKey string, size int64) (Reply, *journ
 	} else {
 		reply = Reply{Text: "re: " + firstRunes(last, DefaultReplyRunes)}
 		rec.Default = true
+	}
+	if _, seen := m.shapes[rec.Shape]; seen || len(m.shapes) < m.w.opts.MaxRecords {
+		m.shapes[rec.Shape]++
 	}
 	log := m.log
 	rec.Index = log.total
@@ -340,11 +383,20 @@ func (m *Model) answer(rw http.ResponseWriter, r *http.Request, req *chatRequest
 		if tc.ID == "" {
 			tc.ID = fmt.Sprintf("call_%d_%d", index+1, k+1)
 		}
+		if tc.Fill > 0 {
+			if args, err := FillArguments(tc.Arguments, tc.Fill); err == nil {
+				tc.Arguments = args
+			}
+		}
 		calls[k] = tc
 	}
 	pieces := reply.Chunks
 	if len(pieces) == 0 {
 		pieces = wordPieces(reply.Text)
+	}
+	if reply.Fill > 0 {
+		text := strings.Join(pieces, "")
+		pieces = append(append([]string(nil), pieces...), chunked(FillText(text, reply.Fill)[len(text):], FillChunk)...)
 	}
 	finish := reply.FinishReason
 	if finish == "" {

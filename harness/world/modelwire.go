@@ -67,13 +67,17 @@ func decodeContent(raw json.RawMessage) (string, error) {
 
 // ToolCall is one function call: in a Reply, a call the scripted model makes (an empty ID is
 // filled in as "call_<request number>_<call number>"); in a recorded Message, a call an assistant
-// message carries. Arguments is JSON text.
+// message carries. Arguments is JSON text. Fill, in a Reply, grows the arguments to exactly that
+// many characters when they are shorter (FillArguments; arguments that cannot be filled are sent
+// as they are); it is not part of the wire form.
 //
 //	world.ToolCall{Name: "lookup", Arguments: `{"q":"x"}`}
+//	world.ToolCall{Name: "store", Arguments: `{}`, Fill: 300000}
 type ToolCall struct {
 	ID        string
 	Name      string
 	Arguments string
+	Fill      int
 }
 
 type wireFunction struct {

@@ -31,6 +31,7 @@ func TestOfficialOpenAIClient(t *testing.T) {
 		world.Reply{Text: "Hi there"},
 		world.Reply{Chunks: []string{"Hel", "lo"}},
 		world.Reply{Chunks: []string{"A", "B"}, KeepAlive: true, MultiLine: true},
+		world.Reply{Text: "big:", Fill: 262145, ToolCalls: []world.ToolCall{{Name: "store", Arguments: `{"k":1}`, Fill: 262145}}},
 	))
 	cmd := exec.CommandContext(bounded(t), node, script, w.URL()+"/v1")
 	out, err := cmd.Output()
@@ -44,7 +45,8 @@ func TestOfficialOpenAIClient(t *testing.T) {
 		"plain": {"content": "Hi there", "finish": "stop", "usage": {"prompt_tokens": 6, "completion_tokens": 2, "total_tokens": 8}, "sum": true},
 		"streamWithUsage": {"content": "Hello", "finish": "stop", "usage": {"prompt_tokens": 6, "completion_tokens": 2, "total_tokens": 8}, "usageChunks": 1},
 		"streamKeepAliveMultiLine": {"content": "AB", "finish": "stop", "usage": null, "usageChunks": 0},
-		"refusal": {"status": 400, "type": "invalid_request_error", "hasMessage": true}
+		"refusal": {"status": 400, "type": "invalid_request_error", "hasMessage": true},
+		"big": {"contentLength": 262145, "argsLength": 262145, "argsFill": true, "finish": "tool_calls"}
 	}`, string(out))
 	assert.Len(t, w.Rejections(), 1)
 }

@@ -8,17 +8,23 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/loomcheck/loomcheck/spec"
 )
 
-// Behavior is how a tool answers one call. With Fail set the call is refused (see Failure);
+// Behavior is how a tool answers one call. With Fail set the call is refused (see Failure), a
+// failure the model is to be told about; with Error set it is refused with a typed failure, Fail's
+// status (500 without Fail, never a 2xx) and {"error": message, "failure": Error} (see ToolError);
 // otherwise it succeeds with 200 and the JSON encoding of Result ({} when Result is nil; a Result
 // that cannot be encoded is answered 500). With Hold set the tool first waits at the hold; a client
 // that goes away meanwhile gets no answer.
 //
 //	w.Tools().Define("lookup", world.Behavior{Result: map[string]any{"answer": 42}})
+//	w.Tools().Enqueue("pay", world.Behavior{Error: &world.ToolError{Class: world.ClassQuotaExceeded}})
 type Behavior struct {
 	Result any
 	Fail   *Failure
+	Error  *ToolError
 	Hold   *Hold
 }
 
@@ -26,7 +32,11 @@ type Behavior struct {
 // Args is the request body (a JSON object). Status is the answer's status, set when the call ends
 // (0 while it is held or when the World closed first); Aborted means the client went away first.
 // Replayed means the answer was a replay of an earlier call with the same tool and
-// Idempotency-Key.
+// Idempotency-Key. Attempt counts the calls of that tool with that Idempotency-Key so far, this one
+// included (1 for the first; 0 for a call without a key): a tool declared idempotent: false runs
+// every attempt, so Attempt 2 there is a second execution of one call. Principal is what the
+// principal headers named (PrincipalSent: Loom-Actor was present). Human means the tool is declared
+// kind: human: the call was recorded and answered 202, the person's answer comes another way.
 //
 //	inv := w.Tools().CallsOf("pay")[0]
 //	assert.Equal(t, inv.IdempotencyKey, w.Tools().CallsOf("pay")[1].IdempotencyKey)
@@ -39,6 +49,10 @@ type Invocation struct {
 	Status         int
 	Replayed       bool
 	Aborted        bool
+	Attempt        int
+	Principal      spec.Principal
+	PrincipalSent  bool
+	Human          bool
 }
 
 type toolScript struct {
@@ -56,8 +70,11 @@ type toolAnswer struct {
 // (Enqueue), then with its default behavior (Define); a tool with neither is unknown and answered
 // 404 {"error":"unknown tool"}. A call with the Idempotency-Key of an earlier successful (2xx) call
 // of the same tool gets that call's answer again without consuming a behavior; a failed call is not
-// remembered, so a retry with the same key takes the next behavior. Every call is
-// recorded, unknown tools included. It is safe for concurrent use.
+// remembered, so a retry with the same key takes the next behavior. Declared tools (Declare)
+// change that: one declared not idempotent neither replays nor remembers, one of kind human answers
+// 202 pending; the declaration in force when a call arrives decides. A behavior with Error answers
+// a typed failure (ToolError). Every call is recorded, unknown tools included, with the principal
+// headers it carried. It is safe for concurrent use.
 //
 //	_ = w.Tools().Define("clock", world.Behavior{Result: map[string]string{"now": "noon"}})
 //	err := w.Tools().WaitCallsOf(ctx, "clock", 1)
@@ -69,18 +86,23 @@ type Tools struct {
 	scripts  map[string]*toolScript
 	scripted int
 	answers  map[string]toolAnswer // by name + "\x00" + key
+	attempts map[string]int        // by name + "\x00" + key
+	decls    map[string]spec.ToolDef
+	declared []string // names in declaration order
 	log      *journal[Invocation]
 }
 
 func newTools(w *World) *Tools {
-	return &Tools{w: w, scripts: map[string]*toolScript{}, answers: map[string]toolAnswer{}, log: newJournal[Invocation](w.opts)}
+	return &Tools{w: w, scripts: map[string]*toolScript{}, answers: map[string]toolAnswer{}, attempts: map[string]int{},
+		decls: map[string]spec.ToolDef{}, log: newJournal[Invocation](w.opts)}
 }
 
 func (t *Tools) reset() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.scripts, t.scripted = map[string]*toolScript{}, 0
-	t.answers = map[string]toolAnswer{}
+	t.answers, t.attempts = map[string]toolAnswer{}, map[string]int{}
+	t.decls, t.declared = map[string]spec.ToolDef{}, nil
 	t.log = newJournal[Invocation](t.w.opts)
 	t.sig.fire()
 }
@@ -99,6 +121,9 @@ func (t *Tools) script(name string) *toolScript {
 //
 //	_ = w.Tools().Define("clock", world.Behavior{Result: map[string]string{"now": "noon"}})
 func (t *Tools) Define(name string, b Behavior) error {
+	if err := b.check(); err != nil {
+		return err
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.scripts[name] == nil && len(t.scripts) >= t.w.opts.MaxScript {
@@ -114,6 +139,11 @@ func (t *Tools) Define(name string, b Behavior) error {
 //
 //	_ = w.Tools().Enqueue("pay", world.Behavior{Fail: &world.Failure{Status: 502, Message: "bank down"}})
 func (t *Tools) Enqueue(name string, bs ...Behavior) error {
+	for _, b := range bs {
+		if err := b.check(); err != nil {
+			return err
+		}
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.scripted+len(bs) > t.w.opts.MaxScript || t.scripts[name] == nil && len(t.scripts) >= t.w.opts.MaxScript {
@@ -123,6 +153,53 @@ func (t *Tools) Enqueue(name string, bs ...Behavior) error {
 	s.queue = append(s.queue, bs...)
 	t.scripted += len(bs)
 	return nil
+}
+
+// Declare records what a system is told about a tool (spec.ToolDef: Idempotent, Kind, ...) and
+// makes the tool server keep it: a tool declared Idempotent false runs every call, a repeated
+// Idempotency-Key included (no replay), and a tool of Kind KindHuman answers every call
+// 202 {"pending": "human"} without taking a behavior. A second Declare of a name replaces the
+// first. It fails with ErrScriptFull past Options.MaxScript declarations and with ErrBadToolError
+// for a Kind other than "" and KindHuman.
+//
+//	_ = w.Tools().Declare(spec.ToolDef{Name: "pay", Idempotent: world.Bool(false)})
+//	cfg.Tools.Definitions = w.Tools().Definitions()
+func (t *Tools) Declare(defs ...spec.ToolDef) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(t.declared)
+	for _, d := range defs {
+		if d.Kind != "" && d.Kind != KindHuman {
+			return fmt.Errorf("%w: tool %q has kind %q", ErrBadToolError, d.Name, d.Kind)
+		}
+		if _, ok := t.decls[d.Name]; !ok {
+			n++
+		}
+	}
+	if n > t.w.opts.MaxScript {
+		return ErrScriptFull
+	}
+	for _, d := range defs {
+		if _, ok := t.decls[d.Name]; !ok {
+			t.declared = append(t.declared, d.Name)
+		}
+		t.decls[d.Name] = d
+	}
+	return nil
+}
+
+// Definitions returns the declared tools in the order they were first declared, ready for
+// spec.SUTConfig.Tools.Definitions.
+//
+//	cfg.Tools.Definitions = append(cfg.Tools.Definitions, w.Tools().Definitions()...)
+func (t *Tools) Definitions() []spec.ToolDef {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]spec.ToolDef, 0, len(t.declared))
+	for _, n := range t.declared {
+		out = append(out, t.decls[n])
+	}
+	return out
 }
 
 // Calls returns a copy of the recorded calls, oldest first.
@@ -193,13 +270,25 @@ func (t *Tools) WaitDone(ctx context.Context, i int) (Invocation, error) {
 	return out, err
 }
 
-// take records a call and decides its answer: a replay, a behavior, or unknown.
+// take records a call and decides its answer: a replay, a human's pending answer, a behavior, or
+// unknown.
 func (t *Tools) take(inv Invocation) (b Behavior, known bool, replay *toolAnswer, log *journal[Invocation], i int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	log = t.log
 	inv.Index = log.total
+	d, declared := t.decls[inv.Name]
 	if inv.IdempotencyKey != "" {
+		k := inv.Name + "\x00" + inv.IdempotencyKey
+		if _, seen := t.attempts[k]; seen || len(t.attempts) < t.w.opts.MaxRecords {
+			t.attempts[k]++
+			inv.Attempt = t.attempts[k]
+		}
+	}
+	if declared && d.Kind == KindHuman {
+		inv.Human = true
+		replay = &toolAnswer{http.StatusAccepted, []byte(`{"pending":"human"}`)}
+	} else if inv.IdempotencyKey != "" && !(declared && d.Idempotent != nil && !*d.Idempotent) {
 		if a, ok := t.answers[inv.Name+"\x00"+inv.IdempotencyKey]; ok {
 			inv.Replayed = true
 			replay = &a
@@ -232,6 +321,9 @@ func (t *Tools) end(log *journal[Invocation], i int, name, key string, a *toolAn
 		}
 		inv.Aborted = aborted
 	}
+	if d, ok := t.decls[name]; ok && (d.Kind == KindHuman || d.Idempotent != nil && !*d.Idempotent) {
+		key = "" // neither remembered nor replayed
+	}
 	if a != nil && !aborted && a.status/100 == 2 && key != "" && log == t.log && len(t.answers) < t.w.opts.MaxRecords {
 		k := name + "\x00" + key
 		if _, ok := t.answers[k]; !ok {
@@ -253,8 +345,13 @@ func (t *Tools) serve(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := r.Header.Get("Idempotency-Key")
+	p, sent, ok := principalOf(r.Header)
+	if !ok {
+		t.w.reject(rw, r, http.StatusBadRequest, "a principal header is not one percent-encoded UTF-8 value")
+		return
+	}
 	b, known, replay, log, i := t.take(Invocation{Name: name, Args: json.RawMessage(bytes.Clone(body)),
-		IdempotencyKey: key, Arrived: time.Now()})
+		IdempotencyKey: key, Arrived: time.Now(), Principal: p, PrincipalSent: sent})
 
 	var a toolAnswer
 	switch {
@@ -284,6 +381,9 @@ func (t *Tools) serve(rw http.ResponseWriter, r *http.Request) {
 }
 
 func behaviorAnswer(b Behavior) toolAnswer {
+	if b.Error != nil {
+		return typedFailureBody(b)
+	}
 	if b.Fail != nil {
 		status, body := failureBody(b.Fail)
 		return toolAnswer{status, body}

@@ -1,8 +1,9 @@
-// Package conversation is the dialogue layer: a conversation is one durable execution whose
-// body takes signed messages from its inbox, runs each user turn as an agent loop, and records
-// every transcript entry exactly once as a decision. Conversations is the client: it decides who
-// may do what (owner-only by default), signs what it sends, and reads history back with bounded
-// range reads.
+// Package conversation is the client of durable conversations: it decides who may do what
+// (owner-only by default), signs what it sends, and reads history back with bounded range reads.
+// A conversation is one durable execution whose body (package dialogue) takes signed messages from
+// its inbox, runs each user turn as an agent loop (package turn), and records every transcript
+// entry exactly once as a decision in the vocabulary of package record. Its configuration types
+// are record's, under the names callers have always used.
 package conversation
 
 import (
@@ -18,12 +19,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/loomcheck/loomcheck/reference/agent"
 	"github.com/loomcheck/loomcheck/reference/budget"
+	"github.com/loomcheck/loomcheck/reference/conversation/dialogue"
 	"github.com/loomcheck/loomcheck/reference/conversation/live"
 	"github.com/loomcheck/loomcheck/reference/conversation/participants"
+	"github.com/loomcheck/loomcheck/reference/conversation/record"
 	"github.com/loomcheck/loomcheck/reference/envelope"
-	"github.com/loomcheck/loomcheck/reference/hostio"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/model"
@@ -31,87 +32,55 @@ import (
 
 // Modes (loomtype.Mode).
 const (
-	ModeOwner  = loomtype.ModeOwner
-	ModeShared = loomtype.ModeShared
+	ModeOwner  = record.ModeOwner
+	ModeShared = record.ModeShared
 )
 
-// Defaults of Config.
+// Defaults of Config (package record holds them).
 const (
-	DefaultRotateEveryTurns  = 100
-	DefaultMaxTurnChars      = 32000
-	DefaultMaxScan           = 2000
-	DefaultMaxCarryBytes     = 256 << 10
-	DefaultMaxWindowTurns    = 64
-	DefaultMaxEnvelopeAgeMs  = 600_000
-	DefaultMaxInvalidRecords = 100
-	DefaultMaxIterations     = 8
-	RecentKeys               = 256
-	ReplayCapacity           = 1024
+	DefaultRotateEveryTurns  = record.DefaultRotateEveryTurns
+	DefaultMaxTurnChars      = record.DefaultMaxTurnChars
+	DefaultMaxScan           = record.DefaultMaxScan
+	DefaultMaxCarryBytes     = record.DefaultMaxCarryBytes
+	DefaultMaxWindowTurns    = record.DefaultMaxWindowTurns
+	DefaultMaxEnvelopeAgeMs  = record.DefaultMaxEnvelopeAgeMs
+	DefaultMaxInvalidRecords = record.DefaultMaxInvalidRecords
+	DefaultMaxIterations     = record.DefaultMaxIterations
+	RecentKeys               = record.RecentKeys
+	ReplayCapacity           = record.ReplayCapacity
 )
 
 // Placeholders sent to the model for a turn with no reply text, so that roles alternate.
 const (
-	PlaceholderInterrupted = "(interrupted)"
-	PlaceholderFailed      = "(no reply: the request failed)"
-	SummaryAck             = "(summary noted)"
+	PlaceholderInterrupted = record.PlaceholderInterrupted
+	PlaceholderFailed      = record.PlaceholderFailed
+	SummaryAck             = record.SummaryAck
 )
 
-// Config configures conversations. Zero values mean the documented defaults.
-type Config struct {
-	// Keys signs and verifies envelopes: the current key first, then previous keys that still
-	// verify. At least one key of at least 32 bytes is required.
-	Keys             [][]byte
-	SystemPrompt     string
-	BargeIn          bool
-	RotateEveryTurns int
-	MaxTurnChars     int
-	MaxScan          int
-	MaxCarryBytes    int
-	MaxWindowTurns   int
-	MaxEnvelopeAgeMs int64
-	// MaxInvalidRecords is how many invalid messages (failed verification, empty or over
-	// MaxTurnChars) are recorded as rejected records in all; past it they are only counted.
-	MaxInvalidRecords int
-	// ReplaySetSize is how many consumed envelope ids the replay set keeps (default 1024).
-	ReplaySetSize int
-	MaxIterations int
-	ParallelTools bool
-	Model         string
-	Tools         []model.Tool
-	// ToolClasses maps a tool to its data class (shared mode).
-	ToolClasses map[string]string
-	// NeedsApproval lists tools whose calls need a person's approval. The dialogue cannot hold
-	// a parked approval gate, so New refuses any.
-	NeedsApproval []string
-	Budget        *Budget
-	Shared        Shared
-}
+// Fences of the rolling summary (spec/prompt.md).
+const (
+	SummaryOpen  = dialogue.SummaryOpen
+	SummaryClose = dialogue.SummaryClose
+)
 
-// Budget turns on token-aware context fitting.
-type Budget struct {
-	ContextWindow       int
-	ReserveOutputTokens int
-	// MaxSummaryTokens bounds the rolling summary (default a quarter of the window).
-	MaxSummaryTokens int
-	Counter          budget.Counter
-}
+// The kernel flows of a conversation and of a shared-mode turn.
+const (
+	FlowName     = record.FlowName
+	TurnFlowName = record.TurnFlowName
+)
 
-// Deps are the conversation's connections to the world.
-type Deps struct {
-	Provider   model.Provider
-	Tools      agent.ToolRunner
-	Summarizer hostio.Summarizer
-	// OnError receives the real error behind a failed turn, once.
-	OnError func(hostio.ErrorReport)
-	// Allowed reports whether asker may call tool (nil: every tool).
-	Allowed func(asker loomtype.Identity, tool string) bool
-	// Cleared reports whether viewer is cleared for every class (shared mode; fail closed).
-	Cleared func(ctx context.Context, viewer loomtype.Identity, classes []string) bool
-	// Memory is the agent memory, recalled and written back per asker (nil: none).
-	Memory hostio.Memory
-	// Now is the clock (default time.Now).
-	Now func() time.Time
-}
+// Config configures conversations (record.Config). Zero values mean the documented defaults.
+type Config = record.Config
+
+// Budget turns on token-aware context fitting (record.Budget).
+type Budget = record.Budget
+
+// Deps are the conversation's connections to the world (record.Deps).
+type Deps = record.Deps
+
+// ErrInvalidCarry is matched (errors.Is) by every refusal of a generation's input
+// (dialogue.ErrInvalidCarry).
+var ErrInvalidCarry = dialogue.ErrInvalidCarry
 
 // ErrApproval: a configuration asked for tool approvals, which a dialogue with barge-in cannot
 // hold.
@@ -120,7 +89,10 @@ var ErrApproval = errors.New("conversation: tools that need approval are not sup
 // Dialogue holds the conversation flows: register Flows on the kernel, then make the client on
 // that kernel with Client. A flow reaches the kernel only through its own kernel.Context, so an
 // execution the kernel recovers while it opens needs nothing set up after it.
-type Dialogue struct{ *core }
+type Dialogue struct {
+	*core
+	flows *dialogue.Dialogue
+}
 
 // Conversations is the client: who may do what, signing and sending, reading back. It is made on
 // an open kernel (Dialogue.Client) and never changes kernel. Safe for concurrent use.
@@ -140,8 +112,8 @@ type core struct {
 	// absent holds ids meta found no conversation at (see meta).
 	absent map[string]struct{}
 
-	// book holds the participant sets of shared conversations.
-	book participants.Book
+	// book holds the participant sets of shared conversations; the flows read the same one.
+	book *participants.Book
 }
 
 type meta struct {
@@ -205,17 +177,18 @@ func New(cfg Config, deps Deps, hub *live.Hub) (*Dialogue, error) {
 	if hub == nil {
 		hub = live.NewHub(0)
 	}
-	if err := cfg.Shared.validate(); err != nil {
+	if err := cfg.Shared.Validate(); err != nil {
 		return nil, err
 	}
-	return &Dialogue{&core{cfg: cfg, deps: deps, hub: hub, metas: map[string]meta{}, absent: map[string]struct{}{}}}, nil
+	book := new(participants.Book)
+	co := &core{cfg: cfg, deps: deps, hub: hub, metas: map[string]meta{}, absent: map[string]struct{}{}, book: book}
+	return &Dialogue{core: co, flows: dialogue.New(cfg, deps, hub, book)}, nil
 }
 
 // Flows returns the kernel flows conversations need. They hold no kernel: each reaches the one
 // running it through its Context.
 func (d *Dialogue) Flows() map[string]kernel.Flow {
-	fl := &Conversations{core: d.core}
-	return map[string]kernel.Flow{FlowName: fl.flow, TurnFlowName: fl.turnFlow}
+	return d.flows.Flows()
 }
 
 // Client returns the conversation client on k, the kernel the flows are registered on.
@@ -232,17 +205,6 @@ func (cv *core) Config() Config { return cv.cfg }
 
 // kernel is the client's kernel; a flow has none here (it uses its Context's).
 func (cv *Conversations) kernel() *kernel.Kernel { return cv.k }
-
-// startInput is generation 0's input: the owner stamp, written at the one moment only the
-// starter can write it.
-type startInput struct {
-	V     int               `json:"v"`
-	Owner loomtype.Identity `json:"owner"`
-	Mode  loomtype.Mode     `json:"mode"`
-	// CountEmpty: empty and oversized messages count against MaxInvalidRecords. Every
-	// conversation Start makes says so; one whose log predates it replays as it was written.
-	CountEmpty bool `json:"countEmpty,omitempty"`
-}
 
 // StartOptions choose the conversation's id and mode.
 type StartOptions struct {
@@ -291,7 +253,7 @@ func (cv *Conversations) Start(ctx context.Context, principal loomtype.Identity,
 	default:
 		return loomtype.Status{}, false, loomtype.BadRequest("mode", "unknown mode")
 	}
-	in, _ := json.Marshal(startInput{V: 1, Owner: principal, Mode: opt.Mode, CountEmpty: true})
+	in, _ := json.Marshal(record.StartInput{V: 1, Owner: principal, Mode: opt.Mode, CountEmpty: true})
 	k := cv.kernel()
 	_, err := k.Start(ctx, kernel.StartRequest{ID: opt.ID, Flow: FlowName, Input: in, Principal: runAs})
 	created := true
@@ -385,7 +347,7 @@ func (cv *Conversations) meta(ctx context.Context, id string) (meta, error) {
 	}
 	// An execution that is no conversation is remembered as one nobody may touch (ok false), so
 	// it costs what a conversation costs from now on too.
-	var started startInput
+	var started record.StartInput
 	m = meta{}
 	if info.Flow == FlowName && ierr == nil && json.Unmarshal(input, &started) == nil {
 		m = meta{owner: started.Owner, mode: started.Mode}
@@ -538,7 +500,7 @@ func (cv *Conversations) send(ctx context.Context, principal loomtype.Identity, 
 		env.EditOf = &e
 	}
 	env = envelope.Sign(cv.cfg.Keys[0], env)
-	payload, err := json.Marshal(wireEnvelope(env))
+	payload, err := json.Marshal(record.WireEnvelope(env))
 	if err != nil {
 		return SendResult{}, err
 	}
@@ -555,23 +517,6 @@ func (cv *Conversations) send(ctx context.Context, principal loomtype.Identity, 
 		return SendResult{}, err
 	}
 	return SendResult{MessageID: opt.MessageID, Delivered: ok}, nil
-}
-
-// envelopeJSON is the wire form of an envelope (schemas/envelope.schema.json).
-type envelopeJSON struct {
-	ConversationID string            `json:"conversationId"`
-	Kind           string            `json:"kind"`
-	ID             string            `json:"id"`
-	IAT            int64             `json:"iat"`
-	Text           string            `json:"text"`
-	Asker          envelope.Identity `json:"asker"`
-	EditOf         *int64            `json:"editOf,omitempty"`
-	Sig            string            `json:"sig"`
-}
-
-func wireEnvelope(e envelope.Envelope) envelopeJSON {
-	return envelopeJSON{ConversationID: e.ConversationID, Kind: e.Kind, ID: e.ID, IAT: e.IAT, Text: e.Text,
-		Asker: e.Asker, EditOf: e.EditOf, Sig: e.Sig}
 }
 
 // AuthorizeRuntime applies the runtime door's owner-scoped policy: only the principal an

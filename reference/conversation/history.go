@@ -2,9 +2,8 @@ package conversation
 
 import (
 	"context"
-	"encoding/json"
-	"strings"
 
+	"github.com/loomcheck/loomcheck/reference/conversation/record"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 )
@@ -26,23 +25,6 @@ type HistoryOptions struct {
 }
 
 const block = 256
-
-// entryOf returns the transcript entry an event holds, if it holds one.
-func entryOf(ev kernel.LogEvent) (loomtype.Entry, bool) {
-	d := ev.Decision
-	if d == nil || len(d.Value) == 0 || d.Value[0] != '{' {
-		return loomtype.Entry{}, false
-	}
-	var v struct {
-		Rec *storedRecord `json:"rec"`
-	}
-	if json.Unmarshal(d.Value, &v) != nil || v.Rec == nil {
-		return loomtype.Entry{}, false
-	}
-	e := v.Rec.entry()
-	e.Cursor = loomtype.Cursor{Gen: ev.Gen, Seq: ev.Seq}.String()
-	return e, true
-}
 
 // History reads one bounded page of the transcript as principal sees it. One call scans at most
 // MaxScan log events (every generation hop counts), so it costs O(MaxScan) whatever the cursor
@@ -136,7 +118,7 @@ func (cv *Conversations) ReadForward(ctx context.Context, id string, from loomty
 		scanned += len(evs)
 		for _, ev := range evs {
 			s = ev.Seq
-			if e, ok := entryOf(ev); ok {
+			if e, ok := record.EntryOf(ev); ok {
 				out = append(out, e)
 				if len(out) == limit {
 					return out, loomtype.Cursor{Gen: g, Seq: s}, false, nil
@@ -212,7 +194,7 @@ func (cv *Conversations) readBackward(ctx context.Context, id string, before *lo
 		scanned += len(evs)
 		for _, ev := range evs {
 			s = ev.Seq
-			if e, ok := entryOf(ev); ok {
+			if e, ok := record.EntryOf(ev); ok {
 				out = append(out, e)
 				if len(out) == limit {
 					return out, loomtype.Cursor{Gen: g, Seq: s}, false, nil
@@ -310,49 +292,12 @@ func (cv *Conversations) newestTurn(ctx context.Context, id string, gen int64) (
 		for _, ev := range evs {
 			scanned++
 			before = ev.Seq
-			if n, found, legacy := turnsOf(ev, gen); found || legacy {
+			if n, found, legacy := record.TurnsOf(ev, gen); found || legacy {
 				return n, found, nil
 			}
 		}
 	}
 	return 0, false, nil
-}
-
-// turnsOf reads the count of accepted turns an event of a conversation's log holds, if any
-// (found). legacy reports a verdict or record written before they held the count: the count is
-// then to be found the old way.
-func turnsOf(ev kernel.LogEvent, gen int64) (n int64, found, legacy bool) {
-	switch {
-	case ev.Decision != nil:
-		d := ev.Decision
-		if !strings.HasPrefix(d.ID, idPrefix) || len(d.Value) == 0 || d.Value[0] != '{' {
-			return 0, false, false
-		}
-		var v struct {
-			Turns *int64          `json:"turns"`
-			Rec   json.RawMessage `json:"rec"`
-		}
-		if json.Unmarshal(d.Value, &v) != nil {
-			return 0, false, false
-		}
-		if v.Turns == nil {
-			counted := v.Rec != nil || strings.HasSuffix(d.ID, verifySuffix)
-			return 0, false, counted
-		}
-		return *v.Turns, true, false
-	case ev.Start != nil:
-		if gen == 0 {
-			return 0, true, false
-		}
-		var carry struct {
-			Seq *int64 `json:"seq"`
-		}
-		if json.Unmarshal(ev.Start.Input, &carry) != nil || carry.Seq == nil {
-			return 0, false, true
-		}
-		return *carry.Seq, true, false
-	}
-	return 0, false, false
 }
 
 // WatchLog returns a channel that receives a value after each append to the conversation's log

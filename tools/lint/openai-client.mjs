@@ -2,7 +2,8 @@
 // the client saw as one JSON object, so a Go test can compare it whole. Usage:
 //   node tools/lint/openai-client.mjs http://127.0.0.1:PORT/v1
 // The world must have been scripted with: "Hi there" (plain), "Hel" "lo" (streamed with usage),
-// "A" "B" (keep-alive comments and several data lines); the fourth request is refused (no messages).
+// "A" "B" (keep-alive comments and several data lines); the fourth request is refused (no messages);
+// the fifth is streamed a text filled to 262145 characters and a tool call whose arguments are.
 import OpenAI from "openai";
 
 const client = new OpenAI({ baseURL: process.argv[2], apiKey: "k", maxRetries: 0 });
@@ -42,4 +43,21 @@ try {
 } catch (err) {
   out.refusal = { status: err.status, type: err.type, hasMessage: typeof err.error?.message === "string" };
 }
+const big = await client.chat.completions.create({ model: "m", messages, stream: true });
+let bigText = "";
+let bigArgs = "";
+let bigFinish = null;
+for await (const chunk of big) {
+  for (const c of chunk.choices) {
+    bigText += c.delta.content ?? "";
+    for (const tc of c.delta.tool_calls ?? []) bigArgs += tc.function?.arguments ?? "";
+    bigFinish = c.finish_reason ?? bigFinish;
+  }
+}
+out.big = {
+  contentLength: [...bigText].length,
+  argsLength: [...bigArgs].length,
+  argsFill: typeof JSON.parse(bigArgs).fill === "string",
+  finish: bigFinish,
+};
 console.log(JSON.stringify(out));

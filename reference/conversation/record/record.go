@@ -1,4 +1,4 @@
-package conversation
+package record
 
 import (
 	"time"
@@ -6,12 +6,12 @@ import (
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 )
 
-// storedRecord is a transcript record as the journal stores it: the "rec" of a record decision's
+// Stored is a transcript record as the journal stores it: the "rec" of a record decision's
 // value. It is kept apart from loomtype.Entry, the wire form history and the event stream
 // answer, so that either can change without the other: a record becomes an entry only when it
-// is read back (entry), and an entry is recorded only through recordOf. Its fields and their
+// is read back (Entry), and an entry is recorded only through Of. Its fields and their
 // JSON names are the on-disk shape of every journal already written; add fields, never rename.
-type storedRecord struct {
+type Stored struct {
 	// Cursor is always empty in the journal (a record's place is its event's); it is kept so
 	// that a record is stored exactly as before.
 	Cursor          string                `json:"cursor"`
@@ -31,15 +31,15 @@ type storedRecord struct {
 	TurnExecutionID string                `json:"turnExecutionId,omitempty"`
 }
 
-// recordOf is the stored form of an entry about to be recorded (its cursor is not stored).
-func recordOf(e loomtype.Entry) storedRecord {
-	return storedRecord{Ord: e.Ord, Turn: e.Turn, Role: e.Role, Status: e.Status, Text: e.Text, Reason: e.Reason,
+// Of is the stored form of an entry about to be recorded (its cursor is not stored).
+func Of(e loomtype.Entry) Stored {
+	return Stored{Ord: e.Ord, Turn: e.Turn, Role: e.Role, Status: e.Status, Text: e.Text, Reason: e.Reason,
 		ErrorID: e.ErrorID, MessageID: e.MessageID, EditOf: e.EditOf, EditOfTurn: e.EditOfTurn, Asker: e.Asker,
 		Time: e.Time, Classes: e.Classes, TurnExecutionID: e.TurnExecutionID}
 }
 
-// entry is the wire form of a stored record; its Cursor is for the reader to set.
-func (r storedRecord) entry() loomtype.Entry {
+// Entry is the wire form of a stored record; its Cursor is for the reader to set.
+func (r Stored) Entry() loomtype.Entry {
 	return loomtype.Entry{Ord: r.Ord, Turn: r.Turn, Role: r.Role, Status: r.Status, Text: r.Text,
 		Reason: r.Reason, ErrorID: r.ErrorID, MessageID: r.MessageID, EditOf: r.EditOf, EditOfTurn: r.EditOfTurn,
 		Asker: r.Asker, Time: r.Time, Classes: r.Classes, TurnExecutionID: r.TurnExecutionID}

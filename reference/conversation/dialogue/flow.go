@@ -1,4 +1,4 @@
-package conversation
+package dialogue
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 
 	"github.com/loomcheck/loomcheck/reference/agent"
 	"github.com/loomcheck/loomcheck/reference/budget"
+	"github.com/loomcheck/loomcheck/reference/conversation/record"
+	"github.com/loomcheck/loomcheck/reference/conversation/turn"
 	"github.com/loomcheck/loomcheck/reference/envelope"
 	"github.com/loomcheck/loomcheck/reference/hostio"
 	"github.com/loomcheck/loomcheck/reference/kernel"
@@ -25,8 +27,8 @@ var errClosedFlow = errors.New("conversation: closed")
 // recordValue is the value of a transcript decision. Turns is the number of the newest accepted
 // turn once the record is written, so the status reads it from the newest record alone.
 type recordValue struct {
-	Rec   storedRecord `json:"rec"`
-	Turns *int64       `json:"turns,omitempty"`
+	Rec   record.Stored `json:"rec"`
+	Turns *int64        `json:"turns,omitempty"`
 }
 
 // verdictValue is the recorded acceptance verdict of one message. Turns is the number of the
@@ -34,10 +36,10 @@ type recordValue struct {
 // every consumed message has a verdict, recorded or only counted, so the status finds a count
 // within a few events of the log's end whatever the number of rejections.
 type verdictValue struct {
-	OK       bool            `json:"ok"`
-	Reason   loomtype.Reason `json:"reason,omitempty"`
-	Envelope *envelopeJSON   `json:"envelope,omitempty"`
-	Turns    *int64          `json:"turns,omitempty"`
+	OK       bool                 `json:"ok"`
+	Reason   loomtype.Reason      `json:"reason,omitempty"`
+	Envelope *record.EnvelopeJSON `json:"envelope,omitempty"`
+	Turns    *int64               `json:"turns,omitempty"`
 }
 
 // fitValue is the recorded budget verdict of one turn.
@@ -55,7 +57,7 @@ type summaryValue struct {
 }
 
 // flow is the dialogue: receive, verify, record, run the turn, record, repeat.
-func (cv *Conversations) flow(c *kernel.Context, input json.RawMessage) (json.RawMessage, error) {
+func (cv *Dialogue) flow(c *kernel.Context, input json.RawMessage) (json.RawMessage, error) {
 	st, err := cv.initialState(c, input)
 	if err != nil {
 		return nil, err
@@ -86,9 +88,9 @@ func (cv *Conversations) flow(c *kernel.Context, input json.RawMessage) (json.Ra
 	}
 }
 
-func (cv *Conversations) initialState(c *kernel.Context, input json.RawMessage) (*state, error) {
+func (cv *Dialogue) initialState(c *kernel.Context, input json.RawMessage) (*state, error) {
 	if c.Generation() == 0 {
-		var in startInput
+		var in record.StartInput
 		if err := json.Unmarshal(input, &in); err != nil || in.V != 1 {
 			return nil, fmt.Errorf("conversation: start input: %v", err)
 		}
@@ -97,22 +99,12 @@ func (cv *Conversations) initialState(c *kernel.Context, input json.RawMessage) 
 	return readState(input, cv.cfg.MaxCarryBytes, cv.cfg.ReplaySetSize)
 }
 
-func (cv *Conversations) decide(c *kernel.Context, id string, v any, fn func() (any, error)) error {
-	raw, err := c.Decide(id, func() (json.RawMessage, error) {
-		x, err := fn()
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(x)
-	})
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(raw, v)
+func (cv *Dialogue) decide(c *kernel.Context, id string, v any, fn func() (any, error)) error {
+	return record.Decide(c, id, v, fn)
 }
 
 // record writes one transcript record, exactly once. live runs only when the record is new.
-func (cv *Conversations) record(c *kernel.Context, st *state, id string, e loomtype.Entry, live func()) (loomtype.Entry, error) {
+func (cv *Dialogue) record(c *kernel.Context, st *state, id string, e loomtype.Entry, live func()) (loomtype.Entry, error) {
 	st.Rec++
 	e.Ord = st.Rec
 	var v recordValue
@@ -122,15 +114,15 @@ func (cv *Conversations) record(c *kernel.Context, st *state, id string, e loomt
 			live()
 		}
 		turns := st.Seq
-		return recordValue{Rec: recordOf(e), Turns: &turns}, nil
+		return recordValue{Rec: record.Of(e), Turns: &turns}, nil
 	})
-	return v.Rec.entry(), err
+	return v.Rec.Entry(), err
 }
 
-func (cv *Conversations) handle(c *kernel.Context, st *state, m kernel.Message) error {
+func (cv *Dialogue) handle(c *kernel.Context, st *state, m kernel.Message) error {
 	ord := st.Ord
 	var vv verdictValue
-	err := cv.decide(c, verifyID(ord), &vv, func() (any, error) {
+	err := cv.decide(c, record.VerifyID(ord), &vv, func() (any, error) {
 		v := envelope.Check(envelope.CheckInput{
 			Raw: m.Payload, Keys: cv.cfg.Keys, ConversationID: c.ID(),
 			Voices: cv.voices(c, st),
@@ -139,7 +131,7 @@ func (cv *Conversations) handle(c *kernel.Context, st *state, m kernel.Message) 
 		turns := st.Seq
 		out := verdictValue{OK: v.OK, Reason: loomtype.Reason(v.Reason), Turns: &turns}
 		if v.OK {
-			e := wireEnvelope(v.Envelope)
+			e := record.WireEnvelope(v.Envelope)
 			out.Envelope = &e
 		}
 		return out, nil
@@ -154,7 +146,7 @@ func (cv *Conversations) handle(c *kernel.Context, st *state, m kernel.Message) 
 	st.Replay.Add(env.ID, env.IAT)
 	asker := loomtype.Identity(env.Asker)
 	if env.Kind == envelope.KindClose {
-		_, err := cv.record(c, st, idClosed, loomtype.Entry{Role: loomtype.RoleSystem, Status: loomtype.StatusClosed,
+		_, err := cv.record(c, st, record.IDClosed, loomtype.Entry{Role: loomtype.RoleSystem, Status: loomtype.StatusClosed,
 			MessageID: cv.entryMessageID(st, m), Asker: &asker}, nil)
 		if err != nil {
 			return err
@@ -165,14 +157,14 @@ func (cv *Conversations) handle(c *kernel.Context, st *state, m kernel.Message) 
 }
 
 // voices admits the asker of an envelope: the owner in owner mode.
-func (cv *Conversations) voices(c *kernel.Context, st *state) func(envelope.Identity) bool {
+func (cv *Dialogue) voices(c *kernel.Context, st *state) func(envelope.Identity) bool {
 	if st.Mode == ModeShared {
 		return cv.sharedVoices(c, st)
 	}
 	return func(id envelope.Identity) bool { return loomtype.Identity(id).Equal(st.Owner) }
 }
 
-func (cv *Conversations) entryMessageID(st *state, m kernel.Message) string {
+func (cv *Dialogue) entryMessageID(st *state, m kernel.Message) string {
 	if st.Mode == ModeShared {
 		return ""
 	}
@@ -182,12 +174,12 @@ func (cv *Conversations) entryMessageID(st *state, m kernel.Message) string {
 // invalid records an invalid message (one that failed verification, or an empty or oversized
 // turn), up to MaxInvalidRecords in all; past that it only counts them, with a recorded counter
 // every 100. asker is the verified asker, nil when verification failed.
-func (cv *Conversations) invalid(c *kernel.Context, st *state, m kernel.Message, reason loomtype.Reason, asker *loomtype.Identity) error {
+func (cv *Dialogue) invalid(c *kernel.Context, st *state, m kernel.Message, reason loomtype.Reason, asker *loomtype.Identity) error {
 	st.Invalid++
 	if st.Invalid > int64(cv.cfg.MaxInvalidRecords) {
 		if st.Invalid%100 == 0 {
 			var n int64
-			return cv.decide(c, droppedID(st.Invalid), &n, func() (any, error) { return st.Invalid, nil })
+			return cv.decide(c, record.DroppedID(st.Invalid), &n, func() (any, error) { return st.Invalid, nil })
 		}
 		return nil
 	}
@@ -195,8 +187,8 @@ func (cv *Conversations) invalid(c *kernel.Context, st *state, m kernel.Message,
 }
 
 // reject records a rejected user message: turn 0, a fixed reason, no text.
-func (cv *Conversations) reject(c *kernel.Context, st *state, m kernel.Message, reason loomtype.Reason, asker *loomtype.Identity) error {
-	_, err := cv.record(c, st, userID(st.Ord), loomtype.Entry{Turn: 0, Role: loomtype.RoleUser,
+func (cv *Dialogue) reject(c *kernel.Context, st *state, m kernel.Message, reason loomtype.Reason, asker *loomtype.Identity) error {
+	_, err := cv.record(c, st, record.UserID(st.Ord), loomtype.Entry{Turn: 0, Role: loomtype.RoleUser,
 		Status: loomtype.StatusRejected, Reason: reason, MessageID: cv.entryMessageID(st, m), Asker: asker}, nil)
 	return err
 }
@@ -214,7 +206,7 @@ func editMarker(quote string) string {
 	return fmt.Sprintf("[This message edits the user's earlier message %q.]\n", quote)
 }
 
-func (cv *Conversations) turn(c *kernel.Context, st *state, m kernel.Message, env *envelopeJSON, asker loomtype.Identity) error {
+func (cv *Dialogue) turn(c *kernel.Context, st *state, m kernel.Message, env *record.EnvelopeJSON, asker loomtype.Identity) error {
 	ord := st.Ord
 	if blank(env.Text) || utf8.RuneCountInString(env.Text) > cv.cfg.MaxTurnChars {
 		if !st.CountEmpty { // a conversation whose log predates the count replays as written
@@ -256,7 +248,7 @@ func (cv *Conversations) turn(c *kernel.Context, st *state, m kernel.Message, en
 	// says now.
 	if b := cv.cfg.Budget; b != nil {
 		var fv fitValue
-		err := cv.decide(c, fitID(ord), &fv, func() (any, error) {
+		err := cv.decide(c, record.FitID(ord), &fv, func() (any, error) {
 			in := budget.FitInput{ContextWindow: b.ContextWindow, ReserveOutputTokens: b.ReserveOutputTokens,
 				System: cv.cfg.SystemPrompt, Prompt: prompt, Counter: b.Counter, Tools: toolTexts(cv.cfg.Tools)}
 			if summary != "" {
@@ -312,7 +304,7 @@ func (cv *Conversations) turn(c *kernel.Context, st *state, m kernel.Message, en
 		defer sig.Disarm()
 	}
 	replayed := c.Replaying()
-	user, err := cv.record(c, st, userID(ord), loomtype.Entry{Turn: turnNo, Role: loomtype.RoleUser,
+	user, err := cv.record(c, st, record.UserID(ord), loomtype.Entry{Turn: turnNo, Role: loomtype.RoleUser,
 		Status: loomtype.StatusAccepted, Text: ptr(env.Text), MessageID: cv.entryMessageID(st, m),
 		EditOf: deref(env.EditOf), EditOfTurn: editOfTurn, Asker: &asker, Classes: classes}, func() {
 		if sig != nil {
@@ -322,8 +314,8 @@ func (cv *Conversations) turn(c *kernel.Context, st *state, m kernel.Message, en
 	if err != nil {
 		return err
 	}
-	res, err := cv.runTurn(c, st, turnRun{ord: ord, turn: turnNo, asker: asker, msgs: msgs, sig: sig,
-		replayed: replayed, env: env})
+	res, err := cv.runTurn(c, st, turn.Run{Ord: ord, Turn: turnNo, Asker: asker, Msgs: msgs, Sig: sig,
+		Replayed: replayed, Env: env})
 	if err != nil {
 		return err
 	}
@@ -334,7 +326,7 @@ func (cv *Conversations) turn(c *kernel.Context, st *state, m kernel.Message, en
 	}
 	replyClasses := cv.answerClasses(classes, append(res.Tools, res.Memory...))
 	reply.Classes = replyClasses
-	if _, err := cv.record(c, st, replyID(ord), reply, nil); err != nil {
+	if _, err := cv.record(c, st, record.ReplyID(ord), reply, nil); err != nil {
 		return err
 	}
 	cv.hub.End(c.ID(), turnNo)
@@ -347,119 +339,19 @@ func (cv *Conversations) turn(c *kernel.Context, st *state, m kernel.Message, en
 	return nil
 }
 
-type turnRun struct {
-	ord, turn int64
-	asker     loomtype.Identity
-	msgs      []model.Message
-	sig       *agent.Signal
-	replayed  bool
-	env       *envelopeJSON
-}
-
-// turnResult is how a turn ended, with the classes its memory recall adds and, in shared mode, the
-// turn execution that ran it.
-type turnResult struct {
-	agent.Result
-	Memory []string
-	ExecID string
-}
-
 // runTurn runs the agent loop for one turn: inline in owner mode, as a separate execution owned
 // by the asker in shared mode.
-func (cv *Conversations) runTurn(c *kernel.Context, st *state, tr turnRun) (turnResult, error) {
+func (cv *Dialogue) runTurn(c *kernel.Context, st *state, tr turn.Run) (turn.Result, error) {
 	if st.Mode == ModeShared {
-		return cv.runSharedTurn(c, st, tr)
+		return cv.turns.RunShared(c, tr)
 	}
-	return cv.runLoop(c, c.ID(), ownerLoopID(tr.ord), tr)
-}
-
-// runLoop runs one turn's agent loop: recall from the asker's memory (a journaled step), the
-// loop itself, and the write-back of a completed turn (a journaled step too).
-func (cv *Conversations) runLoop(c *kernel.Context, convID, loopID string, tr turnRun) (turnResult, error) {
-	msgs := tr.msgs
-	var out turnResult
-	if cv.deps.Memory != nil {
-		scope := memoryScope(tr.asker)
-		raw, err := c.Execute(loopID+memoryRecall, func(ctx context.Context) (json.RawMessage, error) {
-			entries, err := cv.deps.Memory.Recall(ctx, scope, lastUser(msgs))
-			if err != nil {
-				entries = nil // a memory that cannot be reached degrades to none
-			}
-			return json.Marshal(entries)
-		})
-		if err != nil && !isStepError(err) {
-			return out, err
-		}
-		var entries []hostio.MemoryEntry
-		_ = json.Unmarshal(raw, &entries)
-		if len(entries) > 0 {
-			msgs = withMemory(msgs, entries)
-			out.Memory = []string{memoryClassPrefix + scope}
-		}
-	}
-	res, err := agent.Run(c, cv.agentConfig(convID, c.ID(), loopID, tr), msgs)
-	if err != nil {
-		return out, err
-	}
-	out.Result = res
-	if cv.deps.Memory != nil && res.Status == agent.Complete {
-		prompt := lastUser(tr.msgs)
-		entries := []hostio.MemoryEntry{
-			{ID: memoryID(c.ID(), loopID, prompt), Role: model.RoleUser, Text: prompt},
-			{ID: memoryID(c.ID(), loopID, prompt+"\x00"+res.Text), Role: model.RoleAssistant, Text: res.Text},
-		}
-		scope := memoryScope(tr.asker)
-		if _, err := c.Execute(loopID+memoryWrite, func(ctx context.Context) (json.RawMessage, error) {
-			return nil, cv.deps.Memory.Write(ctx, scope, entries)
-		}); err != nil && !isStepError(err) {
-			return out, err
-		}
-	}
-	return out, nil
-}
-
-func isStepError(err error) bool {
-	var se *kernel.StepError
-	return errors.As(err, &se)
-}
-
-func lastUser(msgs []model.Message) string {
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == model.RoleUser {
-			return msgs[i].Content
-		}
-	}
-	return ""
-}
-
-// agentConfig is the agent loop of one turn of conversation convID, run by the execution
-// publisher: its live output goes to the hub as publisher's, which the hub takes only from the
-// execution that runs the conversation's current turn.
-func (cv *Conversations) agentConfig(convID, publisher, loopID string, tr turnRun) agent.Config {
-	began := false
-	return agent.Config{
-		LoopID: loopID, Provider: cv.deps.Provider, Model: cv.cfg.Model, Tools: cv.cfg.Tools,
-		Runner: cv.deps.Tools, MaxIterations: cv.cfg.MaxIterations, Parallel: cv.cfg.ParallelTools, Signal: tr.sig,
-		Allowed: func(tool string) bool { return cv.allowed(tr.asker, tool) },
-		OnLive: func() {
-			if !began {
-				began = true
-				cv.hub.Begin(convID, publisher, tr.turn, tr.asker.String(), tr.replayed)
-			}
-		},
-		OnDelta: func(text string) { cv.hub.Delta(convID, publisher, tr.turn, text) },
-		OnError: func(errorID string, err error) {
-			if cv.deps.OnError != nil {
-				cv.deps.OnError(hostio.ErrorReport{ErrorID: errorID, Error: errorDetail(err), ConversationID: convID, Turn: tr.turn})
-			}
-		},
-	}
+	return cv.turns.RunLoop(c, c.ID(), record.OwnerLoopID(tr.Ord), tr)
 }
 
 // newSignal makes the turn's barge-in signal: once armed (by the first live step of the turn)
 // it watches the inbox and fires when a message lands that is not a retry of a known one,
 // including one that was already waiting when the watch began.
-func (cv *Conversations) newSignal(c *kernel.Context, st *state, asker loomtype.Identity) *agent.Signal {
+func (cv *Dialogue) newSignal(c *kernel.Context, st *state, asker loomtype.Identity) *agent.Signal {
 	known := make(map[string]bool, len(st.Keys))
 	for _, k := range st.Keys {
 		known[k] = true
@@ -514,7 +406,7 @@ func (cv *Conversations) newSignal(c *kernel.Context, st *state, asker loomtype.
 
 // summarize folds evicted turns into the rolling summary. A summarizer that fails degrades: the
 // previous summary stays and the evicted turns leave anyway.
-func (cv *Conversations) summarize(c *kernel.Context, st *state) error {
+func (cv *Dialogue) summarize(c *kernel.Context, st *state) error {
 	if len(st.Evicted) == 0 {
 		return nil
 	}
@@ -536,8 +428,8 @@ func (cv *Conversations) summarize(c *kernel.Context, st *state) error {
 	}
 	prev := st.Summary
 	var sv summaryValue
-	err := cv.decide(c, summarizeDoneID(st.Ord), &sv, func() (any, error) {
-		out, err := c.Execute(summarizeID(st.Ord), func(ctx context.Context) (json.RawMessage, error) {
+	err := cv.decide(c, record.SummarizeDoneID(st.Ord), &sv, func() (any, error) {
+		out, err := c.Execute(record.SummarizeID(st.Ord), func(ctx context.Context) (json.RawMessage, error) {
 			s, err := cv.deps.Summarizer.Summarize(ctx, prev, msgs)
 			if err != nil {
 				return nil, err
@@ -593,14 +485,4 @@ func toolTexts(tools []model.Tool) []budget.ToolText {
 		out = append(out, budget.ToolText{Name: t.Name, Description: t.Description, Parameters: params})
 	}
 	return out
-}
-
-// errorDetail is the whole story of an error for the host's error hook: a provider's own answer
-// included (it may name hosts or hold credentials, which is why only the hook sees it).
-func errorDetail(err error) string {
-	var pe *model.ProviderError
-	if errors.As(err, &pe) && pe.Body != "" {
-		return err.Error() + ": " + pe.Body
-	}
-	return err.Error()
 }

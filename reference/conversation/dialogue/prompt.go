@@ -1,9 +1,6 @@
-package conversation
+package dialogue
 
 import (
-	"strings"
-
-	"github.com/loomcheck/loomcheck/reference/hostio"
 	"github.com/loomcheck/loomcheck/reference/model"
 )
 
@@ -34,26 +31,4 @@ func composeMessages(system, summary string, window []turnMem, prompt string) []
 			model.Message{Role: model.RoleAssistant, Content: t.modelReply()})
 	}
 	return append(msgs, model.Message{Role: model.RoleUser, Content: prompt})
-}
-
-// Fences of recalled memory (spec/prompt.md).
-const (
-	MemoryOpen  = "<recalled-memory>\n"
-	MemoryClose = "</recalled-memory>\n"
-)
-
-// withMemory puts recalled entries, fenced as data, at the head of the prompt's user message.
-func withMemory(msgs []model.Message, entries []hostio.MemoryEntry) []model.Message {
-	out := append([]model.Message(nil), msgs...)
-	var b strings.Builder
-	b.WriteString(MemoryOpen)
-	for _, e := range entries {
-		b.WriteString("- ")
-		b.WriteString(strings.ReplaceAll(e.Text, "\n", " "))
-		b.WriteString("\n")
-	}
-	b.WriteString(MemoryClose)
-	last := len(out) - 1
-	out[last].Content = b.String() + out[last].Content
-	return out
 }

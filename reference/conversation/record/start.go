@@ -1,0 +1,35 @@
+package record
+
+import (
+	"github.com/loomcheck/loomcheck/reference/envelope"
+	"github.com/loomcheck/loomcheck/reference/loomtype"
+)
+
+// StartInput is generation 0's input: the owner stamp, written at the one moment only the
+// starter can write it.
+type StartInput struct {
+	V     int               `json:"v"`
+	Owner loomtype.Identity `json:"owner"`
+	Mode  loomtype.Mode     `json:"mode"`
+	// CountEmpty: empty and oversized messages count against MaxInvalidRecords. Every
+	// conversation Start makes says so; one whose log predates it replays as it was written.
+	CountEmpty bool `json:"countEmpty,omitempty"`
+}
+
+// EnvelopeJSON is the wire form of an envelope (schemas/envelope.schema.json).
+type EnvelopeJSON struct {
+	ConversationID string            `json:"conversationId"`
+	Kind           string            `json:"kind"`
+	ID             string            `json:"id"`
+	IAT            int64             `json:"iat"`
+	Text           string            `json:"text"`
+	Asker          envelope.Identity `json:"asker"`
+	EditOf         *int64            `json:"editOf,omitempty"`
+	Sig            string            `json:"sig"`
+}
+
+// WireEnvelope is the wire form of e.
+func WireEnvelope(e envelope.Envelope) EnvelopeJSON {
+	return EnvelopeJSON{ConversationID: e.ConversationID, Kind: e.Kind, ID: e.ID, IAT: e.IAT, Text: e.Text,
+		Asker: e.Asker, EditOf: e.EditOf, Sig: e.Sig}
+}
