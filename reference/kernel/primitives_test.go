@@ -139,6 +139,7 @@ func TestNamedSignalCarriesABargeIn(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	armed := make(chan struct{})
+	past1 := make(chan struct{}) // the first checkpoint has looked, so the signal lands between the two
 	turn := func(c *kernel.Context, _ json.RawMessage) (json.RawMessage, error) {
 		sig := agent.NewSignal(func(s *agent.Signal) {
 			ch, stop := c.WatchSignal("barge-in")
@@ -166,6 +167,7 @@ func TestNamedSignalCarriesABargeIn(t *testing.T) {
 		if fired, err := check("abort:1"); err != nil || fired {
 			return json.Marshal("interrupted at 1")
 		}
+		close(past1)
 		select {
 		case <-sig.Done():
 		case <-time.After(5 * time.Second):
@@ -186,6 +188,7 @@ func TestNamedSignalCarriesABargeIn(t *testing.T) {
 	_, err = k.Start(ctx, kernel.StartRequest{ID: "turn-1", Flow: "turn", Principal: alice})
 	require.NoError(t, err)
 	<-armed
+	<-past1
 	ok, err := k.Signal(ctx, "turn-1", "barge-in", "m-7", nil)
 	require.NoError(t, err)
 	require.True(t, ok)
