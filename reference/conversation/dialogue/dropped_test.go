@@ -1,4 +1,4 @@
-package conversation
+package dialogue_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/loomcheck/loomcheck/reference/conversation"
 	"github.com/loomcheck/loomcheck/reference/conversation/record"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
@@ -23,23 +24,23 @@ func TestInvalidMessagesPastTheCapAreCountedEveryHundred(t *testing.T) {
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "loom.db"), store.Options{})
 	require.NoError(t, err)
 	defer st.Close()
-	dl, err := New(Config{Keys: [][]byte{[]byte(strings.Repeat("k", 32))}, MaxInvalidRecords: 2, RotateEveryTurns: 1000}, Deps{}, nil)
+	dl, err := conversation.New(conversation.Config{Keys: [][]byte{[]byte(strings.Repeat("k", 32))}, MaxInvalidRecords: 2, RotateEveryTurns: 1000}, conversation.Deps{}, nil)
 	require.NoError(t, err)
 	k, err := kernel.Open(ctx, st, kernel.Options{Flows: dl.Flows()})
 	require.NoError(t, err)
 	defer k.Close()
 	cv := dl.Client(k)
 	alice := loomtype.Identity{Tenant: "acme", Actor: "alice"}
-	s, _, err := cv.Start(ctx, alice, StartOptions{})
+	s, _, err := cv.Start(ctx, alice, conversation.StartOptions{})
 	require.NoError(t, err)
 	for range 201 {
-		_, err := cv.SendTurn(ctx, alice, s.ID, " ", SendOptions{})
+		_, err := cv.SendTurn(ctx, alice, s.ID, " ", conversation.SendOptions{})
 		require.NoError(t, err)
 	}
-	_, err = cv.SendTurn(ctx, alice, s.ID, "hello", SendOptions{})
+	_, err = cv.SendTurn(ctx, alice, s.ID, "hello", conversation.SendOptions{})
 	require.NoError(t, err)
 	for deadline := time.Now().Add(time.Minute); ; {
-		page, err := cv.History(ctx, alice, s.ID, HistoryOptions{Direction: Backward, Limit: 1})
+		page, err := cv.History(ctx, alice, s.ID, conversation.HistoryOptions{Direction: conversation.Backward, Limit: 1})
 		require.NoError(t, err)
 		if len(page.Entries) == 1 && page.Entries[0].Role == loomtype.RoleAssistant {
 			break
