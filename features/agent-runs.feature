@@ -305,3 +305,89 @@ Feature: An agent run is its own durable execution of the canonical loop
     Then the run reads exactly as when it ended
     And the model has been asked 2 times in all
     And the tool "lookup" has been called 2 times in all
+
+  @profile:agent @req:ADR0121-D3-10
+  Scenario Outline: A cancel during a model call hangs up on the model and ends the run canceled, whatever the provider does
+    Given <model>
+    When alice starts a run with:
+      """
+      {"prompt": "check the pumps"}
+      """
+    And the model has streamed its first words
+    And alice cancels the run
+    Then the run ends canceled
+    When the model is released
+    Then the system hung up on request 1 to the model
+    And the run's tool-call log is empty
+    And the model has been asked 1 time in all
+
+    Examples:
+      | provider                                  | model                                                                                     |
+      | the provider stops when aborted           | the model streams "Let me" and waits                                                      |
+      | the provider keeps streaming when aborted | the model streams "Let me" and waits, then keeps streaming " and more" whatever happens   |
+
+  @profile:agent @req:ADR0121-D3-02
+  Scenario: An abort during a model call whose provider keeps streaming keeps only what was streamed before it
+    Given the model streams "Let me" and waits, then keeps streaming " check more" whatever happens
+    When alice starts a run with:
+      """
+      {"prompt": "check the pumps"}
+      """
+    And the model has streamed its first words
+    And alice aborts the run
+    Then the run ends aborted
+    When the model is released
+    Then the system hung up on request 1 to the model
+    And the run was interrupted with "Let me" after 1 model call, having completed nothing
+    And the run's tool-call log is empty
+    And the model has been asked 1 time in all
+
+  @profile:agent @req:ADR0121-D3-11
+  Scenario: Parallel calls waiting for a slot when the run is aborted are not run, and the calls that ran are its partial
+    Given the model calls at once:
+      | tool   | arguments |
+      | north  | {}        |
+      | south  | {}        |
+      | lookup | {}        |
+    And the tool "north" waits
+    When alice starts a run with:
+      """
+      {"prompt": "check three zones", "parallelTools": 1}
+      """
+    And the tools "north" are in flight at once
+    And alice aborts the run
+    And the tool "north" is released
+    Then the run ends aborted
+    And the run was interrupted with "" after 1 model call, having completed:
+      | name  | arguments | ok   | result       |
+      | north | {}        | true | {"ok": true} |
+    And the tool "south" was never called
+    And the tool "lookup" was never called
+    And the model has been asked 1 time in all
+
+  @profile:agent @req:ADR0121-D3-11
+  Scenario: Parallel calls in flight when the run is aborted all end, and every one of them is in its partial, in the model's order
+    Given the model calls at once:
+      | tool   | arguments |
+      | north  | {}        |
+      | south  | {}        |
+      | lookup | {}        |
+    And the tool "north" waits
+    And the tool "south" waits
+    And the tool "lookup" answers {"zone": "lookup ok"}
+    When alice starts a run with:
+      """
+      {"prompt": "check three zones", "parallelTools": true}
+      """
+    And the tools "north" and "south" are in flight at once
+    And the tool "lookup" answered 1 time
+    And alice aborts the run
+    And the tool "south" is released
+    And the tool "north" is released
+    Then the run ends aborted
+    And the run was interrupted with "" after 1 model call, having completed:
+      | name   | arguments | ok   | result               |
+      | north  | {}        | true | {"ok": true}         |
+      | south  | {}        | true | {"ok": true}         |
+      | lookup | {}        | true | {"zone":"lookup ok"} |
+    And the model has been asked 1 time in all

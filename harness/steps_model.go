@@ -268,10 +268,12 @@ func (s *modelSteps) modelKeepsStreaming(parts, more string) error {
 func (s *modelSteps) systemHungUp(i int) error {
 	ctx, cancel := s.wait()
 	defer cancel()
-	if err := s.world.Model().WaitAborted(ctx, i-1); err != nil {
-		r, _ := s.modelRequest(i)
-		return fail(fmt.Sprintf("request %d to the model", i), fmt.Sprintf("still open or read to its end (finished %v)", r.Finished),
-			"the system closing the request when the turn was interrupted")
+	r, err := s.world.Model().WaitDone(ctx, i-1)
+	switch {
+	case err != nil:
+		return fail(fmt.Sprintf("request %d to the model", i), "still open", "the system closing the request when the turn was interrupted")
+	case !r.Aborted:
+		return fail(fmt.Sprintf("request %d to the model", i), "read to its end", "the system closing the request when the turn was interrupted")
 	}
 	return nil
 }

@@ -133,6 +133,8 @@ type toolOutcome struct {
 	Error   string          `json:"error,omitempty"`
 	Denied  bool            `json:"denied,omitempty"`
 	ErrorID string          `json:"errorId,omitempty"`
+	// NotRun: a parallel branch that started after the run was stopped, so it did nothing.
+	NotRun bool `json:"notRun,omitempty"`
 }
 
 // Run runs the loop on messages (the system prompt, the history and the prompt, already
@@ -184,6 +186,10 @@ func Run(c *kernel.Context, cfg Config, messages []model.Message) (Result, error
 		}
 		failed := false
 		for j, o := range outs {
+			if o.NotRun {
+				stopped = true
+				continue
+			}
 			if o.Denied {
 				res.Status, res.Reason, res.ErrorID = Failed, loomtype.ReasonDenied, o.ErrorID
 				return res, nil
@@ -292,21 +298,13 @@ func cutText(s string) string {
 
 func runTools(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall, res *Result) ([]toolOutcome, bool, error) {
 	outs := make([]toolOutcome, 0, len(calls))
-	var slots chan struct{} // the bound of parallel calls in flight
-	if cfg.Parallel && cfg.MaxParallel > 0 {
-		slots = make(chan struct{}, cfg.MaxParallel)
-	}
 	step := func(j int, call model.ToolCall) kernel.StepFunc {
 		id := toolStepID(cfg.LoopID, turn, j)
 		key := idempotencyKey(c.ID(), id, call)
 		return func(ctx context.Context) (json.RawMessage, error) {
-			if slots != nil {
-				select {
-				case slots <- struct{}{}:
-					defer func() { <-slots }()
-				case <-ctx.Done():
-					return nil, ctx.Err()
-				}
+			if cfg.Parallel && cfg.Signal != nil && cfg.Signal.Check() {
+				// A branch that wakes after the stop is not run; its step records that.
+				return json.Marshal(toolOutcome{NotRun: true})
 			}
 			return json.Marshal(callTool(ctx, cfg, call, key))
 		}
@@ -322,7 +320,8 @@ func runTools(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall, r
 			ids[j], fns[j] = stepID(j), step(j, call)
 			res.Tools = append(res.Tools, call.Name)
 		}
-		for _, r := range c.ExecuteAll(ids, fns) {
+		// Under a bound the calls start in the model's order (kernel.Context.ExecuteAllLimit).
+		for _, r := range c.ExecuteAllLimit(ids, fns, cfg.MaxParallel) {
 			o, err := decodeOutcome(r)
 			if err != nil {
 				return nil, false, err

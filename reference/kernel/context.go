@@ -259,7 +259,18 @@ type StepResult struct {
 // ExecuteAll runs several journaled steps concurrently. They are recorded as started in the
 // given order, so a replay sees the same order whichever finishes first; results come back in
 // that order too.
+//
+//	res := c.ExecuteAll([]string{"t1:0", "t1:1"}, []kernel.StepFunc{north, south})
 func (c *Context) ExecuteAll(ids []string, fns []StepFunc) []StepResult {
+	return c.ExecuteAllLimit(ids, fns, 0)
+}
+
+// ExecuteAllLimit is ExecuteAll with at most limit steps running at once (0: no bound). The
+// steps that run are started in the given order: the next waits for a running one to end, so
+// with a bound the first steps of the list are the first to run.
+//
+//	res := c.ExecuteAllLimit(ids, fns, 2)
+func (c *Context) ExecuteAllLimit(ids []string, fns []StepFunc, limit int) []StepResult {
 	out := make([]StepResult, len(ids))
 	fail := func(err error) []StepResult {
 		for i := range out {
@@ -344,10 +355,20 @@ func (c *Context) ExecuteAll(ids []string, fns []StepFunc) []StepResult {
 	c.mu.Unlock()
 
 	var wg sync.WaitGroup
+	var slots chan struct{}
+	if limit > 0 && limit < len(toRun) {
+		slots = make(chan struct{}, limit)
+	}
 	for _, i := range toRun {
 		wg.Add(1)
+		if slots != nil {
+			slots <- struct{}{} // a slot frees when a running step ends, so this never waits forever
+		}
 		run := func(i int) {
 			defer wg.Done()
+			if slots != nil {
+				defer func() { <-slots }()
+			}
 			out[i] = c.finishStep(ids[i], fns[i])
 		}
 		if len(toRun) == 1 {

@@ -356,3 +356,52 @@ func TestIDsMustBeUTF8(t *testing.T) {
 	_, err := r.k.Start(context.Background(), kernel.StartRequest{ID: "c\xff1", Flow: "echo", Principal: alice})
 	require.ErrorIs(t, err, kernel.ErrBadID, "an id that JSON could not keep intact would not be recovered")
 }
+
+// With a bound, the steps run at most limit at once and start in the order given: the first
+// steps of the list are the first to run, whichever goroutine the scheduler favours.
+func TestExecuteAllLimitBoundsAndStartsInOrder(t *testing.T) {
+	for _, limit := range []int{1, 2} {
+		var mu sync.Mutex
+		var started []int
+		inFlight, most := 0, 0
+		flow := func(c *kernel.Context, _ json.RawMessage) (json.RawMessage, error) {
+			ids := []string{"t0", "t1", "t2", "t3", "t4"}
+			fns := make([]kernel.StepFunc, len(ids))
+			for i := range fns {
+				fns[i] = func(ctx context.Context) (json.RawMessage, error) {
+					mu.Lock()
+					started = append(started, i)
+					inFlight++
+					most = max(most, inFlight)
+					mu.Unlock()
+					time.Sleep(2 * time.Millisecond)
+					mu.Lock()
+					inFlight--
+					mu.Unlock()
+					return json.Marshal(i)
+				}
+			}
+			out := []int{}
+			for _, r := range c.ExecuteAllLimit(ids, fns, limit) {
+				var n int
+				_ = json.Unmarshal(r.Value, &n)
+				out = append(out, n)
+			}
+			return json.Marshal(out)
+		}
+		r := newRig(t, map[string]kernel.Flow{"f": flow})
+		_, err := r.k.Start(context.Background(), kernel.StartRequest{ID: "x", Flow: "f", Principal: alice})
+		require.NoError(t, err)
+		info, err := r.k.Await(context.Background(), "x")
+		require.NoError(t, err)
+		require.JSONEq(t, "[0,1,2,3,4]", string(info.Output), "results in the given order")
+		mu.Lock()
+		require.Equal(t, limit, most, "at most %d at once, and the bound is reached", limit)
+		if limit == 1 {
+			require.Equal(t, []int{0, 1, 2, 3, 4}, started, "one at a time, in the given order")
+		} else {
+			require.ElementsMatch(t, []int{0, 1}, started[:2], "the first %d of the list are the first to run", limit)
+		}
+		mu.Unlock()
+	}
+}
