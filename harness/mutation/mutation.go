@@ -38,7 +38,7 @@ var Packages = []string{
 	"reference/store", "reference/kernel", "reference/agent", "reference/conversation",
 	"reference/conversation/live", "reference/conversation/participants", "reference/conversation/record",
 	"reference/conversation/turn", "reference/conversation/dialogue",
-	"reference/envelope", "reference/budget", "reference/gateway", "reference/model",
+	"reference/envelope", "reference/budget", "reference/gateway", "reference/model", "reference/run",
 }
 
 // SecurityPackages are the packages on a security or durability path: an equivalent mutant listed

@@ -89,19 +89,8 @@ func (k *Kernel) Cancel(ctx context.Context, id, reason string) error {
 		return ErrStopped
 	}
 	err := k.st.Update(ctx, func(tx store.Tx) error {
-		v, ok, err := tx.Meta(metaKey(id))
-		if err != nil {
+		if err := openIn(tx, id); err != nil {
 			return err
-		}
-		if !ok {
-			return loomtype.ErrNotFound
-		}
-		var in Info
-		if err := json.Unmarshal(v, &in); err != nil {
-			return fmt.Errorf("kernel: execution record %s: %w", id, err)
-		}
-		if in.State != StateOpen {
-			return &EndedError{ID: id, State: in.State}
 		}
 		if old, ok, err := tx.Meta(cancelKey(id)); err != nil {
 			return err
@@ -209,4 +198,26 @@ func (c *Context) canceledErr() *CanceledError {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.x.canceled
+}
+
+// openIn checks, inside a transaction, that execution id exists and is open, so a request to it
+// (a cancel, a signal) is stored only while it can still be taken.
+//
+// Errors: loomtype.ErrNotFound, an *EndedError, a damaged record's error, or a store error.
+func openIn(tx store.Tx, id string) error {
+	v, ok, err := tx.Meta(metaKey(id))
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return loomtype.ErrNotFound
+	}
+	var in Info
+	if err := json.Unmarshal(v, &in); err != nil {
+		return fmt.Errorf("kernel: execution record %s: %w", id, err)
+	}
+	if in.State != StateOpen {
+		return &EndedError{ID: id, State: in.State}
+	}
+	return nil
 }

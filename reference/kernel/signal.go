@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/store"
 )
 
@@ -56,19 +55,8 @@ func (k *Kernel) Signal(ctx context.Context, id, name, key string, payload json.
 	}
 	delivered := false
 	err := k.st.Update(ctx, func(tx store.Tx) error {
-		v, ok, err := tx.Meta(metaKey(id))
-		if err != nil {
+		if err := openIn(tx, id); err != nil {
 			return err
-		}
-		if !ok {
-			return loomtype.ErrNotFound
-		}
-		var in Info
-		if err := json.Unmarshal(v, &in); err != nil {
-			return fmt.Errorf("kernel: execution record %s: %w", id, err)
-		}
-		if in.State != StateOpen {
-			return &EndedError{ID: id, State: in.State}
 		}
 		fresh, err := tx.Remember(signalScope(id), strconv.Quote(name)+key, k.opt.DedupeWindow)
 		if err != nil || !fresh {
