@@ -63,3 +63,32 @@ func TestABodyThatCannotBeReadIsRefusedAndActedOnNever(t *testing.T) {
 		t.Fatalf("history: got %v, want exactly %v", got, want)
 	}
 }
+
+// TestAStartWhoseBodyCannotBeReadStartsNothing: a start may have no body at all (the system then
+// picks the id), so a start whose body breaks off must not be taken for one without a body: it is
+// answered 400 and nothing is written.
+func TestAStartWhoseBodyCannotBeReadStartsNothing(t *testing.T) {
+	be := openBenchEngine(t, instantProvider{})
+	before := be.eng.DurableWrites()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(be.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprintf(conn, "POST /conversations HTTP/1.1\r\nHost: example\r\nAuthorization: Bearer %s\r\n"+
+		"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n", benchToken)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a start whose body cannot be read: status %d, want 400", resp.StatusCode)
+	}
+	// The answer's body ends when the handler returns, so anything it went on to do is written.
+	if got := be.eng.DurableWrites(); got != before {
+		t.Fatalf("durable writes: %d before the refused start, %d after it; want none", before, got)
+	}
+}

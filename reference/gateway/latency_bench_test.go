@@ -115,6 +115,7 @@ type benchEngine struct {
 	client *http.Client
 	conv   string
 	events <-chan sseEvent
+	eng    *reference.Engine
 }
 
 // sseEvent is one event of the stream, stamped when its data line was read off the wire.
@@ -146,7 +147,7 @@ func openBenchEngine(b testing.TB, p model.Provider) *benchEngine {
 		b.Fatalf("open engine: %v", err)
 	}
 	srv := httptest.NewServer(eng.Handler())
-	be := &benchEngine{b: b, srv: srv, client: srv.Client()}
+	be := &benchEngine{b: b, srv: srv, client: srv.Client(), eng: eng}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	// Cleanups run last-in first-out: the stream goes first, then the server (which waits for
