@@ -37,12 +37,18 @@ func (g *Gateway) start(w http.ResponseWriter, r *http.Request, who loomtype.Ide
 		g.fail(w, err)
 		return
 	}
+	writeStarted(w, created, "/conversations/"+st.ID, st)
+}
+
+// writeStarted answers a start by a chosen id: 201 with the new resource, or 200 with the one
+// that already existed under that id, and its location either way.
+func writeStarted(w http.ResponseWriter, created bool, location string, v any) {
 	code := http.StatusCreated
 	if !created {
 		code = http.StatusOK
 	}
-	w.Header().Set("Location", "/conversations/"+st.ID)
-	writeJSON(w, code, st)
+	w.Header().Set("Location", location)
+	writeJSON(w, code, v)
 }
 
 func (g *Gateway) status(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {

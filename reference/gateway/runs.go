@@ -80,12 +80,7 @@ func (g *Gateway) startRun(w http.ResponseWriter, r *http.Request, who loomtype.
 		g.fail(w, err)
 		return
 	}
-	code := http.StatusCreated
-	if !created {
-		code = http.StatusOK
-	}
-	w.Header().Set("Location", "/runs/"+v.ID)
-	writeJSON(w, code, v)
+	writeStarted(w, created, "/runs/"+v.ID, v)
 }
 
 func (g *Gateway) getRun(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
