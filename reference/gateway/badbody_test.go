@@ -19,22 +19,8 @@ import (
 // next good turn's history holds that turn alone.
 func TestABodyThatCannotBeReadIsRefusedAndActedOnNever(t *testing.T) {
 	be := openBenchEngine(t, instantProvider{})
-	conn, err := net.Dial("tcp", strings.TrimPrefix(be.srv.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
-	fmt.Fprintf(conn, "POST /conversations/%s/turns HTTP/1.1\r\nHost: example\r\nAuthorization: Bearer %s\r\n"+
-		"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n", be.conv, benchToken)
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusBadRequest {
-		t.Fatalf("a body that cannot be read: status %d, want 400", resp.StatusCode)
+	if code := postBrokenBody(t, be, "/conversations/"+be.conv+"/turns"); code != http.StatusBadRequest {
+		t.Fatalf("a body that cannot be read: status %d, want 400", code)
 	}
 
 	be.sendTurn("hello")
@@ -70,25 +56,32 @@ func TestABodyThatCannotBeReadIsRefusedAndActedOnNever(t *testing.T) {
 func TestAStartWhoseBodyCannotBeReadStartsNothing(t *testing.T) {
 	be := openBenchEngine(t, instantProvider{})
 	before := be.eng.DurableWrites()
+	if code := postBrokenBody(t, be, "/conversations"); code != http.StatusBadRequest {
+		t.Fatalf("a start whose body cannot be read: status %d, want 400", code)
+	}
+	// The answer's body ends when the handler returns, so anything it went on to do is written.
+	if got := be.eng.DurableWrites(); got != before {
+		t.Fatalf("durable writes: %d before the refused start, %d after it; want none", before, got)
+	}
+}
+
+// postBrokenBody posts to path a JSON body whose chunked encoding breaks off in a malformed
+// chunk (not a size problem), reads the whole answer and returns its status.
+func postBrokenBody(t *testing.T, be *benchEngine, path string) int {
+	t.Helper()
 	conn, err := net.Dial("tcp", strings.TrimPrefix(be.srv.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
-	fmt.Fprintf(conn, "POST /conversations HTTP/1.1\r\nHost: example\r\nAuthorization: Bearer %s\r\n"+
-		"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n", benchToken)
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: example\r\nAuthorization: Bearer %s\r\n"+
+		"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n", path, benchToken)
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusBadRequest {
-		t.Fatalf("a start whose body cannot be read: status %d, want 400", resp.StatusCode)
-	}
-	// The answer's body ends when the handler returns, so anything it went on to do is written.
-	if got := be.eng.DurableWrites(); got != before {
-		t.Fatalf("durable writes: %d before the refused start, %d after it; want none", before, got)
-	}
+	return resp.StatusCode
 }
