@@ -1,0 +1,166 @@
+package stream
+
+import (
+	"strconv"
+
+	"github.com/loomcheck/loomcheck/reference/loomtype"
+)
+
+// EventKind is what happened in a conversation, as the adapter reads it.
+type EventKind string
+
+// The events the adapter reads.
+const (
+	// EventRecord is a durable transcript record (Event.Entry).
+	EventRecord EventKind = "record"
+	// EventDelta is a piece of a reply's live text (Event.Text).
+	EventDelta EventKind = "delta"
+	// EventRestart says a turn is being produced again after a restart: its text so far is void.
+	EventRestart EventKind = "restart"
+	// EventQueued is a message sent while the assistant works, waiting (Event.Message, Text).
+	EventQueued EventKind = "queued"
+	// EventPickedUp is a queued message taken at a safe point (Event.Message).
+	EventPickedUp EventKind = "picked-up"
+	// EventUnqueued is a queued message its sender took back (Event.Message).
+	EventUnqueued EventKind = "unqueued"
+	// EventStopping is a stop asked for the turn (Event.Turn).
+	EventStopping EventKind = "stopping"
+	// EventToolStarted and EventToolFinished bracket a tool call (Event.Call, Tool; OK and
+	// Text for the finish).
+	EventToolStarted  EventKind = "tool-started"
+	EventToolFinished EventKind = "tool-finished"
+)
+
+// Event is one input of the adapter.
+type Event struct {
+	Kind    EventKind
+	Turn    int64
+	Entry   *loomtype.Entry
+	Text    string
+	Message string
+	Author  string
+	Call    string
+	Tool    string
+	OK      bool
+}
+
+// Adapter turns a conversation's events into frame specs. It remembers only which turns have
+// streamed text, so that a reply the stream never saw streaming (a seed from stored history, a
+// turn replayed from the journal) still shows its text before its end.
+//
+// Not safe for concurrent use; Apply is pure apart from that memory.
+//
+//	a := stream.NewAdapter()
+//	for _, spec := range a.Apply(stream.Event{Kind: stream.EventDelta, Turn: 1, Text: "Hi"}) { log.Append(spec, now) }
+type Adapter struct {
+	streamed map[int64]bool
+}
+
+// NewAdapter returns an adapter with no turn streamed yet.
+func NewAdapter() *Adapter { return &Adapter{streamed: map[int64]bool{}} }
+
+// ReplyMessage is the message id of turn's reply: "a:" and the turn.
+func ReplyMessage(turn int64) string { return "a:" + strconv.FormatInt(turn, 10) }
+
+// UserMessage is the message id of a user record: its own message id, else "u:" and its ord.
+func UserMessage(e loomtype.Entry) string {
+	if e.MessageID != "" {
+		return e.MessageID
+	}
+	return "u:" + strconv.FormatInt(e.Ord, 10)
+}
+
+// Apply returns the frame specs of ev, in the order they are logged (none for an event the
+// stream does not show).
+func (a *Adapter) Apply(ev Event) []Spec {
+	switch ev.Kind {
+	case EventRecord:
+		if ev.Entry == nil {
+			return nil
+		}
+		return a.record(*ev.Entry)
+	case EventDelta:
+		if ev.Text == "" {
+			return nil
+		}
+		a.streamed[ev.Turn] = true
+		return []Spec{{Kind: KindTextDelta, Turn: ev.Turn, Message: ReplyMessage(ev.Turn), Author: ev.Author,
+			Data: map[string]string{"text": ev.Text}}}
+	case EventRestart:
+		delete(a.streamed, ev.Turn)
+		return []Spec{{Kind: KindStatus, Turn: ev.Turn, Data: map[string]any{"state": "restarted", "message": ReplyMessage(ev.Turn)}}}
+	case EventQueued:
+		return []Spec{userState(ev, "queued", ev.Text)}
+	case EventPickedUp:
+		return []Spec{userState(ev, "picked-up", "")}
+	case EventUnqueued:
+		return []Spec{userState(ev, "cancelled", "")}
+	case EventStopping:
+		return []Spec{{Kind: KindStatus, Turn: ev.Turn, Data: map[string]bool{"stopping": true}}}
+	case EventToolStarted:
+		return []Spec{{Kind: KindToolStarted, Turn: ev.Turn, Corr: ev.Call, Data: map[string]string{"call": ev.Call, "tool": ev.Tool}}}
+	case EventToolFinished:
+		return []Spec{{Kind: KindToolFinished, Turn: ev.Turn, Corr: ev.Call, Data: map[string]any{
+			"call": ev.Call, "tool": ev.Tool, "ok": ev.OK, "block": textBlock(ev.Text)}}}
+	}
+	return nil
+}
+
+func userState(ev Event, state, text string) Spec {
+	d := map[string]string{"message": ev.Message, "state": state}
+	if text != "" {
+		d["text"] = text
+	}
+	return Spec{Kind: KindUserMessage, Turn: ev.Turn, Message: ev.Message, Author: ev.Author, Data: d}
+}
+
+// MaxBlockText bounds the text of a text block, the degraded form of a result the stream has no
+// block for.
+const MaxBlockText = 280
+
+func textBlock(s string) map[string]string {
+	n := 0
+	for i := range s {
+		if n == MaxBlockText {
+			s = s[:i] + "…"
+			break
+		}
+		n++
+	}
+	return map[string]string{"kind": "text", "text": s}
+}
+
+func (a *Adapter) record(e loomtype.Entry) []Spec {
+	author := ""
+	if e.Asker != nil && e.Role == loomtype.RoleUser {
+		author = "person:" + e.Asker.Actor
+	}
+	text := ""
+	if e.Text != nil {
+		text = *e.Text
+	}
+	switch e.Role {
+	case loomtype.RoleUser:
+		d := map[string]string{"message": UserMessage(e), "state": "sent", "text": text}
+		if e.Status == loomtype.StatusRejected {
+			d["state"], d["reason"] = "rejected", string(e.Reason)
+			delete(d, "text")
+		}
+		return []Spec{{Kind: KindUserMessage, Turn: e.Turn, Corr: e.Cursor, Message: UserMessage(e), Author: author, Data: d}}
+	case loomtype.RoleAssistant:
+		msg := ReplyMessage(e.Turn)
+		var out []Spec
+		if !a.streamed[e.Turn] && text != "" {
+			out = append(out, Spec{Kind: KindTextDelta, Turn: e.Turn, Message: msg, Data: map[string]string{"text": text}})
+		}
+		delete(a.streamed, e.Turn)
+		d := map[string]string{"status": string(e.Status), "text": text}
+		if e.Reason != "" {
+			d["reason"] = string(e.Reason)
+		}
+		return append(out, Spec{Kind: KindTextDone, Turn: e.Turn, Corr: e.Cursor, Message: msg, Data: d})
+	case loomtype.RoleSystem:
+		return []Spec{{Kind: KindStatus, Turn: e.Turn, Corr: e.Cursor, Data: map[string]string{"state": string(e.Status)}}}
+	}
+	return nil
+}

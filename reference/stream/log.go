@@ -1,0 +1,133 @@
+package stream
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Limits bound a session's log: the oldest frames are dropped (and the floor moves up) when it
+// holds more than MaxFrames frames or more than MaxBytes bytes of encoded frames.
+type Limits struct {
+	MaxFrames int
+	MaxBytes  int
+}
+
+// DefaultLimits are the bounds of a log whose configuration names none.
+var DefaultLimits = Limits{MaxFrames: 10000, MaxBytes: 8 << 20}
+
+// ErrNotLogged is returned for a spec of a kind that takes no cursor (a control frame).
+var ErrNotLogged = errors.New("stream: kind is not logged")
+
+// Log is one session's frame log: cursors 1..Head with no gaps, of which Floor..Head are held.
+//
+// A Log is not safe for concurrent use; its owner serialises appends and replays.
+//
+//	l := stream.NewLog("c1", stream.DefaultLimits)
+//	f, _ := l.Append(stream.Spec{Kind: stream.KindTextDelta, Turn: 1, Data: map[string]string{"text": "Hi"}}, now)
+//	frames, reset := l.Replay(0)
+type Log struct {
+	session string
+	limits  Limits
+	frames  []Frame
+	sizes   []int
+	bytes   int
+	head    int64
+}
+
+// NewLog returns the empty log of session. A limit of 0 or less takes the default's.
+func NewLog(session string, lim Limits) *Log {
+	if lim.MaxFrames <= 0 {
+		lim.MaxFrames = DefaultLimits.MaxFrames
+	}
+	if lim.MaxBytes <= 0 {
+		lim.MaxBytes = DefaultLimits.MaxBytes
+	}
+	return &Log{session: session, limits: lim}
+}
+
+// Head is the newest cursor given (0 before the first frame).
+func (l *Log) Head() int64 { return l.head }
+
+// Floor is the oldest cursor the log still holds (Head+1 when it holds none).
+func (l *Log) Floor() int64 { return l.head - int64(len(l.frames)) + 1 }
+
+// Append gives spec the next cursor, keeps the frame and returns it; the oldest frames go when
+// the log is over its limits (the newest frame always stays, however big).
+//
+// Errors: ErrNotLogged for a control kind.
+func (l *Log) Append(spec Spec, t time.Time) (Frame, error) {
+	if !spec.Kind.Logged() {
+		return Frame{}, ErrNotLogged
+	}
+	l.head++
+	f := spec.frame(l.session, l.head, t)
+	b, _ := json.Marshal(f)
+	l.frames = append(l.frames, f)
+	l.sizes = append(l.sizes, len(b))
+	l.bytes += len(b)
+	for len(l.frames) > 1 && (len(l.frames) > l.limits.MaxFrames || l.bytes > l.limits.MaxBytes) {
+		l.bytes -= l.sizes[0]
+		l.frames, l.sizes = l.frames[1:], l.sizes[1:]
+	}
+	return f, nil
+}
+
+// Replay returns the frames after cursor from, oldest first, with adjacent deltas merged
+// (Merge). reset is true when a frame after from is no longer held (from+1 < Floor): the caller
+// sends a reset frame, and the client resumes from the floor. A from beyond Head returns none.
+func (l *Log) Replay(from int64) (frames []Frame, reset bool) {
+	if from < 0 {
+		from = 0
+	}
+	if from+1 < l.Floor() {
+		return nil, true
+	}
+	start := int(from - (l.Floor() - 1))
+	if start >= len(l.frames) {
+		return nil, false
+	}
+	return Merge(l.frames[start:]), false
+}
+
+// Merge merges each run of adjacent text-delta frames (consecutive cursors, one message, one
+// author, one turn) into one frame: the cursor and time of the run's last frame, Span the run's
+// length and data.parts the texts in order. A frame alone is returned as it is. Merge is for
+// replays only; live frames go out one by one.
+func Merge(frames []Frame) []Frame {
+	out := make([]Frame, 0, len(frames))
+	for i := 0; i < len(frames); {
+		j := i + 1
+		for j < len(frames) && mergeable(frames[j-1], frames[j]) {
+			j++
+		}
+		if j-i == 1 {
+			out = append(out, frames[i])
+			i = j
+			continue
+		}
+		parts := make([]string, 0, j-i)
+		for _, f := range frames[i:j] {
+			parts = append(parts, deltaText(f))
+		}
+		m := frames[j-1]
+		m.Span = j - i
+		m.Data, _ = json.Marshal(map[string][]string{"parts": parts})
+		out = append(out, m)
+		i = j
+	}
+	return out
+}
+
+func mergeable(a, b Frame) bool {
+	return a.Kind() == KindTextDelta && b.Kind() == KindTextDelta && a.Span <= 1 && b.Span <= 1 &&
+		b.Cur == a.Cur+1 && a.Message == b.Message && a.Author == b.Author && a.Turn == b.Turn
+}
+
+func deltaText(f Frame) string {
+	var d struct {
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(f.Data, &d)
+	return d.Text
+}

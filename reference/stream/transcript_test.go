@@ -1,0 +1,180 @@
+package stream_test
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loomcheck/loomcheck/reference/loomtype"
+	"github.com/loomcheck/loomcheck/reference/stream"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of the transcripts in testdata/transcripts")
+
+// A transcript drives an adapter and a log with conversation events and replays, each command
+// followed by the exact output it must give:
+//
+//	# a comment
+//	command key=value key="a value" ...
+//	----
+//	expected output, line by line
+//	(a blank line ends the case)
+//
+// Commands: limits frames=N bytes=N (a new, empty log), every adapter event by its kind
+// (record, delta, restart, queued, picked-up, unqueued, stopping, tool-started, tool-finished)
+// printing the frames it logged, replay from=N, and state. `go test -run Transcripts -rewrite`
+// writes what the code gives instead of checking it.
+func TestTranscripts(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "transcripts", "*.txt"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no transcripts: %v", err)
+	}
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) {
+			raw, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := &runner{a: stream.NewAdapter(), l: stream.NewLog("c1", stream.Limits{})}
+			var b strings.Builder
+			lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
+			for i := 0; i < len(lines); i++ {
+				l := lines[i]
+				if strings.TrimSpace(l) == "" {
+					continue
+				}
+				if strings.HasPrefix(l, "#") {
+					b.WriteString(l + "\n")
+					continue
+				}
+				if i+1 >= len(lines) || lines[i+1] != "----" {
+					t.Fatalf("%s:%d: a command is followed by ----", f, i+1)
+				}
+				cmdLine := i + 1
+				i++
+				var want []string
+				for i+1 < len(lines) && lines[i+1] != "" {
+					i++
+					want = append(want, lines[i])
+				}
+				got := r.run(t, l)
+				fmt.Fprintf(&b, "%s\n----\n%s\n\n", l, got)
+				if !*rewrite && got != strings.Join(want, "\n") {
+					t.Errorf("%s:%d: %s\n--- want\n%s\n--- got\n%s", f, cmdLine, l, strings.Join(want, "\n"), got)
+				}
+			}
+			if *rewrite {
+				if err := os.WriteFile(f, []byte(strings.TrimRight(b.String(), "\n")+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+type runner struct {
+	a *stream.Adapter
+	l *stream.Log
+	n int
+}
+
+var t0 = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+
+// fields splits `cmd k=v k="quoted v"` into the command and its arguments.
+func fields(t *testing.T, line string) (string, map[string]string) {
+	cmd, rest, _ := strings.Cut(line, " ")
+	args := map[string]string{}
+	for rest = strings.TrimSpace(rest); rest != ""; rest = strings.TrimSpace(rest) {
+		k, v, ok := strings.Cut(rest, "=")
+		if !ok {
+			t.Fatalf("argument without a value in %q", line)
+		}
+		if strings.HasPrefix(v, `"`) {
+			q, err := strconv.QuotedPrefix(v)
+			if err != nil {
+				t.Fatalf("bad quoting in %q: %v", line, err)
+			}
+			args[k], _ = strconv.Unquote(q)
+			rest = v[len(q):]
+			continue
+		}
+		val, more, _ := strings.Cut(v, " ")
+		args[k], rest = val, more
+	}
+	return cmd, args
+}
+
+func num(s string) int64 { n, _ := strconv.ParseInt(s, 10, 64); return n }
+
+func (r *runner) run(t *testing.T, line string) string {
+	cmd, a := fields(t, line)
+	switch cmd {
+	case "limits":
+		r.a, r.l = stream.NewAdapter(), stream.NewLog("c1", stream.Limits{MaxFrames: int(num(a["frames"])), MaxBytes: int(num(a["bytes"]))})
+		return "ok"
+	case "state":
+		return fmt.Sprintf("head=%d floor=%d", r.l.Head(), r.l.Floor())
+	case "replay":
+		frames, reset := r.l.Replay(num(a["from"]))
+		if reset {
+			return fmt.Sprintf("reset floor=%d head=%d", r.l.Floor(), r.l.Head())
+		}
+		if len(frames) == 0 {
+			return "(none)"
+		}
+		return show(frames)
+	}
+	ev := stream.Event{Kind: stream.EventKind(cmd), Turn: num(a["turn"]), Text: a["text"], Message: a["message"],
+		Author: a["author"], Call: a["call"], Tool: a["tool"], OK: a["ok"] == "true"}
+	if cmd == "record" {
+		e := loomtype.Entry{Ord: num(a["ord"]), Turn: num(a["turn"]), Role: loomtype.Role(a["role"]),
+			Status: loomtype.RecordStatus(a["status"]), Reason: loomtype.Reason(a["reason"]), MessageID: a["id"],
+			Cursor: a["cursor"]}
+		if v, ok := a["text"]; ok {
+			e.Text = &v
+		}
+		if a["actor"] != "" {
+			e.Asker = &loomtype.Identity{Tenant: "acme", Actor: a["actor"]}
+		}
+		ev.Entry = &e
+	}
+	var out []stream.Frame
+	for _, spec := range r.a.Apply(ev) {
+		r.n++
+		f, err := r.l.Append(spec, t0.Add(time.Duration(r.n)*time.Millisecond))
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		out = append(out, f)
+	}
+	if len(out) == 0 {
+		return "(no frame)"
+	}
+	return show(out)
+}
+
+func show(frames []stream.Frame) string {
+	var b []string
+	for _, f := range frames {
+		s := strconv.FormatInt(f.Cur, 10)
+		if f.Span > 1 {
+			s = fmt.Sprintf("%d-%d", f.First(), f.Cur)
+		}
+		s += " " + string(f.Kind())
+		if f.Turn != 0 {
+			s += fmt.Sprintf(" turn=%d", f.Turn)
+		}
+		for _, kv := range [][2]string{{"msg", f.Message}, {"author", f.Author}, {"corr", f.Corr}} {
+			if kv[1] != "" {
+				s += " " + kv[0] + "=" + kv[1]
+			}
+		}
+		b = append(b, s+" "+string(f.Data))
+	}
+	return strings.Join(b, "\n")
+}
