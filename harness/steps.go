@@ -57,6 +57,13 @@ type (
 		endedBody []byte
 	}
 
+	// writeBackSteps hold the memory's writes and judge what runs wrote back.
+	writeBackSteps struct {
+		*scenario
+		// hold is where the memory's writes wait, once the writes were made to wait.
+		hold *world.Hold
+	}
+
 	// conversationSteps start conversations, send messages and wait for turns.
 	conversationSteps struct{ *scenario }
 
@@ -181,6 +188,7 @@ type areas struct {
 	edge         *edgeSteps
 	shared       *sharedSteps
 	runs         *runsSteps
+	writeBack    *writeBackSteps
 }
 
 // newAreas makes the step areas of s, each with its state empty.
@@ -203,6 +211,7 @@ func newAreas(s *scenario) areas {
 		edge:         &edgeSteps{scenario: s},
 		shared:       &sharedSteps{scenario: s},
 		runs:         &runsSteps{scenario: s},
+		writeBack:    &writeBackSteps{scenario: s},
 	}
 }
 
@@ -232,6 +241,7 @@ func (a areas) vocabulary() []area {
 		{"edge", a.edge.steps()},
 		{"shared", a.shared.steps()},
 		{"runs", a.runs.steps()},
+		{"writeback", a.writeBack.steps()},
 	}
 }
 

@@ -150,7 +150,7 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 	}
 	onError := opt.Deps.OnError
 	runs := run.New(run.Deps{Provider: opt.Deps.Provider, Model: opt.Conversation.Model, Tools: opt.Conversation.Tools,
-		Runner: opt.Deps.Tools, Allowed: opt.Deps.Allowed, OnError: func(id string, err error) {
+		Runner: opt.Deps.Tools, Allowed: opt.Deps.Allowed, Memory: opt.Deps.Memory, OnError: func(id string, err error) {
 			onError(hostio.ErrorReport{ErrorID: id, Error: err.Error()})
 		}})
 	flows := dl.Flows()

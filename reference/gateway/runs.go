@@ -18,6 +18,7 @@ type runBody struct {
 	ParallelTools json.RawMessage    `json:"parallelTools,omitempty"`
 	ToolErrors    *string            `json:"toolErrors,omitempty"`
 	MaxIterations json.RawMessage    `json:"maxIterations,omitempty"`
+	WriteBack     json.RawMessage    `json:"writeBack,omitempty"`
 }
 
 // positive reads a positive integer member; ok is false for anything else.
@@ -58,6 +59,13 @@ func runOptions(b runBody) (run.Options, string) {
 			return run.Options{}, "maxIterations"
 		}
 		opt.MaxIterations = n
+	}
+	if len(b.WriteBack) > 0 {
+		wb, ok := writeBackOption(b.WriteBack)
+		if !ok {
+			return run.Options{}, "writeBack"
+		}
+		opt.WriteBack = wb
 	}
 	return opt, ""
 }

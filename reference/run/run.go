@@ -23,6 +23,7 @@ import (
 	"regexp"
 
 	"github.com/loomcheck/loomcheck/reference/agent"
+	"github.com/loomcheck/loomcheck/reference/hostio"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/model"
@@ -66,6 +67,7 @@ type Options struct {
 	Parallel      int            `json:"parallel,omitempty"`
 	ToolErrors    string         `json:"toolErrors,omitempty"`
 	MaxIterations int            `json:"maxIterations,omitempty"`
+	WriteBack     *WriteBack     `json:"writeBack,omitempty"`
 }
 
 // HistoryEntry is one message before the prompt.
@@ -106,6 +108,9 @@ type Deps struct {
 	Allowed func(who loomtype.Identity, tool string) bool
 	// OnError receives the real error behind a failed model call, with its errorId.
 	OnError func(errorID string, err error)
+	// Memory is the agent memory a run's write-back writes to (nil: none, and writeBack is
+	// refused).
+	Memory hostio.Memory
 }
 
 // Runs is the run client and its flow. Register Flows on the kernel, then Bind the kernel.
@@ -224,6 +229,9 @@ func (rs *Runs) check(opt Options) error {
 	}
 	if opt.MaxIterations < 0 {
 		return loomtype.BadRequest("maxIterations", "")
+	}
+	if err := rs.checkWriteBack(opt.WriteBack); err != nil {
+		return err
 	}
 	return nil
 }
@@ -391,6 +399,9 @@ func (rs *Runs) flow(c *kernel.Context, raw json.RawMessage) (json.RawMessage, e
 	}
 	res, err := agent.Run(c, cfg, msgs)
 	if err != nil {
+		return nil, err
+	}
+	if err := rs.writeBack(c, owner, opt, res); err != nil {
 		return nil, err
 	}
 	v := View{ToolCalls: res.Calls, Reason: res.Reason, ErrorID: res.ErrorID}
