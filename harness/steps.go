@@ -64,6 +64,10 @@ type (
 		hold *world.Hold
 	}
 
+	// limitsSteps configure and judge the response cache, the recorded response's cap and the
+	// timeouts of runs.
+	limitsSteps struct{ *scenario }
+
 	// conversationSteps start conversations, send messages and wait for turns.
 	conversationSteps struct{ *scenario }
 
@@ -189,6 +193,7 @@ type areas struct {
 	shared       *sharedSteps
 	runs         *runsSteps
 	writeBack    *writeBackSteps
+	limits       *limitsSteps
 }
 
 // newAreas makes the step areas of s, each with its state empty.
@@ -212,6 +217,7 @@ func newAreas(s *scenario) areas {
 		shared:       &sharedSteps{scenario: s},
 		runs:         &runsSteps{scenario: s},
 		writeBack:    &writeBackSteps{scenario: s},
+		limits:       &limitsSteps{scenario: s},
 	}
 }
 
@@ -242,6 +248,7 @@ func (a areas) vocabulary() []area {
 		{"shared", a.shared.steps()},
 		{"runs", a.runs.steps()},
 		{"writeback", a.writeBack.steps()},
+		{"limits", a.limits.steps()},
 	}
 }
 

@@ -19,6 +19,7 @@ type runBody struct {
 	ToolErrors    *string            `json:"toolErrors,omitempty"`
 	MaxIterations json.RawMessage    `json:"maxIterations,omitempty"`
 	WriteBack     json.RawMessage    `json:"writeBack,omitempty"`
+	CacheScope    *string            `json:"cacheScope,omitempty"`
 }
 
 // positive reads a positive integer member; ok is false for anything else.
@@ -66,6 +67,12 @@ func runOptions(b runBody) (run.Options, string) {
 			return run.Options{}, "writeBack"
 		}
 		opt.WriteBack = wb
+	}
+	if b.CacheScope != nil {
+		if *b.CacheScope == "" {
+			return run.Options{}, "cacheScope"
+		}
+		opt.CacheScope = *b.CacheScope
 	}
 	return opt, ""
 }

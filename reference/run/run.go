@@ -68,6 +68,9 @@ type Options struct {
 	ToolErrors    string         `json:"toolErrors,omitempty"`
 	MaxIterations int            `json:"maxIterations,omitempty"`
 	WriteBack     *WriteBack     `json:"writeBack,omitempty"`
+	// CacheScope is the partition of the response cache the run's model calls use (with the
+	// run's owner); required when the system caches responses (Deps.Cache).
+	CacheScope string `json:"cacheScope,omitempty"`
 }
 
 // HistoryEntry is one message before the prompt.
@@ -111,6 +114,9 @@ type Deps struct {
 	// Memory is the agent memory a run's write-back writes to (nil: none, and writeBack is
 	// refused).
 	Memory hostio.Memory
+	// Cache, if set, keeps model responses per owner and cacheScope; every run must then name
+	// its cacheScope.
+	Cache *ResponseCache
 }
 
 // Runs is the run client and its flow. Register Flows on the kernel, then Bind the kernel.
@@ -231,6 +237,9 @@ func (rs *Runs) check(opt Options) error {
 		return loomtype.BadRequest("maxIterations", "")
 	}
 	if err := rs.checkWriteBack(opt.WriteBack); err != nil {
+		return err
+	}
+	if err := rs.checkCacheScope(opt); err != nil {
 		return err
 	}
 	return nil
@@ -388,7 +397,7 @@ func (rs *Runs) flow(c *kernel.Context, raw json.RawMessage) (json.RawMessage, e
 		max = DefaultMaxIterations
 	}
 	owner := in.Owner
-	cfg := agent.Config{LoopID: loopID, Provider: rs.deps.Provider, Model: rs.deps.Model, Tools: tools,
+	cfg := agent.Config{LoopID: loopID, Provider: rs.provider(owner, opt), Model: rs.deps.Model, Tools: tools,
 		Runner: rs.deps.Runner, MaxIterations: max, Parallel: opt.Parallel != 0, Signal: sig,
 		FailOnToolError: opt.ToolErrors == ToolErrorsFail, OnError: rs.deps.OnError}
 	if opt.Parallel > 0 {

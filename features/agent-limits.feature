@@ -1,0 +1,125 @@
+Feature: A run's model calls are cached per principal and scope, capped, and bounded in time
+  As an agent builder
+  I want the engine's response cache never to hand one tenant's answer to another, a response
+  too big to record never to be half-recorded, and a stalled model or tool never to hang a run
+  So that caching, the journal's cap and the timeouts are safe to turn on
+
+  The response cache is the engine's (model.responseCache in the configuration). It answers a
+  request as written, so the kit sees it as fewer requests of one shape; it is partitioned by the
+  run's principal (the whole identity) and by the run's cacheScope, which a run must then name.
+
+  @profile:agent @req:ADR0121-D5-03 @configures
+  Scenario Outline: With the cache on, a run that names no cache scope is refused by name, and nothing starts (<options>)
+    Given the system caches model responses
+    Then alice starting a run with <options> is refused naming "cacheScope"
+    And the model has been asked 0 times in all
+
+    Examples:
+      | options                                 |
+      | {"prompt": "hi"}                        |
+      | {"prompt": "hi", "cacheScope": ""}      |
+      | {"prompt": "hi", "cacheScope": 7}       |
+      | {"prompt": "hi", "cacheScope": null}    |
+
+  @profile:agent @req:ADR0121-D5-04 @configures
+  Scenario Outline: The same question of the same principal in the same scope asks the model once (then <who>)
+    Given the system caches model responses
+    When alice starts a run with:
+      """
+      {"prompt": "check pump 3", "cacheScope": "acme"}
+      """
+    Then the run ends completed
+    When <who> starts a run with:
+      """
+      {"prompt": "check pump 3", "cacheScope": "acme"}
+      """
+    Then the run ends completed
+    And the run's output is "re: check pump 3"
+    And the model has been asked 1 time in all
+    And the question of request 1 to the model was asked 1 time in all
+
+    Examples:
+      | who                 |
+      | alice               |
+      | alice's other token |
+
+  @profile:agent @req:ADR0121-D5-05 @configures
+  Scenario Outline: A principal that differs in one identity field alone asks the model itself (<who>)
+    Given the system caches model responses
+    When alice starts a run with:
+      """
+      {"prompt": "check pump 3", "cacheScope": "acme"}
+      """
+    Then the run ends completed
+    When <who> starts a run with:
+      """
+      {"prompt": "check pump 3", "cacheScope": "acme"}
+      """
+    Then the run ends completed
+    And the run's output is "re: check pump 3"
+    And the model has been asked 2 times in all
+    And the question of request 1 to the model was asked 2 times in all
+
+    Examples:
+      | who                    |
+      | alice at evil          |
+      | alice without a tenant |
+      | alice for bob          |
+      | bob                    |
+
+  @profile:agent @req:ADR0121-D5-06 @configures
+  Scenario: The same question of the same principal in another cache scope asks the model again
+    Given the system caches model responses
+    When alice starts a run with:
+      """
+      {"prompt": "check pump 3", "cacheScope": "team-a"}
+      """
+    Then the run ends completed
+    When alice starts a run with:
+      """
+      {"prompt": "check pump 3", "cacheScope": "team-b"}
+      """
+    Then the run ends completed
+    When alice starts a run with:
+      """
+      {"prompt": "check pump 3", "cacheScope": "team-a"}
+      """
+    Then the run ends completed
+    And the model has been asked 2 times in all
+    And the question of request 1 to the model was asked 2 times in all
+
+  @profile:agent @req:ADR0121-D5-07 @configures
+  Scenario: A cached answer is the question as written: another prompt asks the model
+    Given the system caches model responses
+    When alice starts a run with:
+      """
+      {"prompt": "check pump 3", "cacheScope": "acme"}
+      """
+    Then the run ends completed
+    When alice starts a run with:
+      """
+      {"prompt": "check pump 4", "cacheScope": "acme"}
+      """
+    Then the run ends completed
+    And the run's output is "re: check pump 4"
+    And the model has been asked 2 times in all
+
+  @profile:agent @req:ADR0121-D5-07
+  Scenario: Without the cache every run asks the model, a cache scope or not
+    When alice starts a run with:
+      """
+      {"prompt": "check pump 3", "cacheScope": "acme"}
+      """
+    Then the run ends completed
+    When alice starts a run with:
+      """
+      {"prompt": "check pump 3", "cacheScope": "acme"}
+      """
+    Then the run ends completed
+    When alice starts a run with:
+      """
+      {"prompt": "check pump 3"}
+      """
+    Then the run ends completed
+    And the model has been asked 3 times in all
+    And the question of request 1 to the model was asked 3 times in all
