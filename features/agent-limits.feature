@@ -123,3 +123,69 @@ Feature: A run's model calls are cached per principal and scope, capped, and bou
     Then the run ends completed
     And the model has been asked 3 times in all
     And the question of request 1 to the model was asked 3 times in all
+
+  @profile:agent @req:ADR0121-D5-08
+  Scenario Outline: A run's answer up to the cap is kept whole, and one over it is cut with the marker (<chars> characters)
+    Given the model replies "zoë says: " filled to <chars> characters
+    When alice starts a run with:
+      """
+      {"prompt": "write it all"}
+      """
+    Then the run ends completed
+    And the run's output is "zoë says: " filled to <kept> characters, <how>
+
+    Examples:
+      | chars  | kept   | how   |
+      | 262143 | 262143 | whole |
+      | 262144 | 262144 | whole |
+      | 262145 | 262144 | cut   |
+      | 300000 | 262144 | cut   |
+
+  @profile:agent @req:ADR0121-D5-09 @crash
+  Scenario: A cut answer is the same after a restart, and the model is not asked again
+    Given the model replies "long: " filled to 262145 characters
+    When alice starts a run with:
+      """
+      {"prompt": "write it all"}
+      """
+    Then the run ends completed
+    And the run's output is "long: " filled to 262144 characters, cut
+    When the system is killed and restarted
+    Then the run reads exactly as when it ended
+    And the run's output is "long: " filled to 262144 characters, cut
+    And the model has been asked 1 time in all
+
+  @profile:agent @req:ADR0121-D5-10
+  Scenario Outline: Tool calls over the cap fail the run by its typed reason and nothing of them runs (<chars> characters)
+    Given the model calls "store" with {"k": 1} filled to <chars> characters
+    And the tool "store" answers {"stored": true}
+    And the model replies "Stored."
+    When alice starts a run with:
+      """
+      {"prompt": "store it"}
+      """
+    Then the run ends <status>
+    And the tool "store" has been called <calls> times in all
+    And the model has been asked <asked> times in all
+
+    Examples:
+      | chars  | status    | calls | asked |
+      | 262144 | completed | 1     | 2     |
+      | 262145 | failed    | 0     | 1     |
+
+  @profile:agent @req:ADR0121-D5-10 @crash
+  Scenario: A run failed by tool calls over the cap logs none of them, and stays failed after a restart
+    Given the model calls "store" with {"k": 1} filled to 262145 characters
+    And the tool "store" answers {"stored": true}
+    When alice starts a run with:
+      """
+      {"prompt": "store it"}
+      """
+    Then the run ends failed
+    And the run's reason is "response-too-large"
+    And the run's tool-call log is empty
+    And the run has no interrupted payload
+    When the system is killed and restarted
+    Then the run reads exactly as when it ended
+    And the tool "store" was never called
+    And the model has been asked 1 time in all

@@ -92,8 +92,9 @@ Feature: A run remembers its prompt and its answer in its owner's memory, exactl
       {"prompt": "check pump 3", "writeBack": {"allowDirect": true}}
       """
     And the memory has been written 1 time
-    And the memory's writes are released
     And the system is killed and restarted
+    And the memory has been written 2 times
+    And the memory's writes are released
     Then the run ends completed
     And the memory log is:
       | op    | scope      | entries                                          | stored |

@@ -104,6 +104,9 @@ type Result struct {
 	Calls []Call
 	// Iterations counts the model calls the run made (recorded ones included).
 	Iterations int
+	// TooLarge says a Failed run's last model response held tool calls over the cap
+	// (ResponseTooLargeError); its Reason is then ReasonModelError.
+	TooLarge bool
 }
 
 // Call is one entry of the tool-call log.
@@ -158,6 +161,9 @@ func Run(c *kernel.Context, cfg Config, messages []model.Message) (Result, error
 		raw, err := c.Decide(responseID(cfg.LoopID, i), func() (json.RawMessage, error) {
 			return callModel(c, cfg, msgs)
 		})
+		if tooLarge(cfg, err, &res) {
+			return res, nil
+		}
 		if err != nil {
 			return res, err
 		}
@@ -271,6 +277,9 @@ func callModel(c *kernel.Context, cfg Config, msgs []model.Message) (json.RawMes
 			cfg.OnError(id, err)
 		}
 		return json.Marshal(response{Failed: true, ErrorID: id})
+	}
+	if err := checkToolCalls(resp.ToolCalls); err != nil {
+		return nil, err // nothing is recorded: a resume asks again
 	}
 	return json.Marshal(response{Content: cutText(resp.Content), ToolCalls: resp.ToolCalls})
 }

@@ -413,7 +413,7 @@ func (rs *Runs) flow(c *kernel.Context, raw json.RawMessage) (json.RawMessage, e
 	if err := rs.writeBack(c, owner, opt, res); err != nil {
 		return nil, err
 	}
-	v := View{ToolCalls: res.Calls, Reason: res.Reason, ErrorID: res.ErrorID}
+	v := View{ToolCalls: res.Calls, Reason: reasonOf(res), ErrorID: res.ErrorID}
 	if v.ToolCalls == nil {
 		v.ToolCalls = []agent.Call{}
 	}
