@@ -189,3 +189,107 @@ Feature: A run's model calls are cached per principal and scope, capped, and bou
     Then the run reads exactly as when it ended
     And the tool "store" was never called
     And the model has been asked 1 time in all
+
+  @profile:agent @req:ADR0121-D3-05
+  Scenario Outline: A timeout that is not a positive number of milliseconds is refused by name, and nothing starts
+    Then alice starting a run with <options> is refused naming "<field>"
+    And the model has been asked 0 times in all
+
+    Examples:
+      | options                                        | field         |
+      | {"prompt": "hi", "turnTimeoutMs": 0}           | turnTimeoutMs |
+      | {"prompt": "hi", "turnTimeoutMs": -5}          | turnTimeoutMs |
+      | {"prompt": "hi", "turnTimeoutMs": "300"}       | turnTimeoutMs |
+      | {"prompt": "hi", "turnTimeoutMs": 2.5}         | turnTimeoutMs |
+      | {"prompt": "hi", "turnTimeoutMs": 86400001}    | turnTimeoutMs |
+      | {"prompt": "hi", "toolTimeoutMs": 0}           | toolTimeoutMs |
+      | {"prompt": "hi", "toolTimeoutMs": true}        | toolTimeoutMs |
+      | {"prompt": "hi", "toolTimeoutMs": 86400001}    | toolTimeoutMs |
+
+  @profile:agent @req:ADR0121-D3-06
+  Scenario: A model call that runs out of turnTimeoutMs is aborted and fails the run by its reason
+    Given the model waits before answering
+    When alice starts a run with:
+      """
+      {"prompt": "check pump 3", "turnTimeoutMs": 300}
+      """
+    Then the run ends failed within 2000 ms of the first request to the model
+    And the run's reason is "turn-timeout"
+    And request 1 to the model was aborted by the system
+    And the run's tool-call log is empty
+    And the model has been asked 1 time in all
+
+  @profile:agent @req:ADR0121-D3-06
+  Scenario: A model that answers within turnTimeoutMs completes the run
+    Given the model calls "lookup" with {"pump": 3}
+    And the tool "lookup" answers {"pressure": 7}
+    And the model replies "Pump 3 is at 7 bar."
+    When alice starts a run with:
+      """
+      {"prompt": "check pump 3", "turnTimeoutMs": 3000, "toolTimeoutMs": 3000}
+      """
+    Then the run ends completed
+    And the run's output is "Pump 3 is at 7 bar."
+    And the run's tool-call log is:
+      | name   | arguments  | ok   | result         |
+      | lookup | {"pump":3} | true | {"pressure":7} |
+
+  @profile:agent @req:ADR0121-D3-07
+  Scenario: A tool call that runs out of toolTimeoutMs is aborted and fed back as an error result
+    Given the model calls "lookup" with {"pump": 3}
+    And the tool "lookup" waits
+    And the model replies "The lookup timed out."
+    When alice starts a run with:
+      """
+      {"prompt": "check pump 3", "toolTimeoutMs": 300}
+      """
+    Then the run ends completed within 2000 ms of the first call of the tool "lookup"
+    And the run's output is "The lookup timed out."
+    And the tool "lookup" was called and its request was aborted
+    And the run's tool-call log is:
+      | name   | arguments  | ok    | result    |
+      | lookup | {"pump":3} | false | timed out |
+    And request 2 to the model holds a tool error for "lookup"
+    And the model has been asked 2 times in all
+
+  @profile:agent @req:ADR0121-D3-07
+  Scenario: With toolErrors fail a tool call out of time ends the run with no further model call
+    Given the model calls "lookup" with {"pump": 3}
+    And the tool "lookup" waits
+    When alice starts a run with:
+      """
+      {"prompt": "check pump 3", "toolTimeoutMs": 300, "toolErrors": "fail"}
+      """
+    Then the run ends failed within 2000 ms of the first call of the tool "lookup"
+    And the run's reason is "tool-failed"
+    And the model has been asked 1 time in all
+
+  @profile:agent @req:ADR0121-D3-08 @crash
+  Scenario: A tool call a crash cut off resumes its countdown after the restart instead of starting it again
+    Given the model calls "lookup" with {"pump": 3}
+    And the tool "lookup" waits
+    And the tool "lookup" waits
+    And the model replies "The lookup timed out."
+    When alice starts a run with:
+      """
+      {"prompt": "check pump 3", "toolTimeoutMs": 1000}
+      """
+    And the tool "lookup" has been waiting 600 ms
+    And the system is killed and restarted
+    Then the run ends completed within 1500 ms of the first call of the tool "lookup"
+    And the run's tool-call log is:
+      | name   | arguments  | ok    | result    |
+      | lookup | {"pump":3} | false | timed out |
+
+  @profile:agent @req:ADR0121-D3-09 @crash
+  Scenario: A model call a crash cut off resumes its countdown after the restart instead of starting it again
+    Given the model waits before answering
+    And the model waits before answering
+    When alice starts a run with:
+      """
+      {"prompt": "check pump 3", "turnTimeoutMs": 1000}
+      """
+    And the model has been asked 1 time
+    And the system is killed and restarted
+    Then the run ends failed within 1500 ms of the first request to the model
+    And the run's reason is "turn-timeout"

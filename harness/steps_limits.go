@@ -2,6 +2,8 @@ package harness
 
 import (
 	"fmt"
+	"regexp"
+	"time"
 	"unicode/utf8"
 
 	"github.com/loomcheck/loomcheck/harness/world"
@@ -16,6 +18,9 @@ func (s *limitsSteps) steps() []stepDef {
 		{`^the question of request (\d+) to the model was asked (\d+) times? in all$`, s.shapeAsked, "expects exactly N requests to the model to have the shape of request i (the same model, messages and tools)"},
 		{`^the model replies "((?:[^"\\]|\\.)*)" filled to (\d+) characters$`, s.repliesFilled, "scripts the model's next answer as the text grown with the world's filler to exactly N characters"},
 		{`^the model calls "([\w-]+)" with (\{.*\}) filled to (\d+) characters$`, s.callsFilled, "scripts the model's next answer as one call of the tool whose arguments the world grows to exactly N characters"},
+		{`^the tool "([\w-]+)" has been waiting (\d+) ms$`, s.toolWaited, "waits until N ms have passed since the first call of the tool arrived"},
+		{`^the run ends (completed|failed) within (\d+) ms of the (first request to the model|first call of the tool "[\w-]+")$`, s.endsWithin, "waits until the run has ended and expects the status, and the end seen less than N ms after that first request arrived"},
+		{`^request (\d+) to the model was aborted by the system$`, s.modelRequestAborted, "waits until request N to the model has ended and expects the system to have gone away before its answer ended"},
 		{`^the run's output is "((?:[^"\\]|\\.)*)" filled to (\d+) characters, (whole|cut)$`, s.outputFilled, "expects the ended run's output to be exactly the text grown with the world's filler to N characters, followed by the cut marker \" [cut]\" when cut"},
 	}
 }
@@ -80,4 +85,95 @@ func (s *limitsSteps) outputFilled(text string, n int, how string) error {
 	tail := func(x string) string { return clip(x[min(at, len(x)):], 40) }
 	return fail(op, fmt.Sprintf("%d characters, differing at byte %d: %q", utf8.RuneCountInString(got), at, tail(got)),
 		fmt.Sprintf("%d characters: %q there", utf8.RuneCountInString(want), tail(want)))
+}
+
+// firstCall is when the first call of the tool arrived.
+func (s *limitsSteps) firstCall(name string) (time.Time, error) {
+	calls := s.world.Tools().CallsOf(name)
+	if len(calls) == 0 {
+		return time.Time{}, harnessErr("the tool %q was never called", name)
+	}
+	return calls[0].Arrived, nil
+}
+
+// toolWaited waits until N ms have passed since the first call of the tool arrived.
+func (s *limitsSteps) toolWaited(name string, ms int) error {
+	if err := s.areas.agent.toolCalled(name, 1); err != nil {
+		return err
+	}
+	t0, err := s.firstCall(name)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-time.After(time.Until(t0.Add(time.Duration(ms) * time.Millisecond))):
+		return nil
+	case <-s.ctx.Done():
+		return s.ctx.Err()
+	}
+}
+
+var toolNameRE = regexp.MustCompile(`"([\w-]+)"`)
+
+// endsWithin waits until the run has ended and expects the status, and the end seen less than N
+// ms after the first request to the model (or the first call of the tool) arrived. A step that
+// begins after that bound cannot tell an end in time from a late one: that is a harness error.
+func (s *limitsSteps) endsWithin(status string, ms int, from string) error {
+	first := func() (time.Time, bool) {
+		if m := toolNameRE.FindStringSubmatch(from); m != nil {
+			t, err := s.firstCall(m[1])
+			return t, err == nil
+		}
+		if reqs := s.world.Model().Requests(); len(reqs) > 0 {
+			return reqs[0].Arrived, true
+		}
+		return time.Time{}, false
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	t0, ok := first()
+	for !ok {
+		select {
+		case <-ctx.Done():
+			return fail("the world", "nothing arrived", from)
+		case <-time.After(2 * time.Millisecond):
+		}
+		t0, ok = first()
+	}
+	bound := t0.Add(time.Duration(ms) * time.Millisecond)
+	if time.Now().After(bound) {
+		return harnessErr("the step began %s after %s, too late to judge an end within %d ms (a slow restart?)", time.Since(t0).Round(time.Millisecond), from, ms)
+	}
+	if err := s.areas.runs.runEnds(status); err != nil {
+		return err
+	}
+	if seen := time.Now(); seen.After(bound) {
+		return fail("GET "+runPath(s.areas.runs.runID, ""), fmt.Sprintf("ended %s after %s", seen.Sub(t0).Round(time.Millisecond), from),
+			fmt.Sprintf("ended within %d ms of it", ms))
+	}
+	return nil
+}
+
+// modelRequestAborted waits until request N to the model has ended and expects the system to
+// have gone away before its answer ended.
+func (s *limitsSteps) modelRequestAborted(i int) error {
+	ctx, cancel := s.wait()
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		reqs := s.world.Model().Requests()
+		if i <= len(reqs) && reqs[i-1].Aborted {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			got := fmt.Sprintf("%d requests", len(reqs))
+			if i <= len(reqs) {
+				got = fmt.Sprintf("request %d finished %v, aborted %v", i, reqs[i-1].Finished, reqs[i-1].Aborted)
+			}
+			return fail("the model", got, fmt.Sprintf("request %d aborted by the system", i))
+		case <-tick.C:
+		}
+	}
 }

@@ -20,6 +20,8 @@ type runBody struct {
 	MaxIterations json.RawMessage    `json:"maxIterations,omitempty"`
 	WriteBack     json.RawMessage    `json:"writeBack,omitempty"`
 	CacheScope    *string            `json:"cacheScope,omitempty"`
+	TurnTimeoutMs json.RawMessage    `json:"turnTimeoutMs,omitempty"`
+	ToolTimeoutMs json.RawMessage    `json:"toolTimeoutMs,omitempty"`
 }
 
 // positive reads a positive integer member; ok is false for anything else.
@@ -73,6 +75,19 @@ func runOptions(b runBody) (run.Options, string) {
 			return run.Options{}, "cacheScope"
 		}
 		opt.CacheScope = *b.CacheScope
+	}
+	for _, t := range []struct {
+		name string
+		raw  json.RawMessage
+		to   *int64
+	}{{"turnTimeoutMs", b.TurnTimeoutMs, &opt.TurnTimeoutMs}, {"toolTimeoutMs", b.ToolTimeoutMs, &opt.ToolTimeoutMs}} {
+		if len(t.raw) > 0 {
+			n, ok := positive(t.raw)
+			if !ok || n > run.MaxTimeoutMs {
+				return run.Options{}, t.name
+			}
+			*t.to = int64(n)
+		}
 	}
 	return opt, ""
 }

@@ -71,6 +71,10 @@ type Options struct {
 	// CacheScope is the partition of the response cache the run's model calls use (with the
 	// run's owner); required when the system caches responses (Deps.Cache).
 	CacheScope string `json:"cacheScope,omitempty"`
+	// TurnTimeoutMs bounds each model call and ToolTimeoutMs each tool call, from the call's
+	// first logged start (0: no bound).
+	TurnTimeoutMs int64 `json:"turnTimeoutMs,omitempty"`
+	ToolTimeoutMs int64 `json:"toolTimeoutMs,omitempty"`
 }
 
 // HistoryEntry is one message before the prompt.
@@ -242,6 +246,9 @@ func (rs *Runs) check(opt Options) error {
 	if err := rs.checkCacheScope(opt); err != nil {
 		return err
 	}
+	if err := checkTimeouts(opt); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -403,6 +410,7 @@ func (rs *Runs) flow(c *kernel.Context, raw json.RawMessage) (json.RawMessage, e
 	if opt.Parallel > 0 {
 		cfg.MaxParallel = opt.Parallel
 	}
+	cfg.TurnTimeout, cfg.ToolTimeout = timeouts(opt)
 	if rs.deps.Allowed != nil {
 		cfg.Allowed = func(tool string) bool { return rs.deps.Allowed(owner, tool) }
 	}
