@@ -289,7 +289,7 @@ Feature: A run's model calls are cached per principal and scope, capped, and bou
       """
       {"prompt": "check pump 3", "turnTimeoutMs": 1000}
       """
-    And the model has been asked 1 time
+    And the first request to the model has been waiting 600 ms
     And the system is killed and restarted
     Then the run ends failed within 1500 ms of the first request to the model
     And the run's reason is "turn-timeout"

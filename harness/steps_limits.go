@@ -19,6 +19,7 @@ func (s *limitsSteps) steps() []stepDef {
 		{`^the model replies "((?:[^"\\]|\\.)*)" filled to (\d+) characters$`, s.repliesFilled, "scripts the model's next answer as the text grown with the world's filler to exactly N characters"},
 		{`^the model calls "([\w-]+)" with (\{.*\}) filled to (\d+) characters$`, s.callsFilled, "scripts the model's next answer as one call of the tool whose arguments the world grows to exactly N characters"},
 		{`^the tool "([\w-]+)" has been waiting (\d+) ms$`, s.toolWaited, "waits until N ms have passed since the first call of the tool arrived"},
+		{`^the first request to the model has been waiting (\d+) ms$`, s.modelWaited, "waits until N ms have passed since the first request to the model arrived"},
 		{`^the run ends (completed|failed) within (\d+) ms of the (first request to the model|first call of the tool "[\w-]+")$`, s.endsWithin, "waits until the run has ended and expects the status, and the end seen less than N ms after that first request arrived"},
 		{`^request (\d+) to the model was aborted by the system$`, s.modelRequestAborted, "waits until request N to the model has ended and expects the system to have gone away before its answer ended"},
 		{`^the run's output is "((?:[^"\\]|\\.)*)" filled to (\d+) characters, (whole|cut)$`, s.outputFilled, "expects the ended run's output to be exactly the text grown with the world's filler to N characters, followed by the cut marker \" [cut]\" when cut"},
@@ -175,5 +176,19 @@ func (s *limitsSteps) modelRequestAborted(i int) error {
 			return fail("the model", got, fmt.Sprintf("request %d aborted by the system", i))
 		case <-tick.C:
 		}
+	}
+}
+
+// modelWaited waits until N ms have passed since the first request to the model arrived.
+func (s *limitsSteps) modelWaited(ms int) error {
+	if err := s.areas.model.modelAsked(1); err != nil {
+		return err
+	}
+	t0 := s.world.Model().Requests()[0].Arrived
+	select {
+	case <-time.After(time.Until(t0.Add(time.Duration(ms) * time.Millisecond))):
+		return nil
+	case <-s.ctx.Done():
+		return s.ctx.Err()
 	}
 }
