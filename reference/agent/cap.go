@@ -12,6 +12,8 @@ import (
 // recorded: their arguments together exceed MaxResponseChars characters. Tool calls are never
 // cut (a cut call would run with arguments the model did not write), so the response is not
 // recorded at all and the run fails; a resume asks the model again.
+//
+//	if errors.Is(err, agent.ErrResponseTooLarge) { /* nothing was recorded */ }
 type ResponseTooLargeError struct {
 	// Chars is how many characters the response's tool-call arguments hold.
 	Chars int

@@ -10,9 +10,13 @@ import (
 // ReasonResponseTooLarge is the reason of a run whose model answered with tool calls over the
 // cap on a recorded response (agent.ResponseTooLargeError): nothing of that answer was recorded
 // or run.
+//
+//	if v.Reason == run.ReasonResponseTooLarge { /* the model's tool calls were over the cap */ }
 const ReasonResponseTooLarge loomtype.Reason = "response-too-large"
 
 // ReasonTurnTimeout is the reason of a run whose model call ran out of its turnTimeoutMs.
+//
+//	opt := run.Options{Prompt: "check pump 3", TurnTimeoutMs: 30000} // else v.Reason == run.ReasonTurnTimeout
 const ReasonTurnTimeout loomtype.Reason = "turn-timeout"
 
 // MaxTimeoutMs bounds turnTimeoutMs and toolTimeoutMs (one day).
