@@ -57,6 +57,17 @@ type (
 		endedBody []byte
 	}
 
+	// writeBackSteps hold the memory's writes and judge what runs wrote back.
+	writeBackSteps struct {
+		*scenario
+		// hold is where the memory's writes wait, once the writes were made to wait.
+		hold *world.Hold
+	}
+
+	// limitsSteps configure and judge the response cache, the recorded response's cap and the
+	// timeouts of runs.
+	limitsSteps struct{ *scenario }
+
 	// conversationSteps start conversations, send messages and wait for turns.
 	conversationSteps struct{ *scenario }
 
@@ -181,6 +192,8 @@ type areas struct {
 	edge         *edgeSteps
 	shared       *sharedSteps
 	runs         *runsSteps
+	writeBack    *writeBackSteps
+	limits       *limitsSteps
 }
 
 // newAreas makes the step areas of s, each with its state empty.
@@ -203,6 +216,8 @@ func newAreas(s *scenario) areas {
 		edge:         &edgeSteps{scenario: s},
 		shared:       &sharedSteps{scenario: s},
 		runs:         &runsSteps{scenario: s},
+		writeBack:    &writeBackSteps{scenario: s},
+		limits:       &limitsSteps{scenario: s},
 	}
 }
 
@@ -232,6 +247,8 @@ func (a areas) vocabulary() []area {
 		{"edge", a.edge.steps()},
 		{"shared", a.shared.steps()},
 		{"runs", a.runs.steps()},
+		{"writeback", a.writeBack.steps()},
+		{"limits", a.limits.steps()},
 	}
 }
 

@@ -94,6 +94,7 @@ func FromConfig(c spec.SUTConfig) (Options, error) {
 	conv.Shared.MaxParticipants, conv.Shared.MaxQueuedPerAsker = c.Shared.MaxParticipants, c.Shared.MaxQueuedPerAsker
 	conv.Shared.Grants, conv.Shared.Narrowed = c.Shared.Grants, c.Shared.Narrowed
 	opt.Conversation = conv
+	opt.ResponseCache = c.Model.ResponseCache
 
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}}
 	if c.Model.BaseURL != "" {

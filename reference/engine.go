@@ -67,6 +67,9 @@ type Options struct {
 	// cause of a 500, damaged storage) is logged at level ERROR with that errorId, whether or not
 	// Deps.OnError or Gateway.OnError is set, so that the id a caller saw always leads somewhere.
 	Logger *slog.Logger
+	// ResponseCache keeps the model responses of runs in the process, partitioned by each run's
+	// owner and cacheScope (reference/run.ResponseCache); every run must then name its cacheScope.
+	ResponseCache bool
 }
 
 // Engine is an open reference engine. Its methods are safe for concurrent use.
@@ -149,8 +152,12 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 		}
 	}
 	onError := opt.Deps.OnError
-	runs := run.New(run.Deps{Provider: opt.Deps.Provider, Model: opt.Conversation.Model, Tools: opt.Conversation.Tools,
-		Runner: opt.Deps.Tools, Allowed: opt.Deps.Allowed, OnError: func(id string, err error) {
+	var cache *run.ResponseCache
+	if opt.ResponseCache {
+		cache = run.NewResponseCache(0)
+	}
+	runs := run.New(run.Deps{Cache: cache, Provider: opt.Deps.Provider, Model: opt.Conversation.Model, Tools: opt.Conversation.Tools,
+		Runner: opt.Deps.Tools, Allowed: opt.Deps.Allowed, Memory: opt.Deps.Memory, OnError: func(id string, err error) {
 			onError(hostio.ErrorReport{ErrorID: id, Error: err.Error()})
 		}})
 	flows := dl.Flows()

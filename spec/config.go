@@ -41,6 +41,10 @@ type ModelConfig struct {
 	APIKey  string `json:"apiKey,omitempty"`
 	// Stream asks for streamed responses (the default when omitted is true).
 	Stream *bool `json:"stream,omitempty"`
+	// ResponseCache asks the system to keep the model's responses to agent runs and answer a
+	// request as written from them, partitioned by the run's principal and its cacheScope (a
+	// run must then name its cacheScope; spec/http.md, Run response cache).
+	ResponseCache bool `json:"responseCache,omitempty"`
 }
 
 // EndpointConfig names one world endpoint.

@@ -74,6 +74,8 @@ type Memory struct {
 	writes  *journal[MemoryWrite]
 	recalls *journal[MemoryRecall]
 	ops     *journal[MemoryOp]
+	// hold, if set, is where every write waits once it is recorded and applied, before its 204.
+	hold *Hold
 }
 
 // Paths of the memory service.
@@ -94,7 +96,22 @@ func (m *Memory) reset() {
 	m.writes = newJournal[MemoryWrite](m.w.opts)
 	m.recalls = newJournal[MemoryRecall](m.w.opts)
 	m.ops = newJournal[MemoryOp](m.w.opts)
+	m.hold = nil
 	m.sig.fire()
+}
+
+// HoldWrites makes every later write wait at h after it has been recorded and applied, before it
+// is answered: a system killed while a write waits has written it but never learned so, and a
+// write it repeats after its restart is visible in Log. nil ends the holding (waiting writes stay
+// until h is released).
+//
+//	h := w.NewHold()
+//	w.Memory().HoldWrites(h)
+//	_ = h.WaitReached(ctx) // a write has been applied and waits for its answer
+func (m *Memory) HoldWrites(h *Hold) {
+	m.mu.Lock()
+	m.hold = h
+	m.mu.Unlock()
 }
 
 // Seed puts texts into a scope. It fails with ErrScriptFull past Options.MaxScript entries.
@@ -231,7 +248,11 @@ func (m *Memory) serveWrite(rw http.ResponseWriter, r *http.Request) {
 	}
 	m.ops.add(op, int64(len(body)))
 	m.sig.fire()
+	h := m.hold
 	m.mu.Unlock()
+	if h != nil && h.wait(r.Context()) != holdReleased {
+		return // the writer went away (or the world closed): the write stands, unanswered
+	}
 	rw.WriteHeader(http.StatusNoContent)
 }
 

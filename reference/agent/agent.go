@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
@@ -88,6 +89,15 @@ type Config struct {
 	// OnError receives the real error of a failed model call, once, with the error id that the
 	// record carries instead.
 	OnError func(errorID string, err error)
+	// TurnTimeout bounds each model call, and ToolTimeout each tool call, counted from the
+	// call's first logged start (a recorded deadline), so a call a crash cut off resumes its
+	// countdown. A model call out of time fails the run (Result.TimedOut); a tool call out of
+	// time is the error result TimeoutText. 0: no bound, and no deadline recorded.
+	TurnTimeout, ToolTimeout time.Duration
+	// Now is the clock of the deadlines (nil: time.Now).
+	Now func() time.Time
+
+	turnDue time.Time // the deadline of the model call in progress
 }
 
 // Result is how a run ended.
@@ -104,6 +114,12 @@ type Result struct {
 	Calls []Call
 	// Iterations counts the model calls the run made (recorded ones included).
 	Iterations int
+	// TimedOut says a Failed run's last model call ran out of Config.TurnTimeout; its Reason is
+	// then ReasonModelError.
+	TimedOut bool
+	// TooLarge says a Failed run's last model response held tool calls over the cap
+	// (ResponseTooLargeError); its Reason is then ReasonModelError.
+	TooLarge bool
 }
 
 // Call is one entry of the tool-call log.
@@ -124,6 +140,7 @@ type response struct {
 	Interrupted bool             `json:"interrupted,omitempty"`
 	Partial     string           `json:"partial,omitempty"`
 	Failed      bool             `json:"failed,omitempty"`
+	TimedOut    bool             `json:"timedOut,omitempty"`
 	ErrorID     string           `json:"errorId,omitempty"`
 }
 
@@ -157,9 +174,17 @@ func Run(c *kernel.Context, cfg Config, messages []model.Message) (Result, error
 			res.Status = Interrupted
 			return res, nil
 		}
+		due, err := deadline(c, cfg, fmt.Sprintf(idTurnDeadline, cfg.LoopID, i), cfg.TurnTimeout)
+		if err != nil {
+			return res, err
+		}
+		cfg.turnDue = due
 		raw, err := c.Decide(responseID(cfg.LoopID, i), func() (json.RawMessage, error) {
 			return callModel(c, cfg, msgs)
 		})
+		if tooLarge(cfg, err, &res) {
+			return res, nil
+		}
 		if err != nil {
 			return res, err
 		}
@@ -173,7 +198,7 @@ func Run(c *kernel.Context, cfg Config, messages []model.Message) (Result, error
 			res.Status, res.Text = Interrupted, r.Partial
 			return res, nil
 		case r.Failed:
-			res.Status, res.Reason, res.ErrorID = Failed, loomtype.ReasonModelError, r.ErrorID
+			res.Status, res.Reason, res.ErrorID, res.TimedOut = Failed, loomtype.ReasonModelError, r.ErrorID, r.TimedOut
 			return res, nil
 		case len(r.ToolCalls) == 0:
 			res.Status, res.Text = Complete, r.Content
@@ -234,7 +259,9 @@ func callModel(c *kernel.Context, cfg Config, msgs []model.Message) (json.RawMes
 	if cfg.OnLive != nil {
 		cfg.OnLive()
 	}
-	ctx, cancel := context.WithCancel(c.Ctx())
+	dctx, dcancel := withTurnDeadline(c.Ctx(), cfg.turnDue)
+	defer dcancel()
+	ctx, cancel := context.WithCancel(dctx)
 	defer cancel()
 	if cfg.Signal != nil {
 		cfg.Signal.Arm()
@@ -273,10 +300,17 @@ func callModel(c *kernel.Context, cfg Config, msgs []model.Message) (json.RawMes
 	}
 	if err != nil {
 		id := NewErrorID()
+		timedOut := dctx.Err() != nil
 		if cfg.OnError != nil {
+			if timedOut {
+				err = fmt.Errorf("the model did not answer in time: %w", err)
+			}
 			cfg.OnError(id, err)
 		}
-		return json.Marshal(response{Failed: true, ErrorID: id})
+		return json.Marshal(response{Failed: true, TimedOut: timedOut, ErrorID: id})
+	}
+	if err := checkToolCalls(resp.ToolCalls); err != nil {
+		return nil, err // nothing is recorded: a resume asks again
 	}
 	return json.Marshal(response{Content: cutText(resp.Content), ToolCalls: resp.ToolCalls})
 }
@@ -317,7 +351,11 @@ func runTools(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall, r
 		ids := make([]string, len(calls))
 		fns := make([]kernel.StepFunc, len(calls))
 		for j, call := range calls {
-			ids[j], fns[j] = stepID(j), step(j, call)
+			fn, err := timedTool(c, cfg, turn, j, step(j, call))
+			if err != nil {
+				return nil, false, err
+			}
+			ids[j], fns[j] = stepID(j), fn
 			res.Tools = append(res.Tools, call.Name)
 		}
 		// Under a bound the calls start in the model's order (kernel.Context.ExecuteAllLimit).
@@ -337,7 +375,11 @@ func runTools(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall, r
 			return outs, true, nil
 		}
 		res.Tools = append(res.Tools, call.Name)
-		v, err := c.Execute(stepID(j), step(j, call))
+		fn, err := timedTool(c, cfg, turn, j, step(j, call))
+		if err != nil {
+			return nil, false, err
+		}
+		v, err := c.Execute(stepID(j), fn)
 		o, err := decodeOutcome(kernel.StepResult{Value: v, Err: err})
 		if err != nil {
 			return nil, false, err

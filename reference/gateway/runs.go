@@ -18,6 +18,10 @@ type runBody struct {
 	ParallelTools json.RawMessage    `json:"parallelTools,omitempty"`
 	ToolErrors    *string            `json:"toolErrors,omitempty"`
 	MaxIterations json.RawMessage    `json:"maxIterations,omitempty"`
+	WriteBack     json.RawMessage    `json:"writeBack,omitempty"`
+	CacheScope    *string            `json:"cacheScope,omitempty"`
+	TurnTimeoutMs json.RawMessage    `json:"turnTimeoutMs,omitempty"`
+	ToolTimeoutMs json.RawMessage    `json:"toolTimeoutMs,omitempty"`
 }
 
 // positive reads a positive integer member; ok is false for anything else.
@@ -58,6 +62,32 @@ func runOptions(b runBody) (run.Options, string) {
 			return run.Options{}, "maxIterations"
 		}
 		opt.MaxIterations = n
+	}
+	if len(b.WriteBack) > 0 {
+		wb, ok := writeBackOption(b.WriteBack)
+		if !ok {
+			return run.Options{}, "writeBack"
+		}
+		opt.WriteBack = wb
+	}
+	if b.CacheScope != nil {
+		if *b.CacheScope == "" {
+			return run.Options{}, "cacheScope"
+		}
+		opt.CacheScope = *b.CacheScope
+	}
+	for _, t := range []struct {
+		name string
+		raw  json.RawMessage
+		to   *int64
+	}{{"turnTimeoutMs", b.TurnTimeoutMs, &opt.TurnTimeoutMs}, {"toolTimeoutMs", b.ToolTimeoutMs, &opt.ToolTimeoutMs}} {
+		if len(t.raw) > 0 {
+			n, ok := positive(t.raw)
+			if !ok || n > run.MaxTimeoutMs {
+				return run.Options{}, t.name
+			}
+			*t.to = int64(n)
+		}
 	}
 	return opt, ""
 }

@@ -329,6 +329,8 @@ type MemoryEntry struct {
 	ID   string `json:"id,omitempty"`
 	Role string `json:"role,omitempty"`
 	Text string `json:"text"`
+	// Tainted marks text a run produced after it saw untrusted output (a failing tool's text).
+	Tainted bool `json:"tainted,omitempty"`
 }
 
 // Memory recalls what an asker's scope remembers and writes new entries back.

@@ -23,6 +23,7 @@ import (
 	"regexp"
 
 	"github.com/loomcheck/loomcheck/reference/agent"
+	"github.com/loomcheck/loomcheck/reference/hostio"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/model"
@@ -66,6 +67,14 @@ type Options struct {
 	Parallel      int            `json:"parallel,omitempty"`
 	ToolErrors    string         `json:"toolErrors,omitempty"`
 	MaxIterations int            `json:"maxIterations,omitempty"`
+	WriteBack     *WriteBack     `json:"writeBack,omitempty"`
+	// CacheScope is the partition of the response cache the run's model calls use (with the
+	// run's owner); required when the system caches responses (Deps.Cache).
+	CacheScope string `json:"cacheScope,omitempty"`
+	// TurnTimeoutMs bounds each model call and ToolTimeoutMs each tool call, from the call's
+	// first logged start (0: no bound).
+	TurnTimeoutMs int64 `json:"turnTimeoutMs,omitempty"`
+	ToolTimeoutMs int64 `json:"toolTimeoutMs,omitempty"`
 }
 
 // HistoryEntry is one message before the prompt.
@@ -106,6 +115,12 @@ type Deps struct {
 	Allowed func(who loomtype.Identity, tool string) bool
 	// OnError receives the real error behind a failed model call, with its errorId.
 	OnError func(errorID string, err error)
+	// Memory is the agent memory a run's write-back writes to (nil: none, and writeBack is
+	// refused).
+	Memory hostio.Memory
+	// Cache, if set, keeps model responses per owner and cacheScope; every run must then name
+	// its cacheScope.
+	Cache *ResponseCache
 }
 
 // Runs is the run client and its flow. Register Flows on the kernel, then Bind the kernel.
@@ -224,6 +239,15 @@ func (rs *Runs) check(opt Options) error {
 	}
 	if opt.MaxIterations < 0 {
 		return loomtype.BadRequest("maxIterations", "")
+	}
+	if err := rs.checkWriteBack(opt.WriteBack); err != nil {
+		return err
+	}
+	if err := rs.checkCacheScope(opt); err != nil {
+		return err
+	}
+	if err := checkTimeouts(opt); err != nil {
+		return err
 	}
 	return nil
 }
@@ -380,12 +404,13 @@ func (rs *Runs) flow(c *kernel.Context, raw json.RawMessage) (json.RawMessage, e
 		max = DefaultMaxIterations
 	}
 	owner := in.Owner
-	cfg := agent.Config{LoopID: loopID, Provider: rs.deps.Provider, Model: rs.deps.Model, Tools: tools,
+	cfg := agent.Config{LoopID: loopID, Provider: rs.provider(owner, opt), Model: rs.deps.Model, Tools: tools,
 		Runner: rs.deps.Runner, MaxIterations: max, Parallel: opt.Parallel != 0, Signal: sig,
 		FailOnToolError: opt.ToolErrors == ToolErrorsFail, OnError: rs.deps.OnError}
 	if opt.Parallel > 0 {
 		cfg.MaxParallel = opt.Parallel
 	}
+	cfg.TurnTimeout, cfg.ToolTimeout = timeouts(opt)
 	if rs.deps.Allowed != nil {
 		cfg.Allowed = func(tool string) bool { return rs.deps.Allowed(owner, tool) }
 	}
@@ -393,7 +418,10 @@ func (rs *Runs) flow(c *kernel.Context, raw json.RawMessage) (json.RawMessage, e
 	if err != nil {
 		return nil, err
 	}
-	v := View{ToolCalls: res.Calls, Reason: res.Reason, ErrorID: res.ErrorID}
+	if err := rs.writeBack(c, owner, opt, res); err != nil {
+		return nil, err
+	}
+	v := View{ToolCalls: res.Calls, Reason: reasonOf(res), ErrorID: res.ErrorID}
 	if v.ToolCalls == nil {
 		v.ToolCalls = []agent.Call{}
 	}

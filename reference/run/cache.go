@@ -1,0 +1,117 @@
+package run
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"sync"
+
+	"github.com/loomcheck/loomcheck/reference/loomtype"
+	"github.com/loomcheck/loomcheck/reference/model"
+)
+
+// MaxCacheScope bounds the length of a run's cacheScope.
+const MaxCacheScope = 256
+
+// DefaultCacheEntries bounds the response cache when Deps.CacheEntries is 0.
+const DefaultCacheEntries = 1024
+
+// ResponseCache keeps model responses, keyed on the request as written (model, messages, tools)
+// and partitioned by the principal the run acts for and by the run's cacheScope: two runs share an
+// entry only when all of those are equal. Only answers that completed are kept. It lives in the
+// process (a restart empties it; the journal, not the cache, is what a replay serves). When full,
+// it forgets everything it holds and starts again.
+//
+// Safe for concurrent use.
+//
+//	c := run.NewResponseCache(0)
+//	p := c.Provider(base, alice, "tenant-acme")
+type ResponseCache struct {
+	max     int
+	mu      sync.Mutex
+	entries map[string]model.Response
+}
+
+// NewResponseCache returns an empty cache of at most max entries (0: DefaultCacheEntries).
+//
+//	rs := run.New(run.Deps{Provider: p, Cache: run.NewResponseCache(0)})
+func NewResponseCache(max int) *ResponseCache {
+	if max <= 0 {
+		max = DefaultCacheEntries
+	}
+	return &ResponseCache{max: max, entries: map[string]model.Response{}}
+}
+
+// Provider returns base behind the cache, in the partition of who and scope.
+//
+//	p := cache.Provider(base, alice, "acme")
+func (rc *ResponseCache) Provider(base model.Provider, who loomtype.Identity, scope string) model.Provider {
+	return &cachedProvider{rc: rc, base: base, who: who, scope: scope}
+}
+
+type cachedProvider struct {
+	rc    *ResponseCache
+	base  model.Provider
+	who   loomtype.Identity
+	scope string
+}
+
+// key is the digest of the partition and the request as written.
+func (p *cachedProvider) key(req model.Request) string {
+	b, _ := json.Marshal(struct {
+		Who      loomtype.Identity `json:"who"`
+		Scope    string            `json:"scope"`
+		Model    string            `json:"model"`
+		Messages []model.Message   `json:"messages"`
+		Tools    []model.Tool      `json:"tools"`
+	}{p.who, p.scope, req.Model, req.Messages, req.Tools})
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// Complete implements model.Provider: a cached answer is handed back (its text given to onDelta
+// once) without a model call; anything else is asked of the model and kept if it completed.
+func (p *cachedProvider) Complete(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
+	k := p.key(req)
+	p.rc.mu.Lock()
+	resp, ok := p.rc.entries[k]
+	p.rc.mu.Unlock()
+	if ok {
+		if onDelta != nil && resp.Content != "" {
+			onDelta(resp.Content)
+		}
+		return resp, nil
+	}
+	resp, err := p.base.Complete(ctx, req, onDelta)
+	if err != nil {
+		return resp, err
+	}
+	p.rc.mu.Lock()
+	if len(p.rc.entries) >= p.rc.max {
+		p.rc.entries = map[string]model.Response{}
+	}
+	p.rc.entries[k] = resp
+	p.rc.mu.Unlock()
+	return resp, nil
+}
+
+// checkCacheScope refuses, naming "cacheScope", a run without one when the system caches model
+// responses, and one that is too long.
+func (rs *Runs) checkCacheScope(opt Options) error {
+	if rs.deps.Cache != nil && opt.CacheScope == "" {
+		return loomtype.BadRequest("cacheScope", "")
+	}
+	if len(opt.CacheScope) > MaxCacheScope {
+		return loomtype.BadRequest("cacheScope", "")
+	}
+	return nil
+}
+
+// provider is the model a run of who asks: behind the response cache when there is one.
+func (rs *Runs) provider(who loomtype.Identity, opt Options) model.Provider {
+	if rs.deps.Cache == nil {
+		return rs.deps.Provider
+	}
+	return rs.deps.Cache.Provider(rs.deps.Provider, who, opt.CacheScope)
+}
