@@ -80,7 +80,7 @@ Feature: An agent run is its own durable execution of the canonical loop
       | assistant | hi                                       |
       | user      | check pump 3                             |
       | assistant | [calls lookup {"pump":3}]                |
-      | tool      | {"error": "sensor offline"} [for lookup] |
+      | tool      | {"untrusted": {"source": "tool-error:lookup", "data": {"error": "sensor offline"}}} [for lookup] |
     And the model has been asked 2 times in all
 
   @profile:agent @req:ADR0121-D1-06
@@ -201,7 +201,7 @@ Feature: An agent run is its own durable execution of the canonical loop
       | role      | content                                 |
       | user      | check both zones                        |
       | assistant | [calls north {}, south {}]              |
-      | tool      | {"error": "north offline"} [for north]  |
+      | tool      | {"untrusted": {"source": "tool-error:north", "data": {"error": "north offline"}}} [for north] |
       | tool      | {"zone": "south ok"} [for south]        |
     And the model has been asked 2 times in all
 

@@ -53,6 +53,8 @@ type ToolRunner interface {
 type ToolError struct {
 	Status  int
 	Message string
+	// Failure is the typed failure the tool raised, when its answer carried one.
+	Failure *Failure
 }
 
 func (e *ToolError) Error() string { return fmt.Sprintf("tool failed (%d): %s", e.Status, e.Message) }
@@ -79,6 +81,11 @@ type Config struct {
 	// whose tool calls include a failure, with no further model call, instead of feeding the
 	// failure back.
 	FailOnToolError bool
+	// Principal, if set, is who the run acts for: every tool call carries it (WithPrincipal).
+	Principal *loomtype.Identity
+	// TaintToolErrors records an ordinary failure as remote text and fences it as data in
+	// the next model request (fencedContent), on every replay too.
+	TaintToolErrors bool
 	// Signal, if set, can interrupt the run (a barge-in). nil means no abort checkpoints.
 	Signal *Signal
 	// OnDelta receives streamed text of live model calls (never of replayed ones).
@@ -104,6 +111,8 @@ type Result struct {
 	Calls []Call
 	// Iterations counts the model calls the run made (recorded ones included).
 	Iterations int
+	// Terminal names the terminal failure that ended the run (Reason ReasonToolTerminal).
+	Terminal *TerminalStop
 }
 
 // Call is one entry of the tool-call log.
@@ -133,6 +142,11 @@ type toolOutcome struct {
 	Error   string          `json:"error,omitempty"`
 	Denied  bool            `json:"denied,omitempty"`
 	ErrorID string          `json:"errorId,omitempty"`
+	// Terminal: the failure is terminal, never fed back; Tainted: the failure's text is
+	// remote data, fenced when fed back; NotRun: the fail-fast scope stopped the call.
+	Terminal *TerminalStop `json:"terminal,omitempty"`
+	Tainted  string        `json:"tainted,omitempty"`
+	NotRun   bool          `json:"notRun,omitempty"`
 }
 
 // Run runs the loop on messages (the system prompt, the history and the prompt, already
@@ -181,6 +195,9 @@ func Run(c *kernel.Context, cfg Config, messages []model.Message) (Result, error
 		outs, stopped, err := runTools(c, cfg, i, r.ToolCalls, &res)
 		if err != nil {
 			return res, err
+		}
+		if endOnFailure(cfg, r.ToolCalls, outs, &res) {
+			return res, nil
 		}
 		failed := false
 		for j, o := range outs {
@@ -296,19 +313,34 @@ func runTools(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall, r
 	if cfg.Parallel && cfg.MaxParallel > 0 {
 		slots = make(chan struct{}, cfg.MaxParallel)
 	}
+	scope := newBatchScope() // the fail-fast scope of a parallel batch
 	step := func(j int, call model.ToolCall) kernel.StepFunc {
 		id := toolStepID(cfg.LoopID, turn, j)
 		key := idempotencyKey(c.ID(), id, call)
 		return func(ctx context.Context) (json.RawMessage, error) {
+			outer := ctx
+			ctx, leave := scope.join(ctx)
+			defer leave()
 			if slots != nil {
 				select {
 				case slots <- struct{}{}:
 					defer func() { <-slots }()
 				case <-ctx.Done():
-					return nil, ctx.Err()
+					if outer.Err() != nil {
+						return nil, outer.Err()
+					}
 				}
 			}
-			return json.Marshal(callTool(ctx, cfg, call, key))
+			if scope.isStopped() {
+				return json.Marshal(toolOutcome{NotRun: true})
+			}
+			o := callTool(ctx, cfg, call, key)
+			if scope.isStopped() && ctx.Err() != nil && outer.Err() == nil {
+				o = toolOutcome{NotRun: true} // aborted in flight by the scope
+			} else if stopsBatch(cfg, o) {
+				scope.stop()
+			}
+			return json.Marshal(o)
 		}
 	}
 	stepID := func(j int) string { return toolStepID(cfg.LoopID, turn, j) }
@@ -344,7 +376,7 @@ func runTools(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall, r
 			return nil, false, err
 		}
 		outs = append(outs, o)
-		if o.Denied {
+		if stopsBatch(cfg, o) {
 			return outs, false, nil
 		}
 	}
@@ -402,13 +434,16 @@ func callTool(ctx context.Context, cfg Config, call model.ToolCall, key string) 
 	if !json.Valid(args) {
 		return toolOutcome{Error: "arguments are not JSON"}
 	}
+	if cfg.Principal != nil {
+		ctx = WithPrincipal(ctx, *cfg.Principal)
+	}
 	out, err := cfg.Runner.Call(ctx, call.Name, args, key)
 	if err != nil {
 		var te *ToolError
 		if errors.As(err, &te) {
-			return toolOutcome{Error: bound(te.Message)}
+			return classify(cfg, call.Name, toolOutcome{Error: bound(te.Message)}, te.Failure)
 		}
-		return toolOutcome{Error: bound(err.Error())}
+		return classify(cfg, call.Name, toolOutcome{Error: bound(err.Error())}, nil)
 	}
 	if len(out) == 0 || !json.Valid(out) {
 		out = json.RawMessage("null")
@@ -419,6 +454,9 @@ func callTool(ctx context.Context, cfg Config, call model.ToolCall, key string) 
 func toolContent(o toolOutcome) string {
 	if o.OK {
 		return string(o.Output)
+	}
+	if o.Tainted != "" {
+		return fencedContent(o)
 	}
 	b, _ := json.Marshal(map[string]string{"error": o.Error})
 	return string(b)

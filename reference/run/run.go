@@ -86,6 +86,8 @@ type View struct {
 	Interrupted *Interrupted    `json:"interrupted,omitempty"`
 	Reason      loomtype.Reason `json:"reason,omitempty"`
 	ErrorID     string          `json:"errorId,omitempty"`
+	// Terminal names the terminal tool failure that ended a failed run.
+	Terminal *agent.TerminalStop `json:"terminal,omitempty"`
 }
 
 // Interrupted is the payload of an aborted run.
@@ -389,11 +391,12 @@ func (rs *Runs) flow(c *kernel.Context, raw json.RawMessage) (json.RawMessage, e
 	if rs.deps.Allowed != nil {
 		cfg.Allowed = func(tool string) bool { return rs.deps.Allowed(owner, tool) }
 	}
+	cfg.Principal, cfg.TaintToolErrors = &owner, true
 	res, err := agent.Run(c, cfg, msgs)
 	if err != nil {
 		return nil, err
 	}
-	v := View{ToolCalls: res.Calls, Reason: res.Reason, ErrorID: res.ErrorID}
+	v := View{ToolCalls: res.Calls, Reason: res.Reason, ErrorID: res.ErrorID, Terminal: res.Terminal}
 	if v.ToolCalls == nil {
 		v.ToolCalls = []agent.Call{}
 	}
