@@ -181,6 +181,7 @@ type areas struct {
 	edge         *edgeSteps
 	shared       *sharedSteps
 	runs         *runsSteps
+	failures     *failuresSteps
 }
 
 // newAreas makes the step areas of s, each with its state empty.
@@ -203,6 +204,7 @@ func newAreas(s *scenario) areas {
 		edge:         &edgeSteps{scenario: s},
 		shared:       &sharedSteps{scenario: s},
 		runs:         &runsSteps{scenario: s},
+		failures:     &failuresSteps{scenario: s},
 	}
 }
 
@@ -232,6 +234,7 @@ func (a areas) vocabulary() []area {
 		{"edge", a.edge.steps()},
 		{"shared", a.shared.steps()},
 		{"runs", a.runs.steps()},
+		{"failures", a.failures.steps()},
 	}
 }
 
