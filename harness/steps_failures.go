@@ -26,6 +26,7 @@ func (s *failuresSteps) steps() []stepDef {
 		{`^every call to "([\w-]+)" was made for (\w[\w' ]*?)$`, s.callsMadeFor, "expects every call of the tool to have carried exactly who's principal headers, percent-encoded, one per present field"},
 		{`^every call to "([\w-]+)" was made for the principal (\{.*\})$`, s.callsMadeForPrincipal, "expects every call of the tool to have carried exactly the principal's headers, percent-encoded, one per present field"},
 		{`^a token introspected as (\{.*\}) starts a run with:$`, s.introspectedStartsRun, "maps a fresh token to the principal through the identity service and starts a run with it"},
+		{`^call (\d+) to "([\w-]+)" carried the single-frame key of model call (\d+), position (\d+), for (\{.*\})$`, s.carriedFrameKey, "expects the Nth call of the tool to have carried the idempotency key the kit computes for the run, the model call, the position and the arguments (spec/http.md, the single-frame runner)"},
 	}
 }
 
@@ -165,11 +166,16 @@ func (s *failuresSteps) endedTerminal() (*terminalView, error) {
 // class, the class that made it terminal and its depth, as the kit classifies the scripted failure.
 func (s *failuresSteps) endedByTerminal(tool, failure, class string, depth int) error {
 	want := terminalView{Tool: tool, Class: class, Failure: failure, Depth: depth}
-	scripted := s.lastFailure[tool]
-	kit, ok := classify(scripted)
-	kit.Tool = tool
-	if !ok || kit != want || !scripted.Terminal() {
-		return harnessErr("the scenario expects %+v, but the kit classifies the failure scripted for %s as %+v (terminal %v)", want, tool, kit, ok)
+	if scripted := s.lastFailure[tool]; scripted != nil {
+		kit, ok := classify(scripted)
+		kit.Tool = tool
+		if !ok || kit != want || !scripted.Terminal() {
+			return harnessErr("the scenario expects %+v, but the kit classifies the failure scripted for %s as %+v (terminal %v)", want, tool, kit, ok)
+		}
+	} else if want != (terminalView{Tool: tool, Class: world.ClassIdempotentToolRefused, Failure: world.ClassIdempotentToolRefused}) {
+		// No failure was scripted: the only terminal stop a system raises of its own is the
+		// single-frame runner's refusal of a tool declared not idempotent.
+		return harnessErr("no failure was scripted for %s, and %+v is not the single-frame refusal", tool, want)
 	}
 	got, err := s.endedTerminal()
 	if err != nil {
@@ -288,4 +294,24 @@ func (s *failuresSteps) introspectedStartsRun(raw string, doc *godog.DocString) 
 		return harnessErr("identity: %v", err)
 	}
 	return s.areas.runs.startsRun(token, doc)
+}
+
+// carriedFrameKey expects the Nth call of the tool to have carried the idempotency key the kit
+// computes for the run, the model call, the position and the arguments.
+func (s *failuresSteps) carriedFrameKey(n int, tool string, turn, position int, args string) error {
+	if s.areas.runs.runID == "" {
+		return harnessErr("no run was started")
+	}
+	want, err := frameKey(s.areas.runs.runID, turn, position, tool, args)
+	if err != nil {
+		return harnessErr("the arguments %s: %v", args, err)
+	}
+	calls := s.world.Tools().CallsOf(tool)
+	if n < 1 || n > len(calls) {
+		return fail("the tool "+tool, fmt.Sprintf("%d calls", len(calls)), fmt.Sprintf("a call %d", n))
+	}
+	if got := calls[n-1].IdempotencyKey; got != want {
+		return fail(fmt.Sprintf("call %d to %s: its Idempotency-Key", n, tool), fmt.Sprintf("%q", got), fmt.Sprintf("%q", want))
+	}
+	return nil
 }

@@ -67,6 +67,9 @@ type Options struct {
 	// cause of a 500, damaged storage) is logged at level ERROR with that errorId, whether or not
 	// Deps.OnError or Gateway.OnError is set, so that the id a caller saw always leads somewhere.
 	Logger *slog.Logger
+	// NotIdempotentTools names the tools declared idempotent: false (the configuration's
+	// tools.definitions); the deprecated single-frame runner refuses them.
+	NotIdempotentTools []string
 }
 
 // Engine is an open reference engine. Its methods are safe for concurrent use.
@@ -150,7 +153,7 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 	}
 	onError := opt.Deps.OnError
 	runs := run.New(run.Deps{Provider: opt.Deps.Provider, Model: opt.Conversation.Model, Tools: opt.Conversation.Tools,
-		Runner: opt.Deps.Tools, Allowed: opt.Deps.Allowed, OnError: func(id string, err error) {
+		Runner: opt.Deps.Tools, Allowed: opt.Deps.Allowed, NotIdempotent: opt.NotIdempotentTools, OnError: func(id string, err error) {
 			onError(hostio.ErrorReport{ErrorID: id, Error: err.Error()})
 		}})
 	flows := dl.Flows()

@@ -18,6 +18,9 @@ type runBody struct {
 	ParallelTools json.RawMessage    `json:"parallelTools,omitempty"`
 	ToolErrors    *string            `json:"toolErrors,omitempty"`
 	MaxIterations json.RawMessage    `json:"maxIterations,omitempty"`
+	// Runner and AcceptAtLeastOnce choose the runner (spec/http.md, Runs: the single-frame runner).
+	Runner            *string `json:"runner,omitempty"`
+	AcceptAtLeastOnce *bool   `json:"acceptAtLeastOnce,omitempty"`
 }
 
 // positive reads a positive integer member; ok is false for anything else.
@@ -59,6 +62,13 @@ func runOptions(b runBody) (run.Options, string) {
 		}
 		opt.MaxIterations = n
 	}
+	if b.Runner != nil {
+		if *b.Runner == "" {
+			return run.Options{}, "runner"
+		}
+		opt.Runner = *b.Runner
+	}
+	opt.AcceptAtLeastOnce = b.AcceptAtLeastOnce != nil && *b.AcceptAtLeastOnce
 	return opt, ""
 }
 

@@ -66,6 +66,10 @@ type Options struct {
 	Parallel      int            `json:"parallel,omitempty"`
 	ToolErrors    string         `json:"toolErrors,omitempty"`
 	MaxIterations int            `json:"maxIterations,omitempty"`
+	// Runner is RunnerLoop (also when empty) or the deprecated RunnerSingleFrame;
+	// AcceptAtLeastOnce lets the single frame run tools declared idempotent: false.
+	Runner            string `json:"runner,omitempty"`
+	AcceptAtLeastOnce bool   `json:"acceptAtLeastOnce,omitempty"`
 }
 
 // HistoryEntry is one message before the prompt.
@@ -108,6 +112,9 @@ type Deps struct {
 	Allowed func(who loomtype.Identity, tool string) bool
 	// OnError receives the real error behind a failed model call, with its errorId.
 	OnError func(errorID string, err error)
+	// NotIdempotent names the tools declared idempotent: false (the single-frame runner
+	// refuses them).
+	NotIdempotent []string
 }
 
 // Runs is the run client and its flow. Register Flows on the kernel, then Bind the kernel.
@@ -227,7 +234,7 @@ func (rs *Runs) check(opt Options) error {
 	if opt.MaxIterations < 0 {
 		return loomtype.BadRequest("maxIterations", "")
 	}
-	return nil
+	return checkRunner(opt)
 }
 
 func (rs *Runs) knows(name string) bool {
@@ -392,7 +399,7 @@ func (rs *Runs) flow(c *kernel.Context, raw json.RawMessage) (json.RawMessage, e
 		cfg.Allowed = func(tool string) bool { return rs.deps.Allowed(owner, tool) }
 	}
 	cfg.Principal, cfg.TaintToolErrors = &owner, true
-	res, err := agent.Run(c, cfg, msgs)
+	res, err := rs.runLoop(c, cfg, opt, msgs)
 	if err != nil {
 		return nil, err
 	}
