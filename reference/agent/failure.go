@@ -57,6 +57,8 @@ const ReasonToolTerminal loomtype.Reason = "tool-terminal"
 // terminal (a class of TerminalClasses, reached by the failure's own class or through its
 // ancestors, or RetryableFalse), the class of the failure at that place of the chain, and its
 // depth in the cause chain.
+//
+//	if res.Reason == agent.ReasonToolTerminal { log.Printf("%s raised %s", res.Terminal.Tool, res.Terminal.Class) }
 type TerminalStop struct {
 	Tool    string `json:"tool"`
 	Class   string `json:"class"`

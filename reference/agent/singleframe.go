@@ -16,6 +16,8 @@ import (
 const idSingleFrame = "%s#single-frame"
 
 // SingleFrame configures the deprecated single-frame runner (RunSingleFrame).
+//
+//	sf := agent.SingleFrame{NotIdempotent: func(t string) bool { return t == "pay" }}
 type SingleFrame struct {
 	// NotIdempotent reports whether a tool is declared idempotent: false. Such a tool is
 	// refused (the run ends Failed, reason ReasonToolTerminal, class

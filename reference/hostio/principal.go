@@ -8,6 +8,9 @@ import (
 )
 
 // Headers that name, on a tool call, the principal the system acts for (spec/world.md, Tools).
+// Tools.Call sends them for the principal agent.WithPrincipal put on its context.
+//
+//	_, err := tools.Call(agent.WithPrincipal(ctx, who), "lookup", args, key)
 const (
 	HeaderTenant     = "Loom-Tenant"
 	HeaderActor      = "Loom-Actor"
