@@ -75,12 +75,12 @@ Feature: An agent run is its own durable execution of the canonical loop
       | name   | arguments  | ok    | result         |
       | lookup | {"pump":3} | false | sensor offline |
     And request 2 to the model holds the messages:
-      | role      | content                                  |
-      | user      | hello                                    |
-      | assistant | hi                                       |
-      | user      | check pump 3                             |
-      | assistant | [calls lookup {"pump":3}]                |
-      | tool      | {"error": "sensor offline"} [for lookup] |
+      | role      | content                                                                                          |
+      | user      | hello                                                                                            |
+      | assistant | hi                                                                                               |
+      | user      | check pump 3                                                                                     |
+      | assistant | [calls lookup {"pump":3}]                                                                        |
+      | tool      | {"untrusted": {"source": "tool-error:lookup", "data": {"error": "sensor offline"}}} [for lookup] |
     And the model has been asked 2 times in all
 
   @profile:agent @req:ADR0121-D1-06
@@ -198,11 +198,11 @@ Feature: An agent run is its own durable execution of the canonical loop
       | north | {}        | false | north offline       |
       | south | {}        | true  | {"zone":"south ok"} |
     And request 2 to the model holds the messages:
-      | role      | content                                 |
-      | user      | check both zones                        |
-      | assistant | [calls north {}, south {}]              |
-      | tool      | {"error": "north offline"} [for north]  |
-      | tool      | {"zone": "south ok"} [for south]        |
+      | role      | content                                                                                       |
+      | user      | check both zones                                                                              |
+      | assistant | [calls north {}, south {}]                                                                    |
+      | tool      | {"untrusted": {"source": "tool-error:north", "data": {"error": "north offline"}}} [for north] |
+      | tool      | {"zone": "south ok"} [for south]                                                              |
     And the model has been asked 2 times in all
 
   @profile:agent @req:ADR0121-D3-02

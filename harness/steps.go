@@ -194,6 +194,7 @@ type areas struct {
 	runs         *runsSteps
 	writeBack    *writeBackSteps
 	limits       *limitsSteps
+	failures     *failuresSteps
 }
 
 // newAreas makes the step areas of s, each with its state empty.
@@ -218,6 +219,7 @@ func newAreas(s *scenario) areas {
 		runs:         &runsSteps{scenario: s},
 		writeBack:    &writeBackSteps{scenario: s},
 		limits:       &limitsSteps{scenario: s},
+		failures:     &failuresSteps{scenario: s},
 	}
 }
 
@@ -249,6 +251,7 @@ func (a areas) vocabulary() []area {
 		{"runs", a.runs.steps()},
 		{"writeback", a.writeBack.steps()},
 		{"limits", a.limits.steps()},
+		{"failures", a.failures.steps()},
 	}
 }
 

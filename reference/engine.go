@@ -70,6 +70,9 @@ type Options struct {
 	// ResponseCache keeps the model responses of runs in the process, partitioned by each run's
 	// owner and cacheScope (reference/run.ResponseCache); every run must then name its cacheScope.
 	ResponseCache bool
+	// NotIdempotentTools names the tools declared idempotent: false (the configuration's
+	// tools.definitions); the deprecated single-frame runner refuses them.
+	NotIdempotentTools []string
 }
 
 // Engine is an open reference engine. Its methods are safe for concurrent use.
@@ -157,7 +160,7 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 		cache = run.NewResponseCache(0)
 	}
 	runs := run.New(run.Deps{Cache: cache, Provider: opt.Deps.Provider, Model: opt.Conversation.Model, Tools: opt.Conversation.Tools,
-		Runner: opt.Deps.Tools, Allowed: opt.Deps.Allowed, Memory: opt.Deps.Memory, OnError: func(id string, err error) {
+		Runner: opt.Deps.Tools, Allowed: opt.Deps.Allowed, Memory: opt.Deps.Memory, NotIdempotent: opt.NotIdempotentTools, OnError: func(id string, err error) {
 			onError(hostio.ErrorReport{ErrorID: id, Error: err.Error()})
 		}})
 	flows := dl.Flows()

@@ -214,3 +214,18 @@ func PrincipalHeaders(p spec.Principal) http.Header {
 	}
 	return h
 }
+
+// rawPrincipal returns the principal headers of a tool call as they arrived, by header name
+// (nil when none was sent).
+func rawPrincipal(h http.Header) map[string]string {
+	var out map[string]string
+	for _, name := range []string{HeaderTenant, HeaderActor, HeaderOnBehalfOf} {
+		if vs := h.Values(name); len(vs) > 0 {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[name] = vs[0]
+		}
+	}
+	return out
+}

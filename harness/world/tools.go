@@ -35,7 +35,8 @@ type Behavior struct {
 // Idempotency-Key. Attempt counts the calls of that tool with that Idempotency-Key so far, this one
 // included (1 for the first; 0 for a call without a key): a tool declared idempotent: false runs
 // every attempt, so Attempt 2 there is a second execution of one call. Principal is what the
-// principal headers named (PrincipalSent: Loom-Actor was present). Human means the tool is declared
+// principal headers named (PrincipalSent: Loom-Actor was present); RawPrincipal holds those
+// headers' values as they arrived, before decoding, by header name (nil when none was sent). Human means the tool is declared
 // kind: human: the call was recorded and answered 202, the person's answer comes another way.
 //
 //	inv := w.Tools().CallsOf("pay")[0]
@@ -52,6 +53,7 @@ type Invocation struct {
 	Attempt        int
 	Principal      spec.Principal
 	PrincipalSent  bool
+	RawPrincipal   map[string]string
 	Human          bool
 }
 
@@ -351,7 +353,7 @@ func (t *Tools) serve(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	b, known, replay, log, i := t.take(Invocation{Name: name, Args: json.RawMessage(bytes.Clone(body)),
-		IdempotencyKey: key, Arrived: time.Now(), Principal: p, PrincipalSent: sent})
+		IdempotencyKey: key, Arrived: time.Now(), Principal: p, PrincipalSent: sent, RawPrincipal: rawPrincipal(r.Header)})
 
 	var a toolAnswer
 	switch {

@@ -54,6 +54,8 @@ type ToolRunner interface {
 type ToolError struct {
 	Status  int
 	Message string
+	// Failure is the typed failure the tool raised, when its answer carried one.
+	Failure *Failure
 }
 
 func (e *ToolError) Error() string { return fmt.Sprintf("tool failed (%d): %s", e.Status, e.Message) }
@@ -80,6 +82,11 @@ type Config struct {
 	// whose tool calls include a failure, with no further model call, instead of feeding the
 	// failure back.
 	FailOnToolError bool
+	// Principal, if set, is who the run acts for: every tool call carries it (WithPrincipal).
+	Principal *loomtype.Identity
+	// TaintToolErrors records an ordinary failure as remote text and fences it as data in
+	// the next model request (fencedContent), on every replay too.
+	TaintToolErrors bool
 	// Signal, if set, can interrupt the run (a barge-in). nil means no abort checkpoints.
 	Signal *Signal
 	// OnDelta receives streamed text of live model calls (never of replayed ones).
@@ -120,6 +127,8 @@ type Result struct {
 	// TooLarge says a Failed run's last model response held tool calls over the cap
 	// (ResponseTooLargeError); its Reason is then ReasonModelError.
 	TooLarge bool
+	// Terminal names the terminal failure that ended the run (Reason ReasonToolTerminal).
+	Terminal *TerminalStop
 }
 
 // Call is one entry of the tool-call log.
@@ -150,8 +159,12 @@ type toolOutcome struct {
 	Error   string          `json:"error,omitempty"`
 	Denied  bool            `json:"denied,omitempty"`
 	ErrorID string          `json:"errorId,omitempty"`
-	// NotRun: a parallel branch that started after the run was stopped, so it did nothing.
-	NotRun bool `json:"notRun,omitempty"`
+	// Terminal: the failure is terminal, never fed back; Tainted: the failure's text is
+	// remote data, fenced when fed back; NotRun: the call did nothing, because the fail-fast
+	// scope stopped it or because it was to start after the run was aborted.
+	Terminal *TerminalStop `json:"terminal,omitempty"`
+	Tainted  string        `json:"tainted,omitempty"`
+	NotRun   bool          `json:"notRun,omitempty"`
 }
 
 // Run runs the loop on messages (the system prompt, the history and the prompt, already
@@ -208,6 +221,9 @@ func Run(c *kernel.Context, cfg Config, messages []model.Message) (Result, error
 		outs, stopped, err := runTools(c, cfg, i, r.ToolCalls, &res)
 		if err != nil {
 			return res, err
+		}
+		if endOnFailure(cfg, r.ToolCalls, outs, &res) {
+			return res, nil
 		}
 		failed := false
 		for j, o := range outs {
@@ -332,15 +348,28 @@ func cutText(s string) string {
 
 func runTools(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall, res *Result) ([]toolOutcome, bool, error) {
 	outs := make([]toolOutcome, 0, len(calls))
+	scope := newBatchScope() // the fail-fast scope of a parallel batch
 	step := func(j int, call model.ToolCall) kernel.StepFunc {
 		id := toolStepID(cfg.LoopID, turn, j)
 		key := idempotencyKey(c.ID(), id, call)
 		return func(ctx context.Context) (json.RawMessage, error) {
+			outer := ctx
+			ctx, leave := scope.join(ctx)
+			defer leave()
 			if cfg.Parallel && cfg.Signal != nil && cfg.Signal.Check() {
 				// A branch that wakes after the stop is not run; its step records that.
 				return json.Marshal(toolOutcome{NotRun: true})
 			}
-			return json.Marshal(callTool(ctx, cfg, call, key))
+			if scope.isStopped() {
+				return json.Marshal(toolOutcome{NotRun: true})
+			}
+			o := callTool(ctx, cfg, call, key)
+			if scope.isStopped() && ctx.Err() != nil && outer.Err() == nil {
+				o = toolOutcome{NotRun: true} // aborted in flight by the scope
+			} else if stopsBatch(cfg, o) {
+				scope.stop()
+			}
+			return json.Marshal(o)
 		}
 	}
 	stepID := func(j int) string { return toolStepID(cfg.LoopID, turn, j) }
@@ -385,7 +414,7 @@ func runTools(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall, r
 			return nil, false, err
 		}
 		outs = append(outs, o)
-		if o.Denied {
+		if stopsBatch(cfg, o) {
 			return outs, false, nil
 		}
 	}
@@ -443,13 +472,16 @@ func callTool(ctx context.Context, cfg Config, call model.ToolCall, key string) 
 	if !json.Valid(args) {
 		return toolOutcome{Error: "arguments are not JSON"}
 	}
+	if cfg.Principal != nil {
+		ctx = WithPrincipal(ctx, *cfg.Principal)
+	}
 	out, err := cfg.Runner.Call(ctx, call.Name, args, key)
 	if err != nil {
 		var te *ToolError
 		if errors.As(err, &te) {
-			return toolOutcome{Error: bound(te.Message)}
+			return classify(cfg, call.Name, toolOutcome{Error: bound(te.Message)}, te.Failure)
 		}
-		return toolOutcome{Error: bound(err.Error())}
+		return classify(cfg, call.Name, toolOutcome{Error: bound(err.Error())}, nil)
 	}
 	if len(out) == 0 || !json.Valid(out) {
 		out = json.RawMessage("null")
@@ -460,6 +492,9 @@ func callTool(ctx context.Context, cfg Config, call model.ToolCall, key string) 
 func toolContent(o toolOutcome) string {
 	if o.OK {
 		return string(o.Output)
+	}
+	if o.Tainted != "" {
+		return fencedContent(o)
 	}
 	b, _ := json.Marshal(map[string]string{"error": o.Error})
 	return string(b)

@@ -22,6 +22,9 @@ type runBody struct {
 	CacheScope    *string            `json:"cacheScope,omitempty"`
 	TurnTimeoutMs json.RawMessage    `json:"turnTimeoutMs,omitempty"`
 	ToolTimeoutMs json.RawMessage    `json:"toolTimeoutMs,omitempty"`
+	// Runner and AcceptAtLeastOnce choose the runner (spec/http.md, Runs: the single-frame runner).
+	Runner            *string `json:"runner,omitempty"`
+	AcceptAtLeastOnce *bool   `json:"acceptAtLeastOnce,omitempty"`
 }
 
 // positive reads a positive integer member; ok is false for anything else.
@@ -89,6 +92,13 @@ func runOptions(b runBody) (run.Options, string) {
 			*t.to = int64(n)
 		}
 	}
+	if b.Runner != nil {
+		if *b.Runner == "" {
+			return run.Options{}, "runner"
+		}
+		opt.Runner = *b.Runner
+	}
+	opt.AcceptAtLeastOnce = b.AcceptAtLeastOnce != nil && *b.AcceptAtLeastOnce
 	return opt, ""
 }
 

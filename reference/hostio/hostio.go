@@ -83,7 +83,7 @@ func (t *Tools) Call(ctx context.Context, name string, args json.RawMessage, key
 	ctx, cancel := context.WithTimeout(ctx, to)
 	defer cancel()
 	status, body, err := post(ctx, client(t.Client), "tool", strings.TrimRight(t.BaseURL, "/")+"/"+name, args,
-		map[string]string{"Idempotency-Key": key})
+		toolHeaders(ctx, key))
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, &agent.ToolError{Message: "timed out"}
@@ -92,13 +92,14 @@ func (t *Tools) Call(ctx context.Context, name string, args json.RawMessage, key
 	}
 	if status < 200 || status > 299 {
 		var e struct {
-			Error string `json:"error"`
+			Error   string         `json:"error"`
+			Failure *agent.Failure `json:"failure"`
 		}
 		msg := string(body)
 		if json.Unmarshal(body, &e) == nil && e.Error != "" {
 			msg = e.Error
 		}
-		return nil, &agent.ToolError{Status: status, Message: msg}
+		return nil, &agent.ToolError{Status: status, Message: msg, Failure: typedFailure(e.Failure)}
 	}
 	if !json.Valid(body) {
 		return nil, &agent.ToolError{Status: status, Message: "tool answered with something that is not JSON"}

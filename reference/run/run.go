@@ -75,6 +75,10 @@ type Options struct {
 	// first logged start (0: no bound).
 	TurnTimeoutMs int64 `json:"turnTimeoutMs,omitempty"`
 	ToolTimeoutMs int64 `json:"toolTimeoutMs,omitempty"`
+	// Runner is RunnerLoop (also when empty) or the deprecated RunnerSingleFrame;
+	// AcceptAtLeastOnce lets the single frame run tools declared idempotent: false.
+	Runner            string `json:"runner,omitempty"`
+	AcceptAtLeastOnce bool   `json:"acceptAtLeastOnce,omitempty"`
 }
 
 // HistoryEntry is one message before the prompt.
@@ -95,6 +99,8 @@ type View struct {
 	Interrupted *Interrupted    `json:"interrupted,omitempty"`
 	Reason      loomtype.Reason `json:"reason,omitempty"`
 	ErrorID     string          `json:"errorId,omitempty"`
+	// Terminal names the terminal tool failure that ended a failed run.
+	Terminal *agent.TerminalStop `json:"terminal,omitempty"`
 }
 
 // Interrupted is the payload of an aborted run.
@@ -121,6 +127,9 @@ type Deps struct {
 	// Cache, if set, keeps model responses per owner and cacheScope; every run must then name
 	// its cacheScope.
 	Cache *ResponseCache
+	// NotIdempotent names the tools declared idempotent: false (the single-frame runner
+	// refuses them).
+	NotIdempotent []string
 }
 
 // Runs is the run client and its flow. Register Flows on the kernel, then Bind the kernel.
@@ -249,7 +258,7 @@ func (rs *Runs) check(opt Options) error {
 	if err := checkTimeouts(opt); err != nil {
 		return err
 	}
-	return nil
+	return checkRunner(opt)
 }
 
 func (rs *Runs) knows(name string) bool {
@@ -414,14 +423,15 @@ func (rs *Runs) flow(c *kernel.Context, raw json.RawMessage) (json.RawMessage, e
 	if rs.deps.Allowed != nil {
 		cfg.Allowed = func(tool string) bool { return rs.deps.Allowed(owner, tool) }
 	}
-	res, err := agent.Run(c, cfg, msgs)
+	cfg.Principal, cfg.TaintToolErrors = &owner, true
+	res, err := rs.runLoop(c, cfg, opt, msgs)
 	if err != nil {
 		return nil, err
 	}
 	if err := rs.writeBack(c, owner, opt, res); err != nil {
 		return nil, err
 	}
-	v := View{ToolCalls: res.Calls, Reason: reasonOf(res), ErrorID: res.ErrorID}
+	v := View{ToolCalls: res.Calls, Reason: reasonOf(res), ErrorID: res.ErrorID, Terminal: res.Terminal}
 	if v.ToolCalls == nil {
 		v.ToolCalls = []agent.Call{}
 	}

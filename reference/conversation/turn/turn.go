@@ -127,7 +127,8 @@ func lastUser(msgs []model.Message) string {
 // execution that runs the conversation's current turn.
 func (cv *Runner) agentConfig(convID, publisher, loopID string, tr Run) agent.Config {
 	began := false
-	return agent.Config{
+	asker := tr.Asker
+	return agent.Config{Principal: &asker,
 		LoopID: loopID, Provider: cv.deps.Provider, Model: cv.cfg.Model, Tools: cv.cfg.Tools,
 		Runner: cv.deps.Tools, MaxIterations: cv.cfg.MaxIterations, Parallel: cv.cfg.ParallelTools, Signal: tr.Sig,
 		Allowed: func(tool string) bool { return cv.allowed(tr.Asker, tool) },
