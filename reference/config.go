@@ -82,6 +82,9 @@ func FromConfig(c spec.SUTConfig) (Options, error) {
 		if t.NeedsApproval {
 			conv.NeedsApproval = append(conv.NeedsApproval, t.Name)
 		}
+		if t.Kind == "human" {
+			opt.HumanTools = append(opt.HumanTools, t.Name)
+		}
 	}
 	if b := cc.Budget; b != nil {
 		conv.Budget = &conversation.Budget{ContextWindow: b.ContextWindow, ReserveOutputTokens: b.ReserveOutputTokens,

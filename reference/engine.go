@@ -67,6 +67,9 @@ type Options struct {
 	// cause of a 500, damaged storage) is logged at level ERROR with that errorId, whether or not
 	// Deps.OnError or Gateway.OnError is set, so that the id a caller saw always leads somewhere.
 	Logger *slog.Logger
+	// HumanTools name the tools a person answers (kind "human"): a run's call of one waits for
+	// the person's answer (reference/run).
+	HumanTools []string
 }
 
 // Engine is an open reference engine. Its methods are safe for concurrent use.
@@ -152,7 +155,7 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 	runs := run.New(run.Deps{Provider: opt.Deps.Provider, Model: opt.Conversation.Model, Tools: opt.Conversation.Tools,
 		Runner: opt.Deps.Tools, Allowed: opt.Deps.Allowed, OnError: func(id string, err error) {
 			onError(hostio.ErrorReport{ErrorID: id, Error: err.Error()})
-		}})
+		}, Human: opt.HumanTools})
 	flows := dl.Flows()
 	maps.Copy(flows, runs.Flows())
 	k, err := kernel.Open(ctx, st, kernel.Options{Flows: flows, Divergence: opt.Divergence, Logger: opt.Logger,

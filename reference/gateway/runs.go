@@ -18,6 +18,9 @@ type runBody struct {
 	ParallelTools json.RawMessage    `json:"parallelTools,omitempty"`
 	ToolErrors    *string            `json:"toolErrors,omitempty"`
 	MaxIterations json.RawMessage    `json:"maxIterations,omitempty"`
+	// needsApproval and the deprecated requireApproval (approvals.go).
+	NeedsApproval   json.RawMessage `json:"needsApproval,omitempty"`
+	RequireApproval json.RawMessage `json:"requireApproval,omitempty"`
 }
 
 // positive reads a positive integer member; ok is false for anything else.
@@ -58,6 +61,9 @@ func runOptions(b runBody) (run.Options, string) {
 			return run.Options{}, "maxIterations"
 		}
 		opt.MaxIterations = n
+	}
+	if bad := approvalOptions(b, &opt); bad != "" {
+		return run.Options{}, bad
 	}
 	return opt, ""
 }

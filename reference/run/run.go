@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sync/atomic"
 
 	"github.com/loomcheck/loomcheck/reference/agent"
 	"github.com/loomcheck/loomcheck/reference/kernel"
@@ -66,6 +67,10 @@ type Options struct {
 	Parallel      int            `json:"parallel,omitempty"`
 	ToolErrors    string         `json:"toolErrors,omitempty"`
 	MaxIterations int            `json:"maxIterations,omitempty"`
+	// Approval is the run's effective approval rule (approval.go), whichever option spelled
+	// it; RequireApproval says the deprecated spelling was used (not journaled).
+	Approval        *ApprovalRule `json:"approval,omitempty"`
+	RequireApproval bool          `json:"-"`
 }
 
 // HistoryEntry is one message before the prompt.
@@ -86,6 +91,10 @@ type View struct {
 	Interrupted *Interrupted    `json:"interrupted,omitempty"`
 	Reason      loomtype.Reason `json:"reason,omitempty"`
 	ErrorID     string          `json:"errorId,omitempty"`
+	// Pending are the calls a waiting run waits for a person on (approval.go).
+	Pending []Pending `json:"pending,omitempty"`
+	// Warnings are on the start answer only (approval.go).
+	Warnings []Warning `json:"warnings,omitempty"`
 }
 
 // Interrupted is the payload of an aborted run.
@@ -106,13 +115,16 @@ type Deps struct {
 	Allowed func(who loomtype.Identity, tool string) bool
 	// OnError receives the real error behind a failed model call, with its errorId.
 	OnError func(errorID string, err error)
+	// Human names the tools a person answers (kind human, approval.go).
+	Human []string
 }
 
 // Runs is the run client and its flow. Register Flows on the kernel, then Bind the kernel.
 // Safe for concurrent use after Bind.
 type Runs struct {
-	deps Deps
-	k    *kernel.Kernel
+	deps   Deps
+	k      *kernel.Kernel
+	warned atomic.Bool // the requireApproval warning was given (approval.go)
 }
 
 // New returns the runs over deps.
@@ -197,6 +209,9 @@ func (rs *Runs) Start(ctx context.Context, owner loomtype.Identity, opt Options)
 		return View{}, false, err
 	}
 	v, err := rs.Get(ctx, owner, id)
+	if err == nil {
+		v.Warnings = rs.warnings(opt)
+	}
 	return v, created, err
 }
 
@@ -225,7 +240,7 @@ func (rs *Runs) check(opt Options) error {
 	if opt.MaxIterations < 0 {
 		return loomtype.BadRequest("maxIterations", "")
 	}
-	return nil
+	return rs.checkApproval(opt)
 }
 
 func (rs *Runs) knows(name string) bool {
@@ -265,6 +280,9 @@ func (rs *Runs) Get(ctx context.Context, owner loomtype.Identity, id string) (Vi
 	v := View{ID: id, Status: StatusRunning, ToolCalls: []agent.Call{}}
 	switch info.State {
 	case kernel.StateOpen:
+		if err := rs.pendingView(ctx, info, &v); err != nil {
+			return View{}, err
+		}
 	case kernel.StateCompleted:
 		var out View
 		if err := json.Unmarshal(info.Output, &out); err != nil {
@@ -386,6 +404,7 @@ func (rs *Runs) flow(c *kernel.Context, raw json.RawMessage) (json.RawMessage, e
 	if opt.Parallel > 0 {
 		cfg.MaxParallel = opt.Parallel
 	}
+	rs.parkingConfig(&cfg, opt)
 	if rs.deps.Allowed != nil {
 		cfg.Allowed = func(tool string) bool { return rs.deps.Allowed(owner, tool) }
 	}
