@@ -236,6 +236,9 @@ type goldenDialogue struct {
 	// parallelToo replays the journal a second time with parallel tool calls on: a journal
 	// written by the serial loop must resume under the parallel one.
 	parallelToo bool
+	// answer, if set, is run on the replaying engine before the runs the journal left open are
+	// awaited: it answers what a parked run waits for.
+	answer func(t *testing.T, ctx context.Context, eng *reference.Engine)
 }
 
 func goldenBase(dir string, p *goldenProvider) reference.Options {
@@ -436,6 +439,52 @@ var goldenDialogues = []goldenDialogue{
 		liveModel: 1,
 		liveTools: []string{`{"q":"east","hold":true}`},
 	},
+	{
+		// A run parked on an approval gate: the model asked for lookup, which needs approval,
+		// and the engine is closed while the run waits. The replay reaches the same gate, the
+		// gate is approved under the new body, and the run finishes with the tool call and
+		// exactly one more model call.
+		name:    "agent-parked",
+		options: goldenBase,
+		run: func(t *testing.T, ctx context.Context, eng *reference.Engine, _ *goldenProvider) bool {
+			v, _, err := eng.Runs().Start(ctx, gAlice, parkedOptions)
+			require.NoError(t, err)
+			waitPending(t, ctx, eng, v.ID, "t1-c0")
+			return false
+		},
+		answer: func(t *testing.T, ctx context.Context, eng *reference.Engine) {
+			v, created, err := eng.Runs().Start(ctx, gAlice, parkedOptions)
+			require.NoError(t, err)
+			require.False(t, created)
+			waitPending(t, ctx, eng, v.ID, "t1-c0")
+			_, err = eng.Runs().Approve(ctx, gAlice, v.ID, "t1-c0", true)
+			require.NoError(t, err)
+		},
+		liveModel: 1,
+		liveTools: []string{`{"q":"weather"}`},
+	},
+}
+
+// parkedOptions start the run of the agent-parked dialogue: one lookup call, which needs approval.
+var parkedOptions = run.Options{ID: "parked-1", Prompt: "lookup the weather", Approval: run.NeedsApprovalRule(true, nil)}
+
+// waitPending waits until run id waits at exactly the gate.
+func waitPending(t *testing.T, ctx context.Context, eng *reference.Engine, id, gate string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		v, err := eng.Runs().Get(ctx, gAlice, id)
+		require.NoError(t, err)
+		if v.Status == run.StatusWaiting {
+			require.Len(t, v.Pending, 1)
+			require.Equal(t, gate, v.Pending[0].ID)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %+v after 20s, want it waiting at %s", id, v, gate)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // resumedEntries is the entry count to wait for before conversation id (the full id, the chosen
@@ -680,7 +729,11 @@ func replayGolden(t *testing.T, g goldenFile, d goldenDialogue, parallel bool) {
 		require.Equal(t, c.History, h[:len(c.History)], "%s: history after the close", c.ID)
 		require.Equal(t, loomtype.StatusClosed, h[len(h)-1].Status, c.ID)
 	}
-	// A run the crash left open is finished by the replay, live from where its journal ends.
+	// A run the crash left open is finished by the replay, live from where its journal ends
+	// (a parked one once it is answered).
+	if d.answer != nil {
+		d.answer(t, ctx, eng)
+	}
 	for _, ex := range g.Executions {
 		var info kernel.Info
 		require.NoError(t, json.Unmarshal(ex.Record, &info))
