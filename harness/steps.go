@@ -57,6 +57,9 @@ type (
 		endedBody []byte
 	}
 
+	// approvalsSteps answer what a parked run waits for: approval gates and human tools.
+	approvalsSteps struct{ *scenario }
+
 	// conversationSteps start conversations, send messages and wait for turns.
 	conversationSteps struct{ *scenario }
 
@@ -181,6 +184,7 @@ type areas struct {
 	edge         *edgeSteps
 	shared       *sharedSteps
 	runs         *runsSteps
+	approvals    *approvalsSteps
 }
 
 // newAreas makes the step areas of s, each with its state empty.
@@ -203,6 +207,7 @@ func newAreas(s *scenario) areas {
 		edge:         &edgeSteps{scenario: s},
 		shared:       &sharedSteps{scenario: s},
 		runs:         &runsSteps{scenario: s},
+		approvals:    &approvalsSteps{scenario: s},
 	}
 }
 
@@ -232,6 +237,7 @@ func (a areas) vocabulary() []area {
 		{"edge", a.edge.steps()},
 		{"shared", a.shared.steps()},
 		{"runs", a.runs.steps()},
+		{"approvals", a.approvals.steps()},
 	}
 }
 

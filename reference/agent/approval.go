@@ -79,7 +79,8 @@ type Answered struct {
 
 // Parked reads the log of one generation of a loop's execution (oldest first) and returns the
 // calls that wait for a person now (asked and not answered, in the order they were asked) and
-// the answers of every one answered, by park id.
+// the answers of every one answered, by AnswerKey (a human tool that needs approval has a gate
+// and a human call under one id).
 //
 //	evs, _ := k.ReadLog(ctx, id, info.Gen, 0, kernel.MaxRead)
 //	pending, answered := agent.Parked(evs)
@@ -102,7 +103,7 @@ func Parked(evs []kernel.LogEvent) ([]Park, map[string]Answered) {
 			if json.Unmarshal(ev.Data, &t) == nil && len(t.Name) > len(signalGate) && t.Name[:len(signalGate)] == signalGate {
 				var a Approval
 				_ = json.Unmarshal(t.Payload, &a)
-				answered[t.Name[len(signalGate):]] = Answered{Approved: a.Approved}
+				answered[AnswerKey(KindApproval, t.Name[len(signalGate):])] = Answered{Approved: a.Approved}
 			}
 		case ev.Kind == "step.completed":
 			var s struct {
@@ -120,16 +121,19 @@ func Parked(evs []kernel.LogEvent) ([]Park, map[string]Answered) {
 			if res, ok := steps[p.Step]; ok {
 				var o toolOutcome
 				_ = json.Unmarshal(res, &o)
-				answered[p.ID] = Answered{Result: o.Output}
+				answered[AnswerKey(KindHuman, p.ID)] = Answered{Result: o.Output}
 				continue
 			}
 		}
-		if _, ok := answered[p.ID]; !ok {
+		if _, ok := answered[AnswerKey(p.Kind, p.ID)]; !ok {
 			pending = append(pending, p)
 		}
 	}
 	return pending, answered
 }
+
+// AnswerKey is the key of a parked call's answer in what Parked returns.
+func AnswerKey(kind, id string) string { return kind + ":" + id }
 
 // isMarker reports whether decision id records the park p (a gate or human marker).
 func isMarker(id string, p Park) bool {

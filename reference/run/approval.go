@@ -177,15 +177,12 @@ func (rs *Runs) answer(ctx context.Context, owner loomtype.Identity, runID, kind
 	if err != nil {
 		return View{}, err
 	}
-	if info.State != kernel.StateOpen {
-		return View{}, ErrNotPending
-	}
 	look := func() (asked, answered bool, a agent.Answered, err error) {
 		parks, done, err := rs.parked(ctx, info)
 		if err != nil {
 			return false, false, a, err
 		}
-		if a, ok := done[id]; ok {
+		if a, ok := done[agent.AnswerKey(kind, id)]; ok {
 			return true, true, a, nil
 		}
 		for _, p := range parks {
@@ -199,7 +196,7 @@ func (rs *Runs) answer(ctx context.Context, owner loomtype.Identity, runID, kind
 	if err != nil {
 		return View{}, err
 	}
-	if !asked {
+	if !asked || !answered && info.State != kernel.StateOpen {
 		return View{}, ErrNotPending
 	}
 	if !answered {
