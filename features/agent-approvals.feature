@@ -382,6 +382,7 @@ Feature: A run parks for a person: approval gates and human tools
     Then the run waits for a person on:
       | kind  | id    | name | arguments              |
       | human | t1-c0 | ask  | {"question":"pay 5?"}  |
+    And the tool "ask" has been called 1 time
     When the system is killed and restarted
     Then the run waits for a person on:
       | kind  | id    | name | arguments              |

@@ -45,15 +45,21 @@ const (
 	signalHuman  = "human:"              // the kernel signal a human call's answer is delivered under
 )
 
-// ParkID is the id of the gate or human call of call j of model call i.
+// ParkID is the id of the gate or human call of call j (0-based) of model call turn (1-based).
+//
+//	agent.ParkID(1, 0) // "t1-c0"
 func ParkID(turn, j int) string { return fmt.Sprintf(parkIDFormat, turn, j) }
 
 // ApprovalSignal is the kernel signal name a gate's answer is delivered under; its payload is
 // Approval.
+//
+//	_, err := k.Signal(ctx, runID, agent.ApprovalSignal("t1-c0"), "answer", json.RawMessage(`{"approved":true}`))
 func ApprovalSignal(gate string) string { return signalGate + gate }
 
 // HumanSignal is the kernel signal name a human call's answer is delivered under; its payload is
 // the answer, the call's result.
+//
+//	_, err := k.Signal(ctx, runID, agent.HumanSignal("t1-c0"), "answer", json.RawMessage(`{"answer":"yes"}`))
 func HumanSignal(call string) string { return signalHuman + call }
 
 // Approval is the payload of a gate's answer. Anything but {"approved": true} denies.
@@ -133,6 +139,8 @@ func Parked(evs []kernel.LogEvent) ([]Park, map[string]Answered) {
 }
 
 // AnswerKey is the key of a parked call's answer in what Parked returns.
+//
+//	a, ok := answered[agent.AnswerKey(agent.KindApproval, "t1-c0")]
 func AnswerKey(kind, id string) string { return kind + ":" + id }
 
 // isMarker reports whether decision id records the park p (a gate or human marker).
