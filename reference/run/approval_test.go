@@ -61,6 +61,12 @@ func (t *recTools) Call(_ context.Context, name string, args json.RawMessage, ke
 	return json.RawMessage(`{"tool":"` + name + `"}`), nil
 }
 
+func (t *recTools) call(i int) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.calls[i]
+}
+
 func (t *recTools) names() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -150,20 +156,25 @@ func TestHumanToolAsksAgainAfterRestartAndConsumesOnce(t *testing.T) {
 	require.NoError(t, err)
 	w := waitFor(t, r, v.ID, run.StatusWaiting)
 	require.Equal(t, []run.Pending{{Kind: "human", ID: "t1-c1", Name: "transfer", Arguments: json.RawMessage(`{"amount":5}`)}}, w.Pending)
+	// The wait is announced before the ask reaches the tool server.
+	require.Eventually(t, func() bool { return len(r.tools.names()) == 2 }, 5*time.Second, 5*time.Millisecond)
 	require.Equal(t, []string{"lookup", "transfer"}, r.tools.names())
-	first := r.tools.calls[1]
+	first := r.tools.call(1)
 	r.close()
 	r = open(t, dir, "transfer")
 	defer r.close()
 	waitFor(t, r, v.ID, run.StatusWaiting)
 	require.Eventually(t, func() bool { return len(r.tools.names()) == 1 }, 5*time.Second, 5*time.Millisecond)
-	require.Equal(t, first, r.tools.calls[0], "asked again with the same key")
+	require.Equal(t, first, r.tools.call(0), "asked again with the same key")
 	_, err = r.rs.AnswerHuman(ctx, alice, v.ID, "t1-c1", json.RawMessage(`{"sent":true}`))
 	require.NoError(t, err)
 	done := waitFor(t, r, v.ID, run.StatusCompleted)
 	require.Equal(t, `{"tool":"lookup"} | {"sent":true}`, *done.Output)
-	_, err = r.rs.AnswerHuman(ctx, alice, v.ID, "t1-c1", json.RawMessage(`{"sent":true}`))
+	_, err = r.rs.AnswerHuman(ctx, alice, v.ID, "t1-c1", json.RawMessage(`{"sent": true}`))
+	require.NoError(t, err, "the same answer again, after the run ended")
+	_, err = r.rs.AnswerHuman(ctx, alice, v.ID, "t1-c1", json.RawMessage(`{"sent":false}`))
 	require.ErrorIs(t, err, run.ErrNotPending)
+	require.Equal(t, []string{"transfer"}, r.tools.names(), "consumed once: nothing asked again")
 }
 
 // journal is the kernel log of a run, every event's kind and data (times dropped, since they are
