@@ -456,3 +456,29 @@ Feature: A run parks for a person: approval gates and human tools
       | name | arguments             | ok   | result            |
       | ask  | {"question":"pay 5?"} | true | {"answer": "yes"} |
     And the tool "ask" has been called 1 time in all
+
+  @profile:agent @req:ADR0121-D2-13
+  Scenario Outline: A cancel stops a run that waits for a person, and what it waited on never runs
+    Given the tool "ask" is answered by a person
+    And the model calls "<tool>" with {"amount": 5}
+    And the tool "transfer" answers {"ok": true}
+    And the model replies "done"
+    When alice starts a run with:
+      """
+      {"prompt": "pay the invoice", "needsApproval": {"ask": false, "transfer": true}}
+      """
+    Then the run waits for a person on:
+      | kind   | id    | name   | arguments    |
+      | <kind> | t1-c0 | <tool> | {"amount":5} |
+    And the tool "ask" has been called <asked> time
+    When alice cancels the run
+    Then the run stops waiting and ends canceled
+    And alice answering the <route> "t1-c0" with <answer> is refused as not pending
+    And the tool "transfer" was never called
+    And the tool "ask" has been called <asked> time in all
+    And the model has been asked 1 time in all
+
+    Examples:
+      | tool     | kind     | asked | route      | answer             |
+      | transfer | approval | 0     | gate       | approve            |
+      | ask      | human    | 1     | human call | {"answer": "yes"}  |

@@ -46,6 +46,7 @@ func (s *approvalsSteps) steps() []stepDef {
 		{`^(\w[\w' ]*?) approves every gate until the run ends$`, s.approvesEveryGate, "approves each gate the run waits on, as who, until the run is neither running nor waiting"},
 		{`^the start answer warns "([\w_]+)"$`, s.startWarns, "expects the last start answer to carry exactly one warning, with the code and a message"},
 		{`^the start answer carries no warning$`, s.startNoWarning, "expects the last start answer to carry no warnings member"},
+		{`^the run stops waiting and ends (completed|failed|aborted|canceled)$`, s.stopsWaitingAndEnds, "waits until the run is neither running nor waiting and expects the status (the whole run is kept, as by \"the run ends\")"},
 		{`^(\w[\w' ]*?) gets the same 404 as for a missing run on every answer route$`, s.answerRoutesMissing, "answers a gate and a human call of the run as who and expects each answer to equal, byte for byte, the one a missing run gets"},
 	}
 }
@@ -318,4 +319,32 @@ func (s *approvalsSteps) answerRoutesMissing(who string) error {
 		}
 	}
 	return nil
+}
+
+// stopsWaitingAndEnds waits until the run is neither running nor waiting and expects the status
+// (the whole run is kept, as "the run ends" keeps it).
+func (s *approvalsSteps) stopsWaitingAndEnds(status string) error {
+	rs := s.areas.runs
+	ctx, cancel := s.wait()
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		r, v, err := rs.read(rs.runOwner, true)
+		if err != nil {
+			return err
+		}
+		if v.Status != "running" && v.Status != "waiting" {
+			rs.ended, rs.endedBody = &v, r.body
+			if v.Status != status {
+				return fail(r.op, "status "+v.Status+": "+clip(string(r.body), 300), "status "+status)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fail(r.op, "still "+v.Status+": "+clip(string(r.body), 300), "status "+status)
+		case <-tick.C:
+		}
+	}
 }
