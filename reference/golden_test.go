@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomcheck/loomcheck/reference"
+	"github.com/loomcheck/loomcheck/reference/agent"
 	"github.com/loomcheck/loomcheck/reference/conversation"
 	"github.com/loomcheck/loomcheck/reference/gateway"
 	"github.com/loomcheck/loomcheck/reference/hostio"
@@ -153,6 +154,8 @@ func (p *goldenProvider) Complete(ctx context.Context, req model.Request, onDelt
 	}
 	text := last.Content
 	switch {
+	case strings.Contains(text, "ask a person"):
+		return model.Response{ToolCalls: []model.ToolCall{{ID: "call-h", Name: "ask", Arguments: `{"q":"may I?"}`}}}, nil
 	case strings.Contains(text, "lookup"):
 		return model.Response{ToolCalls: []model.ToolCall{{ID: "call-1", Name: "lookup", Arguments: `{"q":"weather"}`}}}, nil
 	case strings.Contains(text, "slow"):
@@ -179,6 +182,9 @@ func (g goldenTools) Call(ctx context.Context, name string, args json.RawMessage
 		g.p.mu.Lock()
 		g.p.toolCalls = append(g.p.toolCalls, string(args))
 		g.p.mu.Unlock()
+	}
+	if name == "ask" { // a human tool: the person's answer comes another way
+		return nil, agent.ErrPendingHuman
 	}
 	if g.p != nil && g.p.held != nil && strings.Contains(string(args), "hold") {
 		g.p.held <- struct{}{}
@@ -463,6 +469,42 @@ var goldenDialogues = []goldenDialogue{
 		liveModel: 1,
 		liveTools: []string{`{"q":"weather"}`},
 	},
+	{
+		// A run parked on a human tool: the person was asked (the tool server answered 202) and
+		// the engine is closed while the run waits for the answer. The replay asks again, with
+		// the same call, the answer is given under the new body, and the run finishes with
+		// exactly one more model call.
+		name:    "agent-human",
+		options: humanOptions,
+		run: func(t *testing.T, ctx context.Context, eng *reference.Engine, p *goldenProvider) bool {
+			v, _, err := eng.Runs().Start(ctx, gAlice, humanRunOptions)
+			require.NoError(t, err)
+			waitPending(t, ctx, eng, v.ID, "t1-c0")
+			require.Eventually(t, func() bool { _, tools := p.calls(); return len(tools) == 1 }, 20*time.Second, 5*time.Millisecond)
+			return false
+		},
+		answer: func(t *testing.T, ctx context.Context, eng *reference.Engine) {
+			v, created, err := eng.Runs().Start(ctx, gAlice, humanRunOptions)
+			require.NoError(t, err)
+			require.False(t, created)
+			waitPending(t, ctx, eng, v.ID, "t1-c0")
+			_, err = eng.Runs().AnswerHuman(ctx, gAlice, v.ID, "t1-c0", json.RawMessage(`{"answer":"yes"}`))
+			require.NoError(t, err)
+		},
+		liveModel: 1,
+		liveTools: []string{`{"q":"may I?"}`},
+	},
+}
+
+// humanRunOptions start the run of the agent-human dialogue: one call of the human tool "ask".
+var humanRunOptions = run.Options{ID: "human-1", Prompt: "ask a person first"}
+
+// humanOptions adds the human tool "ask" to the golden engine's options.
+func humanOptions(dir string, p *goldenProvider) reference.Options {
+	o := goldenBase(dir, p)
+	o.Conversation.Tools = append(append([]model.Tool(nil), o.Conversation.Tools...), model.Tool{Name: "ask", Description: "asks a person"})
+	o.HumanTools = []string{"ask"}
+	return o
 }
 
 // parkedOptions start the run of the agent-parked dialogue: one lookup call, which needs approval.
