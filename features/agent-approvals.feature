@@ -291,6 +291,10 @@ Feature: A run parks for a person: approval gates and human tools
       | approval | t1-c0 | transfer | {"amount":5} |
     And alice answering the gate "t9-c9" with approve is refused as not pending
     And alice answering the human call "t1-c0" with {"answer": "yes"} is refused as not pending
+    And alice answering the gate "t1-c0" with the body {"decision": "maybe"} is refused naming "decision"
+    And alice answering the gate "t1-c0" with the body {"approved": true} is refused naming "approved"
+    And alice answering the human call "t1-c0" with the body {"result": null} is refused naming "result"
+    And alice answering the human call "t1-c0" with the body {} is refused naming "result"
     When alice approves the gate "t1-c0"
     And alice approves the gate "t1-c0"
     Then alice answering the gate "t1-c0" with deny is refused as not pending

@@ -46,6 +46,7 @@ func (s *approvalsSteps) steps() []stepDef {
 		{`^(\w[\w' ]*?) approves every gate until the run ends$`, s.approvesEveryGate, "approves each gate the run waits on, as who, until the run is neither running nor waiting"},
 		{`^the start answer warns "([\w_]+)"$`, s.startWarns, "expects the last start answer to carry exactly one warning, with the code and a message"},
 		{`^the start answer carries no warning$`, s.startNoWarning, "expects the last start answer to carry no warnings member"},
+		{`^(\w[\w' ]*?) answering the (gate|human call) "([\w-]+)" with the body (\{.*\}) is refused naming "(\w+)"$`, s.answerBodyRefused, "posts the raw body to the gate or human route as who and expects exactly 400 {\"error\":\"bad request\",\"detail\":member}"},
 		{`^the run stops waiting and ends (completed|failed|aborted|canceled)$`, s.stopsWaitingAndEnds, "waits until the run is neither running nor waiting and expects the status (the whole run is kept, as by \"the run ends\")"},
 		{`^(\w[\w' ]*?) gets the same 404 as for a missing run on every answer route$`, s.answerRoutesMissing, "answers a gate and a human call of the run as who and expects each answer to equal, byte for byte, the one a missing run gets"},
 	}
@@ -347,4 +348,31 @@ func (s *approvalsSteps) stopsWaitingAndEnds(status string) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// answerBodyRefused posts the raw body to the gate or human route as who and expects exactly 400
+// {"error":"bad request","detail":member}.
+func (s *approvalsSteps) answerBodyRefused(who, route, id, raw, member string) error {
+	rs := s.areas.runs
+	if rs.runID == "" {
+		return harnessErr("no run was started")
+	}
+	if !json.Valid([]byte(raw)) {
+		return harnessErr("the body is not JSON: %s", raw)
+	}
+	seg := "/approvals/"
+	if route == "human call" {
+		seg = "/human/"
+	}
+	r, err := s.cl.do(s.ctx, who, http.MethodPost, runPath(rs.runID, seg+id), nil, reqOpts{rawBody: []byte(raw), offSpec: true})
+	s.last = r
+	if err != nil {
+		return err
+	}
+	want := map[string]any{"error": "bad request", "detail": member}
+	var got any
+	if r.status != http.StatusBadRequest || json.Unmarshal(r.body, &got) != nil || !reflect.DeepEqual(got, want) {
+		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), fmt.Sprintf(`400 {"error":"bad request","detail":%q}`, member))
+	}
+	return nil
 }
