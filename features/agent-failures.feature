@@ -396,7 +396,7 @@ Feature: A run's tool failures: authority, terminal stops, failures fed back as 
     And the tool "lookup" has been called 1 time in all
 
   @profile:agent @req:ADR0121-D1-20
-  Scenario: With toolErrors "fail" the first failing call ends the run; the calls after it are not run
+  Scenario Outline: With toolErrors "fail" the first failing call ends the run; the calls after it are not run (<with>)
     Given the model calls at once:
       | tool  | arguments |
       | north | {}        |
@@ -405,7 +405,7 @@ Feature: A run's tool failures: authority, terminal stops, failures fed back as 
     And the model replies "never asked"
     When alice starts a run with:
       """
-      {"prompt": "check both zones", "toolErrors": "fail"}
+      {"prompt": "check both zones", "toolErrors": "fail"<options>}
       """
     Then the run ends failed
     And the run's reason is "tool-failed"
@@ -415,6 +415,11 @@ Feature: A run's tool failures: authority, terminal stops, failures fed back as 
       | north | {}        | false | north offline |
     And the tool "south" was never called
     And the model has been asked 1 time in all
+
+    Examples:
+      | with                           | options                   |
+      | no approval rule               |                           |
+      | an approval rule that lets run | , "needsApproval": {"north": false, "south": false} |
 
   @profile:agent @req:ADR0121-D1-21
   Scenario: With toolErrors "fail" a failing parallel call aborts its sibling in flight

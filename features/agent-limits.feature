@@ -235,13 +235,13 @@ Feature: A run's model calls are cached per principal and scope, capped, and bou
       | lookup | {"pump":3} | true | {"pressure":7} |
 
   @profile:agent @req:ADR0121-D3-07
-  Scenario: A tool call that runs out of toolTimeoutMs is aborted and fed back as an error result
+  Scenario Outline: A tool call that runs out of toolTimeoutMs is aborted and fed back as an error result (<with>)
     Given the model calls "lookup" with {"pump": 3}
     And the tool "lookup" waits
     And the model replies "The lookup timed out."
     When alice starts a run with:
       """
-      {"prompt": "check pump 3", "toolTimeoutMs": 300}
+      {"prompt": "check pump 3", "toolTimeoutMs": 300<options>}
       """
     Then the run ends completed within 2000 ms of the first call of the tool "lookup"
     And the run's output is "The lookup timed out."
@@ -251,6 +251,11 @@ Feature: A run's model calls are cached per principal and scope, capped, and bou
       | lookup | {"pump":3} | false | timed out |
     And request 2 to the model holds a tool error for "lookup"
     And the model has been asked 2 times in all
+
+    Examples:
+      | with                           | options                              |
+      | no approval rule               |                                      |
+      | an approval rule that lets run | , "needsApproval": {"lookup": false} |
 
   @profile:agent @req:ADR0121-D3-07
   Scenario: With toolErrors fail a tool call out of time ends the run with no further model call

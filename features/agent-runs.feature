@@ -165,7 +165,7 @@ Feature: An agent run is its own durable execution of the canonical loop
     And the tool "lookup" waits
     When alice starts a run with:
       """
-      {"prompt": "check three zones", "parallelTools": <bound>}
+      {"prompt": "check three zones", "parallelTools": <bound><options>}
       """
     Then <inflight> of the tools "north", "south" and "lookup" are in flight at once, and no more until they are released
     And the run ends completed
@@ -176,9 +176,10 @@ Feature: An agent run is its own durable execution of the canonical loop
       | lookup | {}        | true | {"ok": true} |
 
     Examples:
-      | bound | inflight |
-      | 2     | 2        |
-      | 3     | 3        |
+      | bound | inflight | options                  |
+      | 2     | 2        |                          |
+      | 3     | 3        |                          |
+      | 2     | 2        | , "needsApproval": {"north": false, "south": false, "lookup": false} |
 
   @profile:agent @req:ADR0121-D2-04
   Scenario: A failing parallel branch is that call's error result; its siblings' results reach the model

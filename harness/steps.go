@@ -67,6 +67,8 @@ type (
 	// limitsSteps configure and judge the response cache, the recorded response's cap and the
 	// timeouts of runs.
 	limitsSteps struct{ *scenario }
+	// approvalsSteps answer what a parked run waits for: approval gates and human tools.
+	approvalsSteps struct{ *scenario }
 
 	// conversationSteps start conversations, send messages and wait for turns.
 	conversationSteps struct{ *scenario }
@@ -195,6 +197,7 @@ type areas struct {
 	writeBack    *writeBackSteps
 	limits       *limitsSteps
 	failures     *failuresSteps
+	approvals    *approvalsSteps
 }
 
 // newAreas makes the step areas of s, each with its state empty.
@@ -220,6 +223,7 @@ func newAreas(s *scenario) areas {
 		writeBack:    &writeBackSteps{scenario: s},
 		limits:       &limitsSteps{scenario: s},
 		failures:     &failuresSteps{scenario: s},
+		approvals:    &approvalsSteps{scenario: s},
 	}
 }
 
@@ -252,6 +256,7 @@ func (a areas) vocabulary() []area {
 		{"writeback", a.writeBack.steps()},
 		{"limits", a.limits.steps()},
 		{"failures", a.failures.steps()},
+		{"approvals", a.approvals.steps()},
 	}
 }
 

@@ -85,6 +85,9 @@ func FromConfig(c spec.SUTConfig) (Options, error) {
 		if t.Idempotent != nil && !*t.Idempotent {
 			opt.NotIdempotentTools = append(opt.NotIdempotentTools, t.Name)
 		}
+		if t.Kind == "human" {
+			opt.HumanTools = append(opt.HumanTools, t.Name)
+		}
 	}
 	if b := cc.Budget; b != nil {
 		conv.Budget = &conversation.Budget{ContextWindow: b.ContextWindow, ReserveOutputTokens: b.ReserveOutputTokens,

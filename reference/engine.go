@@ -73,6 +73,9 @@ type Options struct {
 	// NotIdempotentTools names the tools declared idempotent: false (the configuration's
 	// tools.definitions); the deprecated single-frame runner refuses them.
 	NotIdempotentTools []string
+	// HumanTools name the tools a person answers (kind "human"): a run's call of one waits for
+	// the person's answer (reference/run).
+	HumanTools []string
 }
 
 // Engine is an open reference engine. Its methods are safe for concurrent use.
@@ -162,7 +165,7 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 	runs := run.New(run.Deps{Cache: cache, Provider: opt.Deps.Provider, Model: opt.Conversation.Model, Tools: opt.Conversation.Tools,
 		Runner: opt.Deps.Tools, Allowed: opt.Deps.Allowed, Memory: opt.Deps.Memory, NotIdempotent: opt.NotIdempotentTools, OnError: func(id string, err error) {
 			onError(hostio.ErrorReport{ErrorID: id, Error: err.Error()})
-		}})
+		}, Human: opt.HumanTools})
 	flows := dl.Flows()
 	maps.Copy(flows, runs.Flows())
 	k, err := kernel.Open(ctx, st, kernel.Options{Flows: flows, Divergence: opt.Divergence, Logger: opt.Logger,

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomcheck/loomcheck/reference"
+	"github.com/loomcheck/loomcheck/reference/agent"
 	"github.com/loomcheck/loomcheck/reference/conversation"
 	"github.com/loomcheck/loomcheck/reference/gateway"
 	"github.com/loomcheck/loomcheck/reference/hostio"
@@ -153,6 +154,8 @@ func (p *goldenProvider) Complete(ctx context.Context, req model.Request, onDelt
 	}
 	text := last.Content
 	switch {
+	case strings.Contains(text, "ask a person"):
+		return model.Response{ToolCalls: []model.ToolCall{{ID: "call-h", Name: "ask", Arguments: `{"q":"may I?"}`}}}, nil
 	case strings.Contains(text, "lookup"):
 		return model.Response{ToolCalls: []model.ToolCall{{ID: "call-1", Name: "lookup", Arguments: `{"q":"weather"}`}}}, nil
 	case strings.Contains(text, "slow"):
@@ -179,6 +182,9 @@ func (g goldenTools) Call(ctx context.Context, name string, args json.RawMessage
 		g.p.mu.Lock()
 		g.p.toolCalls = append(g.p.toolCalls, string(args))
 		g.p.mu.Unlock()
+	}
+	if name == "ask" { // a human tool: the person's answer comes another way
+		return nil, agent.ErrPendingHuman
 	}
 	if g.p != nil && g.p.held != nil && strings.Contains(string(args), "hold") {
 		g.p.held <- struct{}{}
@@ -236,6 +242,9 @@ type goldenDialogue struct {
 	// parallelToo replays the journal a second time with parallel tool calls on: a journal
 	// written by the serial loop must resume under the parallel one.
 	parallelToo bool
+	// answer, if set, is run on the replaying engine before the runs the journal left open are
+	// awaited: it answers what a parked run waits for.
+	answer func(t *testing.T, ctx context.Context, eng *reference.Engine)
 }
 
 func goldenBase(dir string, p *goldenProvider) reference.Options {
@@ -436,6 +445,88 @@ var goldenDialogues = []goldenDialogue{
 		liveModel: 1,
 		liveTools: []string{`{"q":"east","hold":true}`},
 	},
+	{
+		// A run parked on an approval gate: the model asked for lookup, which needs approval,
+		// and the engine is closed while the run waits. The replay reaches the same gate, the
+		// gate is approved under the new body, and the run finishes with the tool call and
+		// exactly one more model call.
+		name:    "agent-parked",
+		options: goldenBase,
+		run: func(t *testing.T, ctx context.Context, eng *reference.Engine, _ *goldenProvider) bool {
+			v, _, err := eng.Runs().Start(ctx, gAlice, parkedOptions)
+			require.NoError(t, err)
+			waitPending(t, ctx, eng, v.ID, "t1-c0")
+			return false
+		},
+		answer: func(t *testing.T, ctx context.Context, eng *reference.Engine) {
+			v, created, err := eng.Runs().Start(ctx, gAlice, parkedOptions)
+			require.NoError(t, err)
+			require.False(t, created)
+			waitPending(t, ctx, eng, v.ID, "t1-c0")
+			_, err = eng.Runs().Approve(ctx, gAlice, v.ID, "t1-c0", true)
+			require.NoError(t, err)
+		},
+		liveModel: 1,
+		liveTools: []string{`{"q":"weather"}`},
+	},
+	{
+		// A run parked on a human tool: the person was asked (the tool server answered 202) and
+		// the engine is closed while the run waits for the answer. The replay asks again, with
+		// the same call, the answer is given under the new body, and the run finishes with
+		// exactly one more model call.
+		name:    "agent-human",
+		options: humanOptions,
+		run: func(t *testing.T, ctx context.Context, eng *reference.Engine, p *goldenProvider) bool {
+			v, _, err := eng.Runs().Start(ctx, gAlice, humanRunOptions)
+			require.NoError(t, err)
+			waitPending(t, ctx, eng, v.ID, "t1-c0")
+			require.Eventually(t, func() bool { _, tools := p.calls(); return len(tools) == 1 }, 20*time.Second, 5*time.Millisecond)
+			return false
+		},
+		answer: func(t *testing.T, ctx context.Context, eng *reference.Engine) {
+			v, created, err := eng.Runs().Start(ctx, gAlice, humanRunOptions)
+			require.NoError(t, err)
+			require.False(t, created)
+			waitPending(t, ctx, eng, v.ID, "t1-c0")
+			_, err = eng.Runs().AnswerHuman(ctx, gAlice, v.ID, "t1-c0", json.RawMessage(`{"answer":"yes"}`))
+			require.NoError(t, err)
+		},
+		liveModel: 1,
+		liveTools: []string{`{"q":"may I?"}`},
+	},
+}
+
+// humanRunOptions start the run of the agent-human dialogue: one call of the human tool "ask".
+var humanRunOptions = run.Options{ID: "human-1", Prompt: "ask a person first"}
+
+// humanOptions adds the human tool "ask" to the golden engine's options.
+func humanOptions(dir string, p *goldenProvider) reference.Options {
+	o := goldenBase(dir, p)
+	o.Conversation.Tools = append(append([]model.Tool(nil), o.Conversation.Tools...), model.Tool{Name: "ask", Description: "asks a person"})
+	o.HumanTools = []string{"ask"}
+	return o
+}
+
+// parkedOptions start the run of the agent-parked dialogue: one lookup call, which needs approval.
+var parkedOptions = run.Options{ID: "parked-1", Prompt: "lookup the weather", Approval: run.NeedsApprovalRule(true, nil)}
+
+// waitPending waits until run id waits at exactly the gate.
+func waitPending(t *testing.T, ctx context.Context, eng *reference.Engine, id, gate string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		v, err := eng.Runs().Get(ctx, gAlice, id)
+		require.NoError(t, err)
+		if v.Status == run.StatusWaiting {
+			require.Len(t, v.Pending, 1)
+			require.Equal(t, gate, v.Pending[0].ID)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %+v after 20s, want it waiting at %s", id, v, gate)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // resumedEntries is the entry count to wait for before conversation id (the full id, the chosen
@@ -680,7 +771,11 @@ func replayGolden(t *testing.T, g goldenFile, d goldenDialogue, parallel bool) {
 		require.Equal(t, c.History, h[:len(c.History)], "%s: history after the close", c.ID)
 		require.Equal(t, loomtype.StatusClosed, h[len(h)-1].Status, c.ID)
 	}
-	// A run the crash left open is finished by the replay, live from where its journal ends.
+	// A run the crash left open is finished by the replay, live from where its journal ends
+	// (a parked one once it is answered).
+	if d.answer != nil {
+		d.answer(t, ctx, eng)
+	}
 	for _, ex := range g.Executions {
 		var info kernel.Info
 		require.NoError(t, json.Unmarshal(ex.Record, &info))

@@ -105,6 +105,11 @@ type Config struct {
 	Now func() time.Time
 
 	turnDue time.Time // the deadline of the model call in progress
+	// NeedsApproval reports whether a call waits for a person's approval before it runs
+	// (approval.go). nil: no call does.
+	NeedsApproval func(call model.ToolCall) bool
+	// Human reports whether a tool is answered by a person (approval.go). nil: no tool is.
+	Human func(tool string) bool
 }
 
 // Result is how a run ended.
@@ -373,6 +378,9 @@ func runTools(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall, r
 		}
 	}
 	stepID := func(j int) string { return toolStepID(cfg.LoopID, turn, j) }
+	if cfg.NeedsApproval != nil || cfg.Human != nil {
+		return runParking(c, cfg, turn, calls, res, step)
+	}
 	if cfg.Parallel && len(calls) > 1 {
 		if stop, err := checkpoint(c, cfg, abortToolsID(cfg.LoopID, turn)); err != nil || stop {
 			return nil, stop, err

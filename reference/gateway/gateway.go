@@ -167,6 +167,8 @@ func (g *Gateway) routes() {
 		g.mux.HandleFunc("GET /runs/{id}", g.authed(g.getRun))
 		g.mux.HandleFunc("POST /runs/{id}/abort", g.authed(g.steerRun(abortOp)))
 		g.mux.HandleFunc("POST /runs/{id}/cancel", g.authed(g.steerRun(cancelOp)))
+		g.mux.HandleFunc("POST /runs/{id}/approvals/{gate}", g.authed(g.answerRun(false)))
+		g.mux.HandleFunc("POST /runs/{id}/human/{call}", g.authed(g.answerRun(true)))
 	}
 	if g.cfg.RuntimeDoor {
 		g.mux.HandleFunc("POST /runtime/executions", g.authed(g.rawStart))

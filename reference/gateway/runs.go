@@ -25,6 +25,9 @@ type runBody struct {
 	// Runner and AcceptAtLeastOnce choose the runner (spec/http.md, Runs: the single-frame runner).
 	Runner            *string `json:"runner,omitempty"`
 	AcceptAtLeastOnce *bool   `json:"acceptAtLeastOnce,omitempty"`
+	// needsApproval and the deprecated requireApproval (approvals.go).
+	NeedsApproval   json.RawMessage `json:"needsApproval,omitempty"`
+	RequireApproval json.RawMessage `json:"requireApproval,omitempty"`
 }
 
 // positive reads a positive integer member; ok is false for anything else.
@@ -99,6 +102,9 @@ func runOptions(b runBody) (run.Options, string) {
 		opt.Runner = *b.Runner
 	}
 	opt.AcceptAtLeastOnce = b.AcceptAtLeastOnce != nil && *b.AcceptAtLeastOnce
+	if bad := approvalOptions(b, &opt); bad != "" {
+		return run.Options{}, bad
+	}
 	return opt, ""
 }
 

@@ -74,7 +74,8 @@ type Tools struct {
 }
 
 // Call implements agent.ToolRunner. A non-2xx answer is an *agent.ToolError carrying the tool's
-// {"error": ...} message (or its body).
+// {"error": ...} message (or its body); 202 {"pending": "human"} is agent.ErrPendingHuman (the
+// result will come from a person), never a result.
 func (t *Tools) Call(ctx context.Context, name string, args json.RawMessage, key string) (json.RawMessage, error) {
 	to := t.Timeout
 	if to <= 0 {
@@ -103,6 +104,9 @@ func (t *Tools) Call(ctx context.Context, name string, args json.RawMessage, key
 	}
 	if !json.Valid(body) {
 		return nil, &agent.ToolError{Status: status, Message: "tool answered with something that is not JSON"}
+	}
+	if pendingHuman(status, body) {
+		return nil, agent.ErrPendingHuman
 	}
 	return body, nil
 }
@@ -383,4 +387,12 @@ func (m *HTTPMemory) Write(ctx context.Context, scope string, entries []MemoryEn
 		return &HookError{Hook: "memory", Status: status, Err: fmt.Errorf("unexpected answer: %s", bound(body, 512))}
 	}
 	return nil
+}
+
+// pendingHuman reports whether a tool's answer is 202 {"pending": "human"}.
+func pendingHuman(status int, body []byte) bool {
+	var p struct {
+		Pending string `json:"pending"`
+	}
+	return status == http.StatusAccepted && json.Unmarshal(body, &p) == nil && p.Pending == "human"
 }

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sync/atomic"
 
 	"github.com/loomcheck/loomcheck/reference/agent"
 	"github.com/loomcheck/loomcheck/reference/hostio"
@@ -79,6 +80,10 @@ type Options struct {
 	// AcceptAtLeastOnce lets the single frame run tools declared idempotent: false.
 	Runner            string `json:"runner,omitempty"`
 	AcceptAtLeastOnce bool   `json:"acceptAtLeastOnce,omitempty"`
+	// Approval is the run's effective approval rule (approval.go), whichever option spelled
+	// it; RequireApproval says the deprecated spelling was used (not journaled).
+	Approval        *ApprovalRule `json:"approval,omitempty"`
+	RequireApproval bool          `json:"-"`
 }
 
 // HistoryEntry is one message before the prompt.
@@ -101,6 +106,10 @@ type View struct {
 	ErrorID     string          `json:"errorId,omitempty"`
 	// Terminal names the terminal tool failure that ended a failed run.
 	Terminal *agent.TerminalStop `json:"terminal,omitempty"`
+	// Pending are the calls a waiting run waits for a person on (approval.go).
+	Pending []Pending `json:"pending,omitempty"`
+	// Warnings are on the start answer only (approval.go).
+	Warnings []Warning `json:"warnings,omitempty"`
 }
 
 // Interrupted is the payload of an aborted run.
@@ -130,13 +139,16 @@ type Deps struct {
 	// NotIdempotent names the tools declared idempotent: false (the single-frame runner
 	// refuses them).
 	NotIdempotent []string
+	// Human names the tools a person answers (kind human, approval.go).
+	Human []string
 }
 
 // Runs is the run client and its flow. Register Flows on the kernel, then Bind the kernel.
 // Safe for concurrent use after Bind.
 type Runs struct {
-	deps Deps
-	k    *kernel.Kernel
+	deps   Deps
+	k      *kernel.Kernel
+	warned atomic.Bool // the requireApproval warning was given (approval.go)
 }
 
 // New returns the runs over deps.
@@ -221,6 +233,9 @@ func (rs *Runs) Start(ctx context.Context, owner loomtype.Identity, opt Options)
 		return View{}, false, err
 	}
 	v, err := rs.Get(ctx, owner, id)
+	if err == nil {
+		v.Warnings = rs.warnings(opt)
+	}
 	return v, created, err
 }
 
@@ -258,7 +273,10 @@ func (rs *Runs) check(opt Options) error {
 	if err := checkTimeouts(opt); err != nil {
 		return err
 	}
-	return checkRunner(opt)
+	if err := checkRunner(opt); err != nil {
+		return err
+	}
+	return rs.checkApproval(opt)
 }
 
 func (rs *Runs) knows(name string) bool {
@@ -298,6 +316,9 @@ func (rs *Runs) Get(ctx context.Context, owner loomtype.Identity, id string) (Vi
 	v := View{ID: id, Status: StatusRunning, ToolCalls: []agent.Call{}}
 	switch info.State {
 	case kernel.StateOpen:
+		if err := rs.pendingView(ctx, info, &v); err != nil {
+			return View{}, err
+		}
 	case kernel.StateCompleted:
 		var out View
 		if err := json.Unmarshal(info.Output, &out); err != nil {
@@ -420,6 +441,7 @@ func (rs *Runs) flow(c *kernel.Context, raw json.RawMessage) (json.RawMessage, e
 		cfg.MaxParallel = opt.Parallel
 	}
 	cfg.TurnTimeout, cfg.ToolTimeout = timeouts(opt)
+	rs.parkingConfig(&cfg, opt)
 	if rs.deps.Allowed != nil {
 		cfg.Allowed = func(tool string) bool { return rs.deps.Allowed(owner, tool) }
 	}

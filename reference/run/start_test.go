@@ -30,8 +30,6 @@ func openRuns(t *testing.T) *run.Runs {
 	return rs
 }
 
-var alice = loomtype.Identity{Tenant: "acme", Actor: "alice"}
-
 // A refused start reports no run created, names the option, and leaves no run behind.
 func TestARefusedStartCreatesNothing(t *testing.T) {
 	rs := openRuns(t)
