@@ -133,7 +133,7 @@ Feature: An agent run is its own durable execution of the canonical loop
       | 8      | failed    |
 
   @profile:agent @req:ADR0121-D2-02
-  Scenario: Parallel calls of a run come back in the model's order whichever ends first
+  Scenario Outline: Parallel calls of a run come back in the model's order whichever ends first (<runner>)
     Given the model calls at once:
       | tool  | arguments |
       | north | {}        |
@@ -142,7 +142,7 @@ Feature: An agent run is its own durable execution of the canonical loop
     And the tool "south" answers {"zone": "south ok"}
     When alice starts a run with:
       """
-      {"prompt": "check both zones", "parallelTools": true}
+      {"prompt": "check both zones", "parallelTools": true, "runner": "<runner>"}
       """
     And the tool "south" answered 1 time
     And the tool "north" is released
@@ -152,6 +152,11 @@ Feature: An agent run is its own durable execution of the canonical loop
       | name  | arguments | ok   | result             |
       | north | {}        | true | {"ok": true}       |
       | south | {}        | true | {"zone":"south ok"} |
+
+    Examples:
+      | runner       |
+      | loop         |
+      | single-frame |
 
   @profile:agent @req:ADR0121-D2-03
   Scenario Outline: A numeric parallelTools bound is the most calls in flight at once
@@ -180,6 +185,7 @@ Feature: An agent run is its own durable execution of the canonical loop
       | 2     | 2        |                          |
       | 3     | 3        |                          |
       | 2     | 2        | , "needsApproval": {"north": false, "south": false, "lookup": false} |
+      | 2     | 2        | , "runner": "single-frame"                                           |
 
   @profile:agent @req:ADR0121-D2-04
   Scenario: A failing parallel branch is that call's error result; its siblings' results reach the model
