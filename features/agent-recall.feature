@@ -30,6 +30,9 @@ Feature: A run recalls what its owner's earlier runs remembered
       | op     | scope      | entries                                          | stored |
       | write  | acme/alice | user: check pump 3 / assistant: re: check pump 3 | 2      |
       | recall | acme/alice | user: check pump 3 / assistant: re: check pump 3 |        |
+    And the memory's recalls are:
+      | scope      | query       |
+      | acme/alice | and pump 4? |
     And the model has been asked 2 times in all
 
   @profile:agent @req:ADR0121-D4-20 @configures
@@ -91,6 +94,9 @@ Feature: A run recalls what its owner's earlier runs remembered
       | op     | scope      | entries                                          | stored |
       | write  | acme/alice | user: check pump 3 / assistant: re: check pump 3 | 2      |
       | recall | <scope>    |                                                  |        |
+    And the memory's recalls are:
+      | scope   | query       |
+      | <scope> | and pump 4? |
 
     Examples:
       | who                    | scope                |
@@ -146,6 +152,9 @@ Feature: A run recalls what its owner's earlier runs remembered
       | op     | scope      | entries                                          | stored |
       | write  | acme/alice | user: check pump 3 / assistant: re: check pump 3 | 2      |
       | recall | acme/alice | user: check pump 3 / assistant: re: check pump 3 |        |
+    And the memory's recalls are:
+      | scope      | query       |
+      | acme/alice | and pump 4? |
     When the system is killed and restarted
     Then the run reads exactly as when it ended
     And the model has been asked 3 times in all
