@@ -132,8 +132,8 @@ type Deps struct {
 	Allowed func(who loomtype.Identity, tool string) bool
 	// OnError receives the real error behind a failed model call, with its errorId.
 	OnError func(errorID string, err error)
-	// Memory is the agent memory a run's write-back writes to (nil: none, and writeBack is
-	// refused).
+	// Memory is the agent memory a run's write-back writes to and its recall asks (nil: none,
+	// and writeBack and recall are refused).
 	Memory hostio.Memory
 	// Cache, if set, keeps model responses per owner and cacheScope; every run must then name
 	// its cacheScope.
