@@ -198,6 +198,7 @@ type areas struct {
 	limits       *limitsSteps
 	failures     *failuresSteps
 	approvals    *approvalsSteps
+	recall       *recallSteps
 }
 
 // newAreas makes the step areas of s, each with its state empty.
@@ -224,6 +225,7 @@ func newAreas(s *scenario) areas {
 		limits:       &limitsSteps{scenario: s},
 		failures:     &failuresSteps{scenario: s},
 		approvals:    &approvalsSteps{scenario: s},
+		recall:       &recallSteps{scenario: s},
 	}
 }
 
@@ -257,6 +259,7 @@ func (a areas) vocabulary() []area {
 		{"limits", a.limits.steps()},
 		{"failures", a.failures.steps()},
 		{"approvals", a.approvals.steps()},
+		{"recall", a.recall.steps()},
 	}
 }
 

@@ -19,6 +19,7 @@ type runBody struct {
 	ToolErrors    *string            `json:"toolErrors,omitempty"`
 	MaxIterations json.RawMessage    `json:"maxIterations,omitempty"`
 	WriteBack     json.RawMessage    `json:"writeBack,omitempty"`
+	Recall        json.RawMessage    `json:"recall,omitempty"`
 	CacheScope    *string            `json:"cacheScope,omitempty"`
 	TurnTimeoutMs json.RawMessage    `json:"turnTimeoutMs,omitempty"`
 	ToolTimeoutMs json.RawMessage    `json:"toolTimeoutMs,omitempty"`
@@ -75,6 +76,13 @@ func runOptions(b runBody) (run.Options, string) {
 			return run.Options{}, "writeBack"
 		}
 		opt.WriteBack = wb
+	}
+	if len(b.Recall) > 0 {
+		recall, ok := recallOption(b.Recall)
+		if !ok {
+			return run.Options{}, "recall"
+		}
+		opt.Recall = recall
 	}
 	if b.CacheScope != nil {
 		if *b.CacheScope == "" {

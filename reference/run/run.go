@@ -69,6 +69,8 @@ type Options struct {
 	ToolErrors    string         `json:"toolErrors,omitempty"`
 	MaxIterations int            `json:"maxIterations,omitempty"`
 	WriteBack     *WriteBack     `json:"writeBack,omitempty"`
+	// Recall recalls the owner's memory once, before the first model call (recall.go).
+	Recall bool `json:"recall,omitempty"`
 	// CacheScope is the partition of the response cache the run's model calls use (with the
 	// run's owner); required when the system caches responses (Deps.Cache).
 	CacheScope string `json:"cacheScope,omitempty"`
@@ -130,8 +132,8 @@ type Deps struct {
 	Allowed func(who loomtype.Identity, tool string) bool
 	// OnError receives the real error behind a failed model call, with its errorId.
 	OnError func(errorID string, err error)
-	// Memory is the agent memory a run's write-back writes to (nil: none, and writeBack is
-	// refused).
+	// Memory is the agent memory a run's write-back writes to and its recall asks (nil: none,
+	// and writeBack and recall are refused).
 	Memory hostio.Memory
 	// Cache, if set, keeps model responses per owner and cacheScope; every run must then name
 	// its cacheScope.
@@ -265,6 +267,9 @@ func (rs *Runs) check(opt Options) error {
 		return loomtype.BadRequest("maxIterations", "")
 	}
 	if err := rs.checkWriteBack(opt.WriteBack); err != nil {
+		return err
+	}
+	if err := rs.checkRecall(opt); err != nil {
 		return err
 	}
 	if err := rs.checkCacheScope(opt); err != nil {
@@ -446,6 +451,10 @@ func (rs *Runs) flow(c *kernel.Context, raw json.RawMessage) (json.RawMessage, e
 		cfg.Allowed = func(tool string) bool { return rs.deps.Allowed(owner, tool) }
 	}
 	cfg.Principal, cfg.TaintToolErrors = &owner, true
+	msgs, err := rs.recall(c, owner, opt, msgs)
+	if err != nil {
+		return nil, err
+	}
 	res, err := rs.runLoop(c, cfg, opt, msgs)
 	if err != nil {
 		return nil, err
