@@ -96,3 +96,44 @@ func TestAbortAndCancelOfSomeoneElsesRunAreNotFound(t *testing.T) {
 		t.Errorf("abort of a run that does not exist: %v, want ErrNotFound", err)
 	}
 }
+
+// The run client checks its own timeouts by name, whatever a gateway checked before it.
+func TestTimeoutsOutOfRangeAreRefusedByName(t *testing.T) {
+	rs := openRuns(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		opt   run.Options
+		field string
+	}{
+		{run.Options{Prompt: "p", TurnTimeoutMs: -1}, "turnTimeoutMs"},
+		{run.Options{Prompt: "p", TurnTimeoutMs: run.MaxTimeoutMs + 1}, "turnTimeoutMs"},
+		{run.Options{Prompt: "p", ToolTimeoutMs: -1}, "toolTimeoutMs"},
+		{run.Options{Prompt: "p", ToolTimeoutMs: run.MaxTimeoutMs + 1}, "toolTimeoutMs"},
+	} {
+		_, created, err := rs.Start(ctx, alice, c.opt)
+		var bad *loomtype.BadRequestError
+		if !errors.As(err, &bad) || bad.Field != c.field || created {
+			t.Errorf("start with %+v: created %v, %v; want a bad request naming %s", c.opt, created, err, c.field)
+		}
+	}
+	if _, _, err := rs.Start(ctx, alice, run.Options{Prompt: "p", TurnTimeoutMs: run.MaxTimeoutMs, ToolTimeoutMs: run.MaxTimeoutMs}); err != nil {
+		t.Fatalf("timeouts at the maximum: %v", err)
+	}
+}
+
+// Answering a gate or a human call of someone else's run is ErrNotFound, as for no run at all.
+func TestAnswersToSomeoneElsesRunAreNotFound(t *testing.T) {
+	rs := openRuns(t)
+	ctx := context.Background()
+	v, _, err := rs.Start(ctx, alice, run.Options{ID: "mine", Prompt: "check"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mallory := loomtype.Identity{Tenant: "acme", Actor: "mallory"}
+	if _, err := rs.Approve(ctx, mallory, v.ID, "t1-c0", true); !errors.Is(err, run.ErrNotFound) {
+		t.Errorf("approve by another identity: %v, want ErrNotFound", err)
+	}
+	if _, err := rs.AnswerHuman(ctx, mallory, v.ID, "t1-c0", []byte(`{"ok":true}`)); !errors.Is(err, run.ErrNotFound) {
+		t.Errorf("human answer by another identity: %v, want ErrNotFound", err)
+	}
+}
