@@ -4,7 +4,7 @@ Feature: A turn runs the canonical agent loop
   So that the model can recover from a failing tool and no tool runs twice by accident
 
   A turn asks the model, runs the tools it asks for, feeds their results back (a failure becomes
-  an error result the model can read) and repeats until the model answers. Every tool call is a
+  an error result the model can read, fenced as untrusted data) and repeats until the model answers. Every tool call is a
   journaled step: a completed call is never run again, and a call that was in flight at a crash
   runs again with the same idempotency key.
 
@@ -18,10 +18,10 @@ Feature: A turn runs the canonical agent loop
     Then turn 1 is answered "The sensor is offline; I could not check pump 3."
     And request 2 to the model holds a tool result that says "sensor offline"
     And request 2 to the model holds the messages:
-      | role      | content                                  |
-      | user      | check pump 3                             |
-      | assistant | [calls lookup {"pump":3}]                |
-      | tool      | {"error": "sensor offline"} [for lookup] |
+      | role      | content                                                                                          |
+      | user      | check pump 3                                                                                     |
+      | assistant | [calls lookup {"pump":3}]                                                                        |
+      | tool      | {"untrusted": {"source": "tool-error:lookup", "data": {"error": "sensor offline"}}} [for lookup] |
     And the tool "lookup" has been called 1 time in all
     And every call to "lookup" carried the arguments {"pump": 3}
     And the model has been asked 2 times in all

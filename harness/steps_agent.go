@@ -184,6 +184,7 @@ func (s *agentSteps) toolFailsLong(name string, status, n int, ch, tail string) 
 	}
 	msg := strings.Repeat(ch, n) + tail
 	s.saved["tool message"] = msg
+	s.saved["tool message of"] = name
 	if err := s.world.Tools().Enqueue(name, world.Behavior{Fail: &world.Failure{Status: status, Message: msg}}); err != nil {
 		return harnessErr("script the tool: %v", err)
 	}
@@ -199,7 +200,10 @@ func (s *agentSteps) toolMessageCut(i, n int) error {
 		cut--
 	}
 	msg = msg[:cut]
-	b, _ := json.Marshal(map[string]string{"error": msg})
+	// A failure fed back is fenced as data under its tool's name (spec/http.md, Runs: tool
+	// failures and authority).
+	b, _ := json.Marshal(map[string]any{"untrusted": map[string]any{
+		"source": "tool-error:" + s.saved["tool message of"], "data": map[string]string{"error": msg}}})
 	want := canonJSON(string(b))
 	req, err := s.modelRequest(i)
 	if err != nil {
@@ -209,7 +213,7 @@ func (s *agentSteps) toolMessageCut(i, n int) error {
 		if m.Role == "tool" {
 			if got := canonJSON(m.Content); got != want {
 				return fail(fmt.Sprintf("the tool message of request %d to the model", i), clip(got, 80)+fmt.Sprintf(" (%d bytes)", len(m.Content)),
-					fmt.Sprintf("{\"error\": the tool's message cut to %d bytes at a character boundary} (spec/prompt.md)", len(msg)))
+					fmt.Sprintf("{\"untrusted\": {\"source\": \"tool-error:%s\", \"data\": {\"error\": the tool's message cut to %d bytes at a character boundary}}} (spec/prompt.md)", s.saved["tool message of"], len(msg)))
 			}
 			return nil
 		}

@@ -144,6 +144,9 @@ func (cv *Runner) agentConfig(convID, publisher, loopID string, tr Run) agent.Co
 				cv.deps.OnError(hostio.ErrorReport{ErrorID: errorID, Error: errorDetail(err), ConversationID: convID, Turn: tr.Turn})
 			}
 		},
+		// A failing tool's text is remote data: fenced when fed back, and kept so in the
+		// recorded outcome (spec/http.md, Runs: tool failures and authority).
+		TaintToolErrors: true,
 	}
 }
 
