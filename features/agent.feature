@@ -118,6 +118,25 @@ Feature: A turn runs the canonical agent loop
       | user      | and pump 4?      |
       | assistant | pump 4 is fine   |
 
+  @profile:agent @req:ADR0121-D4-25 @configures
+  Scenario Outline: A turn's answer is remembered tainted when the turn was fed a tool's error text (<tool>)
+    Given the agent has memory
+    And alice has started a conversation
+    And the model calls "lookup" with {"pump": 3}
+    And <tool>
+    And the model replies "pump 3 checked"
+    When alice sends "check pump 3"
+    Then turn 1 is answered "pump 3 checked"
+    And alice's memory scope holds exactly:
+      | role      | text           | tainted   |
+      | user      | check pump 3   | false     |
+      | assistant | pump 3 checked | <tainted> |
+
+    Examples:
+      | tool                                                          | tainted |
+      | the tool "lookup" fails with status 502 and says "sensor off" | true    |
+      | the tool "lookup" answers {"pressure": 7}                     | false   |
+
   @profile:agent @req:ADR0121-D4-01 @crash @configures
   Scenario: A write-back survives a crash without being written twice
     Given the agent has memory

@@ -94,9 +94,14 @@ func (cv *Runner) RunLoop(c *kernel.Context, convID, loopID string, tr Run) (Res
 	out.Result = res
 	if cv.deps.Memory != nil && res.Status == agent.Complete {
 		prompt := lastUser(tr.Msgs)
+		// A turn that was fed a tool's error text saw untrusted output: its answer is stored so.
+		tainted := false
+		for _, call := range res.Calls {
+			tainted = tainted || !call.OK
+		}
 		entries := []hostio.MemoryEntry{
 			{ID: memoryID(c.ID(), loopID, prompt), Role: model.RoleUser, Text: prompt},
-			{ID: memoryID(c.ID(), loopID, prompt+"\x00"+res.Text), Role: model.RoleAssistant, Text: res.Text},
+			{ID: memoryID(c.ID(), loopID, prompt+"\x00"+res.Text), Role: model.RoleAssistant, Text: res.Text, Tainted: tainted},
 		}
 		scope := memoryScope(tr.Asker)
 		if _, err := c.Execute(loopID+record.MemoryWrite, func(ctx context.Context) (json.RawMessage, error) {
