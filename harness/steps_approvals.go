@@ -176,14 +176,19 @@ func (s *approvalsSteps) answersGate(who, verb, gate string) error {
 
 // answersHuman answers the run's human call as who with the JSON result and expects 200 and the run.
 func (s *approvalsSteps) answersHuman(who, call, result string) error {
-	if !json.Valid([]byte(result)) {
-		return harnessErr("the result is not JSON: %s", result)
-	}
-	r, err := s.answer(who, "human", call, map[string]json.RawMessage{"result": json.RawMessage(result)})
+	r, err := s.humanAnswer(who, call, result)
 	if err != nil {
 		return err
 	}
 	return expect200Run(r)
+}
+
+// humanAnswer posts result (JSON text) as who's answer to the run's human call.
+func (s *approvalsSteps) humanAnswer(who, call, result string) (*response, error) {
+	if !json.Valid([]byte(result)) {
+		return nil, harnessErr("the result is not JSON: %s", result)
+	}
+	return s.answer(who, "human", call, map[string]json.RawMessage{"result": json.RawMessage(result)})
 }
 
 func expectNotPending(r *response) error {
@@ -206,10 +211,7 @@ func (s *approvalsSteps) gateNotPending(who, gate, verb string) error {
 
 // humanNotPending answers the human call as who and expects exactly 409 {"error":"conflict","detail":"not pending"}.
 func (s *approvalsSteps) humanNotPending(who, call, result string) error {
-	if !json.Valid([]byte(result)) {
-		return harnessErr("the result is not JSON: %s", result)
-	}
-	r, err := s.answer(who, "human", call, map[string]json.RawMessage{"result": json.RawMessage(result)})
+	r, err := s.humanAnswer(who, call, result)
 	if err != nil {
 		return err
 	}

@@ -412,12 +412,7 @@ func runTools(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall, r
 			return outs, true, nil
 		}
 		res.Tools = append(res.Tools, call.Name)
-		fn, err := timedTool(c, cfg, turn, j, step(j, call))
-		if err != nil {
-			return nil, false, err
-		}
-		v, err := c.Execute(stepID(j), fn)
-		o, err := decodeOutcome(kernel.StepResult{Value: v, Err: err})
+		o, err := runCall(c, cfg, turn, j, step(j, call))
 		if err != nil {
 			return nil, false, err
 		}
@@ -427,6 +422,17 @@ func runTools(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall, r
 		}
 	}
 	return outs, false, nil
+}
+
+// runCall runs call j of model call turn as its journaled step, bounded by the tool timeout,
+// and returns its outcome (a failure of the tool included); err is the kernel's or the store's.
+func runCall(c *kernel.Context, cfg Config, turn, j int, fn kernel.StepFunc) (toolOutcome, error) {
+	fn, err := timedTool(c, cfg, turn, j, fn)
+	if err != nil {
+		return toolOutcome{}, err
+	}
+	v, err := c.Execute(toolStepID(cfg.LoopID, turn, j), fn)
+	return decodeOutcome(kernel.StepResult{Value: v, Err: err})
 }
 
 // logEntry is the tool-call log's entry of call and its outcome.

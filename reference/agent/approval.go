@@ -275,12 +275,7 @@ func runParking(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall,
 			if cfg.human(call.Name) {
 				o, err = humanCall(c, cfg, turn, j, call)
 			} else {
-				fn, terr := timedTool(c, cfg, turn, j, step(j, call))
-				if terr != nil {
-					return nil, false, terr
-				}
-				v, xerr := c.Execute(toolStepID(cfg.LoopID, turn, j), fn)
-				o, err = decodeOutcome(kernel.StepResult{Value: v, Err: xerr})
+				o, err = runCall(c, cfg, turn, j, step(j, call))
 			}
 			if err != nil {
 				return nil, false, err
@@ -337,12 +332,7 @@ func runParking(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall,
 			return outs[:j], true, nil
 		}
 		res.Tools = append(res.Tools, calls[j].Name)
-		fn, err := timedTool(c, cfg, turn, j, step(j, calls[j]))
-		if err != nil {
-			return nil, false, err
-		}
-		v, err := c.Execute(toolStepID(cfg.LoopID, turn, j), fn)
-		o, err := decodeOutcome(kernel.StepResult{Value: v, Err: err})
+		o, err := runCall(c, cfg, turn, j, step(j, calls[j]))
 		if err != nil {
 			return nil, false, err
 		}
