@@ -145,6 +145,7 @@ Feature: An agent run is its own durable execution of the canonical loop
       {"prompt": "check both zones", "parallelTools": true, "runner": "<runner>"}
       """
     And the tool "south" answered 1 time
+    And the tool "north" has been waiting 300 ms
     And the tool "north" is released
     Then the run ends completed
     And request 2 to the model holds the tool results in the order north, south

@@ -516,6 +516,22 @@ func (s *runsSteps) boundedInFlight(n int, list string) error {
 		case <-tick.C:
 		}
 	}
+	// A system that ignores the bound starts its other calls at once; give them time to arrive
+	// (on a loaded machine a request can take a while) before anything is released.
+	settle := time.NewTimer(300 * time.Millisecond)
+	defer settle.Stop()
+	for waiting := true; waiting; {
+		select {
+		case <-ctx.Done():
+			return harnessErr("the step timed out while it waited for calls beyond the bound")
+		case <-settle.C:
+			waiting = false
+		case <-tick.C:
+		}
+		if _, arrived := inFlight(); arrived > n {
+			return fail("the tools", fmt.Sprintf("%d calls arrived while none could end", arrived), fmt.Sprintf("at most %d in flight", n))
+		}
+	}
 	released := time.Now()
 	for _, name := range names {
 		if err := s.areas.agent.toolReleased(name); err != nil {
