@@ -378,25 +378,33 @@ func (s *runsSteps) runMissingEverywhere(who string) error {
 	if s.runID == "" {
 		return harnessErr("no run was started")
 	}
-	missing := "run:missing-" + s.runID
 	for _, rt := range runRoutes {
-		want, err := s.cl.do(s.ctx, who, rt.method, runPath(missing, rt.suffix), nil, reqOpts{})
-		if err != nil {
+		if err := s.answeredAsMissing(who, rt.method, rt.suffix, nil); err != nil {
 			return err
-		}
-		got, err := s.cl.do(s.ctx, who, rt.method, runPath(s.runID, rt.suffix), nil, reqOpts{})
-		if err != nil {
-			return err
-		}
-		if want.status != http.StatusNotFound {
-			return fail(want.op, fmt.Sprintf("%d %s", want.status, clip(string(want.body), 200)), "404 for a run that does not exist")
-		}
-		if got.status != want.status || !bytes.Equal(got.body, want.body) {
-			return fail(got.op+" as "+who, fmt.Sprintf("%d %s", got.status, clip(string(got.body), 200)),
-				fmt.Sprintf("what a missing run gets: %d %s", want.status, clip(string(want.body), 200)))
 		}
 	}
 	// The run goes on untouched: it was neither aborted nor cancelled by those answers.
+	return nil
+}
+
+// answeredAsMissing asks route suffix of the run as who, and of a run that does not exist, and
+// expects the second to be a 404 and the first to equal it byte for byte.
+func (s *runsSteps) answeredAsMissing(who, method, suffix string, body any) error {
+	want, err := s.cl.do(s.ctx, who, method, runPath("run:missing-"+s.runID, suffix), body, reqOpts{})
+	if err != nil {
+		return err
+	}
+	got, err := s.cl.do(s.ctx, who, method, runPath(s.runID, suffix), body, reqOpts{})
+	if err != nil {
+		return err
+	}
+	if want.status != http.StatusNotFound {
+		return fail(want.op, fmt.Sprintf("%d %s", want.status, clip(string(want.body), 200)), "404 for a run that does not exist")
+	}
+	if got.status != want.status || !bytes.Equal(got.body, want.body) {
+		return fail(got.op+" as "+who, fmt.Sprintf("%d %s", got.status, clip(string(got.body), 200)),
+			fmt.Sprintf("what a missing run gets: %d %s", want.status, clip(string(want.body), 200)))
+	}
 	return nil
 }
 
