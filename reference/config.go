@@ -14,6 +14,8 @@ import (
 	"github.com/loomcheck/loomcheck/reference/hostio"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/model"
+	"github.com/loomcheck/loomcheck/reference/sessions"
+	"github.com/loomcheck/loomcheck/reference/stream"
 	"github.com/loomcheck/loomcheck/spec"
 )
 
@@ -21,7 +23,7 @@ import (
 const SpecVersion = spec.Version
 
 // Profiles are the profiles this engine claims.
-var Profiles = []string{"core", "durability", "barge-in", "agent", "budget", "envelope", "gateway"}
+var Profiles = []string{"core", "durability", "barge-in", "agent", "budget", "envelope", "gateway", "stream"}
 
 // profiles are the profiles an engine with this configuration claims: shared mode needs a
 // service principal.
@@ -143,6 +145,8 @@ func FromConfig(c spec.SUTConfig) (Options, error) {
 			hook.Add(hostio.ErrorReport{ErrorID: id, Error: err.Error()})
 		},
 	}
+	opt.Gateway.Heartbeat = ms(c.Stream.HeartbeatMs)
+	opt.Stream = sessions.Config{Limits: stream.Limits{MaxFrames: c.Stream.MaxFrames, MaxBytes: c.Stream.MaxBytes}}
 	opt.Edge = gateway.Edge{RequestTimeout: ms(gw.RequestTimeoutMs), HeadersTimeout: ms(gw.HeadersTimeoutMs),
 		MaxConnections: gw.MaxConnections}
 	if len(c.Identity.Principals) > 0 || c.Identity.URL != "" {

@@ -30,6 +30,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/run"
+	"github.com/loomcheck/loomcheck/reference/sessions"
 	"github.com/loomcheck/loomcheck/reference/store"
 	"github.com/loomcheck/loomcheck/spec"
 )
@@ -76,6 +77,8 @@ type Options struct {
 	// HumanTools name the tools a person answers (kind "human"): a run's call of one waits for
 	// the person's answer (reference/run).
 	HumanTools []string
+	// Stream configures the session streams (reference/sessions).
+	Stream sessions.Config
 }
 
 // Engine is an open reference engine. Its methods are safe for concurrent use.
@@ -86,6 +89,7 @@ type Engine struct {
 	cv   *conversation.Conversations
 	runs *run.Runs
 	gw   *gateway.Gateway
+	ss   *sessions.Service
 	dir  string
 	edge gateway.Edge
 
@@ -176,13 +180,18 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 	}
 	cv := dl.Client(k)
 	opt.Gateway.Runs = runs
+	if opt.Stream.Logger == nil {
+		opt.Stream.Logger = opt.Logger
+	}
+	ss := sessions.New(st, cv, opt.Stream)
+	opt.Gateway.Sessions = ss
 	gw, err := gateway.New(cv, opt.Gateway)
 	if err != nil {
 		k.Close()
 		st.Close()
 		return fail(err)
 	}
-	return &Engine{lock: lock, st: st, k: k, cv: cv, runs: runs, gw: gw, dir: opt.DataDir, edge: opt.Edge}, nil
+	return &Engine{lock: lock, st: st, k: k, cv: cv, runs: runs, gw: gw, ss: ss, dir: opt.DataDir, edge: opt.Edge}, nil
 }
 
 // logErrors makes opt's error hooks log every error they receive, with its errorId, to
@@ -285,6 +294,7 @@ const closeGrace = 2 * time.Second
 func (e *Engine) Close() error {
 	e.gw.Shutdown()
 	e.stopServing(closeGrace)
+	e.ss.Close()
 	e.k.Close()
 	err := e.st.Close()
 	e.lock.Close()
@@ -300,6 +310,7 @@ func (e *Engine) Kill() {
 	e.st.Kill()
 	e.stopServing(0)
 	e.gw.Shutdown()
+	e.ss.Close()
 	e.k.Close()
 	<-e.st.Released()
 	e.lock.Close()

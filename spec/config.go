@@ -31,6 +31,18 @@ type SUTConfig struct {
 	Conversation ConversationConfig `json:"conversation,omitzero"`
 	Gateway      GatewayConfig      `json:"gateway,omitzero"`
 	Shared       SharedConfig       `json:"shared,omitzero"`
+	// Stream tunes the session streams (profile stream; spec/stream.md).
+	Stream StreamConfig `json:"stream,omitzero"`
+}
+
+// StreamConfig tunes the session streams. Zero values take the system's defaults.
+type StreamConfig struct {
+	// MaxFrames and MaxBytes bound each session's frame log (the oldest frames go first, so
+	// the log has a floor).
+	MaxFrames int `json:"maxFrames,omitempty"`
+	MaxBytes  int `json:"maxBytes,omitempty"`
+	// HeartbeatMs is how often an idle stream sends a heartbeat frame.
+	HeartbeatMs int64 `json:"heartbeatMs,omitempty"`
 }
 
 // ModelConfig points at an OpenAI-compatible Chat Completions server.

@@ -21,6 +21,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/conversation"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/run"
+	"github.com/loomcheck/loomcheck/reference/sessions"
 )
 
 // Defaults of Config.
@@ -89,6 +90,11 @@ type Config struct {
 	// Runs serves the agent runs (spec/http.md, Runs); nil: no runs surface (every run route
 	// is the uniform 404).
 	Runs *run.Runs
+	// Sessions serves the session streams (spec/stream.md, profile stream); nil: none (their
+	// routes are the uniform 404).
+	Sessions *sessions.Service
+	// Heartbeat is how often an idle session stream sends a heartbeat frame (DefaultHeartbeat).
+	Heartbeat time.Duration
 	// OnError receives the real error behind every 500, with the errorId the caller saw.
 	OnError func(errorID string, err error)
 	Logger  *slog.Logger
@@ -162,6 +168,10 @@ func (g *Gateway) routes() {
 	g.mux.HandleFunc("GET /conversations/{id}/events", g.authed(g.events))
 	g.mux.HandleFunc("GET /conversations/{id}/participants", g.authed(g.participants))
 	g.mux.HandleFunc("POST /conversations/{id}/participants", g.authed(g.changeParticipants))
+	if g.cfg.Sessions != nil {
+		g.mux.HandleFunc("POST /sessions/{id}/stream/open", g.authed(g.openStream))
+		g.mux.HandleFunc("GET /sessions/{id}/stream", g.authed(g.sessionStream))
+	}
 	if g.cfg.Runs != nil {
 		g.mux.HandleFunc("POST /runs", g.authed(g.startRun))
 		g.mux.HandleFunc("GET /runs/{id}", g.authed(g.getRun))

@@ -14,7 +14,7 @@ type Limits struct {
 }
 
 // DefaultLimits are the bounds of a log whose configuration names none.
-var DefaultLimits = Limits{MaxFrames: 10000, MaxBytes: 8 << 20}
+var DefaultLimits = Limits{MaxFrames: 4096, MaxBytes: 4 << 20}
 
 // ErrNotLogged is returned for a spec of a kind that takes no cursor (a control frame).
 var ErrNotLogged = errors.New("stream: kind is not logged")
@@ -66,10 +66,7 @@ func (l *Log) Append(spec Spec, t time.Time) (Frame, error) {
 	l.frames = append(l.frames, f)
 	l.sizes = append(l.sizes, len(b))
 	l.bytes += len(b)
-	for len(l.frames) > 1 && (len(l.frames) > l.limits.MaxFrames || l.bytes > l.limits.MaxBytes) {
-		l.bytes -= l.sizes[0]
-		l.frames, l.sizes = l.frames[1:], l.sizes[1:]
-	}
+	l.trim()
 	return f, nil
 }
 
@@ -130,4 +127,53 @@ func deltaText(f Frame) string {
 	}
 	_ = json.Unmarshal(f.Data, &d)
 	return d.Text
+}
+
+// Restore makes an empty log hold frames, the newest frames of a log written before (oldest
+// first, consecutive cursors ending at the log's head), as if they had been appended. Frames
+// beyond the log's limits are dropped from the oldest, as Append would.
+//
+// Errors: ErrRestore when the log is not empty or the cursors are not consecutive.
+//
+//	l := stream.NewLog("c1", stream.DefaultLimits)
+//	err := l.Restore(framesReadFromDisk)
+func (l *Log) Restore(frames []Frame) error {
+	if l.head != 0 || len(l.frames) != 0 {
+		return ErrRestore
+	}
+	for i := 1; i < len(frames); i++ {
+		if frames[i].Cur != frames[i-1].Cur+1 {
+			return ErrRestore
+		}
+	}
+	if len(frames) == 0 {
+		return nil
+	}
+	if frames[0].Cur < 1 {
+		return ErrRestore
+	}
+	for _, f := range frames {
+		b, _ := json.Marshal(f)
+		l.frames = append(l.frames, f)
+		l.sizes = append(l.sizes, len(b))
+		l.bytes += len(b)
+	}
+	l.head = frames[len(frames)-1].Cur
+	l.trim()
+	return nil
+}
+
+// ErrRestore is returned by Restore for a log that is not empty or frames that are not
+// consecutive.
+var ErrRestore = errors.New("stream: restore needs an empty log and consecutive frames")
+
+// Frames returns the frames the log holds, oldest first, unmerged (the caller must not change
+// them).
+func (l *Log) Frames() []Frame { return l.frames }
+
+func (l *Log) trim() {
+	for len(l.frames) > 1 && (len(l.frames) > l.limits.MaxFrames || l.bytes > l.limits.MaxBytes) {
+		l.bytes -= l.sizes[0]
+		l.frames, l.sizes = l.frames[1:], l.sizes[1:]
+	}
 }

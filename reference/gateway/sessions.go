@@ -1,0 +1,288 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/loomcheck/loomcheck/reference/conversation"
+	"github.com/loomcheck/loomcheck/reference/loomtype"
+	"github.com/loomcheck/loomcheck/reference/sessions"
+	"github.com/loomcheck/loomcheck/reference/stream"
+)
+
+// DefaultHeartbeat is how often an idle session stream sends a heartbeat frame.
+const DefaultHeartbeat = 15 * time.Second
+
+type openBody struct {
+	From   *int64  `json:"from,omitempty"`
+	Device *string `json:"device,omitempty"`
+}
+
+type openAnswer struct {
+	Ticket    string `json:"ticket"`
+	ExpiresIn int64  `json:"expiresIn"`
+	Session   string `json:"session"`
+	From      int64  `json:"from"`
+	Head      int64  `json:"head"`
+	Floor     int64  `json:"floor"`
+}
+
+// openStream serves POST /sessions/{id}/stream/open: who may read is decided first (the uniform
+// 404, with nothing made), then the body, then the ticket.
+func (g *Gateway) openStream(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
+	id := r.PathValue("id")
+	if err := g.cv.Authorize(r.Context(), who, id); err != nil {
+		g.fail(w, err)
+		return
+	}
+	if !g.limitPost(w, who) {
+		return
+	}
+	var b openBody
+	if !g.readBody(w, r, &b, true) {
+		return
+	}
+	var from int64
+	if b.From != nil {
+		from = *b.From
+	}
+	dev := ""
+	if b.Device != nil {
+		dev = *b.Device
+	}
+	if from < 0 {
+		writeError(w, http.StatusBadRequest, "bad request", "from")
+		return
+	}
+	if b.Device != nil && (dev == "" || !sessions.ValidDevice(dev)) {
+		writeError(w, http.StatusBadRequest, "bad request", "device")
+		return
+	}
+	op, err := g.cfg.Sessions.Open(r.Context(), who, id, from, dev)
+	if err != nil {
+		g.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, openAnswer{Ticket: op.Ticket, ExpiresIn: int64(time.Until(op.Expires).Round(time.Second) / time.Second),
+		Session: op.Session, From: op.From, Head: op.Head, Floor: op.Floor})
+}
+
+// ticketRefused answers a refused ticket: 401 with its reason.
+func ticketRefused(w http.ResponseWriter, reason sessions.TicketReason) {
+	writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "ticket refused", "reason": string(reason)})
+}
+
+// frameSender writes frames to one transport.
+type frameSender interface {
+	send(ctx context.Context, f stream.Frame) error
+}
+
+// sessionStream serves GET /sessions/{id}/stream: a WebSocket upgrade that presents a ticket, or
+// SSE (with a ticket, or authorized as the caller on every connection, so that a browser's
+// EventSource can reconnect by itself with Last-Event-ID).
+func (g *Gateway) sessionStream(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
+	id := r.PathValue("id")
+	q := r.URL.Query()
+	ws := strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
+	device := q.Get("device")
+	if device == "" {
+		device = r.Header.Get("Loom-Device")
+	}
+	var from int64
+	if tk := q.Get("ticket"); tk != "" {
+		gr, err := g.cfg.Sessions.Redeem(tk, who, device)
+		var te *sessions.TicketError
+		if errors.As(err, &te) {
+			ticketRefused(w, te.Reason)
+			return
+		}
+		if gr.Session != id {
+			ticketRefused(w, sessions.TicketUnknown)
+			return
+		}
+		from = gr.From
+	} else {
+		if ws {
+			ticketRefused(w, sessions.TicketUnknown)
+			return
+		}
+		if err := g.cv.Authorize(r.Context(), who, id); err != nil {
+			g.fail(w, err)
+			return
+		}
+	}
+	if v := q.Get("from"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, "bad request", "from")
+			return
+		}
+		from = n
+	}
+	if v := r.Header.Get("Last-Event-ID"); v != "" && !ws {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, "invalid cursor", "")
+			return
+		}
+		from = n
+	}
+	if !g.acquireStream(who) {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, "too many requests", "")
+		return
+	}
+	defer g.releaseStream(who)
+	st, err := g.cv.Status(r.Context(), who, id)
+	if err != nil {
+		g.fail(w, err)
+		return
+	}
+	viewer := sessions.Viewer{Who: who, Shared: st.Mode == conversation.ModeShared}
+	sub, replay, reset, head, floor, err := g.cfg.Sessions.Subscribe(r.Context(), id, from)
+	if err != nil {
+		if errors.Is(err, sessions.ErrTooManySubscribers) {
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusTooManyRequests, "too many requests", "")
+			return
+		}
+		g.fail(w, err)
+		return
+	}
+	defer sub.Close()
+	var out frameSender
+	ctx := r.Context()
+	if ws {
+		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true}) // Origin was checked at the door
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		ctx = c.CloseRead(ctx) // nothing is read from the client: it acks nothing
+		out = wsSender{c}
+	} else {
+		h := w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no")
+		w.WriteHeader(http.StatusOK)
+		s := &sse{w: w, rc: http.NewResponseController(w)}
+		if _, err := w.Write([]byte("retry: 1000\n\n")); err != nil {
+			return
+		}
+		out = sseFrames{s}
+	}
+	g.serveFrames(ctx, out, r, who, id, viewer, sub, replay, reset, head, floor)
+}
+
+// serveFrames sends the reset (when the reader is behind the floor), the replay, then every
+// live frame, each drawn for the viewer, with heartbeats while idle. It returns when the client
+// goes, the subscriber is cut off (the client resumes from its cursor), the viewer may no longer
+// read, or the gateway shuts down.
+func (g *Gateway) serveFrames(ctx context.Context, out frameSender, r *http.Request, who loomtype.Identity, id string,
+	viewer sessions.Viewer, sub *sessions.Sub, replay []stream.Frame, reset bool, head, floor int64) {
+	svc := g.cfg.Sessions
+	now := func() time.Time { return time.Now() }
+	if reset {
+		if out.send(ctx, stream.Control(stream.KindReset, id, now(), map[string]int64{"floor": floor, "head": head})) != nil {
+			return
+		}
+	}
+	for _, f := range replay {
+		v, err := svc.Render(ctx, id, viewer, sub.GuardOf(f))
+		if err != nil || out.send(ctx, v) != nil {
+			return
+		}
+	}
+	beat := g.cfg.Heartbeat
+	if beat <= 0 {
+		beat = DefaultHeartbeat
+	}
+	heart := time.NewTicker(beat)
+	defer heart.Stop()
+	reauth := time.NewTicker(g.cfg.Reauth)
+	defer reauth.Stop()
+	lifetime := time.NewTimer(g.cfg.StreamLifetime)
+	defer lifetime.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-g.shutdownCh:
+			return
+		case <-lifetime.C:
+			return
+		case <-sub.Done():
+			// Cut off (a full queue, or the session stopped): drain what is queued, then end.
+			for {
+				select {
+				case it := <-sub.Frames():
+					v, err := svc.Render(ctx, id, viewer, it)
+					if err != nil || out.send(ctx, v) != nil {
+						return
+					}
+				default:
+					return
+				}
+			}
+		case it := <-sub.Frames():
+			v, err := svc.Render(ctx, id, viewer, it)
+			if err != nil || out.send(ctx, v) != nil {
+				return
+			}
+			heart.Reset(beat)
+		case <-heart.C:
+			if out.send(ctx, stream.Control(stream.KindHeartbeat, id, now(), struct{}{})) != nil {
+				return
+			}
+		case <-reauth.C:
+			if now, err := g.authenticate(r); err != nil || !now.Equal(who) {
+				return
+			}
+			if err := g.cv.Authorize(ctx, who, id); err != nil {
+				return
+			}
+		}
+	}
+}
+
+type wsSender struct{ c *websocket.Conn }
+
+func (s wsSender) send(ctx context.Context, f stream.Frame) error {
+	b, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return s.c.Write(ctx, websocket.MessageText, b)
+}
+
+type sseFrames struct{ s *sse }
+
+func (s sseFrames) send(_ context.Context, f stream.Frame) error {
+	b, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	var buf []byte
+	if f.Cur > 0 {
+		buf = append(buf, "id: "...)
+		buf = strconv.AppendInt(buf, f.Cur, 10)
+		buf = append(buf, '\n')
+	}
+	buf = append(buf, "data: "...)
+	buf = append(buf, b...)
+	buf = append(buf, "\n\n"...)
+	if _, err := s.s.w.Write(buf); err != nil {
+		return err
+	}
+	return s.s.rc.Flush()
+}

@@ -1,0 +1,436 @@
+package sessions
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/loomcheck/loomcheck/reference/conversation/live"
+	"github.com/loomcheck/loomcheck/reference/loomtype"
+	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/stream"
+)
+
+// session is one resident session: its frame log, the adapter's memory and the projection's
+// position. mu serialises every projection step (a read of the conversation, a commit, a fan
+// out) and every subscription, so a subscriber's replay and its live frames meet exactly.
+type session struct {
+	svc *Service
+	id  string
+
+	mu            sync.Mutex
+	log           *stream.Log
+	ad            *stream.Adapter
+	guards        map[int64]guard
+	pos           loomtype.Cursor
+	lastReplyTurn int64
+	liveBytes     map[int64]int // bytes of live text logged per turn since its last restart
+	subs          map[*Sub]struct{}
+
+	// refs and lastUse are guarded by svc.mu.
+	refs    int
+	lastUse time.Time
+
+	broken   atomic.Bool
+	quit     chan struct{}
+	quitOnce sync.Once
+}
+
+func newSession(svc *Service, id string) *session {
+	return &session{svc: svc, id: id, log: stream.NewLog(id, svc.cfg.Limits), ad: stream.NewAdapter(),
+		guards: map[int64]guard{}, liveBytes: map[int64]int{}, subs: map[*Sub]struct{}{}, quit: make(chan struct{})}
+}
+
+func (ss *session) dead() bool { return ss.broken.Load() }
+
+func (ss *session) stop() { ss.quitOnce.Do(func() { close(ss.quit) }) }
+
+// fail marks the session broken: its pump stops, its subscribers are cut off (their readers
+// resume from their cursors on a session loaded afresh from the store).
+func (ss *session) failLocked(err error) error {
+	ss.broken.Store(true)
+	ss.stop()
+	for s := range ss.subs {
+		s.cut()
+	}
+	ss.subs = map[*Sub]struct{}{}
+	return err
+}
+
+func (ss *session) bounds() (head, floor int64) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.log.Head(), ss.log.Floor()
+}
+
+// restoreStreamed tells the adapter which turns of the restored frames have live text logged
+// and no end yet, so that their durable reply is not shown a second time.
+func (ss *session) restoreStreamed(frames []stream.Frame) {
+	open := map[int64]int{}
+	for _, f := range frames {
+		switch f.Kind() {
+		case stream.KindTextDelta:
+			var d struct {
+				Text string `json:"text"`
+			}
+			_ = json.Unmarshal(f.Data, &d)
+			open[f.Turn] += len(d.Text)
+		case stream.KindTextDone:
+			delete(open, f.Turn)
+		case stream.KindStatus:
+			var d struct {
+				State string `json:"state"`
+			}
+			_ = json.Unmarshal(f.Data, &d)
+			if d.State == "restarted" {
+				delete(open, f.Turn)
+			}
+		}
+	}
+	for turn, n := range open {
+		ss.ad.Apply(stream.Event{Kind: stream.EventDelta, Turn: turn, Text: "x"}) // remember: streamed
+		ss.liveBytes[turn] = n
+	}
+}
+
+// catchUp projects every conversation record after the session's position.
+func (ss *session) catchUp(ctx context.Context, _ func(loomtype.Entry) bool) error {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.catchUpLocked(ctx)
+}
+
+func (ss *session) catchUpLocked(ctx context.Context) error {
+	if ss.dead() {
+		return store.ErrClosed
+	}
+	for {
+		entries, next, done, err := ss.svc.cv.ReadForward(ctx, ss.id, ss.pos, defaultReadBatch)
+		if err != nil {
+			if errors.Is(err, loomtype.ErrCorrupt) || errors.Is(err, store.ErrClosed) {
+				return ss.failLocked(err)
+			}
+			return err
+		}
+		var specs []stream.Spec
+		var guards []guard
+		last := ss.lastReplyTurn
+		for i := range entries {
+			e := entries[i]
+			g := guard{Cursor: e.Cursor, Classes: strings.Join(e.Classes, ",")}
+			if e.Asker != nil {
+				g.Asker = *e.Asker
+			}
+			for _, sp := range ss.ad.Apply(stream.Event{Kind: stream.EventRecord, Turn: e.Turn, Entry: &e}) {
+				if e.Role == loomtype.RoleAssistant && e.Asker != nil {
+					sp.ActsFor = "person:" + e.Asker.Actor
+				}
+				specs = append(specs, sp)
+				guards = append(guards, g)
+			}
+			if e.Role == loomtype.RoleAssistant && e.Turn > last {
+				last = e.Turn
+				delete(ss.liveBytes, e.Turn)
+			}
+		}
+		if _, err := ss.commit(ctx, specs, guards, next, last); err != nil {
+			return err
+		}
+		if done || len(entries) == 0 {
+			return nil
+		}
+	}
+}
+
+// commit logs specs (guards[i] says who may see specs[i]) and the new position in one
+// transaction, then hands the frames to every subscriber. A failed commit breaks the session:
+// the log in memory may be ahead of the store, so it is loaded again from the store.
+func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []guard, next loomtype.Cursor, lastReply ...int64) ([]stream.Frame, error) {
+	reply := ss.lastReplyTurn
+	if len(lastReply) > 0 {
+		reply = lastReply[0]
+	}
+	if len(specs) == 0 {
+		ss.pos, ss.lastReplyTurn = next, reply
+		return nil, nil
+	}
+	now := ss.svc.cfg.Now()
+	expect := ss.log.Head()
+	frames := make([]stream.Frame, 0, len(specs))
+	evs := make([]store.NewEvent, 0, len(specs))
+	for i, sp := range specs {
+		f, err := ss.log.Append(sp, now)
+		if err != nil {
+			return nil, ss.failLocked(err)
+		}
+		var g guard
+		if i < len(guards) {
+			g = guards[i]
+		}
+		b, err := json.Marshal(diskFrame{F: f, G: g})
+		if err != nil {
+			return nil, ss.failLocked(err)
+		}
+		frames = append(frames, f)
+		evs = append(evs, store.NewEvent{Kind: frameEventKind, Data: b})
+		if g != (guard{}) {
+			ss.guards[f.Cur] = g
+		}
+	}
+	pos, _ := json.Marshal(posRecord{Next: next.String(), LastReply: reply})
+	err := ss.svc.st.Update(ctx, func(tx store.Tx) error {
+		if _, err := tx.Append(streamPrefix+ss.id, 0, expect, evs...); err != nil {
+			return err
+		}
+		return tx.PutMeta(posPrefix+ss.id, pos)
+	})
+	if err != nil {
+		return nil, ss.failLocked(err)
+	}
+	ss.pos, ss.lastReplyTurn = next, reply
+	for cur := range ss.guards {
+		if cur < ss.log.Floor() {
+			delete(ss.guards, cur)
+		}
+	}
+	for i, f := range frames {
+		it := Item{Frame: f}
+		if i < len(guards) {
+			it.g = guards[i]
+		}
+		for s := range ss.subs {
+			if !s.push(it) {
+				delete(ss.subs, s)
+			}
+		}
+	}
+	return frames, nil
+}
+
+// live logs the live events evs (after the records committed before them).
+func (ss *session) live(ctx context.Context, evs []live.Event) error {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.liveLocked(ctx, evs)
+}
+
+func (ss *session) liveLocked(ctx context.Context, evs []live.Event) error {
+	if err := ss.catchUpLocked(ctx); err != nil {
+		return err
+	}
+	var specs []stream.Spec
+	var guards []guard
+	for _, ev := range evs {
+		if ev.Turn <= ss.lastReplyTurn {
+			continue // the durable reply superseded it
+		}
+		g := guard{Live: true, AskerKey: ev.Asker}
+		switch ev.Kind {
+		case live.KindDelta:
+			for _, sp := range ss.ad.Apply(stream.Event{Kind: stream.EventDelta, Turn: ev.Turn, Text: ev.Text}) {
+				if actor := actorOf(ev.Asker); actor != "" {
+					sp.ActsFor = "person:" + actor
+				}
+				specs, guards = append(specs, sp), append(guards, g)
+			}
+			ss.liveBytes[ev.Turn] += len(ev.Text)
+		case live.KindReset:
+			specs = append(specs, ss.ad.Apply(stream.Event{Kind: stream.EventRestart, Turn: ev.Turn})...)
+			guards = append(guards, guard{})
+			ss.liveBytes[ev.Turn] = 0
+		}
+	}
+	_, err := ss.commit(ctx, specs, guards, ss.pos)
+	return err
+}
+
+// attachPartial logs what the live channel held of a running turn before the pump attached:
+// the part of it this log has not shown yet, after a restart status when the turn is being
+// produced again and this log showed some of an earlier run.
+func (ss *session) attachPartial(ctx context.Context, turn int64, text, asker string, rerun bool) error {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if err := ss.catchUpLocked(ctx); err != nil {
+		return err
+	}
+	if turn == 0 || turn <= ss.lastReplyTurn {
+		return nil
+	}
+	var evs []live.Event
+	shown := ss.liveBytes[turn]
+	if rerun && shown > 0 {
+		evs = append(evs, live.Event{Kind: live.KindReset, Turn: turn})
+		shown = 0
+	}
+	if len(text) > shown {
+		evs = append(evs, live.Event{Kind: live.KindDelta, Turn: turn, Text: text[shown:], Asker: asker})
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	return ss.liveLocked(ctx, evs)
+}
+
+// pump follows the conversation until the session is idle, broken or stopped.
+func (ss *session) pump() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-ss.quit
+		cancel()
+	}()
+	defer func() {
+		ss.mu.Lock()
+		for s := range ss.subs {
+			s.cut()
+		}
+		ss.subs = map[*Sub]struct{}{}
+		ss.mu.Unlock()
+		ss.broken.Store(true)
+		ss.stop()
+	}()
+	hub := ss.svc.cv.Hub()
+	wake, stopWake := ss.svc.cv.WatchLog(ss.id)
+	defer stopWake()
+	var notify <-chan struct{}
+	var sub *hubSub
+	attach := func() {
+		s, turn, text, asker, rerun, err := hub.Attach(ss.id, DefaultMaxPending)
+		if err != nil {
+			sub, notify = nil, nil // too many live subscribers: records only, until the next attempt
+			return
+		}
+		sub, notify = s, s.Notify()
+		ss.report(ss.attachPartial(ctx, turn, text, asker, rerun))
+	}
+	attach()
+	defer func() {
+		if sub != nil {
+			hub.Unsubscribe(ss.id, sub)
+		}
+	}()
+	poll := time.NewTicker(ss.svc.cfg.Poll)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ss.quit:
+			return
+		case <-wake:
+			ss.report(ss.catchUp(ctx, nil))
+		case <-poll.C:
+			if ss.svc.idle(ss) {
+				return
+			}
+			if sub == nil {
+				attach()
+			}
+			ss.report(ss.catchUp(ctx, nil))
+		case <-notify:
+			evs, overflow := sub.Drain()
+			ss.report(ss.live(ctx, evs))
+			if overflow {
+				hub.Unsubscribe(ss.id, sub)
+				attach()
+			}
+		}
+		if ss.dead() {
+			return
+		}
+	}
+}
+
+func (ss *session) report(err error) {
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, store.ErrClosed) {
+		ss.svc.log.Error("session stream: projection failed", "session", ss.id, "err", err)
+	}
+}
+
+// subscribe registers a subscriber after from (see Service.Subscribe).
+func (ss *session) subscribe(from int64) (*Sub, []stream.Frame, bool, int64, int64, error) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.dead() {
+		return nil, nil, false, 0, 0, store.ErrClosed
+	}
+	if len(ss.subs) >= ss.svc.cfg.MaxSubscribers {
+		return nil, nil, false, 0, 0, ErrTooManySubscribers
+	}
+	replay, reset := ss.log.Replay(from)
+	if reset {
+		replay, _ = ss.log.Replay(ss.log.Floor() - 1)
+	}
+	s := &Sub{ss: ss, ch: make(chan Item, ss.svc.cfg.SubQueue), done: make(chan struct{})}
+	ss.subs[s] = struct{}{}
+	items := make([]stream.Frame, len(replay))
+	copy(items, replay)
+	return s, items, reset, ss.log.Head(), ss.log.Floor(), nil
+}
+
+// GuardOf returns the item for a replayed frame f of the subscriber's session.
+func (s *Sub) GuardOf(f stream.Frame) Item {
+	s.ss.mu.Lock()
+	defer s.ss.mu.Unlock()
+	return Item{Frame: f, g: s.ss.guards[f.Cur]}
+}
+
+// Item is a frame with what the service knows of who may see it.
+type Item struct {
+	Frame stream.Frame
+	g     guard
+}
+
+// Sub is one reader of a session: a bounded queue of the frames logged after its replay. A
+// reader that lets the queue fill is cut off (Done is closed) and resumes from its cursor.
+type Sub struct {
+	ss      *session
+	ch      chan Item
+	done    chan struct{}
+	once    sync.Once
+	closed  sync.Once
+	release func()
+}
+
+// Frames receives the live frames, in cursor order.
+func (s *Sub) Frames() <-chan Item { return s.ch }
+
+// Done is closed when the subscriber was cut off (its queue filled, or the session stopped).
+func (s *Sub) Done() <-chan struct{} { return s.done }
+
+func (s *Sub) push(it Item) bool {
+	select {
+	case s.ch <- it:
+		return true
+	default:
+		s.cut()
+		return false
+	}
+}
+
+func (s *Sub) cut() { s.once.Do(func() { close(s.done) }) }
+
+// Close ends the subscription.
+func (s *Sub) Close() {
+	s.closed.Do(func() {
+		s.ss.mu.Lock()
+		delete(s.ss.subs, s)
+		s.ss.mu.Unlock()
+		s.cut()
+		if s.release != nil {
+			s.release()
+		}
+	})
+}
+
+func actorOf(key string) string {
+	// An identity key is "tenant/actor" with "~onBehalfOf" after it when there is one.
+	_, a, ok := strings.Cut(key, "/")
+	if !ok {
+		return key
+	}
+	a, _, _ = strings.Cut(a, "~")
+	return a
+}
