@@ -53,7 +53,7 @@ func TestSessionStreamSeedsAndServesBothTransports(t *testing.T) {
 	id := post("/conversations", `{}`)["id"].(string)
 	post("/conversations/"+id+"/turns", `{"text":"hello there"}`)
 	require.Eventually(t, func() bool {
-		resp, err := http.Get(base + "/conversations/"+id+"/history")
+		resp, err := http.Get(base + "/conversations/" + id + "/history")
 		if err != nil {
 			return false
 		}

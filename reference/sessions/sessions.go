@@ -510,9 +510,9 @@ type diskFrame struct {
 type guard struct {
 	Asker    loomtype.Identity `json:"asker,omitzero"`
 	AskerKey string            `json:"askerKey,omitempty"` // the live turn's asker, as the live channel names it
-	Classes string `json:"classes,omitempty"` // the record's classes, joined by commas
-	Live    bool   `json:"live,omitempty"`
-	Cursor  string `json:"cursor,omitempty"` // the conversation record the frame shows
+	Classes  string            `json:"classes,omitempty"`  // the record's classes, joined by commas
+	Live     bool              `json:"live,omitempty"`
+	Cursor   string            `json:"cursor,omitempty"` // the conversation record the frame shows
 }
 
 type posRecord struct {
