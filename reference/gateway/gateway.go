@@ -171,6 +171,8 @@ func (g *Gateway) routes() {
 	if g.cfg.Sessions != nil {
 		g.mux.HandleFunc("POST /sessions/{id}/stream/open", g.authed(g.openStream))
 		g.mux.HandleFunc("GET /sessions/{id}/stream", g.authed(g.sessionStream))
+		g.mux.HandleFunc("POST /sessions/{id}/messages", g.authed(g.steer))
+		g.mux.HandleFunc("POST /sessions/{id}/messages/{message}/cancel", g.authed(g.unqueue))
 	}
 	if g.cfg.Runs != nil {
 		g.mux.HandleFunc("POST /runs", g.authed(g.startRun))

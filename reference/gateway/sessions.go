@@ -286,3 +286,74 @@ func (s sseFrames) send(_ context.Context, f stream.Frame) error {
 	}
 	return s.s.rc.Flush()
 }
+
+type steerBody struct {
+	Text      string  `json:"text"`
+	MessageID *string `json:"messageId,omitempty"`
+}
+
+// steer serves POST /sessions/{id}/messages: a message sent now when the assistant is idle, or
+// queued until the next safe point while it works.
+func (g *Gateway) steer(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
+	id := r.PathValue("id")
+	if err := g.cv.Authorize(r.Context(), who, id); err != nil {
+		g.fail(w, err)
+		return
+	}
+	if !g.limitPost(w, who) {
+		return
+	}
+	var b steerBody
+	if !g.readBody(w, r, &b, false) {
+		return
+	}
+	mid := ""
+	if b.MessageID != nil {
+		mid = *b.MessageID
+		if !validMessageID(mid) {
+			writeError(w, http.StatusBadRequest, "bad request", "messageId")
+			return
+		}
+	}
+	res, err := g.cfg.Sessions.Send(r.Context(), who, id, b.Text, mid)
+	if err != nil {
+		g.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, res)
+}
+
+// unqueue serves POST /sessions/{id}/messages/{message}/cancel: the sender takes a waiting
+// message back; again answers the same; one already picked up is a 409 with reason picked-up.
+func (g *Gateway) unqueue(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
+	id := r.PathValue("id")
+	if err := g.cv.Authorize(r.Context(), who, id); err != nil {
+		g.fail(w, err)
+		return
+	}
+	if !g.limitPost(w, who) {
+		return
+	}
+	res, err := g.cfg.Sessions.Cancel(r.Context(), who, id, r.PathValue("message"))
+	if errors.Is(err, sessions.ErrPickedUp) {
+		writeJSON(w, http.StatusConflict, map[string]string{"error": "conflict", "reason": "picked-up"})
+		return
+	}
+	if err != nil {
+		g.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func validMessageID(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}

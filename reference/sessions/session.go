@@ -30,6 +30,9 @@ type session struct {
 	lastReplyTurn int64
 	liveBytes     map[int64]int // bytes of live text logged per turn since its last restart
 	subs          map[*Sub]struct{}
+	lastAskedTurn int64
+	queue         queueRecord
+	extraMeta     map[string][]byte // written with the next commit
 
 	// refs and lastUse are guarded by svc.mu.
 	refs    int
@@ -136,12 +139,29 @@ func (ss *session) catchUpLocked(ctx context.Context) error {
 				last = e.Turn
 				delete(ss.liveBytes, e.Turn)
 			}
+			if e.Role == loomtype.RoleUser {
+				if e.Turn > ss.lastAskedTurn {
+					ss.lastAskedTurn = e.Turn
+				}
+				if ss.queue.Awaiting != "" && (e.MessageID == "" || e.MessageID == ss.queue.Awaiting) {
+					q := ss.queue
+					q.Awaiting = ""
+					b, _ := json.Marshal(q)
+					ss.extraMeta = map[string][]byte{queuePrefix + ss.id: b}
+					ss.queue = q
+				}
+			}
 		}
-		if _, err := ss.commit(ctx, specs, guards, next, last); err != nil {
+		err = func() error {
+			defer func() { ss.extraMeta = nil }()
+			_, err := ss.commit(ctx, specs, guards, next, last)
+			return err
+		}()
+		if err != nil {
 			return err
 		}
 		if done || len(entries) == 0 {
-			return nil
+			return ss.pickUpLocked(ctx)
 		}
 	}
 }
@@ -154,7 +174,7 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 	if len(lastReply) > 0 {
 		reply = lastReply[0]
 	}
-	if len(specs) == 0 {
+	if len(specs) == 0 && ss.extraMeta == nil {
 		ss.pos, ss.lastReplyTurn = next, reply
 		return nil, nil
 	}
@@ -181,10 +201,17 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 			ss.guards[f.Cur] = g
 		}
 	}
-	pos, _ := json.Marshal(posRecord{Next: next.String(), LastReply: reply})
+	pos, _ := json.Marshal(posRecord{Next: next.String(), LastReply: reply, LastAsked: ss.lastAskedTurn})
 	err := ss.svc.st.Update(ctx, func(tx store.Tx) error {
-		if _, err := tx.Append(streamPrefix+ss.id, 0, expect, evs...); err != nil {
-			return err
+		if len(evs) > 0 {
+			if _, err := tx.Append(streamPrefix+ss.id, 0, expect, evs...); err != nil {
+				return err
+			}
+		}
+		for k, v := range ss.extraMeta {
+			if err := tx.PutMeta(k, v); err != nil {
+				return err
+			}
 		}
 		return tx.PutMeta(posPrefix+ss.id, pos)
 	})

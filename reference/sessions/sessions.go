@@ -493,7 +493,10 @@ func (s *Service) load(ctx context.Context, id string) (*session, error) {
 		if err != nil {
 			return nil, &store.CorruptError{Table: "meta", Key: posPrefix + id, Reason: "stream position does not parse"}
 		}
-		ss.pos, ss.lastReplyTurn = c, p.LastReply
+		ss.pos, ss.lastReplyTurn, ss.lastAskedTurn = c, p.LastReply, p.LastAsked
+	}
+	if ss.queue, err = s.loadQueue(ctx, id); err != nil {
+		return nil, err
 	}
 	return ss, nil
 }
@@ -518,6 +521,7 @@ type guard struct {
 type posRecord struct {
 	Next      string `json:"next"`
 	LastReply int64  `json:"lastReply,omitempty"`
+	LastAsked int64  `json:"lastAsked,omitempty"`
 }
 
 // hubSub is what a pump reads of the live channel.

@@ -1,0 +1,261 @@
+package sessions
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/loomcheck/loomcheck/reference/conversation"
+	"github.com/loomcheck/loomcheck/reference/loomtype"
+	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/stream"
+)
+
+// MaxQueued bounds the messages waiting in one session's queue; one more is a
+// *loomtype.LimitError.
+const MaxQueued = 16
+
+// maxSettled bounds the taken-back and picked-up message ids a session remembers, so that a
+// repeated send or take-back gets the same answer.
+const maxSettled = 64
+
+const queuePrefix = "stream/queue/"
+
+// Message states of the steering queue.
+const (
+	StateSent     = "sent"
+	StateQueued   = "queued"
+	StatePickedUp = "picked-up"
+	StateCanceled = "cancelled"
+)
+
+// ErrPickedUp: a take-back of a message already picked up (it is the conversation's now).
+var ErrPickedUp = errors.New("sessions: message already picked up")
+
+// queued is one message of the steering queue.
+type queued struct {
+	Message string            `json:"message"`
+	Text    string            `json:"text"`
+	Who     loomtype.Identity `json:"who"`
+	State   string            `json:"state"`
+}
+
+// queueRecord is the durable queue of a session: the messages waiting, in order, then the
+// settled ones it remembers.
+type queueRecord struct {
+	Items    []queued `json:"items"`
+	Awaiting string   `json:"awaiting,omitempty"` // a picked-up message whose record has not landed
+}
+
+// Sent is what Send answers.
+type Sent struct {
+	MessageID string `json:"messageId"`
+	State     string `json:"state"`
+}
+
+// Send steers session id with who's message: sent as the conversation's next turn at once when
+// the assistant is idle, queued (durably, shown as a queued user-message) while it works, and
+// then sent at the next safe point, between turns. A repeated message id gets the answer of its
+// first send.
+//
+// Errors: loomtype.ErrNotFound, *loomtype.LimitError (the queue is full), errors of
+// conversation.SendTurn, store errors.
+func (s *Service) Send(ctx context.Context, who loomtype.Identity, id, text, messageID string) (Sent, error) {
+	if err := s.cv.Authorize(ctx, who, id); err != nil {
+		return Sent{}, err
+	}
+	ss, err := s.acquire(ctx, id)
+	if err != nil {
+		return Sent{}, err
+	}
+	defer s.release(ss)
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if err := ss.catchUpLocked(ctx); err != nil {
+		return Sent{}, err
+	}
+	if messageID != "" {
+		for _, q := range ss.queue.Items {
+			if q.Message == messageID && q.Who == who {
+				st := q.State
+				if st == StatePickedUp {
+					st = StateSent
+				}
+				return Sent{MessageID: messageID, State: st}, nil
+			}
+		}
+	}
+	if !ss.workingLocked() {
+		r, err := s.cv.SendTurn(ctx, who, id, text, conversation.SendOptions{MessageID: messageID})
+		if err != nil {
+			return Sent{}, err
+		}
+		return Sent{MessageID: r.MessageID, State: StateSent}, nil
+	}
+	waiting := 0
+	for _, q := range ss.queue.Items {
+		if q.State == StateQueued {
+			waiting++
+		}
+	}
+	if waiting >= MaxQueued {
+		return Sent{}, &loomtype.LimitError{Limit: "queued messages", Max: MaxQueued}
+	}
+	if messageID == "" {
+		messageID = loomtype.NewErrorID()
+	}
+	q := ss.queue
+	q.Items = append(append([]queued(nil), q.Items...), queued{Message: messageID, Text: text, Who: who, State: StateQueued})
+	spec := stream.Spec{Kind: stream.KindUserMessage, Message: messageID, Author: "person:" + who.Actor,
+		Data: map[string]string{"message": messageID, "state": StateQueued, "text": text}}
+	// In a shared conversation a waiting message's words are shown to its sender alone until
+	// the conversation records them.
+	g := guard{Live: true, AskerKey: who.String()}
+	if err := ss.commitQueue(ctx, []stream.Spec{spec}, q, g); err != nil {
+		return Sent{}, err
+	}
+	return Sent{MessageID: messageID, State: StateQueued}, nil
+}
+
+// Cancel takes back who's queued message. Taking back a message taken back before answers the
+// same; one already picked up is ErrPickedUp; one that is not who's, or not known, is
+// loomtype.ErrNotFound.
+func (s *Service) Cancel(ctx context.Context, who loomtype.Identity, id, messageID string) (Sent, error) {
+	if err := s.cv.Authorize(ctx, who, id); err != nil {
+		return Sent{}, err
+	}
+	ss, err := s.acquire(ctx, id)
+	if err != nil {
+		return Sent{}, err
+	}
+	defer s.release(ss)
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if err := ss.catchUpLocked(ctx); err != nil {
+		return Sent{}, err
+	}
+	for i, q := range ss.queue.Items {
+		if q.Message != messageID || q.Who != who {
+			continue
+		}
+		switch q.State {
+		case StateCanceled:
+			return Sent{MessageID: messageID, State: StateCanceled}, nil
+		case StatePickedUp:
+			return Sent{}, ErrPickedUp
+		}
+		nq := ss.queue
+		nq.Items = append([]queued(nil), nq.Items...)
+		nq.Items[i].State, nq.Items[i].Text = StateCanceled, ""
+		spec := stream.Spec{Kind: stream.KindUserMessage, Message: messageID, Author: "person:" + who.Actor,
+			Data: map[string]string{"message": messageID, "state": StateCanceled}}
+		if err := ss.commitQueue(ctx, []stream.Spec{spec}, nq); err != nil {
+			return Sent{}, err
+		}
+		return Sent{MessageID: messageID, State: StateCanceled}, nil
+	}
+	return Sent{}, loomtype.ErrNotFound
+}
+
+// workingLocked reports whether the assistant is working: a turn was asked and has no reply
+// yet, or a picked-up message has not reached the conversation's record yet.
+func (ss *session) workingLocked() bool {
+	return ss.lastAskedTurn > ss.lastReplyTurn || ss.queue.Awaiting != ""
+}
+
+// commitQueue logs specs and stores q in one transaction.
+func (ss *session) commitQueue(ctx context.Context, specs []stream.Spec, q queueRecord, guards ...guard) error {
+	q.Items = settle(q.Items)
+	b, err := json.Marshal(q)
+	if err != nil {
+		return err
+	}
+	ss.extraMeta = map[string][]byte{queuePrefix + ss.id: b}
+	defer func() { ss.extraMeta = nil }()
+	if _, err := ss.commit(ctx, specs, guards, ss.pos); err != nil {
+		return err
+	}
+	ss.queue = q
+	return nil
+}
+
+// settle keeps every waiting message and the newest settled ones.
+func settle(items []queued) []queued {
+	settled := 0
+	for _, q := range items {
+		if q.State != StateQueued {
+			settled++
+		}
+	}
+	out := make([]queued, 0, len(items))
+	for _, q := range items {
+		if q.State != StateQueued && settled > maxSettled {
+			settled--
+			continue
+		}
+		out = append(out, q)
+	}
+	return out
+}
+
+// pickUpLocked sends the first waiting message when the assistant is idle (the safe point
+// between turns): its picked-up frame and the queue's new state commit first, then the message
+// goes to the conversation with its own id, so a crash in between sends it once on recovery
+// (the conversation drops a repeated message id).
+func (ss *session) pickUpLocked(ctx context.Context) error {
+	if ss.queue.Awaiting != "" {
+		for _, q := range ss.queue.Items {
+			if q.Message == ss.queue.Awaiting && q.State == StatePickedUp {
+				return ss.sendPicked(ctx, q)
+			}
+		}
+		return nil
+	}
+	if ss.workingLocked() {
+		return nil
+	}
+	for i, q := range ss.queue.Items {
+		if q.State != StateQueued {
+			continue
+		}
+		nq := ss.queue
+		nq.Items = append([]queued(nil), nq.Items...)
+		nq.Items[i].State = StatePickedUp
+		nq.Awaiting = q.Message
+		spec := stream.Spec{Kind: stream.KindUserMessage, Message: q.Message, Author: "person:" + q.Who.Actor,
+			Data: map[string]string{"message": q.Message, "state": StatePickedUp}}
+		if err := ss.commitQueue(ctx, []stream.Spec{spec}, nq); err != nil {
+			return err
+		}
+		return ss.sendPicked(ctx, q)
+	}
+	return nil
+}
+
+// sendPicked sends a picked-up message to the conversation. One the conversation refuses for
+// good (closed, gone, not this sender's any more) is no longer awaited.
+func (ss *session) sendPicked(ctx context.Context, q queued) error {
+	_, err := ss.svc.cv.SendTurn(ctx, q.Who, ss.id, q.Text, conversation.SendOptions{MessageID: q.Message})
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, store.ErrClosed) {
+		return err
+	}
+	nq := ss.queue
+	nq.Awaiting = ""
+	if cerr := ss.commitQueue(ctx, nil, nq); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// loadQueue reads session id's queue.
+func (s *Service) loadQueue(ctx context.Context, id string) (queueRecord, error) {
+	b, ok, err := s.st.Meta(ctx, queuePrefix+id)
+	if err != nil || !ok {
+		return queueRecord{}, err
+	}
+	var q queueRecord
+	if err := json.Unmarshal(b, &q); err != nil {
+		return queueRecord{}, &store.CorruptError{Table: "meta", Key: queuePrefix + id, Reason: "steering queue does not decode"}
+	}
+	return q, nil
+}
