@@ -184,6 +184,12 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 		opt.Stream.Logger = opt.Logger
 	}
 	ss := sessions.New(st, cv, opt.Stream)
+	if err := ss.Resume(ctx); err != nil {
+		ss.Close()
+		k.Close()
+		st.Close()
+		return fail(err)
+	}
 	opt.Gateway.Sessions = ss
 	gw, err := gateway.New(cv, opt.Gateway)
 	if err != nil {

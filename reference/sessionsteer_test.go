@@ -79,29 +79,139 @@ func TestSteeringQueuesWhileTheAssistantWorks(t *testing.T) {
 	gm.release <- struct{}{} // turn 2 ends
 	var frames []string
 	require.Eventually(t, func() bool {
-		sub, replay, _, _, _, err := ss.Subscribe(ctx, id, 0)
-		require.NoError(t, err)
-		sub.Close()
-		frames = frames[:0]
-		for _, f := range replay {
-			var d map[string]any
-			_ = json.Unmarshal(f.Data, &d)
-			s := string(f.Kind())
-			if st, ok := d["state"].(string); ok {
-				s += ":" + st
-			}
-			if f.Kind() == stream.KindUserMessage {
-				s += ":" + f.Message
-			}
-			frames = append(frames, s)
-		}
+		frames = kinds(t, ss, alice, id)
 		return len(frames) == 10
 	}, 5*time.Second, 10*time.Millisecond, "%v", frames)
 	require.Equal(t, []string{
 		"user-message:sent:m1", "text-delta", "user-message:queued:m2", "user-message:queued:m3",
-		"user-message:cancelled:m2", "text-done", "user-message:picked-up:m3", "user-message:sent:m3",
-		"text-delta", "text-done",
+		"user-message:cancelled:m2", "text-done:complete", "user-message:picked-up:m3", "user-message:sent:m3",
+		"text-delta", "text-done:complete",
 	}, frames)
 	_, err = ss.Cancel(ctx, alice, id, "m3")
 	require.ErrorIs(t, err, sessions.ErrPickedUp)
+}
+
+// TestStopLogsStoppingBeforeTheTurnEnds: a stop is logged as status {stopping: true} before the
+// interrupted reply, and a queued message survives the stop and is picked up after it; an idle
+// session refuses a stop with ErrIdle.
+func TestStopLogsStoppingBeforeTheTurnEnds(t *testing.T) {
+	alice := loomtype.Identity{Tenant: "t", Actor: "alice"}
+	gm := gatedModel{release: make(chan struct{})}
+	eng, err := reference.Open(context.Background(), reference.Options{
+		DataDir:      t.TempDir() + "/d",
+		Conversation: conversation.Config{Keys: [][]byte{signingKey()}, BargeIn: true},
+		Deps:         conversation.Deps{Provider: gm},
+		Gateway:      gateway.Config{Authenticate: func(*http.Request) (loomtype.Identity, error) { return alice, nil }},
+	})
+	require.NoError(t, err)
+	defer eng.Close()
+	ctx := context.Background()
+	cv, ss := eng.Conversations(), eng.Sessions()
+	st, _, err := cv.Start(ctx, alice, conversation.StartOptions{})
+	require.NoError(t, err)
+	id := st.ID
+	_, err = ss.Stop(ctx, alice, id)
+	require.ErrorIs(t, err, sessions.ErrIdle)
+	_, err = ss.Send(ctx, alice, id, "first", "m1")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		h, _, _ := ss.Bounds(ctx, alice, id)
+		return h >= 2
+	}, 5*time.Second, 5*time.Millisecond)
+	q, err := ss.Send(ctx, alice, id, "second", "m2")
+	require.NoError(t, err)
+	require.Equal(t, sessions.StateQueued, q.State)
+	turn, err := ss.Stop(ctx, alice, id)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, turn)
+	go func() { gm.release <- struct{}{} }() // the picked-up turn's answer
+	var frames []string
+	require.Eventually(t, func() bool {
+		frames = kinds(t, ss, alice, id)
+		return len(frames) == 9
+	}, 5*time.Second, 10*time.Millisecond, "%v", frames)
+	require.Equal(t, []string{
+		"user-message:sent:m1", "text-delta", "user-message:queued:m2", "status:stopping",
+		"text-done:interrupted", "user-message:picked-up:m2", "user-message:sent:m2", "text-delta", "text-done:complete",
+	}, frames)
+}
+
+func kinds(t *testing.T, ss *sessions.Service, who loomtype.Identity, id string) []string {
+	sub, replay, _, _, _, err := ss.Subscribe(context.Background(), id, 0)
+	require.NoError(t, err)
+	sub.Close()
+	var out []string
+	for _, f := range replay {
+		var d map[string]any
+		_ = json.Unmarshal(f.Data, &d)
+		s := string(f.Kind())
+		switch {
+		case d["stopping"] == true:
+			s += ":stopping"
+		case d["state"] != nil:
+			s += ":" + d["state"].(string)
+		case d["status"] != nil:
+			s += ":" + d["status"].(string)
+		}
+		if f.Kind() == stream.KindUserMessage {
+			s += ":" + f.Message
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// TestQueuedMessageSurvivesACrash: a message queued behind a running turn is neither lost nor
+// sent twice when the engine dies: after the restart the turn runs again, and the message is
+// picked up when it ends, with nobody reading the stream.
+func TestQueuedMessageSurvivesACrash(t *testing.T) {
+	alice := loomtype.Identity{Tenant: "t", Actor: "alice"}
+	dir := t.TempDir() + "/d"
+	open := func(gm gatedModel) *reference.Engine {
+		eng, err := reference.Open(context.Background(), reference.Options{
+			DataDir:      dir,
+			Conversation: conversation.Config{Keys: [][]byte{signingKey()}},
+			Deps:         conversation.Deps{Provider: gm},
+			Gateway:      gateway.Config{Authenticate: func(*http.Request) (loomtype.Identity, error) { return alice, nil }},
+			AllowEmpty:   true,
+		})
+		require.NoError(t, err)
+		return eng
+	}
+	ctx := context.Background()
+	gm := gatedModel{release: make(chan struct{})}
+	eng := open(gm)
+	st, _, err := eng.Conversations().Start(ctx, alice, conversation.StartOptions{})
+	require.NoError(t, err)
+	id := st.ID
+	_, err = eng.Sessions().Send(ctx, alice, id, "first", "m1")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		h, _, _ := eng.Sessions().Bounds(ctx, alice, id)
+		return h >= 2
+	}, 5*time.Second, 5*time.Millisecond)
+	q, err := eng.Sessions().Send(ctx, alice, id, "second", "m2")
+	require.NoError(t, err)
+	require.Equal(t, sessions.StateQueued, q.State)
+	eng.Kill()
+
+	gm2 := gatedModel{release: make(chan struct{})}
+	eng = open(gm2)
+	defer eng.Close()
+	gm2.release <- struct{}{} // turn 1, run again
+	gm2.release <- struct{}{} // turn 2: the queued message, sent with nobody reading
+	require.Eventually(t, func() bool {
+		p, err := eng.Conversations().History(ctx, alice, id, conversation.HistoryOptions{Limit: 50})
+		require.NoError(t, err)
+		return len(p.Entries) == 4 && p.Entries[3].Status == loomtype.StatusComplete
+	}, 10*time.Second, 10*time.Millisecond)
+	p, err := eng.Conversations().History(ctx, alice, id, conversation.HistoryOptions{Limit: 50})
+	require.NoError(t, err)
+	require.Equal(t, "second", *p.Entries[2].Text)
+	require.Equal(t, "m2", p.Entries[2].MessageID)
+	frames := kinds(t, eng.Sessions(), alice, id)
+	require.Equal(t, []string{
+		"user-message:sent:m1", "text-delta", "user-message:queued:m2", "status:restarted", "text-delta",
+		"text-done:complete", "user-message:picked-up:m2", "user-message:sent:m2", "text-delta", "text-done:complete",
+	}, frames)
 }

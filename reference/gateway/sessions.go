@@ -357,3 +357,28 @@ func validMessageID(s string) bool {
 	}
 	return true
 }
+
+// stopTurn serves POST /sessions/{id}/stop: the running turn is stopped, its stopping status
+// logged first. Nothing running is a 409 with reason idle; a turn without abort checkpoints a
+// 409 with reason no-checkpoints.
+func (g *Gateway) stopTurn(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
+	id := r.PathValue("id")
+	if err := g.cv.Authorize(r.Context(), who, id); err != nil {
+		g.fail(w, err)
+		return
+	}
+	if !g.limitPost(w, who) {
+		return
+	}
+	turn, err := g.cfg.Sessions.Stop(r.Context(), who, id)
+	switch {
+	case errors.Is(err, sessions.ErrIdle):
+		writeJSON(w, http.StatusConflict, map[string]string{"error": "conflict", "reason": "idle"})
+	case errors.Is(err, sessions.ErrNoCheckpoints):
+		writeJSON(w, http.StatusConflict, map[string]string{"error": "conflict", "reason": "no-checkpoints"})
+	case err != nil:
+		g.fail(w, err)
+	default:
+		writeJSON(w, http.StatusAccepted, map[string]any{"turn": turn, "stopping": true})
+	}
+}

@@ -414,6 +414,12 @@ func (s *Service) release(ss *session) {
 // idle reports whether ss has had no reference for Config.Idle and no ticket waits for it; if
 // so it is removed from the resident sessions.
 func (s *Service) idle(ss *session) bool {
+	ss.mu.Lock()
+	busy := ss.queue.Awaiting != "" || ss.waitingLocked() > 0
+	ss.mu.Unlock()
+	if busy {
+		return false
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ss.refs > 0 || s.cfg.Now().Sub(ss.lastUse) < s.cfg.Idle {

@@ -92,13 +92,7 @@ func (s *Service) Send(ctx context.Context, who loomtype.Identity, id, text, mes
 		}
 		return Sent{MessageID: r.MessageID, State: StateSent}, nil
 	}
-	waiting := 0
-	for _, q := range ss.queue.Items {
-		if q.State == StateQueued {
-			waiting++
-		}
-	}
-	if waiting >= MaxQueued {
+	if ss.waitingLocked() >= MaxQueued {
 		return Sent{}, &loomtype.LimitError{Limit: "queued messages", Max: MaxQueued}
 	}
 	if messageID == "" {
@@ -258,4 +252,100 @@ func (s *Service) loadQueue(ctx context.Context, id string) (queueRecord, error)
 		return queueRecord{}, &store.CorruptError{Table: "meta", Key: queuePrefix + id, Reason: "steering queue does not decode"}
 	}
 	return q, nil
+}
+
+// Errors of Stop.
+var (
+	// ErrIdle: nothing runs in the session, so there is nothing to stop.
+	ErrIdle = errors.New("sessions: the assistant is idle")
+	// ErrNoCheckpoints: a turn runs, but without abort checkpoints (conversation.bargeIn is
+	// off), so it cannot be stopped before it ends.
+	ErrNoCheckpoints = errors.New("sessions: the running turn has no abort checkpoints")
+)
+
+// Stop stops the running turn of session id: status {stopping: true} is logged, durably, before
+// the turn is interrupted at its next checkpoint (its reply is recorded interrupted, with the
+// text so far). Waiting messages stay queued and are picked up when the turn ends. In a shared
+// conversation only the turn's asker may stop it.
+//
+// Errors: loomtype.ErrNotFound, ErrIdle, ErrNoCheckpoints, store errors.
+//
+//	turn, err := svc.Stop(ctx, alice, "c1")
+func (s *Service) Stop(ctx context.Context, who loomtype.Identity, id string) (int64, error) {
+	if err := s.cv.Authorize(ctx, who, id); err != nil {
+		return 0, err
+	}
+	ss, err := s.acquire(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	defer s.release(ss)
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if err := ss.catchUpLocked(ctx); err != nil {
+		return 0, err
+	}
+	turn, asker, fire, ok := s.cv.Hub().Stopper(id)
+	switch {
+	case !ok && ss.lastAskedTurn > ss.lastReplyTurn:
+		return 0, ErrNoCheckpoints
+	case !ok || turn <= ss.lastReplyTurn:
+		return 0, ErrIdle
+	case asker != who.String():
+		st, err := s.cv.Status(ctx, who, id)
+		if err != nil {
+			return 0, err
+		}
+		if st.Mode == conversation.ModeShared {
+			return 0, loomtype.ErrNotFound
+		}
+	}
+	spec := stream.Spec{Kind: stream.KindStatus, Turn: turn, Data: map[string]bool{"stopping": true}}
+	if _, err := ss.commit(ctx, []stream.Spec{spec}, nil, ss.pos); err != nil {
+		return 0, err
+	}
+	fire()
+	return turn, nil
+}
+
+// waitingLocked counts the messages waiting in the queue.
+func (ss *session) waitingLocked() int {
+	n := 0
+	for _, q := range ss.queue.Items {
+		if q.State == StateQueued {
+			n++
+		}
+	}
+	return n
+}
+
+// Resume starts the sessions whose steering queue holds a message waiting or one picked up and
+// not yet recorded, so that they are sent after a restart whether or not anyone reads the
+// stream. The engine calls it once, when it opens.
+//
+// Errors: store errors.
+func (s *Service) Resume(ctx context.Context) error {
+	kvs, err := s.st.MetaPrefix(ctx, queuePrefix)
+	if err != nil {
+		return err
+	}
+	for _, kv := range kvs {
+		var q queueRecord
+		if json.Unmarshal(kv.Val, &q) != nil {
+			continue // reported when the session is loaded
+		}
+		busy := q.Awaiting != ""
+		for _, it := range q.Items {
+			busy = busy || it.State == StateQueued
+		}
+		if !busy {
+			continue
+		}
+		ss, err := s.acquire(ctx, kv.Key[len(queuePrefix):])
+		if err != nil {
+			return err
+		}
+		s.release(ss)
+	}
+	return nil
 }

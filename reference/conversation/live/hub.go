@@ -52,6 +52,7 @@ type Hub struct {
 	convs   map[string]*hubConv
 	pending map[string]pendingBegin
 	maxSubs int
+	stops   map[string]stopper
 }
 
 type hubConv struct {
@@ -330,4 +331,39 @@ func (s *Sub) Drain() (evs []Event, overflow bool) {
 
 func errTooManySubscribers(max int) error {
 	return &loomtype.LimitError{Limit: "subscribers per conversation", Max: int64(max)}
+}
+
+type stopper struct {
+	turn  int64
+	asker string
+	fire  func()
+}
+
+// SetStopper registers how the running turn of conversation id (asked by asker) is stopped,
+// until the returned function is called (when the turn ends).
+//
+//	defer hub.SetStopper("c1", 3, asker, sig.Fire)()
+func (h *Hub) SetStopper(id string, turn int64, asker string, fire func()) func() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stops == nil {
+		h.stops = map[string]stopper{}
+	}
+	h.stops[id] = stopper{turn: turn, asker: asker, fire: fire}
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if s, ok := h.stops[id]; ok && s.turn == turn {
+			delete(h.stops, id)
+		}
+	}
+}
+
+// Stopper returns the running turn of conversation id that can be stopped, its asker and the
+// function that stops it; ok is false when no such turn runs here.
+func (h *Hub) Stopper(id string) (turn int64, asker string, stop func(), ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s, ok := h.stops[id]
+	return s.turn, s.asker, s.fire, ok
 }
