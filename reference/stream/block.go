@@ -10,10 +10,14 @@ import (
 
 // Block is a tool result as the stream shows it: a JSON object whose "kind" says which block it
 // is and whose other members are that kind's own (spec/stream.md, "Blocks"). It marshals to the
-// block's JSON.
+// block's JSON. A Block from BlockOf holds no sealed value or reference.
+//
+//	b := stream.Block{"kind": "text", "text": "done"}
 type Block map[string]any
 
 // BlockKind names a kind of block.
+//
+//	if b.Kind() == stream.BlockRecord { ... }
 type BlockKind string
 
 // The block kinds.
@@ -73,8 +77,9 @@ var blockMembers = map[BlockKind][]member{
 // BlockOf is the block of a tool's result. A result that is a JSON object with a member "block"
 // whose "kind" is a block kind and which has that kind's required members, each of its shape, is
 // that block, keeping only the kind's members. Anything else (a result of another shape, an
-// unknown kind, a missing or ill-typed member, bytes that are not JSON) is a text block of the
-// result's text, at most MaxBlockText characters with an ellipsis when cut. The tool's name does
+// unknown kind, a missing or ill-typed member, a sealed field without a class, bytes that are
+// not JSON) is a text block of the result's text. A text block's text, the tool's own or the
+// degraded one, is at most MaxBlockText characters, with an ellipsis when cut. The tool's name does
 // not choose the block: a result says what it is.
 //
 // A sealed field ({"sealed": true, "class": ..., "value" or "ref": ...}) anywhere in the block,
@@ -135,13 +140,38 @@ func typedBlock(raw map[string]any) (Block, bool) {
 			}
 			continue
 		}
-		if !fits(m.shape, v) {
+		if !fits(m.shape, v) || !wellSealed(v) {
 			return nil, false
 		}
 		sealed, _ := seal(v)
 		b[m.name] = sealed
 	}
+	if b.Kind() == BlockText {
+		return textBlock(b["text"].(string)), true
+	}
 	return b, true
+}
+
+// wellSealed reports whether every object in v that claims to be a sealed field has a class.
+func wellSealed(v any) bool {
+	switch x := v.(type) {
+	case map[string]any:
+		if isSealedLike(x) {
+			return isSealed(x)
+		}
+		for _, e := range x {
+			if !wellSealed(e) {
+				return false
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if !wellSealed(e) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func fits(s shape, v any) bool {
@@ -175,16 +205,8 @@ func fits(s shape, v any) bool {
 		o, ok := v.(map[string]any)
 		return ok && isSealed(o)
 	case shapeFields:
-		o, ok := v.(map[string]any)
-		if !ok {
-			return false
-		}
-		for _, f := range o {
-			if fo, ok := f.(map[string]any); ok && isSealedLike(fo) && !isSealed(fo) {
-				return false
-			}
-		}
-		return true
+		_, ok := v.(map[string]any)
+		return ok
 	}
 	return false
 }

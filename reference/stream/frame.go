@@ -1,6 +1,9 @@
 // Package stream is the session stream's pure core: the frame a screen reads, the adapter that
 // turns a conversation's events into frame specs, and the bounded, gapless frame log that gives
-// each frame its cursor and serves replays.
+// each frame its cursor and serves replays. Beside them: a tool result's block (BlockOf,
+// NoteShared), a frame as one viewer receives it (Render, AssertAskerCanRead), who answers a
+// message in a chat (WhoAnswers), retention (Expire) and private messages (ValidateUserMessage,
+// IsEncrypted, LoggedShape).
 //
 // Nothing here does I/O or reads a clock: the caller passes the time of every append, so the
 // same inputs give the same frames (the transcripts in testdata say which). The log is a resume

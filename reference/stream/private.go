@@ -7,6 +7,8 @@ import (
 
 // Enc is the opaque body of a private message: the ciphertext and the names of the algorithm and
 // the key it was sealed with. The stream relays it as it came and never reads it.
+//
+//	ev := stream.Event{Kind: stream.EventPrivate, Message: "m1", Enc: &stream.Enc{Alg: "mls-1", Kid: "k7", CT: "AAEC"}}
 type Enc struct {
 	Alg string `json:"alg"`
 	Kid string `json:"kid"`

@@ -63,6 +63,9 @@ func (r *runner) pure(t *testing.T, cmd string, a map[string]string) string {
 		if err != nil {
 			t.Fatalf("block: %v", err)
 		}
+		if err := schemas.Validate("stream-block", out); err != nil {
+			t.Errorf("a block does not match stream-block: %v", err)
+		}
 		return string(out)
 	case "render":
 		f, ok := frame()

@@ -5,6 +5,8 @@ import "strings"
 // RouteInput is what decides who answers a message in a chat: the ids it mentions, in order
 // ("assistant:x", "person:y"), the chat's assigned and default assistants, who spoke last, who
 // sent it, and whether it is private (encrypted).
+//
+//	in := stream.RouteInput{Default: "assistant:kb", PreviousSpeaker: "person:bob", Sender: "person:alice"}
 type RouteInput struct {
 	Mentions        []string
 	Assigned        string

@@ -40,7 +40,8 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of the tr
 //	logged cur=N                                        what the durable record keeps of a user-message
 //	validate data=JSON                                  ValidateUserMessage of user-message data
 //
-// Every frame a command prints must also match schemas/stream-frame.schema.json.
+// Every frame a command prints must also match schemas/stream-frame.schema.json, and every block
+// schemas/stream-block.schema.json.
 // `go test -run Transcripts -rewrite` writes what the code gives instead of checking it.
 func TestTranscripts(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("testdata", "transcripts", "*.txt"))

@@ -8,6 +8,8 @@ import (
 )
 
 // Viewer is who a frame is drawn for: their id and the roles they are cleared to read.
+//
+//	v := stream.Viewer{ID: "person:hana", ReadRoles: []string{"hr"}}
 type Viewer struct {
 	ID        string
 	ReadRoles []string
