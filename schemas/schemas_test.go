@@ -21,7 +21,7 @@ var required = []string{
 	"identity", "participants", "participants-change", "runtime-accepted", "runtime-log",
 	"runtime-send", "sse-closed", "sse-delta", "sse-error", "sse-message", "sse-partial",
 	"sse-reconnect", "sse-reset", "sse-status", "start-request", "status", "sut-config",
-	"turn-accepted", "turn-request",
+	"turn-accepted", "turn-request", "stream-frame", "stream-block",
 }
 
 func TestNamesAndIDs(t *testing.T) {

@@ -25,10 +25,13 @@ const (
 	EventUnqueued EventKind = "unqueued"
 	// EventStopping is a stop asked for the turn (Event.Turn).
 	EventStopping EventKind = "stopping"
-	// EventToolStarted and EventToolFinished bracket a tool call (Event.Call, Tool; OK and
-	// Text for the finish).
+	// EventToolStarted and EventToolFinished bracket a tool call (Event.Call, Tool; for the
+	// finish OK, Result (the tool's result, made a block by BlockOf), else Text, and People).
 	EventToolStarted  EventKind = "tool-started"
 	EventToolFinished EventKind = "tool-finished"
+	// EventPrivate is a private (encrypted) message (Event.Message, Enc, State; "sent" when
+	// State is empty): relayed as it came, never read.
+	EventPrivate EventKind = "private"
 )
 
 // Event is one input of the adapter.
@@ -42,6 +45,15 @@ type Event struct {
 	Call    string
 	Tool    string
 	OK      bool
+	// Result is a finished tool's result as the tool gave it; when empty, Text is the result.
+	Result []byte
+	// People is how many persons the chat has (0 is taken as one); a terminal, diff or files
+	// block in a chat of more than one says so (NoteShared).
+	People int
+	// Enc is a private message's ciphertext and the names of its algorithm and key.
+	Enc *Enc
+	// State is a private message's state.
+	State string
 }
 
 // Adapter turns a conversation's events into frame specs. It remembers only which turns have
@@ -100,8 +112,22 @@ func (a *Adapter) Apply(ev Event) []Spec {
 	case EventToolStarted:
 		return []Spec{{Kind: KindToolStarted, Turn: ev.Turn, Corr: ev.Call, Data: map[string]string{"call": ev.Call, "tool": ev.Tool}}}
 	case EventToolFinished:
+		b := textBlock(ev.Text)
+		if len(ev.Result) > 0 {
+			b = BlockOf(ev.Tool, ev.Result)
+		}
 		return []Spec{{Kind: KindToolFinished, Turn: ev.Turn, Corr: ev.Call, Data: map[string]any{
-			"call": ev.Call, "tool": ev.Tool, "ok": ev.OK, "block": textBlock(ev.Text)}}}
+			"call": ev.Call, "tool": ev.Tool, "ok": ev.OK, "block": NoteShared(b, ev.People)}}}
+	case EventPrivate:
+		if ev.Enc == nil {
+			return nil
+		}
+		state := ev.State
+		if state == "" {
+			state = "sent"
+		}
+		return []Spec{{Kind: KindUserMessage, Turn: ev.Turn, Message: ev.Message, Author: ev.Author,
+			Data: map[string]any{"message": ev.Message, "state": state, "enc": *ev.Enc}}}
 	}
 	return nil
 }
@@ -118,7 +144,7 @@ func userState(ev Event, state, text string) Spec {
 // block for.
 const MaxBlockText = 280
 
-func textBlock(s string) map[string]string {
+func textBlock(s string) Block {
 	n := 0
 	for i := range s {
 		if n == MaxBlockText {
@@ -127,7 +153,7 @@ func textBlock(s string) map[string]string {
 		}
 		n++
 	}
-	return map[string]string{"kind": "text", "text": s}
+	return Block{"kind": "text", "text": s}
 }
 
 func (a *Adapter) record(e loomtype.Entry) []Spec {

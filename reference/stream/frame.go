@@ -1,6 +1,9 @@
 // Package stream is the session stream's pure core: the frame a screen reads, the adapter that
 // turns a conversation's events into frame specs, and the bounded, gapless frame log that gives
-// each frame its cursor and serves replays.
+// each frame its cursor and serves replays. Beside them: a tool result's block (BlockOf,
+// NoteShared), a frame as one viewer receives it (Render, AssertAskerCanRead), who answers a
+// message in a chat (WhoAnswers), retention (Expire) and private messages (ValidateUserMessage,
+// IsEncrypted, LoggedShape).
 //
 // Nothing here does I/O or reads a clock: the caller passes the time of every append, so the
 // same inputs give the same frames (the transcripts in testdata say which). The log is a resume
@@ -14,6 +17,7 @@ package stream
 
 import (
 	"encoding/json"
+	"errors"
 	"strconv"
 	"time"
 )
@@ -38,7 +42,27 @@ const (
 	KindAskAnswered  Kind = "ask-answered"
 	KindUserMessage  Kind = "user-message"
 	KindStatus       Kind = "status"
+
+	// The group-chat kinds.
+	KindParticipantJoined Kind = "participant-joined"
+	KindParticipantLeft   Kind = "participant-left"
+	KindReaction          Kind = "reaction"
+	KindPin               Kind = "pin"
+	KindMention           Kind = "mention"
+	KindFanout            Kind = "fanout"
+	KindFanoutKeep        Kind = "fanout-keep"
+	KindTextCut           Kind = "text-cut"
 )
+
+// The ephemeral kinds: cursor 0, never logged, never replayed, delivered as they come.
+const (
+	KindPresence   Kind = "presence"
+	KindReadMarker Kind = "read-marker"
+)
+
+// KindHidden is how a logged frame a viewer may not see is drawn for that viewer: the frame's
+// cursor, id, session, turn and time, and empty data (Hidden). It is never logged itself.
+const KindHidden Kind = "hidden"
 
 // The control kinds: cursor 0, never logged.
 const (
@@ -50,11 +74,17 @@ const (
 func (k Kind) Logged() bool {
 	switch k {
 	case KindTextDelta, KindTextDone, KindToolStarted, KindToolProgress, KindToolFinished, KindTermChunk,
-		KindTermCommand, KindFileChanged, KindAsk, KindAskAnswered, KindUserMessage, KindStatus:
+		KindTermCommand, KindFileChanged, KindAsk, KindAskAnswered, KindUserMessage, KindStatus,
+		KindParticipantJoined, KindParticipantLeft, KindReaction, KindPin, KindMention, KindFanout,
+		KindFanoutKeep, KindTextCut:
 		return true
 	}
 	return false
 }
+
+// Ephemeral reports whether frames of kind k are ephemeral: cursor 0, never logged or replayed,
+// and never moving a reader's last cursor (presence, read-marker).
+func (k Kind) Ephemeral() bool { return k == KindPresence || k == KindReadMarker }
 
 // Type is the frame type of kind k: "session." and the kind.
 func (k Kind) Type() string { return "session." + string(k) }
@@ -75,6 +105,8 @@ type Frame struct {
 	ActsFor string          `json:"acts_for,omitempty"`
 	Message string          `json:"message,omitempty"`
 	Data    json.RawMessage `json:"data"`
+	// Expired marks a frame whose data the retention rule emptied (Expire); it keeps its cursor.
+	Expired bool `json:"expired,omitempty"`
 }
 
 // Kind is the frame's kind (its type without the prefix).
@@ -123,4 +155,33 @@ func Control(k Kind, session string, t time.Time, data any) Frame {
 	f := Spec{Kind: k, Data: data}.frame(session, 0, t)
 	f.ID = session + ":" + string(k)
 	return f
+}
+
+// ErrNotEphemeral is returned by EphemeralFrame for a spec of a kind that is not ephemeral.
+var ErrNotEphemeral = errors.New("stream: kind is not ephemeral")
+
+// EphemeralFrame returns the frame of an ephemeral spec (presence, read-marker) of session, made
+// at t: cursor 0, an id of the session, the kind, the author and t, so that two frames of one
+// author at one instant share an id. It is handed to the connections as it is and never logged.
+//
+// Errors: ErrNotEphemeral for any other kind.
+//
+//	f, err := stream.EphemeralFrame(stream.Spec{Kind: stream.KindPresence, Author: "person:alice", Data: map[string]string{"who": "person:alice", "state": "typing"}}, "c1", now)
+func EphemeralFrame(s Spec, session string, t time.Time) (Frame, error) {
+	if !s.Kind.Ephemeral() {
+		return Frame{}, ErrNotEphemeral
+	}
+	f := s.frame(session, 0, t)
+	f.ID = session + ":" + string(s.Kind) + ":" + s.Author + ":" + strconv.FormatInt(t.UnixNano(), 10)
+	return f, nil
+}
+
+// Hidden is frame f as a viewer who may not see it receives it: type session.hidden, the same
+// cursor, span, id, session, turn and time, and data {}; nothing else of f is kept. f itself is
+// not changed.
+//
+//	h := stream.Hidden(f) // h.Cur == f.Cur, string(h.Data) == "{}"
+func Hidden(f Frame) Frame {
+	return Frame{V: f.V, ID: f.ID, Cur: f.Cur, Span: f.Span, Session: f.Session, Turn: f.Turn,
+		Type: KindHidden.Type(), Time: f.Time, Data: json.RawMessage("{}")}
 }

@@ -20,15 +20,29 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of the tr
 // followed by the exact output it must give:
 //
 //	# a comment
-//	command key=value key="a value" ...
+//	command key=value key="a value" key=`a raw value` ...
 //	----
 //	expected output, line by line
 //	(a blank line ends the case)
 //
 // Commands: limits frames=N bytes=N (a new, empty log), every adapter event by its kind
-// (record, delta, restart, queued, picked-up, unqueued, stopping, tool-started, tool-finished)
-// printing the frames it logged, replay from=N, and state. `go test -run Transcripts -rewrite`
-// writes what the code gives instead of checking it.
+// (record, delta, restart, queued, picked-up, unqueued, stopping, tool-started, tool-finished,
+// private) printing the frames it logged, replay from=N, and state. Beyond the adapter:
+//
+//	append kind=K [turn= message= author= data=JSON]   log a spec of any kind as it is; with
+//	  unchecked=true the frame need not match the schema, and the output says when it does not
+//	ephemeral kind=K [author= data=JSON]                an ephemeral frame (never logged)
+//	block [tool=] result=JSON [people=N]                the block of a tool's result
+//	render cur=N [viewer=ID] [roles=a,b]                logged frame N as that viewer receives it
+//	asker cur=N [roles=a,b]                             whether an asker with those roles can read it
+//	expire cur=N now=+D [retain=D]                      frame N under retention at t0+D (retain 24h)
+//	expire-replay from=N now=+D [retain=D]              a replay, each frame under retention
+//	logged cur=N                                        what the durable record keeps of a user-message
+//	validate data=JSON                                  ValidateUserMessage of user-message data
+//
+// Every frame a command prints must also match schemas/stream-frame.schema.json, and every block
+// schemas/stream-block.schema.json.
+// `go test -run Transcripts -rewrite` writes what the code gives instead of checking it.
 func TestTranscripts(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("testdata", "transcripts", "*.txt"))
 	if err != nil || len(files) == 0 {
@@ -40,7 +54,7 @@ func TestTranscripts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := &runner{a: stream.NewAdapter(), l: stream.NewLog("c1", stream.Limits{})}
+			r := &runner{t: t, a: stream.NewAdapter(), l: stream.NewLog("c1", stream.Limits{}), byCur: map[int64]stream.Frame{}}
 			var b strings.Builder
 			lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
 			for i := 0; i < len(lines); i++ {
@@ -78,9 +92,11 @@ func TestTranscripts(t *testing.T) {
 }
 
 type runner struct {
-	a *stream.Adapter
-	l *stream.Log
-	n int
+	t     *testing.T
+	a     *stream.Adapter
+	l     *stream.Log
+	n     int
+	byCur map[int64]stream.Frame
 }
 
 var t0 = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
@@ -94,7 +110,7 @@ func fields(t *testing.T, line string) (string, map[string]string) {
 		if !ok {
 			t.Fatalf("argument without a value in %q", line)
 		}
-		if strings.HasPrefix(v, `"`) {
+		if strings.HasPrefix(v, `"`) || strings.HasPrefix(v, "`") {
 			q, err := strconv.QuotedPrefix(v)
 			if err != nil {
 				t.Fatalf("bad quoting in %q: %v", line, err)
@@ -116,7 +132,10 @@ func (r *runner) run(t *testing.T, line string) string {
 	switch cmd {
 	case "limits":
 		r.a, r.l = stream.NewAdapter(), stream.NewLog("c1", stream.Limits{MaxFrames: int(num(a["frames"])), MaxBytes: int(num(a["bytes"]))})
+		r.byCur = map[int64]stream.Frame{}
 		return "ok"
+	case "append", "ephemeral", "block", "render", "asker", "expire", "expire-replay", "logged", "validate":
+		return r.pure(t, cmd, a)
 	case "state":
 		return fmt.Sprintf("head=%d floor=%d", r.l.Head(), r.l.Floor())
 	case "replay":
@@ -127,10 +146,17 @@ func (r *runner) run(t *testing.T, line string) string {
 		if len(frames) == 0 {
 			return "(none)"
 		}
-		return show(frames)
+		return r.show(frames)
 	}
 	ev := stream.Event{Kind: stream.EventKind(cmd), Turn: num(a["turn"]), Text: a["text"], Message: a["message"],
-		Author: a["author"], Call: a["call"], Tool: a["tool"], OK: a["ok"] == "true"}
+		Author: a["author"], Call: a["call"], Tool: a["tool"], OK: a["ok"] == "true", People: int(num(a["people"])),
+		State: a["state"]}
+	if v, ok := a["result"]; ok {
+		ev.Result = []byte(v)
+	}
+	if cmd == "private" {
+		ev.Enc = &stream.Enc{Alg: a["alg"], Kid: a["kid"], CT: a["ct"]}
+	}
 	if cmd == "record" {
 		e := loomtype.Entry{Ord: num(a["ord"]), Turn: num(a["turn"]), Role: loomtype.Role(a["role"]),
 			Status: loomtype.RecordStatus(a["status"]), Reason: loomtype.Reason(a["reason"]), MessageID: a["id"],
@@ -150,12 +176,21 @@ func (r *runner) run(t *testing.T, line string) string {
 		if err != nil {
 			return "error: " + err.Error()
 		}
+		r.byCur[f.Cur] = f
 		out = append(out, f)
 	}
 	if len(out) == 0 {
 		return "(no frame)"
 	}
-	return show(out)
+	return r.show(out)
+}
+
+// show prints frames one a line, after checking each against the frame schema.
+func (r *runner) show(frames []stream.Frame) string {
+	for _, f := range frames {
+		checkSchema(r.t, f)
+	}
+	return show(frames)
 }
 
 func show(frames []stream.Frame) string {
@@ -173,6 +208,9 @@ func show(frames []stream.Frame) string {
 			if kv[1] != "" {
 				s += " " + kv[0] + "=" + kv[1]
 			}
+		}
+		if f.Expired {
+			s += " expired"
 		}
 		b = append(b, s+" "+string(f.Data))
 	}
