@@ -215,3 +215,101 @@ func TestQueuedMessageSurvivesACrash(t *testing.T) {
 		"text-done:complete", "user-message:picked-up:m2", "user-message:sent:m2", "text-delta", "text-done:complete",
 	}, frames)
 }
+
+// toolModel calls the tool "diff" once, then answers.
+type toolModel struct{}
+
+func (toolModel) Complete(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
+	if req.Messages[len(req.Messages)-1].Role != "tool" {
+		return model.Response{ToolCalls: []model.ToolCall{{ID: "call-1", Name: "diff", Arguments: `{}`}}, FinishReason: model.FinishToolCalls}, nil
+	}
+	return model.Response{Content: "patched", FinishReason: model.FinishStop}, nil
+}
+
+type diffTool struct{}
+
+func (diffTool) Call(ctx context.Context, name string, args json.RawMessage, key string) (json.RawMessage, error) {
+	return json.RawMessage(`{"block":{"kind":"diff","path":"a.go","patch":"@@ -1 +1 @@\n-a\n+b"}}`), nil
+}
+
+// TestToolCallsAreFramesWithTypedBlocks: a live turn's tool call is a tool-started frame and a
+// tool-finished frame carrying the typed block the tool gave, between the user's message and
+// the reply.
+func TestToolCallsAreFramesWithTypedBlocks(t *testing.T) {
+	alice := loomtype.Identity{Tenant: "t", Actor: "alice"}
+	eng, err := reference.Open(context.Background(), reference.Options{
+		DataDir:      t.TempDir() + "/d",
+		Conversation: conversation.Config{Keys: [][]byte{signingKey()}, Tools: []model.Tool{{Name: "diff"}}},
+		Deps:         conversation.Deps{Provider: toolModel{}, Tools: diffTool{}},
+		Gateway:      gateway.Config{Authenticate: func(*http.Request) (loomtype.Identity, error) { return alice, nil }},
+	})
+	require.NoError(t, err)
+	defer eng.Close()
+	ctx := context.Background()
+	st, _, err := eng.Conversations().Start(ctx, alice, conversation.StartOptions{})
+	require.NoError(t, err)
+	_, _, err = eng.Sessions().Bounds(ctx, alice, st.ID) // the pump follows the session from now on
+	require.NoError(t, err)
+	_, err = eng.Sessions().Send(ctx, alice, st.ID, "fix it", "m1")
+	require.NoError(t, err)
+	var frames []string
+	require.Eventually(t, func() bool {
+		frames = kinds(t, eng.Sessions(), alice, st.ID)
+		return len(frames) == 5
+	}, 5*time.Second, 10*time.Millisecond, "%v", frames)
+	require.Equal(t, []string{"user-message:sent:m1", "tool-started", "tool-finished", "text-delta", "text-done:complete"}, frames)
+	sub, replay, _, _, _, err := eng.Sessions().Subscribe(ctx, st.ID, 2)
+	require.NoError(t, err)
+	sub.Close()
+	require.JSONEq(t, `{"call":"call-1","tool":"diff","ok":true,"block":{"kind":"diff","path":"a.go","patch":"@@ -1 +1 @@\n-a\n+b"}}`, string(replay[0].Data))
+}
+
+// TestTerminalLinesAndPrivateMessages: a terminal line is a redacted term-command frame with its
+// typist, a line at a password prompt is not logged, and a private message is relayed with its
+// enc untouched, stored once per id and never made a turn.
+func TestTerminalLinesAndPrivateMessages(t *testing.T) {
+	alice := loomtype.Identity{Tenant: "t", Actor: "alice"}
+	eng, err := reference.Open(context.Background(), reference.Options{
+		DataDir:      t.TempDir() + "/d",
+		Conversation: conversation.Config{Keys: [][]byte{signingKey()}},
+		Deps:         conversation.Deps{Provider: echoModel{}},
+		Gateway:      gateway.Config{Authenticate: func(*http.Request) (loomtype.Identity, error) { return alice, nil }},
+	})
+	require.NoError(t, err)
+	defer eng.Close()
+	ctx := context.Background()
+	ss := eng.Sessions()
+	st, _, err := eng.Conversations().Start(ctx, alice, conversation.StartOptions{})
+	require.NoError(t, err)
+	id := st.ID
+	f, logged, err := ss.Command(ctx, alice, id, "psql --password=pw1 -c 'select 1'", false)
+	require.NoError(t, err)
+	require.True(t, logged)
+	require.EqualValues(t, 1, f.Cur)
+	require.Equal(t, "person:alice", f.Author)
+	require.JSONEq(t, `{"command":"psql --password=[redacted] -c 'select 1'","via":"terminal"}`, string(f.Data))
+	_, logged, err = ss.Command(ctx, alice, id, "hunter2", true)
+	require.NoError(t, err)
+	require.False(t, logged)
+	_, _, err = ss.Command(ctx, alice, id, "ls\nrm -rf /", false)
+	require.ErrorIs(t, err, sessions.ErrBadCommand)
+
+	enc := stream.Enc{Alg: "mls-1", Kid: "k7", CT: "AAEC"}
+	for range 2 {
+		r, err := ss.SendPrivate(ctx, alice, id, "p1", enc)
+		require.NoError(t, err)
+		require.Equal(t, sessions.StateSent, r.State)
+	}
+	_, err = ss.SendPrivate(ctx, alice, id, "p2", stream.Enc{Alg: "mls-1", CT: "AAEC"})
+	var ee *stream.EncError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, "kid", ee.Field)
+	sub, replay, _, head, _, err := ss.Subscribe(ctx, id, 0)
+	require.NoError(t, err)
+	sub.Close()
+	require.EqualValues(t, 2, head)
+	require.JSONEq(t, `{"message":"p1","state":"sent","enc":{"alg":"mls-1","kid":"k7","ct":"AAEC"}}`, string(replay[1].Data))
+	p, err := eng.Conversations().History(ctx, alice, id, conversation.HistoryOptions{Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, p.Entries)
+}

@@ -41,6 +41,9 @@ type StreamConfig struct {
 	// the log has a floor).
 	MaxFrames int `json:"maxFrames,omitempty"`
 	MaxBytes  int `json:"maxBytes,omitempty"`
+	// RetainMs is how long assistant text deltas and terminal output are served in full; after
+	// it they are served empty and marked expired.
+	RetainMs int64 `json:"retainMs,omitempty"`
 	// HeartbeatMs is how often an idle stream sends a heartbeat frame.
 	HeartbeatMs int64 `json:"heartbeatMs,omitempty"`
 }

@@ -93,6 +93,9 @@ type Config struct {
 	OnDelta func(text string)
 	// OnLive is called before each live (not replayed) model call.
 	OnLive func()
+	// OnTool, if set, is told of each tool call as it starts and as it ends, live only (a
+	// replayed call's recorded outcome is not announced again).
+	OnTool func(ToolEvent)
 	// OnError receives the real error of a failed model call, once, with the error id that the
 	// record carries instead.
 	OnError func(errorID string, err error)
@@ -156,6 +159,14 @@ type response struct {
 	Failed      bool             `json:"failed,omitempty"`
 	TimedOut    bool             `json:"timedOut,omitempty"`
 	ErrorID     string           `json:"errorId,omitempty"`
+}
+
+// ToolEvent is a tool call starting (Done false) or ending, as Config.OnTool is told of it.
+type ToolEvent struct {
+	Call, Tool string
+	Done, OK   bool
+	Output     json.RawMessage
+	Error      string
 }
 
 type toolOutcome struct {
@@ -368,7 +379,13 @@ func runTools(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall, r
 			if scope.isStopped() {
 				return json.Marshal(toolOutcome{NotRun: true})
 			}
+			if cfg.OnTool != nil {
+				cfg.OnTool(ToolEvent{Call: call.ID, Tool: call.Name})
+			}
 			o := callTool(ctx, cfg, call, key)
+			if cfg.OnTool != nil {
+				cfg.OnTool(ToolEvent{Call: call.ID, Tool: call.Name, Done: true, OK: o.OK, Output: o.Output, Error: o.Error})
+			}
 			if scope.isStopped() && ctx.Err() != nil && outer.Err() == nil {
 				o = toolOutcome{NotRun: true} // aborted in flight by the scope
 			} else if stopsBatch(cfg, o) {

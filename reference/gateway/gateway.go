@@ -173,6 +173,7 @@ func (g *Gateway) routes() {
 		g.mux.HandleFunc("GET /sessions/{id}/stream", g.authed(g.sessionStream))
 		g.mux.HandleFunc("POST /sessions/{id}/messages", g.authed(g.steer))
 		g.mux.HandleFunc("POST /sessions/{id}/stop", g.authed(g.stopTurn))
+		g.mux.HandleFunc("POST /sessions/{id}/terminal", g.authed(g.termCommand))
 		g.mux.HandleFunc("POST /sessions/{id}/messages/{message}/cancel", g.authed(g.unqueue))
 	}
 	if g.cfg.Runs != nil {

@@ -288,8 +288,9 @@ func (s sseFrames) send(_ context.Context, f stream.Frame) error {
 }
 
 type steerBody struct {
-	Text      string  `json:"text"`
-	MessageID *string `json:"messageId,omitempty"`
+	Text      *string     `json:"text,omitempty"`
+	Enc       *stream.Enc `json:"enc,omitempty"`
+	MessageID *string     `json:"messageId,omitempty"`
 }
 
 // steer serves POST /sessions/{id}/messages: a message sent now when the assistant is idle, or
@@ -315,7 +316,22 @@ func (g *Gateway) steer(w http.ResponseWriter, r *http.Request, who loomtype.Ide
 			return
 		}
 	}
-	res, err := g.cfg.Sessions.Send(r.Context(), who, id, b.Text, mid)
+	var res sessions.Sent
+	var err error
+	switch {
+	case (b.Text == nil) == (b.Enc == nil):
+		writeError(w, http.StatusBadRequest, "bad request", "text")
+		return
+	case b.Enc != nil:
+		res, err = g.cfg.Sessions.SendPrivate(r.Context(), who, id, mid, *b.Enc)
+		var ee *stream.EncError
+		if errors.As(err, &ee) {
+			writeError(w, http.StatusBadRequest, "bad request", "enc."+ee.Field)
+			return
+		}
+	default:
+		res, err = g.cfg.Sessions.Send(r.Context(), who, id, *b.Text, mid)
+	}
 	if err != nil {
 		g.fail(w, err)
 		return
@@ -381,4 +397,52 @@ func (g *Gateway) stopTurn(w http.ResponseWriter, r *http.Request, who loomtype.
 	default:
 		writeJSON(w, http.StatusAccepted, map[string]any{"turn": turn, "stopping": true})
 	}
+}
+
+type termBody struct {
+	Line   string  `json:"line"`
+	Prompt *string `json:"prompt,omitempty"`
+}
+
+// termCommand serves POST /sessions/{id}/terminal: a line the caller typed in the session's
+// terminal, logged redacted as a term-command frame; one typed at a password prompt is not
+// logged.
+func (g *Gateway) termCommand(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
+	id := r.PathValue("id")
+	if err := g.cv.Authorize(r.Context(), who, id); err != nil {
+		g.fail(w, err)
+		return
+	}
+	if !g.limitPost(w, who) {
+		return
+	}
+	var b termBody
+	if !g.readBody(w, r, &b, false) {
+		return
+	}
+	secret := false
+	if b.Prompt != nil {
+		switch *b.Prompt {
+		case "shell":
+		case "password":
+			secret = true
+		default:
+			writeError(w, http.StatusBadRequest, "bad request", "prompt")
+			return
+		}
+	}
+	f, logged, err := g.cfg.Sessions.Command(r.Context(), who, id, b.Line, secret)
+	if errors.Is(err, sessions.ErrBadCommand) {
+		writeError(w, http.StatusBadRequest, "bad request", "line")
+		return
+	}
+	if err != nil {
+		g.fail(w, err)
+		return
+	}
+	ans := map[string]any{"logged": logged}
+	if logged {
+		ans["cur"] = f.Cur
+	}
+	writeJSON(w, http.StatusAccepted, ans)
 }

@@ -33,6 +33,7 @@ type session struct {
 	lastAskedTurn int64
 	queue         queueRecord
 	extraMeta     map[string][]byte // written with the next commit
+	people        int               // persons in the chat: 1 in owner mode, the participants in shared mode
 
 	// refs and lastUse are guarded by svc.mu.
 	refs    int
@@ -269,6 +270,21 @@ func (ss *session) liveLocked(ctx context.Context, evs []live.Event) error {
 			specs = append(specs, ss.ad.Apply(stream.Event{Kind: stream.EventRestart, Turn: ev.Turn})...)
 			guards = append(guards, guard{})
 			ss.liveBytes[ev.Turn] = 0
+		case live.KindTool:
+			t := ev.Tool
+			if t == nil {
+				continue
+			}
+			in := stream.Event{Kind: stream.EventToolStarted, Turn: ev.Turn, Call: t.Call, Tool: t.Name}
+			if t.Done {
+				in.Kind, in.OK, in.Result, in.Text, in.People = stream.EventToolFinished, t.OK, t.Output, t.Error, ss.people
+			}
+			for _, sp := range ss.ad.Apply(in) {
+				if actor := actorOf(ev.Asker); actor != "" {
+					sp.ActsFor = "person:" + actor
+				}
+				specs, guards = append(specs, sp), append(guards, g)
+			}
 		}
 	}
 	_, err := ss.commit(ctx, specs, guards, ss.pos)
@@ -393,7 +409,10 @@ func (ss *session) subscribe(from int64) (*Sub, []stream.Frame, bool, int64, int
 	s := &Sub{ss: ss, ch: make(chan Item, ss.svc.cfg.SubQueue), done: make(chan struct{})}
 	ss.subs[s] = struct{}{}
 	items := make([]stream.Frame, len(replay))
-	copy(items, replay)
+	now := ss.svc.cfg.Now()
+	for i, f := range replay {
+		items[i] = stream.Expire(f, now, ss.svc.cfg.Retain)
+	}
 	return s, items, reset, ss.log.Head(), ss.log.Floor(), nil
 }
 

@@ -76,6 +76,9 @@ type Config struct {
 	Idle time.Duration
 	// Poll is how often a pump reads the conversation's log without a wake-up (1 s).
 	Poll time.Duration
+	// Retain is how long assistant text deltas and terminal output are shown; an older one is
+	// served empty and marked expired, keeping its cursor (stream.DefaultRetain, 24 hours).
+	Retain time.Duration
 	// Now is the clock (time.Now).
 	Now func() time.Time
 	// Logger receives the errors a pump meets (slog.Default()).
@@ -177,6 +180,9 @@ func New(st store.Store, cv *conversation.Conversations, cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Retain <= 0 {
+		cfg.Retain = stream.DefaultRetain
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -235,6 +241,7 @@ func (s *Service) Open(ctx context.Context, who loomtype.Identity, id string, fr
 		return Opened{}, err
 	}
 	defer s.release(ss)
+	s.countPeople(ctx, ss, who)
 	if err := ss.catchUp(ctx, nil); err != nil {
 		return Opened{}, err
 	}
@@ -532,3 +539,23 @@ type posRecord struct {
 
 // hubSub is what a pump reads of the live channel.
 type hubSub = live.Sub
+
+// countPeople refreshes how many persons session ss's chat has, as who reads its participants;
+// a terminal, diff or files block in a chat of more than one says it is visible to all.
+func (s *Service) countPeople(ctx context.Context, ss *session, who loomtype.Identity) {
+	pl, err := s.cv.Participants(ctx, who, ss.id)
+	if err != nil {
+		return
+	}
+	n := len(pl.Participants)
+	seen := false
+	for _, p := range pl.Participants {
+		seen = seen || p.Equal(pl.Owner)
+	}
+	if !seen {
+		n++
+	}
+	ss.mu.Lock()
+	ss.people = n
+	ss.mu.Unlock()
+}

@@ -45,6 +45,8 @@ type queued struct {
 type queueRecord struct {
 	Items    []queued `json:"items"`
 	Awaiting string   `json:"awaiting,omitempty"` // a picked-up message whose record has not landed
+	// Private are the newest private message ids relayed, each stored once.
+	Private []string `json:"private,omitempty"`
 }
 
 // Sent is what Send answers.
@@ -69,6 +71,7 @@ func (s *Service) Send(ctx context.Context, who loomtype.Identity, id, text, mes
 		return Sent{}, err
 	}
 	defer s.release(ss)
+	s.countPeople(ctx, ss, who)
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if err := ss.catchUpLocked(ctx); err != nil {
@@ -348,4 +351,55 @@ func (s *Service) Resume(ctx context.Context) error {
 		s.release(ss)
 	}
 	return nil
+}
+
+// maxPrivateIDs bounds the private message ids a session remembers, so that a private message
+// sent again under its id is stored once.
+const maxPrivateIDs = 256
+
+// SendPrivate relays who's private message to session id: a user-message carrying enc as it
+// came (never a text), stored once per message id, never sent to an assistant and never read.
+// Sending the same message id again answers the same and stores nothing.
+//
+// Errors: loomtype.ErrNotFound, the errors of stream.ValidateUserMessage (a bad enc), store
+// errors.
+//
+//	r, err := svc.SendPrivate(ctx, alice, "c1", "m9", stream.Enc{Alg: "mls-1", Kid: "k7", CT: "AAEC"})
+func (s *Service) SendPrivate(ctx context.Context, who loomtype.Identity, id, messageID string, enc stream.Enc) (Sent, error) {
+	if err := s.cv.Authorize(ctx, who, id); err != nil {
+		return Sent{}, err
+	}
+	if messageID == "" {
+		messageID = loomtype.NewErrorID()
+	}
+	data := map[string]any{"message": messageID, "state": StateSent, "enc": enc}
+	b, _ := json.Marshal(data)
+	if err := stream.ValidateUserMessage(b); err != nil {
+		return Sent{}, err
+	}
+	ss, err := s.acquire(ctx, id)
+	if err != nil {
+		return Sent{}, err
+	}
+	defer s.release(ss)
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if err := ss.catchUpLocked(ctx); err != nil {
+		return Sent{}, err
+	}
+	for _, m := range ss.queue.Private {
+		if m == messageID {
+			return Sent{MessageID: messageID, State: StateSent}, nil
+		}
+	}
+	q := ss.queue
+	q.Private = append(append([]string(nil), q.Private...), messageID)
+	if n := len(q.Private) - maxPrivateIDs; n > 0 {
+		q.Private = q.Private[n:]
+	}
+	spec := stream.Spec{Kind: stream.KindUserMessage, Message: messageID, Author: "person:" + who.Actor, Data: data}
+	if err := ss.commitQueue(ctx, []stream.Spec{spec}, q); err != nil {
+		return Sent{}, err
+	}
+	return Sent{MessageID: messageID, State: StateSent}, nil
 }

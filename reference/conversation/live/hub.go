@@ -24,7 +24,18 @@ const (
 	KindReset EventKind = "reset"
 	// KindDone ends a turn's live phase.
 	KindDone EventKind = "done"
+	// KindTool is a tool call of the live turn starting or ending (Event.Tool).
+	KindTool EventKind = "tool"
 )
+
+// Tool is a tool call of a live turn: its start (Done false) or its end, with the tool's
+// output or error.
+type Tool struct {
+	Call, Name string
+	Done, OK   bool
+	Output     []byte
+	Error      string
+}
 
 // Event is a transient event of a running turn: text deltas, a reset when a turn is produced
 // again after a restart, and the end of the turn's live phase. Live events are never journaled
@@ -35,6 +46,8 @@ type Event struct {
 	Text string
 	// Asker is who asked the turn; in shared mode only the asker receives its deltas.
 	Asker string
+	// Tool is the call of a KindTool event.
+	Tool *Tool
 }
 
 // Hub is the in-process live channel: each delta is attributed to the conversation and turn
@@ -250,6 +263,18 @@ func (h *Hub) Delta(id, publisher string, turn int64, text string) {
 	h.broadcast(c, Event{Kind: KindDelta, Turn: turn, Text: text, Asker: c.asker})
 }
 
+// Tool forwards a tool call's start or end that publisher's live turn made; like Delta, one
+// from an execution that is not the live turn's is dropped.
+func (h *Hub) Tool(id, publisher string, turn int64, t Tool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.convs[id]
+	if c == nil || c.turn != turn || c.pub != publisher {
+		return
+	}
+	h.broadcast(c, Event{Kind: KindTool, Turn: turn, Asker: c.asker, Tool: &t, Text: ""})
+}
+
 // End ends turn's live phase: its durable record supersedes the partial. Only the dialogue calls
 // it; it also ends what Expect named for the turn.
 func (h *Hub) End(id string, turn int64) {
@@ -304,6 +329,9 @@ func (s *Sub) push(ev Event) {
 		s.q = append(s.q, ev)
 	}
 	s.bytes += len(ev.Text) + 16
+	if ev.Tool != nil {
+		s.bytes += len(ev.Tool.Output) + len(ev.Tool.Error)
+	}
 	if s.bytes > s.max {
 		s.overflow = true
 		s.q = nil

@@ -144,6 +144,9 @@ func (cv *Runner) agentConfig(convID, publisher, loopID string, tr Run) agent.Co
 			}
 		},
 		OnDelta: func(text string) { cv.hub.Delta(convID, publisher, tr.Turn, text) },
+		OnTool: func(ev agent.ToolEvent) {
+			cv.hub.Tool(convID, publisher, tr.Turn, live.Tool{Call: ev.Call, Name: ev.Tool, Done: ev.Done, OK: ev.OK, Output: ev.Output, Error: ev.Error})
+		},
 		OnError: func(errorID string, err error) {
 			if cv.deps.OnError != nil {
 				cv.deps.OnError(hostio.ErrorReport{ErrorID: errorID, Error: errorDetail(err), ConversationID: convID, Turn: tr.Turn})
