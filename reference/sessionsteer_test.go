@@ -77,11 +77,7 @@ func TestSteeringQueuesWhileTheAssistantWorks(t *testing.T) {
 
 	gm.release <- struct{}{} // turn 1 ends; m3 is picked up and runs
 	gm.release <- struct{}{} // turn 2 ends
-	var frames []string
-	require.Eventually(t, func() bool {
-		frames = kinds(t, ss, alice, id)
-		return len(frames) == 10
-	}, 5*time.Second, 10*time.Millisecond, "%v", frames)
+	frames := waitFrames(t, ss, alice, id, 10)
 	require.Equal(t, []string{
 		"user-message:sent:m1", "text-delta", "user-message:queued:m2", "user-message:queued:m3",
 		"user-message:cancelled:m2", "text-done:complete", "user-message:picked-up:m3", "user-message:sent:m3",
@@ -124,12 +120,11 @@ func TestStopLogsStoppingBeforeTheTurnEnds(t *testing.T) {
 	turn, err := ss.Stop(ctx, alice, id)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, turn)
-	go func() { gm.release <- struct{}{} }() // the picked-up turn's answer
-	var frames []string
-	require.Eventually(t, func() bool {
-		frames = kinds(t, ss, alice, id)
-		return len(frames) == 9
-	}, 5*time.Second, 10*time.Millisecond, "%v", frames)
+	// The stop interrupts turn 1 on its own; only then is the picked-up turn let answer.
+	require.Eventually(t, func() bool { return len(kinds(t, ss, alice, id)) >= 5 }, 10*time.Second, 5*time.Millisecond)
+	require.Equal(t, "text-done:interrupted", kinds(t, ss, alice, id)[4])
+	gm.release <- struct{}{}
+	frames := waitFrames(t, ss, alice, id, 9)
 	require.Equal(t, []string{
 		"user-message:sent:m1", "text-delta", "user-message:queued:m2", "status:stopping",
 		"text-done:interrupted", "user-message:picked-up:m2", "user-message:sent:m2", "text-delta", "text-done:complete",
@@ -252,11 +247,7 @@ func TestToolCallsAreFramesWithTypedBlocks(t *testing.T) {
 	require.NoError(t, err)
 	_, err = eng.Sessions().Send(ctx, alice, st.ID, "fix it", "m1")
 	require.NoError(t, err)
-	var frames []string
-	require.Eventually(t, func() bool {
-		frames = kinds(t, eng.Sessions(), alice, st.ID)
-		return len(frames) == 5
-	}, 5*time.Second, 10*time.Millisecond, "%v", frames)
+	frames := waitFrames(t, eng.Sessions(), alice, st.ID, 5)
 	require.Equal(t, []string{"user-message:sent:m1", "tool-started", "tool-finished", "text-delta", "text-done:complete"}, frames)
 	sub, replay, _, _, _, err := eng.Sessions().Subscribe(ctx, st.ID, 2)
 	require.NoError(t, err)
@@ -312,4 +303,21 @@ func TestTerminalLinesAndPrivateMessages(t *testing.T) {
 	p, err := eng.Conversations().History(ctx, alice, id, conversation.HistoryOptions{Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, p.Entries)
+}
+
+// waitFrames waits until session id's log holds n frames and returns them as kinds does; it
+// fails with what the log holds when that does not happen in time.
+func waitFrames(t *testing.T, ss *sessions.Service, who loomtype.Identity, id string, n int) []string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		frames := kinds(t, ss, who, id)
+		if len(frames) == n {
+			return frames
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("want %d frames, have %d: %v", n, len(frames), frames)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -33,6 +33,7 @@ type session struct {
 	lastAskedTurn int64
 	queue         queueRecord
 	extraMeta     map[string][]byte // written with the next commit
+	hubSub        *hubSub           // the live subscription the pump starts with
 	people        int               // persons in the chat: 1 in owner mode, the participants in shared mode
 
 	// refs and lastUse are guarded by svc.mu.
@@ -108,7 +109,11 @@ func (ss *session) catchUp(ctx context.Context, _ func(loomtype.Entry) bool) err
 	return ss.catchUpLocked(ctx)
 }
 
-func (ss *session) catchUpLocked(ctx context.Context) error {
+func (ss *session) catchUpLocked(ctx context.Context) error { return ss.catchUpUntil(ctx, nil) }
+
+// catchUpUntil projects the records after the session's position, stopping before the first one
+// stop holds (nil: none), which a later call projects.
+func (ss *session) catchUpUntil(ctx context.Context, stop func(loomtype.Entry) bool) error {
 	if ss.dead() {
 		return store.ErrClosed
 	}
@@ -123,8 +128,17 @@ func (ss *session) catchUpLocked(ctx context.Context) error {
 		var specs []stream.Spec
 		var guards []guard
 		last := ss.lastReplyTurn
+		stopped := false
+		at := ss.pos
 		for i := range entries {
 			e := entries[i]
+			if stop != nil && stop(e) {
+				next, stopped = at, true
+				break
+			}
+			if c, err := loomtype.ParseCursor(e.Cursor); err == nil {
+				at = c
+			}
 			g := guard{Cursor: e.Cursor, Classes: strings.Join(e.Classes, ",")}
 			if e.Asker != nil {
 				g.Asker = *e.Asker
@@ -160,6 +174,9 @@ func (ss *session) catchUpLocked(ctx context.Context) error {
 		}()
 		if err != nil {
 			return err
+		}
+		if stopped {
+			return nil
 		}
 		if done || len(entries) == 0 {
 			return ss.pickUpLocked(ctx)
@@ -247,7 +264,17 @@ func (ss *session) live(ctx context.Context, evs []live.Event) error {
 }
 
 func (ss *session) liveLocked(ctx context.Context, evs []live.Event) error {
-	if err := ss.catchUpLocked(ctx); err != nil {
+	// Records committed before this live output was made go first, up to (not including) the
+	// reply of its turn, which was written after it.
+	var t int64
+	for _, ev := range evs {
+		if ev.Kind != live.KindDone && (t == 0 || ev.Turn < t) {
+			t = ev.Turn
+		}
+	}
+	if err := ss.catchUpUntil(ctx, func(e loomtype.Entry) bool {
+		return t > 0 && e.Role == loomtype.RoleAssistant && e.Turn >= t
+	}); err != nil {
 		return err
 	}
 	var specs []stream.Spec
@@ -287,8 +314,10 @@ func (ss *session) liveLocked(ctx context.Context, evs []live.Event) error {
 			}
 		}
 	}
-	_, err := ss.commit(ctx, specs, guards, ss.pos)
-	return err
+	if _, err := ss.commit(ctx, specs, guards, ss.pos); err != nil {
+		return err
+	}
+	return ss.catchUpLocked(ctx) // the reply held back above, and anything after it
 }
 
 // attachPartial logs what the live channel held of a running turn before the pump attached:
@@ -318,6 +347,17 @@ func (ss *session) attachPartial(ctx context.Context, turn int64, text, asker st
 	return ss.liveLocked(ctx, evs)
 }
 
+// attach subscribes the session to the live channel and logs what it already held of a running
+// turn; with too many live subscribers it returns nil (records only, until a later attempt).
+func (ss *session) attach(ctx context.Context) (*hubSub, <-chan struct{}) {
+	s, turn, text, asker, rerun, err := ss.svc.cv.Hub().Attach(ss.id, DefaultMaxPending)
+	if err != nil {
+		return nil, nil
+	}
+	ss.report(ss.attachPartial(ctx, turn, text, asker, rerun))
+	return s, s.Notify()
+}
+
 // pump follows the conversation until the session is idle, broken or stopped.
 func (ss *session) pump() {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -339,23 +379,21 @@ func (ss *session) pump() {
 	hub := ss.svc.cv.Hub()
 	wake, stopWake := ss.svc.cv.WatchLog(ss.id)
 	defer stopWake()
+	sub := ss.hubSub
 	var notify <-chan struct{}
-	var sub *hubSub
-	attach := func() {
-		s, turn, text, asker, rerun, err := hub.Attach(ss.id, DefaultMaxPending)
-		if err != nil {
-			sub, notify = nil, nil // too many live subscribers: records only, until the next attempt
-			return
-		}
-		sub, notify = s, s.Notify()
-		ss.report(ss.attachPartial(ctx, turn, text, asker, rerun))
+	if sub != nil {
+		notify = sub.Notify()
 	}
-	attach()
+	attach := func() {
+		sub, notify = ss.attach(ctx)
+	}
 	defer func() {
 		if sub != nil {
 			hub.Unsubscribe(ss.id, sub)
 		}
 	}()
+	// A wake-up that came between the load and the watch is not lost: read once now.
+	ss.report(ss.catchUp(ctx, nil))
 	poll := time.NewTicker(ss.svc.cfg.Poll)
 	defer poll.Stop()
 	for {

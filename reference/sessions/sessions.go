@@ -390,12 +390,22 @@ func (s *Service) acquire(ctx context.Context, id string) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Live events from now on reach the session: the subscription is made before the caller
+	// goes on, so a turn it starts next is seen live.
+	loaded.hubSub, _ = loaded.attach(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	drop := func() {
+		if loaded.hubSub != nil {
+			s.cv.Hub().Unsubscribe(id, loaded.hubSub)
+		}
+	}
 	if s.closed {
+		drop()
 		return nil, store.ErrClosed
 	}
 	if cur := s.sessions[id]; cur != nil && !cur.dead() {
+		drop()
 		cur.refs++
 		cur.lastUse = s.cfg.Now()
 		return cur, nil
