@@ -1,7 +1,7 @@
 # The two commands the README promises, and their parts.
 GO ?= go
 
-.PHONY: all conformance conformance-process test check vet race race-short unit selftest selftest-sample build bench browser-test mutate mutate-sample fuzz explore explore-ci slow lint
+.PHONY: all conformance conformance-process test check vet race race-short unit selftest selftest-sample build bench bench-stream browser-test mutate mutate-sample fuzz explore explore-ci slow lint
 
 all: test conformance
 
@@ -74,6 +74,13 @@ explore-ci:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# The session stream's figures (reference/sessionstream_bench_test.go): append-to-receipt over a
+# loopback WebSocket for 3000 frames beside a bare WebSocket sending the same bytes, and kill to
+# the first resumed frame over 30 kills, in-process and of a `loomcheck serve` process. Each figure
+# is printed as a metric (milliseconds); nothing asserts a duration.
+bench-stream:
+	$(GO) test -run '^$$' -bench Stream -benchtime 1x ./reference/
 
 # The browser tests alone (harness/browser): they need /usr/bin/chromium and `npm ci` in
 # harness/browser, and skip without them (except in CI, where they fail instead).

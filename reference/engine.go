@@ -289,6 +289,13 @@ func (e *Engine) Conversations() *conversation.Conversations { return e.cv }
 //	v, _, err := eng.Runs().Start(ctx, alice, run.Options{Prompt: "check pump 3"})
 func (e *Engine) Runs() *run.Runs { return e.runs }
 
+// Sessions is the engine's session stream service (spec/stream.md), for programs that embed the
+// engine and log frames of their own in a session, such as a status the engine is told of. It is
+// the service the stream routes serve from, so a frame appended here reaches every reader.
+//
+//	frames, err := eng.Sessions().Append(ctx, who, id, stream.Spec{Kind: stream.KindStatus, Data: map[string]bool{"stopping": true}})
+func (e *Engine) Sessions() *sessions.Service { return e.ss }
+
 // Kernel is the engine's kernel.
 func (e *Engine) Kernel() *kernel.Kernel { return e.k }
 

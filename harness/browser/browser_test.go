@@ -1,6 +1,7 @@
-// Package browser checks two things only a real browser can: that a browser's own EventSource
+// Package browser checks what only a real browser can: that a browser's own EventSource
 // resumes a conversation's event stream across a server crash without losing or repeating a
-// durable message, and that report.html renders, filters and stays inert in chromium.
+// durable message, that a page's resumable session stream client (streamclient.js) does the same
+// over the WebSocket, and that report.html renders, filters and stays inert in chromium.
 //
 // The tests drive Debian's chromium through playwright-core from the node scripts beside them;
 // they skip when chromium or node_modules is missing (see README.md).
