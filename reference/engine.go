@@ -398,8 +398,3 @@ func OpenConfig(ctx context.Context, cfg spec.SUTConfig) (*Engine, error) {
 	}
 	return Open(ctx, opt)
 }
-
-// Sessions is the engine's session-stream service (profile stream).
-//
-//	op, err := eng.Sessions().Open(ctx, alice, "c1", 0, "")
-func (e *Engine) Sessions() *sessions.Service { return e.ss }
