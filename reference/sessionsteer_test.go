@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -320,4 +321,76 @@ func waitFrames(t *testing.T, ss *sessions.Service, who loomtype.Identity, id st
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestGroupFramesReactionsPresenceAndReadMarkers: a reaction and a pin are logged frames of a
+// message the log holds (any other is ErrUnknownMessage); presence is ephemeral (cursor 0, not
+// logged) and dropped within 3 s of its author's last; a read marker only moves forward and is
+// for its person alone.
+func TestGroupFramesReactionsPresenceAndReadMarkers(t *testing.T) {
+	alice := loomtype.Identity{Tenant: "t", Actor: "alice"}
+	eng, err := reference.Open(context.Background(), reference.Options{
+		DataDir:      t.TempDir() + "/d",
+		Conversation: conversation.Config{Keys: [][]byte{signingKey()}},
+		Deps:         conversation.Deps{Provider: echoModel{}},
+		Gateway:      gateway.Config{Authenticate: func(*http.Request) (loomtype.Identity, error) { return alice, nil }},
+	})
+	require.NoError(t, err)
+	defer eng.Close()
+	ctx := context.Background()
+	ss := eng.Sessions()
+	st, _, err := eng.Conversations().Start(ctx, alice, conversation.StartOptions{})
+	require.NoError(t, err)
+	id := st.ID
+	_, err = ss.Send(ctx, alice, id, "hello", "m1")
+	require.NoError(t, err)
+	waitFrames(t, ss, alice, id, 3)
+	sub, _, _, _, _, err := ss.Subscribe(ctx, id, 3)
+	require.NoError(t, err)
+	defer sub.Close()
+
+	f, err := ss.React(ctx, alice, id, "m1", "👍", true, false)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, f.Cur)
+	require.JSONEq(t, `{"message":"m1","emoji":"👍","on":true}`, string(f.Data))
+	_, err = ss.React(ctx, alice, id, "nope", "👍", true, false)
+	require.ErrorIs(t, err, sessions.ErrUnknownMessage)
+	_, err = ss.React(ctx, alice, id, "m1", "", true, false)
+	require.ErrorIs(t, err, sessions.ErrBadEmoji)
+	p, err := ss.React(ctx, alice, id, "a:1", "", true, true)
+	require.NoError(t, err)
+	require.Equal(t, "session.pin", p.Type)
+
+	sent, err := ss.Presence(ctx, alice, id, "typing", "")
+	require.NoError(t, err)
+	require.True(t, sent)
+	sent, err = ss.Presence(ctx, alice, id, "typing", "")
+	require.NoError(t, err)
+	require.False(t, sent, "a second presence within 3 s is dropped")
+	_, err = ss.Presence(ctx, alice, id, "doing", "")
+	require.ErrorIs(t, err, sessions.ErrBadPresence)
+
+	n, err := ss.MarkRead(ctx, alice, id, 2)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
+	n, err = ss.MarkRead(ctx, alice, id, 1)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n, "a read marker never moves back")
+	_, err = ss.MarkRead(ctx, alice, id, 99)
+	require.ErrorIs(t, err, sessions.ErrBadMarker)
+
+	var got []string
+	bob := loomtype.Identity{Tenant: "t", Actor: "bob"}
+	for len(got) < 4 {
+		select {
+		case it := <-sub.Frames():
+			got = append(got, it.Frame.Type+":"+strconv.FormatInt(it.Frame.Cur, 10)+":"+strconv.FormatBool(it.For(bob)))
+		case <-time.After(5 * time.Second):
+			t.Fatalf("frames so far: %v", got)
+		}
+	}
+	require.Equal(t, []string{"session.reaction:4:true", "session.pin:5:true", "session.presence:0:true", "session.read-marker:0:false"}, got)
+	h, _, err := ss.Bounds(ctx, alice, id)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, h, "ephemeral frames take no cursor")
 }

@@ -174,6 +174,10 @@ func (g *Gateway) routes() {
 		g.mux.HandleFunc("POST /sessions/{id}/messages", g.authed(g.steer))
 		g.mux.HandleFunc("POST /sessions/{id}/stop", g.authed(g.stopTurn))
 		g.mux.HandleFunc("POST /sessions/{id}/terminal", g.authed(g.termCommand))
+		g.mux.HandleFunc("POST /sessions/{id}/reactions", g.authed(g.react(false)))
+		g.mux.HandleFunc("POST /sessions/{id}/pins", g.authed(g.react(true)))
+		g.mux.HandleFunc("POST /sessions/{id}/presence", g.authed(g.presence))
+		g.mux.HandleFunc("POST /sessions/{id}/read", g.authed(g.markRead))
 		g.mux.HandleFunc("POST /sessions/{id}/messages/{message}/cancel", g.authed(g.unqueue))
 	}
 	if g.cfg.Runs != nil {

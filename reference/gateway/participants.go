@@ -31,5 +31,12 @@ func (g *Gateway) changeParticipants(w http.ResponseWriter, r *http.Request, who
 		g.fail(w, err)
 		return
 	}
+	if g.cfg.Sessions != nil && (b.Op == "add" || b.Op == "remove") {
+		// The session stream says so too (a failure here leaves the change made: the
+		// participant list is the record, the frame is its view).
+		if err := g.cfg.Sessions.Participant(r.Context(), who, id, b.Identity, b.Op == "add"); err != nil {
+			g.log.Warn("gateway: participant frame not logged", "conversation", id, "err", err)
+		}
+	}
 	writeJSON(w, http.StatusOK, ps)
 }

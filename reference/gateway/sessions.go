@@ -201,6 +201,12 @@ func (g *Gateway) serveFrames(ctx context.Context, out frameSender, r *http.Requ
 			return
 		}
 	}
+	// The reader's own read marker, after the frames it refers to.
+	if f, ok, err := svc.ReadMarkerFrame(ctx, who, id); err == nil && ok {
+		if out.send(ctx, f) != nil {
+			return
+		}
+	}
 	beat := g.cfg.Heartbeat
 	if beat <= 0 {
 		beat = DefaultHeartbeat
@@ -224,6 +230,9 @@ func (g *Gateway) serveFrames(ctx context.Context, out frameSender, r *http.Requ
 			for {
 				select {
 				case it := <-sub.Frames():
+					if !it.For(who) {
+						continue
+					}
 					v, err := svc.Render(ctx, id, viewer, it)
 					if err != nil || out.send(ctx, v) != nil {
 						return
@@ -233,6 +242,9 @@ func (g *Gateway) serveFrames(ctx context.Context, out frameSender, r *http.Requ
 				}
 			}
 		case it := <-sub.Frames():
+			if !it.For(who) {
+				continue
+			}
 			v, err := svc.Render(ctx, id, viewer, it)
 			if err != nil || out.send(ctx, v) != nil {
 				return
@@ -445,4 +457,122 @@ func (g *Gateway) termCommand(w http.ResponseWriter, r *http.Request, who loomty
 		ans["cur"] = f.Cur
 	}
 	writeJSON(w, http.StatusAccepted, ans)
+}
+
+type reactBody struct {
+	Message string `json:"message"`
+	Emoji   string `json:"emoji"`
+	On      *bool  `json:"on,omitempty"`
+}
+
+type pinBody struct {
+	Message string `json:"message"`
+	On      *bool  `json:"on,omitempty"`
+}
+
+// react serves POST /sessions/{id}/reactions and (pin true) POST /sessions/{id}/pins.
+func (g *Gateway) react(pin bool) func(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
+	return func(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
+		id := r.PathValue("id")
+		if err := g.cv.Authorize(r.Context(), who, id); err != nil {
+			g.fail(w, err)
+			return
+		}
+		if !g.limitPost(w, who) {
+			return
+		}
+		var msg, emoji string
+		on := true
+		if pin {
+			var b pinBody
+			if !g.readBody(w, r, &b, false) {
+				return
+			}
+			msg = b.Message
+			if b.On != nil {
+				on = *b.On
+			}
+		} else {
+			var b reactBody
+			if !g.readBody(w, r, &b, false) {
+				return
+			}
+			msg, emoji = b.Message, b.Emoji
+			if b.On != nil {
+				on = *b.On
+			}
+		}
+		f, err := g.cfg.Sessions.React(r.Context(), who, id, msg, emoji, on, pin)
+		switch {
+		case errors.Is(err, sessions.ErrUnknownMessage):
+			writeError(w, http.StatusBadRequest, "bad request", "message")
+		case errors.Is(err, sessions.ErrBadEmoji):
+			writeError(w, http.StatusBadRequest, "bad request", "emoji")
+		case err != nil:
+			g.fail(w, err)
+		default:
+			writeJSON(w, http.StatusAccepted, map[string]int64{"cur": f.Cur})
+		}
+	}
+}
+
+type presenceBody struct {
+	State string  `json:"state"`
+	Doing *string `json:"doing,omitempty"`
+}
+
+// presence serves POST /sessions/{id}/presence: an ephemeral presence frame to every reader.
+func (g *Gateway) presence(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
+	id := r.PathValue("id")
+	if err := g.cv.Authorize(r.Context(), who, id); err != nil {
+		g.fail(w, err)
+		return
+	}
+	var b presenceBody
+	if !g.readBody(w, r, &b, false) {
+		return
+	}
+	doing := ""
+	if b.Doing != nil {
+		doing = *b.Doing
+	}
+	sent, err := g.cfg.Sessions.Presence(r.Context(), who, id, b.State, doing)
+	switch {
+	case errors.Is(err, sessions.ErrBadPresence):
+		writeError(w, http.StatusBadRequest, "bad request", "state")
+	case err != nil:
+		g.fail(w, err)
+	default:
+		writeJSON(w, http.StatusAccepted, map[string]bool{"sent": sent})
+	}
+}
+
+type readBody struct {
+	Upto int64 `json:"upto"`
+}
+
+// markRead serves POST /sessions/{id}/read: the caller's read marker, stored per person and
+// sent to that person's own readers alone.
+func (g *Gateway) markRead(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
+	id := r.PathValue("id")
+	if err := g.cv.Authorize(r.Context(), who, id); err != nil {
+		g.fail(w, err)
+		return
+	}
+	if !g.limitPost(w, who) {
+		return
+	}
+	var b readBody
+	if !g.readBody(w, r, &b, false) {
+		return
+	}
+	n, err := g.cfg.Sessions.MarkRead(r.Context(), who, id, b.Upto)
+	switch {
+	case errors.Is(err, sessions.ErrBadMarker):
+		writeError(w, http.StatusBadRequest, "bad request", "upto")
+	case err != nil:
+		g.fail(w, err)
+	default:
+		writeJSON(w, http.StatusOK, map[string]int64{"upto": n})
+	}
 }

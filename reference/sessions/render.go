@@ -46,7 +46,72 @@ func (s *Service) Render(ctx context.Context, id string, v Viewer, it Item) (str
 			return Hidden(it.Frame), nil
 		}
 	}
-	return it.Frame, nil
+	return s.forRoles(ctx, id, v.Who, it.Frame)
+}
+
+// forRoles draws a frame's record block for who: the roles it names are looked up as classes
+// who must be cleared for (the conversation's clearance), and stream.Render hides what who does
+// not hold. A frame without a record block is returned as it is.
+func (s *Service) forRoles(ctx context.Context, id string, who loomtype.Identity, f stream.Frame) (stream.Frame, error) {
+	roles := recordRoles(f)
+	if len(roles) == 0 {
+		return f, nil
+	}
+	held, err := s.heldRoles(ctx, id, who, roles)
+	if err != nil {
+		return stream.Frame{}, err
+	}
+	return stream.Render(f, stream.Viewer{ID: "person:" + who.Actor, ReadRoles: held}), nil
+}
+
+// heldRoles returns the roles of roles that who is cleared for in conversation id.
+func (s *Service) heldRoles(ctx context.Context, id string, who loomtype.Identity, roles []string) ([]string, error) {
+	var held []string
+	for _, r := range roles {
+		got, err := s.cv.View(ctx, who, id, loomtype.Entry{Role: loomtype.RoleAssistant, Classes: []string{r}})
+		if err != nil {
+			return nil, err
+		}
+		if got.Status != loomtype.StatusRestricted {
+			held = append(held, r)
+		}
+	}
+	return held, nil
+}
+
+// recordRoles lists the roles a frame's record block names: its read_roles and the role of each
+// role-marked field.
+func recordRoles(f stream.Frame) []string {
+	var d struct {
+		Block struct {
+			Kind      string                     `json:"kind"`
+			ReadRoles []string                   `json:"read_roles"`
+			Fields    map[string]json.RawMessage `json:"fields"`
+		} `json:"block"`
+	}
+	if f.Kind() != stream.KindToolFinished || json.Unmarshal(f.Data, &d) != nil || d.Block.Kind != "record" {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	add := func(r string) {
+		if r != "" && !seen[r] {
+			seen[r] = true
+			out = append(out, r)
+		}
+	}
+	for _, r := range d.Block.ReadRoles {
+		add(r)
+	}
+	for _, raw := range d.Block.Fields {
+		var fv struct {
+			Role string `json:"role"`
+		}
+		if json.Unmarshal(raw, &fv) == nil {
+			add(fv.Role)
+		}
+	}
+	return out
 }
 
 // Hidden is the frame a viewer sees in place of f: the same cursor, id, session, turn and time,

@@ -34,7 +34,8 @@ type session struct {
 	queue         queueRecord
 	extraMeta     map[string][]byte // written with the next commit
 	hubSub        *hubSub           // the live subscription the pump starts with
-	people        int               // persons in the chat: 1 in owner mode, the participants in shared mode
+	presence      map[string]time.Time
+	people        int // persons in the chat: 1 in owner mode, the participants in shared mode
 
 	// refs and lastUse are guarded by svc.mu.
 	refs    int
@@ -310,6 +311,9 @@ func (ss *session) liveLocked(ctx context.Context, evs []live.Event) error {
 				if actor := actorOf(ev.Asker); actor != "" {
 					sp.ActsFor = "person:" + actor
 				}
+				if t.Done {
+					sp = ss.askerMayRead(ctx, sp, ev.Asker)
+				}
 				specs, guards = append(specs, sp), append(guards, g)
 			}
 		}
@@ -465,6 +469,7 @@ func (s *Sub) GuardOf(f stream.Frame) Item {
 type Item struct {
 	Frame stream.Frame
 	g     guard
+	only  string // the identity key of the one viewer an ephemeral item is for ("": everyone)
 }
 
 // Sub is one reader of a session: a bounded queue of the frames logged after its replay. A
@@ -517,4 +522,36 @@ func actorOf(key string) string {
 	}
 	a, _, _ = strings.Cut(a, "~")
 	return a
+}
+
+// Withheld is the text of the block that replaces a tool's result the turn's asker may not read.
+const Withheld = "withheld: the asker may not read this result"
+
+// askerMayRead checks, where a reply is built, that a tool-finished spec holds nothing the
+// turn's asker could not read (stream.AssertAskerCanRead, with the asker's roles); a result that
+// does is replaced by a text block saying it was withheld.
+func (ss *session) askerMayRead(ctx context.Context, sp stream.Spec, askerKey string) stream.Spec {
+	f := stream.Frame{Type: sp.Kind.Type(), Session: ss.id}
+	f.Data, _ = json.Marshal(sp.Data)
+	roles := recordRoles(f)
+	if len(roles) == 0 {
+		return sp
+	}
+	asker := identityOf(askerKey)
+	held, err := ss.svc.heldRoles(ctx, ss.id, asker, roles)
+	if err == nil && stream.AssertAskerCanRead(f, stream.Viewer{ID: "person:" + asker.Actor, ReadRoles: held}) == nil {
+		return sp
+	}
+	var d map[string]any
+	_ = json.Unmarshal(f.Data, &d)
+	d["block"] = map[string]string{"kind": "text", "text": Withheld}
+	sp.Data = d
+	return sp
+}
+
+// identityOf parses an identity key "tenant/actor" or "tenant/actor~onBehalfOf".
+func identityOf(key string) loomtype.Identity {
+	tenant, rest, _ := strings.Cut(key, "/")
+	actor, obo, _ := strings.Cut(rest, "~")
+	return loomtype.Identity{Tenant: tenant, Actor: actor, OnBehalfOf: obo}
 }

@@ -547,6 +547,8 @@ type posRecord struct {
 	LastAsked int64  `json:"lastAsked,omitempty"`
 }
 
+type storeTx = store.Tx
+
 // hubSub is what a pump reads of the live channel.
 type hubSub = live.Sub
 
