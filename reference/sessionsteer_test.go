@@ -394,3 +394,36 @@ func TestGroupFramesReactionsPresenceAndReadMarkers(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 5, h, "ephemeral frames take no cursor")
 }
+
+// TestWhoAnswersRoutesMessages: a message that mentions a person, or only another assistant, is
+// the chat's (no turn); one that mentions this assistant is a turn, with its mention frame.
+func TestWhoAnswersRoutesMessages(t *testing.T) {
+	alice := loomtype.Identity{Tenant: "t", Actor: "alice"}
+	eng, err := reference.Open(context.Background(), reference.Options{
+		DataDir:      t.TempDir() + "/d",
+		Conversation: conversation.Config{Keys: [][]byte{signingKey()}},
+		Deps:         conversation.Deps{Provider: echoModel{}},
+		Gateway:      gateway.Config{Authenticate: func(*http.Request) (loomtype.Identity, error) { return alice, nil }},
+	})
+	require.NoError(t, err)
+	defer eng.Close()
+	ctx := context.Background()
+	ss := eng.Sessions()
+	st, _, err := eng.Conversations().Start(ctx, alice, conversation.StartOptions{})
+	require.NoError(t, err)
+	id := st.ID
+	_, err = ss.Send(ctx, alice, id, "bob, look", "m1", "person:bob")
+	require.NoError(t, err)
+	_, err = ss.Send(ctx, alice, id, "kb?", "m2", "assistant:kb")
+	require.NoError(t, err)
+	_, err = ss.Send(ctx, alice, id, "and you?", "m3", "assistant:loom")
+	require.NoError(t, err)
+	_, err = ss.Send(ctx, alice, id, "x", "m4", "nobody")
+	require.ErrorIs(t, err, sessions.ErrBadMentions)
+	frames := waitFrames(t, ss, alice, id, 8)
+	require.Equal(t, []string{"user-message:sent:m1", "mention", "user-message:sent:m2", "mention",
+		"mention", "user-message:sent:m3", "text-delta", "text-done:complete"}, frames)
+	p, err := eng.Conversations().History(ctx, alice, id, conversation.HistoryOptions{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, p.Entries, 2, "only the message to this assistant is a turn")
+}

@@ -301,6 +301,7 @@ func (s sseFrames) send(_ context.Context, f stream.Frame) error {
 
 type steerBody struct {
 	Text      *string     `json:"text,omitempty"`
+	Mentions  []string    `json:"mentions,omitempty"`
 	Enc       *stream.Enc `json:"enc,omitempty"`
 	MessageID *string     `json:"messageId,omitempty"`
 }
@@ -342,7 +343,11 @@ func (g *Gateway) steer(w http.ResponseWriter, r *http.Request, who loomtype.Ide
 			return
 		}
 	default:
-		res, err = g.cfg.Sessions.Send(r.Context(), who, id, *b.Text, mid)
+		res, err = g.cfg.Sessions.Send(r.Context(), who, id, *b.Text, mid, b.Mentions...)
+		if errors.Is(err, sessions.ErrBadMentions) {
+			writeError(w, http.StatusBadRequest, "bad request", "mentions")
+			return
+		}
 	}
 	if err != nil {
 		g.fail(w, err)

@@ -35,6 +35,7 @@ type session struct {
 	extraMeta     map[string][]byte // written with the next commit
 	hubSub        *hubSub           // the live subscription the pump starts with
 	presence      map[string]time.Time
+	lastSpeaker   string // who spoke last: a sent user-message's author, or Assistant after a reply
 	people        int // persons in the chat: 1 in owner mode, the participants in shared mode
 
 	// refs and lastUse are guarded by svc.mu.
@@ -78,6 +79,7 @@ func (ss *session) bounds() (head, floor int64) {
 func (ss *session) restoreStreamed(frames []stream.Frame) {
 	open := map[int64]int{}
 	for _, f := range frames {
+		ss.noteSpeaker(f)
 		switch f.Kind() {
 		case stream.KindTextDelta:
 			var d struct {
@@ -244,6 +246,7 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 		}
 	}
 	for i, f := range frames {
+		ss.noteSpeaker(f)
 		it := Item{Frame: f}
 		if i < len(guards) {
 			it.g = guards[i]
@@ -554,4 +557,19 @@ func identityOf(key string) loomtype.Identity {
 	tenant, rest, _ := strings.Cut(key, "/")
 	actor, obo, _ := strings.Cut(rest, "~")
 	return loomtype.Identity{Tenant: tenant, Actor: actor, OnBehalfOf: obo}
+}
+
+// noteSpeaker remembers who spoke last, for who answers the next message.
+func (ss *session) noteSpeaker(f stream.Frame) {
+	switch f.Kind() {
+	case stream.KindTextDone:
+		ss.lastSpeaker = Assistant
+	case stream.KindUserMessage:
+		var d struct {
+			State string `json:"state"`
+		}
+		if json.Unmarshal(f.Data, &d) == nil && d.State == StateSent && f.Author != "" {
+			ss.lastSpeaker = f.Author
+		}
+	}
 }

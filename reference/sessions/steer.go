@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
+	"strings"
 
 	"github.com/loomcheck/loomcheck/reference/conversation"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
@@ -62,7 +64,10 @@ type Sent struct {
 //
 // Errors: loomtype.ErrNotFound, *loomtype.LimitError (the queue is full), errors of
 // conversation.SendTurn, store errors.
-func (s *Service) Send(ctx context.Context, who loomtype.Identity, id, text, messageID string) (Sent, error) {
+func (s *Service) Send(ctx context.Context, who loomtype.Identity, id, text, messageID string, mentions ...string) (Sent, error) {
+	if !validMentions(mentions) {
+		return Sent{}, ErrBadMentions
+	}
 	if err := s.cv.Authorize(ctx, who, id); err != nil {
 		return Sent{}, err
 	}
@@ -88,7 +93,20 @@ func (s *Service) Send(ctx context.Context, who loomtype.Identity, id, text, mes
 			}
 		}
 	}
+	sender := "person:" + who.Actor
+	if answers := stream.WhoAnswers(stream.RouteInput{Mentions: mentions, Default: Assistant,
+		PreviousSpeaker: ss.lastSpeaker, Sender: sender}); !slices.Contains(answers, Assistant) {
+		// Nobody here answers it (a person talking to a person, or another assistant named):
+		// the message is the chat's, never a turn.
+		return ss.chatOnlyLocked(ctx, who, messageID, text, mentions)
+	}
+	if len(mentions) > 0 {
+		defer func() { _ = ss.mentionLocked(ctx, who, messageID, mentions) }()
+	}
 	if !ss.workingLocked() {
+		if messageID == "" {
+			messageID = loomtype.NewErrorID()
+		}
 		r, err := s.cv.SendTurn(ctx, who, id, text, conversation.SendOptions{MessageID: messageID})
 		if err != nil {
 			return Sent{}, err
@@ -402,4 +420,60 @@ func (s *Service) SendPrivate(ctx context.Context, who loomtype.Identity, id, me
 		return Sent{}, err
 	}
 	return Sent{MessageID: messageID, State: StateSent}, nil
+}
+
+// Assistant is how the stream names this engine's one assistant.
+const Assistant = "assistant:loom"
+
+// MaxMentions bounds the mentions of one message.
+const MaxMentions = 16
+
+// ErrBadMentions: more than MaxMentions mentions, or one that is not person:<id> or
+// assistant:<id>.
+var ErrBadMentions = errors.New("sessions: bad mentions")
+
+func validMentions(ms []string) bool {
+	if len(ms) > MaxMentions {
+		return false
+	}
+	for _, m := range ms {
+		_, rest, ok := strings.Cut(m, ":")
+		if !ok || rest == "" || len(m) > 140 || !strings.HasPrefix(m, "person:") && !strings.HasPrefix(m, "assistant:") {
+			return false
+		}
+	}
+	return true
+}
+
+// chatOnlyLocked logs a message nobody here answers: a user-message the conversation never
+// sees, then its mentions.
+func (ss *session) chatOnlyLocked(ctx context.Context, who loomtype.Identity, messageID, text string, mentions []string) (Sent, error) {
+	if messageID == "" {
+		messageID = loomtype.NewErrorID()
+	}
+	for _, f := range ss.log.Frames() {
+		if f.Message == messageID && f.Kind() == stream.KindUserMessage && f.Author == "person:"+who.Actor {
+			return Sent{MessageID: messageID, State: StateSent}, nil
+		}
+	}
+	specs := []stream.Spec{{Kind: stream.KindUserMessage, Message: messageID, Author: "person:" + who.Actor,
+		Data: map[string]string{"message": messageID, "state": StateSent, "text": text}}}
+	if len(mentions) > 0 {
+		specs = append(specs, mentionSpec(who, messageID, mentions))
+	}
+	if _, err := ss.commit(ctx, specs, nil, ss.pos); err != nil {
+		return Sent{}, err
+	}
+	return Sent{MessageID: messageID, State: StateSent}, nil
+}
+
+func mentionSpec(who loomtype.Identity, messageID string, mentions []string) stream.Spec {
+	return stream.Spec{Kind: stream.KindMention, Message: messageID, Author: "person:" + who.Actor,
+		Data: map[string]any{"message": messageID, "who": mentions}}
+}
+
+// mentionLocked logs the mentions of a message sent to the assistant.
+func (ss *session) mentionLocked(ctx context.Context, who loomtype.Identity, messageID string, mentions []string) error {
+	_, err := ss.commit(ctx, []stream.Spec{mentionSpec(who, messageID, mentions)}, nil, ss.pos)
+	return err
 }
