@@ -36,7 +36,7 @@ type session struct {
 	hubSub        *hubSub           // the live subscription the pump starts with
 	presence      map[string]time.Time
 	lastSpeaker   string // who spoke last: a sent user-message's author, or Assistant after a reply
-	people        int // persons in the chat: 1 in owner mode, the participants in shared mode
+	people        int    // persons in the chat: 1 in owner mode, the participants in shared mode
 
 	// refs and lastUse are guarded by svc.mu.
 	refs    int
