@@ -42,6 +42,39 @@ Feature: Resuming a session stream from a cursor
     And alice's WebSocket reader saw no gap and no repeat over one connection
 
   @profile:stream @req:ADR0052-R-01
+  Scenario: Readers that join while a reply streams piece after piece each get every frame exactly once
+    Given alice has started a conversation
+    And the model streams "one " "two " "three " "four " "five " "six " "seven " "eight " "nine " "ten" to "count to ten" one piece at a time
+    When alice follows the session stream over WebSocket
+    And alice sends "count to ten"
+    And alice's WebSocket reader reaches cursor 2
+    And the model goes on after every piece, one every 60 ms
+    And alice follows the session stream over SSE
+    And alice's other token follows the session stream over WebSocket
+    Then alice's WebSocket reader folds the reply to turn 1 to "one two three four five six seven eight nine ten"
+    And alice's SSE reader folds the reply to turn 1 to "one two three four five six seven eight nine ten"
+    And alice's other token's WebSocket reader folds the reply to turn 1 to "one two three four five six seven eight nine ten"
+    And alice's WebSocket reader saw no gap and no repeat over one connection
+    And alice's SSE reader saw no gap and no repeat over one connection
+    And alice's other token's WebSocket reader saw no gap and no repeat over one connection
+    And every frame alice's SSE reader received has the frame's shape, with cursors gapless from 1
+    And every frame alice's other token's WebSocket reader received has the frame's shape, with cursors gapless from 1
+    And alice's WebSocket reader got exactly these frames:
+      | cur | span | type         | message | text                                               |
+      | 1   |      | user-message | m1      | "count to ten"                                     |
+      | 2   |      | text-delta   | a:1     | "one "                                             |
+      | 3   |      | text-delta   | a:1     | "two "                                             |
+      | 4   |      | text-delta   | a:1     | "three "                                           |
+      | 5   |      | text-delta   | a:1     | "four "                                            |
+      | 6   |      | text-delta   | a:1     | "five "                                            |
+      | 7   |      | text-delta   | a:1     | "six "                                             |
+      | 8   |      | text-delta   | a:1     | "seven "                                           |
+      | 9   |      | text-delta   | a:1     | "eight "                                           |
+      | 10  |      | text-delta   | a:1     | "nine "                                            |
+      | 11  |      | text-delta   | a:1     | "ten"                                              |
+      | 12  |      | text-done    | a:1     | "one two three four five six seven eight nine ten" |
+
+  @profile:stream @req:ADR0052-R-01
   Scenario: A reader that asks from inside a merged run trims what it already holds
     Given alice has started a conversation
     And the model streams "Pumps " "are " "fine" to "check the pumps" one piece at a time

@@ -125,7 +125,6 @@ type dialOpts struct {
 	transport string
 	ticket    string // "" for SSE without a ticket
 	device    string
-	from      *int64 // ?from=N, when set
 	lastEvent *int64 // Last-Event-ID, when set (SSE)
 }
 
@@ -148,9 +147,6 @@ func (s *scenario) dialSession(ctx context.Context, who, id string, o dialOpts) 
 	}
 	if o.device != "" {
 		q.Set("device", o.device)
-	}
-	if o.from != nil {
-		q.Set("from", strconv.FormatInt(*o.from, 10))
 	}
 	path := streamPath(id)
 	if len(q) > 0 {
@@ -422,7 +418,6 @@ func (f *follower) connect(ctx context.Context) (conn, error) {
 	f.mu.Unlock()
 	o := dialOpts{transport: f.transport, device: f.device}
 	if f.askFrom != nil {
-		o.from = f.askFrom
 		from = *f.askFrom
 	}
 	if f.transport == overWebSocket || f.ticketed {
@@ -596,7 +591,11 @@ func (f *follower) waitFor(ctx context.Context, what string, pred func(followed)
 			if fw.sutErr != nil {
 				return fw, fw.sutErr
 			}
-			return fw, fail("read the session stream of "+f.who, "the stream ended after "+describeFrames(fw.delivered), what)
+			got := "the stream ended after " + describeFrames(fw.delivered)
+			for _, p := range fw.problems {
+				got += "; " + p.Error()
+			}
+			return fw, fail("read the session stream of "+f.who, got, what)
 		case <-time.After(100 * time.Millisecond):
 		case <-ctx.Done():
 			return fw, fail("read the session stream of "+f.who, describeFrames(fw.delivered), what)

@@ -40,6 +40,7 @@ func (s *streamSteps) steps() []stepDef {
 		{`^` + reader + ` stops$`, s.stops, "closes the reader's connection and stops it"},
 		{`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) to "((?:[^"\\]|\\.)*)" one piece at a time$`, s.modelPaced, "scripts the model to answer the text with the deltas, waiting after each one (the last included) until the scenario lets it go on"},
 		{`^the model goes on after piece (\d+)$`, s.modelGoesOn, "lets the paced answer go on after its piece N (after the last: to its end)"},
+		{`^the model goes on after every piece, one every (\d+) ms$`, s.modelGoesOnEvery, "lets the newest paced answer go on after each of its pieces in turn, each the interval after the piece reached its hold, while the scenario goes on"},
 	}
 }
 
@@ -460,6 +461,30 @@ func (s *streamSteps) modelPaced(parts, match string) error {
 type pacedAnswer struct {
 	holds    []*world.Hold
 	released []bool
+}
+
+// modelGoesOnEvery releases the newest paced answer's holds one by one in the background, each
+// the interval after its piece was sent.
+func (s *streamSteps) modelGoesOnEvery(ms int) error {
+	if len(s.paced) == 0 {
+		return harnessErr("no paced answer was scripted")
+	}
+	a := s.paced[len(s.paced)-1]
+	ctx := s.ctx
+	go func() {
+		for _, h := range a.holds {
+			if h.WaitReached(ctx) != nil {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Duration(ms) * time.Millisecond):
+			}
+			h.Release()
+		}
+	}()
+	return nil
 }
 
 // modelGoesOn waits until a paced answer waits after its piece n and lets it go on (every
