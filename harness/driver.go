@@ -53,9 +53,12 @@ type inProcess struct {
 	cfg     spec.SUTConfig
 	inst    Instance
 	srv     *http.Server
-	addr    string
-	done    chan struct{}
-	ln      net.Listener
+	// addr is where the instance listens; addrMu guards it, since readers of a stream ask for
+	// the URL while a step restarts the instance.
+	addrMu sync.Mutex
+	addr   string
+	done   chan struct{}
+	ln     net.Listener
 	// selfServed: the instance is a Server and serves ln itself.
 	selfServed bool
 }
@@ -70,19 +73,24 @@ func (d *inProcess) launch(ctx context.Context) error {
 	if err != nil {
 		return &startError{err: err}
 	}
-	addr := d.addr
+	d.addrMu.Lock()
+	prev := d.addr
+	d.addrMu.Unlock()
+	addr := prev
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
 	ln, err := net.Listen("tcp", addr)
-	if err != nil && d.addr != "" {
+	if err != nil && prev != "" {
 		ln, err = net.Listen("tcp", "127.0.0.1:0")
 	}
 	if err != nil {
 		inst.Close()
 		return harnessErr("listen: %v", err)
 	}
+	d.addrMu.Lock()
 	d.addr = ln.Addr().String()
+	d.addrMu.Unlock()
 	d.inst = inst
 	d.done = make(chan struct{})
 	d.ln = ln
@@ -120,7 +128,11 @@ func (d *inProcess) stopServing() {
 	}
 }
 
-func (d *inProcess) URL() string { return "http://" + d.addr }
+func (d *inProcess) URL() string {
+	d.addrMu.Lock()
+	defer d.addrMu.Unlock()
+	return "http://" + d.addr
+}
 
 func (d *inProcess) Crash() error {
 	if d.inst == nil {

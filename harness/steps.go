@@ -166,6 +166,18 @@ type (
 		identityHold *world.Hold
 	}
 
+	// streamSteps open, follow and judge session streams (profile stream).
+	streamSteps struct {
+		*scenario
+		// opened is the last open answered with a ticket, and who asked for it.
+		opened   *openAnswer
+		openedBy string
+		// readers are the scenario's readers of session streams, by who and transport.
+		readers map[string]*follower
+		// paced are the model's paced answers, oldest first.
+		paced []*pacedAnswer
+	}
+
 	// sharedSteps judge shared conversations: participants, clearances, visibility.
 	sharedSteps struct {
 		*scenario
@@ -199,6 +211,7 @@ type areas struct {
 	failures     *failuresSteps
 	approvals    *approvalsSteps
 	recall       *recallSteps
+	stream       *streamSteps
 }
 
 // newAreas makes the step areas of s, each with its state empty.
@@ -226,6 +239,7 @@ func newAreas(s *scenario) areas {
 		failures:     &failuresSteps{scenario: s},
 		approvals:    &approvalsSteps{scenario: s},
 		recall:       &recallSteps{scenario: s},
+		stream:       &streamSteps{scenario: s, readers: map[string]*follower{}},
 	}
 }
 
@@ -260,6 +274,7 @@ func (a areas) vocabulary() []area {
 		{"failures", a.failures.steps()},
 		{"approvals", a.approvals.steps()},
 		{"recall", a.recall.steps()},
+		{"stream", a.stream.steps()},
 	}
 }
 

@@ -37,6 +37,10 @@ const DefaultReplyRunes = 60
 // After and the end of the answer anyway. The request is still recorded as Aborted when the
 // client went away before the end.
 //
+// Paced, on a streamed request, waits at Paced[i] after sending chunk i (as many holds as
+// chunks), so that each chunk is the only one in flight until the hold after it is released; the
+// answer ends only after the last hold. Hold, After and KeepStreaming are not used with it.
+//
 // Fill grows the answer text to exactly Fill characters with FillText's filler (the text being
 // Chunks joined, else Text); the filler is streamed in chunks of FillChunk characters after the
 // text's own pieces. A ToolCall's Fill does the same for its arguments. So a reply over any size,
@@ -65,6 +69,7 @@ type Reply struct {
 	FinishReason  string
 	Fail          *Failure
 	Hold          *Hold
+	Paced         []*Hold
 	After         []string
 	Drop          bool
 	KeepStreaming bool
@@ -572,7 +577,21 @@ func (s *sseWriter) stream(r *http.Request, pieces []string, reply Reply, calls 
 	h.Set("Cache-Control", "no-cache")
 	s.rw.WriteHeader(http.StatusOK)
 	s.chunk(map[string]any{"role": "assistant", "content": ""}, nil)
-	s.text(pieces)
+	if len(reply.Paced) > 0 {
+		for i, p := range pieces {
+			s.text([]string{p})
+			if i < len(reply.Paced) {
+				switch reply.Paced[i].wait(r.Context()) {
+				case holdClientGone:
+					return false, true
+				case holdClosed:
+					return false, false
+				}
+			}
+		}
+	} else {
+		s.text(pieces)
+	}
 	if reply.KeepStreaming {
 		return s.keepStreaming(r, reply, calls, finish)
 	}

@@ -177,6 +177,9 @@ func (g *Gateway) sessionStream(w http.ResponseWriter, r *http.Request, who loom
 		if _, err := w.Write([]byte("retry: 1000\n\n")); err != nil {
 			return
 		}
+		if s.rc.Flush() != nil { // the answer starts now, even with nothing to send yet
+			return
+		}
 		out = sseFrames{s}
 	}
 	g.serveFrames(ctx, out, r, who, id, viewer, sub, replay, reset, head, floor)

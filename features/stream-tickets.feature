@@ -1,0 +1,69 @@
+Feature: Opening a session stream: who may read, and one-use tickets
+  As the owner of a conversation
+  I want a stream opened only for someone who may read it, with a ticket only they can use once
+  So that a ticket seen by anyone else, or used once already, opens nothing
+
+  An open decides who may read before it makes anything: a conversation the caller may not read
+  answers exactly as one that does not exist, and no frame log is made for it. A permitted open
+  answers a ticket, which the first presentation spends whatever its outcome; it is honoured only
+  for its session, from its caller, on the device it names. A refused ticket is 401 with its
+  reason. (A ticket's 15 seconds are not configurable, so expiry is not judged here: that would
+  take a 15-second wait.)
+
+  @profile:stream @req:ADR0052-O-01
+  Scenario: Someone who may not read a conversation gets the uniform 404, and no frame log is made for it
+    Given alice has started a conversation
+    And the model replies "Pumps are fine" to "check the pumps"
+    When alice sends "check the pumps"
+    And turn 1 is answered "Pumps are fine"
+    Then bob opening the session stream gets the same 404 as for a missing session
+    And mallory opening the session stream gets the same 404 as for a missing session
+    When alice opens the session stream
+    Then the open answer says head 3 and floor 1
+    When alice reads the session stream over WebSocket from 0
+    Then alice's WebSocket reader got exactly these frames:
+      | cur | span | type         | message | text              |
+      | 1   |      | user-message | m1      | "check the pumps" |
+      | 2   |      | text-delta   | a:1     | "Pumps are fine"  |
+      | 3   |      | text-done    | a:1     | "Pumps are fine"  |
+
+  @profile:stream @req:ADR0052-O-02
+  Scenario Outline: A ticket serves one connection over <transport>
+    Given alice has started a conversation
+    When alice opens the session stream
+    Then alice presents the ticket over <transport> and is served
+    And alice presents the ticket over <transport> and is refused as "used"
+
+    Examples:
+      | transport |
+      | WebSocket |
+      | SSE       |
+
+  @profile:stream @req:ADR0052-O-02
+  Scenario: A ticket is its caller's alone, and whoever shows it first spends it
+    Given alice has started a shared conversation with bob
+    When alice opens the session stream
+    Then bob presents the ticket over WebSocket and is refused as "caller"
+    And alice presents the ticket over WebSocket and is refused as "used"
+    When alice opens the session stream
+    Then alice's other token presents the ticket over WebSocket and is served
+
+  @profile:stream @req:ADR0052-O-02
+  Scenario: A ticket that names a device is honoured on that device alone
+    Given alice has started a conversation
+    When alice opens the session stream on device "phone"
+    Then alice presents the ticket over WebSocket on device "laptop" and is refused as "device"
+    When alice opens the session stream on device "phone"
+    Then alice presents the ticket over WebSocket and is refused as "device"
+    When alice opens the session stream on device "phone"
+    Then alice presents the ticket over WebSocket on device "phone" and is served
+
+  @profile:stream @req:ADR0052-O-02
+  Scenario: A ticket never made, or made for another conversation, is unknown
+    Given alice has started a conversation "A"
+    And alice has started a conversation "B"
+    Then alice presents a ticket never made over WebSocket for conversation "A" and is refused as "unknown"
+    And alice presents a ticket never made over SSE for conversation "A" and is refused as "unknown"
+    When alice opens the session stream of conversation "A"
+    Then alice presents the ticket over WebSocket for conversation "B" and is refused as "unknown"
+    And alice presents the ticket over WebSocket for conversation "A" and is refused as "used"

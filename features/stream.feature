@@ -1,0 +1,141 @@
+Feature: The session stream: frames with gapless cursors, drawn for each viewer
+  As a person reading a conversation on a phone, a browser or a desk screen
+  I want every screen to read the same typed frames, each with its cursor
+  So that a screen always knows exactly what it holds and can ask for the rest
+
+  A conversation's stream is a log of frames made from what the conversation records and
+  streams: a sent message is a user-message, a reply its text-deltas and then its text-done.
+  Each logged frame takes the next cursor of its session, from 1 with no gap; the control
+  frames (reset, heartbeat) have cursor 0 and never move a reader. A stream opened for the
+  first time is seeded from the conversation's history, oldest first. The log keeps a bounded
+  number of frames: a reader asking from before its floor is told so with a reset.
+
+  @profile:stream @req:ADR0052-F-01 @req:ADR0052-F-02 @configures
+  Scenario: Every frame has its shape, the cursors run from 1, and an idle stream beats
+    Given the setting "stream.heartbeatMs" is 200
+    And alice has started a conversation
+    And the model streams "Pumps " "are fine" to "check the pumps" one piece at a time
+    When alice follows the session stream over WebSocket
+    And alice sends "check the pumps"
+    And alice's WebSocket reader reaches cursor 2
+    And the model goes on after piece 1
+    And alice's WebSocket reader reaches cursor 3
+    And the model goes on after piece 2
+    Then alice's WebSocket reader folds the reply to turn 1 to "Pumps are fine"
+    And alice's WebSocket reader got exactly these frames:
+      | cur | span | type         | message | text              |
+      | 1   |      | user-message | m1      | "check the pumps" |
+      | 2   |      | text-delta   | a:1     | "Pumps "          |
+      | 3   |      | text-delta   | a:1     | "are fine"        |
+      | 4   |      | text-done    | a:1     | "Pumps are fine"  |
+    And every frame alice's WebSocket reader received has the frame's shape, with cursors gapless from 1
+    And alice's WebSocket reader gets heartbeats every 200 ms while idle, each with cursor 0
+
+  @profile:stream @req:ADR0052-R-03 @req:ADR0052-F-02
+  Scenario: A first open seeds the stream from the stored history, oldest first
+    Given alice has started a conversation
+    And the model replies "Pumps are fine" to "check the pumps"
+    And the model replies "Valves are shut" to "and the valves"
+    When alice sends "check the pumps"
+    And turn 1 is answered "Pumps are fine"
+    And alice sends "and the valves"
+    And turn 2 is answered "Valves are shut"
+    And alice opens the session stream
+    Then the open answer says head 6 and floor 1
+    When alice reads the session stream over WebSocket from 0
+    Then alice's WebSocket reader got exactly these frames:
+      | cur | span | type         | message | text              |
+      | 1   |      | user-message | m1      | "check the pumps" |
+      | 2   |      | text-delta   | a:1     | "Pumps are fine"  |
+      | 3   |      | text-done    | a:1     | "Pumps are fine"  |
+      | 4   |      | user-message | m2      | "and the valves"  |
+      | 5   |      | text-delta   | a:2     | "Valves are shut" |
+      | 6   |      | text-done    | a:2     | "Valves are shut" |
+    And alice's WebSocket reader folds the reply to turn 1 to "Pumps are fine"
+    And alice's WebSocket reader folds the reply to turn 2 to "Valves are shut"
+    And alice's WebSocket reader saw no gap and no repeat over one connection
+
+  @profile:stream @req:ADR0052-R-02 @configures
+  Scenario: Past stream.maxFrames the floor moves, and a reader from before it is reset
+    Given the setting "stream.maxFrames" is 5
+    And alice has started a conversation
+    And the model replies "Pumps are fine" to "check the pumps"
+    And the model replies "Valves are shut" to "and the valves"
+    When alice sends "check the pumps"
+    And turn 1 is answered "Pumps are fine"
+    And alice sends "and the valves"
+    And turn 2 is answered "Valves are shut"
+    And alice opens the session stream
+    Then the open answer says head 6 and floor 2
+    When alice reads the session stream over WebSocket from 0
+    Then alice's WebSocket reader got exactly these frames:
+      | cur | span | type         | message | text              |
+      | 0   |      | reset        |         | floor 2, head 6   |
+      | 2   |      | text-delta   | a:1     | "Pumps are fine"  |
+      | 3   |      | text-done    | a:1     | "Pumps are fine"  |
+      | 4   |      | user-message | m2      | "and the valves"  |
+      | 5   |      | text-delta   | a:2     | "Valves are shut" |
+      | 6   |      | text-done    | a:2     | "Valves are shut" |
+    And alice's WebSocket reader saw no gap and no repeat over one connection
+    When alice reads the session stream over SSE from 1
+    Then alice's SSE reader got exactly these frames:
+      | cur | span | type         | message | text              |
+      | 2   |      | text-delta   | a:1     | "Pumps are fine"  |
+      | 3   |      | text-done    | a:1     | "Pumps are fine"  |
+      | 4   |      | user-message | m2      | "and the valves"  |
+      | 5   |      | text-delta   | a:2     | "Valves are shut" |
+      | 6   |      | text-done    | a:2     | "Valves are shut" |
+
+  @profile:stream @req:ADR0052-R-02 @configures
+  Scenario: With exactly stream.maxFrames frames the floor stays at 1 and nobody is reset
+    Given the setting "stream.maxFrames" is 6
+    And alice has started a conversation
+    And the model replies "Pumps are fine" to "check the pumps"
+    And the model replies "Valves are shut" to "and the valves"
+    When alice sends "check the pumps"
+    And turn 1 is answered "Pumps are fine"
+    And alice sends "and the valves"
+    And turn 2 is answered "Valves are shut"
+    And alice opens the session stream
+    Then the open answer says head 6 and floor 1
+    When alice reads the session stream over WebSocket from 0
+    Then alice's WebSocket reader got exactly these frames:
+      | cur | span | type         | message | text              |
+      | 1   |      | user-message | m1      | "check the pumps" |
+      | 2   |      | text-delta   | a:1     | "Pumps are fine"  |
+      | 3   |      | text-done    | a:1     | "Pumps are fine"  |
+      | 4   |      | user-message | m2      | "and the valves"  |
+      | 5   |      | text-delta   | a:2     | "Valves are shut" |
+      | 6   |      | text-done    | a:2     | "Valves are shut" |
+
+  @profile:stream @req:ADR0052-V-01
+  Scenario: A participant who did not ask a turn sees its live text as hidden frames with the same cursors
+    Given alice has started a shared conversation with bob
+    And the model streams "secret " "figures" to "show me the figures" one piece at a time
+    When alice follows the session stream over WebSocket
+    And bob follows the session stream over WebSocket
+    And bob sends "show me the figures"
+    And bob's WebSocket reader reaches cursor 2
+    And the model goes on after piece 1
+    And bob's WebSocket reader reaches cursor 3
+    And alice's WebSocket reader reaches cursor 3
+    And the model goes on after piece 2
+    Then bob's WebSocket reader folds the reply to turn 1 to "secret figures"
+    And bob's WebSocket reader got exactly these frames:
+      | cur | span | type         | message | text                  |
+      | 1   |      | user-message | u:1     | "show me the figures" |
+      | 2   |      | text-delta   | a:1     | "secret "             |
+      | 3   |      | text-delta   | a:1     | "figures"             |
+      | 4   |      | text-done    | a:1     | "secret figures"      |
+    And alice's WebSocket reader got exactly these frames:
+      | cur | span | type         | message | text                  |
+      | 1   |      | user-message | u:1     | "show me the figures" |
+      | 2   |      | hidden       |         |                       |
+      | 3   |      | hidden       |         |                       |
+      | 4   |      | text-done    | a:1     | "secret figures"      |
+    When alice reads the session stream over SSE from 0
+    Then alice's SSE reader got exactly these frames:
+      | cur | span | type         | message | text                  |
+      | 1   |      | user-message | u:1     | "show me the figures" |
+      | 3   | 2    | hidden       |         | 2 empty parts         |
+      | 4   |      | text-done    | a:1     | "secret figures"      |
