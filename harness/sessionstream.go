@@ -99,7 +99,7 @@ func (s *scenario) openSession(ctx context.Context, who, id string, from int64, 
 	if device != "" {
 		body["device"] = device
 	}
-	r, err := s.cl.do(ctx, who, http.MethodPost, streamOpenPath(id), body, reqOpts{offSpec: true, unrouted: true})
+	r, err := s.cl.do(ctx, who, http.MethodPost, streamOpenPath(id), body, reqOpts{})
 	if err != nil || r.status != http.StatusOK {
 		return r, nil, err
 	}
