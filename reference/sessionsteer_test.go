@@ -427,3 +427,54 @@ func TestWhoAnswersRoutesMessages(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, p.Entries, 2, "only the message to this assistant is a turn")
 }
+
+// TestAReplyReachesOnlyWhoWasInTheRoom: in a shared chat, what the assistant put into the room
+// before a person joined is drawn hidden for them (same cursors), while a participant from the
+// start sees it; a reply made after they joined reaches them.
+func TestAReplyReachesOnlyWhoWasInTheRoom(t *testing.T) {
+	svc := gSvc
+	eng, err := reference.Open(context.Background(), reference.Options{
+		DataDir: t.TempDir() + "/d",
+		Conversation: conversation.Config{Keys: [][]byte{signingKey()}, Shared: conversation.Shared{Service: &svc}},
+		Deps:    conversation.Deps{Provider: echoModel{}},
+		Gateway: gateway.Config{Insecure: true},
+	})
+	require.NoError(t, err)
+	defer eng.Close()
+	ctx := context.Background()
+	ss := eng.Sessions()
+	st, _, err := eng.Conversations().Start(ctx, gAlice, conversation.StartOptions{Mode: conversation.ModeShared, Participants: []loomtype.Identity{gBob}})
+	require.NoError(t, err)
+	id := st.ID
+	_, err = ss.Send(ctx, gAlice, id, "first", "m1")
+	require.NoError(t, err)
+	waitFrames(t, ss, gAlice, id, 3)
+	carol := loomtype.Identity{Tenant: gAlice.Tenant, Actor: "carol"}
+	_, err = eng.Conversations().ChangeParticipants(ctx, gAlice, id, "add", carol)
+	require.NoError(t, err)
+	require.NoError(t, ss.Participant(ctx, gAlice, id, carol, true))
+	_, err = ss.Send(ctx, gAlice, id, "second", "m2")
+	require.NoError(t, err)
+	waitFrames(t, ss, gAlice, id, 7)
+
+	draw := func(who loomtype.Identity) []string {
+		v, err := ss.ViewerOf(ctx, who, id)
+		require.NoError(t, err)
+		sub, replay, _, _, _, err := ss.Subscribe(ctx, id, 0)
+		require.NoError(t, err)
+		defer sub.Close()
+		var out []string
+		for _, f := range replay {
+			g, err := ss.Render(ctx, id, v, sub.GuardOf(f))
+			require.NoError(t, err)
+			out = append(out, strconv.FormatInt(g.Cur, 10)+":"+string(g.Kind()))
+		}
+		return out
+	}
+	// A turn's live deltas are its asker's alone (frames 2 and 6 are hidden for both when they
+	// came live, shown when the reply came whole from its record), so they are left out here.
+	pick := func(fs []string) []string { return []string{fs[0], fs[2], fs[3], fs[4], fs[6]} }
+	require.Equal(t, []string{"1:user-message", "3:text-done", "4:participant-joined", "5:user-message", "7:text-done"}, pick(draw(gBob)))
+	require.Equal(t, []string{"1:user-message", "3:hidden", "4:participant-joined", "5:user-message", "7:text-done"}, pick(draw(carol)))
+	require.Equal(t, "2:hidden", draw(carol)[1], "the reply's text, put in before carol joined")
+}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/loomcheck/loomcheck/reference/conversation"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/sessions"
 	"github.com/loomcheck/loomcheck/reference/stream"
@@ -140,12 +139,11 @@ func (g *Gateway) sessionStream(w http.ResponseWriter, r *http.Request, who loom
 		return
 	}
 	defer g.releaseStream(who)
-	st, err := g.cv.Status(r.Context(), who, id)
+	viewer, err := g.cfg.Sessions.ViewerOf(r.Context(), who, id)
 	if err != nil {
 		g.fail(w, err)
 		return
 	}
-	viewer := sessions.Viewer{Who: who, Shared: st.Mode == conversation.ModeShared}
 	sub, replay, reset, head, floor, err := g.cfg.Sessions.Subscribe(r.Context(), id, from)
 	if err != nil {
 		if errors.Is(err, sessions.ErrTooManySubscribers) {

@@ -40,6 +40,12 @@ func (s *Service) Participant(ctx context.Context, by loomtype.Identity, id stri
 	}
 	_, err := s.Append(ctx, by, id, stream.Spec{Kind: k, Author: "person:" + by.Actor,
 		Data: map[string]string{"who": "person:" + who.Actor, "by": "person:" + by.Actor}})
+	if err == nil {
+		if ss, aerr := s.acquire(ctx, id); aerr == nil {
+			s.countPeople(ctx, ss, by) // the room's new version and head count
+			s.release(ss)
+		}
+	}
 	return err
 }
 

@@ -14,6 +14,36 @@ import (
 type Viewer struct {
 	Who    loomtype.Identity
 	Shared bool
+	// Joined is the room version at which Who last joined the chat (0: a participant from its
+	// start); what an assistant put into the room before it is not shown to them (ViewerOf).
+	Joined int
+}
+
+// ViewerOf returns the viewer who of session id: whether the chat is shared and, if so, the
+// room version (the count of participant changes) at which who last joined it.
+//
+// Errors: loomtype.ErrNotFound, errors of the conversation layer.
+//
+//	v, err := svc.ViewerOf(ctx, bob, "c1")
+func (s *Service) ViewerOf(ctx context.Context, who loomtype.Identity, id string) (Viewer, error) {
+	st, err := s.cv.Status(ctx, who, id)
+	if err != nil {
+		return Viewer{}, err
+	}
+	v := Viewer{Who: who, Shared: st.Mode == loomtype.ModeShared}
+	if !v.Shared {
+		return v, nil
+	}
+	pl, err := s.cv.Participants(ctx, who, id)
+	if err != nil {
+		return Viewer{}, err
+	}
+	for i, c := range pl.Changes {
+		if c.Identity.Equal(who) && c.Op == "add" {
+			v.Joined = i + 1
+		}
+	}
+	return v, nil
 }
 
 // Render draws it for viewer v of session id, replayed or live alike: in a shared conversation
@@ -30,6 +60,10 @@ func (s *Service) Render(ctx context.Context, id string, v Viewer, it Item) (str
 		return it.Frame, nil
 	}
 	g := it.g
+	if g.Ver > 0 && v.Joined >= g.Ver {
+		// Put into the room (at version Ver) before the viewer joined it.
+		return Hidden(it.Frame), nil
+	}
 	switch {
 	case g.Live:
 		if g.AskerKey != v.Who.String() {

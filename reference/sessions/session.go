@@ -37,6 +37,7 @@ type session struct {
 	presence      map[string]time.Time
 	lastSpeaker   string // who spoke last: a sent user-message's author, or Assistant after a reply
 	people        int    // persons in the chat: 1 in owner mode, the participants in shared mode
+	roomVer       int    // the participant changes of a shared chat so far
 
 	// refs and lastUse are guarded by svc.mu.
 	refs    int
@@ -147,11 +148,15 @@ func (ss *session) catchUpUntil(ctx context.Context, stop func(loomtype.Entry) b
 				g.Asker = *e.Asker
 			}
 			for _, sp := range ss.ad.Apply(stream.Event{Kind: stream.EventRecord, Turn: e.Turn, Entry: &e}) {
-				if e.Role == loomtype.RoleAssistant && e.Asker != nil {
-					sp.ActsFor = "person:" + e.Asker.Actor
+				gs := g
+				if e.Role == loomtype.RoleAssistant {
+					if e.Asker != nil {
+						sp.ActsFor = "person:" + e.Asker.Actor
+					}
+					gs.Ver = ss.roomVer + 1
 				}
 				specs = append(specs, sp)
-				guards = append(guards, g)
+				guards = append(guards, gs)
 			}
 			if e.Role == loomtype.RoleAssistant && e.Turn > last {
 				last = e.Turn
@@ -287,7 +292,7 @@ func (ss *session) liveLocked(ctx context.Context, evs []live.Event) error {
 		if ev.Turn <= ss.lastReplyTurn {
 			continue // the durable reply superseded it
 		}
-		g := guard{Live: true, AskerKey: ev.Asker}
+		g := guard{Live: true, AskerKey: ev.Asker, Ver: ss.roomVer + 1}
 		switch ev.Kind {
 		case live.KindDelta:
 			for _, sp := range ss.ad.Apply(stream.Event{Kind: stream.EventDelta, Turn: ev.Turn, Text: ev.Text}) {

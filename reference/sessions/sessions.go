@@ -539,6 +539,9 @@ type guard struct {
 	Classes  string            `json:"classes,omitempty"`  // the record's classes, joined by commas
 	Live     bool              `json:"live,omitempty"`
 	Cursor   string            `json:"cursor,omitempty"` // the conversation record the frame shows
+	// Ver is the room version (participant changes so far) plus one at which an assistant's
+	// frame was put into the chat (0: not an assistant's frame).
+	Ver int `json:"ver,omitempty"`
 }
 
 type posRecord struct {
@@ -560,6 +563,7 @@ func (s *Service) countPeople(ctx context.Context, ss *session, who loomtype.Ide
 		return
 	}
 	n := len(pl.Participants)
+	ver := len(pl.Changes)
 	seen := false
 	for _, p := range pl.Participants {
 		seen = seen || p.Equal(pl.Owner)
@@ -568,6 +572,6 @@ func (s *Service) countPeople(ctx context.Context, ss *session, who loomtype.Ide
 		n++
 	}
 	ss.mu.Lock()
-	ss.people = n
+	ss.people, ss.roomVer = n, ver
 	ss.mu.Unlock()
 }
