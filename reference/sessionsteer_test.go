@@ -434,10 +434,10 @@ func TestWhoAnswersRoutesMessages(t *testing.T) {
 func TestAReplyReachesOnlyWhoWasInTheRoom(t *testing.T) {
 	svc := gSvc
 	eng, err := reference.Open(context.Background(), reference.Options{
-		DataDir: t.TempDir() + "/d",
+		DataDir:      t.TempDir() + "/d",
 		Conversation: conversation.Config{Keys: [][]byte{signingKey()}, Shared: conversation.Shared{Service: &svc}},
-		Deps:    conversation.Deps{Provider: echoModel{}},
-		Gateway: gateway.Config{Insecure: true},
+		Deps:         conversation.Deps{Provider: echoModel{}},
+		Gateway:      gateway.Config{Insecure: true},
 	})
 	require.NoError(t, err)
 	defer eng.Close()
