@@ -140,6 +140,9 @@ func userState(ev Event, state, text string) Spec {
 	return Spec{Kind: KindUserMessage, Turn: ev.Turn, Message: ev.Message, Author: ev.Author, Data: d}
 }
 
+// FailedNote is the note of the text-cut frame that drops what a failed reply streamed.
+const FailedNote = "the reply failed; what it streamed is not kept"
+
 // MaxBlockText bounds the text of a text block, the degraded form of a result the stream has no
 // block for.
 const MaxBlockText = 280
@@ -178,6 +181,11 @@ func (a *Adapter) record(e loomtype.Entry) []Spec {
 		var out []Spec
 		if !a.streamed[e.Turn] && text != "" {
 			out = append(out, Spec{Kind: KindTextDelta, Turn: e.Turn, Message: msg, Data: map[string]string{"text": text}})
+		}
+		if a.streamed[e.Turn] && e.Status == loomtype.StatusFailed {
+			// What streamed is not the reply: a reader drops it (its provisional tail too).
+			out = append(out, Spec{Kind: KindTextCut, Turn: e.Turn, Message: msg,
+				Data: map[string]string{"message": msg, "note": FailedNote}})
 		}
 		delete(a.streamed, e.Turn)
 		d := map[string]string{"status": string(e.Status), "text": text}
