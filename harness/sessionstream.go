@@ -539,6 +539,9 @@ func (f *follower) foldLocked(fr sframe) {
 		if d.State == "restarted" {
 			m.deltas, m.done = "", nil
 		}
+	case "text-cut":
+		// What streamed is not the reply (spec/stream.md): dropped.
+		m.deltas = ""
 	}
 }
 
