@@ -1,0 +1,172 @@
+package reference_test
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/loomcheck/loomcheck/reference"
+	"github.com/loomcheck/loomcheck/reference/conversation"
+	"github.com/loomcheck/loomcheck/reference/gateway"
+	"github.com/loomcheck/loomcheck/reference/loomtype"
+	"github.com/loomcheck/loomcheck/reference/sessions"
+	"github.com/loomcheck/loomcheck/reference/store"
+)
+
+var rewriteStreamGolden = flag.Bool("rewrite-stream-golden", false, "write testdata/golden/stream.json from the current code")
+
+// streamGolden is a session's frame log as the store keeps it: the rows of its frame stream and
+// its metadata values, exactly as written, and what a reader must be served from them.
+type streamGolden struct {
+	Frames []json.RawMessage `json:"frames"`
+	Meta   map[string]string `json:"meta"`
+	Served []json.RawMessage `json:"served"`
+}
+
+const goldenStreamPath = "testdata/golden/stream.json"
+
+func goldenEngine(t *testing.T, dir string, gm gatedModel) *reference.Engine {
+	t.Helper()
+	eng, err := reference.Open(context.Background(), reference.Options{
+		DataDir:      dir,
+		Conversation: conversation.Config{Keys: [][]byte{signingKey()}},
+		Deps:         conversation.Deps{Provider: gm},
+		Gateway:      gateway.Config{Authenticate: func(*http.Request) (loomtype.Identity, error) { return gAlice, nil }},
+		AllowEmpty:   true,
+		// The golden frames keep the times they were written at: none of them expires here.
+		Stream: sessions.Config{Retain: 100 * 365 * 24 * time.Hour},
+	})
+	require.NoError(t, err)
+	return eng
+}
+
+// TestGoldenStreamLog pins the on-disk shape of a session's frame log, its position and its
+// steering queue: frames written by an earlier version are served as they were, and a message
+// that was queued is still picked up. A rename of a stored member breaks this test, not the logs
+// already written. -rewrite-stream-golden writes the file from the current code (review the diff).
+func TestGoldenStreamLog(t *testing.T) {
+	ctx := context.Background()
+	const conv = "golden-stream"
+	if *rewriteStreamGolden {
+		writeStreamGolden(t, conv)
+	}
+	raw, err := os.ReadFile(goldenStreamPath)
+	require.NoError(t, err)
+	var g streamGolden
+	require.NoError(t, json.Unmarshal(raw, &g))
+
+	// The conversation the rows belong to, as it stood when they were written: its first turn
+	// asked and running.
+	dir := filepath.Join(t.TempDir(), "data")
+	gm := gatedModel{release: make(chan struct{}, 4)}
+	eng := goldenEngine(t, dir, gm)
+	st, _, err := eng.Conversations().Start(ctx, gAlice, conversation.StartOptions{ID: conv})
+	require.NoError(t, err)
+	id := st.ID
+	_, err = eng.Conversations().SendTurn(ctx, gAlice, id, "check the pumps", conversation.SendOptions{MessageID: "m-golden"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		p, err := eng.Conversations().History(ctx, gAlice, id, conversation.HistoryOptions{Limit: 10})
+		require.NoError(t, err)
+		return len(p.Entries) == 1
+	}, 10*time.Second, 5*time.Millisecond)
+	eng.Kill()
+
+	// The rows, as an earlier version wrote them.
+	s, err := store.Open(ctx, filepath.Join(dir, "loom.db"), store.Options{})
+	require.NoError(t, err)
+	require.NoError(t, s.Update(ctx, func(tx store.Tx) error {
+		evs := make([]store.NewEvent, len(g.Frames))
+		for i, f := range g.Frames {
+			evs[i] = store.NewEvent{Kind: "frame", Data: f}
+		}
+		if _, err := tx.Append("frames/"+id, 0, 0, evs...); err != nil {
+			return err
+		}
+		for k, v := range g.Meta {
+			if err := tx.PutMeta(k+id, []byte(v)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	require.NoError(t, s.Close())
+
+	gm.release <- struct{}{} // the first turn, run again after the crash
+	gm.release <- struct{}{} // the queued message's turn
+	eng = goldenEngine(t, dir, gm)
+	defer eng.Close()
+	sub, replay, _, _, _, err := eng.Sessions().Subscribe(ctx, id, 0)
+	require.NoError(t, err)
+	sub.Close()
+	require.GreaterOrEqual(t, len(replay), len(g.Served))
+	for i, want := range g.Served {
+		got, err := json.Marshal(replay[i])
+		require.NoError(t, err)
+		require.JSONEq(t, string(want), string(got), "frame %d", i+1)
+	}
+	// The stored queue held one waiting message: once the first turn ends it is sent, once, as
+	// the next turn.
+	require.Eventually(t, func() bool {
+		p, err := eng.Conversations().History(ctx, gAlice, id, conversation.HistoryOptions{Limit: 10})
+		require.NoError(t, err)
+		return len(p.Entries) == 4 && p.Entries[2].MessageID == "q-golden" && p.Entries[3].Status == loomtype.StatusComplete
+	}, 10*time.Second, 10*time.Millisecond)
+}
+
+// writeStreamGolden makes the golden file with the current code: a conversation with a
+// streamed turn, a queued message behind it and a terminal line, its rows read back raw.
+func writeStreamGolden(t *testing.T, conv string) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "gen")
+	gm := gatedModel{release: make(chan struct{})}
+	eng := goldenEngine(t, dir, gm)
+	st, _, err := eng.Conversations().Start(ctx, gAlice, conversation.StartOptions{ID: conv})
+	require.NoError(t, err)
+	id := st.ID
+	ss := eng.Sessions()
+	_, err = ss.Send(ctx, gAlice, id, "check the pumps", "m-golden")
+	require.NoError(t, err)
+	waitFrames(t, ss, gAlice, id, 2)
+	_, err = ss.Send(ctx, gAlice, id, "and the valves", "q-golden")
+	require.NoError(t, err)
+	_, _, err = ss.Command(ctx, gAlice, id, "make test TOKEN=abc", false)
+	require.NoError(t, err)
+	frames := waitFrames(t, ss, gAlice, id, 4)
+	require.Equal(t, []string{"user-message:sent:m-golden", "text-delta", "user-message:queued:q-golden", "term-command"}, frames)
+	sub, replay, _, _, _, err := ss.Subscribe(ctx, id, 0)
+	require.NoError(t, err)
+	sub.Close()
+	eng.Kill() // the turn never ends: the queue keeps its message
+
+	s, err := store.Open(ctx, filepath.Join(dir, "loom.db"), store.Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	rows, err := s.ReadForward(ctx, "frames/"+id, 0, 0, 100)
+	require.NoError(t, err)
+	var g streamGolden
+	for _, r := range rows {
+		g.Frames = append(g.Frames, json.RawMessage(r.Data))
+	}
+	g.Meta = map[string]string{}
+	for _, k := range []string{"stream/pos/", "stream/queue/"} {
+		v, ok, err := s.Meta(ctx, k+id)
+		require.NoError(t, err)
+		require.True(t, ok, k)
+		g.Meta[k] = string(v)
+	}
+	for _, f := range replay {
+		b, _ := json.Marshal(f)
+		g.Served = append(g.Served, b)
+	}
+	out, err := json.MarshalIndent(g, "", "  ")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(goldenStreamPath, append(out, '\n'), 0o644))
+}
