@@ -478,3 +478,55 @@ func TestAReplyReachesOnlyWhoWasInTheRoom(t *testing.T) {
 	require.Equal(t, []string{"1:user-message", "3:hidden", "4:participant-joined", "5:user-message", "7:text-done"}, pick(draw(carol)))
 	require.Equal(t, "2:hidden", draw(carol)[1], "the reply's text, put in before carol joined")
 }
+
+// TestEditAndRetryOfOnesOwnMessage: an edit re-asks one's own message under an idempotency key
+// (the same key again sends nothing more), a retry re-asks it as it was, and a message of
+// someone else's, a missing key or a blank text is refused before anything is sent.
+func TestEditAndRetryOfOnesOwnMessage(t *testing.T) {
+	alice := loomtype.Identity{Tenant: "t", Actor: "alice"}
+	eng, err := reference.Open(context.Background(), reference.Options{
+		DataDir:      t.TempDir() + "/d",
+		Conversation: conversation.Config{Keys: [][]byte{signingKey()}},
+		Deps:         conversation.Deps{Provider: echoModel{}},
+		Gateway:      gateway.Config{Authenticate: func(*http.Request) (loomtype.Identity, error) { return alice, nil }},
+	})
+	require.NoError(t, err)
+	defer eng.Close()
+	ctx := context.Background()
+	ss, cv := eng.Sessions(), eng.Conversations()
+	st, _, err := cv.Start(ctx, alice, conversation.StartOptions{})
+	require.NoError(t, err)
+	id := st.ID
+	_, err = ss.Send(ctx, alice, id, "check pump 4", "m1")
+	require.NoError(t, err)
+	waitFrames(t, ss, alice, id, 3)
+	_, err = ss.Edit(ctx, alice, id, "m1", "check pump 5", "")
+	require.ErrorIs(t, err, sessions.ErrNoKey)
+	_, err = ss.Edit(ctx, alice, id, "m1", "   ", "e1")
+	require.ErrorIs(t, err, sessions.ErrBadText)
+	_, err = ss.Edit(ctx, alice, id, "nope", "x", "e1")
+	require.ErrorIs(t, err, loomtype.ErrNotFound)
+	_, err = ss.Edit(ctx, loomtype.Identity{Tenant: "t", Actor: "alice", OnBehalfOf: "bot"}, id, "m1", "x", "e1")
+	require.Error(t, err)
+	for range 2 {
+		r, err := ss.Edit(ctx, alice, id, "m1", "check pump 5", "e1")
+		require.NoError(t, err)
+		require.Equal(t, "e1", r.MessageID)
+	}
+	_, err = ss.Edit(ctx, alice, id, "m1", "", "r1") // a retry: the message as it was
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		p, err := cv.History(ctx, alice, id, conversation.HistoryOptions{Limit: 20})
+		require.NoError(t, err)
+		return len(p.Entries) == 6 && p.Entries[5].Status == loomtype.StatusComplete
+	}, 10*time.Second, 10*time.Millisecond)
+	p, err := cv.History(ctx, alice, id, conversation.HistoryOptions{Limit: 20})
+	require.NoError(t, err)
+	var asked []string
+	for _, e := range p.Entries {
+		if e.Role == loomtype.RoleUser {
+			asked = append(asked, e.MessageID+"="+*e.Text+"@"+strconv.FormatInt(e.EditOf, 10))
+		}
+	}
+	require.Equal(t, []string{"m1=check pump 4@0", "e1=check pump 5@1", "r1=check pump 4@1"}, asked)
+}

@@ -179,6 +179,8 @@ func (g *Gateway) routes() {
 		g.mux.HandleFunc("POST /sessions/{id}/presence", g.authed(g.presence))
 		g.mux.HandleFunc("POST /sessions/{id}/read", g.authed(g.markRead))
 		g.mux.HandleFunc("POST /sessions/{id}/messages/{message}/cancel", g.authed(g.unqueue))
+		g.mux.HandleFunc("POST /sessions/{id}/messages/{message}/edit", g.authed(g.editMessage(false)))
+		g.mux.HandleFunc("POST /sessions/{id}/messages/{message}/retry", g.authed(g.editMessage(true)))
 	}
 	if g.cfg.Runs != nil {
 		g.mux.HandleFunc("POST /runs", g.authed(g.startRun))

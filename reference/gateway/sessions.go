@@ -582,3 +582,53 @@ func (g *Gateway) markRead(w http.ResponseWriter, r *http.Request, who loomtype.
 		writeJSON(w, http.StatusOK, map[string]int64{"upto": n})
 	}
 }
+
+type editBody struct {
+	Text *string `json:"text,omitempty"`
+}
+
+// editMessage serves POST /sessions/{id}/messages/{message}/edit (retry false) and
+// .../retry (retry true): a person re-asks their own message, with an Idempotency-Key.
+func (g *Gateway) editMessage(retry bool) func(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
+	return func(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
+		id := r.PathValue("id")
+		if err := g.cv.Authorize(r.Context(), who, id); err != nil {
+			g.fail(w, err)
+			return
+		}
+		if !g.limitPost(w, who) {
+			return
+		}
+		var b editBody
+		if !g.readBody(w, r, &b, retry) {
+			return
+		}
+		text := ""
+		if !retry {
+			if b.Text == nil {
+				writeError(w, http.StatusBadRequest, "bad request", "text")
+				return
+			}
+			text = *b.Text
+		} else if b.Text != nil {
+			writeError(w, http.StatusBadRequest, "bad request", "text")
+			return
+		}
+		key := r.Header.Get("Idempotency-Key")
+		if key != "" && !validMessageID(key) {
+			writeError(w, http.StatusBadRequest, "bad request", "Idempotency-Key")
+			return
+		}
+		res, err := g.cfg.Sessions.Edit(r.Context(), who, id, r.PathValue("message"), text, key)
+		switch {
+		case errors.Is(err, sessions.ErrNoKey):
+			writeError(w, http.StatusBadRequest, "bad request", "Idempotency-Key")
+		case errors.Is(err, sessions.ErrBadText):
+			writeError(w, http.StatusBadRequest, "bad request", "text")
+		case err != nil:
+			g.fail(w, err)
+		default:
+			writeJSON(w, http.StatusAccepted, res)
+		}
+	}
+}

@@ -477,3 +477,63 @@ func (ss *session) mentionLocked(ctx context.Context, who loomtype.Identity, mes
 	_, err := ss.commit(ctx, []stream.Spec{mentionSpec(who, messageID, mentions)}, nil, ss.pos)
 	return err
 }
+
+// Errors of Edit.
+var (
+	// ErrNoKey: an edit or retry without an idempotency key.
+	ErrNoKey = errors.New("sessions: an edit or retry needs an idempotency key")
+	// ErrBadText: an edit's text is blank or longer than the conversation takes.
+	ErrBadText = errors.New("sessions: bad text")
+)
+
+// editWindow is how far back (in history entries) an edit or retry looks for its message.
+const editWindow = 500
+
+// Edit re-asks who's own earlier message of session id: with text in its place (an edit), or as
+// it was (retry, text empty). It checks first that the conversation will take it (the message is
+// who's own accepted message, the text is one the conversation accepts), then sends it under key,
+// so a repeated key sends nothing more. Only a person's own message can be edited.
+//
+// Errors: loomtype.ErrNotFound (no such message of who's), conversation.ErrDelegation (a
+// delegated caller: editing is a person's own act), ErrNoKey, ErrBadText, errors of
+// conversation.SendTurn.
+//
+//	r, err := svc.Edit(ctx, alice, "c1", "m1", "check pump 5 instead", "edit-1")
+func (s *Service) Edit(ctx context.Context, who loomtype.Identity, id, message, text, key string) (Sent, error) {
+	if err := s.cv.Authorize(ctx, who, id); err != nil {
+		return Sent{}, err
+	}
+	if who.OnBehalfOf != "" {
+		return Sent{}, conversation.ErrDelegation // a person's own act, never a delegate's
+	}
+	if key == "" {
+		return Sent{}, ErrNoKey
+	}
+	p, err := s.cv.History(ctx, who, id, conversation.HistoryOptions{Direction: "backward", Limit: editWindow})
+	if err != nil {
+		return Sent{}, err
+	}
+	var target *loomtype.Entry
+	for i := range p.Entries {
+		e := p.Entries[i]
+		if e.Role == loomtype.RoleUser && e.Status == loomtype.StatusAccepted && stream.UserMessage(e) == message &&
+			e.Asker != nil && e.Asker.Equal(who) {
+			target = &e
+			break
+		}
+	}
+	if target == nil {
+		return Sent{}, loomtype.ErrNotFound
+	}
+	if text == "" && target.Text != nil {
+		text = *target.Text
+	}
+	if strings.TrimSpace(text) == "" || len([]rune(text)) > s.cv.Config().MaxTurnChars {
+		return Sent{}, ErrBadText
+	}
+	r, err := s.cv.SendTurn(ctx, who, id, text, conversation.SendOptions{MessageID: key, EditOf: target.Ord})
+	if err != nil {
+		return Sent{}, err
+	}
+	return Sent{MessageID: r.MessageID, State: StateSent}, nil
+}
