@@ -107,15 +107,15 @@ func (g *Gateway) sessionStream(w http.ResponseWriter, r *http.Request, who loom
 			return
 		}
 		from = gr.From
-	} else {
-		if ws {
-			ticketRefused(w, sessions.TicketUnknown)
-			return
-		}
-		if err := g.cv.Authorize(r.Context(), who, id); err != nil {
-			g.fail(w, err)
-			return
-		}
+	} else if ws {
+		ticketRefused(w, sessions.TicketUnknown)
+		return
+	}
+	// Who may read is asked again on every connection, ticket or not: a reader removed since
+	// the open is refused (the uniform 404).
+	if err := g.cv.Authorize(r.Context(), who, id); err != nil {
+		g.fail(w, err)
+		return
 	}
 	if v := q.Get("from"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
