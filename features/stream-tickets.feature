@@ -67,3 +67,14 @@ Feature: Opening a session stream: who may read, and one-use tickets
     When alice opens the session stream of conversation "A"
     Then alice presents the ticket over WebSocket for conversation "B" and is refused as "unknown"
     And alice presents the ticket over WebSocket for conversation "A" and is refused as "used"
+
+  @profile:stream @req:ADR0052-O-03 @configures
+  Scenario: A ticket waits for its upgrade only as long as it is good for
+    Given the setting "stream.ticketMs" is 300
+    And alice has started a conversation
+    When alice opens the session stream
+    And the ticket is 450 ms old
+    Then alice presents the ticket over WebSocket and is refused as "expired"
+    And alice presents the ticket over WebSocket and is refused as "used"
+    When alice opens the session stream
+    Then alice presents the ticket over WebSocket and is served

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"time"
 
 	"github.com/cucumber/godog"
 
@@ -172,6 +173,7 @@ type (
 		// opened is the last open answered with a ticket, and who asked for it.
 		opened   *openAnswer
 		openedBy string
+		openedAt time.Time // when the last open's answer arrived
 		// readers are the scenario's readers of session streams, by who and transport.
 		readers map[string]*follower
 		// paced are the model's paced answers, oldest first.

@@ -23,6 +23,7 @@ func (s *streamSteps) steps() []stepDef {
 	reader := `(\w[\w' ]*?)'s (WebSocket|SSE) reader`
 	return []stepDef{
 		{`^(\w[\w' ]*?) opens the session stream(?: of conversation "([^"]*)")?(?: from (\d+))?(?: on device "([^"]*)")?$`, s.opens, "asks for a ticket as who (the current conversation, or the named one; from 0 unless named) and expects 200 with a well-formed answer, kept"},
+		{`^the ticket is (\d+) ms old$`, s.ticketAged, "waits until the last ticket is at least N ms old, counted from the arrival of its open's answer"},
 		{`^the open answer says head (\d+) and floor (\d+)$`, s.openAnswerSays, "expects the last open's head and floor to be exactly the numbers"},
 		{`^(\w[\w' ]*?) opening the session stream gets the same 404 as for a missing session$`, s.openRefusedAsMissing, "opens the current conversation's stream as who and expects 404, byte for byte the answer an id nothing holds gets"},
 		{`^(\w[\w' ]*?) presents the ticket over (WebSocket|SSE)(?: on device "([^"]*)")?(?: for conversation "([^"]*)")? and is served$`, s.presentsServed, "presents the last ticket as who (on the device, for the conversation, when named) and expects the stream served"},
@@ -75,8 +76,22 @@ func (s *streamSteps) opens(who, name, from, device string) error {
 	if a == nil {
 		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "200 with a ticket")
 	}
-	s.opened, s.openedBy = a, who
+	s.opened, s.openedBy, s.openedAt = a, who, time.Now()
 	return nil
+}
+
+// ticketAged waits until the last ticket is at least ms old (counted from its answer's arrival,
+// after the ticket was made).
+func (s *streamSteps) ticketAged(ms int) error {
+	if s.opened == nil {
+		return harnessErr("no ticket was opened before this step")
+	}
+	select {
+	case <-time.After(time.Until(s.openedAt.Add(time.Duration(ms) * time.Millisecond))):
+		return nil
+	case <-s.ctx.Done():
+		return s.ctx.Err()
+	}
 }
 
 // openAnswerSays expects the last open's head and floor.

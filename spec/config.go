@@ -44,6 +44,9 @@ type StreamConfig struct {
 	// RetainMs is how long assistant text deltas and terminal output are served in full; after
 	// it they are served empty and marked expired.
 	RetainMs int64 `json:"retainMs,omitempty"`
+	// TicketMs is how long a stream ticket waits for its upgrade: at most 15000 (the default),
+	// a system may be asked for less.
+	TicketMs int64 `json:"ticketMs,omitempty"`
 	// HeartbeatMs is how often an idle stream sends a heartbeat frame.
 	HeartbeatMs int64 `json:"heartbeatMs,omitempty"`
 }

@@ -69,7 +69,10 @@ func (g *Gateway) openStream(w http.ResponseWriter, r *http.Request, who loomtyp
 		g.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, openAnswer{Ticket: op.Ticket, ExpiresIn: int64(time.Until(op.Expires).Round(time.Second) / time.Second),
+	// Whole seconds, rounded up: a ticket of less than a second says 1.
+	left := time.Until(op.Expires)
+	secs := int64((left + time.Second - 1) / time.Second)
+	writeJSON(w, http.StatusOK, openAnswer{Ticket: op.Ticket, ExpiresIn: max(secs, 1),
 		Session: op.Session, From: op.From, Head: op.Head, Floor: op.Floor})
 }
 
