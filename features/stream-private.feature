@@ -69,3 +69,5 @@ Feature: Private messages in a session: relayed untouched, never read
       | no alg           | enc.alg | {"messageId": "p1", "enc": {"kid": "k7", "ct": "AAEC"}}                               |
       | no kid           | enc.kid | {"messageId": "p1", "enc": {"alg": "mls-1", "ct": "AAEC"}}                            |
       | no ct            | enc.ct  | {"messageId": "p1", "enc": {"alg": "mls-1", "kid": "k7"}}                             |
+      | an empty kid     | enc.kid | {"messageId": "p1", "enc": {"alg": "mls-1", "kid": "", "ct": "AAEC"}}                 |
+      | an empty ct      | enc.ct  | {"messageId": "p1", "enc": {"alg": "mls-1", "kid": "k7", "ct": ""}}                   |
