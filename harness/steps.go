@@ -214,6 +214,7 @@ type areas struct {
 	approvals    *approvalsSteps
 	recall       *recallSteps
 	stream       *streamSteps
+	steer        *steerSteps
 }
 
 // newAreas makes the step areas of s, each with its state empty.
@@ -242,6 +243,7 @@ func newAreas(s *scenario) areas {
 		approvals:    &approvalsSteps{scenario: s},
 		recall:       &recallSteps{scenario: s},
 		stream:       &streamSteps{scenario: s, readers: map[string]*follower{}},
+		steer:        &steerSteps{scenario: s},
 	}
 }
 
@@ -277,6 +279,7 @@ func (a areas) vocabulary() []area {
 		{"approvals", a.approvals.steps()},
 		{"recall", a.recall.steps()},
 		{"stream", a.stream.steps()},
+		{"steer", a.steer.steps()},
 	}
 }
 
