@@ -530,7 +530,10 @@ func (s *streamSteps) modelGoesOn(n int) error {
 // viewer not cleared for it (spec/http.md); true for a logged kind.
 var frameKinds = map[string]bool{"text-delta": true, "text-done": true, "tool-started": true, "tool-progress": true,
 	"tool-finished": true, "term-chunk": true, "term-command": true, "file-changed": true, "ask": true,
-	"ask-answered": true, "user-message": true, "status": true, "hidden": true, "reset": false, "heartbeat": false}
+	"ask-answered": true, "user-message": true, "status": true, "hidden": true, "reset": false, "heartbeat": false,
+	// the group-chat kinds (spec/stream.md), logged but for the two ephemeral ones
+	"participant-joined": true, "participant-left": true, "reaction": true, "pin": true, "mention": true,
+	"fanout": true, "fanout-keep": true, "text-cut": true, "presence": false, "read-marker": false}
 
 // shapes expects every frame received to have the frame's shape and the cursors to run from 1.
 func (s *streamSteps) shapes(who, transport string) error {
