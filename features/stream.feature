@@ -139,3 +139,16 @@ Feature: The session stream: frames with gapless cursors, drawn for each viewer
       | 1   |      | user-message | u:1     | "show me the figures" |
       | 3   | 2    | hidden       |         | 2 empty parts         |
       | 4   |      | text-done    | a:1     | "secret figures"      |
+
+  @profile:stream @req:ADR0052-R-02 @configures
+  Scenario Outline: At the default bound of 4096 frames the floor is still 1, one more moves it
+    Given the setting "gateway.postsPerMinute" is 100000
+    And alice has started a conversation
+    When alice fills the session's log with <lines> terminal lines
+    And alice opens the session stream
+    Then the open answer says head <lines> and floor <floor>
+
+    Examples:
+      | lines | floor |
+      | 4096  | 1     |
+      | 4097  | 2     |

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
@@ -23,6 +24,7 @@ func (s *streamSteps) steps() []stepDef {
 	reader := `(\w[\w' ]*?)'s (WebSocket|SSE) reader`
 	return []stepDef{
 		{`^(\w[\w' ]*?) opens the session stream(?: of conversation "([^"]*)")?(?: from (\d+))?(?: on device "([^"]*)")?$`, s.opens, "asks for a ticket as who (the current conversation, or the named one; from 0 unless named) and expects 200 with a well-formed answer, kept"},
+		{`^(\w[\w' ]*?) fills the session's log with (\d+) terminal lines$`, s.fillLog, "records N terminal lines \"line 1\" .. \"line N\" as who in the current conversation's session, each expected 202 {logged: true, cur} with the cursor one past the last"},
 		{`^the ticket is (\d+) ms old$`, s.ticketAged, "waits until the last ticket is at least N ms old, counted from the arrival of its open's answer"},
 		{`^the open answer says head (\d+) and floor (\d+)$`, s.openAnswerSays, "expects the last open's head and floor to be exactly the numbers"},
 		{`^(\w[\w' ]*?) opening the session stream gets the same 404 as for a missing session$`, s.openRefusedAsMissing, "opens the current conversation's stream as who and expects 404, byte for byte the answer an id nothing holds gets"},
@@ -701,4 +703,35 @@ func (s *streamSteps) stops(who, transport string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// fillLog records n terminal lines as who, each a frame of the session's log: a quick way to
+// take the log past its default bound. Each answer must be 202 {logged: true, cur} with cur
+// one past the one before.
+func (s *streamSteps) fillLog(who string, n int) error {
+	if err := s.sut(); err != nil {
+		return err
+	}
+	c, err := s.conv("")
+	if err != nil {
+		return err
+	}
+	var prev int64
+	for i := 1; i <= n; i++ {
+		r, err := s.cl.do(s.ctx, who, http.MethodPost, "/sessions/"+url.PathEscape(c.id)+"/terminal",
+			map[string]any{"line": "line " + strconv.Itoa(i)}, reqOpts{quiet: true})
+		if err != nil {
+			return err
+		}
+		var a struct {
+			Logged bool  `json:"logged"`
+			Cur    int64 `json:"cur"`
+		}
+		if r.status != http.StatusAccepted || r.json(&a) != nil || !a.Logged || (prev > 0 && a.Cur != prev+1) {
+			return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)),
+				fmt.Sprintf("202 {logged: true, cur} with cur %d (line %d)", prev+1, i))
+		}
+		prev = a.Cur
+	}
+	return nil
 }
