@@ -20,7 +20,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/store"
 )
 
-var rewriteStreamGolden = flag.Bool("rewrite-stream-golden", false, "write testdata/golden/stream.json from the current code")
+var rewriteStreamGolden = flag.Bool("rewrite-stream-golden", false, "write testdata/golden-stream/frames.json from the current code")
 
 // streamGolden is a session's frame log as the store keeps it: the rows of its frame stream and
 // its metadata values, exactly as written, and what a reader must be served from them.
@@ -30,7 +30,7 @@ type streamGolden struct {
 	Served []json.RawMessage `json:"served"`
 }
 
-const goldenStreamPath = "testdata/golden/stream.json"
+const goldenStreamPath = "testdata/golden-stream/frames.json"
 
 func goldenEngine(t *testing.T, dir string, gm gatedModel) *reference.Engine {
 	t.Helper()

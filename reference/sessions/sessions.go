@@ -151,6 +151,7 @@ type Service struct {
 	mu       sync.Mutex
 	tickets  map[string]*ticket
 	sessions map[string]*session
+	loading  map[string]chan struct{} // the sessions being loaded, closed when each is in
 	closed   bool
 	wg       sync.WaitGroup
 }
@@ -192,7 +193,8 @@ func New(st store.Store, cv *conversation.Conversations, cfg Config) *Service {
 	if cfg.Limits.MaxBytes <= 0 {
 		cfg.Limits.MaxBytes = stream.DefaultLimits.MaxBytes
 	}
-	return &Service{st: st, cv: cv, cfg: cfg, log: cfg.Logger, tickets: map[string]*ticket{}, sessions: map[string]*session{}}
+	return &Service{st: st, cv: cv, cfg: cfg, log: cfg.Logger, tickets: map[string]*ticket{}, sessions: map[string]*session{},
+		loading: map[string]chan struct{}{}}
 }
 
 // Close stops every pump and cuts off every subscriber.
@@ -366,26 +368,53 @@ func (s *Service) Append(ctx context.Context, who loomtype.Identity, id string, 
 // acquire returns the resident session id, loading it from the store and starting its pump on
 // first use, and holds a reference to it until release.
 func (s *Service) acquire(ctx context.Context, id string) (*session, error) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, store.ErrClosed
-	}
-	ss := s.sessions[id]
-	if ss != nil && !ss.dead() {
-		ss.refs++
-		ss.lastUse = s.cfg.Now()
-		s.mu.Unlock()
-		return ss, nil
-	}
-	if len(s.sessions) >= maxSessionsResident {
-		s.evictIdle()
-		if len(s.sessions) >= maxSessionsResident {
+	for {
+		s.mu.Lock()
+		if s.closed {
 			s.mu.Unlock()
-			return nil, &loomtype.LimitError{Limit: "streamed sessions", Max: int64(maxSessionsResident)}
+			return nil, store.ErrClosed
 		}
+		ss := s.sessions[id]
+		if ss != nil && !ss.dead() {
+			ss.refs++
+			ss.lastUse = s.cfg.Now()
+			s.mu.Unlock()
+			return ss, nil
+		}
+		// One load of a session at a time: two loads would each project, and write, the same
+		// frames.
+		if wait := s.loading[id]; wait != nil {
+			s.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		if len(s.sessions) >= maxSessionsResident {
+			s.evictIdle()
+			if len(s.sessions) >= maxSessionsResident {
+				s.mu.Unlock()
+				return nil, &loomtype.LimitError{Limit: "streamed sessions", Max: int64(maxSessionsResident)}
+			}
+		}
+		done := make(chan struct{})
+		s.loading[id] = done
+		s.mu.Unlock()
+		return s.loadResident(ctx, id, done)
 	}
-	s.mu.Unlock()
+}
+
+// loadResident loads session id, subscribes it to the live channel, makes it resident and
+// starts its pump; done is closed (and the load gate opened) whatever the outcome.
+func (s *Service) loadResident(ctx context.Context, id string, done chan struct{}) (*session, error) {
+	defer func() {
+		s.mu.Lock()
+		delete(s.loading, id)
+		s.mu.Unlock()
+		close(done)
+	}()
 	loaded, err := s.load(ctx, id)
 	if err != nil {
 		return nil, err
@@ -395,20 +424,11 @@ func (s *Service) acquire(ctx context.Context, id string) (*session, error) {
 	loaded.hubSub, _ = loaded.attach(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	drop := func() {
+	if s.closed {
 		if loaded.hubSub != nil {
 			s.cv.Hub().Unsubscribe(id, loaded.hubSub)
 		}
-	}
-	if s.closed {
-		drop()
 		return nil, store.ErrClosed
-	}
-	if cur := s.sessions[id]; cur != nil && !cur.dead() {
-		drop()
-		cur.refs++
-		cur.lastUse = s.cfg.Now()
-		return cur, nil
 	}
 	loaded.refs = 1
 	loaded.lastUse = s.cfg.Now()
