@@ -212,6 +212,7 @@ type areas struct {
 	approvals    *approvalsSteps
 	recall       *recallSteps
 	stream       *streamSteps
+	group        *groupSteps
 }
 
 // newAreas makes the step areas of s, each with its state empty.
@@ -240,6 +241,7 @@ func newAreas(s *scenario) areas {
 		approvals:    &approvalsSteps{scenario: s},
 		recall:       &recallSteps{scenario: s},
 		stream:       &streamSteps{scenario: s, readers: map[string]*follower{}},
+		group:        &groupSteps{scenario: s, texts: map[string]string{}},
 	}
 }
 
@@ -275,6 +277,7 @@ func (a areas) vocabulary() []area {
 		{"approvals", a.approvals.steps()},
 		{"recall", a.recall.steps()},
 		{"stream", a.stream.steps()},
+		{"group", a.group.steps()},
 	}
 }
 
