@@ -313,8 +313,12 @@ Feature: The session stream of a chat: terminal lines, tool blocks, retention an
     And the model replies "Pumps are fine" to "check the pumps"
     When alice follows the session stream over WebSocket
     And alice sends "check the pumps"
-    And alice's WebSocket reader reaches cursor 3
-    And bob posts to the session's reactions {"message": "u:1", "emoji": "👍"}
+    Then alice's WebSocket reader got exactly these frames with their data:
+      | cur | type         | author       | message | data                                                            |
+      | 1   | user-message | person:alice | u:1     | {"message": "u:1", "state": "sent", "text": "check the pumps"} |
+      | 2   | text-delta   |              | a:1     | {"text": "Pumps are fine"}                                      |
+      | 3   | text-done    |              | a:1     | {"status": "complete", "text": "Pumps are fine"}                |
+    When bob posts to the session's reactions {"message": "u:1", "emoji": "👍"}
     Then the session answers exactly 202 {"cur": 4}
     When alice posts to the session's reactions {"message": "a:1", "emoji": "👍👍👍👍👍👍👍👍👍👍👍👍👍👍👍👍", "on": false}
     Then the session answers exactly 202 {"cur": 5}
