@@ -215,6 +215,7 @@ type areas struct {
 	recall       *recallSteps
 	stream       *streamSteps
 	steer        *steerSteps
+	group        *groupSteps
 }
 
 // newAreas makes the step areas of s, each with its state empty.
@@ -244,6 +245,7 @@ func newAreas(s *scenario) areas {
 		recall:       &recallSteps{scenario: s},
 		stream:       &streamSteps{scenario: s, readers: map[string]*follower{}},
 		steer:        &steerSteps{scenario: s},
+		group:        &groupSteps{scenario: s, texts: map[string]string{}},
 	}
 }
 
@@ -280,6 +282,7 @@ func (a areas) vocabulary() []area {
 		{"recall", a.recall.steps()},
 		{"stream", a.stream.steps()},
 		{"steer", a.steer.steps()},
+		{"group", a.group.steps()},
 	}
 }
 
