@@ -311,8 +311,9 @@ Feature: The session stream of a chat: terminal lines, tool blocks, retention an
   Scenario: Reactions and pins are logged with their author, of a message the log holds
     Given alice has started a shared conversation with bob
     And the model replies "Pumps are fine" to "check the pumps"
-    When alice follows the session stream over WebSocket
-    And alice sends "check the pumps"
+    When alice sends "check the pumps"
+    And turn 1 is answered "Pumps are fine"
+    And alice follows the session stream over WebSocket
     Then alice's WebSocket reader got exactly these frames with their data:
       | cur | type         | author       | message | data                                                            |
       | 1   | user-message | person:alice | u:1     | {"message": "u:1", "state": "sent", "text": "check the pumps"} |

@@ -42,7 +42,7 @@ func (s *Service) Participant(ctx context.Context, by loomtype.Identity, id stri
 		Data: map[string]string{"who": "person:" + who.Actor, "by": "person:" + by.Actor}})
 	if err == nil {
 		if ss, aerr := s.acquire(ctx, id); aerr == nil {
-			s.countPeople(ctx, ss, by) // the room's new version and head count
+			s.countPeople(ctx, ss, by) // the room's new head count
 			s.release(ss)
 		}
 	}

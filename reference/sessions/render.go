@@ -14,15 +14,16 @@ import (
 type Viewer struct {
 	Who    loomtype.Identity
 	Shared bool
-	// Joined is the room version at which Who last joined the chat (0: a participant from its
-	// start); what an assistant put into the room before it is not shown to them (ViewerOf).
-	Joined int
+	// Joined is the cursor of the frame that logged Who's newest joining of the chat (0: none);
+	// what an assistant put into the room before it is not shown to them (ViewerOf).
+	Joined int64
 }
 
 // ViewerOf returns the viewer who of session id: whether the chat is shared and, if so, the
-// room version (the count of participant changes) at which who last joined it.
+// cursor of the frame that logged who's newest joining of it (0: none held, a participant from
+// the start or since before the log's floor).
 //
-// Errors: loomtype.ErrNotFound, errors of the conversation layer.
+// Errors: loomtype.ErrNotFound, errors of the conversation layer, store errors.
 //
 //	v, err := svc.ViewerOf(ctx, bob, "c1")
 func (s *Service) ViewerOf(ctx context.Context, who loomtype.Identity, id string) (Viewer, error) {
@@ -34,13 +35,23 @@ func (s *Service) ViewerOf(ctx context.Context, who loomtype.Identity, id string
 	if !v.Shared {
 		return v, nil
 	}
-	pl, err := s.cv.Participants(ctx, who, id)
+	ss, err := s.acquire(ctx, id)
 	if err != nil {
 		return Viewer{}, err
 	}
-	for i, c := range pl.Changes {
-		if c.Identity.Equal(who) && c.Op == "add" {
-			v.Joined = i + 1
+	defer s.release(ss)
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	me := "person:" + who.Actor
+	for _, f := range ss.log.Frames() {
+		if f.Kind() != stream.KindParticipantJoined {
+			continue
+		}
+		var d struct {
+			Who string `json:"who"`
+		}
+		if json.Unmarshal(f.Data, &d) == nil && d.Who == me {
+			v.Joined = f.Cur
 		}
 	}
 	return v, nil
@@ -60,8 +71,8 @@ func (s *Service) Render(ctx context.Context, id string, v Viewer, it Item) (str
 		return it.Frame, nil
 	}
 	g := it.g
-	if g.Ver > 0 && v.Joined >= g.Ver {
-		// Put into the room (at version Ver) before the viewer joined it.
+	if g.Ver > 0 && it.Frame.Cur < v.Joined {
+		// The assistant put it into the room before the viewer joined it.
 		return Hidden(it.Frame), nil
 	}
 	switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,10 +35,10 @@ type session struct {
 	queue         queueRecord
 	extraMeta     map[string][]byte // written with the next commit
 	hubSub        *hubSub           // the live subscription the pump starts with
+	openTurns     []int64           // turns the restored log shows streaming with no end
 	presence      map[string]time.Time
 	lastSpeaker   string // who spoke last: a sent user-message's author, or Assistant after a reply
 	people        int    // persons in the chat: 1 in owner mode, the participants in shared mode
-	roomVer       int    // the participant changes of a shared chat so far
 
 	// refs and lastUse are guarded by svc.mu.
 	refs    int
@@ -103,7 +104,9 @@ func (ss *session) restoreStreamed(frames []stream.Frame) {
 	for turn, n := range open {
 		ss.ad.Apply(stream.Event{Kind: stream.EventDelta, Turn: turn, Text: "x"}) // remember: streamed
 		ss.liveBytes[turn] = n
+		ss.openTurns = append(ss.openTurns, turn)
 	}
+	slices.Sort(ss.openTurns)
 }
 
 // catchUp projects every conversation record after the session's position.
@@ -153,7 +156,7 @@ func (ss *session) catchUpUntil(ctx context.Context, stop func(loomtype.Entry) b
 					if e.Asker != nil {
 						sp.ActsFor = "person:" + e.Asker.Actor
 					}
-					gs.Ver = ss.roomVer + 1
+					gs.Ver = 1
 				}
 				specs = append(specs, sp)
 				guards = append(guards, gs)
@@ -292,7 +295,7 @@ func (ss *session) liveLocked(ctx context.Context, evs []live.Event) error {
 		if ev.Turn <= ss.lastReplyTurn {
 			continue // the durable reply superseded it
 		}
-		g := guard{Live: true, AskerKey: ev.Asker, Ver: ss.roomVer + 1}
+		g := guard{Live: true, AskerKey: ev.Asker, Ver: 1}
 		switch ev.Kind {
 		case live.KindDelta:
 			for _, sp := range ss.ad.Apply(stream.Event{Kind: stream.EventDelta, Turn: ev.Turn, Text: ev.Text}) {
@@ -338,6 +341,26 @@ func (ss *session) liveLocked(ctx context.Context, evs []live.Event) error {
 func (ss *session) attachPartial(ctx context.Context, turn int64, text, asker string, rerun bool) error {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	// A turn the restored log shows streaming, with no end, was cut by the end of an earlier
+	// process (the text it streamed is void: the turn is produced again, or its reply was
+	// recorded whole), unless this process has held the session before and the turn is still
+	// live here. Its restart status goes first, before the records.
+	if open := ss.openTurns; len(open) > 0 {
+		ss.openTurns = nil
+		var evs []live.Event
+		for _, t := range open {
+			if ss.svc.heldBefore(ss.id) && t == turn && !rerun {
+				continue
+			}
+			evs = append(evs, live.Event{Kind: live.KindReset, Turn: t})
+		}
+		if len(evs) > 0 {
+			if err := ss.logRestarts(ctx, evs); err != nil {
+				return err
+			}
+		}
+	}
+	ss.svc.markHeld(ss.id)
 	if err := ss.catchUpLocked(ctx); err != nil {
 		return err
 	}
@@ -577,4 +600,16 @@ func (ss *session) noteSpeaker(f stream.Frame) {
 			ss.lastSpeaker = f.Author
 		}
 	}
+}
+
+// logRestarts logs the restart status of each turn of evs (KindReset events), with nothing of
+// the records before them: they void what the turns streamed before.
+func (ss *session) logRestarts(ctx context.Context, evs []live.Event) error {
+	var specs []stream.Spec
+	for _, ev := range evs {
+		specs = append(specs, ss.ad.Apply(stream.Event{Kind: stream.EventRestart, Turn: ev.Turn})...)
+		ss.liveBytes[ev.Turn] = 0
+	}
+	_, err := ss.commit(ctx, specs, nil, ss.pos)
+	return err
 }

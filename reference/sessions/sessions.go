@@ -152,6 +152,7 @@ type Service struct {
 	tickets  map[string]*ticket
 	sessions map[string]*session
 	loading  map[string]chan struct{} // the sessions being loaded, closed when each is in
+	held     map[string]bool          // the sessions this process has held (bounded)
 	closed   bool
 	wg       sync.WaitGroup
 }
@@ -194,7 +195,7 @@ func New(st store.Store, cv *conversation.Conversations, cfg Config) *Service {
 		cfg.Limits.MaxBytes = stream.DefaultLimits.MaxBytes
 	}
 	return &Service{st: st, cv: cv, cfg: cfg, log: cfg.Logger, tickets: map[string]*ticket{}, sessions: map[string]*session{},
-		loading: map[string]chan struct{}{}}
+		loading: map[string]chan struct{}{}, held: map[string]bool{}}
 }
 
 // Close stops every pump and cuts off every subscriber.
@@ -559,8 +560,8 @@ type guard struct {
 	Classes  string            `json:"classes,omitempty"`  // the record's classes, joined by commas
 	Live     bool              `json:"live,omitempty"`
 	Cursor   string            `json:"cursor,omitempty"` // the conversation record the frame shows
-	// Ver is the room version (participant changes so far) plus one at which an assistant's
-	// frame was put into the chat (0: not an assistant's frame).
+	// Ver marks a frame the assistant put into the chat (1; 0: not an assistant's): it reaches
+	// only viewers who were in the room when it was logged (Render).
 	Ver int `json:"ver,omitempty"`
 }
 
@@ -583,7 +584,6 @@ func (s *Service) countPeople(ctx context.Context, ss *session, who loomtype.Ide
 		return
 	}
 	n := len(pl.Participants)
-	ver := len(pl.Changes)
 	seen := false
 	for _, p := range pl.Participants {
 		seen = seen || p.Equal(pl.Owner)
@@ -592,6 +592,25 @@ func (s *Service) countPeople(ctx context.Context, ss *session, who loomtype.Ide
 		n++
 	}
 	ss.mu.Lock()
-	ss.people, ss.roomVer = n, ver
+	ss.people = n
 	ss.mu.Unlock()
+}
+
+// maxHeld bounds the sessions the service remembers having held; past it the memory starts over
+// (a session then held again may show a restart status that was not needed, never miss one).
+const maxHeld = 1 << 16
+
+func (s *Service) heldBefore(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held[id]
+}
+
+func (s *Service) markHeld(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.held) >= maxHeld {
+		s.held = map[string]bool{}
+	}
+	s.held[id] = true
 }
