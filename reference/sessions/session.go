@@ -35,6 +35,7 @@ type session struct {
 	queue         queueRecord
 	extraMeta     map[string][]byte // written with the next commit
 	hubSub        *hubSub           // the live subscription the pump starts with
+	liveSub       *hubSub           // the live subscription now (guarded by mu)
 	openTurns     []int64           // turns the restored log shows streaming with no end
 	presence      map[string]time.Time
 	lastSpeaker   string // who spoke last: a sent user-message's author, or Assistant after a reply
@@ -116,7 +117,26 @@ func (ss *session) catchUp(ctx context.Context, _ func(loomtype.Entry) bool) err
 	return ss.catchUpLocked(ctx)
 }
 
-func (ss *session) catchUpLocked(ctx context.Context) error { return ss.catchUpUntil(ctx, nil) }
+// catchUpLocked brings the log up to date: the live output waiting in the session's live
+// subscription first (with the records committed before it), then every record. A reply's
+// record is committed after its turn's live output, so catching up records alone first would
+// make that output look superseded and lose it (tool frames have no other source).
+func (ss *session) catchUpLocked(ctx context.Context) error {
+	for {
+		if sub := ss.liveSub; sub != nil {
+			if evs, _ := sub.Drain(); len(evs) > 0 {
+				return ss.liveLocked(ctx, evs) // an overflow is seen again, and handled, by the pump
+			}
+		}
+		err := ss.catchUpUntil(ctx, nil)
+		if !errors.Is(err, errLiveFirst) {
+			return err
+		}
+	}
+}
+
+// errLiveFirst: a read of records met a reply while live output waited; the output goes first.
+var errLiveFirst = errors.New("sessions: live output first")
 
 // catchUpUntil projects the records after the session's position, stopping before the first one
 // stop holds (nil: none), which a later call projects.
@@ -131,6 +151,15 @@ func (ss *session) catchUpUntil(ctx context.Context, stop func(loomtype.Entry) b
 				return ss.failLocked(err)
 			}
 			return err
+		}
+		// Live output of a turn is made before its reply is recorded, so whatever waits in the
+		// live subscription once the reply has been read is older than it: it goes first.
+		if stop == nil && ss.liveSub != nil && ss.liveSub.Pending() {
+			for _, e := range entries {
+				if e.Role == loomtype.RoleAssistant {
+					return errLiveFirst
+				}
+			}
 		}
 		var specs []stream.Spec
 		var guards []guard
@@ -231,7 +260,9 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 		}
 	}
 	pos, _ := json.Marshal(posRecord{Next: next.String(), LastReply: reply, LastAsked: ss.lastAskedTurn})
-	err := ss.svc.st.Update(ctx, func(tx store.Tx) error {
+	// The frames are the session's, not the caller's: a request that goes away mid-commit
+	// must not cut the session's log short (a failed commit breaks the session).
+	err := ss.svc.st.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
 		if len(evs) > 0 {
 			if _, err := tx.Append(streamPrefix+ss.id, 0, expect, evs...); err != nil {
 				return err
@@ -268,13 +299,7 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 	return frames, nil
 }
 
-// live logs the live events evs (after the records committed before them).
-func (ss *session) live(ctx context.Context, evs []live.Event) error {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	return ss.liveLocked(ctx, evs)
-}
-
+// liveLocked logs the live events evs (after the records committed before them).
 func (ss *session) liveLocked(ctx context.Context, evs []live.Event) error {
 	// Records committed before this live output was made go first, up to (not including) the
 	// reply of its turn, which was written after it.
@@ -306,6 +331,9 @@ func (ss *session) liveLocked(ctx context.Context, evs []live.Event) error {
 			}
 			ss.liveBytes[ev.Turn] += len(ev.Text)
 		case live.KindReset:
+			if ss.liveBytes[ev.Turn] == 0 {
+				continue // nothing of the turn streamed since its last restart: nothing to void
+			}
 			specs = append(specs, ss.ad.Apply(stream.Event{Kind: stream.EventRestart, Turn: ev.Turn})...)
 			guards = append(guards, guard{})
 			ss.liveBytes[ev.Turn] = 0
@@ -361,11 +389,15 @@ func (ss *session) attachPartial(ctx context.Context, turn int64, text, asker st
 		}
 	}
 	ss.svc.markHeld(ss.id)
-	if err := ss.catchUpLocked(ctx); err != nil {
+	// The records up to (not including) the live turn's reply: what the partial holds was made
+	// before it, and goes first.
+	if err := ss.catchUpUntil(ctx, func(e loomtype.Entry) bool {
+		return turn > 0 && e.Role == loomtype.RoleAssistant && e.Turn >= turn
+	}); err != nil {
 		return err
 	}
 	if turn == 0 || turn <= ss.lastReplyTurn {
-		return nil
+		return ss.catchUpLocked(ctx)
 	}
 	var evs []live.Event
 	shown := ss.liveBytes[turn]
@@ -377,7 +409,7 @@ func (ss *session) attachPartial(ctx context.Context, turn int64, text, asker st
 		evs = append(evs, live.Event{Kind: live.KindDelta, Turn: turn, Text: text[shown:], Asker: asker})
 	}
 	if len(evs) == 0 {
-		return nil
+		return ss.catchUpLocked(ctx)
 	}
 	return ss.liveLocked(ctx, evs)
 }
@@ -389,6 +421,9 @@ func (ss *session) attach(ctx context.Context) (*hubSub, <-chan struct{}) {
 	if err != nil {
 		return nil, nil
 	}
+	ss.mu.Lock()
+	ss.liveSub = s
+	ss.mu.Unlock()
 	ss.report(ss.attachPartial(ctx, turn, text, asker, rerun))
 	return s, s.Notify()
 }
@@ -446,8 +481,11 @@ func (ss *session) pump() {
 			}
 			ss.report(ss.catchUp(ctx, nil))
 		case <-notify:
+			ss.mu.Lock()
 			evs, overflow := sub.Drain()
-			ss.report(ss.live(ctx, evs))
+			err := ss.liveLocked(ctx, evs)
+			ss.mu.Unlock()
+			ss.report(err)
 			if overflow {
 				hub.Unsubscribe(ss.id, sub)
 				attach()

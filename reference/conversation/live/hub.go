@@ -395,3 +395,11 @@ func (h *Hub) Stopper(id string) (turn int64, asker string, stop func(), ok bool
 	s, ok := h.stops[id]
 	return s.turn, s.asker, s.fire, ok
 }
+
+// Pending reports whether events wait in the subscriber's queue, without taking them (an
+// overflowed subscriber holds none).
+func (s *Sub) Pending() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.q) > 0
+}
