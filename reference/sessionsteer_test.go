@@ -40,13 +40,7 @@ func (m gatedModel) Complete(ctx context.Context, req model.Request, onDelta fun
 func TestSteeringQueuesWhileTheAssistantWorks(t *testing.T) {
 	alice := loomtype.Identity{Tenant: "t", Actor: "alice"}
 	gm := gatedModel{release: make(chan struct{})}
-	eng, err := reference.Open(context.Background(), reference.Options{
-		DataDir:      t.TempDir() + "/d",
-		Conversation: conversation.Config{Keys: [][]byte{signingKey()}},
-		Deps:         conversation.Deps{Provider: gm},
-		Gateway:      gateway.Config{Authenticate: func(*http.Request) (loomtype.Identity, error) { return alice, nil }},
-	})
-	require.NoError(t, err)
+	eng := openAs(t, alice, t.TempDir()+"/d", conversation.Config{Keys: [][]byte{signingKey()}}, conversation.Deps{Provider: gm}, false)
 	defer eng.Close()
 	ctx := context.Background()
 	cv, ss := eng.Conversations(), eng.Sessions()
@@ -94,13 +88,7 @@ func TestSteeringQueuesWhileTheAssistantWorks(t *testing.T) {
 func TestStopLogsStoppingBeforeTheTurnEnds(t *testing.T) {
 	alice := loomtype.Identity{Tenant: "t", Actor: "alice"}
 	gm := gatedModel{release: make(chan struct{})}
-	eng, err := reference.Open(context.Background(), reference.Options{
-		DataDir:      t.TempDir() + "/d",
-		Conversation: conversation.Config{Keys: [][]byte{signingKey()}, BargeIn: true},
-		Deps:         conversation.Deps{Provider: gm},
-		Gateway:      gateway.Config{Authenticate: func(*http.Request) (loomtype.Identity, error) { return alice, nil }},
-	})
-	require.NoError(t, err)
+	eng := openAs(t, alice, t.TempDir()+"/d", conversation.Config{Keys: [][]byte{signingKey()}, BargeIn: true}, conversation.Deps{Provider: gm}, false)
 	defer eng.Close()
 	ctx := context.Background()
 	cv, ss := eng.Conversations(), eng.Sessions()
@@ -164,15 +152,7 @@ func TestQueuedMessageSurvivesACrash(t *testing.T) {
 	alice := loomtype.Identity{Tenant: "t", Actor: "alice"}
 	dir := t.TempDir() + "/d"
 	open := func(gm gatedModel) *reference.Engine {
-		eng, err := reference.Open(context.Background(), reference.Options{
-			DataDir:      dir,
-			Conversation: conversation.Config{Keys: [][]byte{signingKey()}},
-			Deps:         conversation.Deps{Provider: gm},
-			Gateway:      gateway.Config{Authenticate: func(*http.Request) (loomtype.Identity, error) { return alice, nil }},
-			AllowEmpty:   true,
-		})
-		require.NoError(t, err)
-		return eng
+		return openAs(t, alice, dir, conversation.Config{Keys: [][]byte{signingKey()}}, conversation.Deps{Provider: gm}, true)
 	}
 	ctx := context.Background()
 	gm := gatedModel{release: make(chan struct{})}
@@ -233,13 +213,7 @@ func (diffTool) Call(ctx context.Context, name string, args json.RawMessage, key
 // the reply.
 func TestToolCallsAreFramesWithTypedBlocks(t *testing.T) {
 	alice := loomtype.Identity{Tenant: "t", Actor: "alice"}
-	eng, err := reference.Open(context.Background(), reference.Options{
-		DataDir:      t.TempDir() + "/d",
-		Conversation: conversation.Config{Keys: [][]byte{signingKey()}, Tools: []model.Tool{{Name: "diff"}}},
-		Deps:         conversation.Deps{Provider: toolModel{}, Tools: diffTool{}},
-		Gateway:      gateway.Config{Authenticate: func(*http.Request) (loomtype.Identity, error) { return alice, nil }},
-	})
-	require.NoError(t, err)
+	eng := openAs(t, alice, t.TempDir()+"/d", conversation.Config{Keys: [][]byte{signingKey()}, Tools: []model.Tool{{Name: "diff"}}}, conversation.Deps{Provider: toolModel{}, Tools: diffTool{}}, false)
 	defer eng.Close()
 	ctx := context.Background()
 	st, _, err := eng.Conversations().Start(ctx, alice, conversation.StartOptions{})
@@ -261,13 +235,7 @@ func TestToolCallsAreFramesWithTypedBlocks(t *testing.T) {
 // enc untouched, stored once per id and never made a turn.
 func TestTerminalLinesAndPrivateMessages(t *testing.T) {
 	alice := loomtype.Identity{Tenant: "t", Actor: "alice"}
-	eng, err := reference.Open(context.Background(), reference.Options{
-		DataDir:      t.TempDir() + "/d",
-		Conversation: conversation.Config{Keys: [][]byte{signingKey()}},
-		Deps:         conversation.Deps{Provider: echoModel{}},
-		Gateway:      gateway.Config{Authenticate: func(*http.Request) (loomtype.Identity, error) { return alice, nil }},
-	})
-	require.NoError(t, err)
+	eng := openAs(t, alice, t.TempDir()+"/d", conversation.Config{Keys: [][]byte{signingKey()}}, conversation.Deps{Provider: echoModel{}}, false)
 	defer eng.Close()
 	ctx := context.Background()
 	ss := eng.Sessions()
@@ -329,13 +297,7 @@ func waitFrames(t *testing.T, ss *sessions.Service, who loomtype.Identity, id st
 // for its person alone.
 func TestGroupFramesReactionsPresenceAndReadMarkers(t *testing.T) {
 	alice := loomtype.Identity{Tenant: "t", Actor: "alice"}
-	eng, err := reference.Open(context.Background(), reference.Options{
-		DataDir:      t.TempDir() + "/d",
-		Conversation: conversation.Config{Keys: [][]byte{signingKey()}},
-		Deps:         conversation.Deps{Provider: echoModel{}},
-		Gateway:      gateway.Config{Authenticate: func(*http.Request) (loomtype.Identity, error) { return alice, nil }},
-	})
-	require.NoError(t, err)
+	eng := openAs(t, alice, t.TempDir()+"/d", conversation.Config{Keys: [][]byte{signingKey()}}, conversation.Deps{Provider: echoModel{}}, false)
 	defer eng.Close()
 	ctx := context.Background()
 	ss := eng.Sessions()
@@ -399,13 +361,7 @@ func TestGroupFramesReactionsPresenceAndReadMarkers(t *testing.T) {
 // the chat's (no turn); one that mentions this assistant is a turn, with its mention frame.
 func TestWhoAnswersRoutesMessages(t *testing.T) {
 	alice := loomtype.Identity{Tenant: "t", Actor: "alice"}
-	eng, err := reference.Open(context.Background(), reference.Options{
-		DataDir:      t.TempDir() + "/d",
-		Conversation: conversation.Config{Keys: [][]byte{signingKey()}},
-		Deps:         conversation.Deps{Provider: echoModel{}},
-		Gateway:      gateway.Config{Authenticate: func(*http.Request) (loomtype.Identity, error) { return alice, nil }},
-	})
-	require.NoError(t, err)
+	eng := openAs(t, alice, t.TempDir()+"/d", conversation.Config{Keys: [][]byte{signingKey()}}, conversation.Deps{Provider: echoModel{}}, false)
 	defer eng.Close()
 	ctx := context.Background()
 	ss := eng.Sessions()
@@ -484,13 +440,7 @@ func TestAReplyReachesOnlyWhoWasInTheRoom(t *testing.T) {
 // someone else's, a missing key or a blank text is refused before anything is sent.
 func TestEditAndRetryOfOnesOwnMessage(t *testing.T) {
 	alice := loomtype.Identity{Tenant: "t", Actor: "alice"}
-	eng, err := reference.Open(context.Background(), reference.Options{
-		DataDir:      t.TempDir() + "/d",
-		Conversation: conversation.Config{Keys: [][]byte{signingKey()}},
-		Deps:         conversation.Deps{Provider: echoModel{}},
-		Gateway:      gateway.Config{Authenticate: func(*http.Request) (loomtype.Identity, error) { return alice, nil }},
-	})
-	require.NoError(t, err)
+	eng := openAs(t, alice, t.TempDir()+"/d", conversation.Config{Keys: [][]byte{signingKey()}}, conversation.Deps{Provider: echoModel{}}, false)
 	defer eng.Close()
 	ctx := context.Background()
 	ss, cv := eng.Sessions(), eng.Conversations()
@@ -529,4 +479,20 @@ func TestEditAndRetryOfOnesOwnMessage(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"m1=check pump 4@0", "e1=check pump 5@1", "r1=check pump 4@1"}, asked)
+}
+
+// openAs opens an engine on dir whose gateway takes every request as who, with the
+// conversation configuration conf and the dependencies deps (allowEmpty as in
+// reference.Options). The caller closes it.
+func openAs(t *testing.T, who loomtype.Identity, dir string, conf conversation.Config, deps conversation.Deps, allowEmpty bool) *reference.Engine {
+	t.Helper()
+	eng, err := reference.Open(context.Background(), reference.Options{
+		DataDir:      dir,
+		Conversation: conf,
+		Deps:         deps,
+		Gateway:      gateway.Config{Authenticate: func(*http.Request) (loomtype.Identity, error) { return who, nil }},
+		AllowEmpty:   allowEmpty,
+	})
+	require.NoError(t, err)
+	return eng
 }
