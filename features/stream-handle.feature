@@ -117,3 +117,51 @@ Feature: Everything the assistant puts into a chat goes through its turn's reply
       | 4   | user-message | person:alice |              | m2     |     |     | {"message": "m2", "state": "sent", "text": "and the valves"}  |
       | 5   | text-delta   |              | person:alice | a:2     | r2  | 1   | {"text": "Shut."}                                             |
       | 6   | text-done    |              | person:alice | a:2     | r2  | 1   | {"status": "complete", "text": "Shut."}                       |
+
+  @profile:stream @req:ADR0052-G-07 @crash
+  Scenario: A reply under way across a restart keeps the version its handle opened at, so a person added before the restart receives none of it
+    Given alice has started a shared conversation with bob
+    And the model streams "first " "try" to "try it" one piece at a time
+    And the model streams "second attempt" to "try it" one piece at a time
+    When alice follows the session stream over WebSocket
+    And alice sends "try it"
+    And alice's WebSocket reader reaches cursor 2
+    And alice adds carol to the participants
+    And alice's WebSocket reader reaches cursor 3
+    And the system is killed and restarted
+    And alice's WebSocket reader reaches cursor 5
+    And the model goes on after piece 1
+    Then turn 1 is answered "second attempt"
+    And alice's WebSocket reader got exactly these frames with their data:
+      | cur | type               | author       | acts_for     | message | rid | ver | data                                                  |
+      | 1   | user-message       | person:alice |              | u:1     |     |     | {"message": "u:1", "state": "sent", "text": "try it"} |
+      | 2   | text-delta         |              | person:alice | a:1     | r1  | 1   | {"text": "first "}                                    |
+      | 3   | participant-joined | person:alice |              |         |     |     | {"who": "person:carol", "by": "person:alice"}         |
+      | 4   | status             |              |              |         |     |     | {"state": "restarted", "message": "a:1"}              |
+      | 5   | text-delta         |              | person:alice | a:1     | r1  | 1   | {"text": "second attempt"}                            |
+      | 6   | text-done          |              | person:alice | a:1     | r1  | 1   | {"status": "complete", "text": "second attempt"}      |
+    When carol reads the session stream over SSE from 0
+    Then carol's SSE reader got exactly these frames with their data:
+      | cur | type               | author       | acts_for     | message | rid | ver | data                                                  |
+      | 1   | user-message       | person:alice |              | u:1     |     |     | {"message": "u:1", "state": "sent", "text": "try it"} |
+      | 2   | hidden             |              |              |         |     |     | {}                                                    |
+      | 3   | participant-joined | person:alice |              |         |     |     | {"who": "person:carol", "by": "person:alice"}         |
+      | 4   | status             |              |              |         |     |     | {"state": "restarted", "message": "a:1"}              |
+      | 5   | hidden             |              |              |         |     |     | {}                                                    |
+      | 6   | hidden             |              |              |         |     |     | {}                                                    |
+
+  @profile:stream @req:ADR0052-G-07
+  Scenario: A person removed from the chat cannot open its stream, and the others' replays keep every reply
+    Given alice has started a shared conversation with bob
+    And the model replies "Fine." to "check the pumps"
+    When alice sends "check the pumps"
+    Then turn 1 is answered "Fine."
+    When alice removes bob from the participants
+    Then bob opening the session stream gets the same 404 as for a missing session
+    When alice reads the session stream over SSE from 0
+    Then alice's SSE reader got exactly these frames with their data:
+      | cur | type             | author       | acts_for     | message | rid | ver | data                                                           |
+      | 1   | user-message     | person:alice |              | u:1     |     |     | {"message": "u:1", "state": "sent", "text": "check the pumps"} |
+      | 2   | text-delta       |              | person:alice | a:1     | r1  | 1   | {"text": "Fine."}                                              |
+      | 3   | text-done        |              | person:alice | a:1     | r1  | 1   | {"status": "complete", "text": "Fine."}                        |
+      | 4   | participant-left | person:alice |              |         |     |     | {"who": "person:bob", "by": "person:alice"}                    |
