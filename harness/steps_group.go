@@ -36,7 +36,7 @@ func (s *groupSteps) steps() []stepDef {
 		{`^(\w[\w' ]*?) types a line of (\d+) bytes in the session's terminal$`, s.typesLong, "sends as who a terminal line of exactly N bytes (\"echo \" then letters); the answer is kept"},
 		{`^the session answers exactly (\d+) (\{.*\})$`, s.answersExactly, "expects the last answer's status to be N and its body to be exactly the JSON (member for member)"},
 		{`^the tool "([\w-]+)" gives a text of (\d+) characters as its answer$`, s.toolAnswersText, "scripts the tool's next answer as one JSON string of exactly N characters, some of them of more than one byte"},
-		{`^` + reader + ` got exactly these frames with their data:$`, s.gotWithData, "waits for as many frames as the table has rows and expects the frames the reader delivered and the control and ephemeral frames but heartbeats to be exactly the table (cur, span, type, author, acts_for, message, data as canonical JSON, expired)"},
+		{`^` + reader + ` got exactly these frames with their data:$`, s.gotWithData, "waits for as many frames as the table has rows and expects the frames the reader delivered and the control and ephemeral frames but heartbeats to be exactly the table (cur, span, type, author, acts_for, message, data as canonical JSON, expired, rid and ver of the reply handle)"},
 		{`^` + reader + ` got for call "([^"]*)" exactly the block:$`, s.gotBlock, "waits for the tool-finished frame of the call and expects its block to be exactly the JSON of the doc string"},
 		{`^` + reader + ` got for call "([^"]*)" the text of "([\w-]+)" as a text block cut at 280 characters$`, s.gotCutBlock, "waits for the tool-finished frame of the call and expects its block to be {kind: text, text} with the tool's text as the kit cuts it: its first 280 characters and an ellipsis when it is longer"},
 		{`^(\d+) ms pass$`, s.msPass, "waits the given milliseconds"},
@@ -166,16 +166,22 @@ type envelope struct {
 	Author  string `json:"author"`
 	ActsFor string `json:"acts_for"`
 	Expired *bool  `json:"expired"`
+	Rid     string `json:"rid"`
+	Ver     *int64 `json:"ver"`
 }
 
-var groupCols = map[string]bool{"cur": true, "span": true, "type": true, "author": true, "acts_for": true, "message": true, "data": true, "expired": true}
+var groupCols = map[string]bool{"cur": true, "span": true, "type": true, "author": true, "acts_for": true, "message": true, "data": true, "expired": true,
+	"rid": true, "ver": true}
 
 // groupCells is one delivered frame's cells by column.
 func groupCells(f sframe) map[string]string {
 	var e envelope
 	_ = json.Unmarshal(f.raw, &e)
 	m := map[string]string{"cur": strconv.FormatInt(f.Cur, 10), "type": f.kind(), "author": e.Author,
-		"acts_for": e.ActsFor, "message": f.Message}
+		"acts_for": e.ActsFor, "message": f.Message, "rid": e.Rid}
+	if e.Ver != nil {
+		m["ver"] = strconv.FormatInt(*e.Ver, 10)
+	}
 	if f.Span > 0 {
 		m["span"] = strconv.Itoa(f.Span)
 	}
@@ -202,7 +208,7 @@ func (s *groupSteps) gotWithData(who, transport string, t *godog.Table) error {
 	var cols []string
 	for _, c := range t.Rows[0].Cells {
 		if !groupCols[c.Value] {
-			return harnessErr("unknown column %q (cur, span, type, author, acts_for, message, data, expired)", c.Value)
+			return harnessErr("unknown column %q (cur, span, type, author, acts_for, message, data, expired, rid, ver)", c.Value)
 		}
 		cols = append(cols, c.Value)
 	}

@@ -32,6 +32,11 @@ type streamGolden struct {
 
 const goldenStreamPath = "testdata/golden-stream/frames.json"
 
+// goldenStreamBeforeHandles is a frame log written before frames carried a reply handle (no rid,
+// no ver, no room in the position); it is never rewritten: such a log must still load and serve
+// its frames as they were.
+const goldenStreamBeforeHandles = "testdata/golden-stream/frames-before-handles.json"
+
 func goldenEngine(t *testing.T, dir string, gm gatedModel) *reference.Engine {
 	t.Helper()
 	eng, err := reference.Open(context.Background(), reference.Options{
@@ -52,12 +57,20 @@ func goldenEngine(t *testing.T, dir string, gm gatedModel) *reference.Engine {
 // that was queued is still picked up. A rename of a stored member breaks this test, not the logs
 // already written. -rewrite-stream-golden writes the file from the current code (review the diff).
 func TestGoldenStreamLog(t *testing.T) {
-	ctx := context.Background()
 	const conv = "golden-stream"
 	if *rewriteStreamGolden {
 		writeStreamGolden(t, conv)
 	}
-	raw, err := os.ReadFile(goldenStreamPath)
+	for _, path := range []string{goldenStreamPath, goldenStreamBeforeHandles} {
+		t.Run(filepath.Base(path), func(t *testing.T) { checkStreamGolden(t, conv, path) })
+	}
+}
+
+// checkStreamGolden loads the golden log at path into a conversation whose first turn was
+// running, and expects its frames served as the file says and its queued message sent once.
+func checkStreamGolden(t *testing.T, conv, path string) {
+	ctx := context.Background()
+	raw, err := os.ReadFile(path)
 	require.NoError(t, err)
 	var g streamGolden
 	require.NoError(t, json.Unmarshal(raw, &g))

@@ -14,16 +14,13 @@ import (
 type Viewer struct {
 	Who    loomtype.Identity
 	Shared bool
-	// Joined is the cursor of the frame that logged Who's newest joining of the chat (0: none);
-	// what an assistant put into the room before it is not shown to them (ViewerOf).
-	Joined int64
 }
 
-// ViewerOf returns the viewer who of session id: whether the chat is shared and, if so, the
-// cursor of the frame that logged who's newest joining of it (0: none held, a participant from
-// the start or since before the log's floor).
+// ViewerOf returns the viewer who of session id: whether the chat is shared. Who was in the room
+// when is not read here: each frame a reader receives carries the session's room as it stood
+// when the frame was logged or replayed (Render), so no log is scanned per connection.
 //
-// Errors: loomtype.ErrNotFound, errors of the conversation layer, store errors.
+// Errors: loomtype.ErrNotFound, errors of the conversation layer.
 //
 //	v, err := svc.ViewerOf(ctx, bob, "c1")
 func (s *Service) ViewerOf(ctx context.Context, who loomtype.Identity, id string) (Viewer, error) {
@@ -31,36 +28,15 @@ func (s *Service) ViewerOf(ctx context.Context, who loomtype.Identity, id string
 	if err != nil {
 		return Viewer{}, err
 	}
-	v := Viewer{Who: who, Shared: st.Mode == loomtype.ModeShared}
-	if !v.Shared {
-		return v, nil
-	}
-	ss, err := s.acquire(ctx, id)
-	if err != nil {
-		return Viewer{}, err
-	}
-	defer s.release(ss)
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	me := "person:" + who.Actor
-	for _, f := range ss.log.Frames() {
-		if f.Kind() != stream.KindParticipantJoined {
-			continue
-		}
-		var d struct {
-			Who string `json:"who"`
-		}
-		if json.Unmarshal(f.Data, &d) == nil && d.Who == me {
-			v.Joined = f.Cur
-		}
-	}
-	return v, nil
+	return Viewer{Who: who, Shared: st.Mode == loomtype.ModeShared}, nil
 }
 
-// Render draws it for viewer v of session id, replayed or live alike: in a shared conversation
-// a turn's live text is shown to its asker only, and a record the viewer is not cleared for is
-// shown as a hidden frame that keeps its cursor and holds nothing. The shared frame is never
-// changed.
+// Render draws it for viewer v of session id, replayed or live alike. In a shared conversation
+// a frame the assistant put into the room is received only if the room's mayReceive says so
+// (stream.Room.MayReceive with the frame's ver: v was in the room when its reply handle opened,
+// and is now), a turn's live text is shown to its asker only, and a record the viewer is not
+// cleared for is shown as a hidden frame that keeps its cursor and holds nothing; each check is
+// a lookup, with no scan of the log. The shared frame is never changed.
 //
 // Errors: loomtype.ErrNotFound when v may no longer read the session, other errors of the
 // conversation layer.
@@ -71,8 +47,13 @@ func (s *Service) Render(ctx context.Context, id string, v Viewer, it Item) (str
 		return it.Frame, nil
 	}
 	g := it.g
-	if g.Ver > 0 && it.Frame.Cur < v.Joined {
-		// The assistant put it into the room before the viewer joined it.
+	me := "person:" + v.Who.Actor
+	switch {
+	case it.Frame.Rid != "" && !it.room.MayReceive(me, it.Frame.Ver):
+		// Its reply handle opened before the viewer was in the room, or they are out of it.
+		return Hidden(it.Frame), nil
+	case it.Frame.Rid == "" && g.Ver > 0 && !it.room.MayReceiveAt(me, it.Frame.Cur):
+		// Logged before reply handles existed, and before the viewer joined.
 		return Hidden(it.Frame), nil
 	}
 	switch {

@@ -38,8 +38,10 @@ type session struct {
 	liveSub       *hubSub           // the live subscription now (guarded by mu)
 	openTurns     []int64           // turns the restored log shows streaming with no end
 	presence      map[string]time.Time
-	lastSpeaker   string // who spoke last: a sent user-message's author, or Assistant after a reply
-	people        int    // persons in the chat: 1 in owner mode, the participants in shared mode
+	lastSpeaker   string          // who spoke last: a sent user-message's author, or Assistant after a reply
+	people        int             // persons in the chat: 1 in owner mode, the participants in shared mode
+	room          stream.Room     // who is in the chat by room version, after the log's last frame
+	handles       map[int64]int64 // the reply handles opened: turn to the room version it opened at
 
 	// refs and lastUse are guarded by svc.mu.
 	refs    int
@@ -52,7 +54,7 @@ type session struct {
 
 func newSession(svc *Service, id string) *session {
 	return &session{svc: svc, id: id, log: stream.NewLog(id, svc.cfg.Limits), ad: stream.NewAdapter(),
-		guards: map[int64]guard{}, liveBytes: map[int64]int{}, subs: map[*Sub]struct{}{}, quit: make(chan struct{})}
+		guards: map[int64]guard{}, room: stream.NewRoom(), handles: map[int64]int64{}, liveBytes: map[int64]int{}, subs: map[*Sub]struct{}{}, quit: make(chan struct{})}
 }
 
 func (ss *session) dead() bool { return ss.broken.Load() }
@@ -195,6 +197,7 @@ func (ss *session) catchUpUntil(ctx context.Context, stop func(loomtype.Entry) b
 				delete(ss.liveBytes, e.Turn)
 			}
 			if e.Role == loomtype.RoleUser {
+				ss.openHandle(e.Turn)
 				if e.Turn > ss.lastAskedTurn {
 					ss.lastAskedTurn = e.Turn
 				}
@@ -240,15 +243,22 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 	expect := ss.log.Head()
 	frames := make([]stream.Frame, 0, len(specs))
 	evs := make([]store.NewEvent, 0, len(specs))
+	rooms := make([]stream.Room, 0, len(specs))
 	for i, sp := range specs {
-		f, err := ss.log.Append(sp, now)
-		if err != nil {
-			return nil, ss.failLocked(err)
-		}
 		var g guard
 		if i < len(guards) {
 			g = guards[i]
 		}
+		if g.Ver > 0 && sp.Turn > 0 {
+			// What the assistant puts into the room goes through its turn's reply handle.
+			sp.Rid, sp.Ver = stream.HandleID(sp.Turn), ss.openHandle(sp.Turn)
+		}
+		f, err := ss.log.Append(sp, now)
+		if err != nil {
+			return nil, ss.failLocked(err)
+		}
+		ss.room = ss.room.Apply(f)
+		rooms = append(rooms, ss.room)
 		b, err := json.Marshal(diskFrame{F: f, G: g})
 		if err != nil {
 			return nil, ss.failLocked(err)
@@ -259,7 +269,8 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 			ss.guards[f.Cur] = g
 		}
 	}
-	pos, _ := json.Marshal(posRecord{Next: next.String(), LastReply: reply, LastAsked: ss.lastAskedTurn})
+	room := ss.room
+	pos, _ := json.Marshal(posRecord{Next: next.String(), LastReply: reply, LastAsked: ss.lastAskedTurn, Room: &room, Handles: ss.handles})
 	// The frames are the session's, not the caller's: a request that goes away mid-commit
 	// must not cut the session's log short (a failed commit breaks the session).
 	err := ss.svc.st.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
@@ -286,7 +297,7 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 	}
 	for i, f := range frames {
 		ss.noteSpeaker(f)
-		it := Item{Frame: f}
+		it := Item{Frame: f, room: rooms[i]}
 		if i < len(guards) {
 			it.g = guards[i]
 		}
@@ -531,7 +542,7 @@ func (ss *session) subscribe(from int64) (*Sub, []stream.Frame, bool, int64, int
 func (s *Sub) GuardOf(f stream.Frame) Item {
 	s.ss.mu.Lock()
 	defer s.ss.mu.Unlock()
-	return Item{Frame: f, g: s.ss.guards[f.Cur]}
+	return Item{Frame: f, g: s.ss.guards[f.Cur], room: s.ss.room}
 }
 
 // Item is a frame with what the service knows of who may see it.
@@ -539,6 +550,34 @@ type Item struct {
 	Frame stream.Frame
 	g     guard
 	only  string // the identity key of the one viewer an ephemeral item is for ("": everyone)
+	// room is the session's room when the frame was logged (live) or replayed, which decides
+	// whether a viewer receives what the assistant put into it (Render).
+	room stream.Room
+}
+
+// maxHandles bounds the reply handles a session remembers; past it the oldest turn's is
+// forgotten (a frame of that turn opens it again, at the room version then).
+const maxHandles = 256
+
+// openHandle returns the room version turn's reply handle opened at, opening it now (at the
+// room's version) if it is not open yet: the turn's first record of the person asking, or else
+// its first frame of the assistant, opens it, and every later frame of the turn keeps that
+// version whatever joins or leaves meanwhile.
+func (ss *session) openHandle(turn int64) int64 {
+	if v, ok := ss.handles[turn]; ok {
+		return v
+	}
+	if len(ss.handles) >= maxHandles {
+		oldest := int64(-1)
+		for t := range ss.handles {
+			if oldest < 0 || t < oldest {
+				oldest = t
+			}
+		}
+		delete(ss.handles, oldest)
+	}
+	ss.handles[turn] = ss.room.Ver
+	return ss.room.Ver
 }
 
 // Sub is one reader of a session: a bounded queue of the frames logged after its replay. A

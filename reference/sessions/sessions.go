@@ -523,6 +523,9 @@ func (s *Service) load(ctx context.Context, id string) (*session, error) {
 		}
 		ss.guards = guards
 		ss.restoreStreamed(frames)
+		for _, f := range frames {
+			ss.room = ss.room.Apply(f) // replaced by the stored room, when the position holds one
+		}
 	}
 	pos, ok, err := s.st.Meta(ctx, posPrefix+id)
 	if err != nil {
@@ -538,6 +541,12 @@ func (s *Service) load(ctx context.Context, id string) (*session, error) {
 			return nil, &store.CorruptError{Table: "meta", Key: posPrefix + id, Reason: "stream position does not parse"}
 		}
 		ss.pos, ss.lastReplyTurn, ss.lastAskedTurn = c, p.LastReply, p.LastAsked
+		if p.Room != nil {
+			ss.room = *p.Room
+		}
+		for t, v := range p.Handles {
+			ss.handles[t] = v
+		}
 	}
 	if ss.queue, err = s.loadQueue(ctx, id); err != nil {
 		return nil, err
@@ -560,8 +569,9 @@ type guard struct {
 	Classes  string            `json:"classes,omitempty"`  // the record's classes, joined by commas
 	Live     bool              `json:"live,omitempty"`
 	Cursor   string            `json:"cursor,omitempty"` // the conversation record the frame shows
-	// Ver marks a frame the assistant put into the chat (1; 0: not an assistant's): it reaches
-	// only viewers who were in the room when it was logged (Render).
+	// Ver marks a frame the assistant put into the chat (1; 0: not an assistant's): it goes
+	// through its turn's reply handle (commit gives it rid and ver) and reaches only viewers the
+	// room's mayReceive lets have it (Render).
 	Ver int `json:"ver,omitempty"`
 }
 
@@ -569,6 +579,11 @@ type posRecord struct {
 	Next      string `json:"next"`
 	LastReply int64  `json:"lastReply,omitempty"`
 	LastAsked int64  `json:"lastAsked,omitempty"`
+	// Room is who is in the chat by room version, and Handles the reply handles opened (turn to
+	// room version), as of the last frame; a position written before they existed has neither,
+	// and the room is then counted again from the frames restored.
+	Room    *stream.Room    `json:"room,omitempty"`
+	Handles map[int64]int64 `json:"handles,omitempty"`
 }
 
 type storeTx = store.Tx

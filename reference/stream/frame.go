@@ -100,11 +100,17 @@ type Frame struct {
 	Time    string `json:"time"`
 	Corr    string `json:"corr,omitempty"`
 	// Span is how many cursors a merged replay frame covers (cur-span+1 to cur); absent for one.
-	Span    int             `json:"span,omitempty"`
-	Author  string          `json:"author,omitempty"`
-	ActsFor string          `json:"acts_for,omitempty"`
-	Message string          `json:"message,omitempty"`
-	Data    json.RawMessage `json:"data"`
+	Span    int    `json:"span,omitempty"`
+	Author  string `json:"author,omitempty"`
+	ActsFor string `json:"acts_for,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Rid is the id of the reply handle the assistant put the frame into the room with
+	// (HandleID of its turn), and Ver the room version at which that handle opened (Room); both
+	// are absent on a frame of a person, a status, a control, ephemeral or hidden frame, and on a
+	// frame logged before reply handles existed.
+	Rid  string          `json:"rid,omitempty"`
+	Ver  int64           `json:"ver,omitempty"`
+	Data json.RawMessage `json:"data"`
 	// Expired marks a frame whose data the retention rule emptied (Expire); it keeps its cursor.
 	Expired bool `json:"expired,omitempty"`
 }
@@ -134,7 +140,10 @@ type Spec struct {
 	Author  string
 	ActsFor string
 	Message string
-	Data    any
+	// Rid and Ver are the frame's reply handle and the room version it opened at (Frame).
+	Rid  string
+	Ver  int64
+	Data any
 }
 
 // frame makes the frame of spec at cursor cur of session, written at t.
@@ -145,7 +154,7 @@ func (s Spec) frame(session string, cur int64, t time.Time) Frame {
 	}
 	return Frame{V: Version, ID: session + ":" + strconv.FormatInt(cur, 10), Cur: cur, Session: session,
 		Turn: s.Turn, Type: s.Kind.Type(), Time: t.UTC().Format(time.RFC3339Nano), Corr: s.Corr,
-		Author: s.Author, ActsFor: s.ActsFor, Message: s.Message, Data: data}
+		Author: s.Author, ActsFor: s.ActsFor, Message: s.Message, Rid: s.Rid, Ver: s.Ver, Data: data}
 }
 
 // Control returns a control frame (reset or heartbeat) of session: cursor 0, never logged.

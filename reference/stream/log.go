@@ -88,8 +88,8 @@ func (l *Log) Replay(from int64) (frames []Frame, reset bool) {
 }
 
 // Merge merges each run of adjacent text-delta frames (consecutive cursors, one message, one
-// author, one turn) into one frame: the cursor and time of the run's last frame, Span the run's
-// length and data.parts the texts in order. A frame alone is returned as it is. Merge is for
+// author, one turn, one reply handle) into one frame: the cursor, time and handle of the run's
+// last frame, Span the run's length and data.parts the texts in order. A frame alone is returned as it is. Merge is for
 // replays only; live frames go out one by one.
 func Merge(frames []Frame) []Frame {
 	out := make([]Frame, 0, len(frames))
@@ -118,7 +118,8 @@ func Merge(frames []Frame) []Frame {
 
 func mergeable(a, b Frame) bool {
 	return a.Kind() == KindTextDelta && b.Kind() == KindTextDelta && a.Span <= 1 && b.Span <= 1 &&
-		b.Cur == a.Cur+1 && a.Message == b.Message && a.Author == b.Author && a.Turn == b.Turn
+		b.Cur == a.Cur+1 && a.Message == b.Message && a.Author == b.Author && a.Turn == b.Turn &&
+		a.Rid == b.Rid && a.Ver == b.Ver
 }
 
 func deltaText(f Frame) string {
