@@ -48,7 +48,7 @@ type sframe struct {
 func (f sframe) kind() string { return strings.TrimPrefix(f.Type, "session.") }
 
 func (f sframe) resumeFrame() resume.Frame {
-	return resume.Frame{Cur: f.Cur, Span: f.Span, Type: f.Type, Data: f.Data}
+	return resume.Frame{Cur: f.Cur, Span: f.Span, Type: f.Type, Message: f.Message, Data: f.Data}
 }
 
 // frameData is what the kit reads of a frame's data.
@@ -317,6 +317,7 @@ type follower struct {
 	problems  []resume.Problem
 	connects  int
 	fold      map[string]*folded
+	view      resume.View // what a screen shows of the delivered frames (door holdback)
 	sutErr    error
 	kitErr    error
 	notify    chan struct{}
@@ -495,6 +496,7 @@ func (f *follower) read(ctx context.Context, c conn) (delivered, stop bool) {
 			d.Span, d.Data = out.Span, out.Data
 			f.delivered = append(f.delivered, d)
 			f.foldLocked(d)
+			f.view.Take(d.resumeFrame())
 			delivered = true
 		}
 		f.lastFrame = now
@@ -554,6 +556,7 @@ type followed struct {
 	connects       int
 	last           int64
 	fold           map[string]folded
+	rows           []resume.Row // the rendering view's rows
 	sutErr, kitErr error
 }
 
@@ -563,7 +566,7 @@ func (f *follower) snapshot() followed {
 	out := followed{raw: append([]sframe(nil), f.raw...), delivered: append([]sframe(nil), f.delivered...),
 		verdicts: append([]resume.Verdict(nil), f.verdicts...), beats: append([]time.Time(nil), f.beats...),
 		problems: append([]resume.Problem(nil), f.problems...), connects: f.connects, last: f.r.Last,
-		fold: map[string]folded{}, sutErr: f.sutErr, kitErr: f.kitErr}
+		fold: map[string]folded{}, rows: f.view.Rows(), sutErr: f.sutErr, kitErr: f.kitErr}
 	for k, v := range f.fold {
 		out.fold[k] = *v
 	}

@@ -27,6 +27,7 @@ func (s *steerSteps) steps() []stepDef {
 	text := `"((?:[^"\\]|\\.)*)"`
 	return []stepDef{
 		{`^(\w[\w' ]*?) steers ` + text + ` as "([^"]*)"(?: mentioning ((?:"[^"]*"[ ,]*)+))?$`, s.steers, "posts the text to the current session's messages as who under the message id (with the mentions, when named); the answer is kept"},
+		{`^(\w[\w' ]*?) steers the messages "(\w*?)1" to "(\w*?)(\d+)", each answered 202 queued$`, s.steersMany, "steers the messages P1 .. PN in order as who, each P<i> with the text and the message id P<i>, and expects each answer to be exactly 202 {messageId: P<i>, state: queued}"},
 		{`^(\w[\w' ]*?) steers with the body (\{.*\})$`, s.steersBody, "posts the JSON body as it is to the current session's messages as who; the answer is kept"},
 		{`^(\w[\w' ]*?) sends the private message "([^"]*)" sealed as (\{.*\})$`, s.sendsPrivate, "posts a private message under the id with the JSON as its enc, as who; the answer is kept"},
 		{`^(\w[\w' ]*?) takes back "([^"]*)"$`, s.takesBack, "asks to take back the message as who; the answer is kept"},
@@ -62,6 +63,23 @@ func (s *steerSteps) steers(who, text, id, mentions string) error {
 		body["mentions"] = quoted(mentions)
 	}
 	return s.post(who, "/messages", body, reqOpts{})
+}
+
+// steersMany steers the messages prefix1 .. prefixN, each of which must be queued.
+func (s *steerSteps) steersMany(who, prefix, prefix2 string, n int) error {
+	if prefix != prefix2 || n < 1 {
+		return harnessErr("the messages %q1 to %q%d do not make a range", prefix, prefix2, n)
+	}
+	for i := 1; i <= n; i++ {
+		id := fmt.Sprintf("%s%d", prefix, i)
+		if err := s.steers(who, id, id, ""); err != nil {
+			return err
+		}
+		if err := s.answers(http.StatusAccepted, fmt.Sprintf(`{"messageId": %q, "state": "queued"}`, id)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // steersBody posts a body as it is (one outside the contract on purpose, when it is).

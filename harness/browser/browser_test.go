@@ -10,12 +10,9 @@ package browser
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -130,37 +127,12 @@ func TestEventSourceResume(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = w.Close() })
 
-	pages := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/" {
-			http.NotFound(rw, r)
-			return
-		}
-		rw.Header().Set("Content-Type", "text/html; charset=utf-8")
-		_, _ = rw.Write([]byte(streamPage))
-	}))
-	t.Cleanup(pages.Close)
+	pages := servePages(t, map[string]page{"/": htmlPage(streamPage)}, nil)
 
 	const token, chosenID = "tok-alice", "browser-resume"
 	addr := freeAddr(t)
 	serverURL := "http://" + addr
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	dir := t.TempDir()
-	cfg := w.Config(spec.SUTConfig{
-		Listen:   addr,
-		DataDir:  filepath.Join(dir, "data"),
-		Signing:  spec.SigningConfig{Key: base64.StdEncoding.EncodeToString(key)},
-		Identity: spec.IdentityConfig{Principals: map[string]spec.Principal{token: {Tenant: "acme", Actor: "alice"}}},
-		Gateway:  spec.GatewayConfig{AllowedOrigins: []string{pages.URL}, AllowCredentials: true},
-	})
-	cfgJSON, err := json.MarshalIndent(cfg, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgPath := filepath.Join(dir, "loom-config.json")
-	if err := os.WriteFile(cfgPath, cfgJSON, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath := serverConfig(t, w, addr, token, pages.URL)
 
 	srv := newServer(t, bin, cfgPath)
 	srv.start(ctx)

@@ -4,11 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +20,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/loomcheck/loomcheck/harness/world"
+	"github.com/loomcheck/loomcheck/spec"
 )
 
 // chromiumPath is Debian's chromium; the node scripts launch exactly this binary.
@@ -430,4 +436,70 @@ func (p pageRecord) consoleErrors() []consoleMessage {
 		}
 	}
 	return out
+}
+
+// page is one file a test serves to the browser.
+type page struct {
+	contentType string
+	body        []byte
+}
+
+// htmlPage and scriptPage are a page of HTML and one of JavaScript.
+func htmlPage(s string) page   { return page{"text/html; charset=utf-8", []byte(s)} }
+func scriptPage(b []byte) page { return page{"text/javascript; charset=utf-8", b} }
+
+// servePages serves the pages by path (anything else is 404, or goes to other when it is not
+// nil) on a loopback server closed when the test ends.
+func servePages(t *testing.T, pages map[string]page, other http.Handler) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		p, ok := pages[r.URL.Path]
+		switch {
+		case ok:
+			rw.Header().Set("Content-Type", p.contentType)
+			_, _ = rw.Write(p.body)
+		case other != nil:
+			other.ServeHTTP(rw, r)
+		default:
+			http.NotFound(rw, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// streamClientPage is streamclient.js, read from this directory.
+func streamClientPage(t *testing.T) page {
+	t.Helper()
+	b, err := os.ReadFile("streamclient.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return scriptPage(b)
+}
+
+// serverConfig writes the configuration document of a `loomcheck serve` on addr for the world w:
+// a fresh data directory and signing key, token as alice of tenant acme, and pages from origin
+// allowed with credentials. It returns the document's path.
+func serverConfig(t *testing.T, w *world.World, addr, token, origin string) string {
+	t.Helper()
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	dir := t.TempDir()
+	cfg := w.Config(spec.SUTConfig{
+		Listen:   addr,
+		DataDir:  filepath.Join(dir, "data"),
+		Signing:  spec.SigningConfig{Key: base64.StdEncoding.EncodeToString(key)},
+		Identity: spec.IdentityConfig{Principals: map[string]spec.Principal{token: {Tenant: "acme", Actor: "alice"}}},
+		Gateway:  spec.GatewayConfig{AllowedOrigins: []string{origin}, AllowCredentials: true},
+	})
+	b, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "loom-config.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -10,7 +10,9 @@
 // Authorization header when one is given, else the loom_token cookie) and opens the WebSocket
 // /sessions/{id}/stream?ticket=T&from=last. After a drop it reconnects at once, then after delays
 // that double from backoff.baseMs up to backoff.maxMs, each with up to backoff.jitter of it added
-// at random; a delivered frame starts that policy over.
+// at random; a delivered frame starts that policy over. Every delivered frame also goes to the
+// rendering view (View, rows()): a streaming reply's last 40 characters are held back until its
+// text-done, and a text-cut drops them and shows its note.
 //
 //   var s = new LoomStream({ server: 'http://127.0.0.1:8080', session: 'c1',
 //     onFrame: function (f) { draw(f); } });
@@ -60,6 +62,68 @@
     return { verdict: 'trim', frame: t };
   };
 
+  // HOLDBACK is how many characters (Unicode code points, counted with Array.from, never with
+  // .length, which counts UTF-16 units) at the end of a streaming reply are provisional.
+  var HOLDBACK = 40;
+
+  // View is the rendering view (spec/stream.md, "The rendering view"): delivered frames in, one
+  // row per message out, {message, state, text, note}. While a reply streams (state
+  // 'streaming') its text is every delta's text but the last HOLDBACK characters; its text-done
+  // shows it whole (state 'done'; the text-done's own text when no delta reached this viewer); a
+  // text-cut drops the held-back tail and shows its note (state 'cut'), and nothing after it is
+  // shown until a status 'restarted' of that message starts the row again from nothing.
+  function View() {
+    this.list = [];
+    this.index = {};
+  }
+
+  function held(s) {
+    var cps = Array.from(s);
+    return cps.length <= HOLDBACK ? '' : cps.slice(0, cps.length - HOLDBACK).join('');
+  }
+
+  View.prototype.take = function (f) {
+    var d = (f && f.data) || {};
+    var kind = typeof f.type === 'string' && f.type.indexOf(PREFIX) === 0 ? f.type.slice(PREFIX.length) : f.type;
+    var key = f.message || d.message;
+    if (!key) return;
+    var r = this.index[key];
+    if (kind === 'status') {
+      if (r && d.state === 'restarted') {
+        r.row.state = 'streaming';
+        r.row.text = r.row.note = r.deltas = '';
+      }
+      return;
+    }
+    if (kind !== 'text-delta' && kind !== 'text-done' && kind !== 'text-cut') return;
+    if (!r) {
+      r = { row: { message: key, state: 'streaming', text: '', note: '' }, deltas: '' };
+      this.index[key] = r;
+      this.list.push(r);
+    }
+    if (r.row.state === 'cut') return;
+    if (kind === 'text-delta') {
+      if (r.row.state === 'done') return;
+      if (typeof d.text === 'string') r.deltas += d.text;
+      if (Array.isArray(d.parts)) r.deltas += d.parts.join('');
+      r.row.text = held(r.deltas);
+    } else if (kind === 'text-done') {
+      r.row.state = 'done';
+      r.row.text = r.deltas === '' && typeof d.text === 'string' ? d.text : r.deltas;
+    } else {
+      r.row.state = 'cut';
+      r.row.note = typeof d.note === 'string' ? d.note : '';
+      r.row.text = held(r.deltas);
+    }
+  };
+
+  // rows is a copy of what the view shows, in the order each message first appeared.
+  View.prototype.rows = function () {
+    return this.list.map(function (r) {
+      return { message: r.row.message, state: r.row.state, text: r.row.text, note: r.row.note };
+    });
+  };
+
   // Backoff is the reconnect policy: the first attempt after a drop at once, then baseMs doubling
   // up to maxMs, plus up to jitter of it at random. reset() starts it over.
   function Backoff(opts) {
@@ -92,6 +156,7 @@
   function LoomStream(opts) {
     this.opts = opts;
     this.reader = new Reader(opts.from || 0);
+    this.view = new View();
     this.backoff = new Backoff(opts.backoff);
     this.attempts = 0;
     this.opens = 0;
@@ -102,6 +167,11 @@
 
   LoomStream.prototype.last = function () {
     return this.reader.last;
+  };
+
+  // rows is what the stream's rendering view shows of the frames delivered so far.
+  LoomStream.prototype.rows = function () {
+    return this.view.rows();
   };
 
   LoomStream.prototype.start = function () {
@@ -184,6 +254,7 @@
         case 'deliver':
         case 'trim':
           self.backoff.reset();
+          self.view.take(r.frame);
           if (self.opts.onFrame) self.opts.onFrame(r.frame);
           break;
         case 'reset':
@@ -223,5 +294,7 @@
 
   LoomStream.Reader = Reader;
   LoomStream.Backoff = Backoff;
+  LoomStream.View = View;
+  LoomStream.HOLDBACK = HOLDBACK;
   global.LoomStream = LoomStream;
 })(typeof window !== 'undefined' ? window : globalThis);

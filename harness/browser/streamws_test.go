@@ -2,22 +2,15 @@ package browser
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/loomcheck/loomcheck/harness/world"
-	"github.com/loomcheck/loomcheck/spec"
 )
 
 // sessionPage follows /sessions/{id}/stream of the server named in its query string with
@@ -161,45 +154,12 @@ func TestWebSocketResume(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = w.Close() })
 
-	client, err := os.ReadFile("streamclient.js")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pages := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/":
-			rw.Header().Set("Content-Type", "text/html; charset=utf-8")
-			_, _ = rw.Write([]byte(sessionPage))
-		case "/streamclient.js":
-			rw.Header().Set("Content-Type", "text/javascript; charset=utf-8")
-			_, _ = rw.Write(client)
-		default:
-			http.NotFound(rw, r)
-		}
-	}))
-	t.Cleanup(pages.Close)
+	pages := servePages(t, map[string]page{"/": htmlPage(sessionPage), "/streamclient.js": streamClientPage(t)}, nil)
 
 	const token = "tok-alice"
 	addr := freeAddr(t)
 	serverURL := "http://" + addr
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	dir := t.TempDir()
-	cfg := w.Config(spec.SUTConfig{
-		Listen:   addr,
-		DataDir:  filepath.Join(dir, "data"),
-		Signing:  spec.SigningConfig{Key: base64.StdEncoding.EncodeToString(key)},
-		Identity: spec.IdentityConfig{Principals: map[string]spec.Principal{token: {Tenant: "acme", Actor: "alice"}}},
-		Gateway:  spec.GatewayConfig{AllowedOrigins: []string{pages.URL}, AllowCredentials: true},
-	})
-	cfgJSON, err := json.MarshalIndent(cfg, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgPath := filepath.Join(dir, "loom-config.json")
-	if err := os.WriteFile(cfgPath, cfgJSON, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath := serverConfig(t, w, addr, token, pages.URL)
 
 	srv := newServer(t, bin, cfgPath)
 	srv.start(ctx)

@@ -16,12 +16,13 @@ import (
 )
 
 // Frame is what the reader needs of a frame: its cursor, its span and, for a merged delta
-// frame, its parts.
+// frame, its parts; and the message it belongs to, which the rendering view (View) needs.
 type Frame struct {
-	Cur  int64           `json:"cur"`
-	Span int             `json:"span,omitempty"`
-	Type string          `json:"type"`
-	Data json.RawMessage `json:"data"`
+	Cur     int64           `json:"cur"`
+	Span    int             `json:"span,omitempty"`
+	Type    string          `json:"type"`
+	Message string          `json:"message,omitempty"`
+	Data    json.RawMessage `json:"data"`
 }
 
 // First is the first cursor the frame covers (Cur-Span+1 for a merged frame).
