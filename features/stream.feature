@@ -152,3 +152,35 @@ Feature: The session stream: frames with gapless cursors, drawn for each viewer
       | lines | floor |
       | 4096  | 1     |
       | 4097  | 2     |
+
+  @profile:stream @req:ADR0052-F-03
+  Scenario: A reply that fails after its text streamed is cut before its failed end
+    Given alice has started a conversation
+    And the model streams "Die Pumpen l" then fails with status 400
+    When alice follows the session stream over WebSocket
+    And alice sends "pumps?"
+    Then turn 1 fails with reason "model-error"
+    And alice's WebSocket reader got exactly these frames with their data:
+      | cur | type         | author       | message | data                                                                      |
+      | 1   | user-message | person:alice | m1      | {"message": "m1", "state": "sent", "text": "pumps?"}                      |
+      | 2   | text-delta   |              | a:1     | {"text": "Die Pumpen l"}                                                  |
+      | 3   | text-cut     |              | a:1     | {"message": "a:1", "note": "the reply failed; what it streamed is not kept"} |
+      | 4   | text-done    |              | a:1     | {"status": "failed", "text": "", "reason": "model-error"}                 |
+
+  @profile:stream @req:ADR0052-F-03
+  Scenario: A reply that fails before any text streamed, and one that ends well, have no cut
+    Given alice has started a conversation
+    And the model fails with status 400
+    And the model replies "Pumps are fine" to "and now?"
+    When alice follows the session stream over WebSocket
+    And alice sends "pumps?"
+    Then turn 1 fails with reason "model-error"
+    When alice sends "and now?"
+    Then turn 2 is answered "Pumps are fine"
+    And alice's WebSocket reader got exactly these frames with their data:
+      | cur | type         | author       | message | data                                                      |
+      | 1   | user-message | person:alice | m1      | {"message": "m1", "state": "sent", "text": "pumps?"}      |
+      | 2   | text-done    |              | a:1     | {"status": "failed", "text": "", "reason": "model-error"} |
+      | 3   | user-message | person:alice | m2      | {"message": "m2", "state": "sent", "text": "and now?"}    |
+      | 4   | text-delta   |              | a:2     | {"text": "Pumps are fine"}                                |
+      | 5   | text-done    |              | a:2     | {"status": "complete", "text": "Pumps are fine"}          |

@@ -27,6 +27,7 @@ func (s *modelSteps) steps() []stepDef {
 		{`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) to "((?:[^"\\]|\\.)*)" and waits$`, s.modelStreamsToAndWaits, "scripts the model to stream the deltas when the user says the text, then wait until released"},
 		{`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) to "((?:[^"\\]|\\.)*)" and waits, then streams "((?:[^"\\]|\\.)*)"$`, s.modelStreamsWaitsThenStreams, "scripts the model to stream the deltas to the text, wait, then stream more once released"},
 		{`^the model is released$`, s.modelReleased, "releases every answer of the model that waits"},
+		{`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) then fails with status (\d+)$`, s.modelStreamsThenFails, "scripts the model's next answer to stream the deltas, then fail with the status"},
 		{`^the model fails with status (\d+)(?: and says "((?:[^"\\]|\\.)*)")?$`, s.modelFails, "scripts the model's next call to fail with the status and, if named, the words"},
 		{`^the model calls "([\w-]+)" with (\{.*\})$`, s.modelCalls, "scripts the model's next answer as one call of the tool with the arguments"},
 		{`^the model calls "([\w-]+)" (\d+) times in a row$`, s.modelCallsInARow, "scripts the model's next N answers as calls of the tool"},
@@ -164,6 +165,11 @@ func (s *modelSteps) modelReleased() error {
 		h.Release()
 	}
 	return nil
+}
+
+// modelStreamsThenFails scripts the model's next answer to stream the deltas, then fail with the status.
+func (s *modelSteps) modelStreamsThenFails(parts string, status int) error {
+	return s.enqueue(world.Reply{Chunks: quoted(parts), Fail: &world.Failure{Status: status, Message: "cut off"}})
 }
 
 // modelFails scripts the model's next call to fail with the status and, if named, the words.
