@@ -156,3 +156,50 @@ Feature: A reply left waiting by a restart
       | 3   | status       |         | 1    | {"message":"a:1","state":"restarted"}            |
       | 4   | text-delta   | a:1     | 1    | {"text":"second"}                                |
       | 5   | text-done    | a:1     | 1    | {"status":"complete","text":"second"}            |
+
+  @profile:stream @req:ADR0052-S-07 @crash @configures
+  Scenario: A message picked up and sent, killed before the conversation recorded it, is answered exactly once after the restart
+    Given the setting "conversation.maxWindowTurns" is 1
+    And alice has started a conversation
+    And the model replies "ok" to "first"
+    And the model streams "working" to "second" one piece at a time
+    And the model replies "seen" to "third"
+    When alice follows the session stream over WebSocket
+    And alice steers "first" as "m1"
+    Then turn 1 is answered "ok"
+    When alice steers "second" as "m2"
+    And alice's WebSocket reader reaches cursor 5
+    And the summarizer holds its next answer
+    And alice steers "third" as "m3"
+    And alice's WebSocket reader reaches cursor 6
+    And the model goes on after piece 1
+    And alice's WebSocket reader reaches cursor 8
+    And the summarizer has been asked 1 time
+    And the system is killed and restarted
+    Then turn 3 is answered "seen"
+    And alice's WebSocket reader's frames are exactly:
+      | cur | type         | message | turn | data                                              |
+      | 1   | user-message | m1      | 1    | {"message":"m1","state":"sent","text":"first"}    |
+      | 2   | text-delta   | a:1     | 1    | {"text":"ok"}                                     |
+      | 3   | text-done    | a:1     | 1    | {"status":"complete","text":"ok"}                 |
+      | 4   | user-message | m2      | 2    | {"message":"m2","state":"sent","text":"second"}   |
+      | 5   | text-delta   | a:2     | 2    | {"text":"working"}                                |
+      | 6   | user-message | m3      |      | {"message":"m3","state":"queued","text":"third"}  |
+      | 7   | text-done    | a:2     | 2    | {"status":"complete","text":"working"}            |
+      | 8   | user-message | m3      |      | {"message":"m3","state":"picked-up"}              |
+      | 9   | user-message | m3      | 3    | {"message":"m3","state":"sent","text":"third"}    |
+      | 10  | text-delta   | a:3     | 3    | {"text":"seen"}                                   |
+      | 11  | text-done    | a:3     | 3    | {"status":"complete","text":"seen"}               |
+    And the model was asked for exactly, in order:
+      | last user message |
+      | first             |
+      | second            |
+      | third             |
+    And the history holds:
+      | ord | turn | role      | status   | text    |
+      | 1   | 1    | user      | accepted | first   |
+      | 2   | 1    | assistant | complete | ok      |
+      | 3   | 2    | user      | accepted | second  |
+      | 4   | 2    | assistant | complete | working |
+      | 5   | 3    | user      | accepted | third   |
+      | 6   | 3    | assistant | complete | seen    |
