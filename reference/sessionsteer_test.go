@@ -615,3 +615,45 @@ func TestPickedUpMessageSurvivesACrashAtEveryWrite(t *testing.T) {
 		eng.Close()
 	}
 }
+
+// TestATurnThatDoesNotResumeIsGivenUp: a turn left open by a kill that has no reply within the
+// resume wait after the restart is given up: status {state: failed} after what it streamed by
+// then, the turn stopped (its reply recorded interrupted), and nothing of that reply after it.
+func TestATurnThatDoesNotResumeIsGivenUp(t *testing.T) {
+	alice := loomtype.Identity{Tenant: "t", Actor: "alice"}
+	dir := t.TempDir() + "/d"
+	key := signingKey()
+	open := func(gm gatedModel) *reference.Engine {
+		eng, err := reference.Open(context.Background(), reference.Options{
+			DataDir:      dir,
+			Conversation: conversation.Config{Keys: [][]byte{key}, BargeIn: true},
+			Deps:         conversation.Deps{Provider: gm},
+			Gateway:      gateway.Config{Authenticate: func(*http.Request) (loomtype.Identity, error) { return alice, nil }},
+			Stream:       sessions.Config{ResumeWait: 200 * time.Millisecond},
+			AllowEmpty:   true,
+		})
+		require.NoError(t, err)
+		return eng
+	}
+	ctx := context.Background()
+	eng := open(gatedModel{release: make(chan struct{})})
+	st, _, err := eng.Conversations().Start(ctx, alice, conversation.StartOptions{})
+	require.NoError(t, err)
+	id := st.ID
+	_, err = eng.Sessions().Send(ctx, alice, id, "first", "m1")
+	require.NoError(t, err)
+	waitFrames(t, eng.Sessions(), alice, id, 2)
+	eng.Kill()
+
+	eng = open(gatedModel{release: make(chan struct{})}) // never answers
+	defer eng.Close()
+	require.Eventually(t, func() bool {
+		p, err := eng.Conversations().History(ctx, alice, id, conversation.HistoryOptions{Limit: 50})
+		require.NoError(t, err)
+		return len(p.Entries) == 2 && p.Entries[1].Status == loomtype.StatusInterrupted
+	}, 10*time.Second, 10*time.Millisecond, "the given-up turn is stopped")
+	time.Sleep(100 * time.Millisecond) // a shown reply would be logged by now
+	// The run after the restart streams "working" at once, before the wait is over, then waits.
+	require.Equal(t, []string{"user-message:sent:m1", "text-delta", "status:restarted", "text-delta", "status:failed"},
+		kinds(t, eng.Sessions(), alice, id))
+}
