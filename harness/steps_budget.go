@@ -19,6 +19,7 @@ func (s *budgetSteps) steps() []stepDef {
 		{`^the summarizer (always )?answers a summary of (\d+) characters$`, s.summarizerAnswersSummaryCharacters, "scripts the summarizer's next answer (or every answer) with a summary of N characters"},
 		{`^the summarizer then (always )?fails with status (\d+)$`, s.summarizerFails, "scripts the summarizer's next call (or every call) to fail with the status"},
 		{`^summarizer request (\d+) holds the previous summary "((?:[^"\\]|\\.)*)" and the messages:$`, s.summarizerRequestHolds, "expects summarizer request N to carry the previous summary and exactly the messages of the table"},
+		{`^the summarizer holds its next answer$`, s.summarizerWaits, "scripts the summarizer's next answer to wait and never come (a later call gets the next answer)"},
 		{`^the summarizer has been asked (\d+) times?$`, s.summarizerAsked, "waits until the summarizer has been asked at least N times"},
 		{`^the summarizer has been asked (\d+) times? in all$`, s.summarizerAskedInAll, "expects the summarizer to have been asked exactly N times over the whole scenario"},
 		{`^the summarizer was handed the words of turn (\d+)$`, s.summarizerHandedTurn, "expects the summarizer to have been handed the words of turn N"},
@@ -48,6 +49,12 @@ func (s *budgetSteps) summarizerAnswers(always, text string) error {
 	}
 	s.summary = unescape(text)
 	return s.enqueue(n, world.Summary{Text: s.summary})
+}
+
+// summarizerWaits scripts the summarizer's next answer to wait (until the world closes, or the
+// call goes away); a call after it gets the next scripted answer, or the default one.
+func (s *budgetSteps) summarizerWaits() error {
+	return s.enqueue(1, world.Summary{Hold: s.world.NewHold()})
 }
 
 // summarizerAnswersSummaryCharacters scripts the summarizer's next answer (or every answer) with a summary of N characters.

@@ -40,6 +40,7 @@ func (s *modelSteps) steps() []stepDef {
 		{`^the system hung up on request (\d+) to the model$`, s.systemHungUp, "expects the system to have hung up on request N to the model"},
 		{`^the model waits before answering$`, s.modelWaits, "scripts the model's next answer to wait until released"},
 		{`^the model replies "((?:[^"\\]|\\.)*)" after a release$`, s.modelRepliesAfterRelease, "scripts the model's next answer with the text, once released"},
+		{`^the model replies "((?:[^"\\]|\\.)*)" to "((?:[^"\\]|\\.)*)" after a release$`, s.modelRepliesToAfterRelease, "scripts the model to answer the text, once released, when the user says the other text (nothing streams before the release)"},
 		{`^the last user message of request (\d+) to the model quotes "((?:[^"\\]|\\.)*)" and says "((?:[^"\\]|\\.)*)"$`, s.lastUserMessageQuotes, "expects the last user message of request N to the model to quote the text and say the other"},
 		{`^the last user message of request (\d+) to the model quotes (\d+) characters of turn (\d+) and says "((?:[^"\\]|\\.)*)"$`, s.lastUserMessageQuotesTurn, "expects the last user message of request N to quote N characters of turn N and say the text"},
 		{`^no message of any request to the model holds "((?:[^"\\]|\\.)*)"$`, s.noRequestHolds, "expects no message of any request to the model to hold the text"},
@@ -296,6 +297,17 @@ func (s *modelSteps) modelRepliesAfterRelease(text string) error {
 	h := s.world.NewHold()
 	s.holds = append(s.holds, h)
 	return s.enqueue(world.Reply{Hold: h, After: []string{unescape(text)}})
+}
+
+// modelRepliesToAfterRelease scripts the model to answer the text, once released, when the user
+// says the other text.
+func (s *modelSteps) modelRepliesToAfterRelease(text, match string) error {
+	h := s.world.NewHold()
+	s.holds = append(s.holds, h)
+	if err := s.world.Model().EnqueueFor(unescape(match), world.Reply{Hold: h, After: []string{unescape(text)}}); err != nil {
+		return harnessErr("script the model: %v", err)
+	}
+	return nil
 }
 
 // lastUserMessageQuotes expects the last user message of request N to the model to quote the text and say the other.

@@ -496,3 +496,130 @@ func openAs(t *testing.T, who loomtype.Identity, dir string, conf conversation.C
 	require.NoError(t, err)
 	return eng
 }
+
+// TestPickedUpMessageSurvivesACrashAtEveryWrite: a waiting message is picked up at the safe
+// point (its picked-up frame and the queue commit), then sent to the conversation. Whatever
+// durable write of that stretch the engine dies right after (the crash right after the pick-up's
+// commit, before the send, among them), the message is sent exactly once after the restart and
+// answered: the history holds it once, and the frame log shows it picked up once and sent once.
+func TestPickedUpMessageSurvivesACrashAtEveryWrite(t *testing.T) {
+	alice := loomtype.Identity{Tenant: "t", Actor: "alice"}
+	ctx := context.Background()
+	key := signingKey() // one key across the restart: a message signed before it verifies after it
+	for n := int64(1); ; n++ {
+		dir := t.TempDir() + "/d"
+		open := func(gm gatedModel) *reference.Engine {
+			eng, err := reference.Open(ctx, reference.Options{
+				DataDir:      dir,
+				Conversation: conversation.Config{Keys: [][]byte{key}},
+				Deps:         conversation.Deps{Provider: gm},
+				Gateway:      gateway.Config{Authenticate: func(*http.Request) (loomtype.Identity, error) { return alice, nil }},
+				AllowEmpty:   true,
+			})
+			require.NoError(t, err)
+			return eng
+		}
+		gm := gatedModel{release: make(chan struct{})}
+		eng := open(gm)
+		st, _, err := eng.Conversations().Start(ctx, alice, conversation.StartOptions{})
+		require.NoError(t, err)
+		id := st.ID
+		_, err = eng.Sessions().Send(ctx, alice, id, "first", "m1")
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			h, _, _ := eng.Sessions().Bounds(ctx, alice, id)
+			return h >= 2
+		}, 5*time.Second, 5*time.Millisecond)
+		q, err := eng.Sessions().Send(ctx, alice, id, "second", "m2")
+		require.NoError(t, err)
+		require.Equal(t, sessions.StateQueued, q.State)
+
+		crashed := eng.CrashAfterWrite(n)
+		gm.release <- struct{}{} // turn 1 ends: m2 is picked up and sent, and turn 2 waits on the model
+		reached := true
+		select {
+		case <-crashed:
+		case <-time.After(2 * time.Second):
+			reached = false // every write up to turn 2 waiting on its model has been crashed after
+		}
+		eng.Kill()
+		if !reached {
+			require.Greater(t, n, int64(3), "the stretch from turn 1's end to turn 2 has writes to crash after")
+			return
+		}
+
+		answering := gatedModel{release: make(chan struct{})}
+		close(answering.release) // answers at once
+		eng = open(answering)
+		var entries []loomtype.Entry
+		require.Eventually(t, func() bool {
+			p, err := eng.Conversations().History(ctx, alice, id, conversation.HistoryOptions{Limit: 50})
+			require.NoError(t, err)
+			entries = p.Entries
+			return len(p.Entries) >= 4 && p.Entries[3].Status == loomtype.StatusComplete
+		}, 10*time.Second, 10*time.Millisecond, "crash after write %d: turn 2 is answered after the restart", n)
+		time.Sleep(100 * time.Millisecond) // a second send would be a fifth entry by now
+		p, err := eng.Conversations().History(ctx, alice, id, conversation.HistoryOptions{Limit: 50})
+		require.NoError(t, err)
+		entries = p.Entries
+		require.Len(t, entries, 4, "crash after write %d: two turns, each asked and answered once", n)
+		require.Equal(t, "m2", entries[2].MessageID, "crash after write %d", n)
+		require.Equal(t, "second", *entries[2].Text, "crash after write %d", n)
+		frames := kinds(t, eng.Sessions(), alice, id)
+		picked, sent := 0, 0
+		for _, f := range frames {
+			switch f {
+			case "user-message:picked-up:m2":
+				picked++
+			case "user-message:sent:m2":
+				sent++
+			}
+		}
+		require.Equal(t, 1, picked, "crash after write %d: %v", n, frames)
+		require.Equal(t, 1, sent, "crash after write %d: %v", n, frames)
+		require.Equal(t, "text-done:complete", frames[len(frames)-1], "crash after write %d: %v", n, frames)
+		eng.Close()
+	}
+}
+
+// TestATurnThatDoesNotResumeIsGivenUp: a turn left open by a kill that has no reply within the
+// resume wait after the restart is given up: status {state: failed} after what it streamed by
+// then, the turn stopped (its reply recorded interrupted), and nothing of that reply after it.
+func TestATurnThatDoesNotResumeIsGivenUp(t *testing.T) {
+	alice := loomtype.Identity{Tenant: "t", Actor: "alice"}
+	dir := t.TempDir() + "/d"
+	key := signingKey()
+	open := func(gm gatedModel) *reference.Engine {
+		eng, err := reference.Open(context.Background(), reference.Options{
+			DataDir:      dir,
+			Conversation: conversation.Config{Keys: [][]byte{key}, BargeIn: true},
+			Deps:         conversation.Deps{Provider: gm},
+			Gateway:      gateway.Config{Authenticate: func(*http.Request) (loomtype.Identity, error) { return alice, nil }},
+			Stream:       sessions.Config{ResumeWait: 200 * time.Millisecond},
+			AllowEmpty:   true,
+		})
+		require.NoError(t, err)
+		return eng
+	}
+	ctx := context.Background()
+	eng := open(gatedModel{release: make(chan struct{})})
+	st, _, err := eng.Conversations().Start(ctx, alice, conversation.StartOptions{})
+	require.NoError(t, err)
+	id := st.ID
+	_, err = eng.Sessions().Send(ctx, alice, id, "first", "m1")
+	require.NoError(t, err)
+	waitFrames(t, eng.Sessions(), alice, id, 2)
+	eng.Kill()
+
+	eng = open(gatedModel{release: make(chan struct{})}) // never answers
+	defer eng.Close()
+	require.Eventually(t, func() bool {
+		p, err := eng.Conversations().History(ctx, alice, id, conversation.HistoryOptions{Limit: 50})
+		require.NoError(t, err)
+		return len(p.Entries) == 2 && p.Entries[1].Status == loomtype.StatusInterrupted
+	}, 10*time.Second, 10*time.Millisecond, "the given-up turn is stopped")
+	time.Sleep(100 * time.Millisecond) // a shown reply would be logged by now
+	// The run after the restart streams "working" at once, before the wait is over, then waits.
+	require.Equal(t, []string{"user-message:sent:m1", "text-delta", "status:restarted", "text-delta", "status:failed"},
+		kinds(t, eng.Sessions(), alice, id))
+}

@@ -49,6 +49,10 @@ type StreamConfig struct {
 	TicketMs int64 `json:"ticketMs,omitempty"`
 	// HeartbeatMs is how often an idle stream sends a heartbeat frame.
 	HeartbeatMs int64 `json:"heartbeatMs,omitempty"`
+	// ResumeWaitMs is how long a reply left waiting by a restart may take once the system is up
+	// again (60000 by default); past it the turn is given up with status {state: "failed",
+	// note: "couldn't resume, ask again"} and nothing more of it is shown.
+	ResumeWaitMs int64 `json:"resumeWaitMs,omitempty"`
 }
 
 // ModelConfig points at an OpenAI-compatible Chat Completions server.

@@ -53,6 +53,12 @@ func sendStep(who, messageID, text string) step {
 	}}
 }
 
+func steerStep(who, messageID, text string) step {
+	return step{fmt.Sprintf("%s steers %s %q", who, messageID, clip(text, 40)), func(ctx context.Context, s *session) error {
+		return s.steer(ctx, who, messageID, text)
+	}}
+}
+
 func putStep(who, messageID, text string) step {
 	return step{fmt.Sprintf("%s puts %s %q through the runtime door", who, messageID, clip(text, 40)), func(ctx context.Context, s *session) error {
 		return s.put(ctx, who, messageID, text)
@@ -249,6 +255,34 @@ func dialogues() []*dialogue {
 			},
 		},
 		{
+			name:  "steer",
+			about: "a message steered to the session while a turn runs waits, and is picked up and answered when the turn ends",
+			configure: func(c *spec.SUTConfig) {
+				c.Conversation.BargeIn = on(false)
+			},
+			prepare: func(s *session) error { return holdFor(s, "first", "first", []string{"done with the first"}) },
+			steps: []step{
+				startStep("alice", nil),
+				sendStep("alice", "m-1", "first"),
+				askedStep("first"),
+				steerStep("alice", "m-2", "second"),
+				releaseStep("first"),
+				replyStep("alice", 1), replyStep("alice", 2),
+			},
+			viewers: []string{"alice"},
+			exercised: func(s *session, o *outcome) error {
+				if n := countStatus(o.hist["alice"], "assistant", "complete"); n != 2 {
+					return fmt.Errorf("%d complete replies, want 2", n)
+				}
+				for _, e := range o.hist["alice"] {
+					if e.str("role") == "user" && e.num("turn") == 2 && e.str("messageId") == "m-2" {
+						return nil
+					}
+				}
+				return fmt.Errorf("turn 2 is not the steered message m-2")
+			},
+		},
+		{
 			name:  "shared",
 			about: "a shared conversation: turns asked by a participant and by the owner, each run as its asker",
 			steps: []step{
@@ -299,7 +333,7 @@ func dialogues() []*dialogue {
 
 // DialogueNames lists the canonical dialogues, in the order they are explored.
 //
-//	fmt.Println(explore.DialogueNames()) // [plain barge-in rotation tool-call summary-fold shared envelope-flood]
+//	fmt.Println(explore.DialogueNames()) // [plain barge-in rotation tool-call summary-fold steer shared envelope-flood]
 func DialogueNames() []string {
 	var out []string
 	for _, d := range dialogues() {

@@ -1,7 +1,8 @@
 // Package explore is the kit's crash exploration. For each canonical dialogue (plain turns,
 // barge-in, rotation with a pending message, a turn that calls a tool, a rolling-summary fold, a
-// shared-mode dialogue and an envelope flood through the runtime door) it runs the system under test once uncrashed, counting
-// its durable writes and recording the outcome, then once per chosen write N with a crash right
+// message steered to a session while a turn runs, a shared-mode dialogue and an envelope flood
+// through the runtime door) it runs the system under test once uncrashed, counting its durable
+// writes and recording the outcome, then once per chosen write N with a crash right
 // after write N and a restart on the same data directory, while the clients retry what was not
 // acknowledged (with the same message id). Each crashed run is judged against the uncrashed one:
 //

@@ -119,6 +119,20 @@ func kinds(rep *explore.Report) map[string]int {
 	return out
 }
 
+// A message steered to the session while a turn runs is picked up at the safe point, then sent:
+// whatever write the reference dies right after (the pick-up's commit, before the send, among
+// them), the message is in the history once and answered once.
+func TestSteerDialogueAtEveryWrite(t *testing.T) {
+	var progress bytes.Buffer
+	rep, err := explore.Run(context.Background(), explore.Options{Factory: referenceFactory, Dialogues: []string{"steer"},
+		Dir: t.TempDir(), Progress: &progress})
+	require.NoError(t, err)
+	require.Len(t, rep.Dialogues, 1)
+	d := rep.Dialogues[0]
+	require.Empty(t, d.Findings, progress.String())
+	require.Len(t, d.Points, int(d.Writes), "every write is a crash point")
+}
+
 // An instance that forgets the inbox's deduplication after a restart (a retried message id is
 // taken for a new message) is caught: the retry of a message that was recorded but never
 // acknowledged is delivered twice.

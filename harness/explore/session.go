@@ -521,6 +521,22 @@ func (s *session) send(ctx context.Context, who, messageID, text string) error {
 	return nil
 }
 
+// steer sends who's message to the conversation's session (POST /sessions/{id}/messages): it is
+// queued while a turn runs and sent at the next safe point, under its own message id.
+func (s *session) steer(ctx context.Context, who, messageID, text string) error {
+	var out struct {
+		State string `json:"state"`
+	}
+	_, err := s.request(ctx, who, http.MethodPost, "/sessions/"+url.PathEscape(s.conv)+"/messages",
+		map[string]any{"text": text, "messageId": messageID}, &out)
+	if err != nil {
+		return err
+	}
+	s.acks = append(s.acks, ack{who: who, messageID: messageID, text: text})
+	s.note("%s's %s steered (%s)", who, messageID, out.State)
+	return nil
+}
+
 // put puts a signed envelope into the conversation's inbox through the runtime door. The payload
 // of a message id is built once, so a retry sends the same bytes.
 func (s *session) put(ctx context.Context, who, messageID, text string) error {

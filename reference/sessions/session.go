@@ -37,6 +37,8 @@ type session struct {
 	hubSub        *hubSub           // the live subscription the pump starts with
 	liveSub       *hubSub           // the live subscription now (guarded by mu)
 	openTurns     []int64           // turns the restored log shows streaming with no end
+	dropped       map[int64]bool    // turns given up after a restart: nothing more of them is shown
+	stopTurn      int64             // the given-up turn still to be stopped (0: none)
 	presence      map[string]time.Time
 	lastSpeaker   string          // who spoke last: a sent user-message's author, or Assistant after a reply
 	people        int             // persons in the chat: 1 in owner mode, the participants in shared mode
@@ -54,7 +56,7 @@ type session struct {
 
 func newSession(svc *Service, id string) *session {
 	return &session{svc: svc, id: id, log: stream.NewLog(id, svc.cfg.Limits), ad: stream.NewAdapter(),
-		guards: map[int64]guard{}, room: stream.NewRoom(), handles: map[int64]int64{}, liveBytes: map[int64]int{}, subs: map[*Sub]struct{}{}, quit: make(chan struct{})}
+		guards: map[int64]guard{}, room: stream.NewRoom(), handles: map[int64]int64{}, liveBytes: map[int64]int{}, dropped: map[int64]bool{}, subs: map[*Sub]struct{}{}, quit: make(chan struct{})}
 }
 
 func (ss *session) dead() bool { return ss.broken.Load() }
@@ -101,6 +103,10 @@ func (ss *session) restoreStreamed(frames []stream.Frame) {
 			_ = json.Unmarshal(f.Data, &d)
 			if d.State == "restarted" {
 				delete(open, f.Turn)
+			}
+			if givenUp(f) {
+				delete(open, f.Turn)
+				ss.dropped[f.Turn] = true
 			}
 		}
 	}
@@ -181,7 +187,11 @@ func (ss *session) catchUpUntil(ctx context.Context, stop func(loomtype.Entry) b
 			if e.Asker != nil {
 				g.Asker = *e.Asker
 			}
-			for _, sp := range ss.ad.Apply(stream.Event{Kind: stream.EventRecord, Turn: e.Turn, Entry: &e}) {
+			var shown []stream.Spec
+			if e.Role != loomtype.RoleAssistant || !ss.dropped[e.Turn] {
+				shown = ss.ad.Apply(stream.Event{Kind: stream.EventRecord, Turn: e.Turn, Entry: &e})
+			}
+			for _, sp := range shown {
 				gs := g
 				if e.Role == loomtype.RoleAssistant {
 					if e.Asker != nil {
@@ -328,8 +338,8 @@ func (ss *session) liveLocked(ctx context.Context, evs []live.Event) error {
 	var specs []stream.Spec
 	var guards []guard
 	for _, ev := range evs {
-		if ev.Turn <= ss.lastReplyTurn {
-			continue // the durable reply superseded it
+		if ev.Turn <= ss.lastReplyTurn || ss.dropped[ev.Turn] {
+			continue // the durable reply superseded it, or the turn was given up
 		}
 		g := guard{Live: true, AskerKey: ev.Asker, Ver: 1}
 		switch ev.Kind {
@@ -388,7 +398,7 @@ func (ss *session) attachPartial(ctx context.Context, turn int64, text, asker st
 		ss.openTurns = nil
 		var evs []live.Event
 		for _, t := range open {
-			if ss.svc.heldBefore(ss.id) && t == turn && !rerun {
+			if ss.svc.heldBefore(ss.id) && t == turn && !rerun || ss.dropped[t] {
 				continue
 			}
 			evs = append(evs, live.Event{Kind: live.KindReset, Turn: t})
@@ -491,6 +501,9 @@ func (ss *session) pump() {
 				attach()
 			}
 			ss.report(ss.catchUp(ctx, nil))
+			ss.mu.Lock()
+			ss.stopGivenUpLocked()
+			ss.mu.Unlock()
 		case <-notify:
 			ss.mu.Lock()
 			evs, overflow := sub.Drain()

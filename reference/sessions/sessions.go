@@ -79,6 +79,11 @@ type Config struct {
 	// Retain is how long assistant text deltas and terminal output are shown; an older one is
 	// served empty and marked expired, keeping its cursor (stream.DefaultRetain, 24 hours).
 	Retain time.Duration
+	// ResumeWait is how long a turn the stream shows asked and unanswered when the service
+	// starts (one an earlier process left open, which the engine recovers) may take to end; past
+	// it the turn is given up: status {state: failed, note} is logged, the turn is stopped, and
+	// nothing more of it is shown (DefaultResumeWait, 60 s).
+	ResumeWait time.Duration
 	// Now is the clock (time.Now).
 	Now func() time.Time
 	// Logger receives the errors a pump meets (slog.Default()).
@@ -154,6 +159,8 @@ type Service struct {
 	loading  map[string]chan struct{} // the sessions being loaded, closed when each is in
 	held     map[string]bool          // the sessions this process has held (bounded)
 	closed   bool
+	quit     chan struct{} // closed by Close
+	started  time.Time     // when New made the service: the resume wait counts from it
 	wg       sync.WaitGroup
 }
 
@@ -182,6 +189,9 @@ func New(st store.Store, cv *conversation.Conversations, cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.ResumeWait <= 0 {
+		cfg.ResumeWait = DefaultResumeWait
+	}
 	if cfg.Retain <= 0 {
 		cfg.Retain = stream.DefaultRetain
 	}
@@ -195,12 +205,15 @@ func New(st store.Store, cv *conversation.Conversations, cfg Config) *Service {
 		cfg.Limits.MaxBytes = stream.DefaultLimits.MaxBytes
 	}
 	return &Service{st: st, cv: cv, cfg: cfg, log: cfg.Logger, tickets: map[string]*ticket{}, sessions: map[string]*session{},
-		loading: map[string]chan struct{}{}, held: map[string]bool{}}
+		loading: map[string]chan struct{}{}, held: map[string]bool{}, quit: make(chan struct{}), started: time.Now()}
 }
 
 // Close stops every pump and cuts off every subscriber.
 func (s *Service) Close() {
 	s.mu.Lock()
+	if !s.closed {
+		close(s.quit)
+	}
 	s.closed = true
 	for _, ss := range s.sessions {
 		ss.stop()

@@ -342,10 +342,14 @@ func (ss *session) waitingLocked() int {
 
 // Resume starts the sessions whose steering queue holds a message waiting or one picked up and
 // not yet recorded, so that they are sent after a restart whether or not anyone reads the
-// stream. The engine calls it once, when it opens.
+// stream, and starts the resume wait (Config.ResumeWait) of every turn the stream shows asked
+// and unanswered. The engine calls it once, when it opens.
 //
 // Errors: store errors.
 func (s *Service) Resume(ctx context.Context) error {
+	if err := s.resumeWaits(ctx); err != nil {
+		return err
+	}
 	kvs, err := s.st.MetaPrefix(ctx, queuePrefix)
 	if err != nil {
 		return err
