@@ -40,6 +40,9 @@ type session struct {
 	presence      map[string]time.Time
 	lastSpeaker   string // who spoke last: a sent user-message's author, or Assistant after a reply
 	people        int    // persons in the chat: 1 in owner mode, the participants in shared mode
+	// turnParent is the parent of each turn asked as a thread reply whose reply has not been
+	// projected yet: the reply's frames carry it too.
+	turnParent map[int64]string
 
 	// refs and lastUse are guarded by svc.mu.
 	refs    int
@@ -52,7 +55,8 @@ type session struct {
 
 func newSession(svc *Service, id string) *session {
 	return &session{svc: svc, id: id, log: stream.NewLog(id, svc.cfg.Limits), ad: stream.NewAdapter(),
-		guards: map[int64]guard{}, liveBytes: map[int64]int{}, subs: map[*Sub]struct{}{}, quit: make(chan struct{})}
+		guards: map[int64]guard{}, liveBytes: map[int64]int{}, subs: map[*Sub]struct{}{}, quit: make(chan struct{}),
+		turnParent: map[int64]string{}}
 }
 
 func (ss *session) dead() bool { return ss.broken.Load() }
@@ -84,6 +88,13 @@ func (ss *session) restoreStreamed(frames []stream.Frame) {
 	for _, f := range frames {
 		ss.noteSpeaker(f)
 		switch f.Kind() {
+		case stream.KindUserMessage:
+			var d struct {
+				Parent string `json:"parent"`
+			}
+			if f.Turn > 0 && json.Unmarshal(f.Data, &d) == nil && d.Parent != "" {
+				ss.turnParent[f.Turn] = d.Parent
+			}
 		case stream.KindTextDelta:
 			var d struct {
 				Text string `json:"text"`
@@ -92,6 +103,7 @@ func (ss *session) restoreStreamed(frames []stream.Frame) {
 			open[f.Turn] += len(d.Text)
 		case stream.KindTextDone:
 			delete(open, f.Turn)
+			delete(ss.turnParent, f.Turn)
 		case stream.KindStatus:
 			var d struct {
 				State string `json:"state"`
@@ -179,7 +191,16 @@ func (ss *session) catchUpUntil(ctx context.Context, stop func(loomtype.Entry) b
 			if e.Asker != nil {
 				g.Asker = *e.Asker
 			}
-			for _, sp := range ss.ad.Apply(stream.Event{Kind: stream.EventRecord, Turn: e.Turn, Entry: &e}) {
+			parent := ""
+			switch e.Role {
+			case loomtype.RoleUser:
+				if parent = ss.takeParentLocked(e); parent != "" && e.Turn > 0 {
+					ss.turnParent[e.Turn] = parent
+				}
+			case loomtype.RoleAssistant:
+				parent = ss.turnParent[e.Turn]
+			}
+			for _, sp := range ss.ad.Apply(stream.Event{Kind: stream.EventRecord, Turn: e.Turn, Entry: &e, Parent: parent}) {
 				gs := g
 				if e.Role == loomtype.RoleAssistant {
 					if e.Asker != nil {
@@ -193,6 +214,9 @@ func (ss *session) catchUpUntil(ctx context.Context, stop func(loomtype.Entry) b
 			if e.Role == loomtype.RoleAssistant && e.Turn > last {
 				last = e.Turn
 				delete(ss.liveBytes, e.Turn)
+			}
+			if e.Role == loomtype.RoleAssistant {
+				delete(ss.turnParent, e.Turn)
 			}
 			if e.Role == loomtype.RoleUser {
 				if e.Turn > ss.lastAskedTurn {
@@ -323,7 +347,7 @@ func (ss *session) liveLocked(ctx context.Context, evs []live.Event) error {
 		g := guard{Live: true, AskerKey: ev.Asker, Ver: 1}
 		switch ev.Kind {
 		case live.KindDelta:
-			for _, sp := range ss.ad.Apply(stream.Event{Kind: stream.EventDelta, Turn: ev.Turn, Text: ev.Text}) {
+			for _, sp := range ss.ad.Apply(stream.Event{Kind: stream.EventDelta, Turn: ev.Turn, Text: ev.Text, Parent: ss.turnParent[ev.Turn]}) {
 				if actor := actorOf(ev.Asker); actor != "" {
 					sp.ActsFor = "person:" + actor
 				}
