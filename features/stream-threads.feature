@@ -77,6 +77,29 @@ Feature: Threads in a session: replies to a message, and branches of a conversat
       | 8   |      | text-done    | a:2     | {"parent": "m1", "status": "complete", "text": "Yes."}                     |
 
   @profile:stream @req:ADR0052-G-05
+  Scenario: A thread reply that waits for the running turn keeps its parent while it waits, when picked up and in its reply
+    Given alice has started a conversation
+    And the model streams "working" to "first" one piece at a time
+    And the model replies "noted" to "second"
+    When alice follows the session stream over WebSocket
+    And alice steers "first" as "m1"
+    And alice's WebSocket reader reaches cursor 2
+    And alice steers with the body {"text": "second", "messageId": "m2", "parent": "m1"}
+    Then the session answers 202 {"messageId": "m2", "state": "queued"}
+    When the model goes on after piece 1
+    Then turn 2 is answered "noted"
+    And alice's WebSocket reader got exactly these frames with their data:
+      | cur | type         | message | data                                                                   |
+      | 1   | user-message | m1      | {"message": "m1", "state": "sent", "text": "first"}                    |
+      | 2   | text-delta   | a:1     | {"text": "working"}                                                    |
+      | 3   | user-message | m2      | {"message": "m2", "parent": "m1", "state": "queued", "text": "second"} |
+      | 4   | text-done    | a:1     | {"status": "complete", "text": "working"}                              |
+      | 5   | user-message | m2      | {"message": "m2", "parent": "m1", "state": "picked-up"}                |
+      | 6   | user-message | m2      | {"message": "m2", "parent": "m1", "state": "sent", "text": "second"}   |
+      | 7   | text-delta   | a:2     | {"parent": "m1", "text": "noted"}                                      |
+      | 8   | text-done    | a:2     | {"parent": "m1", "status": "complete", "text": "noted"}                |
+
+  @profile:stream @req:ADR0052-G-05
   Scenario: In a shared chat each viewer gets the parent on every frame they may see, and nothing of the ones they may not
     Given alice has started a shared conversation with bob
     And the model replies "Fine." to "check the pumps"
