@@ -129,6 +129,33 @@ Feature: Threads in a session: replies to a message, and branches of a conversat
       | 6   | text-done    |              | a:2     | {"parent": "u:1", "status": "complete", "text": "Yes."}                    |
 
   @profile:stream @req:ADR0052-G-05
+  Scenario: A thread reply sent again under its message id gives its parent to nothing else
+    Given alice has started a shared conversation with bob
+    And the model replies "Fine." to "check the pumps"
+    And the model replies "Yes." to "and pump 5?"
+    And the model replies "Sure." to "thanks"
+    When alice follows the session stream over WebSocket
+    And alice steers "check the pumps" as "m1"
+    Then turn 1 is answered "Fine."
+    When bob steers with the body {"text": "and pump 5?", "messageId": "b1", "parent": "u:1"}
+    Then turn 2 is answered "Yes."
+    When bob steers with the body {"text": "and pump 5?", "messageId": "b1", "parent": "u:1"}
+    Then the session answers 202 {"messageId": "b1", "state": "sent"}
+    When bob steers "thanks" as "b2"
+    Then turn 3 is answered "Sure."
+    And alice's WebSocket reader got exactly these frames with their data:
+      | cur | type         | author       | message | data                                                                        |
+      | 1   | user-message | person:alice | u:1     | {"message": "u:1", "state": "sent", "text": "check the pumps"}             |
+      | 2   | text-delta   |              | a:1     | {"text": "Fine."}                                                           |
+      | 3   | text-done    |              | a:1     | {"status": "complete", "text": "Fine."}                                     |
+      | 4   | user-message | person:bob   | u:3     | {"message": "u:3", "parent": "u:1", "state": "sent", "text": "and pump 5?"} |
+      | 5   | hidden       |              |         | {}                                                                          |
+      | 6   | text-done    |              | a:2     | {"parent": "u:1", "status": "complete", "text": "Yes."}                     |
+      | 7   | user-message | person:bob   | u:5     | {"message": "u:5", "state": "sent", "text": "thanks"}                       |
+      | 8   | hidden       |              |         | {}                                                                          |
+      | 9   | text-done    |              | a:3     | {"status": "complete", "text": "Sure."}                                     |
+
+  @profile:stream @req:ADR0052-G-05
   Scenario Outline: A parent the session's log does not hold (<what>) is refused naming parent, and nothing is logged or sent
     Given alice has started a conversation
     And the model replies "Fine." to "check the pumps"

@@ -140,14 +140,22 @@ func (s *Service) SendThread(ctx context.Context, who loomtype.Identity, id, tex
 		if messageID == "" {
 			messageID = loomtype.NewErrorID()
 		}
+		noted := false
 		if parent != "" {
 			// The note is on disk before the send, so the record finds its parent whenever it
 			// is projected, after a restart too.
-			if err := ss.noteThreadLocked(ctx, who, messageID, parent); err != nil {
+			if noted, err = ss.noteThreadLocked(ctx, who, messageID, parent); err != nil {
 				return Sent{}, err
 			}
 		}
 		r, err := s.cv.SendTurn(ctx, who, id, text, conversation.SendOptions{MessageID: messageID})
+		if noted && (err != nil || !r.Delivered) {
+			// No record comes of this send (refused, or a repeat of one delivered before): a
+			// note left behind would give its parent to the asker's next record.
+			if derr := ss.dropThreadLocked(ctx, who, messageID); err == nil {
+				err = derr
+			}
+		}
 		if err != nil {
 			return Sent{}, err
 		}
@@ -601,19 +609,31 @@ func (ss *session) holdsMessageLocked(m string) bool {
 }
 
 // noteThreadLocked stores, durably, that who's message messageID, about to be sent to the
-// conversation, is a thread reply to parent.
-func (ss *session) noteThreadLocked(ctx context.Context, who loomtype.Identity, messageID, parent string) error {
+// conversation, is a thread reply to parent; added is false when the note was there already.
+func (ss *session) noteThreadLocked(ctx context.Context, who loomtype.Identity, messageID, parent string) (added bool, err error) {
 	q := ss.queue
 	for _, n := range q.Threads {
 		if n.Message == messageID && n.Asker == who.String() {
-			return nil
+			return false, nil
 		}
 	}
 	q.Threads = append(append([]threadNote(nil), q.Threads...), threadNote{Message: messageID, Asker: who.String(), Parent: parent})
 	if n := len(q.Threads) - maxThreadNotes; n > 0 {
 		q.Threads = q.Threads[n:]
 	}
-	return ss.commitQueue(ctx, nil, q)
+	return true, ss.commitQueue(ctx, nil, q)
+}
+
+// dropThreadLocked forgets the note of who's message messageID, durably.
+func (ss *session) dropThreadLocked(ctx context.Context, who loomtype.Identity, messageID string) error {
+	q := ss.queue
+	for i, n := range q.Threads {
+		if n.Message == messageID && n.Asker == who.String() {
+			q.Threads = append(append([]threadNote(nil), q.Threads[:i]...), q.Threads[i+1:]...)
+			return ss.commitQueue(ctx, nil, q)
+		}
+	}
+	return nil
 }
 
 // takeParentLocked returns the parent of the user record e ("": none) and forgets its note: the
