@@ -321,6 +321,8 @@ func field(e entry, col string) string {
 		return *e.Text
 	case "reason":
 		return e.Reason
+	case "messageId":
+		return e.MessageID
 	case "editOf":
 		if e.EditOf == 0 {
 			return ""

@@ -211,6 +211,9 @@ type StartOptions struct {
 	ID           string
 	Mode         loomtype.Mode
 	Participants []loomtype.Identity
+	// Seed are exchanges an owner-mode conversation starts with, recorded before its first
+	// message (a branch); a start that finds the conversation started already records none.
+	Seed []record.SeedTurn
 }
 
 // Start starts a conversation owned by principal. A chosen id (opt.ID) names a conversation
@@ -253,7 +256,10 @@ func (cv *Conversations) Start(ctx context.Context, principal loomtype.Identity,
 	default:
 		return loomtype.Status{}, false, loomtype.BadRequest("mode", "unknown mode")
 	}
-	in, _ := json.Marshal(record.StartInput{V: 1, Owner: principal, Mode: opt.Mode, CountEmpty: true})
+	if len(opt.Seed) > 0 && opt.Mode != ModeOwner {
+		return loomtype.Status{}, false, loomtype.BadRequest("seed", "a seed needs owner mode")
+	}
+	in, _ := json.Marshal(record.StartInput{V: 1, Owner: principal, Mode: opt.Mode, CountEmpty: true, Seed: opt.Seed})
 	k := cv.kernel()
 	_, err := k.Start(ctx, kernel.StartRequest{ID: opt.ID, Flow: FlowName, Input: in, Principal: runAs})
 	created := true

@@ -181,6 +181,7 @@ func (g *Gateway) routes() {
 		g.mux.HandleFunc("POST /sessions/{id}/messages/{message}/cancel", g.authed(g.unqueue))
 		g.mux.HandleFunc("POST /sessions/{id}/messages/{message}/edit", g.authed(g.editMessage(false)))
 		g.mux.HandleFunc("POST /sessions/{id}/messages/{message}/retry", g.authed(g.editMessage(true)))
+		g.mux.HandleFunc("POST /sessions/{id}/messages/{message}/branch", g.authed(g.branchMessage))
 	}
 	if g.cfg.Runs != nil {
 		g.mux.HandleFunc("POST /runs", g.authed(g.startRun))

@@ -308,10 +308,12 @@ type steerBody struct {
 	Mentions  []string    `json:"mentions,omitempty"`
 	Enc       *stream.Enc `json:"enc,omitempty"`
 	MessageID *string     `json:"messageId,omitempty"`
+	Parent    *string     `json:"parent,omitempty"`
 }
 
 // steer serves POST /sessions/{id}/messages: a message sent now when the assistant is idle, or
-// queued until the next safe point while it works.
+// queued until the next safe point while it works; with a parent, a thread reply to a message
+// the session's log holds (400 naming parent otherwise, and for a private message).
 func (g *Gateway) steer(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
 	id := r.PathValue("id")
 	if err := g.cv.Authorize(r.Context(), who, id); err != nil {
@@ -333,11 +335,23 @@ func (g *Gateway) steer(w http.ResponseWriter, r *http.Request, who loomtype.Ide
 			return
 		}
 	}
+	parent := ""
+	if b.Parent != nil {
+		parent = *b.Parent
+		if !validMessageID(parent) {
+			writeError(w, http.StatusBadRequest, "bad request", "parent")
+			return
+		}
+	}
 	var res sessions.Sent
 	var err error
 	switch {
 	case (b.Text == nil) == (b.Enc == nil):
 		writeError(w, http.StatusBadRequest, "bad request", "text")
+		return
+	case b.Enc != nil && b.Parent != nil:
+		// A private message is relayed as it came; it is no thread reply here.
+		writeError(w, http.StatusBadRequest, "bad request", "parent")
 		return
 	case b.Enc != nil:
 		res, err = g.cfg.Sessions.SendPrivate(r.Context(), who, id, mid, *b.Enc)
@@ -347,9 +361,13 @@ func (g *Gateway) steer(w http.ResponseWriter, r *http.Request, who loomtype.Ide
 			return
 		}
 	default:
-		res, err = g.cfg.Sessions.Send(r.Context(), who, id, *b.Text, mid, b.Mentions...)
+		res, err = g.cfg.Sessions.SendThread(r.Context(), who, id, *b.Text, mid, parent, b.Mentions...)
 		if errors.Is(err, sessions.ErrBadMentions) {
 			writeError(w, http.StatusBadRequest, "bad request", "mentions")
+			return
+		}
+		if errors.Is(err, sessions.ErrUnknownParent) {
+			writeError(w, http.StatusBadRequest, "bad request", "parent")
 			return
 		}
 	}
@@ -633,5 +651,42 @@ func (g *Gateway) editMessage(retry bool) func(w http.ResponseWriter, r *http.Re
 		default:
 			writeJSON(w, http.StatusAccepted, res)
 		}
+	}
+}
+
+// branchMessage serves POST /sessions/{id}/messages/{message}/branch: a person starts a new
+// conversation of their own from a message of the session, with an Idempotency-Key (201
+// {"session", "from", "message"}; the same key again answers the same).
+func (g *Gateway) branchMessage(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
+	id := r.PathValue("id")
+	if err := g.cv.Authorize(r.Context(), who, id); err != nil {
+		g.fail(w, err)
+		return
+	}
+	if !g.limitPost(w, who) {
+		return
+	}
+	var b struct{}
+	if !g.readBody(w, r, &b, true) {
+		return
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if key != "" && !validMessageID(key) {
+		writeError(w, http.StatusBadRequest, "bad request", "Idempotency-Key")
+		return
+	}
+	res, err := g.cfg.Sessions.Branch(r.Context(), who, id, r.PathValue("message"), key)
+	switch {
+	case errors.Is(err, sessions.ErrNoKey):
+		writeError(w, http.StatusBadRequest, "bad request", "Idempotency-Key")
+	case errors.Is(err, sessions.ErrKeyReused):
+		writeJSON(w, http.StatusConflict, map[string]string{"error": "conflict", "reason": "key-reused"})
+	case errors.Is(err, sessions.ErrBadText):
+		writeError(w, http.StatusBadRequest, "bad request", "text")
+	case err != nil:
+		g.fail(w, err)
+	default:
+		w.Header().Set("Location", "/conversations/"+res.Session)
+		writeJSON(w, http.StatusCreated, res)
 	}
 }

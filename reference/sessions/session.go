@@ -44,6 +44,9 @@ type session struct {
 	people        int             // persons in the chat: 1 in owner mode, the participants in shared mode
 	room          stream.Room     // who is in the chat by room version, after the log's last frame
 	handles       map[int64]int64 // the reply handles opened: turn to the room version it opened at
+	// turnParent is the parent of each turn asked as a thread reply whose reply has not been
+	// projected yet: the reply's frames carry it too.
+	turnParent map[int64]string
 
 	// refs and lastUse are guarded by svc.mu.
 	refs    int
@@ -56,7 +59,8 @@ type session struct {
 
 func newSession(svc *Service, id string) *session {
 	return &session{svc: svc, id: id, log: stream.NewLog(id, svc.cfg.Limits), ad: stream.NewAdapter(),
-		guards: map[int64]guard{}, room: stream.NewRoom(), handles: map[int64]int64{}, liveBytes: map[int64]int{}, dropped: map[int64]bool{}, subs: map[*Sub]struct{}{}, quit: make(chan struct{})}
+		guards: map[int64]guard{}, room: stream.NewRoom(), handles: map[int64]int64{}, liveBytes: map[int64]int{}, dropped: map[int64]bool{}, subs: map[*Sub]struct{}{}, quit: make(chan struct{}),
+		turnParent: map[int64]string{}}
 }
 
 func (ss *session) dead() bool { return ss.broken.Load() }
@@ -88,6 +92,13 @@ func (ss *session) restoreStreamed(frames []stream.Frame) {
 	for _, f := range frames {
 		ss.noteSpeaker(f)
 		switch f.Kind() {
+		case stream.KindUserMessage:
+			var d struct {
+				Parent string `json:"parent"`
+			}
+			if f.Turn > 0 && json.Unmarshal(f.Data, &d) == nil && d.Parent != "" {
+				ss.turnParent[f.Turn] = d.Parent
+			}
 		case stream.KindTextDelta:
 			var d struct {
 				Text string `json:"text"`
@@ -96,6 +107,7 @@ func (ss *session) restoreStreamed(frames []stream.Frame) {
 			open[f.Turn] += len(d.Text)
 		case stream.KindTextDone:
 			delete(open, f.Turn)
+			delete(ss.turnParent, f.Turn)
 		case stream.KindStatus:
 			var d struct {
 				State string `json:"state"`
@@ -187,9 +199,18 @@ func (ss *session) catchUpUntil(ctx context.Context, stop func(loomtype.Entry) b
 			if e.Asker != nil {
 				g.Asker = *e.Asker
 			}
+			parent := ""
+			switch e.Role {
+			case loomtype.RoleUser:
+				if parent = ss.takeParentLocked(e); parent != "" && e.Turn > 0 {
+					ss.turnParent[e.Turn] = parent
+				}
+			case loomtype.RoleAssistant:
+				parent = ss.turnParent[e.Turn]
+			}
 			var shown []stream.Spec
 			if e.Role != loomtype.RoleAssistant || !ss.dropped[e.Turn] {
-				shown = ss.ad.Apply(stream.Event{Kind: stream.EventRecord, Turn: e.Turn, Entry: &e})
+				shown = ss.ad.Apply(stream.Event{Kind: stream.EventRecord, Turn: e.Turn, Entry: &e, Parent: parent})
 			}
 			for _, sp := range shown {
 				gs := g
@@ -205,6 +226,9 @@ func (ss *session) catchUpUntil(ctx context.Context, stop func(loomtype.Entry) b
 			if e.Role == loomtype.RoleAssistant && e.Turn > last {
 				last = e.Turn
 				delete(ss.liveBytes, e.Turn)
+			}
+			if e.Role == loomtype.RoleAssistant {
+				delete(ss.turnParent, e.Turn)
 			}
 			if e.Role == loomtype.RoleUser {
 				ss.openHandle(e.Turn)
@@ -344,7 +368,7 @@ func (ss *session) liveLocked(ctx context.Context, evs []live.Event) error {
 		g := guard{Live: true, AskerKey: ev.Asker, Ver: 1}
 		switch ev.Kind {
 		case live.KindDelta:
-			for _, sp := range ss.ad.Apply(stream.Event{Kind: stream.EventDelta, Turn: ev.Turn, Text: ev.Text}) {
+			for _, sp := range ss.ad.Apply(stream.Event{Kind: stream.EventDelta, Turn: ev.Turn, Text: ev.Text, Parent: ss.turnParent[ev.Turn]}) {
 				if actor := actorOf(ev.Asker); actor != "" {
 					sp.ActsFor = "person:" + actor
 				}

@@ -40,7 +40,20 @@ type queued struct {
 	Text    string            `json:"text"`
 	Who     loomtype.Identity `json:"who"`
 	State   string            `json:"state"`
+	Parent  string            `json:"parent,omitempty"`
 }
+
+// threadNote is a thread reply sent to the conversation whose record has not been projected
+// yet: its message id (empty in a shared conversation, whose records keep none), its asker's
+// identity key and its parent.
+type threadNote struct {
+	Message string `json:"message,omitempty"`
+	Asker   string `json:"asker"`
+	Parent  string `json:"parent"`
+}
+
+// maxThreadNotes bounds the thread notes a session keeps; the oldest go first.
+const maxThreadNotes = 256
 
 // queueRecord is the durable queue of a session: the messages waiting, in order, then the
 // settled ones it remembers.
@@ -49,6 +62,8 @@ type queueRecord struct {
 	Awaiting string   `json:"awaiting,omitempty"` // a picked-up message whose record has not landed
 	// Private are the newest private message ids relayed, each stored once.
 	Private []string `json:"private,omitempty"`
+	// Threads are the thread replies sent whose records have not been projected yet.
+	Threads []threadNote `json:"threads,omitempty"`
 }
 
 // Sent is what Send answers.
@@ -56,6 +71,9 @@ type Sent struct {
 	MessageID string `json:"messageId"`
 	State     string `json:"state"`
 }
+
+// ErrUnknownParent: a thread reply's parent is not a message the session's log holds.
+var ErrUnknownParent = errors.New("sessions: no such parent message in the session")
 
 // Send steers session id with who's message: sent as the conversation's next turn at once when
 // the assistant is idle, queued (durably, shown as a queued user-message) while it works, and
@@ -65,6 +83,18 @@ type Sent struct {
 // Errors: loomtype.ErrNotFound, *loomtype.LimitError (the queue is full), errors of
 // conversation.SendTurn, store errors.
 func (s *Service) Send(ctx context.Context, who loomtype.Identity, id, text, messageID string, mentions ...string) (Sent, error) {
+	return s.SendThread(ctx, who, id, text, messageID, "", mentions...)
+}
+
+// SendThread is Send of a thread reply: parent ("" for none) is a message the session's log
+// holds, a user-message's message or a reply's, and every user-message frame of the message
+// carries it in its data, as do the text-delta and text-done frames of the reply that answers
+// it. Nothing is logged or sent for a parent the log does not hold.
+//
+// Errors: those of Send, and ErrUnknownParent.
+//
+//	r, err := svc.SendThread(ctx, alice, "c1", "and pump 5?", "m4", "a:2")
+func (s *Service) SendThread(ctx context.Context, who loomtype.Identity, id, text, messageID, parent string, mentions ...string) (Sent, error) {
 	if !validMentions(mentions) {
 		return Sent{}, ErrBadMentions
 	}
@@ -82,6 +112,9 @@ func (s *Service) Send(ctx context.Context, who loomtype.Identity, id, text, mes
 	if err := ss.catchUpLocked(ctx); err != nil {
 		return Sent{}, err
 	}
+	if parent != "" && !ss.holdsMessageLocked(parent) {
+		return Sent{}, ErrUnknownParent
+	}
 	if messageID != "" {
 		for _, q := range ss.queue.Items {
 			if q.Message == messageID && q.Who == who {
@@ -98,7 +131,7 @@ func (s *Service) Send(ctx context.Context, who loomtype.Identity, id, text, mes
 		PreviousSpeaker: ss.lastSpeaker, Sender: sender}); !slices.Contains(answers, Assistant) {
 		// Nobody here answers it (a person talking to a person, or another assistant named):
 		// the message is the chat's, never a turn.
-		return ss.chatOnlyLocked(ctx, who, messageID, text, mentions)
+		return ss.chatOnlyLocked(ctx, who, messageID, text, parent, mentions)
 	}
 	if len(mentions) > 0 {
 		defer func() { _ = ss.mentionLocked(ctx, who, messageID, mentions) }()
@@ -107,7 +140,22 @@ func (s *Service) Send(ctx context.Context, who loomtype.Identity, id, text, mes
 		if messageID == "" {
 			messageID = loomtype.NewErrorID()
 		}
+		noted := false
+		if parent != "" {
+			// The note is on disk before the send, so the record finds its parent whenever it
+			// is projected, after a restart too.
+			if noted, err = ss.noteThreadLocked(ctx, who, messageID, parent); err != nil {
+				return Sent{}, err
+			}
+		}
 		r, err := s.cv.SendTurn(ctx, who, id, text, conversation.SendOptions{MessageID: messageID})
+		if noted && (err != nil || !r.Delivered) {
+			// No record comes of this send (refused, or a repeat of one delivered before): a
+			// note left behind would give its parent to the asker's next record.
+			if derr := ss.dropThreadLocked(ctx, who, messageID); err == nil {
+				err = derr
+			}
+		}
 		if err != nil {
 			return Sent{}, err
 		}
@@ -120,9 +168,9 @@ func (s *Service) Send(ctx context.Context, who loomtype.Identity, id, text, mes
 		messageID = loomtype.NewErrorID()
 	}
 	q := ss.queue
-	q.Items = append(append([]queued(nil), q.Items...), queued{Message: messageID, Text: text, Who: who, State: StateQueued})
+	q.Items = append(append([]queued(nil), q.Items...), queued{Message: messageID, Text: text, Who: who, State: StateQueued, Parent: parent})
 	spec := stream.Spec{Kind: stream.KindUserMessage, Message: messageID, Author: "person:" + who.Actor,
-		Data: map[string]string{"message": messageID, "state": StateQueued, "text": text}}
+		Data: threadData(map[string]string{"message": messageID, "state": StateQueued, "text": text}, parent)}
 	// In a shared conversation a waiting message's words are shown to its sender alone until
 	// the conversation records them.
 	g := guard{Live: true, AskerKey: who.String()}
@@ -163,7 +211,7 @@ func (s *Service) Cancel(ctx context.Context, who loomtype.Identity, id, message
 		nq.Items = append([]queued(nil), nq.Items...)
 		nq.Items[i].State, nq.Items[i].Text = StateCanceled, ""
 		spec := stream.Spec{Kind: stream.KindUserMessage, Message: messageID, Author: "person:" + who.Actor,
-			Data: map[string]string{"message": messageID, "state": StateCanceled}}
+			Data: threadData(map[string]string{"message": messageID, "state": StateCanceled}, q.Parent)}
 		if err := ss.commitQueue(ctx, []stream.Spec{spec}, nq); err != nil {
 			return Sent{}, err
 		}
@@ -238,7 +286,7 @@ func (ss *session) pickUpLocked(ctx context.Context) error {
 		nq.Items[i].State = StatePickedUp
 		nq.Awaiting = q.Message
 		spec := stream.Spec{Kind: stream.KindUserMessage, Message: q.Message, Author: "person:" + q.Who.Actor,
-			Data: map[string]string{"message": q.Message, "state": StatePickedUp}}
+			Data: threadData(map[string]string{"message": q.Message, "state": StatePickedUp}, q.Parent)}
 		if err := ss.commitQueue(ctx, []stream.Spec{spec}, nq); err != nil {
 			return err
 		}
@@ -451,7 +499,7 @@ func validMentions(ms []string) bool {
 
 // chatOnlyLocked logs a message nobody here answers: a user-message the conversation never
 // sees, then its mentions.
-func (ss *session) chatOnlyLocked(ctx context.Context, who loomtype.Identity, messageID, text string, mentions []string) (Sent, error) {
+func (ss *session) chatOnlyLocked(ctx context.Context, who loomtype.Identity, messageID, text, parent string, mentions []string) (Sent, error) {
 	if messageID == "" {
 		messageID = loomtype.NewErrorID()
 	}
@@ -461,7 +509,7 @@ func (ss *session) chatOnlyLocked(ctx context.Context, who loomtype.Identity, me
 		}
 	}
 	specs := []stream.Spec{{Kind: stream.KindUserMessage, Message: messageID, Author: "person:" + who.Actor,
-		Data: map[string]string{"message": messageID, "state": StateSent, "text": text}}}
+		Data: threadData(map[string]string{"message": messageID, "state": StateSent, "text": text}, parent)}}
 	if len(mentions) > 0 {
 		specs = append(specs, mentionSpec(who, messageID, mentions))
 	}
@@ -540,4 +588,84 @@ func (s *Service) Edit(ctx context.Context, who loomtype.Identity, id, message, 
 		return Sent{}, err
 	}
 	return Sent{MessageID: r.MessageID, State: StateSent}, nil
+}
+
+// threadData adds a thread reply's parent to a user-message's data (none when parent is empty).
+func threadData(d map[string]string, parent string) map[string]string {
+	if parent != "" {
+		d["parent"] = parent
+	}
+	return d
+}
+
+// holdsMessageLocked reports whether the session's log holds message m: a user-message's
+// message or a reply's (its text-delta or text-done).
+func (ss *session) holdsMessageLocked(m string) bool {
+	for _, f := range ss.log.Frames() {
+		switch f.Kind() {
+		case stream.KindUserMessage, stream.KindTextDelta, stream.KindTextDone:
+			if f.Message == m {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// noteThreadLocked stores, durably, that who's message messageID, about to be sent to the
+// conversation, is a thread reply to parent; added is false when the note was there already.
+func (ss *session) noteThreadLocked(ctx context.Context, who loomtype.Identity, messageID, parent string) (added bool, err error) {
+	q := ss.queue
+	for _, n := range q.Threads {
+		if n.Message == messageID && n.Asker == who.String() {
+			return false, nil
+		}
+	}
+	q.Threads = append(append([]threadNote(nil), q.Threads...), threadNote{Message: messageID, Asker: who.String(), Parent: parent})
+	if n := len(q.Threads) - maxThreadNotes; n > 0 {
+		q.Threads = q.Threads[n:]
+	}
+	return true, ss.commitQueue(ctx, nil, q)
+}
+
+// dropThreadLocked forgets the note of who's message messageID, durably.
+func (ss *session) dropThreadLocked(ctx context.Context, who loomtype.Identity, messageID string) error {
+	q := ss.queue
+	for i, n := range q.Threads {
+		if n.Message == messageID && n.Asker == who.String() {
+			q.Threads = append(append([]threadNote(nil), q.Threads[:i]...), q.Threads[i+1:]...)
+			return ss.commitQueue(ctx, nil, q)
+		}
+	}
+	return nil
+}
+
+// takeParentLocked returns the parent of the user record e ("": none) and forgets its note: the
+// awaited picked-up message's own parent, else the note of e's message id, else (a shared
+// conversation's records keep no message id) the oldest note of e's asker. The queue that no
+// longer holds the note is written with the next commit.
+func (ss *session) takeParentLocked(e loomtype.Entry) string {
+	if ss.queue.Awaiting != "" && (e.MessageID == "" || e.MessageID == ss.queue.Awaiting) {
+		for _, q := range ss.queue.Items {
+			if q.Message == ss.queue.Awaiting {
+				return q.Parent
+			}
+		}
+	}
+	asker := ""
+	if e.Asker != nil {
+		asker = e.Asker.String()
+	}
+	for i, n := range ss.queue.Threads {
+		if n.Asker != asker || e.MessageID != "" && n.Message != e.MessageID {
+			continue
+		}
+		q := ss.queue
+		q.Threads = append(append([]threadNote(nil), q.Threads[:i]...), q.Threads[i+1:]...)
+		b, _ := json.Marshal(q)
+		ss.extraMeta = map[string][]byte{queuePrefix + ss.id: b}
+		ss.queue = q
+		return n.Parent
+	}
+	return ""
 }

@@ -54,6 +54,10 @@ type Event struct {
 	Enc *Enc
 	// State is a private message's state.
 	State string
+	// Parent is the message a thread reply answers ("": none): on a user message's events it is
+	// that message's parent; on a reply's delta or record it is the parent of the message the
+	// reply answers, so the reply is drawn in the same thread.
+	Parent string
 }
 
 // Adapter turns a conversation's events into frame specs. It remembers only which turns have
@@ -90,14 +94,14 @@ func (a *Adapter) Apply(ev Event) []Spec {
 		if ev.Entry == nil {
 			return nil
 		}
-		return a.record(*ev.Entry)
+		return a.record(*ev.Entry, ev.Parent)
 	case EventDelta:
 		if ev.Text == "" {
 			return nil
 		}
 		a.streamed[ev.Turn] = true
 		return []Spec{{Kind: KindTextDelta, Turn: ev.Turn, Message: ReplyMessage(ev.Turn), Author: ev.Author,
-			Data: map[string]string{"text": ev.Text}}}
+			Data: withParent(map[string]string{"text": ev.Text}, ev.Parent)}}
 	case EventRestart:
 		delete(a.streamed, ev.Turn)
 		return []Spec{{Kind: KindStatus, Turn: ev.Turn, Data: map[string]any{"state": "restarted", "message": ReplyMessage(ev.Turn)}}}
@@ -126,14 +130,17 @@ func (a *Adapter) Apply(ev Event) []Spec {
 		if state == "" {
 			state = "sent"
 		}
-		return []Spec{{Kind: KindUserMessage, Turn: ev.Turn, Message: ev.Message, Author: ev.Author,
-			Data: map[string]any{"message": ev.Message, "state": state, "enc": *ev.Enc}}}
+		d := map[string]any{"message": ev.Message, "state": state, "enc": *ev.Enc}
+		if ev.Parent != "" {
+			d["parent"] = ev.Parent
+		}
+		return []Spec{{Kind: KindUserMessage, Turn: ev.Turn, Message: ev.Message, Author: ev.Author, Data: d}}
 	}
 	return nil
 }
 
 func userState(ev Event, state, text string) Spec {
-	d := map[string]string{"message": ev.Message, "state": state}
+	d := withParent(map[string]string{"message": ev.Message, "state": state}, ev.Parent)
 	if text != "" {
 		d["text"] = text
 	}
@@ -159,7 +166,15 @@ func textBlock(s string) Block {
 	return Block{"kind": "text", "text": s}
 }
 
-func (a *Adapter) record(e loomtype.Entry) []Spec {
+// withParent adds a thread reply's parent to a frame's data (none when parent is empty).
+func withParent(d map[string]string, parent string) map[string]string {
+	if parent != "" {
+		d["parent"] = parent
+	}
+	return d
+}
+
+func (a *Adapter) record(e loomtype.Entry, parent string) []Spec {
 	author := ""
 	if e.Asker != nil && e.Role == loomtype.RoleUser {
 		author = "person:" + e.Asker.Actor
@@ -170,7 +185,7 @@ func (a *Adapter) record(e loomtype.Entry) []Spec {
 	}
 	switch e.Role {
 	case loomtype.RoleUser:
-		d := map[string]string{"message": UserMessage(e), "state": "sent", "text": text}
+		d := withParent(map[string]string{"message": UserMessage(e), "state": "sent", "text": text}, parent)
 		if e.Status == loomtype.StatusRejected {
 			d["state"], d["reason"] = "rejected", string(e.Reason)
 			delete(d, "text")
@@ -180,7 +195,7 @@ func (a *Adapter) record(e loomtype.Entry) []Spec {
 		msg := ReplyMessage(e.Turn)
 		var out []Spec
 		if !a.streamed[e.Turn] && text != "" {
-			out = append(out, Spec{Kind: KindTextDelta, Turn: e.Turn, Message: msg, Data: map[string]string{"text": text}})
+			out = append(out, Spec{Kind: KindTextDelta, Turn: e.Turn, Message: msg, Data: withParent(map[string]string{"text": text}, parent)})
 		}
 		if a.streamed[e.Turn] && e.Status == loomtype.StatusFailed {
 			// What streamed is not the reply: a reader drops it (its provisional tail too).
@@ -188,7 +203,7 @@ func (a *Adapter) record(e loomtype.Entry) []Spec {
 				Data: map[string]string{"message": msg, "note": FailedNote}})
 		}
 		delete(a.streamed, e.Turn)
-		d := map[string]string{"status": string(e.Status), "text": text}
+		d := withParent(map[string]string{"status": string(e.Status), "text": text}, parent)
 		if e.Reason != "" {
 			d["reason"] = string(e.Reason)
 		}

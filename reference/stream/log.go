@@ -88,9 +88,10 @@ func (l *Log) Replay(from int64) (frames []Frame, reset bool) {
 }
 
 // Merge merges each run of adjacent text-delta frames (consecutive cursors, one message, one
-// author, one turn, one reply handle) into one frame: the cursor, time and handle of the run's
-// last frame, Span the run's length and data.parts the texts in order. A frame alone is returned as it is. Merge is for
-// replays only; live frames go out one by one.
+// author, one turn, one reply handle, one parent) into one frame: the cursor, time and handle of
+// the run's last frame, Span the run's length, data.parts the texts in order and data.parent the
+// run's parent, when its deltas are a thread reply. A frame alone is returned as it is. Merge is
+// for replays only; live frames go out one by one.
 func Merge(frames []Frame) []Frame {
 	out := make([]Frame, 0, len(frames))
 	for i := 0; i < len(frames); {
@@ -109,7 +110,11 @@ func Merge(frames []Frame) []Frame {
 		}
 		m := frames[j-1]
 		m.Span = j - i
-		m.Data, _ = json.Marshal(map[string][]string{"parts": parts})
+		d := map[string]any{"parts": parts}
+		if p := deltaParent(m); p != "" {
+			d["parent"] = p
+		}
+		m.Data, _ = json.Marshal(d)
 		out = append(out, m)
 		i = j
 	}
@@ -119,7 +124,16 @@ func Merge(frames []Frame) []Frame {
 func mergeable(a, b Frame) bool {
 	return a.Kind() == KindTextDelta && b.Kind() == KindTextDelta && a.Span <= 1 && b.Span <= 1 &&
 		b.Cur == a.Cur+1 && a.Message == b.Message && a.Author == b.Author && a.Turn == b.Turn &&
-		a.Rid == b.Rid && a.Ver == b.Ver
+		a.Rid == b.Rid && a.Ver == b.Ver && deltaParent(a) == deltaParent(b)
+}
+
+// deltaParent is the parent a frame's data names ("": none).
+func deltaParent(f Frame) string {
+	var d struct {
+		Parent string `json:"parent"`
+	}
+	_ = json.Unmarshal(f.Data, &d)
+	return d.Parent
 }
 
 func deltaText(f Frame) string {

@@ -62,6 +62,11 @@ func (cv *Dialogue) flow(c *kernel.Context, input json.RawMessage) (json.RawMess
 	if err != nil {
 		return nil, err
 	}
+	if c.Generation() == 0 {
+		if err := cv.seed(c, st, input); err != nil {
+			return nil, err
+		}
+	}
 	handled := 0
 	for {
 		var m kernel.Message
@@ -97,6 +102,40 @@ func (cv *Dialogue) initialState(c *kernel.Context, input json.RawMessage) (*sta
 		return &state{V: 1, Owner: in.Owner, Mode: in.Mode, CountEmpty: in.CountEmpty, Replay: envelope.NewReplaySet(cv.cfg.ReplaySetSize)}, nil
 	}
 	return readState(input, cv.cfg.MaxCarryBytes, cv.cfg.ReplaySetSize)
+}
+
+// seed records the exchanges the start input carries, before any message: each a user record
+// and its reply under the ids a turn of that ordinal would have, so a replay finds them, and
+// each in the window the model is sent with the next turn.
+func (cv *Dialogue) seed(c *kernel.Context, st *state, input json.RawMessage) error {
+	var in record.StartInput
+	if err := json.Unmarshal(input, &in); err != nil {
+		return err
+	}
+	for _, t := range in.Seed {
+		st.Ord++
+		st.Seq++
+		ord, turnNo, asker := st.Ord, st.Seq, t.Asker
+		user, err := cv.record(c, st, record.UserID(ord), loomtype.Entry{Turn: turnNo, Role: loomtype.RoleUser,
+			Status: loomtype.StatusAccepted, Text: ptr(t.User), MessageID: t.MessageID, Asker: &asker}, nil)
+		if err != nil {
+			return err
+		}
+		reply := loomtype.Entry{Turn: turnNo, Role: loomtype.RoleAssistant, Status: t.Status, Asker: &asker}
+		if t.Status != loomtype.StatusFailed {
+			reply.Text = ptr(t.Reply)
+		}
+		if _, err := cv.record(c, st, record.ReplyID(ord), reply, nil); err != nil {
+			return err
+		}
+		st.Window = append(st.Window, turnMem{Ord: ord, Turn: turnNo, UserRec: user.Ord, Asker: asker, User: t.User,
+			Reply: t.Reply, Status: t.Status})
+	}
+	if n := len(st.Window) - cv.cfg.MaxWindowTurns; n > 0 {
+		st.Evicted = append(st.Evicted, st.Window[:n]...)
+		st.Window = append([]turnMem(nil), st.Window[n:]...)
+	}
+	return nil
 }
 
 func (cv *Dialogue) decide(c *kernel.Context, id string, v any, fn func() (any, error)) error {

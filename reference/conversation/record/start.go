@@ -14,6 +14,20 @@ type StartInput struct {
 	// CountEmpty: empty and oversized messages count against MaxInvalidRecords. Every
 	// conversation Start makes says so; one whose log predates it replays as it was written.
 	CountEmpty bool `json:"countEmpty,omitempty"`
+	// Seed are exchanges the conversation starts with (a branch's copy of another
+	// conversation's), recorded before its first message, oldest first, as if they had been
+	// asked and answered here.
+	Seed []SeedTurn `json:"seed,omitempty"`
+}
+
+// SeedTurn is one exchange a conversation starts with: a person's accepted message and the
+// reply it had (its status, and its text unless the reply failed).
+type SeedTurn struct {
+	Asker     loomtype.Identity     `json:"asker"`
+	MessageID string                `json:"messageId,omitempty"`
+	User      string                `json:"user"`
+	Reply     string                `json:"reply,omitempty"`
+	Status    loomtype.RecordStatus `json:"status"`
 }
 
 // EnvelopeJSON is the wire form of an envelope (schemas/envelope.schema.json).
