@@ -36,16 +36,9 @@ type openAnswer struct {
 // openStream serves POST /sessions/{id}/stream/open: who may read is decided first (the uniform
 // 404, with nothing made), then the body, then the ticket.
 func (g *Gateway) openStream(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
-	id := r.PathValue("id")
-	if err := g.cv.Authorize(r.Context(), who, id); err != nil {
-		g.fail(w, err)
-		return
-	}
-	if !g.limitPost(w, who) {
-		return
-	}
 	var b openBody
-	if !g.readBody(w, r, &b, true) {
+	id, ok := g.admitPost(w, r, who, &b, true)
+	if !ok {
 		return
 	}
 	var from int64
@@ -315,16 +308,9 @@ type steerBody struct {
 // queued until the next safe point while it works; with a parent, a thread reply to a message
 // the session's log holds (400 naming parent otherwise, and for a private message).
 func (g *Gateway) steer(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
-	id := r.PathValue("id")
-	if err := g.cv.Authorize(r.Context(), who, id); err != nil {
-		g.fail(w, err)
-		return
-	}
-	if !g.limitPost(w, who) {
-		return
-	}
 	var b steerBody
-	if !g.readBody(w, r, &b, false) {
+	id, ok := g.admitPost(w, r, who, &b, false)
+	if !ok {
 		return
 	}
 	mid := ""
@@ -447,16 +433,9 @@ type termBody struct {
 // terminal, logged redacted as a term-command frame; one typed at a password prompt is not
 // logged.
 func (g *Gateway) termCommand(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
-	id := r.PathValue("id")
-	if err := g.cv.Authorize(r.Context(), who, id); err != nil {
-		g.fail(w, err)
-		return
-	}
-	if !g.limitPost(w, who) {
-		return
-	}
 	var b termBody
-	if !g.readBody(w, r, &b, false) {
+	id, ok := g.admitPost(w, r, who, &b, false)
+	if !ok {
 		return
 	}
 	secret := false
@@ -500,35 +479,21 @@ type pinBody struct {
 // react serves POST /sessions/{id}/reactions and (pin true) POST /sessions/{id}/pins.
 func (g *Gateway) react(pin bool) func(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
 	return func(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
-		id := r.PathValue("id")
-		if err := g.cv.Authorize(r.Context(), who, id); err != nil {
-			g.fail(w, err)
-			return
-		}
-		if !g.limitPost(w, who) {
-			return
-		}
-		var msg, emoji string
-		on := true
+		var pb pinBody
+		var rb reactBody
+		var body any = &rb
 		if pin {
-			var b pinBody
-			if !g.readBody(w, r, &b, false) {
-				return
-			}
-			msg = b.Message
-			if b.On != nil {
-				on = *b.On
-			}
-		} else {
-			var b reactBody
-			if !g.readBody(w, r, &b, false) {
-				return
-			}
-			msg, emoji = b.Message, b.Emoji
-			if b.On != nil {
-				on = *b.On
-			}
+			body = &pb
 		}
+		id, ok := g.admitPost(w, r, who, body, false)
+		if !ok {
+			return
+		}
+		msg, emoji, onp := rb.Message, rb.Emoji, rb.On
+		if pin {
+			msg, emoji, onp = pb.Message, "", pb.On
+		}
+		on := onp == nil || *onp
 		f, err := g.cfg.Sessions.React(r.Context(), who, id, msg, emoji, on, pin)
 		switch {
 		case errors.Is(err, sessions.ErrUnknownMessage):
@@ -581,16 +546,9 @@ type readBody struct {
 // markRead serves POST /sessions/{id}/read: the caller's read marker, stored per person and
 // sent to that person's own readers alone.
 func (g *Gateway) markRead(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
-	id := r.PathValue("id")
-	if err := g.cv.Authorize(r.Context(), who, id); err != nil {
-		g.fail(w, err)
-		return
-	}
-	if !g.limitPost(w, who) {
-		return
-	}
 	var b readBody
-	if !g.readBody(w, r, &b, false) {
+	id, ok := g.admitPost(w, r, who, &b, false)
+	if !ok {
 		return
 	}
 	n, err := g.cfg.Sessions.MarkRead(r.Context(), who, id, b.Upto)
@@ -612,16 +570,9 @@ type editBody struct {
 // .../retry (retry true): a person re-asks their own message, with an Idempotency-Key.
 func (g *Gateway) editMessage(retry bool) func(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
 	return func(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
-		id := r.PathValue("id")
-		if err := g.cv.Authorize(r.Context(), who, id); err != nil {
-			g.fail(w, err)
-			return
-		}
-		if !g.limitPost(w, who) {
-			return
-		}
 		var b editBody
-		if !g.readBody(w, r, &b, retry) {
+		id, ok := g.admitPost(w, r, who, &b, retry)
+		if !ok {
 			return
 		}
 		text := ""
@@ -658,16 +609,9 @@ func (g *Gateway) editMessage(retry bool) func(w http.ResponseWriter, r *http.Re
 // conversation of their own from a message of the session, with an Idempotency-Key (201
 // {"session", "from", "message"}; the same key again answers the same).
 func (g *Gateway) branchMessage(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
-	id := r.PathValue("id")
-	if err := g.cv.Authorize(r.Context(), who, id); err != nil {
-		g.fail(w, err)
-		return
-	}
-	if !g.limitPost(w, who) {
-		return
-	}
 	var b struct{}
-	if !g.readBody(w, r, &b, true) {
+	id, ok := g.admitPost(w, r, who, &b, true)
+	if !ok {
 		return
 	}
 	key := r.Header.Get("Idempotency-Key")
