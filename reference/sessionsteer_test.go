@@ -509,14 +509,7 @@ func TestPickedUpMessageSurvivesACrashAtEveryWrite(t *testing.T) {
 	for n := int64(1); ; n++ {
 		dir := t.TempDir() + "/d"
 		open := func(gm gatedModel) *reference.Engine {
-			eng, err := reference.Open(ctx, reference.Options{
-				DataDir:      dir,
-				Conversation: conversation.Config{Keys: [][]byte{key}},
-				Deps:         conversation.Deps{Provider: gm},
-				Gateway:      gateway.Config{Authenticate: func(*http.Request) (loomtype.Identity, error) { return alice, nil }},
-				AllowEmpty:   true,
-			})
-			require.NoError(t, err)
+			eng := openAs(t, alice, dir, conversation.Config{Keys: [][]byte{key}}, conversation.Deps{Provider: gm}, true)
 			return eng
 		}
 		gm := gatedModel{release: make(chan struct{})}

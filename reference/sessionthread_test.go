@@ -2,15 +2,12 @@ package reference_test
 
 import (
 	"context"
-	"net/http"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/loomcheck/loomcheck/reference"
 	"github.com/loomcheck/loomcheck/reference/conversation"
-	"github.com/loomcheck/loomcheck/reference/gateway"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/sessions"
 )
@@ -43,13 +40,7 @@ func historyTexts(t *testing.T, cv *conversation.Conversations, who loomtype.Ide
 // the same, another branch under it is refused, a delegate is refused, the original is unchanged.
 func TestBranchSeedsTheNewConversation(t *testing.T) {
 	alice := loomtype.Identity{Tenant: "t", Actor: "alice"}
-	eng, err := reference.Open(context.Background(), reference.Options{
-		DataDir:      t.TempDir() + "/d",
-		Conversation: conversation.Config{Keys: [][]byte{signingKey()}},
-		Deps:         conversation.Deps{Provider: echoModel{}},
-		Gateway:      gateway.Config{Authenticate: func(*http.Request) (loomtype.Identity, error) { return alice, nil }},
-	})
-	require.NoError(t, err)
+	eng := openAs(t, alice, t.TempDir()+"/d", conversation.Config{Keys: [][]byte{signingKey()}}, conversation.Deps{Provider: echoModel{}}, false)
 	defer eng.Close()
 	ctx := context.Background()
 	cv, ss := eng.Conversations(), eng.Sessions()
@@ -92,13 +83,7 @@ func TestBranchSeedsTheNewConversation(t *testing.T) {
 // logged; one it holds is taken.
 func TestThreadReplyParentIsChecked(t *testing.T) {
 	alice := loomtype.Identity{Tenant: "t", Actor: "alice"}
-	eng, err := reference.Open(context.Background(), reference.Options{
-		DataDir:      t.TempDir() + "/d",
-		Conversation: conversation.Config{Keys: [][]byte{signingKey()}},
-		Deps:         conversation.Deps{Provider: echoModel{}},
-		Gateway:      gateway.Config{Authenticate: func(*http.Request) (loomtype.Identity, error) { return alice, nil }},
-	})
-	require.NoError(t, err)
+	eng := openAs(t, alice, t.TempDir()+"/d", conversation.Config{Keys: [][]byte{signingKey()}}, conversation.Deps{Provider: echoModel{}}, false)
 	defer eng.Close()
 	ctx := context.Background()
 	ss := eng.Sessions()
