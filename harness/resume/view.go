@@ -29,7 +29,6 @@ type Row struct {
 type viewRow struct {
 	Row
 	deltas string // every delta's text, in order
-	done   *string
 }
 
 // View is the rendering view of a session: delivered frames in, one row per message out. It is
