@@ -48,7 +48,7 @@ Feature: Resuming a session stream from a cursor
     When alice follows the session stream over WebSocket
     And alice sends "count to ten"
     And alice's WebSocket reader reaches cursor 2
-    And the model goes on after every piece, one every 60 ms
+    And the model goes on after every piece, one every 150 ms
     And alice follows the session stream over SSE
     And alice's other token follows the session stream over WebSocket
     Then alice's WebSocket reader folds the reply to turn 1 to "one two three four five six seven eight nine ten"
