@@ -116,8 +116,8 @@ Feature: A reply left waiting by a restart
       | ask again         |
 
   @profile:stream @req:ADR0052-R-05 @crash @configures
-  Scenario: A turn that resumes at once, within the same wait, ends as it would with no failed status
-    Given the setting "stream.resumeWaitMs" is 1000
+  Scenario: A turn that resumes at once, well within its wait, ends as it would with no failed status
+    Given the setting "stream.resumeWaitMs" is 3000
     And barge-in is on
     And alice has started a conversation
     And the model streams "first " "try" to "try it" one piece at a time
@@ -127,7 +127,7 @@ Feature: A reply left waiting by a restart
     And alice's WebSocket reader reaches cursor 2
     And the system is killed and restarted
     Then turn 1 is answered "second"
-    When 1500 ms pass
+    When 3500 ms pass
     Then alice's WebSocket reader's frames are exactly:
       | cur | type         | message | turn | data                                             |
       | 1   | user-message | m1      | 1    | {"message":"m1","state":"sent","text":"try it"}  |
