@@ -19,36 +19,46 @@ const (
 	ResumeFailedNote  = "couldn't resume, ask again"
 )
 
-// resumeWaits starts, for every session whose stored position shows a turn asked and not
-// answered (a turn the earlier process left open, which the engine recovers), the wait for that
-// turn to end: once Config.ResumeWait has passed since the service started, a turn still without
+// resumeWaits finds every session whose stored position shows a turn asked and not answered (a
+// turn the earlier process left open, which the engine recovers) and starts one wait for them
+// all: once Config.ResumeWait has passed since the service started, each such turn still without
 // its reply is given up (giveUp).
 func (s *Service) resumeWaits(ctx context.Context) error {
 	kvs, err := s.st.MetaPrefix(ctx, posPrefix)
 	if err != nil {
 		return err
 	}
+	type open struct {
+		id   string
+		turn int64
+	}
+	var waiting []open
 	for _, kv := range kvs {
 		var p posRecord
 		if json.Unmarshal(kv.Val, &p) != nil || p.LastAsked <= p.LastReply {
 			continue // a position that does not decode is reported when the session is loaded
 		}
-		id, turn := kv.Key[len(posPrefix):], p.LastAsked
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			t := time.NewTimer(time.Until(s.started.Add(s.cfg.ResumeWait)))
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-s.quit:
-				return
-			}
-			if err := s.giveUp(context.Background(), id, turn); err != nil {
-				s.log.Error("session stream: giving up a turn that did not resume", "session", id, "turn", turn, "err", err)
-			}
-		}()
+		waiting = append(waiting, open{kv.Key[len(posPrefix):], p.LastAsked})
 	}
+	if len(waiting) == 0 {
+		return nil
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTimer(time.Until(s.started.Add(s.cfg.ResumeWait)))
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-s.quit:
+			return
+		}
+		for _, w := range waiting {
+			if err := s.giveUp(context.Background(), w.id, w.turn); err != nil {
+				s.log.Error("session stream: giving up a turn that did not resume", "session", w.id, "turn", w.turn, "err", err)
+			}
+		}
+	}()
 	return nil
 }
 
