@@ -64,8 +64,10 @@ type Hub struct {
 	mu      sync.Mutex
 	convs   map[string]*hubConv
 	pending map[string]pendingBegin
-	maxSubs int
-	stops   map[string]stopper
+	// pendingBytes is what every pending Begin holds (maxPendingBytes at most).
+	pendingBytes int
+	maxSubs      int
+	stops        map[string]stopper
 }
 
 type hubConv struct {
@@ -92,10 +94,19 @@ type pendingBegin struct {
 	conv  string
 	turn  int64
 	reset bool
+	// held is the live output the execution sent before it was named, in order: it is shown
+	// once the dialogue names the execution (Expect), and never if it does not.
+	held  []Event
+	bytes int
 }
 
-// maxPendingBegins bounds the Begins kept for executions nobody has named yet.
-const maxPendingBegins = 1024
+// maxPendingBegins bounds the Begins kept for executions nobody has named yet, and
+// maxPendingBytes the live output they hold all together; output past it is not kept (the
+// turn's durable reply still carries all of its text).
+const (
+	maxPendingBegins = 1024
+	maxPendingBytes  = 1 << 20
+)
 
 // NewHub returns a hub that admits at most maxSubs live subscribers per conversation (default 64).
 func NewHub(maxSubs int) *Hub {
@@ -193,11 +204,55 @@ func (h *Hub) Expect(id string, turn int64, publisher, asker string) {
 	c := h.conv(id)
 	c.want.pub, c.want.turn, c.want.asker = publisher, turn, asker
 	if p, ok := h.pending[publisher]; ok {
-		delete(h.pending, publisher)
+		h.dropPending(publisher)
 		if p.conv == id && p.turn == turn {
 			h.begin(c, publisher, turn, asker, p.reset)
+			for _, ev := range p.held {
+				if ev.Kind == KindDelta {
+					h.delta(c, turn, ev.Text)
+				} else {
+					h.broadcast(c, Event{Kind: ev.Kind, Turn: turn, Asker: c.asker, Tool: ev.Tool})
+				}
+			}
 		}
 	}
+}
+
+// dropPending forgets the pending Begin of publisher and what it held.
+func (h *Hub) dropPending(publisher string) {
+	if p, ok := h.pending[publisher]; ok {
+		h.pendingBytes -= p.bytes
+		delete(h.pending, publisher)
+	}
+}
+
+// hold keeps ev, live output of a turn whose execution publisher is not named yet, with that
+// execution's pending Begin, if it has one for this conversation and turn and the bound allows.
+func (h *Hub) hold(id, publisher string, turn int64, ev Event) {
+	p, ok := h.pending[publisher]
+	if !ok || p.conv != id || p.turn != turn {
+		return
+	}
+	n := eventBytes(ev)
+	if h.pendingBytes+n > maxPendingBytes {
+		return
+	}
+	if k := len(p.held); k > 0 && ev.Kind == KindDelta && p.held[k-1].Kind == KindDelta {
+		p.held[k-1].Text += ev.Text
+	} else {
+		p.held = append(p.held, ev)
+	}
+	p.bytes += n
+	h.pendingBytes += n
+	h.pending[publisher] = p
+}
+
+func eventBytes(ev Event) int {
+	n := len(ev.Text) + 16
+	if ev.Tool != nil {
+		n += len(ev.Tool.Output) + len(ev.Tool.Error) + len(ev.Tool.Call) + len(ev.Tool.Name)
+	}
+	return n
 }
 
 // Withdraw takes back an Expect (the execution found at the turn's id is not the dialogue's):
@@ -226,9 +281,10 @@ func (h *Hub) Begin(id, publisher string, turn int64, asker string, reset bool) 
 	c := h.convs[id]
 	if publisher != id {
 		if c == nil || c.want.pub != publisher || c.want.turn != turn {
+			h.dropPending(publisher)
 			if len(h.pending) >= maxPendingBegins {
 				for k := range h.pending {
-					delete(h.pending, k)
+					h.dropPending(k)
 					break
 				}
 			}
@@ -252,10 +308,18 @@ func (h *Hub) begin(c *hubConv, publisher string, turn int64, asker string, rese
 func (h *Hub) Delta(id, publisher string, turn int64, text string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	c := h.convs[id]
-	if c == nil || c.turn != turn || c.pub != publisher || text == "" {
+	if text == "" {
 		return
 	}
+	c := h.convs[id]
+	if c == nil || c.turn != turn || c.pub != publisher {
+		h.hold(id, publisher, turn, Event{Kind: KindDelta, Turn: turn, Text: text})
+		return
+	}
+	h.delta(c, turn, text)
+}
+
+func (h *Hub) delta(c *hubConv, turn int64, text string) {
 	if n := utf8.RuneCountInString(text); c.chars+n <= MaxPartialChars {
 		c.partial = append(c.partial, text...)
 		c.chars += n
@@ -270,6 +334,7 @@ func (h *Hub) Tool(id, publisher string, turn int64, t Tool) {
 	defer h.mu.Unlock()
 	c := h.convs[id]
 	if c == nil || c.turn != turn || c.pub != publisher {
+		h.hold(id, publisher, turn, Event{Kind: KindTool, Turn: turn, Tool: &t})
 		return
 	}
 	h.broadcast(c, Event{Kind: KindTool, Turn: turn, Asker: c.asker, Tool: &t, Text: ""})
@@ -285,7 +350,7 @@ func (h *Hub) End(id string, turn int64) {
 		return
 	}
 	if c.want.turn == turn {
-		delete(h.pending, c.want.pub)
+		h.dropPending(c.want.pub)
 		c.want.pub, c.want.turn, c.want.asker = "", 0, ""
 	}
 	if c.turn != turn {

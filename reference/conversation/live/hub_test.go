@@ -99,14 +99,18 @@ func TestHubTakesLiveOutputOnlyFromTheTurnsOwnExecution(t *testing.T) {
 	h.Begin("c1", "t2", 2, "bob", true) // before it was named: kept aside, not live
 	turn, _, _, _ = h.Partial("c1")
 	require.Zero(t, turn)
-	h.Delta("c1", "t2", 2, "early")
+	h.Delta("c1", "t2", 2, "early ")                    // held until it is named
+	h.Tool("c1", "t2", 2, Tool{Call: "k1", Name: "ls"}) // held too, in order
+	h.Delta("c1", "t2", 1, "WRONG TURN")                // not its Begin's turn: dropped
+	h.Begin("c1", "injected2", 2, "mallory", false)     // never named: nothing of it shows
+	h.Delta("c1", "injected2", 2, "INJECTED")
 	h.Expect("c1", 2, "t2", "bob")
 	h.Delta("c1", "t2", 2, "named ")
 	h.Delta("c1", "other", 2, "INJECTED")
 	h.Begin("c1", "other", 2, "mallory", true)
 	h.Delta("c1", "t2", 2, "words")
 	turn, text, asker, rerun = h.Partial("c1")
-	require.Equal(t, []any{int64(2), "named words", "bob", true}, []any{turn, text, asker, rerun})
+	require.Equal(t, []any{int64(2), "early named words", "bob", true}, []any{turn, text, asker, rerun})
 	h.Withdraw("c1", 2, "other") // not the named one: nothing changes
 	h.Withdraw("c1", 2, "t2")
 	h.Delta("c1", "t2", 2, "after")
@@ -115,6 +119,8 @@ func TestHubTakesLiveOutputOnlyFromTheTurnsOwnExecution(t *testing.T) {
 	evs, _ = sub.Drain()
 	require.Equal(t, []Event{
 		{Kind: "reset", Turn: 2, Asker: "bob"},
+		{Kind: "delta", Turn: 2, Text: "early ", Asker: "bob"},
+		{Kind: "tool", Turn: 2, Asker: "bob", Tool: &Tool{Call: "k1", Name: "ls"}},
 		{Kind: "delta", Turn: 2, Text: "named words", Asker: "bob"},
 	}, evs)
 
@@ -125,6 +131,14 @@ func TestHubTakesLiveOutputOnlyFromTheTurnsOwnExecution(t *testing.T) {
 	_, _, asker, _ = h.Partial("c1")
 	require.Equal(t, "carol", asker)
 	h.End("c1", 3)
+	h.mu.Lock()
+	_, kept := h.pending["injected2"]
+	held := h.pendingBytes
+	h.mu.Unlock()
+	require.True(t, kept)
+	require.Equal(t, 2*(len("INJECTED")+16), held, "only the two executions never named hold anything")
+	h.Expect("c1", 4, "injected2", "mallory") // named for another turn: dropped, not shown
+	h.End("c1", 4)
 	h.Delta("c1", "t3", 3, "y")
 	h.Unsubscribe("c1", sub)
 	h.mu.Lock()
@@ -156,4 +170,32 @@ func TestHubPendingBeginsAreBounded(t *testing.T) {
 	h.Expect("c1", 2, "t9", "bob")
 	turn, _, _, _ = h.Partial("c1")
 	require.Equal(t, int64(1), turn, "the live turn stays until its End")
+}
+
+// TestHubHeldOutputIsBounded: what executions not named yet stream is held up to
+// maxPendingBytes in all; past it, nothing more is held, and a named execution's held output
+// is shown and released.
+func TestHubHeldOutputIsBounded(t *testing.T) {
+	h := NewHub(0)
+	sub, err := h.Subscribe("c1", 4<<20)
+	require.NoError(t, err)
+	h.Begin("c1", "t1", 1, "bob", false)
+	h.Begin("c1", "t2", 1, "bob", false)
+	big := strings.Repeat("x", maxPendingBytes/2-16)
+	h.Delta("c1", "t1", 1, big)
+	h.Delta("c1", "t2", 1, big)
+	h.Delta("c1", "t2", 1, "y") // one byte past the bound: not held
+	h.mu.Lock()
+	require.Equal(t, maxPendingBytes, h.pendingBytes)
+	h.mu.Unlock()
+	h.Expect("c1", 1, "t2", "bob")
+	h.mu.Lock()
+	require.Equal(t, maxPendingBytes/2, h.pendingBytes, "t2's held output is released when it is named")
+	h.mu.Unlock()
+	evs, _ := sub.Drain()
+	require.Equal(t, []Event{{Kind: "delta", Turn: 1, Text: big, Asker: "bob"}}, evs)
+	h.Begin("c1", "t1", 1, "bob", false) // a second Begin starts its hold afresh
+	h.mu.Lock()
+	require.Zero(t, h.pendingBytes)
+	h.mu.Unlock()
 }
