@@ -33,6 +33,37 @@ type SUTConfig struct {
 	Shared       SharedConfig       `json:"shared,omitzero"`
 	// Stream tunes the session streams (profile stream; spec/stream.md).
 	Stream StreamConfig `json:"stream,omitzero"`
+	// Threads configures the box's roles and its connections to peer boxes (profile threads;
+	// spec/peer.md).
+	Threads ThreadsConfig `json:"threads,omitzero"`
+}
+
+// ThreadsConfig gives the box its roles, its people and its connections to peer boxes
+// (spec/peer.md, Configuration).
+type ThreadsConfig struct {
+	Roles []RoleConfig `json:"roles,omitempty"`
+	// Members are the box's people: they read the agent conversations a peer started.
+	Members     []Principal        `json:"members,omitempty"`
+	Connections []ConnectionConfig `json:"connections,omitempty"`
+}
+
+// RoleConfig is one role of the box: a name (1 to 64 of a-z, 0-9 and -) and the system prompt
+// its runs are given (optional).
+type RoleConfig struct {
+	Name   string `json:"name"`
+	Prompt string `json:"prompt,omitempty"`
+}
+
+// ConnectionConfig is one connection to a peer box. URL is the peer's base: texts go to URL +
+// "/peer/v1/texts" with the bearer token Send; the peer presents Accept. Owner pauses, unpauses
+// and revokes it. Queue bounds the texts waiting to be sent on it (default 64).
+type ConnectionConfig struct {
+	ID     string    `json:"id"`
+	URL    string    `json:"url"`
+	Send   string    `json:"send"`
+	Accept string    `json:"accept"`
+	Owner  Principal `json:"owner"`
+	Queue  int       `json:"queue,omitempty"`
 }
 
 // StreamConfig tunes the session streams. Zero values take the system's defaults.
