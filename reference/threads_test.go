@@ -250,6 +250,12 @@ func TestThreadsOverHTTP(t *testing.T) {
 	if st, _ := c.do("GET", "/tasks/"+task, "eve", ""); st != 404 {
 		t.Fatalf("eve reads the task: %d", st)
 	}
+	if st, _ := c.do("POST", "/tasks/"+task+"/runs", "eve", `{"nonsense":1}`); st != 404 {
+		t.Fatalf("a stranger's bad body: %d (the 404 comes first)", st)
+	}
+	if st, v := c.do("POST", "/tasks/"+task+"/runs", "olga", `{"role":"planner"}`); st != 400 || v["detail"] != "prompt" {
+		t.Fatalf("a member's run without a prompt: %d %v", st, v)
+	}
 	st, v = c.do("POST", "/tasks/"+task+"/runs", "olga", `{"role":"planner","prompt":"list the boxes"}`)
 	if st != 202 {
 		t.Fatalf("run: %d %v", st, v)
