@@ -3,6 +3,8 @@ package threads_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net/http/httptest"
 	"reflect"
 	"sync/atomic"
 	"testing"
@@ -10,7 +12,6 @@ import (
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/model"
 	"github.com/loomcheck/loomcheck/reference/threads"
-	"net/http/httptest"
 )
 
 // slowModel blocks on the text "slow" until its call is cancelled; other texts are relayed or
@@ -184,5 +185,108 @@ func TestStopEndsTheTurnAndTheNextTurnIsToldOfItAndOfFailures(t *testing.T) {
 		"user", "last")
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("request after the failure:\n got %#v\nwant %#v", got, want)
+	}
+}
+
+func TestDeletingATaskEndsItsTurnsAndClosesItsAgentConversations(t *testing.T) {
+	ctx := context.Background()
+	peer := &fakePeer{}
+	srv := httptest.NewServer(peer)
+	defer srv.Close()
+	fm := &slowModel{}
+	fm.rule = func(m []model.Message) model.Response {
+		if lastUser(m) == "find a van" && !hasTool(m) {
+			return model.Response{ToolCalls: []model.ToolCall{{ID: "c1", Name: "peer.send", Arguments: `{"to":"lab/scout","text":"a van?"}`}}}
+		}
+		return model.Response{Content: "asked", FinishReason: model.FinishStop}
+	}
+	b := openBox(t, t.TempDir(), threads.Config{Roles: []threads.Role{{Name: "planner"}},
+		Connections: []threads.Connection{{ID: "lab", URL: srv.URL, Send: "s", Accept: "a", Owner: olga}}, Provider: fm})
+	defer b.close()
+	tk, err := b.svc.CreateTask(ctx, dana, "Move the lab", []loomtype.Identity{eve}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := b.svc.CreateTask(ctx, eve, "Pack", nil, tk.ID)
+	if err != nil || sub.Parent != tk.ID {
+		t.Fatalf("subtask: %+v %v", sub, err)
+	}
+	run, err := b.svc.StartRun(ctx, eve, sub.ID, "planner", "find a van")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the text at the peer", func() bool { return len(peer.received()) == 1 })
+	out := peer.received()[0]
+	body, _ := json.Marshal(threads.Text{V: 1, Thread: out.Thread, Message: "p1", From: "scout", To: "planner", Text: "slow"})
+	if _, err := b.svc.Receive(ctx, "a", body); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the answer's turn to run", func() bool { return fm.started.Load() == 1 })
+	v, err := b.svc.Find(ctx, eve, "lab", out.Thread)
+	if err != nil || v.Root != (threads.Root{Kind: "task", ID: sub.ID}) {
+		t.Fatalf("rooted in the subtask: %+v %v", v, err)
+	}
+	if want := "You are planner, in agent conversation " + v.ID + " with lab/scout. It answers for task " + sub.ID + ": Pack."; fm.requests()[len(fm.requests())-1][0].Content != want {
+		t.Fatalf("root message: %q", fm.requests()[len(fm.requests())-1][0].Content)
+	}
+	if err := b.svc.DeleteTask(ctx, eve, tk.ID); !errors.Is(err, threads.ErrNotOwner) {
+		t.Fatalf("a member deletes: %v", err)
+	}
+	if err := b.svc.DeleteTask(ctx, dana, tk.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.svc.Task(ctx, eve, sub.ID); !errors.Is(err, threads.ErrNotFound) {
+		t.Fatalf("the subtask is still there: %v", err)
+	}
+	if _, err := b.svc.Run(ctx, eve, run); !errors.Is(err, threads.ErrNotFound) {
+		t.Fatalf("the run of a gone task reads: %v", err)
+	}
+	if _, err := b.svc.Get(ctx, eve, v.ID); !errors.Is(err, threads.ErrNotFound) {
+		t.Fatalf("a member reads it once the root is gone: %v", err)
+	}
+	v, err = b.svc.Get(ctx, olga, v.ID)
+	if err != nil || v.State != "closed" || v.Root.Kind != "gone" || len(v.Turns) != 1 || v.Turns[0].Status != "ended" {
+		t.Fatalf("after the delete: %+v %v", v, err)
+	}
+	body, _ = json.Marshal(threads.Text{V: 1, Thread: out.Thread, Message: "p2", From: "scout", To: "planner", Text: "late"})
+	var rej *threads.Rejection
+	if _, err := b.svc.Receive(ctx, "a", body); !errors.As(err, &rej) || rej.Reason != "thread" {
+		t.Fatalf("late text: %v", err)
+	}
+}
+
+func TestTheQueuesAreBounded(t *testing.T) {
+	ctx := context.Background()
+	peer := &fakePeer{answer: func(int) (int, string) { return 503, "" }}
+	srv := httptest.NewServer(peer)
+	defer srv.Close()
+	fm := &slowModel{}
+	fm.rule = func(m []model.Message) model.Response {
+		return model.Response{Content: "x", FinishReason: model.FinishStop}
+	}
+	b := openBox(t, t.TempDir(), threads.Config{Roles: []threads.Role{{Name: "scout"}},
+		Connections: []threads.Connection{{ID: "hq", URL: srv.URL, Send: "s", Accept: "a", Owner: olga, Queue: 1}}, Provider: fm})
+	defer b.close()
+	root := threads.Root{Kind: "task", ID: "tk_x"}
+	if a, _ := b.svc.Send(ctx, "scout", root, json.RawMessage(`{"to":"hq/planner","text":"one"}`), "m1"); a == (threads.SendError{Error: "queue-full"}) {
+		t.Fatalf("the first text: %+v", a)
+	}
+	if a, _ := b.svc.Send(ctx, "scout", threads.Root{Kind: "task", ID: "tk_y"}, json.RawMessage(`{"to":"hq/planner","text":"two"}`), "m2"); a != (threads.SendError{Error: "queue-full"}) {
+		t.Fatalf("the second text, in another agent conversation: %+v", a)
+	}
+	text := func(mid, body string) []byte {
+		b, _ := json.Marshal(threads.Text{V: 1, Thread: "t_dddddddddddddddddddd", Message: mid, From: "planner", To: "scout", Text: body})
+		return b
+	}
+	if _, err := b.svc.Receive(ctx, "a", text("p1", "slow")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the first turn", func() bool { return fm.started.Load() == 1 })
+	if _, err := b.svc.Receive(ctx, "a", text("p2", "waits")); err != nil {
+		t.Fatal(err)
+	}
+	var rej *threads.Rejection
+	if _, err := b.svc.Receive(ctx, "a", text("p3", "too many")); !errors.As(err, &rej) || *rej != (threads.Rejection{Status: 429, Reason: "busy"}) {
+		t.Fatalf("the third text: %v", err)
 	}
 }
