@@ -592,9 +592,13 @@ func (s *Service) RoleSend(ctx context.Context, who loomtype.Identity, role stri
 
 // UsesRole reports whether who is a person and role a role of the box: who may have a
 // conversation with it.
+//
+//	if !svc.UsesRole(who, "planner") { notFound() }
 func (s *Service) UsesRole(who loomtype.Identity, role string) bool {
 	return s.personRole(who, role) == nil
 }
 
 // Person reports whether who may act as a person here (a valid identity that is no role token).
+//
+//	if !svc.Person(who) { notFound() }
 func (s *Service) Person(who loomtype.Identity) bool { return person(who) }
