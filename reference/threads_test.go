@@ -275,6 +275,18 @@ func TestThreadsOverHTTP(t *testing.T) {
 	if st, _ := c.do("GET", "/threads/runs/"+run, "eve", ""); st != 404 {
 		t.Fatalf("eve reads the run: %d", st)
 	}
+	// The role's own door in a running run of it: the connection is revoked by now.
+	_, v = c.do("POST", "/tasks/"+task+"/runs", "olga", `{"role":"planner","prompt":"wait hold"}`)
+	held := v["run"].(string)
+	if st, v := c.do("POST", "/roles/planner/send", "planner", `{"to":"lab/scout","text":"x","run":"`+held+`"}`); st != 409 || !reflect.DeepEqual(v, map[string]any{"reason": "connection"}) {
+		t.Fatalf("the role's door on a revoked connection: %d %v", st, v)
+	}
+	if st, v := c.do("POST", "/roles/planner/send", "planner", `{"to":"lab/scout","text":"x","run":"tr_none"}`); st != 409 || v["reason"] != "no-topic" {
+		t.Fatalf("the role's door with a run that is none: %d %v", st, v)
+	}
+	if st, _ := c.do("POST", "/roles/planner/send", "dana", `{"to":"lab/scout","text":"x","run":"`+held+`"}`); st != 404 {
+		t.Fatalf("a person at the role's door: %d", st)
+	}
 	if st, _ := c.do("DELETE", "/tasks/"+task, "olga", ""); st != 403 {
 		t.Fatalf("a member who is not the owner deletes: %d", st)
 	}

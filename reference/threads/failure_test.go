@@ -290,3 +290,56 @@ func TestTheQueuesAreBounded(t *testing.T) {
 		t.Fatalf("the third text: %v", err)
 	}
 }
+
+func TestARolesOwnDoorSendsOnlyInARunningRunOfTheRole(t *testing.T) {
+	ctx := context.Background()
+	peer := &fakePeer{}
+	srv := httptest.NewServer(peer)
+	defer srv.Close()
+	fm := &slowModel{}
+	fm.rule = func([]model.Message) model.Response {
+		return model.Response{Content: "x", FinishReason: model.FinishStop}
+	}
+	b := openBox(t, t.TempDir(), threads.Config{Roles: []threads.Role{{Name: "planner"}, {Name: "clerk"}},
+		Connections: []threads.Connection{{ID: "lab", URL: srv.URL, Send: "s", Accept: "a", Owner: olga}}, Provider: fm})
+	defer b.close()
+	tk, err := b.svc.CreateTask(ctx, dana, "Move", nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := b.svc.StartRun(ctx, dana, tk.ID, "planner", "slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the run", func() bool { return fm.started.Load() == 1 })
+	planner := loomtype.Identity{Tenant: "acme", Actor: "role:planner"}
+	for _, c := range []struct {
+		who  loomtype.Identity
+		role string
+		run  string
+		want error
+	}{
+		{dana, "planner", run, threads.ErrNotFound},
+		{loomtype.Identity{Actor: "role:clerk"}, "planner", run, threads.ErrNotFound},
+		{planner, "planner", "", threads.ErrNoTopic},
+		{planner, "planner", "tr_nothing", threads.ErrNoTopic},
+		{loomtype.Identity{Actor: "role:clerk"}, "clerk", run, threads.ErrNoTopic},
+	} {
+		if _, err := b.svc.RoleSend(ctx, c.who, c.role, "lab/scout", "news?", c.run); !errors.Is(err, c.want) {
+			t.Errorf("%v as %s in %q: %v, want %v", c.who, c.role, c.run, err, c.want)
+		}
+	}
+	v, err := b.svc.RoleSend(ctx, planner, "planner", "lab/scout", "news?", run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent, ok := v.(threads.Sent)
+	if !ok || !sent.Sent {
+		t.Fatalf("role send: %+v", v)
+	}
+	eventually(t, "the text at the peer", func() bool { return len(peer.received()) == 1 })
+	ac, err := b.svc.Get(ctx, dana, sent.AgentConversation)
+	if err != nil || ac.Root != (threads.Root{Kind: "task", ID: tk.ID}) || ac.Texts[0].Text != "news?" || peer.received()[0].Text != "news?" {
+		t.Fatalf("sent in the run's root: %+v %v", ac, err)
+	}
+}
