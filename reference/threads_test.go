@@ -87,14 +87,6 @@ func (scriptModel) Complete(ctx context.Context, req model.Request, _ func(strin
 	return model.Response{Content: "re: " + last, FinishReason: model.FinishStop}, nil
 }
 
-// holdModel blocks on every call until cancelled.
-type holdModel struct{}
-
-func (holdModel) Complete(ctx context.Context, _ model.Request, _ func(string)) (model.Response, error) {
-	<-ctx.Done()
-	return model.Response{}, ctx.Err()
-}
-
 var (
 	tDana = loomtype.Identity{Tenant: "acme", Actor: "dana"}
 	tOlga = loomtype.Identity{Tenant: "acme", Actor: "olga"}
