@@ -16,6 +16,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/model"
 	"github.com/loomcheck/loomcheck/reference/sessions"
 	"github.com/loomcheck/loomcheck/reference/stream"
+	"github.com/loomcheck/loomcheck/reference/threads"
 	"github.com/loomcheck/loomcheck/spec"
 )
 
@@ -31,6 +32,9 @@ func profiles(c spec.SUTConfig) []string {
 	out := append([]string{}, Profiles...)
 	if c.Shared.ServicePrincipal != nil {
 		out = append(out, "shared")
+	}
+	if len(c.Threads.Roles) > 0 {
+		out = append(out, "threads")
 	}
 	return out
 }
@@ -153,7 +157,27 @@ func FromConfig(c spec.SUTConfig) (Options, error) {
 	if len(c.Identity.Principals) > 0 || c.Identity.URL != "" {
 		opt.Gateway.Authenticate = BearerAuth(ident)
 	}
+	if len(c.Threads.Roles) > 0 {
+		opt.Threads = threadsConfig(c.Threads, hc)
+	}
 	return opt, nil
+}
+
+// threadsConfig maps the configuration's threads into the options of reference/threads; the
+// service checks them when the engine opens.
+func threadsConfig(t spec.ThreadsConfig, hc *http.Client) *threads.Config {
+	tc := &threads.Config{HTTPClient: &http.Client{Transport: hc.Transport, Timeout: 15 * time.Second}}
+	for _, r := range t.Roles {
+		tc.Roles = append(tc.Roles, threads.Role{Name: r.Name, Prompt: r.Prompt})
+	}
+	for _, m := range t.Members {
+		tc.Members = append(tc.Members, loomtype.Identity{Tenant: m.Tenant, Actor: m.Actor, OnBehalfOf: m.OnBehalfOf})
+	}
+	for _, c := range t.Connections {
+		tc.Connections = append(tc.Connections, threads.Connection{ID: c.ID, URL: c.URL, Send: c.Send, Accept: c.Accept,
+			Owner: loomtype.Identity{Tenant: c.Owner.Tenant, Actor: c.Owner.Actor, OnBehalfOf: c.Owner.OnBehalfOf}, Queue: c.Queue})
+	}
+	return tc
 }
 
 // TokenCookie is the cookie a browser's EventSource, which cannot set headers, may carry the

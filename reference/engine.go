@@ -32,6 +32,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/run"
 	"github.com/loomcheck/loomcheck/reference/sessions"
 	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/threads"
 	"github.com/loomcheck/loomcheck/spec"
 )
 
@@ -79,6 +80,9 @@ type Options struct {
 	HumanTools []string
 	// Stream configures the session streams (reference/sessions).
 	Stream sessions.Config
+	// Threads, if set, gives the box its roles and its connections to peer boxes (spec/peer.md,
+	// profile threads); its Provider and Model default to the conversations' ones.
+	Threads *threads.Config
 }
 
 // Engine is an open reference engine. Its methods are safe for concurrent use.
@@ -90,6 +94,7 @@ type Engine struct {
 	runs *run.Runs
 	gw   *gateway.Gateway
 	ss   *sessions.Service
+	th   *threads.Service
 	dir  string
 	edge gateway.Edge
 
@@ -172,11 +177,52 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 		}, Human: opt.HumanTools})
 	flows := dl.Flows()
 	maps.Copy(flows, runs.Flows())
+	var th *threads.Service
+	if opt.Threads != nil {
+		tc := *opt.Threads
+		if tc.Provider == nil {
+			tc.Provider = opt.Deps.Provider
+		}
+		if tc.Model == "" {
+			tc.Model = opt.Conversation.Model
+		}
+		if tc.Logger == nil {
+			tc.Logger = opt.Logger
+		}
+		if th, err = threads.New(ctx, tc, st); err != nil {
+			st.Close()
+			return fail(err)
+		}
+		maps.Copy(flows, th.Flows())
+	}
+	bind := func(k *kernel.Kernel) {
+		runs.Bind(k)
+		if th != nil {
+			th.Bind(k)
+		}
+	}
 	k, err := kernel.Open(ctx, st, kernel.Options{Flows: flows, Divergence: opt.Divergence, Logger: opt.Logger,
-		OnCorrupt: onCorrupt, BeforeRecovery: runs.Bind})
+		OnCorrupt: onCorrupt, BeforeRecovery: bind})
 	if err != nil {
+		if th != nil {
+			th.Close()
+		}
 		st.Close()
 		return fail(err)
+	}
+	if th != nil {
+		if err := th.Resume(ctx); err != nil {
+			th.Close()
+			k.Close()
+			st.Close()
+			return fail(err)
+		}
+		opt.Gateway.Threads = th
+	}
+	closeThreads := func() {
+		if th != nil {
+			th.Close()
+		}
 	}
 	cv := dl.Client(k)
 	opt.Gateway.Runs = runs
@@ -186,6 +232,7 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 	ss := sessions.New(st, cv, opt.Stream)
 	if err := ss.Resume(ctx); err != nil {
 		ss.Close()
+		closeThreads()
 		k.Close()
 		st.Close()
 		return fail(err)
@@ -193,11 +240,12 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 	opt.Gateway.Sessions = ss
 	gw, err := gateway.New(cv, opt.Gateway)
 	if err != nil {
+		closeThreads()
 		k.Close()
 		st.Close()
 		return fail(err)
 	}
-	return &Engine{lock: lock, st: st, k: k, cv: cv, runs: runs, gw: gw, ss: ss, dir: opt.DataDir, edge: opt.Edge}, nil
+	return &Engine{lock: lock, st: st, k: k, cv: cv, runs: runs, gw: gw, ss: ss, th: th, dir: opt.DataDir, edge: opt.Edge}, nil
 }
 
 // logErrors makes opt's error hooks log every error they receive, with its errorId, to
@@ -296,6 +344,12 @@ func (e *Engine) Runs() *run.Runs { return e.runs }
 //	frames, err := eng.Sessions().Append(ctx, who, id, stream.Spec{Kind: stream.KindStatus, Data: map[string]bool{"stopping": true}})
 func (e *Engine) Sessions() *sessions.Service { return e.ss }
 
+// Threads is the engine's agent conversations between boxes (spec/peer.md), nil when the engine
+// has no roles.
+//
+//	v, err := eng.Threads().Get(ctx, dana, id)
+func (e *Engine) Threads() *threads.Service { return e.th }
+
 // Kernel is the engine's kernel.
 func (e *Engine) Kernel() *kernel.Kernel { return e.k }
 
@@ -308,6 +362,9 @@ func (e *Engine) Close() error {
 	e.gw.Shutdown()
 	e.stopServing(closeGrace)
 	e.ss.Close()
+	if e.th != nil {
+		e.th.Close()
+	}
 	e.k.Close()
 	err := e.st.Close()
 	e.lock.Close()
@@ -324,6 +381,9 @@ func (e *Engine) Kill() {
 	e.stopServing(0)
 	e.gw.Shutdown()
 	e.ss.Close()
+	if e.th != nil {
+		e.th.Close()
+	}
 	e.k.Close()
 	<-e.st.Released()
 	e.lock.Close()

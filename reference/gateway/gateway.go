@@ -22,6 +22,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/run"
 	"github.com/loomcheck/loomcheck/reference/sessions"
+	"github.com/loomcheck/loomcheck/reference/threads"
 )
 
 // Defaults of Config.
@@ -93,6 +94,9 @@ type Config struct {
 	// Sessions serves the session streams (spec/stream.md, profile stream); nil: none (their
 	// routes are the uniform 404).
 	Sessions *sessions.Service
+	// Threads serves the agent conversations between boxes (spec/peer.md, profile threads);
+	// nil: none (their routes are the uniform 404).
+	Threads *threads.Service
 	// Heartbeat is how often an idle session stream sends a heartbeat frame (DefaultHeartbeat).
 	Heartbeat time.Duration
 	// OnError receives the real error behind every 500, with the errorId the caller saw.
@@ -190,6 +194,9 @@ func (g *Gateway) routes() {
 		g.mux.HandleFunc("POST /runs/{id}/cancel", g.authed(g.steerRun(cancelOp)))
 		g.mux.HandleFunc("POST /runs/{id}/approvals/{gate}", g.authed(g.answerRun(false)))
 		g.mux.HandleFunc("POST /runs/{id}/human/{call}", g.authed(g.answerRun(true)))
+	}
+	if g.cfg.Threads != nil {
+		g.threadRoutes()
 	}
 	if g.cfg.RuntimeDoor {
 		g.mux.HandleFunc("POST /runtime/executions", g.authed(g.rawStart))

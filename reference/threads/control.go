@@ -1,0 +1,361 @@
+package threads
+
+import (
+	"context"
+	"errors"
+
+	"github.com/loomcheck/loomcheck/reference/kernel"
+	"github.com/loomcheck/loomcheck/reference/loomtype"
+	"github.com/loomcheck/loomcheck/reference/store"
+)
+
+// TextView is one text of an agent conversation as it is read.
+type TextView struct {
+	Dir     string `json:"dir"`
+	Message string `json:"message"`
+	Text    string `json:"text"`
+	State   string `json:"state"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// TurnView is one turn of an agent conversation as it is read.
+type TurnView struct {
+	Turn   int      `json:"turn"`
+	Status string   `json:"status"`
+	Texts  []string `json:"texts"`
+	Output *string  `json:"output,omitempty"`
+}
+
+// View is an agent conversation as it is read (schemas/agent-conversation.schema.json).
+type View struct {
+	ID         string     `json:"id"`
+	Connection string     `json:"connection"`
+	Thread     string     `json:"thread"`
+	Role       string     `json:"role"`
+	PeerRole   string     `json:"peerRole"`
+	StartedBy  string     `json:"startedBy"`
+	Root       Root       `json:"root"`
+	State      string     `json:"state"`
+	Texts      []TextView `json:"texts"`
+	Turns      []TurnView `json:"turns"`
+}
+
+// ConnectionView is a connection as its owner reads it.
+type ConnectionView struct {
+	ID    string `json:"id"`
+	State string `json:"state"`
+}
+
+func (a *acRec) view() View {
+	v := View{ID: a.ID, Connection: a.Conn, Thread: a.Thread, Role: a.Role, PeerRole: a.PeerRole, StartedBy: a.StartedBy,
+		Root: a.Root, State: "open", Texts: []TextView{}, Turns: []TurnView{}}
+	if a.Gone {
+		v.Root = Root{Kind: rootGone, ID: a.Root.ID}
+	}
+	if a.Closed {
+		v.State = "closed"
+	}
+	for _, t := range a.Texts {
+		v.Texts = append(v.Texts, TextView{Dir: t.Dir, Message: t.Message, Text: t.Text, State: t.State, Reason: t.Reason})
+	}
+	for _, t := range a.Turns {
+		v.Turns = append(v.Turns, TurnView{Turn: t.Turn, Status: t.Status, Texts: append([]string{}, t.Texts...), Output: t.Output})
+	}
+	return v
+}
+
+// mayRead reports whether who reads rec (spec/peer.md, Reading).
+func (s *Service) mayRead(ctx context.Context, who loomtype.Identity, rec *acRec) (bool, error) {
+	if role, ok := isRoleToken(who); ok {
+		return role == rec.Role, nil
+	}
+	if !who.Valid() {
+		return false, nil
+	}
+	conn := s.conns[rec.Conn]
+	if rec.Gone {
+		return conn != nil && conn.Owner.Equal(who), nil
+	}
+	switch rec.Root.Kind {
+	case rootConv:
+		var pc pcRec
+		ok, err := s.read(ctx, keyPC+rec.Root.ID, &pc)
+		return ok && pc.Person.Equal(who), err
+	case rootTask:
+		var tk taskRec
+		ok, err := s.read(ctx, keyTask+rec.Root.ID, &tk)
+		return ok && tk.member(who), err
+	}
+	if conn != nil && conn.Owner.Equal(who) {
+		return true, nil
+	}
+	var root acRec
+	if ok, err := s.read(ctx, keyAC+rec.Root.ID, &root); err != nil {
+		return false, err
+	} else if ok {
+		if c := s.conns[root.Conn]; c != nil && c.Owner.Equal(who) {
+			return true, nil
+		}
+	}
+	for _, m := range s.members {
+		if m.Equal(who) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// readable loads agent conversation id if who reads it, else ErrNotFound.
+func (s *Service) readable(ctx context.Context, who loomtype.Identity, id string) (acRec, error) {
+	var rec acRec
+	ok, err := s.read(ctx, keyAC+id, &rec)
+	if err != nil {
+		return acRec{}, err
+	}
+	if !ok {
+		return acRec{}, ErrNotFound
+	}
+	if ok, err := s.mayRead(ctx, who, &rec); err != nil {
+		return acRec{}, err
+	} else if !ok {
+		return acRec{}, ErrNotFound
+	}
+	return rec, nil
+}
+
+// Get reads agent conversation id.
+//
+// Errors: ErrNotFound (also for one who may not read it), store errors.
+//
+//	v, err := svc.Get(ctx, dana, "ac_x")
+func (s *Service) Get(ctx context.Context, who loomtype.Identity, id string) (View, error) {
+	rec, err := s.readable(ctx, who, id)
+	if err != nil {
+		return View{}, err
+	}
+	return rec.view(), nil
+}
+
+// Find reads the agent conversation of thread on connection.
+//
+// Errors: ErrNotFound (also for one who may not read it), store errors.
+//
+//	v, err := svc.Find(ctx, dana, "lab", "t_8fK2aaaaaaaaaaaa")
+func (s *Service) Find(ctx context.Context, who loomtype.Identity, connection, thread string) (View, error) {
+	var id string
+	if ok, err := s.read(ctx, keyThread+connection+"/"+thread, &id); err != nil {
+		return View{}, err
+	} else if !ok {
+		return View{}, ErrNotFound
+	}
+	return s.Get(ctx, who, id)
+}
+
+// Stop stops the running turn of agent conversation id: it ends stopped, the texts it took
+// count as handled, and the next turn is told. With no running turn it reports false and
+// changes nothing.
+//
+// Errors: ErrNotFound (also for one who may not read it), kernel and store errors.
+//
+//	stopped, err := svc.Stop(ctx, dana, "ac_x")
+func (s *Service) Stop(ctx context.Context, who loomtype.Identity, id string) (bool, error) {
+	if _, err := s.readable(ctx, who, id); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var rec acRec
+	if ok, err := s.read(ctx, keyAC+id, &rec); err != nil || !ok {
+		return false, err
+	}
+	stopped, err := s.stopTurn(ctx, &rec, stStopped)
+	if err != nil || !stopped {
+		return false, err
+	}
+	return true, s.st.Update(ctx, func(tx store.Tx) error { return put(tx, keyAC+id, rec) })
+}
+
+// stopTurn cancels rec's running turn and marks it as status (stopped or ended) in rec, which
+// the caller then stores; false when no turn runs (or it ended on its own first). It writes to
+// the kernel, so it is called with s.mu held and outside any store transaction.
+func (s *Service) stopTurn(ctx context.Context, rec *acRec, status string) (bool, error) {
+	t := rec.running()
+	if t == nil {
+		return false, nil
+	}
+	if ok, err := s.cancelExec(ctx, t.Exec); err != nil || !ok {
+		return false, err
+	}
+	t.Status = status
+	if status == stStopped {
+		rec.Stopped = true
+	}
+	return true, nil
+}
+
+// cancelExec cancels a turn execution; false when it had ended already.
+func (s *Service) cancelExec(ctx context.Context, exec string) (bool, error) {
+	err := s.k.Cancel(ctx, exec, "stopped")
+	switch {
+	case err == nil, errors.Is(err, loomtype.ErrNotFound):
+		return true, nil
+	case errors.Is(err, kernel.ErrEnded):
+		return false, nil
+	}
+	return false, err
+}
+
+// connection returns the connection if who owns it, else ErrNotFound.
+func (s *Service) connection(who loomtype.Identity, id string) (*Connection, error) {
+	c := s.conns[id]
+	if c == nil || !who.Valid() || !c.Owner.Equal(who) {
+		return nil, ErrNotFound
+	}
+	return c, nil
+}
+
+// Connection reads connection id.
+//
+// Errors: ErrNotFound for anyone but its owner, store errors.
+//
+//	v, err := svc.Connection(ctx, olga, "lab")
+func (s *Service) Connection(ctx context.Context, who loomtype.Identity, id string) (ConnectionView, error) {
+	if _, err := s.connection(who, id); err != nil {
+		return ConnectionView{}, err
+	}
+	var c connRec
+	ok, err := s.read(ctx, keyConn+id, &c)
+	if err != nil {
+		return ConnectionView{}, err
+	}
+	if !ok {
+		c.State = connOpen
+	}
+	return ConnectionView{ID: id, State: c.State}, nil
+}
+
+// Pause pauses connection id: every running turn of its agent conversations is stopped, every
+// text waiting to be sent on it fails with reason paused, and until Unpause sends answer paused
+// and the peer's texts are rejected with paused. Pausing a paused connection changes nothing.
+//
+// Errors: ErrNotFound for anyone but its owner, ErrRevoked, kernel and store errors.
+//
+//	v, err := svc.Pause(ctx, olga, "lab")
+func (s *Service) Pause(ctx context.Context, who loomtype.Identity, id string) (ConnectionView, error) {
+	return s.setState(ctx, who, id, connPaused)
+}
+
+// Unpause opens a paused connection again; nothing restarts until the next text.
+//
+// Errors: ErrNotFound for anyone but its owner, ErrRevoked, store errors.
+//
+//	v, err := svc.Unpause(ctx, olga, "lab")
+func (s *Service) Unpause(ctx context.Context, who loomtype.Identity, id string) (ConnectionView, error) {
+	return s.setState(ctx, who, id, connOpen)
+}
+
+// Revoke revokes connection id for good: the peer's texts are rejected with connection, sends
+// answer connection, texts waiting fail with connection, running turns are stopped.
+//
+// Errors: ErrNotFound for anyone but its owner, kernel and store errors.
+//
+//	v, err := svc.Revoke(ctx, olga, "lab")
+func (s *Service) Revoke(ctx context.Context, who loomtype.Identity, id string) (ConnectionView, error) {
+	return s.setState(ctx, who, id, connRevoked)
+}
+
+func (s *Service) setState(ctx context.Context, who loomtype.Identity, id, state string) (ConnectionView, error) {
+	if _, err := s.connection(who, id); err != nil {
+		return ConnectionView{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	recs, err := all[acRec](ctx, s.st, keyAC)
+	if err != nil {
+		return ConnectionView{}, err
+	}
+	var c connRec
+	if ok, err := s.read(ctx, keyConn+id, &c); err != nil {
+		return ConnectionView{}, err
+	} else if !ok {
+		c.State = connOpen
+	}
+	if c.State == connRevoked && state != connRevoked {
+		return ConnectionView{}, ErrRevoked
+	}
+	if c.State == state {
+		return ConnectionView{ID: id, State: state}, nil
+	}
+	reason := ReasonPaused
+	if state == connRevoked {
+		reason = ReasonConnection
+	}
+	dropped := 0
+	var changed []acRec
+	for i := range recs {
+		rec := &recs[i]
+		if rec.Conn != id || state == connOpen {
+			continue
+		}
+		stopped, err := s.stopTurn(ctx, rec, stStopped)
+		if err != nil {
+			return ConnectionView{}, err
+		}
+		n := failQueued(rec, reason)
+		dropped += n
+		if stopped || n > 0 {
+			changed = append(changed, *rec)
+		}
+	}
+	err = s.st.Update(ctx, func(tx store.Tx) error {
+		if err := put(tx, keyConn+id, connRec{State: state}); err != nil {
+			return err
+		}
+		for _, rec := range changed {
+			if err := put(tx, keyAC+rec.ID, rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return ConnectionView{}, err
+	}
+	s.queued[id] -= dropped
+	return ConnectionView{ID: id, State: state}, nil
+}
+
+// endRoot ends the running turns of every agent conversation in recs rooted in root (s.mu
+// held, outside any transaction); closeRoot then records them closed.
+func (s *Service) endRoot(ctx context.Context, recs []acRec, root Root) error {
+	for i := range recs {
+		if recs[i].Root == root && !recs[i].Gone {
+			if _, err := s.stopTurn(ctx, &recs[i], stEnded); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// closeRoot closes every agent conversation in recs rooted in root (s.mu held, in tx, after
+// endRoot): the root reads as gone, later texts are rejected with thread, and texts still
+// waiting to be sent fail with thread (counted per connection in dropped).
+func (s *Service) closeRoot(tx store.Tx, recs []acRec, root Root, dropped map[string]int) error {
+	for i := range recs {
+		rec := &recs[i]
+		if rec.Root != root || rec.Gone {
+			continue
+		}
+		n, err := s.closeSide(tx, rec, ReasonThread)
+		if err != nil {
+			return err
+		}
+		dropped[rec.Conn] += n
+		rec.Gone = true
+		if err := put(tx, keyAC+rec.ID, *rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}

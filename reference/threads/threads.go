@@ -1,0 +1,263 @@
+// Package threads is the box side of agent conversations between boxes (spec/peer.md, profile
+// threads): the box's roles, the roots their runs work on (a person's conversation with a role,
+// a task, an agent conversation), the agent conversations themselves, the connections to peer
+// boxes, the outbox that delivers texts to them and the logic of the peer's door.
+//
+// Every record (agent conversation, person's conversation, task, task run, connection state) is
+// kept in the store's metadata and changed in one transaction per operation, so what a caller was
+// told has happened has happened. Every turn (of an agent conversation, of a person's
+// conversation, of a task run) is a durable kernel execution running the agent loop with the one
+// tool peer.send: a crash resumes it by replay, and a send the loop had made is never queued
+// twice, because its message id derives from the loop's idempotency key.
+//
+// A Service is safe for concurrent use once Bind and Resume have been called.
+//
+//	svc, err := threads.New(ctx, threads.Config{Roles: roles, Connections: conns}, st)
+//	k, _ := kernel.Open(ctx, st, kernel.Options{Flows: svc.Flows(), BeforeRecovery: svc.Bind})
+//	if err := svc.Resume(ctx); err != nil { return err }
+//	defer svc.Close()
+package threads
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/loomcheck/loomcheck/reference/kernel"
+	"github.com/loomcheck/loomcheck/reference/loomtype"
+	"github.com/loomcheck/loomcheck/reference/model"
+	"github.com/loomcheck/loomcheck/reference/store"
+)
+
+// DefaultQueue bounds the texts waiting to be sent on a connection whose configuration sets no
+// queue; the same bound holds for the texts of the peer waiting for a turn.
+const DefaultQueue = 64
+
+// MaxText is the longest text, in bytes, on the wire.
+const MaxText = 16384
+
+// MaxQueuedTurns bounds the turns of one person's conversation waiting for the running one.
+const MaxQueuedTurns = 16
+
+// MaxTexts bounds the texts one agent conversation keeps; a text past it is refused as busy.
+const MaxTexts = 4096
+
+// Role is one role of the box.
+type Role struct {
+	Name   string
+	Prompt string
+}
+
+// Connection is one connection to a peer box (spec/peer.md, Configuration).
+type Connection struct {
+	ID     string
+	URL    string
+	Send   string
+	Accept string
+	Owner  loomtype.Identity
+	Queue  int
+}
+
+// Config configures a Service.
+type Config struct {
+	Roles       []Role
+	Members     []loomtype.Identity
+	Connections []Connection
+	// Provider is the model every turn asks (nil: the built-in model); Model names it.
+	Provider model.Provider
+	Model    string
+	// HTTPClient sends texts to peers (nil: a client with a 10 second timeout).
+	HTTPClient *http.Client
+	// MaxBackoff bounds the wait between two tries of a text (default 5 seconds).
+	MaxBackoff time.Duration
+	Logger     *slog.Logger
+}
+
+// Errors of the service. Every refusal of a caller who may not see a thing is ErrNotFound.
+var (
+	// ErrNotFound: no such thing, or not one the caller may read (the uniform 404).
+	ErrNotFound = loomtype.ErrNotFound
+	// ErrNoTopic: a role with no run has no topic to send in.
+	ErrNoTopic = errors.New("threads: a role without a run has no topic")
+	// ErrRevoked: the connection is revoked; it cannot be paused or unpaused.
+	ErrRevoked = errors.New("threads: the connection is revoked")
+	// ErrBusy: too many turns wait in the conversation.
+	ErrBusy = errors.New("threads: too many turns waiting")
+	// ErrConfig: the configuration is invalid.
+	ErrConfig = loomtype.ErrConfig
+)
+
+// Rejection is a peer's final answer to a text, or this box's answer to one (spec/peer.md, The
+// wire): Status is the HTTP status, Reason the body's reason and Detail its detail.
+type Rejection struct {
+	Status int
+	Reason string
+	Detail string
+}
+
+func (e *Rejection) Error() string {
+	if e.Detail != "" {
+		return fmt.Sprintf("threads: rejected %d %s (%s)", e.Status, e.Reason, e.Detail)
+	}
+	return fmt.Sprintf("threads: rejected %d %s", e.Status, e.Reason)
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9-]{1,64}$`)
+var threadRE = regexp.MustCompile(`^[A-Za-z0-9_-]{16,64}$`)
+var messageRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ValidName reports whether s may be a role name or a connection id.
+func ValidName(s string) bool { return nameRE.MatchString(s) }
+
+// Service is the threads side of one box. Safe for concurrent use.
+type Service struct {
+	cfg     Config
+	roles   map[string]Role
+	conns   map[string]*Connection
+	byToken map[string]string
+	members []loomtype.Identity
+	hc      *http.Client
+
+	k  *kernel.Kernel
+	st store.Store
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	// mu serialises every read-modify-write of the records.
+	mu       sync.Mutex
+	pumps    map[string]bool // agent conversations whose outbox is being delivered
+	awaiting map[string]bool // turn executions a finisher waits for
+	queued   map[string]int  // texts waiting to be sent, per connection
+	waiting  map[string]int  // texts of the peer waiting for a turn, per connection
+	closed   bool
+}
+
+// New checks cfg and returns the service over st, the store the kernel runs on; register Flows
+// on the kernel, Bind it, then Resume.
+//
+// Errors: ErrConfig (wrapped) naming what is wrong, store errors.
+//
+//	svc, err := threads.New(ctx, threads.Config{Roles: []threads.Role{{Name: "planner"}}}, st)
+func New(ctx context.Context, cfg Config, st store.Store) (*Service, error) {
+	s := &Service{cfg: cfg, st: st, roles: map[string]Role{}, conns: map[string]*Connection{}, byToken: map[string]string{},
+		members: cfg.Members, pumps: map[string]bool{}, awaiting: map[string]bool{}, queued: map[string]int{}, waiting: map[string]int{}}
+	for _, r := range cfg.Roles {
+		if !ValidName(r.Name) {
+			return nil, fmt.Errorf("%w: threads: role name %q", ErrConfig, r.Name)
+		}
+		if _, dup := s.roles[r.Name]; dup {
+			return nil, fmt.Errorf("%w: threads: role %q twice", ErrConfig, r.Name)
+		}
+		s.roles[r.Name] = r
+	}
+	for i := range cfg.Connections {
+		c := cfg.Connections[i]
+		if !ValidName(c.ID) {
+			return nil, fmt.Errorf("%w: threads: connection id %q", ErrConfig, c.ID)
+		}
+		if _, dup := s.conns[c.ID]; dup {
+			return nil, fmt.Errorf("%w: threads: connection %q twice", ErrConfig, c.ID)
+		}
+		if c.Accept == "" || c.Send == "" || c.URL == "" {
+			return nil, fmt.Errorf("%w: threads: connection %q needs url, send and accept", ErrConfig, c.ID)
+		}
+		if _, dup := s.byToken[c.Accept]; dup {
+			return nil, fmt.Errorf("%w: threads: connection %q shares its accept token", ErrConfig, c.ID)
+		}
+		if c.Queue <= 0 {
+			c.Queue = DefaultQueue
+		}
+		s.conns[c.ID] = &c
+		s.byToken[c.Accept] = c.ID
+	}
+	if cfg.Provider == nil {
+		s.cfg.Provider = model.Builtin()
+	}
+	s.hc = cfg.HTTPClient
+	if s.hc == nil {
+		s.hc = &http.Client{Timeout: 10 * time.Second}
+	}
+	if s.cfg.MaxBackoff <= 0 {
+		s.cfg.MaxBackoff = 5 * time.Second
+	}
+	if s.cfg.Logger == nil {
+		s.cfg.Logger = slog.Default()
+	}
+	if err := s.count(ctx); err != nil {
+		return nil, err
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// Flows returns the kernel flow of a turn.
+//
+//	k, err := kernel.Open(ctx, st, kernel.Options{Flows: svc.Flows(), BeforeRecovery: svc.Bind})
+func (s *Service) Flows() map[string]kernel.Flow { return map[string]kernel.Flow{FlowName: s.flow} }
+
+// Bind gives the service its kernel; call it once, before Resume.
+func (s *Service) Bind(k *kernel.Kernel) { s.k = k }
+
+// Roles names the box's roles, in configuration order.
+func (s *Service) Roles() []string {
+	out := make([]string, 0, len(s.cfg.Roles))
+	for _, r := range s.cfg.Roles {
+		out = append(out, r.Name)
+	}
+	return out
+}
+
+// Close stops delivering and waiting; executions stop with the kernel. Safe to call twice.
+func (s *Service) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+}
+
+// isRoleToken reports whether who is a role of the box (or claims to be one).
+func isRoleToken(who loomtype.Identity) (string, bool) {
+	const p = "role:"
+	if len(who.Actor) > len(p) && who.Actor[:len(p)] == p {
+		return who.Actor[len(p):], true
+	}
+	return "", false
+}
+
+// person reports whether who may act as a person (a valid identity that is no role token).
+func person(who loomtype.Identity) bool {
+	_, role := isRoleToken(who)
+	return who.Valid() && !role
+}
+
+func randomID(prefix string, n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return prefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+func digest(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// identityKey is a key of an identity that differs when any field differs.
+func identityKey(who loomtype.Identity) string {
+	return digest(who.Tenant, who.Actor, who.OnBehalfOf)[:32]
+}
