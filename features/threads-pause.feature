@@ -51,7 +51,7 @@ Feature: Pausing and revoking a connection
     Then the answer is the connection "lab" paused
     And the text "second" on thread "A" is failed with "paused"
     When "alice" says "Ask while paused" to "planner"
-    Then the peer.send results for "Ask while paused" are 0 sent then 1 "paused"
+    Then the peer.send results for "Ask while paused" are 0 sent and 1 "paused"
     When the peer releases the held texts
     And "olga" unpauses the connection "lab"
     Then the answer is the connection "lab" open
@@ -65,7 +65,7 @@ Feature: Pausing and revoking a connection
     When the peer sends "Hello planner" from "analyst" to "planner" on thread "K"
     Then the answer is 401 "connection"
     When "alice" says "Ask the analyst" to "planner"
-    Then the peer.send results for "Ask the analyst" are 0 sent then 1 "connection"
+    Then the peer.send results for "Ask the analyst" are 0 sent and 1 "connection"
     When "olga" pauses the connection "lab"
     Then the answer is 409 "revoked"
     When "olga" unpauses the connection "lab"
@@ -92,14 +92,20 @@ Feature: Pausing and revoking a connection
   @profile:threads @req:ADR0035-P-03
   Scenario: The default bound: 64 texts wait, over every agent conversation of the connection, and the next is queue-full
     Given the peer holds every text
-    And the model answers "Send the notes" by sending 65 texts to "lab/analyst" and "lab/critic" in turn, then says "Sent what I could."
+    And the model answers "Send the notes" by sending 65 texts at once to "lab/analyst" and "lab/critic" in turn, then says "Sent what I could."
     When "alice" says "Send the notes" to "planner"
-    Then the peer.send results for "Send the notes" are 64 sent then 1 "queue-full"
+    Then the peer.send results for "Send the notes" are 64 sent and 1 "queue-full"
+    When the peer releases the held texts
+    Then the peer has received 64 texts
+    And after 3 seconds the peer has still received 64 texts
 
   @profile:threads @req:ADR0035-P-03 @configures
   Scenario: A configured bound: 3 texts wait and the fourth is queue-full
     Given the connection "lab" holds at most 3 waiting texts
     And the peer holds every text
-    And the model answers "Send the notes" by sending 4 texts to "lab/analyst" and "lab/critic" in turn, then says "Sent what I could."
+    And the model answers "Send the notes" by sending 4 texts at once to "lab/analyst" and "lab/critic" in turn, then says "Sent what I could."
     When "alice" says "Send the notes" to "planner"
-    Then the peer.send results for "Send the notes" are 3 sent then 1 "queue-full"
+    Then the peer.send results for "Send the notes" are 3 sent and 1 "queue-full"
+    When the peer releases the held texts
+    Then the peer has received 3 texts
+    And after 3 seconds the peer has still received 3 texts

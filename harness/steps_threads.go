@@ -72,9 +72,9 @@ func (s *threadsSteps) steps() []stepDef {
 
 		{`^the model answers ` + text + ` by sending (\{[^{}]*\}), then says ` + text + `$`, s.modelSendsOnce, "scripts the model to answer the text with one call of peer.send, then with the words"},
 		{`^the model answers ` + text + ` by sending (\{[^{}]*\}) and (\{[^{}]*\}), then says ` + text + `$`, s.modelSendsTwice, "scripts the model to answer the text with two calls of peer.send one after the other, then with the words"},
-		{`^the model answers ` + text + ` by sending (\d+) texts to "lab/analyst" and "lab/critic" in turn, then says ` + text + `$`, s.modelSendsMany, "scripts the model to answer the text with N calls of peer.send, then with the words"},
+		{`^the model answers ` + text + ` by sending (\d+) texts at once to "lab/analyst" and "lab/critic" in turn, then says ` + text + `$`, s.modelSendsMany, "scripts the model to answer the text with N calls of peer.send in one answer, then with the words"},
 		{`^model request (\d+) for ` + text + ` holds exactly:$`, s.modelRequestFor, "expects the Nth request to the model whose last user message is the text to hold exactly the table's messages (placeholders substituted)"},
-		{`^the peer.send results for ` + text + ` are (\d+) sent then (\d+) "([a-z-]+)"$`, s.sendResults, "expects the tool results of the turn for the text to be N sent, then M errors of the reason"},
+		{`^the peer.send results for ` + text + ` are (\d+) sent and (\d+) "([a-z-]+)"$`, s.sendResults, "expects the tool results of the turn for the text to be exactly N sent and M errors of the reason, in any order"},
 		{`^after (\d+) seconds the model has been asked (\d+) times? for ` + text + `$`, s.modelAskedFor, "waits the seconds, then expects exactly N requests to the model whose last user message is the text"},
 
 		{`^the peer has received (\d+) texts?$`, s.peerReceived, "waits until the peer has received N requests"},
@@ -617,15 +617,16 @@ func (s *threadsSteps) modelSendsTwice(match, a, b, reply string) error {
 	return s.script(unescape(match), s.sendCall(a), s.sendCall(b), world.Reply{Text: unescape(reply)})
 }
 
-// modelSendsMany scripts N calls of peer.send to analyst and critic in turn, then the words.
+// modelSendsMany scripts one answer of N calls of peer.send to analyst and critic in turn, then
+// the words.
 func (s *threadsSteps) modelSendsMany(match string, n int, reply string) error {
-	var rs []world.Reply
+	var calls []world.ToolCall
 	for i := range n {
 		to := []string{"lab/analyst", "lab/critic"}[i%2]
 		b, _ := json.Marshal(map[string]string{"to": to, "text": fmt.Sprintf("note %d", i+1)})
-		rs = append(rs, s.sendCall(string(b)))
+		calls = append(calls, world.ToolCall{ID: s.areas.model.callID(), Name: "peer.send", Arguments: string(b)})
 	}
-	return s.script(unescape(match), append(rs, world.Reply{Text: unescape(reply)})...)
+	return s.script(unescape(match), world.Reply{ToolCalls: calls}, world.Reply{Text: unescape(reply)})
 }
 
 func (s *threadsSteps) script(match string, rs ...world.Reply) error {
@@ -713,7 +714,7 @@ func (s *threadsSteps) modelRequestFor(n int, txt string, t *godog.Table) error 
 	return nil
 }
 
-// sendResults expects the tool results of the turn for the text to be N sent, then M errors.
+// sendResults expects the tool results of the turn for the text to be N sent and M errors.
 func (s *threadsSteps) sendResults(txt string, sent, errs int, reason string) error {
 	txt = unescape(txt)
 	var tools []world.Message
@@ -734,19 +735,24 @@ func (s *threadsSteps) sendResults(txt string, sent, errs int, reason string) er
 	if !ok {
 		return fail("the model", fmt.Sprintf("%d tool results for %q", len(tools), txt), fmt.Sprintf("%d", sent+errs))
 	}
-	for i, m := range tools[:sent+errs] {
+	nSent, nErr := 0, 0
+	var others []string
+	for _, m := range tools {
 		var got map[string]any
 		_ = json.Unmarshal([]byte(m.Content), &got)
-		if i < sent {
-			id, _ := got["agentConversation"].(string)
-			if len(got) != 2 || got["sent"] != true || id == "" {
-				return fail(fmt.Sprintf("peer.send result %d", i+1), m.Content, `{"sent": true, "agentConversation": id}`)
-			}
-			continue
+		id, _ := got["agentConversation"].(string)
+		switch {
+		case len(got) == 2 && got["sent"] == true && id != "":
+			nSent++
+		case canonJSON(m.Content) == `{"error":"`+reason+`"}`:
+			nErr++
+		default:
+			others = append(others, m.Content)
 		}
-		if want := `{"error":"` + reason + `"}`; canonJSON(m.Content) != want {
-			return fail(fmt.Sprintf("peer.send result %d", i+1), m.Content, want)
-		}
+	}
+	if nSent != sent || nErr != errs || len(others) > 0 {
+		return fail(fmt.Sprintf("the peer.send results for %q", txt), fmt.Sprintf("%d sent, %d %q and %d others %v", nSent, nErr, reason, len(others), others),
+			fmt.Sprintf("exactly %d sent and %d %q", sent, errs, reason))
 	}
 	return nil
 }
