@@ -25,6 +25,7 @@ Feature: Pausing and revoking a connection
     Then the answer is 409 "paused"
     When the peer sends "A new topic" from "analyst" to "planner" on thread "N"
     Then the answer is 409 "paused"
+    And nothing is stored on thread "N"
     When "olga" reads the connection "lab"
     Then the answer is the connection "lab" paused
     When "olga" unpauses the connection "lab"

@@ -52,6 +52,7 @@ Feature: The wire between two boxes
   Scenario Outline: A malformed text is rejected naming its first bad member, and nothing is stored
     When the peer posts <body>
     Then the answer is 400 bad-request "<member>"
+    And nothing is stored on thread "t_0123456789abcdef"
 
     Examples:
       | body                                                                                                           | member  |
@@ -77,6 +78,7 @@ Feature: The wire between two boxes
     Then the answer is 200 ack
     When the peer posts a text of 16385 bytes on thread "M"
     Then the answer is 400 bad-request "text"
+    And nothing is stored on thread "M"
 
   @profile:threads @req:ADR0035-W-03
   Scenario: No token, an unknown one or the wrong one is rejected as connection; an unknown role as role
@@ -88,6 +90,8 @@ Feature: The wire between two boxes
     Then the answer is 401 "connection"
     When the peer sends "Hello?" from "analyst" to "cook" on thread "R"
     Then the answer is 404 "role"
+    And nothing is stored on thread "N"
+    And nothing is stored on thread "R"
 
   @profile:threads @req:ADR0035-W-03
   Scenario: The token of a revoked connection is rejected as connection
@@ -95,6 +99,7 @@ Feature: The wire between two boxes
     Then the answer is the connection "lab" revoked
     When the peer sends "Still there?" from "analyst" to "planner" on thread "V"
     Then the answer is 401 "connection"
+    And nothing is stored on thread "V"
 
   @profile:threads @req:ADR0035-W-04
   Scenario: 503 and 429 are tried again under the same message id until delivered

@@ -88,6 +88,7 @@ func (s *threadsSteps) steps() []stepDef {
 
 		{`^` + who + ` sees the agent conversation of thread "([^"]+)" as:$`, s.seesAgentConversation, "reads the agent conversation of the thread as who until it equals the body (placeholders substituted)"},
 		{`^` + who + ` (can|cannot) read the agent conversation of thread "([^"]+)"$`, s.canRead, "reads the agent conversation by id and by thread as who: 200, or the uniform 404 a missing one gets"},
+		{`^nothing is stored on thread "([^"]+)"$`, s.nothingStored, "expects no agent conversation on the thread (an alias, or an id as written): the owner gets the 404 of a thread never used"},
 		{`^` + who + ` sees thread "([^"]+)" rooted "gone"$`, s.seesGone, "reads the agent conversation as who and expects 200 with root kind gone"},
 		{`^` + who + ` stops the agent conversation of thread "([^"]+)"$`, s.stops, "stops the agent of the thread's conversation as who"},
 		{`^turn (\d+) of thread "([^"]+)" is (running|completed|stopped|failed|ended)$`, s.turnIs, "waits until turn N of the thread's agent conversation has the status"},
@@ -1036,6 +1037,20 @@ func (s *threadsSteps) canRead(who, can, alias string) error {
 		}
 	}
 	return nil
+}
+
+// nothingStored expects no agent conversation on the thread, as the owner reads it.
+func (s *threadsSteps) nothingStored(alias string) error {
+	s.ready()
+	id, ok := s.bound["thread "+alias]
+	if !ok {
+		id = alias
+	}
+	s.probe("olga", http.MethodGet, byThread(randomID("t_", 18)), nil)
+	if _, err := s.call("olga", http.MethodGet, byThread(id), nil, nil); err != nil {
+		return err
+	}
+	return s.answerUniform404()
 }
 
 // seesGone reads the agent conversation as who and expects root kind gone.
