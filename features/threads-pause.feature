@@ -76,6 +76,23 @@ Feature: Pausing and revoking a connection
     And after 3 seconds the peer has still received 0 texts
 
   @profile:threads @req:ADR0035-P-02
+  Scenario: Revoking fails the text waiting to be sent with connection
+    Given the peer holds the next text
+    And the model answers "Ask twice" by sending {"to": "lab/analyst", "text": "first"} and {"to": "lab/analyst", "text": "second"}, then says "Asked twice."
+    When "alice" says "Ask twice" to "planner"
+    Then the peer has received 1 text
+    And received text 1 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message first}", "from": "planner", "to": "analyst", "text": "first"}
+      """
+    And the text "second" on thread "A" is queued
+    When "olga" revokes the connection "lab"
+    Then the answer is the connection "lab" revoked
+    And the text "second" on thread "A" is failed with "connection"
+    When the peer releases the held texts
+    Then after 3 seconds the peer has still received 1 text
+
+  @profile:threads @req:ADR0035-P-02
   Scenario: Only the owner pauses, unpauses, revokes or reads the connection
     When "alice" pauses the connection "lab"
     Then the answer is the uniform 404
