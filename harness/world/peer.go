@@ -15,8 +15,10 @@ import (
 	"github.com/loomcheck/loomcheck/spec"
 )
 
-// The peer box the World plays for profile threads (spec/peer.md): the connection it offers, its
-// tokens, its roles and the people of the box under test that the scenarios use.
+// The peer box the World plays for profile threads (spec/peer.md): the connection it offers and
+// its tokens.
+//
+//	url := w.URL() + world.PathPeerBase + world.PathPeerTexts // where the system sends
 const (
 	// PathPeerBase is the connection's url below the World's URL; texts arrive at
 	// PathPeerBase + PathPeerTexts.
@@ -34,6 +36,8 @@ const (
 )
 
 // PeerRoles are the roles of the peer box: a text to any other role is answered 404 role.
+//
+//	to := world.PeerConnection + "/" + world.PeerRoles[0] // "lab/analyst", as peer.send names it
 var PeerRoles = []string{"analyst", "critic"}
 
 // Thread and message ids: 16 to 64 (thread) or 1 to 64 (message) of A-Za-z0-9_-.
@@ -201,6 +205,8 @@ func (p *Peer) ThreadsConfig() spec.ThreadsConfig {
 
 // PeerPeople are the principals of the box under test that threads scenarios use beside the
 // common ones: the connection's owner, a member, and the roles (actor "role:<name>").
+//
+//	_ = w.Identity().Add(world.PeerToken("olga"), world.PeerPeople["olga"])
 var PeerPeople = map[string]spec.Principal{
 	"olga":         {Tenant: "acme", Actor: "olga"},
 	"dana":         {Tenant: "acme", Actor: "dana"},
@@ -208,7 +214,7 @@ var PeerPeople = map[string]spec.Principal{
 	"role:scout":   {Tenant: "acme", Actor: "role:scout"},
 }
 
-// PeerToken is the bearer token of one of PeerPeople.
+// PeerToken is the bearer token of one of PeerPeople: "tok-" and the name, ":" written "-".
 //
 //	tok := world.PeerToken("olga")
 func PeerToken(name string) string {
