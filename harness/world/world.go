@@ -1,7 +1,8 @@
 // Package world is the world around a system under test: the model server, tools, summarizer,
 // identity and clearance services, the error hook and the peer box (profile threads) that the
 // system calls, all served by one http.Handler, plus the Go API the conformance scenarios use to
-// script those services and to inspect what they saw. spec/world.md is the contract a system must keep with each endpoint.
+// script those services and to inspect what they saw. spec/world.md is the contract a system must
+// keep with each endpoint; spec/peer.md the one with the peer box.
 //
 // One World serves one scenario at a time; Reset clears it for the next. Every recording is
 // bounded (Options), every wait takes a context, and everything is safe for concurrent use. A
