@@ -11,7 +11,7 @@ Feature: Pausing and revoking a connection
   Background:
     Given the box is connected to the peer "lab"
 
-  @profile:threads @req:ADR0035-P-01
+  @profile:threads @req:ADR0035-P-01 @configures
   Scenario: A pause stops the running turn and rejects the peer's text; unpausing restarts nothing
     Given the model replies "Still working." to "Count every grain of sand" after a release
     And the model replies "Back again." to "Are you back?"
@@ -36,7 +36,7 @@ Feature: Pausing and revoking a connection
     Then the answer is 200 ack
     And turn 2 of thread "K" is completed
 
-  @profile:threads @req:ADR0035-P-01
+  @profile:threads @req:ADR0035-P-01 @configures
   Scenario: While paused peer.send answers paused and a text waiting to be sent fails paused
     Given the peer holds the next text
     And the model answers "Ask twice" by sending {"to": "lab/analyst", "text": "first"} and {"to": "lab/analyst", "text": "second"}, then says "Asked twice."
@@ -58,7 +58,7 @@ Feature: Pausing and revoking a connection
     Then the answer is the connection "lab" open
     And after 3 seconds the peer has still received 1 text
 
-  @profile:threads @req:ADR0035-P-02
+  @profile:threads @req:ADR0035-P-02 @configures
   Scenario: Revoking is permanent: the peer is rejected, sends answer connection, and pause and unpause are refused
     Given the model answers "Ask the analyst" by sending {"to": "lab/analyst", "text": "Any news?"}, then says "Could not ask."
     When "olga" revokes the connection "lab"
@@ -75,7 +75,7 @@ Feature: Pausing and revoking a connection
     Then the answer is the connection "lab" revoked
     And after 3 seconds the peer has still received 0 texts
 
-  @profile:threads @req:ADR0035-P-02
+  @profile:threads @req:ADR0035-P-02 @configures
   Scenario: Revoking fails the text waiting to be sent with connection
     Given the peer holds the next text
     And the model answers "Ask twice" by sending {"to": "lab/analyst", "text": "first"} and {"to": "lab/analyst", "text": "second"}, then says "Asked twice."

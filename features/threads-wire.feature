@@ -93,7 +93,7 @@ Feature: The wire between two boxes
     And nothing is stored on thread "N"
     And nothing is stored on thread "R"
 
-  @profile:threads @req:ADR0035-W-03
+  @profile:threads @req:ADR0035-W-03 @configures
   Scenario: The token of a revoked connection is rejected as connection
     When "olga" revokes the connection "lab"
     Then the answer is the connection "lab" revoked
