@@ -33,19 +33,23 @@ func TestOpenAPIReturnsACopy(t *testing.T) {
 	assert.NotEqual(t, a[0], OpenAPI()[0])
 }
 
-// routeInProse matches a route written in spec/http.md: `GET /path`.
+// routeInProse matches a route written in spec/http.md or spec/peer.md: `GET /path`.
 var routeInProse = regexp.MustCompile("`(GET|POST|PUT|PATCH|DELETE) (/[^`\\s]*)`")
 
-// TestOpenAPICoversEveryRouteOfTheProse reads spec/http.md and checks that each route it names
-// is an operation of the document, and the other way round.
+// TestOpenAPICoversEveryRouteOfTheProse reads spec/http.md and spec/peer.md and checks that each
+// route they name is an operation of the document, and the other way round.
 func TestOpenAPICoversEveryRouteOfTheProse(t *testing.T) {
-	prose, err := os.ReadFile("http.md")
-	require.NoError(t, err)
 	want := map[string]bool{}
-	for _, m := range routeInProse.FindAllStringSubmatch(string(prose), -1) {
-		want[m[1]+" "+m[2]] = true
+	for _, name := range []string{"http.md", "peer.md"} {
+		prose, err := os.ReadFile(name)
+		require.NoError(t, err)
+		n := len(want)
+		for _, m := range routeInProse.FindAllStringSubmatch(string(prose), -1) {
+			want[m[1]+" "+m[2]] = true
+		}
+		require.Greater(t, len(want), n, "routes found in %s", name)
 	}
-	require.GreaterOrEqual(t, len(want), 11, "routes found in http.md")
+	require.GreaterOrEqual(t, len(want), 11, "routes found")
 
 	doc := loadOpenAPI(t)
 	have := map[string]bool{}
@@ -57,10 +61,10 @@ func TestOpenAPICoversEveryRouteOfTheProse(t *testing.T) {
 		}
 	}
 	for route := range want {
-		assert.True(t, have[route], "route of http.md missing from openapi.yaml: %s", route)
+		assert.True(t, have[route], "route of the prose missing from openapi.yaml: %s", route)
 	}
 	for route := range have {
-		assert.True(t, want[route], "route of openapi.yaml not in http.md: %s", route)
+		assert.True(t, want[route], "route of openapi.yaml not in http.md or peer.md: %s", route)
 	}
 	assert.True(t, have["GET /.well-known/loom"])
 }
