@@ -155,13 +155,51 @@ func (g *Gateway) converse(w http.ResponseWriter, r *http.Request, who loomtype.
 	writeJSON(w, http.StatusAccepted, map[string]any{"conversation": id, "turn": turn})
 }
 
+type roleSendBody struct {
+	To   string  `json:"to"`
+	Text string  `json:"text"`
+	Run  *string `json:"run,omitempty"`
+}
+
+// roleSend is a role's own door: with its role token and a running run of the role it sends as
+// peer.send would (202); without one it is refused (409 no-topic). A send refused for what it
+// names answers {"reason"} with the answer peer.send would give: 400 bad-request, 409
+// connection or paused, 429 queue-full.
 func (g *Gateway) roleSend(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
-	g.threadsFail(w, g.cfg.Threads.RoleSend(r.Context(), who, r.PathValue("role")))
+	if _, err := g.cfg.Threads.RoleSend(r.Context(), who, r.PathValue("role"), "", "", ""); errors.Is(err, threads.ErrNotFound) {
+		writeNotFound(w)
+		return
+	}
+	var b roleSendBody
+	if !g.limitPost(w, who) || !g.readBody(w, r, &b, false) {
+		return
+	}
+	run := ""
+	if b.Run != nil {
+		run = *b.Run
+	}
+	v, err := g.cfg.Threads.RoleSend(r.Context(), who, r.PathValue("role"), b.To, b.Text, run)
+	if err != nil {
+		g.threadsFail(w, err)
+		return
+	}
+	if e, ok := v.(threads.SendError); ok {
+		status := http.StatusConflict
+		switch e.Error {
+		case threads.SendBadRequest:
+			status = http.StatusBadRequest
+		case threads.SendQueueFull:
+			status = http.StatusTooManyRequests
+		}
+		writeReason(w, status, e.Error, "")
+		return
+	}
+	writeJSON(w, http.StatusAccepted, v)
 }
 
 type taskBody struct {
 	Title   string              `json:"title"`
-	Members []loomtype.Identity `json:"members"`
+	Members []loomtype.Identity `json:"members,omitempty"`
 	Parent  *string             `json:"parent,omitempty"`
 }
 

@@ -359,3 +359,27 @@ func (s *Service) closeRoot(tx store.Tx, recs []acRec, root Root, dropped map[st
 	}
 	return nil
 }
+
+// List returns every agent conversation who reads, oldest id first (ids are random, so the
+// order is only stable).
+//
+// Errors: store errors.
+//
+//	vs, err := svc.List(ctx, dana)
+func (s *Service) List(ctx context.Context, who loomtype.Identity) ([]View, error) {
+	recs, err := all[acRec](ctx, s.st, keyAC)
+	if err != nil {
+		return nil, err
+	}
+	out := []View{}
+	for i := range recs {
+		ok, err := s.mayRead(ctx, who, &recs[i])
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, recs[i].view())
+		}
+	}
+	return out, nil
+}

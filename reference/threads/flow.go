@@ -80,14 +80,53 @@ func (s *Service) launch(ctx context.Context, reqs ...startReq) {
 			continue
 		}
 		in, _ := json.Marshal(r.in)
-		_, err := s.k.Start(ctx, kernel.StartRequest{ID: r.exec, Flow: FlowName, Input: in,
-			Principal: loomtype.Identity{Actor: "role:" + r.in.Role}})
+		// The start and a stop (or an end) of the same turn are serialised: a turn stopped
+		// before its execution started is never started.
+		s.mu.Lock()
+		due, err := s.due(ctx, r)
+		if err == nil && due {
+			_, err = s.k.Start(ctx, kernel.StartRequest{ID: r.exec, Flow: FlowName, Input: in,
+				Principal: loomtype.Identity{Actor: "role:" + r.in.Role}})
+		}
+		s.mu.Unlock()
+		if err == nil && !due {
+			continue
+		}
 		if err != nil && !errors.Is(err, loomtype.ErrAlreadyStarted) {
 			s.cfg.Logger.Error("threads: a turn did not start", "execution", r.exec, "err", err)
 			continue
 		}
 		s.await(r.kind, r.ref, r.exec)
 	}
+}
+
+// due reports whether the turn r is still recorded as running (s.mu held).
+func (s *Service) due(ctx context.Context, r startReq) (bool, error) {
+	switch r.kind {
+	case kindAgent:
+		var rec acRec
+		ok, err := s.read(ctx, keyAC+r.ref, &rec)
+		if err != nil || !ok {
+			return false, err
+		}
+		t := rec.turnByExec(r.exec)
+		return t != nil && t.Status == stRunning, nil
+	case kindPerson:
+		var pc pcRec
+		ok, err := s.read(ctx, keyPC+r.ref, &pc)
+		if err != nil || !ok {
+			return false, err
+		}
+		for _, t := range pc.Turns {
+			if t.Exec == r.exec {
+				return t.Status == stRunning, nil
+			}
+		}
+		return false, nil
+	}
+	var run runRec
+	ok, err := s.read(ctx, keyRun+r.ref, &run)
+	return ok && run.Status == stRunning, err
 }
 
 // await waits, in the background, for the turn execution to end and records how it ended.

@@ -2,6 +2,7 @@ package threads
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 
@@ -578,23 +579,41 @@ func (s *Service) Run(ctx context.Context, who loomtype.Identity, id string) (Ru
 	return RunView{ID: r.ID, Task: r.Task, Role: r.Role, Status: r.Status, Output: r.Output}, nil
 }
 
-// RoleSend is a role's own door: a role token with no run has no topic.
+// RoleSend is a role's own door: with its role token, the role sends text to to
+// ("connection/role") in the agent conversation of the root of run, which must be a running
+// task run of the role, as peer.send would (under a new message id). A role with no such run
+// has no topic. The answer is a Sent, or a SendError naming why nothing was queued.
 //
-// Errors: ErrNotFound for anyone but role's own token, ErrNoTopic for it.
+// Errors: ErrNotFound for anyone but role's own token, ErrNoTopic (run empty, not the role's,
+// or not running), store errors.
 //
-//	err := svc.RoleSend(ctx, who, "planner")
-func (s *Service) RoleSend(ctx context.Context, who loomtype.Identity, role string) error {
+//	v, err := svc.RoleSend(ctx, who, "planner", "lab/scout", "any news?", "tr_x")
+func (s *Service) RoleSend(ctx context.Context, who loomtype.Identity, role, to, text, run string) (any, error) {
 	if r, ok := isRoleToken(who); !ok || r != role || s.roles[role].Name == "" {
-		return ErrNotFound
+		return nil, ErrNotFound
 	}
-	return ErrNoTopic
+	if run == "" {
+		return nil, ErrNoTopic
+	}
+	var r runRec
+	if ok, err := s.read(ctx, keyRun+run, &r); err != nil {
+		return nil, err
+	} else if !ok || r.Role != role || r.Status != stRunning {
+		return nil, ErrNoTopic
+	}
+	args, _ := json.Marshal(map[string]string{"to": to, "text": text})
+	return s.Send(ctx, role, Root{Kind: rootTask, ID: r.Task}, args, randomID("m_", 18))
 }
 
 // UsesRole reports whether who is a person and role a role of the box: who may have a
 // conversation with it.
+//
+//	if !svc.UsesRole(who, "planner") { notFound() }
 func (s *Service) UsesRole(who loomtype.Identity, role string) bool {
 	return s.personRole(who, role) == nil
 }
 
 // Person reports whether who may act as a person here (a valid identity that is no role token).
+//
+//	if !svc.Person(who) { notFound() }
 func (s *Service) Person(who loomtype.Identity) bool { return person(who) }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -265,6 +266,10 @@ func (s *Service) settle(id, mid, reason string) {
 				dropped++
 			}
 			if reason == "" {
+				// Delivered, even if a pause failed it while it was on its way: the peer has it.
+				if t.State == txFailed {
+					rec.Failed = slices.DeleteFunc(rec.Failed, func(m string) bool { return m == mid })
+				}
 				t.State, t.Reason = txSent, ""
 			} else if t.State == txQueued {
 				t.State, t.Reason = txFailed, reason

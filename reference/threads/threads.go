@@ -116,6 +116,8 @@ var threadRE = regexp.MustCompile(`^[A-Za-z0-9_-]{16,64}$`)
 var messageRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // ValidName reports whether s may be a role name or a connection id.
+//
+//	threads.ValidName("field-lab") // true
 func ValidName(s string) bool { return nameRE.MatchString(s) }
 
 // Service is the threads side of one box. Safe for concurrent use.
@@ -206,10 +208,15 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Service, error) {
 //	k, err := kernel.Open(ctx, st, kernel.Options{Flows: svc.Flows(), BeforeRecovery: svc.Bind})
 func (s *Service) Flows() map[string]kernel.Flow { return map[string]kernel.Flow{FlowName: s.flow} }
 
-// Bind gives the service its kernel; call it once, before Resume.
+// Bind gives the service its kernel; call it once, before Resume (kernel.Options.BeforeRecovery
+// is the place, so that a recovered turn finds it).
+//
+//	k, err := kernel.Open(ctx, st, kernel.Options{Flows: svc.Flows(), BeforeRecovery: svc.Bind})
 func (s *Service) Bind(k *kernel.Kernel) { s.k = k }
 
 // Roles names the box's roles, in configuration order.
+//
+//	for _, r := range svc.Roles() { fmt.Println(r) }
 func (s *Service) Roles() []string {
 	out := make([]string, 0, len(s.cfg.Roles))
 	for _, r := range s.cfg.Roles {
@@ -218,7 +225,11 @@ func (s *Service) Roles() []string {
 	return out
 }
 
-// Close stops delivering and waiting; executions stop with the kernel. Safe to call twice.
+// Close stops delivering and waiting for turns (what is left resumes on the next Resume);
+// executions stop with the kernel, so close the service first. Safe to call twice.
+//
+//	svc.Close()
+//	k.Close()
 func (s *Service) Close() {
 	s.mu.Lock()
 	s.closed = true
