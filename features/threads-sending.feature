@@ -121,6 +121,34 @@ Feature: Sending to a peer role, in the agent conversation of the run's topic
     Then the answer is 409 "no-topic"
     And after 3 seconds the peer has still received 0 texts
 
+  @profile:threads @req:ADR0035-S-04
+  Scenario: A role's own door sends only in a running run of that role, rooted in the run's root
+    Given the model replies "Surveyed." to "Begin the survey" after a release
+    When "alice" creates task "T" titled "Survey the north" with members "bob"
+    And "alice" starts a run of "planner" on task "T" with "Begin the survey"
+    Then "alice" sees the run on task "T" running
+    When "role:planner" sends "A word from the door" to "lab/analyst" through its own door in the run on task "T"
+    Then the answer is exactly 202 {"sent": true, "agentConversation": "{ac A}"}
+    And the peer has received 1 text
+    And received text 1 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message door}", "from": "planner", "to": "analyst", "text": "A word from the door"}
+      """
+    And "bob" sees the agent conversation of thread "A" as:
+      """
+      {"id": "{ac A}", "connection": "lab", "thread": "{thread A}", "role": "planner", "peerRole": "analyst",
+       "startedBy": "local", "root": {"kind": "task", "id": "{task T}"}, "state": "open",
+       "texts": [{"dir": "out", "message": "{message door}", "text": "A word from the door", "state": "sent"}],
+       "turns": []}
+      """
+    When "role:scout" sends "Not my run" to "lab/analyst" through its own door in the run on task "T"
+    Then the answer is 409 "no-topic"
+    When the model is released
+    Then "alice" sees the run on task "T" completed
+    When "role:planner" sends "Too late" to "lab/analyst" through its own door in the run on task "T"
+    Then the answer is 409 "no-topic"
+    And after 3 seconds the peer has still received 1 text
+
   @profile:threads @req:ADR0035-S-05
   Scenario: Two people with the same pair of roles get two threads and two runs, each with only their own text
     Given the model answers "Alice needs the north map" by sending {"to": "lab/analyst", "text": "A map of the north, please."}, then says "Asked for alice."
