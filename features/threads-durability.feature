@@ -41,3 +41,4 @@ Feature: Texts between boxes survive a crash
       """
     And the text "Any news?" on thread "A" is sent
     And after 3 seconds the peer has still received 2 texts
+    And the peer found every text well-formed

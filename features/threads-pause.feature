@@ -116,6 +116,7 @@ Feature: Pausing and revoking a connection
     When the peer releases the held texts
     Then the peer has received 64 texts
     And after 3 seconds the peer has still received 64 texts
+    And the peer found every text well-formed
 
   @profile:threads @req:ADR0035-P-03 @configures
   Scenario: A configured bound: 3 texts wait and the fourth is queue-full

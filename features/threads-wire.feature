@@ -122,6 +122,7 @@ Feature: The wire between two boxes
       """
     And the text "Any news?" on thread "A" is sent
     And after 3 seconds the peer has still received 3 texts
+    And the peer found every text well-formed
 
   @profile:threads @req:ADR0035-W-04
   Scenario: A final rejection fails the text with its reason, and the role's next turn is told

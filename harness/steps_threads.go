@@ -887,12 +887,19 @@ func (s *threadsSteps) peerRejects(n, status int, reason string) error {
 	return nil
 }
 
-// peerWellFormed expects every request at the peer to be within spec/peer.md.
+// peerWellFormed expects every request at the peer to be within spec/peer.md, and each message id
+// to carry one text only (the same thread, roles and text on every try).
 func (s *threadsSteps) peerWellFormed() error {
+	seen := map[string]world.PeerText{}
 	for i, d := range s.world.Peer().Deliveries() {
 		if d.Problem != "" {
 			return fail(fmt.Sprintf("text %d the peer received", i+1), d.Problem+": "+string(d.Body), "a text within spec/peer.md with the send token")
 		}
+		if old, ok := seen[d.Text.Message]; ok && old != d.Text {
+			return fail(fmt.Sprintf("text %d the peer received", i+1), fmt.Sprintf("message %s again with %+v", d.Text.Message, d.Text),
+				fmt.Sprintf("one text per message id: %+v", old))
+		}
+		seen[d.Text.Message] = d.Text
 	}
 	return nil
 }
