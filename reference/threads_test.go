@@ -87,14 +87,6 @@ func (scriptModel) Complete(ctx context.Context, req model.Request, _ func(strin
 	return model.Response{Content: "re: " + last, FinishReason: model.FinishStop}, nil
 }
 
-// holdModel blocks on every call until cancelled.
-type holdModel struct{}
-
-func (holdModel) Complete(ctx context.Context, _ model.Request, _ func(string)) (model.Response, error) {
-	<-ctx.Done()
-	return model.Response{}, ctx.Err()
-}
-
 var (
 	tDana = loomtype.Identity{Tenant: "acme", Actor: "dana"}
 	tOlga = loomtype.Identity{Tenant: "acme", Actor: "olga"}
@@ -304,23 +296,31 @@ func TestThreadsOverHTTP(t *testing.T) {
 	}
 }
 
+// answerModel answers every request with its last text, at once.
+type answerModel struct{}
+
+func (answerModel) Complete(_ context.Context, req model.Request, _ func(string)) (model.Response, error) {
+	return model.Response{Content: "re: " + req.Messages[len(req.Messages)-1].Content, FinishReason: model.FinishStop}, nil
+}
+
 // A crash (the engine killed, nothing shut down) loses no text that was acknowledged or queued,
-// and sends none twice: a text the peer acknowledged is taken by one turn after the restart, and
-// a text queued while the peer was down goes out after it under its one message id.
+// and sends none twice: texts the peer had acknowledged are each taken by one turn after the
+// restart; a text a person's turn queued while the peer was down goes out after it under its
+// one message id, although that turn was cut off after its send and ran again.
 func TestThreadsSurviveACrash(t *testing.T) {
 	ctx := context.Background()
 	peer := &peerBox{status: 503}
 	psrv := httptest.NewServer(peer)
 	defer psrv.Close()
 	dir := filepath.Join(t.TempDir(), "data")
-	eng := openThreadsEngine(t, dir, psrv.URL, holdModel{})
+	eng := openThreadsEngine(t, dir, psrv.URL, scriptModel{})
 	srv := httptest.NewServer(eng.Handler())
 	c := client{t, srv.URL}
 
 	// A peer-started conversation whose turn hangs, and a second text that waits for it.
 	th := "t_cccccccccccccccccccc"
 	for _, mid := range []string{"p1", "p2"} {
-		b, _ := json.Marshal(threads.Text{V: 1, Thread: th, Message: mid, From: "scout", To: "planner", Text: "text " + mid})
+		b, _ := json.Marshal(threads.Text{V: 1, Thread: th, Message: mid, From: "scout", To: "planner", Text: "text " + mid + " hold"})
 		if st, v := c.do("POST", "/peer/v1/texts", "from-lab", string(b)); st != 200 {
 			t.Fatalf("%s: %d %v", mid, st, v)
 		}
@@ -333,12 +333,24 @@ func TestThreadsSurviveACrash(t *testing.T) {
 	if a, err := eng.Threads().Send(ctx, "planner", threads.Root{Kind: "agent", ID: v.ID}, json.RawMessage(`{"to":"lab/scout","text":"on it"}`), "m_crash"); err != nil || a != (threads.Sent{Sent: true, AgentConversation: v.ID}) {
 		t.Fatalf("send: %+v %v", a, err)
 	}
-	waitFor(t, "a try at the peer", func() bool { return len(peer.got()) > 0 })
+	// Dana's turn sends, then hangs in its next model call.
+	if st, v := c.do("POST", "/roles/planner/conversation/messages", "dana", `{"text":"ask a van hold"}`); st != 202 {
+		t.Fatalf("dana: %d %v", st, v)
+	}
+	tried := func(text string) bool {
+		for _, x := range peer.got() {
+			if x.Text == text {
+				return true
+			}
+		}
+		return false
+	}
+	waitFor(t, "both texts tried at the peer", func() bool { return tried("on it") && tried("a van hold") })
 	srv.Close()
 	eng.Kill()
 
 	peer.set(200)
-	eng = openThreadsEngine(t, dir, psrv.URL, scriptModel{})
+	eng = openThreadsEngine(t, dir, psrv.URL, answerModel{})
 	defer eng.Close()
 	waitFor(t, "both texts handled", func() bool {
 		v, _ = eng.Threads().Get(ctx, tOlga, v.ID)
@@ -352,16 +364,33 @@ func TestThreadsSurviveACrash(t *testing.T) {
 			t.Fatalf("turn %d: %+v", i+1, tr)
 		}
 	}
-	ids := map[string]bool{}
+	var mine []threads.View
+	waitFor(t, "dana's text delivered", func() bool {
+		mine, _ = eng.Threads().List(ctx, tDana)
+		return len(mine) == 1 && len(mine[0].Texts) == 1 && mine[0].Texts[0].State == "sent"
+	})
+	waitFor(t, "dana's turn", func() bool {
+		return lastTurnStatus(eng, tDana) == "completed"
+	})
+	ids := map[string]map[string]bool{}
 	for _, x := range peer.got() {
-		if x.Text != "on it" || x.Thread != th {
-			t.Fatalf("unexpected text at the peer: %+v", x)
+		if ids[x.Text] == nil {
+			ids[x.Text] = map[string]bool{}
 		}
-		ids[x.Message] = true
+		ids[x.Text][x.Message] = true
 	}
-	if len(ids) != 1 || !ids["m_crash"] {
-		t.Fatalf("the reply went out under %v", ids)
+	if len(ids) != 2 || len(ids["on it"]) != 1 || !ids["on it"]["m_crash"] || len(ids["a van hold"]) != 1 || !ids["a van hold"][mine[0].Texts[0].Message] {
+		t.Fatalf("texts at the peer by message id: %v", ids)
 	}
+}
+
+// lastTurnStatus is the status of who's last turn with the planner ("" for none).
+func lastTurnStatus(eng *reference.Engine, who loomtype.Identity) string {
+	cv, err := eng.Threads().Conversation(context.Background(), who, "planner")
+	if err != nil || len(cv.Turns) == 0 {
+		return ""
+	}
+	return cv.Turns[len(cv.Turns)-1].Status
 }
 
 func TestFromConfigMapsThreadsAndClaimsTheProfile(t *testing.T) {
