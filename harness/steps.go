@@ -216,6 +216,7 @@ type areas struct {
 	stream       *streamSteps
 	steer        *steerSteps
 	group        *groupSteps
+	threads      *threadsSteps
 }
 
 // newAreas makes the step areas of s, each with its state empty.
@@ -246,6 +247,7 @@ func newAreas(s *scenario) areas {
 		stream:       &streamSteps{scenario: s, readers: map[string]*follower{}},
 		steer:        &steerSteps{scenario: s},
 		group:        &groupSteps{scenario: s, texts: map[string]string{}},
+		threads:      &threadsSteps{scenario: s},
 	}
 }
 
@@ -283,6 +285,7 @@ func (a areas) vocabulary() []area {
 		{"stream", a.stream.steps()},
 		{"steer", a.steer.steps()},
 		{"group", a.group.steps()},
+		{"threads", a.threads.steps()},
 	}
 }
 

@@ -1,7 +1,8 @@
 // Package world is the world around a system under test: the model server, tools, summarizer,
-// identity and clearance services and the error hook that the system calls, all served by one
-// http.Handler, plus the Go API the conformance scenarios use to script those services and to
-// inspect what they saw. spec/world.md is the contract a system must keep with each endpoint.
+// identity and clearance services, the error hook and the peer box (profile threads) that the
+// system calls, all served by one http.Handler, plus the Go API the conformance scenarios use to
+// script those services and to inspect what they saw. spec/world.md is the contract a system must
+// keep with each endpoint; spec/peer.md the one with the peer box.
 //
 // One World serves one scenario at a time; Reset clears it for the next. Every recording is
 // bounded (Options), every wait takes a context, and everything is safe for concurrent use. A
@@ -105,6 +106,7 @@ type World struct {
 	clearance  *Clearance
 	errorHook  *ErrorHook
 	memory     *Memory
+	peer       *Peer
 }
 
 // New returns a World that is not yet listening; serve it with Start or through Handler.
@@ -137,6 +139,7 @@ func New(opts Options) *World {
 	w.clearance = newClearance(w)
 	w.errorHook = newErrorHook(w)
 	w.memory = newMemory(w)
+	w.peer = newPeer(w)
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+PathModel, w.model.serve)
@@ -147,6 +150,7 @@ func New(opts Options) *World {
 	mux.HandleFunc("POST "+PathErrorHook, w.errorHook.serve)
 	mux.HandleFunc("POST "+PathMemoryRecall, w.memory.serveRecall)
 	mux.HandleFunc("POST "+PathMemoryWrite, w.memory.serveWrite)
+	mux.HandleFunc("POST "+PathPeerBase+PathPeerTexts, w.peer.serve)
 	w.handler = w.guard(mux)
 	return w
 }
@@ -183,6 +187,11 @@ func (w *World) ErrorHook() *ErrorHook { return w.errorHook }
 
 // Memory returns the agent memory service.
 func (w *World) Memory() *Memory { return w.memory }
+
+// Peer returns the peer box of profile threads.
+//
+//	n := w.Peer().Count()
+func (w *World) Peer() *Peer { return w.peer }
 
 // Handler returns the http.Handler serving every endpoint of the World.
 //
@@ -276,6 +285,7 @@ func (w *World) Reset() {
 	w.clearance.reset()
 	w.errorHook.reset()
 	w.memory.reset()
+	w.peer.reset()
 }
 
 // NewHold returns a Hold that is not yet released. Reset releases it; Close ends waits at it.
@@ -301,6 +311,9 @@ func (w *World) Config(base spec.SUTConfig) spec.SUTConfig {
 	base.Clearance.URL = u + PathClearance
 	base.ErrorHook.URL = u + PathErrorHook
 	base.Memory.URL = u
+	if len(base.Threads.Roles) == 0 && len(base.Threads.Connections) == 0 && len(base.Threads.Members) == 0 {
+		base.Threads = w.peer.ThreadsConfig()
+	}
 	return base
 }
 

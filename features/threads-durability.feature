@@ -1,0 +1,44 @@
+Feature: Texts between boxes survive a crash
+  As a person whose request crosses to a peer box
+  I want an acknowledged text never to be lost or taken twice, and a text stored to be sent to go
+  out after a crash
+  So that a crash of either box neither drops nor repeats an exchange
+
+  A text the box acknowledged survives a SIGKILL at any point after the answer and is taken by
+  exactly one turn. A text stored to be sent is sent after a crash, under its one message id.
+
+  Background:
+    Given the box is connected to the peer "lab"
+
+  @profile:threads @req:ADR0035-D-01 @crash
+  Scenario: An acknowledged text survives a SIGKILL and is taken by exactly one turn
+    Given the model replies "Half done." to "Keep this safe" after a release
+    And the model replies "Kept." to "Keep this safe"
+    When the peer sends "Keep this safe" from "analyst" to "planner" on thread "K"
+    Then the answer is 200 ack
+    And the model has been asked 1 time
+    When the system is killed and restarted
+    Then the text "Keep this safe" on thread "K" was taken by exactly one turn, which completed
+    And the text "Keep this safe" on thread "K" is received
+    And after 3 seconds the model has been asked 2 times for "Keep this safe"
+    And the text "Keep this safe" on thread "K" was taken by exactly one turn, which completed
+
+  @profile:threads @req:ADR0035-D-01 @crash
+  Scenario: A text stored to be sent is sent after a crash under its one message id
+    Given the peer holds the next text
+    And the model answers "Ask the analyst" by sending {"to": "lab/analyst", "text": "Any news?"}, then says "Asked."
+    When "alice" says "Ask the analyst" to "planner"
+    Then the peer has received 1 text
+    And received text 1 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message news}", "from": "planner", "to": "analyst", "text": "Any news?"}
+      """
+    When the system is killed and restarted
+    Then the peer has received 2 texts
+    And received text 2 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message news}", "from": "planner", "to": "analyst", "text": "Any news?"}
+      """
+    And the text "Any news?" on thread "A" is sent
+    And after 3 seconds the peer has still received 2 texts
+    And the peer found every text well-formed

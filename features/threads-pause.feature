@@ -1,0 +1,130 @@
+Feature: Pausing and revoking a connection
+  As the owner of a connection to a peer box
+  I want to pause it when the peer will not stop, unpause it later, and revoke it for good
+  So that no agent of mine goes on talking with the peer while I do not want it to
+
+  While a connection is paused its running turns are stopped, roles cannot send on it, text
+  waiting to be sent fails, and text from the peer is rejected with paused; unpausing restarts
+  nothing. Revoking is permanent. Only the owner pauses, unpauses or revokes. The texts waiting to
+  be sent on a connection are bounded over all its agent conversations together.
+
+  Background:
+    Given the box is connected to the peer "lab"
+
+  @profile:threads @req:ADR0035-P-01 @configures
+  Scenario: A pause stops the running turn and rejects the peer's text; unpausing restarts nothing
+    Given the model replies "Still working." to "Count every grain of sand" after a release
+    And the model replies "Back again." to "Are you back?"
+    When the peer sends "Count every grain of sand" from "analyst" to "planner" on thread "K"
+    Then the answer is 200 ack
+    And turn 1 of thread "K" is running
+    When "olga" pauses the connection "lab"
+    Then the answer is the connection "lab" paused
+    And turn 1 of thread "K" is stopped
+    When the peer sends "Anybody there?" from "analyst" to "planner" on thread "K"
+    Then the answer is 409 "paused"
+    When the peer sends "A new topic" from "analyst" to "planner" on thread "N"
+    Then the answer is 409 "paused"
+    And nothing is stored on thread "N"
+    When "olga" reads the connection "lab"
+    Then the answer is the connection "lab" paused
+    When "olga" unpauses the connection "lab"
+    Then the answer is the connection "lab" open
+    And after 3 seconds thread "K" still has 1 turn
+    And after 3 seconds the model has been asked 1 time for "Count every grain of sand"
+    When the peer sends "Are you back?" from "analyst" to "planner" on thread "K"
+    Then the answer is 200 ack
+    And turn 2 of thread "K" is completed
+
+  @profile:threads @req:ADR0035-P-01 @configures
+  Scenario: While paused peer.send answers paused and a text waiting to be sent fails paused
+    Given the peer holds the next text
+    And the model answers "Ask twice" by sending {"to": "lab/analyst", "text": "first"} and {"to": "lab/analyst", "text": "second"}, then says "Asked twice."
+    And the model answers "Ask while paused" by sending {"to": "lab/analyst", "text": "third"}, then says "Could not ask."
+    When "alice" says "Ask twice" to "planner"
+    Then the peer has received 1 text
+    And received text 1 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message first}", "from": "planner", "to": "analyst", "text": "first"}
+      """
+    And the text "second" on thread "A" is queued
+    When "olga" pauses the connection "lab"
+    Then the answer is the connection "lab" paused
+    And the text "second" on thread "A" is failed with "paused"
+    When "alice" says "Ask while paused" to "planner"
+    Then the peer.send results for "Ask while paused" are 0 sent and 1 "paused"
+    When the peer releases the held texts
+    And "olga" unpauses the connection "lab"
+    Then the answer is the connection "lab" open
+    And after 3 seconds the peer has still received 1 text
+
+  @profile:threads @req:ADR0035-P-02 @configures
+  Scenario: Revoking is permanent: the peer is rejected, sends answer connection, and pause and unpause are refused
+    Given the model answers "Ask the analyst" by sending {"to": "lab/analyst", "text": "Any news?"}, then says "Could not ask."
+    When "olga" revokes the connection "lab"
+    Then the answer is the connection "lab" revoked
+    When the peer sends "Hello planner" from "analyst" to "planner" on thread "K"
+    Then the answer is 401 "connection"
+    When "alice" says "Ask the analyst" to "planner"
+    Then the peer.send results for "Ask the analyst" are 0 sent and 1 "connection"
+    When "olga" pauses the connection "lab"
+    Then the answer is 409 "revoked"
+    When "olga" unpauses the connection "lab"
+    Then the answer is 409 "revoked"
+    When "olga" reads the connection "lab"
+    Then the answer is the connection "lab" revoked
+    And after 3 seconds the peer has still received 0 texts
+
+  @profile:threads @req:ADR0035-P-02 @configures
+  Scenario: Revoking fails the text waiting to be sent with connection
+    Given the peer holds the next text
+    And the model answers "Ask twice" by sending {"to": "lab/analyst", "text": "first"} and {"to": "lab/analyst", "text": "second"}, then says "Asked twice."
+    When "alice" says "Ask twice" to "planner"
+    Then the peer has received 1 text
+    And received text 1 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message first}", "from": "planner", "to": "analyst", "text": "first"}
+      """
+    And the text "second" on thread "A" is queued
+    When "olga" revokes the connection "lab"
+    Then the answer is the connection "lab" revoked
+    And the text "second" on thread "A" is failed with "connection"
+    When the peer releases the held texts
+    Then after 3 seconds the peer has still received 1 text
+
+  @profile:threads @req:ADR0035-P-02
+  Scenario: Only the owner pauses, unpauses, revokes or reads the connection
+    When "alice" pauses the connection "lab"
+    Then the answer is the uniform 404
+    When "dana" pauses the connection "lab"
+    Then the answer is the uniform 404
+    When "dana" revokes the connection "lab"
+    Then the answer is the uniform 404
+    When "role:planner" unpauses the connection "lab"
+    Then the answer is the uniform 404
+    When "dana" reads the connection "lab"
+    Then the answer is the uniform 404
+    When "olga" reads the connection "lab"
+    Then the answer is the connection "lab" open
+
+  @profile:threads @req:ADR0035-P-03
+  Scenario: The default bound: 64 texts wait, over every agent conversation of the connection, and the next is queue-full
+    Given the peer holds every text
+    And the model answers "Send the notes" by sending 65 texts at once to "lab/analyst" and "lab/critic" in turn, then says "Sent what I could."
+    When "alice" says "Send the notes" to "planner"
+    Then the peer.send results for "Send the notes" are 64 sent and 1 "queue-full"
+    When the peer releases the held texts
+    Then the peer has received 64 texts
+    And after 3 seconds the peer has still received 64 texts
+    And the peer found every text well-formed
+
+  @profile:threads @req:ADR0035-P-03 @configures
+  Scenario: A configured bound: 3 texts wait and the fourth is queue-full
+    Given the connection "lab" holds at most 3 waiting texts
+    And the peer holds every text
+    And the model answers "Send the notes" by sending 4 texts at once to "lab/analyst" and "lab/critic" in turn, then says "Sent what I could."
+    When "alice" says "Send the notes" to "planner"
+    Then the peer.send results for "Send the notes" are 3 sent and 1 "queue-full"
+    When the peer releases the held texts
+    Then the peer has received 3 texts
+    And after 3 seconds the peer has still received 3 texts

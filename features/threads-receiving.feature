@@ -1,0 +1,96 @@
+Feature: Receiving texts from the peer
+  As a role of the box that a peer role writes to
+  I want each thread the peer writes on to be one agent conversation with its own history
+  So that I answer each exchange knowing what was said in it, and only in it
+
+  A text on a thread the box does not know starts an agent conversation of the addressed role,
+  started by the peer and rooted in itself; a text on a known thread continues it, and its turn is
+  given the conversation's history. A text whose roles are not the thread's pair is rejected.
+  Texts that arrive while a turn runs wait for the next turn, which takes them all, in order.
+
+  Background:
+    Given the box is connected to the peer "lab"
+
+  @profile:threads @req:ADR0035-C-01
+  Scenario: An unknown thread starts a conversation rooted in itself; a known one continues it with its history
+    Given the model replies "Hello, analyst." to "Hello planner"
+    And the model replies "The plan is ready." to "Is the plan ready?"
+    When the peer sends "Hello planner" from "analyst" to "planner" on thread "K"
+    Then the answer is 200 ack
+    And turn 1 of thread "K" is completed
+    And model request 1 for "Hello planner" holds exactly:
+      | role   | content                                                                               |
+      | system | You plan the work.                                                                    |
+      | system | You are planner, in agent conversation {ac K} with lab/analyst. It answers for itself. |
+      | user   | Hello planner                                                                         |
+    When the peer sends "Is the plan ready?" from "analyst" to "planner" on thread "K"
+    Then the answer is 200 ack
+    And turn 2 of thread "K" is completed
+    And model request 1 for "Is the plan ready?" holds exactly:
+      | role      | content                                                                               |
+      | system    | You plan the work.                                                                    |
+      | system    | You are planner, in agent conversation {ac K} with lab/analyst. It answers for itself. |
+      | user      | Hello planner                                                                         |
+      | assistant | Hello, analyst.                                                                       |
+      | user      | Is the plan ready?                                                                    |
+    And "olga" sees the agent conversation of thread "K" as:
+      """
+      {"id": "{ac K}", "connection": "lab", "thread": "{thread K}", "role": "planner", "peerRole": "analyst",
+       "startedBy": "peer", "root": {"kind": "agent", "id": "{ac K}"}, "state": "open",
+       "texts": [{"dir": "in", "message": "{message Hello planner}", "text": "Hello planner", "state": "received"},
+                 {"dir": "in", "message": "{message Is the plan ready?}", "text": "Is the plan ready?", "state": "received"}],
+       "turns": [{"turn": 1, "status": "completed", "texts": ["{message Hello planner}"], "output": "Hello, analyst."},
+                 {"turn": 2, "status": "completed", "texts": ["{message Is the plan ready?}"], "output": "The plan is ready."}]}
+      """
+
+  @profile:threads @req:ADR0035-C-01
+  Scenario: A known thread with other roles is rejected as roles, and nothing is added
+    Given the model replies "Hello, analyst." to "Hello planner"
+    When the peer sends "Hello planner" from "analyst" to "planner" on thread "K"
+    Then the answer is 200 ack
+    And turn 1 of thread "K" is completed
+    When the peer sends "I am someone else" from "critic" to "planner" on thread "K"
+    Then the answer is 409 "roles"
+    When the peer sends "For the scout" from "analyst" to "scout" on thread "K"
+    Then the answer is 409 "roles"
+    And after 3 seconds thread "K" still has 1 turn
+    And "dana" sees the agent conversation of thread "K" as:
+      """
+      {"id": "{ac K}", "connection": "lab", "thread": "{thread K}", "role": "planner", "peerRole": "analyst",
+       "startedBy": "peer", "root": {"kind": "agent", "id": "{ac K}"}, "state": "open",
+       "texts": [{"dir": "in", "message": "{message Hello planner}", "text": "Hello planner", "state": "received"}],
+       "turns": [{"turn": 1, "status": "completed", "texts": ["{message Hello planner}"], "output": "Hello, analyst."}]}
+      """
+
+  @profile:threads @req:ADR0035-C-02
+  Scenario: Texts that arrive while a turn runs are taken together, in order, by the next turn
+    Given the model replies "Working on one." to "one" after a release
+    And the model replies "Took two and three." to "three"
+    When the peer sends "one" from "analyst" to "planner" on thread "K"
+    Then the answer is 200 ack
+    And turn 1 of thread "K" is running
+    When the peer sends "two" from "analyst" to "planner" on thread "K"
+    Then the answer is 200 ack
+    When the peer sends "three" from "analyst" to "planner" on thread "K"
+    Then the answer is 200 ack
+    When the model is released
+    Then turn 2 of thread "K" is completed
+    And model request 1 for "three" holds exactly:
+      | role      | content                                                                               |
+      | system    | You plan the work.                                                                    |
+      | system    | You are planner, in agent conversation {ac K} with lab/analyst. It answers for itself. |
+      | user      | one                                                                                   |
+      | assistant | Working on one.                                                                       |
+      | user      | two                                                                                   |
+      | user      | three                                                                                 |
+    And "dana" sees the agent conversation of thread "K" as:
+      """
+      {"id": "{ac K}", "connection": "lab", "thread": "{thread K}", "role": "planner", "peerRole": "analyst",
+       "startedBy": "peer", "root": {"kind": "agent", "id": "{ac K}"}, "state": "open",
+       "texts": [{"dir": "in", "message": "{message one}", "text": "one", "state": "received"},
+                 {"dir": "in", "message": "{message two}", "text": "two", "state": "received"},
+                 {"dir": "in", "message": "{message three}", "text": "three", "state": "received"}],
+       "turns": [{"turn": 1, "status": "completed", "texts": ["{message one}"], "output": "Working on one."},
+                 {"turn": 2, "status": "completed", "texts": ["{message two}", "{message three}"], "output": "Took two and three."}]}
+      """
+    And after 3 seconds thread "K" still has 2 turns

@@ -1,0 +1,56 @@
+Feature: Stopping the agent of an agent conversation
+  As a person who reads an agent conversation
+  I want to stop its agent when it works too long on one request
+  So that the request is dropped rather than tried again, and the exchange can still go on
+
+  A stop cancels the running turn, which ends stopped; the texts it took count as handled and are
+  never given to a turn again, and nothing restarts it. The next text that arrives starts a turn
+  that is told it was stopped. With no running turn a stop changes nothing.
+
+  Background:
+    Given the box is connected to the peer "lab"
+
+  @profile:threads @req:ADR0035-T-01
+  Scenario: A stopped turn's text is handled, and the next text continues the conversation, told it was stopped
+    Given the model replies "Still working." to "Count every grain of sand" after a release
+    And the model replies "Stopped, as asked." to "Where are you?"
+    When the peer sends "Count every grain of sand" from "analyst" to "planner" on thread "K"
+    Then the answer is 200 ack
+    And turn 1 of thread "K" is running
+    When "dana" stops the agent conversation of thread "K"
+    Then the answer is stopped true
+    And turn 1 of thread "K" is stopped
+    And after 3 seconds the model has been asked 1 time for "Count every grain of sand"
+    And after 3 seconds thread "K" still has 1 turn
+    When the peer sends "Where are you?" from "analyst" to "planner" on thread "K"
+    Then the answer is 200 ack
+    And turn 2 of thread "K" is completed
+    And model request 1 for "Where are you?" holds exactly:
+      | role   | content                                                                               |
+      | system | You plan the work.                                                                    |
+      | system | You are planner, in agent conversation {ac K} with lab/analyst. It answers for itself. |
+      | user   | Count every grain of sand                                                             |
+      | system | A person stopped your last turn.                                                      |
+      | user   | Where are you?                                                                        |
+    And "dana" sees the agent conversation of thread "K" as:
+      """
+      {"id": "{ac K}", "connection": "lab", "thread": "{thread K}", "role": "planner", "peerRole": "analyst",
+       "startedBy": "peer", "root": {"kind": "agent", "id": "{ac K}"}, "state": "open",
+       "texts": [{"dir": "in", "message": "{message Count every grain of sand}", "text": "Count every grain of sand", "state": "received"},
+                 {"dir": "in", "message": "{message Where are you?}", "text": "Where are you?", "state": "received"}],
+       "turns": [{"turn": 1, "status": "stopped", "texts": ["{message Count every grain of sand}"]},
+                 {"turn": 2, "status": "completed", "texts": ["{message Where are you?}"], "output": "Stopped, as asked."}]}
+      """
+
+  @profile:threads @req:ADR0035-T-01
+  Scenario: A person who cannot read it gets the uniform 404; with no running turn a stop changes nothing
+    Given the model replies "Hello, analyst." to "Hello planner"
+    When the peer sends "Hello planner" from "analyst" to "planner" on thread "K"
+    Then the answer is 200 ack
+    And turn 1 of thread "K" is completed
+    When "alice" stops the agent conversation of thread "K"
+    Then the answer is the uniform 404
+    When "olga" stops the agent conversation of thread "K"
+    Then the answer is stopped false
+    And after 3 seconds thread "K" still has 1 turn
+    And turn 1 of thread "K" is completed

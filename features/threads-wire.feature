@@ -1,0 +1,174 @@
+Feature: The wire between two boxes
+  As the operator of a box that talks with a peer box
+  I want every text between them to have one plain shape and one plain answer
+  So that either side can be built, checked and retried without knowing the other's insides
+
+  A text is posted to the peer's texts endpoint with the connection's send token. It names its
+  agent conversation by an opaque random thread id, itself by a message id, the sending and the
+  receiving role, and carries the text. The receiver acknowledges a stored text, answers a text it
+  already has the same way, and rejects a malformed or unauthorized one with a reason.
+
+  Background:
+    Given the box is connected to the peer "lab"
+
+  @profile:threads @req:ADR0035-W-01
+  Scenario: A sent text has the wire's shape, and two roots get two threads that owe nothing to their roots
+    Given the model answers "Ask the analyst about the north" by sending {"to": "lab/analyst", "text": "What is in the north?"}, then says "I asked."
+    And the model answers "Ask the analyst about the south" by sending {"to": "lab/analyst", "text": "What is in the south?"}, then says "I asked too."
+    When "alice" says "Ask the analyst about the north" to "planner"
+    Then the peer has received 1 text
+    And received text 1 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message north}", "from": "planner", "to": "analyst", "text": "What is in the north?"}
+      """
+    When "bob" says "Ask the analyst about the south" to "planner"
+    Then the peer has received 2 texts
+    And received text 2 is exactly:
+      """
+      {"v": 1, "thread": "{thread B}", "message": "{message south}", "from": "planner", "to": "analyst", "text": "What is in the south?"}
+      """
+    And threads "A" and "B" are different
+    And the peer found every text well-formed
+
+  @profile:threads @req:ADR0035-W-02
+  Scenario: The acknowledgement names the text, and the same message again adds nothing
+    Given the model replies "Noted." to "The pumps are fine."
+    When the peer sends "The pumps are fine." from "analyst" to "planner" on thread "P"
+    Then the answer is 200 ack
+    When the peer sends the same text again
+    Then the answer is the same as before
+    And the answer is 200 ack
+    And turn 1 of thread "P" is completed
+    And after 3 seconds thread "P" still has 1 turn
+    And "dana" sees the agent conversation of thread "P" as:
+      """
+      {"id": "{ac P}", "connection": "lab", "thread": "{thread P}", "role": "planner", "peerRole": "analyst",
+       "startedBy": "peer", "root": {"kind": "agent", "id": "{ac P}"}, "state": "open",
+       "texts": [{"dir": "in", "message": "{message The pumps are fine.}", "text": "The pumps are fine.", "state": "received"}],
+       "turns": [{"turn": 1, "status": "completed", "texts": ["{message The pumps are fine.}"], "output": "Noted."}]}
+      """
+
+  @profile:threads @req:ADR0035-W-03
+  Scenario Outline: A malformed text is rejected naming its first bad member, and nothing is stored
+    When the peer posts <body>
+    Then the answer is 400 bad-request "<member>"
+    And nothing is stored on thread "t_0123456789abcdef"
+
+    Examples:
+      | body                                                                                                           | member  |
+      | {"thread": "t_0123456789abcdef", "message": "m1", "from": "analyst", "to": "planner", "text": "hi"}            | v       |
+      | {"v": 2, "thread": "t_0123456789abcdef", "message": "m1", "from": "analyst", "to": "planner", "text": "hi"}    | v       |
+      | {"v": 1, "message": "m1", "from": "analyst", "to": "planner", "text": "hi"}                                    | thread  |
+      | {"v": 1, "thread": "t_short", "message": "m1", "from": "analyst", "to": "planner", "text": "hi"}               | thread  |
+      | {"v": 1, "thread": "t_0123456789abcdef/", "message": "m1", "from": "analyst", "to": "planner", "text": "hi"}   | thread  |
+      | {"v": 1, "thread": 12345678901234567890, "message": "m1", "from": "analyst", "to": "planner", "text": "hi"}    | thread  |
+      | {"v": 1, "thread": "t_0123456789abcdef", "from": "analyst", "to": "planner", "text": "hi"}                     | message |
+      | {"v": 1, "thread": "t_0123456789abcdef", "message": "", "from": "analyst", "to": "planner", "text": "hi"}      | message |
+      | {"v": 1, "thread": "t_0123456789abcdef", "message": "m 1", "from": "analyst", "to": "planner", "text": "hi"}   | message |
+      | {"v": 1, "thread": "t_0123456789abcdef", "message": "m1", "to": "planner", "text": "hi"}                       | from    |
+      | {"v": 1, "thread": "t_0123456789abcdef", "message": "m1", "from": "analyst", "text": "hi"}                     | to      |
+      | {"v": 1, "thread": "t_0123456789abcdef", "message": "m1", "from": "analyst", "to": "planner"}                  | text    |
+      | {"v": 1, "thread": "t_0123456789abcdef", "message": "m1", "from": "analyst", "to": "planner", "text": ""}      | text    |
+      | {"v": 1, "thread": "t_0123456789abcdef", "message": "m1", "from": "analyst", "to": "planner", "text": 7}       | text    |
+      | {"v": 1, "message": "", "from": "analyst", "to": "planner", "text": ""}                                        | thread  |
+
+  @profile:threads @req:ADR0035-W-03
+  Scenario: A text of 16384 bytes is taken, one byte more is rejected
+    When the peer posts a text of 16384 bytes on thread "L"
+    Then the answer is 200 ack
+    When the peer posts a text of 16385 bytes on thread "M"
+    Then the answer is 400 bad-request "text"
+    And nothing is stored on thread "M"
+
+  @profile:threads @req:ADR0035-W-03
+  Scenario: No token, an unknown one or the wrong one is rejected as connection; an unknown role as role
+    When the peer posts a text on thread "N" with no token
+    Then the answer is 401 "connection"
+    When the peer posts a text on thread "N" with the token "lab-guess"
+    Then the answer is 401 "connection"
+    When the peer posts a text on thread "N" with the send token
+    Then the answer is 401 "connection"
+    When the peer sends "Hello?" from "analyst" to "cook" on thread "R"
+    Then the answer is 404 "role"
+    And nothing is stored on thread "N"
+    And nothing is stored on thread "R"
+
+  @profile:threads @req:ADR0035-W-03 @configures
+  Scenario: The token of a revoked connection is rejected as connection
+    When "olga" revokes the connection "lab"
+    Then the answer is the connection "lab" revoked
+    When the peer sends "Still there?" from "analyst" to "planner" on thread "V"
+    Then the answer is 401 "connection"
+    And nothing is stored on thread "V"
+
+  @profile:threads @req:ADR0035-W-04
+  Scenario: 503 and 429 are tried again under the same message id until delivered
+    Given the peer answers the next 1 text with 503 "unavailable"
+    And the peer answers the next 1 text with 429 "busy"
+    And the model answers "Ask the analyst" by sending {"to": "lab/analyst", "text": "Any news?"}, then says "Asked."
+    When "alice" says "Ask the analyst" to "planner"
+    Then the peer has received 3 texts
+    And received text 1 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message news}", "from": "planner", "to": "analyst", "text": "Any news?"}
+      """
+    And received text 2 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message news}", "from": "planner", "to": "analyst", "text": "Any news?"}
+      """
+    And received text 3 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message news}", "from": "planner", "to": "analyst", "text": "Any news?"}
+      """
+    And the text "Any news?" on thread "A" is sent
+    And after 3 seconds the peer has still received 3 texts
+    And the peer found every text well-formed
+
+  @profile:threads @req:ADR0035-W-04
+  Scenario: A final rejection fails the text with its reason, and the role's next turn is told
+    Given the peer answers the next 1 text with 409 "roles"
+    And the model answers "Ask the analyst" by sending {"to": "lab/analyst", "text": "Any news?"}, then says "Asked."
+    And the model replies "Understood." to "Here is news."
+    When "alice" says "Ask the analyst" to "planner"
+    Then the peer has received 1 text
+    And received text 1 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message news}", "from": "planner", "to": "analyst", "text": "Any news?"}
+      """
+    And the text "Any news?" on thread "A" is failed with "roles"
+    And after 3 seconds the peer has still received 1 text
+    When the peer answers "Here is news." on thread "A"
+    Then the answer is 200 ack
+    And model request 1 for "Here is news." holds exactly:
+      | role   | content                                                                                                  |
+      | system | You plan the work.                                                                                       |
+      | system | You are planner, in agent conversation {ac A} with lab/analyst. It answers for the conversation of alice. |
+      | system | Your text {message news} failed: roles.                                                                  |
+      | user   | Here is news.                                                                                            |
+
+  @profile:threads @req:ADR0035-W-05
+  Scenario: A text the peer holds holds up only the later texts of its own agent conversation
+    Given the peer holds the next text
+    And the model answers "Ask twice" by sending {"to": "lab/analyst", "text": "first"} and {"to": "lab/analyst", "text": "second"}, then says "Asked twice."
+    And the model answers "Bob asks" by sending {"to": "lab/analyst", "text": "third"}, then says "Asked."
+    When "alice" says "Ask twice" to "planner"
+    Then the peer has received 1 text
+    And received text 1 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message first}", "from": "planner", "to": "analyst", "text": "first"}
+      """
+    When "bob" says "Bob asks" to "planner"
+    Then the peer has received 2 texts
+    And received text 2 is exactly:
+      """
+      {"v": 1, "thread": "{thread B}", "message": "{message third}", "from": "planner", "to": "analyst", "text": "third"}
+      """
+    And threads "A" and "B" are different
+    And after 3 seconds the peer has still received 2 texts
+    And the text "second" on thread "A" is queued
+    When the peer releases the held texts
+    Then the peer has received 3 texts
+    And received text 3 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message second}", "from": "planner", "to": "analyst", "text": "second"}
+      """

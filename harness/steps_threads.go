@@ -1,0 +1,1350 @@
+package harness
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/cucumber/godog"
+
+	"github.com/loomcheck/loomcheck/harness/world"
+	"github.com/loomcheck/loomcheck/spec"
+)
+
+// threadsSteps play the peer box and judge agent conversations (profile threads, spec/peer.md).
+type threadsSteps struct {
+	*scenario
+	// bound are the values the scenario knows by placeholder: "thread A", "message <text>",
+	// "ac A" (the agent conversation of thread A), "conv alice planner", "task T", "run T".
+	bound map[string]string
+	// pairs are each thread's roles: the box's role and the peer's.
+	pairs map[string]threadPair
+	// sent is the last text the kit sent as the peer, prev the answer before the last.
+	sent *world.PeerText
+	prev *response
+	// missing asks the last request again at an id nothing holds, as the same caller.
+	missing func() (*response, error)
+	// holds are the peer's answers that wait for a release.
+	holds []*world.Hold
+}
+
+// threadPair is the box's role and the peer's role of one thread.
+type threadPair struct{ role, peerRole string }
+
+// steps is the threads vocabulary: each pattern, the method that runs it, what it means.
+func (s *threadsSteps) steps() []stepDef {
+	const who = `"([^"]+)"`
+	const text = `"((?:[^"\\]|\\.)*)"`
+	return []stepDef{
+		{`^the box is connected to the peer "lab"$`, s.connected, "gives the box the roles planner and scout, the member dana and the connection lab to the kit's peer (owner olga), and registers their tokens"},
+		{`^the connection "lab" holds at most (\d+) waiting texts$`, s.queueBound, "configures the bound of the texts waiting to be sent on the connection"},
+		{`^the peer sends ` + text + ` from "([a-z0-9-]+)" to "([a-z0-9-]+)" on thread "([^"]+)"$`, s.peerSends, "sends a text as the peer on the thread named by its alias (a new random thread id for a new alias)"},
+		{`^the peer answers ` + text + ` on thread "([^"]+)"$`, s.peerAnswers, "sends a text as the peer on a thread the box opened, from the peer's role of it to the box's"},
+		{`^the peer sends the same text again$`, s.peerSendsAgain, "sends the kit's last text again, the same message id and all"},
+		{`^the peer posts (\{.*\})$`, s.peerPosts, "posts the body to the box's texts as the peer, with the accept token"},
+		{`^the peer posts a text on thread "([^"]+)" with (no token|the token "[^"]*"|the send token)$`, s.peerPostsWithToken, "posts a well-formed text with no token or the named one"},
+		{`^the peer posts a text of (\d+) bytes on thread "([^"]+)"$`, s.peerPostsSized, "posts a text of the size from analyst to planner"},
+		{`^the answer is 200 ack$`, s.answerAck, "expects the last answer to be exactly 200 {ack, thread, message} of the kit's last text"},
+		{`^the answer is the same as before$`, s.answerSame, "expects the last answer to equal the one before it, status and body"},
+		{`^the answer is (\d+) "([a-z-]+)"$`, s.answerReason, "expects the last answer to be exactly the status with {\"reason\": R}"},
+		{`^the answer is 400 bad-request "(\w+)"$`, s.answerBadRequest, "expects the last answer to be exactly 400 {\"reason\": \"bad-request\", \"detail\": member}"},
+		{`^the answer is the uniform 404$`, s.answerUniform404, "expects the last answer to be 404 and equal to what the same request gets at an id nothing holds"},
+		{`^the answer is stopped (true|false)$`, s.answerStopped, "expects the last answer to be exactly 202 {\"stopped\": b}"},
+		{`^the answer is the connection "lab" (open|paused|revoked)$`, s.answerConnection, "expects the last answer to be exactly 200 {\"id\": \"lab\", \"state\": S}"},
+
+		{`^` + who + ` opens (?:her|his) conversation with "([a-z0-9-]+)"$`, s.opensConversation, "makes or returns who's conversation with the role; the first one is remembered, later ones must be the same"},
+		{`^` + who + ` says ` + text + ` to "([a-z0-9-]+)"$`, s.saysToRole, "runs a turn in who's conversation with the role"},
+		{`^` + who + ` (reads|deletes) (?:her|his) conversation with "([a-z0-9-]+)"$`, s.ownConversation, "reads or deletes who's conversation with the role"},
+		{`^(conversations|threads|tasks) "([^"]+)" and "([^"]+)" are different$`, s.different, "expects the two remembered ids to differ"},
+
+		{`^` + who + ` creates task "([^"]+)" titled ` + text + `(?: with members "([^"]*)")?$`, s.createsTask, "creates a task with the title and the members (comma-separated names) and remembers its id"},
+		{`^` + who + ` creates subtask "([^"]+)" of "([^"]+)" titled ` + text + `$`, s.createsSubtask, "creates a subtask of the task and remembers its id"},
+		{`^` + who + ` (adds|removes) "([^"]+)" (?:to|from) task "([^"]+)"$`, s.taskMembers, "adds or removes a member of the task"},
+		{`^` + who + ` (reads|finishes|deletes) task "([^"]+)"$`, s.taskOp, "reads, finishes or deletes the task as who"},
+		{`^` + who + ` starts a run of "([a-z0-9-]+)" on task "([^"]+)" with ` + text + `$`, s.startsTaskRun, "starts a run of the role on the task with the prompt"},
+
+		{`^the model answers ` + text + ` by sending (\{[^{}]*\}), then says ` + text + `$`, s.modelSendsOnce, "scripts the model to answer the text with one call of peer.send, then with the words"},
+		{`^the model answers ` + text + ` by sending (\{[^{}]*\}) and (\{[^{}]*\}), then says ` + text + `$`, s.modelSendsTwice, "scripts the model to answer the text with two calls of peer.send one after the other, then with the words"},
+		{`^the model answers ` + text + ` by sending (\d+) texts at once to "lab/analyst" and "lab/critic" in turn, then says ` + text + `$`, s.modelSendsMany, "scripts the model to answer the text with N calls of peer.send in one answer, then with the words"},
+		{`^model request (\d+) for ` + text + ` holds exactly:$`, s.modelRequestFor, "expects the Nth request to the model whose last user message is the text to hold exactly the table's messages (placeholders substituted)"},
+		{`^the peer.send results for ` + text + ` are (\d+) sent and (\d+) "([a-z-]+)"$`, s.sendResults, "expects the tool results of the turn for the text to be exactly N sent and M errors of the reason, in any order"},
+		{`^after (\d+) seconds the model has been asked (\d+) times? for ` + text + `$`, s.modelAskedFor, "waits the seconds, then expects exactly N requests to the model whose last user message is the text"},
+
+		{`^the peer has received (\d+) texts?$`, s.peerReceived, "waits until the peer has received N requests"},
+		{`^after (\d+) seconds the peer has still received (\d+) texts?$`, s.peerStillReceived, "waits the seconds, then expects the peer to have received exactly N requests"},
+		{`^received text (\d+) is exactly:$`, s.receivedExactly, "expects the Nth request the peer received to carry the send token and exactly the body (placeholders bind thread and message aliases)"},
+		{`^the peer holds the next text$`, s.peerHoldsNext, "makes the peer's answer to the next text wait until released"},
+		{`^the peer holds every text$`, s.peerHoldsEvery, "makes the peer's answer to every later text wait until released"},
+		{`^the peer releases the held texts$`, s.peerReleases, "releases every held answer of the peer (later texts are acknowledged)"},
+		{`^the peer answers the next (\d+) texts? with (\d+) "([a-z-]+)"$`, s.peerRejects, "scripts the peer to answer the next N texts with the status and reason"},
+		{`^the peer found every text well-formed$`, s.peerWellFormed, "expects every request the peer received to carry the send token and a body within spec/peer.md"},
+
+		{`^` + who + ` sees the agent conversation of thread "([^"]+)" as:$`, s.seesAgentConversation, "reads the agent conversation of the thread as who until it equals the body (placeholders substituted)"},
+		{`^` + who + ` (can|cannot) read the agent conversation of thread "([^"]+)"$`, s.canRead, "reads the agent conversation by id and by thread as who: 200, or the uniform 404 a missing one gets"},
+		{`^nothing is stored on thread "([^"]+)"$`, s.nothingStored, "expects no agent conversation on the thread (an alias, or an id as written): the owner gets the 404 of a thread never used"},
+		{`^` + who + ` sees thread "([^"]+)" rooted "gone"$`, s.seesGone, "reads the agent conversation as who and expects 200 with root kind gone"},
+		{`^` + who + ` stops the agent conversation of thread "([^"]+)"$`, s.stops, "stops the agent of the thread's conversation as who"},
+		{`^turn (\d+) of thread "([^"]+)" is (running|completed|stopped|failed|ended)$`, s.turnIs, "waits until turn N of the thread's agent conversation has the status"},
+		{`^after (\d+) seconds thread "([^"]+)" still has (\d+) turns?$`, s.stillTurns, "waits the seconds, then expects the thread's agent conversation to have exactly N turns"},
+		{`^the text ` + text + ` on thread "([^"]+)" is (queued|sent|received|failed)(?: with "([a-z-]+)")?$`, s.textIs, "waits until the text of the thread's agent conversation has the state (and reason)"},
+		{`^the text ` + text + ` on thread "([^"]+)" was taken by exactly one turn, which completed$`, s.takenOnce, "waits until a turn that took the text completed, and expects no other turn to have taken it"},
+
+		{`^` + who + ` (pauses|unpauses|revokes|reads) the connection "lab"$`, s.connectionOp, "pauses, unpauses, revokes or reads the connection as who"},
+		{`^"role:([a-z0-9-]+)" sends ` + text + ` to "([^"]+)" through its own door(?: in the run on task "([^"]+)")?$`, s.roleDoor, "sends through the role's own door with its role token, naming the run on the task when given"},
+		{`^` + who + ` sees the run on task "([^"]+)" (running|completed|stopped|failed|ended)$`, s.runIs, "waits until the run started on the task, as who reads it, has the status"},
+		{`^the answer is exactly (\d+) (\{.*\})$`, s.answerExactly, "expects the last answer to be exactly the status and the body (placeholders substituted or bound)"},
+	}
+}
+
+// ready registers the threads people's tokens with the identity service.
+func (s *threadsSteps) ready() {
+	if s.bound == nil {
+		s.bound, s.pairs = map[string]string{}, map[string]threadPair{}
+	}
+}
+
+// connected gives the box the roles, the member and the connection lab, and registers the tokens.
+func (s *threadsSteps) connected() error {
+	s.ready()
+	for name, p := range world.PeerPeople {
+		if err := s.world.Identity().Add(world.PeerToken(name), p); err != nil {
+			return harnessErr("register %s: %v", name, err)
+		}
+	}
+	if s.run.remoteCfg != nil || s.started {
+		return nil
+	}
+	return s.configure(func(c *spec.SUTConfig) {
+		if len(c.Threads.Connections) == 0 {
+			c.Threads = s.world.Peer().ThreadsConfig()
+		}
+	})
+}
+
+// queueBound configures the bound of the texts waiting to be sent on the connection.
+func (s *threadsSteps) queueBound(n int) error {
+	return s.configure(func(c *spec.SUTConfig) {
+		for i := range c.Threads.Connections {
+			if c.Threads.Connections[i].ID == world.PeerConnection {
+				c.Threads.Connections[i].Queue = n
+			}
+		}
+	})
+}
+
+// caller is the name a request is sent as (a token for the threads people).
+func caller(who string) string {
+	if _, ok := world.PeerPeople[who]; ok {
+		return world.PeerToken(who)
+	}
+	return who
+}
+
+// personJSON is who's identity as the wire names it.
+func personJSON(who string) (map[string]string, error) {
+	p, ok := world.PeerPeople[who]
+	if !ok {
+		if p, ok = principals[who]; !ok {
+			return nil, harnessErr("unknown person %q", who)
+		}
+	}
+	return map[string]string{"tenant": p.Tenant, "actor": p.Actor}, nil
+}
+
+// call sends one request of the threads routes as who (none when empty) and keeps the answer.
+func (s *threadsSteps) call(who, method, path string, body any, headers map[string]string) (*response, error) {
+	return s.send(who, method, path, body, reqOpts{headers: headers})
+}
+
+// quietly reads as who without keeping the exchange in the report (a poll).
+func (s *threadsSteps) quietly(who, path string) (*response, error) {
+	return s.send(who, http.MethodGet, path, nil, reqOpts{quiet: true})
+}
+
+func (s *threadsSteps) send(who, method, path string, body any, o reqOpts) (*response, error) {
+	s.ready()
+	if err := s.sut(); err != nil {
+		return nil, err
+	}
+	if who != "" {
+		who = caller(who)
+	}
+	if method == http.MethodPost && body == nil && o.rawBody == nil {
+		body = map[string]any{}
+	}
+	r, err := s.cl.do(s.ctx, who, method, path, body, o)
+	if r != nil {
+		s.prev, s.last = s.last, r
+	}
+	return r, err
+}
+
+// probe remembers how to ask the same request at an id nothing holds.
+func (s *threadsSteps) probe(who, method, path string, body any) {
+	s.missing = func() (*response, error) {
+		if who != "" {
+			who = caller(who)
+		}
+		if method == http.MethodPost && body == nil {
+			body = map[string]any{}
+		}
+		return s.cl.do(s.ctx, who, method, path, body, reqOpts{})
+	}
+}
+
+func randomID(prefix string, n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return prefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// postText posts a text to the box as the peer with the accept token.
+func (s *threadsSteps) postText(body any, raw []byte, auth string) (*response, error) {
+	s.ready()
+	if err := s.sut(); err != nil {
+		return nil, err
+	}
+	h := map[string]string{}
+	if auth != "" {
+		h["Authorization"] = auth
+	}
+	// The kit sends malformed and unauthorized texts on purpose: the request is not checked
+	// against the contract, the answer is.
+	o := reqOpts{offSpec: true, headers: h, rawBody: raw}
+	r, err := s.cl.do(s.ctx, "", http.MethodPost, world.PathPeerTexts, body, o)
+	if r != nil {
+		s.prev, s.last = s.last, r
+	}
+	return r, err
+}
+
+// peerSends sends a text as the peer on the thread named by its alias.
+func (s *threadsSteps) peerSends(txt, from, to, alias string) error {
+	s.ready()
+	id, ok := s.bound["thread "+alias]
+	if !ok {
+		id = randomID("t_", 18)
+		s.bound["thread "+alias] = id
+		s.pairs[alias] = threadPair{role: to, peerRole: from}
+	}
+	t := world.PeerText{V: 1, Thread: id, Message: randomID("k_", 9), From: from, To: to, Text: unescape(txt)}
+	s.bound["message "+t.Text] = t.Message
+	s.sent = &t
+	_, err := s.postText(t, nil, "Bearer "+world.PeerAcceptToken)
+	return err
+}
+
+// peerAnswers sends a text as the peer on a thread the box opened.
+func (s *threadsSteps) peerAnswers(txt, alias string) error {
+	s.ready()
+	p, ok := s.pairs[alias]
+	if !ok {
+		return harnessErr("thread %q is not known yet", alias)
+	}
+	return s.peerSends(txt, p.peerRole, p.role, alias)
+}
+
+// peerSendsAgain sends the kit's last text again.
+func (s *threadsSteps) peerSendsAgain() error {
+	if s.sent == nil {
+		return harnessErr("the peer has sent nothing yet")
+	}
+	_, err := s.postText(*s.sent, nil, "Bearer "+world.PeerAcceptToken)
+	return err
+}
+
+// peerPosts posts the body as it is with the accept token.
+func (s *threadsSteps) peerPosts(body string) error {
+	_, err := s.postText(nil, []byte(body), "Bearer "+world.PeerAcceptToken)
+	return err
+}
+
+// peerPostsWithToken posts a well-formed text with no token or the named one.
+func (s *threadsSteps) peerPostsWithToken(alias, tok string) error {
+	s.ready()
+	t := world.PeerText{V: 1, Thread: randomID("t_", 18), Message: randomID("k_", 9), From: "analyst", To: "planner", Text: "hello"}
+	s.bound["thread "+alias] = t.Thread
+	s.sent = &t
+	auth := ""
+	switch {
+	case tok == "the send token":
+		auth = "Bearer " + world.PeerSendToken
+	case strings.HasPrefix(tok, "the token "):
+		auth = "Bearer " + strings.Trim(strings.TrimPrefix(tok, "the token "), `"`)
+	}
+	_, err := s.postText(t, nil, auth)
+	return err
+}
+
+// peerPostsSized posts a text of the size from analyst to planner.
+func (s *threadsSteps) peerPostsSized(n int, alias string) error {
+	s.ready()
+	t := world.PeerText{V: 1, Thread: randomID("t_", 18), Message: randomID("k_", 9), From: "analyst", To: "planner", Text: strings.Repeat("é", n/2) + strings.Repeat("x", n%2)}
+	s.bound["thread "+alias] = t.Thread
+	s.pairs[alias] = threadPair{role: "planner", peerRole: "analyst"}
+	s.sent = &t
+	_, err := s.postText(t, nil, "Bearer "+world.PeerAcceptToken)
+	return err
+}
+
+func (s *threadsSteps) lastAnswer() (*response, error) {
+	if s.last == nil {
+		return nil, harnessErr("no answer yet")
+	}
+	return s.last, nil
+}
+
+// exactly expects the last answer to be the status and the JSON body.
+func (s *threadsSteps) exactly(status int, body any) error {
+	r, err := s.lastAnswer()
+	if err != nil {
+		return err
+	}
+	b, _ := json.Marshal(body)
+	want := fmt.Sprintf("%d %s", status, canonJSON(string(b)))
+	got := fmt.Sprintf("%d %s", r.status, canonJSON(string(r.body)))
+	if got != want {
+		return fail(r.op, got, want)
+	}
+	return nil
+}
+
+// answerAck expects exactly 200 {ack, thread, message} of the kit's last text.
+func (s *threadsSteps) answerAck() error {
+	if s.sent == nil {
+		return harnessErr("the peer has sent nothing yet")
+	}
+	return s.exactly(http.StatusOK, map[string]any{"ack": true, "thread": s.sent.Thread, "message": s.sent.Message})
+}
+
+// answerSame expects the last answer to equal the one before it.
+func (s *threadsSteps) answerSame() error {
+	if s.prev == nil || s.last == nil {
+		return harnessErr("two answers are needed")
+	}
+	want := fmt.Sprintf("%d %s", s.prev.status, canonJSON(string(s.prev.body)))
+	got := fmt.Sprintf("%d %s", s.last.status, canonJSON(string(s.last.body)))
+	if got != want {
+		return fail(s.last.op, got, "the answer before it: "+want)
+	}
+	return nil
+}
+
+// answerReason expects exactly the status with {"reason": R}.
+func (s *threadsSteps) answerReason(status int, reason string) error {
+	return s.exactly(status, map[string]string{"reason": reason})
+}
+
+// answerBadRequest expects exactly 400 bad-request naming the member.
+func (s *threadsSteps) answerBadRequest(member string) error {
+	return s.exactly(http.StatusBadRequest, map[string]string{"reason": "bad-request", "detail": member})
+}
+
+// answerUniform404 expects 404, equal to the answer at an id nothing holds.
+func (s *threadsSteps) answerUniform404() error {
+	r, err := s.lastAnswer()
+	if err != nil {
+		return err
+	}
+	if s.missing == nil {
+		return harnessErr("the last request has no missing-id counterpart")
+	}
+	m, err := s.missing()
+	if err != nil {
+		return err
+	}
+	want := fmt.Sprintf("404 %s", canonJSON(string(m.body)))
+	got := fmt.Sprintf("%d %s", r.status, canonJSON(string(r.body)))
+	if m.status != http.StatusNotFound {
+		return fail(m.op, fmt.Sprintf("%d", m.status), "404 at an id nothing holds")
+	}
+	if got != want {
+		return fail(r.op, got, "the answer at an id nothing holds: "+want)
+	}
+	return nil
+}
+
+// answerStopped expects exactly 202 {"stopped": b}.
+func (s *threadsSteps) answerStopped(b string) error {
+	return s.exactly(http.StatusAccepted, map[string]bool{"stopped": b == "true"})
+}
+
+// answerConnection expects exactly 200 {"id": "lab", "state": S}.
+func (s *threadsSteps) answerConnection(state string) error {
+	return s.exactly(http.StatusOK, map[string]string{"id": world.PeerConnection, "state": state})
+}
+
+// opensConversation makes or returns who's conversation with the role.
+func (s *threadsSteps) opensConversation(who, role string) error {
+	r, err := s.call(who, http.MethodPost, "/roles/"+role+"/conversation", nil, nil)
+	if err != nil {
+		return err
+	}
+	var body struct {
+		ID     string          `json:"id"`
+		Role   string          `json:"role"`
+		Person json.RawMessage `json:"person"`
+	}
+	if r.status != http.StatusOK {
+		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "200 {id, role, person}")
+	}
+	if err := r.json(&body); err != nil {
+		return err
+	}
+	if body.ID == "" || body.Role != role || !isPerson(body.Person, who) {
+		return fail(r.op, string(r.body), fmt.Sprintf("an id, role %q and person %s", role, who))
+	}
+	key := "conv " + who + " " + role
+	if old, ok := s.bound[key]; ok && old != body.ID {
+		return fail(r.op, "another conversation "+body.ID, "the one there is: "+old)
+	}
+	s.bound[key] = body.ID
+	return nil
+}
+
+// isPerson reports whether raw names who: their identity object, or their actor.
+func isPerson(raw json.RawMessage, who string) bool {
+	p, err := personJSON(who)
+	if err != nil {
+		return false
+	}
+	var actor string
+	if json.Unmarshal(raw, &actor) == nil {
+		return actor == p["actor"]
+	}
+	var got map[string]any
+	if json.Unmarshal(raw, &got) != nil {
+		return false
+	}
+	return got["actor"] == p["actor"] && (got["tenant"] == nil || got["tenant"] == p["tenant"])
+}
+
+// saysToRole runs a turn in who's conversation with the role.
+func (s *threadsSteps) saysToRole(who, txt, role string) error {
+	s.ready()
+	key := "conv " + who + " " + role
+	if _, ok := s.bound[key]; !ok {
+		if err := s.opensConversation(who, role); err != nil {
+			return err
+		}
+	}
+	r, err := s.call(who, http.MethodPost, "/roles/"+role+"/conversation/messages", map[string]string{"text": unescape(txt)}, nil)
+	if err != nil {
+		return err
+	}
+	var body struct {
+		Conversation string `json:"conversation"`
+		Turn         any    `json:"turn"`
+	}
+	if r.status != http.StatusAccepted {
+		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "202 {conversation, turn}")
+	}
+	if err := r.json(&body); err != nil {
+		return err
+	}
+	if body.Conversation != s.bound[key] || body.Turn == nil {
+		return fail(r.op, string(r.body), fmt.Sprintf("conversation %s and its turn", s.bound[key]))
+	}
+	return nil
+}
+
+// ownConversation reads or deletes who's conversation with the role.
+func (s *threadsSteps) ownConversation(who, op, role string) error {
+	method := http.MethodGet
+	if op == "deletes" {
+		method = http.MethodDelete
+	}
+	s.probe(who, method, "/roles/no-such-role/conversation", nil)
+	_, err := s.call(who, method, "/roles/"+role+"/conversation", nil, nil)
+	return err
+}
+
+// different expects the two remembered ids to differ.
+func (s *threadsSteps) different(kind, a, b string) error {
+	s.ready()
+	prefix := map[string]string{"conversations": "conv ", "threads": "thread ", "tasks": "task "}[kind]
+	x, ok1 := s.bound[prefix+a]
+	y, ok2 := s.bound[prefix+b]
+	if !ok1 || !ok2 {
+		return harnessErr("%s %q and %q must both be known", kind, a, b)
+	}
+	if x == y {
+		return fail(kind+" "+a+" and "+b, "the same id "+x, "two different ids")
+	}
+	return nil
+}
+
+// members turns "bob, carol" into identities.
+func members(list string) ([]map[string]string, error) {
+	out := []map[string]string{}
+	for _, n := range strings.Split(list, ",") {
+		if n = strings.TrimSpace(n); n == "" {
+			continue
+		}
+		p, err := personJSON(n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// createTask creates a task (a subtask when parent is set) and remembers its id.
+func (s *threadsSteps) createTask(who, alias, title, list, parent string) error {
+	ms, err := members(list)
+	if err != nil {
+		return err
+	}
+	body := map[string]any{"title": unescape(title), "members": ms}
+	if parent != "" {
+		body["parent"] = parent
+	}
+	r, err := s.call(who, http.MethodPost, "/tasks", body, nil)
+	if err != nil {
+		return err
+	}
+	var got struct {
+		ID string `json:"id"`
+	}
+	if r.status != http.StatusCreated {
+		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "201 with the task's id")
+	}
+	if err := r.json(&got); err != nil {
+		return err
+	}
+	if got.ID == "" {
+		return fail(r.op, string(r.body), "the task's id")
+	}
+	s.bound["task "+alias] = got.ID
+	return nil
+}
+
+// createsTask creates a task with the title and members.
+func (s *threadsSteps) createsTask(who, alias, title, list string) error {
+	s.ready()
+	return s.createTask(who, alias, title, list, "")
+}
+
+// createsSubtask creates a subtask of the task.
+func (s *threadsSteps) createsSubtask(who, alias, parent, title string) error {
+	id, err := s.taskID(parent)
+	if err != nil {
+		return err
+	}
+	return s.createTask(who, alias, title, "", id)
+}
+
+func (s *threadsSteps) taskID(alias string) (string, error) {
+	s.ready()
+	id, ok := s.bound["task "+alias]
+	if !ok {
+		return "", harnessErr("unknown task %q", alias)
+	}
+	return id, nil
+}
+
+// taskMembers adds or removes a member of the task.
+func (s *threadsSteps) taskMembers(who, op, person, alias string) error {
+	id, err := s.taskID(alias)
+	if err != nil {
+		return err
+	}
+	p, err := personJSON(person)
+	if err != nil {
+		return err
+	}
+	key := map[string]string{"adds": "add", "removes": "remove"}[op]
+	body := map[string]any{"add": []any{}, "remove": []any{}}
+	body[key] = []any{p}
+	s.probe(who, http.MethodPost, "/tasks/no-such-task/members", body)
+	_, err = s.call(who, http.MethodPost, "/tasks/"+id+"/members", body, nil)
+	return err
+}
+
+// taskOp reads, finishes or deletes the task as who.
+func (s *threadsSteps) taskOp(who, op, alias string) error {
+	id, err := s.taskID(alias)
+	if err != nil {
+		return err
+	}
+	method, tail := http.MethodGet, ""
+	switch op {
+	case "finishes":
+		method, tail = http.MethodPost, "/finish"
+	case "deletes":
+		method = http.MethodDelete
+	}
+	s.probe(who, method, "/tasks/no-such-task"+tail, nil)
+	_, err = s.call(who, method, "/tasks/"+id+tail, nil, nil)
+	return err
+}
+
+// startsTaskRun starts a run of the role on the task.
+func (s *threadsSteps) startsTaskRun(who, role, alias, prompt string) error {
+	id, err := s.taskID(alias)
+	if err != nil {
+		return err
+	}
+	r, err := s.call(who, http.MethodPost, "/tasks/"+id+"/runs", map[string]string{"role": role, "prompt": unescape(prompt)}, nil)
+	if err != nil {
+		return err
+	}
+	var got struct {
+		Run string `json:"run"`
+	}
+	if r.status != http.StatusAccepted {
+		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "202 {run}")
+	}
+	if err := r.json(&got); err != nil {
+		return err
+	}
+	if got.Run == "" {
+		return fail(r.op, string(r.body), "202 {run}")
+	}
+	s.bound["run "+alias] = got.Run
+	return nil
+}
+
+// sendCall is one scripted call of peer.send.
+func (s *threadsSteps) sendCall(args string) world.Reply {
+	return world.Reply{ToolCalls: []world.ToolCall{{ID: s.areas.model.callID(), Name: "peer.send", Arguments: args}}}
+}
+
+// modelSendsOnce scripts one call of peer.send, then the words, for the text.
+func (s *threadsSteps) modelSendsOnce(match, args, reply string) error {
+	return s.script(unescape(match), s.sendCall(args), world.Reply{Text: unescape(reply)})
+}
+
+// modelSendsTwice scripts two calls of peer.send, then the words, for the text.
+func (s *threadsSteps) modelSendsTwice(match, a, b, reply string) error {
+	return s.script(unescape(match), s.sendCall(a), s.sendCall(b), world.Reply{Text: unescape(reply)})
+}
+
+// modelSendsMany scripts one answer of N calls of peer.send to analyst and critic in turn, then
+// the words.
+func (s *threadsSteps) modelSendsMany(match string, n int, reply string) error {
+	var calls []world.ToolCall
+	for i := range n {
+		to := []string{"lab/analyst", "lab/critic"}[i%2]
+		b, _ := json.Marshal(map[string]string{"to": to, "text": fmt.Sprintf("note %d", i+1)})
+		calls = append(calls, world.ToolCall{ID: s.areas.model.callID(), Name: "peer.send", Arguments: string(b)})
+	}
+	return s.script(unescape(match), world.Reply{ToolCalls: calls}, world.Reply{Text: unescape(reply)})
+}
+
+func (s *threadsSteps) script(match string, rs ...world.Reply) error {
+	if err := s.world.Model().EnqueueFor(match, rs...); err != nil {
+		return harnessErr("script the model: %v", err)
+	}
+	return nil
+}
+
+// lastUser is the content of the last user message.
+func lastUser(msgs []world.Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "user" {
+			return msgs[i].Content
+		}
+	}
+	return ""
+}
+
+// requestsFor are the requests to the model whose last user message is the text.
+func (s *threadsSteps) requestsFor(txt string) []world.ModelRequest {
+	var out []world.ModelRequest
+	for _, r := range s.world.Model().Requests() {
+		if lastUser(r.Messages) == txt {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// poll calls try until it returns true or the step's wait ends; it reports whether it did.
+func (s *threadsSteps) poll(try func() (bool, error)) (bool, error) {
+	return s.pollFor(1, try)
+}
+
+// pollFor is poll with a wait of n step timeouts (a step that waits for many model rounds).
+func (s *threadsSteps) pollFor(n int, try func() (bool, error)) (bool, error) {
+	ctx, cancel := s.wait()
+	if n > 1 {
+		cancel()
+		ctx, cancel = context.WithDeadline(s.ctx, time.Now().Add(time.Duration(n)*s.run.opt.StepTimeout))
+	}
+	defer cancel()
+	for {
+		ok, err := try()
+		if err != nil || ok {
+			return ok, err
+		}
+		select {
+		case <-ctx.Done():
+			return false, nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// modelRequestFor expects the Nth request for the text to hold exactly the table's messages.
+func (s *threadsSteps) modelRequestFor(n int, txt string, t *godog.Table) error {
+	s.ready()
+	txt = unescape(txt)
+	var req world.ModelRequest
+	ok, _ := s.poll(func() (bool, error) {
+		rs := s.requestsFor(txt)
+		if len(rs) >= n {
+			req = rs[n-1]
+			return true, nil
+		}
+		return false, nil
+	})
+	if !ok {
+		return fail("the model", fmt.Sprintf("%d requests for %q", len(s.requestsFor(txt)), txt), fmt.Sprintf("request %d for it", n))
+	}
+	var want []string
+	for _, row := range t.Rows[1:] {
+		content := unescape(row.Cells[1].Value)
+		if row.Cells[0].Value == "tool" {
+			content = canonToolLine(content)
+		}
+		want = append(want, row.Cells[0].Value+": "+content)
+	}
+	got := strings.Join(renderMessages(req.Messages), "\n")
+	if !s.match(strings.Join(want, "\n"), got) {
+		return fail(fmt.Sprintf("request %d to the model for %q (every message, in order)", n, txt), "\n"+got, "\n"+s.substitute(strings.Join(want, "\n")))
+	}
+	return nil
+}
+
+// sendResults expects the tool results of the turn for the text to be N sent and M errors.
+func (s *threadsSteps) sendResults(txt string, sent, errs int, reason string) error {
+	txt = unescape(txt)
+	var tools []world.Message
+	ok, _ := s.pollFor(3, func() (bool, error) {
+		for _, r := range s.requestsFor(txt) {
+			tools = tools[:0]
+			for _, m := range r.Messages {
+				if m.Role == "tool" {
+					tools = append(tools, m)
+				}
+			}
+			if len(tools) >= sent+errs {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if !ok {
+		return fail("the model", fmt.Sprintf("%d tool results for %q", len(tools), txt), fmt.Sprintf("%d", sent+errs))
+	}
+	nSent, nErr := 0, 0
+	var others []string
+	for _, m := range tools {
+		var got map[string]any
+		_ = json.Unmarshal([]byte(m.Content), &got)
+		id, _ := got["agentConversation"].(string)
+		switch {
+		case len(got) == 2 && got["sent"] == true && id != "":
+			nSent++
+		case canonJSON(m.Content) == `{"error":"`+reason+`"}`:
+			nErr++
+		default:
+			others = append(others, m.Content)
+		}
+	}
+	if nSent != sent || nErr != errs || len(others) > 0 {
+		return fail(fmt.Sprintf("the peer.send results for %q", txt), fmt.Sprintf("%d sent, %d %q and %d others %v", nSent, nErr, reason, len(others), others),
+			fmt.Sprintf("exactly %d sent and %d %q", sent, errs, reason))
+	}
+	return nil
+}
+
+// sleep waits the seconds, at least 3 (a wait for something not to happen).
+func (s *threadsSteps) sleep(secs int) error {
+	if secs < 3 {
+		return harnessErr("a wait for nothing to happen lasts at least 3 seconds")
+	}
+	select {
+	case <-time.After(time.Duration(secs) * time.Second):
+		return nil
+	case <-s.ctx.Done():
+		return harnessErr("the run was stopped")
+	}
+}
+
+// modelAskedFor waits, then expects exactly N requests for the text.
+func (s *threadsSteps) modelAskedFor(secs, n int, txt string) error {
+	if err := s.sleep(secs); err != nil {
+		return err
+	}
+	if got := len(s.requestsFor(unescape(txt))); got != n {
+		return fail("the model", fmt.Sprintf("%d requests for %q", got, txt), fmt.Sprintf("exactly %d", n))
+	}
+	return nil
+}
+
+// peerReceived waits until the peer has received N requests.
+func (s *threadsSteps) peerReceived(n int) error {
+	if err := s.sut(); err != nil {
+		return err
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	if err := s.world.Peer().WaitDeliveries(ctx, n); err != nil {
+		return fail("the peer", fmt.Sprintf("%d texts", s.world.Peer().Count()), fmt.Sprintf("%d texts", n))
+	}
+	return nil
+}
+
+// peerStillReceived waits, then expects exactly N requests at the peer.
+func (s *threadsSteps) peerStillReceived(secs, n int) error {
+	if err := s.sleep(secs); err != nil {
+		return err
+	}
+	if got := s.world.Peer().Count(); got != n {
+		return fail("the peer", fmt.Sprintf("%d texts: %s", got, s.describeDeliveries()), fmt.Sprintf("exactly %d", n))
+	}
+	return nil
+}
+
+func (s *threadsSteps) describeDeliveries() string {
+	var parts []string
+	for _, d := range s.world.Peer().Deliveries() {
+		parts = append(parts, string(d.Body))
+	}
+	return strings.Join(parts, " | ")
+}
+
+// receivedExactly expects the Nth request at the peer to carry the send token and the body.
+func (s *threadsSteps) receivedExactly(n int, doc *godog.DocString) error {
+	s.ready()
+	if err := s.peerReceived(n); err != nil {
+		return err
+	}
+	d := s.world.Peer().Deliveries()[n-1]
+	op := fmt.Sprintf("text %d the peer received", n)
+	if d.Authorization != "Bearer "+world.PeerSendToken {
+		return fail(op, "Authorization "+d.Authorization, "Bearer and the send token")
+	}
+	if d.Problem != "" {
+		return fail(op, d.Problem+": "+string(d.Body), "a text within spec/peer.md")
+	}
+	want := canonJSON(strings.TrimSpace(doc.Content))
+	if !s.match(want, canonJSON(string(d.Body))) {
+		return fail(op, string(d.Body), s.substitute(want))
+	}
+	for alias, id := range s.bound {
+		if a, ok := strings.CutPrefix(alias, "thread "); ok && id == d.Text.Thread {
+			if _, known := s.pairs[a]; !known {
+				s.pairs[a] = threadPair{role: d.Text.From, peerRole: d.Text.To}
+			}
+		}
+	}
+	return nil
+}
+
+// peerHoldsNext makes the peer's answer to the next text wait until released.
+func (s *threadsSteps) peerHoldsNext() error {
+	h := s.world.NewHold()
+	s.holds = append(s.holds, h)
+	if err := s.world.Peer().Script(world.PeerAnswer{Hold: h}); err != nil {
+		return harnessErr("script the peer: %v", err)
+	}
+	return nil
+}
+
+// peerHoldsEvery makes the peer's answer to every later text wait until released.
+func (s *threadsSteps) peerHoldsEvery() error {
+	h := s.world.NewHold()
+	s.holds = append(s.holds, h)
+	s.world.Peer().Always(&world.PeerAnswer{Hold: h})
+	return nil
+}
+
+// peerReleases releases every held answer of the peer.
+func (s *threadsSteps) peerReleases() error {
+	s.world.Peer().Always(nil)
+	for _, h := range s.holds {
+		h.Release()
+	}
+	return nil
+}
+
+// peerRejects scripts the peer to answer the next N texts with the status and reason.
+func (s *threadsSteps) peerRejects(n, status int, reason string) error {
+	if err := s.world.Peer().Script(world.PeerAnswer{Status: status, Reason: reason, Times: n}); err != nil {
+		return harnessErr("script the peer: %v", err)
+	}
+	return nil
+}
+
+// peerWellFormed expects every request at the peer to be within spec/peer.md, and each message id
+// to carry one text only (the same thread, roles and text on every try).
+func (s *threadsSteps) peerWellFormed() error {
+	seen := map[string]world.PeerText{}
+	for i, d := range s.world.Peer().Deliveries() {
+		if d.Problem != "" {
+			return fail(fmt.Sprintf("text %d the peer received", i+1), d.Problem+": "+string(d.Body), "a text within spec/peer.md with the send token")
+		}
+		if old, ok := seen[d.Text.Message]; ok && old != d.Text {
+			return fail(fmt.Sprintf("text %d the peer received", i+1), fmt.Sprintf("message %s again with %+v", d.Text.Message, d.Text),
+				fmt.Sprintf("one text per message id: %+v", old))
+		}
+		seen[d.Text.Message] = d.Text
+	}
+	return nil
+}
+
+// thread is the id of a thread alias.
+func (s *threadsSteps) thread(alias string) (string, error) {
+	s.ready()
+	id, ok := s.bound["thread "+alias]
+	if !ok {
+		return "", harnessErr("thread %q is not known yet", alias)
+	}
+	return id, nil
+}
+
+func byThread(id string) string {
+	return "/agent-conversations?connection=" + world.PeerConnection + "&thread=" + url.QueryEscape(id)
+}
+
+// seesAgentConversation reads the thread's agent conversation as who until it equals the body.
+func (s *threadsSteps) seesAgentConversation(who, alias string, doc *godog.DocString) error {
+	id, err := s.thread(alias)
+	if err != nil {
+		return err
+	}
+	want := canonJSON(strings.TrimSpace(doc.Content))
+	if !strings.HasPrefix(want, "{") {
+		return harnessErr("the expected agent conversation is not JSON: %s", doc.Content)
+	}
+	var last *response
+	ok, err := s.poll(func() (bool, error) {
+		r, err := s.quietly(who, byThread(id))
+		if err != nil {
+			return false, err
+		}
+		last = r
+		return r.status == http.StatusOK && s.match(want, canonJSON(string(r.body))), nil
+	})
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fail(last.op, fmt.Sprintf("%d %s", last.status, last.body), "200 "+s.substitute(want))
+	}
+	return nil
+}
+
+// acID is the id of the thread's agent conversation, read as its role when not yet known.
+func (s *threadsSteps) acID(alias string) (string, error) {
+	if id, ok := s.bound["ac "+alias]; ok {
+		return id, nil
+	}
+	th, err := s.thread(alias)
+	if err != nil {
+		return "", err
+	}
+	p := s.pairs[alias]
+	var last *response
+	ok, err := s.poll(func() (bool, error) {
+		r, err := s.quietly("role:"+p.role, byThread(th))
+		if err != nil {
+			return false, err
+		}
+		last = r
+		return r.status == http.StatusOK, nil
+	})
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", fail(last.op, fmt.Sprintf("%d %s", last.status, clip(string(last.body), 200)), "200: the role reads its own agent conversation")
+	}
+	var got struct {
+		ID string `json:"id"`
+	}
+	if err := last.json(&got); err != nil || got.ID == "" {
+		return "", fail(last.op, string(last.body), "the agent conversation's id")
+	}
+	s.bound["ac "+alias] = got.ID
+	return got.ID, nil
+}
+
+// agentConversation reads the thread's agent conversation as its role.
+func (s *threadsSteps) agentConversation(alias string) (*agentConv, error) {
+	if _, err := s.acID(alias); err != nil {
+		return nil, err
+	}
+	th, _ := s.thread(alias)
+	r, err := s.quietly("role:"+s.pairs[alias].role, byThread(th))
+	if err != nil {
+		return nil, err
+	}
+	if r.status != http.StatusOK {
+		return nil, fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "200")
+	}
+	var ac agentConv
+	if err := r.json(&ac); err != nil {
+		return nil, err
+	}
+	return &ac, nil
+}
+
+// agentConv is the part of an agent conversation the steps judge.
+type agentConv struct {
+	Root struct {
+		Kind string `json:"kind"`
+	} `json:"root"`
+	Texts []struct {
+		Dir     string `json:"dir"`
+		Message string `json:"message"`
+		Text    string `json:"text"`
+		State   string `json:"state"`
+		Reason  string `json:"reason"`
+	} `json:"texts"`
+	Turns []struct {
+		Turn   int      `json:"turn"`
+		Status string   `json:"status"`
+		Texts  []string `json:"texts"`
+	} `json:"turns"`
+}
+
+// canRead reads the agent conversation by id and by thread as who.
+func (s *threadsSteps) canRead(who, can, alias string) error {
+	id, err := s.acID(alias)
+	if err != nil {
+		return err
+	}
+	th, _ := s.thread(alias)
+	missing := map[string]string{
+		"/agent-conversations/" + url.PathEscape(id): "/agent-conversations/no-such-agent-conversation",
+		byThread(th): byThread(randomID("t_", 18)),
+	}
+	for path, free := range missing {
+		r, err := s.call(who, http.MethodGet, path, nil, nil)
+		if err != nil {
+			return err
+		}
+		if can == "can" {
+			if r.status != http.StatusOK {
+				return fail(r.op+" as "+who, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "200: "+who+" reads it")
+			}
+			var got struct {
+				ID string `json:"id"`
+			}
+			if err := r.json(&got); err != nil || got.ID != id {
+				return fail(r.op, string(r.body), "agent conversation "+id)
+			}
+			continue
+		}
+		s.probe(who, http.MethodGet, free, nil)
+		if err := s.answerUniform404(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nothingStored expects no agent conversation on the thread, as the owner reads it.
+func (s *threadsSteps) nothingStored(alias string) error {
+	s.ready()
+	id, ok := s.bound["thread "+alias]
+	if !ok {
+		id = alias
+	}
+	s.probe("olga", http.MethodGet, byThread(randomID("t_", 18)), nil)
+	if _, err := s.call("olga", http.MethodGet, byThread(id), nil, nil); err != nil {
+		return err
+	}
+	return s.answerUniform404()
+}
+
+// seesGone reads the agent conversation as who and expects root kind gone.
+func (s *threadsSteps) seesGone(who, alias string) error {
+	th, err := s.thread(alias)
+	if err != nil {
+		return err
+	}
+	var last *response
+	ok, err := s.poll(func() (bool, error) {
+		r, err := s.quietly(who, byThread(th))
+		if err != nil {
+			return false, err
+		}
+		last = r
+		var ac agentConv
+		return r.status == http.StatusOK && json.Unmarshal(r.body, &ac) == nil && ac.Root.Kind == "gone", nil
+	})
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fail(last.op+" as "+who, fmt.Sprintf("%d %s", last.status, clip(string(last.body), 300)), `200 with root {"kind": "gone"}`)
+	}
+	return nil
+}
+
+// stops stops the agent of the thread's conversation as who.
+func (s *threadsSteps) stops(who, alias string) error {
+	id, err := s.acID(alias)
+	if err != nil {
+		return err
+	}
+	s.probe(who, http.MethodPost, "/agent-conversations/no-such-agent-conversation/stop", nil)
+	_, err = s.call(who, http.MethodPost, "/agent-conversations/"+url.PathEscape(id)+"/stop", nil, nil)
+	return err
+}
+
+// turnIs waits until turn N of the thread's agent conversation has the status.
+func (s *threadsSteps) turnIs(n int, alias, status string) error {
+	var seen string
+	ok, err := s.poll(func() (bool, error) {
+		ac, err := s.agentConversation(alias)
+		if err != nil {
+			return false, err
+		}
+		seen = fmt.Sprintf("%+v", ac.Turns)
+		return len(ac.Turns) >= n && ac.Turns[n-1].Turn == n && ac.Turns[n-1].Status == status, nil
+	})
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fail(fmt.Sprintf("the turns of thread %s", alias), seen, fmt.Sprintf("turn %d %s", n, status))
+	}
+	return nil
+}
+
+// stillTurns waits, then expects exactly N turns.
+func (s *threadsSteps) stillTurns(secs int, alias string, n int) error {
+	if err := s.sleep(secs); err != nil {
+		return err
+	}
+	ac, err := s.agentConversation(alias)
+	if err != nil {
+		return err
+	}
+	if len(ac.Turns) != n {
+		return fail(fmt.Sprintf("the turns of thread %s", alias), fmt.Sprintf("%+v", ac.Turns), fmt.Sprintf("exactly %d", n))
+	}
+	return nil
+}
+
+// textIs waits until the text of the thread's agent conversation has the state and reason.
+func (s *threadsSteps) textIs(txt, alias, state, reason string) error {
+	txt = unescape(txt)
+	var seen string
+	ok, err := s.poll(func() (bool, error) {
+		ac, err := s.agentConversation(alias)
+		if err != nil {
+			return false, err
+		}
+		seen = fmt.Sprintf("%+v", ac.Texts)
+		for _, t := range ac.Texts {
+			if t.Text == txt && t.State == state && t.Reason == reason {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return err
+	}
+	if !ok {
+		want := state
+		if reason != "" {
+			want += " with reason " + reason
+		}
+		return fail(fmt.Sprintf("the texts of thread %s", alias), seen, fmt.Sprintf("%q %s", txt, want))
+	}
+	return nil
+}
+
+// takenOnce waits until a turn that took the text completed and expects no other took it.
+func (s *threadsSteps) takenOnce(txt, alias string) error {
+	msg, ok := s.bound["message "+unescape(txt)]
+	if !ok {
+		return harnessErr("the peer did not send %q", txt)
+	}
+	var seen string
+	var count int
+	done, err := s.poll(func() (bool, error) {
+		ac, err := s.agentConversation(alias)
+		if err != nil {
+			return false, err
+		}
+		seen, count = fmt.Sprintf("%+v", ac.Turns), 0
+		completed := false
+		for _, t := range ac.Turns {
+			for _, m := range t.Texts {
+				if m == msg {
+					count++
+					completed = completed || t.Status == "completed"
+				}
+			}
+		}
+		return completed, nil
+	})
+	if err != nil {
+		return err
+	}
+	if !done || count != 1 {
+		return fail(fmt.Sprintf("the turns of thread %s", alias), seen, fmt.Sprintf("exactly one turn that took %s, completed", msg))
+	}
+	return nil
+}
+
+// connectionOp pauses, unpauses, revokes or reads the connection as who.
+func (s *threadsSteps) connectionOp(who, op string) error {
+	method, tail := http.MethodPost, "/"+strings.TrimSuffix(op, "s")
+	if op == "reads" {
+		method, tail = http.MethodGet, ""
+	}
+	s.probe(who, method, "/connections/no-such-connection"+tail, nil)
+	if method == http.MethodGet {
+		_, err := s.call(who, method, "/connections/"+world.PeerConnection+tail, nil, nil)
+		return err
+	}
+	// The contract's schema of these routes' 409 is the generic conflict, not spec/peer.md's
+	// {"reason": "revoked"}: their answers are judged by the steps alone.
+	_, err := s.send(who, method, "/connections/"+world.PeerConnection+tail, nil, reqOpts{unrouted: true})
+	return err
+}
+
+// roleDoor sends through the role's own door with its role token, in the run on the task when
+// one is named.
+func (s *threadsSteps) roleDoor(role, txt, to, task string) error {
+	body := map[string]string{"to": to, "text": unescape(txt)}
+	if task != "" {
+		s.ready()
+		id, ok := s.bound["run "+task]
+		if !ok {
+			return harnessErr("no run was started on task %q", task)
+		}
+		body["run"] = id
+	}
+	// The contract's schema of this route's 409 names the wire's reasons only, not no-topic: its
+	// answer is judged by the steps alone.
+	_, err := s.send("role:"+role, http.MethodPost, "/roles/"+role+"/send", body, reqOpts{unrouted: true})
+	return err
+}
+
+// runIs waits until the run on the task, as who reads it, has the status.
+func (s *threadsSteps) runIs(who, task, status string) error {
+	s.ready()
+	id, ok := s.bound["run "+task]
+	if !ok {
+		return harnessErr("no run was started on task %q", task)
+	}
+	var last *response
+	done, err := s.poll(func() (bool, error) {
+		r, err := s.quietly(who, "/threads/runs/"+url.PathEscape(id))
+		if err != nil {
+			return false, err
+		}
+		last = r
+		var got struct {
+			Status string `json:"status"`
+		}
+		return r.status == http.StatusOK && json.Unmarshal(r.body, &got) == nil && got.Status == status, nil
+	})
+	if err != nil {
+		return err
+	}
+	if !done {
+		return fail(last.op+" as "+who, fmt.Sprintf("%d %s", last.status, clip(string(last.body), 200)), "200 with status "+status)
+	}
+	return nil
+}
+
+// answerExactly expects the last answer to be the status and the body (placeholders bind).
+func (s *threadsSteps) answerExactly(status int, body string) error {
+	r, err := s.lastAnswer()
+	if err != nil {
+		return err
+	}
+	want := fmt.Sprintf("%d %s", status, canonJSON(body))
+	if !s.match(want, fmt.Sprintf("%d %s", r.status, canonJSON(string(r.body)))) {
+		return fail(r.op, fmt.Sprintf("%d %s", r.status, r.body), s.substitute(want))
+	}
+	return nil
+}
+
+// placeholderThreadsRE finds the placeholders of a template: {thread A}, {message <text>},
+// {ac A}, {conv <who> <role>}, {task T}, {run T} and {any}.
+var placeholderThreadsRE = regexp.MustCompile(`\{(thread|message|ac|conv|task|run|any)(?: ([^{}"]+))?\}`)
+
+// substitute writes the template with every known placeholder replaced by its value.
+func (s *threadsSteps) substitute(t string) string {
+	return placeholderThreadsRE.ReplaceAllStringFunc(t, func(m string) string {
+		sub := placeholderThreadsRE.FindStringSubmatch(m)
+		if v, ok := s.bound[sub[1]+" "+sub[2]]; ok {
+			return v
+		}
+		return m
+	})
+}
+
+// match reports whether got is the template want with each placeholder standing for one value:
+// a known one for its value, an unknown one for any id of its kind, the same everywhere it
+// appears; on a match the unknown ones are remembered.
+func (s *threadsSteps) match(want, got string) bool {
+	s.ready()
+	var re strings.Builder
+	re.WriteString(`(?s)^`)
+	var keys []string
+	at := 0
+	for _, loc := range placeholderThreadsRE.FindAllStringSubmatchIndex(want, -1) {
+		re.WriteString(regexp.QuoteMeta(want[at:loc[0]]))
+		at = loc[1]
+		kind := want[loc[2]:loc[3]]
+		key := kind
+		if loc[4] >= 0 {
+			key += " " + want[loc[4]:loc[5]]
+		}
+		if v, ok := s.bound[key]; ok && kind != "any" {
+			re.WriteString(regexp.QuoteMeta(v))
+			continue
+		}
+		switch kind {
+		case "any":
+			re.WriteString(`(?:[^"\n]*)`)
+			continue
+		case "thread":
+			re.WriteString(`([A-Za-z0-9_-]{16,64})`)
+		case "message":
+			re.WriteString(`([A-Za-z0-9_-]{1,64})`)
+		default:
+			re.WriteString(`([^\s"]+?)`)
+		}
+		keys = append(keys, key)
+	}
+	re.WriteString(regexp.QuoteMeta(want[at:]))
+	re.WriteString(`$`)
+	m := regexp.MustCompile(re.String()).FindStringSubmatch(got)
+	if m == nil {
+		return false
+	}
+	found := map[string]string{}
+	for i, k := range keys {
+		if v, ok := found[k]; ok && v != m[i+1] {
+			return false
+		}
+		found[k] = m[i+1]
+	}
+	for k, v := range found {
+		s.bound[k] = v
+	}
+	return true
+}
