@@ -1216,9 +1216,7 @@ func (s *threadsSteps) connectionOp(who, op string) error {
 		_, err := s.call(who, method, "/connections/"+world.PeerConnection+tail, nil, nil)
 		return err
 	}
-	// The contract's schema of these routes' 409 is the generic conflict, not spec/peer.md's
-	// {"reason": "revoked"}: their answers are judged by the steps alone.
-	_, err := s.send(who, method, "/connections/"+world.PeerConnection+tail, nil, reqOpts{unrouted: true})
+	_, err := s.send(who, method, "/connections/"+world.PeerConnection+tail, nil, reqOpts{})
 	return err
 }
 
@@ -1234,9 +1232,7 @@ func (s *threadsSteps) roleDoor(role, txt, to, task string) error {
 		}
 		body["run"] = id
 	}
-	// The contract's schema of this route's 409 names the wire's reasons only, not no-topic: its
-	// answer is judged by the steps alone.
-	_, err := s.send("role:"+role, http.MethodPost, "/roles/"+role+"/send", body, reqOpts{unrouted: true})
+	_, err := s.send("role:"+role, http.MethodPost, "/roles/"+role+"/send", body, reqOpts{})
 	return err
 }
 
