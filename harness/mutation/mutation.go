@@ -39,12 +39,12 @@ var Packages = []string{
 	"reference/conversation/live", "reference/conversation/participants", "reference/conversation/record",
 	"reference/conversation/turn", "reference/conversation/dialogue",
 	"reference/envelope", "reference/budget", "reference/gateway", "reference/model", "reference/run",
-	"reference/stream", "reference/sessions",
+	"reference/stream", "reference/sessions", "reference/threads",
 }
 
 // SecurityPackages are the packages on a security or durability path: an equivalent mutant listed
 // in one of them must name the test that proves it cannot change behaviour.
-var SecurityPackages = []string{"reference/gateway", "reference/envelope", "reference/kernel", "reference/store", "reference/sessions"}
+var SecurityPackages = []string{"reference/gateway", "reference/envelope", "reference/kernel", "reference/store", "reference/sessions", "reference/threads"}
 
 // Operator names a kind of mutation.
 type Operator string
