@@ -172,3 +172,32 @@ Feature: The wire between two boxes
       """
       {"v": 1, "thread": "{thread A}", "message": "{message second}", "from": "planner", "to": "analyst", "text": "second"}
       """
+
+  @profile:threads @req:ADR0035-W-06 @configures
+  Scenario: With as many texts of the connection waiting for a turn as its bound, the next is 429 busy, stores nothing, and is taken when sent again later
+    Given the connection "lab" holds at most 2 waiting texts
+    And the model replies "Working on one." to "one" after a release
+    And the model replies "Took two and three." to "three"
+    And the model replies "Four, at last." to "four"
+    When the peer sends "one" from "analyst" to "planner" on thread "K"
+    Then the answer is 200 ack
+    And turn 1 of thread "K" is running
+    When the peer sends "two" from "analyst" to "planner" on thread "K"
+    Then the answer is 200 ack
+    When the peer sends "three" from "analyst" to "planner" on thread "K"
+    Then the answer is 200 ack
+    When the peer sends "four" from "analyst" to "planner" on thread "Q"
+    Then the answer is 429 "busy"
+    When the model is released
+    Then turn 2 of thread "K" is completed
+    When the peer sends the same text again
+    Then the answer is 200 ack
+    And turn 1 of thread "Q" is completed
+    And "dana" sees the agent conversation of thread "Q" as:
+      """
+      {"id": "{ac Q}", "connection": "lab", "thread": "{thread Q}", "role": "planner", "peerRole": "analyst",
+       "startedBy": "peer", "root": {"kind": "agent", "id": "{ac Q}"}, "state": "open",
+       "texts": [{"dir": "in", "message": "{message four}", "text": "four", "state": "received"}],
+       "turns": [{"turn": 1, "status": "completed", "texts": ["{message four}"], "output": "Four, at last."}]}
+      """
+    And after 3 seconds thread "K" still has 2 turns
