@@ -343,3 +343,66 @@ func TestARolesOwnDoorSendsOnlyInARunningRunOfTheRole(t *testing.T) {
 		t.Fatalf("sent in the run's root: %+v %v", ac, err)
 	}
 }
+
+// TestDeletingARootFreesThePlacesOfItsWaitingTexts: the texts a deleted root's agent
+// conversations still waited to send fail, and no longer count against the connection's bound,
+// which stays what it was.
+func TestDeletingARootFreesThePlacesOfItsWaitingTexts(t *testing.T) {
+	ctx := context.Background()
+	peer := &fakePeer{answer: func(int) (int, string) { return 503, "" }}
+	srv := httptest.NewServer(peer)
+	defer srv.Close()
+	fm := &slowModel{}
+	fm.rule = func(m []model.Message) model.Response {
+		return model.Response{Content: "x", FinishReason: model.FinishStop}
+	}
+	b := openBox(t, t.TempDir(), threads.Config{Roles: []threads.Role{{Name: "scout"}},
+		Connections: []threads.Connection{{ID: "hq", URL: srv.URL, Send: "s", Accept: "a", Owner: olga, Queue: 2}}, Provider: fm})
+	defer b.close()
+	tk, err := b.svc.CreateTask(ctx, olga, "Move the lab", nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := threads.SendError{Error: "queue-full"}
+	send := func(root threads.Root, mid string) any {
+		t.Helper()
+		a, err := b.svc.Send(ctx, "scout", root, json.RawMessage(`{"to":"hq/planner","text":"x"}`), mid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	doomed, other := threads.Root{Kind: "task", ID: tk.ID}, threads.Root{Kind: "task", ID: "tk_other"}
+	for _, mid := range []string{"m1", "m2"} {
+		if a := send(doomed, mid); a == full {
+			t.Fatalf("%s: %+v", mid, a)
+		}
+	}
+	if a := send(other, "m3"); a != full {
+		t.Fatalf("m3, past the bound: %+v", a)
+	}
+	if err := b.svc.DeleteTask(ctx, olga, tk.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, mid := range []string{"m4", "m5"} {
+		if a := send(other, mid); a == full {
+			t.Fatalf("%s, after the root's texts failed: %+v", mid, a)
+		}
+	}
+	if a := send(other, "m6"); a != full {
+		t.Fatalf("m6, past the bound again: %+v", a)
+	}
+}
+
+// TestFindingAThreadNobodyHoldsIsNotFound: a thread the connection never carried is ErrNotFound
+// for everyone, its owner included.
+func TestFindingAThreadNobodyHoldsIsNotFound(t *testing.T) {
+	b := openBox(t, t.TempDir(), threads.Config{Roles: []threads.Role{{Name: "scout"}},
+		Connections: []threads.Connection{{ID: "hq", URL: "http://127.0.0.1:1", Send: "s", Accept: "a", Owner: olga}}, Provider: &fakeModel{}})
+	defer b.close()
+	for _, who := range []loomtype.Identity{olga, {Actor: "role:scout"}, {Actor: "mallory"}} {
+		if _, err := b.svc.Find(context.Background(), who, "hq", "t_nobodyholdsthisthread"); !errors.Is(err, threads.ErrNotFound) {
+			t.Fatalf("%v: %v", who, err)
+		}
+	}
+}
