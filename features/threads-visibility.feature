@@ -74,3 +74,38 @@ Feature: Who reads an agent conversation
     And "olga" can read the agent conversation of thread "A"
     And "alice" cannot read the agent conversation of thread "A"
     And "dana" cannot read the agent conversation of thread "A"
+
+  @profile:threads @req:ADR0035-V-03
+  Scenario: A role's agent history with a peer role lists every agent conversation between them, a closed one too, and only the role reads it
+    Given the model answers "Ask the analyst" by sending {"to": "lab/analyst", "text": "Any news?"}, then says "Asked."
+    And the model replies "Noted." to "Hello planner"
+    And the model replies "Critique noted." to "A critique"
+    When "alice" says "Ask the analyst" to "planner"
+    Then the peer has received 1 text
+    And received text 1 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message news}", "from": "planner", "to": "analyst", "text": "Any news?"}
+      """
+    When the peer sends "Hello planner" from "analyst" to "planner" on thread "B"
+    Then the answer is 200 ack
+    And turn 1 of thread "B" is completed
+    When the peer sends "A critique" from "critic" to "planner" on thread "C"
+    Then the answer is 200 ack
+    And turn 1 of thread "C" is completed
+    When "alice" deletes her conversation with "planner"
+    Then the answer is 204
+    And "olga" sees thread "A" rooted "gone"
+    When "role:planner" reads the agent history of "planner" with "lab/analyst"
+    Then the agent history holds the agent conversations of threads "A", "B"
+    When "role:planner" reads the agent history of "planner" with "lab/critic"
+    Then the agent history holds the agent conversations of thread "C"
+    When "role:scout" reads the agent history of "scout" with "lab/analyst"
+    Then the agent history holds the agent conversations of no thread
+    When "role:scout" reads the agent history of "planner" with "lab/analyst"
+    Then the answer is the uniform 404
+    When "olga" reads the agent history of "planner" with "lab/analyst"
+    Then the answer is the uniform 404
+    When "role:planner" reads the agent history of "planner" with "elsewhere/analyst"
+    Then the answer is the uniform 404
+    When "role:planner" reads the agent history of "planner" with "lab"
+    Then the answer is exactly 400 {"error": "bad request", "detail": "peer"}

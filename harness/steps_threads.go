@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"sort"
 	"strings"
 	"time"
 
@@ -86,6 +87,8 @@ func (s *threadsSteps) steps() []stepDef {
 		{`^the peer answers the next (\d+) texts? with (\d+) "([a-z-]+)"$`, s.peerRejects, "scripts the peer to answer the next N texts with the status and reason"},
 		{`^the peer found every text well-formed$`, s.peerWellFormed, "expects every request the peer received to carry the send token and a body within spec/peer.md"},
 
+		{`^` + who + ` reads the agent history of "([a-z0-9-]+)" with "([^"]*)"$`, s.readsHistory, "reads the role's agent history with the peer role (connection/role) as who"},
+		{`^the agent history holds the agent conversations of (no thread|threads? .+)$`, s.historyHolds, "expects the last answer to be 200 with every agent conversation of the threads (quoted aliases), sorted by thread id, each exactly as the role reads it alone"},
 		{`^` + who + ` sees the agent conversation of thread "([^"]+)" as:$`, s.seesAgentConversation, "reads the agent conversation of the thread as who until it equals the body (placeholders substituted)"},
 		{`^` + who + ` (can|cannot) read the agent conversation of thread "([^"]+)"$`, s.canRead, "reads the agent conversation by id and by thread as who: 200, or the uniform 404 a missing one gets"},
 		{`^nothing is stored on thread "([^"]+)"$`, s.nothingStored, "expects no agent conversation on the thread (an alias, or an id as written): the owner gets the 404 of a thread never used"},
@@ -942,6 +945,65 @@ func (s *threadsSteps) seesAgentConversation(who, alias string, doc *godog.DocSt
 	}
 	if !ok {
 		return fail(last.op, fmt.Sprintf("%d %s", last.status, last.body), "200 "+s.substitute(want))
+	}
+	return nil
+}
+
+// readsHistory reads the role's agent history with peer as who (the uniform 404's probe asks
+// the same of a role nothing holds).
+func (s *threadsSteps) readsHistory(who, role, peer string) error {
+	q := "/agent-history?peer=" + url.QueryEscape(peer)
+	s.ready()
+	s.bound["history role"], s.bound["history peer"] = role, peer
+	s.probe(who, http.MethodGet, "/roles/no-such-role"+q, nil)
+	_, err := s.call(who, http.MethodGet, "/roles/"+role+q, nil, nil)
+	return err
+}
+
+// historyAliasRE finds the quoted thread aliases of a list.
+var historyAliasRE = regexp.MustCompile(`"([^"]+)"`)
+
+// historyHolds checks the last answer, an agent history, against the threads named: the
+// conversations of exactly those threads, sorted by the thread ids the kit chose or saw, each
+// equal to what its role reads of it alone.
+func (s *threadsSteps) historyHolds(list string) error {
+	r, err := s.lastAnswer()
+	if err != nil {
+		return err
+	}
+	var got struct {
+		Role          string            `json:"role"`
+		Peer          string            `json:"peer"`
+		Conversations []json.RawMessage `json:"conversations"`
+	}
+	role, peer := s.bound["history role"], s.bound["history peer"]
+	if r.status != http.StatusOK || json.Unmarshal(r.body, &got) != nil || got.Conversations == nil || got.Role != role || got.Peer != peer {
+		return fail(r.op, fmt.Sprintf("%d %s", r.status, r.body), fmt.Sprintf("200 {role: %q, peer: %q, conversations}", role, peer))
+	}
+	type entry struct{ thread, alias string }
+	var want []entry
+	for _, m := range historyAliasRE.FindAllStringSubmatch(list, -1) {
+		th, err := s.thread(m[1])
+		if err != nil {
+			return err
+		}
+		want = append(want, entry{th, m[1]})
+	}
+	sort.Slice(want, func(i, j int) bool { return want[i].thread < want[j].thread })
+	if len(got.Conversations) != len(want) {
+		return fail(r.op, fmt.Sprintf("%d conversations: %s", len(got.Conversations), r.body), fmt.Sprintf("%d", len(want)))
+	}
+	for i, e := range want {
+		one, err := s.quietly("role:"+role, byThread(e.thread))
+		if err != nil {
+			return err
+		}
+		if one.status != http.StatusOK {
+			return fail(one.op, fmt.Sprintf("%d %s", one.status, one.body), "200")
+		}
+		if a, b := canonJSON(string(got.Conversations[i])), canonJSON(string(one.body)); a != b {
+			return fail(r.op, fmt.Sprintf("conversation %d: %s", i+1, a), fmt.Sprintf("thread %q as its role reads it: %s", e.alias, b))
+		}
 	}
 	return nil
 }

@@ -22,6 +22,7 @@ func (g *Gateway) threadRoutes() {
 	g.mux.HandleFunc("DELETE /roles/{role}/conversation", g.authed(g.deleteRoleConversation))
 	g.mux.HandleFunc("POST /roles/{role}/conversation/messages", g.authed(g.converse))
 	g.mux.HandleFunc("POST /roles/{role}/send", g.authed(g.roleSend))
+	g.mux.HandleFunc("GET /roles/{role}/agent-history", g.authed(g.agentHistory))
 	g.mux.HandleFunc("POST /tasks", g.authed(g.createTask))
 	g.mux.HandleFunc("GET /tasks/{id}", g.authed(g.readTask))
 	g.mux.HandleFunc("POST /tasks/{id}/members", g.authed(g.taskMembers))
@@ -319,6 +320,17 @@ func (g *Gateway) findAgentConversation(w http.ResponseWriter, r *http.Request, 
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
+}
+
+// agentHistory answers a role's agent history with the peer role its query names
+// (spec/peer.md, Reading): every agent conversation between them, by thread id.
+func (g *Gateway) agentHistory(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
+	vs, err := g.cfg.Threads.History(r.Context(), who, r.PathValue("role"), r.URL.Query().Get("peer"))
+	if err != nil {
+		g.threadsFail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"role": r.PathValue("role"), "peer": r.URL.Query().Get("peer"), "conversations": vs})
 }
 
 func (g *Gateway) readAgentConversation(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {

@@ -3,6 +3,8 @@ package threads
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
@@ -381,5 +383,38 @@ func (s *Service) List(ctx context.Context, who loomtype.Identity) ([]View, erro
 			out = append(out, recs[i].view())
 		}
 	}
+	return out, nil
+}
+
+// History is a role's agent history with one peer role: every agent conversation between
+// role and peer ("connection/role") on that connection, open or closed and whatever its root
+// (gone included), by thread id. Only the role itself reads it, with its role token.
+//
+// Errors: ErrNotFound for anyone but the role's own token (and for a connection the box does not
+// have), a *loomtype.BadRequestError naming peer when it is not connection/role, store errors.
+//
+//	vs, err := svc.History(ctx, loomtype.Identity{Actor: "role:planner"}, "planner", "lab/analyst")
+func (s *Service) History(ctx context.Context, who loomtype.Identity, role, peer string) ([]View, error) {
+	if r, ok := isRoleToken(who); !ok || r != role || s.roles[role].Name == "" {
+		return nil, ErrNotFound
+	}
+	cid, peerRole, ok := strings.Cut(peer, "/")
+	if !ok || !ValidName(cid) || !ValidName(peerRole) {
+		return nil, &loomtype.BadRequestError{Field: "peer"}
+	}
+	if s.conns[cid] == nil {
+		return nil, ErrNotFound
+	}
+	recs, err := all[acRec](ctx, s.st, keyAC)
+	if err != nil {
+		return nil, err
+	}
+	out := []View{}
+	for i := range recs {
+		if r := &recs[i]; r.Conn == cid && r.Role == role && r.PeerRole == peerRole {
+			out = append(out, r.view())
+		}
+	}
+	slices.SortFunc(out, func(a, b View) int { return strings.Compare(a.Thread, b.Thread) })
 	return out, nil
 }
