@@ -201,3 +201,21 @@ Feature: The wire between two boxes
        "turns": [{"turn": 1, "status": "completed", "texts": ["{message four}"], "output": "Four, at last."}]}
       """
     And after 3 seconds thread "K" still has 2 turns
+
+  @profile:threads @req:ADR0035-W-06
+  Scenario: The default bound: 64 texts of the connection wait for a turn, and the 65th is 429 busy
+    Given the model replies "Working on one." to "one" after a release
+    And the model replies "Took all 64." to "text 64"
+    And the model replies "Now the last." to "the last"
+    When the peer sends "one" from "analyst" to "planner" on thread "K"
+    Then the answer is 200 ack
+    And turn 1 of thread "K" is running
+    When the peer sends 64 texts from "analyst" to "planner" on thread "K", each acknowledged
+    And the peer sends "the last" from "analyst" to "planner" on thread "Q"
+    Then the answer is 429 "busy"
+    When the model is released
+    Then turn 2 of thread "K" is completed
+    When the peer sends the same text again
+    Then the answer is 200 ack
+    And turn 1 of thread "Q" is completed
+    And after 3 seconds thread "K" still has 2 turns

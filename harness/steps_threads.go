@@ -48,6 +48,7 @@ func (s *threadsSteps) steps() []stepDef {
 		{`^the connection "lab" holds at most (\d+) waiting texts$`, s.queueBound, "configures the bound of the texts waiting to be sent on the connection"},
 		{`^the peer sends ` + text + ` from "([a-z0-9-]+)" to "([a-z0-9-]+)" on thread "([^"]+)"$`, s.peerSends, "sends a text as the peer on the thread named by its alias (a new random thread id for a new alias)"},
 		{`^the peer answers ` + text + ` on thread "([^"]+)"$`, s.peerAnswers, "sends a text as the peer on a thread the box opened, from the peer's role of it to the box's"},
+		{`^the peer sends (\d+) texts from "([a-z0-9-]+)" to "([a-z0-9-]+)" on thread "([^"]+)", each acknowledged$`, s.peerSendsMany, "sends N texts, \"text 1\" to \"text N\", as the peer on the thread and expects a 200 ack for each"},
 		{`^the peer sends the same text again$`, s.peerSendsAgain, "sends the kit's last text again, the same message id and all"},
 		{`^the peer posts (\{.*\})$`, s.peerPosts, "posts the body to the box's texts as the peer, with the accept token"},
 		{`^the peer posts a text on thread "([^"]+)" with (no token|the token "[^"]*"|the send token)$`, s.peerPostsWithToken, "posts a well-formed text with no token or the named one"},
@@ -242,6 +243,20 @@ func (s *threadsSteps) peerSends(txt, from, to, alias string) error {
 	s.sent = &t
 	_, err := s.postText(t, nil, "Bearer "+world.PeerAcceptToken)
 	return err
+}
+
+// peerSendsMany sends n texts as the peer on the thread, "text 1" to "text n", and expects each
+// to be acknowledged (the first answer that is not ends the step).
+func (s *threadsSteps) peerSendsMany(n int, from, to, alias string) error {
+	for i := 1; i <= n; i++ {
+		if err := s.peerSends(fmt.Sprintf("text %d", i), from, to, alias); err != nil {
+			return err
+		}
+		if err := s.answerAck(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // peerAnswers sends a text as the peer on a thread the box opened.
