@@ -406,3 +406,56 @@ func TestFindingAThreadNobodyHoldsIsNotFound(t *testing.T) {
 		}
 	}
 }
+
+// TestATextDeliveredWhileAPauseFailedItCountsAsSentAndIsNotToldAsFailed: a pause fails the text
+// on its way; when the peer then acknowledges it, it is recorded sent and the next turn is not
+// told that it failed.
+func TestATextDeliveredWhileAPauseFailedItCountsAsSentAndIsNotToldAsFailed(t *testing.T) {
+	ctx := context.Background()
+	release := make(chan struct{})
+	arrived := make(chan struct{}, 1)
+	peer := &fakePeer{answer: func(int) (int, string) {
+		arrived <- struct{}{}
+		<-release
+		return 200, ""
+	}}
+	srv := httptest.NewServer(peer)
+	defer srv.Close()
+	fm := &fakeModel{rule: func(m []model.Message) model.Response {
+		return model.Response{Content: "ok", FinishReason: model.FinishStop}
+	}}
+	b := openBox(t, t.TempDir(), threads.Config{Roles: []threads.Role{{Name: "scout"}},
+		Connections: []threads.Connection{{ID: "hq", URL: srv.URL, Send: "s", Accept: "a", Owner: olga}}, Provider: fm})
+	defer b.close()
+	a, err := b.svc.Send(ctx, "scout", threads.Root{Kind: "task", ID: "tk_x"}, json.RawMessage(`{"to":"hq/planner","text":"on its way"}`), "m_way")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent, ok := a.(threads.Sent)
+	if !ok {
+		t.Fatalf("send: %+v", a)
+	}
+	<-arrived
+	if _, err := b.svc.Pause(ctx, olga, "hq"); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	role := loomtype.Identity{Actor: "role:scout"}
+	var v threads.View
+	eventually(t, "the text recorded sent", func() bool {
+		v, err = b.svc.Get(ctx, role, sent.AgentConversation)
+		return err == nil && len(v.Texts) == 1 && v.Texts[0].State == "sent"
+	})
+	if _, err := b.svc.Unpause(ctx, olga, "hq"); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(threads.Text{V: 1, Thread: v.Thread, Message: "p1", From: "planner", To: "scout", Text: "got it"})
+	if _, err := b.svc.Receive(ctx, "a", body); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the turn's model call", func() bool { return len(fm.requests()) == 1 })
+	want := msgs("system", "You are scout, in agent conversation "+sent.AgentConversation+" with hq/planner. It answers for a task that is gone.", "user", "got it")
+	if got := fm.requests()[0]; !reflect.DeepEqual(got, want) {
+		t.Fatalf("the turn was sent\n%+v\nwant\n%+v", got, want)
+	}
+}
