@@ -255,17 +255,24 @@ func TestDeletingATaskEndsItsTurnsAndClosesItsAgentConversations(t *testing.T) {
 	}
 }
 
-func TestTheQueuesAreBounded(t *testing.T) {
-	ctx := context.Background()
+// unreachableBox opens a box with role scout and connection hq (bound queue), whose peer answers
+// every text 503, so what is sent stays waiting; its model answers "x" (and blocks on "slow").
+func unreachableBox(t *testing.T, queue int) (*box, *slowModel) {
+	t.Helper()
 	peer := &fakePeer{answer: func(int) (int, string) { return 503, "" }}
 	srv := httptest.NewServer(peer)
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 	fm := &slowModel{}
 	fm.rule = func(m []model.Message) model.Response {
 		return model.Response{Content: "x", FinishReason: model.FinishStop}
 	}
-	b := openBox(t, t.TempDir(), threads.Config{Roles: []threads.Role{{Name: "scout"}},
-		Connections: []threads.Connection{{ID: "hq", URL: srv.URL, Send: "s", Accept: "a", Owner: olga, Queue: 1}}, Provider: fm})
+	return openBox(t, t.TempDir(), threads.Config{Roles: []threads.Role{{Name: "scout"}},
+		Connections: []threads.Connection{{ID: "hq", URL: srv.URL, Send: "s", Accept: "a", Owner: olga, Queue: queue}}, Provider: fm}), fm
+}
+
+func TestTheQueuesAreBounded(t *testing.T) {
+	ctx := context.Background()
+	b, fm := unreachableBox(t, 1)
 	defer b.close()
 	root := threads.Root{Kind: "task", ID: "tk_x"}
 	if a, _ := b.svc.Send(ctx, "scout", root, json.RawMessage(`{"to":"hq/planner","text":"one"}`), "m1"); a == (threads.SendError{Error: "queue-full"}) {
@@ -349,15 +356,7 @@ func TestARolesOwnDoorSendsOnlyInARunningRunOfTheRole(t *testing.T) {
 // which stays what it was.
 func TestDeletingARootFreesThePlacesOfItsWaitingTexts(t *testing.T) {
 	ctx := context.Background()
-	peer := &fakePeer{answer: func(int) (int, string) { return 503, "" }}
-	srv := httptest.NewServer(peer)
-	defer srv.Close()
-	fm := &slowModel{}
-	fm.rule = func(m []model.Message) model.Response {
-		return model.Response{Content: "x", FinishReason: model.FinishStop}
-	}
-	b := openBox(t, t.TempDir(), threads.Config{Roles: []threads.Role{{Name: "scout"}},
-		Connections: []threads.Connection{{ID: "hq", URL: srv.URL, Send: "s", Accept: "a", Owner: olga, Queue: 2}}, Provider: fm})
+	b, _ := unreachableBox(t, 2)
 	defer b.close()
 	tk, err := b.svc.CreateTask(ctx, olga, "Move the lab", nil, "")
 	if err != nil {
