@@ -32,6 +32,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/run"
 	"github.com/loomcheck/loomcheck/reference/sessions"
 	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 	"github.com/loomcheck/loomcheck/reference/threads"
 	"github.com/loomcheck/loomcheck/spec"
 )
@@ -88,7 +89,7 @@ type Options struct {
 // Engine is an open reference engine. Its methods are safe for concurrent use.
 type Engine struct {
 	lock *os.File
-	st   *store.SQLite
+	st   *sqlite.SQLite
 	k    *kernel.Kernel
 	cv   *conversation.Conversations
 	runs *run.Runs
@@ -121,7 +122,7 @@ const dbFile = "loom.db"
 // Open opens the engine on opt.DataDir and recovers every open conversation by replay. A data
 // directory that does not exist is created (a first start); one that exists and holds nothing is
 // refused unless opt.AllowEmpty. The store checks all it holds before anything is served, and after
-// an unclean shutdown its write-ahead log too (store.Open).
+// an unclean shutdown its write-ahead log too (sqlite.Open).
 //
 // Errors: ErrLocked, loomtype.ErrConfig (wrapped) for a bad configuration, ErrDataGone (wrapped),
 // *store.CorruptError (matching ErrCorrupt) for damaged storage, other store errors.
@@ -153,7 +154,7 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 	if err != nil {
 		return fail(err)
 	}
-	st, err := store.Open(ctx, filepath.Join(opt.DataDir, dbFile), store.Options{SyncNormal: opt.SyncNormal, AllowEmpty: opt.AllowEmpty})
+	st, err := sqlite.Open(ctx, filepath.Join(opt.DataDir, dbFile), sqlite.Options{SyncNormal: opt.SyncNormal, AllowEmpty: opt.AllowEmpty})
 	if err != nil {
 		return fail(err)
 	}
@@ -404,7 +405,7 @@ func (e *Engine) Backup(ctx context.Context, dest string) error { return e.st.Ba
 //
 //	err := reference.BackupDir(ctx, "/var/lib/loom", "/backups/loom.db")
 func BackupDir(ctx context.Context, dataDir, dest string) error {
-	return store.BackupFile(ctx, filepath.Join(dataDir, dbFile), dest)
+	return sqlite.BackupFile(ctx, filepath.Join(dataDir, dbFile), dest)
 }
 
 // Restore makes dataDir (which must not exist, or be empty) the data directory of the backup
@@ -423,14 +424,14 @@ func Restore(ctx context.Context, backup, dataDir string) error {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return err
 	}
-	return store.Restore(ctx, backup, filepath.Join(dataDir, dbFile))
+	return sqlite.Restore(ctx, backup, filepath.Join(dataDir, dbFile))
 }
 
 // Crash is Kill: it lets an Engine serve as a harness.Instance.
 func (e *Engine) Crash() { e.Kill() }
 
 // DurableWrites is the number of durable writes the engine's store committed since Open (see
-// store.SQLite.Writes). With CrashAfterWrite it makes the Engine a harness.WriteCrasher.
+// sqlite.SQLite.Writes). With CrashAfterWrite it makes the Engine a harness.WriteCrasher.
 //
 //	n := eng.DurableWrites()
 func (e *Engine) DurableWrites() int64 { return e.st.Writes() }

@@ -26,6 +26,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/model"
 	"github.com/loomcheck/loomcheck/reference/run"
 	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
 
 // The golden journals pin the on-disk shape of the engine's journals: every stream the engine
@@ -586,7 +587,7 @@ func wholeHistory(ctx context.Context, cv *conversation.Conversations, who loomt
 
 // dumpJournal reads every stream the engine wrote for the executions in the store at path.
 func dumpJournal(t *testing.T, ctx context.Context, path string) []goldenExecution {
-	st, err := store.Open(ctx, path, store.Options{})
+	st, err := sqlite.Open(ctx, path, sqlite.Options{})
 	require.NoError(t, err)
 	defer st.Close()
 	kvs, err := st.MetaPrefix(ctx, "exec/")
@@ -802,7 +803,7 @@ func orNull(b json.RawMessage) json.RawMessage {
 // reopened: the end event of its newest generation is dropped and its record says open; what it
 // ended with is returned by id.
 func loadGolden(t *testing.T, ctx context.Context, path string, g goldenFile) map[string]kernel.Info {
-	st, err := store.Open(ctx, path, store.Options{})
+	st, err := sqlite.Open(ctx, path, sqlite.Options{})
 	require.NoError(t, err)
 	defer st.Close()
 	ended := map[string]kernel.Info{}

@@ -18,6 +18,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/sessions"
 	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
 
 var rewriteStreamGolden = flag.Bool("rewrite-stream-golden", false, "write testdata/golden-stream/frames.json from the current code")
@@ -93,7 +94,7 @@ func checkStreamGolden(t *testing.T, conv, path string) {
 	eng.Kill()
 
 	// The rows, as an earlier version wrote them.
-	s, err := store.Open(ctx, filepath.Join(dir, "loom.db"), store.Options{})
+	s, err := sqlite.Open(ctx, filepath.Join(dir, "loom.db"), sqlite.Options{})
 	require.NoError(t, err)
 	require.NoError(t, s.Update(ctx, func(tx store.Tx) error {
 		evs := make([]store.NewEvent, len(g.Frames))
@@ -159,7 +160,7 @@ func writeStreamGolden(t *testing.T, conv string) {
 	sub.Close()
 	eng.Kill() // the turn never ends: the queue keeps its message
 
-	s, err := store.Open(ctx, filepath.Join(dir, "loom.db"), store.Options{})
+	s, err := sqlite.Open(ctx, filepath.Join(dir, "loom.db"), sqlite.Options{})
 	require.NoError(t, err)
 	defer s.Close()
 	rows, err := s.ReadForward(ctx, "frames/"+id, 0, 0, 100)

@@ -70,7 +70,7 @@ func LoadEquivalent(path string) ([]EquivalentEntry, error) {
 
 // InSecurityPath reports whether a file belongs to one of [SecurityPackages].
 //
-//	mutation.InSecurityPath("reference/store/sqlite.go") // true
+//	mutation.InSecurityPath("reference/store/sqlite/sqlite.go") // true
 func InSecurityPath(file string) bool {
 	return slices.ContainsFunc(SecurityPackages, func(p string) bool {
 		return len(file) > len(p) && file[:len(p)] == p && file[len(p)] == '/'

@@ -35,7 +35,7 @@ import (
 // Packages are the reference packages mutated by default, as directories relative to the module
 // root.
 var Packages = []string{
-	"reference/store", "reference/kernel", "reference/agent", "reference/conversation",
+	"reference/store/sqlite", "reference/kernel", "reference/agent", "reference/conversation",
 	"reference/conversation/live", "reference/conversation/participants", "reference/conversation/record",
 	"reference/conversation/turn", "reference/conversation/dialogue",
 	"reference/envelope", "reference/budget", "reference/gateway", "reference/model", "reference/run",
@@ -44,7 +44,7 @@ var Packages = []string{
 
 // SecurityPackages are the packages on a security or durability path: an equivalent mutant listed
 // in one of them must name the test that proves it cannot change behaviour.
-var SecurityPackages = []string{"reference/gateway", "reference/envelope", "reference/kernel", "reference/store", "reference/sessions", "reference/threads"}
+var SecurityPackages = []string{"reference/gateway", "reference/envelope", "reference/kernel", "reference/store", "reference/store/sqlite", "reference/sessions", "reference/threads"}
 
 // Operator names a kind of mutation.
 type Operator string
@@ -107,7 +107,7 @@ type Mutant struct {
 
 // String renders a mutant for people: "file:line func: original → mutated (operator)".
 //
-//	fmt.Println(m) // reference/store/sqlite.go:180 clampLimit: limit > MaxRead → limit >= MaxRead (conditionals-boundary)
+//	fmt.Println(m) // reference/store/sqlite/sqlite.go:180 clampLimit: limit > MaxRead → limit >= MaxRead (conditionals-boundary)
 func (m Mutant) String() string {
 	return fmt.Sprintf("%s:%d %s: %s (%s)", m.File, m.Line, m.Func, m.Change(), m.Operator)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/model"
 	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
 
 var alice = loomtype.Identity{Tenant: "acme", Actor: "alice"}
@@ -37,7 +38,7 @@ func (p *provider) Complete(ctx context.Context, req model.Request, onDelta func
 type rig struct {
 	t    *testing.T
 	path string
-	st   *store.SQLite
+	st   *sqlite.SQLite
 	k    *kernel.Kernel
 	cfg  func() agent.Config
 	errs chan error // what each run of the loop returned as its error, nil included
@@ -51,7 +52,7 @@ func newRig(t *testing.T, cfg func() agent.Config) *rig {
 }
 
 func (r *rig) open() {
-	st, err := store.Open(context.Background(), r.path, store.Options{})
+	st, err := sqlite.Open(context.Background(), r.path, sqlite.Options{})
 	require.NoError(r.t, err)
 	flow := func(c *kernel.Context, _ json.RawMessage) (json.RawMessage, error) {
 		res, err := agent.Run(c, r.cfg(), []model.Message{{Role: model.RoleUser, Content: "hi"}})

@@ -15,6 +15,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
 
 // countingStore records every read of the store, with the conversation id in its key or stream
@@ -96,7 +97,7 @@ func (s *countingStore) MetaPrefix(ctx context.Context, prefix string) ([]store.
 // authorizes; so the uniform 404 costs the same on both paths.
 func TestNotFoundSameStoreWork(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "loom.db"), store.Options{})
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "loom.db"), sqlite.Options{})
 	require.NoError(t, err)
 	defer st.Close()
 	cs := &countingStore{Store: st}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
-	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
 
 // behindRejections opens a conversation with one answered turn followed by n empty messages,
@@ -19,7 +19,7 @@ import (
 func behindRejections(tb testing.TB, n int) (*Conversations, *countingStore, string, func()) {
 	tb.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(tb.TempDir(), "loom.db"), store.Options{})
+	st, err := sqlite.Open(ctx, filepath.Join(tb.TempDir(), "loom.db"), sqlite.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestStatusBehindRejections(t *testing.T) {
 // as its log was written, so replaying such a log never diverges.
 func TestEmptyCountedOnlyWhereStartSaysSo(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "loom.db"), store.Options{})
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "loom.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,13 +10,13 @@ import (
 
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
-	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
 
 // Every refusal of a request's content names its field (a *loomtype.BadRequestError).
 func TestBadRequestsNameTheirField(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "loom.db"), store.Options{})
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "loom.db"), sqlite.Options{})
 	require.NoError(t, err)
 	defer st.Close()
 	dl, err := New(Config{Keys: [][]byte{[]byte(strings.Repeat("k", 32))}}, Deps{}, nil)

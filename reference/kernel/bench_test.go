@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/loomcheck/loomcheck/reference/kernel"
-	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
 
 // decider makes n decisions (n is its input), tells reached once it has made or replayed them
@@ -37,8 +37,8 @@ func decider(reached chan<- struct{}) kernel.Flow {
 	}
 }
 
-func benchStore(b *testing.B) *store.SQLite {
-	st, err := store.Open(context.Background(), filepath.Join(b.TempDir(), "loom.db"), store.Options{})
+func benchStore(b *testing.B) *sqlite.SQLite {
+	st, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "loom.db"), sqlite.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

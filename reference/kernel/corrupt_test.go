@@ -13,6 +13,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
 
 // damagedLog is a store whose reads of one execution's log find damage.
@@ -41,7 +42,7 @@ func TestADamagedExecutionIsRefusedNotFailed(t *testing.T) {
 	}
 	waitFor(t, "both replies", func() bool { return calls.Load() == 2 })
 	r.crash()
-	st, err := store.Open(context.Background(), r.path, store.Options{})
+	st, err := sqlite.Open(context.Background(), r.path, sqlite.Options{})
 	require.NoError(t, err)
 	defer st.Close()
 	var mu sync.Mutex

@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/loomcheck/loomcheck/reference/kernel"
-	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
 
 // openExample opens a kernel with flows on a fresh store; close it with the returned function.
 func openExample(flows map[string]kernel.Flow) (*kernel.Kernel, func()) {
 	dir, _ := os.MkdirTemp("", "kernel-example")
-	st, err := store.Open(context.Background(), filepath.Join(dir, "loom.db"), store.Options{})
+	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "loom.db"), sqlite.Options{})
 	if err != nil {
 		panic(err)
 	}

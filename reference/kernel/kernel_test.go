@@ -16,7 +16,7 @@ import (
 
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
-	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
 
 var alice = loomtype.Identity{Tenant: "acme", Actor: "alice"}
@@ -25,7 +25,7 @@ var alice = loomtype.Identity{Tenant: "acme", Actor: "alice"}
 type rig struct {
 	t     *testing.T
 	path  string
-	st    *store.SQLite
+	st    *sqlite.SQLite
 	k     *kernel.Kernel
 	flows map[string]kernel.Flow
 	mode  kernel.DivergenceMode
@@ -40,7 +40,7 @@ func newRig(t *testing.T, flows map[string]kernel.Flow) *rig {
 }
 
 func (r *rig) open() {
-	st, err := store.Open(context.Background(), r.path, store.Options{})
+	st, err := sqlite.Open(context.Background(), r.path, sqlite.Options{})
 	require.NoError(r.t, err)
 	k, err := kernel.Open(context.Background(), st, kernel.Options{Flows: r.flows, Divergence: r.mode,
 		OnDivergence: func(d *loomtype.DivergenceError) { r.divs <- d }})

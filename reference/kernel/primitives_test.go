@@ -13,6 +13,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/agent"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
 
 // After a crash the parent checks, before adopting, that the child its log names still records
@@ -32,7 +33,7 @@ func TestChildVerifiedOnReplay(t *testing.T) {
 	w.crash()
 
 	// Between the crash and the reopen, the child's parent record is rewritten.
-	st, err := store.Open(ctx, w.path, store.Options{})
+	st, err := sqlite.Open(ctx, w.path, sqlite.Options{})
 	require.NoError(t, err)
 	b, _ := json.Marshal(kernel.ParentRef{Parent: "mallory", Name: "c1"})
 	require.NoError(t, st.Update(ctx, func(tx store.Tx) error { return tx.PutMeta("parent/"+child, b) }))
@@ -101,7 +102,7 @@ func TestCancelCancelsCtx(t *testing.T) {
 	k := w.k
 	k.Close()
 	w.st.Close()
-	st, err := store.Open(ctx, w.path, store.Options{})
+	st, err := sqlite.Open(ctx, w.path, sqlite.Options{})
 	require.NoError(t, err)
 	k, err = kernel.Open(ctx, st, kernel.Options{Flows: map[string]kernel.Flow{"f": func(c *kernel.Context, _ json.RawMessage) (json.RawMessage, error) {
 		_, err := c.Decide("wait", func() (json.RawMessage, error) {
@@ -180,7 +181,7 @@ func TestNamedSignalCarriesABargeIn(t *testing.T) {
 	}
 	w.k.Close()
 	w.st.Close()
-	st, err := store.Open(ctx, w.path, store.Options{})
+	st, err := sqlite.Open(ctx, w.path, sqlite.Options{})
 	require.NoError(t, err)
 	k, err := kernel.Open(ctx, st, kernel.Options{Flows: map[string]kernel.Flow{"turn": turn}})
 	require.NoError(t, err)

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomcheck/loomcheck/reference/kernel"
-	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
 
 // BeforeRecovery runs before any recovered execution does: a flow that reaches the kernel through
@@ -29,8 +29,8 @@ func TestBeforeRecoveryPrecedesEveryRecoveredExecution(t *testing.T) {
 		_, err := c.Receive()
 		return nil, err
 	}
-	open := func() (*store.SQLite, *kernel.Kernel) {
-		st, err := store.Open(ctx, path, store.Options{})
+	open := func() (*sqlite.SQLite, *kernel.Kernel) {
+		st, err := sqlite.Open(ctx, path, sqlite.Options{})
 		require.NoError(t, err)
 		k, err := kernel.Open(ctx, st, kernel.Options{Flows: map[string]kernel.Flow{"f": flow},
 			BeforeRecovery: func(k *kernel.Kernel) { bound.Store(k) }})
@@ -87,8 +87,8 @@ func TestAwaitAfterRecoveryWaitsForARecoveredExecution(t *testing.T) {
 		_, err := c.Receive()
 		return nil, err
 	}
-	open := func() (*store.SQLite, *kernel.Kernel) {
-		st, err := store.Open(ctx, path, store.Options{})
+	open := func() (*sqlite.SQLite, *kernel.Kernel) {
+		st, err := sqlite.Open(ctx, path, sqlite.Options{})
 		require.NoError(t, err)
 		k, err := kernel.Open(ctx, st, kernel.Options{Flows: map[string]kernel.Flow{"parent": parent, "child": child},
 			BeforeRecovery: func(k *kernel.Kernel) { bound.Store(k) }})

@@ -18,6 +18,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
 
 // t0 is where the test clock starts.
@@ -78,7 +79,7 @@ func (f *fakeClock) Set(t time.Time) {
 type world struct {
 	t     *testing.T
 	path  string
-	st    *store.SQLite
+	st    *sqlite.SQLite
 	k     *kernel.Kernel
 	clock *fakeClock
 
@@ -117,7 +118,7 @@ func (w *world) open() {
 	w.events = map[string]chan string{}
 	w.dead = make(chan struct{})
 	w.mu.Unlock()
-	st, err := store.Open(context.Background(), w.path, store.Options{})
+	st, err := sqlite.Open(context.Background(), w.path, sqlite.Options{})
 	require.NoError(w.t, err)
 	k, err := kernel.Open(context.Background(), st, kernel.Options{
 		Flows: map[string]kernel.Flow{"script": w.script, "other": w.script},

@@ -18,7 +18,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/model"
 	"github.com/loomcheck/loomcheck/reference/run"
-	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
 
 // twoCalls asks for lookup and transfer at once, then answers with every tool result it got.
@@ -82,14 +82,14 @@ var alice = loomtype.Identity{Tenant: "acme", Actor: "alice"}
 type rig struct {
 	rs    *run.Runs
 	k     *kernel.Kernel
-	st    *store.SQLite
+	st    *sqlite.SQLite
 	p     *twoCalls
 	tools *recTools
 }
 
 func open(t *testing.T, dir string, human ...string) *rig {
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(dir, "loom.db"), store.Options{})
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "loom.db"), sqlite.Options{})
 	require.NoError(t, err)
 	r := &rig{st: st, p: &twoCalls{}, tools: &recTools{human: map[string]bool{}}}
 	for _, h := range human {

@@ -17,7 +17,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/model"
 	"github.com/loomcheck/loomcheck/reference/run"
-	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
 
 // zonesModel looks up two zones at once, asks again for a lookup that failed together with a
@@ -100,8 +100,8 @@ func Example_endToEnd() {
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "loom.db")
 	llm, tools, mem := &zonesModel{}, &zoneTools{calls: map[string]int{}}, &notes{entries: map[string][]hostio.MemoryEntry{}}
-	open := func() (*store.SQLite, *kernel.Kernel, *run.Runs) {
-		st, err := store.Open(ctx, path, store.Options{})
+	open := func() (*sqlite.SQLite, *kernel.Kernel, *run.Runs) {
+		st, err := sqlite.Open(ctx, path, sqlite.Options{})
 		if err != nil {
 			log.Fatal(err)
 		}

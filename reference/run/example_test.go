@@ -12,7 +12,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/model"
 	"github.com/loomcheck/loomcheck/reference/run"
-	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
 
 // answers repeats the last message it was sent.
@@ -27,7 +27,7 @@ func Example() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "run-example-*")
 	defer os.RemoveAll(dir)
-	st, err := store.Open(ctx, filepath.Join(dir, "loom.db"), store.Options{})
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "loom.db"), sqlite.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/model"
 	"github.com/loomcheck/loomcheck/reference/run"
-	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
 
 // fixedMemory answers every recall with its entries and counts the recalls, per scope.
@@ -51,7 +51,7 @@ func (p *echoRequests) Complete(_ context.Context, req model.Request, _ func(str
 func openRecall(t *testing.T, mem hostio.Memory, p model.Provider) *run.Runs {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "loom.db"), store.Options{})
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "loom.db"), sqlite.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	rs := run.New(run.Deps{Provider: p, Memory: mem})

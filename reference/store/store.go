@@ -1,15 +1,22 @@
-// Package store is the reference engine's durable event store: append-only streams of events,
-// read back with bounded range reads in either direction, plus a small metadata table and a
-// bounded set of remembered keys for deduplication. Change notifications wake readers; they are
-// never a source of events.
+// Package store is the contract of the reference engine's durable event store: append-only
+// streams of events, read back with bounded range reads in either direction, plus a small
+// metadata table and a bounded set of remembered keys for deduplication. Change notifications
+// wake readers; they are never a source of events.
 //
-// The Store interface is what the rest of the engine uses, so a server database can replace the
-// SQLite implementation (Open) when one node is not enough.
+// This package holds the interface, the shared types and the errors only. The backends are
+// packages of their own, each the one importer of its database driver: reference/store/sqlite
+// (embedded, the default) and reference/store/postgres (a server several engine nodes share).
+// reference/store/storetest is the suite every backend passes.
+//
+// Besides Store, a backend may offer optional capabilities, found with a type assertion:
+// Killer (a crash in-process, for crash tests), WriteCrasher (a crash right after a chosen
+// write), and Leases (ownership with fencing, for several nodes on one store).
 package store
 
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 )
@@ -40,6 +47,9 @@ var (
 	ErrConflict = errors.New("store: append conflict")
 	// ErrClosed: the store is closed or was killed. It matches loomtype.ErrStoreClosed.
 	ErrClosed = loomtype.ErrStoreClosed
+	// ErrCrashed is what the write that reached the point armed by WriteCrasher.CrashAfterWrite
+	// returns: it has committed, but the store died before telling anyone. It matches ErrClosed.
+	ErrCrashed = fmt.Errorf("%w: crashed at the armed write", ErrClosed)
 )
 
 // Store is an append-only event store.
@@ -63,12 +73,38 @@ type Store interface {
 	// Subscribe returns a channel that receives a value (coalesced, never blocking the writer)
 	// after each commit that appended to stream, and a function that ends the subscription.
 	Subscribe(stream string) (<-chan struct{}, func())
-	// Close waits for the write in progress, then releases the store.
+	// Close waits for the write in progress, then releases the store. Every call after it
+	// answers ErrClosed (Subscribe excepted: its channel then never fires).
 	Close() error
+}
+
+// Killer is a store that can stop as a crash would, for crash tests of an in-process engine.
+//
+//	if k, ok := st.(store.Killer); ok {
+//		k.Kill()
+//		<-k.Released()
+//	}
+type Killer interface {
 	// Kill stops the store as a crash would: the write in progress either commits or not, and
-	// nothing after it, read or write, reaches the store. Used to simulate a crash of an
-	// in-process engine.
+	// nothing after it, read or write, reaches the store (each answers ErrClosed).
 	Kill()
+	// Released is closed once the store has let go of its resources (files, connections), after
+	// Close or Kill: what it wrote is then at rest.
+	Released() <-chan struct{}
+}
+
+// WriteCrasher is a store that can crash itself right after a chosen durable write (a committed
+// transaction that changed something), for the kit's crash exploration.
+//
+//	crashed := st.(store.WriteCrasher).CrashAfterWrite(3)
+//	<-crashed // the third write committed; nothing after it did
+type WriteCrasher interface {
+	// Writes is the number of durable writes committed since the store was opened.
+	Writes() int64
+	// CrashAfterWrite arms a crash right after the n-th durable write from now (n >= 1): that
+	// write commits and returns ErrCrashed, every later call ErrClosed, and the returned channel
+	// is closed. Arming again replaces the previous point.
+	CrashAfterWrite(n int64) <-chan struct{}
 }
 
 // Tx is one write transaction.

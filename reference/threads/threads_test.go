@@ -17,7 +17,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/model"
-	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 	"github.com/loomcheck/loomcheck/reference/threads"
 )
 
@@ -154,7 +154,7 @@ var (
 )
 
 type box struct {
-	st  *store.SQLite
+	st  *sqlite.SQLite
 	k   *kernel.Kernel
 	svc *threads.Service
 }
@@ -162,7 +162,7 @@ type box struct {
 func openBox(t *testing.T, dir string, cfg threads.Config) *box {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(dir, "loom.db"), store.Options{AllowEmpty: true})
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "loom.db"), sqlite.Options{AllowEmpty: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/conversation/record"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
-	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
 
 // TestInvalidMessagesPastTheCapAreCountedEveryHundred: past maxInvalidRecords an invalid
@@ -21,7 +21,7 @@ import (
 // here), never for each message.
 func TestInvalidMessagesPastTheCapAreCountedEveryHundred(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "loom.db"), store.Options{})
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "loom.db"), sqlite.Options{})
 	require.NoError(t, err)
 	defer st.Close()
 	dl, err := conversation.New(conversation.Config{Keys: [][]byte{[]byte(strings.Repeat("k", 32))}, MaxInvalidRecords: 2, RotateEveryTurns: 1000}, conversation.Deps{}, nil)

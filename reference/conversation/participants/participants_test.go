@@ -10,7 +10,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/conversation/participants"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
-	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
 
 var (
@@ -24,7 +24,7 @@ var (
 // reads the same.
 func TestBookRecordsAndReadsBack(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "loom.db"), store.Options{})
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "loom.db"), sqlite.Options{})
 	require.NoError(t, err)
 	defer st.Close()
 	k, err := kernel.Open(ctx, st, kernel.Options{})

@@ -12,7 +12,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/conversation/record"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
-	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
 
 var errBoom = errors.New("the decision could not be made")
@@ -22,7 +22,7 @@ var errBoom = errors.New("the decision could not be made")
 // and decoded.
 func TestDecideReturnsTheDecisionsOwnError(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "loom.db"), store.Options{})
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "loom.db"), sqlite.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	flow := func(c *kernel.Context, _ json.RawMessage) (json.RawMessage, error) {

@@ -12,7 +12,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/conversation/record"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
-	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
 
 // TestVerifyTurnComparesEveryMember: an execution found at a turn's id is adopted only when its
@@ -20,7 +20,7 @@ import (
 // alone, too) makes it another turn, even when the execution runs as the right principal.
 func TestVerifyTurnComparesEveryMember(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "loom.db"), store.Options{})
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "loom.db"), sqlite.Options{})
 	require.NoError(t, err)
 	defer st.Close()
 	cv := New(record.Config{Keys: [][]byte{[]byte(strings.Repeat("k", 32))}}, record.Deps{}, nil)

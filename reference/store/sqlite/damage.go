@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -12,58 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/loomcheck/loomcheck/reference/loomtype"
+	"github.com/loomcheck/loomcheck/reference/store"
 )
-
-// Errors of a damaged or missing store.
-var (
-	// ErrCorrupt: what the store holds is damaged. Every *CorruptError matches it; it matches
-	// loomtype.ErrCorrupt.
-	ErrCorrupt = loomtype.ErrCorrupt
-	// ErrMissing: the store was created at this path (its identity file says so) and its data is
-	// gone: the database file is missing, or holds another store or none. Open refuses it unless
-	// Options.AllowEmpty.
-	ErrMissing = errors.New("store: the store's data is gone")
-)
-
-// CorruptError is damage the store found: a record whose checksum does not match, a stream whose
-// sequence has a gap, a write-ahead log with frames past a damaged one, or a database the engine
-// cannot read. It names what it can; it matches ErrCorrupt.
-//
-//	var ce *store.CorruptError
-//	if errors.As(err, &ce) { log.Printf("damaged %s %s/%d/%d", ce.Table, ce.Stream, ce.Gen, ce.Seq) }
-type CorruptError struct {
-	// Path is the file the store lives in.
-	Path string
-	// Table is where the damage is: "events", "meta", "remembered", "identity", "wal" or
-	// "database" (the file itself).
-	Table string
-	// Stream, Gen and Seq name the event (Table "events").
-	Stream   string
-	Gen, Seq int64
-	// Key names the metadata or remembered key (Table "meta", "remembered").
-	Key string
-	// Reason says what is wrong.
-	Reason string
-}
-
-func (e *CorruptError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "store: %s is damaged: %s", e.Path, e.Table)
-	switch {
-	case e.Table == "events":
-		fmt.Fprintf(&b, " %s/%d/%d", e.Stream, e.Gen, e.Seq)
-	case e.Key != "":
-		fmt.Fprintf(&b, " %q", e.Key)
-	}
-	if e.Reason != "" {
-		b.WriteString(": " + e.Reason)
-	}
-	return b.String()
-}
-
-// Unwrap makes a CorruptError match ErrCorrupt.
-func (e *CorruptError) Unwrap() error { return ErrCorrupt }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -155,7 +105,7 @@ func checkWAL(dbPath string) error {
 		return fmt.Errorf("store: read %s: %w", path, err)
 	}
 	bad := func(reason string) error {
-		return &CorruptError{Path: dbPath, Table: "wal", Reason: reason}
+		return &store.CorruptError{Path: dbPath, Table: "wal", Reason: reason}
 	}
 	if len(b) < 32 {
 		if len(b) == 0 {
@@ -224,7 +174,7 @@ func walSum(order binary.ByteOrder, s0, s1 uint32, b []byte) (uint32, uint32) {
 // read-time checksum can see it) is found before anything is served.
 func (s *SQLite) verifyAll(ctx context.Context) error {
 	bad := func(table, reason string) error {
-		return &CorruptError{Path: s.path, Table: table, Reason: reason}
+		return &store.CorruptError{Path: s.path, Table: table, Reason: reason}
 	}
 	rows, err := s.w.QueryContext(ctx, `PRAGMA integrity_check`)
 	if err != nil {
@@ -258,19 +208,19 @@ func (s *SQLite) verifyAll(ctx context.Context) error {
 	var lastGen, lastSeq int64 = 0, 0
 	first := true
 	for ev.Next() {
-		var e Event
+		var e store.Event
 		var sum sql.NullInt64
 		if err := ev.Scan(&e.Stream, &e.Gen, &e.Seq, &e.Kind, &e.Data, &e.Time, &sum); err != nil {
 			return s.damageErr(err)
 		}
 		if !checkSum(sum, eventSum(e.Stream, e.Gen, e.Seq, e.Kind, e.Data, e.Time)) {
-			return &CorruptError{Path: s.path, Table: "events", Stream: e.Stream, Gen: e.Gen, Seq: e.Seq, Reason: "checksum does not match"}
+			return &store.CorruptError{Path: s.path, Table: "events", Stream: e.Stream, Gen: e.Gen, Seq: e.Seq, Reason: "checksum does not match"}
 		}
 		if first || e.Stream != lastStream || e.Gen != lastGen {
 			lastSeq = 0
 		}
 		if e.Seq != lastSeq+1 {
-			return &CorruptError{Path: s.path, Table: "events", Stream: e.Stream, Gen: e.Gen, Seq: e.Seq,
+			return &store.CorruptError{Path: s.path, Table: "events", Stream: e.Stream, Gen: e.Gen, Seq: e.Seq,
 				Reason: fmt.Sprintf("the sequence jumps from %d", lastSeq)}
 		}
 		first, lastStream, lastGen, lastSeq = false, e.Stream, e.Gen, e.Seq
@@ -308,7 +258,7 @@ func (s *SQLite) verifyTable(ctx context.Context, q, table string, row func(*sql
 			return s.damageErr(err)
 		}
 		if !ok {
-			return &CorruptError{Path: s.path, Table: table, Key: key, Reason: "checksum does not match"}
+			return &store.CorruptError{Path: s.path, Table: table, Key: key, Reason: "checksum does not match"}
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -317,10 +267,10 @@ func (s *SQLite) verifyTable(ctx context.Context, q, table string, row func(*sql
 	return nil
 }
 
-// damageErr turns SQLite's own corruption report into a CorruptError; other errors pass.
+// damageErr turns SQLite's own corruption report into a store.CorruptError; other errors pass.
 func (s *SQLite) damageErr(err error) error {
 	if isCorruption(err) {
-		return &CorruptError{Path: s.path, Table: "database", Reason: err.Error()}
+		return &store.CorruptError{Path: s.path, Table: "database", Reason: err.Error()}
 	}
 	return fmt.Errorf("store: verify %s: %w", s.path, err)
 }
@@ -442,13 +392,13 @@ func (s *SQLite) openHead(ctx context.Context) error {
 		var n int64
 		var sum uint32
 		if len(b) != headLen {
-			return &CorruptError{Path: s.path, Table: "head", Reason: fmt.Sprintf("the head file %s is %d bytes long", headPath(s.path), len(b))}
+			return &store.CorruptError{Path: s.path, Table: "head", Reason: fmt.Sprintf("the head file %s is %d bytes long", headPath(s.path), len(b))}
 		}
 		if _, err := fmt.Sscanf(string(b), "loom head %d %x\n", &n, &sum); err != nil || string(headRecord(n)) != string(b) {
-			return &CorruptError{Path: s.path, Table: "head", Reason: fmt.Sprintf("the head file %s does not check", headPath(s.path))}
+			return &store.CorruptError{Path: s.path, Table: "head", Reason: fmt.Sprintf("the head file %s does not check", headPath(s.path))}
 		}
 		if s.events < n {
-			return &CorruptError{Path: s.path, Table: "events",
+			return &store.CorruptError{Path: s.path, Table: "events",
 				Reason: fmt.Sprintf("the database holds %d events and had acknowledged %d: commits were lost", s.events, n)}
 		}
 	}

@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/loomcheck/loomcheck/reference/store"
 
 	_ "modernc.org/sqlite" // the one place the SQLite driver is imported
 )
@@ -69,7 +71,7 @@ type Options struct {
 	SyncNormal bool
 	// AllowEmpty accepts a store whose identity file is there while its database is missing or
 	// holds no store (the data was deleted, or a volume did not mount): Open then starts a new,
-	// empty store in its place. Without it Open refuses with ErrMissing.
+	// empty store in its place. Without it Open refuses with store.ErrMissing.
 	AllowEmpty bool
 }
 
@@ -117,7 +119,7 @@ type sub struct{ ch chan struct{} }
 // A store written before checksums existed (schema version 0) is migrated: every row is summed
 // as it stands, in one transaction.
 //
-// Errors: *CorruptError (matching ErrCorrupt) for damage found; ErrMissing when the identity file
+// Errors: *store.CorruptError (matching store.ErrCorrupt) for damage found; store.ErrMissing when the identity file
 // says a store was created here and the database is missing or holds another store or none
 // (unless opt.AllowEmpty); other errors for a file that cannot be opened or is not a store.
 //
@@ -137,7 +139,7 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	if hasIDFile && !dbThere && !opt.AllowEmpty {
-		return nil, fmt.Errorf("%w: %s was created as a store (%s) and its database is not there", ErrMissing, path, identityPath(path))
+		return nil, fmt.Errorf("%w: %s was created as a store (%s) and its database is not there", store.ErrMissing, path, identityPath(path))
 	}
 	clean, err := takeClean(path)
 	if err != nil {
@@ -169,7 +171,7 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 	if _, err := w.ExecContext(ctx, schema); err != nil {
 		w.Close()
 		if isCorruption(err) {
-			return nil, &CorruptError{Path: path, Table: "database", Reason: err.Error()}
+			return nil, &store.CorruptError{Path: path, Table: "database", Reason: err.Error()}
 		}
 		return nil, fmt.Errorf("store: schema %s: %w", path, err)
 	}
@@ -222,12 +224,12 @@ func (s *SQLite) release() {
 //	<-st.Released()
 func (s *SQLite) Released() <-chan struct{} { return s.released }
 
-// Update implements Store.
-func (s *SQLite) Update(ctx context.Context, fn func(Tx) error) error {
+// Update implements store.Store.
+func (s *SQLite) Update(ctx context.Context, fn func(store.Tx) error) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.dead.Load() || s.closed {
-		return ErrClosed
+		return store.ErrClosed
 	}
 	// The write itself is not cancelled by ctx once begun: a commit half-abandoned by a
 	// cancelled caller would only make the outcome harder to reason about.
@@ -253,16 +255,15 @@ func (s *SQLite) Update(ctx context.Context, fn func(Tx) error) error {
 	if t.wrote {
 		if n := s.writes.Add(1); s.crashAt > 0 && n == s.crashAt {
 			s.die()
-			return ErrCrashed
+			return store.ErrCrashed
 		}
 	}
 	s.notify(t.touched)
 	return nil
 }
 
-// ErrCrashed is what the write that reached the crash point of CrashAfterWrite returns: it has
-// committed, but the store died before telling anyone. It matches ErrClosed.
-var ErrCrashed = fmt.Errorf("%w: crashed at the armed write", ErrClosed)
+// ErrCrashed is store.ErrCrashed.
+var ErrCrashed = store.ErrCrashed
 
 // Writes returns the number of durable writes (committed transactions that appended an event,
 // stored metadata or remembered a new key) since Open. Transactions that changed nothing are not
@@ -272,8 +273,8 @@ var ErrCrashed = fmt.Errorf("%w: crashed at the armed write", ErrClosed)
 func (s *SQLite) Writes() int64 { return s.writes.Load() }
 
 // CrashAfterWrite arms the crash hook: right after the n-th durable write from now commits (n >= 1),
-// the store dies as Kill leaves it: that write returns ErrCrashed to its caller, every later read and
-// write ErrClosed, and the returned channel is closed. The hook is off until armed; arming again
+// the store dies as Kill leaves it: that write returns store.ErrCrashed to its caller, every later read and
+// write store.ErrClosed, and the returned channel is closed. The hook is off until armed; arming again
 // replaces the previous point. The channel of a store that is closed or killed first never closes.
 //
 //	crashed := st.CrashAfterWrite(3)
@@ -317,7 +318,7 @@ func (s *SQLite) notify(streams map[string]struct{}) {
 	}
 }
 
-// Subscribe implements Store.
+// Subscribe implements store.Store.
 func (s *SQLite) Subscribe(stream string) (<-chan struct{}, func()) {
 	sb := &sub{ch: make(chan struct{}, 1)}
 	s.subMu.Lock()
@@ -342,21 +343,21 @@ func (s *SQLite) Subscribe(stream string) (<-chan struct{}, func()) {
 }
 
 func clampLimit(limit int) int {
-	if limit <= 0 || limit > MaxRead {
-		return MaxRead
+	if limit <= 0 || limit > store.MaxRead {
+		return store.MaxRead
 	}
 	return limit
 }
 
 func (s *SQLite) alive() error {
 	if s.shut.Load() {
-		return ErrClosed
+		return store.ErrClosed
 	}
 	return nil
 }
 
-// ReadForward implements Store.
-func (s *SQLite) ReadForward(ctx context.Context, stream string, gen, after int64, limit int) ([]Event, error) {
+// ReadForward implements store.Store.
+func (s *SQLite) ReadForward(ctx context.Context, stream string, gen, after int64, limit int) ([]store.Event, error) {
 	if err := s.alive(); err != nil {
 		return nil, err
 	}
@@ -369,7 +370,7 @@ func (s *SQLite) ReadForward(ctx context.Context, stream string, gen, after int6
 	next := max(after, 0) + 1
 	for _, e := range evs {
 		if e.Seq != next {
-			return nil, &CorruptError{Path: s.path, Table: "events", Stream: stream, Gen: gen, Seq: e.Seq,
+			return nil, &store.CorruptError{Path: s.path, Table: "events", Stream: stream, Gen: gen, Seq: e.Seq,
 				Reason: fmt.Sprintf("read in place of seq %d", next)}
 		}
 		next++
@@ -377,8 +378,8 @@ func (s *SQLite) ReadForward(ctx context.Context, stream string, gen, after int6
 	return evs, nil
 }
 
-// ReadBackward implements Store.
-func (s *SQLite) ReadBackward(ctx context.Context, stream string, gen, before int64, limit int) ([]Event, error) {
+// ReadBackward implements store.Store.
+func (s *SQLite) ReadBackward(ctx context.Context, stream string, gen, before int64, limit int) ([]store.Event, error) {
 	if err := s.alive(); err != nil {
 		return nil, err
 	}
@@ -389,33 +390,33 @@ func (s *SQLite) ReadBackward(ctx context.Context, stream string, gen, before in
 	}
 	for i := 1; i < len(evs); i++ {
 		if evs[i].Seq != evs[i-1].Seq-1 {
-			return nil, &CorruptError{Path: s.path, Table: "events", Stream: stream, Gen: gen, Seq: evs[i].Seq,
+			return nil, &store.CorruptError{Path: s.path, Table: "events", Stream: stream, Gen: gen, Seq: evs[i].Seq,
 				Reason: fmt.Sprintf("read in place of seq %d", evs[i-1].Seq-1)}
 		}
 	}
 	if n := len(evs); n > 0 && evs[n-1].Seq != 1 && n < clampLimit(limit) {
-		return nil, &CorruptError{Path: s.path, Table: "events", Stream: stream, Gen: gen, Seq: evs[n-1].Seq,
+		return nil, &store.CorruptError{Path: s.path, Table: "events", Stream: stream, Gen: gen, Seq: evs[n-1].Seq,
 			Reason: "the stream's oldest event is not seq 1"}
 	}
 	return evs, nil
 }
 
-func (s *SQLite) query(ctx context.Context, q string, stream string, gen, bound int64, limit int) ([]Event, error) {
+func (s *SQLite) query(ctx context.Context, q string, stream string, gen, bound int64, limit int) ([]store.Event, error) {
 	rows, err := s.r.QueryContext(ctx, q, stream, gen, bound, limit)
 	if err != nil {
 		return nil, s.readErr(err)
 	}
 	defer rows.Close()
-	out := make([]Event, 0, min(limit, 64))
+	out := make([]store.Event, 0, min(limit, 64))
 	var scratch []byte
 	for rows.Next() {
-		e := Event{Stream: stream, Gen: gen}
+		e := store.Event{Stream: stream, Gen: gen}
 		var sum sql.NullInt64
 		if err := rows.Scan(&e.Seq, &e.Kind, &e.Data, &e.Time, &sum); err != nil {
 			return nil, s.readErr(err)
 		}
 		if !checkSum(sum, eventSumBuf(&scratch, stream, gen, e.Seq, e.Kind, e.Data, e.Time)) {
-			return nil, &CorruptError{Path: s.path, Table: "events", Stream: stream, Gen: gen, Seq: e.Seq, Reason: "checksum does not match"}
+			return nil, &store.CorruptError{Path: s.path, Table: "events", Stream: stream, Gen: gen, Seq: e.Seq, Reason: "checksum does not match"}
 		}
 		out = append(out, e)
 	}
@@ -427,18 +428,18 @@ func (s *SQLite) query(ctx context.Context, q string, stream string, gen, bound 
 
 func (s *SQLite) readErr(err error) error {
 	if s.shut.Load() {
-		return ErrClosed
+		return store.ErrClosed
 	}
 	if errors.Is(err, sql.ErrConnDone) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	if isCorruption(err) {
-		return &CorruptError{Path: s.path, Table: "database", Reason: err.Error()}
+		return &store.CorruptError{Path: s.path, Table: "database", Reason: err.Error()}
 	}
 	return fmt.Errorf("store: read: %w", err)
 }
 
-// Head implements Store.
+// Head implements store.Store.
 func (s *SQLite) Head(ctx context.Context, stream string, gen int64) (int64, error) {
 	if err := s.alive(); err != nil {
 		return 0, err
@@ -451,7 +452,7 @@ func (s *SQLite) Head(ctx context.Context, stream string, gen int64) (int64, err
 	return h, nil
 }
 
-// Meta implements Store.
+// Meta implements store.Store.
 func (s *SQLite) Meta(ctx context.Context, key string) ([]byte, bool, error) {
 	if err := s.alive(); err != nil {
 		return nil, false, err
@@ -466,13 +467,13 @@ func (s *SQLite) Meta(ctx context.Context, key string) ([]byte, bool, error) {
 		return nil, false, s.readErr(err)
 	}
 	if !checkSum(sum, metaSum(key, v)) {
-		return nil, false, &CorruptError{Path: s.path, Table: "meta", Key: key, Reason: "checksum does not match"}
+		return nil, false, &store.CorruptError{Path: s.path, Table: "meta", Key: key, Reason: "checksum does not match"}
 	}
 	return v, true, nil
 }
 
-// MetaPrefix implements Store.
-func (s *SQLite) MetaPrefix(ctx context.Context, prefix string) ([]KV, error) {
+// MetaPrefix implements store.Store.
+func (s *SQLite) MetaPrefix(ctx context.Context, prefix string) ([]store.KV, error) {
 	if err := s.alive(); err != nil {
 		return nil, err
 	}
@@ -485,15 +486,15 @@ func (s *SQLite) MetaPrefix(ctx context.Context, prefix string) ([]KV, error) {
 		return nil, s.readErr(err)
 	}
 	defer rows.Close()
-	var out []KV
+	var out []store.KV
 	for rows.Next() {
-		var kv KV
+		var kv store.KV
 		var sum sql.NullInt64
 		if err := rows.Scan(&kv.Key, &kv.Val, &sum); err != nil {
 			return nil, s.readErr(err)
 		}
 		if !checkSum(sum, metaSum(kv.Key, kv.Val)) {
-			return nil, &CorruptError{Path: s.path, Table: "meta", Key: kv.Key, Reason: "checksum does not match"}
+			return nil, &store.CorruptError{Path: s.path, Table: "meta", Key: kv.Key, Reason: "checksum does not match"}
 		}
 		out = append(out, kv)
 	}
@@ -519,7 +520,7 @@ func (s *SQLite) rowsErr(rows *sql.Rows) error {
 	return nil
 }
 
-// Close implements Store.
+// Close implements store.Store.
 func (s *SQLite) Close() error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
@@ -548,7 +549,7 @@ func (s *SQLite) Close() error {
 	return nil
 }
 
-// Kill implements Store. It waits for the write in progress (which then has committed, or not)
+// Kill implements store.Store. It waits for the write in progress (which then has committed, or not)
 // and refuses every read and write after it. The connections are then closed in the background
 // (SQLite may checkpoint as they close, which changes nothing that was committed): what Kill
 // simulates is the instant of the crash, after which nothing reaches the store. A real SIGKILL,
@@ -584,13 +585,13 @@ func (t *tx) Head(stream string, gen int64) (int64, error) {
 	return h, nil
 }
 
-func (t *tx) Append(stream string, gen, expect int64, evs ...NewEvent) (int64, error) {
+func (t *tx) Append(stream string, gen, expect int64, evs ...store.NewEvent) (int64, error) {
 	h, err := t.Head(stream, gen)
 	if err != nil {
 		return 0, err
 	}
 	if expect >= 0 && h != expect {
-		return 0, fmt.Errorf("%w: %s/%d head %d, expected %d", ErrConflict, stream, gen, h, expect)
+		return 0, fmt.Errorf("%w: %s/%d head %d, expected %d", store.ErrConflict, stream, gen, h, expect)
 	}
 	for _, e := range evs {
 		h++
@@ -627,7 +628,7 @@ func (t *tx) Meta(key string) ([]byte, bool, error) {
 		return nil, false, fmt.Errorf("store: meta %s: %w", key, err)
 	}
 	if !checkSum(sum, metaSum(key, v)) {
-		return nil, false, &CorruptError{Path: t.path, Table: "meta", Key: key, Reason: "checksum does not match"}
+		return nil, false, &store.CorruptError{Path: t.path, Table: "meta", Key: key, Reason: "checksum does not match"}
 	}
 	return v, true, nil
 }
@@ -638,7 +639,7 @@ func (t *tx) Remember(scope, key string, keep int) (bool, error) {
 	err := t.tx.QueryRow(`SELECT n, sum FROM remembered WHERE scope = ? AND key = ?`, scope, key).Scan(&n, &sum)
 	if err == nil {
 		if !checkSum(sum, rememberedSum(scope, key, n)) {
-			return false, &CorruptError{Path: t.path, Table: "remembered", Key: scope + "/" + key, Reason: "checksum does not match"}
+			return false, &store.CorruptError{Path: t.path, Table: "remembered", Key: scope + "/" + key, Reason: "checksum does not match"}
 		}
 		return false, nil
 	}

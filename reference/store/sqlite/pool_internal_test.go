@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/loomcheck/loomcheck/reference/store"
 
 	"github.com/stretchr/testify/require"
 )
@@ -24,8 +26,8 @@ func TestConnectionPools(t *testing.T) {
 		require.Equal(t, c.want, st.r.Stats().MaxOpenConnections, "readers for Options.Readers=%d", c.readers)
 		// The idle pools keep what they may open: a read or a write after a pause needs no new
 		// connection. database/sql reports no idle limit; it shows in the connections kept open.
-		require.NoError(t, st.Update(ctx, func(tx Tx) error { return tx.PutMeta("k", []byte("v")) }))
-		require.NoError(t, st.Update(ctx, func(tx Tx) error { return tx.PutMeta("k", []byte("w")) }))
+		require.NoError(t, st.Update(ctx, func(tx store.Tx) error { return tx.PutMeta("k", []byte("v")) }))
+		require.NoError(t, st.Update(ctx, func(tx store.Tx) error { return tx.PutMeta("k", []byte("w")) }))
 		require.Equal(t, 1, st.w.Stats().OpenConnections, "the writer's connection is kept, and only one")
 		require.NoError(t, st.Close())
 	}

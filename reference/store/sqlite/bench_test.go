@@ -1,4 +1,4 @@
-package store_test
+package sqlite_test
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
 
 // payload is about the size of a recorded decision in a conversation log.
@@ -117,7 +118,7 @@ func BenchmarkCommitSync(b *testing.B) {
 		normal bool
 	}{{"full", false}, {"normal", true}} {
 		b.Run(mode.name, func(b *testing.B) {
-			st, err := store.Open(bg, filepath.Join(b.TempDir(), "loom.db"), store.Options{SyncNormal: mode.normal})
+			st, err := sqlite.Open(bg, filepath.Join(b.TempDir(), "loom.db"), sqlite.Options{SyncNormal: mode.normal})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -1,14 +1,16 @@
-package store
+package sqlite
 
 import (
 	"context"
 	"path/filepath"
 	"testing"
 
+	"github.com/loomcheck/loomcheck/reference/store"
+
 	"github.com/stretchr/testify/require"
 )
 
-// The Store interface has no way to change or remove an event, so the triggers that make the
+// The store.Store interface has no way to change or remove an event, so the triggers that make the
 // events table append-only are checked here, from inside the package, through the writer
 // connection itself: even code that bypasses the interface cannot rewrite history.
 func TestEventsTableRefusesUpdateAndDelete(t *testing.T) {
@@ -16,8 +18,8 @@ func TestEventsTableRefusesUpdateAndDelete(t *testing.T) {
 	st, err := Open(ctx, filepath.Join(t.TempDir(), "loom.db"), Options{})
 	require.NoError(t, err)
 	defer st.Close()
-	require.NoError(t, st.Update(ctx, func(tx Tx) error {
-		_, err := tx.Append("s", 0, -1, NewEvent{Kind: "a", Data: []byte("1")}, NewEvent{Kind: "b", Data: []byte("2")})
+	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
+		_, err := tx.Append("s", 0, -1, store.NewEvent{Kind: "a", Data: []byte("1")}, store.NewEvent{Kind: "b", Data: []byte("2")})
 		return err
 	}))
 
@@ -30,8 +32,8 @@ func TestEventsTableRefusesUpdateAndDelete(t *testing.T) {
 
 	// Inside a transaction of the store, the refusal aborts the transaction's statement and fn's
 	// error rolls the rest back.
-	err = st.Update(ctx, func(x Tx) error {
-		if _, err := x.Append("s", 0, -1, NewEvent{Kind: "c"}); err != nil {
+	err = st.Update(ctx, func(x store.Tx) error {
+		if _, err := x.Append("s", 0, -1, store.NewEvent{Kind: "c"}); err != nil {
 			return err
 		}
 		_, err := x.(*tx).tx.Exec(`UPDATE events SET kind = 'x'`)

@@ -1,4 +1,4 @@
-package store_test
+package sqlite_test
 
 import (
 	"context"
@@ -15,20 +15,21 @@ import (
 
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
 
 var bg = context.Background()
 
 // openAt opens a store at path and closes it when the test ends (closing twice is harmless).
-func openAt(t testing.TB, path string) *store.SQLite {
+func openAt(t testing.TB, path string) *sqlite.SQLite {
 	t.Helper()
-	st, err := store.Open(bg, path, store.Options{})
+	st, err := sqlite.Open(bg, path, sqlite.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	return st
 }
 
-func openTemp(t testing.TB) (*store.SQLite, string) {
+func openTemp(t testing.TB) (*sqlite.SQLite, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "loom.db")
 	return openAt(t, path), path
@@ -641,13 +642,13 @@ func TestOpenRefusesWhatIsNotAStore(t *testing.T) {
 	dir := t.TempDir()
 	junk := filepath.Join(dir, "junk.db")
 	require.NoError(t, os.WriteFile(junk, []byte(strings.Repeat("this is not a database\n", 200)), 0o600))
-	st, err := store.Open(bg, junk, store.Options{})
+	st, err := sqlite.Open(bg, junk, sqlite.Options{})
 	if err == nil {
 		st.Close()
 	}
 	require.Error(t, err, "a file that is not SQLite")
 
-	st, err = store.Open(bg, filepath.Join(dir, "missing", "dir", "loom.db"), store.Options{})
+	st, err = sqlite.Open(bg, filepath.Join(dir, "missing", "dir", "loom.db"), sqlite.Options{})
 	if err == nil {
 		st.Close()
 	}

@@ -1,4 +1,4 @@
-package store_test
+package sqlite_test
 
 import (
 	"database/sql"
@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
 
 // raw runs statements on the database file through a connection of its own, outside the store
@@ -32,7 +33,7 @@ func raw(t *testing.T, path string, stmts ...string) {
 // fill writes two streams, a metadata key and a remembered key, and closes the store cleanly.
 func fill(t *testing.T, path string) {
 	t.Helper()
-	st, err := store.Open(bg, path, store.Options{})
+	st, err := sqlite.Open(bg, path, sqlite.Options{})
 	require.NoError(t, err)
 	appendKinds(t, st, "a", 0, "k1", "k2", "k3")
 	appendKinds(t, st, "b", 1, "x1", "x2")
@@ -99,7 +100,7 @@ func TestEveryColumnOfARecordIsSummed(t *testing.T) {
 			_, err := st.ReadForward(bg, stream, gen, 0, 10)
 			requireCorrupt(t, err, "events")
 			require.NoError(t, st.Close())
-			_, err = store.Open(bg, path, store.Options{})
+			_, err = sqlite.Open(bg, path, sqlite.Options{})
 			requireCorrupt(t, err, "events") // and the next Open refuses, however it was closed
 		})
 	}
@@ -139,7 +140,7 @@ func TestAStoreClosedCleanlyIsCheckedAtOpenToo(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "loom.db")
 			fill(t, path)
 			raw(t, path, `DROP TRIGGER events_append_only_u`, stmt)
-			_, err := store.Open(bg, path, store.Options{})
+			_, err := sqlite.Open(bg, path, sqlite.Options{})
 			require.ErrorIs(t, err, store.ErrCorrupt)
 		})
 	}
@@ -154,7 +155,7 @@ func TestOpenAfterAnUncleanShutdownChecksEverything(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "loom.db")
-			st, err := store.Open(bg, path, store.Options{})
+			st, err := sqlite.Open(bg, path, sqlite.Options{})
 			require.NoError(t, err)
 			appendKinds(t, st, "a", 0, "k1", "k2", "k3")
 			appendKinds(t, st, "b", 0, "x1", "x2")
@@ -168,7 +169,7 @@ func TestOpenAfterAnUncleanShutdownChecksEverything(t *testing.T) {
 			st.Kill() // no clean shutdown recorded
 			<-st.Released()
 			raw(t, path, stmts...)
-			_, err = store.Open(bg, path, store.Options{})
+			_, err = sqlite.Open(bg, path, sqlite.Options{})
 			require.ErrorIs(t, err, store.ErrCorrupt)
 		})
 	}
@@ -181,7 +182,7 @@ func TestOpenAfterAnUncleanShutdownChecksEverything(t *testing.T) {
 func crashImage(t *testing.T, commits int) string {
 	t.Helper()
 	src := filepath.Join(t.TempDir(), "loom.db")
-	st, err := store.Open(bg, src, store.Options{})
+	st, err := sqlite.Open(bg, src, sqlite.Options{})
 	require.NoError(t, err)
 	hold, err := sql.Open("sqlite", "file:"+src)
 	require.NoError(t, err)
@@ -220,7 +221,7 @@ func TestAWriteAheadLogWithAFlippedByteIsRefused(t *testing.T) {
 			damaged := append([]byte(nil), wal...)
 			damaged[off] ^= 0x01
 			require.NoError(t, os.WriteFile(path+"-wal", damaged, 0o600))
-			_, err := store.Open(bg, path, store.Options{})
+			_, err := sqlite.Open(bg, path, sqlite.Options{})
 			requireCorrupt(t, err, "wal")
 		})
 	}
@@ -237,7 +238,7 @@ func TestAWriteAheadLogHeaderDamagedBeforeOneFrameIsRefused(t *testing.T) {
 	damaged := append([]byte(nil), wal[:32+4120]...)
 	damaged[24] ^= 0x01 // the header's checksum
 	require.NoError(t, os.WriteFile(path+"-wal", damaged, 0o600))
-	_, err = store.Open(bg, path, store.Options{})
+	_, err = sqlite.Open(bg, path, sqlite.Options{})
 	requireCorrupt(t, err, "wal")
 }
 
@@ -249,7 +250,7 @@ func TestATruncatedWriteAheadLogIsRefused(t *testing.T) {
 	// tells that commits were acknowledged past it.
 	frames := (len(wal) - 32) / 4120
 	require.NoError(t, os.WriteFile(path+"-wal", wal[:32+(frames-2)*4120], 0o600))
-	_, err = store.Open(bg, path, store.Options{})
+	_, err = sqlite.Open(bg, path, sqlite.Options{})
 	requireCorrupt(t, err, "events")
 }
 
@@ -262,14 +263,14 @@ func TestADeletedDatabaseIsRefusedUnlessAllowed(t *testing.T) {
 				require.NoError(t, os.Remove(path))
 			} else {
 				require.NoError(t, os.Remove(path))
-				st, err := store.Open(bg, path+".other", store.Options{})
+				st, err := sqlite.Open(bg, path+".other", sqlite.Options{})
 				require.NoError(t, err)
 				require.NoError(t, st.Close())
 				require.NoError(t, os.Rename(path+".other", path))
 			}
-			_, err := store.Open(bg, path, store.Options{})
+			_, err := sqlite.Open(bg, path, sqlite.Options{})
 			require.ErrorIs(t, err, store.ErrMissing)
-			st, err := store.Open(bg, path, store.Options{AllowEmpty: true})
+			st, err := sqlite.Open(bg, path, sqlite.Options{AllowEmpty: true})
 			require.NoError(t, err)
 			h, err := st.Head(bg, "a", 0)
 			require.NoError(t, err)
@@ -298,7 +299,7 @@ INSERT INTO remembered VALUES ('dedupe/a', 'alice|m-1', 1);
 func TestAStoreWrittenBeforeChecksumsIsMigrated(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "loom.db")
 	raw(t, path, v0Schema)
-	st, err := store.Open(bg, path, store.Options{})
+	st, err := sqlite.Open(bg, path, sqlite.Options{})
 	require.NoError(t, err)
 	evs, err := st.ReadForward(bg, "a", 0, 0, 10)
 	require.NoError(t, err)
@@ -323,7 +324,7 @@ func TestAStoreWrittenBeforeChecksumsIsMigrated(t *testing.T) {
 	require.Error(t, err, "the append-only trigger is back")
 	db.Close()
 	raw(t, path, `DROP TRIGGER events_append_only_u`, `UPDATE events SET kind = 'x' WHERE seq = 2`)
-	_, err = store.Open(bg, path, store.Options{})
+	_, err = sqlite.Open(bg, path, sqlite.Options{})
 	requireCorrupt(t, err, "events")
 }
 
@@ -362,8 +363,8 @@ func TestBackupWhileWritingThenRestore(t *testing.T) {
 
 	restored := filepath.Join(dir, "restored", "loom.db")
 	require.NoError(t, os.MkdirAll(filepath.Dir(restored), 0o700))
-	require.NoError(t, store.Restore(bg, backup, restored))
-	require.Error(t, store.Restore(bg, backup, restored), "a restore never replaces a store")
+	require.NoError(t, sqlite.Restore(bg, backup, restored))
+	require.Error(t, sqlite.Restore(bg, backup, restored), "a restore never replaces a store")
 	rs := openAt(t, restored)
 	want, err := st.ReadForward(bg, "a", 0, 0, 100)
 	require.NoError(t, err)
@@ -388,7 +389,7 @@ func TestARestoreOfADamagedBackupIsRefused(t *testing.T) {
 	raw(t, backup, `DROP TRIGGER events_append_only_u`, `UPDATE events SET kind = 'kX' WHERE seq = 2`)
 	restored := filepath.Join(dir, "restored", "loom.db")
 	require.NoError(t, os.MkdirAll(filepath.Dir(restored), 0o700))
-	err := store.Restore(bg, backup, restored)
+	err := sqlite.Restore(bg, backup, restored)
 	require.ErrorIs(t, err, store.ErrCorrupt)
 	_, statErr := os.Stat(restored)
 	require.True(t, errors.Is(statErr, os.ErrNotExist), "nothing of a refused restore is left")

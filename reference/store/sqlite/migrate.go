@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/loomcheck/loomcheck/reference/store"
 )
 
 // migrate brings a store of an older schema to schemaVersion. Version 0 (written before
@@ -52,7 +54,7 @@ func (s *SQLite) migrate(ctx context.Context) error {
 		{`SELECT stream, gen, seq, kind, data, time FROM events WHERE sum IS NULL`,
 			`UPDATE events SET sum = ? WHERE stream = ? AND gen = ? AND seq = ?`,
 			func(r *sql.Rows) ([]any, error) {
-				var e Event
+				var e store.Event
 				if err := r.Scan(&e.Stream, &e.Gen, &e.Seq, &e.Kind, &e.Data, &e.Time); err != nil {
 					return nil, err
 				}
@@ -138,7 +140,7 @@ const identityPrefix = "loom store "
 // it. A database without one gets a new identity (a new store, or one written before
 // identities); the file is then written from the database. A file naming a store the database
 // does not hold (the database was replaced by a new one, or lost everything it held) is
-// ErrMissing unless allowEmpty; a file that disagrees with the database's own identity is damage.
+// store.ErrMissing unless allowEmpty; a file that disagrees with the database's own identity is damage.
 func (s *SQLite) ensureIdentity(ctx context.Context, idFile string, hasIDFile, allowEmpty bool) error {
 	var id string
 	var sum int64
@@ -146,7 +148,7 @@ func (s *SQLite) ensureIdentity(ctx context.Context, idFile string, hasIDFile, a
 	switch {
 	case err == sql.ErrNoRows:
 		if hasIDFile && !allowEmpty {
-			return fmt.Errorf("%w: %s was created as a store (%s) and its database holds none", ErrMissing, s.path, identityPath(s.path))
+			return fmt.Errorf("%w: %s was created as a store (%s) and its database holds none", store.ErrMissing, s.path, identityPath(s.path))
 		}
 		b := make([]byte, 16)
 		_, _ = rand.Read(b)
@@ -157,11 +159,11 @@ func (s *SQLite) ensureIdentity(ctx context.Context, idFile string, hasIDFile, a
 	case err != nil:
 		return s.damageErr(err)
 	case sum != sumOf([]byte("identity"), []byte(id)):
-		return &CorruptError{Path: s.path, Table: "identity", Reason: "checksum does not match"}
+		return &store.CorruptError{Path: s.path, Table: "identity", Reason: "checksum does not match"}
 	case hasIDFile && !wellFormedIdentity(idFile):
-		return &CorruptError{Path: s.path, Table: "identity", Reason: fmt.Sprintf("the identity file %s is not one", identityPath(s.path))}
+		return &store.CorruptError{Path: s.path, Table: "identity", Reason: fmt.Sprintf("the identity file %s is not one", identityPath(s.path))}
 	case hasIDFile && idFile != identityPrefix+id && !allowEmpty:
-		return fmt.Errorf("%w: %s was created as another store (%s) than the database holds", ErrMissing, s.path, identityPath(s.path))
+		return fmt.Errorf("%w: %s was created as another store (%s) than the database holds", store.ErrMissing, s.path, identityPath(s.path))
 	case hasIDFile && idFile == identityPrefix+id:
 		return nil
 	}
@@ -189,7 +191,7 @@ func wellFormedIdentity(s string) bool {
 // write-ahead log (SQLite's VACUUM INTO) and makes the copy durable. The copy is a database file a
 // Restore installs; it holds the identity, every event, the metadata and the remembered keys.
 //
-// Errors: ErrClosed; a dest that exists; the copy cannot be written.
+// Errors: store.ErrClosed; a dest that exists; the copy cannot be written.
 //
 //	if err := st.Backup(ctx, "/backups/loom-2026-12-01.db"); err != nil { return err }
 func (s *SQLite) Backup(ctx context.Context, dest string) error {
@@ -230,7 +232,7 @@ func BackupFile(ctx context.Context, path, dest string) error {
 	db.SetMaxOpenConns(1)
 	if _, err := db.ExecContext(ctx, `VACUUM INTO ?`, dest); err != nil {
 		if isCorruption(err) {
-			return &CorruptError{Path: path, Table: "database", Reason: err.Error()}
+			return &store.CorruptError{Path: path, Table: "database", Reason: err.Error()}
 		}
 		return fmt.Errorf("store: backup to %s: %w", dest, err)
 	}
@@ -250,7 +252,7 @@ func BackupFile(ctx context.Context, path, dest string) error {
 // identity file), and checks it as an unclean Open would: every row's checksum, every stream's
 // sequence and SQLite's integrity check. A backup that does not pass is removed again.
 //
-// Errors: a store already at path (os.ErrExist, wrapped); *CorruptError for a damaged backup;
+// Errors: a store already at path (os.ErrExist, wrapped); *store.CorruptError for a damaged backup;
 // file errors.
 //
 //	if err := store.Restore(ctx, "/backups/loom.db", filepath.Join(dir, "loom.db")); err != nil { return err }
@@ -268,7 +270,7 @@ func Restore(ctx context.Context, backup, path string) error {
 		return fmt.Errorf("store: restore: %w", err)
 	}
 	if !strings.HasPrefix(string(b), "SQLite format 3\x00") {
-		return &CorruptError{Path: backup, Table: "database", Reason: "not a database file"}
+		return &store.CorruptError{Path: backup, Table: "database", Reason: "not a database file"}
 	}
 	_ = os.Remove(cleanPath(path))
 	if err := writeFileSync(path, b); err != nil {
