@@ -3,9 +3,25 @@
 //
 // The suite checks the contract of store.Store, and of each optional capability the backend
 // offers (store.Killer, store.WriteCrasher, store.Leases), found with a type assertion on the
-// stores the backend opens. A backend whose storage several handles may share at once
-// (Backend.Shared) is also checked across handles: wake-ups, gapless appends and fencing between
-// two engine nodes on one database.
+// stores the backend opens; a test of a capability the backend does not offer is skipped. A
+// backend whose storage several handles may share at once (Backend.Shared) is also checked
+// across handles: wake-ups, gapless appends, whole transactions and fencing between two engine
+// nodes on one database.
+//
+// What the suite holds a backend to, beyond the method comments of reference/store:
+//
+//   - A handle tells its own subscribers of its own commits before Update returns, and once: a
+//     backend that also hears its own commits back from the database (LISTEN/NOTIFY) does not
+//     wake them a second time. Subscriptions are checked right after an Update, not waited for.
+//   - Wake-ups from other handles arrive within a bounded wait, in commit order.
+//   - Event.Time and lease expiries are taken from a clock that agrees with the test's
+//     (time.Now) to the millisecond; lease expiries compare to the millisecond.
+//   - Metadata keys are byte strings: any byte, 0x00 and 0xff included, in byte order.
+//   - A cancelled context makes Update return its error without running fn.
+//   - Closing a fenced view (Leases.Fence) leaves the store open.
+//
+// Waits are bounded (10s for what must come; 300ms for what must not, such as a Kill returning
+// while a write is in progress); leases whose lapse a test waits for live 300ms.
 //
 //	func TestStore(t *testing.T) {
 //		storetest.Run(t, storetest.Backend{
@@ -24,7 +40,12 @@
 package storetest
 
 import (
+	"context"
+	"fmt"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/loomcheck/loomcheck/reference/store"
 )
@@ -95,4 +116,124 @@ func (e *env) handle(t *testing.T) store.Store {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	return st
+}
+
+// bg is the context of the suite's calls.
+var bg = context.Background()
+
+// waitBound bounds every wait for an event (a wake-up, a lapse, a goroutine's end): a backend
+// that never delivers it fails the test instead of hanging it.
+const waitBound = 10 * time.Second
+
+// notYet is how long the suite gives a backend to do what it must not (return from a Kill while a
+// write is in progress, grant a lease while a fenced write is open) before taking it that it
+// waits: a bounded wait for an event that should not come.
+const notYet = 300 * time.Millisecond
+
+// appendKinds appends one event per kind to (stream, gen) in one transaction, each with the kind
+// quoted as its data, and returns the new head.
+func appendKinds(t *testing.T, st store.Store, stream string, gen int64, kinds ...string) int64 {
+	t.Helper()
+	evs := make([]store.NewEvent, len(kinds))
+	for i, k := range kinds {
+		evs[i] = store.NewEvent{Kind: k, Data: []byte(`"` + k + `"`)}
+	}
+	var head int64
+	require.NoError(t, st.Update(bg, func(tx store.Tx) error {
+		var err error
+		head, err = tx.Append(stream, gen, -1, evs...)
+		return err
+	}))
+	return head
+}
+
+// lines renders events as "seq kind", so that whole reads compare at once.
+func lines(evs []store.Event) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = fmt.Sprintf("%d %s", e.Seq, e.Kind)
+	}
+	return out
+}
+
+// kvLines renders metadata pairs as "key=val".
+func kvLines(kvs []store.KV) []string {
+	out := make([]string, len(kvs))
+	for i, kv := range kvs {
+		out[i] = kv.Key + "=" + string(kv.Val)
+	}
+	return out
+}
+
+func kindsN(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%d", prefix, i+1)
+	}
+	return out
+}
+
+// readAll reads the whole of (stream, gen) forward, page by page, through st.
+func readAll(t *testing.T, st store.Store, stream string, gen int64) []store.Event {
+	t.Helper()
+	var all []store.Event
+	var after int64
+	for {
+		evs, err := st.ReadForward(bg, stream, gen, after, 0)
+		require.NoError(t, err)
+		if len(evs) == 0 {
+			return all
+		}
+		all = append(all, evs...)
+		after = evs[len(evs)-1].Seq
+	}
+}
+
+// streamLines is the whole of (stream, gen) as lines.
+func streamLines(t *testing.T, st store.Store, stream string, gen int64) []string {
+	t.Helper()
+	return lines(readAll(t, st, stream, gen))
+}
+
+// received reports whether ch holds a wake-up right now. A handle tells its subscribers of its
+// own commits before Update returns, so after an Update through the same handle this is a
+// deterministic check, not a race.
+func received(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// woken waits (bounded) for a wake-up on ch.
+func woken(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(waitBound):
+		t.Fatalf("no wake-up within %s: %s", waitBound, what)
+	}
+}
+
+// within waits (bounded) for done to be closed.
+func within(t *testing.T, done <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-done:
+	case <-time.After(waitBound):
+		t.Fatalf("not within %s: %s", waitBound, what)
+	}
+}
+
+// metaOf reads key through st: its value, or "<none>".
+func metaOf(t *testing.T, st store.Store, key string) string {
+	t.Helper()
+	v, ok, err := st.Meta(bg, key)
+	require.NoError(t, err)
+	if !ok {
+		return "<none>"
+	}
+	return string(v)
 }
