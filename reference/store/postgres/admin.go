@@ -1,0 +1,102 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// CreateDatabase creates the empty database name on the server adminURL connects to (adminURL as
+// Open takes it: the empty string means the PG* environment variables) and returns the
+// connection string of the new database: adminURL with its database replaced, so Open(ctx, url,
+// ...) reaches it with the same server, role and settings. The role must be allowed to create
+// databases. The kit gives every conformance scenario a database of its own this way.
+//
+// name must be 1 to 63 bytes of lowercase letters, digits and underscores; anything else is
+// refused before the server is contacted. Errors: the refusal of a bad name; the server's, when
+// the database exists already or the role may not create one.
+//
+//	url, err := postgres.CreateDatabase(ctx, "", "scenario_42")
+//	if err != nil { return err }
+//	defer postgres.DropDatabase(context.Background(), "", "scenario_42")
+//	st, err := postgres.Open(ctx, url, postgres.Options{})
+func CreateDatabase(ctx context.Context, adminURL, name string) (string, error) {
+	if err := validName("database", name); err != nil {
+		return "", err
+	}
+	url, err := withDatabase(adminURL, name)
+	if err != nil {
+		return "", err
+	}
+	if err := adminExec(ctx, adminURL, "CREATE DATABASE "+quoteIdent(name)); err != nil {
+		return "", fmt.Errorf("store: create database %s: %w", name, err)
+	}
+	return url, nil
+}
+
+// DropDatabase drops the database name (DROP DATABASE ... WITH (FORCE): the sessions still on
+// it, stores left open included, are ended first). A database that does not exist is not an
+// error. name is checked as CreateDatabase checks it.
+//
+//	err := postgres.DropDatabase(ctx, "", "scenario_42")
+func DropDatabase(ctx context.Context, adminURL, name string) error {
+	if err := validName("database", name); err != nil {
+		return err
+	}
+	if err := adminExec(ctx, adminURL, "DROP DATABASE IF EXISTS "+quoteIdent(name)+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("store: drop database %s: %w", name, err)
+	}
+	return nil
+}
+
+func adminExec(ctx context.Context, adminURL, sql string) error {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+// withDatabase is the connection string conn with its database replaced by name: the path of a
+// postgres:// URL, a dbname setting appended to a keyword/value string (the last setting wins),
+// and for the empty string "postgres:///name", which takes everything else from the environment.
+func withDatabase(conn, name string) (string, error) {
+	if conn == "" {
+		return "postgres:///" + name, nil
+	}
+	scheme := ""
+	for _, p := range []string{"postgres://", "postgresql://"} {
+		if strings.HasPrefix(conn, p) {
+			scheme = p
+		}
+	}
+	if scheme == "" {
+		return conn + " dbname=" + name, nil
+	}
+	rest := conn[len(scheme):]
+	// Credentials end at the first '@' before any '/', as libpq reads them.
+	auth := ""
+	if i := strings.IndexAny(rest, "@/"); i >= 0 && rest[i] == '@' {
+		auth, rest = rest[:i+1], rest[i+1:]
+	}
+	hosts, tail := rest, ""
+	if i := strings.IndexAny(rest, "/?"); i >= 0 {
+		hosts, tail = rest[:i], rest[i:]
+	}
+	query := ""
+	if i := strings.IndexByte(tail, '?'); i >= 0 {
+		query = tail[i:]
+	}
+	if query != "" {
+		for _, kv := range strings.Split(query[1:], "&") {
+			if k, _, _ := strings.Cut(kv, "="); k == "dbname" {
+				return "", fmt.Errorf("store: the connection string names its database with dbname=; name it in the path")
+			}
+		}
+	}
+	return scheme + auth + hosts + "/" + name + query, nil
+}

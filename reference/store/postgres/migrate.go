@@ -1,0 +1,215 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomcheck/loomcheck/reference/store"
+)
+
+// migration is one step of the store's schema: its statements run in the migration
+// transaction, with {s} standing for the quoted schema name.
+type migration struct {
+	// Version is the schema version the step brings the store to: 1, 2, 3...
+	Version int64
+	What    string
+	SQL     string
+}
+
+// migrations is the store's schema, step by step. A step, once released, never changes: a new
+// need is a new step at the end.
+//
+// Strings of the contract (stream, kind, keys, lease names and holders) are stored as bytea:
+// every Go string round-trips byte for byte (NUL and invalid UTF-8 included) and sorts in byte
+// order, as in SQLite. Event times are Unix milliseconds.
+var migrations = []migration{{
+	Version: 1,
+	What:    "events, meta, remembered keys and leases; events append-only, lease tokens only grow",
+	SQL: `
+CREATE TABLE {s}.events (
+	stream bytea  NOT NULL,
+	gen    bigint NOT NULL,
+	seq    bigint NOT NULL CHECK (seq >= 1),
+	kind   bytea  NOT NULL,
+	data   bytea,
+	time   bigint NOT NULL,
+	PRIMARY KEY (stream, gen, seq)
+);
+CREATE FUNCTION {s}.events_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	RAISE EXCEPTION 'events are append-only: % of %.% refused', TG_OP, TG_TABLE_SCHEMA, TG_TABLE_NAME
+		USING ERRCODE = 'restrict_violation';
+END $$;
+CREATE TRIGGER events_append_only BEFORE UPDATE OR DELETE OR TRUNCATE ON {s}.events
+	FOR EACH STATEMENT EXECUTE FUNCTION {s}.events_append_only();
+
+CREATE TABLE {s}.meta (
+	key bytea PRIMARY KEY,
+	val bytea NOT NULL
+);
+
+CREATE TABLE {s}.remembered (
+	scope bytea  NOT NULL,
+	key   bytea  NOT NULL,
+	n     bigint NOT NULL,
+	PRIMARY KEY (scope, key)
+);
+CREATE INDEX remembered_n ON {s}.remembered (scope, n);
+
+CREATE TABLE {s}.leases (
+	name    bytea       PRIMARY KEY,
+	holder  bytea       NOT NULL,
+	note    bytea       NOT NULL,
+	token   bigint      NOT NULL CHECK (token >= 1),
+	expires timestamptz NOT NULL
+);
+CREATE FUNCTION {s}.leases_tokens_grow() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF TG_OP = 'UPDATE' AND NEW.name = OLD.name AND NEW.token >= OLD.token THEN
+		RETURN NEW;
+	END IF;
+	RAISE EXCEPTION 'lease tokens only grow: % of %.% refused', TG_OP, TG_TABLE_SCHEMA, TG_TABLE_NAME
+		USING ERRCODE = 'restrict_violation';
+END $$;
+CREATE TRIGGER leases_tokens_grow BEFORE UPDATE OR DELETE ON {s}.leases
+	FOR EACH ROW EXECUTE FUNCTION {s}.leases_tokens_grow();
+CREATE TRIGGER leases_no_truncate BEFORE TRUNCATE ON {s}.leases
+	FOR EACH STATEMENT EXECUTE FUNCTION {s}.leases_tokens_grow();
+`,
+}}
+
+// SchemaVersion is the newest schema version this package knows: a store whose schema is newer
+// is refused with a *store.SchemaError.
+//
+//	var se *store.SchemaError
+//	if errors.As(err, &se) { log.Printf("schema %d, this engine knows %d", se.Have, postgres.SchemaVersion()) }
+func SchemaVersion() int64 { return migrations[len(migrations)-1].Version }
+
+// migrate brings the store's schema to the newest version of list: in one transaction, under an
+// advisory lock of the schema (a second node opening at once waits, then finds nothing to do),
+// it creates the schema and the version table if missing, refuses a schema newer than list
+// knows, and applies each step not yet applied, recording it.
+func (s *Postgres) migrate(ctx context.Context, list []migration) error {
+	know := int64(0)
+	if n := len(list); n > 0 {
+		know = list[n-1].Version
+	}
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{})
+	if err != nil {
+		return fmt.Errorf("store: migrate %s: %w", s.where, err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, s.migrateKey); err != nil {
+		return fmt.Errorf("store: migrate %s: lock: %w", s.where, err)
+	}
+	// What exists is looked up first: creating it "if not exists" would need privileges a role
+	// running on a prepared database may not have.
+	var hasSchema, hasVersions bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1), to_regclass($2) IS NOT NULL`,
+		s.opt.Schema, quoteIdent(s.opt.Schema)+".schema_version").Scan(&hasSchema, &hasVersions); err != nil {
+		return fmt.Errorf("store: migrate %s: %w", s.where, err)
+	}
+	if !hasSchema {
+		if _, err := tx.Exec(ctx, sqlFor(s.opt.Schema, `CREATE SCHEMA {s}`)); err != nil {
+			return fmt.Errorf("store: migrate %s: create the schema: %w", s.where, err)
+		}
+	}
+	if !hasVersions {
+		if _, err := tx.Exec(ctx, sqlFor(s.opt.Schema, `CREATE TABLE {s}.schema_version (
+	version bigint PRIMARY KEY,
+	what    text NOT NULL,
+	applied timestamptz NOT NULL DEFAULT now()
+)`)); err != nil {
+			return fmt.Errorf("store: migrate %s: %w", s.where, err)
+		}
+	}
+	var have int64
+	if err := tx.QueryRow(ctx, sqlFor(s.opt.Schema, `SELECT COALESCE(MAX(version), 0) FROM {s}.schema_version`)).Scan(&have); err != nil {
+		return fmt.Errorf("store: migrate %s: %w", s.where, err)
+	}
+	if have > know {
+		return &store.SchemaError{Where: s.where, Have: have, Know: know}
+	}
+	if have == know {
+		return nil // nothing to do; the transaction only read
+	}
+	for _, m := range list {
+		if m.Version <= have {
+			continue
+		}
+		if _, err := tx.Exec(ctx, sqlFor(s.opt.Schema, m.SQL)); err != nil {
+			return fmt.Errorf("store: migrate %s to version %d (%s): %w", s.where, m.Version, m.What, err)
+		}
+		if _, err := tx.Exec(ctx, sqlFor(s.opt.Schema, `INSERT INTO {s}.schema_version (version, what) VALUES ($1, $2)`), m.Version, m.What); err != nil {
+			return fmt.Errorf("store: migrate %s to version %d: %w", s.where, m.Version, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("store: migrate %s: commit: %w", s.where, err)
+	}
+	return nil
+}
+
+// queries are the store's statements, with its schema in them.
+type queries struct {
+	begin                                 string // the write transaction's start (with the lock key)
+	readForward, readBackward, head       string
+	meta, metaFrom, metaRange             string
+	appendEvents, putMeta, remember       string
+	fence                                 string
+	leaseGet, leaseInsert, leaseGrant     string
+	leaseRenew, leaseRelease, leaseHolder string
+}
+
+func newQueries(schema string) queries {
+	q := func(s string) string { return sqlFor(schema, s) }
+	return queries{
+		begin:        fmt.Sprintf(`BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE; SELECT pg_advisory_xact_lock(%d)`, lockKey("write", schema)),
+		readForward:  q(`SELECT seq, kind, data, time FROM {s}.events WHERE stream = $1 AND gen = $2 AND seq > $3 ORDER BY seq ASC LIMIT $4`),
+		readBackward: q(`SELECT seq, kind, data, time FROM {s}.events WHERE stream = $1 AND gen = $2 AND seq < $3 ORDER BY seq DESC LIMIT $4`),
+		head:         q(`SELECT COALESCE(MAX(seq), 0) FROM {s}.events WHERE stream = $1 AND gen = $2`),
+		meta:         q(`SELECT val FROM {s}.meta WHERE key = $1`),
+		metaFrom:     q(`SELECT key, val FROM {s}.meta WHERE key >= $1 ORDER BY key`),
+		metaRange:    q(`SELECT key, val FROM {s}.meta WHERE key >= $1 AND key < $2 ORDER BY key`),
+		// One round trip: the head, the events numbered after it when the expected head holds,
+		// and the notification of the stream (sent at commit; PostgreSQL folds repeats within a
+		// transaction).
+		appendEvents: q(`WITH h AS (
+	SELECT COALESCE(MAX(seq), 0) AS head FROM {s}.events WHERE stream = $1 AND gen = $2
+), ins AS (
+	INSERT INTO {s}.events (stream, gen, seq, kind, data, time)
+	SELECT $1, $2, h.head + e.n, e.kind, e.data, $6
+	FROM h, unnest($4::bytea[], $5::bytea[]) WITH ORDINALITY AS e(kind, data, n)
+	WHERE $3::bigint < 0 OR h.head = $3::bigint
+	RETURNING seq
+), told AS (
+	SELECT pg_notify($7, $8) FROM (SELECT 1 FROM ins LIMIT 1) one
+)
+SELECT h.head, (SELECT count(*) FROM ins), (SELECT count(*) FROM told) FROM h`),
+		putMeta: q(`INSERT INTO {s}.meta (key, val) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET val = excluded.val`),
+		// One round trip: the key numbered after the scope's newest unless it is there, and the
+		// keys older than the newest keep forgotten.
+		remember: q(`WITH top AS (
+	SELECT COALESCE(MAX(n), 0) + 1 AS n FROM {s}.remembered WHERE scope = $1
+), ins AS (
+	INSERT INTO {s}.remembered (scope, key, n) SELECT $1, $2, top.n FROM top
+	ON CONFLICT (scope, key) DO NOTHING
+	RETURNING n
+), forgot AS (
+	DELETE FROM {s}.remembered r USING ins WHERE $3::bigint > 0 AND r.scope = $1 AND r.n <= ins.n - $3::bigint
+)
+SELECT count(*) FROM ins`),
+		fence:        q(`SELECT token FROM {s}.leases WHERE name = $1 FOR SHARE`),
+		leaseGet:     q(`SELECT holder, note, token, expires, expires <= clock_timestamp() FROM {s}.leases WHERE name = $1 FOR UPDATE`),
+		leaseInsert:  q(`INSERT INTO {s}.leases (name, holder, note, token, expires) VALUES ($1, $2, $3, 1, clock_timestamp() + $4::bigint * interval '1 microsecond') ON CONFLICT (name) DO NOTHING RETURNING token, expires`),
+		leaseGrant:   q(`UPDATE {s}.leases SET holder = $2, note = $3, token = token + 1, expires = clock_timestamp() + $4::bigint * interval '1 microsecond' WHERE name = $1 RETURNING token, expires`),
+		leaseRenew:   q(`UPDATE {s}.leases SET expires = clock_timestamp() + $3::bigint * interval '1 microsecond' WHERE name = $1 AND token = $2 RETURNING holder, note, expires`),
+		leaseRelease: q(`UPDATE {s}.leases SET expires = clock_timestamp() WHERE name = $1 AND token = $2 AND expires > clock_timestamp()`),
+		leaseHolder:  q(`SELECT holder, note, token, expires FROM {s}.leases WHERE name = $1`),
+	}
+}

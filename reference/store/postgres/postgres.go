@@ -1,0 +1,618 @@
+// Package postgres is the store on a PostgreSQL server (15 or later), through pgx: the backend
+// several engine nodes share. It implements store.Store and the optional store.Killer,
+// store.WriteCrasher and store.Leases, with the semantics of the SQLite backend wherever the two
+// overlap.
+//
+// # Where a store lives
+//
+// A store is a set of tables in one schema of one database. Which to use:
+//
+//   - A database of its own (the usual production shape, and what every conformance scenario gets
+//     through CreateDatabase or pgtest.TempDatabase): nothing else shares its tables, advisory
+//     locks or notification channels, and dropping it removes the store whole. The default
+//     Schema, "public", is then right.
+//   - A schema of a shared database (Options.Schema): when creating databases is not allowed, or
+//     to keep several small stores on one database (tests that want a fresh store cheaply). Stores
+//     in different schemas share nothing: their tables, their write lock and their notification
+//     channel are the schema's own.
+//
+// # What the database enforces
+//
+// The schema is the store's own: Open applies a versioned list of migrations, once, in one
+// transaction, under an advisory lock (two nodes opening at once do not race), and refuses a
+// database whose schema is newer than this binary knows with a *store.SchemaError. Events are
+// append-only in the database itself: triggers refuse UPDATE, DELETE and TRUNCATE of the events
+// table whoever connects (short of dropping the triggers), and lease tokens can only grow.
+//
+// Writes (Update) are serialised per store by a transaction-scoped advisory lock taken at the
+// start of every write transaction, across every handle and node on the store; a stream's
+// sequence therefore stays gapless whoever appends. Each commit that appended wakes the
+// subscribers of its streams: the handle's own at once, other handles and nodes through
+// LISTEN/NOTIFY. A notification is only a wake-up; events are always read from the tables, and a
+// lost listening connection is reconnected and wakes every subscriber once, so a missed
+// notification costs one read, never an event.
+//
+//	st, err := postgres.Open(ctx, "postgres://loom:secret@db.internal/loom", postgres.Options{})
+//	if err != nil { return err }
+//	defer st.Close()
+package postgres
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/loomcheck/loomcheck/reference/store"
+)
+
+// Options tune the PostgreSQL store. The zero value is ready to use.
+type Options struct {
+	// Conns is the size of the connection pool the store's reads and writes share (default 4).
+	// The store opens one more connection, outside the pool, to listen for other nodes' commits.
+	// A handle runs one write at a time, so reads get the rest.
+	Conns int
+	// Schema is the PostgreSQL schema the store's tables live in (default "public"); Open
+	// creates it if it is missing. Names of lowercase letters, digits and underscores only, at
+	// most 63 bytes.
+	Schema string
+	// WriteTimeout bounds a write transaction once it has begun (default 10s): every statement
+	// inside it, the commit included, must answer within it, and the server ends a session that
+	// sits idle inside a transaction for longer (idle_in_transaction_session_timeout), releasing
+	// its locks. A database that stops answering therefore cannot hold a writer, nor the store's
+	// write lock, forever; the write fails and nothing of it is kept.
+	WriteTimeout time.Duration
+}
+
+const (
+	defaultConns        = 4
+	defaultSchema       = "public"
+	defaultWriteTimeout = 10 * time.Second
+)
+
+// Postgres is a store on a PostgreSQL server. Several handles, in one process or many, may be
+// open on the same database and schema at once; that is what it is for.
+type Postgres struct {
+	pool    *pgxpool.Pool
+	listenC *pgx.ConnConfig // the listening connection's configuration
+	opt     Options
+	where   string // names the store in errors
+	q       queries
+	channel string // the notification channel of the store's schema
+	// writeKey and migrateKey are the advisory lock keys of the store's schema.
+	writeKey, migrateKey int64
+
+	// wsem holds one token while a write (Update, a lease change) is in progress: writes of a
+	// handle run one at a time, and Close and Kill take it to wait for the write in progress.
+	// closed, crashAt and crashed are read and written only while holding it.
+	wsem    chan struct{}
+	closed  bool
+	dead    atomic.Bool
+	shut    atomic.Bool // closed or killed: reads refuse too
+	crashAt int64
+	crashed chan struct{}
+	writes  atomic.Int64
+
+	// released is closed once the pool and the listening connection are closed.
+	released chan struct{}
+	stopOnce sync.Once
+
+	// The listener: stopListen ends it, listenDone is closed when it has, listenPID is the
+	// backend process id of its connection (0 while it reconnects).
+	stopListen context.CancelFunc
+	listenDone chan struct{}
+	listenPID  atomic.Uint32
+
+	// pids are the backend process ids of the pool's connections: a notification one of them
+	// sent was a commit of this handle, whose subscribers were woken already.
+	pidMu sync.Mutex
+	pids  map[uint32]struct{}
+
+	subMu sync.Mutex
+	subs  map[string]map[*sub]struct{} // by notification payload (see payloadOf)
+}
+
+type sub struct{ ch chan struct{} }
+
+var (
+	_ store.Store        = (*Postgres)(nil)
+	_ store.Killer       = (*Postgres)(nil)
+	_ store.WriteCrasher = (*Postgres)(nil)
+	_ store.Leases       = (*Postgres)(nil)
+)
+
+// Open connects to the database at url (a postgres:// URL or a keyword/value connection string;
+// the empty string means the standard PostgreSQL environment variables PGHOST, PGPORT, PGUSER,
+// PGPASSWORD, PGDATABASE and the rest, which fill in whatever url leaves out in any case), brings
+// the store's schema up to date and starts listening for other nodes' commits. ctx bounds the
+// connecting and the migration.
+//
+// Errors: *store.SchemaError (matching store.ErrSchemaNewer) when the database was migrated by a
+// newer engine; an error naming the cause when url does not parse, the server cannot be reached,
+// or the role may not create the schema or its tables.
+//
+// Open may run on several nodes at once against one database: the migrations run once.
+//
+//	st, err := postgres.Open(ctx, "", postgres.Options{Schema: "engine_a"}) // PG* environment
+//	if err != nil { return err }
+//	defer st.Close()
+func Open(ctx context.Context, url string, opt Options) (*Postgres, error) {
+	if opt.Conns <= 0 {
+		opt.Conns = defaultConns
+	}
+	if opt.Schema == "" {
+		opt.Schema = defaultSchema
+	}
+	if opt.WriteTimeout <= 0 {
+		opt.WriteTimeout = defaultWriteTimeout
+	}
+	if err := validName("schema", opt.Schema); err != nil {
+		return nil, err
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("store: postgres connection string: %w", err)
+	}
+	cfg.MaxConns = int32(opt.Conns)
+	cc := cfg.ConnConfig
+	if _, ok := cc.RuntimeParams["application_name"]; !ok {
+		cc.RuntimeParams["application_name"] = "loom store " + opt.Schema
+	}
+	cc.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(opt.WriteTimeout.Milliseconds(), 10)
+	if cc.ConnectTimeout <= 0 {
+		cc.ConnectTimeout = 30 * time.Second
+	}
+	s := &Postgres{
+		opt:        opt,
+		where:      fmt.Sprintf("postgres %s:%d/%s schema %s", cc.Host, cc.Port, cc.Database, opt.Schema),
+		q:          newQueries(opt.Schema),
+		channel:    channelOf(opt.Schema),
+		writeKey:   lockKey("write", opt.Schema),
+		migrateKey: lockKey("migrate", opt.Schema),
+		wsem:       make(chan struct{}, 1),
+		released:   make(chan struct{}),
+		listenDone: make(chan struct{}),
+		pids:       map[uint32]struct{}{},
+		subs:       map[string]map[*sub]struct{}{},
+	}
+	s.listenC = cc.Copy()
+	s.listenC.RuntimeParams["application_name"] = "loom store listener " + opt.Schema
+	delete(s.listenC.RuntimeParams, "idle_in_transaction_session_timeout")
+	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+		s.pidMu.Lock()
+		s.pids[c.PgConn().PID()] = struct{}{}
+		s.pidMu.Unlock()
+		return nil
+	}
+	cfg.BeforeClose = func(c *pgx.Conn) {
+		s.pidMu.Lock()
+		delete(s.pids, c.PgConn().PID())
+		s.pidMu.Unlock()
+	}
+	s.pool, err = pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: %s: %w", s.where, err)
+	}
+	if err := s.migrate(ctx, migrations); err != nil {
+		s.pool.Close()
+		return nil, err
+	}
+	conn, err := s.connectListener(ctx)
+	if err != nil {
+		s.pool.Close()
+		return nil, err
+	}
+	lctx, stop := context.WithCancel(context.Background())
+	s.stopListen = stop
+	go s.listen(lctx, conn)
+	return s, nil
+}
+
+// validName accepts the names the store puts in SQL as identifiers: [a-z0-9_], 1 to 63 bytes.
+func validName(what, name string) error {
+	if name == "" || len(name) > 63 {
+		return fmt.Errorf("store: postgres %s name %q: 1 to 63 bytes", what, name)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return fmt.Errorf("store: postgres %s name %q: lowercase letters, digits and underscores only", what, name)
+		}
+	}
+	return nil
+}
+
+// lockKey is the advisory lock key of a purpose in a schema: advisory locks are per database, so
+// stores in two schemas of one database do not share them.
+func lockKey(purpose, schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("loomcheck store " + purpose + "\x00" + schema))
+	return int64(h.Sum64())
+}
+
+// channelOf is the notification channel of a schema (an identifier: at most 63 bytes).
+func channelOf(schema string) string {
+	if c := "loom_store_" + schema; len(c) <= 63 {
+		return c
+	}
+	sum := sha256.Sum256([]byte(schema))
+	return "loom_store_" + hex.EncodeToString(sum[:16])
+}
+
+// maxPlainPayload is the longest stream name sent as it is in a notification: PostgreSQL takes
+// payloads shorter than 8000 bytes.
+const maxPlainPayload = 1024
+
+// payloadOf is the notification payload that names stream: the name itself when it is plain
+// ASCII without NUL and not too long (every server encoding holds it unchanged), otherwise
+// "#sha256:" and the hex digest of the name. Subscribers are kept under the same key, so a
+// hashed payload wakes exactly the subscribers of the streams with that digest.
+func payloadOf(stream string) string {
+	plain := len(stream) <= maxPlainPayload
+	for i := 0; plain && i < len(stream); i++ {
+		plain = stream[i] != 0 && stream[i] < 0x80
+	}
+	if plain {
+		return stream
+	}
+	sum := sha256.Sum256(bs(stream))
+	return "#sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Released is closed once the store has let go of its connections: after Close, or after Kill
+// once the connections it closes in the background are closed.
+//
+//	st.Kill()
+//	<-st.Released()
+func (s *Postgres) Released() <-chan struct{} { return s.released }
+
+// release stops the listener and closes the pool (waiting for connections in use), then closes
+// released.
+func (s *Postgres) release() {
+	s.stopOnce.Do(func() {
+		s.stopListen()
+		<-s.listenDone
+		s.pool.Close()
+		close(s.released)
+	})
+}
+
+// Close waits for the write in progress, then closes the store's connections. Every call after
+// it answers store.ErrClosed (Subscribe excepted: its channel then never fires). Closing twice,
+// or closing a killed store, is harmless.
+//
+//	defer st.Close()
+func (s *Postgres) Close() error {
+	s.wsem <- struct{}{}
+	defer func() { <-s.wsem }()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	s.shut.Store(true)
+	s.release()
+	return nil
+}
+
+// Kill stops the store as a crash of this node would: it waits for the write in progress (which
+// then has committed, or not), and from then on every read and write of this handle answers
+// store.ErrClosed. The connections are closed in the background (reads already running finish
+// first); Released is closed once they are. Their server sessions end with them, and with the
+// sessions the write lock, if anything still held it. Leases held are not released: they lapse,
+// as a dead node's would. Other handles on the database are unaffected.
+//
+//	st.Kill()
+//	<-st.Released()
+func (s *Postgres) Kill() {
+	s.wsem <- struct{}{}
+	defer func() { <-s.wsem }()
+	s.die()
+}
+
+// die is Kill with wsem held.
+func (s *Postgres) die() {
+	if s.closed {
+		return
+	}
+	s.dead.Store(true)
+	s.closed = true
+	s.shut.Store(true)
+	go s.release()
+}
+
+// Writes returns the number of durable writes (committed transactions that appended an event,
+// stored metadata or remembered a new key) since Open. Transactions that changed nothing, and
+// lease changes, are not counted.
+//
+//	before := st.Writes()
+func (s *Postgres) Writes() int64 { return s.writes.Load() }
+
+// CrashAfterWrite arms the crash hook: right after the n-th durable write from now commits
+// (n >= 1), the store dies as Kill leaves it: that write returns store.ErrCrashed to its caller,
+// every later read and write store.ErrClosed, and the returned channel is closed. Arming again
+// replaces the previous point. The channel of a store that is closed or killed first never
+// closes.
+//
+//	crashed := st.CrashAfterWrite(3)
+//	<-crashed // the third write committed; nothing after it did
+func (s *Postgres) CrashAfterWrite(n int64) <-chan struct{} {
+	s.wsem <- struct{}{}
+	defer func() { <-s.wsem }()
+	if n < 1 {
+		n = 1
+	}
+	s.crashAt = s.writes.Load() + n
+	s.crashed = make(chan struct{})
+	return s.crashed
+}
+
+// Subscribe returns a channel that receives a value (coalesced, never blocking a writer) after
+// each commit that appended to stream, whoever committed it: this handle (the channel is
+// signalled before its Update returns) or another handle or node on the same store (signalled
+// when the notification arrives). It also receives one value whenever the store's listening
+// connection was lost and is back, since a commit may have gone unannounced meanwhile. cancel
+// ends the subscription; calling it twice is harmless. After Close or Kill the channel never
+// fires.
+//
+//	ch, cancel := st.Subscribe("x/exec-1")
+//	defer cancel()
+//	for range ch { /* read from the last seq seen */ }
+func (s *Postgres) Subscribe(stream string) (<-chan struct{}, func()) {
+	sb := &sub{ch: make(chan struct{}, 1)}
+	if s.shut.Load() {
+		return sb.ch, func() {}
+	}
+	key := payloadOf(stream)
+	s.subMu.Lock()
+	m := s.subs[key]
+	if m == nil {
+		m = map[*sub]struct{}{}
+		s.subs[key] = m
+	}
+	m[sb] = struct{}{}
+	s.subMu.Unlock()
+	var once sync.Once
+	return sb.ch, func() {
+		once.Do(func() {
+			s.subMu.Lock()
+			delete(s.subs[key], sb)
+			if len(s.subs[key]) == 0 {
+				delete(s.subs, key)
+			}
+			s.subMu.Unlock()
+		})
+	}
+}
+
+// wake signals the subscribers under the given payloads.
+func (s *Postgres) wake(keys ...string) {
+	s.subMu.Lock()
+	defer s.subMu.Unlock()
+	for _, k := range keys {
+		for sb := range s.subs[k] {
+			signal(sb.ch)
+		}
+	}
+}
+
+// wakeAll signals every subscriber.
+func (s *Postgres) wakeAll() {
+	s.subMu.Lock()
+	defer s.subMu.Unlock()
+	for _, m := range s.subs {
+		for sb := range m {
+			signal(sb.ch)
+		}
+	}
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+func clampLimit(limit int) int {
+	if limit <= 0 || limit > store.MaxRead {
+		return store.MaxRead
+	}
+	return limit
+}
+
+func (s *Postgres) alive() error {
+	if s.shut.Load() {
+		return store.ErrClosed
+	}
+	return nil
+}
+
+// readErr maps an error of a read: store.ErrClosed once the store is closed or killed, the
+// caller's context errors as they are (wrapped), anything else wrapped with what failed.
+func (s *Postgres) readErr(what string, err error) error {
+	if s.shut.Load() {
+		return store.ErrClosed
+	}
+	return fmt.Errorf("store: %s: %w", what, err)
+}
+
+// ReadForward returns up to limit events (at most store.MaxRead; limit <= 0 means the most) of
+// (stream, gen) with Seq > after, oldest first. It sees every commit made before it began, by
+// any handle.
+//
+// Errors: a *store.CorruptError (store.ErrCorrupt) when the events read are not consecutive
+// (a gap); store.ErrClosed after Close or Kill; ctx's error when ctx ends first.
+//
+//	evs, err := st.ReadForward(ctx, "x/exec-1", 0, seen, 256)
+func (s *Postgres) ReadForward(ctx context.Context, stream string, gen, after int64, limit int) ([]store.Event, error) {
+	if err := s.alive(); err != nil {
+		return nil, err
+	}
+	evs, err := s.readEvents(ctx, s.q.readForward, stream, gen, after, clampLimit(limit))
+	if err != nil {
+		return nil, err
+	}
+	// Sequences run 1, 2, 3... without a gap: the first event after `after` is after+1.
+	next := max(after, 0) + 1
+	for _, e := range evs {
+		if e.Seq != next {
+			return nil, &store.CorruptError{Path: s.where, Table: "events", Stream: stream, Gen: gen, Seq: e.Seq,
+				Reason: fmt.Sprintf("read in place of seq %d", next)}
+		}
+		next++
+	}
+	return evs, nil
+}
+
+// ReadBackward returns up to limit events (at most store.MaxRead) of (stream, gen) with
+// Seq < before, newest first. Errors as ReadForward; a read that reaches the stream's oldest
+// event checks that it is seq 1.
+//
+//	evs, err := st.ReadBackward(ctx, "x/exec-1", 0, math.MaxInt64, 50)
+func (s *Postgres) ReadBackward(ctx context.Context, stream string, gen, before int64, limit int) ([]store.Event, error) {
+	if err := s.alive(); err != nil {
+		return nil, err
+	}
+	limit = clampLimit(limit)
+	evs, err := s.readEvents(ctx, s.q.readBackward, stream, gen, before, limit)
+	if err != nil {
+		return nil, err
+	}
+	for i := 1; i < len(evs); i++ {
+		if evs[i].Seq != evs[i-1].Seq-1 {
+			return nil, &store.CorruptError{Path: s.where, Table: "events", Stream: stream, Gen: gen, Seq: evs[i].Seq,
+				Reason: fmt.Sprintf("read in place of seq %d", evs[i-1].Seq-1)}
+		}
+	}
+	if n := len(evs); n > 0 && evs[n-1].Seq != 1 && n < limit {
+		return nil, &store.CorruptError{Path: s.where, Table: "events", Stream: stream, Gen: gen, Seq: evs[n-1].Seq,
+			Reason: "the stream's oldest event is not seq 1"}
+	}
+	return evs, nil
+}
+
+func (s *Postgres) readEvents(ctx context.Context, q, stream string, gen, bound int64, limit int) ([]store.Event, error) {
+	rows, err := s.pool.Query(ctx, q, bs(stream), gen, bound, limit)
+	if err != nil {
+		return nil, s.readErr("read "+stream, err)
+	}
+	defer rows.Close()
+	out := make([]store.Event, 0, min(limit, 64))
+	var kind []byte
+	for rows.Next() {
+		e := store.Event{Stream: stream, Gen: gen}
+		if err := rows.Scan(&e.Seq, &kind, &e.Data, &e.Time); err != nil {
+			return nil, s.readErr("read "+stream, err)
+		}
+		e.Kind = string(kind)
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.readErr("read "+stream, err)
+	}
+	return out, nil
+}
+
+// Head returns the newest Seq of (stream, gen), 0 when it is empty. Errors: store.ErrClosed after
+// Close or Kill; ctx's error.
+//
+//	h, err := st.Head(ctx, "x/exec-1", 0)
+func (s *Postgres) Head(ctx context.Context, stream string, gen int64) (int64, error) {
+	if err := s.alive(); err != nil {
+		return 0, err
+	}
+	var h int64
+	if err := s.pool.QueryRow(ctx, s.q.head, bs(stream), gen).Scan(&h); err != nil {
+		return 0, s.readErr("head "+stream, err)
+	}
+	return h, nil
+}
+
+// Meta returns the metadata value stored under key; ok is false when there is none. Errors:
+// store.ErrClosed after Close or Kill; ctx's error.
+//
+//	v, ok, err := st.Meta(ctx, "exec/exec-1")
+func (s *Postgres) Meta(ctx context.Context, key string) ([]byte, bool, error) {
+	if err := s.alive(); err != nil {
+		return nil, false, err
+	}
+	var v []byte
+	err := s.pool.QueryRow(ctx, s.q.meta, bs(key)).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, s.readErr("meta", err)
+	}
+	return v, true, nil
+}
+
+// MetaPrefix returns every metadata pair whose key starts with prefix, in byte order of the
+// keys (as SQLite orders them; keys are stored as bytes, so any Go string is a key). Errors as
+// Meta.
+//
+//	kvs, err := st.MetaPrefix(ctx, "exec/")
+func (s *Postgres) MetaPrefix(ctx context.Context, prefix string) ([]store.KV, error) {
+	if err := s.alive(); err != nil {
+		return nil, err
+	}
+	q, args := s.q.metaFrom, []any{bs(prefix)}
+	if end, ok := prefixEnd(prefix); ok {
+		q, args = s.q.metaRange, []any{bs(prefix), bs(end)}
+	}
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, s.readErr("meta", err)
+	}
+	defer rows.Close()
+	var out []store.KV
+	var key []byte
+	for rows.Next() {
+		var kv store.KV
+		if err := rows.Scan(&key, &kv.Val); err != nil {
+			return nil, s.readErr("meta", err)
+		}
+		kv.Key = string(key)
+		out = append(out, kv)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.readErr("meta", err)
+	}
+	return out, nil
+}
+
+// prefixEnd is the smallest key greater than every key with prefix (byte order), if there is one.
+func prefixEnd(prefix string) (string, bool) {
+	b := []byte(prefix)
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] < 0xff {
+			b[i]++
+			return string(b[:i+1]), true
+		}
+	}
+	return "", false
+}
+
+// bs is s as bytes, never nil (a nil []byte is SQL NULL).
+func bs(s string) []byte {
+	if s == "" {
+		return []byte{}
+	}
+	return []byte(s)
+}
+
+// quoteIdent quotes a validated name for SQL.
+func quoteIdent(name string) string { return pgx.Identifier{name}.Sanitize() }
+
+// sqlFor substitutes the quoted schema for {s} in q.
+func sqlFor(schema, q string) string { return strings.ReplaceAll(q, "{s}", quoteIdent(schema)) }
