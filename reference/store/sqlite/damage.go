@@ -69,6 +69,10 @@ func rememberedSum(scope, key string, n int64) int64 {
 	return sumOf([]byte("remembered"), []byte(scope), []byte(key), i64(n))
 }
 
+func leaseSum(name, holder, note string, token, expires int64) int64 {
+	return sumOf([]byte("lease"), []byte(name), []byte(holder), []byte(note), i64(token), i64(expires))
+}
+
 // checkSum compares a stored checksum with the record's; a missing one is damage too (every row
 // has one since the migration).
 func checkSum(stored sql.NullInt64, want int64) bool { return stored.Valid && stored.Int64 == want }
@@ -168,8 +172,8 @@ func walSum(order binary.ByteOrder, s0, s1 uint32, b []byte) (uint32, uint32) {
 	return s0, s1
 }
 
-// verifyAll reads the whole database: SQLite's integrity check, then every row's checksum and
-// every stream's sequence from 1 without a gap. Open runs it every time: damage that happened
+// verifyAll reads the whole database: SQLite's integrity check, then every row's checksum (events,
+// meta, remembered, leases) and every stream's sequence from 1 without a gap. Open runs it every time: damage that happened
 // while the store was closed (a flipped key makes a record vanish from every lookup, where no
 // read-time checksum can see it) is found before anything is served.
 func (s *SQLite) verifyAll(ctx context.Context) error {
@@ -237,12 +241,21 @@ func (s *SQLite) verifyAll(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	return s.verifyTable(ctx, `SELECT scope, key, n, sum FROM remembered`, "remembered", func(r *sql.Rows) (string, bool, error) {
+	if err := s.verifyTable(ctx, `SELECT scope, key, n, sum FROM remembered`, "remembered", func(r *sql.Rows) (string, bool, error) {
 		var sc, k string
 		var n int64
 		var sum sql.NullInt64
 		err := r.Scan(&sc, &k, &n, &sum)
 		return sc + "/" + k, checkSum(sum, rememberedSum(sc, k, n)), err
+	}); err != nil {
+		return err
+	}
+	return s.verifyTable(ctx, `SELECT name, holder, note, token, expires, sum FROM leases`, "leases", func(r *sql.Rows) (string, bool, error) {
+		var name, holder, note string
+		var token, expires int64
+		var sum sql.NullInt64
+		err := r.Scan(&name, &holder, &note, &token, &expires, &sum)
+		return name, checkSum(sum, leaseSum(name, holder, note, token, expires)), err
 	})
 }
 

@@ -316,6 +316,8 @@ func TestAStoreWrittenBeforeChecksumsIsMigrated(t *testing.T) {
 		return err
 	}))
 	require.False(t, fresh, "the remembered key survives the migration")
+	_, err = st.Acquire(bg, "engine", "node-1", "", time.Minute)
+	require.NoError(t, err, "the migrated store has the leases table")
 	require.NoError(t, st.Close())
 	// The migration kept the table append-only and summed every row: a later change is found.
 	db, err := sql.Open("sqlite", "file:"+path)

@@ -15,27 +15,61 @@ import (
 	"github.com/loomcheck/loomcheck/reference/store"
 )
 
-// migrate brings a store of an older schema to schemaVersion. Version 0 (written before
-// checksums): the sum columns are added and every row is summed as it stands, in one transaction
-// (the append-only trigger is lifted for that one update and put back). Damage that happened
-// before the migration is therefore taken as the record; everything written or read after it is
-// checked.
+// migrate brings a store of an older schema to schemaVersion, in one transaction.
+//
+// Version 0 (written before checksums): the sum columns are added and every row is summed as it
+// stands (the append-only trigger is lifted for that one update and put back). Damage that
+// happened before the migration is therefore taken as the record; everything written or read
+// after it is checked.
+//
+// Version 2 (before leases): the leases table, which the schema Open runs creates, is all that is
+// new; it starts empty.
+//
+// A store of a newer version is refused with *store.SchemaError before anything is changed (see
+// checkVersion).
 func (s *SQLite) migrate(ctx context.Context) error {
-	var v int
-	if err := s.w.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil {
-		return s.damageErr(err)
+	v, err := s.checkVersion(ctx)
+	if err != nil {
+		return err
 	}
 	if v == schemaVersion {
 		return nil
-	}
-	if v > schemaVersion {
-		return fmt.Errorf("store: %s has schema version %d, newer than this engine's %d", s.path, v, schemaVersion)
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: migrate %s: %w", s.path, err)
 	}
 	defer tx.Rollback()
+	if v < 2 {
+		if err := s.sumEveryRow(ctx, tx); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion)); err != nil {
+		return fmt.Errorf("store: migrate %s: %w", s.path, err)
+	}
+	return tx.Commit()
+}
+
+// checkVersion returns the store's schema version (PRAGMA user_version), refusing one newer than
+// this binary's with *store.SchemaError.
+func (s *SQLite) checkVersion(ctx context.Context) (int64, error) {
+	var v int64
+	if err := s.w.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil {
+		if isCorruption(err) {
+			return 0, &store.CorruptError{Path: s.path, Table: "database", Reason: err.Error()}
+		}
+		return 0, fmt.Errorf("store: schema version of %s: %w", s.path, err)
+	}
+	if v > schemaVersion {
+		return v, &store.SchemaError{Where: s.path, Have: v, Know: schemaVersion}
+	}
+	return v, nil
+}
+
+// sumEveryRow is the migration from version 0: it adds the sum columns and sums every row of
+// events, meta and remembered as it stands.
+func (s *SQLite) sumEveryRow(ctx context.Context, tx *sql.Tx) error {
 	for _, table := range []string{"events", "meta", "remembered"} {
 		has, err := hasColumn(ctx, tx, table, "sum")
 		if err != nil {
@@ -110,10 +144,7 @@ func (s *SQLite) migrate(ctx context.Context) error {
 	if _, err := tx.ExecContext(ctx, appendOnlyUpdate); err != nil {
 		return fmt.Errorf("store: migrate %s: %w", s.path, err)
 	}
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion)); err != nil {
-		return fmt.Errorf("store: migrate %s: %w", s.path, err)
-	}
-	return tx.Commit()
+	return nil
 }
 
 func hasColumn(ctx context.Context, tx *sql.Tx, table, col string) (bool, error) {
@@ -207,7 +238,7 @@ func (s *SQLite) Backup(ctx context.Context, dest string) error {
 //
 // Errors: no database at path; a dest that exists; the copy cannot be written.
 //
-//	err := store.BackupFile(ctx, "/var/lib/loom/loom.db", "/backups/loom.db")
+//	err := sqlite.BackupFile(ctx, "/var/lib/loom/loom.db", "/backups/loom.db")
 func BackupFile(ctx context.Context, path, dest string) error {
 	if ok, err := exists(path); err != nil || !ok {
 		if err == nil {
@@ -255,7 +286,7 @@ func BackupFile(ctx context.Context, path, dest string) error {
 // Errors: a store already at path (os.ErrExist, wrapped); *store.CorruptError for a damaged backup;
 // file errors.
 //
-//	if err := store.Restore(ctx, "/backups/loom.db", filepath.Join(dir, "loom.db")); err != nil { return err }
+//	if err := sqlite.Restore(ctx, "/backups/loom.db", filepath.Join(dir, "loom.db")); err != nil { return err }
 func Restore(ctx context.Context, backup, path string) error {
 	for _, p := range []string{path, identityPath(path), headPath(path), path + "-wal"} {
 		if ok, err := exists(p); err != nil || ok {

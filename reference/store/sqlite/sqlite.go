@@ -44,6 +44,14 @@ CREATE TABLE IF NOT EXISTS remembered (
 	PRIMARY KEY (scope, key)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS remembered_n ON remembered (scope, n);
+CREATE TABLE IF NOT EXISTS leases (
+	name    TEXT PRIMARY KEY,
+	holder  TEXT NOT NULL,
+	note    TEXT NOT NULL,
+	token   INTEGER NOT NULL,
+	expires INTEGER NOT NULL,
+	sum     INTEGER
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS identity (
 	one INTEGER PRIMARY KEY CHECK (one = 1),
 	id  TEXT NOT NULL,
@@ -51,9 +59,10 @@ CREATE TABLE IF NOT EXISTS identity (
 );
 `
 
-// schemaVersion is PRAGMA user_version of a store of this schema: 2 has a checksum on every row
-// (a store of version 0, written before checksums, is migrated at Open: see migrate).
-const schemaVersion = 2
+// schemaVersion is PRAGMA user_version of a store of this schema: 2 has a checksum on every row,
+// 3 the leases table. A store of an older version (0, written before checksums; 2, before leases)
+// is migrated at Open: see migrate.
+const schemaVersion = 3
 
 // appendOnlyUpdate is the trigger the migration lifts for the one update it makes.
 const appendOnlyUpdate = `CREATE TRIGGER IF NOT EXISTS events_append_only_u BEFORE UPDATE ON events
@@ -76,7 +85,16 @@ type Options struct {
 }
 
 // SQLite is the reference Store: one SQLite file in WAL mode, one writer connection taking
-// immediate transactions, and a pool of readers.
+// immediate transactions, and a pool of readers. Besides store.Store it offers store.Killer,
+// store.WriteCrasher and store.Leases (ownership with fencing among the users of one open store;
+// one process opens a file at a time). It passes the suite of reference/store/storetest.
+//
+// All methods are safe for concurrent use.
+//
+//	st, err := sqlite.Open(ctx, path, sqlite.Options{})
+//	if err != nil { return err }
+//	defer st.Close()
+//	var _ store.Leases = st
 type SQLite struct {
 	w, r *sql.DB
 	path string
@@ -116,14 +134,17 @@ type sub struct{ ch chan struct{} }
 // milliseconds per hundred thousand events. When the clean-shutdown file is absent (the last run
 // crashed, or the files were tampered with) it first checks the write-ahead log for frames SQLite
 // would silently drop.
-// A store written before checksums existed (schema version 0) is migrated: every row is summed
-// as it stands, in one transaction.
+// A store of an older schema is migrated, in one transaction: one written before checksums
+// existed (schema version 0) has every row summed as it stands; one written before leases
+// (version 2) gets the empty leases table.
 //
 // Errors: *store.CorruptError (matching store.ErrCorrupt) for damage found; store.ErrMissing when the identity file
 // says a store was created here and the database is missing or holds another store or none
-// (unless opt.AllowEmpty); other errors for a file that cannot be opened or is not a store.
+// (unless opt.AllowEmpty); *store.SchemaError (matching store.ErrSchemaNewer) for a store written
+// by a newer version, whose schema this one does not know (nothing in it is changed); other
+// errors for a file that cannot be opened or is not a store.
 //
-//	st, err := store.Open(ctx, filepath.Join(dir, "loom.db"), store.Options{})
+//	st, err := sqlite.Open(ctx, filepath.Join(dir, "loom.db"), sqlite.Options{})
 //	if err != nil { return err }
 //	defer st.Close()
 func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
@@ -168,6 +189,11 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	s := &SQLite{w: w, path: path, subs: map[string]map[*sub]struct{}{}, released: make(chan struct{})}
+	// A store of a newer schema is refused before the schema below could add to it.
+	if _, err := s.checkVersion(ctx); err != nil {
+		w.Close()
+		return nil, err
+	}
 	if _, err := w.ExecContext(ctx, schema); err != nil {
 		w.Close()
 		if isCorruption(err) {
@@ -226,6 +252,12 @@ func (s *SQLite) Released() <-chan struct{} { return s.released }
 
 // Update implements store.Store.
 func (s *SQLite) Update(ctx context.Context, fn func(store.Tx) error) error {
+	return s.update(ctx, func(t *tx) error { return fn(t) })
+}
+
+// update runs fn in one write transaction: Update, the fenced views' Update and the lease
+// writes all go through it, serialised by wmu.
+func (s *SQLite) update(ctx context.Context, fn func(*tx) error) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.dead.Load() || s.closed {
