@@ -53,6 +53,21 @@ func FromConfig(c spec.SUTConfig) (Options, error) {
 	}
 	opt.DataDir = c.DataDir
 	opt.AllowEmpty = c.Storage.AllowEmpty
+	if u := c.Storage.URL; u != "" {
+		if !isServerURL(u) {
+			return opt, fmt.Errorf("%w: storage.url must be a postgres:// or postgresql:// URL", loomtype.ErrConfig)
+		}
+		opt.StoreURL = u
+	}
+	if n := c.Node; n.ID != "" {
+		if opt.StoreURL == "" {
+			return opt, fmt.Errorf("%w: node needs storage.url, the database the nodes share", loomtype.ErrConfig)
+		}
+		opt.Node = NodeOptions{ID: n.ID, Advertise: n.Advertise, Lease: time.Duration(n.LeaseMs) * time.Millisecond}
+		if opt.Node.Advertise == "" {
+			opt.Node.Advertise = "http://" + c.Listen
+		}
+	}
 	switch c.Storage.Sync {
 	case "", "full":
 	case "normal":

@@ -43,7 +43,15 @@ const Version = "0.1.0"
 // Options configure an Engine.
 type Options struct {
 	// DataDir holds the engine's durable state (created if missing). One engine per directory.
+	// With StoreURL the state is in the database and DataDir keeps only the engine's node id.
 	DataDir string
+	// StoreURL names a server database to keep the durable state in, in place of the embedded
+	// SQLite file in DataDir: a postgres:// or postgresql:// URL (reference/store/postgres; an
+	// empty host takes the standard PG* environment variables). Several engines may share one
+	// database: one at a time holds its lease and runs the executions (see Node).
+	StoreURL string
+	// Node makes the engine one node of several on the database of StoreURL (OpenNode).
+	Node NodeOptions
 	// Conversation configures the dialogue (Keys is required).
 	Conversation conversation.Config
 	// Deps connect conversations to the world (a nil Provider means the built-in model).
@@ -89,7 +97,11 @@ type Options struct {
 // Engine is an open reference engine. Its methods are safe for concurrent use.
 type Engine struct {
 	lock *os.File
-	st   *sqlite.SQLite
+	// raw is the store as opened; st is what the engine writes through: raw itself, or, on a
+	// shared database, the view fenced by the lease hold holds.
+	raw  store.Store
+	st   store.Store
+	hold *leaseHold
 	k    *kernel.Kernel
 	cv   *conversation.Conversations
 	runs *run.Runs
@@ -99,9 +111,18 @@ type Engine struct {
 	dir  string
 	edge gateway.Edge
 
+	logger *slog.Logger
+	// node: the engine is run by a Node, which owns the store, the data directory's lock and
+	// the lease; onLost tells the node the lease was lost.
+	node     bool
+	onLost   func()
+	stopOnce sync.Once
+
 	mu      sync.Mutex
 	servers []*http.Server
 	closed  bool
+	// partsStopped: stopParts ran; an assemble still under way must not install its parts.
+	partsStopped bool
 }
 
 // ErrLocked: another engine has the data directory open.
@@ -124,9 +145,57 @@ const dbFile = "loom.db"
 // refused unless opt.AllowEmpty. The store checks all it holds before anything is served, and after
 // an unclean shutdown its write-ahead log too (sqlite.Open).
 //
+// With opt.StoreURL the state lives in that PostgreSQL database instead, and the engine runs
+// only while it holds the database's lease (spec/nodes.md): it takes it at Open (at once when
+// it held it before its restart: the holder is the data directory's node id), writes through a
+// view that refuses every write once another engine was granted it, renews it, and stops as a
+// crash would if it loses it. Open refuses to run beside another engine that holds it
+// (ErrLeaseHeld); OpenNode follows that engine instead.
+//
 // Errors: ErrLocked, loomtype.ErrConfig (wrapped) for a bad configuration, ErrDataGone (wrapped),
-// *store.CorruptError (matching ErrCorrupt) for damaged storage, other store errors.
+// *store.CorruptError (matching ErrCorrupt) for damaged storage, ErrLeaseHeld (*store.HeldError),
+// *store.SchemaError for a database written by a newer engine, other store errors.
 func Open(ctx context.Context, opt Options) (*Engine, error) {
+	lock, err := lockDataDir(opt)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Engine, error) {
+		lock.Close()
+		return nil, err
+	}
+	logErrors(&opt)
+	raw, err := openStore(ctx, opt)
+	if err != nil {
+		return fail(err)
+	}
+	e := &Engine{lock: lock, raw: raw, st: raw, dir: opt.DataDir, edge: opt.Edge, logger: opt.Logger}
+	if opt.StoreURL != "" {
+		// A server database others may share: the engine writes only while it holds the lease,
+		// and through a view that refuses its writes once someone else was granted it.
+		hold, err := holdLease(ctx, raw, opt)
+		if err != nil {
+			raw.Close()
+			return fail(err)
+		}
+		e.hold, e.st = hold, hold.fenced
+	}
+	if err := e.assemble(ctx, opt); err != nil {
+		if e.hold != nil {
+			e.hold.release()
+		}
+		raw.Close()
+		return fail(err)
+	}
+	if e.hold != nil {
+		e.hold.keep(e.lose)
+	}
+	return e, nil
+}
+
+// lockDataDir checks opt.DataDir (required; created if missing; an existing empty one only with
+// AllowEmpty) and takes its lock, so that one engine at a time runs on it.
+func lockDataDir(opt Options) (*os.File, error) {
 	if opt.DataDir == "" {
 		return nil, fmt.Errorf("%w: a data directory is required", loomtype.ErrConfig)
 	}
@@ -144,19 +213,17 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 		lock.Close()
 		return nil, ErrLocked
 	}
-	fail := func(err error) (*Engine, error) {
-		lock.Close()
-		return nil, err
-	}
-	logErrors(&opt)
+	return lock, nil
+}
+
+// assemble builds the engine's parts on e.st and recovers every open execution by replay. On
+// an error it has closed what it made, and leaves the store to the caller.
+func (e *Engine) assemble(ctx context.Context, opt Options) error {
+	st := e.st
 	hub := live.NewHub(opt.Gateway.MaxSubscribers)
 	dl, err := conversation.New(opt.Conversation, opt.Deps, hub)
 	if err != nil {
-		return fail(err)
-	}
-	st, err := sqlite.Open(ctx, filepath.Join(opt.DataDir, dbFile), sqlite.Options{SyncNormal: opt.SyncNormal, AllowEmpty: opt.AllowEmpty})
-	if err != nil {
-		return fail(err)
+		return err
 	}
 	// Every recovered flow reaches the kernel through its own context, so the client is made
 	// after the kernel is open, with nothing for a recovered flow to wait for. An execution refused for damaged storage is reported through the error hook, with an
@@ -191,8 +258,7 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 			tc.Logger = opt.Logger
 		}
 		if th, err = threads.New(ctx, tc, st); err != nil {
-			st.Close()
-			return fail(err)
+			return err
 		}
 		maps.Copy(flows, th.Flows())
 	}
@@ -208,22 +274,20 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 		if th != nil {
 			th.Close()
 		}
-		st.Close()
-		return fail(err)
-	}
-	if th != nil {
-		if err := th.Resume(ctx); err != nil {
-			th.Close()
-			k.Close()
-			st.Close()
-			return fail(err)
-		}
-		opt.Gateway.Threads = th
+		return err
 	}
 	closeThreads := func() {
 		if th != nil {
 			th.Close()
 		}
+	}
+	if th != nil {
+		if err := th.Resume(ctx); err != nil {
+			closeThreads()
+			k.Close()
+			return err
+		}
+		opt.Gateway.Threads = th
 	}
 	cv := dl.Client(k)
 	opt.Gateway.Runs = runs
@@ -235,19 +299,33 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 		ss.Close()
 		closeThreads()
 		k.Close()
-		st.Close()
-		return fail(err)
+		return err
 	}
 	opt.Gateway.Sessions = ss
 	gw, err := gateway.New(cv, opt.Gateway)
 	if err != nil {
+		ss.Close()
 		closeThreads()
 		k.Close()
-		st.Close()
-		return fail(err)
+		return err
 	}
-	return &Engine{lock: lock, st: st, k: k, cv: cv, runs: runs, gw: gw, ss: ss, th: th, dir: opt.DataDir, edge: opt.Edge}, nil
+	e.mu.Lock()
+	if e.partsStopped {
+		// The lease was lost while the executions were being recovered.
+		e.mu.Unlock()
+		gw.Shutdown()
+		ss.Close()
+		closeThreads()
+		k.Close()
+		return errLostWhileOpening
+	}
+	e.k, e.cv, e.runs, e.gw, e.ss, e.th = k, cv, runs, gw, ss, th
+	e.mu.Unlock()
+	return nil
 }
+
+// errLostWhileOpening: the engine's lease was superseded before it finished opening.
+var errLostWhileOpening = fmt.Errorf("reference: %w before the engine finished opening", store.ErrFenced)
 
 // logErrors makes opt's error hooks log every error they receive, with its errorId, to
 // opt.Logger (slog.Default() when nil) before they pass it on to the hook configured, if any.
@@ -358,35 +436,85 @@ func (e *Engine) Kernel() *kernel.Kernel { return e.k }
 const closeGrace = 2 * time.Second
 
 // Close ends open streams, stops serving (requests in flight get a moment to finish), stops
-// every execution (they resume on the next Open) and closes the store.
+// every execution (they resume on the next Open), gives up the lease on a shared database, and
+// closes the store.
 func (e *Engine) Close() error {
-	e.gw.Shutdown()
-	e.stopServing(closeGrace)
-	e.ss.Close()
-	if e.th != nil {
-		e.th.Close()
+	e.stopParts(closeGrace)
+	if e.hold != nil {
+		e.hold.release()
 	}
-	e.k.Close()
-	err := e.st.Close()
+	if e.node {
+		return nil
+	}
+	err := e.raw.Close()
 	e.lock.Close()
 	return err
+}
+
+// stopParts stops serving (gracefully for up to grace) and stops every part of the engine, once.
+// The parts an engine still opening has not made yet are never made (assemble sees it).
+func (e *Engine) stopParts(grace time.Duration) {
+	e.stopOnce.Do(func() {
+		if e.hold != nil {
+			e.hold.stop()
+		}
+		e.mu.Lock()
+		e.partsStopped = true
+		gw, ss, th, k := e.gw, e.ss, e.th, e.k
+		e.mu.Unlock()
+		if gw != nil {
+			gw.Shutdown()
+		}
+		e.stopServing(grace)
+		if ss != nil {
+			ss.Close()
+		}
+		if th != nil {
+			th.Close()
+		}
+		if k != nil {
+			k.Close()
+		}
+	})
+}
+
+// lose is what the engine does when it finds that another node was granted its lease: it can
+// write nothing more (the store refuses it), so it stops at once, as a crash would. A standalone
+// engine's store is killed too, so that Serve returns and every call answers that the store is
+// closed; a node's engine leaves the shared store to its node, which serves on as a follower.
+func (e *Engine) lose() {
+	e.logger.Error("the lease on the shared database was lost: another node runs the executions now; stopping")
+	if !e.node {
+		if k, ok := e.raw.(store.Killer); ok {
+			k.Kill()
+		}
+	}
+	e.stopParts(0)
+	if e.onLost != nil {
+		e.onLost()
+	}
 }
 
 // Kill stops the engine as a crash would: nothing is written after this instant and nothing is
 // shut down cleanly. The data directory can be opened again at once.
 //
 // Kill returns once the store has let go of its files, so that what is on disk is at rest, as a
-// dead process's files are.
+// dead process's files are. On a shared database the lease is not given up: another node takes
+// the executions over once it lapses, as it would after a crash.
 func (e *Engine) Kill() {
-	e.st.Kill()
-	e.stopServing(0)
-	e.gw.Shutdown()
-	e.ss.Close()
-	if e.th != nil {
-		e.th.Close()
+	k, killable := e.raw.(store.Killer)
+	if killable && !e.node {
+		k.Kill()
 	}
-	e.k.Close()
-	<-e.st.Released()
+	e.stopParts(0)
+	if e.node {
+		return
+	}
+	if killable {
+		<-k.Released()
+	} else {
+		_ = e.raw.Close()
+	}
 	e.lock.Close()
 }
 
@@ -396,7 +524,12 @@ func (e *Engine) Kill() {
 // Errors: store.ErrClosed; dest exists; the copy cannot be written.
 //
 //	if err := eng.Backup(ctx, "/backups/loom.db"); err != nil { return err }
-func (e *Engine) Backup(ctx context.Context, dest string) error { return e.st.Backup(ctx, dest) }
+func (e *Engine) Backup(ctx context.Context, dest string) error {
+	if sq, ok := e.raw.(*sqlite.SQLite); ok {
+		return sq.Backup(ctx, dest)
+	}
+	return fmt.Errorf("%w: the engine's store is a server database: back it up with the database's own tools (pg_dump)", errors.ErrUnsupported)
+}
 
 // BackupDir is Backup of the engine whose data directory is dataDir, from outside its process
 // (`loomcheck backup`): the engine may be running, or not; nothing in dataDir is changed.
@@ -434,7 +567,12 @@ func (e *Engine) Crash() { e.Kill() }
 // sqlite.SQLite.Writes). With CrashAfterWrite it makes the Engine a harness.WriteCrasher.
 //
 //	n := eng.DurableWrites()
-func (e *Engine) DurableWrites() int64 { return e.st.Writes() }
+func (e *Engine) DurableWrites() int64 {
+	if wc, ok := e.raw.(store.WriteCrasher); ok {
+		return wc.Writes()
+	}
+	return 0
+}
 
 // CrashAfterWrite arms a crash right after the n-th durable write from now: that write commits,
 // and nothing after it reaches the store (the writer gets an error, so the engine commits nothing
@@ -444,7 +582,12 @@ func (e *Engine) DurableWrites() int64 { return e.st.Writes() }
 //	crashed := eng.CrashAfterWrite(5)
 //	<-crashed
 //	eng.Crash()
-func (e *Engine) CrashAfterWrite(n int64) <-chan struct{} { return e.st.CrashAfterWrite(n) }
+func (e *Engine) CrashAfterWrite(n int64) <-chan struct{} {
+	if wc, ok := e.raw.(store.WriteCrasher); ok {
+		return wc.CrashAfterWrite(n)
+	}
+	return nil // a store without the hook never reaches the point
+}
 
 // OpenConfig opens an engine from the kit's configuration document; it is the reference's
 // harness factory.
@@ -458,4 +601,16 @@ func OpenConfig(ctx context.Context, cfg spec.SUTConfig) (*Engine, error) {
 		return nil, err
 	}
 	return Open(ctx, opt)
+}
+
+// OpenNodeConfig opens an engine node (OpenNode) from the kit's configuration document, whose
+// node and storage.url name the node and the database the nodes share.
+//
+//	n, err := reference.OpenNodeConfig(ctx, cfg)
+func OpenNodeConfig(ctx context.Context, cfg spec.SUTConfig) (*Node, error) {
+	opt, err := FromConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return OpenNode(ctx, opt)
 }

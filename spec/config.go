@@ -17,6 +17,9 @@ type SUTConfig struct {
 	DataDir string `json:"dataDir"`
 	// Storage tunes how the system keeps its state (optional).
 	Storage StorageConfig `json:"storage,omitzero"`
+	// Node makes the system one of several nodes sharing the server database of Storage.URL
+	// (optional; the kit's nodes driver sets it, spec/nodes.md).
+	Node NodeConfig `json:"node,omitzero"`
 
 	Model      ModelConfig    `json:"model"`
 	Tools      ToolsConfig    `json:"tools,omitzero"`
@@ -238,4 +241,25 @@ type StorageConfig struct {
 	// power loss loses nothing acknowledged) or "normal" (faster; a power loss may roll back the
 	// newest acknowledged commits, a process crash never does).
 	Sync string `json:"sync,omitempty"`
+	// URL names a server database the system keeps its durable state in, in place of the data
+	// directory (a postgres:// URL for the reference engine). Empty: the data directory holds
+	// everything. The kit sets it when a run gives every scenario a database of its own
+	// (loomcheck run --store); a system without such a backend ignores it.
+	URL string `json:"url,omitempty"`
+}
+
+// NodeConfig makes a system one of several nodes on one shared database (spec/nodes.md): every
+// node serves the whole surface at its own address, one of them at a time runs the executions,
+// and the others forward to it.
+//
+//	cfg.Node = spec.NodeConfig{ID: "node-1", Advertise: "http://10.0.0.7:8080", LeaseMs: 2000}
+type NodeConfig struct {
+	// ID names the node, unique among the nodes of one database.
+	ID string `json:"id"`
+	// Advertise is the base URL the other nodes forward requests to (default: http://listen).
+	Advertise string `json:"advertise,omitempty"`
+	// LeaseMs is how long a node's hold on the executions lasts unless renewed: a node that dies
+	// has its executions taken over by another this long after its last renewal (0: the
+	// system's default).
+	LeaseMs int `json:"leaseMs,omitempty"`
 }
