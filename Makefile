@@ -1,7 +1,7 @@
 # The two commands the README promises, and their parts.
 GO ?= go
 
-.PHONY: all conformance conformance-process test check vet race race-short unit selftest selftest-sample build bench bench-stream browser-test mutate mutate-sample fuzz explore explore-ci slow lint
+.PHONY: all conformance conformance-process conformance-postgres conformance-nodes test check vet race race-short unit selftest selftest-sample build bench bench-stream browser-test mutate mutate-sample fuzz explore explore-ci slow lint
 
 all: test conformance
 
@@ -13,6 +13,17 @@ conformance:
 # The same suite with the reference as a separate process that the kit SIGKILLs to crash it.
 conformance-process: build
 	./bin/loomcheck run --sut-cmd "$(CURDIR)/bin/loomcheck serve" --out reports/process
+
+# The suite on PostgreSQL (spec/nodes.md): every scenario in-process on a database of its own, which
+# the kit creates and drops on the server of PGHOST, PGPORT, PGUSER, PGPASSWORD and PGDATABASE
+# (eval "$$(.ci/postgres)" starts a throwaway one).
+conformance-postgres:
+	$(GO) run ./cmd/loomcheck run --store postgres --out reports/postgres
+
+# The suite against two reference processes sharing each scenario's database behind one address;
+# a crash SIGKILLs the node that holds the lease, and the other takes its executions over.
+conformance-nodes: build
+	./bin/loomcheck run --sut-cmd "$(CURDIR)/bin/loomcheck serve" --store postgres --nodes 2 --out reports/nodes
 
 build:
 	$(GO) build -o bin/loomcheck ./cmd/loomcheck

@@ -64,6 +64,28 @@ type Options struct {
 	Features fs.FS
 	// TestingT runs each scenario as a subtest of t.
 	TestingT *testing.T
+	// Databases, when set, gives every scenario a server database of its own: the kit creates
+	// one before the scenario starts, names it in the configuration's storage.url, and drops it
+	// when the scenario ends. Scenarios that damage or delete the data directory's files are then
+	// not applicable (the state is not there).
+	Databases Databases
+	// Nodes runs a process SUT (Command) as this many nodes sharing the scenario's database
+	// (Databases is required) behind one address (spec/nodes.md): each connection goes to the next
+	// node in turn, and a crash kills the node that holds the lease. 0 or 1: one process.
+	Nodes int
+	// NodeLease is the lease the nodes are configured with (default 2s).
+	NodeLease time.Duration
+}
+
+// Databases makes and removes the server databases of Options.Databases. Names are lower-case
+// letters, digits and underscores.
+//
+//	opt.Databases = myDatabases{admin: "postgres://loom@127.0.0.1/postgres"}
+type Databases interface {
+	// Create makes the empty database name and returns the URL a system opens it with.
+	Create(ctx context.Context, name string) (url string, err error)
+	// Drop removes the database name, whoever is still connected to it.
+	Drop(ctx context.Context, name string) error
 }
 
 // runner is the state of one run.
@@ -84,6 +106,7 @@ type runner struct {
 	runID       string
 
 	mu            sync.Mutex
+	databases     int // scenario databases made (Options.Databases)
 	results       map[string]*report.Scenario
 	total         int
 	judgeable     int // selected scenarios of a claimed profile
@@ -154,10 +177,23 @@ func newRunner(opt Options) (*runner, error) {
 	case opt.Factory != nil && opt.Command == "" && opt.Target == "":
 		r.kind = driverKind{name: "in-process", describe: "in-process", canCrash: true, configurable: true,
 			newDriver: func() driver { return &inProcess{factory: opt.Factory} }}
+	case opt.Command != "" && opt.Factory == nil && opt.Target == "" && opt.Nodes > 1:
+		if opt.Databases == nil {
+			return nil, fmt.Errorf("%w: several nodes need a database they share (--store)", ErrUsage)
+		}
+		lease := opt.NodeLease
+		if lease <= 0 {
+			lease = 2 * time.Second
+		}
+		r.kind = driverKind{name: "nodes", describe: fmt.Sprintf("%d nodes of %s", opt.Nodes, opt.Command), canCrash: true, configurable: true,
+			newDriver: func() driver { return &nodes{command: opt.Command, n: opt.Nodes, lease: lease} }}
 	case opt.Command != "" && opt.Factory == nil && opt.Target == "":
 		r.kind = driverKind{name: "process", describe: opt.Command, canCrash: true, configurable: true,
 			newDriver: func() driver { return &process{command: opt.Command} }}
 	case opt.Target != "" && opt.Factory == nil && opt.Command == "":
+		if opt.Databases != nil {
+			return nil, fmt.Errorf("%w: a remote target keeps its own database; --store is for a system the kit starts", ErrUsage)
+		}
 		r.kind = driverKind{name: "remote", describe: opt.Target,
 			newDriver: func() driver { return &remote{url: strings.TrimRight(opt.Target, "/")} }}
 		if opt.World == nil || opt.RemoteConfig == nil {

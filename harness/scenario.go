@@ -76,17 +76,19 @@ type conv struct {
 
 // scenario is the state of one running scenario.
 type scenario struct {
-	run       *runner
-	ctx       context.Context
-	id        string
-	name      string
-	tags      []string
-	profile   string
-	reqs      []string
-	world     *world.World
-	contract  *contract.Validator
-	cl        *client
-	dir       string
+	run      *runner
+	ctx      context.Context
+	id       string
+	name     string
+	tags     []string
+	profile  string
+	reqs     []string
+	world    *world.World
+	contract *contract.Validator
+	cl       *client
+	dir      string
+	// database is the scenario's own server database (Options.Databases), dropped at the end.
+	database  string
 	transport *http.Transport
 	// waits are the deadlines of the current step's bounded waits (wait, stepDeadline), kept
 	// under mu: a step that fails after one of them passed ran out of the step timeout.
@@ -162,11 +164,41 @@ func (s *scenario) setup() error {
 	} else {
 		s.cfg = baseConfig(s.world, spec.SUTConfig{DataDir: dir + "/data", Signing: spec.SigningConfig{Key: randomKey()}})
 	}
+	if dbs := s.run.opt.Databases; dbs != nil {
+		name := s.run.databaseName()
+		u, err := dbs.Create(s.ctx, name)
+		if err != nil {
+			return harnessErr("create the scenario's database %s: %v", name, err)
+		}
+		s.database = name
+		s.cfg.Storage.URL = u
+	}
 	s.drv = s.run.kind.newDriver()
-	if p, ok := s.drv.(*process); ok {
-		p.dir = dir
+	switch d := s.drv.(type) {
+	case *process:
+		d.dir = dir
+	case *nodes:
+		d.dir = dir
 	}
 	return nil
+}
+
+// databaseName is a fresh name for a scenario's database: the run's id and a counter.
+func (r *runner) databaseName() string {
+	r.mu.Lock()
+	r.databases++
+	n := r.databases
+	r.mu.Unlock()
+	id := strings.Map(func(c rune) rune {
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+			return c
+		case c >= 'A' && c <= 'Z':
+			return c + 'a' - 'A'
+		}
+		return '_'
+	}, r.runID)
+	return fmt.Sprintf("loomcheck_%s_%d", id, n)
 }
 
 func (s *scenario) addCloser(c io.Closer) {
@@ -197,6 +229,11 @@ func (s *scenario) teardown() {
 	}
 	if s.dir != "" {
 		_ = os.RemoveAll(s.dir)
+	}
+	if s.database != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_ = s.run.opt.Databases.Drop(ctx, s.database)
+		cancel()
 	}
 }
 

@@ -181,6 +181,9 @@ func (s *durabilitySteps) downDataDir() (string, error) {
 	if s.cfg.DataDir == "" {
 		return "", harnessErr("the system was given no data directory")
 	}
+	if s.cfg.Storage.URL != "" {
+		return "", &HarnessError{Err: fmt.Errorf("%w: the system keeps its state in the server database of storage.url, not in the data directory", ErrNotApplicable)}
+	}
 	return s.cfg.DataDir, nil
 }
 

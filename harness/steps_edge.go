@@ -312,6 +312,9 @@ func (s *edgeSteps) twiceRequestDeadline() error {
 
 // holdsMoreConnections opens N more connections, each answered and held open.
 func (s *edgeSteps) holdsMoreConnections(n int) error {
+	if d, ok := s.drv.(*nodes); ok {
+		return &HarnessError{Err: fmt.Errorf("%w: the connection cap is each node's own, so one address in front of %d nodes admits %d times it", ErrNotApplicable, len(d.procs), len(d.procs))}
+	}
 	// The kit's own idle connections would take slots the scenario counts.
 	s.transport.CloseIdleConnections()
 	e := s.edgeState()

@@ -19,6 +19,9 @@ import (
 )
 
 func referenceFactory(ctx context.Context, cfg spec.SUTConfig) (harness.Instance, error) {
+	if cfg.Node.ID != "" {
+		return reference.OpenNodeConfig(ctx, cfg)
+	}
 	return reference.OpenConfig(ctx, cfg)
 }
 
@@ -35,6 +38,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	baseline := fs.String("baseline", "", "a JSON file of expected failures (requirement or scenario ids, each with a reason)")
 	certify := fs.Bool("certify", false, "a certification run: refuses a baseline and any skipped scenario of a claimed profile")
 	quiet := fs.Bool("quiet", false, "no progress line")
+	storeFlag := fs.String("store", "", "give every scenario a database of its own on this PostgreSQL server: \"postgres\" (the server of the PG* environment variables) or a postgres:// URL")
+	nodes := fs.Int("nodes", 0, "with --sut-cmd and --store: run the system as this many nodes sharing each scenario's database, behind one address")
 	engineLog := fs.Bool("engine-log", false, "with the embedded reference engine: keep its log (every internal error it hides behind an errorId) on stderr")
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
@@ -56,7 +61,19 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		}
 		base = b
 	}
-	opt := harness.Options{Tags: strings.ReplaceAll(*tags, report.NonBreakingHyphen, "-"), Concurrency: *conc, StepTimeout: *timeout}
+	if *nodes < 0 || *nodes == 1 || (*nodes > 1 && (*sutCmd == "" || *storeFlag == "")) {
+		fmt.Fprintln(stderr, "loomcheck run: --nodes takes 2 or more, with --sut-cmd and --store")
+		return exitUsage
+	}
+	opt := harness.Options{Nodes: *nodes, Tags: strings.ReplaceAll(*tags, report.NonBreakingHyphen, "-"), Concurrency: *conc, StepTimeout: *timeout}
+	if *storeFlag != "" {
+		admin, err := storeServer(*storeFlag)
+		if err != nil {
+			fmt.Fprintf(stderr, "loomcheck run: %v\n", err)
+			return exitUsage
+		}
+		opt.Databases = serverDatabases{admin: admin}
+	}
 	if *profiles != "" {
 		opt.Profiles = strings.Split(*profiles, ",")
 	}

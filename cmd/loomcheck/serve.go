@@ -49,6 +49,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	allowEmpty := fs.Bool("allow-empty", false, "start on a data directory that exists and holds no store, or whose store's database is gone (refused otherwise)")
 	config := fs.String("config", os.Getenv("LOOM_CONFIG"), "a configuration document (schemas/sut-config.schema.json); default $LOOM_CONFIG")
 	delay := fs.Duration("builtin-delay", 0, "with the built-in model: wait this long before each streamed piece (e.g. 50ms), to watch live deltas")
+	storeURL := fs.String("store", "", "keep the state in this PostgreSQL database (postgres://...) instead of the data directory")
+	nodeName := fs.String("node", "", "with --store: run as one node of several on that database, under this name (spec/nodes.md)")
+	advertise := fs.String("advertise", "", "with --node: the http:// address the other nodes forward to (default http://LISTEN)")
+	lease := fs.Duration("lease", 0, "with --node: how long the hold on the executions lasts unless renewed (default 10s)")
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
 	}
@@ -99,6 +103,22 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if cfg.DataDir == "" {
 		cfg.DataDir = "loom-data"
+	}
+	if *storeURL != "" {
+		cfg.Storage.URL = *storeURL
+	}
+	if *nodeName != "" {
+		cfg.Node.ID = *nodeName
+	}
+	if *advertise != "" {
+		cfg.Node.Advertise = *advertise
+	}
+	if *lease != 0 {
+		cfg.Node.LeaseMs = int(lease.Milliseconds())
+	}
+	if cfg.Node.ID == "" && (*advertise != "" || *lease != 0) {
+		fmt.Fprintln(stderr, "loomcheck serve: --advertise and --lease need --node")
+		return exitUsage
 	}
 	if *modelURL != "" {
 		cfg.Model.BaseURL = *modelURL
@@ -160,18 +180,30 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if cfg.Model.BaseURL == "" && *delay > 0 {
 		opt.Deps.Provider = model.BuiltinSlow(*delay)
 	}
-	eng, err := reference.Open(ctx, opt)
+	var srv server
+	if cfg.Node.ID != "" {
+		srv, err = reference.OpenNode(ctx, opt)
+	} else {
+		srv, err = reference.Open(ctx, opt)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "loomcheck serve: %v\n", err)
 		return exitUsage
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		eng.Close()
+		srv.Close()
 		fmt.Fprintf(stderr, "loomcheck serve: %v\n", err)
 		return exitUsage
 	}
-	fmt.Fprintf(stdout, "loom reference %s serving http://%s (data in %s)\n", reference.Version, ln.Addr(), cfg.DataDir)
+	where := "data in " + cfg.DataDir
+	if cfg.Storage.URL != "" {
+		where = "state in " + redactURL(cfg.Storage.URL)
+	}
+	if cfg.Node.ID != "" {
+		where += ", node " + cfg.Node.ID
+	}
+	fmt.Fprintf(stdout, "loom reference %s serving http://%s (%s)\n", reference.Version, ln.Addr(), where)
 	if cfg.Model.BaseURL == "" {
 		fmt.Fprintln(stdout, "no model configured: answering with the built-in deterministic model (--model-url points at a real one)")
 	}
@@ -182,7 +214,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// The engine serves with its edge: the request and header deadlines and the connection cap
 	// of the configuration's gateway settings.
 	errc := make(chan error, 1)
-	go func() { errc <- eng.Serve(ln) }()
+	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
@@ -190,11 +222,26 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "loomcheck serve: %v\n", err)
 		}
 	}
-	if err := eng.Close(); err != nil {
+	if err := srv.Close(); err != nil {
 		fmt.Fprintf(stderr, "loomcheck serve: close: %v\n", err)
 		return exitUsage
 	}
 	return exitConformant
+}
+
+// server is what serve runs: an engine, or a node of several.
+type server interface {
+	Serve(ln net.Listener) error
+	Close() error
+}
+
+// redactURL is u without its password, for printing.
+func redactURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(a database URL)"
+	}
+	return p.Redacted()
 }
 
 // nextSteps prints the first requests to try against a server at base with the bearer token tok:
