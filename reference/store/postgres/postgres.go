@@ -32,6 +32,20 @@
 // lost listening connection is reconnected and wakes every subscriber once, so a missed
 // notification costs one read, never an event.
 //
+// A caller's context governs an Update until its transaction has begun (the wait for the write
+// lock included); from then on the transaction is bounded by Options.WriteTimeout instead, on
+// the client (every statement) and on the server (a transaction left idle is ended, releasing the
+// write lock), so a node that stalls cannot hold every other node's writes.
+//
+// # Crashes, nodes and tests
+//
+// Kill is a crash of one node: it waits for the handle's write in progress (which has then
+// committed, or not), the handle refuses everything from then on, and its connections close in
+// the background (Released says when). The
+// database, and every other handle on it, go on; the dead node's leases lapse. Tests and the
+// conformance kit give each scenario a database of its own: CreateDatabase and DropDatabase, or
+// pgtest.TempDatabase in a test.
+//
 //	st, err := postgres.Open(ctx, "postgres://loom:secret@db.internal/loom", postgres.Options{})
 //	if err != nil { return err }
 //	defer st.Close()
@@ -138,8 +152,9 @@ var (
 // connecting and the migration.
 //
 // Errors: *store.SchemaError (matching store.ErrSchemaNewer) when the database was migrated by a
-// newer engine; an error naming the cause when url does not parse, the server cannot be reached,
-// or the role may not create the schema or its tables.
+// newer engine; an error naming the cause when the schema name is not valid, url does not parse,
+// the server cannot be reached (the listening connection included), or the role may not create
+// the schema or its tables.
 //
 // Open may run on several nodes at once against one database: the migrations run once.
 //
