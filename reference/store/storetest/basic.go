@@ -29,6 +29,7 @@ func init() {
 		testCase{"Subscribe", testSubscribe},
 		testCase{"SubscribeNeverBlocksTheWriter", testSubscribeNeverBlocksTheWriter},
 		testCase{"SubscriberWakesAcrossGoroutines", testSubscriberWakesAcrossGoroutines},
+		testCase{"AWokenReaderSeesTheCommit", testAWokenReaderSeesTheCommit},
 		testCase{"CloseAndReopen", testCloseAndReopen},
 		testCase{"CallsAfterCloseAreErrClosed", testCallsAfterCloseAreErrClosed},
 		testCase{"ConcurrentUpdatesAreGapless", testConcurrentUpdatesAreGapless},
@@ -426,6 +427,15 @@ func testRememberKeepsTheNewest(t *testing.T, e *env) {
 		"k4 fresh=true",
 	}, transcript)
 
+	// The set holds the newest keep keys, every one of them.
+	for _, k := range []string{"a", "b", "c", "d", "e"} {
+		require.True(t, remember("window", k, 3), "key %s", k)
+	}
+	for _, k := range []string{"e", "d", "c"} {
+		require.False(t, remember("window", k, 3), "key %s is one of the newest 3", k)
+	}
+	require.True(t, remember("window", "b", 3), "key b, the fourth newest, is forgotten")
+
 	require.True(t, remember("other", "k4", 3), "scopes are separate")
 	require.False(t, remember("other", "k4", 3))
 
@@ -560,6 +570,61 @@ func testSubscribeNeverBlocksTheWriter(t *testing.T, e *env) {
 func testSubscriberWakesAcrossGoroutines(t *testing.T, e *env) {
 	st := e.handle(t)
 	wakeAndReadAll(t, st, st, 200)
+}
+
+// A reader that reads the moment it is woken sees the commit that woke it: the wake-up comes
+// after the commit, not before it. (A wake-up sent before the commit is a race the reader may
+// win; the test runs enough rounds, with commits large enough to take a while, to see it.)
+func testAWokenReaderSeesTheCommit(t *testing.T, e *env) {
+	st := e.handle(t)
+	wokenReaderSeesTheCommit(t, st, st)
+}
+
+// wokenReaderSeesTheCommit commits rounds through writer, one at a time, each waiting for a reader
+// subscribed through reader to wake and read the head at once: it must see the round's commit.
+func wokenReaderSeesTheCommit(t *testing.T, writer, reader store.Store) {
+	t.Helper()
+	const rounds = 60
+	ch, cancel := reader.Subscribe("r")
+	defer cancel()
+	heads := make(chan int64, 1)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-ch:
+			case <-stop:
+				return
+			}
+			h, err := reader.Head(bg, "r", 0)
+			if err != nil {
+				h = -1
+			}
+			select {
+			case heads <- h:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	evs := make([]store.NewEvent, 16)
+	for i := range evs {
+		evs[i] = store.NewEvent{Kind: "x", Data: make([]byte, 8<<10)}
+	}
+	for round := range int64(rounds) {
+		require.NoError(t, writer.Update(bg, func(tx store.Tx) error {
+			_, err := tx.Append("r", 0, -1, evs...)
+			return err
+		}))
+		want := (round + 1) * int64(len(evs))
+		select {
+		case h := <-heads:
+			require.Equal(t, want, h, "round %d: the head a woken reader reads", round)
+		case <-time.After(waitBound):
+			t.Fatalf("round %d: no wake-up", round)
+		}
+	}
 }
 
 // wakeAndReadAll appends n events to stream "w" through writer, one commit each, from another

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -76,6 +77,9 @@ func testKillWaitsForTheWriteInProgress(t *testing.T, e *env) {
 	k := killer(t, st)
 	inside := make(chan struct{})
 	release := make(chan struct{})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	defer free() // a failing test lets the write end before its handle is closed
 	updated := make(chan error, 1)
 	go func() {
 		first := true
@@ -101,7 +105,7 @@ func testKillWaitsForTheWriteInProgress(t *testing.T, e *env) {
 		t.Fatal("Kill returned while a write was in progress")
 	case <-time.After(notYet):
 	}
-	close(release)
+	free()
 	select {
 	case err := <-updated:
 		require.NoError(t, err, "the write in progress is not cut short")

@@ -449,8 +449,10 @@ func testFenceRacesANewerGrant(t *testing.T, e *env) {
 // fenced. It returns the new grant.
 func raceFence(t *testing.T, st, view store.Store, acquirer store.Leases, old store.Lease) store.Lease {
 	t.Helper()
-	var once sync.Once
+	var once, releaseOnce sync.Once
 	inside, release := make(chan struct{}), make(chan struct{})
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	defer free() // a failing test lets the write end before its handle is closed
 	done := make(chan error, 1)
 	go func() {
 		done <- view.Update(bg, func(tx store.Tx) error {
@@ -489,7 +491,7 @@ func raceFence(t *testing.T, st, view store.Store, acquirer store.Leases, old st
 		grantFirst = true
 	case <-time.After(notYet):
 	}
-	close(release)
+	free()
 	var err error
 	select {
 	case err = <-done:

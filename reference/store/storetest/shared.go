@@ -61,8 +61,10 @@ func testSharedWakeUpsCrossHandles(t *testing.T, e *env) {
 	woken(t, chA, "a commit through the second handle wakes a subscriber on the first")
 	require.Equal(t, []string{"1 a", "2 b"}, streamLines(t, a, "s", 0))
 
-	// A reader on one handle, woken by commits on the other, never misses the last.
+	// A reader on one handle, woken by commits on the other, never misses the last, and reads
+	// the commit that woke it.
 	wakeAndReadAll(t, a, b, 200)
+	wokenReaderSeesTheCommit(t, a, b)
 }
 
 func testSharedWritesAreGapless(t *testing.T, e *env) {
@@ -105,8 +107,9 @@ func testSharedFencingCrossesHandles(t *testing.T, e *env) {
 	requireHolder(t, ls1, l2)
 
 	// Node 1's view is fenced by node 2's grant: nothing of its write, seen from either node.
-	requireFenced(t, node1, view1, "two")
-	requireNothingOf(t, node2, "two")
+	requireFenced(t, node2, view1, "two")
+	require.Equal(t, []string{}, streamLines(t, node1, "f/two", 0), "no event of write two through node 1")
+	require.Equal(t, "<none>", metaOf(t, node1, "f/two"), "no metadata of write two through node 1")
 	_, err = ls1.Renew(bg, l1, time.Minute)
 	require.ErrorIs(t, err, store.ErrFenced, "node 1 cannot renew what node 2 holds")
 

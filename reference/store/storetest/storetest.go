@@ -114,8 +114,24 @@ func (e *env) handle(t *testing.T) store.Store {
 	if st == nil {
 		t.Fatal("storetest: the opener returned no store")
 	}
-	t.Cleanup(func() { _ = st.Close() })
+	t.Cleanup(func() { closeBounded(t, st) })
 	return st
+}
+
+// closeBounded closes st, failing the test (and leaving st behind) if Close does not return
+// within the bound: a backend whose writer hangs must fail the suite, not hang it.
+func closeBounded(t *testing.T, st store.Store) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = st.Close()
+	}()
+	select {
+	case <-done:
+	case <-time.After(waitBound):
+		t.Errorf("Close did not return within %s", waitBound)
+	}
 }
 
 // bg is the context of the suite's calls.
@@ -131,7 +147,8 @@ const waitBound = 10 * time.Second
 const notYet = 300 * time.Millisecond
 
 // appendKinds appends one event per kind to (stream, gen) in one transaction, each with the kind
-// quoted as its data, and returns the new head.
+// quoted as its data, and returns the new head. The Update must return within the bound (a
+// writer that blocks on its subscribers fails here).
 func appendKinds(t *testing.T, st store.Store, stream string, gen int64, kinds ...string) int64 {
 	t.Helper()
 	evs := make([]store.NewEvent, len(kinds))
@@ -139,11 +156,20 @@ func appendKinds(t *testing.T, st store.Store, stream string, gen int64, kinds .
 		evs[i] = store.NewEvent{Kind: k, Data: []byte(`"` + k + `"`)}
 	}
 	var head int64
-	require.NoError(t, st.Update(bg, func(tx store.Tx) error {
-		var err error
-		head, err = tx.Append(stream, gen, -1, evs...)
-		return err
-	}))
+	done := make(chan error, 1)
+	go func() {
+		done <- st.Update(bg, func(tx store.Tx) error {
+			var err error
+			head, err = tx.Append(stream, gen, -1, evs...)
+			return err
+		})
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(waitBound):
+		t.Fatalf("an append to %s/%d did not return within %s", stream, gen, waitBound)
+	}
 	return head
 }
 
