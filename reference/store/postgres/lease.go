@@ -18,6 +18,21 @@ import (
 // (clock_timestamp(), the time the statement runs, so a grant that waited for a row lock is
 // measured from when it was made), the one clock every node shares.
 
+// Lease changes do not wait for the handle's writes (a renewal must not queue behind them), but
+// Close and Kill wait for the changes in flight, so that none reaches the database after them.
+
+// beginLeaseChange admits a lease change unless the store is closed or killed.
+func (s *Postgres) beginLeaseChange() error {
+	s.leaseOps.RLock()
+	if s.shut.Load() {
+		s.leaseOps.RUnlock()
+		return store.ErrClosed
+	}
+	return nil
+}
+
+func (s *Postgres) endLeaseChange() { s.leaseOps.RUnlock() }
+
 // Acquire takes name for holder for ttl, publishing note (store.Leases): it grants a name that
 // was never granted, has lapsed, or is held by holder itself (a holder that restarted takes its
 // name back at once, with a new token, fencing its earlier incarnation). Every grant's token is
@@ -30,13 +45,10 @@ import (
 //	l, err := st.Acquire(ctx, "engine", "node-1", "10.0.0.7:8080", 5*time.Second)
 //	if errors.Is(err, store.ErrLeaseHeld) { /* another node owns it; forward to l.Note */ }
 func (s *Postgres) Acquire(ctx context.Context, name, holder, note string, ttl time.Duration) (store.Lease, error) {
-	if err := s.takeWrite(ctx); err != nil {
+	if err := s.beginLeaseChange(); err != nil {
 		return store.Lease{}, err
 	}
-	defer s.giveWrite()
-	if s.closed {
-		return store.Lease{}, store.ErrClosed
-	}
+	defer s.endLeaseChange()
 	for {
 		l, retry, err := s.acquire(ctx, name, holder, note, ttl)
 		if !retry {
@@ -87,13 +99,10 @@ func (s *Postgres) acquire(ctx context.Context, name, holder, note string, ttl t
 //
 //	l, err = st.Renew(ctx, l, 5*time.Second)
 func (s *Postgres) Renew(ctx context.Context, l store.Lease, ttl time.Duration) (store.Lease, error) {
-	if err := s.takeWrite(ctx); err != nil {
+	if err := s.beginLeaseChange(); err != nil {
 		return store.Lease{}, err
 	}
-	defer s.giveWrite()
-	if s.closed {
-		return store.Lease{}, store.ErrClosed
-	}
+	defer s.endLeaseChange()
 	var h, n []byte
 	err := s.pool.QueryRow(ctx, s.q.leaseRenew, bs(l.Name), l.Token, ttl.Microseconds()).Scan(&h, &n, &l.Expires)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -111,13 +120,10 @@ func (s *Postgres) Renew(ctx context.Context, l store.Lease, ttl time.Duration) 
 //
 //	defer st.Release(context.Background(), l)
 func (s *Postgres) Release(ctx context.Context, l store.Lease) error {
-	if err := s.takeWrite(ctx); err != nil {
+	if err := s.beginLeaseChange(); err != nil {
 		return err
 	}
-	defer s.giveWrite()
-	if s.closed {
-		return store.ErrClosed
-	}
+	defer s.endLeaseChange()
 	if _, err := s.pool.Exec(ctx, s.q.leaseRelease, bs(l.Name), l.Token); err != nil {
 		return s.writeErr("release "+l.Name, err)
 	}
@@ -146,10 +152,11 @@ func (s *Postgres) Holder(ctx context.Context, name string) (store.Lease, bool, 
 }
 
 // Fence returns a view of the store whose every Update first checks, in its own transaction and
-// holding a share lock on the lease's row until the commit, that l.Token is still the newest grant
-// of l.Name; if not, fn does not run, nothing is written, and Update answers store.ErrFenced. A
-// grant that commits while a fenced write is in flight waits for that write, so every write a
-// view lets through precedes the grant that fences it. Reads and subscriptions pass through to
+// holding a share lock on the lease's row until the commit (FOR KEY SHARE: it holds grants, which
+// change the row's token, and not renewals), that l.Token is still the newest grant of l.Name; if
+// not, fn does not run, nothing is written, and Update answers store.ErrFenced. A grant that
+// commits while a fenced write is in flight waits for that write, so every write a view lets
+// through precedes the grant that fences it. Reads and subscriptions pass through to
 // the store. Closing the view ends the view only (its calls then answer store.ErrClosed); the
 // store stays open, and closing the store closes its views.
 //

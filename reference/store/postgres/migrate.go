@@ -79,6 +79,13 @@ CREATE TRIGGER leases_tokens_grow BEFORE UPDATE OR DELETE ON {s}.leases
 CREATE TRIGGER leases_no_truncate BEFORE TRUNCATE ON {s}.leases
 	FOR EACH STATEMENT EXECUTE FUNCTION {s}.leases_tokens_grow();
 `,
+}, {
+	Version: 2,
+	What:    "lease tokens are key columns: a fenced write's key-share lock holds grants, not renewals",
+	// A unique index makes token a key column for row locking: an UPDATE that changes it (a
+	// grant) needs the row's exclusive lock and waits for the FOR KEY SHARE a fenced write holds,
+	// while an UPDATE of the expiry alone (a renewal, a release) does not.
+	SQL: `ALTER TABLE {s}.leases ADD CONSTRAINT leases_name_token UNIQUE (name, token);`,
 }}
 
 // SchemaVersion is the newest schema version this package knows: a store whose schema is newer
@@ -204,8 +211,8 @@ SELECT h.head, (SELECT count(*) FROM ins), (SELECT count(*) FROM told) FROM h`),
 	DELETE FROM {s}.remembered r USING ins WHERE $3::bigint > 0 AND r.scope = $1 AND r.n <= ins.n - $3::bigint
 )
 SELECT count(*) FROM ins`),
-		fence:        q(`SELECT token FROM {s}.leases WHERE name = $1 FOR SHARE`),
-		leaseGet:     q(`SELECT holder, note, token, expires, expires <= clock_timestamp() FROM {s}.leases WHERE name = $1 FOR UPDATE`),
+		fence:        q(`SELECT token FROM {s}.leases WHERE name = $1 FOR KEY SHARE`),
+		leaseGet:     q(`SELECT holder, note, token, expires, expires <= clock_timestamp() FROM {s}.leases WHERE name = $1 FOR NO KEY UPDATE`),
 		leaseInsert:  q(`INSERT INTO {s}.leases (name, holder, note, token, expires) VALUES ($1, $2, $3, 1, clock_timestamp() + $4::bigint * interval '1 microsecond') ON CONFLICT (name) DO NOTHING RETURNING token, expires`),
 		leaseGrant:   q(`UPDATE {s}.leases SET holder = $2, note = $3, token = token + 1, expires = clock_timestamp() + $4::bigint * interval '1 microsecond' WHERE name = $1 RETURNING token, expires`),
 		leaseRenew:   q(`UPDATE {s}.leases SET expires = clock_timestamp() + $3::bigint * interval '1 microsecond' WHERE name = $1 AND token = $2 RETURNING holder, note, expires`),

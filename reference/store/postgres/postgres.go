@@ -106,16 +106,19 @@ type Postgres struct {
 	// writeKey and migrateKey are the advisory lock keys of the store's schema.
 	writeKey, migrateKey int64
 
-	// wsem holds one token while a write (Update, a lease change) is in progress: writes of a
-	// handle run one at a time, and Close and Kill take it to wait for the write in progress.
+	// wsem holds one token while an Update is in progress: writes of a handle run one at a time,
+	// and Close and Kill take it to wait for the write in progress.
 	// closed, crashAt and crashed are read and written only while holding it.
-	wsem    chan struct{}
-	closed  bool
-	dead    atomic.Bool
-	shut    atomic.Bool // closed or killed: reads refuse too
-	crashAt int64
-	crashed chan struct{}
-	writes  atomic.Int64
+	wsem   chan struct{}
+	closed bool
+	// leaseOps is held shared by each lease change in flight; Close and Kill take it to wait for
+	// them (after setting shut, which refuses new ones).
+	leaseOps sync.RWMutex
+	dead     atomic.Bool
+	shut     atomic.Bool // closed or killed: reads refuse too
+	crashAt  int64
+	crashed  chan struct{}
+	writes   atomic.Int64
 
 	// released is closed once the pool and the listening connection are closed.
 	released chan struct{}
@@ -302,9 +305,9 @@ func (s *Postgres) release() {
 	})
 }
 
-// Close waits for the write in progress, then closes the store's connections. Every call after
-// it answers store.ErrClosed (Subscribe excepted: its channel then never fires). Closing twice,
-// or closing a killed store, is harmless.
+// Close waits for the write and the lease changes in progress, then closes the store's
+// connections. Every call after it answers store.ErrClosed (Subscribe excepted: its channel then
+// never fires). Closing twice, or closing a killed store, is harmless.
 //
 //	defer st.Close()
 func (s *Postgres) Close() error {
@@ -315,16 +318,23 @@ func (s *Postgres) Close() error {
 	}
 	s.closed = true
 	s.shut.Store(true)
+	s.waitLeaseChanges()
 	s.release()
 	return nil
 }
 
-// Kill stops the store as a crash of this node would: it waits for the write in progress (which
-// then has committed, or not), and from then on every read and write of this handle answers
-// store.ErrClosed. The connections are closed in the background (reads already running finish
-// first); Released is closed once they are. Their server sessions end with them, and with the
-// sessions the write lock, if anything still held it. Leases held are not released: they lapse,
-// as a dead node's would. Other handles on the database are unaffected.
+// waitLeaseChanges waits for the lease changes in flight; shut refuses new ones.
+func (s *Postgres) waitLeaseChanges() {
+	s.leaseOps.Lock()
+	s.leaseOps.Unlock()
+}
+
+// Kill stops the store as a crash of this node would: it waits for the write and the lease
+// changes in progress (which then have committed, or not), and from then on every read and write
+// of this handle answers store.ErrClosed. The connections are closed in the background (reads
+// already running finish first); Released is closed once they are. Their server sessions end with
+// them, and with the sessions the write lock, if anything still held it. Leases held are not
+// released: they lapse, as a dead node's would. Other handles on the database are unaffected.
 //
 //	st.Kill()
 //	<-st.Released()
@@ -342,6 +352,7 @@ func (s *Postgres) die() {
 	s.dead.Store(true)
 	s.closed = true
 	s.shut.Store(true)
+	s.waitLeaseChanges()
 	go s.release()
 }
 

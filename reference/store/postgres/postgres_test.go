@@ -582,6 +582,80 @@ func TestAGrantWaitsForAFencedWriteInFlight(t *testing.T) {
 	require.Equal(t, []string{"1 fenced"}, streamLines(t, node2, "s", 0))
 }
 
+// A lease renewal does not queue behind the handle's writes: a node busy writing still keeps its
+// lease.
+func TestRenewalDoesNotWaitForWrites(t *testing.T) {
+	url := pgtest.TempDatabase(t)
+	st := open(t, url, postgres.Options{})
+	l, err := st.Acquire(bg, "engine", "node-1", "", time.Minute)
+	require.NoError(t, err)
+	inside := make(chan struct{})
+	release, free := gate(t)
+	done := make(chan error, 1)
+	go func() {
+		done <- st.Fence(l).Update(bg, func(tx store.Tx) error {
+			if _, err := tx.Append("s", 0, -1, store.NewEvent{Kind: "long"}); err != nil {
+				return err
+			}
+			close(inside)
+			<-release
+			return nil
+		})
+	}()
+	<-inside
+	ctx, cancel := context.WithTimeout(bg, 2*time.Second)
+	defer cancel()
+	r, err := st.Renew(ctx, l, time.Minute)
+	require.NoError(t, err, "renewed while a write was open")
+	require.Equal(t, l.Token, r.Token)
+	h, ok, err := st.Holder(ctx, "engine")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, r.Expires.UnixMilli(), h.Expires.UnixMilli())
+	free()
+	require.NoError(t, <-done)
+}
+
+// Kill waits for a lease change in flight, as for a write: nothing of the handle reaches the
+// database after Kill returns.
+func TestKillWaitsForALeaseChangeInFlight(t *testing.T) {
+	url := pgtest.TempDatabase(t)
+	st := open(t, url, postgres.Options{})
+	l, err := st.Acquire(bg, "engine", "node-1", "", time.Minute)
+	require.NoError(t, err)
+	// Another session holds the lease's row, so the renewal below waits inside the database.
+	locker, err := raw(t, url).Begin(bg)
+	require.NoError(t, err)
+	_, err = locker.Exec(bg, `SELECT 1 FROM leases FOR UPDATE`)
+	require.NoError(t, err)
+	renewed := make(chan error, 1)
+	go func() {
+		_, err := st.Renew(bg, l, time.Hour)
+		renewed <- err
+	}()
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, raw(t, url).QueryRow(bg, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'UPDATE%leases%'`).Scan(&n))
+		return n == 1
+	}, 10*time.Second, 10*time.Millisecond, "the renewal waits for the row")
+	killed := make(chan struct{})
+	go func() { st.Kill(); close(killed) }()
+	select {
+	case <-killed:
+		t.Fatal("Kill returned while a renewal was in flight")
+	case <-time.After(300 * time.Millisecond):
+	}
+	require.NoError(t, locker.Rollback(bg))
+	require.NoError(t, <-renewed, "the renewal in flight completes")
+	select {
+	case <-killed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Kill never returned")
+	}
+	_, err = st.Renew(bg, l, time.Hour)
+	require.ErrorIs(t, err, store.ErrClosed)
+}
+
 // Kill lets go of every connection of the handle, the listening one included, in the background;
 // Released is closed once they are gone from the server. Other handles go on.
 func TestKillClosesTheConnections(t *testing.T) {

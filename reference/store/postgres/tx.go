@@ -157,8 +157,10 @@ func (t *tx) checkFence(l store.Lease) error {
 	ctx, cancel := t.s.stmtCtx()
 	defer cancel()
 	var token int64
-	// FOR SHARE: a grant of the name (an update of its row) waits for this transaction, and this
-	// one waits for a grant in progress, so the two are ordered and the check holds to the commit.
+	// FOR KEY SHARE, held to the commit: a grant of the name (an update of the row's token, a key
+	// column) waits for this transaction, and this one waits for a grant in progress, so the two
+	// are ordered and the check holds until the commit. A renewal or a release (an update of the
+	// expiry alone) does not conflict with it: a node's renewals never wait for its writes.
 	err := t.c.QueryRow(ctx, t.s.q.fence, bs(l.Name)).Scan(&token)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("%w: lease %q was never granted", store.ErrFenced, l.Name)
