@@ -298,8 +298,8 @@ func (s *SQLite) update(ctx context.Context, fn func(*tx) error) error {
 var ErrCrashed = store.ErrCrashed
 
 // Writes returns the number of durable writes (committed transactions that appended an event,
-// stored metadata or remembered a new key) since Open. Transactions that changed nothing are not
-// counted.
+// stored metadata, remembered a new key, or granted, renewed or released a lease) since Open.
+// Transactions that changed nothing, refused ones included, are not counted.
 //
 //	before := st.Writes()
 func (s *SQLite) Writes() int64 { return s.writes.Load() }

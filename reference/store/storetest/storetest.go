@@ -51,6 +51,14 @@ import (
 )
 
 // Backend tells the suite how to open stores of one backend.
+//
+//	b := storetest.Backend{
+//		Fresh: func(t *testing.T) func(t *testing.T) store.Store {
+//			url := createDatabase(t) // dropped when t ends
+//			return func(t *testing.T) store.Store { return openOrFail(t, url) }
+//		},
+//		Shared: true,
+//	}
 type Backend struct {
 	// Fresh makes new, empty storage for one test and returns an opener; each call of the opener
 	// opens that same storage through a new handle. The suite closes every handle it opens.
@@ -60,8 +68,10 @@ type Backend struct {
 	Shared bool
 }
 
-// Run runs every test of the suite against b as subtests of t. Each subtest makes fresh storage
-// with b.Fresh, so the subtests are independent of each other; they do not run in parallel.
+// Run runs every test of the suite against b as subtests of t, from t's goroutine. Each subtest
+// makes fresh storage with b.Fresh, so the subtests are independent of each other; they run one
+// after another. A failure is reported through t like any test's (require); a subtest of a
+// capability b does not offer is skipped.
 //
 //	storetest.Run(t, storetest.Backend{Fresh: fresh, Shared: true})
 func Run(t *testing.T, b Backend) {
