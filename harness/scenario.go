@@ -87,8 +87,8 @@ type scenario struct {
 	contract *contract.Validator
 	cl       *client
 	dir      string
-	// database is the scenario's own server database (Options.Databases), dropped at the end.
-	database  string
+	// databases are the scenario's own server databases (Options.Databases), dropped at the end.
+	databases []string
 	transport *http.Transport
 	// waits are the deadlines of the current step's bounded waits (wait, stepDeadline), kept
 	// under mu: a step that fails after one of them passed ran out of the step timeout.
@@ -164,22 +164,41 @@ func (s *scenario) setup() error {
 	} else {
 		s.cfg = baseConfig(s.world, spec.SUTConfig{DataDir: dir + "/data", Signing: spec.SigningConfig{Key: randomKey()}})
 	}
-	if dbs := s.run.opt.Databases; dbs != nil {
-		name := s.run.databaseName()
-		u, err := dbs.Create(s.ctx, name)
-		if err != nil {
-			return harnessErr("create the scenario's database %s: %v", name, err)
-		}
-		s.database = name
-		s.cfg.Storage.URL = u
+	if err := s.ownDatabase(&s.cfg); err != nil {
+		return err
 	}
-	s.drv = s.run.kind.newDriver()
-	switch d := s.drv.(type) {
+	s.drv = s.newDriver(dir)
+	return nil
+}
+
+// newDriver is a driver of the run's kind that keeps its files (configuration, logs) in dir.
+func (s *scenario) newDriver(dir string) driver {
+	d := s.run.kind.newDriver()
+	switch d := d.(type) {
 	case *process:
 		d.dir = dir
 	case *nodes:
 		d.dir = dir
 	}
+	return d
+}
+
+// ownDatabase gives cfg a server database of its own when the run makes them
+// (Options.Databases); the scenario drops it when it ends.
+func (s *scenario) ownDatabase(cfg *spec.SUTConfig) error {
+	dbs := s.run.opt.Databases
+	if dbs == nil {
+		return nil
+	}
+	name := s.run.databaseName()
+	u, err := dbs.Create(s.ctx, name)
+	if err != nil {
+		return harnessErr("create the scenario's database %s: %v", name, err)
+	}
+	s.mu.Lock()
+	s.databases = append(s.databases, name)
+	s.mu.Unlock()
+	cfg.Storage.URL = u
 	return nil
 }
 
@@ -230,9 +249,9 @@ func (s *scenario) teardown() {
 	if s.dir != "" {
 		_ = os.RemoveAll(s.dir)
 	}
-	if s.database != "" {
+	for _, name := range s.databases {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_ = s.run.opt.Databases.Drop(ctx, s.database)
+		_ = s.run.opt.Databases.Drop(ctx, name)
 		cancel()
 	}
 }

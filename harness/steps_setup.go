@@ -53,10 +53,10 @@ func (s *setupSteps) refusesToStart() error {
 		return harnessErr("control directory: %v", err)
 	}
 	ctl.DataDir = dir + "/data"
-	d := s.run.kind.newDriver()
-	if p, ok := d.(*process); ok {
-		p.dir = dir
+	if err := s.ownDatabase(&ctl); err != nil {
+		return err
 	}
+	d := s.newDriver(dir)
 	if err := d.Start(s.ctx, ctl); err != nil {
 		return fail("starting the same configuration with no tool needing approval", err.Error()+logsOf(d),
 			"a system that starts: the refusal must be about the approval alone")

@@ -198,9 +198,24 @@ func (g *Gateway) serveFrames(ctx context.Context, out frameSender, r *http.Requ
 			return
 		}
 	}
-	// The reader's own read marker, after the frames it refers to.
+	// The reader's own read marker, after the frames it refers to. A marker only moves forward,
+	// so a live one that does not move it past what this reader was sent is not sent again: the
+	// marker read here may already hold a move whose live frame is queued for the reader.
+	var marker int64
+	send := func(f stream.Frame) error {
+		if f.Type == string(stream.KindReadMarker) {
+			var d struct{ Upto int64 }
+			if json.Unmarshal(f.Data, &d) == nil {
+				if d.Upto <= marker {
+					return nil
+				}
+				marker = d.Upto
+			}
+		}
+		return out.send(ctx, f)
+	}
 	if f, ok, err := svc.ReadMarkerFrame(ctx, who, id); err == nil && ok {
-		if out.send(ctx, f) != nil {
+		if send(f) != nil {
 			return
 		}
 	}
@@ -231,7 +246,7 @@ func (g *Gateway) serveFrames(ctx context.Context, out frameSender, r *http.Requ
 						continue
 					}
 					v, err := svc.Render(ctx, id, viewer, it)
-					if err != nil || out.send(ctx, v) != nil {
+					if err != nil || send(v) != nil {
 						return
 					}
 				default:
@@ -243,7 +258,7 @@ func (g *Gateway) serveFrames(ctx context.Context, out frameSender, r *http.Requ
 				continue
 			}
 			v, err := svc.Render(ctx, id, viewer, it)
-			if err != nil || out.send(ctx, v) != nil {
+			if err != nil || send(v) != nil {
 				return
 			}
 			heart.Reset(beat)
