@@ -1,7 +1,6 @@
 package reference
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -29,10 +28,6 @@ const (
 	// waits, and never forwards it again.
 	forwardedHeader = "Loom-Forwarded-By"
 )
-
-// maxForwardBody is the largest request body a follower holds while it finds the holder; a larger
-// one is forwarded as it arrives and not retried.
-const maxForwardBody = 4 << 20
 
 // unavailableBody is the answer of a node that found no holder within its wait.
 var unavailableBody = []byte(`{"error":"unavailable"}`)
@@ -247,31 +242,13 @@ func (n *Node) followWait() time.Duration { return 2*n.ttl + 10*time.Second }
 // ServeHTTP implements http.Handler.
 func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Header.Del(NodeHeader)
-	// The body is held so that a forward refused before the holder saw it can be tried again
-	// (on the next holder, or here once this node leads).
-	var body []byte
-	streamed := false
+	// The body is passed on as it arrives (the holder may answer before it, as it would
+	// directly); a forward refused before the holder was reached read none of it, so it can be
+	// tried again, on the next holder or here once this node leads.
+	var body *forwardBody
 	if r.Body != nil && r.Body != http.NoBody {
-		b, err := io.ReadAll(io.LimitReader(r.Body, maxForwardBody+1))
-		if err != nil {
-			// The edge answered a body that missed its deadline; anything else is the client's.
-			return
-		}
-		if len(b) > maxForwardBody {
-			streamed = true
-			r.Body = struct {
-				io.Reader
-				io.Closer
-			}{io.MultiReader(bytes.NewReader(b), r.Body), r.Body}
-		} else {
-			body = b
-		}
-	}
-	reset := func() {
-		if !streamed && body != nil {
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			r.ContentLength = int64(len(body))
-		}
+		body = &forwardBody{r: r.Body}
+		r.Body = body
 	}
 	forwarded := r.Header.Get(forwardedHeader) != ""
 	deadline := time.NewTimer(n.followWait())
@@ -281,7 +258,6 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		eng, changed, holder, seenAt := n.eng, n.changed, n.holder, n.seenAt
 		n.mu.Unlock()
 		if eng != nil {
-			reset()
 			w.Header().Set(NodeHeader, n.id)
 			eng.Handler().ServeHTTP(w, r)
 			return
@@ -291,13 +267,12 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				holder = n.refreshHolder(r.Context())
 			}
 			if holder.Holder != "" && holder.Holder != n.id && holder.Note != "" && time.Until(holder.Expires) > 0 {
-				reset()
 				done, err := n.forward(w, r, holder.Note)
 				if done {
 					return
 				}
-				if streamed {
-					// Part of the body may be gone; as a crash would, the connection ends.
+				if body != nil && body.n > 0 {
+					// Part of the body is gone; as a crash would, the connection ends.
 					panic(http.ErrAbortHandler)
 				}
 				n.logger.Debug("node: the holder did not answer; waiting for the next", "holder", holder.Holder, "error", err)
@@ -320,6 +295,21 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 }
+
+// forwardBody is a request body passed on to the holder: it counts what was read, and a Close
+// (which a failed forward makes) leaves it open for the next try; the server closes the body.
+type forwardBody struct {
+	r io.ReadCloser
+	n int64
+}
+
+func (b *forwardBody) Read(p []byte) (int, error) {
+	k, err := b.r.Read(p)
+	b.n += int64(k)
+	return k, err
+}
+
+func (b *forwardBody) Close() error { return nil }
 
 // refreshHolder reads the newest grant of the lease.
 func (n *Node) refreshHolder(ctx context.Context) store.Lease {
