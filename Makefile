@@ -12,7 +12,7 @@ conformance:
 
 # The same suite with the reference as a separate process that the kit SIGKILLs to crash it.
 conformance-process: build
-	./bin/loomcheck run --sut-cmd "$(CURDIR)/bin/loomcheck serve" --out reports/process
+	./bin/loomcheck run --sut-cmd "$(CURDIR)/bin/loom" --out reports/process
 
 # The suite on PostgreSQL (spec/nodes.md): every scenario in-process on a database of its own, which
 # the kit creates and drops on the server of PGHOST, PGPORT, PGUSER, PGPASSWORD and PGDATABASE
@@ -23,10 +23,13 @@ conformance-postgres:
 # The suite against two reference processes sharing each scenario's database behind one address;
 # a crash SIGKILLs the node that holds the lease, and the other takes its executions over.
 conformance-nodes: build
-	./bin/loomcheck run --sut-cmd "$(CURDIR)/bin/loomcheck serve" --store postgres --nodes 2 --out reports/nodes
+	./bin/loomcheck run --sut-cmd "$(CURDIR)/bin/loom" --store postgres --nodes 2 --out reports/nodes
 
+# bin/loomcheck, the kit; bin/loom, the engine's own serving binary (`loomcheck serve` without
+# the kit linked in, so that it starts as a plain Go server does).
 build:
 	$(GO) build -o bin/loomcheck ./cmd/loomcheck
+	$(GO) build -o bin/loom ./cmd/loom
 
 # The test command, the fast gate (about 12 minutes on two busy cores): formatting, vet and
 # staticcheck; every test under the race detector but the long ones (-short); every test, the long

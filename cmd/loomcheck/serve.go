@@ -1,37 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
-	"log/slog"
-	"net"
-	"net/url"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 
-	"github.com/loomcheck/loomcheck/reference"
-	"github.com/loomcheck/loomcheck/reference/model"
+	"github.com/loomcheck/loomcheck/reference/server"
 	"github.com/loomcheck/loomcheck/schemas"
-	"github.com/loomcheck/loomcheck/spec"
 )
-
-// usageServe is what `loomcheck serve -h` prints above the flags.
-const usageServe = `usage: loomcheck serve [flags]
-
-Serves the reference engine over HTTP (spec/http.md) until interrupted, on one data directory.
-With no configuration it makes a bearer token for one local principal and prints how to use it;
-with no model it answers with a small built-in deterministic model. Every internal error is
-logged to stderr with the errorId a caller sees.
-`
 
 func cmdServe(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -39,250 +18,26 @@ func cmdServe(args []string, stdout, stderr io.Writer) int {
 	return serve(ctx, args, stdout, stderr)
 }
 
-// serve is `loomcheck serve`, until ctx ends.
+// serve is `loomcheck serve`, until ctx ends: the engine's serving command (reference/server,
+// which cmd/loom runs alone), with the configuration document checked against its schema first,
+// as `loomcheck validate --schema sut-config` checks it.
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("serve", usageServe)
-	listen := fs.String("listen", "", "host:port to serve on (default 127.0.0.1:8080, or the configuration's listen)")
-	dataDir := fs.String("data", "", "data directory (default ./loom-data, or the configuration's dataDir)")
-	modelURL := fs.String("model-url", "", "an OpenAI-compatible API root (for example http://127.0.0.1:11434/v1)")
-	modelName := fs.String("model", "", "the model name to ask for")
-	allowEmpty := fs.Bool("allow-empty", false, "start on a data directory that exists and holds no store, or whose store's database is gone (refused otherwise)")
-	config := fs.String("config", os.Getenv("LOOM_CONFIG"), "a configuration document (schemas/sut-config.schema.json); default $LOOM_CONFIG")
-	delay := fs.Duration("builtin-delay", 0, "with the built-in model: wait this long before each streamed piece (e.g. 50ms), to watch live deltas")
-	storeURL := fs.String("store", "", "keep the state in this PostgreSQL database (postgres://...) instead of the data directory")
-	nodeName := fs.String("node", "", "with --store: run as one node of several on that database, under this name (spec/nodes.md)")
-	advertise := fs.String("advertise", "", "with --node: the http:// address the other nodes forward to (default http://LISTEN)")
-	lease := fs.Duration("lease", 0, "with --node: how long the hold on the executions lasts unless renewed (default 10s)")
-	if code, ok := parse(fs, args, stderr); !ok {
-		return code
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "loomcheck serve: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
-	}
-	if *delay < 0 {
-		fmt.Fprintln(stderr, "loomcheck serve: --builtin-delay must not be negative")
-		return exitUsage
-	}
-	var cfg spec.SUTConfig
-	fromFile := *config != ""
-	if fromFile {
-		b, err := os.ReadFile(*config)
-		if err != nil {
-			fmt.Fprintf(stderr, "loomcheck serve: %v\n", err)
-			return exitUsage
-		}
-		// A document serve takes is one `loomcheck validate --schema sut-config` takes.
-		if err := schemas.Validate("sut-config", b); err != nil {
-			fmt.Fprintf(stderr, "loomcheck serve: configuration %s is not a valid sut-config document:\n", *config)
-			var ve *schemas.ValidationError
-			if errors.As(err, &ve) {
-				for _, p := range ve.Problems {
-					fmt.Fprintf(stderr, "  %s: %s\n", p.Pointer, p.Message)
-				}
-			} else {
-				fmt.Fprintf(stderr, "  %v\n", err)
-			}
-			return exitUsage
-		}
-		dec := json.NewDecoder(bytes.NewReader(b))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&cfg); err != nil {
-			fmt.Fprintf(stderr, "loomcheck serve: configuration %s: %v\n", *config, err)
-			return exitUsage
-		}
-	}
-	if *listen != "" {
-		cfg.Listen = *listen
-	}
-	if cfg.Listen == "" {
-		cfg.Listen = "127.0.0.1:8080"
-	}
-	if *dataDir != "" {
-		cfg.DataDir = *dataDir
-	}
-	if cfg.DataDir == "" {
-		cfg.DataDir = "loom-data"
-	}
-	if *storeURL != "" {
-		cfg.Storage.URL = *storeURL
-	}
-	if *nodeName != "" {
-		cfg.Node.ID = *nodeName
-	}
-	if *advertise != "" {
-		cfg.Node.Advertise = *advertise
-	}
-	if *lease != 0 {
-		cfg.Node.LeaseMs = int(lease.Milliseconds())
-	}
-	if cfg.Node.ID == "" && (*advertise != "" || *lease != 0) {
-		fmt.Fprintln(stderr, "loomcheck serve: --advertise and --lease need --node")
-		return exitUsage
-	}
-	if *modelURL != "" {
-		cfg.Model.BaseURL = *modelURL
-	}
-	if *modelName != "" {
-		cfg.Model.Name = *modelName
-	}
-	if cfg.Model.BaseURL != "" {
-		if err := checkModelURL(cfg.Model.BaseURL); err != nil {
-			field := "model.baseURL of " + *config
-			if *modelURL != "" {
-				field = "--model-url"
-			}
-			fmt.Fprintf(stderr, "loomcheck serve: %s %q: %v\n", field, cfg.Model.BaseURL, err)
-			return exitUsage
-		}
-	}
-	if fromFile && cfg.Identity.URL == "" && len(cfg.Identity.Principals) == 0 && !cfg.Identity.Insecure {
-		fmt.Fprintf(stderr, "loomcheck serve: configuration %s configures no identity: set identity.principals or identity.url, or identity.insecure to true to serve without authentication\n", *config)
-		return exitUsage
-	}
-	// A data directory that does not exist yet is a first start; one that exists and holds no
-	// store is refused by the engine unless --allow-empty (or storage.allowEmpty) says so.
-	_, statErr := os.Stat(cfg.DataDir)
-	firstStart := errors.Is(statErr, os.ErrNotExist)
-	if *allowEmpty {
-		cfg.Storage.AllowEmpty = true
-	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		fmt.Fprintf(stderr, "loomcheck serve: %v\n", err)
-		return exitUsage
-	}
-	if cfg.Signing.Key == "" {
-		key, err := localKey(cfg.DataDir)
-		if err != nil {
-			fmt.Fprintf(stderr, "loomcheck serve: %v\n", err)
-			return exitUsage
-		}
-		cfg.Signing.Key = key
-	}
-	var devToken string
-	if !fromFile && cfg.Identity.URL == "" && len(cfg.Identity.Principals) == 0 && !cfg.Identity.Insecure {
-		// Secure by default, friendly at once: a token for one local principal.
-		b := make([]byte, 16)
-		_, _ = rand.Read(b)
-		devToken = "dev-" + hex.EncodeToString(b)
-		cfg.Identity.Principals = map[string]spec.Principal{devToken: {Tenant: "local", Actor: "you"}}
-	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
-	opt, err := reference.FromConfig(cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "loomcheck serve: %v\n", err)
-		return exitUsage
-	}
-	opt.Logger = log
-	if firstStart {
-		opt.AllowEmpty = true
-	}
-	if cfg.Model.BaseURL == "" && *delay > 0 {
-		opt.Deps.Provider = model.BuiltinSlow(*delay)
-	}
-	var srv server
-	if cfg.Node.ID != "" {
-		srv, err = reference.OpenNode(ctx, opt)
-	} else {
-		srv, err = reference.Open(ctx, opt)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "loomcheck serve: %v\n", err)
-		return exitUsage
-	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		srv.Close()
-		fmt.Fprintf(stderr, "loomcheck serve: %v\n", err)
-		return exitUsage
-	}
-	where := "data in " + cfg.DataDir
-	if cfg.Storage.URL != "" {
-		where = "state in " + redactURL(cfg.Storage.URL)
-	}
-	if cfg.Node.ID != "" {
-		where += ", node " + cfg.Node.ID
-	}
-	fmt.Fprintf(stdout, "loom reference %s serving http://%s (%s)\n", reference.Version, ln.Addr(), where)
-	if cfg.Model.BaseURL == "" {
-		fmt.Fprintln(stdout, "no model configured: answering with the built-in deterministic model (--model-url points at a real one)")
-	}
-	if devToken != "" {
-		fmt.Fprintf(stdout, "no identities configured: use  -H 'Authorization: Bearer %s'\n", devToken)
-		nextSteps(stdout, fmt.Sprintf("http://%s", ln.Addr()), devToken)
-	}
-	// The engine serves with its edge: the request and header deadlines and the connection cap
-	// of the configuration's gateway settings.
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case <-ctx.Done():
-	case err := <-errc:
-		if !errors.Is(err, reference.ErrEngineClosed) {
-			fmt.Fprintf(stderr, "loomcheck serve: %v\n", err)
-		}
-	}
-	if err := srv.Close(); err != nil {
-		fmt.Fprintf(stderr, "loomcheck serve: close: %v\n", err)
-		return exitUsage
-	}
-	return exitConformant
+	return server.Main(ctx, args, stdout, stderr, server.Hooks{Name: "loomcheck serve", Validate: validateConfig})
 }
 
-// server is what serve runs: an engine, or a node of several.
-type server interface {
-	Serve(ln net.Listener) error
-	Close() error
-}
-
-// redactURL is u without its password, for printing.
-func redactURL(u string) string {
-	p, err := url.Parse(u)
-	if err != nil {
-		return "(a database URL)"
+// validateConfig lists what is wrong with a sut-config document, by pointer.
+func validateConfig(doc []byte) []string {
+	err := schemas.Validate("sut-config", doc)
+	if err == nil {
+		return nil
 	}
-	return p.Redacted()
-}
-
-// nextSteps prints the first requests to try against a server at base with the bearer token tok:
-// start a conversation, send a turn, read the history, and watch the event stream.
-func nextSteps(w io.Writer, base, tok string) {
-	auth := "-H 'Authorization: Bearer " + tok + "'"
-	fmt.Fprintf(w, "try: curl -s -X POST %s -H 'Content-Type: application/json' -d '{}' %s/conversations\n", auth, base)
-	fmt.Fprintln(w, "then, with the id it answers (c_...):")
-	fmt.Fprintf(w, "  send a turn:       curl -s -X POST %s -H 'Content-Type: application/json' -d '{\"messageId\":\"m1\",\"text\":\"hello\"}' %s/conversations/ID/turns\n", auth, base)
-	fmt.Fprintf(w, "  read the history:  curl -s %s %s/conversations/ID/history\n", auth, base)
-	fmt.Fprintf(w, "  watch it live:     curl -N %s %s/conversations/ID/events\n", auth, base)
-}
-
-// checkModelURL reports what is wrong with u as the root of an OpenAI-compatible API: it must be
-// an absolute http or https URL with a host.
-func checkModelURL(u string) error {
-	p, err := url.Parse(u)
-	if err != nil {
-		return fmt.Errorf("not a URL: %w", err)
+	var ve *schemas.ValidationError
+	if !errors.As(err, &ve) {
+		return []string{err.Error()}
 	}
-	if p.Scheme != "http" && p.Scheme != "https" {
-		return fmt.Errorf("want an http:// or https:// URL (for example http://127.0.0.1:11434/v1)")
+	out := make([]string, 0, len(ve.Problems))
+	for _, p := range ve.Problems {
+		out = append(out, p.Pointer+": "+p.Message)
 	}
-	if p.Host == "" {
-		return fmt.Errorf("names no host (for example http://127.0.0.1:11434/v1)")
-	}
-	return nil
-}
-
-// localKey returns the data directory's signing key, making one the first time, so that a
-// restarted server still verifies the envelopes it signed before.
-func localKey(dir string) (string, error) {
-	path := filepath.Join(dir, "signing.key")
-	if b, err := os.ReadFile(path); err == nil {
-		return string(b), nil
-	}
-	k := make([]byte, 32)
-	_, _ = rand.Read(k)
-	s := base64.StdEncoding.EncodeToString(k)
-	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
-		return "", err
-	}
-	return s, nil
+	return out
 }

@@ -2,8 +2,10 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -45,10 +47,23 @@ func DropDatabase(ctx context.Context, adminURL, name string) error {
 	if err := validName("database", name); err != nil {
 		return err
 	}
-	if err := adminExec(ctx, adminURL, "DROP DATABASE IF EXISTS "+quoteIdent(name)+" WITH (FORCE)"); err != nil {
-		return fmt.Errorf("store: drop database %s: %w", name, err)
+	// A session the role may not end (a server process of its own that is just starting on the
+	// database, say) makes the drop fail; it goes in a moment, so the drop is tried again.
+	var err error
+	for wait := 50 * time.Millisecond; ; wait *= 2 {
+		if err = adminExec(ctx, adminURL, "DROP DATABASE IF EXISTS "+quoteIdent(name)+" WITH (FORCE)"); err == nil {
+			return nil
+		}
+		if wait > 3*time.Second {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("store: drop database %s: %w", name, errors.Join(err, ctx.Err()))
+		case <-time.After(wait):
+		}
 	}
-	return nil
+	return fmt.Errorf("store: drop database %s: %w", name, err)
 }
 
 func adminExec(ctx context.Context, adminURL, sql string) error {
