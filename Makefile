@@ -101,7 +101,7 @@ bench-stream:
 browser-test:
 	$(GO) test -count=1 ./harness/browser/
 
-# Mutation testing of the reference (docs/mutation.md): every mutant of reference/{store,kernel,
+# Mutation testing of the reference (docs/mutation.md): every mutant of reference/{store/sqlite,store/postgres,kernel,
 # agent,conversation,conversation/live,conversation/participants,conversation/record,conversation/turn,
 # conversation/dialogue,envelope,budget,gateway,model} against its package's tests and the in-process
 # conformance suite, with a progress line and the time left; writes reports/mutation/.

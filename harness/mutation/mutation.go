@@ -35,7 +35,7 @@ import (
 // Packages are the reference packages mutated by default, as directories relative to the module
 // root.
 var Packages = []string{
-	"reference/store/sqlite", "reference/kernel", "reference/agent", "reference/conversation",
+	"reference/store/sqlite", "reference/store/postgres", "reference/kernel", "reference/agent", "reference/conversation",
 	"reference/conversation/live", "reference/conversation/participants", "reference/conversation/record",
 	"reference/conversation/turn", "reference/conversation/dialogue",
 	"reference/envelope", "reference/budget", "reference/gateway", "reference/model", "reference/run",
@@ -44,7 +44,7 @@ var Packages = []string{
 
 // SecurityPackages are the packages on a security or durability path: an equivalent mutant listed
 // in one of them must name the test that proves it cannot change behaviour.
-var SecurityPackages = []string{"reference/gateway", "reference/envelope", "reference/kernel", "reference/store", "reference/store/sqlite", "reference/sessions", "reference/threads"}
+var SecurityPackages = []string{"reference/gateway", "reference/envelope", "reference/kernel", "reference/store", "reference/store/sqlite", "reference/store/postgres", "reference/sessions", "reference/threads"}
 
 // Operator names a kind of mutation.
 type Operator string

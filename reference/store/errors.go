@@ -28,8 +28,9 @@ var (
 type CorruptError struct {
 	// Path is the file the store lives in.
 	Path string
-	// Table is where the damage is: "events", "meta", "remembered", "identity", "wal" or
-	// "database" (the file itself).
+	// Table is where the damage is: "events", "meta", "remembered", "leases", "identity",
+	// "head" (the count of acknowledged events kept beside the database), "wal" or "database"
+	// (the file itself).
 	Table string
 	// Stream, Gen and Seq name the event (Table "events").
 	Stream   string
