@@ -24,8 +24,8 @@ const nodeHeader = "Loom-Node"
 // a front of the kit's own accepts every connection at the configured listen address and hands
 // it to the next live node in turn. A crash SIGKILLs the node that holds the lease (the one
 // whose answers carry its name in Loom-Node), so that another must take the executions over;
-// a restart launches the killed node again, as a follower. A changed configuration restarts
-// every node.
+// a restart waits until another node serves as the holder, then launches the killed node again,
+// as a follower. A changed configuration restarts every node.
 type nodes struct {
 	command string
 	n       int
@@ -105,9 +105,10 @@ func (d *nodes) addrs() []string {
 
 func (d *nodes) URL() string { return "http://" + d.cfg.Listen }
 
-// holder is the index of the node that holds the lease, as the nodes themselves answer.
+// holder is the index of the node that holds the lease, as the running nodes themselves answer
+// (a follower's answer waits, bounded, until some node holds it).
 func (d *nodes) holder() (int, error) {
-	hc := &http.Client{Timeout: 2 * d.lease, Transport: &http.Transport{DisableKeepAlives: true}}
+	hc := &http.Client{Timeout: 4*d.lease + 10*time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	for _, p := range d.procs {
 		if p.cmd == nil {
 			continue
@@ -150,6 +151,12 @@ func (d *nodes) Restart(ctx context.Context) error {
 		if err := d.Crash(); err != nil {
 			return err
 		}
+	}
+	// The killed node, launched again at once, would take its own lease back at once (it is
+	// the same holder); the executions are to be taken over by another node, so it comes back
+	// only once one of the others serves as the holder.
+	if _, err := d.holder(); err != nil {
+		return harnessErr("no other node took the executions over: %v", err)
 	}
 	for i, p := range d.procs {
 		if p.cmd != nil {

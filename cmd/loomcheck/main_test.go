@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomcheck/loomcheck/harness/report"
+	"github.com/loomcheck/loomcheck/reference/store/postgres/pgtest"
 	"github.com/loomcheck/loomcheck/schemas"
 )
 
@@ -60,6 +63,14 @@ func TestUsageErrors(t *testing.T) {
 	require.Equal(t, exitUsage, code)
 	code, _, _ = run(t, "run", "--target", "http://127.0.0.1:1")
 	require.Equal(t, exitUsage, code, "a remote target needs the configuration it was started with")
+	code, _, _ = run(t, "run", "--store", "mysql://db")
+	require.Equal(t, exitUsage, code, "--store takes postgres or a postgres:// URL")
+	code, _, _ = run(t, "run", "--sut-cmd", "x", "--nodes", "2")
+	require.Equal(t, exitUsage, code, "nodes need a database they share")
+	code, _, _ = run(t, "run", "--store", "postgres", "--nodes", "2")
+	require.Equal(t, exitUsage, code, "nodes are processes the kit launches")
+	code, _, _ = run(t, "run", "--sut-cmd", "x", "--store", "postgres", "--nodes", "1")
+	require.Equal(t, exitUsage, code, "one node is no nodes")
 }
 
 func TestRequirementsAndExplain(t *testing.T) {
@@ -119,4 +130,48 @@ func TestFiltersNeverGoGreenByAccident(t *testing.T) {
 		require.Contains(t, out+errOut, c.says, c.args)
 		require.False(t, strings.HasPrefix(out, "CONFORMANT"), "%v: %s", c.args, out)
 	}
+}
+
+// TestRunOnPostgreSQL: `run --store postgres` gives a scenario a database of its own and judges
+// the engine on it, and `--nodes 2` judges two engine processes on one database through a
+// crash that kills the lease holder.
+func TestRunOnPostgreSQL(t *testing.T) {
+	pgtest.Require(t)
+	if testing.Short() {
+		t.Skip("builds the engine and runs scenarios")
+	}
+	code, out, errOut := run(t, "run", "--quiet", "--store", "postgres", "--tags", "@req:ADR0122-D1-08", "--profile", "durability", "--out", t.TempDir())
+	require.Equal(t, exitConformant, code, out+errOut)
+	require.Contains(t, out, "CONFORMANT: 1 passed")
+
+	bin := filepath.Join(t.TempDir(), "loom")
+	build := exec.Command("go", "build", "-o", bin, "../loom")
+	b, err := build.CombinedOutput()
+	require.NoError(t, err, string(b))
+	dir := t.TempDir()
+	code, out, errOut = run(t, "run", "--quiet", "--sut-cmd", bin, "--store", "postgres", "--nodes", "2",
+		"--tags", "@req:ADR0121-D1-02 && @crash", "--profile", "agent", "--out", dir)
+	require.Equal(t, exitConformant, code, out+errOut)
+	require.Contains(t, out, "CONFORMANT: 1 passed")
+	// The crash killed the holder: the answers before it came from one node, those after it
+	// from the other.
+	b, err = os.ReadFile(filepath.Join(dir, "report.json"))
+	require.NoError(t, err)
+	var rep struct {
+		Scenarios []struct {
+			Exchanges []struct {
+				ResponseHeaders map[string][]string `json:"responseHeaders"`
+			} `json:"exchanges"`
+		} `json:"scenarios"`
+	}
+	require.NoError(t, json.Unmarshal(b, &rep))
+	var servedBy []string
+	for _, sc := range rep.Scenarios {
+		for _, ex := range sc.Exchanges {
+			if n := ex.ResponseHeaders["Loom-Node"]; len(n) == 1 && (len(servedBy) == 0 || servedBy[len(servedBy)-1] != n[0]) {
+				servedBy = append(servedBy, n[0])
+			}
+		}
+	}
+	require.Equal(t, []string{"node-1", "node-2"}, servedBy, "the node that served each answer, in order")
 }
