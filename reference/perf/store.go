@@ -1,0 +1,206 @@
+package perf
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/postgres"
+	"github.com/loomcheck/loomcheck/reference/store/sqlite"
+)
+
+// payload is about the size of a recorded decision in a conversation log (the store benchmarks'
+// payload).
+var payload = []byte(`{"id":"conv#o12:reply","value":{"rec":{"ord":24,"turn":12,"role":"assistant","status":"complete","text":"re: a reply of a few dozen characters"}}}`)
+
+// storeAppend: single-event Update commits/s of the SQLite store beside raw autocommit INSERTs
+// of the same payload into a table of the same shape with the same pragmas, for synchronous FULL
+// and NORMAL. Every run has a new database file.
+func storeAppend(e *env) ([]Row, error) {
+	n := e.size(500, 20)
+	modes := []struct {
+		name   string
+		normal bool
+	}{{"FULL", false}, {"NORMAL", true}}
+	rows := make([]Row, len(modes))
+	for i, m := range modes {
+		rows[i] = Row{Measure: "single-event Update commits/s, synchronous " + m.name, Unit: "commits/s",
+			BaselineName: "raw SQLite autocommit INSERTs", Goal: Goal{Text: ">= 0.8x", Of: "ratio", Bound: 0.8}}
+	}
+	rows[0].Note = "WAL; each commit waits for the disk (the engine's default)"
+	rows[1].Note = "WAL, synchronous NORMAL (storage.sync \"normal\"): commits do not wait for the disk"
+	for r := range e.rounds() {
+		for i, m := range modes {
+			raw, err := sqlite.RawInserts(e.ctx, filepath.Join(e.dir, fmt.Sprintf("raw-%d-%d.db", r, i)), m.normal, payload, n)
+			if err != nil {
+				return nil, err
+			}
+			st, err := sqlite.Open(e.ctx, filepath.Join(e.dir, fmt.Sprintf("store-%d-%d.db", r, i)), sqlite.Options{SyncNormal: m.normal})
+			if err != nil {
+				return nil, err
+			}
+			took, err := appendRun(e.ctx, st, 1, n, "x/append")
+			st.Close()
+			if err != nil {
+				return nil, err
+			}
+			rows[i].Baseline = append(rows[i].Baseline, perSecond(n, raw))
+			rows[i].Measured = append(rows[i].Measured, perSecond(n, took))
+			e.logf("round %d, %s: raw %.0f/s, store %.0f/s", r+1, m.name, perSecond(n, raw), perSecond(n, took))
+		}
+	}
+	return rows, nil
+}
+
+// storeConcurrency: events/s of 8 and of 64 concurrent appenders, each to its own stream with
+// one event per Update, over the events/s of one appender, on the SQLite store (synchronous
+// FULL). Every run has a new database file and appends the same number of events in all.
+func storeConcurrency(e *env) ([]Row, error) {
+	total := e.size(640, 64)
+	levels := []int{8, 64}
+	rows := make([]Row, len(levels))
+	for i, k := range levels {
+		rows[i] = Row{Measure: fmt.Sprintf("events/s, %d concurrent appenders", k), Unit: "events/s", BaselineName: "1 appender"}
+	}
+	rows[0].Note = fmt.Sprintf("%d events in all per run, one per Update, synchronous FULL", total)
+	rows[0].Goal = Goal{Text: "grows with appenders"}
+	rows[1].Goal = Goal{Text: ">= 4x", Of: "ratio", Bound: 4}
+	for r := range e.rounds() {
+		rate := func(k int) (float64, error) {
+			st, err := sqlite.Open(e.ctx, filepath.Join(e.dir, fmt.Sprintf("conc-%d-%d.db", r, k)), sqlite.Options{})
+			if err != nil {
+				return 0, err
+			}
+			defer st.Close()
+			took, err := appendRun(e.ctx, st, k, total, "x/conc")
+			return perSecond(total, took), err
+		}
+		one, err := rate(1)
+		if err != nil {
+			return nil, err
+		}
+		line := fmt.Sprintf("round %d: 1 appender %.0f/s", r+1, one)
+		for i, k := range levels {
+			v, err := rate(k)
+			if err != nil {
+				return nil, err
+			}
+			rows[i].Baseline = append(rows[i].Baseline, one)
+			rows[i].Measured = append(rows[i].Measured, v)
+			line += fmt.Sprintf(", %d appenders %.0f/s", k, v)
+		}
+		e.logf("%s", line)
+	}
+	return rows, nil
+}
+
+// pgStore: the same harness on a PostgreSQL database beside the SQLite store: single-event
+// commits/s of one appender, and events/s of 8 concurrent appenders.
+func pgStore(e *env) ([]Row, error) {
+	n := e.size(500, 20)
+	db, err := e.database()
+	if err != nil {
+		return nil, err
+	}
+	pg, err := postgres.Open(e.ctx, db.url, postgres.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer pg.Close()
+	lite, err := sqlite.Open(e.ctx, filepath.Join(e.dir, "lite.db"), sqlite.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer lite.Close()
+	act, err := postgres.DatabaseActivity(e.ctx, "", db.name)
+	if err != nil {
+		return nil, err
+	}
+	note := fmt.Sprintf("the server runs with fsync=%s, synchronous_commit=%s; SQLite with synchronous FULL", act.Fsync, act.SynchronousCommit)
+	rows := []Row{
+		{Measure: "single-event commits/s, PostgreSQL", Unit: "commits/s", BaselineName: "SQLite store", Note: note},
+		{Measure: "events/s, 8 concurrent appenders, PostgreSQL", Unit: "events/s", BaselineName: "SQLite store"},
+	}
+	for r := range e.rounds() {
+		for i, k := range []int{1, 8} {
+			prefix := fmt.Sprintf("x/pg-%d-%d", r, k)
+			lt, err := appendRun(e.ctx, lite, k, n, prefix)
+			if err != nil {
+				return nil, err
+			}
+			pt, err := appendRun(e.ctx, pg, k, n, prefix)
+			if err != nil {
+				return nil, err
+			}
+			rows[i].Baseline = append(rows[i].Baseline, perSecond(n, lt))
+			rows[i].Measured = append(rows[i].Measured, perSecond(n, pt))
+			e.logf("round %d, %d appenders: SQLite %.0f/s, PostgreSQL %.0f/s", r+1, k, perSecond(n, lt), perSecond(n, pt))
+		}
+	}
+	return rows, nil
+}
+
+// appendRun appends total events to st from k concurrent appenders, appender i to the stream
+// prefix/i, one event per Update with the expected head (as a flow's log grows), and returns how
+// long they took from the first Update to the last commit.
+func appendRun(ctx context.Context, st store.Store, k, total int, prefix string) (time.Duration, error) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, k)
+	start := time.Now()
+	for i := range k {
+		stream := fmt.Sprintf("%s/%d", prefix, i)
+		wg.Go(func() {
+			var head int64
+			for next.Add(1) <= int64(total) {
+				if err := st.Update(ctx, func(tx store.Tx) error {
+					h, err := tx.Append(stream, 0, head, store.NewEvent{Kind: "decision", Data: payload})
+					head = h
+					return err
+				}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	close(errs)
+	if err := <-errs; err != nil {
+		return 0, err
+	}
+	return took, nil
+}
+
+// database is a new PostgreSQL database of the figure's, dropped when it ends.
+type database struct{ name, url string }
+
+// database creates a new, empty database on the server of the PG* variables; it is dropped
+// when the figure ends (e.drop).
+func (e *env) database() (database, error) {
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	name := fmt.Sprintf("loombench_%d_%s", os.Getpid(), hex.EncodeToString(rnd[:]))
+	ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
+	defer cancel()
+	url, err := postgres.CreateDatabase(ctx, "", name)
+	if err != nil {
+		return database{}, err
+	}
+	e.cleanups = append(e.cleanups, func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), time.Minute)
+		defer cancel()
+		if err := postgres.DropDatabase(ctx, "", name); err != nil {
+			e.logf("%v", err)
+		}
+	})
+	return database{name, url}, nil
+}

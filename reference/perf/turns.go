@@ -1,0 +1,187 @@
+package perf
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// turnLoad is what one run of concurrent conversations did.
+type turnLoad struct {
+	rate   float64         // turns answered per second
+	median time.Duration   // the median time from a POST to its reply's arrival
+	lat    []time.Duration // every turn's time
+}
+
+// runTurns starts k conversations on t, each with its event stream open and one turn answered
+// (not counted), then has each send a turn, wait for its reply and send the next, until window
+// has passed; it returns the turns answered per second and their times.
+func runTurns(ctx context.Context, t *target, k int, window time.Duration) (turnLoad, error) {
+	convs := make([]*conv, k)
+	defer func() {
+		for _, c := range convs {
+			if c != nil {
+				c.stop()
+			}
+		}
+	}()
+	for i := range convs {
+		c, err := t.newConv(ctx, i)
+		if err != nil {
+			return turnLoad{}, err
+		}
+		convs[i] = c
+		if err := c.listen(ctx); err != nil {
+			return turnLoad{}, err
+		}
+	}
+	if err := each(convs, func(c *conv) error { _, err := c.turn(ctx, "warm up"); return err }); err != nil {
+		return turnLoad{}, err
+	}
+	lats := make([][]time.Duration, k)
+	start := time.Now()
+	err := each(convs, func(c *conv) error {
+		i := c.user
+		for time.Since(start) < window {
+			d, err := c.turn(ctx, "hello")
+			if err != nil {
+				return err
+			}
+			lats[i] = append(lats[i], d)
+		}
+		return nil
+	})
+	took := time.Since(start)
+	if err != nil {
+		return turnLoad{}, err
+	}
+	var all []time.Duration
+	for _, l := range lats {
+		all = append(all, l...)
+	}
+	return turnLoad{rate: perSecond(len(all), took), median: Percentile(all, 0.5), lat: all}, nil
+}
+
+// each runs fn for every conversation at once and returns the first error.
+func each(convs []*conv, fn func(*conv) error) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, len(convs))
+	for _, c := range convs {
+		wg.Go(func() {
+			if err := fn(c); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// turns: engine turns/s with the built-in model, driven over loopback HTTP by k conversations
+// at once (each posts a turn and waits for its reply on the conversation's event stream), beside
+// a bare net/http server doing the same round trip; and the median time per turn at one
+// conversation, engine minus bare.
+func turns(e *env) ([]Row, error) {
+	levels := []int{1, 8, 32}
+	window := e.span(2*time.Second, 150*time.Millisecond)
+	eng, _, err := e.openEngine(filepath.Join(e.dir, "data"), "", nil)
+	if err != nil {
+		return nil, err
+	}
+	defer eng.close()
+	bareT, _, err := openBare()
+	if err != nil {
+		return nil, err
+	}
+	defer bareT.close()
+	var rows []Row
+	for _, k := range levels {
+		rows = append(rows, Row{Measure: fmt.Sprintf("turns/s, %s", conversations(k)), Unit: "turns/s",
+			BaselineName: "bare net/http"})
+		if k > 1 {
+			rows[len(rows)-1].Goal = Goal{Text: "more than at 1 conversation"}
+		}
+	}
+	rows[0].Note = fmt.Sprintf("the built-in model; each conversation posts a turn and waits for its reply on its SSE stream, for %v per run", window)
+	lat := Row{Measure: "median time per turn, 1 conversation", Unit: "ms", BaselineName: "bare net/http"}
+	over := Row{Measure: "overhead per turn (median, engine minus bare), 1 conversation", Unit: "ms",
+		Goal: Goal{Text: "<= 0.5 ms", Of: "measured", AtMost: true, Bound: 0.5}}
+	for r := range e.rounds() {
+		line := fmt.Sprintf("round %d:", r+1)
+		for i, k := range levels {
+			b, err := runTurns(e.ctx, bareT, k, window)
+			if err != nil {
+				return nil, fmt.Errorf("bare: %w", err)
+			}
+			m, err := runTurns(e.ctx, eng, k, window)
+			if err != nil {
+				return nil, err
+			}
+			rows[i].Baseline = append(rows[i].Baseline, b.rate)
+			rows[i].Measured = append(rows[i].Measured, m.rate)
+			if k == 1 {
+				lat.Baseline = append(lat.Baseline, ms(b.median))
+				lat.Measured = append(lat.Measured, ms(m.median))
+				over.Measured = append(over.Measured, ms(m.median-b.median))
+			}
+			line += fmt.Sprintf(" %d conv: bare %.0f/s, engine %.0f/s;", k, b.rate, m.rate)
+		}
+		e.logf("%s", line)
+	}
+	return append(rows, lat, over), nil
+}
+
+// pgTurns: engine turns/s on PostgreSQL beside the same engine on SQLite, at 1 and 8
+// conversations, the two engines open side by side and run in turn.
+func pgTurns(e *env) ([]Row, error) {
+	levels := []int{1, 8}
+	window := e.span(2*time.Second, 150*time.Millisecond)
+	db, err := e.database()
+	if err != nil {
+		return nil, err
+	}
+	lite, _, err := e.openEngine(filepath.Join(e.dir, "lite"), "", nil)
+	if err != nil {
+		return nil, err
+	}
+	defer lite.close()
+	pg, _, err := e.openEngine(filepath.Join(e.dir, "pg"), db.url, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer pg.close()
+	var rows []Row
+	for _, k := range levels {
+		rows = append(rows, Row{Measure: fmt.Sprintf("turns/s, %s, PostgreSQL", conversations(k)), Unit: "turns/s",
+			BaselineName: "SQLite"})
+	}
+	for r := range e.rounds() {
+		line := fmt.Sprintf("round %d:", r+1)
+		for i, k := range levels {
+			b, err := runTurns(e.ctx, lite, k, window)
+			if err != nil {
+				return nil, fmt.Errorf("sqlite: %w", err)
+			}
+			m, err := runTurns(e.ctx, pg, k, window)
+			if err != nil {
+				return nil, err
+			}
+			rows[i].Baseline = append(rows[i].Baseline, b.rate)
+			rows[i].Measured = append(rows[i].Measured, m.rate)
+			line += fmt.Sprintf(" %d conv: SQLite %.0f/s, PostgreSQL %.0f/s;", k, b.rate, m.rate)
+		}
+		e.logf("%s", line)
+	}
+	return rows, nil
+}
+
+// conversations is "1 conversation", "8 conversations".
+func conversations(k int) string {
+	if k == 1 {
+		return "1 conversation"
+	}
+	return fmt.Sprintf("%d conversations", k)
+}
