@@ -1,7 +1,7 @@
 # The two commands the README promises, and their parts.
 GO ?= go
 
-.PHONY: all conformance conformance-process conformance-postgres conformance-nodes test check vet race race-short unit selftest selftest-sample build bench bench-stream browser-test mutate mutate-sample fuzz explore explore-ci slow lint
+.PHONY: all conformance conformance-process conformance-postgres conformance-nodes test check vet race race-short unit selftest selftest-sample build bench gobench bench-stream browser-test mutate mutate-sample fuzz explore explore-ci slow lint
 
 all: test conformance
 
@@ -86,7 +86,18 @@ explore:
 explore-ci:
 	$(GO) run ./cmd/loomcheck explore --max-points 12 --out reports/explore
 
+# The performance figures as a user meets them, each beside its baseline in the same process, runs
+# alternating (loomcheck bench, reference/perf): a Markdown table of the medians and the ratios'
+# min / median / max over BENCH_ROUNDS rounds, and whether each goal is met (nothing fails for being
+# slow). The figures on PostgreSQL run when PGHOST is set. A few minutes on two cores;
+# BENCH_FLAGS adds flags (--figures turns,restart --quick --out FILE --json).
+BENCH_ROUNDS ?= 5
 bench:
+	$(GO) run ./cmd/loomcheck bench --rounds $(BENCH_ROUNDS) $(BENCH_FLAGS)
+
+# The Go benchmarks of every package (go test -bench; what `make bench` ran before it printed the
+# figures' table): the store's appends and reads, the kernel, the gateway's latencies.
+gobench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 # The session stream's figures (reference/sessionstream_bench_test.go): append-to-receipt over a

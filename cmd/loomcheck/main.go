@@ -42,6 +42,7 @@ func commands() []command {
 		{"explore", "crash the reference after every durable write of the canonical dialogues", cmdExplore},
 		{"backup", "copy the reference engine's store to one file, while it serves", cmdBackup},
 		{"restore", "make a new data directory from a backup, checking every record", cmdRestore},
+		{"bench", "measure the reference engine's performance figures beside their baselines", cmdBench},
 		{"version", "print the kit's module version, the spec version and the catalogue version", cmdVersion},
 	}
 }

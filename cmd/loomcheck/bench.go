@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/loomcheck/loomcheck/reference/perf"
+)
+
+// usageBench is what `loomcheck bench -h` prints above the flags.
+const usageBench = `usage: loomcheck bench [flags]
+
+Measures the reference engine's performance figures as a user meets them, each beside a
+baseline doing the same work without the engine (raw SQLite, a bare net/http server, a bare Go
+binary, a bare SSE echo), in this process, baseline and figure runs alternating round after round
+so that the machine's noise hits both. Prints a Markdown table: the medians over the rounds, the
+ratio's min / median / max, the goal and whether the median meets it. Nothing is failed for being
+slow. The figures on PostgreSQL run when PGHOST is set (the PG* variables name the server; the
+role must be allowed to create databases) and are skipped with a note otherwise. The restart
+figure builds loomcheck from the module of the working directory.
+
+Figures: ` + "%s" + `
+
+Exit 0 when measured, 2 on a usage error or when a figure could not be measured.
+`
+
+func cmdBench(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("bench", fmt.Sprintf(usageBench, strings.Join(perf.Names(), ", ")))
+	figures := fs.String("figures", "", "comma-separated figures to measure (default all)")
+	rounds := fs.Int("rounds", perf.DefaultRounds, "how many times baseline and figure runs alternate")
+	quick := fs.Bool("quick", false, "small sizes: a smoke run of seconds, not the figures")
+	out := fs.String("out", "", "also write the Markdown table to this file")
+	asJSON := fs.Bool("json", false, "print the result as JSON (every round's values) instead of the table")
+	if code, ok := parse(fs, args, stderr); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "loomcheck bench: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if *rounds < 1 {
+		fmt.Fprintln(stderr, "loomcheck bench: --rounds must be at least 1")
+		return exitUsage
+	}
+	cfg := perf.Config{Rounds: *rounds, Quick: *quick, Postgres: os.Getenv("PGHOST") != "", Log: stderr}
+	if *figures != "" {
+		for f := range strings.SplitSeq(*figures, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				cfg.Figures = append(cfg.Figures, f)
+			}
+		}
+	}
+	for _, f := range cfg.Figures {
+		if !slices.Contains(perf.Names(), f) {
+			fmt.Fprintf(stderr, "loomcheck bench: no figure %q (figures: %s)\n", f, strings.Join(perf.Names(), ", "))
+			return exitUsage
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rev := revision()
+	fmt.Fprintf(stderr, "loomcheck bench at %s, %d rounds\n", rev, *rounds)
+	res, err := perf.Run(ctx, cfg)
+	code := exitConformant
+	if err != nil {
+		fmt.Fprintf(stderr, "loomcheck bench: %v\n", err)
+		code = exitUsage
+		if res == nil {
+			return code
+		}
+	}
+	var table bytes.Buffer
+	fmt.Fprintf(&table, "Measured at %s with `loomcheck bench%s`.\n\n", rev, flagsLine(args))
+	_ = res.Markdown(&table)
+	if *asJSON {
+		_ = res.JSON(stdout)
+	} else {
+		_, _ = stdout.Write(table.Bytes())
+	}
+	if *out != "" {
+		if err := os.WriteFile(*out, table.Bytes(), 0o644); err != nil {
+			fmt.Fprintf(stderr, "loomcheck bench: %v\n", err)
+			return exitUsage
+		}
+	}
+	return code
+}
+
+// flagsLine is args as typed, for quoting the command that made a table.
+func flagsLine(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	return " " + strings.Join(args, " ")
+}
+
+// revision names the commit the command was built at (and "+changes" when its tree had
+// uncommitted changes): from the build's version control stamp, else from git in the working
+// directory, else "an unknown commit".
+func revision() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		rev, dirty := "", false
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+		if rev != "" {
+			return short(rev, dirty)
+		}
+	}
+	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		return "an unknown commit"
+	}
+	st, _ := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output()
+	return short(strings.TrimSpace(string(out)), len(bytes.TrimSpace(st)) > 0)
+}
+
+func short(rev string, dirty bool) string {
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if dirty {
+		return "commit " + rev + "+changes"
+	}
+	return "commit " + rev
+}
