@@ -76,10 +76,15 @@ func stamps(text string) ([]time.Duration, error) {
 	return out, nil
 }
 
+// deltaPace is how often the delta figure's model hands a delta over: a fast model's pace, a
+// token a millisecond.
+const deltaPace = time.Millisecond
+
 // deltaSSE: the time from a model delta (the provider hands it to the engine) to an SSE client
 // reading it off a loopback connection, p50 and p99, beside a bare SSE server writing each delta
-// it is handed at once. One delta at a time: the next is handed over once the client read the
-// previous one, so nothing queues and nothing coalesces.
+// it is handed at once. The model hands a delta over every deltaPace whether or not the client
+// has read the previous one, as a model streams; a delta the engine had not sent when the reply
+// was committed reaches the client in the reply, and counts at the reply's arrival.
 func deltaSSE(e *env) ([]Row, error) {
 	n := e.size(1000, 20)
 	p := newScripted()
@@ -109,7 +114,7 @@ func deltaSSE(e *env) ([]Row, error) {
 		return nil, err
 	}
 	defer bc.stop()
-	note := fmt.Sprintf("%d deltas per run, one at a time; the stamp is taken as the provider hands the delta over, the receipt as the client reads its data line", n)
+	note := fmt.Sprintf("%d deltas per run, one every %v; the stamp is taken as the provider hands the delta over, the receipt as the client reads its data line", n, deltaPace)
 	p50 := Row{Measure: "model delta to SSE client, p50", Unit: "ms", BaselineName: "bare SSE echo", Note: note}
 	p99 := Row{Measure: "model delta to SSE client, p99", Unit: "ms", BaselineName: "bare SSE echo",
 		Goal: Goal{Text: "<= 1.2x", Of: "ratio", AtMost: true, Bound: 1.2}}
@@ -132,7 +137,22 @@ func deltaSSE(e *env) ([]Row, error) {
 	return []Row{p50, p99}, nil
 }
 
-// engineDeltas runs one turn of n deltas through the engine and returns each delta's latency.
+// paced calls fn n times, one every deltaPace, and sends its first error (or nil) to errc.
+func paced(n int, fn func() error, errc chan<- error) {
+	tick := time.NewTicker(deltaPace)
+	defer tick.Stop()
+	for range n {
+		<-tick.C
+		if err := fn(); err != nil {
+			errc <- err
+			return
+		}
+	}
+	errc <- nil
+}
+
+// engineDeltas runs one turn of n paced deltas through the engine and returns each delta's
+// latency.
 func engineDeltas(ctx context.Context, p *scripted, c *conv, n int) ([]time.Duration, error) {
 	if err := c.send(ctx, "stream"); err != nil {
 		return nil, err
@@ -142,63 +162,88 @@ func engineDeltas(ctx context.Context, p *scripted, c *conv, n int) ([]time.Dura
 	case <-time.After(stallGuard):
 		return nil, fmt.Errorf("the engine did not call the model within %v", stallGuard)
 	}
+	errc, done := make(chan error, 1), make(chan error, 1)
+	go func() {
+		paced(n, func() error { return p.tell(true) }, done)
+		err := <-done
+		if err == nil {
+			err = p.tell(false)
+		}
+		errc <- err
+	}()
 	lat := make([]time.Duration, 0, n)
-	for range n {
-		if err := p.tell(true); err != nil {
-			return nil, err
-		}
-		if err := readDelta(c, &lat); err != nil {
-			return nil, err
-		}
-	}
-	if err := p.tell(false); err != nil {
+	var streamed strings.Builder
+	ev, err := c.reply(func(ev sseEvent) error {
+		text, err := addDelta(ev, &lat)
+		streamed.WriteString(text)
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
-	if _, err := c.reply(nil); err != nil {
+	if err := <-errc; err != nil {
 		return nil, err
+	}
+	if len(lat) < n {
+		// The reply was committed before the last deltas were sent: its text carries them.
+		var e entry
+		if err := json.Unmarshal(ev.data, &e); err != nil {
+			return nil, err
+		}
+		rest, ok := strings.CutPrefix(e.Text, streamed.String())
+		if !ok {
+			return nil, fmt.Errorf("conversation %s: the deltas received are not the start of the reply", c.id)
+		}
+		ss, err := stamps(rest)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range ss {
+			lat = append(lat, ev.at-s)
+		}
+	}
+	if len(lat) != n {
+		return nil, fmt.Errorf("conversation %s: %d deltas reached the client, the model sent %d", c.id, len(lat), n)
 	}
 	return lat, nil
 }
 
-// bareDeltas hands n deltas to the bare server one at a time and returns each one's latency.
+// bareDeltas hands n paced deltas to the bare server and returns each one's latency.
 func bareDeltas(b *bare, c *conv, n int) ([]time.Duration, error) {
 	c.turns++
+	errc := make(chan error, 1)
+	go paced(n, func() error { b.delta(c.id, c.turns, stampText(stamp())); return nil }, errc)
 	lat := make([]time.Duration, 0, n)
-	for range n {
-		b.delta(c.id, c.turns, stampText(stamp()))
-		if err := readDelta(c, &lat); err != nil {
+	for len(lat) < n {
+		ev, err := c.ev.next()
+		if err != nil {
+			return nil, fmt.Errorf("events of %s: %w", c.id, err)
+		}
+		if ev.name != "delta" {
+			return nil, fmt.Errorf("events of %s: unexpected %s event: %s", c.id, ev.name, ev.data)
+		}
+		if _, err := addDelta(ev, &lat); err != nil {
 			return nil, err
 		}
 	}
-	return lat, nil
+	return lat, <-errc
 }
 
-// readDelta reads events until the next delta and appends the latency of each stamp in it.
-func readDelta(c *conv, lat *[]time.Duration) error {
-	for {
-		ev, err := c.ev.next()
-		if err != nil {
-			return fmt.Errorf("events of %s: %w", c.id, err)
-		}
-		switch ev.name {
-		case "delta":
-			var d struct {
-				Turn int64  `json:"turn"`
-				Text string `json:"text"`
-			}
-			if err := json.Unmarshal(ev.data, &d); err != nil {
-				return fmt.Errorf("delta %s: %w", ev.data, err)
-			}
-			ss, err := stamps(d.Text)
-			if err != nil {
-				return err
-			}
-			for _, s := range ss {
-				*lat = append(*lat, ev.at-s)
-			}
-			return nil
-		case "error", "closed", "reconnect", "reset":
-			return fmt.Errorf("events of %s: unexpected %s event: %s", c.id, ev.name, ev.data)
-		}
+// addDelta appends the latency of each stamp in the delta event ev and returns its text.
+func addDelta(ev sseEvent, lat *[]time.Duration) (string, error) {
+	var d struct {
+		Turn int64  `json:"turn"`
+		Text string `json:"text"`
 	}
+	if err := json.Unmarshal(ev.data, &d); err != nil {
+		return "", fmt.Errorf("delta %s: %w", ev.data, err)
+	}
+	ss, err := stamps(d.Text)
+	if err != nil {
+		return "", err
+	}
+	for _, s := range ss {
+		*lat = append(*lat, ev.at-s)
+	}
+	return d.Text, nil
 }

@@ -141,7 +141,7 @@ func pgStore(e *env) ([]Row, error) {
 			}
 			rows[i].Baseline = append(rows[i].Baseline, perSecond(n, lt))
 			rows[i].Measured = append(rows[i].Measured, perSecond(n, pt))
-			e.logf("round %d, %d appenders: SQLite %.0f/s, PostgreSQL %.0f/s", r+1, k, perSecond(n, lt), perSecond(n, pt))
+			e.logf("round %d, %d appender(s): SQLite %.0f/s, PostgreSQL %.0f/s", r+1, k, perSecond(n, lt), perSecond(n, pt))
 		}
 	}
 	return rows, nil
