@@ -73,7 +73,8 @@ type Options struct {
 	// (Databases is required) behind one address (spec/nodes.md): each connection goes to the next
 	// node in turn, and a crash kills the node that holds the lease. 0 or 1: one process.
 	Nodes int
-	// NodeLease is the lease the nodes are configured with (default 2s).
+	// NodeLease is the lease the nodes are configured with (default 1s: a crash's takeover then
+	// fits the few seconds the timing scenarios allow a restart).
 	NodeLease time.Duration
 }
 
@@ -183,7 +184,7 @@ func newRunner(opt Options) (*runner, error) {
 		}
 		lease := opt.NodeLease
 		if lease <= 0 {
-			lease = 2 * time.Second
+			lease = time.Second
 		}
 		r.kind = driverKind{name: "nodes", describe: fmt.Sprintf("%d nodes of %s", opt.Nodes, opt.Command), canCrash: true, configurable: true,
 			newDriver: func() driver { return &nodes{command: opt.Command, n: opt.Nodes, lease: lease} }}

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/loomcheck/loomcheck/reference/gateway"
@@ -247,7 +248,7 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// tried again, on the next holder or here once this node leads.
 	var body *forwardBody
 	if r.Body != nil && r.Body != http.NoBody {
-		body = &forwardBody{r: r.Body}
+		body = newForwardBody(r.Body)
 		r.Body = body
 	}
 	forwarded := r.Header.Get(forwardedHeader) != ""
@@ -269,9 +270,18 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if holder.Holder != "" && holder.Holder != n.id && holder.Note != "" && time.Until(holder.Expires) > 0 {
 				done, err := n.forward(w, r, holder.Note)
 				if done {
+					if body != nil && !body.eof.Load() {
+						// The holder answered before the whole body came (a refusal) and the
+						// forward may still be waiting for the rest: the read is ended here,
+						// and the connection with it, as the holder ends its own. (A read still
+						// in flight when this handler returns would leave the server waiting
+						// for the rest with no deadline.)
+						_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+						body.stop()
+					}
 					return
 				}
-				if body != nil && body.n > 0 {
+				if body != nil && body.n.Load() > 0 {
 					// Part of the body is gone; as a crash would, the connection ends.
 					panic(http.ErrAbortHandler)
 				}
@@ -298,18 +308,56 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // forwardBody is a request body passed on to the holder: it counts what was read, and a Close
 // (which a failed forward makes) leaves it open for the next try; the server closes the body.
+// It is read by the forwarding transport's goroutine while the handler looks at it.
 type forwardBody struct {
-	r io.ReadCloser
-	n int64
+	r   io.ReadCloser
+	n   atomic.Int64
+	eof atomic.Bool
+
+	mu      sync.Mutex
+	idle    sync.Cond // signalled when a read ends
+	reading bool
+	stopped bool
+}
+
+func newForwardBody(r io.ReadCloser) *forwardBody {
+	b := &forwardBody{r: r}
+	b.idle.L = &b.mu
+	return b
 }
 
 func (b *forwardBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	if b.stopped {
+		b.mu.Unlock()
+		return 0, io.ErrUnexpectedEOF
+	}
+	b.reading = true
+	b.mu.Unlock()
 	k, err := b.r.Read(p)
-	b.n += int64(k)
+	b.mu.Lock()
+	b.reading = false
+	b.idle.Broadcast()
+	b.mu.Unlock()
+	b.n.Add(int64(k))
+	if err == io.EOF {
+		b.eof.Store(true)
+	}
 	return k, err
 }
 
 func (b *forwardBody) Close() error { return nil }
+
+// stop ends the reading of the body: no read starts after it, and it waits for the one in flight
+// (which the caller ended by setting the connection's read deadline).
+func (b *forwardBody) stop() {
+	b.mu.Lock()
+	b.stopped = true
+	for b.reading {
+		b.idle.Wait()
+	}
+	b.mu.Unlock()
+}
 
 // refreshHolder reads the newest grant of the lease.
 func (n *Node) refreshHolder(ctx context.Context) store.Lease {
