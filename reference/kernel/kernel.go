@@ -178,6 +178,7 @@ func Open(ctx context.Context, st store.Store, opt Options) (*Kernel, error) {
 	kctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	k := &Kernel{st: st, opt: opt, log: lg, ctx: kctx, cancel: cancel,
 		running: map[string]*execution{}, infos: map[string]Info{}, damaged: map[string]error{}}
+	k.st = newCommitTap(st) // what each commit appended to a log, for WatchLogCommits
 	kvs, err := st.MetaPrefix(ctx, metaPrefix)
 	if err != nil {
 		cancel()
