@@ -1,13 +1,18 @@
-// Package live is the conversation layer's live channel: the text deltas of running turns, fanned
-// out to the subscribers of each conversation's event stream. Nothing in it is journaled or
-// replayed; a subscriber that falls behind is dropped, and a stream that reconnects catches up from
-// the history and the partial reply the hub keeps.
+// Package live is the conversation layer's in-memory channel: the text deltas of running turns,
+// fanned out to the subscribers of each conversation's event stream, and the tail of each followed
+// conversation's log, the records its latest commits appended (tail.go), which streams read
+// instead of the store while their cursor lies within it. Nothing in it is journaled or replayed,
+// and nothing in it is a source of truth: a subscriber that falls behind is dropped, and a stream
+// that reconnects catches up from the history and the partial reply the hub keeps. Everything it
+// holds is bounded, and Hub.Memory reports it.
 package live
 
 import (
-	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
+
+	"github.com/loomcheck/loomcheck/reference/loomtype"
 )
 
 // MaxPartialChars bounds the in-progress reply the hub keeps per conversation for catch-up.
@@ -68,6 +73,12 @@ type Hub struct {
 	pendingBytes int
 	maxSubs      int
 	stops        map[string]stopper
+
+	// tails are the tails of the conversations someone follows (tail.go), limits their bounds
+	// and tailBytes what they all hold.
+	tails     map[string]*tail
+	limits    TailLimits
+	tailBytes atomic.Int64
 }
 
 type hubConv struct {
