@@ -3,6 +3,7 @@ package conversation
 import (
 	"context"
 
+	"github.com/loomcheck/loomcheck/reference/conversation/live"
 	"github.com/loomcheck/loomcheck/reference/conversation/record"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
@@ -305,6 +306,106 @@ func (cv *Conversations) newestTurn(ctx context.Context, id string, gen int64) (
 func (cv *Conversations) WatchLog(id string) (<-chan struct{}, func()) {
 	return cv.kernel().WatchLog(id)
 }
+
+// Follower is a stream's reader of one conversation's log. While anyone follows a conversation,
+// what each of its commits appended is kept in memory, in the conversation's tail (live.Hub's,
+// bounded by its TailLimits), as soon as the commit is durable; a follower whose cursor lies
+// within the tail reads from there, without reading the store, and one whose cursor does not
+// (it starts before the tail, or fell behind it, or a commit went unreported) reads the log.
+// Either way it reads exactly what ReadForward would: the log is the only source of truth, and
+// the tail holds nothing but what it committed. Safe for concurrent use.
+type Follower struct {
+	cv *Conversations
+	id string
+	f  *live.Follower
+}
+
+// Follow returns a follower of conversation id, for one stream; Close it when the stream ends.
+// It does not authorize: callers have.
+//
+//	f := cv.Follow("c1")
+//	defer f.Close()
+//	for {
+//		entries, next, done, err := f.Read(ctx, cursor, 100)
+//		...
+//		<-f.Wake()
+//	}
+func (cv *Conversations) Follow(id string) *Follower {
+	k := cv.kernel()
+	lf := cv.hub.Follow(id, func(add func([]live.Record)) func() {
+		return k.WatchLogCommits(id, func(c kernel.LogCommit) { add(tailRecords(c)) })
+	})
+	return &Follower{cv: cv, id: id, f: lf}
+}
+
+// tailRecords are the records of a commit as the tail keeps them: every event's position, and
+// the transcript entry of each that holds one.
+func tailRecords(c kernel.LogCommit) []live.Record {
+	evs := c.Events()
+	out := make([]live.Record, len(evs))
+	for i, ev := range evs {
+		out[i].At = ev.Cursor()
+		if e, ok := record.EntryOf(ev); ok {
+			out[i].Entry = &e
+		}
+	}
+	return out
+}
+
+// Read reads up to limit entries strictly after from, oldest first, as ReadForward does (next is
+// where the read stopped; done reports that it reached the head): from the tail when from lies
+// within it, else from the log.
+//
+// Errors: those of ReadForward, ctx's.
+//
+//	entries, next, done, err := f.Read(ctx, cursor, 100)
+func (f *Follower) Read(ctx context.Context, from loomtype.Cursor, limit int) ([]loomtype.Entry, loomtype.Cursor, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, from, false, err
+	}
+	if entries, next, done, ok := f.f.Read(from, limit); ok {
+		return entries, next, done, nil
+	}
+	return f.cv.ReadForward(ctx, f.id, from, limit)
+}
+
+// ReadLog is Read from the log, whatever the tail holds: a stream reads it now and then, so that
+// a commit whose report never came (its writer was told it failed) is still seen.
+//
+// Errors: those of ReadForward.
+//
+//	entries, next, done, err := f.ReadLog(ctx, cursor, 100)
+func (f *Follower) ReadLog(ctx context.Context, from loomtype.Cursor, limit int) ([]loomtype.Entry, loomtype.Cursor, bool, error) {
+	return f.cv.ReadForward(ctx, f.id, from, limit)
+}
+
+// Wake receives a value (coalesced) after each commit the tail took in: the moment to Read.
+func (f *Follower) Wake() <-chan struct{} { return f.f.Wake() }
+
+// View is Conversations.View for an entry the follower read, checking who may read as View does
+// but, where nothing it checks can have changed, without reading the store: in owner mode the
+// owner and the mode are fixed when the conversation starts and a conversation never goes away,
+// so once this process has read its record the answer is known. In shared mode, whose
+// participants change, it is View.
+//
+// Errors: loomtype.ErrNotFound when viewer may not read the conversation, View's.
+//
+//	v, err := f.View(ctx, alice, e)
+func (f *Follower) View(ctx context.Context, viewer loomtype.Identity, e loomtype.Entry) (loomtype.Entry, error) {
+	f.cv.mu.Lock()
+	m, known := f.cv.metas[f.id]
+	f.cv.mu.Unlock()
+	if !known || m.mode == ModeShared {
+		return f.cv.View(ctx, viewer, f.id, e)
+	}
+	if !viewer.Valid() || !m.ok || !m.owner.Equal(viewer) {
+		return loomtype.Entry{}, loomtype.ErrNotFound
+	}
+	return e, nil
+}
+
+// Close ends the follower; the conversation's tail goes with its last follower.
+func (f *Follower) Close() { f.f.Close() }
 
 // viewAll applies the viewer's filter (shared mode) to entries.
 func (cv *Conversations) viewAll(ctx context.Context, m meta, viewer loomtype.Identity, id string, entries []loomtype.Entry) ([]loomtype.Entry, error) {

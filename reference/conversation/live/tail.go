@@ -185,7 +185,8 @@ func (f *Follower) Wake() <-chan struct{} { return f.wake }
 
 // Read returns the entries after cursor from that the tail holds, oldest first, at most limit
 // of them (limit <= 0: all), with next, the position of the last record read (from when none),
-// and done, whether the read reached the tail's end. ok is false, with nothing read, when from
+// and done, whether the read reached the tail's end (false when it stopped at limit, even on
+// the last record, as a read of the log does). ok is false, with nothing read, when from
 // does not lie within the tail (before its start, after its end, or nowhere when it holds
 // nothing): the caller reads the log. The entries are copies; what they point to is shared and
 // must not be changed.
@@ -207,7 +208,7 @@ func (f *Follower) Read(from loomtype.Cursor, limit int) (entries []loomtype.Ent
 		if r.Entry != nil {
 			entries = append(entries, *r.Entry)
 			if len(entries) == limit {
-				return entries, next, i == len(t.recs)-1, true
+				return entries, next, false, true // as a read of the log stops at its limit
 			}
 		}
 	}

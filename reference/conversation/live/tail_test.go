@@ -124,6 +124,11 @@ func TestTailStartsOverAfterAGap(t *testing.T) {
 	got, _, _, ok = f.Read(at(2, 1), 0)
 	require.True(t, ok)
 	require.Equal(t, []string{"f"}, texts(got))
+	got, next, done, ok := f.Read(at(2, 1), 1)
+	require.True(t, ok)
+	require.Equal(t, []string{"f"}, texts(got))
+	require.Equal(t, at(2, 2), next)
+	require.False(t, done, "a read that stops at its limit is not done, even on the last record, as a read of the log")
 }
 
 // TestTailRecordBound: a tail of N records holds N (its start unchanged); the record N+1 drops
