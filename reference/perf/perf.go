@@ -237,7 +237,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		fmt.Fprintf(cfg.Log, "%s: %s\n", f.Name, f.About)
 		rows, err := f.run(e)
 		e.cleanup()
-		os.RemoveAll(dir)
+		removeAll(dir, cfg.Log)
 		var sk *skipError
 		switch {
 		case errors.As(err, &sk):
@@ -311,3 +311,16 @@ func (e *env) logf(format string, args ...any) {
 type skipError struct{ reason string }
 
 func (s *skipError) Error() string { return "skipped: " + s.reason }
+
+// removeAll removes a figure's directory, trying again for a moment while files still appear in
+// it (a store that is letting go of its files), and says so when it cannot.
+func removeAll(dir string, log io.Writer) {
+	var err error
+	for range 20 {
+		if err = os.RemoveAll(dir); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	fmt.Fprintf(log, "perf: could not remove %s: %v\n", dir, err)
+}
