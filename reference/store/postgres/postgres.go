@@ -325,8 +325,8 @@ func (s *Postgres) Close() error {
 
 // waitLeaseChanges waits for the lease changes in flight; shut refuses new ones.
 func (s *Postgres) waitLeaseChanges() {
-	//lint:ignore SA2001 taking the lock once every change in flight released it is the wait
 	s.leaseOps.Lock()
+	//lint:ignore SA2001 taking the lock once every change in flight released it is the wait
 	s.leaseOps.Unlock()
 }
 
