@@ -175,6 +175,9 @@ func TestEveryFigureRunsQuick(t *testing.T) {
 			if f.Postgres && os.Getenv("PGHOST") == "" {
 				t.Skip("PGHOST is unset")
 			}
+			if testing.Short() && (f.Name == "restart" || f.Postgres) {
+				t.Skip("builds binaries or starts nodes: not short")
+			}
 			var log bytes.Buffer
 			res, err := perf.Run(context.Background(), perf.Config{Figures: []string{f.Name}, Rounds: 2, Quick: true,
 				Postgres: f.Postgres, TempDir: t.TempDir(), Log: &log})
