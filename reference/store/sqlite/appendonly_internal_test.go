@@ -23,11 +23,11 @@ func TestEventsTableRefusesUpdateAndDelete(t *testing.T) {
 		return err
 	}))
 
-	_, err = st.w.ExecContext(ctx, `UPDATE events SET data = ? WHERE stream = 's' AND seq = 1`, []byte("forged"))
+	_, err = st.wc.ExecContext(ctx, `UPDATE events SET data = ? WHERE stream = 's' AND seq = 1`, []byte("forged"))
 	require.Error(t, err, "UPDATE is refused")
-	_, err = st.w.ExecContext(ctx, `DELETE FROM events WHERE stream = 's' AND seq = 2`)
+	_, err = st.wc.ExecContext(ctx, `DELETE FROM events WHERE stream = 's' AND seq = 2`)
 	require.Error(t, err, "DELETE is refused")
-	_, err = st.w.ExecContext(ctx, `DELETE FROM events`)
+	_, err = st.wc.ExecContext(ctx, `DELETE FROM events`)
 	require.Error(t, err, "a bulk DELETE is refused")
 
 	// Inside a transaction of the store, the refusal aborts the transaction's statement and fn's
@@ -36,7 +36,7 @@ func TestEventsTableRefusesUpdateAndDelete(t *testing.T) {
 		if _, err := x.Append("s", 0, -1, store.NewEvent{Kind: "c"}); err != nil {
 			return err
 		}
-		_, err := x.(*tx).tx.Exec(`UPDATE events SET kind = 'x'`)
+		_, err := x.(*tx).s.wc.ExecContext(ctx, `UPDATE events SET kind = 'x'`)
 		return err
 	})
 	require.Error(t, err)

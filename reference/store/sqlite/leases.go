@@ -112,7 +112,7 @@ func (s *SQLite) Holder(ctx context.Context, name string) (store.Lease, bool, er
 	if err := s.alive(); err != nil {
 		return store.Lease{}, false, err
 	}
-	l, ok, err := scanLease(s.r.QueryRowContext(ctx, leaseQuery, name), s.path, name)
+	l, ok, err := scanLease(s.rs.lease.QueryRowContext(ctx, name), s.path, name)
 	if err != nil && !errors.Is(err, store.ErrCorrupt) {
 		err = s.readErr(err)
 	}
@@ -220,8 +220,6 @@ func fencedErr(l, cur store.Lease, ok bool) error {
 	return fmt.Errorf("%w: lease %s token %d, the newest grant is token %d to %s", store.ErrFenced, l.Name, l.Token, cur.Token, cur.Holder)
 }
 
-const leaseQuery = `SELECT holder, note, token, expires, sum FROM leases WHERE name = ?`
-
 // scanLease reads the grant of name from row (leaseQuery), checking its checksum: a
 // *store.CorruptError for a row that does not check, the database's own error otherwise.
 func scanLease(row *sql.Row, path, name string) (store.Lease, bool, error) {
@@ -244,7 +242,10 @@ func scanLease(row *sql.Row, path, name string) (store.Lease, bool, error) {
 
 // lease reads the newest grant of name inside the transaction.
 func (t *tx) lease(name string) (store.Lease, bool, error) {
-	l, ok, err := scanLease(t.tx.QueryRow(leaseQuery, name), t.path, name)
+	if err := t.usable(); err != nil {
+		return store.Lease{}, false, err
+	}
+	l, ok, err := scanLease(t.s.ws.lease.QueryRow(name), t.s.path, name)
 	if err != nil && !errors.Is(err, store.ErrCorrupt) {
 		err = fmt.Errorf("store: lease %s: %w", name, err)
 	}
@@ -254,10 +255,10 @@ func (t *tx) lease(name string) (store.Lease, bool, error) {
 // putLease records l as the newest grant of its name.
 func (t *tx) putLease(l store.Lease) error {
 	exp := l.Expires.UnixMilli()
-	if _, err := t.tx.Exec(`INSERT INTO leases (name, holder, note, token, expires, sum) VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT(name) DO UPDATE SET holder = excluded.holder, note = excluded.note, token = excluded.token,
-			expires = excluded.expires, sum = excluded.sum`,
-		l.Name, l.Holder, l.Note, l.Token, exp, leaseSum(l.Name, l.Holder, l.Note, l.Token, exp)); err != nil {
+	if err := t.usable(); err != nil {
+		return err
+	}
+	if err := t.s.exec(t.s.ws.putLease, l.Name, l.Holder, l.Note, l.Token, exp, leaseSum(l.Name, l.Holder, l.Note, l.Token, exp)); err != nil {
 		return fmt.Errorf("store: lease %s: %w", l.Name, err)
 	}
 	t.wrote = true

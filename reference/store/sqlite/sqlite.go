@@ -9,11 +9,10 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/loomcheck/loomcheck/reference/store"
 
-	_ "modernc.org/sqlite" // the one place the SQLite driver is imported
+	sqlitedriver "modernc.org/sqlite" // the one place the SQLite driver is imported
 )
 
 const schema = `
@@ -89,6 +88,10 @@ type Options struct {
 // store.WriteCrasher and store.Leases (ownership with fencing among the users of one open store;
 // one process opens a file at a time). It passes the suite of reference/store/storetest.
 //
+// Every statement of the reads and writes is prepared once per connection. The writer knows the
+// heads of the streams it has written or read (a bounded number of them), so that an Append with
+// an expected head reads no head.
+//
 // All methods are safe for concurrent use.
 //
 //	st, err := sqlite.Open(ctx, path, sqlite.Options{})
@@ -97,15 +100,28 @@ type Options struct {
 //	var _ store.Leases = st
 type SQLite struct {
 	w, r *sql.DB
+	// wc is the writer's one connection, held from Open to Close; ws its prepared statements,
+	// rs the readers'.
+	wc   *sql.Conn
+	ws   writeStmts
+	rs   readStmts
 	path string
 	// released is closed once the connections are closed (by Close, or in the background after
 	// Kill): the files are then at rest.
 	released chan struct{}
 
-	wmu    sync.Mutex // serialises writes and orders Kill against them
-	dead   atomic.Bool
-	closed bool
-	shut   atomic.Bool // closed or killed: reads refuse too
+	wmu sync.Mutex // serialises writes and orders Kill against them
+	// heads are the committed heads the writer knows, pending those the transaction in progress
+	// moved, scratch its checksums' buffer, under wmu (see heads.go). lost is set by the writer
+	// connection's rollback hook: the transaction in progress was rolled back (by the store, or
+	// by SQLite on its own).
+	heads   headCache
+	pending map[headKey]int64
+	scratch []byte
+	lost    atomic.Bool
+	dead    atomic.Bool
+	closed  bool
+	shut    atomic.Bool // closed or killed: reads refuse too
 
 	subMu sync.Mutex
 	subs  map[string]map[*sub]struct{}
@@ -219,27 +235,72 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 		w.Close()
 		return nil, err
 	}
+	if err := s.openWriter(ctx); err != nil {
+		s.head.Close()
+		w.Close()
+		return nil, err
+	}
 	rq := url.Values{}
 	rq.Add("_pragma", "busy_timeout(10000)")
 	rq.Add("_pragma", "query_only(1)")
 	r, err := sql.Open("sqlite", "file:"+path+"?"+rq.Encode())
 	if err != nil {
-		w.Close()
+		s.closeWriter()
 		return nil, fmt.Errorf("store: open readers %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(opt.Readers)
 	r.SetMaxIdleConns(opt.Readers)
 	s.r = r
+	if err := s.rs.prepare(ctx, r); err != nil {
+		r.Close()
+		s.closeWriter()
+		return nil, fmt.Errorf("store: open readers %s: %w", path, err)
+	}
 	return s, nil
+}
+
+// openWriter takes the writer's one connection for the store's life, prepares its statements
+// and hooks its rollbacks (see batch.go).
+func (s *SQLite) openWriter(ctx context.Context) error {
+	wc, err := s.w.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("store: open writer %s: %w", s.path, err)
+	}
+	err = wc.Raw(func(dc any) error {
+		h, ok := dc.(interface {
+			RegisterRollbackHook(sqlitedriver.RollbackHookFn)
+		})
+		if !ok {
+			return fmt.Errorf("the driver's connection (%T) has no rollback hook", dc)
+		}
+		h.RegisterRollbackHook(func() { s.lost.Store(true) })
+		return nil
+	})
+	if err == nil {
+		err = s.ws.prepare(ctx, wc)
+	}
+	if err != nil {
+		wc.Close()
+		return fmt.Errorf("store: open writer %s: %w", s.path, err)
+	}
+	s.wc = wc
+	return nil
+}
+
+// closeWriter closes the writer's statements, its connection and the head file.
+func (s *SQLite) closeWriter() error {
+	err := errors.Join(s.ws.close(), s.wc.Close(), s.w.Close())
+	if s.head != nil {
+		err = errors.Join(err, s.head.Sync(), s.head.Close())
+	}
+	return err
 }
 
 // release closes the connections and the head file of a killed store.
 func (s *SQLite) release() {
+	s.rs.close()
 	s.r.Close()
-	s.w.Close()
-	if s.head != nil {
-		s.head.Close()
-	}
+	s.closeWriter()
 	close(s.released)
 }
 
@@ -249,50 +310,6 @@ func (s *SQLite) release() {
 //	st.Kill()
 //	<-st.Released()
 func (s *SQLite) Released() <-chan struct{} { return s.released }
-
-// Update implements store.Store.
-func (s *SQLite) Update(ctx context.Context, fn func(store.Tx) error) error {
-	return s.update(ctx, func(t *tx) error { return fn(t) })
-}
-
-// update runs fn in one write transaction: Update, the fenced views' Update and the lease
-// writes all go through it, serialised by wmu.
-func (s *SQLite) update(ctx context.Context, fn func(*tx) error) error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	if s.dead.Load() || s.closed {
-		return store.ErrClosed
-	}
-	// The write itself is not cancelled by ctx once begun: a commit half-abandoned by a
-	// cancelled caller would only make the outcome harder to reason about.
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	sqltx, err := s.w.BeginTx(context.Background(), nil)
-	if err != nil {
-		return fmt.Errorf("store: begin: %w", err)
-	}
-	t := &tx{path: s.path, tx: sqltx, now: time.Now().UnixMilli(), touched: map[string]struct{}{}}
-	if err := fn(t); err != nil {
-		sqltx.Rollback()
-		return err
-	}
-	if err := sqltx.Commit(); err != nil {
-		return fmt.Errorf("store: commit: %w", err)
-	}
-	if t.appended > 0 {
-		s.events += t.appended
-		s.writeHead()
-	}
-	if t.wrote {
-		if n := s.writes.Add(1); s.crashAt > 0 && n == s.crashAt {
-			s.die()
-			return store.ErrCrashed
-		}
-	}
-	s.notify(t.touched)
-	return nil
-}
 
 // ErrCrashed is store.ErrCrashed.
 var ErrCrashed = store.ErrCrashed
@@ -337,10 +354,9 @@ func (s *SQLite) die() {
 	go s.release()
 }
 
-func (s *SQLite) notify(streams map[string]struct{}) {
-	s.subMu.Lock()
-	defer s.subMu.Unlock()
-	for st := range streams {
+// notifyLocked wakes the subscribers of streams; subMu is held.
+func (s *SQLite) notifyLocked(streams []string) {
+	for _, st := range streams {
 		for sb := range s.subs[st] {
 			select {
 			case sb.ch <- struct{}{}:
@@ -393,8 +409,7 @@ func (s *SQLite) ReadForward(ctx context.Context, stream string, gen, after int6
 	if err := s.alive(); err != nil {
 		return nil, err
 	}
-	evs, err := s.query(ctx, `SELECT seq, kind, data, time, sum FROM events WHERE stream = ? AND gen = ? AND seq > ? ORDER BY seq ASC LIMIT ?`,
-		stream, gen, after, clampLimit(limit))
+	evs, err := s.query(ctx, s.rs.forward, stream, gen, after, clampLimit(limit))
 	if err != nil {
 		return nil, err
 	}
@@ -415,8 +430,7 @@ func (s *SQLite) ReadBackward(ctx context.Context, stream string, gen, before in
 	if err := s.alive(); err != nil {
 		return nil, err
 	}
-	evs, err := s.query(ctx, `SELECT seq, kind, data, time, sum FROM events WHERE stream = ? AND gen = ? AND seq < ? ORDER BY seq DESC LIMIT ?`,
-		stream, gen, before, clampLimit(limit))
+	evs, err := s.query(ctx, s.rs.backward, stream, gen, before, clampLimit(limit))
 	if err != nil {
 		return nil, err
 	}
@@ -433,8 +447,8 @@ func (s *SQLite) ReadBackward(ctx context.Context, stream string, gen, before in
 	return evs, nil
 }
 
-func (s *SQLite) query(ctx context.Context, q string, stream string, gen, bound int64, limit int) ([]store.Event, error) {
-	rows, err := s.r.QueryContext(ctx, q, stream, gen, bound, limit)
+func (s *SQLite) query(ctx context.Context, q *sql.Stmt, stream string, gen, bound int64, limit int) ([]store.Event, error) {
+	rows, err := q.QueryContext(ctx, stream, gen, bound, limit)
 	if err != nil {
 		return nil, s.readErr(err)
 	}
@@ -477,7 +491,7 @@ func (s *SQLite) Head(ctx context.Context, stream string, gen int64) (int64, err
 		return 0, err
 	}
 	var h int64
-	err := s.r.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events WHERE stream = ? AND gen = ?`, stream, gen).Scan(&h)
+	err := s.rs.head.QueryRowContext(ctx, stream, gen).Scan(&h)
 	if err != nil {
 		return 0, s.readErr(err)
 	}
@@ -491,7 +505,7 @@ func (s *SQLite) Meta(ctx context.Context, key string) ([]byte, bool, error) {
 	}
 	var v []byte
 	var sum sql.NullInt64
-	err := s.r.QueryRowContext(ctx, `SELECT val, sum FROM meta WHERE key = ?`, key).Scan(&v, &sum)
+	err := s.rs.meta.QueryRowContext(ctx, key).Scan(&v, &sum)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, nil
 	}
@@ -509,11 +523,11 @@ func (s *SQLite) MetaPrefix(ctx context.Context, prefix string) ([]store.KV, err
 	if err := s.alive(); err != nil {
 		return nil, err
 	}
-	q, args := `SELECT key, val, sum FROM meta WHERE key >= ? ORDER BY key`, []any{prefix}
+	q, args := s.rs.metaFrom, []any{prefix}
 	if end, ok := prefixEnd(prefix); ok {
-		q, args = `SELECT key, val, sum FROM meta WHERE key >= ? AND key < ? ORDER BY key`, []any{prefix, end}
+		q, args = s.rs.metaRange, []any{prefix, end}
 	}
-	rows, err := s.r.QueryContext(ctx, q, args...)
+	rows, err := q.QueryContext(ctx, args...)
 	if err != nil {
 		return nil, s.readErr(err)
 	}
@@ -552,7 +566,11 @@ func (s *SQLite) rowsErr(rows *sql.Rows) error {
 	return nil
 }
 
-// Close implements store.Store.
+// Close implements store.Store: it waits for the write in progress, then closes the connections
+// and records the clean shutdown. Every call after it answers store.ErrClosed. Closing again is
+// harmless.
+//
+//	defer st.Close()
 func (s *SQLite) Close() error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
@@ -564,11 +582,8 @@ func (s *SQLite) Close() error {
 	if s.dead.Load() {
 		return nil
 	}
-	err1 := s.r.Close()
-	err2 := s.w.Close()
-	if s.head != nil {
-		err2 = errors.Join(err2, s.head.Sync(), s.head.Close())
-	}
+	err1 := errors.Join(s.rs.close(), s.r.Close())
+	err2 := s.closeWriter()
 	defer close(s.released)
 	if err := errors.Join(err1, err2); err != nil {
 		return err
@@ -596,100 +611,4 @@ func (s *SQLite) Kill() {
 	s.shut.Store(true)
 	// Closing waits for readers in use; do it off the caller's path.
 	go s.release()
-}
-
-type tx struct {
-	path    string
-	tx      *sql.Tx
-	now     int64
-	touched map[string]struct{}
-	wrote   bool // something durable changed
-	// appended is the number of events appended.
-	appended int64
-}
-
-func (t *tx) Head(stream string, gen int64) (int64, error) {
-	var h int64
-	err := t.tx.QueryRow(`SELECT COALESCE(MAX(seq), 0) FROM events WHERE stream = ? AND gen = ?`, stream, gen).Scan(&h)
-	if err != nil {
-		return 0, fmt.Errorf("store: head: %w", err)
-	}
-	return h, nil
-}
-
-func (t *tx) Append(stream string, gen, expect int64, evs ...store.NewEvent) (int64, error) {
-	h, err := t.Head(stream, gen)
-	if err != nil {
-		return 0, err
-	}
-	if expect >= 0 && h != expect {
-		return 0, fmt.Errorf("%w: %s/%d head %d, expected %d", store.ErrConflict, stream, gen, h, expect)
-	}
-	for _, e := range evs {
-		h++
-		if _, err := t.tx.Exec(`INSERT INTO events (stream, gen, seq, kind, data, time, sum) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			stream, gen, h, e.Kind, e.Data, t.now, eventSum(stream, gen, h, e.Kind, e.Data, t.now)); err != nil {
-			return 0, fmt.Errorf("store: append %s/%d: %w", stream, gen, err)
-		}
-	}
-	if len(evs) > 0 {
-		t.touched[stream] = struct{}{}
-		t.wrote = true
-		t.appended += int64(len(evs))
-	}
-	return h, nil
-}
-
-func (t *tx) PutMeta(key string, val []byte) error {
-	if _, err := t.tx.Exec(`INSERT INTO meta (key, val, sum) VALUES (?, ?, ?) ON CONFLICT(key) DO UPDATE SET val = excluded.val, sum = excluded.sum`,
-		key, val, metaSum(key, val)); err != nil {
-		return fmt.Errorf("store: put meta %s: %w", key, err)
-	}
-	t.wrote = true
-	return nil
-}
-
-func (t *tx) Meta(key string) ([]byte, bool, error) {
-	var v []byte
-	var sum sql.NullInt64
-	err := t.tx.QueryRow(`SELECT val, sum FROM meta WHERE key = ?`, key).Scan(&v, &sum)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("store: meta %s: %w", key, err)
-	}
-	if !checkSum(sum, metaSum(key, v)) {
-		return nil, false, &store.CorruptError{Path: t.path, Table: "meta", Key: key, Reason: "checksum does not match"}
-	}
-	return v, true, nil
-}
-
-func (t *tx) Remember(scope, key string, keep int) (bool, error) {
-	var n int64
-	var sum sql.NullInt64
-	err := t.tx.QueryRow(`SELECT n, sum FROM remembered WHERE scope = ? AND key = ?`, scope, key).Scan(&n, &sum)
-	if err == nil {
-		if !checkSum(sum, rememberedSum(scope, key, n)) {
-			return false, &store.CorruptError{Path: t.path, Table: "remembered", Key: scope + "/" + key, Reason: "checksum does not match"}
-		}
-		return false, nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return false, fmt.Errorf("store: remember: %w", err)
-	}
-	var top int64
-	if err := t.tx.QueryRow(`SELECT COALESCE(MAX(n), 0) FROM remembered WHERE scope = ?`, scope).Scan(&top); err != nil {
-		return false, fmt.Errorf("store: remember: %w", err)
-	}
-	if _, err := t.tx.Exec(`INSERT INTO remembered (scope, key, n, sum) VALUES (?, ?, ?, ?)`, scope, key, top+1, rememberedSum(scope, key, top+1)); err != nil {
-		return false, fmt.Errorf("store: remember: %w", err)
-	}
-	t.wrote = true
-	if keep > 0 && top+1 > int64(keep) {
-		if _, err := t.tx.Exec(`DELETE FROM remembered WHERE scope = ? AND n <= ?`, scope, top+1-int64(keep)); err != nil {
-			return false, fmt.Errorf("store: forget: %w", err)
-		}
-	}
-	return true, nil
 }

@@ -1,0 +1,110 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// The statements of the hot paths, prepared once per connection: SQLite parses and plans each
+// when it is prepared, and every later call only binds its arguments and steps it.
+
+// writeStmts are the writer connection's statements, prepared when the store opens.
+type writeStmts struct {
+	begin, commit, rollback           *sql.Stmt
+	savepoint, release, rollbackTo    *sql.Stmt
+	head, has, insert                 *sql.Stmt
+	putMeta, meta                     *sql.Stmt
+	remembered, rememberTop, remember *sql.Stmt
+	forget, lease, putLease           *sql.Stmt
+}
+
+// readStmts are the readers' statements: database/sql prepares each on a reader connection the
+// first time it runs there, and keeps it for that connection's life.
+type readStmts struct {
+	forward, backward, head, meta, metaFrom, metaRange, lease *sql.Stmt
+}
+
+const (
+	sqlHead    = `SELECT COALESCE(MAX(seq), 0) FROM events WHERE stream = ? AND gen = ?`
+	sqlMeta    = `SELECT val, sum FROM meta WHERE key = ?`
+	leaseQuery = `SELECT holder, note, token, expires, sum FROM leases WHERE name = ?`
+)
+
+// preparer is what statements are prepared on: the writer's connection, or the reader pool.
+type preparer interface {
+	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
+}
+
+// prepareAll prepares each query into its *sql.Stmt; on an error it closes those it prepared.
+func prepareAll(ctx context.Context, p preparer, stmts map[**sql.Stmt]string) error {
+	var done []*sql.Stmt
+	for dst, q := range stmts {
+		st, err := p.PrepareContext(ctx, q)
+		if err != nil {
+			for _, d := range done {
+				d.Close()
+			}
+			return fmt.Errorf("prepare %q: %w", q, err)
+		}
+		*dst = st
+		done = append(done, st)
+	}
+	return nil
+}
+
+func (w *writeStmts) prepare(ctx context.Context, p preparer) error {
+	return prepareAll(ctx, p, map[**sql.Stmt]string{
+		&w.begin:       `BEGIN IMMEDIATE`,
+		&w.commit:      `COMMIT`,
+		&w.rollback:    `ROLLBACK`,
+		&w.savepoint:   `SAVEPOINT u`,
+		&w.release:     `RELEASE u`,
+		&w.rollbackTo:  `ROLLBACK TO u`,
+		&w.head:        sqlHead,
+		&w.has:         `SELECT EXISTS (SELECT 1 FROM events WHERE stream = ? AND gen = ? AND seq = ?)`,
+		&w.insert:      `INSERT INTO events (stream, gen, seq, kind, data, time, sum) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		&w.putMeta:     `INSERT INTO meta (key, val, sum) VALUES (?, ?, ?) ON CONFLICT(key) DO UPDATE SET val = excluded.val, sum = excluded.sum`,
+		&w.meta:        sqlMeta,
+		&w.remembered:  `SELECT n, sum FROM remembered WHERE scope = ? AND key = ?`,
+		&w.rememberTop: `SELECT COALESCE(MAX(n), 0) FROM remembered WHERE scope = ?`,
+		&w.remember:    `INSERT INTO remembered (scope, key, n, sum) VALUES (?, ?, ?, ?)`,
+		&w.forget:      `DELETE FROM remembered WHERE scope = ? AND n <= ?`,
+		&w.lease:       leaseQuery,
+		&w.putLease: `INSERT INTO leases (name, holder, note, token, expires, sum) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT(name) DO UPDATE SET holder = excluded.holder, note = excluded.note, token = excluded.token,
+			expires = excluded.expires, sum = excluded.sum`,
+	})
+}
+
+func (w *writeStmts) close() error {
+	return closeAll(w.begin, w.commit, w.rollback, w.savepoint, w.release, w.rollbackTo, w.head, w.has, w.insert,
+		w.putMeta, w.meta, w.remembered, w.rememberTop, w.remember, w.forget, w.lease, w.putLease)
+}
+
+func (r *readStmts) prepare(ctx context.Context, p preparer) error {
+	return prepareAll(ctx, p, map[**sql.Stmt]string{
+		&r.forward:   `SELECT seq, kind, data, time, sum FROM events WHERE stream = ? AND gen = ? AND seq > ? ORDER BY seq ASC LIMIT ?`,
+		&r.backward:  `SELECT seq, kind, data, time, sum FROM events WHERE stream = ? AND gen = ? AND seq < ? ORDER BY seq DESC LIMIT ?`,
+		&r.head:      sqlHead,
+		&r.meta:      sqlMeta,
+		&r.metaFrom:  `SELECT key, val, sum FROM meta WHERE key >= ? ORDER BY key`,
+		&r.metaRange: `SELECT key, val, sum FROM meta WHERE key >= ? AND key < ? ORDER BY key`,
+		&r.lease:     leaseQuery,
+	})
+}
+
+func (r *readStmts) close() error {
+	return closeAll(r.forward, r.backward, r.head, r.meta, r.metaFrom, r.metaRange, r.lease)
+}
+
+func closeAll(stmts ...*sql.Stmt) error {
+	var errs []error
+	for _, st := range stmts {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,348 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/loomcheck/loomcheck/reference/store"
+)
+
+// Update implements store.Store: fn runs in a write transaction, on the caller's goroutine, and
+// its work commits whole or not at all.
+//
+// Updates are serialised. Subscribers of the streams fn appended to are signalled after the
+// commit, before Update returns.
+//
+// Errors: fn's own error (nothing of fn's is kept); store.ErrConflict (wrapped) from an Append
+// whose expected head did not hold; store.ErrClosed after Close or Kill; store.ErrCrashed from
+// the write the crash hook was armed for; ctx's error when ctx ended before fn ran (fn then does
+// not run; once begun, the write is not cancelled); a wrapped database error when the
+// transaction could not commit. A panic in fn unwinds the caller after fn's work is rolled back.
+//
+// Do not call the store's writing methods (Update, the leases' changes) from inside fn: it waits
+// for the write fn is part of.
+//
+//	err := st.Update(ctx, func(tx store.Tx) error {
+//		_, err := tx.Append("x/exec-1", 0, head, store.NewEvent{Kind: "decided", Data: b})
+//		return err
+//	})
+func (s *SQLite) Update(ctx context.Context, fn func(store.Tx) error) error {
+	return s.update(ctx, func(t *tx) error { return fn(t) })
+}
+
+// errTxLost is what an Update whose transaction SQLite rolled back on its own is told.
+var errTxLost = errors.New("store: the transaction was rolled back by the database")
+
+// update runs fn in one write transaction: Update, the fenced views' Update and the lease writes
+// all go through it, serialised by wmu.
+//
+// A transaction SQLite rolled back on its own (an I/O error, a full disk) is noticed through the
+// writer connection's rollback hook (lost): nothing more runs in it, and the Update fails.
+func (s *SQLite) update(ctx context.Context, fn func(*tx) error) (err error) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closed {
+		return store.ErrClosed
+	}
+	// The write itself is not cancelled by ctx once begun: a commit half-abandoned by a
+	// cancelled caller would only make the outcome harder to reason about.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := s.exec(s.ws.begin); err != nil {
+		return fmt.Errorf("store: begin: %w", err)
+	}
+	s.lost.Store(false)
+	committed := false
+	defer func() {
+		if !committed {
+			// fn failed, panicked or ended the goroutine; or the commit failed.
+			clear(s.pending)
+			if !s.lost.Load() {
+				_ = s.exec(s.ws.rollback)
+			}
+		}
+	}()
+	t := &tx{s: s, now: time.Now().UnixMilli()}
+	if err := fn(t); err != nil {
+		return err
+	}
+	if s.lost.Load() {
+		return errTxLost
+	}
+	if err := s.exec(s.ws.commit); err != nil {
+		// Whether a failed COMMIT kept anything is not known: the heads are read again.
+		s.heads.reset()
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	committed = true
+	for k, h := range s.pending {
+		s.heads.put(k, h)
+	}
+	clear(s.pending)
+	if t.appended > 0 {
+		s.events += t.appended
+		s.writeHead()
+	}
+	if t.wrote {
+		if n := s.writes.Add(1); s.crashAt > 0 && n == s.crashAt {
+			s.die()
+			return store.ErrCrashed
+		}
+	}
+	s.subMu.Lock()
+	s.notifyLocked(t.touched)
+	s.subMu.Unlock()
+	return nil
+}
+
+// exec runs one of the writer's statements. The writer's statements never take a caller's
+// context: a statement interrupted half way could roll the whole transaction back.
+func (s *SQLite) exec(st *sql.Stmt, args ...any) error {
+	_, err := st.Exec(args...)
+	return err
+}
+
+// tx is one Update's view of the transaction it runs in.
+type tx struct {
+	s   *SQLite
+	now int64
+	// touched are the streams appended to, each once.
+	touched []string
+	wrote   bool // something durable changed
+	// appended is the number of events appended, bytes their kinds' and data's size.
+	appended, bytes int64
+}
+
+// usable refuses every statement of a transaction SQLite has rolled back on its own: it would
+// run outside any transaction, and commit at once.
+func (t *tx) usable() error {
+	if t.s.lost.Load() {
+		return errTxLost
+	}
+	return nil
+}
+
+// known is the head of k as this transaction sees it, when the writer knows it without a read.
+func (t *tx) known(k headKey) (int64, bool) {
+	if h, ok := t.s.pending[k]; ok {
+		return h, true
+	}
+	return t.s.heads.get(k)
+}
+
+// moved records that this transaction moved k's head to h.
+func (t *tx) moved(k headKey, h int64) {
+	if t.s.pending == nil {
+		t.s.pending = make(map[headKey]int64)
+	}
+	t.s.pending[k] = h
+}
+
+// readHead reads k's head from the events table. k is not in pending, so what it reads is the
+// committed head, which the cache of committed heads keeps.
+func (t *tx) readHead(k headKey) (int64, error) {
+	if err := t.usable(); err != nil {
+		return 0, err
+	}
+	var h int64
+	if err := t.s.ws.head.QueryRow(k.stream, k.gen).Scan(&h); err != nil {
+		return 0, fmt.Errorf("store: head: %w", err)
+	}
+	t.s.heads.put(k, h)
+	return h, nil
+}
+
+// has reports whether k holds the event seq.
+func (t *tx) has(k headKey, seq int64) (bool, error) {
+	if err := t.usable(); err != nil {
+		return false, err
+	}
+	var ok bool
+	if err := t.s.ws.has.QueryRow(k.stream, k.gen, seq).Scan(&ok); err != nil {
+		return false, fmt.Errorf("store: head: %w", err)
+	}
+	return ok, nil
+}
+
+// conflict is store.ErrConflict for an Append to k expecting expect; it reads the actual head
+// for the message when the writer does not know it.
+func (t *tx) conflict(k headKey, expect int64) error {
+	h, ok := t.known(k)
+	if !ok {
+		var err error
+		if h, err = t.readHead(k); err != nil {
+			return fmt.Errorf("%w: %s/%d head is not %d (%v)", store.ErrConflict, k.stream, k.gen, expect, err)
+		}
+	}
+	return fmt.Errorf("%w: %s/%d head %d, expected %d", store.ErrConflict, k.stream, k.gen, h, expect)
+}
+
+// Head implements store.Tx.
+func (t *tx) Head(stream string, gen int64) (int64, error) {
+	k := headKey{stream, gen}
+	if h, ok := t.known(k); ok {
+		return h, nil
+	}
+	return t.readHead(k)
+}
+
+// Append implements store.Tx. With expect >= 0 the head is not read: when the writer knows the
+// head it compares, and otherwise the first event is inserted at expect+1 after checking that
+// seq expect exists, so that the primary key refuses an expectation behind the head and the
+// check one ahead of it: either way the answer is store.ErrConflict, and no gap can be made.
+func (t *tx) Append(stream string, gen, expect int64, evs ...store.NewEvent) (int64, error) {
+	k := headKey{stream, gen}
+	h, known := t.known(k)
+	switch {
+	case known:
+		if expect >= 0 && h != expect {
+			return 0, t.conflict(k, expect)
+		}
+	case expect < 0:
+		var err error
+		if h, err = t.readHead(k); err != nil {
+			return 0, err
+		}
+	default:
+		if expect > 0 {
+			ok, err := t.has(k, expect)
+			if err != nil {
+				return 0, err
+			}
+			if !ok {
+				return 0, t.conflict(k, expect)
+			}
+		}
+		if len(evs) == 0 {
+			ok, err := t.has(k, expect+1)
+			if err != nil {
+				return 0, err
+			}
+			if ok {
+				return 0, t.conflict(k, expect)
+			}
+			t.s.heads.put(k, expect)
+			return expect, nil
+		}
+		h = expect
+	}
+	if len(evs) == 0 {
+		return h, nil
+	}
+	if err := t.usable(); err != nil {
+		return 0, err
+	}
+	for i, e := range evs {
+		seq := h + 1
+		_, err := t.s.ws.insert.Exec(stream, gen, seq, e.Kind, e.Data, t.now,
+			eventSumBuf(&t.s.scratch, stream, gen, seq, e.Kind, e.Data, t.now))
+		if err != nil {
+			if i > 0 {
+				// What was inserted stays in the transaction unless fn gives up: its head too.
+				t.appended1(k, stream, h)
+			}
+			if i == 0 && sqliteCode(err) == sqliteConstraint {
+				// The head is past the one expected (or past the one the writer knew, which
+				// only a write bypassing the store could do): the head is read again.
+				t.s.heads.drop(k)
+				return 0, t.conflict(k, expect)
+			}
+			return 0, fmt.Errorf("store: append %s/%d: %w", stream, gen, err)
+		}
+		h = seq
+		t.appended++
+		t.bytes += int64(len(e.Kind) + len(e.Data))
+	}
+	t.appended1(k, stream, h)
+	return h, nil
+}
+
+// appended1 records one Append's outcome: k's head is now h.
+func (t *tx) appended1(k headKey, stream string, h int64) {
+	t.moved(k, h)
+	t.touch(stream)
+	t.wrote = true
+}
+
+// sqliteConstraint is SQLITE_CONSTRAINT: on the events table, only its primary key.
+const sqliteConstraint = 19
+
+// touch records an append to stream.
+func (t *tx) touch(stream string) {
+	for _, s := range t.touched {
+		if s == stream {
+			return
+		}
+	}
+	t.touched = append(t.touched, stream)
+}
+
+// PutMeta implements store.Tx.
+func (t *tx) PutMeta(key string, val []byte) error {
+	if err := t.usable(); err != nil {
+		return err
+	}
+	if err := t.s.exec(t.s.ws.putMeta, key, val, metaSum(key, val)); err != nil {
+		return fmt.Errorf("store: put meta %s: %w", key, err)
+	}
+	t.wrote = true
+	return nil
+}
+
+// Meta implements store.Tx.
+func (t *tx) Meta(key string) ([]byte, bool, error) {
+	if err := t.usable(); err != nil {
+		return nil, false, err
+	}
+	var v []byte
+	var sum sql.NullInt64
+	err := t.s.ws.meta.QueryRow(key).Scan(&v, &sum)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("store: meta %s: %w", key, err)
+	}
+	if !checkSum(sum, metaSum(key, v)) {
+		return nil, false, &store.CorruptError{Path: t.s.path, Table: "meta", Key: key, Reason: "checksum does not match"}
+	}
+	return v, true, nil
+}
+
+// Remember implements store.Tx.
+func (t *tx) Remember(scope, key string, keep int) (bool, error) {
+	if err := t.usable(); err != nil {
+		return false, err
+	}
+	ws := &t.s.ws
+	var n int64
+	var sum sql.NullInt64
+	err := ws.remembered.QueryRow(scope, key).Scan(&n, &sum)
+	if err == nil {
+		if !checkSum(sum, rememberedSum(scope, key, n)) {
+			return false, &store.CorruptError{Path: t.s.path, Table: "remembered", Key: scope + "/" + key, Reason: "checksum does not match"}
+		}
+		return false, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return false, fmt.Errorf("store: remember: %w", err)
+	}
+	var top int64
+	if err := ws.rememberTop.QueryRow(scope).Scan(&top); err != nil {
+		return false, fmt.Errorf("store: remember: %w", err)
+	}
+	if err := t.s.exec(ws.remember, scope, key, top+1, rememberedSum(scope, key, top+1)); err != nil {
+		return false, fmt.Errorf("store: remember: %w", err)
+	}
+	t.wrote = true
+	if keep > 0 && top+1 > int64(keep) {
+		if err := t.s.exec(ws.forget, scope, top+1-int64(keep)); err != nil {
+			return false, fmt.Errorf("store: forget: %w", err)
+		}
+	}
+	return true, nil
+}
