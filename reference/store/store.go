@@ -59,6 +59,11 @@ var (
 type Store interface {
 	// Update runs fn in one write transaction. If fn returns an error nothing it did is kept.
 	// Subscribers of every stream fn appended to are notified after the commit.
+	//
+	// Concurrent Updates may share one commit (group commit); each is still whole and apart:
+	// fn sees what the Updates ordered before it did, fn's error (or panic) undoes fn's work and
+	// nothing else, and each caller is told its own outcome (a commit that fails fails every
+	// Update that shared it). fn runs on the caller's goroutine.
 	Update(ctx context.Context, fn func(Tx) error) error
 	// ReadForward returns up to limit events of (stream, gen) with Seq > after, oldest first.
 	ReadForward(ctx context.Context, stream string, gen, after int64, limit int) ([]Event, error)
@@ -85,8 +90,9 @@ type Store interface {
 //		<-k.Released()
 //	}
 type Killer interface {
-	// Kill stops the store as a crash would: the write in progress either commits or not, and
-	// nothing after it, read or write, reaches the store (each answers ErrClosed).
+	// Kill stops the store as a crash would: the write in progress (one commit, which
+	// concurrent Updates may share) either commits whole or not, and nothing after it, read or
+	// write, reaches the store (each answers ErrClosed).
 	Kill()
 	// Released is closed once the store has let go of its resources (files, connections), after
 	// Close or Kill: what it wrote is then at rest.
@@ -99,11 +105,13 @@ type Killer interface {
 //	crashed := st.(store.WriteCrasher).CrashAfterWrite(3)
 //	<-crashed // the third write committed; nothing after it did
 type WriteCrasher interface {
-	// Writes is the number of durable writes committed since the store was opened.
+	// Writes is the number of durable writes committed since the store was opened: one per
+	// Update that changed something, whether or not Updates shared a commit.
 	Writes() int64
 	// CrashAfterWrite arms a crash right after the n-th durable write from now (n >= 1): that
-	// write commits and returns ErrCrashed, every later call ErrClosed, and the returned channel
-	// is closed. Arming again replaces the previous point.
+	// write commits (with the writes before it that share its commit) and returns ErrCrashed,
+	// every later call ErrClosed, and the returned channel is closed. Arming again replaces the
+	// previous point.
 	CrashAfterWrite(n int64) <-chan struct{}
 }
 

@@ -18,6 +18,13 @@
 //     (time.Now) to the millisecond; lease expiries compare to the millisecond.
 //   - Metadata keys are byte strings: any byte, 0x00 and 0xff included, in byte order.
 //   - A cancelled context makes Update return its error without running fn.
+//   - Concurrent Updates (the suite queues them behind a write held open, so that a backend that
+//     shares commits among them has a queue to share) are each whole and apart: each caller is
+//     told its own outcome, a failing or panicking fn keeps nothing and costs the others nothing,
+//     each Update that wrote counts one durable write, and a crash armed for one of them lets
+//     the writes before it and it commit and nothing after it.
+//   - An Append with an expected head is judged exactly on a handle that has not seen the
+//     stream yet.
 //   - Closing a fenced view (Leases.Fence) leaves the store open.
 //
 // Waits are bounded (10s for what must come; 300ms for what must not, such as a Kill returning
