@@ -100,7 +100,14 @@ type turnText struct {
 
 // events serves GET /conversations/{id}/events: the status, the partial of a running turn, the
 // durable messages after the cursor, then everything live. The log is the only source of durable
-// events; the store's notifications only say "go read".
+// events. The stream follows the conversation (conversation.Follower): what each commit appended
+// is read from the conversation's tail in memory while the stream's cursor lies within it, and
+// from the log otherwise (a stream that starts before the tail or falls behind it), and once
+// every Config.Poll from the log whatever the tail holds, so a commit whose report went missing
+// is still delivered. The stream's own memory is bounded by Config.MaxPendingBytes (its live
+// queue; past it the stream ends with a reconnect event and the client resumes from its
+// cursor); the tail it reads is the conversation's, shared by its streams and bounded by the
+// hub's live.TailLimits.
 func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
 	ctx := r.Context()
 	id := r.PathValue("id")
@@ -137,8 +144,9 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 		return
 	}
 	defer g.cv.Hub().Unsubscribe(id, sub)
-	wake, stopWake := g.cv.WatchLog(id)
-	defer stopWake()
+	fl := g.cv.Follow(id)
+	defer fl.Close()
+	wake := fl.Wake()
 
 	st, err := g.cv.Status(ctx, who, id)
 	if err != nil {
@@ -172,11 +180,12 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 		return
 	}
 	var lastReplyTurn int64
-	// deliverUntil sends the records after cursor, stopping before the first one stop holds
-	// (nil: none), which is sent by a later call.
-	deliverUntil := func(stop func(loomtype.Entry) bool) (bool, error) {
+	// deliverUntil sends the records after cursor that read gives (the tail or the log), stopping
+	// before the first one stop holds (nil: none), which is sent by a later call.
+	type reader func(context.Context, loomtype.Cursor, int) ([]loomtype.Entry, loomtype.Cursor, bool, error)
+	deliverUntil := func(read reader, stop func(loomtype.Entry) bool) (bool, error) {
 		for {
-			entries, next, done, err := g.cv.ReadForward(ctx, id, cursor, 100)
+			entries, next, done, err := read(ctx, cursor, 100)
 			if err != nil {
 				return false, err
 			}
@@ -188,7 +197,7 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 				if err != nil {
 					return false, err
 				}
-				v, err := g.cv.View(ctx, who, id, e)
+				v, err := fl.View(ctx, who, e)
 				if err != nil {
 					return false, err // membership is re-checked for every delivered entry
 				}
@@ -210,7 +219,8 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 			}
 		}
 	}
-	deliver := func() (bool, error) { return deliverUntil(nil) }
+	deliver := func() (bool, error) { return deliverUntil(fl.Read, nil) }
+	deliverLog := func() (bool, error) { return deliverUntil(fl.ReadLog, nil) }
 	if closed, err := deliver(); err != nil || closed {
 		return
 	}
@@ -263,8 +273,10 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 				_ = out.send("reconnect", "", map[string]string{"reason": "slow-consumer"})
 				return
 			}
-			// Records committed before this live text was produced go first: the log's wake-up
-			// is signalled at commit, so a pending one means records this stream has not sent.
+			// Records committed before this live text was produced go first: the follower's
+			// wake-up is signalled once a commit is durable and before its writer goes on (so
+			// before any live text made after it), so a pending one means records this stream
+			// has not sent.
 			// They stop before the reply of the text's turn, which was written after it.
 			rewake := false
 			t, live := int64(0), false
@@ -279,7 +291,7 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 				case <-wake:
 					rewake = true
 					if g.endAfterDelivery(out, func() (bool, error) {
-						return deliverUntil(func(e loomtype.Entry) bool {
+						return deliverUntil(fl.Read, func(e loomtype.Entry) bool {
 							return e.Role == loomtype.RoleAssistant && e.Turn >= t
 						})
 					}) {
@@ -314,7 +326,7 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 				return
 			}
 		case <-poll.C:
-			if closed, err := deliver(); err != nil || closed {
+			if closed, err := deliverLog(); err != nil || closed {
 				return
 			}
 		}
