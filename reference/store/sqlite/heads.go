@@ -5,12 +5,14 @@ package sqlite
 // (one process opens a file at a time, and its writes all go through the one writer connection),
 // so a head it read or committed stays the head until it commits again.
 //
-// Two layers, touched only by the write in progress (under wmu):
+// Three layers, all touched only by whoever runs the transaction in progress (under wmu):
 //
 //   - heads: the committed heads, bounded (two generations of at most headsKept each: a head used
 //     again moves to the newer one, the older generation is dropped whole when the newer fills).
 //   - pending: the heads the transaction in progress changed, moved to heads when it commits and
 //     dropped when it rolls back.
+//   - undo: what the Update in progress changed in pending, put back when its savepoint rolls
+//     back.
 //
 // A commit whose outcome is unknown (COMMIT failed) drops every head: they are read again.
 
@@ -57,3 +59,10 @@ func (c *headCache) reset() { c.cur, c.old = nil, nil }
 
 // len is the number of heads kept (both generations; a head in both counts twice).
 func (c *headCache) len() int { return len(c.cur) + len(c.old) }
+
+// headUndo is one change to pending: k was h (ok) or absent before it.
+type headUndo struct {
+	k  headKey
+	h  int64
+	ok bool
+}

@@ -88,9 +88,9 @@ type Options struct {
 // store.WriteCrasher and store.Leases (ownership with fencing among the users of one open store;
 // one process opens a file at a time). It passes the suite of reference/store/storetest.
 //
-// Every statement of the reads and writes is prepared once per connection. The writer knows the
-// heads of the streams it has written or read (a bounded number of them), so that an Append with
-// an expected head reads no head.
+// Every statement of the reads and writes is prepared once per connection. Concurrent Updates
+// share a commit (see Update); the writer knows the heads of the streams it has written or read
+// (a bounded number of them), so that an Append with an expected head reads no head.
 //
 // All methods are safe for concurrent use.
 //
@@ -110,18 +110,23 @@ type SQLite struct {
 	// Kill): the files are then at rest.
 	released chan struct{}
 
-	wmu sync.Mutex // serialises writes and orders Kill against them
-	// heads are the committed heads the writer knows, pending those the transaction in progress
-	// moved, scratch its checksums' buffer, under wmu (see heads.go). lost is set by the writer
-	// connection's rollback hook: the transaction in progress was rolled back (by the store, or
-	// by SQLite on its own).
-	heads   headCache
-	pending map[headKey]int64
-	scratch []byte
-	lost    atomic.Bool
-	dead    atomic.Bool
-	closed  bool
-	shut    atomic.Bool // closed or killed: reads refuse too
+	// The queue of Updates (batch.go), under qmu: queue[qhead:] wait, the first of them leads
+	// the next batch; leading is true while a batch runs or the lead is being handed on.
+	qmu     sync.Mutex
+	queue   []*request
+	qhead   int
+	leading bool
+
+	wmu sync.Mutex // held by the batch in progress; orders Close, Kill and the crash hook against it
+	// b is the transaction in progress and heads the committed heads the writer knows, under
+	// wmu. lost is set by the writer connection's rollback hook: the transaction in progress
+	// was rolled back (by the store, or by SQLite on its own).
+	b      batch
+	heads  headCache
+	lost   atomic.Bool
+	dead   atomic.Bool
+	closed bool
+	shut   atomic.Bool // closed or killed: reads refuse too
 
 	subMu sync.Mutex
 	subs  map[string]map[*sub]struct{}
@@ -129,6 +134,8 @@ type SQLite struct {
 	// The crash hook (CrashAfterWrite): writes counts the durable writes, crashAt (under wmu) is
 	// the count after which the store dies, 0 when unarmed; crashed is closed when it fires.
 	writes atomic.Int64
+	// commits counts the transactions committed since Open (a batch is one).
+	commits atomic.Int64
 
 	// events is how many events the store holds; head is the file that records it after every
 	// commit (see openHead), under wmu.
@@ -204,7 +211,8 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
-	s := &SQLite{w: w, path: path, subs: map[string]map[*sub]struct{}{}, released: make(chan struct{})}
+	s := &SQLite{w: w, path: path, subs: map[string]map[*sub]struct{}{}, released: make(chan struct{}),
+		b: batch{back: make(chan struct{})}}
 	// A store of a newer schema is refused before the schema below could add to it.
 	if _, err := s.checkVersion(ctx); err != nil {
 		w.Close()
@@ -566,9 +574,9 @@ func (s *SQLite) rowsErr(rows *sql.Rows) error {
 	return nil
 }
 
-// Close implements store.Store: it waits for the write in progress, then closes the connections
-// and records the clean shutdown. Every call after it answers store.ErrClosed. Closing again is
-// harmless.
+// Close implements store.Store: it waits for the write in progress (the Updates sharing one
+// transaction), then closes the connections and records the clean shutdown. Updates still
+// queued, and every call after it, answer store.ErrClosed. Closing again is harmless.
 //
 //	defer st.Close()
 func (s *SQLite) Close() error {
@@ -596,8 +604,9 @@ func (s *SQLite) Close() error {
 	return nil
 }
 
-// Kill implements store.Store. It waits for the write in progress (which then has committed, or not)
-// and refuses every read and write after it. The connections are then closed in the background
+// Kill implements store.Store. It waits for the write in progress (the Updates sharing one
+// transaction, which then have committed together, or not) and refuses every read and write
+// after it: Updates still queued answer store.ErrClosed. The connections are then closed in the background
 // (SQLite may checkpoint as they close, which changes nothing that was committed): what Kill
 // simulates is the instant of the crash, after which nothing reaches the store. A real SIGKILL,
 // which leaves the write-ahead log for recovery, is what the process driver and the crash test do.

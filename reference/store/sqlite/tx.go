@@ -1,106 +1,15 @@
 package sqlite
 
 import (
-	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/loomcheck/loomcheck/reference/store"
 )
 
-// Update implements store.Store: fn runs in a write transaction, on the caller's goroutine, and
-// its work commits whole or not at all.
-//
-// Updates are serialised. Subscribers of the streams fn appended to are signalled after the
-// commit, before Update returns.
-//
-// Errors: fn's own error (nothing of fn's is kept); store.ErrConflict (wrapped) from an Append
-// whose expected head did not hold; store.ErrClosed after Close or Kill; store.ErrCrashed from
-// the write the crash hook was armed for; ctx's error when ctx ended before fn ran (fn then does
-// not run; once begun, the write is not cancelled); a wrapped database error when the
-// transaction could not commit. A panic in fn unwinds the caller after fn's work is rolled back.
-//
-// Do not call the store's writing methods (Update, the leases' changes) from inside fn: it waits
-// for the write fn is part of.
-//
-//	err := st.Update(ctx, func(tx store.Tx) error {
-//		_, err := tx.Append("x/exec-1", 0, head, store.NewEvent{Kind: "decided", Data: b})
-//		return err
-//	})
-func (s *SQLite) Update(ctx context.Context, fn func(store.Tx) error) error {
-	return s.update(ctx, func(t *tx) error { return fn(t) })
-}
-
-// errTxLost is what an Update whose transaction SQLite rolled back on its own is told.
-var errTxLost = errors.New("store: the transaction was rolled back by the database")
-
-// update runs fn in one write transaction: Update, the fenced views' Update and the lease writes
-// all go through it, serialised by wmu.
-//
-// A transaction SQLite rolled back on its own (an I/O error, a full disk) is noticed through the
-// writer connection's rollback hook (lost): nothing more runs in it, and the Update fails.
-func (s *SQLite) update(ctx context.Context, fn func(*tx) error) (err error) {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	if s.closed {
-		return store.ErrClosed
-	}
-	// The write itself is not cancelled by ctx once begun: a commit half-abandoned by a
-	// cancelled caller would only make the outcome harder to reason about.
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := s.exec(s.ws.begin); err != nil {
-		return fmt.Errorf("store: begin: %w", err)
-	}
-	s.lost.Store(false)
-	committed := false
-	defer func() {
-		if !committed {
-			// fn failed, panicked or ended the goroutine; or the commit failed.
-			clear(s.pending)
-			if !s.lost.Load() {
-				_ = s.exec(s.ws.rollback)
-			}
-		}
-	}()
-	t := &tx{s: s, now: time.Now().UnixMilli()}
-	if err := fn(t); err != nil {
-		return err
-	}
-	if s.lost.Load() {
-		return errTxLost
-	}
-	if err := s.exec(s.ws.commit); err != nil {
-		// Whether a failed COMMIT kept anything is not known: the heads are read again.
-		s.heads.reset()
-		return fmt.Errorf("store: commit: %w", err)
-	}
-	committed = true
-	for k, h := range s.pending {
-		s.heads.put(k, h)
-	}
-	clear(s.pending)
-	if t.appended > 0 {
-		s.events += t.appended
-		s.writeHead()
-	}
-	if t.wrote {
-		if n := s.writes.Add(1); s.crashAt > 0 && n == s.crashAt {
-			s.die()
-			return store.ErrCrashed
-		}
-	}
-	s.subMu.Lock()
-	s.notifyLocked(t.touched)
-	s.subMu.Unlock()
-	return nil
-}
-
 // exec runs one of the writer's statements. The writer's statements never take a caller's
-// context: a statement interrupted half way could roll the whole transaction back.
+// context: a statement interrupted half way could roll the whole batch back.
 func (s *SQLite) exec(st *sql.Stmt, args ...any) error {
 	_, err := st.Exec(args...)
 	return err
@@ -115,6 +24,8 @@ type tx struct {
 	wrote   bool // something durable changed
 	// appended is the number of events appended, bytes their kinds' and data's size.
 	appended, bytes int64
+	// undo puts back the heads of pending this Update changed.
+	undo []headUndo
 }
 
 // usable refuses every statement of a transaction SQLite has rolled back on its own: it would
@@ -128,7 +39,7 @@ func (t *tx) usable() error {
 
 // known is the head of k as this transaction sees it, when the writer knows it without a read.
 func (t *tx) known(k headKey) (int64, bool) {
-	if h, ok := t.s.pending[k]; ok {
+	if h, ok := t.s.b.pending[k]; ok {
 		return h, true
 	}
 	return t.s.heads.get(k)
@@ -136,10 +47,13 @@ func (t *tx) known(k headKey) (int64, bool) {
 
 // moved records that this transaction moved k's head to h.
 func (t *tx) moved(k headKey, h int64) {
-	if t.s.pending == nil {
-		t.s.pending = make(map[headKey]int64)
+	b := &t.s.b
+	if b.pending == nil {
+		b.pending = make(map[headKey]int64)
 	}
-	t.s.pending[k] = h
+	old, ok := b.pending[k]
+	t.undo = append(t.undo, headUndo{k: k, h: old, ok: ok})
+	b.pending[k] = h
 }
 
 // readHead reads k's head from the events table. k is not in pending, so what it reads is the
@@ -239,7 +153,7 @@ func (t *tx) Append(stream string, gen, expect int64, evs ...store.NewEvent) (in
 	for i, e := range evs {
 		seq := h + 1
 		_, err := t.s.ws.insert.Exec(stream, gen, seq, e.Kind, e.Data, t.now,
-			eventSumBuf(&t.s.scratch, stream, gen, seq, e.Kind, e.Data, t.now))
+			eventSumBuf(&t.s.b.scratch, stream, gen, seq, e.Kind, e.Data, t.now))
 		if err != nil {
 			if i > 0 {
 				// What was inserted stays in the transaction unless fn gives up: its head too.
