@@ -158,12 +158,12 @@ func (c *Context) StartChild(req ChildRequest) (string, error) {
 			return err
 		}
 		var err error
-		h, err = c.appendTx(tx, store.NewEvent{Kind: kindChildStarted, Data: b})
+		h, err = tx.Append(logStream(c.id), c.gen, c.head, store.NewEvent{Kind: kindChildStarted, Data: b})
 		return err
 	})
 	switch {
 	case err == nil:
-		c.committed(h)
+		c.head = h
 		return id, nil
 	case errors.Is(err, loomtype.ErrAlreadyStarted):
 		if err := c.k.verifyChild(c.ctx, id, want, req); err != nil {

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/loomcheck/loomcheck/reference/conversation"
 	"github.com/loomcheck/loomcheck/reference/conversation/live"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/store"
@@ -47,6 +48,11 @@ type session struct {
 	// turnParent is the parent of each turn asked as a thread reply whose reply has not been
 	// projected yet: the reply's frames carry it too.
 	turnParent map[int64]string
+
+	// fol follows the conversation: its records come from the conversation's tail while the
+	// position lies within it, else from its log (and from the log when fromLog is set).
+	fol     *conversation.Follower
+	fromLog bool
 
 	// refs and lastUse are guarded by svc.mu.
 	refs    int
@@ -165,7 +171,7 @@ func (ss *session) catchUpUntil(ctx context.Context, stop func(loomtype.Entry) b
 		return store.ErrClosed
 	}
 	for {
-		entries, next, done, err := ss.svc.cv.ReadForward(ctx, ss.id, ss.pos, defaultReadBatch)
+		entries, next, done, err := ss.read(ctx, ss.pos, defaultReadBatch)
 		if err != nil {
 			if errors.Is(err, loomtype.ErrCorrupt) || errors.Is(err, store.ErrClosed) {
 				return ss.failLocked(err)
@@ -261,6 +267,28 @@ func (ss *session) catchUpUntil(ctx context.Context, stop func(loomtype.Entry) b
 	}
 }
 
+// read reads the conversation's records after from: from its tail when the position lies
+// within it, else (or when the pump polls) from its log (ss.mu held).
+func (ss *session) read(ctx context.Context, from loomtype.Cursor, n int) ([]loomtype.Entry, loomtype.Cursor, bool, error) {
+	switch {
+	case ss.fol == nil:
+		return ss.svc.cv.ReadForward(ctx, ss.id, from, n)
+	case ss.fromLog:
+		return ss.fol.ReadLog(ctx, from, n)
+	}
+	return ss.fol.Read(ctx, from, n)
+}
+
+// catchUpFromLog is catchUp reading the conversation's log whatever its tail holds: a commit
+// whose report went missing is projected all the same.
+func (ss *session) catchUpFromLog(ctx context.Context) error {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.fromLog = true
+	defer func() { ss.fromLog = false }()
+	return ss.catchUpLocked(ctx)
+}
+
 // commit logs specs (guards[i] says who may see specs[i]) and the new position in one
 // transaction, then hands the frames to every subscriber. A failed commit breaks the session:
 // the log in memory may be ahead of the store, so it is loaded again from the store.
@@ -276,6 +304,7 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 	now := ss.svc.cfg.Now()
 	expect := ss.log.Head()
 	frames := make([]stream.Frame, 0, len(specs))
+	sizes := make([]int, 0, len(specs))
 	evs := make([]store.NewEvent, 0, len(specs))
 	rooms := make([]stream.Room, 0, len(specs))
 	for i, sp := range specs {
@@ -298,6 +327,7 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 			return nil, ss.failLocked(err)
 		}
 		frames = append(frames, f)
+		sizes = append(sizes, len(b))
 		evs = append(evs, store.NewEvent{Kind: frameEventKind, Data: b})
 		if g != (guard{}) {
 			ss.guards[f.Cur] = g
@@ -331,7 +361,7 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 	}
 	for i, f := range frames {
 		ss.noteSpeaker(f)
-		it := Item{Frame: f, room: rooms[i]}
+		it := Item{Frame: f, room: rooms[i], size: sizes[i]}
 		if i < len(guards) {
 			it.g = guards[i]
 		}
@@ -492,8 +522,15 @@ func (ss *session) pump() {
 		ss.stop()
 	}()
 	hub := ss.svc.cv.Hub()
-	wake, stopWake := ss.svc.cv.WatchLog(ss.id)
-	defer stopWake()
+	var wake <-chan struct{}
+	if ss.fol != nil {
+		defer ss.fol.Close()
+		wake = ss.fol.Wake()
+	} else {
+		w, stopWake := ss.svc.cv.WatchLog(ss.id)
+		defer stopWake()
+		wake = w
+	}
 	sub := ss.hubSub
 	var notify <-chan struct{}
 	if sub != nil {
@@ -524,7 +561,7 @@ func (ss *session) pump() {
 			if sub == nil {
 				attach()
 			}
-			ss.report(ss.catchUp(ctx, nil))
+			ss.report(ss.catchUpFromLog(ctx))
 			ss.mu.Lock()
 			ss.stopGivenUpLocked()
 			ss.mu.Unlock()
@@ -565,7 +602,7 @@ func (ss *session) subscribe(from int64) (*Sub, []stream.Frame, bool, int64, int
 	if reset {
 		replay, _ = ss.log.Replay(ss.log.Floor() - 1)
 	}
-	s := &Sub{ss: ss, ch: make(chan Item, ss.svc.cfg.SubQueue), done: make(chan struct{})}
+	s := &Sub{ss: ss, ch: make(chan Item, ss.svc.cfg.SubQueue), maxBytes: ss.svc.cfg.SubQueueBytes, done: make(chan struct{})}
 	ss.subs[s] = struct{}{}
 	items := make([]stream.Frame, len(replay))
 	now := ss.svc.cfg.Now()
@@ -590,6 +627,9 @@ type Item struct {
 	// room is the session's room when the frame was logged (live) or replayed, which decides
 	// whether a viewer receives what the assistant put into it (Render).
 	room stream.Room
+	// size is what the item counts against a subscriber's Config.SubQueueBytes: a logged frame
+	// as the store keeps it (with who may see it), an ephemeral one as encoded (0: not known yet).
+	size int
 }
 
 // maxHandles bounds the reply handles a session remembers; past it the oldest turn's is
@@ -617,8 +657,15 @@ func (ss *session) openHandle(turn int64) int64 {
 	return ss.room.Ver
 }
 
-// Sub is one reader of a session: a bounded queue of the frames logged after its replay. A
-// reader that lets the queue fill is cut off (Done is closed) and resumes from its cursor.
+// Sub is one reader of a session: a bounded queue of the frames logged after its replay, at
+// most Config.SubQueue frames and Config.SubQueueBytes bytes (a frame as the store keeps it; an
+// empty queue takes one frame of any size). A frame that would pass either bound is not queued:
+// the reader is cut off instead (Done is closed), gets what its queue holds, and resumes from
+// its cursor, so it misses nothing and sees nothing twice. Safe for concurrent use.
+//
+//	sub, replay, reset, head, floor, err := svc.Subscribe(ctx, "c1", from)
+//	defer sub.Close()
+//	for it := range sub.Frames() { ... } // until sub.Done() is closed: drain, then resume from the cursor
 type Sub struct {
 	ss      *session
 	ch      chan Item
@@ -626,6 +673,12 @@ type Sub struct {
 	once    sync.Once
 	closed  sync.Once
 	release func()
+
+	// What the queue holds, counted as frames are pushed (guarded by ss.mu, as every push is):
+	// the sizes of the frames pushed and not yet known to be taken, oldest first, and their sum.
+	maxBytes int
+	sizes    []int
+	queued   int
 }
 
 // Frames receives the live frames, in cursor order.
@@ -634,13 +687,37 @@ func (s *Sub) Frames() <-chan Item { return s.ch }
 // Done is closed when the subscriber was cut off (its queue filled, or the session stopped).
 func (s *Sub) Done() <-chan struct{} { return s.done }
 
+// push queues it, or cuts the reader off when it would pass the queue's bounds (ss.mu held).
 func (s *Sub) push(it Item) bool {
+	if it.size == 0 {
+		b, _ := json.Marshal(it.Frame)
+		it.size = len(b)
+	}
+	s.settle()
+	if len(s.sizes) > 0 && s.queued+it.size > s.maxBytes {
+		s.cut()
+		return false
+	}
 	select {
 	case s.ch <- it:
+		s.sizes = append(s.sizes, it.size)
+		s.queued += it.size
 		return true
 	default:
 		s.cut()
 		return false
+	}
+}
+
+// settle forgets the frames the reader has taken from the queue since: the channel is a FIFO,
+// so they are the oldest of those counted (ss.mu held).
+func (s *Sub) settle() {
+	for len(s.sizes) > len(s.ch) {
+		s.queued -= s.sizes[0]
+		s.sizes = s.sizes[1:]
+	}
+	if len(s.sizes) == 0 {
+		s.sizes = nil // let go of what the slice held before
 	}
 }
 

@@ -11,9 +11,19 @@
 // given again to another frame. A session whose log is empty when it is first opened is seeded
 // from the conversation's stored history, oldest first, before any live frame.
 //
+// A resident session follows its conversation (conversation.Follower): the records of each
+// commit reach the pump from the conversation's tail in memory while its position lies within
+// it, from the log otherwise, and from the log on every Config.Poll, so that a commit whose
+// report went missing is still projected.
+//
 // Opening is authorized before anything else is made: a caller the conversation refuses gets
 // loomtype.ErrNotFound and no log, ticket or pump exists for it. An open returns a one-use
 // ticket bound to the caller and the device it names, valid for Config.TicketTTL.
+//
+// Memory is bounded and reported (Service.Memory): each resident session keeps its frame log
+// within Config.Limits, and each subscriber's queue within Config.SubQueue frames and
+// Config.SubQueueBytes bytes; a reader that lets its queue pass either is cut off and resumes
+// from its cursor (spec/http.md: a reader that falls far behind is disconnected).
 //
 // A Service is safe for concurrent use.
 //
@@ -59,6 +69,9 @@ const (
 	maxSessionsResident = 4096
 )
 
+// DefaultSubQueueBytes is Config.SubQueueBytes when it names none.
+const DefaultSubQueueBytes = 4 << 20
+
 // Config configures a Service. Zero values take the defaults.
 type Config struct {
 	// Limits bound each session's frame log (stream.DefaultLimits).
@@ -72,6 +85,11 @@ type Config struct {
 	// SubQueue bounds the frames waiting for one subscriber; past it the subscriber is cut off
 	// (Sub.Done) and its reader resumes from its cursor (4096).
 	SubQueue int
+	// SubQueueBytes bounds the bytes of the frames waiting for one subscriber (each frame as the
+	// store keeps it); past it the subscriber is cut off as past SubQueue (DefaultSubQueueBytes,
+	// 4 MiB: the frames a log holds by default, so that a slow reader holds on to no more than
+	// one log's worth of frames the log itself has dropped).
+	SubQueueBytes int
 	// Idle is how long a session's pump runs with nobody reading and no ticket waiting (10 s).
 	Idle time.Duration
 	// Poll is how often a pump reads the conversation's log without a wake-up (1 s).
@@ -179,6 +197,9 @@ func New(st store.Store, cv *conversation.Conversations, cfg Config) *Service {
 	}
 	if cfg.SubQueue <= 0 {
 		cfg.SubQueue = DefaultSubQueue
+	}
+	if cfg.SubQueueBytes <= 0 {
+		cfg.SubQueueBytes = DefaultSubQueueBytes
 	}
 	if cfg.Idle <= 0 {
 		cfg.Idle = DefaultIdle
@@ -433,8 +454,10 @@ func (s *Service) loadResident(ctx context.Context, id string, done chan struct{
 	if err != nil {
 		return nil, err
 	}
-	// Live events from now on reach the session: the subscription is made before the caller
-	// goes on, so a turn it starts next is seen live.
+	// The conversation's commits from now on reach the session from its tail, and live events
+	// too: both are subscribed to before the caller goes on, so a turn it starts next is seen
+	// live.
+	loaded.fol = s.cv.Follow(id)
 	loaded.hubSub, _ = loaded.attach(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -442,6 +465,7 @@ func (s *Service) loadResident(ctx context.Context, id string, done chan struct{
 		if loaded.hubSub != nil {
 			s.cv.Hub().Unsubscribe(id, loaded.hubSub)
 		}
+		loaded.fol.Close()
 		return nil, store.ErrClosed
 	}
 	loaded.refs = 1
