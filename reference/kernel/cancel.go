@@ -155,6 +155,12 @@ func (c *Context) frame() error {
 	if c.x.canceled != nil {
 		return c.x.canceled
 	}
+	if c.broken != nil {
+		return c.broken
+	}
+	if !c.replaying() {
+		c.markLive()
+	}
 	if c.replaying() {
 		ev := c.log[c.pos]
 		if ev.Kind != kindCancelApplied {

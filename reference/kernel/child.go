@@ -158,12 +158,12 @@ func (c *Context) StartChild(req ChildRequest) (string, error) {
 			return err
 		}
 		var err error
-		h, err = tx.Append(logStream(c.id), c.gen, c.head, store.NewEvent{Kind: kindChildStarted, Data: b})
+		h, err = c.appendTx(tx, store.NewEvent{Kind: kindChildStarted, Data: b})
 		return err
 	})
 	switch {
 	case err == nil:
-		c.head = h
+		c.committed(h)
 		return id, nil
 	case errors.Is(err, loomtype.ErrAlreadyStarted):
 		if err := c.k.verifyChild(c.ctx, id, want, req); err != nil {

@@ -34,6 +34,17 @@ type Context struct {
 	diverged    error
 	inner       [][]string // step ids run inside the deciders on the stack
 
+	// pend are the events this generation wrote live and has not committed yet (see flush):
+	// consecutive writes with nothing observable between them share one transaction.
+	pend []store.NewEvent
+	// pendCursor is the inbox cursor when pend was last empty: the durable cursor.
+	pendCursor int64
+	// broken is the error of a commit of pend that failed: what the flow believes it recorded
+	// is not in the log, so every later command of this generation answers it.
+	broken error
+	// live is called the first time the generation does anything live (see markLive).
+	live func()
+
 	subCh    <-chan struct{}
 	subClose func()
 
@@ -50,8 +61,28 @@ func (c *Context) Generation() int64 { return c.gen }
 func (c *Context) Principal() loomtype.Identity { return c.principal }
 
 // Ctx is cancelled when the kernel stops and when the execution is cancelled (Kernel.Cancel).
-// Live I/O inside deciders and steps should use it.
-func (c *Context) Ctx() context.Context { return c.x.effect }
+// Live I/O inside deciders and steps, and any effect the flow has on the world outside them,
+// must use it: asking for it commits every write of this execution still waiting to be
+// committed (see the batching rules at Decide), so whatever the effect is based on is durable
+// before the effect can happen. When that commit fails the context returned is already
+// cancelled (its cause is the failure) and the flow's next command answers the failure.
+//
+// Concurrency: safe from any goroutine of the execution (a decider, a step, a watcher).
+//
+//	resp, err := provider.Complete(c.Ctx(), req, onDelta)
+func (c *Context) Ctx() context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.pend) > 0 && c.ctx.Err() == nil {
+		_ = c.flush()
+	}
+	if c.broken != nil {
+		ctx, cancel := context.WithCancelCause(c.x.effect)
+		cancel(c.broken)
+		return ctx
+	}
+	return c.x.effect
+}
 
 // Replaying reports whether the next command will be served from the log.
 func (c *Context) Replaying() bool {
@@ -77,19 +108,123 @@ func (c *Context) stop() {
 	}
 }
 
-// append writes events at the end of this generation's log.
+// Batching. A command run live does not commit its event at once: it joins c.pend, and pend is
+// committed in one transaction, ahead of whatever that transaction writes itself, at the first
+// point where something outside the execution could act on it:
+//
+//   - before a step runs (with the step's start: its intent is durable before its effect);
+//   - when a decider, a step or the flow asks for Ctx (the door of every effect on the world);
+//   - before a message is delivered to another execution (SendTo) and with a child's start;
+//   - with a command that writes beside the log (a signal's cursor);
+//   - before the execution waits (Receive with an empty inbox, a timer, a signal, another
+//     execution's end): whoever reads the log while it waits finds everything it did;
+//   - with the end of the execution or of its generation;
+//   - when pend holds maxPend events.
+//
+// Between two of these points the flow only computes (its code is deterministic and reaches the
+// world only through Ctx), so nobody can have seen a pending write: a crash before the commit
+// leaves the log as it stood at the previous commit, a state the execution went through, and
+// the replay makes the same commands again. Nothing acknowledges a pending write either: every
+// acknowledgement (a 202, an ord, an SSE id) is of something read from the store, which holds
+// committed writes only.
+const maxPend = 256
+
+// append writes events at the end of this generation's log: they join the pending writes,
+// committed at the next point the batching rules name (c.mu held).
 func (c *Context) append(evs ...store.NewEvent) error {
+	if c.broken != nil {
+		return c.broken
+	}
+	if len(c.pend) == 0 {
+		c.pendCursor = c.inboxCursor
+	}
+	c.pend = append(c.pend, evs...)
+	if len(c.pend) >= maxPend {
+		return c.flush()
+	}
+	return nil
+}
+
+// flush commits the pending writes now (c.mu held).
+func (c *Context) flush() error {
+	return c.commit(nil)
+}
+
+// commit commits the pending writes and then evs in one transaction, with extra run in it after
+// them (c.mu held). A failure leaves the generation broken: its pending writes are dropped and
+// every later command answers the failure.
+func (c *Context) commit(extra func(store.Tx) error, evs ...store.NewEvent) error {
+	if c.broken != nil {
+		return c.broken
+	}
+	if len(c.pend) == 0 && len(evs) == 0 && extra == nil {
+		return nil
+	}
+	all := append(c.pend[:len(c.pend):len(c.pend)], evs...)
 	var h int64
 	err := c.k.st.Update(c.ctx, func(tx store.Tx) error {
-		var err error
-		h, err = tx.Append(logStream(c.id), c.gen, c.head, evs...)
-		return err
+		h = c.head
+		if len(all) > 0 {
+			var err error
+			if h, err = tx.Append(logStream(c.id), c.gen, c.head, all...); err != nil {
+				return err
+			}
+		}
+		if extra != nil {
+			return extra(tx)
+		}
+		return nil
 	})
 	if err != nil {
+		c.pend, c.broken = nil, err
 		return err
 	}
-	c.head = h
+	c.head, c.pend = h, nil
 	return nil
+}
+
+// appendTx appends the pending writes and then evs inside tx, a transaction of someone else's
+// (a child's start, the end of the generation), returning the new head; once tx has committed,
+// committed must be told that head (c.mu held from appendTx to committed).
+func (c *Context) appendTx(tx store.Tx, evs ...store.NewEvent) (int64, error) {
+	all := append(c.pend[:len(c.pend):len(c.pend)], evs...)
+	if len(all) == 0 {
+		return c.head, nil
+	}
+	return tx.Append(logStream(c.id), c.gen, c.head, all...)
+}
+
+// committed records that a transaction appendTx took part in committed at head h (c.mu held).
+func (c *Context) committed(h int64) { c.head, c.pend = h, nil }
+
+// checkPending makes sure, before a decider runs, that the pending writes can still be committed
+// where they belong: the store answers and the log's head is still the one they follow. When it
+// is not so they are committed now, so that their failure stops the flow here, before the decider
+// could act on them (c.mu held). A read costs far less than the commit it saves.
+func (c *Context) checkPending() error {
+	if len(c.pend) == 0 {
+		return nil
+	}
+	if h, err := c.k.st.Head(c.ctx, logStream(c.id), c.gen); err == nil && h == c.head {
+		return nil
+	}
+	return c.flush()
+}
+
+// durableCursor is the inbox cursor of the newest committed consumption (c.mu held).
+func (c *Context) durableCursor() int64 {
+	if len(c.pend) > 0 {
+		return c.pendCursor
+	}
+	return c.inboxCursor
+}
+
+// markLive tells the kernel that the generation has stopped replaying: it runs a command live,
+// runs a decider or a step again, or has returned.
+func (c *Context) markLive() {
+	if c.live != nil {
+		c.live()
+	}
 }
 
 func describe(ev store.Event) string {
@@ -139,6 +274,12 @@ func (c *Context) noteInner(stepID string) {
 // returns the value recorded under id without running fn. A decision is therefore made exactly
 // once. If fn fails nothing is recorded and the error is returned. fn may run steps with
 // Execute; a replay that finds the decision recorded skips them.
+//
+// A decision is recorded before anything can act on it, though not always in a transaction of
+// its own: it is committed together with the execution's other writes made back to back with
+// it, at the latest before the next effect (a step, an I/O through Ctx, a send, a child's start)
+// or wait, and before the execution ends (the batching rules are listed at maxPend). fn must
+// therefore reach the world only through Ctx.
 //
 // Errors: fn's error, a *loomtype.DivergenceError, or a store error.
 //
@@ -194,6 +335,11 @@ func (c *Context) Decide(id string, fn func() (json.RawMessage, error)) (json.Ra
 			}
 		}
 	}
+	c.markLive()
+	if err := c.checkPending(); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
 	c.inner = append(c.inner, nil)
 	c.mu.Unlock()
 
@@ -203,6 +349,9 @@ func (c *Context) Decide(id string, fn func() (json.RawMessage, error)) (json.Ra
 	defer c.mu.Unlock()
 	inner := c.inner[len(c.inner)-1]
 	c.inner = c.inner[:len(c.inner)-1]
+	if c.broken != nil {
+		return nil, c.broken
+	}
 	if ferr != nil {
 		if c.cancelRequested() && c.ctx.Err() == nil {
 			// The decider was aborted by a cancel (its Ctx): its outcome is the cancel.
@@ -344,6 +493,7 @@ func (c *Context) ExecuteAllLimit(ids []string, fns []StepFunc, limit int) []Ste
 		}
 	}
 	if len(toRun) > 0 {
+		c.markLive()
 		// Steps that were in flight when a cancel stopped them are not run again.
 		if err := c.frame(); err != nil {
 			for _, i := range toRun {
@@ -381,7 +531,8 @@ func (c *Context) ExecuteAllLimit(ids []string, fns []StepFunc, limit int) []Ste
 	return out
 }
 
-// startSteps records steps as started (c.mu held).
+// startSteps records steps as started, committed with every pending write before any of them
+// runs (c.mu held).
 func (c *Context) startSteps(ids []string) error {
 	evs := make([]store.NewEvent, len(ids))
 	for i, id := range ids {
@@ -389,7 +540,7 @@ func (c *Context) startSteps(ids []string) error {
 		evs[i] = store.NewEvent{Kind: kindStepStart, Data: b}
 		c.noteInner(id)
 	}
-	return c.append(evs...)
+	return c.commit(nil, evs...)
 }
 
 func (c *Context) finishStep(id string, fn StepFunc) StepResult {
@@ -491,6 +642,12 @@ func (c *Context) Receive() (Message, error) {
 				return Message{}, c.stopErr(err)
 			}
 			return m, nil
+		}
+		c.mu.Lock()
+		err = c.flush() // whoever reads the log while it waits finds everything it did
+		c.mu.Unlock()
+		if err != nil {
+			return Message{}, c.stopErr(err)
 		}
 		if !parked {
 			parked = true

@@ -3,6 +3,8 @@ package kernel_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -116,14 +118,23 @@ func TestReceiveAfterDivergenceReportsIt(t *testing.T) {
 }
 
 // A store failure that is not the store going away reaches the flow as it is: here another
-// writer appended to the execution's log, so recording the consumption conflicts.
+// writer appended to the execution's log, so committing the consumption conflicts. The
+// consumption is committed with what follows it, when the flow next waits, so that is the
+// command that answers the failure; every command after it answers it too.
 func TestLogConflictReachesTheFlow(t *testing.T) {
 	proceed, running := make(chan struct{}), make(chan struct{})
 	got := make(chan error, 1)
 	flow := func(c *kernel.Context, _ json.RawMessage) (json.RawMessage, error) {
 		close(running)
 		<-proceed
-		_, err := c.Receive()
+		if _, err := c.Receive(); err != nil {
+			got <- fmt.Errorf("the first receive: %w", err)
+			return nil, err
+		}
+		_, err := c.Receive() // nothing waits: the pending consumption is committed first
+		if _, again := c.Decide("after", func() (json.RawMessage, error) { return nil, nil }); !errors.Is(again, store.ErrConflict) {
+			err = fmt.Errorf("a command after the failure answered %v", again)
+		}
 		got <- err
 		return nil, err
 	}

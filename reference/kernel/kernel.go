@@ -479,12 +479,20 @@ func (k *Kernel) finish(e *execution, c *Context, state string, out json.RawMess
 	in.State, in.Output, in.Error, in.Gen = state, out, msg, c.gen
 	kind := endKind(state)
 	b, _ := json.Marshal(evEnd{Output: out, Error: msg})
+	// The end is committed with the writes still pending, so nobody learns of it before them.
+	c.mu.Lock()
+	var h int64
 	err := k.st.Update(k.ctx, func(tx store.Tx) error {
-		if _, err := tx.Append(logStream(e.id), c.gen, c.head, store.NewEvent{Kind: kind, Data: b}); err != nil {
+		var err error
+		if h, err = c.appendTx(tx, store.NewEvent{Kind: kind, Data: b}); err != nil {
 			return err
 		}
 		return putInfo(tx, in)
 	})
+	if err == nil {
+		c.committed(h)
+	}
+	c.mu.Unlock()
 	if err != nil {
 		if !k.isStopped() {
 			k.log.Error("kernel: cannot record the end of an execution", "id", e.id, "err", err)
@@ -501,9 +509,11 @@ func (k *Kernel) finish(e *execution, c *Context, state string, out json.RawMess
 func (k *Kernel) rotate(e *execution, c *Context, carry json.RawMessage) error {
 	in := e.info
 	in.Gen = c.gen + 1
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	started, _ := json.Marshal(evStarted{Flow: in.Flow, Principal: in.Principal, Input: carry, InboxCursor: c.inboxCursor})
 	err := k.st.Update(k.ctx, func(tx store.Tx) error {
-		if _, err := tx.Append(logStream(e.id), c.gen, c.head, store.NewEvent{Kind: kindContinued}); err != nil {
+		if _, err := c.appendTx(tx, store.NewEvent{Kind: kindContinued}); err != nil {
 			return err
 		}
 		if _, err := tx.Append(logStream(e.id), in.Gen, 0, store.NewEvent{Kind: kindStarted, Data: started}); err != nil {
@@ -596,8 +606,11 @@ func (k *Kernel) Input(ctx context.Context, id string) (json.RawMessage, error) 
 }
 
 // Backlog returns up to limit messages delivered to an execution and not consumed yet, oldest
-// first. It reads live state (the running execution's cursor) and is meant for admission
-// decisions such as per-sender queue caps, which are best effort.
+// first: not consumed durably, so a consumption still waiting to be committed does not count.
+// It reads live state (the running execution's cursor) and is meant for admission decisions
+// such as per-sender queue caps, which are best effort.
+//
+//	waiting, err := k.Backlog(ctx, "c1", 64)
 func (k *Kernel) Backlog(ctx context.Context, id string, limit int) ([]Message, error) {
 	k.mu.Lock()
 	e := k.running[id]
@@ -605,8 +618,10 @@ func (k *Kernel) Backlog(ctx context.Context, id string, limit int) ([]Message, 
 	var after int64
 	if e != nil {
 		e.mu.Lock()
-		if e.ctx != nil {
-			after = e.ctx.InboxCursor()
+		if c := e.ctx; c != nil {
+			c.mu.Lock()
+			after = c.durableCursor()
+			c.mu.Unlock()
 		}
 		e.mu.Unlock()
 	}

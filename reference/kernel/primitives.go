@@ -202,34 +202,36 @@ func (c *Context) replayCommand(kind, id string) (data []byte, ok bool, err erro
 	return nil, false, c.mismatch(kind + " " + id)
 }
 
-// record appends a command to the log, with extra run in the same transaction (c.mu held).
+// record appends a command to the log (c.mu held). Without extra it joins the pending writes;
+// with extra it is committed now, with them, and extra runs in the same transaction.
 func (c *Context) record(kind string, v any, extra func(store.Tx) error) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	var h int64
-	err = c.k.st.Update(c.ctx, func(tx store.Tx) error {
-		var err error
-		if h, err = tx.Append(logStream(c.id), c.gen, c.head, store.NewEvent{Kind: kind, Data: b}); err != nil {
-			return err
-		}
-		if extra != nil {
-			return extra(tx)
-		}
-		return nil
-	})
+	ev := store.NewEvent{Kind: kind, Data: b}
+	if extra == nil {
+		err = c.append(ev)
+	} else {
+		err = c.commit(extra, ev)
+	}
 	if err != nil {
 		return c.stopErr(err)
 	}
-	c.head = h
 	return nil
 }
 
-// wait blocks until ready is closed, a cancel is requested (then applied here and returned) or
-// the kernel stops. Unless site is empty it tells the test hook that the execution waits there
-// (a caller that waits again after a wake-up with nothing for it passes "").
+// wait commits the pending writes, then blocks until ready is closed, a cancel is requested
+// (then applied here and returned) or the kernel stops. Unless site is empty it tells the test
+// hook that the execution waits there (a caller that waits again after a wake-up with nothing
+// for it passes "").
 func (c *Context) wait(site string, ready <-chan struct{}) error {
+	c.mu.Lock()
+	err := c.flush()
+	c.mu.Unlock()
+	if err != nil {
+		return c.stopErr(err)
+	}
 	if site != "" {
 		c.k.x.parked(c.id, site)
 	}

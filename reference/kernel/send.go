@@ -52,6 +52,14 @@ func (c *Context) SendTo(target, messageID string, payload json.RawMessage) erro
 		_ = json.Unmarshal(data, &ev)
 		return refusal(ev.Refused)
 	}
+	// The delivery is an effect on the world: what this execution did before it is durable
+	// first.
+	c.mu.Lock()
+	err = c.flush()
+	c.mu.Unlock()
+	if err != nil {
+		return c.stopErr(err)
+	}
 	ev := evSent{ID: id, To: target, MessageID: messageID}
 	delivered, err := c.k.deliver(c.ctx, target, ExecutionSender(c.principal.Tenant, c.id), messageID, payload)
 	switch {
