@@ -610,6 +610,9 @@ func (s *SQLite) Close() error {
 // (SQLite may checkpoint as they close, which changes nothing that was committed): what Kill
 // simulates is the instant of the crash, after which nothing reaches the store. A real SIGKILL,
 // which leaves the write-ahead log for recovery, is what the process driver and the crash test do.
+//
+//	st.Kill()
+//	<-st.Released() // the files are at rest: open them again as a restarted process would
 func (s *SQLite) Kill() {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
