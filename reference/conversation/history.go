@@ -314,6 +314,9 @@ func (cv *Conversations) WatchLog(id string) (<-chan struct{}, func()) {
 // (it starts before the tail, or fell behind it, or a commit went unreported) reads the log.
 // Either way it reads exactly what ReadForward would: the log is the only source of truth, and
 // the tail holds nothing but what it committed. Safe for concurrent use.
+//
+//	f := cv.Follow("c1")
+//	defer f.Close()
 type Follower struct {
 	cv *Conversations
 	id string
@@ -380,6 +383,9 @@ func (f *Follower) ReadLog(ctx context.Context, from loomtype.Cursor, limit int)
 }
 
 // Wake receives a value (coalesced) after each commit the tail took in: the moment to Read.
+//
+//	<-f.Wake()
+//	entries, next, done, err := f.Read(ctx, cursor, 100)
 func (f *Follower) Wake() <-chan struct{} { return f.f.Wake() }
 
 // View is Conversations.View for an entry the follower read, checking who may read as View does
@@ -404,7 +410,11 @@ func (f *Follower) View(ctx context.Context, viewer loomtype.Identity, e loomtyp
 	return e, nil
 }
 
-// Close ends the follower; the conversation's tail goes with its last follower.
+// Close ends the follower; the conversation's tail goes with its last follower. Closing again
+// does nothing.
+//
+//	f := cv.Follow("c1")
+//	defer f.Close()
 func (f *Follower) Close() { f.f.Close() }
 
 // viewAll applies the viewer's filter (shared mode) to entries.

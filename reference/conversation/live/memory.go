@@ -4,6 +4,9 @@ package live
 // bounded: a subscriber's queue by the cap it was made with (Subscribe, Attach), the subscribers
 // of a conversation by the hub's maxSubs, a partial by MaxPartialChars, the output held for
 // executions not named yet by a fixed 1 MiB, and the tails by their TailLimits.
+//
+//	m := hub.Memory()
+//	perStream := float64(m.QueuedBytes) / float64(max(m.Subscribers, 1))
 type Memory struct {
 	// Conversations are the conversations the hub keeps live state for (a live turn, a
 	// subscriber or an expected turn execution).

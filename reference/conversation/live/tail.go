@@ -29,6 +29,8 @@ const (
 // all of them together at most TotalBytes bytes. Past a bound the oldest records of the tail
 // being added to go first; a tail always keeps its newest record, however big. A value of 0 or
 // less takes the default.
+//
+//	hub.SetTailLimits(live.TailLimits{Records: 1024, Bytes: 1 << 20})
 type TailLimits struct {
 	Records    int
 	Bytes      int
@@ -50,6 +52,8 @@ func (l TailLimits) withDefaults() TailLimits {
 
 // Record is one event of a conversation's log as its tail keeps it: where it lies, and the
 // transcript entry it holds, if it is one (nil for every other event of the log).
+//
+//	add([]live.Record{{At: loomtype.Cursor{Gen: 0, Seq: 7}, Entry: &e}})
 type Record struct {
 	At    loomtype.Cursor
 	Entry *loomtype.Entry
@@ -61,6 +65,8 @@ const recordOverhead = 48
 
 // Size is what r counts against a tail's byte bound: a fixed overhead, and for an entry its
 // fixed fields and the bytes of its strings.
+//
+//	n := live.Record{At: c, Entry: &e}.Size()
 func (r Record) Size() int {
 	n := recordOverhead
 	if e := r.Entry; e != nil {
@@ -103,6 +109,9 @@ type tail struct {
 // Follower is one stream's handle on a conversation's tail: where the stream can read what
 // recent commits appended, and a wake-up after each one. Close it when the stream ends. Safe for
 // concurrent use.
+//
+//	f := hub.Follow("c1", start)
+//	defer f.Close()
 type Follower struct {
 	t      *tail
 	wake   chan struct{}
@@ -153,7 +162,11 @@ func (h *Hub) Follow(id string, start func(add func([]Record)) (stop func())) *F
 	return f
 }
 
-// Close ends the follower; the tail goes (and stops being fed) with its last follower.
+// Close ends the follower; the tail goes (and stops being fed) with its last follower. Closing
+// again does nothing.
+//
+//	f := hub.Follow("c1", start)
+//	defer f.Close()
 func (f *Follower) Close() {
 	f.closed.Do(func() {
 		t, h := f.t, f.t.h
@@ -181,6 +194,9 @@ func (f *Follower) Close() {
 }
 
 // Wake receives a value (coalesced) after each commit added to the tail.
+//
+//	<-f.Wake()
+//	entries, next, done, ok := f.Read(cursor, 100)
 func (f *Follower) Wake() <-chan struct{} { return f.wake }
 
 // Read returns the entries after cursor from that the tail holds, oldest first, at most limit
@@ -312,7 +328,10 @@ func (t *tail) add(recs []Record) {
 	}
 }
 
-// TailFigures are what one conversation's tail holds.
+// TailFigures are what one conversation's tail holds (Hub.Tail).
+//
+//	fig, _ := hub.Tail("c1")
+//	fmt.Println(fig.Records, fig.Bytes, fig.First, fig.Last)
 type TailFigures struct {
 	// Records and Bytes are the records held and their size (Record.Size).
 	Records, Bytes int
