@@ -11,7 +11,9 @@ import (
 
 // LogCommit is what one committed transaction appended to one execution's log: its events in
 // the order they were appended (a new generation's start after the end of the one before, when
-// the transaction continued the execution as new).
+// the transaction continued the execution as new). WatchLogCommits hands it out.
+//
+//	k.WatchLogCommits("c1", func(c kernel.LogCommit) { fmt.Println(c.ID, c.Len()) })
 type LogCommit struct {
 	// ID is the execution.
 	ID  string
@@ -26,6 +28,8 @@ type LogCommit struct {
 func (c LogCommit) Events() []LogEvent { return logEvents(c.evs) }
 
 // Len is the number of events the commit appended.
+//
+//	n := c.Len()
 func (c LogCommit) Len() int { return len(c.evs) }
 
 // WatchLogCommits calls fn after each transaction the kernel commits that appended to execution
