@@ -87,6 +87,7 @@ type tailRig struct {
 	cv  *conversation.Conversations
 	hub *live.Hub
 	srv *httptest.Server
+	gw  *gateway.Gateway
 	id  string
 }
 
@@ -121,7 +122,7 @@ func newTailRig(t *testing.T, lim live.TailLimits) *tailRig {
 	})
 	started, _, err := cv.Start(ctx, fuzzAlice, conversation.StartOptions{})
 	require.NoError(t, err)
-	return &tailRig{t: t, st: st, cv: cv, hub: hub, srv: srv, id: started.ID}
+	return &tailRig{t: t, st: st, cv: cv, hub: hub, srv: srv, gw: gw, id: started.ID}
 }
 
 // tailEvent is one event of an event stream as it came.
@@ -130,6 +131,12 @@ type tailEvent struct{ name, id, data string }
 // open opens the conversation's event stream after cursor (none: from the start) and returns
 // its events as they come.
 func (r *tailRig) open(cursor string) <-chan tailEvent {
+	evs, _ := r.openCancel(cursor)
+	return evs
+}
+
+// openCancel is open, with the function that closes the stream.
+func (r *tailRig) openCancel(cursor string) (<-chan tailEvent, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.t.Cleanup(cancel)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.srv.URL+"/conversations/"+r.id+"/events", nil)
@@ -167,7 +174,7 @@ func (r *tailRig) open(cursor string) <-chan tailEvent {
 	}()
 	ev := r.next(out)
 	require.Equal(r.t, "status", ev.name)
-	return out
+	return out, cancel
 }
 
 func (r *tailRig) next(evs <-chan tailEvent) tailEvent {
@@ -272,4 +279,29 @@ func TestEventStreamBehindTheTailReadsTheLog(t *testing.T) {
 	require.Equal(t, both[0], both[1])
 	require.Empty(t, r.st.take(), "at the head, the resumed stream is fed from the tail too")
 	require.Equal(t, r.history(), append(before, both[0]...))
+}
+
+// TestMemoryFollowsTheStreams: the gateway's figures count the open streams, their live queues'
+// bound and the conversation's one tail, which two streams of it share, and let go of the tail
+// with the last of them.
+func TestMemoryFollowsTheStreams(t *testing.T) {
+	r := newTailRig(t, live.TailLimits{})
+	require.Equal(t, gateway.Memory{MaxQueueBytes: gateway.DefaultMaxPendingBytes}, r.gw.Memory())
+	a, closeA := r.openCancel("")
+	b, closeB := r.openCancel("")
+	r.turn(1, a, b)
+	m := r.gw.Memory()
+	require.Equal(t, 2, m.Streams)
+	require.Equal(t, 1, m.Live.Tails, "the conversation's streams share one tail")
+	require.Equal(t, 2, m.Live.Followers)
+	require.Equal(t, 2, m.Live.Subscribers)
+	require.Positive(t, m.Live.TailRecords)
+	require.Positive(t, m.Live.TailBytes)
+	require.LessOrEqual(t, m.Live.TailBytes, live.DefaultTailBytes)
+	closeA()
+	closeB()
+	require.Eventually(t, func() bool { m = r.gw.Memory(); return m.Streams == 0 && m.Live.Tails == 0 },
+		5*time.Second, 10*time.Millisecond, "%+v", m)
+	require.Zero(t, m.Live.TailBytes)
+	require.Zero(t, m.Live.Subscribers)
 }
