@@ -112,8 +112,9 @@ func OpenNode(ctx context.Context, opt Options) (*Node, error) {
 		lock.Close()
 		return nil, fmt.Errorf("%w: the store cannot be shared (it has no leases)", loomtype.ErrConfig)
 	}
-	tr := &http.Transport{Proxy: nil, DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
-		MaxIdleConnsPerHost: 32, IdleConnTimeout: 30 * time.Second}
+	dial := (&net.Dialer{Timeout: 2 * time.Second}).DialContext
+	tr := &http.Transport{Proxy: nil, DialContext: dial, MaxIdleConnsPerHost: 32, IdleConnTimeout: 30 * time.Second}
+	fresh := &http.Transport{Proxy: nil, DialContext: dial, DisableKeepAlives: true}
 	n := &Node{opt: opt, id: id, ttl: leaseTTL(opt), lock: lock, raw: raw, leases: ls, logger: opt.Logger,
 		edge: opt.Edge, tr: tr, changed: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	n.proxy = &httputil.ReverseProxy{
@@ -123,7 +124,7 @@ func OpenNode(ctx context.Context, opt Options) (*Node, error) {
 			pr.Out.Host = pr.In.Host // the holder judges the Host the client sent
 			pr.Out.Header.Set(forwardedHeader, n.id)
 		},
-		Transport:     tr,
+		Transport:     forwardTransport{reuse: tr, fresh: fresh},
 		FlushInterval: -1, // event streams: every write goes through at once
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			*r.Context().Value(failedKey{}).(*error) = err
@@ -137,6 +138,24 @@ type (
 	targetKey struct{}
 	failedKey struct{}
 )
+
+// forwardTransport sends a request that the transport may send again by itself (a GET without a
+// body: one on a kept-alive connection the holder had closed is retried) over kept-alive
+// connections, and every other request over a connection of its own. A request whose connection
+// could not be made certainly never reached the holder and may be tried again; on a kept-alive
+// connection the holder closed while idle, a POST would fail after it was written, and so could not
+// be told from one the holder saw before it died.
+type forwardTransport struct{ reuse, fresh http.RoundTripper }
+
+func (t forwardTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		switch r.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+			return t.reuse.RoundTrip(r)
+		}
+	}
+	return t.fresh.RoundTrip(r)
+}
 
 // run takes the lease whenever it is free, until the node closes.
 func (n *Node) run() {
