@@ -140,10 +140,13 @@ var ErrCorrupt = loomtype.ErrCorrupt
 // dbFile is the store's database in the data directory.
 const dbFile = "loom.db"
 
-// Open opens the engine on opt.DataDir and recovers every open conversation by replay. A data
-// directory that does not exist is created (a first start); one that exists and holds nothing is
-// refused unless opt.AllowEmpty. The store checks all it holds before anything is served, and after
-// an unclean shutdown its write-ahead log too (sqlite.Open).
+// Open opens the engine on opt.DataDir and recovers every open conversation by replay, lazily:
+// Open returns without waiting for any replay, and a request for one conversation waits for the
+// replay of that one only (an open execution is replayed when something first needs it, the
+// others in the background, a few at a time: see kernel.Open). A data directory that does not
+// exist is created (a first start); one that exists and holds nothing is refused unless
+// opt.AllowEmpty. The store checks all it holds before anything is served, and after an unclean
+// shutdown its write-ahead log too (sqlite.Open).
 //
 // With opt.StoreURL the state lives in that PostgreSQL database instead, and the engine runs
 // only while it holds the database's lease (spec/nodes.md): it takes it at Open (at once when
@@ -216,8 +219,9 @@ func lockDataDir(opt Options) (*os.File, error) {
 	return lock, nil
 }
 
-// assemble builds the engine's parts on e.st and recovers every open execution by replay. On
-// an error it has closed what it made, and leaves the store to the caller.
+// assemble builds the engine's parts on e.st and starts the recovery of every open execution
+// (lazy: see kernel.Open). On an error it has closed what it made, and leaves the store to the
+// caller.
 func (e *Engine) assemble(ctx context.Context, opt Options) error {
 	st := e.st
 	hub := live.NewHub(opt.Gateway.MaxSubscribers)

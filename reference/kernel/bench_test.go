@@ -54,8 +54,9 @@ func waitReached(b *testing.B, reached <-chan struct{}) {
 	}
 }
 
-// BenchmarkDecide measures live decisions: one execution makes b.N decisions in a row, each
-// appended to its log in its own transaction.
+// BenchmarkDecide measures live decisions: one execution makes b.N decisions in a row, committed
+// to its log together (a few hundred to a transaction) since nothing outside it can see them
+// until it waits.
 func BenchmarkDecide(b *testing.B) {
 	st := benchStore(b)
 	reached := make(chan struct{}, 1)
@@ -120,5 +121,84 @@ func BenchmarkReplay(b *testing.B) {
 	}
 	if head != decisions+1 {
 		b.Fatalf("replays wrote to the log: head %d, want %d", head, decisions+1)
+	}
+}
+
+// answerer makes n decisions (n is its input) in its first generation, then answers each message
+// with a decision, telling answered of each answer it makes live.
+func answerer(answered chan<- string) kernel.Flow {
+	return func(c *kernel.Context, input json.RawMessage) (json.RawMessage, error) {
+		var n int
+		_ = json.Unmarshal(input, &n)
+		for i := range n {
+			if _, err := c.Decide(fmt.Sprintf("d%d", i), func() (json.RawMessage, error) { return json.Marshal(i) }); err != nil {
+				return nil, err
+			}
+		}
+		for {
+			m, err := c.Receive()
+			if err != nil {
+				return nil, err
+			}
+			if _, err := c.Decide("answer "+m.MessageID, func() (json.RawMessage, error) {
+				answered <- m.MessageID
+				return m.Payload, nil
+			}); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+// BenchmarkFirstAnswerAfterOpen measures what a restart costs the first request: each iteration
+// opens a kernel on a store holding 1000 open executions (each with 20 recorded decisions and
+// one answered message) and sends one of them a message; the time is from before Open to the
+// answer. The ns/op is that time; the other executions are recovered in the background.
+func BenchmarkFirstAnswerAfterOpen(b *testing.B) {
+	const open, decisions = 1000, 20
+	st := benchStore(b)
+	answered := make(chan string, open+1)
+	opt := kernel.Options{Flows: map[string]kernel.Flow{"a": answerer(answered)}}
+	k, err := kernel.Open(context.Background(), st, opt)
+	if err != nil {
+		b.Fatal(err)
+	}
+	input, _ := json.Marshal(decisions)
+	for i := range open {
+		id := fmt.Sprintf("x%04d", i)
+		if _, err := k.Start(context.Background(), kernel.StartRequest{ID: id, Flow: "a", Input: input, Principal: alice}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := k.Send(context.Background(), id, alice, "first", json.RawMessage(`1`)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range open {
+		<-answered
+	}
+	time.Sleep(100 * time.Millisecond) // the last answers reach the log
+	k.Close()
+
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		k, err := kernel.Open(context.Background(), st, opt)
+		if err != nil {
+			b.Fatal(err)
+		}
+		id := fmt.Sprintf("x%04d", (i*7919)%open)
+		msg := fmt.Sprintf("m%d", i)
+		if _, err := k.Send(context.Background(), id, alice, msg, json.RawMessage(`2`)); err != nil {
+			b.Fatal(err)
+		}
+		for got := ""; got != msg; {
+			select {
+			case got = <-answered:
+			case <-time.After(time.Minute):
+				b.Fatal("no answer")
+			}
+		}
+		b.StopTimer()
+		k.Close()
+		b.StartTimer()
 	}
 }

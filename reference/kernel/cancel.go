@@ -82,6 +82,7 @@ func cancelKey(id string) string { return "cancel/" + id }
 //		// too late: it ended on its own
 //	}
 func (k *Kernel) Cancel(ctx context.Context, id, reason string) error {
+	k.need(ctx, id)
 	if _, err := k.Info(ctx, id); err != nil {
 		return err
 	}

@@ -239,9 +239,7 @@ func (c *Context) AwaitEnd(id string) (Info, error) {
 			}
 			return in, nil
 		}
-		c.k.mu.Lock()
-		e := c.k.running[id]
-		c.k.mu.Unlock()
+		e := c.k.wake(id) // one not replayed yet is needed now
 		if e == nil {
 			return Info{}, ErrNotRunning
 		}

@@ -3,13 +3,16 @@
 // An execution is a Flow (a Go function) whose every contact with the world goes through its
 // Context: messages are taken from its inbox with Receive, choices are recorded with Decide, side
 // effects run as journaled steps with Execute, and a long execution continues as a new generation
-// with ContinueAsNew. Each of these appends a fact to the execution's log. Running executions live
-// in memory; when the kernel is opened on a store it recovers every open execution by running its
-// flow again against the log of its newest generation: recorded facts are served from the log in
-// order (a decision by its id, exactly once; a completed step without running it again), a step
-// that was in flight when the process died runs again, and anything the run does that the log does
-// not hold is a *loomtype.DivergenceError naming the command index, what the log holds and what the
-// run did.
+// with ContinueAsNew. Each of these appends a fact to the execution's log (several facts made back
+// to back, with nothing outside the execution able to see them in between, share one
+// transaction: see Decide). Running executions live in memory; an execution that was open when
+// the kernel was opened on a store is recovered by running its flow again against the log of its
+// newest generation: recorded facts are served from the log in order (a decision by its id,
+// exactly once; a completed step without running it again), a step that was in flight when the
+// process died runs again, and anything the run does that the log does not hold is a
+// *loomtype.DivergenceError naming the command index, what the log holds and what the run did.
+// Recovery is lazy: Open returns before any replay, an execution is replayed as soon as something
+// needs it (see Open), and the others in the background, a few at a time.
 //
 // A flow must be deterministic given what the Context returns: anything else it needs (the clock,
 // randomness, a network answer) goes through Decide or Execute.
@@ -21,8 +24,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"regexp"
+	"sort"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/loomcheck/loomcheck/reference/loomtype"
@@ -65,6 +71,14 @@ type Options struct {
 	// is recovered: a flow that reaches the kernel through its owner (as the conversation layer
 	// does) then finds it there from its first step.
 	BeforeRecovery func(*Kernel)
+	// RecoveryWorkers bounds how many open executions the background recovery replays at once
+	// (default 2). An execution something needs is replayed at once, outside the bound.
+	RecoveryWorkers int
+	// BeforeBackgroundRecovery, if set, is called by a background worker with the id of the
+	// execution it is about to replay, and the replay waits until it returns (the execution is
+	// replayed at once all the same if something needs it meanwhile); Close waits for it to
+	// return too. It lets a test hold the background back.
+	BeforeBackgroundRecovery func(id string)
 	// Clock, if set, is the time timers are measured against (default: the system clock).
 	Clock Clock
 }
@@ -137,8 +151,13 @@ type Kernel struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// running holds every execution that runs, has yet to be recovered, or is being recovered.
 	running map[string]*execution
+	// dormant are the open executions Open found, in the order the background recovers them;
+	// next is the first the background has not taken yet.
+	dormant []*execution
+	next    int
 	infos   map[string]Info
 	// damaged holds the executions refused for damaged storage, with the damage: each call on
 	// one answers that error, nothing of it runs and nothing is recorded for it.
@@ -155,12 +174,30 @@ type execution struct {
 	info Info
 	done chan struct{}
 
+	// launched: its goroutine was started (k.mu). An execution Open found open is not launched
+	// until something needs it or the background recovery takes it.
+	launched bool
+	// loaded is closed once its log has been read (or found unreadable), caught once it has
+	// stopped replaying: it runs live, runs a decider or a step again, or has returned.
+	loaded, caught chan struct{}
+	loadOnce       sync.Once
+	caughtOnce     sync.Once
+
 	mu  sync.Mutex
 	ctx *Context // the generation running now
 }
 
-// Open makes a kernel over st and recovers every open execution by replay. The kernel does not
-// own st: close the kernel first, then the store.
+func (e *execution) markLoaded() { e.loadOnce.Do(func() { close(e.loaded) }) }
+func (e *execution) markCaught() { e.caughtOnce.Do(func() { close(e.caught) }) }
+
+// Open makes a kernel over st and recovers every open execution by replay, lazily: it reads the
+// executions' records and returns, with none of them replayed yet. An open execution is replayed
+// as soon as something needs it: a message, a signal or a cancel for it (Send, Signal, Cancel,
+// SendTo), a wait for its end (Await, AwaitEnd), its durable timer falling due, Recover; the
+// others are replayed in the background, at most Options.RecoveryWorkers at once, the most
+// recently active first and those with a message waiting before them. A request for one
+// execution therefore waits for the replay of that one only. The kernel does not own st: close
+// the kernel first, then the store.
 //
 // Errors: the store cannot be read.
 //
@@ -170,6 +207,9 @@ type execution struct {
 func Open(ctx context.Context, st store.Store, opt Options) (*Kernel, error) {
 	if opt.DedupeWindow <= 0 {
 		opt.DedupeWindow = 4096
+	}
+	if opt.RecoveryWorkers <= 0 {
+		opt.RecoveryWorkers = 2
 	}
 	lg := opt.Logger
 	if lg == nil {
@@ -187,7 +227,6 @@ func Open(ctx context.Context, st store.Store, opt Options) (*Kernel, error) {
 	if opt.BeforeRecovery != nil {
 		opt.BeforeRecovery(k)
 	}
-	var recovered []*execution
 	for _, kv := range kvs {
 		var in Info
 		if err := json.Unmarshal(kv.Val, &in); err != nil {
@@ -203,29 +242,215 @@ func Open(ctx context.Context, st store.Store, opt Options) (*Kernel, error) {
 			lg.Error("kernel: open execution of an unknown flow is not recovered", "id", in.ID, "flow", in.Flow)
 			continue
 		}
-		recovered = append(recovered, k.register(in, fl))
+		// Every open execution is registered before any of them runs: one that awaits another
+		// (a shared conversation its turn) must find it, not take it for one that ended open.
+		k.dormant = append(k.dormant, k.register(in, fl))
 	}
-	// Every recovered execution is running before any of them runs: one that awaits another
-	// (a shared conversation its turn) must find it running, not yet to be launched and so
-	// seemingly ended open.
-	for _, e := range recovered {
+	if len(k.dormant) > 0 {
 		k.wg.Add(1)
-		go k.run(e)
+		go k.recoverAll()
 	}
 	return k, nil
 }
 
 func (k *Kernel) register(in Info, fl Flow) *execution {
-	e := &execution{id: in.ID, flow: fl, info: in, done: make(chan struct{})}
+	e := &execution{id: in.ID, flow: fl, info: in, done: make(chan struct{}),
+		loaded: make(chan struct{}), caught: make(chan struct{})}
 	k.running[in.ID] = e
 	return e
 }
 
+// launch registers a new execution and starts it (k.mu held).
 func (k *Kernel) launch(in Info, fl Flow) *execution {
 	e := k.register(in, fl)
+	k.startLocked(e)
+	return e
+}
+
+// startLocked starts e's goroutine unless it was started or the kernel has stopped (k.mu held).
+func (k *Kernel) startLocked(e *execution) {
+	if e.launched || k.stopped {
+		return
+	}
+	e.launched = true
 	k.wg.Add(1)
 	go k.run(e)
+}
+
+// wake starts execution id now if Open found it open and it has not been started yet. It
+// returns the execution, nil for one that is not running here.
+func (k *Kernel) wake(id string) *execution {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e := k.running[id]
+	if e != nil {
+		k.startLocked(e)
+	}
 	return e
+}
+
+// need wakes execution id and waits until its log has been read, so that an execution found
+// damaged is refused before anything is delivered to it. It waits for nothing else.
+func (k *Kernel) need(ctx context.Context, id string) {
+	e := k.wake(id)
+	if e == nil {
+		return
+	}
+	select {
+	case <-e.loaded:
+	case <-e.done:
+	case <-ctx.Done():
+	case <-k.ctx.Done():
+	}
+}
+
+// Recover makes sure execution id runs: an open execution Open found that has not been replayed
+// yet is replayed now, ahead of the background recovery. It returns once the execution has
+// caught up with its log (it runs live, waits, or has ended), at once for one that already
+// has, and does nothing for an execution that has ended or is unknown.
+//
+// Errors: ctx's, ErrStopped.
+//
+// Concurrency: safe for concurrent use.
+//
+//	if err := k.Recover(ctx, "c1"); err != nil { return err }
+func (k *Kernel) Recover(ctx context.Context, id string) error {
+	e := k.wake(id)
+	if e == nil {
+		return nil
+	}
+	select {
+	case <-e.caught:
+		return nil
+	case <-e.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-k.ctx.Done():
+		return ErrStopped
+	}
+}
+
+// recoverAll is the background recovery: it orders the executions Open found open (scanOrder),
+// then replays them, at most Options.RecoveryWorkers at once, each worker moving on once the
+// execution it started has caught up with its log.
+func (k *Kernel) recoverAll() {
+	defer k.wg.Done()
+	k.scanOrder()
+	var wg sync.WaitGroup
+	for range k.opt.RecoveryWorkers {
+		wg.Go(func() {
+			for {
+				e := k.takeDormant()
+				if e == nil {
+					return
+				}
+				if h := k.opt.BeforeBackgroundRecovery; h != nil {
+					h(e.id)
+				}
+				k.mu.Lock()
+				k.startLocked(e)
+				k.mu.Unlock()
+				select {
+				case <-e.caught:
+				case <-e.done:
+				case <-k.ctx.Done():
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// takeDormant returns the next execution for the background to recover, nil when none is left
+// or the kernel has stopped.
+func (k *Kernel) takeDormant() *execution {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for k.next < len(k.dormant) && !k.stopped {
+		e := k.dormant[k.next]
+		k.dormant[k.next] = nil
+		k.next++
+		if !e.launched {
+			return e
+		}
+	}
+	return nil
+}
+
+// scanOrder reads the newest event of each dormant execution's log and inbox and orders the
+// background's queue by them: first those whose inbox received something after the log's last
+// write (a message accepted and not taken yet), then the most recently active. An execution
+// whose log ends with a durable timer set is started when the timer falls due, if the background
+// has not reached it by then. The scan reads two events an execution; what it cannot read
+// leaves the order as it is (the replay reports it).
+func (k *Kernel) scanOrder() {
+	k.mu.Lock()
+	queue := append([]*execution(nil), k.dormant...)
+	gens := make(map[*execution]int64, len(queue))
+	for _, e := range queue {
+		gens[e] = e.info.Gen
+	}
+	k.mu.Unlock()
+	type rank struct {
+		waiting bool
+		active  int64
+	}
+	ranks := make(map[*execution]rank, len(queue))
+	for _, e := range queue {
+		if k.ctx.Err() != nil {
+			return
+		}
+		var r rank
+		logEvs, err := k.st.ReadBackward(k.ctx, logStream(e.id), gens[e], math.MaxInt64, 1)
+		if err != nil || len(logEvs) == 0 {
+			continue
+		}
+		last := logEvs[0]
+		r.active = last.Time
+		if in, err := k.st.ReadBackward(k.ctx, inboxStream(e.id), 0, math.MaxInt64, 1); err == nil && len(in) == 1 {
+			r.waiting = in[0].Time > last.Time
+			r.active = max(r.active, in[0].Time)
+		}
+		ranks[e] = r
+		if last.Kind == kindTimerSet {
+			var t evTimer
+			if json.Unmarshal(last.Data, &t) == nil {
+				k.wakeAt(e, time.UnixMilli(t.Due))
+			}
+		}
+	}
+	sort.SliceStable(queue, func(i, j int) bool {
+		a, b := ranks[queue[i]], ranks[queue[j]]
+		if a.waiting != b.waiting {
+			return a.waiting
+		}
+		return a.active > b.active
+	})
+	k.mu.Lock()
+	if k.next == 0 {
+		k.dormant = queue
+	}
+	k.mu.Unlock()
+}
+
+// wakeAt starts e when the kernel's clock reaches t, unless it has been started by then.
+func (k *Kernel) wakeAt(e *execution, t time.Time) {
+	ch, release := k.clock().At(t)
+	k.wg.Add(1)
+	go func() {
+		defer k.wg.Done()
+		defer release()
+		select {
+		case <-ch:
+			k.mu.Lock()
+			k.startLocked(e)
+			k.mu.Unlock()
+		case <-e.done:
+		case <-k.ctx.Done():
+		}
+	}()
 }
 
 // Start starts an execution with a new id. Starting an id that exists is ErrAlreadyStarted
@@ -325,6 +550,7 @@ func (k *Kernel) Info(ctx context.Context, id string) (Info, error) {
 //
 //	delivered, err := k.Send(ctx, "c1", alice, "m-1", payload)
 func (k *Kernel) Send(ctx context.Context, id string, sender loomtype.Identity, messageID string, payload json.RawMessage) (bool, error) {
+	k.need(ctx, id)
 	in, err := k.Info(ctx, id)
 	if err != nil {
 		return false, err
@@ -347,12 +573,10 @@ func (k *Kernel) Send(ctx context.Context, id string, sender loomtype.Identity, 
 	return delivered, err
 }
 
-// Await waits until the execution has ended and returns its final Info.
+// Await waits until the execution has ended and returns its final Info. An open execution not
+// replayed yet is replayed now.
 func (k *Kernel) Await(ctx context.Context, id string) (Info, error) {
-	k.mu.Lock()
-	e := k.running[id]
-	k.mu.Unlock()
-	if e != nil {
+	if e := k.wake(id); e != nil {
 		select {
 		case <-e.done:
 		case <-ctx.Done():
@@ -388,6 +612,8 @@ func (k *Kernel) run(e *execution) {
 		k.mu.Lock()
 		delete(k.running, e.id)
 		k.mu.Unlock()
+		e.markLoaded()
+		e.markCaught()
 		close(e.done)
 	}()
 	gen := e.info.Gen
@@ -397,10 +623,12 @@ func (k *Kernel) run(e *execution) {
 			e.mu.Lock()
 			e.ctx = c
 			e.mu.Unlock()
+			e.markLoaded()
 		}
 		if err != nil {
 			if errors.Is(err, loomtype.ErrCorrupt) {
 				k.refuse(e.id, err)
+				e.markLoaded()
 				return
 			}
 			if !k.isStopped() {
@@ -409,6 +637,7 @@ func (k *Kernel) run(e *execution) {
 			return
 		}
 		out, ferr := runFlow(e.flow, c, input)
+		e.markCaught()
 		c.stop()
 		if c.diverged != nil {
 			ferr = c.diverged
@@ -502,8 +731,15 @@ func (k *Kernel) finish(e *execution, c *Context, state string, out json.RawMess
 	k.mu.Lock()
 	k.infos[e.id] = in
 	e.info = in
+	dormant := k.next < len(k.dormant)
 	k.mu.Unlock()
 	k.ended(e.id, state)
+	if dormant {
+		// A parent not replayed yet that awaits this child is needed now.
+		if ref, ok, err := k.Parent(k.ctx, e.id); err == nil && ok {
+			k.wake(ref.Parent)
+		}
+	}
 }
 
 func (k *Kernel) rotate(e *execution, c *Context, carry json.RawMessage) error {
@@ -533,7 +769,7 @@ func (k *Kernel) rotate(e *execution, c *Context, carry json.RawMessage) error {
 
 // load reads generation gen of an execution's log and prepares a Context that replays it.
 func (k *Kernel) load(e *execution, gen int64) (*Context, json.RawMessage, error) {
-	c := &Context{k: k, id: e.id, gen: gen, principal: e.info.Principal, done: map[string]store.Event{}}
+	c := &Context{k: k, id: e.id, gen: gen, principal: e.info.Principal, done: map[string]store.Event{}, live: e.markCaught}
 	c.ctx, c.cancel = context.WithCancel(k.ctx)
 	var after int64
 	var started *evStarted
@@ -607,23 +843,36 @@ func (k *Kernel) Input(ctx context.Context, id string) (json.RawMessage, error) 
 
 // Backlog returns up to limit messages delivered to an execution and not consumed yet, oldest
 // first: not consumed durably, so a consumption still waiting to be committed does not count.
-// It reads live state (the running execution's cursor) and is meant for admission decisions
-// such as per-sender queue caps, which are best effort.
+// It reads live state (the running execution's cursor, or for one not replayed yet its log) and
+// is meant for admission decisions such as per-sender queue caps, which are best effort.
 //
 //	waiting, err := k.Backlog(ctx, "c1", 64)
 func (k *Kernel) Backlog(ctx context.Context, id string, limit int) ([]Message, error) {
 	k.mu.Lock()
 	e := k.running[id]
+	var gen int64
+	if e != nil {
+		gen = e.info.Gen
+	}
 	k.mu.Unlock()
 	var after int64
 	if e != nil {
+		known := false
 		e.mu.Lock()
 		if c := e.ctx; c != nil {
 			c.mu.Lock()
-			after = c.durableCursor()
+			if !c.replaying() {
+				after, known = c.durableCursor(), true
+			}
 			c.mu.Unlock()
 		}
 		e.mu.Unlock()
+		if !known {
+			var err error
+			if after, err = k.consumedCursor(ctx, id, gen); err != nil {
+				return nil, err
+			}
+		}
 	}
 	evs, err := k.st.ReadForward(ctx, inboxStream(id), 0, after, limit)
 	if err != nil {
@@ -638,4 +887,45 @@ func (k *Kernel) Backlog(ctx context.Context, id string, limit int) ([]Message, 
 		}
 	}
 	return out, nil
+}
+
+// consumedCursor reads the inbox cursor of execution id's newest committed consumption from the
+// end of generation gen of its log: a consumed message, the last message a safe point took, or
+// the cursor the generation started with.
+func (k *Kernel) consumedCursor(ctx context.Context, id string, gen int64) (int64, error) {
+	before := int64(math.MaxInt64)
+	for {
+		evs, err := k.st.ReadBackward(ctx, logStream(id), gen, before, 64)
+		if err != nil {
+			return 0, err
+		}
+		for _, ev := range evs {
+			before = ev.Seq
+			switch ev.Kind {
+			case kindConsumed:
+				var m Message
+				if err := json.Unmarshal(ev.Data, &m); err != nil {
+					return 0, fmt.Errorf("%w: %s: consumed event: %v", ErrUnreadable, id, err)
+				}
+				return m.Seq, nil
+			case kindSafePoint:
+				var sp evSafePoint
+				if err := json.Unmarshal(ev.Data, &sp); err != nil {
+					return 0, fmt.Errorf("%w: %s: safe point: %v", ErrUnreadable, id, err)
+				}
+				if n := len(sp.Messages); n > 0 {
+					return sp.Messages[n-1].Seq, nil
+				}
+			case kindStarted:
+				var st evStarted
+				if err := json.Unmarshal(ev.Data, &st); err != nil {
+					return 0, fmt.Errorf("%w: %s: started event: %v", ErrUnreadable, id, err)
+				}
+				return st.InboxCursor, nil
+			}
+		}
+		if len(evs) < 64 {
+			return 0, nil
+		}
+	}
 }

@@ -92,6 +92,7 @@ func refusal(r string) error {
 // deliver is Send for SendTo: a message whose key the target remembers was delivered before,
 // whatever the target's state now, so it is reported as a duplicate rather than refused.
 func (k *Kernel) deliver(ctx context.Context, id string, sender loomtype.Identity, messageID string, payload json.RawMessage) (bool, error) {
+	k.need(ctx, id)
 	if _, err := k.Info(ctx, id); err != nil {
 		return false, err
 	}

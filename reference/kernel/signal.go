@@ -50,6 +50,7 @@ func (k *Kernel) Signal(ctx context.Context, id, name, key string, payload json.
 	if !idRE.MatchString(name) || key == "" || (len(payload) > 0 && !json.Valid(payload)) {
 		return false, ErrBadSignal
 	}
+	k.need(ctx, id)
 	if _, err := k.Info(ctx, id); err != nil {
 		return false, err
 	}
