@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -122,10 +121,20 @@ type meta struct {
 	ok    bool // the stamped owner agrees with the recorded principal
 }
 
-var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+// ValidID reports whether id may name a conversation: ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$ (spec/http.md).
+func ValidID(id string) bool {
+	if len(id) < 1 || len(id) > 128 || !alnum(id[0]) {
+		return false
+	}
+	for i := 1; i < len(id); i++ {
+		if c := id[i]; !alnum(c) && c != '.' && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
 
-// ValidID reports whether id may name a conversation.
-func ValidID(id string) bool { return idRE.MatchString(id) }
+func alnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
 
 // New validates cfg and returns the Dialogue: register its Flows on the kernel, open the kernel
 // (which recovers every open conversation at once), then make the client with Client.
@@ -461,7 +470,19 @@ type SendResult struct {
 	Delivered bool   `json:"delivered"`
 }
 
-var messageIDRE = regexp.MustCompile(`^[\x20-\x7e]{1,128}$`)
+// validMessageID reports whether s is a message id: 1 to 128 printable ASCII characters
+// (U+0020 to U+007E).
+func validMessageID(s string) bool {
+	if len(s) < 1 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
 
 // SendTurn signs text as principal's turn and delivers it. A retry with the same MessageID by
 // the same principal is delivered once (Delivered false the second time).
@@ -492,7 +513,7 @@ func (cv *Conversations) send(ctx context.Context, principal loomtype.Identity, 
 	}
 	if opt.MessageID == "" {
 		opt.MessageID = "m_" + newID()[2:]
-	} else if !messageIDRE.MatchString(opt.MessageID) {
+	} else if !validMessageID(opt.MessageID) {
 		return SendResult{}, loomtype.BadRequest("messageId", "")
 	}
 	if opt.EditOf < 0 {
@@ -556,7 +577,7 @@ func (cv *Conversations) SendRaw(ctx context.Context, principal loomtype.Identit
 	if _, err := cv.AuthorizeRuntime(ctx, principal, id); err != nil {
 		return false, err
 	}
-	if !messageIDRE.MatchString(messageID) {
+	if !validMessageID(messageID) {
 		return false, loomtype.BadRequest("messageId", "")
 	}
 	return k.Send(ctx, id, principal, messageID, payload)

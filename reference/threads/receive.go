@@ -69,10 +69,10 @@ func ParseText(body []byte) (Text, *Rejection) {
 		return v, true
 	}
 	var ok bool
-	if t.Thread, ok = str("thread", threadRE.MatchString); !ok {
+	if t.Thread, ok = str("thread", validThread); !ok {
 		return bad("thread")
 	}
-	if t.Message, ok = str("message", messageRE.MatchString); !ok {
+	if t.Message, ok = str("message", validMessage); !ok {
 		return bad("message")
 	}
 	if t.From, ok = str("from", ValidName); !ok {

@@ -28,7 +28,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"sync"
 	"time"
 
@@ -111,14 +110,34 @@ func (e *Rejection) Error() string {
 	return fmt.Sprintf("threads: rejected %d %s", e.Status, e.Reason)
 }
 
-var nameRE = regexp.MustCompile(`^[a-z0-9-]{1,64}$`)
-var threadRE = regexp.MustCompile(`^[A-Za-z0-9_-]{16,64}$`)
-var messageRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+// token reports whether s is lo to hi bytes, each a lower-case letter or a digit, an upper-case
+// letter if upper, and '-', or '_' if underscore.
+func token(s string, lo, hi int, upper, underscore bool) bool {
+	if len(s) < lo || len(s) > hi {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-':
+		case upper && c >= 'A' && c <= 'Z', underscore && c == '_':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validThread is a thread id: 16 to 64 of [A-Za-z0-9_-].
+func validThread(s string) bool { return token(s, 16, 64, true, true) }
+
+// validMessage is a peer message id: 1 to 64 of [A-Za-z0-9_-].
+func validMessage(s string) bool { return token(s, 1, 64, true, true) }
 
 // ValidName reports whether s may be a role name or a connection id.
 //
 //	threads.ValidName("field-lab") // true
-func ValidName(s string) bool { return nameRE.MatchString(s) }
+func ValidName(s string) bool { return token(s, 1, 64, false, false) }
 
 // Service is the threads side of one box. Safe for concurrent use.
 type Service struct {
