@@ -397,8 +397,9 @@ func (s *SQLite) openHead(ctx context.Context) error {
 		return s.damageErr(err)
 	}
 	b, err := os.ReadFile(headPath(s.path))
+	created := errors.Is(err, os.ErrNotExist)
 	switch {
-	case errors.Is(err, os.ErrNotExist):
+	case created:
 	case err != nil:
 		return fmt.Errorf("store: head of %s: %w", s.path, err)
 	default:
@@ -420,9 +421,17 @@ func (s *SQLite) openHead(ctx context.Context) error {
 		return fmt.Errorf("store: head of %s: %w", s.path, err)
 	}
 	s.head = f
+	if !created && string(b) == string(headRecord(s.events)) {
+		// It already says what the database holds, and it was read back whole: nothing to
+		// write, nothing to wait for the disk for (a restart's common case).
+		return nil
+	}
 	s.writeHead()
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("store: head of %s: %w", s.path, err)
+	}
+	if !created {
+		return nil
 	}
 	return syncDir(filepath.Dir(s.path))
 }
