@@ -158,7 +158,9 @@ type Kernel struct {
 	// next is the first the background has not taken yet.
 	dormant []*execution
 	next    int
-	infos   map[string]Info
+	// recovered is closed once the background recovery is over (see Recovered).
+	recovered chan struct{}
+	infos     map[string]Info
 	// damaged holds the executions refused for damaged storage, with the damage: each call on
 	// one answers that error, nothing of it runs and nothing is recorded for it.
 	damaged map[string]error
@@ -216,7 +218,7 @@ func Open(ctx context.Context, st store.Store, opt Options) (*Kernel, error) {
 		lg = slog.Default()
 	}
 	kctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	k := &Kernel{st: st, opt: opt, log: lg, ctx: kctx, cancel: cancel,
+	k := &Kernel{st: st, opt: opt, log: lg, ctx: kctx, cancel: cancel, recovered: make(chan struct{}),
 		running: map[string]*execution{}, infos: map[string]Info{}, damaged: map[string]error{}}
 	k.st = newCommitTap(st) // what each commit appended to a log, for WatchLogCommits
 	kvs, err := st.MetaPrefix(ctx, metaPrefix)
@@ -249,9 +251,20 @@ func Open(ctx context.Context, st store.Store, opt Options) (*Kernel, error) {
 	if len(k.dormant) > 0 {
 		k.wg.Add(1)
 		go k.recoverAll()
+	} else {
+		close(k.recovered)
 	}
 	return k, nil
 }
+
+// Recovered returns a channel closed once every execution Open found open has been replayed
+// up to the end of its log (or has ended, or was refused), or the kernel has stopped: from
+// then on every open execution runs, as it did before the restart.
+//
+// Concurrency: safe for concurrent use.
+//
+//	<-k.Recovered() // every open execution runs again
+func (k *Kernel) Recovered() <-chan struct{} { return k.recovered }
 
 func (k *Kernel) register(in Info, fl Flow) *execution {
 	e := &execution{id: in.ID, flow: fl, info: in, done: make(chan struct{}),
@@ -336,6 +349,10 @@ func (k *Kernel) Recover(ctx context.Context, id string) error {
 // execution it started has caught up with its log.
 func (k *Kernel) recoverAll() {
 	defer k.wg.Done()
+	defer close(k.recovered)
+	k.mu.Lock()
+	all := append([]*execution(nil), k.dormant...)
+	k.mu.Unlock()
 	k.scanOrder()
 	var wg sync.WaitGroup
 	for range k.opt.RecoveryWorkers {
@@ -361,6 +378,15 @@ func (k *Kernel) recoverAll() {
 		})
 	}
 	wg.Wait()
+	// What something needed was started outside the workers: it may still be replaying.
+	for _, e := range all {
+		select {
+		case <-e.caught:
+		case <-e.done:
+		case <-k.ctx.Done():
+			return
+		}
+	}
 }
 
 // takeDormant returns the next execution for the background to recover, nil when none is left

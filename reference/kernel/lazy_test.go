@@ -181,9 +181,24 @@ func TestATimerDueWakesItsExecution(t *testing.T) {
 // and each then answers a new message.
 func TestEveryOpenExecutionIsEventuallyRecovered(t *testing.T) {
 	r := newLazyRig(t)
-	first := <-r.held
+	var first string
+	select {
+	case first = <-r.held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the background recovery took nothing")
+	}
+	select {
+	case <-r.k.Recovered():
+		t.Fatal("recovered while the background is held")
+	default:
+	}
 	r.releaseAll()
-	waitFor(t, "every execution replayed", func() bool { return len(r.ran()) == lazyN+1 })
+	select {
+	case <-r.k.Recovered():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the background recovery did not end")
+	}
+	require.Len(t, r.ran(), lazyN+1, "every execution replayed")
 	for id, n := range r.ran() {
 		require.Equal(t, 1, n, "%s replayed once", id)
 	}
