@@ -146,7 +146,7 @@ func (c *Context) StartChild(req ChildRequest) (string, error) {
 		return ev.Child, nil
 	}
 	id := ChildID(c.id, req.Name)
-	if req.Name == "" || !idRE.MatchString(req.Name) {
+	if req.Name == "" || !validName(req.Name) {
 		return "", ErrBadID
 	}
 	rec := evChild{ID: req.Name, Child: id, Flow: req.Flow}

@@ -47,7 +47,7 @@ func signalScope(id string) string        { return "sgd/" + id }
 //
 //	ok, err := k.Signal(ctx, "run-7", "approval:call-3", "approve-req-81", json.RawMessage(`{"approved":true}`))
 func (k *Kernel) Signal(ctx context.Context, id, name, key string, payload json.RawMessage) (bool, error) {
-	if !idRE.MatchString(name) || key == "" || (len(payload) > 0 && !json.Valid(payload)) {
+	if !validName(name) || key == "" || (len(payload) > 0 && !json.Valid(payload)) {
 		return false, ErrBadSignal
 	}
 	k.need(ctx, id)
@@ -85,7 +85,7 @@ func (k *Kernel) Signal(ctx context.Context, id, name, key string, payload json.
 //	if err != nil { return nil, err }
 //	approved := string(d.Payload) == `{"approved":true}`
 func (c *Context) WaitSignal(name string) (SignalDelivery, error) {
-	if !idRE.MatchString(name) {
+	if !validName(name) {
 		return SignalDelivery{}, ErrBadSignal
 	}
 	c.mu.Lock()
@@ -136,7 +136,7 @@ func (c *Context) WaitSignal(name string) (SignalDelivery, error) {
 //
 //	d, ok, err := c.PendingSignal("barge-in")
 func (c *Context) PendingSignal(name string) (SignalDelivery, bool, error) {
-	if !idRE.MatchString(name) {
+	if !validName(name) {
 		return SignalDelivery{}, false, ErrBadSignal
 	}
 	var after int64
