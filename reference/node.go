@@ -38,8 +38,9 @@ var unavailableBody = []byte(`{"error":"unavailable"}`)
 // lease, runs the executions; the others are followers, which forward every request to the
 // holder's advertised address, streams and WebSocket upgrades included, and answer as the holder
 // answered. A follower tries to take the lease all the time: once the holder stops renewing it (it
-// died, or cannot reach the database), one follower is granted it, recovers every open
-// execution by replay and serves from then on. While no node holds a live lease, a request waits
+// died, or cannot reach the database), one follower is granted it and serves from then on,
+// recovering the open executions by replay as the engine does at Open (each when first needed,
+// the others in the background). While no node holds a live lease, a request waits
 // (bounded) for one and is then served; every write of a node whose lease was superseded is
 // refused by the database, so two nodes never both run an execution.
 //
@@ -78,8 +79,9 @@ type Node struct {
 
 // OpenNode opens an engine node on opt.StoreURL (a PostgreSQL database several nodes share),
 // with opt.Node naming it and its advertised address. It returns at once, as a follower; it
-// becomes the holder, recovering every open execution first, as soon as the database's lease is
-// free or lapsed (at once when it is the holder that restarted).
+// becomes the holder, opening the engine on the database (which recovers the open executions, as
+// Open does), as soon as the database's lease is free or lapsed (at once when it is the holder
+// that restarted).
 //
 // Errors: loomtype.ErrConfig (wrapped) for a missing store URL or advertised address, ErrLocked,
 // ErrDataGone, store errors.
@@ -177,8 +179,8 @@ func (n *Node) run() {
 	}
 }
 
-// tryLead asks for the lease and, granted it, opens the engine on it (recovering every open
-// execution) and starts serving from it.
+// tryLead asks for the lease and, granted it, opens the engine on it (which recovers the open
+// executions) and starts serving from it.
 func (n *Node) tryLead() {
 	ctx, cancel := context.WithTimeout(context.Background(), n.ttl)
 	defer cancel()
