@@ -212,6 +212,16 @@ func (cv *core) Hub() *live.Hub { return cv.hub }
 // Config returns the effective configuration (defaults applied).
 func (cv *core) Config() Config { return cv.cfg }
 
+// Live makes sure the execution of conversation id runs live: after a restart one that was open
+// is replayed now if the background has not reached it yet, so that what only a running flow
+// holds in memory (the stopper of its running turn, its live output) is there. The caller has
+// authorized the principal for id.
+//
+// Errors: ctx's, kernel.ErrStopped.
+//
+//	if err := cv.Live(ctx, id); err != nil { return err }
+func (cv *Conversations) Live(ctx context.Context, id string) error { return cv.k.Recover(ctx, id) }
+
 // kernel is the client's kernel; a flow has none here (it uses its Context's).
 func (cv *Conversations) kernel() *kernel.Kernel { return cv.k }
 

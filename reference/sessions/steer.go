@@ -354,6 +354,10 @@ func (s *Service) Stop(ctx context.Context, who loomtype.Identity, id string) (i
 	if err := ss.catchUpLocked(ctx); err != nil {
 		return 0, err
 	}
+	// A turn left open by a restart has its stopper once its conversation runs again.
+	if err := s.cv.Live(ctx, id); err != nil {
+		return 0, err
+	}
 	turn, asker, fire, ok := s.cv.Hub().Stopper(id)
 	switch {
 	case !ok && ss.lastAskedTurn > ss.lastReplyTurn:
