@@ -97,3 +97,43 @@ func TestSampled(t *testing.T) {
 		t.Fatalf("a sample of 49 of 50 has %d defects", len(got))
 	}
 }
+
+// TestEveryPatchApplies: each defect's patch applies to the tree as it is, so that a change to the
+// reference that moves a patched line is caught here and not as a missed defect in the self-test.
+func TestEveryPatchApplies(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "fixtures", "defects")
+	defects, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, d := range defects {
+		name := d.patchName()
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		overlay, err := patched(context.Background(), root, t.TempDir(), filepath.Join(dir, name+".patch"))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		for orig, repl := range overlay {
+			if repl == "" {
+				continue
+			}
+			a, _ := os.ReadFile(orig)
+			b, _ := os.ReadFile(repl)
+			if string(a) == string(b) {
+				t.Errorf("%s: the patched %s is the same as the original", name, orig)
+			}
+		}
+	}
+	if len(seen) < 100 {
+		t.Fatalf("only %d patches were checked", len(seen))
+	}
+}
