@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -40,6 +41,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	quick := fs.Bool("quick", false, "small sizes: a smoke run of seconds, not the figures")
 	out := fs.String("out", "", "also write the Markdown table to this file")
 	asJSON := fs.Bool("json", false, "print the result as JSON (every round's values) instead of the table")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
 	}
@@ -64,6 +66,19 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "loomcheck bench: no figure %q (figures: %s)\n", f, strings.Join(perf.Names(), ", "))
 			return exitUsage
 		}
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "loomcheck bench: %v\n", err)
+			return exitUsage
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "loomcheck bench: %v\n", err)
+			return exitUsage
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

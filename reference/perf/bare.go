@@ -1,11 +1,14 @@
 package perf
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"sync"
+
+	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
 
 // bare is the baseline server of the HTTP figures: a net/http server answering the routes the
@@ -17,6 +20,10 @@ type bare struct {
 	mu    sync.Mutex
 	n     int
 	convs map[string]*bareConv
+	// raw, when set, makes the durable writes a turn of the engine makes: accept commits before the
+	// 202, reply commits before the reply goes on the stream (openDurableBare).
+	raw           *sqlite.Raw
+	accept, reply int
 }
 
 type bareConv struct {
@@ -33,7 +40,27 @@ type bareEvent struct {
 
 // openBare serves a bare server on a loopback port.
 func openBare() (*target, *bare, error) {
-	b := &bare{convs: map[string]*bareConv{}}
+	return serveBare(&bare{convs: map[string]*bareConv{}})
+}
+
+// openDurableBare serves a bare server that makes, for every turn, the durable commits a turn of
+// the engine makes, as raw single-row SQLite INSERTs on raw: accept of them before it answers the
+// POST (the acknowledgement is durable) and reply of them before it puts the reply on the stream.
+func openDurableBare(raw *sqlite.Raw, accept, reply int) (*target, *bare, error) {
+	return serveBare(&bare{convs: map[string]*bareConv{}, raw: raw, accept: accept, reply: reply})
+}
+
+// commit makes n of the durable commits, if the server makes any.
+func (b *bare) commit(ctx context.Context, n int, data []byte) error {
+	for range n {
+		if err := b.raw.Insert(ctx, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func serveBare(b *bare) (*target, *bare, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /conversations", b.start)
 	mux.HandleFunc("POST /conversations/{id}/turns", b.turn)
@@ -78,9 +105,19 @@ func (b *bare) turn(w http.ResponseWriter, r *http.Request) {
 	turn := c.turns
 	c.mu.Unlock()
 	reply, _ := json.Marshal(entry{Turn: turn, Role: "assistant", Status: "complete", Text: `You said: "` + body.Text + `"`})
+	if err := b.commit(r.Context(), b.accept, []byte(body.Text)); err != nil {
+		http.Error(w, `{"error":"unavailable"}`, http.StatusServiceUnavailable)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusAccepted)
 	fmt.Fprintf(w, `{"messageId":"m-%d","delivered":true}`, turn)
+	if b.reply > 0 {
+		w.(http.Flusher).Flush() // the acknowledgement goes out before the reply's commits, as the engine's does
+	}
+	if err := b.commit(context.Background(), b.reply, reply); err != nil {
+		return // the client waits for a reply that never comes: the figure fails, as it should
+	}
 	c.events <- bareEvent{"message", reply}
 }
 

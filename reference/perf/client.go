@@ -83,10 +83,13 @@ func (e *env) options(dir, storeURL string, provider model.Provider) (reference.
 
 // openEngine opens an engine on dir (or, with storeURL, on that database) and serves it on a
 // loopback port.
-func (e *env) openEngine(dir, storeURL string, provider model.Provider) (*target, *reference.Engine, error) {
+func (e *env) openEngine(dir, storeURL string, provider model.Provider, tweak ...func(*reference.Options)) (*target, *reference.Engine, error) {
 	opt, err := e.options(dir, storeURL, provider)
 	if err != nil {
 		return nil, nil, err
+	}
+	for _, f := range tweak {
+		f(&opt)
 	}
 	eng, err := reference.Open(e.ctx, opt)
 	if err != nil {

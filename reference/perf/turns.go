@@ -3,9 +3,13 @@ package perf
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/loomcheck/loomcheck/reference"
+	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
 
 // turnLoad is what one run of concurrent conversations did.
@@ -132,6 +136,103 @@ func turns(e *env) ([]Row, error) {
 		e.logf("%s", line)
 	}
 	return append(rows, lat, over), nil
+}
+
+// writesPerTurn is the number of durable writes the engine makes for one turn: the store's count
+// over calibrationTurns turns of a conversation of its own, after one turn that is not counted.
+func writesPerTurn(ctx context.Context, t *target, eng *reference.Engine) (int, error) {
+	const calibrationTurns = 20
+	c, err := t.newConv(ctx, 1000)
+	if err != nil {
+		return 0, err
+	}
+	defer c.stop()
+	if err := c.listen(ctx); err != nil {
+		return 0, err
+	}
+	if _, err := c.turn(ctx, "warm up"); err != nil {
+		return 0, err
+	}
+	before := eng.DurableWrites()
+	for range calibrationTurns {
+		if _, err := c.turn(ctx, "hello"); err != nil {
+			return 0, err
+		}
+	}
+	n := int(math.Round(float64(eng.DurableWrites()-before) / calibrationTurns))
+	if n < 1 {
+		return 0, fmt.Errorf("the engine made %d durable writes in %d turns", eng.DurableWrites()-before, calibrationTurns)
+	}
+	return n, nil
+}
+
+// durableTurns: the median time of a turn at one conversation beside a bare server that makes the
+// same durable commits as the engine (as many as the engine's store counts per turn, the first
+// before the acknowledgement, the rest before the reply), as raw SQLite INSERTs with the same
+// synchronous setting; once with commits that wait for the disk (the default) and once with
+// synchronous NORMAL. What is left is the engine's own work per turn.
+func durableTurns(e *env) ([]Row, error) {
+	window := e.span(2*time.Second, 150*time.Millisecond)
+	type setting struct {
+		name   string
+		normal bool
+		eng    *target
+		bare   *target
+		writes int
+	}
+	settings := []*setting{{name: "synchronous FULL"}, {name: "synchronous NORMAL", normal: true}}
+	for i, s := range settings {
+		engT, eng, err := e.openEngine(filepath.Join(e.dir, fmt.Sprintf("durable-%d", i)), "", nil,
+			func(o *reference.Options) { o.SyncNormal = s.normal })
+		if err != nil {
+			return nil, err
+		}
+		defer engT.close()
+		s.eng = engT
+		if s.writes, err = writesPerTurn(e.ctx, engT, eng); err != nil {
+			return nil, err
+		}
+		raw, err := sqlite.OpenRaw(e.ctx, filepath.Join(e.dir, fmt.Sprintf("durable-raw-%d.db", i)), s.normal)
+		if err != nil {
+			return nil, err
+		}
+		defer raw.Close()
+		bareT, _, err := openDurableBare(raw, 1, s.writes-1)
+		if err != nil {
+			return nil, err
+		}
+		defer bareT.close()
+		s.bare = bareT
+	}
+	var rows []Row
+	for _, s := range settings {
+		base := fmt.Sprintf("bare net/http + %d raw SQLite INSERT commits per turn, %s", s.writes, s.name)
+		rows = append(rows,
+			Row{Measure: "median time per turn, 1 conversation, " + s.name, Unit: "ms", BaselineName: base},
+			Row{Measure: "overhead per turn beyond its durable commits (median, engine minus bare with the same commits), " + s.name,
+				Unit: "ms", Goal: Goal{Text: "<= 0.5 ms", Of: "measured", AtMost: true, Bound: 0.5}})
+	}
+	rows[0].Note = fmt.Sprintf("the engine's store counts %d durable writes per turn (%s) and %d (%s); the bare server commits as many, one before its 202 and the rest before the reply, for %v per run",
+		settings[0].writes, settings[0].name, settings[1].writes, settings[1].name, window)
+	for r := range e.rounds() {
+		line := fmt.Sprintf("round %d:", r+1)
+		for i, s := range settings {
+			b, err := runTurns(e.ctx, s.bare, 1, window)
+			if err != nil {
+				return nil, fmt.Errorf("durable bare: %w", err)
+			}
+			m, err := runTurns(e.ctx, s.eng, 1, window)
+			if err != nil {
+				return nil, err
+			}
+			rows[2*i].Baseline = append(rows[2*i].Baseline, ms(b.median))
+			rows[2*i].Measured = append(rows[2*i].Measured, ms(m.median))
+			rows[2*i+1].Measured = append(rows[2*i+1].Measured, ms(m.median-b.median))
+			line += fmt.Sprintf(" %s: bare %.3f ms, engine %.3f ms;", s.name, ms(b.median), ms(m.median))
+		}
+		e.logf("%s", line)
+	}
+	return rows, nil
 }
 
 // pgTurns: engine turns/s on PostgreSQL beside the same engine on SQLite, at 1 and 8

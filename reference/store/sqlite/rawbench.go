@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -24,8 +25,44 @@ import (
 //	d, err := sqlite.RawInserts(ctx, filepath.Join(dir, "raw.db"), false, payload, 500)
 //	rate := 500 / d.Seconds() // commits per second, synchronous FULL
 func RawInserts(ctx context.Context, path string, syncNormal bool, data []byte, n int) (time.Duration, error) {
+	r, err := OpenRaw(ctx, path, syncNormal)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	start := time.Now()
+	for i := range n {
+		if err := r.Insert(ctx, data); err != nil {
+			return 0, fmt.Errorf("%w (insert %d)", err, i+1)
+		}
+	}
+	return time.Since(start), nil
+}
+
+// Raw is the baseline RawInserts measures, one commit at a time: a new SQLite database with the
+// store's pragmas and a table of the events table's shape, written by single-row autocommit
+// INSERTs through one prepared statement on one connection. Other baselines (a bare server that
+// makes a turn's durable writes) use it to do the same commits as the engine without the engine.
+// It is safe for concurrent use; the INSERTs are serialised, as one connection's are.
+//
+//	r, err := sqlite.OpenRaw(ctx, filepath.Join(dir, "raw.db"), false)
+//	defer r.Close()
+//	err = r.Insert(ctx, payload) // one durable commit
+type Raw struct {
+	mu   sync.Mutex
+	db   *sql.DB
+	conn *sql.Conn
+	stmt *sql.Stmt
+	n    int64
+}
+
+// OpenRaw creates the database at path (which must not exist) with the pragmas Open uses (WAL,
+// synchronous FULL, or NORMAL with syncNormal) and its events table.
+//
+// Errors: path exists or cannot be read; the database cannot be created.
+func OpenRaw(ctx context.Context, path string, syncNormal bool) (*Raw, error) {
 	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
-		return 0, fmt.Errorf("store: raw inserts: %s exists or cannot be read (%v)", path, err)
+		return nil, fmt.Errorf("store: raw inserts: %s exists or cannot be read (%v)", path, err)
 	}
 	syncMode := "FULL"
 	if syncNormal {
@@ -37,14 +74,13 @@ func RawInserts(ctx context.Context, path string, syncNormal bool, data []byte, 
 	q.Add("_pragma", "busy_timeout(10000)")
 	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
 	if err != nil {
-		return 0, fmt.Errorf("store: raw inserts: %w", err)
+		return nil, fmt.Errorf("store: raw inserts: %w", err)
 	}
-	defer db.Close()
 	conn, err := db.Conn(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("store: raw inserts: %w", err)
+		db.Close()
+		return nil, fmt.Errorf("store: raw inserts: %w", err)
 	}
-	defer conn.Close()
 	if _, err := conn.ExecContext(ctx, `CREATE TABLE events (
 	stream TEXT NOT NULL,
 	gen    INTEGER NOT NULL,
@@ -55,18 +91,35 @@ func RawInserts(ctx context.Context, path string, syncNormal bool, data []byte, 
 	sum    INTEGER,
 	PRIMARY KEY (stream, gen, seq)
 ) WITHOUT ROWID`); err != nil {
-		return 0, fmt.Errorf("store: raw inserts: %w", err)
+		conn.Close()
+		db.Close()
+		return nil, fmt.Errorf("store: raw inserts: %w", err)
 	}
 	stmt, err := conn.PrepareContext(ctx, `INSERT INTO events (stream, gen, seq, kind, data, time, sum) VALUES (?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
-		return 0, fmt.Errorf("store: raw inserts: %w", err)
+		conn.Close()
+		db.Close()
+		return nil, fmt.Errorf("store: raw inserts: %w", err)
 	}
-	defer stmt.Close()
-	start := time.Now()
-	for i := range n {
-		if _, err := stmt.ExecContext(ctx, "x/raw", 0, i+1, "decision", data, time.Now().UnixMilli(), i); err != nil {
-			return 0, fmt.Errorf("store: raw inserts: insert %d: %w", i+1, err)
-		}
+	return &Raw{db: db, conn: conn, stmt: stmt}, nil
+}
+
+// Insert commits one row holding data, in a transaction of its own.
+//
+// Errors: the INSERT fails (ctx ending or a closed Raw included).
+func (r *Raw) Insert(ctx context.Context, data []byte) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.n++
+	if _, err := r.stmt.ExecContext(ctx, "x/raw", 0, r.n, "decision", data, time.Now().UnixMilli(), r.n); err != nil {
+		return fmt.Errorf("store: raw inserts: %w", err)
 	}
-	return time.Since(start), nil
+	return nil
+}
+
+// Close closes the statement, the connection and the database.
+func (r *Raw) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return errors.Join(r.stmt.Close(), r.conn.Close(), r.db.Close())
 }
