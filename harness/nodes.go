@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -106,28 +105,41 @@ func (d *nodes) addrs() []string {
 func (d *nodes) URL() string { return "http://" + d.cfg.Listen }
 
 // holder is the index of the node that holds the lease, as the running nodes themselves answer
-// (a follower's answer waits, bounded, until some node holds it).
+// (a follower's answer waits, bounded, until some node holds it). An answer cut on its way (a
+// follower whose holder just died may end the connection as the holder's crash did) is asked
+// again, a few times.
 func (d *nodes) holder() (int, error) {
 	hc := &http.Client{Timeout: 4*d.lease + 10*time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	for _, p := range d.procs {
-		if p.cmd == nil {
-			continue
+	var last error
+	for try := range holderTries {
+		if try > 0 {
+			time.Sleep(100 * time.Millisecond)
 		}
-		resp, err := hc.Get("http://" + p.cfg.Listen + "/.well-known/loom")
-		if err != nil {
-			continue
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		name := resp.Header.Get(nodeHeader)
-		for j, q := range d.procs {
-			if q.cmd != nil && q.cfg.Node.ID == name {
-				return j, nil
+		for _, p := range d.procs {
+			if p.cmd == nil {
+				continue
 			}
+			resp, err := hc.Get("http://" + p.cfg.Listen + "/.well-known/loom")
+			if err != nil {
+				last = err
+				continue
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			name := resp.Header.Get(nodeHeader)
+			for j, q := range d.procs {
+				if q.cmd != nil && q.cfg.Node.ID == name {
+					return j, nil
+				}
+			}
+			last = fmt.Errorf("%s answered %d naming %q", p.cfg.Node.ID, resp.StatusCode, name)
 		}
 	}
-	return 0, errors.New("no running node names a lease holder in its answers (Loom-Node)")
+	return 0, fmt.Errorf("no running node names a lease holder in its answers (Loom-Node); the last answer: %v", last)
 }
+
+// holderTries is how many times holder asks the running nodes before it gives up.
+const holderTries = 3
 
 func (d *nodes) Crash() error {
 	i, err := d.holder()

@@ -150,13 +150,23 @@ type (
 type forwardTransport struct{ reuse, fresh http.RoundTripper }
 
 func (t forwardTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Body == nil || r.Body == http.NoBody {
-		switch r.Method {
-		case http.MethodGet, http.MethodHead, http.MethodOptions:
-			return t.reuse.RoundTrip(r)
-		}
+	if replayable(r) {
+		return t.reuse.RoundTrip(r)
 	}
 	return t.fresh.RoundTrip(r)
+}
+
+// replayable: r has no body and its method changes nothing (GET, HEAD, OPTIONS), so it may be
+// sent to the holder again.
+func replayable(r *http.Request) bool {
+	if r.Body != nil && r.Body != http.NoBody {
+		return false
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return true
+	}
+	return false
 }
 
 // run takes the lease whenever it is free, until the node closes.
@@ -392,10 +402,11 @@ func (n *Node) refreshHolder(ctx context.Context) store.Lease {
 	return l
 }
 
-// forward sends r to the holder at base. done is false when the holder could not be reached
-// before it saw the request (its connection was refused): nothing was written to w then, and the
-// request may be tried again. A holder that dies after it saw the request ends w's connection, as
-// the holder's own crash would have.
+// forward sends r to the holder at base. done is false when nothing was written to w and the
+// request may be tried again: the holder could not be reached before it saw the request (its
+// connection was refused), or the request changes nothing (replayable, not an upgrade) and no
+// answer came. A holder that dies after it saw any other request ends w's connection, as the
+// holder's own crash would have.
 func (n *Node) forward(w http.ResponseWriter, r *http.Request, base string) (done bool, err error) {
 	target, perr := url.Parse(base)
 	if perr != nil {
@@ -407,12 +418,19 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, base string) (don
 	if failed == nil {
 		return true, nil
 	}
+	if r.Context().Err() != nil {
+		return true, failed // the client went away
+	}
 	var op *net.OpError
 	if errors.As(failed, &op) && op.Op == "dial" {
 		return false, failed
 	}
-	if r.Context().Err() != nil {
-		return true, failed // the client went away
+	if replayable(r) && r.Header.Get("Upgrade") == "" {
+		// The proxy calls its error handler only when no answer came, before anything was
+		// written to w; a request without a body that changes nothing (a GET) may be sent again,
+		// whether or not the dead holder saw it. (A holder killed with kept-alive connections
+		// open fails the GET that met one of them with an EOF or a reset, not a refused dial.)
+		return false, failed
 	}
 	// The holder saw the request and died (or answered nothing): as its crash would, the
 	// connection ends without an answer.

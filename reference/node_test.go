@@ -225,3 +225,4 @@ func TestNodeConfiguration(t *testing.T) {
 	_, err = reference.FromConfig(c)
 	require.ErrorIs(t, err, loomtype.ErrConfig, "a node without a shared database")
 }
+
