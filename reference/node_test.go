@@ -225,4 +225,3 @@ func TestNodeConfiguration(t *testing.T) {
 	_, err = reference.FromConfig(c)
 	require.ErrorIs(t, err, loomtype.ErrConfig, "a node without a shared database")
 }
-
