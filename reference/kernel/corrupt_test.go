@@ -41,6 +41,17 @@ func TestADamagedExecutionIsRefusedNotFailed(t *testing.T) {
 		require.True(t, send(t, r.k, id, "m1", "hello"))
 	}
 	waitFor(t, "both replies", func() bool { return calls.Load() == 2 })
+	// A decision is committed with the execution's next wait: the crash comes once both are on
+	// disk, so that recovery makes none of them again.
+	waitFor(t, "both replies recorded", func() bool {
+		for _, id := range []string{"bad", "good"} {
+			tr := r.transcript(id, 0)
+			if len(tr) == 0 || tr[len(tr)-1] != `decision o1:reply = "re: hello"` {
+				return false
+			}
+		}
+		return true
+	})
 	r.crash()
 	st, err := sqlite.Open(context.Background(), r.path, sqlite.Options{})
 	require.NoError(t, err)
@@ -79,5 +90,6 @@ func TestADamagedExecutionIsRefusedNotFailed(t *testing.T) {
 	require.Equal(t, map[string]int{"bad": 1}, reported)
 	mu.Unlock()
 	require.True(t, send(t, k, "good", "m2", "more"))
-	waitFor(t, "the good one answers", func() bool { return calls.Load() == 3 })
+	waitFor(t, "the good one answers", func() bool { return calls.Load() >= 3 })
+	require.EqualValues(t, 3, calls.Load(), "the good one answered m2 once, and made no decision of m1 again")
 }
