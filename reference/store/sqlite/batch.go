@@ -91,6 +91,7 @@ type batch struct {
 	armed   *request // the member whose write is the one the crash hook was armed for
 	pending map[headKey]int64
 	scratch []byte
+	changes []*applied
 }
 
 // Update implements store.Store: fn runs in a write transaction, on the caller's goroutine, and
@@ -366,6 +367,7 @@ func (s *SQLite) rollback(r *request, first bool) {
 func (s *SQLite) finish() {
 	b := &s.b
 	var failed error
+	held := false // the view, from before the COMMIT until it holds the outcome
 	if b.inTx && b.broken == nil && s.lost.Load() {
 		b.broken = errTxLost
 	}
@@ -374,6 +376,8 @@ func (s *SQLite) finish() {
 		_ = s.exec(s.ws.rollback) // whether or not a transaction is still open
 		failed = b.broken
 	case b.inTx:
+		s.view.hold()
+		held = true
 		if err := s.exec(s.ws.commit); err != nil {
 			// Whether a failed COMMIT kept anything is not known: the heads are read again.
 			_ = s.exec(s.ws.rollback)
@@ -386,6 +390,9 @@ func (s *SQLite) finish() {
 	if failed != nil {
 		clear(b.pending)
 		s.heads.reset()
+		if held {
+			s.view.resetHeld()
+		}
 		for _, r := range b.members {
 			if r.ok {
 				r.ok, r.err = false, failed
@@ -396,6 +403,17 @@ func (s *SQLite) finish() {
 	for k, h := range b.pending {
 		s.heads.put(k, h)
 	}
+	changes := b.changes[:0]
+	for _, r := range b.members {
+		if r.ok {
+			changes = append(changes, &r.t.chg)
+		}
+	}
+	if held {
+		s.view.commitHeld(changes, b.pending)
+	}
+	clear(changes)
+	b.changes = changes[:0]
 	clear(b.pending)
 	var appended int64
 	for _, r := range b.members {

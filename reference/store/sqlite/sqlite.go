@@ -81,6 +81,14 @@ type Options struct {
 	// holds no store (the data was deleted, or a volume did not mount): Open then starts a new,
 	// empty store in its place. Without it Open refuses with store.ErrMissing.
 	AllowEmpty bool
+	// Cached names the streams and metadata keys whose newest committed state the store keeps in
+	// memory and answers reads from (view.go): a read of a cached stream's last few events, or of
+	// a cached key, then touches no SQL. The store's handle is the only writer of its file, so
+	// what it committed is what the file holds, unless the file is changed behind its back: a
+	// read answered from memory does not notice that, as a read of the database does, so cache
+	// only what no caller reads to check the stored past. nil caches nothing. Heads (a stream's
+	// newest sequence) are always answered from memory when the writer knows them.
+	Cached func(name string) bool
 }
 
 // SQLite is the reference Store: one SQLite file in WAL mode, one writer connection taking
@@ -121,8 +129,10 @@ type SQLite struct {
 	// b is the transaction in progress and heads the committed heads the writer knows, under
 	// wmu. lost is set by the writer connection's rollback hook: the transaction in progress
 	// was rolled back (by the store, or by SQLite on its own).
-	b      batch
-	heads  headCache
+	b     batch
+	heads headCache
+	// view is what the readers are answered from without SQL when it knows the answer (view.go).
+	view   *view
 	lost   atomic.Bool
 	dead   atomic.Bool
 	closed bool
@@ -211,7 +221,7 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
-	s := &SQLite{w: w, path: path, subs: map[string]map[*sub]struct{}{}, released: make(chan struct{}),
+	s := &SQLite{w: w, path: path, subs: map[string]map[*sub]struct{}{}, released: make(chan struct{}), view: newView(opt.Cached),
 		b: batch{back: make(chan struct{})}}
 	// A store of a newer schema is refused before the schema below could add to it.
 	if _, err := s.checkVersion(ctx); err != nil {
@@ -417,6 +427,9 @@ func (s *SQLite) ReadForward(ctx context.Context, stream string, gen, after int6
 	if err := s.alive(); err != nil {
 		return nil, err
 	}
+	if evs, ok := s.view.forward(headKey{stream, gen}, after, clampLimit(limit)); ok {
+		return evs, nil
+	}
 	evs, err := s.query(ctx, s.rs.forward, stream, gen, after, clampLimit(limit))
 	if err != nil {
 		return nil, err
@@ -498,6 +511,9 @@ func (s *SQLite) Head(ctx context.Context, stream string, gen int64) (int64, err
 	if err := s.alive(); err != nil {
 		return 0, err
 	}
+	if h, ok := s.view.head(headKey{stream, gen}); ok {
+		return h, nil
+	}
 	var h int64
 	err := s.rs.head.QueryRowContext(ctx, stream, gen).Scan(&h)
 	if err != nil {
@@ -511,10 +527,14 @@ func (s *SQLite) Meta(ctx context.Context, key string) ([]byte, bool, error) {
 	if err := s.alive(); err != nil {
 		return nil, false, err
 	}
-	var v []byte
+	v, present, known, epoch := s.view.metaOf(key)
+	if known {
+		return v, present, nil
+	}
 	var sum sql.NullInt64
 	err := s.rs.meta.QueryRowContext(ctx, key).Scan(&v, &sum)
 	if errors.Is(err, sql.ErrNoRows) {
+		s.view.fillMeta(key, nil, false, epoch)
 		return nil, false, nil
 	}
 	if err != nil {
@@ -523,6 +543,7 @@ func (s *SQLite) Meta(ctx context.Context, key string) ([]byte, bool, error) {
 	if !checkSum(sum, metaSum(key, v)) {
 		return nil, false, &store.CorruptError{Path: s.path, Table: "meta", Key: key, Reason: "checksum does not match"}
 	}
+	s.view.fillMeta(key, v, true, epoch)
 	return v, true, nil
 }
 

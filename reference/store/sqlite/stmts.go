@@ -17,6 +17,7 @@ type writeStmts struct {
 	head, has, insert                 *sql.Stmt
 	putMeta, meta                     *sql.Stmt
 	remembered, rememberTop, remember *sql.Stmt
+	renumber                          *sql.Stmt
 	forget, lease, putLease           *sql.Stmt
 }
 
@@ -55,7 +56,14 @@ func prepareAll(ctx context.Context, p preparer, stmts map[**sql.Stmt]string) er
 }
 
 func (w *writeStmts) prepare(ctx context.Context, p preparer) error {
-	return prepareAll(ctx, p, map[**sql.Stmt]string{
+	return prepareAll(ctx, p, w.queries())
+}
+
+// queries are the writer's statements and their SQL: the one list both prepare and close use, so
+// that no statement stays open on the connection when it closes (SQLite would then keep its
+// write-ahead log instead of folding it into the database).
+func (w *writeStmts) queries() map[**sql.Stmt]string {
+	return map[**sql.Stmt]string{
 		&w.begin:       `BEGIN IMMEDIATE`,
 		&w.commit:      `COMMIT`,
 		&w.rollback:    `ROLLBACK`,
@@ -70,17 +78,21 @@ func (w *writeStmts) prepare(ctx context.Context, p preparer) error {
 		&w.remembered:  `SELECT n, sum FROM remembered WHERE scope = ? AND key = ?`,
 		&w.rememberTop: `SELECT COALESCE(MAX(n), 0) FROM remembered WHERE scope = ?`,
 		&w.remember:    `INSERT INTO remembered (scope, key, n, sum) VALUES (?, ?, ?, ?)`,
+		&w.renumber:    `UPDATE remembered SET n = ?, sum = ? WHERE scope = ? AND key = ?`,
 		&w.forget:      `DELETE FROM remembered WHERE scope = ? AND n <= ?`,
 		&w.lease:       leaseQuery,
 		&w.putLease: `INSERT INTO leases (name, holder, note, token, expires, sum) VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT(name) DO UPDATE SET holder = excluded.holder, note = excluded.note, token = excluded.token,
 			expires = excluded.expires, sum = excluded.sum`,
-	})
+	}
 }
 
 func (w *writeStmts) close() error {
-	return closeAll(w.begin, w.commit, w.rollback, w.savepoint, w.release, w.rollbackTo, w.head, w.has, w.insert,
-		w.putMeta, w.meta, w.remembered, w.rememberTop, w.remember, w.forget, w.lease, w.putLease)
+	var stmts []*sql.Stmt
+	for st := range w.queries() {
+		stmts = append(stmts, *st)
+	}
+	return closeAll(stmts...)
 }
 
 func (r *readStmts) prepare(ctx context.Context, p preparer) error {

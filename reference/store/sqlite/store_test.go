@@ -83,17 +83,25 @@ func TestOpenRefusesWhatIsNotAStore(t *testing.T) {
 	require.Error(t, err, "a directory that does not exist")
 }
 
-// TestStore runs the store suite against SQLite: one handle at a time on one file.
+// TestStore runs the store suite against SQLite: one handle at a time on one file, once reading
+// everything from the database and once with every stream and key cached (Options.Cached).
 func TestStore(t *testing.T) {
-	storetest.Run(t, storetest.Backend{
-		Fresh: func(t *testing.T) func(t *testing.T) store.Store {
-			path := filepath.Join(t.TempDir(), "loom.db")
-			return func(t *testing.T) store.Store {
-				t.Helper()
-				st, err := sqlite.Open(bg, path, sqlite.Options{})
-				require.NoError(t, err)
-				return st
-			}
-		},
-	})
+	for _, c := range []struct {
+		name   string
+		cached func(string) bool
+	}{{"uncached", nil}, {"cached", func(string) bool { return true }}} {
+		t.Run(c.name, func(t *testing.T) {
+			storetest.Run(t, storetest.Backend{
+				Fresh: func(t *testing.T) func(t *testing.T) store.Store {
+					path := filepath.Join(t.TempDir(), "loom.db")
+					return func(t *testing.T) store.Store {
+						t.Helper()
+						st, err := sqlite.Open(bg, path, sqlite.Options{Cached: c.cached})
+						require.NoError(t, err)
+						return st
+					}
+				},
+			})
+		})
+	}
 }

@@ -26,6 +26,8 @@ type tx struct {
 	appended, bytes int64
 	// undo puts back the heads of pending this Update changed.
 	undo []headUndo
+	// chg is what the Update wrote, applied to the view once it has committed.
+	chg applied
 }
 
 // usable refuses every statement of a transaction SQLite has rolled back on its own: it would
@@ -163,11 +165,14 @@ func (t *tx) Append(stream string, gen, expect int64, evs ...store.NewEvent) (in
 				// The head is past the one expected (or past the one the writer knew, which
 				// only a write bypassing the store could do): the head is read again.
 				t.s.heads.drop(k)
+				t.s.view.drop(k)
 				return 0, t.conflict(k, expect)
 			}
 			return 0, fmt.Errorf("store: append %s/%d: %w", stream, gen, err)
 		}
 		h = seq
+		t.chg.evs = append(t.chg.evs, store.Event{Stream: stream, Gen: gen, Seq: seq, Kind: e.Kind,
+			Data: append([]byte(nil), e.Data...), Time: t.now})
 		t.appended++
 		t.bytes += int64(len(e.Kind) + len(e.Data))
 	}
@@ -203,6 +208,7 @@ func (t *tx) PutMeta(key string, val []byte) error {
 	if err := t.s.exec(t.s.ws.putMeta, key, val, metaSum(key, val)); err != nil {
 		return fmt.Errorf("store: put meta %s: %w", key, err)
 	}
+	t.chg.metas = append(t.chg.metas, metaPut{key: key, val: append([]byte(nil), val...)})
 	t.wrote = true
 	return nil
 }
@@ -227,6 +233,18 @@ func (t *tx) Meta(key string) ([]byte, bool, error) {
 	return v, true, nil
 }
 
+// Remembered sets. A key's row holds its number in its scope (1, 2, 3... in the order keys were
+// added); the key is remembered while its number is among the newest keep. The writer knows the
+// newest number of each scope it has met (kept with the heads, under topKey), so adding a key
+// reads nothing more than the lookup of the key itself. A key that leaves the window is not
+// deleted at once: the scope is swept every forgetEvery keys, and until then a lookup that finds
+// it judges it by its number, so the answers are those of a set that forgets at once, at a
+// fraction of the deletes (a delete touches the oldest rows' pages, a write of its own).
+const forgetEvery = 32
+
+// topKey is where the heads keep scope's newest number: no stream has a negative generation.
+func topKey(scope string) headKey { return headKey{stream: scope, gen: -1} }
+
 // Remember implements store.Tx.
 func (t *tx) Remember(scope, key string, keep int) (bool, error) {
 	if err := t.usable(); err != nil {
@@ -236,27 +254,51 @@ func (t *tx) Remember(scope, key string, keep int) (bool, error) {
 	var n int64
 	var sum sql.NullInt64
 	err := ws.remembered.QueryRow(scope, key).Scan(&n, &sum)
-	if err == nil {
+	found := err == nil
+	switch {
+	case found:
 		if !checkSum(sum, rememberedSum(scope, key, n)) {
 			return false, &store.CorruptError{Path: t.s.path, Table: "remembered", Key: scope + "/" + key, Reason: "checksum does not match"}
 		}
+	case !errors.Is(err, sql.ErrNoRows):
+		return false, fmt.Errorf("store: remember: %w", err)
+	}
+	top, err := t.top(scope)
+	if err != nil {
+		return false, err
+	}
+	if found && (keep <= 0 || n > top-int64(keep)) {
 		return false, nil
 	}
-	if !errors.Is(err, sql.ErrNoRows) {
+	n = top + 1
+	if found { // forgotten, not swept yet: it comes back as the newest
+		err = t.s.exec(ws.renumber, n, rememberedSum(scope, key, n), scope, key)
+	} else {
+		err = t.s.exec(ws.remember, scope, key, n, rememberedSum(scope, key, n))
+	}
+	if err != nil {
 		return false, fmt.Errorf("store: remember: %w", err)
 	}
-	var top int64
-	if err := ws.rememberTop.QueryRow(scope).Scan(&top); err != nil {
-		return false, fmt.Errorf("store: remember: %w", err)
-	}
-	if err := t.s.exec(ws.remember, scope, key, top+1, rememberedSum(scope, key, top+1)); err != nil {
-		return false, fmt.Errorf("store: remember: %w", err)
-	}
+	t.moved(topKey(scope), n)
 	t.wrote = true
-	if keep > 0 && top+1 > int64(keep) {
-		if err := t.s.exec(ws.forget, scope, top+1-int64(keep)); err != nil {
+	if keep > 0 && n > int64(keep) && n%forgetEvery == 0 {
+		if err := t.s.exec(ws.forget, scope, n-int64(keep)); err != nil {
 			return false, fmt.Errorf("store: forget: %w", err)
 		}
 	}
 	return true, nil
+}
+
+// top is scope's newest number as this transaction sees it, 0 for an empty scope.
+func (t *tx) top(scope string) (int64, error) {
+	k := topKey(scope)
+	if h, ok := t.known(k); ok {
+		return h, nil
+	}
+	var top int64
+	if err := t.s.ws.rememberTop.QueryRow(scope).Scan(&top); err != nil {
+		return 0, fmt.Errorf("store: remember: %w", err)
+	}
+	t.s.heads.put(k, top) // not in pending: what was read is committed
+	return top, nil
 }
