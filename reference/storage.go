@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/store"
 	"github.com/loomcheck/loomcheck/reference/store/postgres"
@@ -65,7 +66,8 @@ func openStore(ctx context.Context, opt Options) (store.Store, error) {
 		}
 		return postgres.Open(ctx, opt.StoreURL, postgres.Options{})
 	}
-	return sqlite.Open(ctx, filepath.Join(opt.DataDir, dbFile), sqlite.Options{SyncNormal: opt.SyncNormal, AllowEmpty: opt.AllowEmpty})
+	return sqlite.Open(ctx, filepath.Join(opt.DataDir, dbFile), sqlite.Options{SyncNormal: opt.SyncNormal, AllowEmpty: opt.AllowEmpty,
+		Cached: kernel.Bookkeeping})
 }
 
 var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)

@@ -230,8 +230,7 @@ func (c *Context) markLive() {
 func describe(ev store.Event) string {
 	switch ev.Kind {
 	case kindDecision:
-		var d evDecision
-		_ = json.Unmarshal(ev.Data, &d)
+		d, _ := decodeDecision(ev.Data)
 		return "decision " + d.ID
 	case kindStepStart:
 		var s evStep
@@ -300,8 +299,7 @@ func (c *Context) Decide(id string, fn func() (json.RawMessage, error)) (json.Ra
 		ev := c.log[c.pos]
 		switch ev.Kind {
 		case kindDecision:
-			var d evDecision
-			if err := json.Unmarshal(ev.Data, &d); err == nil && d.ID == id {
+			if d, err := decodeDecision(ev.Data); err == nil && d.ID == id {
 				c.pos++
 				c.mu.Unlock()
 				return d.Value, nil
@@ -319,8 +317,7 @@ func (c *Context) Decide(id string, fn func() (json.RawMessage, error)) (json.Ra
 				j++
 			}
 			if j < len(c.log) && c.log[j].Kind == kindDecision {
-				var d evDecision
-				if err := json.Unmarshal(c.log[j].Data, &d); err == nil && d.ID == id && len(d.Inner) == j-c.pos {
+				if d, err := decodeDecision(c.log[j].Data); err == nil && d.ID == id && len(d.Inner) == j-c.pos {
 					c.pos = j + 1
 					c.mu.Unlock()
 					return d.Value, nil

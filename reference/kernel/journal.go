@@ -1,7 +1,9 @@
 package kernel
 
 import (
+	"bytes"
 	"encoding/json"
+	"strings"
 
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 )
@@ -18,6 +20,17 @@ func dedupeScope(id string) string { return "dd/" + id }
 
 // metaPrefix begins every execution record's key.
 const metaPrefix = "exec/"
+
+// Bookkeeping reports whether name, a stream or metadata key of the kernel's store, is one the
+// kernel reads for its own bookkeeping, right after writing it through the same store: an
+// execution's inbox (read after each wake-up) and its record (read by every request that names
+// the execution). The logs, which callers read back as the stored past, are not. A store may
+// answer reads of these from what it committed (sqlite.Options.Cached).
+//
+//	st, err := sqlite.Open(ctx, path, sqlite.Options{Cached: kernel.Bookkeeping})
+func Bookkeeping(name string) bool {
+	return strings.HasPrefix(name, inboxStream("")) || strings.HasPrefix(name, metaPrefix)
+}
 
 // Event kinds of an execution's log.
 const (
@@ -57,3 +70,36 @@ type evEnd struct {
 	Output json.RawMessage `json:"output,omitempty"`
 	Error  string          `json:"error,omitempty"`
 }
+
+// decodeDecision decodes a decision event's data. What the kernel writes for a decision without
+// inner steps is {"id":"<id>","value":<value>}, and that shape is read without decoding the value
+// (only checked to be one JSON value); anything else (inner steps, an id with escapes, other
+// spacing) is decoded by encoding/json. Both give the same evDecision; Value may share data's
+// bytes.
+func decodeDecision(data []byte) (evDecision, error) {
+	const pre, mid = `{"id":"`, `","value":`
+	if bytes.HasPrefix(data, []byte(pre)) && !bytes.HasSuffix(data, []byte("]}")) && data[len(data)-1] == '}' {
+		rest := data[len(pre) : len(data)-1]
+		if i := bytes.IndexByte(rest, '"'); i >= 0 && plainID(rest[:i]) && bytes.HasPrefix(rest[i:], []byte(mid)) {
+			if v := rest[i+len(mid):]; len(v) > 0 && !jsonSpace(v[0]) && !jsonSpace(v[len(v)-1]) && json.Valid(v) {
+				return evDecision{ID: string(rest[:i]), Value: v[:len(v):len(v)]}, nil
+			}
+		}
+	}
+	var d evDecision
+	err := json.Unmarshal(data, &d)
+	return d, err
+}
+
+// plainID reports whether b is an id that JSON quotes as it is: printable ASCII without a
+// backslash or a quote.
+func plainID(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c >= 0x7f || c == '\\' || c == '"' {
+			return false
+		}
+	}
+	return true
+}
+
+func jsonSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

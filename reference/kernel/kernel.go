@@ -172,6 +172,8 @@ type Kernel struct {
 	// recovered is closed once the background recovery is over (see Recovered).
 	recovered chan struct{}
 	infos     map[string]Info
+	// decoded spares StoredInfo decoding a record it decoded before.
+	decoded decodedInfos
 	// damaged holds the executions refused for damaged storage, with the damage: each call on
 	// one answers that error, nothing of it runs and nothing is recorded for it.
 	damaged map[string]error

@@ -1,11 +1,13 @@
 package kernel
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/store"
@@ -59,8 +61,7 @@ func logEvent(ev store.Event) LogEvent {
 	out := LogEvent{Gen: ev.Gen, Seq: ev.Seq, Kind: ev.Kind, Data: ev.Data, Time: ev.Time}
 	switch ev.Kind {
 	case kindDecision:
-		var d evDecision
-		if json.Unmarshal(ev.Data, &d) == nil {
+		if d, err := decodeDecision(ev.Data); err == nil {
 			out.Decision = &Decision{ID: d.ID, Value: d.Value}
 		}
 	case kindStarted:
@@ -133,8 +134,7 @@ func (k *Kernel) StoredInfo(ctx context.Context, id string) (Info, error) {
 	if !present {
 		raw = absentRecord
 	}
-	var in Info
-	derr := json.Unmarshal(raw, &in)
+	in, derr := k.decoded.info(id, raw)
 	switch {
 	case err != nil:
 		return Info{}, err
@@ -268,4 +268,48 @@ func (k *Kernel) AuxHead(ctx context.Context, id, name string) (int64, error) {
 		return 0, err
 	}
 	return k.st.Head(ctx, stream, 0)
+}
+
+// decodedInfos remembers the last record of each execution it decoded, so that a record read
+// again unchanged (every request reads its conversation's) is not decoded again. Bounded: two
+// generations of decodedKept ids.
+type decodedInfos struct {
+	mu       sync.Mutex
+	cur, old map[string]decodedInfo
+}
+
+type decodedInfo struct {
+	raw []byte
+	in  Info
+}
+
+const decodedKept = 4096
+
+// info decodes raw, the stored record of id, or answers what it decoded when it last met the
+// same bytes. The Info returned is the caller's own.
+func (d *decodedInfos) info(id string, raw []byte) (Info, error) {
+	d.mu.Lock()
+	e, ok := d.cur[id]
+	if !ok {
+		e, ok = d.old[id]
+	}
+	d.mu.Unlock()
+	if ok && bytes.Equal(e.raw, raw) {
+		in := e.in
+		in.Output = bytes.Clone(in.Output)
+		return in, nil
+	}
+	var in Info
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return Info{}, err
+	}
+	kept := in
+	kept.Output = bytes.Clone(in.Output)
+	d.mu.Lock()
+	if d.cur == nil || len(d.cur) >= decodedKept {
+		d.old, d.cur = d.cur, make(map[string]decodedInfo)
+	}
+	d.cur[id] = decodedInfo{raw: bytes.Clone(raw), in: kept}
+	d.mu.Unlock()
+	return in, nil
 }

@@ -15,7 +15,7 @@ import (
 // EntryOf returns the transcript entry an event holds, if it holds one.
 func EntryOf(ev kernel.LogEvent) (loomtype.Entry, bool) {
 	d := ev.Decision
-	if d == nil || len(d.Value) == 0 || d.Value[0] != '{' {
+	if d == nil || len(d.Value) == 0 || d.Value[0] != '{' || !mayHoldRec(d.Value) {
 		return loomtype.Entry{}, false
 	}
 	var v struct {
@@ -27,6 +27,26 @@ func EntryOf(ev kernel.LogEvent) (loomtype.Entry, bool) {
 	e := v.Rec.Entry()
 	e.Cursor = loomtype.Cursor{Gen: ev.Gen, Seq: ev.Seq}.String()
 	return e, true
+}
+
+// mayHoldRec reports whether the JSON object v may have a member named "rec" (which
+// encoding/json matches in any case): false only when no quoted "rec" appears in it, in any
+// case, and it holds no \u escape that could spell one. It spares decoding the decisions that
+// are not records, most of a log.
+func mayHoldRec(v []byte) bool {
+	for i := 0; i+4 < len(v); i++ {
+		switch v[i] {
+		case '"':
+			if v[i+4] == '"' && v[i+1]|0x20 == 'r' && v[i+2]|0x20 == 'e' && v[i+3]|0x20 == 'c' {
+				return true
+			}
+		case '\\':
+			if v[i+1] == 'u' {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // TurnsOf reads the count of accepted turns an event of a conversation's log holds, if any

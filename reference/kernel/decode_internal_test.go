@@ -1,0 +1,96 @@
+package kernel
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// decodeDecision reads every decision as encoding/json does: the shape the kernel writes without
+// decoding the value, anything else through encoding/json.
+func TestDecodeDecisionReadsAsJSONDoes(t *testing.T) {
+	written := func(id string, v string, inner ...string) []byte {
+		b, err := json.Marshal(evDecision{ID: id, Value: json.RawMessage(v), Inner: inner})
+		require.NoError(t, err)
+		return b
+	}
+	cases := [][]byte{
+		written("conv#o1:verify", `{"ok":true,"turns":0}`),
+		written("clock", `1712`),
+		written("n", `null`),
+		written("arr", `[1,2,3]`),
+		written("s", `"a string with \"quotes\" and ]}"`),
+		written("with inner", `{"a":1}`, "step#1", "step#2"),
+		written("esc\"aped", `true`),
+		written("<html>&", `{"x":"<b>"}`),
+		written("ünï", `{}`),
+		[]byte(`{"id":"x","value":1,"junk":2}`),
+		[]byte(`{"id":"x","value":{"a":1}}  `),
+		[]byte(`{"id":"x","value": {"a":1}}`),
+		[]byte(`{"value":1,"id":"x"}`),
+		[]byte(`{"id":"x","value":}`),
+		[]byte(`{"id":"x","value":{]}`),
+		[]byte(`{"id":"x\u0041","value":2}`),
+		[]byte(`{"id":"x","value":2,"inner":["a"]}`),
+		[]byte(`{"id":"x"}`),
+		[]byte(`not json`),
+		[]byte(`{"id":"`),
+	}
+	for _, c := range cases {
+		checkDecodeDecision(t, c)
+	}
+}
+
+func checkDecodeDecision(t *testing.T, data []byte) {
+	t.Helper()
+	var want evDecision
+	werr := json.Unmarshal(data, &want)
+	got, gerr := decodeDecision(data)
+	if werr != nil {
+		require.Error(t, gerr, "%s", data)
+		return
+	}
+	require.NoError(t, gerr, "%s", data)
+	require.Equal(t, want.ID, got.ID, "%s", data)
+	require.Equal(t, string(want.Value), string(got.Value), "%s", data)
+	require.Equal(t, want.Inner, got.Inner, "%s", data)
+}
+
+func FuzzDecodeDecision(f *testing.F) {
+	f.Add([]byte(`{"id":"conv#o1:user","value":{"rec":{"ord":1}}}`))
+	f.Add([]byte(`{"id":"x","value":[1],"inner":["s"]}`))
+	f.Add([]byte(`{"id":"x","value":1,"junk":2}`))
+	f.Fuzz(func(t *testing.T, data []byte) { checkDecodeDecision(t, data) })
+}
+
+// StoredInfo decodes a record once and answers the same Info while its bytes stay the same; new
+// bytes are decoded anew, and what it answers is the caller's to change.
+func TestDecodedInfosFollowTheBytes(t *testing.T) {
+	var d decodedInfos
+	raw := []byte(`{"id":"c1","flow":"f","principal":{"tenant":"t","actor":"a"},"state":"open","gen":0,"created":5}`)
+	in, err := d.info("c1", raw)
+	require.NoError(t, err)
+	require.Equal(t, Info{ID: "c1", Flow: "f", State: "open", Created: 5, Principal: in.Principal}, in)
+	require.Equal(t, "a", in.Principal.Actor)
+	raw[len(raw)-2] = '6' // the caller's buffer changes: the kept copy does not
+	in, err = d.info("c1", []byte(`{"id":"c1","flow":"f","principal":{"tenant":"t","actor":"a"},"state":"open","gen":0,"created":5}`))
+	require.NoError(t, err)
+	require.EqualValues(t, 5, in.Created)
+	ended := []byte(`{"id":"c1","flow":"f","principal":{"tenant":"t","actor":"a"},"state":"completed","gen":2,"created":5,"output":{"n":1}}`)
+	in, err = d.info("c1", ended)
+	require.NoError(t, err)
+	require.Equal(t, "completed", in.State)
+	require.EqualValues(t, 2, in.Gen)
+	in.Output[1] = 'X'
+	again, err := d.info("c1", ended)
+	require.NoError(t, err)
+	require.Equal(t, `{"n":1}`, string(again.Output))
+	_, err = d.info("c2", []byte(`{"id":`))
+	require.Error(t, err)
+	for i := range 3 * decodedKept {
+		_, err := d.info(string(rune('a'+i%26))+string(rune(i)), raw)
+		require.NoError(t, err)
+	}
+	require.LessOrEqual(t, len(d.cur)+len(d.old), 2*decodedKept)
+}
