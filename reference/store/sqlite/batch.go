@@ -91,6 +91,7 @@ type batch struct {
 	armed   *request // the member whose write is the one the crash hook was armed for
 	pending map[headKey]int64
 	scratch []byte
+	args    []any
 	changes []*applied
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // The statements of the hot paths, prepared once per connection: SQLite parses and plans each
@@ -12,9 +13,11 @@ import (
 
 // writeStmts are the writer connection's statements, prepared when the store opens.
 type writeStmts struct {
-	begin, commit, rollback           *sql.Stmt
-	savepoint, release, rollbackTo    *sql.Stmt
-	head, has, insert                 *sql.Stmt
+	begin, commit, rollback        *sql.Stmt
+	savepoint, release, rollbackTo *sql.Stmt
+	head, has                      *sql.Stmt
+	// insert[n] inserts n events (1..insertRows).
+	insert                            [insertRows + 1]*sql.Stmt
 	putMeta, meta                     *sql.Stmt
 	remembered, rememberTop, remember *sql.Stmt
 	renumber                          *sql.Stmt
@@ -63,7 +66,7 @@ func (w *writeStmts) prepare(ctx context.Context, p preparer) error {
 // that no statement stays open on the connection when it closes (SQLite would then keep its
 // write-ahead log instead of folding it into the database).
 func (w *writeStmts) queries() map[**sql.Stmt]string {
-	return map[**sql.Stmt]string{
+	q := map[**sql.Stmt]string{
 		&w.begin:       `BEGIN IMMEDIATE`,
 		&w.commit:      `COMMIT`,
 		&w.rollback:    `ROLLBACK`,
@@ -72,7 +75,6 @@ func (w *writeStmts) queries() map[**sql.Stmt]string {
 		&w.rollbackTo:  `ROLLBACK TO u`,
 		&w.head:        sqlHead,
 		&w.has:         `SELECT EXISTS (SELECT 1 FROM events WHERE stream = ? AND gen = ? AND seq = ?)`,
-		&w.insert:      `INSERT INTO events (stream, gen, seq, kind, data, time, sum) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		&w.putMeta:     `INSERT INTO meta (key, val, sum) VALUES (?, ?, ?) ON CONFLICT(key) DO UPDATE SET val = excluded.val, sum = excluded.sum`,
 		&w.meta:        sqlMeta,
 		&w.remembered:  `SELECT n, sum FROM remembered WHERE scope = ? AND key = ?`,
@@ -85,7 +87,15 @@ func (w *writeStmts) queries() map[**sql.Stmt]string {
 		ON CONFLICT(name) DO UPDATE SET holder = excluded.holder, note = excluded.note, token = excluded.token,
 			expires = excluded.expires, sum = excluded.sum`,
 	}
+	for n := 1; n <= insertRows; n++ {
+		q[&w.insert[n]] = `INSERT INTO events (stream, gen, seq, kind, data, time, sum) VALUES ` +
+			strings.TrimSuffix(strings.Repeat(`(?, ?, ?, ?, ?, ?, ?), `, n), ", ")
+	}
+	return q
 }
+
+// insertRows is the most events one INSERT statement takes: an Append of more runs several.
+const insertRows = 8
 
 func (w *writeStmts) close() error {
 	var stmts []*sql.Stmt

@@ -152,10 +152,19 @@ func (t *tx) Append(stream string, gen, expect int64, evs ...store.NewEvent) (in
 	if err := t.usable(); err != nil {
 		return 0, err
 	}
-	for i, e := range evs {
-		seq := h + 1
-		_, err := t.s.ws.insert.Exec(stream, gen, seq, e.Kind, e.Data, t.now,
-			eventSumBuf(&t.s.b.scratch, stream, gen, seq, e.Kind, e.Data, t.now))
+	// The events go in rows of up to insertRows per statement; a statement inserts all its rows
+	// or none.
+	args := t.s.b.args[:0]
+	for i := 0; i < len(evs); {
+		chunk := evs[i:min(len(evs), i+insertRows)]
+		args = args[:0]
+		for j, e := range chunk {
+			seq := h + 1 + int64(j)
+			args = append(args, stream, gen, seq, e.Kind, e.Data, t.now,
+				eventSumBuf(&t.s.b.scratch, stream, gen, seq, e.Kind, e.Data, t.now))
+		}
+		_, err := t.s.ws.insert[len(chunk)].Exec(args...)
+		clear(args)
 		if err != nil {
 			if i > 0 {
 				// What was inserted stays in the transaction unless fn gives up: its head too.
@@ -170,12 +179,16 @@ func (t *tx) Append(stream string, gen, expect int64, evs ...store.NewEvent) (in
 			}
 			return 0, fmt.Errorf("store: append %s/%d: %w", stream, gen, err)
 		}
-		h = seq
-		t.chg.evs = append(t.chg.evs, store.Event{Stream: stream, Gen: gen, Seq: seq, Kind: e.Kind,
-			Data: append([]byte(nil), e.Data...), Time: t.now})
-		t.appended++
-		t.bytes += int64(len(e.Kind) + len(e.Data))
+		for _, e := range chunk {
+			h++
+			t.chg.evs = append(t.chg.evs, store.Event{Stream: stream, Gen: gen, Seq: h, Kind: e.Kind,
+				Data: append([]byte(nil), e.Data...), Time: t.now})
+			t.appended++
+			t.bytes += int64(len(e.Kind) + len(e.Data))
+		}
+		i += len(chunk)
 	}
+	t.s.b.args = args
 	t.appended1(k, stream, h)
 	return h, nil
 }
