@@ -367,10 +367,10 @@ func (c *Context) Decide(id string, fn func() (json.RawMessage, error)) (json.Ra
 	if len(v) == 0 {
 		v = json.RawMessage("null")
 	}
-	if !json.Valid(v) {
+	b, err := encodeDecision(evDecision{ID: id, Value: v, Inner: inner})
+	if err != nil {
 		return nil, fmt.Errorf("kernel: decision %s: value is not JSON", id)
 	}
-	b, _ := json.Marshal(evDecision{ID: id, Value: v, Inner: inner})
 	if err := c.append(store.NewEvent{Kind: kindDecision, Data: b}); err != nil {
 		return nil, err
 	}

@@ -91,6 +91,30 @@ func decodeDecision(data []byte) (evDecision, error) {
 	return d, err
 }
 
+// encodeDecision is json.Marshal(d), byte for byte, and fails where it fails (a value that is not
+// JSON). A decision without inner steps whose id and value need no escaping is written with one
+// pass over the value (json.Compact) instead of the three of validating, marshalling and
+// compacting it.
+func encodeDecision(d evDecision) ([]byte, error) {
+	if len(d.Inner) == 0 && plainID([]byte(d.ID)) && !strings.ContainsAny(d.ID, "<>&") && !needsHTMLEscape(d.Value) {
+		var buf bytes.Buffer
+		buf.Grow(len(`{"id":"","value":}`) + len(d.ID) + len(d.Value))
+		buf.WriteString(`{"id":"`)
+		buf.WriteString(d.ID)
+		buf.WriteString(`","value":`)
+		if err := json.Compact(&buf, d.Value); err != nil {
+			return nil, err
+		}
+		buf.WriteByte('}')
+		return buf.Bytes(), nil
+	}
+	return json.Marshal(d)
+}
+
+// needsHTMLEscape reports whether json.Marshal would escape something in the JSON text v (it
+// escapes <, > and & and the line and paragraph separators U+2028 and U+2029 in a RawMessage).
+func needsHTMLEscape(v []byte) bool { return bytes.ContainsAny(v, "<>&\u2028\u2029") }
+
 // plainID reports whether b is an id that JSON quotes as it is: printable ASCII without a
 // backslash or a quote.
 func plainID(b []byte) bool {
