@@ -98,7 +98,9 @@ type Options struct {
 //
 // Every statement of the reads and writes is prepared once per connection. Concurrent Updates
 // share a commit (see Update); the writer knows the heads of the streams it has written or read
-// (a bounded number of them), so that an Append with an expected head reads no head.
+// (a bounded number of them), so that an Append with an expected head reads no head. Reads of
+// those heads, and of the streams and keys Options.Cached names, are answered from a bounded view
+// of what the writer committed (view.go).
 //
 // All methods are safe for concurrent use.
 //
