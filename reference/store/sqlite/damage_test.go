@@ -324,6 +324,16 @@ func TestAStoreWrittenBeforeChecksumsIsMigrated(t *testing.T) {
 	require.NoError(t, err)
 	_, err = db.Exec(`UPDATE events SET kind = 'x'`)
 	require.Error(t, err, "the append-only trigger is back")
+	var indexes []string
+	rows, err := db.Query(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'remembered' AND sql IS NOT NULL`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var name string
+		require.NoError(t, rows.Scan(&name))
+		indexes = append(indexes, name)
+	}
+	require.NoError(t, rows.Err())
+	require.Empty(t, indexes, "the index by number is dropped: the sweep reads the primary key")
 	db.Close()
 	raw(t, path, `DROP TRIGGER events_append_only_u`, `UPDATE events SET kind = 'x' WHERE seq = 2`)
 	_, err = sqlite.Open(bg, path, sqlite.Options{})

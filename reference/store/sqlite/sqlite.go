@@ -42,7 +42,9 @@ CREATE TABLE IF NOT EXISTS remembered (
 	sum   INTEGER,
 	PRIMARY KEY (scope, key)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS remembered_n ON remembered (scope, n);
+-- Stores written by earlier versions also indexed remembered by (scope, n). The sweep reads a
+-- scope's rows through the primary key instead, so a key added writes one B-tree, not two.
+DROP INDEX IF EXISTS remembered_n;
 CREATE TABLE IF NOT EXISTS leases (
 	name    TEXT PRIMARY KEY,
 	holder  TEXT NOT NULL,

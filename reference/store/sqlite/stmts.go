@@ -17,11 +17,11 @@ type writeStmts struct {
 	savepoint, release, rollbackTo *sql.Stmt
 	head, has                      *sql.Stmt
 	// insert[n] inserts n events (1..insertRows).
-	insert                            [insertRows + 1]*sql.Stmt
-	putMeta, meta                     *sql.Stmt
-	remembered, rememberTop, remember *sql.Stmt
-	renumber                          *sql.Stmt
-	forget, lease, putLease           *sql.Stmt
+	insert                               [insertRows + 1]*sql.Stmt
+	putMeta, meta                        *sql.Stmt
+	remembered, rememberTop, rememberNew *sql.Stmt
+	renumber                             *sql.Stmt
+	forget, lease, putLease              *sql.Stmt
 }
 
 // readStmts are the readers' statements: database/sql prepares each on a reader connection the
@@ -79,7 +79,7 @@ func (w *writeStmts) queries() map[**sql.Stmt]string {
 		&w.meta:        sqlMeta,
 		&w.remembered:  `SELECT n, sum FROM remembered WHERE scope = ? AND key = ?`,
 		&w.rememberTop: `SELECT COALESCE(MAX(n), 0) FROM remembered WHERE scope = ?`,
-		&w.remember:    `INSERT INTO remembered (scope, key, n, sum) VALUES (?, ?, ?, ?)`,
+		&w.rememberNew: `INSERT INTO remembered (scope, key, n, sum) VALUES (?, ?, ?, ?) ON CONFLICT (scope, key) DO NOTHING`,
 		&w.renumber:    `UPDATE remembered SET n = ?, sum = ? WHERE scope = ? AND key = ?`,
 		&w.forget:      `DELETE FROM remembered WHERE scope = ? AND n <= ?`,
 		&w.lease:       leaseQuery,

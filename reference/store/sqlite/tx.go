@@ -248,49 +248,54 @@ func (t *tx) Meta(key string) ([]byte, bool, error) {
 
 // Remembered sets. A key's row holds its number in its scope (1, 2, 3... in the order keys were
 // added); the key is remembered while its number is among the newest keep. The writer knows the
-// newest number of each scope it has met (kept with the heads, under topKey), so adding a key
-// reads nothing more than the lookup of the key itself. A key that leaves the window is not
-// deleted at once: the scope is swept every forgetEvery keys, and until then a lookup that finds
-// it judges it by its number, so the answers are those of a set that forgets at once, at a
-// fraction of the deletes (a delete touches the oldest rows' pages, a write of its own).
-const forgetEvery = 32
+// newest number of each scope it has met (kept with the heads, under topKey), so adding a new key
+// is one insert, which reads nothing else. A key that leaves the window is not deleted at once:
+// the scope is swept every forgetEvery keys, and until then a lookup that finds it judges it by
+// its number, so the answers are those of a set that forgets at once. The table has no index by
+// number: each key added writes one B-tree, and a sweep reads the scope's rows (at most keep +
+// forgetEvery of them) through the primary key, once in forgetEvery keys.
+const forgetEvery = 256
 
 // topKey is where the heads keep scope's newest number: no stream has a negative generation.
 func topKey(scope string) headKey { return headKey{stream: scope, gen: -1} }
 
-// Remember implements store.Tx.
+// Remember implements store.Tx. The key is inserted with the next number first: a key the scope
+// does not hold (the usual case) costs that one statement. Only when the scope holds it already
+// is its row read, checked, and judged by its number.
 func (t *tx) Remember(scope, key string, keep int) (bool, error) {
 	if err := t.usable(); err != nil {
 		return false, err
 	}
 	ws := &t.s.ws
-	var n int64
-	var sum sql.NullInt64
-	err := ws.remembered.QueryRow(scope, key).Scan(&n, &sum)
-	found := err == nil
-	switch {
-	case found:
-		if !checkSum(sum, rememberedSum(scope, key, n)) {
-			return false, &store.CorruptError{Path: t.s.path, Table: "remembered", Key: scope + "/" + key, Reason: "checksum does not match"}
-		}
-	case !errors.Is(err, sql.ErrNoRows):
-		return false, fmt.Errorf("store: remember: %w", err)
-	}
 	top, err := t.top(scope)
 	if err != nil {
 		return false, err
 	}
-	if found && (keep <= 0 || n > top-int64(keep)) {
-		return false, nil
-	}
-	n = top + 1
-	if found { // forgotten, not swept yet: it comes back as the newest
-		err = t.s.exec(ws.renumber, n, rememberedSum(scope, key, n), scope, key)
-	} else {
-		err = t.s.exec(ws.remember, scope, key, n, rememberedSum(scope, key, n))
-	}
+	n := top + 1
+	res, err := ws.rememberNew.Exec(scope, key, n, rememberedSum(scope, key, n))
 	if err != nil {
 		return false, fmt.Errorf("store: remember: %w", err)
+	}
+	added, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("store: remember: %w", err)
+	}
+	if added == 0 { // the scope holds the key already
+		var old int64
+		var sum sql.NullInt64
+		if err := ws.remembered.QueryRow(scope, key).Scan(&old, &sum); err != nil {
+			return false, fmt.Errorf("store: remember: %w", err)
+		}
+		if !checkSum(sum, rememberedSum(scope, key, old)) {
+			return false, &store.CorruptError{Path: t.s.path, Table: "remembered", Key: scope + "/" + key, Reason: "checksum does not match"}
+		}
+		if keep <= 0 || old > top-int64(keep) {
+			return false, nil
+		}
+		// Forgotten, not swept yet: it comes back as the newest.
+		if err := t.s.exec(ws.renumber, n, rememberedSum(scope, key, n), scope, key); err != nil {
+			return false, fmt.Errorf("store: remember: %w", err)
+		}
 	}
 	t.moved(topKey(scope), n)
 	t.wrote = true
