@@ -150,7 +150,7 @@ func (v *view) head(k headKey) (int64, bool) {
 // metaOf is key's committed value (a copy) and whether it is present, when the view knows it
 // (known); otherwise it returns the epoch to hand to fillMeta after reading the database.
 func (v *view) metaOf(key string) (val []byte, present, known bool, epoch uint64) {
-	if !v.mu.TryRLock() {
+	if !v.cached(key) || !v.mu.TryRLock() { // a key not cached is never in the view
 		return nil, false, false, 0
 	}
 	defer v.mu.RUnlock()
@@ -167,11 +167,11 @@ func (v *view) metaOf(key string) (val []byte, present, known bool, epoch uint64
 // fillMeta keeps what a reader read of key from the database, unless the writer changed the view
 // since epoch (the value read may then be older than the one committed) or is changing it now.
 func (v *view) fillMeta(key string, val []byte, present bool, epoch uint64) {
-	if !v.mu.TryLock() {
+	if !v.cached(key) || !v.mu.TryLock() {
 		return
 	}
 	defer v.mu.Unlock()
-	if v.epoch != epoch || !v.cached(key) {
+	if v.epoch != epoch {
 		return
 	}
 	v.meta.put(key, metaEntry{val: append([]byte(nil), val...), present: present})

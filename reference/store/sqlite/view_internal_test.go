@@ -296,9 +296,12 @@ func TestOnlyWhatIsCachedIsAnsweredFromMemory(t *testing.T) {
 	require.True(t, known)
 	_, _, known, epoch := st.view.metaOf("cold/s")
 	require.False(t, known)
-	st.view.fillMeta("cold/s", []byte("x"), true, epoch)
+	st.view.fillMeta("cold/s", []byte("x"), true, st.view.epoch)
 	_, _, known, _ = st.view.metaOf("cold/s")
 	require.False(t, known, "a read of a key not cached is not kept")
+	_, kept := st.view.meta.peek("cold/s")
+	require.False(t, kept, "nor taken into the view")
+	require.Zero(t, epoch, "a key not cached is not looked up in the view")
 
 	// Behind the store's back: the cold rows read as damaged, the hot ones as committed.
 	db, err := sql.Open("sqlite", "file:"+path)
