@@ -256,3 +256,57 @@ func TestAFailingMemberLeavesTheHeadBeforeIt(t *testing.T) {
 	require.Equal(t, []string{"x", "0", "2"}, kinds)
 	require.NoError(t, appendTo(st, "shared", 3, nil), "the head committed is the one kept")
 }
+
+// The queue lets go of the requests it has handed out: once at least 64 have been taken and they
+// are at least half of the queue, the ones still waiting move to its front; a queue taken to its
+// end starts over empty. Either way the order of the requests is kept.
+func TestTheQueueLetsGoOfWhatItHandedOut(t *testing.T) {
+	st := openTestStore(t)
+	fill := func(n int) []*request {
+		reqs := make([]*request, n)
+		st.qmu.Lock()
+		for i := range reqs {
+			reqs[i] = &request{}
+			st.queue = append(st.queue, reqs[i])
+		}
+		st.qmu.Unlock()
+		return reqs
+	}
+	take := func(reqs []*request, from, to int) {
+		for i := from; i < to; i++ {
+			require.Same(t, reqs[i], st.pop(), "request %d", i)
+		}
+	}
+	released := func() {
+		rest := st.queue[len(st.queue):cap(st.queue)]
+		for i, r := range rest {
+			require.Nil(t, r, "the slot %d past the queue's end is let go", i)
+		}
+	}
+
+	// 100 queued: half of them are taken by the 50th, but the queue moves only at the 64th.
+	reqs := fill(100)
+	take(reqs, 0, 63)
+	require.Equal(t, 63, st.qhead)
+	require.Len(t, st.queue, 100)
+	take(reqs, 63, 64)
+	require.Zero(t, st.qhead)
+	require.Len(t, st.queue, 36)
+	released()
+	take(reqs, 64, 100)
+	require.Nil(t, st.pop())
+	require.Zero(t, st.qhead)
+	require.Empty(t, st.queue)
+
+	// 200 queued: past 64 taken, the queue moves once the taken are half of it.
+	reqs = fill(200)
+	take(reqs, 0, 99)
+	require.Equal(t, 99, st.qhead)
+	require.Len(t, st.queue, 200)
+	take(reqs, 99, 100)
+	require.Zero(t, st.qhead)
+	require.Len(t, st.queue, 100)
+	released()
+	take(reqs, 100, 200)
+	require.Nil(t, st.pop())
+}

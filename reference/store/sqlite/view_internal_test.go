@@ -294,7 +294,9 @@ func TestOnlyWhatIsCachedIsAnsweredFromMemory(t *testing.T) {
 	require.False(t, ok)
 	_, _, known, _ := st.view.metaOf("hot/s")
 	require.True(t, known)
-	_, _, known, epoch := st.view.metaOf("cold/s")
+	v, present, known, epoch := st.view.metaOf("cold/s")
+	require.Nil(t, v)
+	require.False(t, present)
 	require.False(t, known)
 	st.view.fillMeta("cold/s", []byte("x"), true, st.view.epoch)
 	_, _, known, _ = st.view.metaOf("cold/s")
@@ -319,7 +321,46 @@ func TestOnlyWhatIsCachedIsAnsweredFromMemory(t *testing.T) {
 	evs, err := st.ReadForward(ctx, "hot/s", 0, 0, 0)
 	require.NoError(t, err)
 	require.Equal(t, `"pump 7"`, string(evs[0].Data))
-	v, _, err := st.Meta(ctx, "hot/s")
+	v, _, err = st.Meta(ctx, "hot/s")
 	require.NoError(t, err)
 	require.Equal(t, `"pump 7"`, string(v))
+}
+
+// A store opened on what an earlier one wrote starts with an empty view: the first read of a
+// cached key goes to the database and keeps exactly what it read (the value, or its absence),
+// and the next read is answered from the view. metaOf's whole answer is checked each time.
+func TestAReadOfTheDatabaseFillsTheView(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "loom.db")
+	ctx := context.Background()
+	st, err := Open(ctx, path, Options{SyncNormal: true})
+	require.NoError(t, err)
+	require.NoError(t, st.Update(ctx, func(tx store.Tx) error { return tx.PutMeta("exec/a", []byte(`{"v":1}`)) }))
+	require.NoError(t, st.Close())
+
+	st, err = Open(ctx, path, Options{SyncNormal: true, Cached: func(string) bool { return true }})
+	require.NoError(t, err)
+	defer st.Close()
+	type answer struct {
+		val            string
+		present, known bool
+		epoch          uint64
+	}
+	metaOf := func(key string) answer {
+		v, present, known, epoch := st.view.metaOf(key)
+		return answer{string(v), present, known, epoch}
+	}
+	epoch := st.view.epoch
+	require.Equal(t, answer{epoch: epoch}, metaOf("exec/a"), "not in the view yet")
+	require.Equal(t, answer{epoch: epoch}, metaOf("exec/b"))
+	for range 2 {
+		v, ok, err := st.Meta(ctx, "exec/a")
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, `{"v":1}`, string(v))
+		_, ok, err = st.Meta(ctx, "exec/b")
+		require.NoError(t, err)
+		require.False(t, ok)
+	}
+	require.Equal(t, answer{val: `{"v":1}`, present: true, known: true}, metaOf("exec/a"))
+	require.Equal(t, answer{known: true}, metaOf("exec/b"))
 }
