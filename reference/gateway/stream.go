@@ -55,7 +55,17 @@ var errSSEField = errors.New("gateway: SSE data that is not UTF-8, or a name, id
 
 func sseSafe(s string) bool { return utf8.ValidString(s) && !strings.ContainsAny(s, "\r\n\x00") }
 
+// send writes one event and flushes it to the client at once.
 func (s *sse) send(event, id string, v any) error {
+	if err := s.write(event, id, v); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// write writes one event without flushing it: a caller writing several at once flushes after the
+// last, and the client gets them in one write to the connection.
+func (s *sse) write(event, id string, v any) error {
 	if !sseSafe(event) || !sseSafe(id) {
 		return errSSEField
 	}
@@ -77,10 +87,8 @@ func (s *sse) send(event, id string, v any) error {
 	buf = append(buf, "\ndata: "...)
 	buf = append(buf, b...)
 	buf = append(buf, "\n\n"...)
-	if _, err := s.w.Write(buf); err != nil {
-		return err
-	}
-	return s.rc.Flush()
+	_, err = s.w.Write(buf)
+	return err
 }
 
 func (s *sse) comment(text string) error {
@@ -183,7 +191,13 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 	// deliverUntil sends the records after cursor that read gives (the tail or the log), stopping
 	// before the first one stop holds (nil: none), which is sent by a later call.
 	type reader func(context.Context, loomtype.Cursor, int) ([]loomtype.Entry, loomtype.Cursor, bool, error)
-	deliverUntil := func(read reader, stop func(loomtype.Entry) bool) (bool, error) {
+	// The records of one delivery go out in one flush, before the stream waits again.
+	deliverUntil := func(read reader, stop func(loomtype.Entry) bool) (closed bool, err error) {
+		defer func() {
+			if ferr := out.rc.Flush(); err == nil && ferr != nil {
+				closed, err = false, ferr
+			}
+		}()
 		for {
 			entries, next, done, err := read(ctx, cursor, 100)
 			if err != nil {
@@ -201,7 +215,7 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 				if err != nil {
 					return false, err // membership is re-checked for every delivered entry
 				}
-				if err := out.send("message", e.Cursor, v); err != nil {
+				if err := out.write("message", e.Cursor, v); err != nil {
 					return false, err
 				}
 				cursor = at

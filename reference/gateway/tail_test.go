@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -304,4 +305,44 @@ func TestMemoryFollowsTheStreams(t *testing.T) {
 		5*time.Second, 10*time.Millisecond, "%+v", m)
 	require.Zero(t, m.Live.TailBytes)
 	require.Zero(t, m.Live.Subscribers)
+}
+
+// flushCounter counts the flushes of the response it wraps.
+type flushCounter struct {
+	http.ResponseWriter
+	n *atomic.Int64
+}
+
+func (f flushCounter) Flush() {
+	f.n.Add(1)
+	f.ResponseWriter.(http.Flusher).Flush()
+}
+
+func (f flushCounter) Unwrap() http.ResponseWriter { return f.ResponseWriter }
+
+// TestADeliveryIsFlushedOnce: the records one delivery reads go out together, in one flush
+// after the last of them: a stream opened on a conversation that holds three turns sends the
+// status (one flush) and then its six records (one more), not a flush per record. A turn sent
+// after that still reaches it whole.
+func TestADeliveryIsFlushedOnce(t *testing.T) {
+	r := newTailRig(t, live.TailLimits{})
+	for n := 1; n <= 3; n++ {
+		r.turn(n)
+		require.Eventually(t, func() bool { return len(r.history()) == 2*n }, 10*time.Second, 10*time.Millisecond)
+	}
+	var flushes atomic.Int64
+	counted := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.gw.ServeHTTP(flushCounter{ResponseWriter: w, n: &flushes}, req)
+	}))
+	t.Cleanup(counted.Close) // after the stream is cancelled (cleanups run last first)
+	r.srv = counted
+	evs := r.open("")
+	var got []tailEvent
+	for len(got) < 6 {
+		got = append(got, r.next(evs))
+	}
+	require.Equal(t, r.history(), got)
+	require.EqualValues(t, 2, flushes.Load(), "the status, then the six records at once")
+	got = r.turn(4, evs)[0]
+	require.Equal(t, r.history()[6:], got)
 }
