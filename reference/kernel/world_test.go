@@ -90,13 +90,15 @@ type world struct {
 	dead    chan struct{}     // closed by crash
 	armed   <-chan struct{}   // the store's crash point, when armed
 	rename  map[string]string // op renames applied by the script flow (to provoke divergence)
+	crashed map[*kernel.Kernel]bool
 	react   func(w *world, id, site string)
 	pending sync.WaitGroup
 }
 
 func newWorld(t *testing.T) *world {
 	w := &world{t: t, path: filepath.Join(t.TempDir(), "loom.db"), clock: newFakeClock(),
-		effects: map[string][]string{}, holds: map[string]chan struct{}{}, rename: map[string]string{}}
+		effects: map[string][]string{}, holds: map[string]chan struct{}{}, rename: map[string]string{},
+		crashed: map[*kernel.Kernel]bool{}}
 	w.open()
 	t.Cleanup(func() {
 		w.mu.Lock()
@@ -157,6 +159,9 @@ func (w *world) crash() {
 			w.t.Error("the armed crash point was not reached")
 		}
 	}
+	w.mu.Lock()
+	w.crashed[w.k] = true
+	w.mu.Unlock()
 	w.st.Kill()
 	w.mu.Lock()
 	close(w.dead) // steps that ignore their context end with the process
@@ -199,10 +204,17 @@ func (w *world) next(id string) string {
 	}
 }
 
-func (w *world) effect(id, what string) {
+// effect notes what a flow or its step did, unless the kernel it ran in was crashed: what
+// goroutines of a crashed kernel still do (a step that ignored its context ending when the
+// process died, and the flow going on from there) stands for nothing, since nothing runs after
+// a SIGKILL. The replay after the reopen does it again, and that is noted.
+func (w *world) effect(c *kernel.Context, what string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.effects[id] = append(w.effects[id], what)
+	if w.crashed[c.Kernel()] {
+		return
+	}
+	w.effects[c.ID()] = append(w.effects[c.ID()], what)
 }
 
 func (w *world) takeEffects(id string) []string {
@@ -302,7 +314,7 @@ func (w *world) script(c *kernel.Context, input json.RawMessage) (json.RawMessag
 		if err != nil {
 			var d *loomtype.DivergenceError
 			if errors.Is(err, kernel.ErrCanceled) {
-				w.effect(c.ID(), "saw "+errName(err)+" at "+op)
+				w.effect(c, "saw "+errName(err)+" at "+op)
 				return nil, err
 			}
 			if errors.As(err, &d) || errors.Is(err, kernel.ErrStopped) {
@@ -326,19 +338,19 @@ func (w *world) do(c *kernel.Context, op string) (string, error) {
 	switch a[0] {
 	case "decide":
 		v, err := c.Decide(arg(1), func() (json.RawMessage, error) {
-			w.effect(c.ID(), "decide "+arg(1))
+			w.effect(c, "decide "+arg(1))
 			return json.Marshal(arg(1))
 		})
 		return string(v), err
 	case "step":
 		v, err := c.Execute(arg(1), func(context.Context) (json.RawMessage, error) {
-			w.effect(c.ID(), "run "+arg(1))
+			w.effect(c, "run "+arg(1))
 			return json.Marshal("ok")
 		})
 		return string(v), err
 	case "hold":
 		v, err := c.Execute(arg(1), func(ctx context.Context) (json.RawMessage, error) {
-			w.effect(c.ID(), "run "+arg(1))
+			w.effect(c, "run "+arg(1))
 			ch := make(chan struct{})
 			w.mu.Lock()
 			w.holds[c.ID()+"/"+arg(1)] = ch
@@ -359,14 +371,14 @@ func (w *world) do(c *kernel.Context, op string) (string, error) {
 						return nil, errors.New("the process died")
 					}
 				}
-				w.effect(c.ID(), "abort "+arg(1))
+				w.effect(c, "abort "+arg(1))
 				return nil, ctx.Err()
 			}
 		})
 		return string(v), err
 	case "holddecide":
 		v, err := c.Decide(arg(1), func() (json.RawMessage, error) {
-			w.effect(c.ID(), "decide "+arg(1))
+			w.effect(c, "decide "+arg(1))
 			ch := make(chan struct{})
 			w.mu.Lock()
 			w.holds[c.ID()+"/"+arg(1)] = ch
@@ -376,7 +388,7 @@ func (w *world) do(c *kernel.Context, op string) (string, error) {
 			case <-ch:
 				return json.Marshal("released")
 			case <-c.Ctx().Done():
-				w.effect(c.ID(), "abort "+arg(1))
+				w.effect(c, "abort "+arg(1))
 				return nil, c.Ctx().Err()
 			}
 		})
