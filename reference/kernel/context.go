@@ -286,6 +286,28 @@ func (c *Context) noteInner(stepID string) {
 //		return json.Marshal(time.Now().UnixMilli())
 //	})
 func (c *Context) Decide(id string, fn func() (json.RawMessage, error)) (json.RawMessage, error) {
+	return c.decide(id, fn, false)
+}
+
+// DecideValue is Decide for a decider that returns a Go value: what is recorded, and returned, is
+// the value as json.Marshal encodes it, the very record Decide makes of that encoding. It is
+// written without another pass over the encoding, which json.Marshal made valid and compact.
+//
+// Errors: those of Decide, and json.Marshal's (nothing is recorded then).
+//
+//	raw, err := c.DecideValue("clock", func() (any, error) { return time.Now().UnixMilli(), nil })
+func (c *Context) DecideValue(id string, fn func() (any, error)) (json.RawMessage, error) {
+	return c.decide(id, func() (json.RawMessage, error) {
+		x, err := fn()
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(x)
+	}, true)
+}
+
+// decide is Decide; marshaled says that fn's value is json.Marshal's output.
+func (c *Context) decide(id string, fn func() (json.RawMessage, error), marshaled bool) (json.RawMessage, error) {
 	c.mu.Lock()
 	if c.diverged != nil {
 		c.mu.Unlock()
@@ -367,7 +389,11 @@ func (c *Context) Decide(id string, fn func() (json.RawMessage, error)) (json.Ra
 	if len(v) == 0 {
 		v = json.RawMessage("null")
 	}
-	b, err := encodeDecision(evDecision{ID: id, Value: v, Inner: inner})
+	encode := encodeDecision
+	if marshaled {
+		encode = encodeMarshaled
+	}
+	b, err := encode(evDecision{ID: id, Value: v, Inner: inner})
 	if err != nil {
 		return nil, fmt.Errorf("kernel: decision %s: value is not JSON", id)
 	}

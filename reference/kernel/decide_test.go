@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -102,4 +104,75 @@ func TestStartAfterCloseIsRefused(t *testing.T) {
 	r.restart()
 	_, err = r.k.Info(context.Background(), "late")
 	require.ErrorIs(t, err, loomtype.ErrNotFound, "the execution does not exist after a reopen")
+}
+
+// DecideValue records what Decide records of json.Marshal's encoding of the value, byte for byte,
+// and returns that encoding; a replay returns it again without calling the decider. A value that
+// json.Marshal cannot encode is the decider's error: nothing is recorded.
+func TestDecideValueRecordsWhatDecideWould(t *testing.T) {
+	type verdict struct {
+		OK   bool   `json:"ok"`
+		Text string `json:"text"`
+	}
+	value := verdict{OK: true, Text: "a <b> & \u2028 é"}
+	var calls atomic.Int64
+	got := make(chan string, 4)
+	flow := func(c *kernel.Context, _ json.RawMessage) (json.RawMessage, error) {
+		v, err := c.DecideValue("value", func() (any, error) { calls.Add(1); return value, nil })
+		if err != nil {
+			return nil, err
+		}
+		got <- string(v)
+		if _, err := c.Decide("raw", func() (json.RawMessage, error) { return json.Marshal(value) }); err != nil {
+			return nil, err
+		}
+		_, err = c.DecideValue("unencodable", func() (any, error) { return func() {}, nil })
+		var unsupported *json.UnsupportedTypeError
+		if !errors.As(err, &unsupported) {
+			return nil, fmt.Errorf("want json.Marshal's error, got %v", err)
+		}
+		_, err = c.Receive() // park
+		return nil, err
+	}
+	r := newRig(t, map[string]kernel.Flow{"f": flow})
+	_, err := r.k.Start(context.Background(), kernel.StartRequest{ID: "x", Flow: "f", Principal: alice})
+	require.NoError(t, err)
+	waitFor(t, "both decisions", func() bool { return len(r.transcript("x", 0)) == 3 })
+	want, err := json.Marshal(value)
+	require.NoError(t, err)
+	require.Equal(t, string(want), <-got)
+	evs, err := r.k.ReadLog(context.Background(), "x", 0, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, evs, 3, "the unencodable value recorded nothing")
+	require.Equal(t, strings.Replace(string(evs[2].Data), `"id":"raw"`, `"id":"value"`, 1), string(evs[1].Data))
+
+	r.restart()
+	select {
+	case v := <-got:
+		require.Equal(t, string(want), v)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the replay did not reach the decision")
+	}
+	require.EqualValues(t, 1, calls.Load(), "the replay did not call the decider")
+}
+
+// Decide records the value its decider returns as json.Marshal writes a JSON text: compact, with
+// <, > and & escaped, whatever spacing the decider wrote.
+func TestDecideRecordsItsValueAsJSONWritesIt(t *testing.T) {
+	flow := func(c *kernel.Context, _ json.RawMessage) (json.RawMessage, error) {
+		if _, err := c.Decide("d", func() (json.RawMessage, error) {
+			return json.RawMessage(" { \"a\" : [ 1 , \"<b>&\" ] }\n"), nil
+		}); err != nil {
+			return nil, err
+		}
+		_, err := c.Receive() // park
+		return nil, err
+	}
+	r := newRig(t, map[string]kernel.Flow{"f": flow})
+	_, err := r.k.Start(context.Background(), kernel.StartRequest{ID: "x", Flow: "f", Principal: alice})
+	require.NoError(t, err)
+	waitFor(t, "the decision", func() bool { return len(r.transcript("x", 0)) == 2 })
+	evs, err := r.k.ReadLog(context.Background(), "x", 0, 0, 10)
+	require.NoError(t, err)
+	require.Equal(t, `{"id":"d","value":{"a":[1,"\u003cb\u003e\u0026"]}}`, string(evs[1].Data))
 }

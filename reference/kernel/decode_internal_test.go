@@ -137,3 +137,55 @@ func FuzzEncodeDecision(f *testing.F) {
 		checkEncodeDecision(t, evDecision{ID: id, Value: v})
 	})
 }
+
+// What json.Marshal wrote is recorded by encodeMarshaled exactly as json.Marshal writes the
+// decision holding it: values whose encoding escapes HTML, separators, bad UTF-8 and quotes, a
+// Marshaler whose output is not compact, and ids that need escaping (written the long way).
+func TestEncodeMarshaledWritesAsJSONDoes(t *testing.T) {
+	type rec struct {
+		Text  string            `json:"text"`
+		Tags  []string          `json:"tags"`
+		Extra map[string]any    `json:"extra,omitempty"`
+		Raw   json.RawMessage   `json:"raw,omitempty"`
+		Ptr   *int64            `json:"ptr"`
+		Set   map[string]string `json:"set"`
+	}
+	seven := int64(7)
+	values := []any{
+		nil, true, 0, -1.5e300, "", "plain", "a <b> & c", "line\u2028sep\u2029", "bad \xff utf-8", "q\"uote\\ \n\t\x00",
+		[]any{1, "x", nil, map[string]int{"b": 2, "a": 1}},
+		rec{Text: "<script>", Tags: nil, Raw: json.RawMessage(` { "a" : [ 1 , 2 ] } `), Ptr: &seven, Set: map[string]string{"z": "&", "é": "\u2028"}},
+		map[string]any{"rec": map[string]any{"ord": 1, "text": "é\u00e9"}, "turns": 3},
+	}
+	for _, id := range []string{"conv#o1:user", "x<y", "é", "q\"uote", ""} {
+		for _, x := range values {
+			v, err := json.Marshal(x)
+			require.NoError(t, err)
+			checkEncodeMarshaled(t, evDecision{ID: id, Value: v})
+		}
+	}
+	checkEncodeMarshaled(t, evDecision{ID: "inner", Value: json.RawMessage(`{}`), Inner: []string{"s1", "s2"}})
+}
+
+func checkEncodeMarshaled(t *testing.T, d evDecision) {
+	t.Helper()
+	want, err := json.Marshal(d)
+	require.NoError(t, err)
+	got, err := encodeMarshaled(d)
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(got), "%q %q", d.ID, d.Value)
+}
+
+func FuzzEncodeMarshaled(f *testing.F) {
+	f.Add("conv#o1:verify", "a <b> & \u2028", 3.5)
+	f.Add("x\"y", "\xff\x00", -1.0)
+	f.Fuzz(func(t *testing.T, id, s string, n float64) {
+		for _, x := range []any{s, map[string]any{s: n, "k": []string{s}}} {
+			v, err := json.Marshal(x)
+			if err != nil {
+				return // NaN and the infinities have no encoding
+			}
+			checkEncodeMarshaled(t, evDecision{ID: id, Value: v})
+		}
+	})
+}

@@ -111,6 +111,22 @@ func encodeDecision(d evDecision) ([]byte, error) {
 	return json.Marshal(d)
 }
 
+// encodeMarshaled is encodeDecision for a value json.Marshal wrote. Such a value is valid and
+// compact, with <, >, & and the line and paragraph separators already escaped, and json.Marshal of
+// the decision copies it unchanged: a decision without inner steps whose id needs no escaping is
+// written without a pass over the value.
+func encodeMarshaled(d evDecision) ([]byte, error) {
+	if len(d.Inner) == 0 && plainID([]byte(d.ID)) && !strings.ContainsAny(d.ID, "<>&") {
+		b := make([]byte, 0, len(`{"id":"","value":}`)+len(d.ID)+len(d.Value))
+		b = append(b, `{"id":"`...)
+		b = append(b, d.ID...)
+		b = append(b, `","value":`...)
+		b = append(b, d.Value...)
+		return append(b, '}'), nil
+	}
+	return json.Marshal(d)
+}
+
 // needsHTMLEscape reports whether json.Marshal would escape something in the JSON text v (it
 // escapes <, > and & and the line and paragraph separators U+2028 and U+2029 in a RawMessage).
 func needsHTMLEscape(v []byte) bool { return bytes.ContainsAny(v, "<>&\u2028\u2029") }

@@ -89,13 +89,7 @@ func TurnsOf(ev kernel.LogEvent, gen int64) (n int64, found, legacy bool) {
 // Decide records the value fn returns as decision id, exactly once, and decodes the recorded
 // value into v (a replay decodes what was recorded and never calls fn).
 func Decide(c *kernel.Context, id string, v any, fn func() (any, error)) error {
-	raw, err := c.Decide(id, func() (json.RawMessage, error) {
-		x, err := fn()
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(x)
-	})
+	raw, err := c.DecideValue(id, fn)
 	if err != nil {
 		return err
 	}
