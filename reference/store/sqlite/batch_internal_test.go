@@ -284,29 +284,23 @@ func TestTheQueueLetsGoOfWhatItHandedOut(t *testing.T) {
 		}
 	}
 
-	// 100 queued: half of them are taken by the 50th, but the queue moves only at the 64th.
-	reqs := fill(100)
-	take(reqs, 0, 63)
-	require.Equal(t, 63, st.qhead)
-	require.Len(t, st.queue, 100)
-	take(reqs, 63, 64)
-	require.Zero(t, st.qhead)
-	require.Len(t, st.queue, 36)
-	released()
-	take(reqs, 64, 100)
-	require.Nil(t, st.pop())
-	require.Zero(t, st.qhead)
-	require.Empty(t, st.queue)
-
-	// 200 queued: past 64 taken, the queue moves once the taken are half of it.
-	reqs = fill(200)
-	take(reqs, 0, 99)
-	require.Equal(t, 99, st.qhead)
-	require.Len(t, st.queue, 200)
-	take(reqs, 99, 100)
-	require.Zero(t, st.qhead)
-	require.Len(t, st.queue, 100)
-	released()
-	take(reqs, 100, 200)
-	require.Nil(t, st.pop())
+	for _, c := range []struct {
+		queued, movesAt int
+	}{
+		{100, 64},  // half of them are taken by the 50th, but the queue moves only at the 64th
+		{200, 100}, // past 64 taken, the queue moves once the taken are half of it
+	} {
+		reqs := fill(c.queued)
+		take(reqs, 0, c.movesAt-1)
+		require.Equal(t, c.movesAt-1, st.qhead, "%d queued", c.queued)
+		require.Len(t, st.queue, c.queued)
+		take(reqs, c.movesAt-1, c.movesAt)
+		require.Zero(t, st.qhead, "%d queued", c.queued)
+		require.Len(t, st.queue, c.queued-c.movesAt)
+		released()
+		take(reqs, c.movesAt, c.queued)
+		require.Nil(t, st.pop())
+		require.Zero(t, st.qhead)
+		require.Empty(t, st.queue)
+	}
 }
