@@ -379,6 +379,9 @@ func (w *world) do(c *kernel.Context, op string) (string, error) {
 	case "holddecide":
 		v, err := c.Decide(arg(1), func() (json.RawMessage, error) {
 			w.effect(c, "decide "+arg(1))
+			// Telling the world that it holds is an effect: as Decide's contract asks, the
+			// decider goes through Ctx first, which commits the decisions made before it.
+			ctx := c.Ctx()
 			ch := make(chan struct{})
 			w.mu.Lock()
 			w.holds[c.ID()+"/"+arg(1)] = ch
@@ -387,7 +390,7 @@ func (w *world) do(c *kernel.Context, op string) (string, error) {
 			select {
 			case <-ch:
 				return json.Marshal("released")
-			case <-c.Ctx().Done():
+			case <-ctx.Done():
 				w.effect(c, "abort "+arg(1))
 				return nil, c.Ctx().Err()
 			}
