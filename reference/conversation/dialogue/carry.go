@@ -48,6 +48,18 @@ type turnMem struct {
 	Classes []string              `json:"c,omitempty"`
 }
 
+// evict moves the oldest n turns of the window (none when n <= 0) to the evicted turns. The
+// window keeps its array, cut from the front, so that a window at its bound does not copy itself
+// on every turn: the next append that finds no room copies it once into a larger one.
+func (s *state) evict(n int) {
+	if n <= 0 {
+		return
+	}
+	s.Evicted = append(s.Evicted, s.Window[:n]...)
+	clear(s.Window[:n]) // the array's front no longer holds on to their texts
+	s.Window = s.Window[n:]
+}
+
 // modelUser is the user message the model saw for this turn.
 func (t turnMem) modelUser() string {
 	if t.Prompt != "" {
@@ -73,8 +85,10 @@ func (s *state) remember(key string) {
 		return
 	}
 	s.Keys = append(s.Keys, key)
-	if n := len(s.Keys); n > RecentKeys {
-		s.Keys = append([]string(nil), s.Keys[n-RecentKeys:]...)
+	if n := len(s.Keys) - RecentKeys; n > 0 {
+		// Cut from the front, as evict does: a full list does not copy itself on every message.
+		clear(s.Keys[:n])
+		s.Keys = s.Keys[n:]
 	}
 }
 

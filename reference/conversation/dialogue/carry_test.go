@@ -279,7 +279,7 @@ func TestRememberKeepsTheNewestKeys(t *testing.T) {
 	s.remember("")
 	assert.Empty(t, s.Keys)
 	var all []string
-	for i := 0; i < RecentKeys+3; i++ {
+	for i := 0; i < 3*RecentKeys+3; i++ { // several growths of the list's array
 		k := fmt.Sprintf("k%d", i)
 		all = append(all, k)
 		s.remember(k)
@@ -288,6 +288,39 @@ func TestRememberKeepsTheNewestKeys(t *testing.T) {
 			want = all[len(all)-RecentKeys:]
 		}
 		require.Equal(t, want, s.Keys, "after %d keys", i+1)
+	}
+}
+
+// TestEvictKeepsTheNewestTurns: evict moves exactly the oldest n turns to the evicted ones, in
+// order, and nothing for n <= 0; a window held at its bound turn after turn, well past several
+// growths of its array, always holds the newest turns, and a snapshot of the window taken before
+// an evict still reads what it held.
+func TestEvictKeepsTheNewestTurns(t *testing.T) {
+	mem := func(i int) turnMem { return turnMem{Ord: int64(i), Turn: int64(i), User: fmt.Sprintf("u%d", i)} }
+	var s state
+	for i := range 5 {
+		s.Window = append(s.Window, mem(i))
+	}
+	s.evict(0)
+	s.evict(-2)
+	require.Equal(t, []turnMem{mem(0), mem(1), mem(2), mem(3), mem(4)}, s.Window)
+	require.Empty(t, s.Evicted)
+	snap := s.Window[2:]
+	s.evict(2)
+	require.Equal(t, []turnMem{mem(2), mem(3), mem(4)}, s.Window)
+	require.Equal(t, []turnMem{mem(0), mem(1)}, s.Evicted)
+	require.Equal(t, []turnMem{mem(2), mem(3), mem(4)}, snap)
+
+	const bound = 8
+	s = state{}
+	var all []turnMem
+	for i := range 5 * bound {
+		all = append(all, mem(i))
+		s.Window = append(s.Window, mem(i))
+		s.evict(len(s.Window) - bound)
+		lo := max(0, len(all)-bound)
+		require.Equal(t, all[lo:], s.Window, "after %d turns", i+1)
+		require.Equal(t, all[:lo], append([]turnMem{}, s.Evicted...), "after %d turns", i+1)
 	}
 }
 

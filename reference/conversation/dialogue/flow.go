@@ -131,10 +131,7 @@ func (cv *Dialogue) seed(c *kernel.Context, st *state, input json.RawMessage) er
 		st.Window = append(st.Window, turnMem{Ord: ord, Turn: turnNo, UserRec: user.Ord, Asker: asker, User: t.User,
 			Reply: t.Reply, Status: t.Status})
 	}
-	if n := len(st.Window) - cv.cfg.MaxWindowTurns; n > 0 {
-		st.Evicted = append(st.Evicted, st.Window[:n]...)
-		st.Window = append([]turnMem(nil), st.Window[n:]...)
-	}
+	st.evict(len(st.Window) - cv.cfg.MaxWindowTurns)
 	return nil
 }
 
@@ -318,9 +315,7 @@ func (cv *Dialogue) turn(c *kernel.Context, st *state, m kernel.Message, env *re
 		}
 		if st.Mode == ModeOwner {
 			// Turns the fit dropped leave the window for good and are folded into the summary.
-			drop := len(st.Window) - keep
-			st.Evicted = append(st.Evicted, st.Window[:drop]...)
-			st.Window = append([]turnMem(nil), st.Window[drop:]...)
+			st.evict(len(st.Window) - keep)
 			visible = st.Window
 		} else {
 			visible = visible[len(visible)-keep:]
@@ -372,10 +367,7 @@ func (cv *Dialogue) turn(c *kernel.Context, st *state, m kernel.Message, env *re
 	cv.hub.End(c.ID(), turnNo)
 	st.Window = append(st.Window, turnMem{Ord: ord, Turn: turnNo, UserRec: user.Ord, Asker: asker, User: env.Text,
 		Prompt: promptIf(prompt, env.Text), Reply: res.Text, Status: res.Status, Classes: replyClasses})
-	if n := len(st.Window) - cv.cfg.MaxWindowTurns; n > 0 {
-		st.Evicted = append(st.Evicted, st.Window[:n]...)
-		st.Window = append([]turnMem(nil), st.Window[n:]...)
-	}
+	st.evict(len(st.Window) - cv.cfg.MaxWindowTurns)
 	return nil
 }
 
