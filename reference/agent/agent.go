@@ -194,7 +194,9 @@ func Run(c *kernel.Context, cfg Config, messages []model.Message) (Result, error
 	if cfg.MaxIterations <= 0 {
 		cfg.MaxIterations = 8
 	}
-	msgs := append([]model.Message(nil), messages...)
+	// The loop appends to its own messages; clipped, the first append copies them, and the
+	// caller's slice is never written.
+	msgs := messages[:len(messages):len(messages)]
 	var res Result
 	for i := 1; i <= cfg.MaxIterations; i++ {
 		if stop, err := checkpoint(c, cfg, abortTurnID(cfg.LoopID, i)); err != nil {

@@ -42,6 +42,8 @@ type rig struct {
 	k    *kernel.Kernel
 	cfg  func() agent.Config
 	errs chan error // what each run of the loop returned as its error, nil included
+	// in is the messages the flow runs the loop on (nil: one user message, "hi").
+	in []model.Message
 }
 
 func newRig(t *testing.T, cfg func() agent.Config) *rig {
@@ -55,7 +57,11 @@ func (r *rig) open() {
 	st, err := sqlite.Open(context.Background(), r.path, sqlite.Options{})
 	require.NoError(r.t, err)
 	flow := func(c *kernel.Context, _ json.RawMessage) (json.RawMessage, error) {
-		res, err := agent.Run(c, r.cfg(), []model.Message{{Role: model.RoleUser, Content: "hi"}})
+		in := r.in
+		if in == nil {
+			in = []model.Message{{Role: model.RoleUser, Content: "hi"}}
+		}
+		res, err := agent.Run(c, r.cfg(), in)
 		r.errs <- err
 		if err != nil {
 			return nil, err
@@ -255,6 +261,28 @@ func TestToolOutcomesFedBackToTheModel(t *testing.T) {
 		{Role: model.RoleTool, ToolCallID: "4", Content: `null`},
 		{Role: model.RoleTool, ToolCallID: "5", Content: `null`},
 	}, (*reqs)[1].Messages)
+}
+
+// The loop appends the model's answers and the tool outcomes to messages of its own: a caller's
+// slice with room to spare is not written, neither its elements nor the room after them, and the
+// second model call still sees the whole conversation.
+func TestRunLeavesTheCallersMessagesAlone(t *testing.T) {
+	hi := model.Message{Role: model.RoleUser, Content: "hi"}
+	spare := model.Message{Role: "spare", Content: "untouched"}
+	backing := []model.Message{hi, spare, spare, spare}
+	calls := []model.ToolCall{{ID: "1", Name: "echo", Arguments: `{"a":1}`}}
+	p, reqs := scripted(model.Response{Content: "looking", ToolCalls: calls}, model.Response{Content: "done"})
+	box := &toolbox{fn: func(name string, args json.RawMessage) (json.RawMessage, error) { return args, nil }}
+	r := newRig(t, func() agent.Config {
+		return agent.Config{LoopID: "L", Provider: p, Runner: box, Tools: []model.Tool{{Name: "echo"}}}
+	})
+	r.in = backing[:1]
+	r.start()
+	require.Equal(t, agent.Complete, r.result().Status)
+	require.Equal(t, []model.Message{hi, spare, spare, spare}, backing)
+	require.Len(t, *reqs, 2)
+	require.Equal(t, []model.Message{hi, {Role: model.RoleAssistant, Content: "looking", ToolCalls: calls},
+		{Role: model.RoleTool, ToolCallID: "1", Content: `{"a":1}`}}, (*reqs)[1].Messages)
 }
 
 // Sequential and parallel tool calls differ in what they record and in what a denial stops: one
