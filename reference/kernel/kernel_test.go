@@ -357,6 +357,49 @@ func TestIDsMustBeUTF8(t *testing.T) {
 	require.ErrorIs(t, err, kernel.ErrBadID, "an id that JSON could not keep intact would not be recovered")
 }
 
+// Without a bound, every step runs at once: each waits until all of them have started, which
+// steps run one or two at a time would never see (they give up after a while and fail).
+func TestExecuteAllRunsEveryStepAtOnce(t *testing.T) {
+	const n = 4
+	var arrived sync.WaitGroup
+	arrived.Add(n)
+	all := make(chan struct{})
+	go func() { arrived.Wait(); close(all) }()
+	flow := func(c *kernel.Context, _ json.RawMessage) (json.RawMessage, error) {
+		ids := make([]string, n)
+		fns := make([]kernel.StepFunc, n)
+		for i := range fns {
+			ids[i] = fmt.Sprintf("t%d", i)
+			fns[i] = func(ctx context.Context) (json.RawMessage, error) {
+				arrived.Done()
+				select {
+				case <-all:
+					return json.Marshal(i)
+				case <-time.After(5 * time.Second):
+					return nil, errors.New("the other steps did not start while this one ran")
+				}
+			}
+		}
+		out := []int{}
+		for _, r := range c.ExecuteAll(ids, fns) {
+			if r.Err != nil {
+				return nil, r.Err
+			}
+			var v int
+			_ = json.Unmarshal(r.Value, &v)
+			out = append(out, v)
+		}
+		return json.Marshal(out)
+	}
+	r := newRig(t, map[string]kernel.Flow{"f": flow})
+	_, err := r.k.Start(context.Background(), kernel.StartRequest{ID: "x", Flow: "f", Principal: alice})
+	require.NoError(t, err)
+	info, err := r.k.Await(context.Background(), "x")
+	require.NoError(t, err)
+	require.Equal(t, kernel.StateCompleted, info.State, info.Error)
+	require.JSONEq(t, "[0,1,2,3]", string(info.Output))
+}
+
 // With a bound, the steps run at most limit at once and start in the order given: the first
 // steps of the list are the first to run, whichever goroutine the scheduler favours.
 func TestExecuteAllLimitBoundsAndStartsInOrder(t *testing.T) {
