@@ -365,7 +365,7 @@ func TestExecuteAllRunsEveryStepAtOnce(t *testing.T) {
 	arrived.Add(n)
 	all := make(chan struct{})
 	go func() { arrived.Wait(); close(all) }()
-	flow := func(c *kernel.Context, _ json.RawMessage) (json.RawMessage, error) {
+	info := stepValues(t, func(c *kernel.Context) []kernel.StepResult {
 		ids := make([]string, n)
 		fns := make([]kernel.StepFunc, n)
 		for i := range fns {
@@ -380,8 +380,19 @@ func TestExecuteAllRunsEveryStepAtOnce(t *testing.T) {
 				}
 			}
 		}
+		return c.ExecuteAll(ids, fns)
+	})
+	require.Equal(t, kernel.StateCompleted, info.State, info.Error)
+	require.JSONEq(t, "[0,1,2,3]", string(info.Output))
+}
+
+// stepValues runs execution "x" of a flow that runs the steps run starts and ends with their
+// values (each an int), in order, or fails with the first step error; it returns the end.
+func stepValues(t *testing.T, run func(c *kernel.Context) []kernel.StepResult) kernel.Info {
+	t.Helper()
+	flow := func(c *kernel.Context, _ json.RawMessage) (json.RawMessage, error) {
 		out := []int{}
-		for _, r := range c.ExecuteAll(ids, fns) {
+		for _, r := range run(c) {
 			if r.Err != nil {
 				return nil, r.Err
 			}
@@ -396,8 +407,7 @@ func TestExecuteAllRunsEveryStepAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	info, err := r.k.Await(context.Background(), "x")
 	require.NoError(t, err)
-	require.Equal(t, kernel.StateCompleted, info.State, info.Error)
-	require.JSONEq(t, "[0,1,2,3]", string(info.Output))
+	return info
 }
 
 // With a bound, the steps run at most limit at once and start in the order given: the first
@@ -407,7 +417,7 @@ func TestExecuteAllLimitBoundsAndStartsInOrder(t *testing.T) {
 		var mu sync.Mutex
 		var started []int
 		inFlight, most := 0, 0
-		flow := func(c *kernel.Context, _ json.RawMessage) (json.RawMessage, error) {
+		info := stepValues(t, func(c *kernel.Context) []kernel.StepResult {
 			ids := []string{"t0", "t1", "t2", "t3", "t4"}
 			fns := make([]kernel.StepFunc, len(ids))
 			for i := range fns {
@@ -424,19 +434,8 @@ func TestExecuteAllLimitBoundsAndStartsInOrder(t *testing.T) {
 					return json.Marshal(i)
 				}
 			}
-			out := []int{}
-			for _, r := range c.ExecuteAllLimit(ids, fns, limit) {
-				var n int
-				_ = json.Unmarshal(r.Value, &n)
-				out = append(out, n)
-			}
-			return json.Marshal(out)
-		}
-		r := newRig(t, map[string]kernel.Flow{"f": flow})
-		_, err := r.k.Start(context.Background(), kernel.StartRequest{ID: "x", Flow: "f", Principal: alice})
-		require.NoError(t, err)
-		info, err := r.k.Await(context.Background(), "x")
-		require.NoError(t, err)
+			return c.ExecuteAllLimit(ids, fns, limit)
+		})
 		require.JSONEq(t, "[0,1,2,3,4]", string(info.Output), "results in the given order")
 		mu.Lock()
 		require.Equal(t, limit, most, "at most %d at once, and the bound is reached", limit)
