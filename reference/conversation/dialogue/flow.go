@@ -24,13 +24,6 @@ import (
 // errClosedFlow ends the dialogue loop after the close record.
 var errClosedFlow = errors.New("conversation: closed")
 
-// recordValue is the value of a transcript decision. Turns is the number of the newest accepted
-// turn once the record is written, so the status reads it from the newest record alone.
-type recordValue struct {
-	Rec   record.Stored `json:"rec"`
-	Turns *int64        `json:"turns,omitempty"`
-}
-
 // verdictValue is the recorded acceptance verdict of one message. Turns is the number of the
 // newest accepted turn when the message was taken up (before its own turn, if it becomes one):
 // every consumed message has a verdict, recorded or only counted, so the status finds a count
@@ -143,14 +136,13 @@ func (cv *Dialogue) decide(c *kernel.Context, id string, v any, fn func() (any, 
 func (cv *Dialogue) record(c *kernel.Context, st *state, id string, e loomtype.Entry, live func()) (loomtype.Entry, error) {
 	st.Rec++
 	e.Ord = st.Rec
-	var v recordValue
-	err := cv.decide(c, id, &v, func() (any, error) {
+	v, err := record.DecideRecord(c, id, func() (record.Value, error) {
 		e.Time = cv.deps.Now().UTC().Truncate(time.Millisecond)
 		if live != nil {
 			live()
 		}
 		turns := st.Seq
-		return recordValue{Rec: record.Of(e), Turns: &turns}, nil
+		return record.Value{Rec: record.Of(e), Turns: &turns}, nil
 	})
 	return v.Rec.Entry(), err
 }

@@ -18,13 +18,19 @@ func EntryOf(ev kernel.LogEvent) (loomtype.Entry, bool) {
 	if d == nil || len(d.Value) == 0 || d.Value[0] != '{' || !mayHoldRec(d.Value) {
 		return loomtype.Entry{}, false
 	}
-	var v struct {
-		Rec *Stored `json:"rec"`
+	var rec Stored
+	if v, ok := decodeValue(d.Value); ok {
+		rec = v.Rec // what the decode below makes of a value json.Marshal wrote, in one pass
+	} else {
+		var v struct {
+			Rec *Stored `json:"rec"`
+		}
+		if json.Unmarshal(d.Value, &v) != nil || v.Rec == nil {
+			return loomtype.Entry{}, false
+		}
+		rec = *v.Rec
 	}
-	if json.Unmarshal(d.Value, &v) != nil || v.Rec == nil {
-		return loomtype.Entry{}, false
-	}
-	e := v.Rec.Entry()
+	e := rec.Entry()
 	e.Cursor = loomtype.Cursor{Gen: ev.Gen, Seq: ev.Seq}.String()
 	return e, true
 }
