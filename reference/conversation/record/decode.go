@@ -277,7 +277,7 @@ func (p *scan) text() (string, bool) {
 	return string(v), ok
 }
 
-// int reads an integer as JSON writes it (no fraction, no exponent) that fits in an int64.
+// int reads an integer as JSON writes it (no leading zero) that fits in an int64.
 func (p *scan) int() (int64, bool) {
 	start := p.i
 	p.byte('-')
@@ -285,11 +285,9 @@ func (p *scan) int() (int64, bool) {
 	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
 		p.i++
 	}
-	n := p.i - digits
-	if n == 0 || (n > 1 && p.b[digits] == '0') {
-		return 0, false
-	}
-	if p.i < len(p.b) && (p.b[p.i] == '.' || p.b[p.i] == 'e' || p.b[p.i] == 'E') {
+	if p.i-digits > 1 && p.b[digits] == '0' {
+		// JSON has no leading zeros. ParseInt refuses a number without digits, and the caller
+		// what follows the digits: a fraction, an exponent.
 		return 0, false
 	}
 	v, err := strconv.ParseInt(string(p.b[start:p.i]), 10, 64)

@@ -132,6 +132,32 @@ var recInputs = []string{
 	`{"asker":{"Actor":"a"}}`, `{"asker":{"actor":1}}`, `{"asker":{"actor":"a","x":1}}`, `{"asker":{"actor":"a",}}`, `{"asker":[]}`,
 	`{"classes":[]}`, `{"classes":["a","b"]}`, `{"classes":["a",]}`, `{"classes":[1]}`, `{"classes":["a"],"classes":["b"]}`,
 	`{"cursor":"","ord":1,"turn":2,"role":"user","status":"accepted","text":"t","reason":"r","errorId":"e","messageId":"m","editOf":3,"editOfTurn":4,"asker":{"actor":"a"},"time":"2026-12-04T00:17:33Z","classes":["c"],"turnExecutionId":"x"}`,
+	// Cut short or broken at each place the reader looks.
+	`{`, `{"`, `{"ord"`, `{"ord"}`, `{"ord":}`, `{"ord":1,}`, `{"ord":1`, `{"ord":1}}`, `{"ord":1 }`, `{"ord":1"turn":2}`,
+	`{"ord":1.}`, `{"ord":1.5}`, `{"ord":1e}`, `{"ord":1e5}`, `{"ord":1E5}`, `{"ord":--1}`, `{"ord":00}`, `{"ord":-01}`, `{"ord":0}`, `{"ord":-}`,
+	`{"text":"a`, `{"text":"a\`, `{"text":"\u00e`, `{"text":"\u00e9`, `{"text":"\"`, `{"text":"` + "\x80" + `"}`, `{"text":"` + "\xc3" + `"}`,
+	`{"text":"` + "\xed\xa0\x80" + `"}`, `{"text":"a` + "\x7f" + `"}`,
+	`{"asker":{`, `{"asker":{}`, `{"asker":{"actor"}}`, `{"asker":{"actor":}}`, `{"asker":{"actor":"a"}`, `{"asker":{"actor":"a",}}`,
+	`{"asker":{"actor":"a""tenant":"t"}}`, `{"asker":{"tenant":"t","actor":"a","onBehalfOf":"o","x":"y"}}`, `{"asker":{"actor":"a","actor":"b"}}`,
+	`{"classes":[}`, `{"classes":["a"}`, `{"classes":[]`, `{"classes":["a"]`, `{"classes":["a""b"]}`, `{"classes":[,]}`,
+}
+
+// onePass are records the one-pass reader reads itself (each is json.Marshal's form or a part of it).
+var onePass = []string{`{}`, `{"ord":0}`, `{"ord":-1}`, `{"asker":{}}`, `{"asker":{"actor":"a"}}`, `{"classes":[]}`, `{"classes":["a"]}`,
+	`{"text":"é \u00e9 \" \\ \/ \b\f\n\r\t"}`, `{"cursor":"c","turnExecutionId":"x"}`}
+
+// TestDecodeValueReadsOnePass: the one-pass reader reads each of onePass, alone and with a turn
+// count, as encoding/json does.
+func TestDecodeValueReadsOnePass(t *testing.T) {
+	for _, in := range onePass {
+		for _, b := range []string{`{"rec":` + in + `}`, `{"rec":` + in + `,"turns":2}`} {
+			v, ok := decodeValue([]byte(b))
+			require.True(t, ok, "%s is not read in one pass", b)
+			var want Value
+			require.NoError(t, json.Unmarshal([]byte(b), &want))
+			require.True(t, reflect.DeepEqual(want, v), "%s:\n got %#v\nwant %#v", b, v, want)
+		}
+	}
 }
 
 // valueInputs are the shapes around a record: each record input alone, as the record of a value
@@ -140,7 +166,9 @@ func valueInputs() []string {
 	out := []string{`{}`, `null`, `[]`, `{"turns":1}`, `{"rec":null}`, `{"rec":null,"turns":1}`, `{"turns":1,"rec":{}}`,
 		`{"rec":{},"turns":1}`, `{"rec":{},"turns":null}`, `{"rec":{},"turns":"1"}`, `{"rec":{},"turns":1.5}`, `{"rec":{},"turns":-1}`,
 		`{"rec":{},"other":1}`, `{"rec":{},"turns":1,"other":1}`, `{"Rec":{}}`, `{"rec":{},"rec":{"ord":2}}`, `{"rec":{}} `, `{"rec" :{}}`,
-		`{"rec":{},"turns":1`, `{"rec":{"ord":1}`, `{"rec":[]}`, `{"rec":{"ord":1},"turns":99999999999999999999}`}
+		`{"rec":{},"turns":1`, `{"rec":{"ord":1}`, `{"rec":[]}`, `{"rec":{"ord":1},"turns":99999999999999999999}`,
+		`{"rec":}`, `{"rec":,"turns":1}`, `{"rec":{},"turns":}`, `{"rec":{},"turns"}`, `{"rec":{},}`, `{"rec":{}`, `{"rec"`, `{"rec":{},"turns":01}`,
+		`{"rec":{},"turns":1}}`, `{"rec":{}"turns":1}`, `{"rec":{},"turns":1,}`}
 	for _, in := range recInputs {
 		out = append(out, in, `{"rec":`+in+`}`, `{"rec":`+in+`,"turns":3}`)
 	}
