@@ -201,13 +201,14 @@ func (p *scan) str() ([]byte, bool) {
 		return nil, false
 	}
 	start := p.i
-	var out []byte // the value, once an escape was met
+	var out []byte // the value up to start, once an escape was met
+	escaped := false
 	for p.i < len(p.b) {
 		c := p.b[p.i]
 		switch {
 		case c == '"':
 			v := p.b[start:p.i]
-			if out != nil {
+			if escaped {
 				v = append(out, v...)
 			}
 			p.i++
@@ -215,9 +216,7 @@ func (p *scan) str() ([]byte, bool) {
 		case c < 0x20:
 			return nil, false
 		case c == '\\':
-			if out == nil {
-				out = make([]byte, 0, p.i-start+16)
-			}
+			escaped = true
 			out = append(out, p.b[start:p.i]...)
 			r, n := unescape(p.b[p.i:])
 			if n == 0 {

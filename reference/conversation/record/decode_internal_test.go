@@ -140,6 +140,7 @@ var recInputs = []string{
 	`{"asker":{`, `{"asker":{}`, `{"asker":{"actor"}}`, `{"asker":{"actor":}}`, `{"asker":{"actor":"a"}`, `{"asker":{"actor":"a",}}`,
 	`{"asker":{"actor":"a""tenant":"t"}}`, `{"asker":{"tenant":"t","actor":"a","onBehalfOf":"o","x":"y"}}`, `{"asker":{"actor":"a","actor":"b"}}`,
 	`{"classes":[}`, `{"classes":["a"}`, `{"classes":[]`, `{"classes":["a"]`, `{"classes":["a""b"]}`, `{"classes":[,]}`,
+	`{"cursor":}`, `{"role":}`, `{"text":}`, `{"asker":}`, `{"time":}`, `{"classes":}`, `{"text":"\"}`, `{"text":"\\"}`,
 }
 
 // onePass are records the one-pass reader reads itself (each is json.Marshal's form or a part of it).
@@ -168,7 +169,10 @@ func valueInputs() []string {
 		`{"rec":{},"other":1}`, `{"rec":{},"turns":1,"other":1}`, `{"Rec":{}}`, `{"rec":{},"rec":{"ord":2}}`, `{"rec":{}} `, `{"rec" :{}}`,
 		`{"rec":{},"turns":1`, `{"rec":{"ord":1}`, `{"rec":[]}`, `{"rec":{"ord":1},"turns":99999999999999999999}`,
 		`{"rec":}`, `{"rec":,"turns":1}`, `{"rec":{},"turns":}`, `{"rec":{},"turns"}`, `{"rec":{},}`, `{"rec":{}`, `{"rec"`, `{"rec":{},"turns":01}`,
-		`{"rec":{},"turns":1}}`, `{"rec":{}"turns":1}`, `{"rec":{},"turns":1,}`}
+		`{"rec":{},"turns":1}}`, `{"rec":{}"turns":1}`, `{"rec":{},"turns":1,}`,
+		// A record cut short where a reader that gave up would leave a closing brace to the caller.
+		`{"rec":{"x":}`, `{"rec":{"ord":1,"x":}`, `{"rec":{"asker":{"actor"}}`, `{"rec":{"asker":{"x":}}`, `{"rec":{"asker":{"actor":}}`,
+		`{"rec":{"asker":{"actor":"a","x":}}`, `{"rec":{"classes":["a",}}`}
 	for _, in := range recInputs {
 		out = append(out, in, `{"rec":`+in+`}`, `{"rec":`+in+`,"turns":3}`)
 	}
