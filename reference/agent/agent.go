@@ -89,6 +89,11 @@ type Config struct {
 	TaintToolErrors bool
 	// Signal, if set, can interrupt the run (a barge-in). nil means no abort checkpoints.
 	Signal *Signal
+	// AbortDrain is how long a model call goes on reading after Signal fires before it is
+	// cancelled, so that words the model sent before the abort and still waiting to be read
+	// are kept in the partial text (0: DefaultAbortDrain; negative: cancel at once). Words
+	// read in that time are kept but not passed to OnDelta.
+	AbortDrain time.Duration
 	// OnDelta receives streamed text of live model calls (never of replayed ones).
 	OnDelta func(text string)
 	// OnLive is called before each live (not replayed) model call.
@@ -304,7 +309,7 @@ func callModel(c *kernel.Context, cfg Config, msgs []model.Message) (json.RawMes
 		go func() {
 			select {
 			case <-cfg.Signal.Done():
-				cancel()
+				drainThenCancel(ctx, cfg.abortDrain(), cancel)
 			case <-ctx.Done():
 			}
 		}()
@@ -347,6 +352,38 @@ func callModel(c *kernel.Context, cfg Config, msgs []model.Message) (json.RawMes
 		return nil, err // nothing is recorded: a resume asks again
 	}
 	return json.Marshal(response{Content: cutText(resp.Content), ToolCalls: resp.ToolCalls})
+}
+
+// DefaultAbortDrain is Config.AbortDrain when it is left zero. It is long enough for a reader
+// that a busy machine keeps waiting for its turn, and short against a person's wait.
+const DefaultAbortDrain = 50 * time.Millisecond
+
+func (cfg Config) abortDrain() time.Duration {
+	if cfg.AbortDrain == 0 {
+		return DefaultAbortDrain
+	}
+	return cfg.AbortDrain
+}
+
+// drainThenCancel cancels a model call that an abort interrupted once d has passed (at once when
+// d <= 0), or does nothing if the call ends first.
+//
+// An abort cancels the call, and a cancelled call loses what its connection had received but not
+// yet handed on. The model's first words may have reached the engine's socket before the abort
+// arrived and still be unread because the reader had no processor yet. The drain lets the reader
+// take them.
+func drainThenCancel(ctx context.Context, d time.Duration, cancel func()) {
+	if d <= 0 {
+		cancel()
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		cancel()
+	case <-ctx.Done():
+	}
 }
 
 // cutText bounds a response text to MaxResponseChars characters.
