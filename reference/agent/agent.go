@@ -92,7 +92,8 @@ type Config struct {
 	// AbortDrain is how long a model call goes on reading after Signal fires before it is
 	// cancelled, so that words the model sent before the abort and still waiting to be read
 	// are kept in the partial text (0: DefaultAbortDrain; negative: cancel at once). Words
-	// read in that time are kept but not passed to OnDelta.
+	// read in that time are kept but not passed to OnDelta; an answer that ends in that time
+	// ended before the cancel and is recorded whole.
 	AbortDrain time.Duration
 	// OnDelta receives streamed text of live model calls (never of replayed ones).
 	OnDelta func(text string)

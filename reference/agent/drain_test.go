@@ -18,11 +18,14 @@ import (
 type lateReader struct {
 	sig     *agent.Signal
 	entered chan struct{}
+	before  string        // words read before the abort
 	late    time.Duration // how long after the abort the words are read
 	words   string
+	finish  bool // the answer ends with the late words
 }
 
 func (p *lateReader) Complete(ctx context.Context, _ model.Request, onDelta func(string)) (model.Response, error) {
+	onDelta(p.before)
 	close(p.entered)
 	<-p.sig.Done()
 	select {
@@ -33,15 +36,22 @@ func (p *lateReader) Complete(ctx context.Context, _ model.Request, onDelta func
 	if p.words != "" {
 		onDelta(p.words)
 	}
+	if p.finish {
+		return model.Response{Content: p.before + p.words}, nil
+	}
 	<-ctx.Done() // a provider that keeps the stream open: only the cancel ends the call
 	return model.Response{}, ctx.Err()
 }
 
-// drainRun runs one loop whose model call is aborted once it has started, and returns the result
-// and every delta passed on to viewers.
-func drainRun(t *testing.T, drain, late time.Duration, words string) (agent.Result, []string) {
+// drainRun runs one loop whose model call is aborted once it has read "Hello", and returns the
+// result. Only "Hello" is passed on to viewers as a live delta.
+func drainRun(t *testing.T, drain, late time.Duration, words string) agent.Result {
+	return drainRunWith(t, &lateReader{before: "Hello", late: late, words: words}, drain)
+}
+
+func drainRunWith(t *testing.T, p *lateReader, drain time.Duration) agent.Result {
 	sig := agent.NewSignal(nil)
-	p := &lateReader{sig: sig, entered: make(chan struct{}), late: late, words: words}
+	p.sig, p.entered = sig, make(chan struct{})
 	var mu sync.Mutex
 	var live []string
 	r := newRig(t, func() agent.Config {
@@ -58,29 +68,36 @@ func drainRun(t *testing.T, drain, late time.Duration, words string) (agent.Resu
 	require.Equal(t, []string{"decision L#abort:turn:1", "decision L#turn:1:response"}, r.decisions())
 	mu.Lock()
 	defer mu.Unlock()
-	return res, live
+	require.Equal(t, []string{p.before}, live, "only what was read before the abort is passed on")
+	return res
 }
 
 // Words the model sent before an abort, read only after it, are kept in the partial text: the call
 // goes on reading for the drain before it is cancelled. They are not passed on as live deltas, since
 // they are read after the abort.
 func TestAbortKeepsWordsReadDuringTheDrain(t *testing.T) {
-	res, live := drainRun(t, 500*time.Millisecond, 5*time.Millisecond, "Let me")
-	require.Equal(t, agent.Result{Status: agent.Interrupted, Text: "Let me", Iterations: 1}, res)
-	require.Empty(t, live)
+	res := drainRun(t, 500*time.Millisecond, 5*time.Millisecond, " let me")
+	require.Equal(t, agent.Result{Status: agent.Interrupted, Text: "Hello let me", Iterations: 1}, res)
 }
 
 // A negative drain cancels at once: words not yet read are lost.
 func TestAbortWithoutDrainCancelsAtOnce(t *testing.T) {
-	res, _ := drainRun(t, -1, 2*time.Second, "Let me")
-	require.Equal(t, agent.Result{Status: agent.Interrupted, Iterations: 1}, res)
+	res := drainRun(t, -1, 2*time.Second, " let me")
+	require.Equal(t, agent.Result{Status: agent.Interrupted, Text: "Hello", Iterations: 1}, res)
 }
 
 // The drain is bounded: a provider that keeps its stream open and sends nothing more is cancelled
 // when the drain ends, and the run ends interrupted with what was read.
 func TestAbortDrainEndsWithTheCancel(t *testing.T) {
 	start := time.Now()
-	res, _ := drainRun(t, 30*time.Millisecond, time.Millisecond, "Let")
-	require.Equal(t, agent.Result{Status: agent.Interrupted, Text: "Let", Iterations: 1}, res)
+	res := drainRun(t, 30*time.Millisecond, time.Millisecond, " let")
+	require.Equal(t, agent.Result{Status: agent.Interrupted, Text: "Hello let", Iterations: 1}, res)
 	require.GreaterOrEqual(t, time.Since(start), 30*time.Millisecond, "cancelled only when the drain ended")
+}
+
+// An answer that ends during the drain ended before the call was cancelled: it is recorded whole,
+// and a run whose answer asks for no tool completes with it.
+func TestAnswerEndingDuringTheDrainIsWhole(t *testing.T) {
+	res := drainRunWith(t, &lateReader{before: "Hello", late: 5 * time.Millisecond, words: " world", finish: true}, time.Second)
+	require.Equal(t, agent.Result{Status: agent.Complete, Text: "Hello world", Iterations: 1}, res)
 }
