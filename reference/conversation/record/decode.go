@@ -89,34 +89,42 @@ func (p *scan) key(name string) bool {
 
 // stored reads a record object (see decodeValue).
 func (p *scan) stored() (s Stored, ok bool) {
+	ok = p.object(storedKeys, func(i int) bool { return p.field(&s, storedKeys[i]) })
+	return s, ok
+}
+
+// object reads an object whose keys are among keys, in their order, any of them left out: value
+// reads the value of keys[i]. It gives up on anything else (another key, a key twice, keys out of
+// order), which encoding/json then reads.
+func (p *scan) object(keys []string, value func(i int) bool) bool {
 	if !p.byte('{') {
-		return s, false
+		return false
 	}
 	if p.byte('}') {
-		return s, true
+		return true
 	}
-	next := 0 // storedKeys[next:] may come
+	next := 0 // keys[next:] may come
 	for {
 		key, ok := p.str()
 		if !ok || !p.byte(':') {
-			return s, false
+			return false
 		}
 		i := next
-		for i < len(storedKeys) && storedKeys[i] != string(key) {
+		for i < len(keys) && keys[i] != string(key) {
 			i++
 		}
-		if i == len(storedKeys) {
-			return s, false
+		if i == len(keys) {
+			return false
 		}
 		next = i + 1
-		if !p.field(&s, storedKeys[i]) {
-			return s, false
+		if !value(i) {
+			return false
 		}
 		if p.byte('}') {
-			return s, true
+			return true
 		}
 		if !p.byte(',') {
-			return s, false
+			return false
 		}
 	}
 }
@@ -295,33 +303,9 @@ func (p *scan) int() (int64, bool) {
 
 // identity reads an identity object of the keys tenant, actor and onBehalfOf, in that order, any
 // of them left out.
-func (p *scan) identity() (loomtype.Identity, bool) {
-	var id loomtype.Identity
-	if !p.byte('{') {
-		return id, false
-	}
-	if p.byte('}') {
-		return id, true
-	}
-	keys := identityKeys
-	next := 0
-	for {
-		key, ok := p.str()
-		if !ok || !p.byte(':') {
-			return id, false
-		}
-		i := next
-		for i < len(keys) && keys[i] != string(key) {
-			i++
-		}
-		if i == len(keys) {
-			return id, false
-		}
-		next = i + 1
+func (p *scan) identity() (id loomtype.Identity, ok bool) {
+	ok = p.object(identityKeys, func(i int) bool {
 		v, ok := p.text()
-		if !ok {
-			return id, false
-		}
 		switch i {
 		case 0:
 			id.Tenant = v
@@ -330,13 +314,9 @@ func (p *scan) identity() (loomtype.Identity, bool) {
 		default:
 			id.OnBehalfOf = v
 		}
-		if p.byte('}') {
-			return id, true
-		}
-		if !p.byte(',') {
-			return id, false
-		}
-	}
+		return ok
+	})
+	return id, ok
 }
 
 // strings reads an array of strings ([] is an empty, non-nil slice, as encoding/json makes it).
