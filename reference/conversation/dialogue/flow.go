@@ -24,17 +24,6 @@ import (
 // errClosedFlow ends the dialogue loop after the close record.
 var errClosedFlow = errors.New("conversation: closed")
 
-// verdictValue is the recorded acceptance verdict of one message. Turns is the number of the
-// newest accepted turn when the message was taken up (before its own turn, if it becomes one):
-// every consumed message has a verdict, recorded or only counted, so the status finds a count
-// within a few events of the log's end whatever the number of rejections.
-type verdictValue struct {
-	OK       bool                 `json:"ok"`
-	Reason   loomtype.Reason      `json:"reason,omitempty"`
-	Envelope *record.EnvelopeJSON `json:"envelope,omitempty"`
-	Turns    *int64               `json:"turns,omitempty"`
-}
-
 // fitValue is the recorded budget verdict of one turn.
 type fitValue struct {
 	OK             bool               `json:"ok"`
@@ -149,15 +138,14 @@ func (cv *Dialogue) record(c *kernel.Context, st *state, id string, e loomtype.E
 
 func (cv *Dialogue) handle(c *kernel.Context, st *state, m kernel.Message) error {
 	ord := st.Ord
-	var vv verdictValue
-	err := cv.decide(c, record.VerifyID(ord), &vv, func() (any, error) {
+	vv, err := record.DecideVerdict(c, record.VerifyID(ord), func() (record.Verdict, error) {
 		v := envelope.Check(envelope.CheckInput{
 			Raw: m.Payload, Keys: cv.cfg.Keys, ConversationID: c.ID(),
 			Voices: cv.voices(c, st),
 			Now:    m.Time, MaxAgeMs: cv.cfg.MaxEnvelopeAgeMs, Seen: st.Replay,
 		})
 		turns := st.Seq
-		out := verdictValue{OK: v.OK, Reason: loomtype.Reason(v.Reason), Turns: &turns}
+		out := record.Verdict{OK: v.OK, Reason: loomtype.Reason(v.Reason), Turns: &turns}
 		if v.OK {
 			e := record.WireEnvelope(v.Envelope)
 			out.Envelope = &e
