@@ -47,7 +47,7 @@ func TestVerdictKeysFollowVerdict(t *testing.T) {
 func verdicts() []Verdict {
 	n := func(v int64) *int64 { return &v }
 	full := EnvelopeJSON{ConversationID: "c-1", Kind: "message", ID: "m-1", IAT: 1_796_000_000_000,
-		Text: `You said: "hi" \ <b>&amp;</b>` + "\n\t\r\b\f\x00\x1f\u2028\u2029 é 日本 🎉 \ufffd",
+		Text:  `You said: "hi" \ <b>&amp;</b>` + "\n\t\r\b\f\x00\x1f\u2028\u2029 é 日本 🎉 \ufffd",
 		Asker: envelope.Identity{Tenant: "acme", Actor: "alice", OnBehalfOf: "bob"}, EditOf: n(3), Sig: "c2ln+/="}
 	bare := EnvelopeJSON{Kind: "close", Asker: envelope.Identity{Actor: "alice"}}
 	var out []Verdict
