@@ -113,7 +113,7 @@ func TestDecodeVerdictAsEncodingJSON(t *testing.T) {
 	}
 }
 
-// TestScanBool reads true and false and refuses anything else without moving.
+// TestScanBool reads true and false and refuses anything else without moving (and false).
 func TestScanBool(t *testing.T) {
 	for in, want := range map[string]bool{"true": true, "false": false, "true,": true, "false}": false} {
 		p := scan{b: []byte(in)}
@@ -124,8 +124,9 @@ func TestScanBool(t *testing.T) {
 	}
 	for _, in := range []string{"", "t", "tru", "fals", "null", "1", "True", `"true"`} {
 		p := scan{b: []byte(in)}
-		_, ok := p.bool()
+		v, ok := p.bool()
 		require.False(t, ok, in)
+		require.False(t, v, in)
 		require.Zero(t, p.i, in)
 	}
 }
