@@ -344,7 +344,7 @@ func (cv *Conversations) Follow(id string) *Follower {
 // tailRecords are the records of a commit as the tail keeps them: every event's position, and
 // the transcript entry of each that holds one.
 func tailRecords(c kernel.LogCommit) []live.Record {
-	evs := c.Events()
+	evs := c.Decisions() // a start's input holds no entry
 	out := make([]live.Record, len(evs))
 	for i, ev := range evs {
 		out[i].At = ev.Cursor()

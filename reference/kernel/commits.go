@@ -27,6 +27,19 @@ type LogCommit struct {
 //	for _, ev := range c.Events() { fmt.Println(ev.Gen, ev.Seq, ev.Kind) }
 func (c LogCommit) Events() []LogEvent { return logEvents(c.evs) }
 
+// Decisions returns the commit's events as Events does, except that a start's input is not
+// decoded (Start is nil): a watcher that reads positions and decisions does not pay for a new
+// generation's input, which holds the whole carry. Each call decodes anew.
+//
+//	for _, ev := range c.Decisions() { if ev.Decision != nil { fmt.Println(ev.Decision.ID) } }
+func (c LogCommit) Decisions() []LogEvent {
+	out := make([]LogEvent, len(c.evs))
+	for i, ev := range c.evs {
+		out[i] = decisionEvent(ev)
+	}
+	return out
+}
+
 // Len is the number of events the commit appended.
 //
 //	n := c.Len()

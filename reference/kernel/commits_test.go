@@ -14,12 +14,12 @@ import (
 // TestWatchLogCommitsToldExactlyTheLog: a watcher of an execution is told every event its log
 // holds, across a continue-as-new, in the log's order and with the log's content (Time aside),
 // each commit once and only after it committed; another execution's commits are not its; after
-// stop nothing more is told.
+// stop nothing more is told. Decisions tells the same without the starts' inputs.
 func TestWatchLogCommitsToldExactlyTheLog(t *testing.T) {
 	var calls atomic.Int64
 	r := newRig(t, map[string]kernel.Flow{"echo": echo(&calls)})
 	var mu sync.Mutex
-	var told []kernel.LogEvent
+	var told, decisions []kernel.LogEvent
 	commits := 0
 	stop := r.k.WatchLogCommits("c1", func(c kernel.LogCommit) {
 		require.Equal(t, "c1", c.ID)
@@ -28,6 +28,7 @@ func TestWatchLogCommitsToldExactlyTheLog(t *testing.T) {
 		defer mu.Unlock()
 		commits++
 		told = append(told, c.Events()...)
+		decisions = append(decisions, c.Decisions()...)
 	})
 	var other atomic.Int64
 	stopOther := r.k.WatchLogCommits("c2", func(kernel.LogCommit) { other.Add(1) })
@@ -52,6 +53,15 @@ func TestWatchLogCommitsToldExactlyTheLog(t *testing.T) {
 	}
 	mu.Lock()
 	require.Equal(t, logged, told, "the watcher was told the log, event for event")
+	starts := 0
+	for i := range logged {
+		if logged[i].Start != nil {
+			starts++
+			logged[i].Start = nil
+		}
+	}
+	require.Equal(t, 2, starts, "both generations' starts were told")
+	require.Equal(t, logged, decisions, "Decisions is Events without the starts' inputs")
 	require.Less(t, commits, len(told)+1)
 	mu.Unlock()
 	require.Zero(t, other.Load(), "c2 wrote nothing")

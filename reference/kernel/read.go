@@ -58,16 +58,22 @@ type Start struct {
 func (e LogEvent) Cursor() loomtype.Cursor { return loomtype.Cursor{Gen: e.Gen, Seq: e.Seq} }
 
 func logEvent(ev store.Event) LogEvent {
-	out := LogEvent{Gen: ev.Gen, Seq: ev.Seq, Kind: ev.Kind, Data: ev.Data, Time: ev.Time}
-	switch ev.Kind {
-	case kindDecision:
-		if d, err := decodeDecision(ev.Data); err == nil {
-			out.Decision = &Decision{ID: d.ID, Value: d.Value}
-		}
-	case kindStarted:
+	out := decisionEvent(ev)
+	if ev.Kind == kindStarted {
 		var s evStarted
 		if json.Unmarshal(ev.Data, &s) == nil {
 			out.Start = &Start{Input: s.Input}
+		}
+	}
+	return out
+}
+
+// decisionEvent is logEvent without a start's input.
+func decisionEvent(ev store.Event) LogEvent {
+	out := LogEvent{Gen: ev.Gen, Seq: ev.Seq, Kind: ev.Kind, Data: ev.Data, Time: ev.Time}
+	if ev.Kind == kindDecision {
+		if d, err := decodeDecision(ev.Data); err == nil {
+			out.Decision = &Decision{ID: d.ID, Value: d.Value}
 		}
 	}
 	return out
