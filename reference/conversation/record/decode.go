@@ -23,11 +23,29 @@ type Value struct {
 //
 //	v, err := record.DecideRecord(c, record.ReplyID(ord), func() (record.Value, error) { return record.Value{Rec: record.Of(e)}, nil })
 func DecideRecord(c *kernel.Context, id string, fn func() (Value, error)) (Value, error) {
+	return decideOnePass(c, id, fn, decodeValue)
+}
+
+// decideOnePass records fn's value as decision id, exactly once, and decodes the value recorded
+// with decodeOnePass.
+func decideOnePass[T any](c *kernel.Context, id string, fn func() (T, error), onePass func([]byte) (T, bool)) (T, error) {
 	raw, err := c.DecideValue(id, func() (any, error) { return fn() })
 	if err != nil {
-		return Value{}, err
+		var zero T
+		return zero, err
 	}
-	return DecodeValue(raw)
+	return decodeOnePass(raw, onePass)
+}
+
+// decodeOnePass decodes b with onePass when it reads b, and with encoding/json into an empty T
+// otherwise.
+func decodeOnePass[T any](b []byte, onePass func([]byte) (T, bool)) (T, error) {
+	if v, ok := onePass(b); ok {
+		return v, nil
+	}
+	var v T
+	err := json.Unmarshal(b, &v)
+	return v, err
 }
 
 // DecodeValue decodes a transcript decision's value exactly as json.Unmarshal decodes it into an
@@ -37,14 +55,7 @@ func DecideRecord(c *kernel.Context, id string, fn func() (Value, error)) (Value
 // else is decoded by encoding/json.
 //
 //	v, err := record.DecodeValue(d.Value)
-func DecodeValue(b []byte) (Value, error) {
-	if v, ok := decodeValue(b); ok {
-		return v, nil
-	}
-	var v Value
-	err := json.Unmarshal(b, &v)
-	return v, err
-}
+func DecodeValue(b []byte) (Value, error) { return decodeOnePass(b, decodeValue) }
 
 // storedKeys are Stored's JSON names in the order json.Marshal writes them, identityKeys
 // loomtype.Identity's. A field added to Stored is added here and to field.
@@ -72,11 +83,9 @@ func decodeValue(b []byte) (v Value, ok bool) {
 		if !p.key("turns") {
 			return v, false
 		}
-		n, ok := p.int()
-		if !ok {
+		if v.Turns, ok = p.intRef(); !ok {
 			return v, false
 		}
-		v.Turns = &n
 	}
 	return v, p.byte('}') && p.end()
 }
@@ -299,6 +308,15 @@ func (p *scan) int() (int64, bool) {
 	}
 	v, err := strconv.ParseInt(string(p.b[start:p.i]), 10, 64)
 	return v, err == nil
+}
+
+// intRef reads an integer into a new variable.
+func (p *scan) intRef() (*int64, bool) {
+	n, ok := p.int()
+	if !ok {
+		return nil, false
+	}
+	return &n, true
 }
 
 // identity reads an identity object of the keys tenant, actor and onBehalfOf, in that order, any

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
@@ -62,13 +61,7 @@ func records() []Stored {
 // the order json.Marshal writes it (a field added to Stored is read there too, or every record
 // holding it would be handed to encoding/json).
 func TestStoredKeysFollowStored(t *testing.T) {
-	var names []string
-	typ := reflect.TypeFor[Stored]()
-	for i := range typ.NumField() {
-		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
-		names = append(names, name)
-	}
-	require.Equal(t, names, storedKeys)
+	require.Equal(t, jsonNames(reflect.TypeFor[Stored]()), storedKeys)
 	for _, k := range storedKeys {
 		var p scan
 		var s Stored
@@ -106,13 +99,20 @@ func values() []Value {
 // TestDecodeValueReadsWhatMarshalWroteInOnePass: every value json.Marshal writes is read by the
 // one-pass reader (not handed on), and read back whole.
 func TestDecodeValueReadsWhatMarshalWroteInOnePass(t *testing.T) {
-	for i, v := range values() {
+	readsMarshalInOnePass(t, values(), decodeValue, sameAsEncodingJSON)
+}
+
+// readsMarshalInOnePass fails unless onePass reads what json.Marshal writes of each of vs, and
+// reads it back whole, and same holds of it.
+func readsMarshalInOnePass[T any](t *testing.T, vs []T, onePass func([]byte) (T, bool), same func(*testing.T, []byte)) {
+	t.Helper()
+	for i, v := range vs {
 		b, err := json.Marshal(v)
 		require.NoError(t, err)
-		got, ok := decodeValue(b)
+		got, ok := onePass(b)
 		require.True(t, ok, "value %d: %s is not read in one pass", i, b)
 		require.True(t, reflect.DeepEqual(v, got), "value %d: %s:\n got %#v\nwant %#v", i, b, got, v)
-		sameAsEncodingJSON(t, b)
+		same(t, b)
 	}
 }
 
@@ -135,6 +135,7 @@ var recInputs = []string{
 	// Cut short or broken at each place the reader looks.
 	`{`, `{"`, `{"ord"`, `{"ord"}`, `{"ord":}`, `{"ord":1,}`, `{"ord":1`, `{"ord":1}}`, `{"ord":1 }`, `{"ord":1"turn":2}`,
 	`{"ord":1.}`, `{"ord":1.5}`, `{"ord":1e}`, `{"ord":1e5}`, `{"ord":1E5}`, `{"ord":--1}`, `{"ord":00}`, `{"ord":-01}`, `{"ord":0}`, `{"ord":-}`,
+	`{"text":"\u"}`, `{"text":"\u1"}`, `{"text":"\u12"}`, `{"text":"\u123"}`,
 	`{"text":"a`, `{"text":"a\`, `{"text":"\u00e`, `{"text":"\u00e9`, `{"text":"\"`, `{"text":"` + "\x80" + `"}`, `{"text":"` + "\xc3" + `"}`,
 	`{"text":"` + "\xed\xa0\x80" + `"}`, `{"text":"a` + "\x7f" + `"}`,
 	`{"asker":{`, `{"asker":{}`, `{"asker":{"actor"}}`, `{"asker":{"actor":}}`, `{"asker":{"actor":"a"}`, `{"asker":{"actor":"a",}}`,

@@ -2,7 +2,6 @@ package record
 
 import (
 	"bytes"
-	"encoding/json"
 
 	"github.com/loomcheck/loomcheck/reference/envelope"
 	"github.com/loomcheck/loomcheck/reference/kernel"
@@ -26,11 +25,7 @@ type Verdict struct {
 //
 //	v, err := record.DecideVerdict(c, record.VerifyID(ord), func() (record.Verdict, error) { return record.Verdict{OK: true}, nil })
 func DecideVerdict(c *kernel.Context, id string, fn func() (Verdict, error)) (Verdict, error) {
-	raw, err := c.DecideValue(id, func() (any, error) { return fn() })
-	if err != nil {
-		return Verdict{}, err
-	}
-	return DecodeVerdict(raw)
+	return decideOnePass(c, id, fn, decodeVerdict)
 }
 
 // DecodeVerdict decodes a verdict decision's value exactly as json.Unmarshal decodes it into an
@@ -39,14 +34,7 @@ func DecideVerdict(c *kernel.Context, id string, fn func() (Verdict, error)) (Ve
 // a conversation takes up needs; anything else is decoded by encoding/json.
 //
 //	v, err := record.DecodeVerdict(d.Value)
-func DecodeVerdict(b []byte) (Verdict, error) {
-	if v, ok := decodeVerdict(b); ok {
-		return v, nil
-	}
-	var v Verdict
-	err := json.Unmarshal(b, &v)
-	return v, err
-}
+func DecodeVerdict(b []byte) (Verdict, error) { return decodeOnePass(b, decodeVerdict) }
 
 // verdictKeys are Verdict's JSON names in the order json.Marshal writes them, envelopeKeys
 // EnvelopeJSON's. A field added to either is added here and to its reader.
@@ -75,10 +63,7 @@ func decodeVerdict(b []byte) (v Verdict, ok bool) {
 				v.Envelope = &e
 			}
 		default:
-			var n int64
-			if n, read = p.int(); read {
-				v.Turns = &n
-			}
+			v.Turns, read = p.intRef()
 		}
 		return read
 	})
@@ -105,10 +90,7 @@ func (p *scan) envelope() (e EnvelopeJSON, ok bool) {
 			id, read = p.identity()
 			e.Asker = envelope.Identity(id)
 		case 6:
-			var n int64
-			if n, read = p.int(); read {
-				e.EditOf = &n
-			}
+			e.EditOf, read = p.intRef()
 		default:
 			e.Sig, read = p.text()
 		}

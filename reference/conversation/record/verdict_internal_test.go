@@ -68,14 +68,7 @@ func verdicts() []Verdict {
 // TestDecodeVerdictReadsWhatMarshalWroteInOnePass: every verdict json.Marshal writes is read by
 // the one-pass reader (not handed on), and read back whole.
 func TestDecodeVerdictReadsWhatMarshalWroteInOnePass(t *testing.T) {
-	for i, v := range verdicts() {
-		b, err := json.Marshal(v)
-		require.NoError(t, err)
-		got, ok := decodeVerdict(b)
-		require.True(t, ok, "verdict %d: %s is not read in one pass", i, b)
-		require.True(t, reflect.DeepEqual(v, got), "verdict %d: %s:\n got %#v\nwant %#v", i, b, got, v)
-		sameVerdictAsEncodingJSON(t, b)
-	}
+	readsMarshalInOnePass(t, verdicts(), decodeVerdict, sameVerdictAsEncodingJSON)
 }
 
 // verdictInputs are verdicts off the form json.Marshal writes, each in one way.
@@ -90,7 +83,7 @@ var verdictInputs = []string{
 	`{"ok":true,"envelope":{"editOf":2}}`, `{"ok":true,"envelope":{"asker":null}}`, `{"ok":true,"envelope":{"asker":{}}}`,
 	`{"ok":true,"envelope":{"asker":{"actor":"a","tenant":"t"}}}`, `{"ok":true,"envelope":{"text":"\uD83C"}}`,
 	`{"ok":true,"envelope":{"text":"` + "\xff" + `"}}`, `{"ok":true,"envelope":{"sig":"s","sig":"t"}}`,
-	`{"ok":true,"envelope":{"text":"a\"b\\c\/d\b\f\n\r\t\u00e9"}}`, `{"ok":true,"other":1}`, `{"ok":true,}`, `{"ok":true}}`,
+	`{"ok":true,"envelope":{"text":"a\"b\\c\/d\b\f\n\r\t\u00e9"}}`, `{"ok":false,"reason":"\u"}`, `{"ok":false,"reason":"\u1"}`, `{"ok":true,"other":1}`, `{"ok":true,}`, `{"ok":true}}`,
 	// A verdict cut short where a reader that gave up would leave a closing brace to the caller.
 	`{"ok":true,"envelope":{"x":}}`, `{"ok":true,"envelope":{"kind":}}`, `{"ok":true,"envelope":{"asker":{"actor"}}}`,
 	`{"ok":true,"envelope":{"kind":"m","x":}}`, `{"ok":}`, `{"ok":true,"x":}`,
