@@ -239,9 +239,19 @@ func (c *Context) AwaitEnd(id string) (Info, error) {
 			}
 			return in, nil
 		}
+		c.k.x.endLooked(id)
 		e := c.k.wake(id) // one not replayed yet is needed now
 		if e == nil {
-			return Info{}, ErrNotRunning
+			// It may have ended since the look above: an execution leaves the running set only
+			// once its end is recorded, so a second look tells the two apart.
+			again, err := c.k.Info(c.ctx, id)
+			if err != nil {
+				return Info{}, c.stopErr(err)
+			}
+			if again.State == StateOpen {
+				return Info{}, ErrNotRunning
+			}
+			continue
 		}
 		if err := c.wait(site, e.done); err != nil {
 			return Info{}, err

@@ -15,3 +15,18 @@ func SetParkHook(k *Kernel, f func(id, site string)) {
 
 // InfoKey is the metadata key an execution's record is stored under, for tests that plant one.
 func InfoKey(id string) string { return metaKey(id) }
+
+// SetEndLookHook makes k tell f each time AwaitEnd has found an execution open and is about to
+// wake it. Tests only.
+func SetEndLookHook(k *Kernel, f func(id string)) {
+	k.x.mu.Lock()
+	k.x.onEndLook = f
+	k.x.mu.Unlock()
+}
+
+// Running reports whether execution id is in k's running set.
+func Running(k *Kernel, id string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.running[id] != nil
+}

@@ -98,6 +98,18 @@ type kernelExt struct {
 	live    map[string]*Context
 	cancels map[string]string
 	onPark  func(id, site string)
+	// onEndLook is told when AwaitEnd has found id open and is about to wake it (tests only).
+	onEndLook func(id string)
+}
+
+// endLooked tells the test hook that AwaitEnd found execution id open.
+func (x *kernelExt) endLooked(id string) {
+	x.mu.Lock()
+	f := x.onEndLook
+	x.mu.Unlock()
+	if f != nil {
+		f(id)
+	}
 }
 
 // parked tells the test hook that execution id waits at site (or has ended: site "end <state>").

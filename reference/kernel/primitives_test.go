@@ -71,6 +71,42 @@ func TestAwaitEndRefusals(t *testing.T) {
 	}
 }
 
+// AwaitEnd of an execution that ends between AwaitEnd's look at it and its wake (the end
+// recorded, the execution gone from the running set) returns that end, journaled; it is not
+// "open but not running".
+func TestAwaitEndOfOneThatEndsMeanwhile(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	ops, _ := json.Marshal([]string{"recv"})
+	_, err := w.k.Start(ctx, kernel.StartRequest{ID: "b", Flow: "script", Input: ops, Principal: alice})
+	require.NoError(t, err)
+	require.Equal(t, "receive", w.next("b"))
+	looked := 0
+	var sendErr error
+	kernel.SetEndLookHook(w.k, func(id string) { // on a's goroutine
+		looked++
+		if looked > 1 {
+			return
+		}
+		_, sendErr = w.k.Send(ctx, "b", alice, "m1", json.RawMessage(`"hi"`))
+		deadline := time.Now().Add(5 * time.Second)
+		for kernel.Running(w.k, "b") && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+	})
+	ops, _ = json.Marshal([]string{"awaitend:b"})
+	_, err = w.k.Start(ctx, kernel.StartRequest{ID: "a", Flow: "script", Input: ops, Principal: alice})
+	require.NoError(t, err)
+	in, err := w.k.Await(ctx, "a")
+	require.NoError(t, err)
+	require.NoError(t, sendErr)
+	want := `["awaitend:b = state=completed output=[recv = m1 \"hi\"]"]`
+	require.JSONEq(t, want, string(in.Output))
+	require.Equal(t, 1, looked, "b was found open once, then ended")
+	require.Equal(t, []string{"0.1 started flow=script", `0.2 end.observed id=b state=completed`,
+		"0.3 completed output=" + string(in.Output)}, w.journal("a"))
+}
+
 // Signal refuses bad names, empty keys and payloads that are not JSON, with ErrBadSignal.
 func TestSignalRefusals(t *testing.T) {
 	w := newWorld(t)
