@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 
@@ -17,11 +18,15 @@ type turnLoad struct {
 	rate   float64         // turns answered per second
 	median time.Duration   // the median time from a POST to its reply's arrival
 	lat    []time.Duration // every turn's time
+	// garbage is what the whole process allocated per turn while the turns were counted (client
+	// side included), and collections the garbage collections it ran per 1 000 turns.
+	garbage, collections float64
 }
 
 // runTurns starts k conversations on t, each with its event stream open and one turn answered
 // (not counted), then has each send a turn, wait for its reply and send the next, until window
-// has passed; it returns the turns answered per second and their times.
+// has passed; it returns the turns answered per second, their times, and the process's garbage
+// per turn over that window.
 func runTurns(ctx context.Context, t *target, k int, window time.Duration) (turnLoad, error) {
 	convs := make([]*conv, k)
 	defer func() {
@@ -45,6 +50,8 @@ func runTurns(ctx context.Context, t *target, k int, window time.Duration) (turn
 		return turnLoad{}, err
 	}
 	lats := make([][]time.Duration, k)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
 	start := time.Now()
 	err := each(convs, func(c *conv) error {
 		i := c.user
@@ -58,6 +65,7 @@ func runTurns(ctx context.Context, t *target, k int, window time.Duration) (turn
 		return nil
 	})
 	took := time.Since(start)
+	runtime.ReadMemStats(&after)
 	if err != nil {
 		return turnLoad{}, err
 	}
@@ -65,7 +73,12 @@ func runTurns(ctx context.Context, t *target, k int, window time.Duration) (turn
 	for _, l := range lats {
 		all = append(all, l...)
 	}
-	return turnLoad{rate: perSecond(len(all), took), median: Percentile(all, 0.5), lat: all}, nil
+	load := turnLoad{rate: perSecond(len(all), took), median: Percentile(all, 0.5), lat: all}
+	if n := float64(len(all)); n > 0 {
+		load.garbage = float64(after.TotalAlloc-before.TotalAlloc) / n
+		load.collections = float64(after.NumGC-before.NumGC) / n * 1000
+	}
+	return load, nil
 }
 
 // each runs fn for every conversation at once and returns the first error.
@@ -113,6 +126,9 @@ func turns(e *env) ([]Row, error) {
 	lat := Row{Measure: "median time per turn, 1 conversation", Unit: "ms", BaselineName: "bare net/http"}
 	over := Row{Measure: "overhead per turn (median, engine minus bare), 1 conversation", Unit: "ms",
 		Goal: Goal{Text: "<= 0.5 ms", Of: "measured", AtMost: true, Bound: 0.5}}
+	garbage := Row{Measure: "garbage per turn, 1 conversation", Unit: "bytes", BaselineName: "bare net/http",
+		Note: "bytes the whole process allocated (runtime.MemStats.TotalAlloc) over the run's turns, the same client's included", Goal: Goal{Text: "reported"}}
+	collections := Row{Measure: "garbage collections per 1000 turns, 1 conversation", Unit: "", BaselineName: "bare net/http"}
 	for r := range e.rounds() {
 		line := fmt.Sprintf("round %d:", r+1)
 		for i, k := range levels {
@@ -130,12 +146,16 @@ func turns(e *env) ([]Row, error) {
 				lat.Baseline = append(lat.Baseline, ms(b.median))
 				lat.Measured = append(lat.Measured, ms(m.median))
 				over.Measured = append(over.Measured, ms(m.median-b.median))
+				garbage.Baseline = append(garbage.Baseline, b.garbage)
+				garbage.Measured = append(garbage.Measured, m.garbage)
+				collections.Baseline = append(collections.Baseline, b.collections)
+				collections.Measured = append(collections.Measured, m.collections)
 			}
 			line += fmt.Sprintf(" %d conv: bare %.0f/s, engine %.0f/s;", k, b.rate, m.rate)
 		}
 		e.logf("%s", line)
 	}
-	return append(rows, lat, over), nil
+	return append(rows, lat, over, garbage, collections), nil
 }
 
 // writesPerTurn is the number of durable writes the engine makes for one turn: the store's count
