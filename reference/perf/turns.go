@@ -126,9 +126,7 @@ func turns(e *env) ([]Row, error) {
 	lat := Row{Measure: "median time per turn, 1 conversation", Unit: "ms", BaselineName: "bare net/http"}
 	over := Row{Measure: "overhead per turn (median, engine minus bare), 1 conversation", Unit: "ms",
 		Goal: Goal{Text: "<= 0.5 ms", Of: "measured", AtMost: true, Bound: 0.5}}
-	garbage := Row{Measure: "garbage per turn, 1 conversation", Unit: "bytes", BaselineName: "bare net/http",
-		Note: "bytes the whole process allocated (runtime.MemStats.TotalAlloc) over the run's turns, the same client's included", Goal: Goal{Text: "reported"}}
-	collections := Row{Measure: "garbage collections per 1000 turns, 1 conversation", Unit: "", BaselineName: "bare net/http"}
+	garbage, collections := garbageRows("1 conversation", "bare net/http")
 	for r := range e.rounds() {
 		line := fmt.Sprintf("round %d:", r+1)
 		for i, k := range levels {
@@ -146,16 +144,30 @@ func turns(e *env) ([]Row, error) {
 				lat.Baseline = append(lat.Baseline, ms(b.median))
 				lat.Measured = append(lat.Measured, ms(m.median))
 				over.Measured = append(over.Measured, ms(m.median-b.median))
-				garbage.Baseline = append(garbage.Baseline, b.garbage)
-				garbage.Measured = append(garbage.Measured, m.garbage)
-				collections.Baseline = append(collections.Baseline, b.collections)
-				collections.Measured = append(collections.Measured, m.collections)
+				addGarbage(&garbage, &collections, b, m)
 			}
 			line += fmt.Sprintf(" %d conv: bare %.0f/s, engine %.0f/s;", k, b.rate, m.rate)
 		}
 		e.logf("%s", line)
 	}
 	return append(rows, lat, over, garbage, collections), nil
+}
+
+// garbageRows are the rows of the garbage per turn and the collections per 1 000 turns, of the
+// runs named by what, beside the baseline named base.
+func garbageRows(what, base string) (garbage, collections Row) {
+	garbage = Row{Measure: "garbage per turn, " + what, Unit: "bytes", BaselineName: base,
+		Note: "bytes the whole process allocated (runtime.MemStats.TotalAlloc) over the run's turns, the same client's included", Goal: Goal{Text: "reported"}}
+	collections = Row{Measure: "garbage collections per 1000 turns, " + what, Unit: "", BaselineName: base}
+	return garbage, collections
+}
+
+// addGarbage adds one round's baseline b and engine m to the garbage rows.
+func addGarbage(garbage, collections *Row, b, m turnLoad) {
+	garbage.Baseline = append(garbage.Baseline, b.garbage)
+	garbage.Measured = append(garbage.Measured, m.garbage)
+	collections.Baseline = append(collections.Baseline, b.collections)
+	collections.Measured = append(collections.Measured, m.collections)
 }
 
 // writesPerTurn is the number of durable writes the engine makes for one turn: the store's count
@@ -234,6 +246,14 @@ func durableTurns(e *env) ([]Row, error) {
 	}
 	rows[0].Note = fmt.Sprintf("the engine's store counts %d durable writes per turn (%s) and %d (%s); the bare server commits as many, one before its 202 and the rest before the reply, for %v per run",
 		settings[0].writes, settings[0].name, settings[1].writes, settings[1].name, window)
+	var gc []Row
+	for _, s := range settings {
+		g, c := garbageRows("1 conversation, "+s.name, "bare server with the same commits")
+		if len(gc) > 0 {
+			g.Note = ""
+		}
+		gc = append(gc, g, c)
+	}
 	for r := range e.rounds() {
 		line := fmt.Sprintf("round %d:", r+1)
 		for i, s := range settings {
@@ -248,11 +268,12 @@ func durableTurns(e *env) ([]Row, error) {
 			rows[2*i].Baseline = append(rows[2*i].Baseline, ms(b.median))
 			rows[2*i].Measured = append(rows[2*i].Measured, ms(m.median))
 			rows[2*i+1].Measured = append(rows[2*i+1].Measured, ms(m.median-b.median))
+			addGarbage(&gc[2*i], &gc[2*i+1], b, m)
 			line += fmt.Sprintf(" %s: bare %.3f ms, engine %.3f ms;", s.name, ms(b.median), ms(m.median))
 		}
 		e.logf("%s", line)
 	}
-	return rows, nil
+	return append(rows, gc...), nil
 }
 
 // pgTurns: engine turns/s on PostgreSQL beside the same engine on SQLite, at 1 and 8
