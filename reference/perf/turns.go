@@ -74,10 +74,7 @@ func runTurns(ctx context.Context, t *target, k int, window time.Duration) (turn
 		all = append(all, l...)
 	}
 	load := turnLoad{rate: perSecond(len(all), took), median: Percentile(all, 0.5), lat: all}
-	if n := float64(len(all)); n > 0 {
-		load.garbage = float64(after.TotalAlloc-before.TotalAlloc) / n
-		load.collections = float64(after.NumGC-before.NumGC) / n * 1000
-	}
+	load.garbage, load.collections = garbagePerTurn(&before, &after, len(all))
 	return load, nil
 }
 
@@ -151,6 +148,16 @@ func turns(e *env) ([]Row, error) {
 		e.logf("%s", line)
 	}
 	return append(rows, lat, over, garbage, collections), nil
+}
+
+// garbagePerTurn is the bytes allocated per turn between two readings of the runtime's
+// statistics, and the collections per 1 000 turns; both 0 for no turns.
+func garbagePerTurn(before, after *runtime.MemStats, turns int) (garbage, collections float64) {
+	if turns <= 0 {
+		return 0, 0
+	}
+	n := float64(turns)
+	return float64(after.TotalAlloc-before.TotalAlloc) / n, float64(after.NumGC-before.NumGC) / n * 1000
 }
 
 // garbageRows are the rows of the garbage per turn and the collections per 1 000 turns, of the
