@@ -199,6 +199,13 @@ func TestEveryFigureRunsQuick(t *testing.T) {
 				} else {
 					require.Empty(t, row.Baseline, row.Measure)
 				}
+				if strings.HasPrefix(row.Measure, "bytes written to storage per turn") {
+					// Every turn commits, on either side: a zero would mean the counts were
+					// read around nothing.
+					for _, v := range append(row.Measured, row.Baseline...) {
+						require.Greater(t, v, 0.0, row.Measure)
+					}
+				}
 				if strings.HasPrefix(row.Measure, "garbage per turn") {
 					// Every turn allocates, the bare server's too: a zero would mean the
 					// counters were read around nothing.

@@ -21,6 +21,10 @@ type turnLoad struct {
 	// garbage is what the whole process allocated per turn while the turns were counted (client
 	// side included), and collections the garbage collections it ran per 1 000 turns.
 	garbage, collections float64
+	// written is the bytes the process wrote to storage per turn while the turns were counted
+	// (see storageWritten); writtenOK is false where that cannot be read.
+	written   float64
+	writtenOK bool
 }
 
 // runTurns starts k conversations on t, each with its event stream open and one turn answered
@@ -52,6 +56,7 @@ func runTurns(ctx context.Context, t *target, k int, window time.Duration) (turn
 	lats := make([][]time.Duration, k)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
+	wrote0, ok0 := storageWritten()
 	start := time.Now()
 	err := each(convs, func(c *conv) error {
 		i := c.user
@@ -65,6 +70,7 @@ func runTurns(ctx context.Context, t *target, k int, window time.Duration) (turn
 		return nil
 	})
 	took := time.Since(start)
+	wrote1, ok1 := storageWritten()
 	runtime.ReadMemStats(&after)
 	if err != nil {
 		return turnLoad{}, err
@@ -75,6 +81,7 @@ func runTurns(ctx context.Context, t *target, k int, window time.Duration) (turn
 	}
 	load := turnLoad{rate: perSecond(len(all), took), median: Percentile(all, 0.5), lat: all}
 	load.garbage, load.collections = garbagePerTurn(&before, &after, len(all))
+	load.written, load.writtenOK = writtenPerTurn(wrote0, wrote1, ok0 && ok1, len(all))
 	return load, nil
 }
 
@@ -160,6 +167,16 @@ func garbagePerTurn(before, after *runtime.MemStats, turns int) (garbage, collec
 	return float64(after.TotalAlloc-before.TotalAlloc) / n, float64(after.NumGC-before.NumGC) / n * 1000
 }
 
+// writtenPerTurn is the bytes written to storage per turn between two readings of
+// storageWritten, both of which must have been read (ok); it is not known (false) without
+// turns or when the count went backwards.
+func writtenPerTurn(before, after int64, ok bool, turns int) (float64, bool) {
+	if !ok || turns <= 0 || after < before {
+		return 0, false
+	}
+	return float64(after-before) / float64(turns), true
+}
+
 // garbageRows are the rows of the garbage per turn and the collections per 1 000 turns, of the
 // runs named by what, beside the baseline named base.
 func garbageRows(what, base string) (garbage, collections Row) {
@@ -175,6 +192,23 @@ func addGarbage(garbage, collections *Row, b, m turnLoad) {
 	garbage.Measured = append(garbage.Measured, m.garbage)
 	collections.Baseline = append(collections.Baseline, b.collections)
 	collections.Measured = append(collections.Measured, m.collections)
+}
+
+// writtenRow is the row of the bytes written to storage per turn, of the runs named by what,
+// beside the baseline named base.
+func writtenRow(what, base string) Row {
+	return Row{Measure: "bytes written to storage per turn, " + what, Unit: "bytes", BaselineName: base,
+		Note: "what the whole process wrote to files over the run's turns, the log's and the database's when the log is copied back: write_bytes of /proc/self/io, which counts a page each time a clean page is dirtied, so that a commit that waits for the disk makes the next write to its last page count again", Goal: Goal{Text: "reported"}}
+}
+
+// addWritten adds one round's baseline b and engine m to the row of bytes written, when both
+// were counted.
+func addWritten(row *Row, b, m turnLoad) {
+	if !b.writtenOK || !m.writtenOK {
+		return
+	}
+	row.Baseline = append(row.Baseline, b.written)
+	row.Measured = append(row.Measured, m.written)
 }
 
 // writesPerTurn is the number of durable writes the engine makes for one turn: the store's count
@@ -253,13 +287,15 @@ func durableTurns(e *env) ([]Row, error) {
 	}
 	rows[0].Note = fmt.Sprintf("the engine's store counts %d durable writes per turn (%s) and %d (%s); the bare server commits as many, one before its 202 and the rest before the reply, for %v per run",
 		settings[0].writes, settings[0].name, settings[1].writes, settings[1].name, window)
-	var gc []Row
+	var gc, written []Row
 	for _, s := range settings {
 		g, c := garbageRows("1 conversation, "+s.name, "bare server with the same commits")
+		w := writtenRow("1 conversation, "+s.name, "bare server with the same commits")
 		if len(gc) > 0 {
-			g.Note = ""
+			g.Note, w.Note = "", ""
 		}
 		gc = append(gc, g, c)
+		written = append(written, w)
 	}
 	for r := range e.rounds() {
 		line := fmt.Sprintf("round %d:", r+1)
@@ -276,11 +312,18 @@ func durableTurns(e *env) ([]Row, error) {
 			rows[2*i].Measured = append(rows[2*i].Measured, ms(m.median))
 			rows[2*i+1].Measured = append(rows[2*i+1].Measured, ms(m.median-b.median))
 			addGarbage(&gc[2*i], &gc[2*i+1], b, m)
+			addWritten(&written[i], b, m)
 			line += fmt.Sprintf(" %s: bare %.3f ms, engine %.3f ms;", s.name, ms(b.median), ms(m.median))
 		}
 		e.logf("%s", line)
 	}
-	return append(rows, gc...), nil
+	rows = append(rows, gc...)
+	for _, w := range written {
+		if len(w.Measured) > 0 { // storage counts are read on Linux only
+			rows = append(rows, w)
+		}
+	}
+	return rows, nil
 }
 
 // pgTurns: engine turns/s on PostgreSQL beside the same engine on SQLite, at 1 and 8
