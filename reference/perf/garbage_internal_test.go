@@ -19,6 +19,9 @@ func TestGarbagePerTurn(t *testing.T) {
 	g, c = garbagePerTurn(before, before, 1)
 	require.Zero(t, g)
 	require.Zero(t, c)
+	g, c = garbagePerTurn(before, after, 1)
+	require.Equal(t, 4*3000.0, g, "one turn")
+	require.Equal(t, 2000.0, c)
 }
 
 func TestAddGarbage(t *testing.T) {

@@ -214,7 +214,87 @@ func TestEveryFigureRunsQuick(t *testing.T) {
 					}
 				}
 			}
+			require.Contains(t, log.String(), f.Name+": round 1")
 			require.Contains(t, log.String(), f.Name+": round 2")
+			require.NotContains(t, log.String(), f.Name+": round 3", "two rounds, numbered from 1")
+			checkOverheads(t, res.Rows)
+			checkNotesOnce(t, res.Rows)
+			if f.Name == "turns-durable" {
+				require.Equal(t, durableMeasures(), measures(res.Rows))
+				note := res.Rows[0].Note
+				require.Contains(t, note, "(synchronous FULL)")
+				require.Contains(t, note, "(synchronous NORMAL)")
+				for _, i := range []int{1, 3} {
+					require.Equal(t, perf.Goal{Text: "<= 0.5 ms", Of: "measured", AtMost: true, Bound: 0.5}, res.Rows[i].Goal, res.Rows[i].Measure)
+					require.Empty(t, res.Rows[i].Note, res.Rows[i].Measure)
+				}
+			}
 		})
 	}
+}
+
+// checkOverheads: a row of the overhead per turn follows the row of the time per turn it is
+// taken from, and holds, round by round, that row's value minus its baseline.
+func checkOverheads(t *testing.T, rows []perf.Row) {
+	t.Helper()
+	for i, row := range rows {
+		if !strings.HasPrefix(row.Measure, "overhead per turn") {
+			continue
+		}
+		require.Positive(t, i, row.Measure)
+		of := rows[i-1]
+		require.True(t, strings.HasPrefix(of.Measure, "median time per turn"), "%s follows %s", row.Measure, of.Measure)
+		require.Len(t, row.Measured, len(of.Measured), row.Measure)
+		for r := range row.Measured {
+			require.InDelta(t, of.Measured[r]-of.Baseline[r], row.Measured[r], 1e-9, "%s, round %d", row.Measure, r+1)
+		}
+	}
+}
+
+// checkNotesOnce: of the garbage rows and the rows of bytes written, the first of each kind
+// carries the note that says how it is counted, and the others repeat nothing.
+func checkNotesOnce(t *testing.T, rows []perf.Row) {
+	t.Helper()
+	for _, kind := range []string{"garbage per turn", "bytes written to storage per turn"} {
+		n := 0
+		for _, row := range rows {
+			if !strings.HasPrefix(row.Measure, kind) {
+				continue
+			}
+			if n == 0 {
+				require.NotEmpty(t, row.Note, row.Measure)
+			} else {
+				require.Empty(t, row.Note, row.Measure)
+			}
+			n++
+		}
+	}
+}
+
+// durableMeasures are the rows turns-durable reports, in order: the bytes written only where
+// this process can read how many it wrote.
+func durableMeasures() []string {
+	var m []string
+	for _, s := range []string{"synchronous FULL", "synchronous NORMAL"} {
+		m = append(m, "median time per turn, 1 conversation, "+s,
+			"overhead per turn beyond its durable commits (median, engine minus bare with the same commits), "+s)
+	}
+	for _, s := range []string{"synchronous FULL", "synchronous NORMAL"} {
+		m = append(m, "garbage per turn, 1 conversation, "+s, "garbage collections per 1000 turns, 1 conversation, "+s)
+	}
+	if b, err := os.ReadFile("/proc/self/io"); err == nil && strings.Contains("\n"+string(b), "\nwrite_bytes:") {
+		for _, s := range []string{"synchronous FULL", "synchronous NORMAL"} {
+			m = append(m, "bytes written to storage per turn, 1 conversation, "+s)
+		}
+	}
+	return m
+}
+
+// measures lists the rows' measures in order.
+func measures(rows []perf.Row) []string {
+	var m []string
+	for _, r := range rows {
+		m = append(m, r.Measure)
+	}
+	return m
 }

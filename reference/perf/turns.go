@@ -81,7 +81,7 @@ func runTurns(ctx context.Context, t *target, k int, window time.Duration) (turn
 	}
 	load := turnLoad{rate: perSecond(len(all), took), median: Percentile(all, 0.5), lat: all}
 	load.garbage, load.collections = garbagePerTurn(&before, &after, len(all))
-	load.written, load.writtenOK = writtenPerTurn(wrote0, wrote1, ok0 && ok1, len(all))
+	load.written, load.writtenOK = writtenPerTurn(wrote0, ok0, wrote1, ok1, len(all))
 	return load, nil
 }
 
@@ -168,10 +168,10 @@ func garbagePerTurn(before, after *runtime.MemStats, turns int) (garbage, collec
 }
 
 // writtenPerTurn is the bytes written to storage per turn between two readings of
-// storageWritten, both of which must have been read (ok); it is not known (false) without
-// turns or when the count went backwards.
-func writtenPerTurn(before, after int64, ok bool, turns int) (float64, bool) {
-	if !ok || turns <= 0 || after < before {
+// storageWritten, each with its ok; it is not known (false) when either was not read, without
+// turns, or when the count went backwards.
+func writtenPerTurn(before int64, beforeOK bool, after int64, afterOK bool, turns int) (float64, bool) {
+	if !beforeOK || !afterOK || turns <= 0 || after < before {
 		return 0, false
 	}
 	return float64(after-before) / float64(turns), true
@@ -246,6 +246,9 @@ func writesPerTurn(ctx context.Context, t *target, eng *reference.Engine) (int, 
 // synchronous NORMAL. What is left is the engine's own work per turn.
 func durableTurns(e *env) ([]Row, error) {
 	window := e.span(2*time.Second, 150*time.Millisecond)
+	const k = 1 // conversations at once
+	one := conversations(k)
+	_, counted := storageWritten() // the bytes written are reported where they are counted
 	type setting struct {
 		name   string
 		normal bool
@@ -281,7 +284,7 @@ func durableTurns(e *env) ([]Row, error) {
 	for _, s := range settings {
 		base := fmt.Sprintf("bare net/http + %d raw SQLite INSERT commits per turn, %s", s.writes, s.name)
 		rows = append(rows,
-			Row{Measure: "median time per turn, 1 conversation, " + s.name, Unit: "ms", BaselineName: base},
+			Row{Measure: "median time per turn, " + one + ", " + s.name, Unit: "ms", BaselineName: base},
 			Row{Measure: "overhead per turn beyond its durable commits (median, engine minus bare with the same commits), " + s.name,
 				Unit: "ms", Goal: Goal{Text: "<= 0.5 ms", Of: "measured", AtMost: true, Bound: 0.5}})
 	}
@@ -289,8 +292,8 @@ func durableTurns(e *env) ([]Row, error) {
 		settings[0].writes, settings[0].name, settings[1].writes, settings[1].name, window)
 	var gc, written []Row
 	for _, s := range settings {
-		g, c := garbageRows("1 conversation, "+s.name, "bare server with the same commits")
-		w := writtenRow("1 conversation, "+s.name, "bare server with the same commits")
+		g, c := garbageRows(one+", "+s.name, "bare server with the same commits")
+		w := writtenRow(one+", "+s.name, "bare server with the same commits")
 		if len(gc) > 0 {
 			g.Note, w.Note = "", ""
 		}
@@ -300,11 +303,11 @@ func durableTurns(e *env) ([]Row, error) {
 	for r := range e.rounds() {
 		line := fmt.Sprintf("round %d:", r+1)
 		for i, s := range settings {
-			b, err := runTurns(e.ctx, s.bare, 1, window)
+			b, err := runTurns(e.ctx, s.bare, k, window)
 			if err != nil {
 				return nil, fmt.Errorf("durable bare: %w", err)
 			}
-			m, err := runTurns(e.ctx, s.eng, 1, window)
+			m, err := runTurns(e.ctx, s.eng, k, window)
 			if err != nil {
 				return nil, err
 			}
@@ -318,10 +321,8 @@ func durableTurns(e *env) ([]Row, error) {
 		e.logf("%s", line)
 	}
 	rows = append(rows, gc...)
-	for _, w := range written {
-		if len(w.Measured) > 0 { // storage counts are read on Linux only
-			rows = append(rows, w)
-		}
+	if counted {
+		rows = append(rows, written...)
 	}
 	return rows, nil
 }
