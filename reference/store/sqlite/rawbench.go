@@ -56,14 +56,9 @@ type Raw struct {
 	n    int64
 }
 
-// OpenRaw creates the database at path (which must not exist) with the pragmas Open uses (WAL,
-// synchronous FULL, or NORMAL with syncNormal) and its events table.
-//
-// Errors: path exists or cannot be read; the database cannot be created.
-func OpenRaw(ctx context.Context, path string, syncNormal bool) (*Raw, error) {
-	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("store: raw inserts: %s exists or cannot be read (%v)", path, err)
-	}
+// rawDSN names the database at path with the pragmas Open uses: WAL, synchronous FULL (NORMAL with
+// syncNormal), a busy timeout.
+func rawDSN(path string, syncNormal bool) string {
 	syncMode := "FULL"
 	if syncNormal {
 		syncMode = "NORMAL"
@@ -72,7 +67,18 @@ func OpenRaw(ctx context.Context, path string, syncNormal bool) (*Raw, error) {
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous("+syncMode+")")
 	q.Add("_pragma", "busy_timeout(10000)")
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	return "file:" + path + "?" + q.Encode()
+}
+
+// OpenRaw creates the database at path (which must not exist) with the pragmas Open uses (WAL,
+// synchronous FULL, or NORMAL with syncNormal) and its events table.
+//
+// Errors: path exists or cannot be read; the database cannot be created.
+func OpenRaw(ctx context.Context, path string, syncNormal bool) (*Raw, error) {
+	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("store: raw inserts: %s exists or cannot be read (%v)", path, err)
+	}
+	db, err := sql.Open("sqlite", rawDSN(path, syncNormal))
 	if err != nil {
 		return nil, fmt.Errorf("store: raw inserts: %w", err)
 	}

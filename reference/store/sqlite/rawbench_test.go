@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"database/sql"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -35,4 +36,17 @@ func TestRawCommitsEachInsert(t *testing.T) {
 	var n, max int
 	require.NoError(t, db.QueryRow(`SELECT COUNT(*), MAX(seq) FROM events`).Scan(&n, &max))
 	require.Equal(t, [2]int{3, 3}, [2]int{n, max})
+	var mode string
+	require.NoError(t, db.QueryRow(`PRAGMA journal_mode`).Scan(&mode))
+	require.Equal(t, "wal", mode, "the store's journal mode")
+
+	// An empty file is a path that exists too: refused, and left empty (SQLite would take it for
+	// an empty database).
+	empty := filepath.Join(t.TempDir(), "empty.db")
+	require.NoError(t, os.WriteFile(empty, nil, 0o600))
+	_, err = sqlite.OpenRaw(bg, empty, false)
+	require.Error(t, err)
+	fi, err := os.Stat(empty)
+	require.NoError(t, err)
+	require.Zero(t, fi.Size())
 }
