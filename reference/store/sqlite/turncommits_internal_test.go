@@ -34,6 +34,10 @@ const (
 	turnX     = "x/" + turnConv
 )
 
+// turnDedupeWindow is how many keys the kernel keeps per execution by default
+// (kernel.Options.DedupeWindow).
+const turnDedupeWindow = 4096
+
 // turnKey is the dedupe key of turn n: a SHA-256 in hex, as the kernel's are, so that keys land
 // at scattered places of the remembered table as they do in the engine.
 func turnKey(n int) string {
@@ -121,7 +125,7 @@ func (r *rawTurnDB) turn(n int, in, x int64, data [][]byte) error {
 func storeTurn(st *SQLite, n int, in, x int64, data [][]byte) (int64, int64, error) {
 	ctx := context.Background()
 	err := st.Update(ctx, func(tx store.Tx) error {
-		if _, err := tx.Remember(turnScope, turnKey(n), 4096); err != nil {
+		if _, err := tx.Remember(turnScope, turnKey(n), turnDedupeWindow); err != nil {
 			return err
 		}
 		var err error
@@ -152,7 +156,7 @@ func storeTurn(st *SQLite, n int, in, x int64, data [][]byte) (int64, int64, err
 // BenchmarkTurnCommits is what a conversation's turn costs in durable commits, three ways in
 // turn within every iteration, so that each is measured against the others in the same run:
 //
-//   - store: the store's three commits of a turn's rows (a dedupe key and the inbox message; four
+//   - store: the store's three commits of a turn's rows (a dedupe key and the inbox message; three
 //     events of the log; two more), as the engine makes them;
 //   - raw: the same rows in the same three transactions as plain SQL on a database of the store's
 //     schema and pragmas: SQLite's own cost for that journal;
