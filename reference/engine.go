@@ -2,11 +2,10 @@
 // served over the HTTP surface of spec/http.md. It is a library first; `loomcheck serve` is a thin
 // main over it.
 //
-//	eng, err := reference.Open(ctx, reference.Options{DataDir: dir, Key: key})
-//	if err != nil { return err }
-//	defer eng.Close()
-//	ln, _ := net.Listen("tcp", "127.0.0.1:8080")
-//	eng.Serve(ln) // the HTTP surface with the edge's deadlines and connection cap
+// The package's examples are programs that run: Example_embed opens an engine, starts a
+// conversation, sends a turn and follows the conversation until the reply is recorded;
+// ExampleEngine_Handler serves the HTTP surface with the embedding program's own authentication.
+// Engine.Serve serves it on a listener with the edge's deadlines and connection cap.
 package reference
 
 import (
