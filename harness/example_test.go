@@ -19,7 +19,8 @@ func testConformance(t *testing.T) {
 
 // A factory opens a fresh instance per scenario, and again on the same configuration to restart
 // it after a crash. Call harness.Run from a test function with it (this example compiles but,
-// having no output, is not run: the whole suite is TestConformance in package reference).
+// having no output, is not run: the whole suite is TestConformance in package
+// reference/conformance).
 func ExampleRun() {
 	_ = testConformance
 }

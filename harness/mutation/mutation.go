@@ -1,7 +1,8 @@
 // Package mutation measures how sharp the conformance suite is by mutation testing the reference
 // engine: it makes small, plausible changes to the reference's Go code (one per mutant), and runs
-// the suite that must notice each one: the mutated package's own tests, then the in-process
-// conformance suite (TestConformance in package reference). A mutant the suite notices is killed;
+// the suite that must notice each one: the mutated package's own tests, then the profiles of the
+// in-process conformance suite (TestConformance in package reference/conformance) whose scenarios
+// executed the mutated line in the unmutated run. A mutant the suite notices is killed;
 // one it does not is a survivor, which either a sharper scenario or test must kill, or which is
 // listed, with the reason it cannot change behaviour, in fixtures/mutation/equivalent.yaml.
 //

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 const sample = `package p
@@ -246,4 +247,62 @@ func testExists(t *testing.T, root, name string) bool {
 		}
 	}
 	return false
+}
+
+func TestOnlyTheProfilesThatRanAMutantJudgeIt(t *testing.T) {
+	dir := t.TempDir()
+	c := &coverage{module: "example.com/m", blocks: map[string][]block{}}
+	for run, text := range map[string]string{
+		conformanceRun("core"):   "mode: set\nexample.com/m/p/p.go:10.1,12.2 1 1\nexample.com/m/p/p.go:20.1,22.2 1 0\n",
+		conformanceRun("stream"): "mode: set\nexample.com/m/p/p.go:10.1,12.2 1 1\nexample.com/m/p/p.go:20.1,22.2 1 0\nexample.com/m/p/p.go:30.1,32.2 1 1\n",
+		conformanceRun("agent"):  "mode: set\nexample.com/m/p/p.go:10.1,12.2 1 0\n",
+	} {
+		prof := filepath.Join(dir, "c.out")
+		if err := os.WriteFile(prof, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.read(prof, run); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := []string{"agent", "core", "stream"}
+	cases := []struct {
+		line int
+		want []string
+	}{
+		{11, []string{"core", "stream"}},
+		{21, nil},                                // measured, never executed
+		{31, []string{"stream"}},                 // measured by one profile only
+		{3, []string{"agent", "core", "stream"}}, // in no block: evaluated on start, judged by all
+	}
+	for _, c2 := range cases {
+		m := Mutant{File: "p/p.go", Package: "p", Line: c2.line, Col: 3}
+		if got := c.profiles(m, all); !slices.Equal(got, c2.want) {
+			t.Errorf("line %d: profiles = %v, want %v", c2.line, got, c2.want)
+		}
+		if got, want := c.covers(m), len(c2.want) > 0; got != want {
+			t.Errorf("line %d: covers = %v, want %v", c2.line, got, want)
+		}
+	}
+	if got, want := conformancePattern([]string{"core", "a.b"}), `^TestConformance$/^(core|a\.b)$`; got != want {
+		t.Errorf("conformancePattern = %q, want %q", got, want)
+	}
+}
+
+func TestLimitAddsTheProfilesRunTogether(t *testing.T) {
+	j := &judge{profiles: []string{"core", "stream"}, took: map[string]time.Duration{
+		conformanceRun("core"): 30 * time.Second, conformanceRun("stream"): 15 * time.Second, "p": time.Second}}
+	if got := j.limit([]string{"core", "stream"}); got != 135*time.Second {
+		t.Errorf("two profiles: %v, want 2m15s (three times 45 s)", got)
+	}
+	if got := j.limit([]string{"stream"}); got != 60*time.Second {
+		t.Errorf("one short profile: %v, want the 60 s floor", got)
+	}
+	if got := j.limit([]string{"p"}); got != 30*time.Second {
+		t.Errorf("a package's tests: %v, want the 30 s floor", got)
+	}
+	j.timeout = time.Minute
+	if got := j.limit([]string{"core", "stream"}); got != time.Minute {
+		t.Errorf("a set timeout: %v, want it", got)
+	}
 }

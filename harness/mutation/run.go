@@ -13,12 +13,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/loomcheck/loomcheck/spec"
 )
 
 // Status is what became of a mutant.
@@ -47,8 +50,15 @@ const (
 // mutant can be judged against a red suite.
 var ErrBaseline = errors.New("mutation: the killing suite fails without any mutant")
 
-// ConformancePackage is the package whose TestConformance runs the conformance suite in-process.
-const ConformancePackage = "reference"
+// ConformancePackage is the package whose TestConformance runs the conformance suite in-process,
+// one subtest per profile of the requirement catalogue.
+const ConformancePackage = "reference/conformance"
+
+// conformanceRun is the coverage label of one profile's part of the conformance suite.
+func conformanceRun(profile string) string { return "conformance/" + profile }
+
+// profileOf is the profile of a coverage label made by conformanceRun, and whether it is one.
+func profileOf(run string) (string, bool) { return strings.CutPrefix(run, "conformance/") }
 
 // Options configures a run.
 type Options struct {
@@ -129,22 +139,21 @@ func Run(ctx context.Context, opt Options) ([]Result, error) {
 		pkgs[m.Package] = true
 	}
 	j := &judge{root: root, tmp: tmp, hasTests: map[string]bool{}, unitOnly: opt.PackageTestsOnly}
+	if !j.unitOnly {
+		cat, err := spec.LoadCatalogue()
+		if err != nil {
+			return nil, err
+		}
+		j.profiles = cat.ProfileNames()
+	}
 	cov, took, err := j.baseline(ctx, module, sortedKeys(pkgs), log)
 	if err != nil {
 		return nil, err
 	}
-	j.timeouts = map[string]time.Duration{}
-	for pkg, d := range took {
-		floor := 30 * time.Second
-		if pkg == ConformancePackage {
-			floor = 60 * time.Second
-		}
-		j.timeouts[pkg] = max(floor, 3*d).Round(time.Second)
-		if opt.Timeout > 0 {
-			j.timeouts[pkg] = opt.Timeout
-		}
+	j.cov, j.took, j.timeout = cov, took, opt.Timeout
+	if !j.unitOnly {
+		fmt.Fprintf(log, "mutate: baseline green; the whole conformance suite would be limited to %s a run\n", j.limit(j.profiles))
 	}
-	fmt.Fprintf(log, "mutate: baseline green; the conformance suite is limited to %s a run\n", j.timeouts[ConformancePackage])
 
 	results := make([]Result, len(opt.Mutants))
 	for i, m := range opt.Mutants {
@@ -243,9 +252,36 @@ func markEquivalent(r *Result, eq []EquivalentEntry) {
 
 type judge struct {
 	root, tmp string
-	timeouts  map[string]time.Duration // by package: the -timeout of its test runs
 	hasTests  map[string]bool
 	unitOnly  bool
+	profiles  []string // the catalogue's profiles: one conformance subtest each
+	cov       *coverage
+	// took is each baseline run's time, by coverage label (a package, or conformanceRun of a
+	// profile); timeout, when positive, replaces the limits derived from it.
+	took    map[string]time.Duration
+	timeout time.Duration
+}
+
+// limit is the -timeout of a test run of the package's own tests (one label) or of the
+// conformance profiles (labels made by conformanceRun, or profile names): three times the
+// baseline's time for them together, at least 30 seconds for a package's tests and 60 for the
+// conformance suite.
+func (j *judge) limit(runs []string) time.Duration {
+	if j.timeout > 0 {
+		return j.timeout
+	}
+	var d time.Duration
+	floor := 30 * time.Second
+	for _, r := range runs {
+		if _, conf := profileOf(r); !conf && slices.Contains(j.profiles, r) {
+			r = conformanceRun(r)
+		}
+		if _, conf := profileOf(r); conf {
+			floor = 60 * time.Second
+		}
+		d += j.took[r]
+	}
+	return max(floor, 3*d).Round(time.Second)
 }
 
 // baseline runs the killing suite unmutated with coverage, and returns the coverage and each
@@ -257,19 +293,27 @@ func (j *judge) baseline(ctx context.Context, module string, pkgs []string, log 
 	for i, p := range pkgs {
 		coverpkg[i] = module + "/" + p
 	}
-	var runs [][]string
+	// Each run is a label (what covered the blocks) and the go test arguments that measure it.
+	type run struct {
+		label string
+		args  []string
+	}
+	var runs []run
 	if !j.unitOnly {
-		runs = append(runs, []string{"-run", "^TestConformance$", "-coverpkg=" + strings.Join(coverpkg, ","), "./" + ConformancePackage})
+		for _, p := range j.profiles {
+			runs = append(runs, run{conformanceRun(p), []string{"-run", conformancePattern([]string{p}),
+				"-coverpkg=" + strings.Join(coverpkg, ","), "./" + ConformancePackage}})
+		}
 	}
 	for _, p := range pkgs {
 		if j.hasTests[p] = packageHasTests(filepath.Join(j.root, p)); j.hasTests[p] {
-			runs = append(runs, []string{"./" + p})
+			runs = append(runs, run{p, []string{"./" + p}})
 		}
 	}
-	for i, args := range runs {
+	for i, rn := range runs {
 		prof := filepath.Join(j.tmp, fmt.Sprintf("cover%d.out", i))
 		t0 := time.Now()
-		full := append([]string{"test", "-count=1", "-vet=off", "-coverprofile=" + prof}, args...)
+		full := append([]string{"test", "-count=1", "-vet=off", "-coverprofile=" + prof}, rn.args...)
 		out, code, err := j.goCmd(ctx, 30*time.Minute, full...)
 		if err != nil {
 			return nil, nil, err
@@ -278,9 +322,9 @@ func (j *judge) baseline(ctx context.Context, module string, pkgs []string, log 
 			return nil, nil, fmt.Errorf("%w: go %s:\n%s", ErrBaseline, strings.Join(full, " "), tail(out, 40))
 		}
 		d := time.Since(t0)
-		took[strings.TrimPrefix(args[len(args)-1], "./")] = d
-		fmt.Fprintf(log, "mutate: baseline %s passed in %s\n", args[len(args)-1], d.Round(time.Millisecond))
-		if err := cov.read(prof, strings.TrimPrefix(args[len(args)-1], "./")); err != nil {
+		took[rn.label] = d
+		fmt.Fprintf(log, "mutate: baseline %s passed in %s\n", rn.label, d.Round(time.Millisecond))
+		if err := cov.read(prof, rn.label); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -311,20 +355,27 @@ func (j *judge) one(ctx context.Context, worker int, m Mutant) Result {
 		r.Status, r.Reason = NotViable, err.Error()
 		return r
 	}
-	type step struct{ name, pkg, run string }
+	type step struct {
+		name, pkg, run string
+		limit          time.Duration
+	}
 	var steps []step
 	if j.hasTests[m.Package] {
-		steps = append(steps, step{"package tests", m.Package, ""})
+		steps = append(steps, step{"package tests", m.Package, "", j.limit([]string{m.Package})})
 	}
 	if !j.unitOnly {
-		steps = append(steps, step{"conformance", ConformancePackage, "^TestConformance$"})
+		// Only the profiles whose scenarios executed the mutated position can notice it; a
+		// position in no block at all (a package-level declaration) is run against them all.
+		if ps := j.cov.profiles(m, j.profiles); len(ps) > 0 {
+			steps = append(steps, step{"conformance", ConformancePackage, conformancePattern(ps), j.limit(ps)})
+		}
 	}
 	if len(steps) == 0 {
 		r.Status, r.Reason = NotCovered, "the package has no tests"
 		return r
 	}
 	for _, s := range steps {
-		limit := j.timeouts[s.pkg]
+		limit := s.limit
 		args := []string{"test", "-overlay=" + overlay, "-count=1", "-vet=off", "-failfast", "-timeout=" + limit.String()}
 		if s.run != "" {
 			args = append(args, "-run", s.run)
@@ -465,7 +516,7 @@ type coverage struct {
 }
 
 type block struct {
-	run                 string // the package whose tests ran, or "reference" for conformance
+	run                 string // the package whose tests ran, or conformanceRun of a profile
 	sl, sc, el, ec, hit int
 }
 
@@ -497,24 +548,56 @@ func (c *coverage) read(profile, run string) error {
 	return sc.Err()
 }
 
-// covers reports whether a test of m's killing suite executed m's position. A position in no
-// block at all (a package-level declaration) counts as covered: it is evaluated on start.
-func (c *coverage) covers(m Mutant) bool {
-	inAny := false
+// hits lists the runs of m's killing suite (its package's own tests, and the conformance
+// profiles) that executed m's position, and whether any of them measured the position at all.
+func (c *coverage) hits(m Mutant) (runs map[string]bool, measured bool) {
+	runs = map[string]bool{}
 	for _, b := range c.blocks[m.File] {
-		if b.run != ConformancePackage && b.run != m.Package {
+		if _, conf := profileOf(b.run); !conf && b.run != m.Package {
 			continue
 		}
 		after := m.Line > b.sl || (m.Line == b.sl && m.Col >= b.sc)
 		before := m.Line < b.el || (m.Line == b.el && m.Col < b.ec)
 		if after && before {
-			inAny = true
+			measured = true
 			if b.hit > 0 {
-				return true
+				runs[b.run] = true
 			}
 		}
 	}
-	return !inAny
+	return runs, measured
+}
+
+// covers reports whether a test of m's killing suite executed m's position. A position in no
+// block at all (a package-level declaration) counts as covered: it is evaluated on start.
+func (c *coverage) covers(m Mutant) bool {
+	runs, measured := c.hits(m)
+	return len(runs) > 0 || !measured
+}
+
+// profiles lists, of all, the conformance profiles whose scenarios executed m's position: all of
+// them for a position in no block (a package-level declaration, evaluated on start).
+func (c *coverage) profiles(m Mutant, all []string) []string {
+	runs, measured := c.hits(m)
+	if !measured {
+		return all
+	}
+	var out []string
+	for _, p := range all {
+		if runs[conformanceRun(p)] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// conformancePattern is the go test -run pattern of the conformance subtests of the profiles.
+func conformancePattern(profiles []string) string {
+	quoted := make([]string, len(profiles))
+	for i, p := range profiles {
+		quoted[i] = regexp.QuoteMeta(p)
+	}
+	return "^TestConformance$/^(" + strings.Join(quoted, "|") + ")$"
 }
 
 // Sample picks n mutants of each package, deterministically for a seed: the n whose hash of seed

@@ -1,0 +1,33 @@
+package conformance_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/loomcheck/loomcheck/harness"
+	"github.com/loomcheck/loomcheck/reference"
+	"github.com/loomcheck/loomcheck/spec"
+)
+
+// TestConformance runs the whole conformance suite against the reference engine, in-process, as
+// one subtest per profile, each a run of its own narrowed to that profile. The profiles run two at
+// a time (go test's -parallel, which defaults to the number of CPUs, bounds them).
+func TestConformance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the conformance suite is not short")
+	}
+	cat, err := spec.LoadCatalogue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range cat.ProfileNames() {
+		t.Run(p, func(t *testing.T) {
+			t.Parallel()
+			harness.RunWith(t, harness.Options{Factory: open, Profiles: []string{p}})
+		})
+	}
+}
+
+func open(ctx context.Context, cfg spec.SUTConfig) (harness.Instance, error) {
+	return reference.OpenConfig(ctx, cfg)
+}
