@@ -185,11 +185,13 @@ func TestQueuedMessageSurvivesACrash(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "second", *p.Entries[2].Text)
 	require.Equal(t, "m2", p.Entries[2].MessageID)
-	frames := kinds(t, eng.Sessions(), alice, id)
-	require.Equal(t, []string{
+	// The frame log is written by its own pump, after the history: wait on the log itself until
+	// it holds as many frames as are asserted.
+	want := []string{
 		"user-message:sent:m1", "text-delta", "user-message:queued:m2", "status:restarted", "text-delta",
 		"text-done:complete", "user-message:picked-up:m2", "user-message:sent:m2", "text-delta", "text-done:complete",
-	}, frames)
+	}
+	require.Equal(t, want, waitFrames(t, eng.Sessions(), alice, id, len(want)))
 }
 
 // toolModel calls the tool "diff" once, then answers.
