@@ -1,9 +1,17 @@
 // Package selftest proves that the kit catches bugs: for each deliberately broken variant of the
-// reference engine (a patch in fixtures/defects/), it builds the variant with the patched files laid
-// over the source tree (`go build -overlay`, so the tree is never copied or changed), runs the scenarios that guard the broken rule against it as a process, and checks
-// that the run fails on the requirement that names the bug.
+// reference engine (a defect of fixtures/defects/), it applies the defect's edits to copies of the
+// files they touch, builds the variant with those files laid over the source tree (`go build
+// -overlay`, so the tree is never copied or changed), runs the scenarios that guard the broken rule
+// against it as a process, and checks that the run fails on the requirement that names the bug.
 //
-// The broken variants never reach production code: they exist only as patches, applied to
+// A defect's edits are data (fixtures/defects/<name>.yaml, read by LoadEdits, applied by
+// ApplyEdits): each names a package directory, a top-level declaration in it, the text to find
+// inside that declaration and what it becomes. The file is found by parsing the package, so code
+// that moves between files, or lines that move within one, change no defect; a declaration that is
+// gone or no longer holds the text fails with an *EditError naming the defect, the package and the
+// declaration. fixtures/defects/README.md describes the format.
+//
+// The broken variants never reach production code: they exist only as edits, applied to
 // throwaway copies of the files they touch.
 package selftest
 
@@ -32,7 +40,7 @@ import (
 
 // Defect is one broken variant of the reference.
 type Defect struct {
-	// Name is the patch's file name without .patch.
+	// Name names the defect, and its edit file <Name>.yaml unless Edits names another.
 	Name string `yaml:"name" json:"name"`
 	// Bug says, in a sentence, what the variant gets wrong (the first cut's bug).
 	Bug string `yaml:"bug" json:"bug"`
@@ -40,13 +48,15 @@ type Defect struct {
 	Requirement string `yaml:"requirement" json:"requirement"`
 	// Tags selects the scenarios to run (default: those tagged with Requirement).
 	Tags string `yaml:"tags,omitempty" json:"tags,omitempty"`
-	// Patch names the patch file without .patch (default Name): one bug may break several rules.
-	Patch string `yaml:"patch,omitempty" json:"patch,omitempty"`
+	// Edits names the defect whose edits this one applies (default Name): one bug may break
+	// several rules, each a defect of its own judged by its own requirement.
+	Edits string `yaml:"edits,omitempty" json:"edits,omitempty"`
 }
 
-func (d Defect) patchName() string {
-	if d.Patch != "" {
-		return d.Patch
+// editsName is the name of the defect's edit file, without .yaml.
+func (d Defect) editsName() string {
+	if d.Edits != "" {
+		return d.Edits
 	}
 	return d.Name
 }
@@ -72,7 +82,7 @@ type Result struct {
 type Options struct {
 	// Root is the source tree the variants are built from (the module root); it is only read.
 	Root string
-	// Defects is the directory of the manifest (defects.yaml) and the patches.
+	// Defects is the directory of the manifest (defects.yaml) and the defects' edit files.
 	Defects string
 	// Only runs just these defects (by name).
 	Only []string
@@ -130,30 +140,52 @@ func Interrupted(results []Result) int {
 // ErrManifest is a defects.yaml that cannot be used.
 var ErrManifest = errors.New("selftest: bad defect manifest")
 
-// Load reads the manifest and checks that every defect has a patch.
+// Load reads the manifest and checks it against the edit files beside it: every defect has a
+// unique name, a bug and a requirement, and an edit file that reads (see LoadEdits), and every edit
+// file is some defect's.
 func Load(dir string) ([]Defect, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "defects.yaml"))
+	b, err := os.ReadFile(filepath.Join(dir, manifestName+".yaml"))
 	if err != nil {
 		return nil, err
 	}
 	var doc struct {
 		Defects []Defect `yaml:"defects"`
 	}
-	if err := yaml.Unmarshal(b, &doc); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&doc); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrManifest, err)
 	}
 	seen := map[string]bool{}
+	used := map[string]bool{}
 	for _, d := range doc.Defects {
-		if d.Name == "" || d.Requirement == "" || d.Bug == "" || seen[d.Name] {
-			return nil, fmt.Errorf("%w: defect %q needs a unique name, a bug and a requirement", ErrManifest, d.Name)
+		if d.Name == "" || d.Requirement == "" || d.Bug == "" || seen[d.Name] || d.Name == manifestName {
+			return nil, fmt.Errorf("%w: defect %q needs a unique name (not %q), a bug and a requirement", ErrManifest, d.Name, manifestName)
 		}
 		seen[d.Name] = true
-		if _, err := os.Stat(filepath.Join(dir, d.patchName()+".patch")); err != nil {
-			return nil, fmt.Errorf("%w: %s has no patch: %v", ErrManifest, d.Name, err)
+		if used[d.editsName()] {
+			continue
+		}
+		if _, err := LoadEdits(dir, d.editsName()); err != nil {
+			return nil, fmt.Errorf("%w: defect %s: %v", ErrManifest, d.Name, err)
+		}
+		used[d.editsName()] = true
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		if name := strings.TrimSuffix(filepath.Base(f), ".yaml"); name != manifestName && !used[name] {
+			return nil, fmt.Errorf("%w: the edit file %s is no defect's", ErrManifest, filepath.Base(f))
 		}
 	}
 	return doc.Defects, nil
 }
+
+// manifestName is the manifest's file name without .yaml; every other .yaml file beside it is a
+// defect's edits.
+const manifestName = "defects"
 
 // Run builds and judges every defect. It returns the results in manifest order; an error means
 // the self-test could not run at all.
@@ -275,8 +307,7 @@ func judge(ctx context.Context, opt Options, d Defect) (res Result) {
 	defer os.RemoveAll(dir)
 	overlay := map[string]string{}
 	if d.Name != "control" {
-		patch, _ := filepath.Abs(filepath.Join(opt.Defects, d.patchName()+".patch"))
-		if overlay, err = patched(ctx, opt.Root, dir, patch); err != nil {
+		if overlay, err = edited(opt.Root, opt.Defects, dir, d); err != nil {
 			res.Error = err.Error()
 			return res
 		}
@@ -322,45 +353,32 @@ func judge(ctx context.Context, opt Options, d Defect) (res Result) {
 	return res
 }
 
-// patched applies a patch to copies of the files it names, in dir, and returns the build overlay
-// that puts the patched files in place of the originals under root: the source tree is never
-// copied or changed, and the build cache serves every package the patch does not touch.
-func patched(ctx context.Context, root, dir, patch string) (map[string]string, error) {
-	text, err := os.ReadFile(patch)
+// edited applies the defect's edits to copies of the files they change, in dir, and returns the
+// build overlay that puts the copies in place of the originals under root: the source tree is
+// never copied or changed, and the build cache serves every package the edits do not touch.
+func edited(root, defects, dir string, d Defect) (map[string]string, error) {
+	edits, err := LoadEdits(defects, d.editsName())
 	if err != nil {
-		return nil, fmt.Errorf("the patch cannot be read: %v", err)
+		return nil, err
 	}
-	src := filepath.Join(dir, "src")
-	var names []string
-	for _, line := range strings.Split(string(text), "\n") {
-		f, ok := strings.CutPrefix(line, "+++ ")
-		if !ok {
-			continue
-		}
-		f, _, _ = strings.Cut(f, "\t")
-		_, rel, ok := strings.Cut(strings.TrimSpace(f), "/") // -p1
-		if !ok || rel == "" || filepath.IsAbs(rel) || strings.Contains(rel, "..") {
-			return nil, fmt.Errorf("the patch names a file outside the tree: %q", f)
-		}
-		names = append(names, rel)
-		if err := copyFile(filepath.Join(root, rel), filepath.Join(src, rel)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, err
-		}
-	}
-	if len(names) == 0 {
-		return nil, errors.New("the patch names no file")
-	}
-	if out, err := run(ctx, src, "patch", "-p1", "--forward", "--batch", "-i", patch); err != nil {
-		return nil, errors.New("the patch does not apply: " + lastLine(out))
+	files, err := ApplyEdits(root, d.Name, edits)
+	if err != nil {
+		return nil, fmt.Errorf("the edits do not apply: %w", err)
 	}
 	overlay := map[string]string{}
-	for _, rel := range names {
-		orig, _ := filepath.Abs(filepath.Join(root, rel))
-		if _, err := os.Stat(filepath.Join(src, rel)); err != nil {
-			overlay[orig] = "" // the patch deletes it
-			continue
+	for rel, b := range files {
+		dst := filepath.Join(dir, "src", filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return nil, err
 		}
-		overlay[orig] = filepath.Join(src, rel)
+		if err := os.WriteFile(dst, b, 0o644); err != nil {
+			return nil, err
+		}
+		orig, err := filepath.Abs(filepath.Join(root, filepath.FromSlash(rel)))
+		if err != nil {
+			return nil, err
+		}
+		overlay[orig] = dst
 	}
 	return overlay, nil
 }
@@ -377,21 +395,6 @@ func run(ctx context.Context, dir string, name string, args ...string) (string, 
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
-}
-
-func copyFile(src, dst string) error {
-	b, err := os.ReadFile(src)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return err
-	}
-	st, err := os.Stat(src)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(dst, b, st.Mode().Perm())
 }
 
 // Write writes the self-test report as selftest.json and selftest.md into dir.

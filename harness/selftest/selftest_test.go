@@ -10,7 +10,7 @@ import (
 )
 
 // TestCancelledSelftestBlamesTheClock: defects a cancelled self-test did not reach are "not
-// judged: interrupted", never "the patch does not apply".
+// judged: interrupted", never "the edits do not apply".
 func TestCancelledSelftestBlamesTheClock(t *testing.T) {
 	root, err := filepath.Abs("../..")
 	if err != nil {
@@ -30,7 +30,7 @@ func TestCancelledSelftestBlamesTheClock(t *testing.T) {
 		t.Fatalf("Run with a cancelled context: got %v, want ErrInterrupted", err)
 	}
 
-	// A defect cancelled on the way (here: before its patch is applied) is not judged.
+	// A defect cancelled on the way (here: before its edits are applied) is not judged.
 	res := judge(ctx, opt, defects[0])
 	if !res.Interrupted || res.Error != NotJudged || res.Caught {
 		t.Fatalf("judge with a cancelled context: got %+v, want interrupted and %q", res, NotJudged)
@@ -46,7 +46,7 @@ func TestCancelledSelftestBlamesTheClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(md), NotJudged) || strings.Contains(string(md), "does not apply") || strings.Contains(string(md), "**missed**") {
+	if !strings.Contains(string(md), NotJudged) || strings.Contains(string(md), "do not apply") || strings.Contains(string(md), "**missed**") {
 		t.Fatalf("selftest.md must say the defect was not judged:\n%s", md)
 	}
 }
@@ -98,9 +98,11 @@ func TestSampled(t *testing.T) {
 	}
 }
 
-// TestEveryPatchApplies: each defect's patch applies to the tree as it is, so that a change to the
-// reference that moves a patched line is caught here and not as a missed defect in the self-test.
-func TestEveryPatchApplies(t *testing.T) {
+// TestEveryDefectApplies: each defect's edits apply to the tree as it is, and change every file
+// they touch, so that a change to the reference that removes or rewrites an edited declaration is
+// caught here, by the defect and the declaration's name, and not as a missed defect in the
+// self-test.
+func TestEveryDefectApplies(t *testing.T) {
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
@@ -112,28 +114,35 @@ func TestEveryPatchApplies(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for _, d := range defects {
-		name := d.patchName()
+		name := d.editsName()
 		if seen[name] {
 			continue
 		}
 		seen[name] = true
-		overlay, err := patched(context.Background(), root, t.TempDir(), filepath.Join(dir, name+".patch"))
+		edits, err := LoadEdits(dir, name)
 		if err != nil {
-			t.Errorf("%s: %v", name, err)
+			t.Error(err)
 			continue
 		}
-		for orig, repl := range overlay {
-			if repl == "" {
-				continue
+		files, err := ApplyEdits(root, name, edits)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if len(files) == 0 {
+			t.Errorf("%s: the edits change no file", name)
+		}
+		for rel, b := range files {
+			orig, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(rel)))
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
 			}
-			a, _ := os.ReadFile(orig)
-			b, _ := os.ReadFile(repl)
-			if string(a) == string(b) {
-				t.Errorf("%s: the patched %s is the same as the original", name, orig)
+			if string(orig) == string(b) {
+				t.Errorf("%s: the edited %s is the same as the original", name, rel)
 			}
 		}
 	}
-	if len(seen) < 100 {
-		t.Fatalf("only %d patches were checked", len(seen))
+	if len(seen) < 300 {
+		t.Fatalf("only %d defects' edits were checked", len(seen))
 	}
 }
