@@ -15,7 +15,7 @@ import (
 func cmdSelftest(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("selftest", usageSelftest)
 	root := fs.String("root", ".", "the source tree (the module root) to build broken variants from")
-	defects := fs.String("defects", "fixtures/defects", "the directory of defects.yaml and the patches")
+	defects := fs.String("defects", "fixtures/defects", "the directory of defects.yaml and the defects' edit files")
 	out := fs.String("out", "reports/selftest", "where the self-test report is written")
 	only := fs.String("only", "", "run only these defects (comma-separated names)")
 	par := fs.Int("parallel", 2, "variants built and judged at once")
@@ -60,7 +60,7 @@ func cmdSelftest(args []string, stdout, stderr io.Writer) int {
 	case missed > 0:
 		return exitNonConformant
 	case unjudged > 0:
-		// The kit could not finish: never a pass, and not the patches' fault.
+		// The kit could not finish: never a pass, and not the defects' fault.
 		return exitUsage
 	}
 	return exitConformant
