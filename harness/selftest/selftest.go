@@ -123,7 +123,7 @@ func Sampled(defects []Defect, n int, seed uint64) []Defect {
 }
 
 // NotJudged is the error of a defect the self-test was cancelled before it could judge: the clock
-// ran out, not the patch.
+// ran out, not the defect's edits.
 const NotJudged = "not judged: interrupted"
 
 // Interrupted counts the results that were not judged because the self-test was cancelled.
