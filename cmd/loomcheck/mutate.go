@@ -20,7 +20,7 @@ import (
 // --min-kill-rate or, with --fail-on-survivor, when a mutant not listed as equivalent survives.
 //
 //	loomcheck mutate                              # the full run (make mutate)
-//	loomcheck mutate --sample 5 --min-kill-rate 60 # the CI sample (make mutate-sample)
+//	loomcheck mutate --sample 5 --min-kill-rate 60 # a CI sample (make mutate MUTANTS=5)
 func cmdMutate(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("mutate", usageMutate)
 	root := fs.String("root", ".", "the module root")
