@@ -109,7 +109,7 @@ func (e entry) text() string {
 
 // TestEventSourceResume follows a conversation in chromium with the browser's own EventSource
 // while the server is SIGKILLed in the middle of a streamed reply and restarted on the same data
-// directory and port. The browser reconnects by itself with Last-Event-ID; every durable message
+// directory, behind the same address (the test's relay). The browser reconnects by itself with Last-Event-ID; every durable message
 // must reach the page exactly once, in order, with the history's cursors as event ids.
 func TestEventSourceResume(t *testing.T) {
 	requireBrowser(t)
@@ -130,12 +130,14 @@ func TestEventSourceResume(t *testing.T) {
 	pages := servePages(t, map[string]page{"/": htmlPage(streamPage)}, nil)
 
 	const token, chosenID = "tok-alice", "browser-resume"
-	addr := freeAddr(t)
-	serverURL := "http://" + addr
-	cfgPath := serverConfig(t, w, addr, token, pages.URL)
+	cfgPath := serverConfig(t, w, token, pages.URL)
 
+	// The browser knows the relay's address; the server behind it gets a new port at each start.
+	front := newRelay(t)
+	serverURL := front.url()
 	srv := newServer(t, bin, cfgPath)
 	srv.start(ctx)
+	front.point(srv.addr)
 	lap("server serving")
 	client := &api{base: serverURL, token: token, hc: &http.Client{Timeout: 15 * time.Second}}
 	var discovery map[string]any
@@ -190,6 +192,7 @@ func TestEventSourceResume(t *testing.T) {
 		t.Fatalf("the killed server's model request should have been cut: %v", err)
 	}
 	srv.start(ctx)
+	front.point(srv.addr)
 	lap("server restarted")
 	if err := w.Model().WaitRequests(ctx, 2); err != nil {
 		t.Fatalf("the turn in flight should be produced again after the restart: %v", err)

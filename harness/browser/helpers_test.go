@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -101,22 +102,12 @@ func buildLoomcheck(t *testing.T, ctx context.Context) string {
 	return bin
 }
 
-// freeAddr returns a loopback address with a port nobody listens on right now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
-// server is `loomcheck serve` run as a child process from one configuration document; start may
-// be called again after kill to restart it on the same data directory and port.
+// server is `loomcheck serve` run as a child process from one configuration document. Its listen
+// is 127.0.0.1:0: every run binds a port of the kernel's choosing and start reads the address from
+// the line the server prints once it listens ("serving http://ADDR"), so no port is picked here
+// and left free for another process to take before the server binds it. start may be called
+// again after kill to restart it on the same data directory; it then listens on another port
+// (a test that needs one address across restarts puts a relay in front of it).
 type server struct {
 	t      *testing.T
 	bin    string
@@ -124,9 +115,13 @@ type server struct {
 	logs   *syncBuffer // stdout and stderr of every run, in order
 
 	cmd    *exec.Cmd
+	addr   string // where the current run listens, from its serving line
 	exited chan struct{}
 	err    error // cmd.Wait's answer, set before exited closes
 }
+
+// servingRE finds the address in the line the server prints once its listener is open.
+var servingRE = regexp.MustCompile(` serving http://(\S+) `)
 
 func newServer(t *testing.T, bin, config string) *server {
 	s := &server{t: t, bin: bin, config: config, logs: &syncBuffer{}}
@@ -156,8 +151,8 @@ func (s *server) running() bool {
 	}
 }
 
-// start launches the server and waits until it says it is serving (it prints that line once
-// its listener is open) or ctx ends.
+// start launches the server and waits until it says where it is serving (it prints that line
+// once its listener is open) or ctx ends; url then answers that address.
 func (s *server) start(ctx context.Context) {
 	s.t.Helper()
 	cmd := exec.Command(s.bin, "serve")
@@ -171,16 +166,18 @@ func (s *server) start(ctx context.Context) {
 		s.t.Fatalf("start %s serve: %v", s.bin, err)
 	}
 	fmt.Fprintf(s.logs, "--- started pid %d\n", cmd.Process.Pid)
-	s.cmd, s.exited = cmd, make(chan struct{})
-	serving := make(chan struct{})
+	s.cmd, s.exited, s.addr = cmd, make(chan struct{}), ""
+	serving := make(chan string, 1)
 	go func(exited chan struct{}) {
 		sc := bufio.NewScanner(stdout)
-		once := sync.Once{}
 		for sc.Scan() {
 			line := sc.Text()
 			fmt.Fprintln(s.logs, line)
-			if strings.Contains(line, " serving http://") {
-				once.Do(func() { close(serving) })
+			if m := servingRE.FindStringSubmatch(line); m != nil {
+				select {
+				case serving <- m[1]:
+				default:
+				}
 			}
 		}
 		_, _ = io.Copy(io.Discard, stdout)
@@ -189,13 +186,16 @@ func (s *server) start(ctx context.Context) {
 		close(exited)
 	}(s.exited)
 	select {
-	case <-serving:
+	case s.addr = <-serving:
 	case <-s.exited:
 		s.t.Fatalf("loomcheck serve ended before serving: %v", s.err)
 	case <-ctx.Done():
 		s.t.Fatalf("loomcheck serve did not start serving: %v", ctx.Err())
 	}
 }
+
+// url is the address the running server listens on, as http://host:port.
+func (s *server) url() string { return "http://" + s.addr }
 
 // kill ends the server with SIGKILL, as a crash would, and waits until it is gone.
 func (s *server) kill() {
@@ -478,16 +478,17 @@ func streamClientPage(t *testing.T) page {
 	return scriptPage(b)
 }
 
-// serverConfig writes the configuration document of a `loomcheck serve` on addr for the world w:
-// a fresh data directory and signing key, token as alice of tenant acme, and pages from origin
-// allowed with credentials. It returns the document's path.
-func serverConfig(t *testing.T, w *world.World, addr, token, origin string) string {
+// serverConfig writes the configuration document of a `loomcheck serve` for the world w: listen
+// 127.0.0.1:0 (the server reports the port it got), a fresh data directory and signing key, token
+// as alice of tenant acme, and pages from origin allowed with credentials. It returns the
+// document's path.
+func serverConfig(t *testing.T, w *world.World, token, origin string) string {
 	t.Helper()
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	dir := t.TempDir()
 	cfg := w.Config(spec.SUTConfig{
-		Listen:   addr,
+		Listen:   "127.0.0.1:0",
 		DataDir:  filepath.Join(dir, "data"),
 		Signing:  spec.SigningConfig{Key: base64.StdEncoding.EncodeToString(key)},
 		Identity: spec.IdentityConfig{Principals: map[string]spec.Principal{token: {Tenant: "acme", Actor: "alice"}}},
@@ -502,4 +503,128 @@ func serverConfig(t *testing.T, w *world.World, addr, token, origin string) stri
 		t.Fatal(err)
 	}
 	return path
+}
+
+// relay is a loopback address of the test's own that stays the same while the server behind it
+// is killed and started again on another port: the browser reconnects to the address it knows,
+// as it would to a server restarted on the same port. The relay's listener is open for the whole
+// test, so no other process can take its port. Each connection it accepts goes to the address
+// set last; when nothing listens there (the server is down), the connection is reset, as a client
+// of a server that is down sees its connection fail. Bytes are copied both ways until each side
+// has closed; a side that ends with an error (a reset) is reset on the other side too.
+type relay struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	to    string
+	conns map[net.Conn]struct{} // nil once closed
+	wg    sync.WaitGroup
+}
+
+// newRelay opens a relay on a loopback port of the kernel's choosing, closed when the test ends.
+func newRelay(t *testing.T) *relay {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &relay{ln: ln, conns: map[net.Conn]struct{}{}}
+	r.wg.Go(r.accept)
+	t.Cleanup(r.close)
+	return r
+}
+
+// addr is the relay's own address, host:port; url is it as http://host:port.
+func (r *relay) addr() string { return r.ln.Addr().String() }
+func (r *relay) url() string  { return "http://" + r.addr() }
+
+// point sends the connections accepted from now on to addr (host:port).
+func (r *relay) point(addr string) {
+	r.mu.Lock()
+	r.to = addr
+	r.mu.Unlock()
+}
+
+func (r *relay) accept() {
+	for {
+		c, err := r.ln.Accept()
+		if err != nil {
+			return
+		}
+		r.wg.Go(func() { r.pipe(c.(*net.TCPConn)) })
+	}
+}
+
+func (r *relay) pipe(c *net.TCPConn) {
+	r.mu.Lock()
+	to := r.to
+	r.mu.Unlock()
+	u, err := net.DialTimeout("tcp", to, 5*time.Second)
+	if err != nil {
+		reset(c)
+		return
+	}
+	up := u.(*net.TCPConn)
+	if !r.track(c, up) {
+		return
+	}
+	done := make(chan struct{}, 2)
+	go func() { copyHalf(up, c); done <- struct{}{} }()
+	go func() { copyHalf(c, up); done <- struct{}{} }()
+	<-done
+	<-done
+	r.untrack(c, up)
+}
+
+// copyHalf copies from src to dst until src ends: at its end of stream dst's writing side is
+// closed, and after an error of either (a reset) dst is reset and src closed.
+func copyHalf(dst, src *net.TCPConn) {
+	if _, err := io.Copy(dst, src); err != nil {
+		reset(dst)
+		_ = src.Close()
+		return
+	}
+	_ = dst.CloseWrite()
+}
+
+// reset closes c with a reset instead of an orderly end of stream.
+func reset(c *net.TCPConn) {
+	_ = c.SetLinger(0)
+	_ = c.Close()
+}
+
+// track records an open pair, unless the relay is closed (then it closes them).
+func (r *relay) track(cs ...net.Conn) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.conns == nil {
+		for _, c := range cs {
+			c.Close()
+		}
+		return false
+	}
+	for _, c := range cs {
+		r.conns[c] = struct{}{}
+	}
+	return true
+}
+
+func (r *relay) untrack(cs ...net.Conn) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range cs {
+		c.Close()
+		delete(r.conns, c)
+	}
+}
+
+// close stops accepting, ends every connection and waits for the copies to return.
+func (r *relay) close() {
+	_ = r.ln.Close()
+	r.mu.Lock()
+	for c := range r.conns {
+		c.Close()
+	}
+	r.conns = nil
+	r.mu.Unlock()
+	r.wg.Wait()
 }

@@ -182,10 +182,9 @@ func TestStreamClientViewOfACutReply(t *testing.T) {
 	t.Cleanup(func() { _ = w.Close() })
 	pages := servePages(t, map[string]page{"/": htmlPage(viewPage), "/streamclient.js": streamClientPage(t)}, nil)
 	const token = "tok-alice"
-	addr := freeAddr(t)
-	serverURL := "http://" + addr
-	srv := newServer(t, bin, serverConfig(t, w, addr, token, pages.URL))
+	srv := newServer(t, bin, serverConfig(t, w, token, pages.URL))
 	srv.start(ctx)
+	serverURL := srv.url()
 	api := &api{base: serverURL, token: token, hc: &http.Client{Timeout: 15 * time.Second}}
 	var started struct {
 		ID string `json:"id"`

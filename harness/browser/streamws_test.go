@@ -135,7 +135,7 @@ type sessionResult struct {
 
 // TestWebSocketResume follows a session in chromium with streamclient.js over the WebSocket while
 // the server is SIGKILLed in the middle of a streamed reply and restarted on the same data
-// directory and port. The client reconnects (a new ticket, from its last cursor); the page must
+// directory, behind the same address (the test's relay). The client reconnects (a new ticket, from its last cursor); the page must
 // deliver every cursor of the log exactly once, in order, see no gap and no repeat, and fold the
 // frames into exactly the conversation's history.
 func TestWebSocketResume(t *testing.T) {
@@ -157,12 +157,14 @@ func TestWebSocketResume(t *testing.T) {
 	pages := servePages(t, map[string]page{"/": htmlPage(sessionPage), "/streamclient.js": streamClientPage(t)}, nil)
 
 	const token = "tok-alice"
-	addr := freeAddr(t)
-	serverURL := "http://" + addr
-	cfgPath := serverConfig(t, w, addr, token, pages.URL)
+	cfgPath := serverConfig(t, w, token, pages.URL)
 
+	// The browser knows the relay's address; the server behind it gets a new port at each start.
+	front := newRelay(t)
+	addr, serverURL := front.addr(), front.url()
 	srv := newServer(t, bin, cfgPath)
 	srv.start(ctx)
+	front.point(srv.addr)
 	lap("server serving")
 	api := &api{base: serverURL, token: token, hc: &http.Client{Timeout: 15 * time.Second}}
 	var started struct {
@@ -211,6 +213,7 @@ func TestWebSocketResume(t *testing.T) {
 		t.Fatalf("the killed server's model request should have been cut: %v", err)
 	}
 	srv.start(ctx)
+	front.point(srv.addr)
 	lap("server restarted")
 	if err := w.Model().WaitRequests(ctx, 2); err != nil {
 		t.Fatalf("the turn in flight should be produced again after the restart: %v", err)
