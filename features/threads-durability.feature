@@ -14,19 +14,28 @@ Feature: Texts between boxes survive a crash
   Scenario: An acknowledged text survives a SIGKILL and is taken by exactly one turn
     Given the model replies "Half done." to "Keep this safe" after a release
     And the model replies "Kept." to "Keep this safe"
+    And the model replies "Nothing else." to "Anything else?"
     When the peer sends "Keep this safe" from "analyst" to "planner" on thread "K"
     Then the answer is 200 ack
     And the model has been asked 1 time
     When the system is killed and restarted
     Then the text "Keep this safe" on thread "K" was taken by exactly one turn, which completed
     And the text "Keep this safe" on thread "K" is received
-    And after 3 seconds the model has been asked 2 times for "Keep this safe"
+    # A later text is the sentinel: an agent conversation has one turn at a time, and the next turn
+    # takes every text waiting then (spec/peer.md, Receiving). Once the turn of "Anything else?"
+    # has completed, every other turn that took "Keep this safe", and each model request of it,
+    # came before; a "Keep this safe" left waiting would have been taken with "Anything else?".
+    When the peer sends "Anything else?" from "analyst" to "planner" on thread "K"
+    Then the answer is 200 ack
+    And the text "Anything else?" on thread "K" was taken by exactly one turn, which completed
+    And the model has been asked 2 times for "Keep this safe"
     And the text "Keep this safe" on thread "K" was taken by exactly one turn, which completed
 
   @profile:threads @req:ADR0035-D-01 @crash
   Scenario: A text stored to be sent is sent after a crash under its one message id
     Given the peer holds the next text
     And the model answers "Ask the analyst" by sending {"to": "lab/analyst", "text": "Any news?"}, then says "Asked."
+    And the model answers "Ask again" by sending {"to": "lab/analyst", "text": "Anything more?"}, then says "Asked again."
     When "alice" says "Ask the analyst" to "planner"
     Then the peer has received 1 text
     And received text 1 is exactly:
@@ -40,5 +49,13 @@ Feature: Texts between boxes survive a crash
       {"v": 1, "thread": "{thread A}", "message": "{message news}", "from": "planner", "to": "analyst", "text": "Any news?"}
       """
     And the text "Any news?" on thread "A" is sent
-    And after 3 seconds the peer has still received 2 texts
+    # A later text of the same agent conversation is the sentinel: it is sent only after every
+    # earlier one was delivered or failed, and a text answered 200 is delivered (spec/peer.md, The
+    # wire). Had the sender tried "Any news?" once more, the peer would have had it first.
+    When "alice" says "Ask again" to "planner"
+    Then the peer has received exactly 3 texts once "Anything more?" has arrived
+    And received text 3 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message more}", "from": "planner", "to": "analyst", "text": "Anything more?"}
+      """
     And the peer found every text well-formed

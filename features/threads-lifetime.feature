@@ -55,6 +55,8 @@ Feature: The lifetime of agent conversations follows their root
     And the text "Here is news." on thread "A" is received
     When the peer answers "More news." on thread "A"
     Then the answer is 409 "thread"
+    # No sentinel: a closed agent conversation takes no later text, so nothing is ordered after a
+    # turn that must not start; the kit waits instead.
     And after 3 seconds thread "A" still has 1 turn
 
   @profile:threads @req:ADR0035-L-02

@@ -30,17 +30,21 @@ Feature: Pausing and revoking a connection
     Then the answer is the connection "lab" paused
     When "olga" unpauses the connection "lab"
     Then the answer is the connection "lab" open
-    And after 3 seconds thread "K" still has 1 turn
-    And after 3 seconds the model has been asked 1 time for "Count every grain of sand"
+    # The next text is the sentinel: an agent conversation has one turn at a time, and the next
+    # turn takes every text waiting then (spec/peer.md, Receiving), so a turn the unpause started
+    # would come before the turn of "Are you back?", and a text it gave again would be taken with it.
     When the peer sends "Are you back?" from "analyst" to "planner" on thread "K"
     Then the answer is 200 ack
     And turn 2 of thread "K" is completed
+    And thread "K" has exactly 2 turns, the last of which took only "Are you back?"
+    And the model has been asked 1 time for "Count every grain of sand"
 
   @profile:threads @req:ADR0035-P-01 @configures
   Scenario: While paused peer.send answers paused and a text waiting to be sent fails paused
     Given the peer holds the next text
     And the model answers "Ask twice" by sending {"to": "lab/analyst", "text": "first"} and {"to": "lab/analyst", "text": "second"}, then says "Asked twice."
     And the model answers "Ask while paused" by sending {"to": "lab/analyst", "text": "third"}, then says "Could not ask."
+    And the model answers "Ask once more" by sending {"to": "lab/analyst", "text": "fourth"}, then says "Asked once more."
     When "alice" says "Ask twice" to "planner"
     Then the peer has received 1 text
     And received text 1 is exactly:
@@ -56,7 +60,15 @@ Feature: Pausing and revoking a connection
     When the peer releases the held texts
     And "olga" unpauses the connection "lab"
     Then the answer is the connection "lab" open
-    And after 3 seconds the peer has still received 1 text
+    # A later text of the same agent conversation is the sentinel: it is sent only after every
+    # earlier one was delivered or failed (spec/peer.md, The wire). Had "second" gone out after
+    # all, or "third" been queued, the peer would have had it before "fourth".
+    When "alice" says "Ask once more" to "planner"
+    Then the peer has received exactly 2 texts once "fourth" has arrived
+    And received text 2 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message fourth}", "from": "planner", "to": "analyst", "text": "fourth"}
+      """
 
   @profile:threads @req:ADR0035-P-02 @configures
   Scenario: Revoking is permanent: the peer is rejected, sends answer connection, and pause and unpause are refused
@@ -73,6 +85,8 @@ Feature: Pausing and revoking a connection
     Then the answer is 409 "revoked"
     When "olga" reads the connection "lab"
     Then the answer is the connection "lab" revoked
+    # No sentinel: a revoked connection sends nothing more, so nothing is ordered after a send that
+    # must not happen; the kit waits instead.
     And after 3 seconds the peer has still received 0 texts
 
   @profile:threads @req:ADR0035-P-02 @configures
@@ -90,6 +104,7 @@ Feature: Pausing and revoking a connection
     Then the answer is the connection "lab" revoked
     And the text "second" on thread "A" is failed with "connection"
     When the peer releases the held texts
+    # No sentinel: a revoked connection sends nothing more; the kit waits instead.
     Then after 3 seconds the peer has still received 1 text
 
   @profile:threads @req:ADR0035-P-02
@@ -111,11 +126,16 @@ Feature: Pausing and revoking a connection
   Scenario: The default bound: 64 texts wait, over every agent conversation of the connection, and the next is queue-full
     Given the peer holds every text
     And the model answers "Send the notes" by sending 65 texts at once to "lab/analyst" and "lab/critic" in turn, then says "Sent what I could."
+    And the model answers "Send the last notes" by sending {"to": "lab/analyst", "text": "last for the analyst"} and {"to": "lab/critic", "text": "last for the critic"}, then says "Sent them."
     When "alice" says "Send the notes" to "planner"
     Then the peer.send results for "Send the notes" are 64 sent and 1 "queue-full"
     When the peer releases the held texts
     Then the peer has received 64 texts
-    And after 3 seconds the peer has still received 64 texts
+    # A later text of each agent conversation is the sentinel: it is sent only after every earlier
+    # one was delivered or failed (spec/peer.md, The wire). Had the refused note been queued after
+    # all, the peer would have had it before the last note to its role.
+    When "alice" says "Send the last notes" to "planner"
+    Then the peer has received exactly 66 texts once "last for the analyst" and "last for the critic" have arrived
     And the peer found every text well-formed
 
   @profile:threads @req:ADR0035-P-03 @configures
@@ -123,8 +143,12 @@ Feature: Pausing and revoking a connection
     Given the connection "lab" holds at most 3 waiting texts
     And the peer holds every text
     And the model answers "Send the notes" by sending 4 texts at once to "lab/analyst" and "lab/critic" in turn, then says "Sent what I could."
+    And the model answers "Send the last notes" by sending {"to": "lab/analyst", "text": "last for the analyst"} and {"to": "lab/critic", "text": "last for the critic"}, then says "Sent them."
     When "alice" says "Send the notes" to "planner"
     Then the peer.send results for "Send the notes" are 3 sent and 1 "queue-full"
     When the peer releases the held texts
     Then the peer has received 3 texts
-    And after 3 seconds the peer has still received 3 texts
+    # The sentinels, as above: a later text of each agent conversation.
+    When "alice" says "Send the last notes" to "planner"
+    Then the peer has received exactly 5 texts once "last for the analyst" and "last for the critic" have arrived
+    And the peer found every text well-formed

@@ -46,6 +46,7 @@ Feature: Receiving texts from the peer
   @profile:threads @req:ADR0035-C-01
   Scenario: A known thread with other roles is rejected as roles, and nothing is added
     Given the model replies "Hello, analyst." to "Hello planner"
+    And the model replies "Still here." to "Are you still there?"
     When the peer sends "Hello planner" from "analyst" to "planner" on thread "K"
     Then the answer is 200 ack
     And turn 1 of thread "K" is completed
@@ -53,19 +54,27 @@ Feature: Receiving texts from the peer
     Then the answer is 409 "roles"
     When the peer sends "For the scout" from "analyst" to "scout" on thread "K"
     Then the answer is 409 "roles"
-    And after 3 seconds thread "K" still has 1 turn
+    # A later text of the thread is the sentinel: an agent conversation has one turn at a time, and
+    # the next turn takes every text waiting then (spec/peer.md, Receiving), so a turn that took a
+    # rejected text would come before the turn of "Are you still there?", or take it with it.
+    When the peer sends "Are you still there?" from "analyst" to "planner" on thread "K"
+    Then the answer is 200 ack
+    And turn 2 of thread "K" is completed
     And "dana" sees the agent conversation of thread "K" as:
       """
       {"id": "{ac K}", "connection": "lab", "thread": "{thread K}", "role": "planner", "peerRole": "analyst",
        "startedBy": "peer", "root": {"kind": "agent", "id": "{ac K}"}, "state": "open",
-       "texts": [{"dir": "in", "message": "{message Hello planner}", "text": "Hello planner", "state": "received"}],
-       "turns": [{"turn": 1, "status": "completed", "texts": ["{message Hello planner}"], "output": "Hello, analyst."}]}
+       "texts": [{"dir": "in", "message": "{message Hello planner}", "text": "Hello planner", "state": "received"},
+                 {"dir": "in", "message": "{message Are you still there?}", "text": "Are you still there?", "state": "received"}],
+       "turns": [{"turn": 1, "status": "completed", "texts": ["{message Hello planner}"], "output": "Hello, analyst."},
+                 {"turn": 2, "status": "completed", "texts": ["{message Are you still there?}"], "output": "Still here."}]}
       """
 
   @profile:threads @req:ADR0035-C-02
   Scenario: Texts that arrive while a turn runs are taken together, in order, by the next turn
     Given the model replies "Working on one." to "one" after a release
     And the model replies "Took two and three." to "three"
+    And the model replies "Took four." to "four"
     When the peer sends "one" from "analyst" to "planner" on thread "K"
     Then the answer is 200 ack
     And turn 1 of thread "K" is running
@@ -93,4 +102,10 @@ Feature: Receiving texts from the peer
        "turns": [{"turn": 1, "status": "completed", "texts": ["{message one}"], "output": "Working on one."},
                  {"turn": 2, "status": "completed", "texts": ["{message two}", "{message three}"], "output": "Took two and three."}]}
       """
-    And after 3 seconds thread "K" still has 2 turns
+    # A later text is the sentinel: one turn at a time, the next taking every text waiting then
+    # (spec/peer.md, Receiving), so a third turn for "two" or "three" would come before the turn of
+    # "four", or take it with them.
+    When the peer sends "four" from "analyst" to "planner" on thread "K"
+    Then the answer is 200 ack
+    And turn 3 of thread "K" is completed
+    And thread "K" has exactly 3 turns, the last of which took only "four"

@@ -119,6 +119,8 @@ Feature: Sending to a peer role, in the agent conversation of the run's topic
   Scenario: A role token with no run has no topic and is refused
     When "role:planner" sends "Anything new?" to "lab/analyst" through its own door
     Then the answer is 409 "no-topic"
+    # No sentinel: a text with no topic belongs to no agent conversation, so no later text is
+    # ordered after it; the kit waits instead.
     And after 3 seconds the peer has still received 0 texts
 
   @profile:threads @req:ADR0035-S-04
@@ -147,6 +149,8 @@ Feature: Sending to a peer role, in the agent conversation of the run's topic
     Then "alice" sees the run on task "T" completed
     When "role:planner" sends "Too late" to "lab/analyst" through its own door in the run on task "T"
     Then the answer is 409 "no-topic"
+    # No sentinel: a refused text has no agent conversation of its own to be ordered in; the kit
+    # waits instead.
     And after 3 seconds the peer has still received 1 text
 
   @profile:threads @req:ADR0035-S-05

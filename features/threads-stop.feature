@@ -20,11 +20,14 @@ Feature: Stopping the agent of an agent conversation
     When "dana" stops the agent conversation of thread "K"
     Then the answer is stopped true
     And turn 1 of thread "K" is stopped
-    And after 3 seconds the model has been asked 1 time for "Count every grain of sand"
-    And after 3 seconds thread "K" still has 1 turn
+    # The next text is the sentinel: an agent conversation has one turn at a time, and the next turn
+    # takes every text waiting then (spec/peer.md, Receiving), so a turn that restarted the stopped
+    # one would come before the turn of "Where are you?", and a text given again would be taken
+    # with it: both would show in its request and in the turns below.
     When the peer sends "Where are you?" from "analyst" to "planner" on thread "K"
     Then the answer is 200 ack
     And turn 2 of thread "K" is completed
+    And the model has been asked 1 time for "Count every grain of sand"
     And model request 1 for "Where are you?" holds exactly:
       | role   | content                                                                               |
       | system | You plan the work.                                                                    |
@@ -45,6 +48,7 @@ Feature: Stopping the agent of an agent conversation
   @profile:threads @req:ADR0035-T-01
   Scenario: A person who cannot read it gets the uniform 404; with no running turn a stop changes nothing
     Given the model replies "Hello, analyst." to "Hello planner"
+    And the model replies "You are welcome." to "Thanks"
     When the peer sends "Hello planner" from "analyst" to "planner" on thread "K"
     Then the answer is 200 ack
     And turn 1 of thread "K" is completed
@@ -52,5 +56,18 @@ Feature: Stopping the agent of an agent conversation
     Then the answer is the uniform 404
     When "olga" stops the agent conversation of thread "K"
     Then the answer is stopped false
-    And after 3 seconds thread "K" still has 1 turn
     And turn 1 of thread "K" is completed
+    # The next text is the sentinel: one turn at a time, the next taking every text waiting then
+    # (spec/peer.md, Receiving), so a turn the stop started would come before the turn of "Thanks",
+    # and a stop that counted would make that turn told so (spec/peer.md, Receiving, item 4).
+    When the peer sends "Thanks" from "analyst" to "planner" on thread "K"
+    Then the answer is 200 ack
+    And turn 2 of thread "K" is completed
+    And thread "K" has exactly 2 turns, the last of which took only "Thanks"
+    And model request 1 for "Thanks" holds exactly:
+      | role      | content                                                                               |
+      | system    | You plan the work.                                                                    |
+      | system    | You are planner, in agent conversation {ac K} with lab/analyst. It answers for itself. |
+      | user      | Hello planner                                                                         |
+      | assistant | Hello, analyst.                                                                       |
+      | user      | Thanks                                                                                |

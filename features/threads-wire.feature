@@ -33,19 +33,27 @@ Feature: The wire between two boxes
   @profile:threads @req:ADR0035-W-02
   Scenario: The acknowledgement names the text, and the same message again adds nothing
     Given the model replies "Noted." to "The pumps are fine."
+    And the model replies "Noted too." to "The valves are fine."
     When the peer sends "The pumps are fine." from "analyst" to "planner" on thread "P"
     Then the answer is 200 ack
     When the peer sends the same text again
     Then the answer is the same as before
     And the answer is 200 ack
     And turn 1 of thread "P" is completed
-    And after 3 seconds thread "P" still has 1 turn
+    # A later text is the sentinel: an agent conversation has one turn at a time, and the next turn
+    # takes every text waiting then (spec/peer.md, Receiving), so a turn for the repeat would come
+    # before the turn of "The valves are fine.", or the repeat would be taken with it.
+    When the peer sends "The valves are fine." from "analyst" to "planner" on thread "P"
+    Then the answer is 200 ack
+    And turn 2 of thread "P" is completed
     And "dana" sees the agent conversation of thread "P" as:
       """
       {"id": "{ac P}", "connection": "lab", "thread": "{thread P}", "role": "planner", "peerRole": "analyst",
        "startedBy": "peer", "root": {"kind": "agent", "id": "{ac P}"}, "state": "open",
-       "texts": [{"dir": "in", "message": "{message The pumps are fine.}", "text": "The pumps are fine.", "state": "received"}],
-       "turns": [{"turn": 1, "status": "completed", "texts": ["{message The pumps are fine.}"], "output": "Noted."}]}
+       "texts": [{"dir": "in", "message": "{message The pumps are fine.}", "text": "The pumps are fine.", "state": "received"},
+                 {"dir": "in", "message": "{message The valves are fine.}", "text": "The valves are fine.", "state": "received"}],
+       "turns": [{"turn": 1, "status": "completed", "texts": ["{message The pumps are fine.}"], "output": "Noted."},
+                 {"turn": 2, "status": "completed", "texts": ["{message The valves are fine.}"], "output": "Noted too."}]}
       """
 
   @profile:threads @req:ADR0035-W-03
@@ -106,6 +114,7 @@ Feature: The wire between two boxes
     Given the peer answers the next 1 text with 503 "unavailable"
     And the peer answers the next 1 text with 429 "busy"
     And the model answers "Ask the analyst" by sending {"to": "lab/analyst", "text": "Any news?"}, then says "Asked."
+    And the model answers "Ask again" by sending {"to": "lab/analyst", "text": "Anything more?"}, then says "Asked again."
     When "alice" says "Ask the analyst" to "planner"
     Then the peer has received 3 texts
     And received text 1 is exactly:
@@ -121,14 +130,22 @@ Feature: The wire between two boxes
       {"v": 1, "thread": "{thread A}", "message": "{message news}", "from": "planner", "to": "analyst", "text": "Any news?"}
       """
     And the text "Any news?" on thread "A" is sent
-    And after 3 seconds the peer has still received 3 texts
+    # A later text of the same agent conversation is the sentinel: it is sent only after every
+    # earlier one was delivered or failed, and a text answered 200 is delivered (spec/peer.md, The
+    # wire). Had the sender tried "Any news?" after its 200, the peer would have had it first.
+    When "alice" says "Ask again" to "planner"
+    Then the peer has received exactly 4 texts once "Anything more?" has arrived
+    And received text 4 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message more}", "from": "planner", "to": "analyst", "text": "Anything more?"}
+      """
     And the peer found every text well-formed
 
   @profile:threads @req:ADR0035-W-04
   Scenario: A final rejection fails the text with its reason, and the role's next turn is told
     Given the peer answers the next 1 text with 409 "roles"
     And the model answers "Ask the analyst" by sending {"to": "lab/analyst", "text": "Any news?"}, then says "Asked."
-    And the model replies "Understood." to "Here is news."
+    And the model answers "Here is news." by sending {"to": "lab/analyst", "text": "Thanks for the news."}, then says "Understood."
     When "alice" says "Ask the analyst" to "planner"
     Then the peer has received 1 text
     And received text 1 is exactly:
@@ -136,7 +153,6 @@ Feature: The wire between two boxes
       {"v": 1, "thread": "{thread A}", "message": "{message news}", "from": "planner", "to": "analyst", "text": "Any news?"}
       """
     And the text "Any news?" on thread "A" is failed with "roles"
-    And after 3 seconds the peer has still received 1 text
     When the peer answers "Here is news." on thread "A"
     Then the answer is 200 ack
     And model request 1 for "Here is news." holds exactly:
@@ -145,6 +161,14 @@ Feature: The wire between two boxes
       | system | You are planner, in agent conversation {ac A} with lab/analyst. It answers for the conversation of alice. |
       | system | Your text {message news} failed: roles.                                                                  |
       | user   | Here is news.                                                                                            |
+    # The turn's own send is the sentinel: a later text of the same agent conversation, sent only
+    # after every earlier one was delivered or failed (spec/peer.md, The wire). Had the sender
+    # tried "Any news?" again after its final rejection, the peer would have had it first.
+    And the peer has received exactly 2 texts once "Thanks for the news." has arrived
+    And received text 2 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message thanks}", "from": "planner", "to": "analyst", "text": "Thanks for the news."}
+      """
 
   @profile:threads @req:ADR0035-W-05
   Scenario: A text the peer holds holds up only the later texts of its own agent conversation
@@ -164,6 +188,8 @@ Feature: The wire between two boxes
       {"v": 1, "thread": "{thread B}", "message": "{message third}", "from": "planner", "to": "analyst", "text": "third"}
       """
     And threads "A" and "B" are different
+    # No sentinel: this is the ordering every sentinel of the other scenarios relies on, so the kit
+    # holds "first" and waits.
     And after 3 seconds the peer has still received 2 texts
     And the text "second" on thread "A" is queued
     When the peer releases the held texts
@@ -179,6 +205,7 @@ Feature: The wire between two boxes
     And the model replies "Working on one." to "one" after a release
     And the model replies "Took two and three." to "three"
     And the model replies "Four, at last." to "four"
+    And the model replies "Five it is." to "five"
     When the peer sends "one" from "analyst" to "planner" on thread "K"
     Then the answer is 200 ack
     And turn 1 of thread "K" is running
@@ -200,13 +227,20 @@ Feature: The wire between two boxes
        "texts": [{"dir": "in", "message": "{message four}", "text": "four", "state": "received"}],
        "turns": [{"turn": 1, "status": "completed", "texts": ["{message four}"], "output": "Four, at last."}]}
       """
-    And after 3 seconds thread "K" still has 2 turns
+    # A later text of thread "K" is the sentinel: one turn at a time, the next taking every text
+    # waiting then (spec/peer.md, Receiving), so a third turn would come before the turn of "five",
+    # and a text left waiting would be taken with it.
+    When the peer sends "five" from "analyst" to "planner" on thread "K"
+    Then the answer is 200 ack
+    And turn 3 of thread "K" is completed
+    And thread "K" has exactly 3 turns, the last of which took only "five"
 
   @profile:threads @req:ADR0035-W-06
   Scenario: The default bound: 64 texts of the connection wait for a turn, and the 65th is 429 busy
     Given the model replies "Working on one." to "one" after a release
     And the model replies "Took all 64." to "text 64"
     And the model replies "Now the last." to "the last"
+    And the model replies "One more, done." to "one more"
     When the peer sends "one" from "analyst" to "planner" on thread "K"
     Then the answer is 200 ack
     And turn 1 of thread "K" is running
@@ -218,4 +252,8 @@ Feature: The wire between two boxes
     When the peer sends the same text again
     Then the answer is 200 ack
     And turn 1 of thread "Q" is completed
-    And after 3 seconds thread "K" still has 2 turns
+    # The sentinel, as above: a later text of thread "K".
+    When the peer sends "one more" from "analyst" to "planner" on thread "K"
+    Then the answer is 200 ack
+    And turn 3 of thread "K" is completed
+    And thread "K" has exactly 3 turns, the last of which took only "one more"

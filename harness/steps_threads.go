@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -77,10 +79,11 @@ func (s *threadsSteps) steps() []stepDef {
 		{`^the model answers ` + text + ` by sending (\d+) texts at once to "lab/analyst" and "lab/critic" in turn, then says ` + text + `$`, s.modelSendsMany, "scripts the model to answer the text with N calls of peer.send in one answer, then with the words"},
 		{`^model request (\d+) for ` + text + ` holds exactly:$`, s.modelRequestFor, "expects the Nth request to the model whose last user message is the text to hold exactly the table's messages (placeholders substituted)"},
 		{`^the peer.send results for ` + text + ` are (\d+) sent and (\d+) "([a-z-]+)"$`, s.sendResults, "expects the tool results of the turn for the text to be exactly N sent and M errors of the reason, in any order"},
-		{`^after (\d+) seconds the model has been asked (\d+) times? for ` + text + `$`, s.modelAskedFor, "waits the seconds, then expects exactly N requests to the model whose last user message is the text"},
+		{`^the model has been asked (\d+) times? for ` + text + `$`, s.modelAskedFor, "expects exactly N requests to the model so far whose last user message is the text (after a sentinel: a later turn of the same agent conversation that completed)"},
 
 		{`^the peer has received (\d+) texts?$`, s.peerReceived, "waits until the peer has received N requests"},
 		{`^after (\d+) seconds the peer has still received (\d+) texts?$`, s.peerStillReceived, "waits the seconds, then expects the peer to have received exactly N requests"},
+		{`^the peer has received exactly (\d+) texts? once ("[^"]+"(?:(?:, | and )"[^"]+")*) (?:has|have) arrived$`, s.peerReceivedOnce, "waits until each quoted text has arrived at the peer (sentinels: later texts of the agent conversations of earlier ones), then expects the peer to have received exactly N requests"},
 		{`^received text (\d+) is exactly:$`, s.receivedExactly, "expects the Nth request the peer received to carry the send token and exactly the body (placeholders bind thread and message aliases)"},
 		{`^the peer holds the next text$`, s.peerHoldsNext, "makes the peer's answer to the next text wait until released"},
 		{`^the peer holds every text$`, s.peerHoldsEvery, "makes the peer's answer to every later text wait until released"},
@@ -97,6 +100,7 @@ func (s *threadsSteps) steps() []stepDef {
 		{`^` + who + ` stops the agent conversation of thread "([^"]+)"$`, s.stops, "stops the agent of the thread's conversation as who"},
 		{`^turn (\d+) of thread "([^"]+)" is (running|completed|stopped|failed|ended)$`, s.turnIs, "waits until turn N of the thread's agent conversation has the status"},
 		{`^after (\d+) seconds thread "([^"]+)" still has (\d+) turns?$`, s.stillTurns, "waits the seconds, then expects the thread's agent conversation to have exactly N turns"},
+		{`^thread "([^"]+)" has exactly (\d+) turns?, the last of which took only ` + text + `$`, s.turnsEndWith, "expects the thread's agent conversation to have exactly N turns, the last of which took the one text (a sentinel: the turn of a later text)"},
 		{`^the text ` + text + ` on thread "([^"]+)" is (queued|sent|received|failed)(?: with "([a-z-]+)")?$`, s.textIs, "waits until the text of the thread's agent conversation has the state (and reason)"},
 		{`^the text ` + text + ` on thread "([^"]+)" was taken by exactly one turn, which completed$`, s.takenOnce, "waits until a turn that took the text completed, and expects no other turn to have taken it"},
 
@@ -799,11 +803,12 @@ func (s *threadsSteps) sleep(secs int) error {
 	}
 }
 
-// modelAskedFor waits, then expects exactly N requests for the text.
-func (s *threadsSteps) modelAskedFor(secs, n int, txt string) error {
-	if err := s.sleep(secs); err != nil {
-		return err
-	}
+// modelAskedFor expects exactly N requests for the text so far. The scenarios ask it once a
+// later turn of the same agent conversation has completed (the sentinel): the conversation has
+// one turn at a time, and the next turn takes every text waiting then (spec/peer.md,
+// Receiving), so every turn that took the text, and every request such a turn made, came before
+// the sentinel's turn.
+func (s *threadsSteps) modelAskedFor(n int, txt string) error {
 	if got := len(s.requestsFor(unescape(txt))); got != n {
 		return fail("the model", fmt.Sprintf("%d requests for %q", got, txt), fmt.Sprintf("exactly %d", n))
 	}
@@ -830,6 +835,60 @@ func (s *threadsSteps) peerStillReceived(secs, n int) error {
 	}
 	if got := s.world.Peer().Count(); got != n {
 		return fail("the peer", fmt.Sprintf("%d texts: %s", got, s.describeDeliveries()), fmt.Sprintf("exactly %d", n))
+	}
+	return nil
+}
+
+// peerReceivedOnce waits until each of the texts has arrived at the peer, then expects the peer
+// to have received exactly n texts in all. Each of the texts is a sentinel: a later text of an
+// agent conversation the peer already had texts of. A text is sent only after every earlier text
+// of the same agent conversation was delivered or failed (spec/peer.md, The wire: "Ordering is
+// per agent conversation"), and a delivered text is not sent again ("The sender treats 200 as
+// delivered"), so a text of that conversation the sender should not have sent (one tried again
+// after its 200 or its final rejection, one that failed, one a refused peer.send queued after
+// all) would have arrived before its sentinel and is counted. A sentinel on a thread the peer had
+// no text of proves nothing: a second send from the same root to the same role goes on the same
+// thread (spec/peer.md, Sending), so it fails.
+func (s *threadsSteps) peerReceivedOnce(n int, list string) error {
+	var want []string
+	for _, m := range historyAliasRE.FindAllStringSubmatch(list, -1) {
+		want = append(want, unescape(m[1]))
+	}
+	if err := s.sut(); err != nil {
+		return err
+	}
+	p := s.world.Peer()
+	ctx, cancel := s.wait()
+	defer cancel()
+	var ds []world.PeerDelivery
+	var missing []string
+	for {
+		seen := p.Count()
+		ds, missing = p.Deliveries(), nil
+		for _, t := range want {
+			if !slices.ContainsFunc(ds, func(d world.PeerDelivery) bool { return d.Text.Text == t }) {
+				missing = append(missing, strconv.Quote(t))
+			}
+		}
+		if len(missing) == 0 {
+			break
+		}
+		if err := p.WaitDeliveries(ctx, seen+1); err != nil {
+			return fail("the peer", fmt.Sprintf("%d texts: %s", p.Count(), s.describeDeliveries()), "the texts "+strings.Join(missing, " and "))
+		}
+	}
+	for _, t := range want {
+		i := slices.IndexFunc(ds, func(d world.PeerDelivery) bool { return d.Text.Text == t })
+		d := ds[i]
+		if !slices.ContainsFunc(ds[:i], func(e world.PeerDelivery) bool {
+			return e.Text.Thread == d.Text.Thread && e.Text.From == d.Text.From && e.Text.To == d.Text.To
+		}) {
+			return fail(fmt.Sprintf("text %d the peer received", i+1), string(d.Body),
+				fmt.Sprintf("%q on the thread of the earlier texts from %s to %s: the same root sends to the same role in one agent conversation", t, d.Text.From, d.Text.To))
+		}
+	}
+	if got := p.Count(); got != n {
+		return fail("the peer", fmt.Sprintf("%d texts: %s", got, s.describeDeliveries()), fmt.Sprintf("exactly %d once %s arrived", n, list))
 	}
 	return nil
 }
@@ -1214,6 +1273,31 @@ func (s *threadsSteps) stillTurns(secs int, alias string, n int) error {
 	}
 	if len(ac.Turns) != n {
 		return fail(fmt.Sprintf("the turns of thread %s", alias), fmt.Sprintf("%+v", ac.Turns), fmt.Sprintf("exactly %d", n))
+	}
+	return nil
+}
+
+// turnsEndWith expects the thread's agent conversation to have exactly n turns, the last of which
+// took the one text. The scenarios ask it once that turn has completed, the text being a
+// sentinel sent after something that must not start a turn (a stop, an unpause, a repeat): the
+// conversation has one turn at a time, and the next turn takes every text waiting then
+// (spec/peer.md, Receiving), so any other turn came before the sentinel's and is counted, and a
+// text wrongly left waiting would have been taken with it.
+func (s *threadsSteps) turnsEndWith(alias string, n int, txt string) error {
+	msg, ok := s.bound["message "+unescape(txt)]
+	if !ok {
+		return harnessErr("the peer did not send %q", txt)
+	}
+	if n < 1 {
+		return harnessErr("a last turn needs at least 1 turn")
+	}
+	ac, err := s.agentConversation(alias)
+	if err != nil {
+		return err
+	}
+	if len(ac.Turns) != n || !slices.Equal(ac.Turns[n-1].Texts, []string{msg}) {
+		return fail(fmt.Sprintf("the turns of thread %s", alias), fmt.Sprintf("%+v", ac.Turns),
+			fmt.Sprintf("exactly %d, the last of which took only %s", n, msg))
 	}
 	return nil
 }
