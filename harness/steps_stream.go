@@ -2,14 +2,17 @@ package harness
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cucumber/godog"
@@ -24,7 +27,7 @@ func (s *streamSteps) steps() []stepDef {
 	reader := `(\w[\w' ]*?)'s (WebSocket|SSE) reader`
 	return []stepDef{
 		{`^(\w[\w' ]*?) opens the session stream(?: of conversation "([^"]*)")?(?: from (\d+))?(?: on device "([^"]*)")?$`, s.opens, "asks for a ticket as who (the current conversation, or the named one; from 0 unless named) and expects 200 with a well-formed answer, kept"},
-		{`^(\w[\w' ]*?) fills the session's log with (\d+) terminal lines$`, s.fillLog, "records N terminal lines \"line 1\" .. \"line N\" as who in the current conversation's session, each expected 202 {logged: true, cur} with the cursor one past the last"},
+		{`^(\w[\w' ]*?) fills the session's log with (\d+) terminal lines$`, s.fillLog, "records N terminal lines \"line 1\" .. \"line N\" as who in the current conversation's session, a few requests at a time, each expected 202 {logged: true, cur}; the N cursors must have no gap, and rise for each sender"},
 		{`^the ticket is (\d+) ms old$`, s.ticketAged, "waits until the last ticket is at least N ms old, counted from the arrival of its open's answer"},
 		{`^the open answer says head (\d+) and floor (\d+)$`, s.openAnswerSays, "expects the last open's head and floor to be exactly the numbers"},
 		{`^(\w[\w' ]*?) opening the session stream gets the same 404 as for a missing session$`, s.openRefusedAsMissing, "opens the current conversation's stream as who and expects 404, byte for byte the answer an id nothing holds gets"},
@@ -705,9 +708,17 @@ func (s *streamSteps) stops(who, transport string) error {
 	return f.Close()
 }
 
+// fillWorkers is how many of fillLog's requests are in flight at once: a log of thousands of
+// frames is filled in a few seconds instead of one round trip after the other.
+const fillWorkers = 4
+
 // fillLog records n terminal lines as who, each a frame of the session's log: a quick way to
-// take the log past its default bound. Each answer must be 202 {logged: true, cur} with cur
-// one past the one before.
+// take the log past its default bound. The lines go fillWorkers at a time, each worker sending
+// one after the other. Each answer must be 202 {logged: true, cur}; a worker's cursors must rise
+// (a line answered before the next is sent comes before it in the log), and the n cursors
+// together must be n different ones with no gap between them, as they are when every answer is
+// one past the one before. Which line has which cursor is not judged: the rules the filled log
+// serves are about its head and its floor.
 func (s *streamSteps) fillLog(who string, n int) error {
 	if err := s.sut(); err != nil {
 		return err
@@ -716,22 +727,63 @@ func (s *streamSteps) fillLog(who string, n int) error {
 	if err != nil {
 		return err
 	}
-	var prev int64
+	path := "/sessions/" + url.PathEscape(c.id) + "/terminal"
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	curs := make([]int64, n)
+	lines := make(chan int)
+	errs := make(chan error, fillWorkers)
+	var wg sync.WaitGroup
+	for range fillWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var prev int64
+			for i := range lines {
+				r, err := s.cl.do(ctx, who, http.MethodPost, path, map[string]any{"line": "line " + strconv.Itoa(i)}, reqOpts{quiet: true})
+				if err != nil {
+					errs <- err
+					cancel()
+					return
+				}
+				var a struct {
+					Logged bool  `json:"logged"`
+					Cur    int64 `json:"cur"`
+				}
+				if r.status != http.StatusAccepted || r.json(&a) != nil || !a.Logged || a.Cur <= prev {
+					errs <- fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)),
+						fmt.Sprintf("202 {logged: true, cur} with cur past %d, the cursor of this sender's line before (line %d)", prev, i))
+					cancel()
+					return
+				}
+				prev, curs[i-1] = a.Cur, a.Cur
+			}
+		}()
+	}
+feed:
 	for i := 1; i <= n; i++ {
-		r, err := s.cl.do(s.ctx, who, http.MethodPost, "/sessions/"+url.PathEscape(c.id)+"/terminal",
-			map[string]any{"line": "line " + strconv.Itoa(i)}, reqOpts{quiet: true})
-		if err != nil {
-			return err
+		select {
+		case lines <- i:
+		case <-ctx.Done():
+			break feed
 		}
-		var a struct {
-			Logged bool  `json:"logged"`
-			Cur    int64 `json:"cur"`
+	}
+	close(lines)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+	}
+	if err := s.ctx.Err(); err != nil {
+		return harnessErr("the run was stopped: %v", err)
+	}
+	sorted := slices.Sorted(slices.Values(curs))
+	for k := 1; k < n; k++ {
+		if sorted[k] != sorted[k-1]+1 {
+			return fail("the cursors of the "+strconv.Itoa(n)+" lines", fmt.Sprintf("%d then %d", sorted[k-1], sorted[k]),
+				"n different cursors with no gap between them")
 		}
-		if r.status != http.StatusAccepted || r.json(&a) != nil || !a.Logged || (prev > 0 && a.Cur != prev+1) {
-			return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)),
-				fmt.Sprintf("202 {logged: true, cur} with cur %d (line %d)", prev+1, i))
-		}
-		prev = a.Cur
 	}
 	return nil
 }
