@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/conversation"
 	"github.com/loomcheck/loomcheck/reference/gateway"
 	"github.com/loomcheck/loomcheck/reference/hostio"
+	transcripts "github.com/loomcheck/loomcheck/reference/internal/transcript"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/model"
@@ -37,8 +37,8 @@ import (
 // the command index, what the log holds and what the run did.
 //
 // Regenerate (only when the shape is meant to change, which breaks every journal already
-// written): go test ./reference/ -run TestGoldenJournals -update-golden
-var updateGolden = flag.Bool("update-golden", false, "rewrite the golden journals under testdata/golden")
+// written): go test ./reference/ -run TestGoldenJournals -rewrite (the one flag of
+// reference/internal/transcript).
 
 const goldenDir = "testdata/golden"
 
@@ -622,8 +622,8 @@ func dumpJournal(t *testing.T, ctx context.Context, path string) []goldenExecuti
 }
 
 func TestGoldenJournals(t *testing.T) {
-	if !*updateGolden {
-		t.Skip("writes the golden journals; run with -update-golden")
+	if !transcripts.Rewrite() {
+		t.Skip("writes the golden journals; run with -rewrite")
 	}
 	ctx := context.Background()
 	require.NoError(t, os.MkdirAll(goldenDir, 0o755))

@@ -3,7 +3,6 @@ package reference_test
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,13 +14,12 @@ import (
 	"github.com/loomcheck/loomcheck/reference"
 	"github.com/loomcheck/loomcheck/reference/conversation"
 	"github.com/loomcheck/loomcheck/reference/gateway"
+	transcripts "github.com/loomcheck/loomcheck/reference/internal/transcript"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/sessions"
 	"github.com/loomcheck/loomcheck/reference/store"
 	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
-
-var rewriteStreamGolden = flag.Bool("rewrite-stream-golden", false, "write testdata/golden-stream/frames.json from the current code")
 
 // streamGolden is a session's frame log as the store keeps it: the rows of its frame stream and
 // its metadata values, exactly as written, and what a reader must be served from them.
@@ -56,10 +54,11 @@ func goldenEngine(t *testing.T, dir string, gm gatedModel) *reference.Engine {
 // TestGoldenStreamLog pins the on-disk shape of a session's frame log, its position and its
 // steering queue: frames written by an earlier version are served as they were, and a message
 // that was queued is still picked up. A rename of a stored member breaks this test, not the logs
-// already written. -rewrite-stream-golden writes the file from the current code (review the diff).
+// already written. -rewrite (reference/internal/transcript) writes the file from the current code
+// (review the diff).
 func TestGoldenStreamLog(t *testing.T) {
 	const conv = "golden-stream"
-	if *rewriteStreamGolden {
+	if transcripts.Rewrite() {
 		writeStreamGolden(t, conv)
 	}
 	for _, path := range []string{goldenStreamPath, goldenStreamBeforeHandles} {

@@ -3,118 +3,29 @@ package kernel_test
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/loomcheck/loomcheck/reference/internal/transcript"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 )
 
-var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of the transcripts in testdata/transcripts")
-
-// A transcript is a script of inputs to a kernel running the script flow, each followed by the
-// exact output it must give:
-//
-//	# a comment
-//	command key=value key=value ...
-//	----
-//	expected output, line by line
-//	(a blank line ends the case)
-//
-// The commands are those of (*transcriptRunner).run. `go test -run Transcripts -rewrite`
-// writes the outputs the kernel gives instead of checking them.
-type transcriptCase struct {
-	comments []string
-	cmd      string
-	line     int
-	want     string
-}
-
-func parseTranscript(t *testing.T, path string) []transcriptCase {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
-	var out []transcriptCase
-	var cur *transcriptCase
-	var comments []string
-	for i := 0; i < len(lines); i++ {
-		l := lines[i]
-		switch {
-		case cur == nil && strings.TrimSpace(l) == "":
-			continue
-		case cur == nil && strings.HasPrefix(l, "#"):
-			comments = append(comments, l)
-		case cur == nil:
-			cur = &transcriptCase{comments: comments, cmd: l, line: i + 1}
-			comments = nil
-			if i+1 >= len(lines) || lines[i+1] != "----" {
-				t.Fatalf("%s:%d: a command is followed by ----", path, i+1)
-			}
-			i++
-			var want []string
-			for i+1 < len(lines) && lines[i+1] != "" {
-				i++
-				want = append(want, lines[i])
-			}
-			cur.want = strings.Join(want, "\n")
-			out = append(out, *cur)
-			cur = nil
-		}
-	}
-	return out
-}
-
+// A transcript (reference/internal/transcript) is a script of inputs to a kernel running the
+// script flow, each followed by the exact output it must give. The commands are those of
+// (*transcriptRunner).run. `go test -run Transcripts -rewrite` writes the outputs the kernel gives
+// instead of checking them.
 func TestTranscripts(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "transcripts", "*.txt"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no transcripts: %v", err)
-	}
-	for _, f := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) {
-			cases := parseTranscript(t, f)
-			r := &transcriptRunner{w: newWorld(t)}
-			var b strings.Builder
-			for _, c := range cases {
-				got := r.run(t, c.cmd)
-				if *rewrite {
-					for _, l := range c.comments {
-						b.WriteString(l + "\n")
-					}
-					fmt.Fprintf(&b, "%s\n----\n%s\n\n", c.cmd, got)
-					continue
-				}
-				if got != c.want {
-					t.Errorf("%s:%d: %s\n--- want\n%s\n--- got\n%s", f, c.line, c.cmd, c.want, got)
-				}
-			}
-			if *rewrite {
-				if err := os.WriteFile(f, []byte(strings.TrimRight(b.String(), "\n")+"\n"), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-		})
-	}
+	transcript.Files(t, filepath.Join("testdata", "transcripts", "*.txt"), func(t *testing.T) func(string) string {
+		r := &transcriptRunner{w: newWorld(t)}
+		return func(command string) string { return r.run(t, command) }
+	})
 }
 
 type transcriptRunner struct{ w *world }
-
-// args splits "cmd k=v k2=v2 flag" into the command and its arguments.
-func args(line string) (string, map[string]string) {
-	f := strings.Fields(line)
-	m := map[string]string{}
-	for _, kv := range f[1:] {
-		k, v, _ := strings.Cut(kv, "=")
-		m[k] = v
-	}
-	return f[0], m
-}
 
 // run runs one command and returns its output. Commands:
 //
@@ -134,7 +45,10 @@ func args(line string) (string, map[string]string) {
 func (r *transcriptRunner) run(t *testing.T, line string) string {
 	w := r.w
 	ctx := context.Background()
-	cmd, a := args(line)
+	cmd, a, err := transcript.Fields(line)
+	if err != nil {
+		t.Fatal(err)
+	}
 	id := resolve(a["id"])
 	var out []string
 	say := func(f string, v ...any) { out = append(out, fmt.Sprintf(f, v...)) }

@@ -1,29 +1,20 @@
 package stream_test
 
 import (
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/loomcheck/loomcheck/reference/internal/transcript"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/stream"
 )
 
-var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of the transcripts in testdata/transcripts")
-
-// A transcript drives an adapter and a log with conversation events and replays, each command
-// followed by the exact output it must give:
-//
-//	# a comment
-//	command key=value key="a value" key=`a raw value` ...
-//	----
-//	expected output, line by line
-//	(a blank line ends the case)
+// A transcript (reference/internal/transcript) drives an adapter and a log with conversation
+// events and replays, each command followed by the exact output it must give.
 //
 // Commands: limits frames=N bytes=N (a new, empty log), every adapter event by its kind
 // (record, delta, restart, queued, picked-up, unqueued, stopping, tool-started, tool-finished,
@@ -44,51 +35,10 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of the tr
 // schemas/stream-block.schema.json.
 // `go test -run Transcripts -rewrite` writes what the code gives instead of checking it.
 func TestTranscripts(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "transcripts", "*.txt"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no transcripts: %v", err)
-	}
-	for _, f := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) {
-			raw, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := &runner{t: t, a: stream.NewAdapter(), l: stream.NewLog("c1", stream.Limits{}), byCur: map[int64]stream.Frame{}}
-			var b strings.Builder
-			lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
-			for i := 0; i < len(lines); i++ {
-				l := lines[i]
-				if strings.TrimSpace(l) == "" {
-					continue
-				}
-				if strings.HasPrefix(l, "#") {
-					b.WriteString(l + "\n")
-					continue
-				}
-				if i+1 >= len(lines) || lines[i+1] != "----" {
-					t.Fatalf("%s:%d: a command is followed by ----", f, i+1)
-				}
-				cmdLine := i + 1
-				i++
-				var want []string
-				for i+1 < len(lines) && lines[i+1] != "" {
-					i++
-					want = append(want, lines[i])
-				}
-				got := r.run(t, l)
-				fmt.Fprintf(&b, "%s\n----\n%s\n\n", l, got)
-				if !*rewrite && got != strings.Join(want, "\n") {
-					t.Errorf("%s:%d: %s\n--- want\n%s\n--- got\n%s", f, cmdLine, l, strings.Join(want, "\n"), got)
-				}
-			}
-			if *rewrite {
-				if err := os.WriteFile(f, []byte(strings.TrimRight(b.String(), "\n")+"\n"), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-		})
-	}
+	transcript.Files(t, filepath.Join("testdata", "transcripts", "*.txt"), func(t *testing.T) func(string) string {
+		r := &runner{t: t, a: stream.NewAdapter(), l: stream.NewLog("c1", stream.Limits{}), byCur: map[int64]stream.Frame{}}
+		return func(command string) string { return r.run(t, command) }
+	})
 }
 
 type runner struct {
@@ -101,34 +51,13 @@ type runner struct {
 
 var t0 = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 
-// fields splits `cmd k=v k="quoted v"` into the command and its arguments.
-func fields(t *testing.T, line string) (string, map[string]string) {
-	cmd, rest, _ := strings.Cut(line, " ")
-	args := map[string]string{}
-	for rest = strings.TrimSpace(rest); rest != ""; rest = strings.TrimSpace(rest) {
-		k, v, ok := strings.Cut(rest, "=")
-		if !ok {
-			t.Fatalf("argument without a value in %q", line)
-		}
-		if strings.HasPrefix(v, `"`) || strings.HasPrefix(v, "`") {
-			q, err := strconv.QuotedPrefix(v)
-			if err != nil {
-				t.Fatalf("bad quoting in %q: %v", line, err)
-			}
-			args[k], _ = strconv.Unquote(q)
-			rest = v[len(q):]
-			continue
-		}
-		val, more, _ := strings.Cut(v, " ")
-		args[k], rest = val, more
-	}
-	return cmd, args
-}
-
 func num(s string) int64 { n, _ := strconv.ParseInt(s, 10, 64); return n }
 
 func (r *runner) run(t *testing.T, line string) string {
-	cmd, a := fields(t, line)
+	cmd, a, err := transcript.Fields(line)
+	if err != nil {
+		t.Fatal(err)
+	}
 	switch cmd {
 	case "limits":
 		r.a, r.l = stream.NewAdapter(), stream.NewLog("c1", stream.Limits{MaxFrames: int(num(a["frames"])), MaxBytes: int(num(a["bytes"]))})
