@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -187,44 +188,158 @@ type process struct {
 	exitErr error // how the process ended (exec.ExitError), once exited is closed
 	logs    *ringBuffer
 	ready   time.Duration
+	// port is the reservation of the port cfg.Listen names, held until Stop (a crash and a
+	// restart keep it, so no other kit process takes the port while the SUT is down).
+	port *portReservation
 }
 
 func (d *process) Start(ctx context.Context, cfg spec.SUTConfig) error {
-	port, err := freePort()
+	d.cfg = cfg
+	d.logs = newRingBuffer(64 << 10)
+	if err := d.newPort(); err != nil {
+		return err
+	}
+	if err := d.launchHeld(ctx); err != nil {
+		d.releasePort()
+		return err
+	}
+	return nil
+}
+
+// newPort gives the process a port of its own, releasing the one it held, and sets the
+// configuration's listen to it.
+func (d *process) newPort() error {
+	d.releasePort()
+	r, err := reservePort()
 	if err != nil {
 		return harnessErr("pick a port: %v", err)
 	}
-	cfg.Listen = "127.0.0.1:" + port
-	d.cfg = cfg
-	d.logs = newRingBuffer(64 << 10)
-	return d.launch(ctx)
+	d.port = r
+	d.cfg.Listen = "127.0.0.1:" + r.port
+	return nil
 }
 
-// Ports for process SUTs come from below the kernel's ephemeral range (32768 and up), where the
-// run's own servers (worlds, in-process listeners) get theirs: a port the kit found free cannot be
-// taken by one of them before the SUT binds it. Ports handed out in this run are not reused.
+func (d *process) releasePort() {
+	if d.port != nil {
+		d.port.release()
+		d.port = nil
+	}
+}
+
+// launchHeld launches the process on its port (a new one if it holds none), and again on a new
+// port when another program took the port before the process bound it, at most portTries times.
+func (d *process) launchHeld(ctx context.Context) error {
+	if d.port == nil {
+		if err := d.newPort(); err != nil {
+			return err
+		}
+	}
+	for try := 1; ; try++ {
+		err := d.launch(ctx)
+		if !errors.Is(err, errPortTaken) || try == portTries {
+			return err
+		}
+		fmt.Fprintf(d.logs, "--- %v; launching again on another port\n", err)
+		if err := d.newPort(); err != nil {
+			return err
+		}
+	}
+}
+
+// portTries is how many ports launchHeld tries before it gives up.
+const portTries = 3
+
+// errPortTaken is a launch whose port another program held when the process failed to answer.
+var errPortTaken = errors.New("another program listens on the port the system was to bind")
+
+// A port for a process SUT is one the SUT must bind itself, from the configuration: a command the
+// kit runs has no way to report a port of its own choosing. So the kit picks the port, and keeps
+// the gap between its check that the port is free and the SUT's bind from being taken:
+//   - ports come from 20000-32000, below the kernel's ephemeral range (32768 and up by default on
+//     Linux), where port-0 listeners (worlds, in-process SUTs, the nodes' front) and outgoing
+//     connections get theirs;
+//   - a port handed out in this run is not handed out again in it;
+//   - on Linux a reservation is an abstract Unix socket named after the port, which other kit
+//     processes on the machine (another run, another package's tests) see and skip; the kernel
+//     frees it when the reservation is released or the process ends, so none is left behind;
+//   - a program outside the kit that binds a port of that range by itself can still take it;
+//     launch then finds the port held when the SUT fails to answer, and launchHeld moves the SUT
+//     to another port instead of blaming it.
 var (
 	portMu   sync.Mutex
 	portUsed = map[int]bool{}
 )
 
-func freePort() (string, error) {
+// portReservation is a port of 127.0.0.1 handed to a process SUT, and what holds it against
+// other kit processes (nil where there is no such hold).
+type portReservation struct {
+	port string
+	hold net.Listener
+}
+
+// release lets other kit processes take the port again (this run never hands it out again).
+func (r *portReservation) release() {
+	if r.hold != nil {
+		_ = r.hold.Close()
+		r.hold = nil
+	}
+}
+
+// reservePort picks a port of 20000-32000 that is free now and reserves it.
+func reservePort() (*portReservation, error) {
+	return reservePortIn(20000, 32000)
+}
+
+// reservePortIn picks a port of [lo, hi) that no one listens on now, that this run has not handed
+// out, and that no other kit process holds, and reserves it.
+func reservePortIn(lo, hi int) (*portReservation, error) {
 	portMu.Lock()
 	defer portMu.Unlock()
 	for range 1000 {
-		p := 20000 + mrand.IntN(12000)
+		p := lo + mrand.IntN(hi-lo)
 		if portUsed[p] {
+			continue
+		}
+		hold, err := holdPort(p)
+		if err != nil {
 			continue
 		}
 		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
 		if err != nil {
+			if hold != nil {
+				hold.Close()
+			}
 			continue
 		}
 		ln.Close()
 		portUsed[p] = true
-		return strconv.Itoa(p), nil
+		return &portReservation{port: strconv.Itoa(p), hold: hold}, nil
 	}
-	return "", errors.New("no free port between 20000 and 32000")
+	return nil, fmt.Errorf("no free port between %d and %d", lo, hi-1)
+}
+
+// holdPort reserves port p against other kit processes: on Linux by binding the abstract Unix
+// socket @loomcheck-port-P (an error when another process holds it); elsewhere it holds nothing.
+// The caller holds portMu.
+func holdPort(p int) (net.Listener, error) {
+	if runtime.GOOS != "linux" {
+		return nil, nil
+	}
+	return net.Listen("unix", portHoldPrefix+strconv.Itoa(p))
+}
+
+// portHoldPrefix names the abstract Unix sockets that reserve ports (guarded by portMu).
+var portHoldPrefix = "@loomcheck-port-"
+
+// heldByOther reports whether a listen on addr fails because the address is in use: called once
+// the SUT is gone, it means another program took the port.
+func heldByOther(addr string) bool {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return errors.Is(err, syscall.EADDRINUSE)
+	}
+	ln.Close()
+	return false
 }
 
 func (d *process) launch(ctx context.Context) error {
@@ -262,6 +377,9 @@ func (d *process) launch(ctx context.Context) error {
 		}
 		select {
 		case <-d.exited:
+			if heldByOther(d.cfg.Listen) {
+				return harnessErr("%w (%s) when it exited before answering", errPortTaken, d.cfg.Listen)
+			}
 			// What it printed follows (logsOf), once.
 			how := "it exited before answering"
 			if d.exitErr != nil {
@@ -270,6 +388,9 @@ func (d *process) launch(ctx context.Context) error {
 			return &startError{err: errors.New(how)}
 		case <-ctx.Done():
 			d.kill()
+			if heldByOther(d.cfg.Listen) {
+				return harnessErr("%w (%s) when it had not answered within %s", errPortTaken, d.cfg.Listen, wait)
+			}
 			return &startError{err: fmt.Errorf("it did not answer GET /.well-known/loom within %s", wait)}
 		case <-tick.C:
 		}
@@ -291,10 +412,11 @@ func (d *process) Crash() error { d.kill(); return nil }
 
 func (d *process) Restart(ctx context.Context) error {
 	d.kill()
-	return d.launch(ctx)
+	return d.launchHeld(ctx)
 }
 
 func (d *process) Stop() error {
+	defer d.releasePort()
 	if d.cmd == nil || d.cmd.Process == nil {
 		return nil
 	}

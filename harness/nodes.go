@@ -41,33 +41,31 @@ func (d *nodes) Start(ctx context.Context, cfg spec.SUTConfig) error {
 	if cfg.Storage.URL == "" {
 		return harnessErr("nodes share a database, and the scenario has none (Options.Databases)")
 	}
-	port, err := freePort()
+	// The front is the kit's own listener: it binds a port of the kernel's choosing and keeps it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return harnessErr("pick a port: %v", err)
+		return harnessErr("listen for the nodes' front: %v", err)
 	}
-	cfg.Listen = "127.0.0.1:" + port
+	cfg.Listen = ln.Addr().String()
 	d.cfg = cfg
 	d.procs = make([]*process, d.n)
 	for i := range d.procs {
 		dir := filepath.Join(d.dir, "node-"+strconv.Itoa(i+1))
 		if err := os.MkdirAll(dir, 0o700); err != nil {
+			ln.Close()
 			return harnessErr("node directory: %v", err)
 		}
 		d.procs[i] = &process{command: d.command, dir: dir, logs: newRingBuffer(32 << 10)}
-	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return harnessErr("listen for the nodes' front: %v", err)
 	}
 	d.front = newFront(ln)
 	return d.launchAll(ctx)
 }
 
-// nodeConfig is the configuration of node i: the shared one, with the node's own name, address
-// and data directory.
-func (d *nodes) nodeConfig(i int, port string) spec.SUTConfig {
+// nodeConfig is the configuration of node i: the shared one, with the node's own name and data
+// directory; launchNode gives it its own address.
+func (d *nodes) nodeConfig(i int) spec.SUTConfig {
 	c := d.cfg
-	c.Listen = "127.0.0.1:" + port
+	c.Listen = ""
 	c.DataDir = d.cfg.DataDir + "-node-" + strconv.Itoa(i+1)
 	c.Node = spec.NodeConfig{ID: "node-" + strconv.Itoa(i+1), LeaseMs: int(d.lease.Milliseconds())}
 	return c
@@ -77,12 +75,7 @@ func (d *nodes) nodeConfig(i int, port string) spec.SUTConfig {
 // follow it.
 func (d *nodes) launchAll(ctx context.Context) error {
 	for i, p := range d.procs {
-		port, err := freePort()
-		if err != nil {
-			return harnessErr("pick a port: %v", err)
-		}
-		p.cfg = d.nodeConfig(i, port)
-		if err := p.launch(ctx); err != nil {
+		if err := d.launchNode(ctx, i, p); err != nil {
 			return err
 		}
 	}
@@ -174,17 +167,22 @@ func (d *nodes) Restart(ctx context.Context) error {
 		if p.cmd != nil {
 			continue
 		}
-		port, err := freePort()
-		if err != nil {
-			return harnessErr("pick a port: %v", err)
-		}
-		p.cfg = d.nodeConfig(i, port)
-		if err := p.launch(ctx); err != nil {
+		if err := d.launchNode(ctx, i, p); err != nil {
 			return err
 		}
 	}
 	d.front.set(d.addrs())
 	return nil
+}
+
+// launchNode launches node i on a port of its own, a new one each time (the process driver's
+// reservation: launchHeld).
+func (d *nodes) launchNode(ctx context.Context, i int, p *process) error {
+	p.cfg = d.nodeConfig(i)
+	if err := p.newPort(); err != nil {
+		return err
+	}
+	return p.launchHeld(ctx)
 }
 
 func (d *nodes) Stop() error {
