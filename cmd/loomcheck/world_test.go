@@ -5,10 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -33,23 +33,17 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
-}
+// worldAnswersRE finds the address in the line the world prints once it listens.
+var worldAnswersRE = regexp.MustCompile(`the world answers on (http://[0-9.:]+),`)
 
 func TestWorldServesItsScriptAndControlAPI(t *testing.T) {
 	script := filepath.Join(t.TempDir(), "world.json")
 	require.NoError(t, os.WriteFile(script, []byte(`{"model": [{"chunks": ["Hel", "lo"], "keepAlive": true, "multiLine": true}]}`), 0o600))
-	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errOut syncBuffer
 	done := make(chan int, 1)
-	go func() { done <- runWorld(ctx, []string{"--addr", addr, "--script", script}, &out, &errOut) }()
+	// The world binds a port of the kernel's choosing and says where it answers.
+	go func() { done <- runWorld(ctx, []string{"--addr", "127.0.0.1:0", "--script", script}, &out, &errOut) }()
 	defer func() {
 		cancel()
 		select {
@@ -59,7 +53,15 @@ func TestWorldServesItsScriptAndControlAPI(t *testing.T) {
 			t.Error("world did not stop")
 		}
 	}()
-	base := "http://" + addr
+	var base string
+	require.Eventually(t, func() bool {
+		m := worldAnswersRE.FindStringSubmatch(errOut.String())
+		if m != nil {
+			base = m[1]
+		}
+		return m != nil
+	}, 10*time.Second, 10*time.Millisecond, "the world did not say where it answers: %s", &errOut)
+	require.False(t, strings.HasSuffix(base, ":0"), "the world names the port it bound, not %s", base)
 	require.Eventually(t, func() bool {
 		resp, err := http.Get(base + "/control/rejections")
 		if err != nil {
