@@ -33,7 +33,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	tags := fs.String("tags", "", "run only scenarios matching this tag expression (e.g. \"@profile:core && ~@crash\")")
 	profiles := fs.String("profile", "", "judge only these profiles (comma-separated)")
 	out := fs.String("out", "reports/latest", "directory the reports are written to")
-	conc := fs.Int("concurrency", 0, "scenarios run at once (default: the number of CPUs)")
+	conc := fs.Int("concurrency", 0, "scenarios run at once (default: 8, or the number of CPUs when more; the number of CPUs with --nodes or the race detector; always 1 with --target)")
 	timeout := fs.Duration("step-timeout", harness.DefaultStepTimeout(), "the longest any step waits for the system (default: LOOMCHECK_STEP_TIMEOUT, else 10s)")
 	baseline := fs.String("baseline", "", "a JSON file of expected failures (requirement or scenario ids, each with a reason)")
 	certify := fs.Bool("certify", false, "a certification run: refuses a baseline and any skipped scenario of a claimed profile")
