@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,7 +35,7 @@ import (
 // The session stream's figures (ADR 0052, "Numbers"): the time from a frame's append to its
 // receipt by a client over a loopback WebSocket, beside a bare WebSocket sending the same bytes,
 // and the time from a crash of the server to the first frame a resuming client receives. Run
-// them with `make bench-stream`; they report figures and assert nothing about time.
+// them with `go test -run '^$' -bench Stream -benchtime 1x ./reference/`; they report figures and assert nothing about time.
 
 // emitFrames is how many frames the emit benchmark logs per iteration.
 const emitFrames = 3000
@@ -349,6 +350,9 @@ type killInstance interface {
 	kill()
 	// frame makes the server log one new frame in the session (after a restart, at once).
 	frame(b *testing.B, id string)
+	// settled reports whether a is the last frame the session logs for a frame (nothing
+	// follows it until the next frame).
+	settled(a arrival) bool
 	close()
 }
 
@@ -375,9 +379,14 @@ func (p *inProcess) frame(b *testing.B, id string) {
 }
 func (p *inProcess) close() { _ = p.eng.Close() }
 
+// settled: the status frame is all the session logs.
+func (p *inProcess) settled(arrival) bool { return true }
+
 // process is `loomcheck serve` as a child process: kill is SIGKILL. Its frame is a user turn
 // (POST /conversations/{id}/turns), which the session logs as a user-message frame; the frame
 // for the next round waits until the turn's reply is done, so that nothing is in flight at a kill.
+// Its first start listens on 127.0.0.1:0 and addr is read from the line it prints ("serving
+// http://ADDR"); a restart listens on addr again (--listen), as the benchmark measures.
 type process struct {
 	bin, config, addr string
 	cmd               *exec.Cmd
@@ -385,8 +394,14 @@ type process struct {
 	turns             int
 }
 
+// servingRE finds the address in the line `loomcheck serve` prints once it listens.
+var servingRE = regexp.MustCompile(` serving http://(\S+) `)
+
 func (p *process) start(b *testing.B) {
 	cmd := exec.Command(p.bin, "serve")
+	if p.addr != "" {
+		cmd.Args = append(cmd.Args, "--listen", p.addr)
+	}
 	cmd.Env = append(os.Environ(), "LOOM_CONFIG="+p.config)
 	var errs bytes.Buffer
 	cmd.Stderr = &errs
@@ -397,20 +412,22 @@ func (p *process) start(b *testing.B) {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	serving, exited := make(chan struct{}), make(chan struct{})
+	serving, exited := make(chan string, 1), make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(out)
-		once := sync.Once{}
 		for sc.Scan() {
-			if strings.Contains(sc.Text(), " serving http://") {
-				once.Do(func() { close(serving) })
+			if m := servingRE.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case serving <- m[1]:
+				default:
+				}
 			}
 		}
 		_ = cmd.Wait()
 		close(exited)
 	}()
 	select {
-	case <-serving:
+	case p.addr = <-serving:
 	case <-exited:
 		b.Fatalf("loomcheck serve ended before serving: %s", errs.String())
 	case <-time.After(30 * time.Second):
@@ -429,6 +446,15 @@ func (p *process) frame(b *testing.B, id string) {
 		b.Fatal(err)
 	}
 }
+
+// settled: the turn's reply ends with its text-done.
+func (p *process) settled(a arrival) bool {
+	var f struct {
+		Type string `json:"type"`
+	}
+	return json.Unmarshal(a.raw, &f) == nil && f.Type == "session.text-done"
+}
+
 func (p *process) close() {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -458,13 +484,7 @@ func BenchmarkStreamKillResume(b *testing.B) {
 			b.Fatalf("go build ./cmd/loomcheck: %v\n%s", err, out)
 		}
 		benchKillResume(b, func(dir string) killInstance {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			addr := ln.Addr().String()
-			_ = ln.Close()
-			cfg, err := json.Marshal(benchConfig(filepath.Join(dir, "data"), addr))
+			cfg, err := json.Marshal(benchConfig(filepath.Join(dir, "data"), "127.0.0.1:0"))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -472,7 +492,7 @@ func BenchmarkStreamKillResume(b *testing.B) {
 			if err := os.WriteFile(path, cfg, 0o600); err != nil {
 				b.Fatal(err)
 			}
-			return &process{bin: bin, config: path, addr: addr}
+			return &process{bin: bin, config: path}
 		})
 	})
 }
@@ -509,19 +529,14 @@ func benchKillResume(b *testing.B, newServer func(dir string) killInstance) {
 				return arrival{}
 			}
 		}
-		drain := func() {
+		drain := func(a arrival) {
 			// Whatever the session logs after a frame (a turn's reply) arrives before the kill.
-			for {
-				select {
-				case <-f.got:
-				case <-time.After(300 * time.Millisecond):
-					return
-				}
+			for !srv.settled(a) {
+				a = next("the rest of what the frame logged")
 			}
 		}
 		srv.frame(b, id)
-		next("the first frame")
-		drain()
+		drain(next("the first frame"))
 		b.StartTimer()
 		for range killRounds {
 			f.mu.Lock()
@@ -539,7 +554,7 @@ func benchKillResume(b *testing.B, newServer func(dir string) killInstance) {
 			f.mu.Lock()
 			reconnects += f.attempts - before
 			f.mu.Unlock()
-			drain()
+			drain(a)
 			b.StartTimer()
 		}
 		b.StopTimer()
