@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,6 +38,20 @@ func dyingHolder(t *testing.T) string {
 		}
 	}()
 	return "http://" + ln.Addr().String()
+}
+
+// refusingAddr is a loopback address that refuses every connection until the test ends: a socket
+// bound there that never listens holds the port, so no other program can start listening on it
+// (as it could on the port of a listener closed to find a dead address).
+func refusingAddr(t *testing.T) string {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	require.NoError(t, err)
+	syscall.CloseOnExec(fd)
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
+	sa, err := syscall.Getsockname(fd)
+	require.NoError(t, err)
+	return "127.0.0.1:" + strconv.Itoa(sa.(*syscall.SockaddrInet4).Port)
 }
 
 // TestAForwardTheHolderDiedOn: a request the holder saw and died on before it answered is sent
@@ -75,10 +91,7 @@ func TestAForwardTheHolderDiedOn(t *testing.T) {
 	}
 
 	// A holder that cannot be reached at all: every request is tried again.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	gone := "http://" + ln.Addr().String()
-	ln.Close()
+	gone := "http://" + refusingAddr(t)
 	done, err := n.forward(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/conversations", nil), gone)
 	require.False(t, done)
 	require.Error(t, err)
