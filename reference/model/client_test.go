@@ -8,7 +8,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -244,10 +246,17 @@ func TestMalformedAnswers(t *testing.T) {
 }
 
 func TestTransportError(t *testing.T) {
-	srv := httptest.NewServer(http.NotFoundHandler())
-	url := srv.URL
-	srv.Close()
-	_, err := NewClient(ClientOptions{BaseURL: url}).Complete(context.Background(), Request{}, nil)
+	// A port held by a socket that never listens refuses every connection, and no other program
+	// can start listening there meanwhile (as it could on the port of a closed server).
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	require.NoError(t, err)
+	syscall.CloseOnExec(fd)
+	defer syscall.Close(fd)
+	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
+	sa, err := syscall.Getsockname(fd)
+	require.NoError(t, err)
+	url := "http://127.0.0.1:" + strconv.Itoa(sa.(*syscall.SockaddrInet4).Port)
+	_, err = NewClient(ClientOptions{BaseURL: url}).Complete(context.Background(), Request{}, nil)
 	var te *TransportError
 	require.ErrorAs(t, err, &te)
 	assert.NotNil(t, errors.Unwrap(err))
