@@ -169,14 +169,14 @@ func Sequence(responses ...model.Response) *Model {
 
 // Tools is the model that asks for calls, all at once, while the request holds no tool result
 // after its last user message, and then answers answer(results), results being those tool
-// messages in order.
+// messages in order; it says nothing.
 func Tools(calls []model.ToolCall, answer func(results []model.Message) string) *Model {
 	return Script(func(req model.Request) Reply {
 		results := ToolResults(req)
 		if len(results) == 0 {
 			return Calls(calls...)
 		}
-		return Text(answer(results))
+		return Reply{Response: model.Response{Content: answer(results), FinishReason: model.FinishStop}}
 	})
 }
 

@@ -145,8 +145,9 @@ func TestPacedFailingSequenceToolsAndFunc(t *testing.T) {
 	req := ask("go")
 	req.Messages = append(req.Messages, model.Message{Role: model.RoleAssistant, ToolCalls: calls},
 		model.Message{Role: model.RoleTool, ToolCallID: "c1", Content: "x"}, model.Message{Role: model.RoleTool, ToolCallID: "c2", Content: "y"})
-	_, resp, err = complete(context.Background(), tm, req)
+	said, resp, err = complete(context.Background(), tm, req)
 	require.NoError(t, err)
+	require.Empty(t, said)
 	require.Equal(t, "x|y", resp.Content)
 
 	fm := scriptmodel.Func(func(ctx context.Context, req model.Request) (model.Response, error) {

@@ -1,9 +1,8 @@
-package reference_test
+package sessions_test
 
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,8 +12,9 @@ import (
 
 	"github.com/loomcheck/loomcheck/reference"
 	"github.com/loomcheck/loomcheck/reference/conversation"
-	"github.com/loomcheck/loomcheck/reference/gateway"
-	transcripts "github.com/loomcheck/loomcheck/reference/internal/transcript"
+	"github.com/loomcheck/loomcheck/reference/internal/reftest"
+	"github.com/loomcheck/loomcheck/reference/internal/scriptmodel"
+	"github.com/loomcheck/loomcheck/reference/internal/transcript"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/sessions"
 	"github.com/loomcheck/loomcheck/reference/store"
@@ -36,19 +36,12 @@ const goldenStreamPath = "testdata/golden-stream/frames.json"
 // its frames as they were.
 const goldenStreamBeforeHandles = "testdata/golden-stream/frames-before-handles.json"
 
-func goldenEngine(t *testing.T, dir string, gm gatedModel) *reference.Engine {
+// goldenEngine opens the engine of the golden log with the model gm.
+func goldenEngine(t *testing.T, gm *scriptmodel.Model) *reftest.Engine {
 	t.Helper()
-	eng, err := reference.Open(context.Background(), reference.Options{
-		DataDir:      dir,
-		Conversation: conversation.Config{Keys: [][]byte{signingKey()}},
-		Deps:         conversation.Deps{Provider: gm},
-		Gateway:      gateway.Config{Authenticate: func(*http.Request) (loomtype.Identity, error) { return gAlice, nil }},
-		AllowEmpty:   true,
+	return reftest.Open(t, reftest.As(gAlice), reftest.Provider(gm),
 		// The golden frames keep the times they were written at: none of them expires here.
-		Stream: sessions.Config{Retain: 100 * 365 * 24 * time.Hour},
-	})
-	require.NoError(t, err)
-	return eng
+		reftest.With(func(o *reference.Options) { o.Stream = sessions.Config{Retain: 100 * 365 * 24 * time.Hour} }))
 }
 
 // TestGoldenStreamLog pins the on-disk shape of a session's frame log, its position and its
@@ -58,7 +51,7 @@ func goldenEngine(t *testing.T, dir string, gm gatedModel) *reference.Engine {
 // (review the diff).
 func TestGoldenStreamLog(t *testing.T) {
 	const conv = "golden-stream"
-	if transcripts.Rewrite() {
+	if transcript.Rewrite() {
 		writeStreamGolden(t, conv)
 	}
 	for _, path := range []string{goldenStreamPath, goldenStreamBeforeHandles} {
@@ -77,9 +70,9 @@ func checkStreamGolden(t *testing.T, conv, path string) {
 
 	// The conversation the rows belong to, as it stood when they were written: its first turn
 	// asked and running.
-	dir := filepath.Join(t.TempDir(), "data")
-	gm := gatedModel{release: make(chan struct{}, 4)}
-	eng := goldenEngine(t, dir, gm)
+	gm := scriptmodel.Gated()
+	eng := goldenEngine(t, gm)
+	dir := eng.Dir
 	st, _, err := eng.Conversations().Start(ctx, gAlice, conversation.StartOptions{ID: conv})
 	require.NoError(t, err)
 	id := st.ID
@@ -112,10 +105,8 @@ func checkStreamGolden(t *testing.T, conv, path string) {
 	}))
 	require.NoError(t, s.Close())
 
-	gm.release <- struct{}{} // the first turn, run again after the crash
-	gm.release <- struct{}{} // the queued message's turn
-	eng = goldenEngine(t, dir, gm)
-	defer eng.Close()
+	gm.ReleaseAhead(2) // the first turn, run again after the crash, and the queued message's turn
+	eng.Restart()
 	sub, replay, _, _, _, err := eng.Sessions().Subscribe(ctx, id, 0)
 	require.NoError(t, err)
 	sub.Close()
@@ -138,9 +129,8 @@ func checkStreamGolden(t *testing.T, conv, path string) {
 // streamed turn, a queued message behind it and a terminal line, its rows read back raw.
 func writeStreamGolden(t *testing.T, conv string) {
 	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "gen")
-	gm := gatedModel{release: make(chan struct{})}
-	eng := goldenEngine(t, dir, gm)
+	eng := goldenEngine(t, scriptmodel.Gated())
+	dir := eng.Dir
 	st, _, err := eng.Conversations().Start(ctx, gAlice, conversation.StartOptions{ID: conv})
 	require.NoError(t, err)
 	id := st.ID

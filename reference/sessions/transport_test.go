@@ -1,13 +1,10 @@
-package reference_test
+package sessions_test
 
 import (
 	"bufio"
 	"context"
-	"encoding/base64"
 	"encoding/json"
-	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +12,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
-	"github.com/loomcheck/loomcheck/reference"
+	"github.com/loomcheck/loomcheck/reference/internal/reftest"
 	"github.com/loomcheck/loomcheck/spec"
 )
 
@@ -31,16 +28,10 @@ type wireFrame struct {
 // for the first time, is seeded from its history; the WebSocket (which outlives the edge's
 // request deadline) and SSE serve the same frames, and a ticket works once.
 func TestSessionStreamSeedsAndServesBothTransports(t *testing.T) {
-	cfg := spec.SUTConfig{DataDir: filepath.Join(t.TempDir(), "data"), Identity: spec.IdentityConfig{Insecure: true},
-		Signing: spec.SigningConfig{Key: base64.StdEncoding.EncodeToString(make([]byte, 32))},
-		Gateway: spec.GatewayConfig{RequestTimeoutMs: 300, HeadersTimeoutMs: 200}, Stream: spec.StreamConfig{HeartbeatMs: 100}}
-	eng, err := reference.OpenConfig(context.Background(), cfg)
-	require.NoError(t, err)
-	defer eng.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	go func() { _ = eng.Serve(ln) }()
-	base := "http://" + ln.Addr().String()
+	eng := reftest.Open(t, reftest.Served(), reftest.Config(spec.SUTConfig{Identity: spec.IdentityConfig{Insecure: true},
+		Gateway: spec.GatewayConfig{RequestTimeoutMs: 300, HeadersTimeoutMs: 200}, Stream: spec.StreamConfig{HeartbeatMs: 100}}))
+	base := eng.URL
+	addr := strings.TrimPrefix(base, "http://")
 	post := func(path, body string) map[string]any {
 		resp, err := http.Post(base+path, "application/json", strings.NewReader(body))
 		require.NoError(t, err)
@@ -72,7 +63,7 @@ func TestSessionStreamSeedsAndServesBothTransports(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, "ws://"+ln.Addr().String()+"/sessions/"+id+"/stream?ticket="+tk, nil)
+	c, _, err := websocket.Dial(ctx, "ws://"+addr+"/sessions/"+id+"/stream?ticket="+tk, nil)
 	require.NoError(t, err)
 	defer c.CloseNow()
 	var got []wireFrame
@@ -94,7 +85,7 @@ func TestSessionStreamSeedsAndServesBothTransports(t *testing.T) {
 	require.Contains(t, string(b), `"session.heartbeat"`)
 
 	// The ticket is spent.
-	_, resp, err := websocket.Dial(ctx, "ws://"+ln.Addr().String()+"/sessions/"+id+"/stream?ticket="+tk, nil)
+	_, resp, err := websocket.Dial(ctx, "ws://"+addr+"/sessions/"+id+"/stream?ticket="+tk, nil)
 	require.Error(t, err)
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 

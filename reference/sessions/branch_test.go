@@ -1,4 +1,4 @@
-package reference_test
+package sessions_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomcheck/loomcheck/reference/conversation"
+	"github.com/loomcheck/loomcheck/reference/internal/reftest"
+	"github.com/loomcheck/loomcheck/reference/internal/scriptmodel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/sessions"
 )
@@ -40,8 +42,7 @@ func historyTexts(t *testing.T, cv *conversation.Conversations, who loomtype.Ide
 // the same, another branch under it is refused, a delegate is refused, the original is unchanged.
 func TestBranchSeedsTheNewConversation(t *testing.T) {
 	alice := loomtype.Identity{Tenant: "t", Actor: "alice"}
-	eng := openAs(t, alice, t.TempDir()+"/d", conversation.Config{Keys: [][]byte{signingKey()}}, conversation.Deps{Provider: echoModel{}}, false)
-	defer eng.Close()
+	eng := reftest.Open(t, reftest.As(alice), reftest.Provider(scriptmodel.Echo("You asked: ")))
 	ctx := context.Background()
 	cv, ss := eng.Conversations(), eng.Sessions()
 	st, _, err := cv.Start(ctx, alice, conversation.StartOptions{})
@@ -83,8 +84,7 @@ func TestBranchSeedsTheNewConversation(t *testing.T) {
 // logged; one it holds is taken.
 func TestThreadReplyParentIsChecked(t *testing.T) {
 	alice := loomtype.Identity{Tenant: "t", Actor: "alice"}
-	eng := openAs(t, alice, t.TempDir()+"/d", conversation.Config{Keys: [][]byte{signingKey()}}, conversation.Deps{Provider: echoModel{}}, false)
-	defer eng.Close()
+	eng := reftest.Open(t, reftest.As(alice), reftest.Provider(scriptmodel.Echo("You asked: ")))
 	ctx := context.Background()
 	ss := eng.Sessions()
 	st, _, err := eng.Conversations().Start(ctx, alice, conversation.StartOptions{})
