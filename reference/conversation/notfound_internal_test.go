@@ -25,11 +25,20 @@ type countingStore struct {
 	mu  sync.Mutex
 	ids []string
 	ops []string
+	// waiting: since starting was last called, a dialogue read its inbox forward, which it does
+	// once it has done everything it starts or recovers with and waits for messages.
+	waiting bool
 }
 
 func (s *countingStore) note(op, key string) {
 	if strings.HasPrefix(key, "in/") {
-		return // a dialogue waiting for messages reads its inbox on its own, at any time
+		// A dialogue waiting for messages reads its inbox on its own, at any time.
+		if op == "ReadForward" {
+			s.mu.Lock()
+			s.waiting = true
+			s.mu.Unlock()
+		}
+		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -46,15 +55,32 @@ func (s *countingStore) setIDs(ids ...string) {
 	s.ids = ids
 }
 
-// settle waits until nothing has read the store for a while, and forgets what did.
-func (s *countingStore) settle() {
-	for quiet := 0; quiet < 5; {
-		time.Sleep(20 * time.Millisecond)
-		if len(s.take()) == 0 {
-			quiet++
-		} else {
-			quiet = 0
+// starting says that a dialogue is about to start or recover: settle waits for it.
+func (s *countingStore) starting() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.waiting = false
+}
+
+// settle waits until the dialogue started last waits for messages (it read its inbox forward),
+// and forgets what was read until then.
+func (s *countingStore) settle(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.mu.Lock()
+		waiting := s.waiting
+		if waiting {
+			s.ops = nil
 		}
+		s.mu.Unlock()
+		if waiting {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the dialogue did not read its inbox within 10s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -109,6 +135,7 @@ func TestNotFoundSameStoreWork(t *testing.T) {
 		cv := dl.Client(k)
 		return cv, k
 	}
+	cs.starting()
 	cv, k := open()
 	alice := loomtype.Identity{Tenant: "acme", Actor: "alice"}
 	bob := loomtype.Identity{Tenant: "acme", Actor: "bob"}
@@ -116,7 +143,7 @@ func TestNotFoundSameStoreWork(t *testing.T) {
 	require.NoError(t, err)
 	foreign, missing := started.ID, "c_000000000000000000000000"
 	cs.setIDs(foreign, missing)
-	cs.settle() // the new conversation's dialogue starts on its own
+	cs.settle(t) // the new conversation's dialogue starts on its own
 
 	routes := map[string]func(cv *Conversations, id string) error{
 		"authorize": func(cv *Conversations, id string) error { return cv.Authorize(ctx, bob, id) },
@@ -146,7 +173,7 @@ func TestNotFoundSameStoreWork(t *testing.T) {
 			// counts only when it shows every time.
 			f, m := probe(cv, route, foreign), probe(cv, route, missing)
 			for try := 0; try < 3 && !slices.Equal(f, m); try++ {
-				cs.settle()
+				cs.settle(t)
 				f, m = probe(cv, route, foreign), probe(cv, route, missing)
 			}
 			require.Equal(t, m, f, "%s, %s: the reads for a foreign conversation (actual) differ from those for a missing one (expected)", when, route)
@@ -159,10 +186,11 @@ func TestNotFoundSameStoreWork(t *testing.T) {
 	k.Close()
 
 	// A fresh engine on the same store knows nothing yet: the first look at each.
+	cs.starting()
 	cv2, k2 := open()
 	defer k2.Close()
 	// The recovered conversation replays its log on its own: let it settle before counting.
-	cs.settle()
+	cs.settle(t)
 	first := func(id string) []string {
 		cs.take()
 		require.ErrorIs(t, cv2.Authorize(ctx, bob, id), loomtype.ErrNotFound)
