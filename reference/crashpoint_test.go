@@ -2,15 +2,13 @@ package reference_test
 
 import (
 	"context"
-	"encoding/base64"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/loomcheck/loomcheck/reference"
 	"github.com/loomcheck/loomcheck/reference/conversation"
+	"github.com/loomcheck/loomcheck/reference/internal/reftest"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/spec"
 )
@@ -21,16 +19,14 @@ import (
 func TestSharedStartCrashedBeforeItsParticipantsIsFinishedByItsRetry(t *testing.T) {
 	ctx := context.Background()
 	svc := spec.Principal{Tenant: "acme", Actor: "loom-service"}
-	cfg := spec.SUTConfig{DataDir: filepath.Join(t.TempDir(), "data"), Signing: spec.SigningConfig{Key: base64.StdEncoding.EncodeToString(make([]byte, 32))},
-		Identity: spec.IdentityConfig{Insecure: true}, Shared: spec.SharedConfig{ServicePrincipal: &svc}}
+	cfg := spec.SUTConfig{Identity: spec.IdentityConfig{Insecure: true}, Shared: spec.SharedConfig{ServicePrincipal: &svc}}
 	alice := loomtype.Identity{Tenant: "acme", Actor: "alice"}
 	bob := loomtype.Identity{Tenant: "acme", Actor: "bob"}
 	opt := conversation.StartOptions{ID: "c-shared", Mode: conversation.ModeShared, Participants: []loomtype.Identity{bob}}
 
-	eng, err := reference.OpenConfig(ctx, cfg)
-	require.NoError(t, err)
+	eng := reftest.Open(t, reftest.Config(cfg))
 	crashed := eng.CrashAfterWrite(1)
-	_, _, err = eng.Conversations().Start(ctx, alice, opt)
+	_, _, err := eng.Conversations().Start(ctx, alice, opt)
 	require.ErrorIs(t, err, loomtype.ErrStoreClosed, "the participants' write comes after the crash point")
 	select {
 	case <-crashed:
@@ -39,9 +35,7 @@ func TestSharedStartCrashedBeforeItsParticipantsIsFinishedByItsRetry(t *testing.
 	}
 	eng.Crash()
 
-	eng, err = reference.OpenConfig(ctx, cfg)
-	require.NoError(t, err)
-	defer eng.Close()
+	eng.Restart()
 	st, created, err := eng.Conversations().Start(ctx, alice, opt)
 	require.NoError(t, err, "the owner's retry of the start")
 	require.False(t, created, "the conversation itself was recorded before the crash")

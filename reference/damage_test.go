@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +19,8 @@ import (
 	"github.com/loomcheck/loomcheck/reference"
 	"github.com/loomcheck/loomcheck/reference/conversation"
 	"github.com/loomcheck/loomcheck/reference/gateway"
+	"github.com/loomcheck/loomcheck/reference/internal/reftest"
+	"github.com/loomcheck/loomcheck/reference/internal/scriptmodel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/store"
 )
@@ -43,19 +44,12 @@ func (h *hookCalls) get(id string) error {
 	return h.ids[id]
 }
 
-func openDamageEngine(t *testing.T, dir string, key []byte, hook *hookCalls) *reference.Engine {
+// openDamageEngine opens a served engine whose gateway takes every request as damageAlice and
+// reports its internal errors to hook.
+func openDamageEngine(t *testing.T, hook *hookCalls) *reftest.Engine {
 	t.Helper()
-	eng, err := reference.Open(context.Background(), reference.Options{
-		DataDir:      dir,
-		Conversation: conversation.Config{Keys: [][]byte{key}},
-		Deps:         conversation.Deps{Provider: echoModel{}},
-		Gateway: gateway.Config{
-			Authenticate: func(*http.Request) (loomtype.Identity, error) { return damageAlice, nil },
-			OnError:      hook.add,
-		},
-	})
-	require.NoError(t, err)
-	return eng
+	return reftest.Open(t, reftest.As(damageAlice), reftest.Provider(scriptmodel.Echo("You asked: ")), reftest.Served(),
+		reftest.With(func(o *reference.Options) { o.Gateway.OnError = hook.add }))
 }
 
 func answered(t *testing.T, cv *conversation.Conversations, id string, turns int) {
@@ -74,10 +68,9 @@ func answered(t *testing.T, cv *conversation.Conversations, id string, turns int
 // message id is still a repeat; the other conversation is served. The next Open refuses the store.
 func TestADamagedConversationIsRefusedAndReported(t *testing.T) {
 	ctx := context.Background()
-	key := signingKey()
-	dir := filepath.Join(t.TempDir(), "data")
 	hook := &hookCalls{ids: map[string]error{}}
-	eng := openDamageEngine(t, dir, key, hook)
+	eng := openDamageEngine(t, hook)
+	dir := eng.Dir
 	cv := eng.Conversations()
 	var ids []string
 	for range 2 {
@@ -99,10 +92,8 @@ func TestADamagedConversationIsRefusedAndReported(t *testing.T) {
 	require.Positive(t, n, "the conversation's log holds the text")
 	require.NoError(t, db.Close())
 
-	srv := httptest.NewServer(eng.Handler())
-	defer srv.Close()
 	do := func(method, path, body string) (int, map[string]any) {
-		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		req, _ := http.NewRequest(method, eng.URL+path, strings.NewReader(body))
 		if body != "" {
 			req.Header.Set("Content-Type", "application/json")
 		}
@@ -133,8 +124,7 @@ func TestADamagedConversationIsRefusedAndReported(t *testing.T) {
 	require.Equal(t, http.StatusOK, status, "the undamaged conversation is served")
 	require.NoError(t, eng.Close())
 
-	_, err = reference.Open(ctx, reference.Options{DataDir: dir, Conversation: conversation.Config{Keys: [][]byte{key}},
-		Gateway: gateway.Config{Insecure: true}})
+	_, err = reference.Open(ctx, eng.Options())
 	require.ErrorIs(t, err, reference.ErrCorrupt)
 	var ce *store.CorruptError
 	require.ErrorAs(t, err, &ce)
@@ -148,10 +138,9 @@ func TestAnEmptiedDataDirectoryIsRefused(t *testing.T) {
 	for _, what := range []string{"everything", "the database"} {
 		t.Run(what, func(t *testing.T) {
 			ctx := context.Background()
-			key := signingKey()
-			dir := filepath.Join(t.TempDir(), "data")
 			hook := &hookCalls{ids: map[string]error{}}
-			eng := openDamageEngine(t, dir, key, hook)
+			eng := openDamageEngine(t, hook)
+			dir := eng.Dir
 			st, _, err := eng.Conversations().Start(ctx, damageAlice, conversation.StartOptions{})
 			require.NoError(t, err)
 			eng.Kill()
@@ -162,14 +151,10 @@ func TestAnEmptiedDataDirectoryIsRefused(t *testing.T) {
 					require.NoError(t, os.RemoveAll(filepath.Join(dir, e.Name())))
 				}
 			}
-			_, err = reference.Open(ctx, reference.Options{DataDir: dir, Conversation: conversation.Config{Keys: [][]byte{key}},
-				Gateway: gateway.Config{Insecure: true}})
+			_, err = reference.Open(ctx, eng.Options())
 			require.ErrorIs(t, err, reference.ErrDataGone)
 			require.ErrorIs(t, err, store.ErrMissing)
-			eng, err = reference.Open(ctx, reference.Options{DataDir: dir, Conversation: conversation.Config{Keys: [][]byte{key}},
-				Gateway: gateway.Config{Insecure: true}, AllowEmpty: true})
-			require.NoError(t, err)
-			defer eng.Close()
+			eng.Restart(reftest.With(func(o *reference.Options) { o.AllowEmpty = true }))
 			_, err = eng.Conversations().Status(ctx, damageAlice, st.ID)
 			require.ErrorIs(t, err, loomtype.ErrNotFound, "allowed, the store starts empty")
 		})

@@ -1,13 +1,9 @@
 package reference_test
 
 import (
-	"context"
-	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomcheck/loomcheck/harness/world"
-	"github.com/loomcheck/loomcheck/reference"
 	"github.com/loomcheck/loomcheck/reference/conversation"
+	"github.com/loomcheck/loomcheck/reference/internal/reftest"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/spec"
 )
@@ -27,16 +23,9 @@ func TestSmoke(t *testing.T) {
 	require.NoError(t, err)
 	defer w.Close()
 	require.NoError(t, w.Identity().Add("tok-alice", spec.Principal{Tenant: "acme", Actor: "alice"}))
-	cfg := w.Config(spec.SUTConfig{DataDir: filepath.Join(t.TempDir(), "data"), Signing: spec.SigningConfig{Key: base64.StdEncoding.EncodeToString(make([]byte, 32))}})
-	opt, err := reference.FromConfig(cfg)
-	require.NoError(t, err)
-	eng, err := reference.Open(context.Background(), opt)
-	require.NoError(t, err)
-	defer eng.Close()
-	srv := httptest.NewServer(eng.Handler())
-	defer srv.Close()
+	eng := reftest.Open(t, reftest.Config(w.Config(spec.SUTConfig{})), reftest.Served())
 	do := func(method, path, body string) (int, string) {
-		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		req, _ := http.NewRequest(method, eng.URL+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer tok-alice")
 		if body != "" {
 			req.Header.Set("Content-Type", "application/json")

@@ -3,28 +3,17 @@ package reference_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/loomcheck/loomcheck/reference"
 	"github.com/loomcheck/loomcheck/reference/conversation"
-	"github.com/loomcheck/loomcheck/reference/gateway"
+	"github.com/loomcheck/loomcheck/reference/internal/reftest"
+	"github.com/loomcheck/loomcheck/reference/internal/scriptmodel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/model"
 )
-
-// heldProvider holds every answer until its context ends, counting the calls that began.
-type heldProvider struct{ began atomic.Int64 }
-
-func (p *heldProvider) Complete(ctx context.Context, _ model.Request, _ func(string)) (model.Response, error) {
-	p.began.Add(1)
-	<-ctx.Done()
-	return model.Response{}, ctx.Err()
-}
 
 // TestRecoverManySharedConversationsMidTurn: a store that holds many shared conversations, each
 // crashed in the middle of its turn (the coordinating execution inside the step that awaits the
@@ -36,21 +25,8 @@ func TestRecoverManySharedConversationsMidTurn(t *testing.T) {
 	const n = 50
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	svc := gSvc
-	dir := filepath.Join(t.TempDir(), "data")
-	options := func(p model.Provider) reference.Options {
-		return reference.Options{
-			DataDir: dir,
-			Conversation: conversation.Config{Keys: [][]byte{[]byte("0123456789abcdef0123456789abcdef")},
-				Shared: conversation.Shared{Service: &svc}},
-			Deps:    conversation.Deps{Provider: p},
-			Gateway: gateway.Config{Insecure: true},
-		}
-	}
-
-	held := &heldProvider{}
-	eng, err := reference.Open(ctx, options(held))
-	require.NoError(t, err)
+	held := scriptmodel.Held() // holds every answer until its call is stopped
+	eng := reftest.Open(t, reftest.Shared(gSvc), reftest.Provider(held))
 	ids := make([]string, n)
 	for i := range ids {
 		st, _, err := eng.Conversations().Start(ctx, gAlice, conversation.StartOptions{ID: fmt.Sprintf("many-%d", i),
@@ -60,17 +36,16 @@ func TestRecoverManySharedConversationsMidTurn(t *testing.T) {
 		_, err = eng.Conversations().SendTurn(ctx, gBob, st.ID, fmt.Sprintf("question %d", i), conversation.SendOptions{MessageID: "q1"})
 		require.NoError(t, err)
 	}
-	for held.began.Load() < n {
-		require.NoError(t, ctx.Err(), "only %d of %d turns reached the model", held.began.Load(), n)
+	for held.Waited() < n {
+		require.NoError(t, ctx.Err(), "only %d of %d turns reached the model", held.Waited(), n)
 		time.Sleep(5 * time.Millisecond)
 	}
 	eng.Crash()
 
-	eng, err = reference.Open(ctx, options(model.Builtin()))
-	require.NoError(t, err)
-	defer eng.Close()
+	eng.Restart(reftest.Provider(model.Builtin()))
 	for i, id := range ids {
 		var h []loomtype.Entry
+		var err error
 		for {
 			h, err = wholeHistory(ctx, eng.Conversations(), gAlice, id)
 			require.NoError(t, err, id)
