@@ -41,16 +41,12 @@ func hold(t *testing.T, st *SQLite, write func(store.Tx) error) (release func(),
 func behind(t *testing.T, st *SQLite, release func(), n int, update func(i int) error) []error {
 	t.Helper()
 	errs := make([]error, n)
-	var wg, started sync.WaitGroup
-	started.Add(n)
+	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() {
-			started.Done()
-			errs[i] = update(i)
-		})
+		wg.Go(func() { errs[i] = update(i) })
 	}
-	started.Wait()
-	time.Sleep(30 * time.Millisecond)
+	require.Eventually(t, func() bool { return queuedLen(st) == n }, 10*time.Second, time.Millisecond,
+		"%d Updates queued behind the held one", n)
 	release()
 	wg.Wait()
 	return errs
