@@ -18,7 +18,7 @@ import (
 // chunk (not a size problem) is answered 400 and nothing of it reaches the conversation: the
 // next good turn's history holds that turn alone.
 func TestABodyThatCannotBeReadIsRefusedAndActedOnNever(t *testing.T) {
-	be := openBenchEngine(t, instantProvider{})
+	be := openBenchEngine(t, instant())
 	if code := postBrokenBody(t, be, "/conversations/"+be.conv+"/turns"); code != http.StatusBadRequest {
 		t.Fatalf("a body that cannot be read: status %d, want 400", code)
 	}
@@ -54,7 +54,7 @@ func TestABodyThatCannotBeReadIsRefusedAndActedOnNever(t *testing.T) {
 // picks the id), so a start whose body breaks off must not be taken for one without a body: it is
 // answered 400 and nothing is written.
 func TestAStartWhoseBodyCannotBeReadStartsNothing(t *testing.T) {
-	be := openBenchEngine(t, instantProvider{})
+	be := openBenchEngine(t, instant())
 	before := be.eng.DurableWrites()
 	if code := postBrokenBody(t, be, "/conversations"); code != http.StatusBadRequest {
 		t.Fatalf("a start whose body cannot be read: status %d, want 400", code)

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference"
 	"github.com/loomcheck/loomcheck/reference/conversation"
 	"github.com/loomcheck/loomcheck/reference/gateway"
+	"github.com/loomcheck/loomcheck/reference/internal/reftest"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 )
 
@@ -46,23 +46,18 @@ func TestClientGoneIsNotAnInternalError(t *testing.T) {
 		}
 		return fuzzAlice, nil
 	}
-	svc := fuzzService
-	eng, err := reference.Open(context.Background(), reference.Options{
-		DataDir:      filepath.Join(t.TempDir(), "data"),
-		Conversation: conversation.Config{Keys: [][]byte{bytes.Repeat([]byte{0x42}, 32)}, Shared: conversation.Shared{Service: &svc}},
-		Gateway: gateway.Config{Authenticate: auth, PostsPerMinute: 1 << 30, RuntimeDoor: true,
-			OnError: func(id string, err error) {
-				mu.Lock()
-				reports = append(reports, id+": "+err.Error())
-				mu.Unlock()
-			},
-			Logger: slog.New(slog.NewTextHandler(&logged, nil))},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = eng.Close() })
+	eng := reftest.Open(t, reftest.Shared(fuzzService),
+		reftest.Conversation(func(c *conversation.Config) { c.Keys = [][]byte{bytes.Repeat([]byte{0x42}, 32)} }),
+		reftest.With(func(o *reference.Options) {
+			o.Gateway = gateway.Config{Authenticate: auth, PostsPerMinute: 1 << 30, RuntimeDoor: true,
+				OnError: func(id string, err error) {
+					mu.Lock()
+					reports = append(reports, id+": "+err.Error())
+					mu.Unlock()
+				},
+				Logger: slog.New(slog.NewTextHandler(&logged, nil))}
+			o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		}))
 	cv := eng.Conversations()
 	fresh := func(shared bool) string {
 		opt := conversation.StartOptions{}

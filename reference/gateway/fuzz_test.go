@@ -22,7 +22,7 @@ import (
 	"github.com/loomcheck/loomcheck/harness/contract"
 	"github.com/loomcheck/loomcheck/reference"
 	"github.com/loomcheck/loomcheck/reference/conversation"
-	"github.com/loomcheck/loomcheck/reference/gateway"
+	"github.com/loomcheck/loomcheck/reference/internal/reftest"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/schemas"
 )
@@ -38,7 +38,7 @@ var (
 )
 
 type fuzzEngine struct {
-	eng *reference.Engine
+	eng *reftest.Engine
 	h   http.Handler
 	cv  *conversation.Conversations
 	db  *sql.DB
@@ -51,33 +51,20 @@ type fuzzEngine struct {
 
 func openFuzzEngine(f testing.TB) *fuzzEngine {
 	f.Helper()
-	dir := filepath.Join(f.TempDir(), "data") // a first start: the directory does not exist yet
-	tokens := map[string]loomtype.Identity{"alice": fuzzAlice, "bob": fuzzBob}
-	auth := func(r *http.Request) (loomtype.Identity, error) {
-		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if id, known := tokens[tok]; ok && known {
-			return id, nil
-		}
-		return loomtype.Identity{}, gateway.ErrUnauthenticated
-	}
 	fe := &fuzzEngine{internal: make(chan string, 16), reuse: map[bool]string{}}
-	svc := fuzzService
-	eng, err := reference.Open(context.Background(), reference.Options{
-		DataDir:      dir,
-		Conversation: conversation.Config{Keys: [][]byte{bytes.Repeat([]byte{0x42}, 32)}, Shared: conversation.Shared{Service: &svc}},
-		Gateway: gateway.Config{Authenticate: auth, PostsPerMinute: 1 << 30, RuntimeDoor: true,
-			OnError: func(id string, err error) {
+	eng := reftest.Open(f, reftest.Tokens(map[string]loomtype.Identity{"alice": fuzzAlice, "bob": fuzzBob}), reftest.Shared(fuzzService),
+		reftest.Conversation(func(c *conversation.Config) { c.Keys = [][]byte{bytes.Repeat([]byte{0x42}, 32)} }),
+		reftest.With(func(o *reference.Options) {
+			o.Gateway.PostsPerMinute, o.Gateway.RuntimeDoor = 1<<30, true
+			o.Gateway.OnError = func(id string, err error) {
 				select {
 				case fe.internal <- id + ": " + err.Error():
 				default:
 				}
-			}},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		f.Fatal(err)
-	}
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "loom.db")+"?_pragma=query_only(1)&_pragma=busy_timeout(10000)")
+			}
+			o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		}))
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(eng.Dir, "loom.db")+"?_pragma=query_only(1)&_pragma=busy_timeout(10000)")
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -85,12 +72,7 @@ func openFuzzEngine(f testing.TB) *fuzzEngine {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Cleanup(func() {
-		db.Close()
-		if err := eng.Close(); err != nil {
-			f.Errorf("close engine: %v", err)
-		}
-	})
+	f.Cleanup(func() { db.Close() }) // before the engine's close, which the rig registered first
 	fe.eng, fe.h, fe.cv, fe.db, fe.cv2 = eng, eng.Handler(), eng.Conversations(), db, v
 	return fe
 }

@@ -11,7 +11,6 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,7 +19,8 @@ import (
 
 	"github.com/loomcheck/loomcheck/reference"
 	"github.com/loomcheck/loomcheck/reference/conversation"
-	"github.com/loomcheck/loomcheck/reference/gateway"
+	"github.com/loomcheck/loomcheck/reference/internal/reftest"
+	"github.com/loomcheck/loomcheck/reference/internal/scriptmodel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/model"
 )
@@ -61,7 +61,9 @@ var origin = time.Now()
 func stamp() int64 { return int64(time.Since(origin)) }
 
 // pacedProvider streams deltas, one per tick, each carrying its own send time as "t=<ns>;".
-// The number of deltas is read from the last user message ("stream <n>").
+// The number of deltas is read from the last user message ("stream <n>"). It stays a model of its
+// own (not reference/internal/scriptmodel): each delta is made when it is sent, with the time it
+// is sent, which is what the benchmark measures from.
 type pacedProvider struct {
 	every time.Duration
 }
@@ -96,16 +98,8 @@ func (p pacedProvider) Complete(ctx context.Context, req model.Request, onDelta 
 	return model.Response{Content: text.String(), FinishReason: model.FinishStop}, nil
 }
 
-// instantProvider answers at once with a short text, delivered as a single delta.
-type instantProvider struct{}
-
-func (instantProvider) Complete(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
-	const answer = "ok"
-	if onDelta != nil {
-		onDelta(answer)
-	}
-	return model.Response{Content: answer, FinishReason: model.FinishStop}, nil
-}
+// instant answers at once with a short text, delivered as a single delta.
+func instant() model.Provider { return scriptmodel.Fixed("ok") }
 
 // benchEngine is an engine served over loopback HTTP, with one conversation and one open
 // event stream on it.
@@ -115,7 +109,7 @@ type benchEngine struct {
 	client *http.Client
 	conv   string
 	events <-chan sseEvent
-	eng    *reference.Engine
+	eng    *reftest.Engine
 }
 
 // sseEvent is one event of the stream, stamped when its data line was read off the wire.
@@ -128,35 +122,16 @@ type sseEvent struct {
 
 func openBenchEngine(b testing.TB, p model.Provider) *benchEngine {
 	b.Helper()
-	key := bytes.Repeat([]byte{0x5a}, 32)
-	auth := func(r *http.Request) (loomtype.Identity, error) {
-		if r.Header.Get("Authorization") != "Bearer "+benchToken {
-			return loomtype.Identity{}, gateway.ErrUnauthenticated
-		}
-		return benchPrincipal, nil
-	}
-	eng, err := reference.Open(context.Background(), reference.Options{
-		DataDir:      filepath.Join(b.TempDir(), "data"),
-		Conversation: conversation.Config{Keys: [][]byte{key}},
-		Deps:         conversation.Deps{Provider: p},
+	eng := reftest.Open(b, reftest.Tokens(map[string]loomtype.Identity{benchToken: benchPrincipal}), reftest.Provider(p),
 		// The POST rate limit guards a shared server; a benchmark that posts hundreds of turns a
 		// second from one principal would trip it, so it is raised out of the way.
-		Gateway: gateway.Config{Authenticate: auth, PostsPerMinute: 1 << 30},
-	})
-	if err != nil {
-		b.Fatalf("open engine: %v", err)
-	}
+		reftest.With(func(o *reference.Options) { o.Gateway.PostsPerMinute = 1 << 30 }))
 	srv := httptest.NewServer(eng.Handler())
 	be := &benchEngine{b: b, srv: srv, client: srv.Client(), eng: eng}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	// Cleanups run last-in first-out: the stream goes first, then the server (which waits for
-	// its handlers), then the engine.
-	b.Cleanup(func() {
-		if err := eng.Close(); err != nil {
-			b.Errorf("close engine: %v", err)
-		}
-	})
+	// its handlers), then the engine (whose cleanup the rig registered first).
 	b.Cleanup(srv.Close)
 	b.Cleanup(cancel)
 
@@ -449,7 +424,7 @@ func BenchmarkDeltaLatency(b *testing.B) {
 // BenchmarkTurnLatency measures a whole turn as a client sees it: from sending POST /turns to
 // reading the durable message event of the reply, with a model that answers at once.
 func BenchmarkTurnLatency(b *testing.B) {
-	be := openBenchEngine(b, instantProvider{})
+	be := openBenchEngine(b, instant())
 
 	turn := int64(0)
 	var lat, post []time.Duration

@@ -13,7 +13,7 @@ import (
 // turn. The stream's two sources (the log's wake-up and the hub) are both ready at once when the
 // handler is busy, so without an order between them the delta comes first about half the time.
 func TestUserRecordPrecedesItsLiveText(t *testing.T) {
-	be := openBenchEngine(t, instantProvider{})
+	be := openBenchEngine(t, instant())
 	const turns = 60
 	for turn := int64(1); turn <= turns; turn++ {
 		be.sendTurn(fmt.Sprintf("question %d", turn))
