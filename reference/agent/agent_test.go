@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomcheck/loomcheck/reference/agent"
+	"github.com/loomcheck/loomcheck/reference/internal/scriptmodel"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/model"
@@ -21,17 +22,6 @@ import (
 )
 
 var alice = loomtype.Identity{Tenant: "acme", Actor: "alice"}
-
-// provider answers with fn and counts every call, whatever its outcome.
-type provider struct {
-	calls atomic.Int64
-	fn    func(ctx context.Context, req model.Request) (model.Response, error)
-}
-
-func (p *provider) Complete(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
-	p.calls.Add(1)
-	return p.fn(ctx, req)
-}
 
 // rig runs one flow that runs the loop with cfg on a single user message, on a kernel over a store
 // in a temporary directory that can be crashed and reopened.
@@ -116,9 +106,9 @@ func (e *echoTool) Call(ctx context.Context, name string, args json.RawMessage, 
 // A model that asks for a tool on every response runs out of iterations: the default bound is 8
 // model calls, numbered from 1, and the run fails with turn-failed.
 func TestLoopStopsAfterTheDefaultIterations(t *testing.T) {
-	p := &provider{fn: func(ctx context.Context, req model.Request) (model.Response, error) {
+	p := scriptmodel.Func(func(ctx context.Context, req model.Request) (model.Response, error) {
 		return model.Response{ToolCalls: []model.ToolCall{{ID: "c", Name: "echo", Arguments: `{"n":1}`}}}, nil
-	}}
+	})
 	tool := &echoTool{}
 	r := newRig(t, func() agent.Config {
 		return agent.Config{LoopID: "L", Provider: p, Runner: tool, Tools: []model.Tool{{Name: "echo"}}}
@@ -128,7 +118,7 @@ func TestLoopStopsAfterTheDefaultIterations(t *testing.T) {
 	require.Equal(t, agent.Failed, res.Status)
 	require.Equal(t, loomtype.ReasonTurnFailed, res.Reason)
 	require.True(t, strings.HasPrefix(res.ErrorID, "err_"), res.ErrorID)
-	require.EqualValues(t, 8, p.calls.Load(), "model calls")
+	require.EqualValues(t, 8, p.Calls(), "model calls")
 	require.EqualValues(t, 8, tool.calls.Load(), "tool calls")
 	var want []string
 	for i := 1; i <= 8; i++ {
@@ -146,16 +136,16 @@ func TestLoopStopsAfterTheDefaultIterations(t *testing.T) {
 
 // A configured bound is kept exactly: N model calls, not N+1.
 func TestLoopStopsAfterTheConfiguredIterations(t *testing.T) {
-	p := &provider{fn: func(ctx context.Context, req model.Request) (model.Response, error) {
+	p := scriptmodel.Func(func(ctx context.Context, req model.Request) (model.Response, error) {
 		return model.Response{ToolCalls: []model.ToolCall{{ID: "c", Name: "echo", Arguments: `{}`}}}, nil
-	}}
+	})
 	r := newRig(t, func() agent.Config {
 		return agent.Config{LoopID: "L", Provider: p, Runner: &echoTool{}, Tools: []model.Tool{{Name: "echo"}}, MaxIterations: 2}
 	})
 	r.start()
 	res := r.result()
 	require.Equal(t, agent.Failed, res.Status)
-	require.EqualValues(t, 2, p.calls.Load())
+	require.EqualValues(t, 2, p.Calls())
 }
 
 // When the process goes away during a model call, nothing is recorded for it: after a restart the
@@ -163,14 +153,14 @@ func TestLoopStopsAfterTheConfiguredIterations(t *testing.T) {
 func TestModelCallCutByShutdownIsNotRecorded(t *testing.T) {
 	entered := make(chan struct{}, 4)
 	var live atomic.Bool
-	p := &provider{fn: func(ctx context.Context, req model.Request) (model.Response, error) {
+	p := scriptmodel.Func(func(ctx context.Context, req model.Request) (model.Response, error) {
 		if live.Load() {
 			return model.Response{Content: "hello"}, nil
 		}
 		entered <- struct{}{}
 		<-ctx.Done()
 		return model.Response{}, ctx.Err()
-	}}
+	})
 	var reported atomic.Int64
 	r := newRig(t, func() agent.Config {
 		return agent.Config{LoopID: "L", Provider: p, OnError: func(string, error) { reported.Add(1) }}
@@ -184,7 +174,7 @@ func TestModelCallCutByShutdownIsNotRecorded(t *testing.T) {
 	r.open()
 	res := r.result()
 	require.Equal(t, agent.Result{Status: agent.Complete, Text: "hello", Iterations: 1}, res)
-	require.EqualValues(t, 2, p.calls.Load())
+	require.EqualValues(t, 2, p.Calls())
 	require.Equal(t, []string{"decision L#turn:1:response"}, r.decisions())
 	require.Zero(t, reported.Load(), "a call cut by the shutdown is no model failure: the error hook hears nothing")
 }
@@ -203,20 +193,6 @@ func (b *toolbox) Call(ctx context.Context, name string, args json.RawMessage, k
 	return b.fn(name, args)
 }
 
-// scripted answers with the responses in order and keeps every request.
-func scripted(rs ...model.Response) (*provider, *[]model.Request) {
-	var mu sync.Mutex
-	var reqs []model.Request
-	p := &provider{}
-	p.fn = func(ctx context.Context, req model.Request) (model.Response, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		reqs = append(reqs, req)
-		return rs[min(len(reqs), len(rs))-1], nil
-	}
-	return p, &reqs
-}
-
 // What the model is sent back for each tool call: the tool's output as it is, "{}" passed for
 // empty arguments, null for an empty or malformed output, and an error for a tool the run does
 // not offer (which is never called).
@@ -228,7 +204,7 @@ func TestToolOutcomesFedBackToTheModel(t *testing.T) {
 		{ID: "4", Name: "bad", Arguments: `{}`},
 		{ID: "5", Name: "empty", Arguments: `{}`},
 	}
-	p, reqs := scripted(model.Response{Content: "looking", ToolCalls: calls}, model.Response{Content: "done"})
+	p := scriptmodel.Sequence(model.Response{Content: "looking", ToolCalls: calls}, model.Response{Content: "done"})
 	box := &toolbox{fn: func(name string, args json.RawMessage) (json.RawMessage, error) {
 		switch name {
 		case "bad":
@@ -251,7 +227,7 @@ func TestToolOutcomesFedBackToTheModel(t *testing.T) {
 			{Name: "empty", Arguments: raw(`{}`), OK: true, Output: raw(`null`)},
 		}, Iterations: 2}, res)
 	require.Equal(t, []string{`echo {"a":1}`, `echo {}`, `bad {}`, `empty {}`}, box.calls, "the unknown tool is never called")
-	require.Len(t, *reqs, 2)
+	require.Len(t, p.Requests(), 2)
 	require.Equal(t, []model.Message{
 		{Role: model.RoleUser, Content: "hi"},
 		{Role: model.RoleAssistant, Content: "looking", ToolCalls: calls},
@@ -260,7 +236,7 @@ func TestToolOutcomesFedBackToTheModel(t *testing.T) {
 		{Role: model.RoleTool, ToolCallID: "3", Content: `{"error":"unknown tool: nope"}`},
 		{Role: model.RoleTool, ToolCallID: "4", Content: `null`},
 		{Role: model.RoleTool, ToolCallID: "5", Content: `null`},
-	}, (*reqs)[1].Messages)
+	}, p.Requests()[1].Messages)
 }
 
 // The loop appends the model's answers and the tool outcomes to messages of its own: a caller's
@@ -271,7 +247,7 @@ func TestRunLeavesTheCallersMessagesAlone(t *testing.T) {
 	spare := model.Message{Role: "spare", Content: "untouched"}
 	backing := []model.Message{hi, spare, spare, spare}
 	calls := []model.ToolCall{{ID: "1", Name: "echo", Arguments: `{"a":1}`}}
-	p, reqs := scripted(model.Response{Content: "looking", ToolCalls: calls}, model.Response{Content: "done"})
+	p := scriptmodel.Sequence(model.Response{Content: "looking", ToolCalls: calls}, model.Response{Content: "done"})
 	box := &toolbox{fn: func(name string, args json.RawMessage) (json.RawMessage, error) { return args, nil }}
 	r := newRig(t, func() agent.Config {
 		return agent.Config{LoopID: "L", Provider: p, Runner: box, Tools: []model.Tool{{Name: "echo"}}}
@@ -280,9 +256,9 @@ func TestRunLeavesTheCallersMessagesAlone(t *testing.T) {
 	r.start()
 	require.Equal(t, agent.Complete, r.result().Status)
 	require.Equal(t, []model.Message{hi, spare, spare, spare}, backing)
-	require.Len(t, *reqs, 2)
+	require.Len(t, p.Requests(), 2)
 	require.Equal(t, []model.Message{hi, {Role: model.RoleAssistant, Content: "looking", ToolCalls: calls},
-		{Role: model.RoleTool, ToolCallID: "1", Content: `{"a":1}`}}, (*reqs)[1].Messages)
+		{Role: model.RoleTool, ToolCallID: "1", Content: `{"a":1}`}}, p.Requests()[1].Messages)
 }
 
 // Sequential and parallel tool calls differ in what they record and in what a denial stops: one
@@ -315,7 +291,7 @@ func TestSequentialAndParallelToolCalls(t *testing.T) {
 			agent.Result{Status: agent.Failed, Reason: loomtype.ReasonDenied, Tools: []string{"a"}, Iterations: 1}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p, reqs := scripted(model.Response{ToolCalls: c.calls}, model.Response{Content: "done"})
+			p := scriptmodel.Sequence(model.Response{ToolCalls: c.calls}, model.Response{Content: "done"})
 			box := &toolbox{fn: func(name string, args json.RawMessage) (json.RawMessage, error) { return args, nil }}
 			sig := agent.NewSignal(nil)
 			r := newRig(t, func() agent.Config {
@@ -340,8 +316,8 @@ func TestSequentialAndParallelToolCalls(t *testing.T) {
 				for _, call := range c.calls {
 					want = append(want, model.Message{Role: model.RoleTool, ToolCallID: call.ID, Content: "{}"})
 				}
-				require.Len(t, *reqs, 2)
-				require.Equal(t, want, (*reqs)[1].Messages)
+				require.Len(t, p.Requests(), 2)
+				require.Equal(t, want, p.Requests()[1].Messages)
 			}
 		})
 	}
@@ -363,7 +339,7 @@ func TestCheckpointFailureStopsTheRun(t *testing.T) {
 		{"parallel tools checkpoint", true, 2, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p, _ := scripted(model.Response{ToolCalls: call}, model.Response{Content: "done"})
+			p := scriptmodel.Sequence(model.Response{ToolCalls: call}, model.Response{Content: "done"})
 			box := &toolbox{fn: func(name string, args json.RawMessage) (json.RawMessage, error) { return args, nil }}
 			var r *rig
 			var checks atomic.Int64
@@ -384,7 +360,7 @@ func TestCheckpointFailureStopsTheRun(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("the run did not return")
 			}
-			require.Equal(t, c.wantModel, p.calls.Load(), "model calls")
+			require.Equal(t, c.wantModel, int64(p.Calls()), "model calls")
 			require.Empty(t, box.calls, "tool calls")
 		})
 	}
@@ -394,7 +370,7 @@ func TestCheckpointFailureStopsTheRun(t *testing.T) {
 // the calls runs, and the run ends interrupted with the response's text.
 func TestParallelToolsCheckpointInterrupts(t *testing.T) {
 	calls := []model.ToolCall{{ID: "1", Name: "a", Arguments: `{}`}, {ID: "2", Name: "a", Arguments: `{}`}}
-	p, _ := scripted(model.Response{Content: "let me look", ToolCalls: calls}, model.Response{Content: "done"})
+	p := scriptmodel.Sequence(model.Response{Content: "let me look", ToolCalls: calls}, model.Response{Content: "done"})
 	box := &toolbox{fn: func(name string, args json.RawMessage) (json.RawMessage, error) { return args, nil }}
 	var checks atomic.Int64
 	sig := agent.NewSignal(nil)
@@ -405,7 +381,7 @@ func TestParallelToolsCheckpointInterrupts(t *testing.T) {
 	r.start()
 	require.Equal(t, agent.Result{Status: agent.Interrupted, Text: "let me look", Iterations: 1}, r.result())
 	require.Empty(t, box.calls)
-	require.EqualValues(t, 1, p.calls.Load())
+	require.EqualValues(t, 1, p.Calls())
 	require.Equal(t, []string{"decision L#abort:turn:1", "decision L#turn:1:response", "decision L#abort:tools:1"}, r.decisions())
 }
 

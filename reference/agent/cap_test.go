@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomcheck/loomcheck/reference/agent"
+	"github.com/loomcheck/loomcheck/reference/internal/scriptmodel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/model"
 )
@@ -24,13 +25,13 @@ func TestToolCallsOverTheCapAreNeverRecorded(t *testing.T) {
 			args := `{"f":"` + strings.Repeat("x", tc.chars-8) + `"}`
 			require.Equal(t, tc.chars, len(args))
 			first := true
-			p := &provider{fn: func(ctx context.Context, req model.Request) (model.Response, error) {
+			p := scriptmodel.Func(func(ctx context.Context, req model.Request) (model.Response, error) {
 				if first {
 					first = false
 					return model.Response{ToolCalls: []model.ToolCall{{ID: "c", Name: "echo", Arguments: args}}}, nil
 				}
 				return model.Response{Content: "done"}, nil
-			}}
+			})
 			tool := &echoTool{}
 			var reported []error
 			r := newRig(t, func() agent.Config {
@@ -49,7 +50,7 @@ func TestToolCallsOverTheCapAreNeverRecorded(t *testing.T) {
 			require.Equal(t, loomtype.ReasonModelError, res.Reason)
 			require.NotEmpty(t, res.ErrorID)
 			require.Zero(t, tool.calls.Load(), "no call of a response over the cap runs")
-			require.EqualValues(t, 1, p.calls.Load())
+			require.EqualValues(t, 1, p.Calls())
 			require.Empty(t, r.decisions(), "nothing of the response is recorded")
 			require.Len(t, reported, 1)
 			require.ErrorIs(t, reported[0], agent.ErrResponseTooLarge)

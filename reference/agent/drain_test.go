@@ -14,7 +14,9 @@ import (
 
 // lateReader plays a model client whose first words reached it before an abort but are handed on
 // only some time after it (the reader waited for a processor). Its read fails once its context is
-// cancelled, as a real connection's does, so words still unread then are lost.
+// cancelled, as a real connection's does, so words still unread then are lost. It stays a model of
+// its own (not reference/internal/scriptmodel): what it says depends on the abort signal and on
+// when its context ends after it.
 type lateReader struct {
 	sig     *agent.Signal
 	entered chan struct{}

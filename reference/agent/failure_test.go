@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomcheck/loomcheck/reference/agent"
+	"github.com/loomcheck/loomcheck/reference/internal/scriptmodel"
 	"github.com/loomcheck/loomcheck/reference/model"
 )
 
@@ -51,7 +52,7 @@ func TestTerminalClassification(t *testing.T) {
 
 // The loop puts its principal on the context of every tool call.
 func TestToolCallsCarryThePrincipal(t *testing.T) {
-	p, _ := scripted(model.Response{ToolCalls: []model.ToolCall{{ID: "1", Name: "echo", Arguments: `{}`}}}, model.Response{Content: "done"})
+	p := scriptmodel.Sequence(model.Response{ToolCalls: []model.ToolCall{{ID: "1", Name: "echo", Arguments: `{}`}}}, model.Response{Content: "done"})
 	var got []any
 	var mu sync.Mutex
 	box := runnerFunc(func(ctx context.Context, name string, args json.RawMessage, key string) (json.RawMessage, error) {
@@ -80,7 +81,7 @@ func (f runnerFunc) Call(ctx context.Context, name string, args json.RawMessage,
 // it once more, with the same idempotency key, and the model (which never read the first
 // answer) is sent the second one, fenced. Once the outcome is durable nothing runs it again.
 func TestFailedCallInFlightAtCrashRunsOnce(t *testing.T) {
-	p, reqs := scripted(model.Response{ToolCalls: []model.ToolCall{{ID: "1", Name: "pay", Arguments: `{"n":5}`}}}, model.Response{Content: "the bank is down"})
+	p := scriptmodel.Sequence(model.Response{ToolCalls: []model.ToolCall{{ID: "1", Name: "pay", Arguments: `{"n":5}`}}}, model.Response{Content: "the bank is down"})
 	var attempts atomic.Int64
 	var mu sync.Mutex
 	var keys []string
@@ -112,8 +113,8 @@ func TestFailedCallInFlightAtCrashRunsOnce(t *testing.T) {
 	require.Equal(t, agent.Complete, res.Status)
 	require.EqualValues(t, 2, attempts.Load(), "the failed call in flight at the crash runs exactly once more")
 	require.Equal(t, keys[0], keys[1], "with the same idempotency key")
-	require.Len(t, *reqs, 2, "the model is asked once per response: its first answer was recorded")
-	require.Equal(t, `{"untrusted":{"data":{"error":"bank down"},"source":"tool-error:pay"}}`, (*reqs)[1].Messages[2].Content)
+	require.Len(t, p.Requests(), 2, "the model is asked once per response: its first answer was recorded")
+	require.Equal(t, `{"untrusted":{"data":{"error":"bank down"},"source":"tool-error:pay"}}`, p.Requests()[1].Messages[2].Content)
 
 	// The outcome is durable now: another restart runs nothing again.
 	r.k.Close()
@@ -121,5 +122,5 @@ func TestFailedCallInFlightAtCrashRunsOnce(t *testing.T) {
 	r.open()
 	require.Equal(t, res, r.result())
 	require.EqualValues(t, 2, attempts.Load())
-	require.Len(t, *reqs, 2)
+	require.Len(t, p.Requests(), 2)
 }

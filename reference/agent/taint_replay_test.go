@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomcheck/loomcheck/reference/agent"
+	"github.com/loomcheck/loomcheck/reference/internal/scriptmodel"
 	"github.com/loomcheck/loomcheck/reference/model"
 )
 
@@ -36,7 +37,7 @@ func TestRecordedFailureIsFedBackAsRecorded(t *testing.T) {
 			asked := make(chan struct{}, 4)
 			var hold atomic.Bool
 			hold.Store(true)
-			p := &provider{fn: func(ctx context.Context, req model.Request) (model.Response, error) {
+			p := scriptmodel.Func(func(ctx context.Context, req model.Request) (model.Response, error) {
 				mu.Lock()
 				reqs = append(reqs, req)
 				n := len(reqs)
@@ -50,7 +51,7 @@ func TestRecordedFailureIsFedBackAsRecorded(t *testing.T) {
 					return model.Response{}, ctx.Err()
 				}
 				return model.Response{Content: "The sensor is offline."}, nil
-			}}
+			})
 			var toolCalls atomic.Int64
 			box := runnerFunc(func(ctx context.Context, name string, args json.RawMessage, key string) (json.RawMessage, error) {
 				toolCalls.Add(1)

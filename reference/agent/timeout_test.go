@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomcheck/loomcheck/reference/agent"
+	"github.com/loomcheck/loomcheck/reference/internal/scriptmodel"
 	"github.com/loomcheck/loomcheck/reference/model"
 )
 
@@ -33,7 +34,7 @@ func (s *stallTool) Call(ctx context.Context, name string, args json.RawMessage,
 // the step.
 func TestToolTimeoutResumesItsCountdownAfterARestart(t *testing.T) {
 	const timeout = 2000 * time.Millisecond
-	p, _ := scripted(
+	p := scriptmodel.Sequence(
 		model.Response{ToolCalls: []model.ToolCall{{ID: "c", Name: "stall", Arguments: `{}`}}},
 		model.Response{Content: "it timed out"},
 	)
@@ -64,7 +65,7 @@ func TestToolTimeoutResumesItsCountdownAfterARestart(t *testing.T) {
 
 // Without a timeout configured no deadline is recorded: the journal's shape is what it was.
 func TestNoTimeoutRecordsNoDeadline(t *testing.T) {
-	p, _ := scripted(
+	p := scriptmodel.Sequence(
 		model.Response{ToolCalls: []model.ToolCall{{ID: "c", Name: "echo", Arguments: `{}`}}},
 		model.Response{Content: "done"},
 	)
