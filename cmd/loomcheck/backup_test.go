@@ -77,7 +77,7 @@ func TestBackupWhileServingAndRestore(t *testing.T) {
 	// Another conversation is written to all along the backup.
 	other, _, err := cv.Start(ctx, backupAlice, conversation.StartOptions{})
 	require.NoError(t, err)
-	stop := make(chan struct{})
+	stop, writing := make(chan struct{}), make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	sent := 0
@@ -91,10 +91,13 @@ func TestBackupWhileServingAndRestore(t *testing.T) {
 			}
 			sent++
 			_, _ = cv.SendTurn(ctx, backupAlice, other.ID, fmt.Sprintf("more %d", sent), conversation.SendOptions{MessageID: fmt.Sprintf("o%d", sent)})
+			if sent == 1 {
+				close(writing)
+			}
 			time.Sleep(time.Millisecond)
 		}
 	}()
-	time.Sleep(20 * time.Millisecond)
+	<-writing // the backup starts once a write to the other conversation is done
 	file := filepath.Join(root, "loom-backup.db")
 	code, out, errOut := run(t, "backup", "--data", live, "--to", file)
 	close(stop)
@@ -117,8 +120,14 @@ func TestBackupWhileServingAndRestore(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, r.Delivered, "m%d was acknowledged before the backup: a repeat", i)
 	}
-	time.Sleep(200 * time.Millisecond)
-	require.Equal(t, want, wholeHistory(t, cv2, st.ID, 3), "nothing ran again")
+	// A new turn fences what a repeat could have run again: the conversation answers it after.
+	r, err := cv2.SendTurn(ctx, backupAlice, st.ID, "question 4", conversation.SendOptions{MessageID: "m4"})
+	require.NoError(t, err)
+	require.True(t, r.Delivered)
+	var before, after []json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(want), &before))
+	require.NoError(t, json.Unmarshal([]byte(wholeHistory(t, cv2, st.ID, 4)), &after))
+	require.Equal(t, before, after[:len(before)], "nothing ran again: the history is the backed-up one and the new turn")
 	_, err = cv2.Status(ctx, backupAlice, other.ID)
 	require.NoError(t, err, "the conversation written during the backup is in it")
 }
