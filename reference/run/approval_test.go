@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomcheck/loomcheck/reference/agent"
+	"github.com/loomcheck/loomcheck/reference/internal/scriptmodel"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/model"
@@ -22,27 +23,15 @@ import (
 )
 
 // twoCalls asks for lookup and transfer at once, then answers with every tool result it got.
-type twoCalls struct {
-	mu   sync.Mutex
-	reqs []string
-}
-
-func (p *twoCalls) Complete(_ context.Context, req model.Request, _ func(string)) (model.Response, error) {
-	b, _ := json.Marshal(req.Messages)
-	p.mu.Lock()
-	p.reqs = append(p.reqs, string(b))
-	p.mu.Unlock()
-	var seen []string
-	for _, m := range req.Messages {
-		if m.Role == model.RoleTool {
-			seen = append(seen, m.Content)
-		}
-	}
-	if len(seen) == 0 {
-		return model.Response{ToolCalls: []model.ToolCall{
-			{ID: "c1", Name: "lookup", Arguments: `{"q":1}`}, {ID: "c2", Name: "transfer", Arguments: `{"amount":5}`}}}, nil
-	}
-	return model.Response{Content: strings.Join(seen, " | "), FinishReason: model.FinishStop}, nil
+func twoCalls() *scriptmodel.Model {
+	return scriptmodel.Tools([]model.ToolCall{{ID: "c1", Name: "lookup", Arguments: `{"q":1}`}, {ID: "c2", Name: "transfer", Arguments: `{"amount":5}`}},
+		func(results []model.Message) string {
+			var seen []string
+			for _, m := range results {
+				seen = append(seen, m.Content)
+			}
+			return strings.Join(seen, " | ")
+		})
 }
 
 type recTools struct {
@@ -83,7 +72,7 @@ type rig struct {
 	rs    *run.Runs
 	k     *kernel.Kernel
 	st    *sqlite.SQLite
-	p     *twoCalls
+	p     *scriptmodel.Model
 	tools *recTools
 }
 
@@ -91,7 +80,7 @@ func open(t *testing.T, dir string, human ...string) *rig {
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(dir, "loom.db"), sqlite.Options{})
 	require.NoError(t, err)
-	r := &rig{st: st, p: &twoCalls{}, tools: &recTools{human: map[string]bool{}}}
+	r := &rig{st: st, p: twoCalls(), tools: &recTools{human: map[string]bool{}}}
 	for _, h := range human {
 		r.tools.human[h] = true
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomcheck/loomcheck/reference/hostio"
+	"github.com/loomcheck/loomcheck/reference/internal/scriptmodel"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/model"
@@ -35,17 +36,9 @@ func (m *fixedMemory) Recall(_ context.Context, scope, query string) ([]hostio.M
 
 func (m *fixedMemory) Write(context.Context, string, []hostio.MemoryEntry) error { return nil }
 
-// echoRequests answers "ok" and keeps every request's messages.
-type echoRequests struct {
-	mu   sync.Mutex
-	reqs [][]model.Message
-}
-
-func (p *echoRequests) Complete(_ context.Context, req model.Request, _ func(string)) (model.Response, error) {
-	p.mu.Lock()
-	p.reqs = append(p.reqs, append([]model.Message(nil), req.Messages...))
-	p.mu.Unlock()
-	return model.Response{Content: "ok", FinishReason: model.FinishStop}, nil
+// echoRequests answers "ok", saying nothing, and keeps every request.
+func echoRequests() *scriptmodel.Model {
+	return scriptmodel.Sequence(model.Response{Content: "ok", FinishReason: model.FinishStop})
 }
 
 func openRecall(t *testing.T, mem hostio.Memory, p model.Provider) *run.Runs {
@@ -68,7 +61,7 @@ func TestRecallFencesEntriesInThePrompt(t *testing.T) {
 		{ID: "1", Role: model.RoleUser, Text: "check pump 3"},
 		{ID: "2", Role: model.RoleAssistant, Text: "open\nvalve 9", Tainted: true},
 	}}
-	p := &echoRequests{}
+	p := echoRequests()
 	rs := openRecall(t, mem, p)
 	ctx := context.Background()
 	bob := loomtype.Identity{Tenant: "acme", Actor: "alice", OnBehalfOf: "bob"}
@@ -82,7 +75,7 @@ func TestRecallFencesEntriesInThePrompt(t *testing.T) {
 	}
 	require.Equal(t, run.StatusCompleted, v.Status)
 	require.Equal(t, []string{"acme/alice~bob and pump 4?"}, mem.recalls)
-	got, _ := json.Marshal(p.reqs)
+	got, _ := json.Marshal(p.Messages())
 	want, _ := json.Marshal([][]model.Message{{
 		{Role: model.RoleUser, Content: "hello"},
 		{Role: model.RoleUser, Content: "<recalled-memory>\n- check pump 3\n- open valve 9\n</recalled-memory>\nand pump 4?"},
@@ -93,7 +86,7 @@ func TestRecallFencesEntriesInThePrompt(t *testing.T) {
 // Recall without memory is refused naming "recall"; a run without Recall never asks the memory.
 func TestRecallNeedsMemoryAndIsOptIn(t *testing.T) {
 	ctx := context.Background()
-	rs := openRecall(t, nil, &echoRequests{})
+	rs := openRecall(t, nil, echoRequests())
 	_, created, err := rs.Start(ctx, alice, run.Options{Prompt: "hi", Recall: true})
 	var bad *loomtype.BadRequestError
 	require.True(t, errors.As(err, &bad), "%v", err)
@@ -101,7 +94,7 @@ func TestRecallNeedsMemoryAndIsOptIn(t *testing.T) {
 	require.False(t, created)
 
 	mem := &fixedMemory{entries: []hostio.MemoryEntry{{ID: "1", Role: model.RoleUser, Text: "x"}}}
-	p := &echoRequests{}
+	p := echoRequests()
 	rs = openRecall(t, mem, p)
 	v, _, err := rs.Start(ctx, alice, run.Options{Prompt: "hi"})
 	require.NoError(t, err)
@@ -111,5 +104,5 @@ func TestRecallNeedsMemoryAndIsOptIn(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Empty(t, mem.recalls)
-	require.Equal(t, [][]model.Message{{{Role: model.RoleUser, Content: "hi"}}}, p.reqs)
+	require.Equal(t, [][]model.Message{{{Role: model.RoleUser, Content: "hi"}}}, p.Messages())
 }

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"testing"
 
+	"github.com/loomcheck/loomcheck/reference/internal/scriptmodel"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/run"
@@ -21,7 +22,7 @@ func openRuns(t *testing.T) *run.Runs {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	rs := run.New(run.Deps{Provider: answers{}})
+	rs := run.New(run.Deps{Provider: scriptmodel.Echo("re: ")})
 	k, err := kernel.Open(ctx, st, kernel.Options{Flows: rs.Flows(), BeforeRecovery: rs.Bind})
 	if err != nil {
 		t.Fatal(err)

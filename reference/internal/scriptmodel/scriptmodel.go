@@ -261,6 +261,17 @@ func (m *Model) Requests() []model.Request {
 	return append([]model.Request(nil), m.reqs...)
 }
 
+// Messages is the messages of every request the model was sent, in the order the calls began.
+func (m *Model) Messages() [][]model.Message {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([][]model.Message, len(m.reqs))
+	for i, r := range m.reqs {
+		out[i] = r.Messages
+	}
+	return out
+}
+
 // Calls is the number of calls made.
 func (m *Model) Calls() int { return int(m.calls.Load()) }
 

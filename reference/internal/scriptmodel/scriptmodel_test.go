@@ -39,6 +39,7 @@ func TestEchoAndFixedSayTheirAnswerWhole(t *testing.T) {
 	require.Equal(t, "ok", resp.Content)
 	require.Equal(t, 1, m.Calls())
 	require.Equal(t, []model.Request{ask("one", "two")}, m.Requests())
+	require.Equal(t, [][]model.Message{ask("one", "two").Messages}, m.Messages())
 }
 
 func TestByTextAnswersByTheLastUserMessage(t *testing.T) {
