@@ -6,31 +6,23 @@ import (
 	"errors"
 	"net/http/httptest"
 	"reflect"
-	"sync/atomic"
 	"testing"
 
+	"github.com/loomcheck/loomcheck/reference/internal/scriptmodel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/model"
 	"github.com/loomcheck/loomcheck/reference/threads"
 )
 
-// slowModel blocks on the text "slow" until its call is cancelled; other texts are relayed or
-// answered as relayModel does.
-type slowModel struct {
-	fakeModel
-	started atomic.Int64
-}
-
-func (m *slowModel) Complete(ctx context.Context, req model.Request, d func(string)) (model.Response, error) {
-	if lastUser(req.Messages) == "slow" {
-		m.started.Add(1)
-		m.mu.Lock()
-		m.reqs = append(m.reqs, append([]model.Message(nil), req.Messages...))
-		m.mu.Unlock()
-		<-ctx.Done()
-		return model.Response{}, ctx.Err()
-	}
-	return m.fakeModel.Complete(ctx, req, d)
+// slowModel blocks on the text "slow" until its call is cancelled (scriptmodel.Model.Waited
+// counts those calls); other texts are answered by rule, as fakeModel does.
+func slowModel(rule func(msgs []model.Message) model.Response) *scriptmodel.Model {
+	return scriptmodel.Script(func(req model.Request) scriptmodel.Reply {
+		if lastUser(req.Messages) == "slow" {
+			return scriptmodel.Hold()
+		}
+		return scriptmodel.Reply{Response: rule(req.Messages)}
+	})
 }
 
 func TestAThreadRejectionFailsTheTextClosesTheSideAndTheNextSendOpensANewThread(t *testing.T) {
@@ -97,13 +89,12 @@ func TestStopEndsTheTurnAndTheNextTurnIsToldOfItAndOfFailures(t *testing.T) {
 	peer := &fakePeer{answer: func(int) (int, string) { return 404, "role" }}
 	srv := httptest.NewServer(peer)
 	defer srv.Close()
-	fm := &slowModel{}
-	fm.rule = func(m []model.Message) model.Response {
+	fm := slowModel(func(m []model.Message) model.Response {
 		if lastUser(m) == "ask" && !hasTool(m) {
 			return model.Response{ToolCalls: []model.ToolCall{{ID: "c1", Name: "peer.send", Arguments: `{"to":"hq/nobody","text":"anyone?"}`}}}
 		}
 		return model.Response{Content: "done", FinishReason: model.FinishStop}
-	}
+	})
 	b := openBox(t, t.TempDir(), threads.Config{Roles: []threads.Role{{Name: "scout"}}, Members: []loomtype.Identity{dana},
 		Connections: []threads.Connection{{ID: "hq", URL: srv.URL, Send: "s", Accept: "a", Owner: olga}}, Provider: fm})
 	defer b.close()
@@ -116,7 +107,7 @@ func TestStopEndsTheTurnAndTheNextTurnIsToldOfItAndOfFailures(t *testing.T) {
 		}
 	}
 	send("p1", "slow")
-	eventually(t, "the slow turn", func() bool { return fm.started.Load() == 1 })
+	eventually(t, "the slow turn", func() bool { return fm.Waited() == 1 })
 	v, err := b.svc.Find(ctx, dana, "hq", th)
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +146,7 @@ func TestStopEndsTheTurnAndTheNextTurnIsToldOfItAndOfFailures(t *testing.T) {
 		"system", "A person stopped your last turn.",
 		"user", "ask")
 	var got []model.Message
-	for _, r := range fm.requests() {
+	for _, r := range fm.Messages() {
 		if lastUser(r) == "ask" && !hasTool(r) {
 			got = r
 		}
@@ -177,7 +168,7 @@ func TestStopEndsTheTurnAndTheNextTurnIsToldOfItAndOfFailures(t *testing.T) {
 		v, _ = b.svc.Get(ctx, dana, v.ID)
 		return len(v.Turns) == 3 && v.Turns[2].Status == "completed"
 	})
-	got = fm.requests()[len(fm.requests())-1]
+	got = fm.Messages()[len(fm.Messages())-1]
 	done := "done"
 	want = msgs("system", "You are scout, in agent conversation "+v.ID+" with hq/planner. It answers for itself.",
 		"user", "slow", "user", "ask", "assistant", done,
@@ -193,13 +184,12 @@ func TestDeletingATaskEndsItsTurnsAndClosesItsAgentConversations(t *testing.T) {
 	peer := &fakePeer{}
 	srv := httptest.NewServer(peer)
 	defer srv.Close()
-	fm := &slowModel{}
-	fm.rule = func(m []model.Message) model.Response {
+	fm := slowModel(func(m []model.Message) model.Response {
 		if lastUser(m) == "find a van" && !hasTool(m) {
 			return model.Response{ToolCalls: []model.ToolCall{{ID: "c1", Name: "peer.send", Arguments: `{"to":"lab/scout","text":"a van?"}`}}}
 		}
 		return model.Response{Content: "asked", FinishReason: model.FinishStop}
-	}
+	})
 	b := openBox(t, t.TempDir(), threads.Config{Roles: []threads.Role{{Name: "planner"}},
 		Connections: []threads.Connection{{ID: "lab", URL: srv.URL, Send: "s", Accept: "a", Owner: olga}}, Provider: fm})
 	defer b.close()
@@ -221,13 +211,13 @@ func TestDeletingATaskEndsItsTurnsAndClosesItsAgentConversations(t *testing.T) {
 	if _, err := b.svc.Receive(ctx, "a", body); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the answer's turn to run", func() bool { return fm.started.Load() == 1 })
+	eventually(t, "the answer's turn to run", func() bool { return fm.Waited() == 1 })
 	v, err := b.svc.Find(ctx, eve, "lab", out.Thread)
 	if err != nil || v.Root != (threads.Root{Kind: "task", ID: sub.ID}) {
 		t.Fatalf("rooted in the subtask: %+v %v", v, err)
 	}
-	if want := "You are planner, in agent conversation " + v.ID + " with lab/scout. It answers for task " + sub.ID + ": Pack."; fm.requests()[len(fm.requests())-1][0].Content != want {
-		t.Fatalf("root message: %q", fm.requests()[len(fm.requests())-1][0].Content)
+	if want := "You are planner, in agent conversation " + v.ID + " with lab/scout. It answers for task " + sub.ID + ": Pack."; fm.Messages()[len(fm.Messages())-1][0].Content != want {
+		t.Fatalf("root message: %q", fm.Messages()[len(fm.Messages())-1][0].Content)
 	}
 	if err := b.svc.DeleteTask(ctx, eve, tk.ID); !errors.Is(err, threads.ErrNotOwner) {
 		t.Fatalf("a member deletes: %v", err)
@@ -257,15 +247,14 @@ func TestDeletingATaskEndsItsTurnsAndClosesItsAgentConversations(t *testing.T) {
 
 // unreachableBox opens a box with role scout and connection hq (bound queue), whose peer answers
 // every text 503, so what is sent stays waiting; its model answers "x" (and blocks on "slow").
-func unreachableBox(t *testing.T, queue int) (*box, *slowModel) {
+func unreachableBox(t *testing.T, queue int) (*box, *scriptmodel.Model) {
 	t.Helper()
 	peer := &fakePeer{answer: func(int) (int, string) { return 503, "" }}
 	srv := httptest.NewServer(peer)
 	t.Cleanup(srv.Close)
-	fm := &slowModel{}
-	fm.rule = func(m []model.Message) model.Response {
+	fm := slowModel(func(m []model.Message) model.Response {
 		return model.Response{Content: "x", FinishReason: model.FinishStop}
-	}
+	})
 	return openBox(t, t.TempDir(), threads.Config{Roles: []threads.Role{{Name: "scout"}},
 		Connections: []threads.Connection{{ID: "hq", URL: srv.URL, Send: "s", Accept: "a", Owner: olga, Queue: queue}}, Provider: fm}), fm
 }
@@ -288,7 +277,7 @@ func TestTheQueuesAreBounded(t *testing.T) {
 	if _, err := b.svc.Receive(ctx, "a", text("p1", "slow")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the first turn", func() bool { return fm.started.Load() == 1 })
+	eventually(t, "the first turn", func() bool { return fm.Waited() == 1 })
 	if _, err := b.svc.Receive(ctx, "a", text("p2", "waits")); err != nil {
 		t.Fatal(err)
 	}
@@ -303,10 +292,9 @@ func TestARolesOwnDoorSendsOnlyInARunningRunOfTheRole(t *testing.T) {
 	peer := &fakePeer{}
 	srv := httptest.NewServer(peer)
 	defer srv.Close()
-	fm := &slowModel{}
-	fm.rule = func([]model.Message) model.Response {
+	fm := slowModel(func([]model.Message) model.Response {
 		return model.Response{Content: "x", FinishReason: model.FinishStop}
-	}
+	})
 	b := openBox(t, t.TempDir(), threads.Config{Roles: []threads.Role{{Name: "planner"}, {Name: "clerk"}},
 		Connections: []threads.Connection{{ID: "lab", URL: srv.URL, Send: "s", Accept: "a", Owner: olga}}, Provider: fm})
 	defer b.close()
@@ -318,7 +306,7 @@ func TestARolesOwnDoorSendsOnlyInARunningRunOfTheRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the run", func() bool { return fm.started.Load() == 1 })
+	eventually(t, "the run", func() bool { return fm.Waited() == 1 })
 	planner := loomtype.Identity{Tenant: "acme", Actor: "role:planner"}
 	for _, c := range []struct {
 		who  loomtype.Identity
@@ -397,7 +385,7 @@ func TestDeletingARootFreesThePlacesOfItsWaitingTexts(t *testing.T) {
 // for everyone, its owner included.
 func TestFindingAThreadNobodyHoldsIsNotFound(t *testing.T) {
 	b := openBox(t, t.TempDir(), threads.Config{Roles: []threads.Role{{Name: "scout"}},
-		Connections: []threads.Connection{{ID: "hq", URL: "http://127.0.0.1:1", Send: "s", Accept: "a", Owner: olga}}, Provider: &fakeModel{}})
+		Connections: []threads.Connection{{ID: "hq", URL: "http://127.0.0.1:1", Send: "s", Accept: "a", Owner: olga}}, Provider: fakeModel(nil)})
 	defer b.close()
 	for _, who := range []loomtype.Identity{olga, {Actor: "role:scout"}, {Actor: "mallory"}} {
 		if _, err := b.svc.Find(context.Background(), who, "hq", "t_nobodyholdsthisthread"); !errors.Is(err, threads.ErrNotFound) {
@@ -420,9 +408,9 @@ func TestATextDeliveredWhileAPauseFailedItCountsAsSentAndIsNotToldAsFailed(t *te
 	}}
 	srv := httptest.NewServer(peer)
 	defer srv.Close()
-	fm := &fakeModel{rule: func(m []model.Message) model.Response {
+	fm := fakeModel(func(m []model.Message) model.Response {
 		return model.Response{Content: "ok", FinishReason: model.FinishStop}
-	}}
+	})
 	b := openBox(t, t.TempDir(), threads.Config{Roles: []threads.Role{{Name: "scout"}},
 		Connections: []threads.Connection{{ID: "hq", URL: srv.URL, Send: "s", Accept: "a", Owner: olga}}, Provider: fm})
 	defer b.close()
@@ -452,9 +440,9 @@ func TestATextDeliveredWhileAPauseFailedItCountsAsSentAndIsNotToldAsFailed(t *te
 	if _, err := b.svc.Receive(ctx, "a", body); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the turn's model call", func() bool { return len(fm.requests()) == 1 })
+	eventually(t, "the turn's model call", func() bool { return len(fm.Messages()) == 1 })
 	want := msgs("system", "You are scout, in agent conversation "+sent.AgentConversation+" with hq/planner. It answers for a task that is gone.", "user", "got it")
-	if got := fm.requests()[0]; !reflect.DeepEqual(got, want) {
+	if got := fm.Messages()[0]; !reflect.DeepEqual(got, want) {
 		t.Fatalf("the turn was sent\n%+v\nwant\n%+v", got, want)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomcheck/loomcheck/reference/internal/scriptmodel"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/model"
@@ -91,24 +92,10 @@ func TestParseTextNamesTheFirstBadMemberInOrder(t *testing.T) {
 	}
 }
 
-// fakeModel answers each request by a rule and keeps every request.
-type fakeModel struct {
-	mu   sync.Mutex
-	reqs [][]model.Message
-	rule func(msgs []model.Message) model.Response
-}
-
-func (m *fakeModel) Complete(_ context.Context, req model.Request, _ func(string)) (model.Response, error) {
-	m.mu.Lock()
-	m.reqs = append(m.reqs, append([]model.Message(nil), req.Messages...))
-	m.mu.Unlock()
-	return m.rule(req.Messages), nil
-}
-
-func (m *fakeModel) requests() [][]model.Message {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([][]model.Message(nil), m.reqs...)
+// fakeModel answers each request by rule, saying nothing, and keeps every request
+// (scriptmodel.Model.Messages).
+func fakeModel(rule func(msgs []model.Message) model.Response) *scriptmodel.Model {
+	return scriptmodel.Script(func(req model.Request) scriptmodel.Reply { return scriptmodel.Reply{Response: rule(req.Messages)} })
 }
 
 // fakePeer is the peer box's door: it keeps every text and answers with answer.
@@ -216,13 +203,13 @@ func hasTool(m []model.Message) bool {
 }
 
 // relayModel sends the person's request to the lab's scout, and answers everything else.
-func relayModel() *fakeModel {
-	return &fakeModel{rule: func(m []model.Message) model.Response {
+func relayModel() *scriptmodel.Model {
+	return fakeModel(func(m []model.Message) model.Response {
 		if lastUser(m) == "find a van" && !hasTool(m) {
 			return model.Response{ToolCalls: []model.ToolCall{{ID: "c1", Name: "peer.send", Arguments: `{"to":"lab/scout","text":"is a van free?"}`}}}
 		}
 		return model.Response{Content: "noted: " + lastUser(m), FinishReason: model.FinishStop}
-	}}
+	})
 }
 
 func TestAPersonsRequestGoesOutAndTheAnswerComesBackInTheSameAgentConversation(t *testing.T) {
@@ -271,7 +258,7 @@ func TestAPersonsRequestGoesOutAndTheAnswerComesBackInTheSameAgentConversation(t
 		t.Fatalf("agent conversation:\n got %+v\nwant %+v", v, want)
 	}
 	var acReq []model.Message
-	for _, r := range fm.requests() {
+	for _, r := range fm.Messages() {
 		if lastUser(r) == "van 3 is free" {
 			acReq = r
 		}
@@ -312,9 +299,9 @@ func TestThePeerStartsAConversationAndTheChecksComeInTheTablesOrder(t *testing.T
 	peer := &fakePeer{}
 	srv := httptest.NewServer(peer)
 	defer srv.Close()
-	fm := &fakeModel{rule: func(m []model.Message) model.Response {
+	fm := fakeModel(func(m []model.Message) model.Response {
 		return model.Response{Content: "ok " + lastUser(m), FinishReason: model.FinishStop}
-	}}
+	})
 	b := openBox(t, t.TempDir(), threads.Config{Roles: []threads.Role{{Name: "scout"}}, Members: []loomtype.Identity{dana},
 		Connections: []threads.Connection{{ID: "hq", URL: srv.URL, Send: "to-hq", Accept: "from-hq", Owner: olga}}, Provider: fm})
 	defer b.close()
@@ -349,7 +336,7 @@ func TestThePeerStartsAConversationAndTheChecksComeInTheTablesOrder(t *testing.T
 		t.Fatalf("the owner reads a peer-started one: %v", err)
 	}
 	want := msgs("system", "You are scout, in agent conversation "+v.ID+" with hq/planner. It answers for itself.", "user", "hello m1")
-	if got := fm.requests()[0]; !reflect.DeepEqual(got, want) {
+	if got := fm.Messages()[0]; !reflect.DeepEqual(got, want) {
 		t.Fatalf("request:\n got %#v\nwant %#v", got, want)
 	}
 	// Paused: paused whatever the thread; a second turn after unpause is told nothing.
@@ -373,7 +360,7 @@ func TestThePeerStartsAConversationAndTheChecksComeInTheTablesOrder(t *testing.T
 	first := "ok hello m1"
 	want = msgs("system", "You are scout, in agent conversation "+v.ID+" with hq/planner. It answers for itself.",
 		"user", "hello m1", "assistant", first, "user", "hello m3")
-	if got := fm.requests()[1]; !reflect.DeepEqual(got, want) {
+	if got := fm.Messages()[1]; !reflect.DeepEqual(got, want) {
 		t.Fatalf("second request:\n got %#v\nwant %#v", got, want)
 	}
 	if cv, err := b.svc.Revoke(ctx, olga, "hq"); err != nil || cv.State != "revoked" {
