@@ -26,7 +26,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/loomcheck/loomcheck/harness/resume"
-	"github.com/loomcheck/loomcheck/reference"
+	"github.com/loomcheck/loomcheck/reference/internal/reftest"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/stream"
 	"github.com/loomcheck/loomcheck/spec"
@@ -51,20 +51,11 @@ func benchConfig(dir, listen string) spec.SUTConfig {
 		Signing: spec.SigningConfig{Key: base64.StdEncoding.EncodeToString(make([]byte, 32))}}
 }
 
-// servedEngine opens an engine on cfg and serves it on addr ("127.0.0.1:0" for any port).
-func servedEngine(tb testing.TB, cfg spec.SUTConfig, addr string) (*reference.Engine, string) {
+// servedEngine opens an engine on cfg, served on a loopback port, and returns it with its address.
+func servedEngine(tb testing.TB, cfg spec.SUTConfig) (*reftest.Engine, string) {
 	tb.Helper()
-	eng, err := reference.OpenConfig(context.Background(), cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		eng.Kill()
-		tb.Fatal(err)
-	}
-	go func() { _ = eng.Serve(ln) }()
-	return eng, ln.Addr().String()
+	eng := reftest.Open(tb, reftest.Config(cfg), reftest.Served())
+	return eng, strings.TrimPrefix(eng.URL, "http://")
 }
 
 // postJSON posts body to url with hc and decodes a 2xx answer into out.
@@ -149,8 +140,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 func BenchmarkStreamEmit(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	eng, addr := servedEngine(b, benchConfig(filepath.Join(b.TempDir(), "data"), ""), "127.0.0.1:0")
-	defer eng.Close()
+	eng, addr := servedEngine(b, benchConfig(filepath.Join(b.TempDir(), "data"), ""))
 	id := newConversation(b, addr)
 
 	// The bare baseline: one WebSocket, the payloads sent as the channel hands them over.
@@ -356,19 +346,19 @@ type killInstance interface {
 	close()
 }
 
-// inProcess is an engine in this process: kill is Engine.Kill, start is OpenConfig again.
+// inProcess is an engine in this process: kill is Engine.Kill, start opens it again (reftest's
+// Restart, served at the same address).
 type inProcess struct {
-	cfg  spec.SUTConfig
-	addr string
-	eng  *reference.Engine
+	cfg spec.SUTConfig
+	eng *reftest.Engine
 }
 
 func (p *inProcess) start(b *testing.B) {
-	addr := p.addr
-	if addr == "" {
-		addr = "127.0.0.1:0"
+	if p.eng == nil {
+		p.eng, _ = servedEngine(b, p.cfg)
+		return
 	}
-	p.eng, p.addr = servedEngine(b, p.cfg, addr)
+	p.eng.Restart()
 }
 func (p *inProcess) kill() { p.eng.Kill() }
 func (p *inProcess) frame(b *testing.B, id string) {
@@ -469,7 +459,7 @@ func (p *process) close() {
 // client delivers after it reconnected: the server is started again on the same data directory
 // and port and logs a frame at once; the client reconnects at once after the drop, then after
 // resume.Backoff{Base: 10ms, Max: 1s, Jitter: 0.2}. "inprocess" kills with Engine.Kill and opens
-// again with reference.OpenConfig; "process" SIGKILLs `loomcheck serve` and runs it again.
+// again on the same configuration; "process" SIGKILLs `loomcheck serve` and runs it again.
 // restart_* is the share of the time the server took to serve again. The client must have
 // delivered every cursor exactly once.
 func BenchmarkStreamKillResume(b *testing.B) {
@@ -507,7 +497,7 @@ func benchKillResume(b *testing.B, newServer func(dir string) killInstance) {
 		var addr string
 		switch s := srv.(type) {
 		case *inProcess:
-			addr = s.addr
+			addr = strings.TrimPrefix(s.eng.URL, "http://")
 		case *process:
 			addr = s.addr
 		}
