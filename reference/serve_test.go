@@ -1,30 +1,25 @@
 package reference_test
 
 import (
-	"context"
-	"encoding/base64"
 	"errors"
 	"io"
 	"net"
 	"net/http"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomcheck/loomcheck/reference"
+	"github.com/loomcheck/loomcheck/reference/internal/reftest"
 	"github.com/loomcheck/loomcheck/spec"
 )
 
 // TestServeAppliesTheConfiguredEdge: Serve takes its limits from the configuration document,
 // Close ends it with ErrEngineClosed, and a Serve after Close returns at once.
 func TestServeAppliesTheConfiguredEdge(t *testing.T) {
-	cfg := spec.SUTConfig{DataDir: filepath.Join(t.TempDir(), "data"), Identity: spec.IdentityConfig{Insecure: true},
-		Signing: spec.SigningConfig{Key: base64.StdEncoding.EncodeToString(make([]byte, 32))},
-		Gateway: spec.GatewayConfig{MaxConnections: 1, RequestTimeoutMs: 200, HeadersTimeoutMs: 100}}
-	eng, err := reference.OpenConfig(context.Background(), cfg)
-	require.NoError(t, err)
+	eng := reftest.Open(t, reftest.Config(spec.SUTConfig{Identity: spec.IdentityConfig{Insecure: true},
+		Gateway: spec.GatewayConfig{MaxConnections: 1, RequestTimeoutMs: 200, HeadersTimeoutMs: 100}}))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	served := make(chan error, 1)
