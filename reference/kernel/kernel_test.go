@@ -411,12 +411,14 @@ func stepValues(t *testing.T, run func(c *kernel.Context) []kernel.StepResult) k
 }
 
 // With a bound, the steps run at most limit at once and start in the order given: the first
-// steps of the list are the first to run, whichever goroutine the scheduler favours.
+// steps of the list are the first to run, whichever goroutine the scheduler favours. The first
+// limit steps stay in flight until they all are, so the bound is reached whatever the load.
 func TestExecuteAllLimitBoundsAndStartsInOrder(t *testing.T) {
 	for _, limit := range []int{1, 2} {
 		var mu sync.Mutex
 		var started []int
 		inFlight, most := 0, 0
+		together := make(chan struct{}) // closed once limit steps are in flight
 		info := stepValues(t, func(c *kernel.Context) []kernel.StepResult {
 			ids := []string{"t0", "t1", "t2", "t3", "t4"}
 			fns := make([]kernel.StepFunc, len(ids))
@@ -426,8 +428,17 @@ func TestExecuteAllLimitBoundsAndStartsInOrder(t *testing.T) {
 					started = append(started, i)
 					inFlight++
 					most = max(most, inFlight)
+					if inFlight == limit && most == limit && len(started) == limit {
+						close(together)
+					}
 					mu.Unlock()
-					time.Sleep(2 * time.Millisecond)
+					if i < limit {
+						select {
+						case <-together:
+						case <-time.After(5 * time.Second):
+							return nil, fmt.Errorf("step %d: the first %d steps were never in flight together", i, limit)
+						}
+					}
 					mu.Lock()
 					inFlight--
 					mu.Unlock()
@@ -436,6 +447,7 @@ func TestExecuteAllLimitBoundsAndStartsInOrder(t *testing.T) {
 			}
 			return c.ExecuteAllLimit(ids, fns, limit)
 		})
+		require.Equal(t, kernel.StateCompleted, info.State, info.Error)
 		require.JSONEq(t, "[0,1,2,3,4]", string(info.Output), "results in the given order")
 		mu.Lock()
 		require.Equal(t, limit, most, "at most %d at once, and the bound is reached", limit)
