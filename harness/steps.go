@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/cucumber/godog"
@@ -289,15 +290,35 @@ func (a areas) vocabulary() []area {
 	}
 }
 
-// register binds every step of the vocabulary to this scenario.
+// register binds every step of the vocabulary to this scenario, with the patterns compiled once
+// per process: compiling all of them again for every scenario cost more than running most
+// scenarios. A compiled regular expression is safe for concurrent use, so scenarios running at
+// once share them.
 func (s *scenario) register(sc *godog.ScenarioContext) {
 	s.areas = newAreas(s)
+	compiled := stepPatterns()
 	for _, a := range s.areas.vocabulary() {
 		for _, d := range a.steps {
-			sc.Step(d.pattern, d.fn)
+			re := compiled[d.pattern]
+			if re == nil {
+				panic(fmt.Sprintf("step %q of %s is not in the compiled vocabulary", d.pattern, a.name))
+			}
+			sc.Step(re, d.fn)
 		}
 	}
 }
+
+// stepPatterns is every pattern of the vocabulary, compiled, by its text. It is built on first
+// use and then shared; a pattern that does not compile panics there, as Vocabulary does.
+var stepPatterns = sync.OnceValue(func() map[string]*regexp.Regexp {
+	compiled := map[string]*regexp.Regexp{}
+	for _, st := range Vocabulary() {
+		if _, done := compiled[st.Pattern]; !done {
+			compiled[st.Pattern] = regexp.MustCompile(st.Pattern)
+		}
+	}
+	return compiled
+})
 
 // Step is one step of the kit's vocabulary, as `loomcheck steps` lists it.
 type Step struct {
