@@ -3,6 +3,7 @@ package sessions_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -217,12 +218,7 @@ func TestPickedUpMessageSurvivesACrashAtEveryWrite(t *testing.T) {
 
 		crashed := eng.CrashAfterWrite(n)
 		gm.Release() // turn 1 ends: m2 is picked up and sent, and turn 2 waits on the model
-		reached := true
-		select {
-		case <-crashed:
-		case <-time.After(2 * time.Second):
-			reached = false // every write up to turn 2 waiting on its model has been crashed after
-		}
+		reached := stretchCrashed(t, eng.Sessions(), gm, id, crashed)
 		eng.Kill()
 		if !reached {
 			require.Greater(t, n, int64(3), "the stretch from turn 1's end to turn 2 has writes to crash after")
@@ -239,14 +235,19 @@ func TestPickedUpMessageSurvivesACrashAtEveryWrite(t *testing.T) {
 			entries = p.Entries
 			return len(p.Entries) >= 4 && p.Entries[3].Status == loomtype.StatusComplete
 		}, 10*time.Second, 10*time.Millisecond, "crash after write %d: turn 2 is answered after the restart", n)
-		time.Sleep(100 * time.Millisecond) // a second send would be a fifth entry by now
+		// The frame log is written after the history: wait on it until m2 is sent there and a
+		// reply is done after it.
+		require.Eventually(t, func() bool {
+			f := kinds(t, eng.Sessions(), alice, id)
+			return slices.Contains(f, "user-message:sent:m2") && f[len(f)-1] == "text-done:complete"
+		}, 10*time.Second, 10*time.Millisecond, "crash after write %d: the frame log shows turn 2 answered", n)
+		frames := kinds(t, eng.Sessions(), alice, id)
 		p, err := eng.Conversations().History(ctx, alice, id, conversation.HistoryOptions{Limit: 50})
 		require.NoError(t, err)
 		entries = p.Entries
 		require.Len(t, entries, 4, "crash after write %d: two turns, each asked and answered once", n)
 		require.Equal(t, "m2", entries[2].MessageID, "crash after write %d", n)
 		require.Equal(t, "second", *entries[2].Text, "crash after write %d", n)
-		frames := kinds(t, eng.Sessions(), alice, id)
 		picked, sent := 0, 0
 		for _, f := range frames {
 			switch f {
@@ -260,6 +261,40 @@ func TestPickedUpMessageSurvivesACrashAtEveryWrite(t *testing.T) {
 		require.Equal(t, 1, sent, "crash after write %d: %v", n, frames)
 		require.Equal(t, "text-done:complete", frames[len(frames)-1], "crash after write %d: %v", n, frames)
 		eng.Close()
+	}
+}
+
+// stretchCrashed waits until the armed crash point is reached (true) or the stretch from turn 1's
+// end to turn 2 waiting on its model is written whole without reaching it (false): turn 2's
+// model call waits and its "working" delta, the stretch's last write, is in the frame log.
+func stretchCrashed(t *testing.T, ss *sessions.Service, gm *scriptmodel.Model, id string, crashed <-chan struct{}) bool {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case <-crashed:
+			return true
+		default:
+		}
+		if gm.Waited() == 2 {
+			// The crash may come between the look above and this read, which then fails.
+			if sub, replay, _, _, _, err := ss.Subscribe(context.Background(), id, 0); err == nil {
+				sub.Close()
+				n := len(replay)
+				if n >= 2 && replay[n-1].Kind() == stream.KindTextDelta && replay[n-2].Kind() == stream.KindUserMessage && replay[n-2].Message == "m2" {
+					select {
+					case <-crashed: // the delta was the crash point
+						return true
+					default:
+						return false
+					}
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("neither the crash point nor turn 2's wait on its model within 30 s (model calls waiting: %d)", gm.Waited())
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -286,8 +321,9 @@ func TestATurnThatDoesNotResumeIsGivenUp(t *testing.T) {
 		require.NoError(t, err)
 		return len(p.Entries) == 2 && p.Entries[1].Status == loomtype.StatusInterrupted
 	}, 10*time.Second, 10*time.Millisecond, "the given-up turn is stopped")
-	time.Sleep(100 * time.Millisecond) // a shown reply would be logged by now
 	// The run after the restart streams "working" at once, before the wait is over, then waits.
-	require.Equal(t, []string{"user-message:sent:m1", "text-delta", "status:restarted", "text-delta", "status:failed"},
-		kinds(t, eng.Sessions(), alice, id))
+	// The frame log is written apart from the history: wait on it until it holds the frames
+	// compared.
+	want := []string{"user-message:sent:m1", "text-delta", "status:restarted", "text-delta", "status:failed"}
+	require.Equal(t, want, waitFrames(t, eng.Sessions(), alice, id, len(want)))
 }
