@@ -75,8 +75,13 @@ func TestBranchSeedsTheNewConversation(t *testing.T) {
 	require.Equal(t, b, again)
 	_, err = ss.Branch(ctx, alice, id, "m1", "k1")
 	require.ErrorIs(t, err, sessions.ErrKeyReused)
-	time.Sleep(50 * time.Millisecond)
-	require.Len(t, historyTexts(t, cv, alice, b.Session, 5), 4, "the same key asks nothing more")
+	// A new message in the branch fences what the repeated branch could have asked there: the
+	// conversation answers it after.
+	_, err = ss.Send(ctx, alice, b.Session, "three", "m3")
+	require.NoError(t, err)
+	require.Equal(t, []string{"user accepted one", "assistant complete You asked: one", "user accepted two", "assistant complete You asked: two",
+		"user accepted three", "assistant complete You asked: three"},
+		historyTexts(t, cv, alice, b.Session, 6), "the same key asks nothing more")
 	require.Equal(t, original, historyTexts(t, cv, alice, id, 4), "the original is not changed")
 }
 
