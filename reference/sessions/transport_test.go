@@ -78,11 +78,13 @@ func TestSessionStreamSeedsAndServesBothTransports(t *testing.T) {
 	}
 	require.Equal(t, []string{"session.user-message", "session.text-delta", "session.text-done"},
 		[]string{got[0].Type, got[1].Type, got[2].Type})
-	// The socket outlives the edge's 300 ms request deadline, with heartbeats.
-	time.Sleep(500 * time.Millisecond)
-	_, b, err := c.Read(ctx)
-	require.NoError(t, err)
-	require.Contains(t, string(b), `"session.heartbeat"`)
+	// The socket outlives the edge's 300 ms request deadline, with heartbeats: five of them, one
+	// every 100 ms, take the server past it whatever the client's pace.
+	for beats := 0; beats < 5; beats++ {
+		_, b, err := c.Read(ctx)
+		require.NoError(t, err, "after %d heartbeats", beats)
+		require.Contains(t, string(b), `"session.heartbeat"`)
+	}
 
 	// The ticket is spent.
 	_, resp, err := websocket.Dial(ctx, "ws://"+addr+"/sessions/"+id+"/stream?ticket="+tk, nil)
