@@ -1,26 +1,31 @@
 package perf
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
 
 // bareMain is the bare Go HTTP binary the restart figure starts beside `loomcheck serve`: it
-// answers GET /.well-known/loom on the address of --listen, and nothing else.
+// answers GET /.well-known/loom on the address of --listen, and nothing else, and prints the
+// address it listens on as the engine's servers do ("serving http://ADDR").
 const bareMain = `package main
 
 import (
 	"flag"
+	"fmt"
+	"net"
 	"net/http"
 )
 
@@ -31,7 +36,12 @@ func main() {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte("{}"))
 	})
-	if err := http.ListenAndServe(*listen, nil); err != nil {
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("serving http://%s\n", ln.Addr())
+	if err := http.Serve(ln, nil); err != nil {
 		panic(err)
 	}
 }
@@ -151,32 +161,60 @@ func build(ctx context.Context, goBin, dir, out, pkg string) error {
 	return nil
 }
 
-// execToReady starts the command args(addr) makes for a free loopback address, times it from
-// the start until GET /.well-known/loom answers 200 there, then SIGKILLs it and waits for it.
+// execToReady starts the command args makes for the loopback address 127.0.0.1:0 (the server
+// binds a port of the kernel's choosing and prints it on a line "... serving http://ADDR ..."),
+// times it from the start until GET /.well-known/loom answers 200 at that address, then SIGKILLs
+// it and waits for it. No port is picked here and handed on, so no other program can take it in
+// between.
 func execToReady(ctx context.Context, args func(addr string) []string) (time.Duration, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	argv := args("127.0.0.1:0")
+	cmd := exec.Command(argv[0], argv[1:]...)
+	var out syncBuffer
+	cmd.Stderr = &out
+	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return 0, err
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	argv := args(addr)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
 	hc := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}, Timeout: 5 * time.Second}
-	url := "http://" + addr + "/.well-known/loom"
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return 0, err
 	}
+	addrs := make(chan string, 1)
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := sc.Text()
+			out.WriteString(line + "\n")
+			if m := servingLine.FindStringSubmatch(line); m != nil {
+				select {
+				case addrs <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
 	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
+	go func() { <-read; _ = cmd.Wait(); close(exited) }()
 	defer func() {
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		<-exited
 	}()
-	deadline := start.Add(stallGuard)
+	deadline := time.NewTimer(stallGuard)
+	defer deadline.Stop()
+	var url string
+	select {
+	case addr := <-addrs:
+		url = "http://" + addr + "/.well-known/loom"
+	case <-exited:
+		return 0, fmt.Errorf("%s ended before it was ready: %s", filepath.Base(argv[0]), out.String())
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-deadline.C:
+		return 0, fmt.Errorf("%s printed no serving line in %v: %s", filepath.Base(argv[0]), stallGuard, out.String())
+	}
 	for {
 		resp, err := hc.Get(url)
 		if err == nil {
@@ -190,11 +228,37 @@ func execToReady(ctx context.Context, args func(addr string) []string) (time.Dur
 			return 0, fmt.Errorf("%s ended before it was ready: %s", filepath.Base(argv[0]), out.String())
 		case <-ctx.Done():
 			return 0, ctx.Err()
-		default:
-		}
-		if time.Now().After(deadline) {
+		case <-deadline.C:
 			return 0, errors.Join(fmt.Errorf("%s not ready after %v", filepath.Base(argv[0]), stallGuard), err)
+		default:
 		}
 		time.Sleep(200 * time.Microsecond)
 	}
+}
+
+// servingLine finds the address in the line a server prints once it listens.
+var servingLine = regexp.MustCompile(`serving http://(\S+)`)
+
+// syncBuffer is a bytes.Buffer that a reading goroutine and the caller may use at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) WriteString(p string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b.WriteString(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
