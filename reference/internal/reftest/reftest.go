@@ -257,8 +257,9 @@ func (e *Engine) waitServed() {
 }
 
 // Restart stops the engine with Close unless it was stopped already (by Kill, say), and opens it
-// again on the same data directory and database with the same options, opts added after them;
-// a served engine is served again at the same address.
+// again on the same data directory and database with the same options, opts added after them
+// (Dir and Postgres among them change nothing: the data stays where it is); a served engine is
+// served again at the same address.
 func (e *Engine) Restart(opts ...Option) {
 	e.t.Helper()
 	if !e.stopped {
