@@ -16,7 +16,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -100,7 +99,9 @@ func Config(cfg spec.SUTConfig) Option {
 }
 
 // Served serves the engine over HTTP (Engine.Serve, with the options' edge) on a loopback
-// address, Engine.URL; a restart serves it again at the same address.
+// address, Engine.URL, held for the whole test: a restart serves the new engine at the same
+// address without closing its port, and while the engine is stopped a connection there is closed
+// at once.
 func Served() Option { return func(s *settings) { s.served = true } }
 
 // Dir opens the engine on the data directory dir (by default a new one in t.TempDir()): one a
@@ -131,7 +132,7 @@ type Engine struct {
 
 	t       testing.TB
 	s       settings
-	addr    string
+	front   *front // with Served: the address the engine is reached at, kept across restarts
 	stopped bool
 	serving chan error
 }
@@ -209,18 +210,18 @@ func (e *Engine) open() {
 	if !e.s.served {
 		return
 	}
-	addr := e.addr
-	if addr == "" {
-		addr = "127.0.0.1:0"
+	if e.front == nil {
+		f, err := newFront()
+		if err != nil {
+			eng.Kill()
+			e.stopped = true
+			e.t.Fatalf("reftest: listen on a loopback port: %v", err)
+		}
+		e.front = f
+		e.URL = "http://" + f.ln.Addr().String()
+		e.t.Cleanup(func() { _ = f.close() })
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		eng.Kill()
-		e.stopped = true
-		e.t.Fatalf("reftest: listen on %s: %v", addr, err)
-	}
-	e.addr = ln.Addr().String()
-	e.URL = "http://" + e.addr
+	ln := e.front.serve()
 	e.serving = make(chan error, 1)
 	go func() { e.serving <- eng.Serve(ln) }()
 }
@@ -250,6 +251,7 @@ func (e *Engine) waitServed() {
 	if e.serving == nil {
 		return
 	}
+	e.front.stop()
 	if err := <-e.serving; !errors.Is(err, reference.ErrEngineClosed) {
 		e.t.Errorf("reftest: serving ended with %v", err)
 	}
