@@ -92,6 +92,12 @@ type Validator struct {
 	headers map[*openapi3.Response]openapi3.Headers
 	// events holds the known event types; the schema of each one's data compiled in New.
 	events map[string]bool
+	// judges judges bodies and header values against the document's schemas, each compiled
+	// once (see judge).
+	judges judges
+	// asBefore leaves every body and header value to kin-openapi, call by call, as the check
+	// did before judges: the tests compare the two.
+	asBefore bool
 }
 
 // ErrBrokenContract is wrapped by the error New returns: the embedded OpenAPI document does not
@@ -101,7 +107,8 @@ var ErrBrokenContract = errors.New("contract: the embedded contract is broken")
 
 // New loads the OpenAPI document and the event schemas, validates the document and builds the
 // router. It fails, with an error wrapping ErrBrokenContract, only when the embedded contract
-// itself is broken. Building a Validator takes a few milliseconds; build one and share it.
+// itself is broken. Building a Validator takes a few milliseconds, and it compiles each schema
+// it judges on first use and keeps it; build one and share it.
 //
 //	v, err := contract.New()
 func New() (*Validator, error) {
@@ -232,10 +239,83 @@ func (v *Validator) Request(req *http.Request, body []byte) []Violation {
 	r.ContentLength = int64(len(body))
 	r.GetBody = nil
 	input := &openapi3filter.RequestValidationInput{Request: r, PathParams: params, Route: route, Options: opts}
+	var bodyViols []Violation
+	if !opts.ExcludeRequestBody {
+		var judged bool
+		if bodyViols, judged = v.requestBody(name, input, op.RequestBody.Value, body); judged {
+			opts.ExcludeRequestBody = true
+		}
+	}
 	if err := openapi3filter.ValidateRequest(context.Background(), input); err != nil {
 		viols = append(viols, convert(name, err)...)
 	}
+	// openapi3filter judges the body last, so its violations come last either way.
+	viols = append(viols, bodyViols...)
 	return dedupe(viols)
+}
+
+// requestBody judges body as openapi3filter.ValidateRequestBody does (with the options of
+// Validator.options), with the operation's schema compiled once, and reports whether it did: it
+// does so for a JSON body that is not empty, and leaves everything else to openapi3filter.
+func (v *Validator) requestBody(route string, input *openapi3filter.RequestValidationInput, rb *openapi3.RequestBody, body []byte) ([]Violation, bool) {
+	if v.asBefore || len(body) == 0 {
+		return nil, false
+	}
+	header := input.Request.Header
+	mt := rb.Content.Get(header.Get("Content-Type"))
+	value, ok, err := decodeJSONBody(mt, header, body)
+	if !ok {
+		return nil, false
+	}
+	if err != nil {
+		return convert(route, &openapi3filter.RequestError{Input: input, RequestBody: rb, Reason: "failed to decode request body", Err: err}), true
+	}
+	verr, err := v.judges.of(mt.Schema.Value).visit(value, openapi3.VisitAsRequest(), openapi3.MultiErrors())
+	if verr != nil {
+		return leafViolations(route, verr), true
+	}
+	if err != nil {
+		return convert(route, &openapi3filter.RequestError{Input: input, RequestBody: rb,
+			Reason: "doesn't match schema" + schemaIdentifier(mt.Schema), Err: err}), true
+	}
+	return nil, true
+}
+
+// decodeJSONBody decodes body as openapi3filter's decodeBody does for the media type mt when that
+// is plain JSON: with the body decoder openapi3filter registers for application/json. It reports
+// false, leaving the body to openapi3filter, for anything else: no schema, another media type,
+// an encoding, a binary string.
+func decodeJSONBody(mt *openapi3.MediaType, header http.Header, body []byte) (value any, ok bool, err error) {
+	if mt == nil || mt.Schema == nil || mt.Schema.Value == nil || mt.Encoding[""] != nil {
+		return nil, false, nil
+	}
+	media, _, _ := strings.Cut(header.Get("Content-Type"), ";")
+	if strings.ToLower(strings.TrimSpace(media)) != "application/json" {
+		return nil, false, nil
+	}
+	if s := mt.Schema.Value; s.Type.Is("string") && s.Format == "binary" {
+		return nil, false, nil
+	}
+	decode := openapi3filter.RegisteredBodyDecoder("application/json")
+	if decode == nil {
+		return nil, false, nil
+	}
+	encoding := func(name string) *openapi3.Encoding { return mt.Encoding[name] }
+	value, err = decode(bytes.NewReader(body), header, mt.Schema, encoding)
+	return value, true, err
+}
+
+// schemaIdentifier names a schema in a message as openapi3filter does: " " and its reference or
+// its title, or nothing.
+func schemaIdentifier(ref *openapi3.SchemaRef) string {
+	id := strings.TrimSpace(ref.Ref)
+	if id == "" && ref.Value != nil {
+		id = strings.TrimSpace(ref.Value.Title)
+	}
+	if id != "" {
+		id = " " + id
+	}
+	return id
 }
 
 // Response checks the answer to req (sent with body reqBody): that the operation documents the
@@ -294,10 +374,45 @@ func (v *Validator) Response(req *http.Request, reqBody []byte, status int, head
 		Options:                opts,
 	}
 	input.SetBodyBytes(slices.Clone(body))
+	bodyViols, judged := v.responseBody(name, input, mt, body)
+	if judged {
+		opts.ExcludeResponseBody = true
+	}
 	if err := openapi3filter.ValidateResponse(context.Background(), input); err != nil {
 		viols = append(viols, convert(name, err)...)
 	}
+	viols = append(viols, bodyViols...)
 	return dedupe(viols)
+}
+
+// responseBody judges body as openapi3filter.ValidateResponse does (with the options of
+// Validator.options; the documented headers are judged apart), with the response's schema
+// compiled once, and reports whether it did: it does so for a JSON body, and leaves everything
+// else to openapi3filter, including the answers to HEAD and the statuses it never judges.
+func (v *Validator) responseBody(route string, input *openapi3filter.ResponseValidationInput, mt *openapi3.MediaType, body []byte) ([]Violation, bool) {
+	if v.asBefore || input.RequestValidationInput.Request.Method == http.MethodHead {
+		return nil, false
+	}
+	switch input.Status {
+	case http.StatusNotModified, http.StatusPermanentRedirect, http.StatusTemporaryRedirect, http.StatusMovedPermanently:
+		return nil, false
+	}
+	value, ok, err := decodeJSONBody(mt, input.Header, body)
+	if !ok {
+		return nil, false
+	}
+	if err != nil {
+		return convert(route, &openapi3filter.ResponseError{Input: input, Reason: "failed to decode response body", Err: err}), true
+	}
+	verr, err := v.judges.of(mt.Schema.Value).visit(value, openapi3.MultiErrors(), openapi3.VisitAsResponse())
+	if verr != nil {
+		return leafViolations(route, verr), true
+	}
+	if err != nil {
+		return convert(route, &openapi3filter.ResponseError{Input: input,
+			Reason: "response body doesn't match schema" + schemaIdentifier(mt.Schema), Err: err}), true
+	}
+	return nil, true
 }
 
 // checkHeaders judges the documented headers of resp, plus the one rule between headers the
@@ -323,7 +438,15 @@ func (v *Validator) checkHeaders(route string, resp *openapi3.Response, header h
 			continue
 		}
 		value := strings.Join(values, ", ")
-		if err := h.Schema.Value.VisitJSON(value, openapi3.EnableJSONSchema2020(), openapi3.MultiErrors()); err != nil {
+		var err error
+		if v.asBefore {
+			err = h.Schema.Value.VisitJSON(value, openapi3.EnableJSONSchema2020(), openapi3.MultiErrors())
+		} else if verr, kinErr := v.judges.of(h.Schema.Value).visit(value, openapi3.MultiErrors()); verr != nil {
+			err = verr
+		} else {
+			err = kinErr
+		}
+		if err != nil {
 			viols = append(viols, Violation{Route: route, Pointer: PointerHeaderPrefix + name,
 				Message: fmt.Sprintf("header value %q does not match its schema", value)})
 		}
