@@ -80,20 +80,25 @@ selftest:
 # Mutation testing of the reference (docs/mutation.md): each mutant against its package's tests
 # and the conformance profiles that reached its line. MUTANTS=N judges a fixed-seed sample of N
 # per package (MUTATE_SEED, default 1) and fails below MIN_KILL_RATE percent; MUTANTS=0 (default)
-# judges every mutant, hours on two cores. SINCE=<git ref> keeps the files changed since it.
+# judges every mutant, hours on two cores. SINCE=<git ref> keeps the files changed since it;
+# SHARD=k/n the packages whose place in the list is k modulo n.
 MUTANTS ?= 0
+SHARD ?=
 MUTATE_SEED ?= 1
 MIN_KILL_RATE ?= 80
 mutate:
 	$(GO) run ./cmd/loomcheck mutate --sample $(MUTANTS) --seed $(MUTATE_SEED) --workers 2 \
 		$(if $(filter-out 0,$(MUTANTS)),--min-kill-rate $(MIN_KILL_RATE)) $(if $(SINCE),--since $(SINCE)) \
+		$(if $(SHARD),--shard $(SHARD)) \
 		--out reports/mutation$(if $(filter-out 0,$(MUTANTS)),-sample)
 
 # Every fuzz target, one after the other, each for FUZZTIME (default 10s); the tally goes to
-# reports/fuzz/tally.tsv. FUZZTARGETS (a regexp) narrows the run.
+# reports/fuzz/tally.tsv. FUZZTARGETS (a regexp) narrows the run; FUZZSHARD=k/n keeps every n-th
+# target from the k-th (default 0/1: all).
 FUZZTIME ?= 10s
+FUZZSHARD ?= 0/1
 fuzz:
-	FUZZTIME=$(FUZZTIME) GO=$(GO) .ci/fuzz
+	FUZZTIME=$(FUZZTIME) FUZZSHARD=$(FUZZSHARD) GO=$(GO) .ci/fuzz
 
 # Crash exploration: every canonical dialogue crashed right after each of its durable writes and
 # restarted (reports/explore/). MAX_POINTS bounds the points per dialogue (0, default: all; 20 to

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,6 +39,7 @@ func cmdMutate(args []string, stdout, stderr io.Writer) int {
 	failOnSurvivor := fs.Bool("fail-on-survivor", false, "exit 1 when a mutant not listed as equivalent survives")
 	unitOnly := fs.Bool("package-tests-only", false, "run only the mutated packages' own tests (a quick check while writing them; not a measure)")
 	dry := fs.Bool("dry-run", false, "list the selected mutants and exit")
+	shard := fs.String("shard", "", "k/n: mutate only the packages whose place in --packages is k modulo n (CI judges one shard a run)")
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
 	}
@@ -48,7 +50,16 @@ func cmdMutate(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	ms, err := mutation.Generate(ctx, *root, splitList(*pkgs))
+	var err error
+	dirs := splitList(*pkgs)
+	if *shard != "" {
+		if dirs, err = shardOf(dirs, *shard); err != nil {
+			fmt.Fprintf(stderr, "loomcheck mutate: %v\n", err)
+			return exitUsage
+		}
+		*pkgs = strings.Join(dirs, ",")
+	}
+	ms, err := mutation.Generate(ctx, *root, dirs)
 	if err != nil {
 		fmt.Fprintf(stderr, "loomcheck mutate: %v\n", err)
 		return exitUsage
@@ -176,3 +187,23 @@ const usageMutate = `usage: loomcheck mutate [flags]
 Mutation testing of the reference: makes each small change the classic operators produce, one at a
 time, and runs the package's tests and the in-process suite against it (docs/mutation.md).
 `
+
+// shardOf keeps the items whose place in list is k modulo n, for a shard written "k/n" with
+// 0 <= k < n.
+//
+//	shardOf([]string{"a", "b", "c", "d"}, "1/2") // b, d
+func shardOf(list []string, shard string) ([]string, error) {
+	ks, ns, ok := strings.Cut(shard, "/")
+	k, errK := strconv.Atoi(ks)
+	n, errN := strconv.Atoi(ns)
+	if !ok || errK != nil || errN != nil || n < 1 || k < 0 || k >= n {
+		return nil, fmt.Errorf("--shard %q: want k/n with 0 <= k < n", shard)
+	}
+	var out []string
+	for i, item := range list {
+		if i%n == k {
+			out = append(out, item)
+		}
+	}
+	return out, nil
+}
