@@ -138,12 +138,12 @@ func Fields(line string) (string, map[string]string, error) {
 	args := map[string]string{}
 	for rest = strings.TrimSpace(rest); rest != ""; rest = strings.TrimSpace(rest) {
 		word, more, _ := strings.Cut(rest, " ")
-		k, v, ok := strings.Cut(word, "=")
+		k, _, ok := strings.Cut(word, "=")
 		if !ok {
 			args[word], rest = "", more
 			continue
 		}
-		v = rest[len(k)+1:]
+		v := rest[len(k)+1:]
 		if strings.HasPrefix(v, `"`) || strings.HasPrefix(v, "`") {
 			q, err := strconv.QuotedPrefix(v)
 			if err != nil {
