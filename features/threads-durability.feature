@@ -31,6 +31,33 @@ Feature: Texts between boxes survive a crash
     And the model has been asked 2 times for "Keep this safe"
     And the text "Keep this safe" on thread "K" was taken by exactly one turn, which completed
 
+  @profile:threads @req:ADR0035-D-01 @req:ADR0035-W-02 @crash
+  Scenario: A text sent again after the receiver restarted gets the same answer and adds nothing
+    Given the model replies "Kept." to "Keep this safe"
+    And the model replies "Nothing else." to "Anything else?"
+    When the peer sends "Keep this safe" from "analyst" to "planner" on thread "K"
+    Then the answer is 200 ack
+    And turn 1 of thread "K" is completed
+    When the system is killed and restarted
+    And the peer sends the same text again
+    Then the answer is 200 ack
+    # A later text is the sentinel: an agent conversation has one turn at a time, and the next turn
+    # takes every text waiting then (spec/peer.md, Receiving), so a turn for the repeat would come
+    # before the turn of "Anything else?", or the repeat would be taken with it.
+    When the peer sends "Anything else?" from "analyst" to "planner" on thread "K"
+    Then the answer is 200 ack
+    And turn 2 of thread "K" is completed
+    And thread "K" has exactly 2 turns, the last of which took only "Anything else?"
+    And "dana" sees the agent conversation of thread "K" as:
+      """
+      {"id": "{ac K}", "connection": "lab", "thread": "{thread K}", "role": "planner", "peerRole": "analyst",
+       "startedBy": "peer", "root": {"kind": "agent", "id": "{ac K}"}, "state": "open",
+       "texts": [{"dir": "in", "message": "{message Keep this safe}", "text": "Keep this safe", "state": "received"},
+                 {"dir": "in", "message": "{message Anything else?}", "text": "Anything else?", "state": "received"}],
+       "turns": [{"turn": 1, "status": "completed", "texts": ["{message Keep this safe}"], "output": "Kept."},
+                 {"turn": 2, "status": "completed", "texts": ["{message Anything else?}"], "output": "Nothing else."}]}
+      """
+
   @profile:threads @req:ADR0035-D-01 @crash
   Scenario: A text stored to be sent is sent after a crash under its one message id
     Given the peer holds the next text

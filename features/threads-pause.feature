@@ -70,6 +70,34 @@ Feature: Pausing and revoking a connection
       {"v": 1, "thread": "{thread A}", "message": "{message fourth}", "from": "planner", "to": "analyst", "text": "fourth"}
       """
 
+  @profile:threads @req:ADR0035-P-01 @configures
+  Scenario: A text the peer answered 503 is not tried again once the pause failed it
+    Given the peer holds the next text, then answers it with 503 "unavailable"
+    And the model answers "Ask the analyst" by sending {"to": "lab/analyst", "text": "first"}, then says "Asked."
+    And the model answers "Ask once more" by sending {"to": "lab/analyst", "text": "fourth"}, then says "Asked once more."
+    When "alice" says "Ask the analyst" to "planner"
+    Then the peer has received 1 text
+    And received text 1 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message first}", "from": "planner", "to": "analyst", "text": "first"}
+      """
+    When "olga" pauses the connection "lab"
+    Then the answer is the connection "lab" paused
+    And the text "first" on thread "A" is failed with "paused"
+    When the peer releases the held texts
+    And "olga" unpauses the connection "lab"
+    Then the answer is the connection "lab" open
+    # A later text of the same agent conversation is the sentinel: it is sent only after every
+    # earlier one was delivered or failed (spec/peer.md, The wire). Had "first" been tried again
+    # after the pause failed it, the peer would have had it again before "fourth".
+    When "alice" says "Ask once more" to "planner"
+    Then the peer has received exactly 2 texts once "fourth" has arrived
+    And received text 2 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message fourth}", "from": "planner", "to": "analyst", "text": "fourth"}
+      """
+    And the text "first" on thread "A" is failed with "paused"
+
   @profile:threads @req:ADR0035-P-02 @configures
   Scenario: Revoking is permanent: the peer is rejected, sends answer connection, and pause and unpause are refused
     Given the model answers "Ask the analyst" by sending {"to": "lab/analyst", "text": "Any news?"}, then says "Could not ask."
@@ -106,6 +134,25 @@ Feature: Pausing and revoking a connection
     When the peer releases the held texts
     # No sentinel: a revoked connection sends nothing more; the kit waits instead.
     Then after 3 seconds the peer has still received 1 text
+
+  @profile:threads @req:ADR0035-P-02 @configures
+  Scenario: A text the peer answered 503 is not tried again once the revocation failed it
+    Given the peer holds the next text, then answers it with 503 "unavailable"
+    And the model answers "Ask the analyst" by sending {"to": "lab/analyst", "text": "first"}, then says "Asked."
+    When "alice" says "Ask the analyst" to "planner"
+    Then the peer has received 1 text
+    And received text 1 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message first}", "from": "planner", "to": "analyst", "text": "first"}
+      """
+    When "olga" revokes the connection "lab"
+    Then the answer is the connection "lab" revoked
+    And the text "first" on thread "A" is failed with "connection"
+    When the peer releases the held texts
+    # No sentinel: nothing is sent on a revoked connection, so no later text can be ordered after
+    # "first"; the kit waits instead, far longer than a try again after 503 takes.
+    Then after 3 seconds the peer has still received 1 text
+    And the text "first" on thread "A" is failed with "connection"
 
   @profile:threads @req:ADR0035-P-02
   Scenario: Only the owner pauses, unpauses, revokes or reads the connection

@@ -56,6 +56,44 @@ Feature: The wire between two boxes
                  {"turn": 2, "status": "completed", "texts": ["{message The valves are fine.}"], "output": "Noted too."}]}
       """
 
+  @profile:threads @req:ADR0035-W-02
+  Scenario: A message id the connection already delivered, sent on another thread, gets the first answer and adds nothing
+    Given the model replies "Noted." to "The pumps are fine."
+    When the peer posts {"v": 1, "thread": "t_0123456789abcdef", "message": "m1", "from": "analyst", "to": "planner", "text": "The pumps are fine."}
+    Then the answer is exactly 200 {"ack": true, "thread": "t_0123456789abcdef", "message": "m1"}
+    # Message ids are unique per connection and sender (spec/peer.md, The wire): the same one on
+    # another thread is the text already delivered, answered as it was the first time.
+    When the peer posts {"v": 1, "thread": "t_fedcba9876543210", "message": "m1", "from": "analyst", "to": "planner", "text": "The pumps are fine."}
+    Then the answer is exactly 200 {"ack": true, "thread": "t_0123456789abcdef", "message": "m1"}
+    And nothing is stored on thread "t_fedcba9876543210"
+
+  @profile:threads @req:ADR0035-W-02
+  Scenario: A text that waits behind a running turn, sent again, is stored once and taken once
+    Given the model replies "Still working." to "Count every grain of sand" after a release
+    And the model replies "Noted." to "And the stars."
+    When the peer sends "Count every grain of sand" from "analyst" to "planner" on thread "K"
+    Then the answer is 200 ack
+    And turn 1 of thread "K" is running
+    When the peer sends "And the stars." from "analyst" to "planner" on thread "K"
+    Then the answer is 200 ack
+    When the peer sends the same text again
+    Then the answer is the same as before
+    And the answer is 200 ack
+    When the model is released
+    # The turn after the running one is the sentinel: it takes every text waiting then
+    # (spec/peer.md, Receiving), so a second copy of "And the stars." would be taken with it.
+    Then turn 2 of thread "K" is completed
+    And thread "K" has exactly 2 turns, the last of which took only "And the stars."
+    And "dana" sees the agent conversation of thread "K" as:
+      """
+      {"id": "{ac K}", "connection": "lab", "thread": "{thread K}", "role": "planner", "peerRole": "analyst",
+       "startedBy": "peer", "root": {"kind": "agent", "id": "{ac K}"}, "state": "open",
+       "texts": [{"dir": "in", "message": "{message Count every grain of sand}", "text": "Count every grain of sand", "state": "received"},
+                 {"dir": "in", "message": "{message And the stars.}", "text": "And the stars.", "state": "received"}],
+       "turns": [{"turn": 1, "status": "completed", "texts": ["{message Count every grain of sand}"], "output": "Still working."},
+                 {"turn": 2, "status": "completed", "texts": ["{message And the stars.}"], "output": "Noted."}]}
+      """
+
   @profile:threads @req:ADR0035-W-03
   Scenario Outline: A malformed text is rejected naming its first bad member, and nothing is stored
     When the peer posts <body>
@@ -142,8 +180,8 @@ Feature: The wire between two boxes
     And the peer found every text well-formed
 
   @profile:threads @req:ADR0035-W-04
-  Scenario: A final rejection fails the text with its reason, and the role's next turn is told
-    Given the peer answers the next 1 text with 409 "roles"
+  Scenario Outline: A final rejection fails the text with its reason, and the role's next turn is told
+    Given the peer answers the next 1 text with <status> "<reason>"
     And the model answers "Ask the analyst" by sending {"to": "lab/analyst", "text": "Any news?"}, then says "Asked."
     And the model answers "Here is news." by sending {"to": "lab/analyst", "text": "Thanks for the news."}, then says "Understood."
     When "alice" says "Ask the analyst" to "planner"
@@ -152,23 +190,31 @@ Feature: The wire between two boxes
       """
       {"v": 1, "thread": "{thread A}", "message": "{message news}", "from": "planner", "to": "analyst", "text": "Any news?"}
       """
-    And the text "Any news?" on thread "A" is failed with "roles"
+    And the text "Any news?" on thread "A" is failed with "<reason>"
     When the peer answers "Here is news." on thread "A"
     Then the answer is 200 ack
     And model request 1 for "Here is news." holds exactly:
       | role   | content                                                                                                  |
       | system | You plan the work.                                                                                       |
       | system | You are planner, in agent conversation {ac A} with lab/analyst. It answers for the conversation of alice. |
-      | system | Your text {message news} failed: roles.                                                                  |
+      | system | Your text {message news} failed: <reason>.                                                               |
       | user   | Here is news.                                                                                            |
     # The turn's own send is the sentinel: a later text of the same agent conversation, sent only
     # after every earlier one was delivered or failed (spec/peer.md, The wire). Had the sender
-    # tried "Any news?" again after its final rejection, the peer would have had it first.
+    # tried "Any news?" again after its final rejection (a paused one included: only 429, 5xx and
+    # a failed connection are tried again), the peer would have had it first.
     And the peer has received exactly 2 texts once "Thanks for the news." has arrived
     And received text 2 is exactly:
       """
       {"v": 1, "thread": "{thread A}", "message": "{message thanks}", "from": "planner", "to": "analyst", "text": "Thanks for the news."}
       """
+
+    Examples:
+      | status | reason     |
+      | 409    | roles      |
+      | 409    | paused     |
+      | 404    | role       |
+      | 401    | connection |
 
   @profile:threads @req:ADR0035-W-05
   Scenario: A text the peer holds holds up only the later texts of its own agent conversation
@@ -198,6 +244,45 @@ Feature: The wire between two boxes
       """
       {"v": 1, "thread": "{thread A}", "message": "{message second}", "from": "planner", "to": "analyst", "text": "second"}
       """
+
+  @profile:threads @req:ADR0035-W-05
+  Scenario Outline: A text the peer answers <status> is tried again before any later text of its agent conversation
+    Given the peer holds the next text
+    And the peer answers the next 1 text with <status> "<reason>"
+    And the model answers "Ask the analyst" by sending {"to": "lab/analyst", "text": "zero"}, then says "Asked."
+    And the model answers "Ask twice" by sending {"to": "lab/analyst", "text": "first"} and {"to": "lab/analyst", "text": "second"}, then says "Asked twice."
+    When "alice" says "Ask the analyst" to "planner"
+    Then the peer has received 1 text
+    And received text 1 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message zero}", "from": "planner", "to": "analyst", "text": "zero"}
+      """
+    # "first" and "second" wait behind "zero", so both are waiting when "first" is answered <status>.
+    When "alice" says "Ask twice" to "planner"
+    Then the text "second" on thread "A" is queued
+    When the peer releases the held texts
+    # "second" is the sentinel: it is sent only after "first" was delivered (spec/peer.md, The
+    # wire), so "first" must have been tried again, and taken, before it.
+    Then the peer has received exactly 4 texts once "second" has arrived
+    And received text 2 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message first}", "from": "planner", "to": "analyst", "text": "first"}
+      """
+    And received text 3 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message first}", "from": "planner", "to": "analyst", "text": "first"}
+      """
+    And received text 4 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message second}", "from": "planner", "to": "analyst", "text": "second"}
+      """
+    And the text "first" on thread "A" is sent
+    And the text "second" on thread "A" is sent
+
+    Examples:
+      | status | reason      |
+      | 503    | unavailable |
+      | 429    | busy        |
 
   @profile:threads @req:ADR0035-W-06 @configures
   Scenario: With as many texts of the connection waiting for a turn as its bound, the next is 429 busy, stores nothing, and is taken when sent again later

@@ -45,7 +45,7 @@ type threadPair struct{ role, peerRole string }
 func (s *threadsSteps) steps() []stepDef {
 	const who = `"([^"]+)"`
 	const text = `"((?:[^"\\]|\\.)*)"`
-	return []stepDef{
+	return append([]stepDef{
 		{`^the box is connected to the peer "lab"$`, s.connected, "gives the box the roles planner and scout, the member dana and the connection lab to the kit's peer (owner olga), and registers their tokens"},
 		{`^the connection "lab" holds at most (\d+) waiting texts$`, s.queueBound, "configures the bound of the texts waiting to be sent on the connection"},
 		{`^the peer sends ` + text + ` from "([a-z0-9-]+)" to "([a-z0-9-]+)" on thread "([^"]+)"$`, s.peerSends, "sends a text as the peer on the thread named by its alias (a new random thread id for a new alias)"},
@@ -108,7 +108,7 @@ func (s *threadsSteps) steps() []stepDef {
 		{`^"role:([a-z0-9-]+)" sends ` + text + ` to "([^"]+)" through its own door(?: in the run on task "([^"]+)")?$`, s.roleDoor, "sends through the role's own door with its role token, naming the run on the task when given"},
 		{`^` + who + ` sees the run on task "([^"]+)" (running|completed|stopped|failed|ended)$`, s.runIs, "waits until the run started on the task, as who reads it, has the status"},
 		{`^the answer is exactly (\d+) (\{.*\})$`, s.answerExactly, "expects the last answer to be exactly the status and the body (placeholders substituted or bound)"},
-	}
+	}, s.moreSteps()...)
 }
 
 // ready registers the threads people's tokens with the identity service.
