@@ -199,3 +199,26 @@ Feature: Pausing and revoking a connection
     When "alice" says "Send the last notes" to "planner"
     Then the peer has received exactly 5 texts once "last for the analyst" and "last for the critic" have arrived
     And the peer found every text well-formed
+
+  @profile:threads @req:ADR0035-P-03 @configures @crash
+  Scenario: The texts still waiting to be sent after a restart count against the bound
+    Given the connection "lab" holds at most 3 waiting texts
+    And the peer holds every text
+    And the model answers "Send the notes" by sending 3 texts at once to "lab/analyst" and "lab/critic" in turn, then says "Sent them."
+    And the model answers "Send one more" by sending {"to": "lab/critic", "text": "one more"}, then says "Could not send it."
+    And the model answers "Send the last notes" by sending {"to": "lab/analyst", "text": "last for the analyst"} and {"to": "lab/critic", "text": "last for the critic"}, then says "Sent them."
+    When "alice" says "Send the notes" to "planner"
+    Then the peer.send results for "Send the notes" are 3 sent and 0 "queue-full"
+    And the peer has received 2 texts
+    # None of the three was delivered: each is sent again after the restart, and still waits.
+    When the system is killed and restarted
+    Then the peer has received 4 texts
+    When "alice" says "Send one more" to "planner"
+    Then the peer.send results for "Send one more" are 0 sent and 1 "queue-full"
+    When the peer releases the held texts
+    # The sentinels: a later text of each agent conversation, sent only after every earlier one was
+    # delivered or failed (spec/peer.md, The wire). Had "one more" been queued, the peer would have
+    # had it before "last for the critic".
+    And "alice" says "Send the last notes" to "planner"
+    Then the peer has received exactly 7 texts once "last for the analyst" and "last for the critic" have arrived
+    And the peer found every text well-formed
