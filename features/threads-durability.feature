@@ -86,3 +86,26 @@ Feature: Texts between boxes survive a crash
       {"v": 1, "thread": "{thread A}", "message": "{message more}", "from": "planner", "to": "analyst", "text": "Anything more?"}
       """
     And the peer found every text well-formed
+
+  @profile:threads @req:ADR0035-D-01 @crash
+  Scenario: A text delivered before a crash of the sender is not sent again after it
+    Given the model answers "Ask the analyst" by sending {"to": "lab/analyst", "text": "Any news?"}, then says "Asked."
+    And the model answers "Ask again" by sending {"to": "lab/analyst", "text": "Anything more?"}, then says "Asked again."
+    When "alice" says "Ask the analyst" to "planner"
+    Then the peer has received 1 text
+    And received text 1 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message news}", "from": "planner", "to": "analyst", "text": "Any news?"}
+      """
+    And the text "Any news?" on thread "A" is sent
+    When the system is killed and restarted
+    # A later text of the same agent conversation is the sentinel: it is sent only after every
+    # earlier one was delivered or failed (spec/peer.md, The wire), and a text recorded sent is never
+    # sent again (spec/peer.md, Durability). Had "Any news?" gone out again, the peer would have had
+    # it before "Anything more?".
+    And "alice" says "Ask again" to "planner"
+    Then the peer has received exactly 2 texts once "Anything more?" has arrived
+    And received text 2 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message more}", "from": "planner", "to": "analyst", "text": "Anything more?"}
+      """

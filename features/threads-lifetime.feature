@@ -60,6 +60,28 @@ Feature: The lifetime of agent conversations follows their root
     And after 3 seconds thread "A" still has 1 turn
 
   @profile:threads @req:ADR0035-L-02
+  Scenario: Deleting a conversation fails the texts of its agent conversation still waiting to be sent
+    Given the peer holds the next text
+    And the model answers "Ask twice" by sending {"to": "lab/analyst", "text": "first"} and {"to": "lab/analyst", "text": "second"}, then says "Asked twice."
+    When "alice" says "Ask twice" to "planner"
+    Then the peer has received 1 text
+    And received text 1 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message first}", "from": "planner", "to": "analyst", "text": "first"}
+      """
+    And the text "second" on thread "A" is queued
+    When "alice" deletes her conversation with "planner"
+    Then the answer is 204
+    And the text "second" on thread "A" is failed with "thread"
+    # The peer has "first" in hand: its 200 delivers it (spec/peer.md, The wire).
+    When the peer releases the held texts
+    Then the text "first" on thread "A" is sent
+    # No sentinel: a closed agent conversation sends nothing more, so no later text is ordered
+    # after "second"; the kit waits instead.
+    And after 3 seconds the peer has still received 1 text
+    And the text "second" on thread "A" is failed with "thread"
+
+  @profile:threads @req:ADR0035-L-02
   Scenario: Deleting a task closes the agent conversations of it and of its subtasks
     Given the model answers "Begin the survey" by sending {"to": "lab/analyst", "text": "Survey the north, please."}, then says "Survey asked."
     And the model answers "Begin the river map" by sending {"to": "lab/analyst", "text": "Map the river, please."}, then says "Map asked."
@@ -113,3 +135,29 @@ Feature: The lifetime of agent conversations follows their root
       {"v": 1, "thread": "{thread B}", "message": "{message really}", "from": "planner", "to": "analyst", "text": "Really, any news?"}
       """
     And threads "A" and "B" are different
+
+  @profile:threads @req:ADR0035-L-03
+  Scenario: The texts waiting behind a text rejected with thread fail with thread and are never sent
+    Given the peer holds the next text, then answers it with 409 "thread"
+    And the model answers "Ask twice" by sending {"to": "lab/analyst", "text": "first"} and {"to": "lab/analyst", "text": "second"}, then says "Asked twice."
+    And the model answers "Ask once more" by sending {"to": "lab/analyst", "text": "Really, any news?"}, then says "Asked once more."
+    When "alice" says "Ask twice" to "planner"
+    Then the peer has received 1 text
+    And received text 1 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message first}", "from": "planner", "to": "analyst", "text": "first"}
+      """
+    And the text "second" on thread "A" is queued
+    When the peer releases the held texts
+    Then the text "first" on thread "A" is failed with "thread"
+    And the text "second" on thread "A" is failed with "thread"
+    When "alice" says "Ask once more" to "planner"
+    Then the peer has received 2 texts
+    And received text 2 is exactly:
+      """
+      {"v": 1, "thread": "{thread B}", "message": "{message really}", "from": "planner", "to": "analyst", "text": "Really, any news?"}
+      """
+    And threads "A" and "B" are different
+    # No sentinel: nothing more is sent in the closed agent conversation, so no later text is
+    # ordered after "second"; the kit waits instead.
+    And after 3 seconds the peer has still received 2 texts
