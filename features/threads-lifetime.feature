@@ -5,8 +5,9 @@ Feature: The lifetime of agent conversations follows their root
   So that nothing is lost while the topic lives, and nothing goes on once it is gone
 
   A finished task keeps its agent conversations open. Deleting a root closes them: a running turn
-  ends, the history stays, and later text in them is rejected with the reason thread. A sender
-  rejected with thread closes its side, so its next send from that root opens a new thread.
+  ends, the texts still waiting to be sent fail with thread, the history stays, and later text in
+  them is rejected with the reason thread. A sender rejected with thread closes its side, failing
+  what still waits in it, so its next send from that root opens a new thread.
 
   Background:
     Given the box is connected to the peer "lab"
