@@ -175,6 +175,9 @@ type (
 		opened   *openAnswer
 		openedBy string
 		openedAt time.Time // when the last open's answer arrived
+		openSent time.Time // when the last open answered with a ticket was sent
+		// openedArgs are the last open's who, conversation, from and device, to open again.
+		openedArgs [4]string
 		// readers are the scenario's readers of session streams, by who and transport.
 		readers map[string]*follower
 		// paced are the model's paced answers, oldest first.
