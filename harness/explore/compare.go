@@ -82,7 +82,13 @@ func judge(d *dialogue, point int64, base, o *outcome) []Finding {
 	}
 
 	// No model call, after a restart, for a turn whose reply was already recorded when that
-	// instance started.
+	// instance started. What the history read after the restart shows was recorded before the
+	// crash, or since by the restarted instance without a model answer (model requests wait until
+	// the read is done). A request that arrived after the read asked for a turn the read had
+	// already seen answered. A request that arrived while requests waited may have been sent
+	// before the instance recorded the turn's reply itself, interrupted or failed, which needs no
+	// answer: it is a re-ask only when that reply is complete, since a complete reply needs the
+	// model's answer, and none reached the instance before the read.
 	for _, r := range o.requests {
 		e := epochOf(r.APIKey)
 		rec := o.recorded[e][owner]
@@ -90,11 +96,12 @@ func judge(d *dialogue, point int64, base, o *outcome) []Finding {
 			continue
 		}
 		last := lastUser(r.Messages)
-		for text, turn := range answeredIn(rec) {
-			if strings.Contains(last, text) {
-				add(Finding{Kind: "reasked", What: fmt.Sprintf("model request %d, after restart %d, asks for turn %d (%q)", r.Index, e, turn, clip(text, 40)),
-					Want: "no model call: its reply was recorded before the crash", Got: "the model was asked again"})
+		for text, a := range answeredIn(rec) {
+			if !strings.Contains(last, text) || (heldOf(r.APIKey) && a.status != "complete") {
+				continue
 			}
+			add(Finding{Kind: "reasked", What: fmt.Sprintf("model request %d, after restart %d, asks for turn %d (%q)", r.Index, e, a.turn, clip(text, 40)),
+				Want: "no model call: its reply was recorded before the crash", Got: "the model was asked again"})
 		}
 	}
 
@@ -164,18 +171,25 @@ func judge(d *dialogue, point int64, base, o *outcome) []Finding {
 	return out
 }
 
-// answeredIn maps the text of every accepted user record of h whose turn has a reply to its turn.
-func answeredIn(h []entry) map[string]int64 {
-	replied := map[int64]bool{}
+// answered is a turn with a reply: its number and its reply's status.
+type answered struct {
+	turn   int64
+	status string
+}
+
+// answeredIn maps the text of every accepted user record of h whose turn has a reply to its turn
+// and the reply's status.
+func answeredIn(h []entry) map[string]answered {
+	replied := map[int64]string{}
 	for _, e := range h {
 		if e.str("role") == "assistant" && finalStatus(e.str("status")) {
-			replied[e.num("turn")] = true
+			replied[e.num("turn")] = e.str("status")
 		}
 	}
-	out := map[string]int64{}
+	out := map[string]answered{}
 	for _, e := range h {
-		if e.str("role") == "user" && e.str("status") == "accepted" && replied[e.num("turn")] && e.str("text") != "" {
-			out[e.str("text")] = e.num("turn")
+		if st, ok := replied[e.num("turn")]; ok && e.str("role") == "user" && e.str("status") == "accepted" && e.str("text") != "" {
+			out[e.str("text")] = answered{turn: e.num("turn"), status: st}
 		}
 	}
 	return out

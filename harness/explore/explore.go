@@ -11,7 +11,9 @@
 //     record by record, ignoring only times and minted ids (time, errorId, turnExecutionId);
 //   - after the restart the model is never asked for a turn whose reply was already recorded
 //     (the world's model request log, with model requests held until the restarted instance's
-//     history has been read), and every model request is one the uncrashed run made too;
+//     history has been read; a request held during that read counts against a complete reply
+//     only, since the instance may record an interrupted or failed reply itself, with no answer,
+//     after sending it), and every model request is one the uncrashed run made too;
 //   - no tool call is redone after a restart that found no turn in flight, and every tool call
 //     (tool, arguments, idempotency key) is one the uncrashed run made;
 //   - the restarted instance reports no error (a replay divergence among them) that the

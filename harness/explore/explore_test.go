@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"path/filepath"
 	"strings"
@@ -269,4 +270,71 @@ func TestExplicitPoints(t *testing.T) {
 	require.ErrorIs(t, err, explore.ErrUsage)
 	_, err = explore.Run(context.Background(), explore.Options{Factory: referenceFactory, Then: -1})
 	require.ErrorIs(t, err, explore.ErrUsage)
+}
+
+// An instance that, right after a restart, asks the model again for the first turn is caught
+// wherever that turn's reply was recorded before the crash. Its request is sent before the kit's
+// read of the history is served, so it waits at the front during the read; the reply the read
+// shows is complete, so the instance cannot have recorded it itself in the meantime. The
+// instance serves nothing more until the model has answered it, so the world has logged it
+// before the kit reads the logs.
+func TestAskingAgainAfterTheRestartIsCaught(t *testing.T) {
+	var mu sync.Mutex
+	opened := map[string]int{}
+	f := func(ctx context.Context, cfg spec.SUTConfig) (harness.Instance, error) {
+		eng, err := reference.OpenConfig(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		opened[cfg.DataDir]++
+		restarted := opened[cfg.DataDir] > 1
+		mu.Unlock()
+		if !restarted {
+			return eng, nil
+		}
+		sent, answered := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(answered)
+			trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { close(sent) }}
+			req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), http.MethodPost,
+				cfg.Model.BaseURL+"/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"how are the pumps?"}]}`))
+			req.Header.Set("Content-Type", "application/json")
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}()
+		inner := eng.Handler()
+		read := false
+		return broken{eng: eng, h: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			first := !read && strings.HasSuffix(r.URL.Path, "/history")
+			read = read || first
+			mu.Unlock()
+			wait := answered
+			if first {
+				wait = sent
+			}
+			select {
+			case <-wait:
+			case <-r.Context().Done():
+				return
+			}
+			inner.ServeHTTP(w, r)
+		})}, nil
+	}
+	rep, err := explore.Run(context.Background(), explore.Options{Factory: f, Dialogues: []string{"plain"}, Dir: t.TempDir(), MaxPoints: 3})
+	require.NoError(t, err)
+	d := rep.Dialogues[0]
+	last := d.Points[len(d.Points)-1]
+	var asked []int64
+	for _, f := range d.Findings {
+		if f.Kind == "reasked" {
+			require.Contains(t, f.What, `, after restart 1, asks for turn 1 ("how are the pumps?")`)
+			asked = append(asked, f.Point)
+		}
+	}
+	require.Contains(t, asked, last, "after a crash at the last write every reply was recorded; findings: %v", d.Findings)
+	require.NotContains(t, asked, int64(1), "a crash at the first write comes before any reply")
 }

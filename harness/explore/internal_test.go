@@ -1,10 +1,18 @@
 package explore
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -171,4 +179,93 @@ func kindsOf(fs []Finding) []string {
 		out = append(out, f.Kind)
 	}
 	return out
+}
+
+// A barge-in dialogue crashed before its interrupted turn's reply was recorded: the restarted
+// instance asks the model for the turn (the request waits while its history is read), a message
+// already waiting interrupts the turn, and the instance records the interrupted reply itself
+// before the read sees it. That request is no re-ask; the same request arriving after the read,
+// or a waiting request for a turn the read shows complete, is.
+func TestJudgeRequestsHeldDuringTheRead(t *testing.T) {
+	d := &dialogue{name: "barge-in", viewers: []string{"alice"}}
+	final := []entry{rec("user", "accepted", 1, "check the pumps", "m-1"), rec("assistant", "interrupted", 1, "", ""),
+		rec("user", "accepted", 2, "actually, check the valves", "m-2"), rec("assistant", "complete", 2, "ok", "")}
+	ask := func(i int, key, text string) world.ModelRequest {
+		return world.ModelRequest{Index: i, APIKey: key, Messages: []world.Message{{Role: "user", Content: text}}}
+	}
+	base := &outcome{hist: map[string][]entry{"alice": final}, status: entry{"turns": float64(2)},
+		acks:     []ack{{who: "alice", messageID: "m-1", text: "check the pumps"}, {who: "alice", messageID: "m-2", text: "actually, check the valves"}},
+		requests: []world.ModelRequest{ask(0, epochKey(0), "check the pumps"), ask(1, epochKey(0), "actually, check the valves")}}
+	crashed := func(key string, read []entry) *outcome {
+		o := *base
+		o.hist = map[string][]entry{"alice": append([]entry(nil), final...)}
+		o.recorded = map[int]map[string][]entry{1: {"alice": read}}
+		o.requests = []world.ModelRequest{ask(0, epochKey(0), "check the pumps"), ask(1, key, "check the pumps"),
+			ask(2, heldKey(1), "actually, check the valves")}
+		o.epochs = 2
+		return &o
+	}
+	// The read after the restart shows the interrupted reply the restarted instance recorded
+	// after sending its waiting request for turn 1.
+	read := final[:3]
+	require.Empty(t, judge(d, 4, base, crashed(heldKey(1), read)))
+
+	// The same request, arriving after the read had shown the turn answered, is a re-ask.
+	fs := judge(d, 4, base, crashed(epochKey(1), read))
+	require.Equal(t, []string{"reasked"}, kindsOf(fs))
+	require.Equal(t, `model request 1, after restart 1, asks for turn 1 ("check the pumps")`, fs[0].What)
+
+	// A waiting request for a turn whose reply the read shows complete is a re-ask: a complete
+	// reply needs the model's answer, and none reached the restarted instance before the read.
+	done := []entry{rec("user", "accepted", 1, "check the pumps", "m-1"), rec("assistant", "complete", 1, "pumps fine", "")}
+	fs = judge(d, 4, base, crashed(heldKey(1), done))
+	require.Contains(t, kindsOf(fs), "reasked")
+	require.Equal(t, `model request 1, after restart 1, asks for turn 1 ("check the pumps")`, fs[slices.Index(kindsOf(fs), "reasked")].What)
+
+	// Keys: the epoch of either kind, and which one waited.
+	require.Equal(t, 1, epochOf(heldKey(1)))
+	require.Equal(t, 1, epochOf(epochKey(1)))
+	require.True(t, heldOf(heldKey(1)))
+	require.False(t, heldOf(epochKey(1)))
+	require.False(t, heldOf("other-held"))
+	require.Equal(t, -1, epochOf("other-held"))
+}
+
+// The front marks a model request that arrived while the gate was shut with heldKey, and one that
+// arrived while it was open with epochKey.
+func TestFrontMarksHeldRequests(t *testing.T) {
+	w := world.New(world.Options{})
+	defer w.Close()
+	f := &front{w: w, crashed: map[int]<-chan struct{}{}}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	post := func() error {
+		resp, err := http.Post(srv.URL+"/e/1"+world.PathModel, "application/json",
+			strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"check the pumps"}]}`))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("got %d", resp.StatusCode)
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	f.shutModel()
+	done := make(chan error, 1)
+	go func() { done <- post() }()
+	// The request arrives while the gate is shut; it reaches the world only once it opens.
+	require.Eventually(t, func() bool { return f.waiting() == 1 }, 10*time.Second, time.Millisecond, "the request never reached the shut gate")
+	require.Equal(t, 0, w.Model().Count())
+	f.openModel()
+	require.NoError(t, <-done)
+	require.NoError(t, post())
+	require.NoError(t, w.Model().WaitRequests(ctx, 2))
+	reqs := w.Model().Requests()
+	require.Equal(t, heldKey(1), reqs[0].APIKey)
+	require.Equal(t, epochKey(1), reqs[1].APIKey)
 }

@@ -42,8 +42,19 @@ func tokenOf(who string) string { return "tok-explore-" + who }
 // first) reaches the model with: the world's request log then says which instance asked.
 func epochKey(epoch int) string { return "explore-epoch-" + strconv.Itoa(epoch) }
 
-// epochOf is the epoch of a model API key epochKey made, or -1.
+// heldKey is the model API key of a request of epoch that arrived while model requests were held,
+// that is before the restarted instance's history had been read (session.recorded): that history
+// may already hold what the instance recorded after sending the request.
+func heldKey(epoch int) string { return epochKey(epoch) + heldSuffix }
+
+const heldSuffix = "-held"
+
+// heldOf says whether a model API key is one heldKey made.
+func heldOf(key string) bool { return epochOf(key) >= 0 && strings.HasSuffix(key, heldSuffix) }
+
+// epochOf is the epoch of a model API key epochKey or heldKey made, or -1.
 func epochOf(key string) int {
+	key = strings.TrimSuffix(key, heldSuffix)
 	n, err := strconv.Atoi(strings.TrimPrefix(key, "explore-epoch-"))
 	if err != nil || !strings.HasPrefix(key, "explore-epoch-") {
 		return -1
@@ -59,7 +70,8 @@ type hookReport struct {
 
 // front is what the instances reach the world through: it strips the epoch prefix of the path
 // ("/e/<epoch>/..."), holds model requests while the gate is shut, marks each model request with
-// the epoch's API key, and notes which epoch sent each error report.
+// the epoch's API key (heldKey for one that arrived while the gate was shut), and notes which
+// epoch sent each error report.
 type front struct {
 	w *world.World
 
@@ -71,6 +83,7 @@ type front struct {
 	// answer is then consumed only by an instance that lives to record it.
 	crashed map[int]<-chan struct{}
 	calls   []toolCall
+	held    int // model requests waiting at the shut gate now
 }
 
 // toolCall is one tool call as the front saw it: which epoch made it, and how it was answered.
@@ -139,14 +152,26 @@ func (f *front) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		shut := f.shut
 		f.mu.Unlock()
+		key := epochKey(epoch)
 		if shut != nil {
+			key = heldKey(epoch)
+			f.mu.Lock()
+			f.held++
+			f.mu.Unlock()
+			gone := false
 			select {
 			case <-shut:
 			case <-r.Context().Done():
+				gone = true
+			}
+			f.mu.Lock()
+			f.held--
+			f.mu.Unlock()
+			if gone {
 				return
 			}
 		}
-		r2.Header.Set("Authorization", "Bearer "+epochKey(epoch))
+		r2.Header.Set("Authorization", "Bearer "+key)
 	case world.PathErrorHook:
 		b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 		var rep world.ErrorReport
@@ -176,6 +201,13 @@ func (f *front) openModel() {
 		close(f.shut)
 		f.shut = nil
 	}
+}
+
+// waiting is the number of model requests waiting at the shut gate.
+func (f *front) waiting() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.held
 }
 
 func (f *front) toolCalls() []toolCall {
@@ -225,7 +257,7 @@ type session struct {
 	envs     map[string]json.RawMessage // door payloads, built once per run so retries resend them
 	holds    map[string]*world.Hold
 	modelAt  int                        // model requests the world had when the current epoch began
-	recorded map[int]map[string][]entry // per epoch after a crash, per viewer: the history the restarted instance found, before any model call
+	recorded map[int]map[string][]entry // per epoch after a crash, per viewer: the history read while model requests were held
 	events   []string                   // what the session did, for a finding's context
 }
 
@@ -347,8 +379,12 @@ func (s *session) abandon() {
 }
 
 // restart abandons the crashed instance and opens the next epoch on the same data directory. Model
-// requests wait until the restarted instance's history has been read: what it holds then is what
-// was recorded before the crash (s.recorded[epoch]). With Options.Then, the first restarted
+// requests wait until the restarted instance's history has been read (s.recorded[epoch]): it holds
+// what was recorded before the crash, and what the instance recorded since without a model answer.
+// The restarted instance runs while the history is read: it may ask the model for a turn in flight
+// (the request waits) and then record that turn's reply itself, interrupted by a barge-in or
+// failed, before the read sees it. The requests that waited carry heldKey, so the judgement can
+// tell them apart (see judge). With Options.Then, the first restarted
 // instance is armed to crash again right after its Then-th write; a crash during the read
 // restarts again.
 func (s *session) restart() error {
@@ -630,11 +666,10 @@ func (s *session) streamUntil(ctx context.Context, viewer string, cond func(entr
 // waitAsked waits until the instance of the current epoch has asked the model for a turn whose
 // last user message holds text.
 func (s *session) waitAsked(ctx context.Context, text string) error {
-	key := epochKey(s.epoch)
 	for {
 		reqs := s.w.Model().Requests()
 		for _, r := range reqs[min(s.modelAt, len(reqs)):] {
-			if r.APIKey == key && strings.Contains(lastUser(r.Messages), text) {
+			if epochOf(r.APIKey) == s.epoch && strings.Contains(lastUser(r.Messages), text) {
 				return nil
 			}
 		}
