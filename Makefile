@@ -51,12 +51,16 @@ build:
 #   STORE=postgres           a database per scenario on the server named by PGHOST, PGPORT, PGUSER,
 #                            PGPASSWORD and PGDATABASE (eval "$$(.ci/postgres)" starts a throwaway one)
 # OUT defaults to latest for the in-process SQLite run and to $(SUT)-$(STORE) otherwise.
+# CONCURRENCY, when set, is how many scenarios run at once (loomcheck run --concurrency; its
+# default is 8, or the number of CPUs with SUT=nodes).
 SUT ?= inprocess
 STORE ?= sqlite
 NODES ?= 2
+CONCURRENCY ?=
 OUT ?= $(if $(filter inprocess-sqlite,$(SUT)-$(STORE)),latest,$(SUT)-$(STORE))
 CONFORMANCE_FLAGS = --out reports/$(OUT) $(if $(filter postgres,$(STORE)),--store postgres) \
-	$(if $(filter process nodes,$(SUT)),--sut-cmd "$(CURDIR)/bin/loom") $(if $(filter nodes,$(SUT)),--nodes $(NODES))
+	$(if $(filter process nodes,$(SUT)),--sut-cmd "$(CURDIR)/bin/loom") $(if $(filter nodes,$(SUT)),--nodes $(NODES)) \
+	$(if $(CONCURRENCY),--concurrency $(CONCURRENCY))
 conformance:
 ifeq ($(SUT),inprocess)
 	@echo "compiling loomcheck (the first time this takes a few minutes: SQLite and the dependencies are built once, then cached)" >&2
