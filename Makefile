@@ -8,7 +8,7 @@ all: test conformance
 
 # The tests, the fast gate: formatting, vet and staticcheck, then every test of the module once:
 # the unit tests, the crash torture, the browser tests (skipped without chromium) and the whole
-# conformance suite in-process (reference/conformance). About 5 minutes on two idle cores.
+# conformance suite in-process (reference/conformance). A few minutes on two idle cores.
 # RACE=1 runs the same tests under the race detector (what CI runs; the kit's step timeout is
 # then 40 s: LOOMCHECK_STEP_TIMEOUT raises it).
 RACE ?=
