@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +27,7 @@ import (
 	"github.com/loomcheck/loomcheck/harness/resume"
 	"github.com/loomcheck/loomcheck/reference/internal/reftest"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
+	"github.com/loomcheck/loomcheck/reference/server"
 	"github.com/loomcheck/loomcheck/reference/stream"
 	"github.com/loomcheck/loomcheck/spec"
 )
@@ -384,9 +384,6 @@ type process struct {
 	turns             int
 }
 
-// servingRE finds the address in the line `loomcheck serve` prints once it listens.
-var servingRE = regexp.MustCompile(` serving http://(\S+) `)
-
 func (p *process) start(b *testing.B) {
 	cmd := exec.Command(p.bin, "serve")
 	if p.addr != "" {
@@ -406,9 +403,9 @@ func (p *process) start(b *testing.B) {
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if m := servingRE.FindStringSubmatch(sc.Text()); m != nil {
+			if addr, ok := server.ServingAddr(sc.Text()); ok {
 				select {
-				case serving <- m[1]:
+				case serving <- addr:
 				default:
 				}
 			}

@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +22,7 @@ import (
 	"time"
 
 	"github.com/loomcheck/loomcheck/harness/world"
+	loomserver "github.com/loomcheck/loomcheck/reference/server"
 	"github.com/loomcheck/loomcheck/spec"
 )
 
@@ -120,9 +120,6 @@ type server struct {
 	err    error // cmd.Wait's answer, set before exited closes
 }
 
-// servingRE finds the address in the line the server prints once its listener is open.
-var servingRE = regexp.MustCompile(` serving http://(\S+) `)
-
 func newServer(t *testing.T, bin, config string) *server {
 	s := &server{t: t, bin: bin, config: config, logs: &syncBuffer{}}
 	t.Cleanup(func() {
@@ -173,9 +170,9 @@ func (s *server) start(ctx context.Context) {
 		for sc.Scan() {
 			line := sc.Text()
 			fmt.Fprintln(s.logs, line)
-			if m := servingRE.FindStringSubmatch(line); m != nil {
+			if addr, ok := loomserver.ServingAddr(line); ok {
 				select {
-				case serving <- m[1]:
+				case serving <- addr:
 				default:
 				}
 			}

@@ -10,11 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/loomcheck/loomcheck/reference/server"
 )
 
 // bareMain is the bare Go HTTP binary the restart figure starts beside `loomcheck serve`: it
@@ -188,9 +189,9 @@ func execToReady(ctx context.Context, args func(addr string) []string) (time.Dur
 		for sc.Scan() {
 			line := sc.Text()
 			out.WriteString(line + "\n")
-			if m := servingLine.FindStringSubmatch(line); m != nil {
+			if addr, ok := server.ServingAddr(line); ok {
 				select {
-				case addrs <- m[1]:
+				case addrs <- addr:
 				default:
 				}
 			}
@@ -235,9 +236,6 @@ func execToReady(ctx context.Context, args func(addr string) []string) (time.Dur
 		time.Sleep(200 * time.Microsecond)
 	}
 }
-
-// servingLine finds the address in the line a server prints once it listens.
-var servingLine = regexp.MustCompile(`serving http://(\S+)`)
 
 // syncBuffer is a bytes.Buffer that a reading goroutine and the caller may use at once.
 type syncBuffer struct {
