@@ -436,6 +436,13 @@ func (r *runner) initScenario(sc *godog.ScenarioContext) {
 	var na string
 	sc.Before(func(ctx context.Context, p *godog.Scenario) (context.Context, error) {
 		begun = time.Now()
+		// Bound before anything can end the scenario: godog matches every step, the skipped
+		// ones too, against the steps bound by then.
+		texts := make([]string, len(p.Steps))
+		for i, st := range p.Steps {
+			texts[i] = st.Text
+		}
+		s.register(sc, texts)
 		s.ctx = ctx
 		s.id, s.name, s.tags = r.scenarioID(p), p.Name, tagNames(p)
 		var needs []string
@@ -547,7 +554,6 @@ func (r *runner) initScenario(sc *godog.ScenarioContext) {
 		r.finish(res, s)
 		return ctx, err
 	})
-	s.register(sc)
 }
 
 func firstID(ids []string) string {

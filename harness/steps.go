@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -293,20 +294,31 @@ func (a areas) vocabulary() []area {
 	}
 }
 
-// register binds every step of the vocabulary to this scenario, with the patterns compiled once
-// per process: compiling all of them again for every scenario cost more than running most
-// scenarios. A compiled regular expression is safe for concurrent use, so scenarios running at
-// once share them.
-func (s *scenario) register(sc *godog.ScenarioContext) {
+// register binds to this scenario the steps of the vocabulary that match one of its step
+// texts, in the vocabulary's order, with the patterns compiled once per process. godog tries
+// every bound pattern against every step twice (to find it, and to tell it is not undefined),
+// so binding the whole vocabulary cost more than running most scenarios; a step that matches
+// two patterns still binds both (godog then reports it ambiguous), and one that matches none
+// binds nothing (undefined), as before. A compiled regular expression is safe for concurrent
+// use, so scenarios running at once share them.
+func (s *scenario) register(sc *godog.ScenarioContext, texts []string) {
 	s.areas = newAreas(s)
 	compiled := stepPatterns()
+	want := map[string]bool{}
+	for _, t := range texts {
+		for _, p := range matchingPatterns(t) {
+			want[p] = true
+		}
+	}
 	for _, a := range s.areas.vocabulary() {
 		for _, d := range a.steps {
 			re := compiled[d.pattern]
 			if re == nil {
 				panic(fmt.Sprintf("step %q of %s is not in the compiled vocabulary", d.pattern, a.name))
 			}
-			sc.Step(re, d.fn)
+			if want[d.pattern] {
+				sc.Step(re, d.fn)
+			}
 		}
 	}
 }
@@ -322,6 +334,28 @@ var stepPatterns = sync.OnceValue(func() map[string]*regexp.Regexp {
 	}
 	return compiled
 })
+
+// matchedBy remembers, for each step text seen, the patterns of the vocabulary that match it:
+// the same texts recur across scenarios.
+var matchedBy sync.Map // string -> []string
+
+// matchingPatterns is every pattern of the vocabulary that matches text.
+func matchingPatterns(text string) []string {
+	if v, ok := matchedBy.Load(text); ok {
+		return v.([]string)
+	}
+	var out []string
+	for p, re := range stepPatterns() {
+		if prefix, _ := re.LiteralPrefix(); !strings.HasPrefix(text, prefix) {
+			continue
+		}
+		if re.MatchString(text) {
+			out = append(out, p)
+		}
+	}
+	matchedBy.Store(text, out)
+	return out
+}
 
 // Step is one step of the kit's vocabulary, as `loomcheck steps` lists it.
 type Step struct {
