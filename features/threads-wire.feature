@@ -118,6 +118,19 @@ Feature: The wire between two boxes
       | {"v": 1, "thread": "t_0123456789abcdef", "message": "m1", "from": "analyst", "to": "planner", "text": 7}       | text    |
       | {"v": 1, "message": "", "from": "analyst", "to": "planner", "text": ""}                                        | thread  |
 
+  @profile:threads @req:ADR0035-W-07
+  Scenario Outline: A text is decoded strictly: a member named twice, a member the wire does not have, or anything after the body is rejected, and nothing is stored
+    When the peer posts <body>
+    Then the answer is 400 bad-request "<member>"
+    And nothing is stored on thread "t_0123456789abcdef"
+
+    Examples:
+      | body                                                                                                                          | member |
+      | {"v": 1, "thread": "t_0123456789abcdef", "message": "m1", "from": "analyst", "to": "planner", "text": "hi", "text": "ho"}     | text   |
+      | {"v": 1, "thread": "t_0123456789abcdef", "message": "m1", "from": "analyst", "to": "planner", "text": "hi", "priority": 9}    | priority |
+      | {"v": 1, "thread": "t_0123456789abcdef", "message": "m1", "from": "analyst", "to": "planner", "text": "hi", "Text": "ho"}     | Text   |
+      | {"v": 1, "thread": "t_0123456789abcdef", "message": "m1", "from": "analyst", "to": "planner", "text": "hi"} {"v": 1}          | body   |
+
   @profile:threads @req:ADR0035-W-03
   Scenario: A text of 16384 bytes is taken, one byte more is rejected
     When the peer posts a text of 16384 bytes on thread "L"

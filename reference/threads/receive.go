@@ -3,10 +3,12 @@ package threads
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"unicode/utf8"
 
 	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/strictjson"
 )
 
 // Text is one text on the wire (schemas/peer-text.schema.json).
@@ -43,17 +45,22 @@ func reject(status int, reason, detail string) *Rejection {
 
 // ParseText checks a text's body member by member, in the order of spec/peer.md, and returns
 // the first that is missing, of the wrong type or out of bounds as a 400 bad-request Rejection
-// whose Detail names it ("body" when the body is no JSON object). Members it does not know are
-// ignored. Pure.
+// whose Detail names it ("body" when the body is no JSON object). It decodes strictly: a member
+// named twice (or holding bytes that are no UTF-8) is named before anything else, trailing data is
+// "body", and a member the wire does not have is named after the others are checked. Pure.
 //
 //	t, rej := threads.ParseText([]byte(`{"v":1,"thread":"t_0123456789abcdef","message":"m1","from":"scout","to":"planner","text":"hi"}`))
 func ParseText(body []byte) (Text, *Rejection) {
-	var m map[string]json.RawMessage
-	if !utf8.Valid(body) || json.Unmarshal(body, &m) != nil || m == nil {
-		return Text{}, reject(http.StatusBadRequest, ReasonBadRequest, "body")
-	}
 	bad := func(member string) (Text, *Rejection) {
 		return Text{}, reject(http.StatusBadRequest, ReasonBadRequest, member)
+	}
+	var se *strictjson.Error
+	if err := strictjson.Check(body); errors.As(err, &se) && se.Field != "" {
+		return bad(se.Field)
+	}
+	var m map[string]json.RawMessage
+	if !utf8.Valid(body) || json.Unmarshal(body, &m) != nil || m == nil {
+		return bad("body")
 	}
 	var t Text
 	if raw, ok := m["v"]; !ok || string(raw) != "1" {
@@ -84,7 +91,25 @@ func ParseText(body []byte) (Text, *Rejection) {
 	if t.Text, ok = str("text", func(s string) bool { return len(s) >= 1 && len(s) <= MaxText && utf8.ValidString(s) }); !ok {
 		return bad("text")
 	}
+	if extra := unknownMember(m); extra != "" {
+		return bad(extra)
+	}
 	return t, nil
+}
+
+// unknownMember is the first member of m, in byte order, that the wire does not have.
+func unknownMember(m map[string]json.RawMessage) string {
+	first := ""
+	for k := range m {
+		switch k {
+		case "v", "thread", "message", "from", "to", "text":
+		default:
+			if first == "" || k < first {
+				first = k
+			}
+		}
+	}
+	return first
 }
 
 // Receive takes a text the peer presents with token (its bearer token), making the checks of
