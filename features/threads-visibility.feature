@@ -109,3 +109,21 @@ Feature: Who reads an agent conversation
     Then the answer is the uniform 404
     When "role:planner" reads the agent history of "planner" with "lab"
     Then the answer is exactly 400 {"error": "bad request", "detail": "peer"}
+
+  @profile:threads @req:ADR0035-V-04
+  Scenario: A role is the principal the box issued to it, not a caller whose actor is spelled like it
+    Given the model answers "Ask the analyst" by sending {"to": "lab/analyst", "text": "Any news?"}, then says "Asked."
+    When "alice" says "Ask the analyst" to "planner"
+    Then the peer has received 1 text
+    And received text 1 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message news}", "from": "planner", "to": "analyst", "text": "Any news?"}
+      """
+    And "role:planner" can read the agent conversation of thread "A"
+    And "impostor" cannot read the agent conversation of thread "A"
+    When "impostor" stops the agent conversation of thread "A"
+    Then the answer is the uniform 404
+    When "impostor" reads the agent history of "planner" with "lab/analyst"
+    Then the answer is the uniform 404
+    When "role:planner" reads the agent history of "planner" with "lab/analyst"
+    Then the agent history holds the agent conversations of thread "A"

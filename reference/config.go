@@ -183,7 +183,11 @@ func FromConfig(c spec.SUTConfig) (Options, error) {
 func threadsConfig(t spec.ThreadsConfig, hc *http.Client) *threads.Config {
 	tc := &threads.Config{HTTPClient: &http.Client{Transport: hc.Transport, Timeout: 15 * time.Second}}
 	for _, r := range t.Roles {
-		tc.Roles = append(tc.Roles, threads.Role{Name: r.Name, Prompt: r.Prompt})
+		role := threads.Role{Name: r.Name, Prompt: r.Prompt}
+		for _, p := range r.Principals {
+			role.Principals = append(role.Principals, loomtype.Identity{Tenant: p.Tenant, Actor: p.Actor, OnBehalfOf: p.OnBehalfOf})
+		}
+		tc.Roles = append(tc.Roles, role)
 	}
 	for _, m := range t.Members {
 		tc.Members = append(tc.Members, loomtype.Identity{Tenant: m.Tenant, Actor: m.Actor, OnBehalfOf: m.OnBehalfOf})

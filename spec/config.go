@@ -50,11 +50,14 @@ type ThreadsConfig struct {
 	Connections []ConnectionConfig `json:"connections,omitempty"`
 }
 
-// RoleConfig is one role of the box: a name (1 to 64 of a-z, 0-9 and -) and the system prompt
-// its runs are given (optional).
+// RoleConfig is one role of the box: a name (1 to 64 of a-z, 0-9 and -), the system prompt
+// its runs are given (optional), and the principals the box issues to the role: a caller whose
+// principal is exactly one of them (tenant, actor and onBehalfOf) is the role. Nothing else makes
+// a caller a role, whatever its actor is spelled.
 type RoleConfig struct {
-	Name   string `json:"name"`
-	Prompt string `json:"prompt,omitempty"`
+	Name       string      `json:"name"`
+	Prompt     string      `json:"prompt,omitempty"`
+	Principals []Principal `json:"principals,omitempty"`
 }
 
 // ConnectionConfig is one connection to a peer box. URL is the peer's base: texts go to URL +

@@ -186,14 +186,15 @@ func (p *Peer) WaitDeliveries(ctx context.Context, n int) error {
 }
 
 // ThreadsConfig is the threads configuration of a box connected to this peer: the roles planner
-// and scout, the member dana, and the connection lab (its url the peer's base, owned by olga).
+// and scout (each issued its principal of PeerPeople), the member dana, and the connection lab
+// (its url the peer's base, owned by olga).
 //
 //	cfg.Threads = w.Peer().ThreadsConfig()
 func (p *Peer) ThreadsConfig() spec.ThreadsConfig {
 	return spec.ThreadsConfig{
 		Roles: []spec.RoleConfig{
-			{Name: "planner", Prompt: "You plan the work."},
-			{Name: "scout", Prompt: "You scout ahead."},
+			{Name: "planner", Prompt: "You plan the work.", Principals: []spec.Principal{PeerPeople["role:planner"]}},
+			{Name: "scout", Prompt: "You scout ahead.", Principals: []spec.Principal{PeerPeople["role:scout"]}},
 		},
 		Members: []spec.Principal{PeerPeople["dana"]},
 		Connections: []spec.ConnectionConfig{{
@@ -204,7 +205,9 @@ func (p *Peer) ThreadsConfig() spec.ThreadsConfig {
 }
 
 // PeerPeople are the principals of the box under test that threads scenarios use beside the
-// common ones: the connection's owner, a member, and the roles (actor "role:<name>").
+// common ones: the connection's owner, a member, the roles (actor "role:<name>", each issued to
+// its role by the configuration), and impostor, of another tenant, whose actor is spelled like
+// the role planner's but who was issued to no role.
 //
 //	_ = w.Identity().Add(world.PeerToken("olga"), world.PeerPeople["olga"])
 var PeerPeople = map[string]spec.Principal{
@@ -212,6 +215,7 @@ var PeerPeople = map[string]spec.Principal{
 	"dana":         {Tenant: "acme", Actor: "dana"},
 	"role:planner": {Tenant: "acme", Actor: "role:planner"},
 	"role:scout":   {Tenant: "acme", Actor: "role:scout"},
+	"impostor":     {Tenant: "globex", Actor: "role:planner"},
 }
 
 // PeerToken is the bearer token of one of PeerPeople: "tok-" and the name, ":" written "-".

@@ -68,7 +68,7 @@ func (a *acRec) view() View {
 
 // mayRead reports whether who reads rec (spec/peer.md, Reading).
 func (s *Service) mayRead(ctx context.Context, who loomtype.Identity, rec *acRec) (bool, error) {
-	if role, ok := isRoleToken(who); ok {
+	if role, ok := s.roleOf(who); ok {
 		return role == rec.Role, nil
 	}
 	if !who.Valid() {
@@ -395,7 +395,7 @@ func (s *Service) List(ctx context.Context, who loomtype.Identity) ([]View, erro
 //
 //	vs, err := svc.History(ctx, loomtype.Identity{Actor: "role:planner"}, "planner", "lab/analyst")
 func (s *Service) History(ctx context.Context, who loomtype.Identity, role, peer string) ([]View, error) {
-	if r, ok := isRoleToken(who); !ok || r != role || s.roles[role].Name == "" {
+	if r, ok := s.roleOf(who); !ok || r != role || s.roles[role].Name == "" {
 		return nil, ErrNotFound
 	}
 	cid, peerRole, ok := strings.Cut(peer, "/")

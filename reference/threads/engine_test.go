@@ -51,7 +51,7 @@ func openThreadsEngine(t *testing.T, peerURL string, m model.Provider) *reftest.
 	return reftest.Open(t, reftest.Served(), reftest.Provider(m),
 		reftest.Tokens(map[string]loomtype.Identity{"dana": tDana, "olga": tOlga, "eve": tEve, "planner": tRole}),
 		reftest.With(func(o *reference.Options) {
-			o.Threads = &threads.Config{Roles: []threads.Role{{Name: "planner", Prompt: "You plan the work."}}, Members: []loomtype.Identity{tOlga},
+			o.Threads = &threads.Config{Roles: []threads.Role{{Name: "planner", Prompt: "You plan the work.", Principals: []loomtype.Identity{tRole}}}, Members: []loomtype.Identity{tOlga},
 				Connections: []threads.Connection{{ID: "lab", URL: peerURL, Send: "to-lab", Accept: "from-lab", Owner: tOlga}},
 				MaxBackoff:  50 * time.Millisecond}
 		}))

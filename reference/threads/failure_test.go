@@ -39,7 +39,7 @@ func TestAThreadRejectionFailsTheTextClosesTheSideAndTheNextSendOpensANewThread(
 	}}
 	srv := httptest.NewServer(peer)
 	defer srv.Close()
-	b := openBox(t, t.TempDir(), threads.Config{Roles: []threads.Role{{Name: "planner"}},
+	b := openBox(t, t.TempDir(), threads.Config{Roles: []threads.Role{{Name: "planner", Principals: []loomtype.Identity{{Actor: "role:planner"}}}},
 		Connections: []threads.Connection{{ID: "lab", URL: srv.URL, Send: "s", Accept: "a", Owner: olga}},
 		Provider:    relayModel()})
 	defer b.close()
@@ -295,7 +295,7 @@ func TestARolesOwnDoorSendsOnlyInARunningRunOfTheRole(t *testing.T) {
 	fm := slowModel(func([]model.Message) model.Response {
 		return model.Response{Content: "x", FinishReason: model.FinishStop}
 	})
-	b := openBox(t, t.TempDir(), threads.Config{Roles: []threads.Role{{Name: "planner"}, {Name: "clerk"}},
+	b := openBox(t, t.TempDir(), threads.Config{Roles: []threads.Role{{Name: "planner", Principals: []loomtype.Identity{{Tenant: "acme", Actor: "role:planner"}}}, {Name: "clerk", Principals: []loomtype.Identity{{Actor: "role:clerk"}}}},
 		Connections: []threads.Connection{{ID: "lab", URL: srv.URL, Send: "s", Accept: "a", Owner: olga}}, Provider: fm})
 	defer b.close()
 	tk, err := b.svc.CreateTask(ctx, dana, "Move", nil, "")
@@ -384,7 +384,7 @@ func TestDeletingARootFreesThePlacesOfItsWaitingTexts(t *testing.T) {
 // TestFindingAThreadNobodyHoldsIsNotFound: a thread the connection never carried is ErrNotFound
 // for everyone, its owner included.
 func TestFindingAThreadNobodyHoldsIsNotFound(t *testing.T) {
-	b := openBox(t, t.TempDir(), threads.Config{Roles: []threads.Role{{Name: "scout"}},
+	b := openBox(t, t.TempDir(), threads.Config{Roles: []threads.Role{{Name: "scout", Principals: []loomtype.Identity{{Actor: "role:scout"}}}},
 		Connections: []threads.Connection{{ID: "hq", URL: "http://127.0.0.1:1", Send: "s", Accept: "a", Owner: olga}}, Provider: fakeModel(nil)})
 	defer b.close()
 	for _, who := range []loomtype.Identity{olga, {Actor: "role:scout"}, {Actor: "mallory"}} {
@@ -411,7 +411,7 @@ func TestATextDeliveredWhileAPauseFailedItCountsAsSentAndIsNotToldAsFailed(t *te
 	fm := fakeModel(func(m []model.Message) model.Response {
 		return model.Response{Content: "ok", FinishReason: model.FinishStop}
 	})
-	b := openBox(t, t.TempDir(), threads.Config{Roles: []threads.Role{{Name: "scout"}},
+	b := openBox(t, t.TempDir(), threads.Config{Roles: []threads.Role{{Name: "scout", Principals: []loomtype.Identity{{Actor: "role:scout"}}}},
 		Connections: []threads.Connection{{ID: "hq", URL: srv.URL, Send: "s", Accept: "a", Owner: olga}}, Provider: fm})
 	defer b.close()
 	a, err := b.svc.Send(ctx, "scout", threads.Root{Kind: "task", ID: "tk_x"}, json.RawMessage(`{"to":"hq/planner","text":"on its way"}`), "m_way")

@@ -76,7 +76,7 @@ func (p *pcRec) view(turns bool) ConversationView {
 }
 
 func (s *Service) personRole(who loomtype.Identity, role string) error {
-	if _, ok := s.roles[role]; !ok || !person(who) {
+	if _, ok := s.roles[role]; !ok || !s.person(who) {
 		return ErrNotFound
 	}
 	return nil
@@ -309,7 +309,7 @@ func (s *Service) DeleteConversation(ctx context.Context, who loomtype.Identity,
 //
 //	v, err := svc.CreateTask(ctx, dana, "Move the lab", []loomtype.Identity{olga}, "")
 func (s *Service) CreateTask(ctx context.Context, who loomtype.Identity, title string, members []loomtype.Identity, parent string) (TaskView, error) {
-	if !person(who) {
+	if !s.person(who) {
 		return TaskView{}, ErrNotFound
 	}
 	if title == "" {
@@ -351,7 +351,7 @@ func (s *Service) CreateTask(ctx context.Context, who loomtype.Identity, title s
 // task loads task id if who is a member, else ErrNotFound.
 func (s *Service) task(ctx context.Context, who loomtype.Identity, id string) (taskRec, error) {
 	var tk taskRec
-	if !person(who) {
+	if !s.person(who) {
 		return tk, ErrNotFound
 	}
 	ok, err := s.read(ctx, keyTask+id, &tk)
@@ -589,7 +589,7 @@ func (s *Service) Run(ctx context.Context, who loomtype.Identity, id string) (Ru
 //
 //	v, err := svc.RoleSend(ctx, who, "planner", "lab/scout", "any news?", "tr_x")
 func (s *Service) RoleSend(ctx context.Context, who loomtype.Identity, role, to, text, run string) (any, error) {
-	if r, ok := isRoleToken(who); !ok || r != role || s.roles[role].Name == "" {
+	if r, ok := s.roleOf(who); !ok || r != role || s.roles[role].Name == "" {
 		return nil, ErrNotFound
 	}
 	if run == "" {
@@ -616,4 +616,24 @@ func (s *Service) UsesRole(who loomtype.Identity, role string) bool {
 // Person reports whether who may act as a person here (a valid identity that is no role token).
 //
 //	if !svc.Person(who) { notFound() }
-func (s *Service) Person(who loomtype.Identity) bool { return person(who) }
+func (s *Service) Person(who loomtype.Identity) bool { return s.person(who) }
+
+// roleOf returns the role who is: the role the box issued who's exact identity to (Role.Principals).
+// An actor spelled like a role ("role:planner") makes nobody a role.
+func (s *Service) roleOf(who loomtype.Identity) (string, bool) {
+	if !who.Valid() {
+		return "", false
+	}
+	for _, r := range s.cfg.Roles {
+		if slices.ContainsFunc(r.Principals, who.Equal) {
+			return r.Name, true
+		}
+	}
+	return "", false
+}
+
+// person reports whether who may act as a person (a valid identity that is no role of the box).
+func (s *Service) person(who loomtype.Identity) bool {
+	_, role := s.roleOf(who)
+	return who.Valid() && !role
+}

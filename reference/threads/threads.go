@@ -50,10 +50,13 @@ const MaxQueuedTurns = 16
 // MaxTexts bounds the texts one agent conversation keeps; a text past it is refused as busy.
 const MaxTexts = 4096
 
-// Role is one role of the box.
+// Role is one role of the box. Principals are the identities the box issues to the role: a
+// caller with exactly one of them (tenant, actor and onBehalfOf) is the role, whatever its actor
+// is spelled; no other caller is.
 type Role struct {
-	Name   string
-	Prompt string
+	Name       string
+	Prompt     string
+	Principals []loomtype.Identity
 }
 
 // Connection is one connection to a peer box (spec/peer.md, Configuration).
@@ -255,21 +258,6 @@ func (s *Service) Close() {
 	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
-}
-
-// isRoleToken reports whether who is a role of the box (or claims to be one).
-func isRoleToken(who loomtype.Identity) (string, bool) {
-	const p = "role:"
-	if len(who.Actor) > len(p) && who.Actor[:len(p)] == p {
-		return who.Actor[len(p):], true
-	}
-	return "", false
-}
-
-// person reports whether who may act as a person (a valid identity that is no role token).
-func person(who loomtype.Identity) bool {
-	_, role := isRoleToken(who)
-	return who.Valid() && !role
 }
 
 func randomID(prefix string, n int) string {

@@ -218,7 +218,7 @@ func TestAPersonsRequestGoesOutAndTheAnswerComesBackInTheSameAgentConversation(t
 	srv := httptest.NewServer(peer)
 	defer srv.Close()
 	fm := relayModel()
-	b := openBox(t, t.TempDir(), threads.Config{Roles: []threads.Role{{Name: "planner", Prompt: "You plan the work."}},
+	b := openBox(t, t.TempDir(), threads.Config{Roles: []threads.Role{{Name: "planner", Prompt: "You plan the work.", Principals: []loomtype.Identity{{Actor: "role:planner"}}}},
 		Members:     []loomtype.Identity{olga},
 		Connections: []threads.Connection{{ID: "lab", URL: srv.URL, Send: "to-lab", Accept: "from-lab", Owner: olga}},
 		Provider:    fm})
