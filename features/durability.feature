@@ -184,6 +184,32 @@ Feature: A conversation survives a crash at any point
       | 24500  |
       | 28600  |
 
+  @profile:durability @req:ADR0122-D3-22 @crash
+  Scenario Outline: A stored file cut short, with the smallest stored files lost, is refused, never served as a shorter past
+    A disk may lose the tail of the newest writes, and the small records kept beside the data with
+    them. Whatever the system keeps to notice it, losing it is damage too: every read afterwards
+    answers exactly what it answered before, or refuses with 500 "storage damaged" (or the system
+    refuses to start); an acknowledged message id is never taken for a new message.
+
+    Given alice has started a conversation
+    And alice has had 4 turns answered
+    And every answer about the conversations is remembered
+    When the system is killed
+    And the largest stored file is cut to <percent>% of its length
+    And the <lost> smallest stored files are deleted
+    And the system restarts after the damage
+    Then every remembered answer is given again unchanged or refused as storage damaged
+    And every acknowledged message sent again is not run again
+
+    Examples:
+      | percent | lost |
+      | 25      | 1    |
+      | 25      | 2    |
+      | 50      | 1    |
+      | 50      | 2    |
+      | 90      | 1    |
+      | 90      | 2    |
+
   @profile:durability @req:ADR0122-D3-21 @crash
   Scenario: A data directory whose stored files were deleted is refused, never served as an empty past
     Given alice has started a conversation

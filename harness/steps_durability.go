@@ -25,6 +25,8 @@ func (s *durabilitySteps) steps() []stepDef {
 		{`^the system is stopped$`, s.stopSystem, "stops the system cleanly"},
 		{`^the data directory's files are deleted$`, s.deleteDataDir, "deletes the files of the system's data directory"},
 		{`^a byte in every stored file is flipped at offset (\d+)$`, s.flipStoredBytes, "flips one byte at the offset in every file of the data directory"},
+		{`^the largest stored file is cut to (\d+)% of its length$`, s.cutLargestStored, "cuts the largest file of the data directory to the given part of its length"},
+		{`^the (\d+) smallest stored files are deleted$`, s.deleteSmallestStored, "deletes the N smallest files of the data directory"},
 		{`^the system restarts after the damage$`, s.restartDamaged, "starts the system again on the damaged data directory"},
 		{`^the system refuses to start on the damaged data directory$`, s.refusesToStartDamaged, "expects the system to refuse to start on the damaged data directory"},
 		{`^every remembered answer is given again unchanged or refused as storage damaged$`, s.compareAnswers, "expects every remembered answer again, unchanged or refused as storage damaged"},
@@ -245,6 +247,81 @@ func (s *durabilitySteps) flipStoredBytes(off int64) error {
 	}
 	if flipped == 0 {
 		return &HarnessError{Err: fmt.Errorf("%w: no stored file is longer than %d bytes", ErrNotApplicable, off)}
+	}
+	return nil
+}
+
+// storedFile is one regular file of the data directory and its size.
+type storedFile struct {
+	path string
+	size int64
+}
+
+// storedFiles lists the regular files under the data directory of the system that is down,
+// smallest first (ties by path).
+func (s *durabilitySteps) storedFiles() ([]storedFile, error) {
+	dir, err := s.downDataDir()
+	if err != nil {
+		return nil, err
+	}
+	var files []storedFile
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		files = append(files, storedFile{path: p, size: info.Size()})
+		return nil
+	})
+	if err != nil {
+		return nil, harnessErr("walk the data directory: %v", err)
+	}
+	sort.Slice(files, func(i, j int) bool {
+		if files[i].size != files[j].size {
+			return files[i].size < files[j].size
+		}
+		return files[i].path < files[j].path
+	})
+	return files, nil
+}
+
+// cutLargestStored cuts the largest stored file to pct percent of its length, as a disk that
+// lost the tail of its writes leaves it.
+func (s *durabilitySteps) cutLargestStored(pct int) error {
+	if pct <= 0 || pct >= 100 {
+		return harnessErr("cut to %d%%: the part kept is between 1 and 99 percent", pct)
+	}
+	files, err := s.storedFiles()
+	if err != nil {
+		return err
+	}
+	if len(files) == 0 {
+		return harnessErr("the data directory holds no file to cut")
+	}
+	f := files[len(files)-1]
+	if err := os.Truncate(f.path, f.size*int64(pct)/100); err != nil {
+		return harnessErr("cut %s: %v", f.path, err)
+	}
+	return nil
+}
+
+// deleteSmallestStored deletes the n smallest stored files. A system that keeps fewer than n+1
+// files cannot be judged by it (the largest is what the scenario cuts).
+func (s *durabilitySteps) deleteSmallestStored(n int) error {
+	files, err := s.storedFiles()
+	if err != nil {
+		return err
+	}
+	if len(files) <= n {
+		return &HarnessError{Err: fmt.Errorf("%w: the data directory holds %d files, not more than %d", ErrNotApplicable, len(files), n)}
+	}
+	for _, f := range files[:n] {
+		if err := os.Remove(f.path); err != nil {
+			return harnessErr("delete %s: %v", f.path, err)
+		}
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -129,6 +130,65 @@ func TestADamagedConversationIsRefusedAndReported(t *testing.T) {
 	var ce *store.CorruptError
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, logStreamOf(ids[0]), ce.Stream)
+}
+
+// TestAWriteAheadLogCutShortIsRefusedWhateverSideFileIsLost: a crashed engine's newest commits
+// are in the store's write-ahead log. Cut short, with the files beside the database lost or not,
+// the log would read as a shorter past (fewer entries, an acknowledged message id taken for a new
+// one, a finished run unknown): the engine refuses to open as damaged instead.
+func TestAWriteAheadLogCutShortIsRefusedWhateverSideFileIsLost(t *testing.T) {
+	ctx := context.Background()
+	hook := &hookCalls{ids: map[string]error{}}
+	eng := openDamageEngine(t, hook)
+	cv := eng.Conversations()
+	st, _, err := cv.Start(ctx, damageAlice, conversation.StartOptions{})
+	require.NoError(t, err)
+	for i := range 30 {
+		_, err = cv.SendTurn(ctx, damageAlice, st.ID, fmt.Sprintf("question %d", i+1), conversation.SendOptions{MessageID: fmt.Sprintf("m%d", i+1)})
+		require.NoError(t, err)
+		answered(t, cv, st.ID, i+1)
+	}
+	// A second connection holds the database while the engine dies, so that its own closing
+	// cannot fold the log into the database: the files stay as a killed process leaves them.
+	hold, err := sql.Open("sqlite", "file:"+filepath.Join(eng.Dir, "loom.db"))
+	require.NoError(t, err)
+	defer hold.Close()
+	require.NoError(t, hold.Ping())
+	eng.Kill()
+	image := map[string][]byte{}
+	ents, err := os.ReadDir(eng.Dir)
+	require.NoError(t, err)
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(eng.Dir, e.Name()))
+		require.NoError(t, err)
+		image[e.Name()] = b
+	}
+	require.Greater(t, len(image["loom.db-wal"]), 32+4*4120, "the newest commits are in the log")
+
+	for _, cut := range []int{25, 50, 90} {
+		for _, lost := range [][]string{nil, {".head"}, {".identity"}, {".head", ".identity"}} {
+			t.Run(fmt.Sprintf("%d%%/lost%v", cut, lost), func(t *testing.T) {
+				opt := eng.Options()
+				opt.DataDir = t.TempDir()
+				for name, b := range image {
+					if name == "loom.db-wal" {
+						b = b[:len(b)*cut/100]
+					}
+					if slices.ContainsFunc(lost, func(suffix string) bool { return name == "loom.db"+suffix }) {
+						continue
+					}
+					require.NoError(t, os.WriteFile(filepath.Join(opt.DataDir, name), b, 0o600))
+				}
+				e, err := reference.Open(ctx, opt)
+				if err == nil {
+					p, _ := e.Conversations().History(ctx, damageAlice, st.ID, conversation.HistoryOptions{Limit: 500})
+					e.Close()
+					t.Fatalf("the engine opened, serving %d of the 60 entries", len(p.Entries))
+				}
+				require.ErrorIs(t, err, reference.ErrCorrupt, "%v", err)
+			})
+		}
+	}
 }
 
 // TestAnEmptiedDataDirectoryIsRefused: an engine that held conversations does not come up

@@ -391,14 +391,18 @@ func headRecord(n int64) []byte {
 }
 
 // openHead checks the head file against the events the database holds, then keeps it open for
-// writing.
-func (s *SQLite) openHead(ctx context.Context) error {
+// writing. need says the store must have one: a missing head file is then damage, since the
+// database alone cannot show that its write-ahead log was not cut short.
+func (s *SQLite) openHead(ctx context.Context, need bool) error {
 	if err := s.w.QueryRowContext(ctx, `SELECT count(*) FROM events`).Scan(&s.events); err != nil {
 		return s.damageErr(err)
 	}
 	b, err := os.ReadFile(headPath(s.path))
 	created := errors.Is(err, os.ErrNotExist)
 	switch {
+	case created && need:
+		return &store.CorruptError{Path: s.path, Table: "head", Reason: fmt.Sprintf(
+			"the head file %s is gone: nothing shows that the %d events the database holds are all it acknowledged", headPath(s.path), s.events)}
 	case created:
 	case err != nil:
 		return fmt.Errorf("store: head of %s: %w", s.path, err)
@@ -434,6 +438,23 @@ func (s *SQLite) openHead(ctx context.Context) error {
 		return nil
 	}
 	return syncDir(filepath.Dir(s.path))
+}
+
+// leftHead reads the count of a head file left at path; ok is false when there is none, and
+// true with n = 1 for one that does not check (it counts something).
+func leftHead(db string) (n int64, ok bool) {
+	b, err := os.ReadFile(headPath(db))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, false
+	}
+	var sum uint32
+	if err != nil || len(b) != headLen {
+		return 1, true
+	}
+	if _, err := fmt.Sscanf(string(b), "loom head %d %x\n", &n, &sum); err != nil || string(headRecord(n)) != string(b) {
+		return 1, true
+	}
+	return n, true
 }
 
 // writeHead records the event count; an error leaves the file behind the database, which the

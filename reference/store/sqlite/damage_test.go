@@ -254,6 +254,65 @@ func TestATruncatedWriteAheadLogIsRefused(t *testing.T) {
 	requireCorrupt(t, err, "events")
 }
 
+// TestAWriteAheadLogCutShortIsRefusedWithoutItsSideFiles cuts the log of a crashed store at
+// several points, with the head file, the identity file, both or neither lost beside it: the
+// store never opens as the shorter past SQLite would read, whatever record of the count is left.
+func TestAWriteAheadLogCutShortIsRefusedWithoutItsSideFiles(t *testing.T) {
+	const commits = 60
+	for _, cut := range []string{"25%", "50%", "75%", "two frames"} {
+		for _, lost := range [][]string{nil, {".head"}, {".identity"}, {".head", ".identity"}} {
+			t.Run(fmt.Sprintf("%s/lost%v", cut, lost), func(t *testing.T) {
+				path := crashImage(t, commits)
+				wal, err := os.ReadFile(path + "-wal")
+				require.NoError(t, err)
+				frames := (len(wal) - 32) / 4120
+				n := map[string]int{"25%": len(wal) / 4, "50%": len(wal) / 2, "75%": len(wal) * 3 / 4,
+					"two frames": 32 + (frames-2)*4120}[cut]
+				require.NoError(t, os.WriteFile(path+"-wal", wal[:n], 0o600))
+				for _, suffix := range lost {
+					require.NoError(t, os.Remove(path+suffix))
+				}
+				st, err := sqlite.Open(bg, path, sqlite.Options{})
+				if err == nil {
+					evs, _ := st.ReadForward(bg, "a", 0, 0, 100)
+					st.Close()
+					t.Fatalf("the store opened with %d of its %d events", len(evs), commits)
+				}
+				require.ErrorIs(t, err, store.ErrCorrupt, "%v", err)
+				// Refused again: the first refusal left nothing that lets the next Open through.
+				_, err = sqlite.Open(bg, path, sqlite.Options{})
+				require.ErrorIs(t, err, store.ErrCorrupt)
+			})
+		}
+	}
+}
+
+// A crashed store whose identity file alone was lost opens whole (its head file still vouches for
+// the count); one whose head file was lost is refused even whole, since nothing is left to tell a
+// whole log from a shorter one, and a restore of its backup brings it back.
+func TestACrashImageWithoutOneSideFile(t *testing.T) {
+	path := crashImage(t, 6)
+	require.NoError(t, os.Remove(path+".identity"))
+	st := openAt(t, path)
+	evs, err := st.ReadForward(bg, "a", 0, 0, 100)
+	require.NoError(t, err)
+	require.Len(t, evs, 6)
+	require.NoError(t, st.Close())
+
+	path = crashImage(t, 6)
+	require.NoError(t, os.Remove(path+".head"))
+	_, err = sqlite.Open(bg, path, sqlite.Options{})
+	requireCorrupt(t, err, "head")
+	backup := filepath.Join(t.TempDir(), "backup.db")
+	require.NoError(t, sqlite.BackupFile(bg, path, backup))
+	restored := filepath.Join(t.TempDir(), "loom.db")
+	require.NoError(t, sqlite.Restore(bg, backup, restored))
+	st = openAt(t, restored)
+	evs, err = st.ReadForward(bg, "a", 0, 0, 100)
+	require.NoError(t, err)
+	require.Len(t, evs, 6)
+}
+
 func TestADeletedDatabaseIsRefusedUnlessAllowed(t *testing.T) {
 	for _, gone := range []string{"the file", "its contents"} {
 		t.Run(gone, func(t *testing.T) {

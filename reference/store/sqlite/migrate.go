@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -171,39 +170,68 @@ const identityPrefix = "loom store "
 // it. A database without one gets a new identity (a new store, or one written before
 // identities); the file is then written from the database. A file naming a store the database
 // does not hold (the database was replaced by a new one, or lost everything it held) is
-// store.ErrMissing unless allowEmpty; a file that disagrees with the database's own identity is damage.
-func (s *SQLite) ensureIdentity(ctx context.Context, idFile string, hasIDFile, allowEmpty bool) error {
+// store.ErrMissing unless allowEmpty, and so is a head file counting events beside a database that
+// holds no store while the identity file is gone too; a file that disagrees with the database's own
+// identity is damage.
+//
+// fresh reports a store new to this path (a new identity, or another store's in place of the one
+// the file named): whatever head file an earlier store left does not count, and one of the count
+// the database holds is written, before the identity is recorded, so that every recorded identity
+// has its head file beside it. A database whose identity stands (the file names it, or the file is
+// gone) keeps its head file, which openHead checks.
+func (s *SQLite) ensureIdentity(ctx context.Context, idFile string, hasIDFile, allowEmpty bool) (fresh bool, err error) {
 	var id string
 	var sum int64
-	err := s.w.QueryRowContext(ctx, `SELECT id, sum FROM identity WHERE one = 1`).Scan(&id, &sum)
+	err = s.w.QueryRowContext(ctx, `SELECT id, sum FROM identity WHERE one = 1`).Scan(&id, &sum)
 	switch {
 	case err == sql.ErrNoRows:
 		if hasIDFile && !allowEmpty {
-			return fmt.Errorf("%w: %s was created as a store (%s) and its database holds none", store.ErrMissing, s.path, identityPath(s.path))
+			return false, fmt.Errorf("%w: %s was created as a store (%s) and its database holds none", store.ErrMissing, s.path, identityPath(s.path))
+		}
+		if n, ok := leftHead(s.path); ok && n > 0 && !allowEmpty {
+			return false, fmt.Errorf("%w: %s holds no store and its head file %s counts %d events", store.ErrMissing, s.path, headPath(s.path), n)
+		}
+		if err := s.freshHead(ctx); err != nil {
+			return false, err
 		}
 		b := make([]byte, 16)
 		_, _ = rand.Read(b)
 		id = hex.EncodeToString(b)
 		if _, err := s.w.ExecContext(ctx, `INSERT INTO identity (one, id, sum) VALUES (1, ?, ?)`, id, sumOf([]byte("identity"), []byte(id))); err != nil {
-			return fmt.Errorf("store: identity of %s: %w", s.path, err)
+			return false, fmt.Errorf("store: identity of %s: %w", s.path, err)
 		}
+		fresh = true
 	case err != nil:
-		return s.damageErr(err)
+		return false, s.damageErr(err)
 	case sum != sumOf([]byte("identity"), []byte(id)):
-		return &store.CorruptError{Path: s.path, Table: "identity", Reason: "checksum does not match"}
+		return false, &store.CorruptError{Path: s.path, Table: "identity", Reason: "checksum does not match"}
 	case hasIDFile && !wellFormedIdentity(idFile):
-		return &store.CorruptError{Path: s.path, Table: "identity", Reason: fmt.Sprintf("the identity file %s is not one", identityPath(s.path))}
+		return false, &store.CorruptError{Path: s.path, Table: "identity", Reason: fmt.Sprintf("the identity file %s is not one", identityPath(s.path))}
 	case hasIDFile && idFile != identityPrefix+id && !allowEmpty:
-		return fmt.Errorf("%w: %s was created as another store (%s) than the database holds", store.ErrMissing, s.path, identityPath(s.path))
+		return false, fmt.Errorf("%w: %s was created as another store (%s) than the database holds", store.ErrMissing, s.path, identityPath(s.path))
 	case hasIDFile && idFile == identityPrefix+id:
-		return nil
-	}
-	// A store new to this path: whatever head file an earlier one left does not count.
-	if err := os.Remove(headPath(s.path)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("store: head of %s: %w", s.path, err)
+		return false, nil
+	case hasIDFile:
+		// Another store than the file named, allowed: new to this path.
+		if err := s.freshHead(ctx); err != nil {
+			return false, err
+		}
+		fresh = true
 	}
 	if err := writeFileSync(identityPath(s.path), []byte(identityPrefix+id+"\n")); err != nil {
-		return fmt.Errorf("store: identity of %s: %w", s.path, err)
+		return false, fmt.Errorf("store: identity of %s: %w", s.path, err)
+	}
+	return fresh, nil
+}
+
+// freshHead replaces whatever head file is at the path with one of the count the database holds.
+func (s *SQLite) freshHead(ctx context.Context) error {
+	var n int64
+	if err := s.w.QueryRowContext(ctx, `SELECT count(*) FROM events`).Scan(&n); err != nil {
+		return s.damageErr(err)
+	}
+	if err := writeFileSync(headPath(s.path), headRecord(n)); err != nil {
+		return fmt.Errorf("store: head of %s: %w", s.path, err)
 	}
 	return nil
 }
@@ -307,7 +335,7 @@ func Restore(ctx context.Context, backup, path string) error {
 	if err := writeFileSync(path, b); err != nil {
 		return fmt.Errorf("store: restore: %w", err)
 	}
-	st, err := Open(ctx, path, Options{})
+	st, err := Open(ctx, path, Options{restoring: true})
 	if err != nil {
 		for _, p := range []string{path, path + "-wal", path + "-shm", identityPath(path), cleanPath(path), headPath(path)} {
 			_ = os.Remove(p)

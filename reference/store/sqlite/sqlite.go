@@ -91,6 +91,10 @@ type Options struct {
 	// only what no caller reads to check the stored past. nil caches nothing. Heads (a stream's
 	// newest sequence) are always answered from memory when the writer knows them.
 	Cached func(name string) bool
+
+	// restoring is set by Restore alone: the database was copied here without its head file,
+	// which Open then writes from what the copy holds.
+	restoring bool
 }
 
 // SQLite is the reference Store: one SQLite file in WAL mode, one writer connection taking
@@ -167,7 +171,8 @@ type sub struct{ ch chan struct{} }
 //
 // Open checks everything the store holds before serving anything: SQLite's integrity check,
 // every row's checksum (keys included, so that a record cannot move out of sight), every stream's
-// sequence and the head file's count of acknowledged events; a read of a few hundred
+// sequence and the head file's count of acknowledged events (a store whose head file is gone is
+// refused as damaged: its backup, restored with Restore, brings it back); a read of a few hundred
 // milliseconds per hundred thousand events. When the clean-shutdown file is absent (the last run
 // crashed, or the files were tampered with) it first checks the write-ahead log for frames SQLite
 // would silently drop.
@@ -228,7 +233,8 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 	s := &SQLite{w: w, path: path, subs: map[string]map[*sub]struct{}{}, released: make(chan struct{}), view: newView(opt.Cached),
 		b: batch{back: make(chan struct{})}}
 	// A store of a newer schema is refused before the schema below could add to it.
-	if _, err := s.checkVersion(ctx); err != nil {
+	version, err := s.checkVersion(ctx)
+	if err != nil {
 		w.Close()
 		return nil, err
 	}
@@ -249,11 +255,15 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 			return nil, err
 		}
 	}
-	if err := s.ensureIdentity(ctx, idFile, hasIDFile, opt.AllowEmpty); err != nil {
+	fresh, err := s.ensureIdentity(ctx, idFile, hasIDFile, opt.AllowEmpty)
+	if err != nil {
 		w.Close()
 		return nil, err
 	}
-	if err := s.openHead(ctx); err != nil {
+	// A store this version wrote has had its head file since before its identity was recorded:
+	// without it nothing tells a whole log from one cut short. A store written before head files
+	// (an older schema), one new to this path and one being restored start theirs here.
+	if err := s.openHead(ctx, version == schemaVersion && !fresh && !opt.restoring); err != nil {
 		w.Close()
 		return nil, err
 	}
