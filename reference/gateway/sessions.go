@@ -140,7 +140,7 @@ func (g *Gateway) sessionStream(w http.ResponseWriter, r *http.Request, who loom
 		g.fail(w, err)
 		return
 	}
-	sub, replay, reset, head, floor, err := g.cfg.Sessions.Subscribe(r.Context(), id, from)
+	sub, replay, reset, head, floor, err := g.cfg.Sessions.SubscribeAs(r.Context(), who, id, from)
 	if err != nil {
 		if errors.Is(err, sessions.ErrTooManySubscribers) {
 			w.Header().Set("Retry-After", "1")
@@ -198,23 +198,17 @@ func (g *Gateway) serveFrames(ctx context.Context, out frameSender, r *http.Requ
 			return
 		}
 	}
-	// The reader's own read marker, after the frames it refers to. A marker only moves forward,
-	// so a live one that does not move it past what this reader was sent is not sent again: the
-	// marker read here may already hold a move whose live frame is queued for the reader.
-	var marker int64
+	// The reader's own read marker as it stood when the subscription started, after the frames
+	// it refers to; the live markers queued since move it further. A marker only moves forward:
+	// the gate holds back one that would not (never an older marker after a newer one).
+	var gate sessions.MarkerGate
 	send := func(f stream.Frame) error {
-		if f.Type == string(stream.KindReadMarker) {
-			var d struct{ Upto int64 }
-			if json.Unmarshal(f.Data, &d) == nil {
-				if d.Upto <= marker {
-					return nil
-				}
-				marker = d.Upto
-			}
+		if !gate.Pass(f) {
+			return nil
 		}
 		return out.send(ctx, f)
 	}
-	if f, ok, err := svc.ReadMarkerFrame(ctx, who, id); err == nil && ok {
+	if f, ok := sub.ReadMarker(); ok {
 		if send(f) != nil {
 			return
 		}

@@ -592,6 +592,11 @@ func (ss *session) report(err error) {
 func (ss *session) subscribe(from int64) (*Sub, []stream.Frame, bool, int64, int64, error) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	return ss.subscribeLocked(from)
+}
+
+// subscribeLocked is subscribe with ss.mu held.
+func (ss *session) subscribeLocked(from int64) (*Sub, []stream.Frame, bool, int64, int64, error) {
 	if ss.dead() {
 		return nil, nil, false, 0, 0, store.ErrClosed
 	}
@@ -679,6 +684,11 @@ type Sub struct {
 	maxBytes int
 	sizes    []int
 	queued   int
+
+	// marker is the reader's read marker as it stood when the subscription started
+	// (SubscribeAs; hasMarker false: none), so that it and the live markers meet exactly.
+	marker    stream.Frame
+	hasMarker bool
 }
 
 // Frames receives the live frames, in cursor order.
