@@ -2,24 +2,94 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/loomcheck/loomcheck/reference/store/postgres"
 )
 
 // serverDatabases gives each scenario a database of its own on one PostgreSQL server (run
-// --store): made before the scenario from the admin URL, dropped after it.
-type serverDatabases struct{ admin string }
+// --store). A database a scenario is done with is emptied and kept for the next scenario, since
+// making a database costs the server far more than emptying one; one that cannot be emptied is
+// dropped, and Close drops the rest when the run ends.
+type serverDatabases struct {
+	admin string
 
-// Create implements harness.Databases.
-func (d serverDatabases) Create(ctx context.Context, name string) (string, error) {
-	return postgres.CreateDatabase(ctx, d.admin, name)
+	mu    sync.Mutex
+	n     int               // databases made, for their names
+	free  []string          // emptied databases, ready for a scenario
+	given map[string]string // the harness's name for a database -> the database it was given
+	made  map[string]bool   // every database this run made and has not dropped
 }
 
-// Drop implements harness.Databases.
-func (d serverDatabases) Drop(ctx context.Context, name string) error {
-	return postgres.DropDatabase(ctx, d.admin, name)
+func newServerDatabases(admin string) *serverDatabases {
+	return &serverDatabases{admin: admin, given: map[string]string{}, made: map[string]bool{}}
+}
+
+// Create implements harness.Databases: an emptied database when one is free, else a new one
+// named after the first scenario that asked for it.
+func (d *serverDatabases) Create(ctx context.Context, name string) (string, error) {
+	d.mu.Lock()
+	if _, dup := d.given[name]; dup {
+		d.mu.Unlock()
+		return "", fmt.Errorf("database %s was given already", name)
+	}
+	if n := len(d.free); n > 0 {
+		db := d.free[n-1]
+		d.free = d.free[:n-1]
+		d.given[name] = db
+		d.mu.Unlock()
+		return postgres.DatabaseURL(d.admin, db)
+	}
+	d.mu.Unlock()
+	u, err := postgres.CreateDatabase(ctx, d.admin, name)
+	if err != nil {
+		return "", err
+	}
+	d.mu.Lock()
+	d.given[name], d.made[name] = name, true
+	d.mu.Unlock()
+	return u, nil
+}
+
+// Drop implements harness.Databases: the database given under name is emptied and kept, or
+// dropped when it cannot be emptied.
+func (d *serverDatabases) Drop(ctx context.Context, name string) error {
+	d.mu.Lock()
+	db, ok := d.given[name]
+	delete(d.given, name)
+	d.mu.Unlock()
+	if !ok {
+		return postgres.DropDatabase(ctx, d.admin, name)
+	}
+	if err := postgres.EmptyDatabase(ctx, d.admin, db); err == nil {
+		d.mu.Lock()
+		d.free = append(d.free, db)
+		d.mu.Unlock()
+		return nil
+	}
+	d.mu.Lock()
+	delete(d.made, db)
+	d.mu.Unlock()
+	return postgres.DropDatabase(ctx, d.admin, db)
+}
+
+// Close drops every database the run made and still has.
+func (d *serverDatabases) Close(ctx context.Context) error {
+	d.mu.Lock()
+	var names []string
+	for db := range d.made {
+		names = append(names, db)
+	}
+	d.made, d.free = map[string]bool{}, nil
+	d.mu.Unlock()
+	var errs []error
+	for _, db := range names {
+		errs = append(errs, postgres.DropDatabase(ctx, d.admin, db))
+	}
+	return errors.Join(errs...)
 }
 
 // storeServer reads --store: "postgres" names the server of the standard PG* environment

@@ -72,7 +72,15 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "loomcheck run: %v\n", err)
 			return exitUsage
 		}
-		opt.Databases = serverDatabases{admin: admin}
+		dbs := newServerDatabases(admin)
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if err := dbs.Close(ctx); err != nil {
+				fmt.Fprintf(stderr, "loomcheck run: drop the scenarios' databases: %v\n", err)
+			}
+		}()
+		opt.Databases = dbs
 	}
 	if *profiles != "" {
 		opt.Profiles = strings.Split(*profiles, ",")

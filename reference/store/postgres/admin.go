@@ -66,6 +66,63 @@ func DropDatabase(ctx context.Context, adminURL, name string) error {
 	return fmt.Errorf("store: drop database %s: %w", name, err)
 }
 
+// DatabaseURL is the connection string of the database name on the server adminURL connects to,
+// as CreateDatabase returns it. name is checked as CreateDatabase checks it.
+func DatabaseURL(adminURL, name string) (string, error) {
+	if err := validName("database", name); err != nil {
+		return "", err
+	}
+	return withDatabase(adminURL, name)
+}
+
+// EmptyDatabase makes the database name as empty as CreateDatabase made it, so that it can be
+// given out again (a new database costs the server a copy of its template): the other sessions
+// on it are ended, every schema in it but the server's own is dropped with what it holds,
+// public is made again owned by the database's owner, and every large object is removed. An
+// error leaves the database in an unknown state: drop it then.
+//
+//	if err := postgres.EmptyDatabase(ctx, "", "scenario_42"); err != nil {
+//		err = postgres.DropDatabase(ctx, "", "scenario_42")
+//	}
+func EmptyDatabase(ctx context.Context, adminURL, name string) error {
+	url, err := DatabaseURL(adminURL, name)
+	if err != nil {
+		return err
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return fmt.Errorf("store: empty database %s: %w", name, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	fail := func(err error) error { return fmt.Errorf("store: empty database %s: %w", name, err) }
+	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid()`); err != nil {
+		return fail(err)
+	}
+	rows, err := conn.Query(ctx, `SELECT nspname FROM pg_namespace
+		WHERE nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast')
+		AND nspname NOT LIKE 'pg\_temp\_%' AND nspname NOT LIKE 'pg\_toast\_temp\_%'`)
+	if err != nil {
+		return fail(err)
+	}
+	schemas, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fail(err)
+	}
+	for _, sc := range schemas {
+		if _, err := conn.Exec(ctx, "DROP SCHEMA "+quoteIdent(sc)+" CASCADE"); err != nil {
+			return fail(err)
+		}
+	}
+	if _, err := conn.Exec(ctx, `CREATE SCHEMA public AUTHORIZATION pg_database_owner`); err != nil {
+		return fail(err)
+	}
+	if _, err := conn.Exec(ctx, `SELECT lo_unlink(oid) FROM pg_largeobject_metadata`); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
 func adminExec(ctx context.Context, adminURL, sql string) error {
 	conn, err := pgx.Connect(ctx, adminURL)
 	if err != nil {

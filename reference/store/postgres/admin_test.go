@@ -1,0 +1,54 @@
+package postgres_test
+
+import (
+	"path"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/loomcheck/loomcheck/reference/store/postgres"
+	"github.com/loomcheck/loomcheck/reference/store/postgres/pgtest"
+)
+
+// An emptied database holds nothing a store or anyone else put there (schemas, their tables,
+// large objects), ends the sessions still on it, and takes a new store as a new database does.
+func TestEmptyDatabaseLeavesWhatCreateDatabaseMakes(t *testing.T) {
+	url := pgtest.TempDatabase(t)
+	name := path.Base(url)
+	st := open(t, url, postgres.Options{})
+	appendKinds(t, st, "s", 0, "a", "b")
+	c := raw(t, url)
+	for _, q := range []string{
+		`CREATE SCHEMA other`,
+		`CREATE TABLE other.t (k int)`,
+		`CREATE TABLE public.p (k int)`,
+		`SELECT lo_create(0)`,
+	} {
+		_, err := c.Exec(bg, q)
+		require.NoError(t, err, q)
+	}
+
+	require.NoError(t, postgres.EmptyDatabase(bg, pgtest.AdminURL, name))
+
+	c2 := raw(t, url)
+	var schemas []string
+	rows, err := c2.Query(bg, `SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg\_%' AND nspname <> 'information_schema' ORDER BY 1`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		schemas = append(schemas, s)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"public"}, schemas)
+	var tables, objects int
+	require.NoError(t, c2.QueryRow(bg, `SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace`).Scan(&tables))
+	require.NoError(t, c2.QueryRow(bg, `SELECT count(*) FROM pg_largeobject_metadata`).Scan(&objects))
+	require.Zero(t, tables, "public is empty")
+	require.Zero(t, objects, "no large object is left")
+	_, err = c.Exec(bg, `SELECT 1`)
+	require.Error(t, err, "the sessions that were on it were ended")
+
+	st2 := open(t, url, postgres.Options{})
+	require.Empty(t, streamLines(t, st2, "s", 0), "a new store on it starts empty")
+}
