@@ -78,6 +78,33 @@ Feature: The HTTP gateway fails closed and says nothing a caller was not entitle
     And turn 1 is answered "re: hello"
     And the history has 2 records
 
+  @profile:gateway @req:ADR0122-D6-41 @configures
+  Scenario: An Origin named in the Connection header is judged all the same
+    The Connection header names what belongs to the client's own connection; it cannot take a
+    header the gateway judges out of its judgement, on whichever node of the system the request
+    arrives.
+
+    Given the setting "gateway.allowedOrigins" is ["https://app.example"]
+    And alice has started a conversation
+    When alice sends "transfer the funds" from the origin "https://evil.example" 3 times, naming Origin in the Connection header
+    Then every answer is 403 with error "forbidden origin"
+    And the history has 0 records
+
+  @profile:gateway @req:ADR0122-D6-41
+  Scenario Outline: A client's Loom-Forwarded-By is ignored
+    Nodes mark the requests they forward to each other; a client that sends the mark itself, naming
+    a node or not, is answered as any other request, by whichever node it reaches.
+
+    When alice starts a conversation 3 times with "Loom-Forwarded-By: <by>"
+    Then every answer is 201
+
+    Examples:
+      | by              |
+      | node-1          |
+      | node-2          |
+      | node-2 00ff00ff |
+      | someone         |
+
   @profile:gateway @req:ADR0122-D6-04 @configures
   Scenario Outline: An origin that only looks like an allowed one is refused before anything runs
     An origin is allowed only when it equals an entry of allowedOrigins exactly: the same scheme,

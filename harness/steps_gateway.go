@@ -33,6 +33,10 @@ func (s *gatewaySteps) steps() []stepDef {
 		{`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)" to (\w+)'s conversation twice$`, s.sendsTwice, "sends the same text twice to another's conversation as who; both answers are kept"},
 		{`^both answers are (\d+) with error "([^"]*)"$`, s.bothAnswersAre, "expects both kept answers to carry the status and error code"},
 		{`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)" from the origin "([^"]*)"$`, s.sendsFromOrigin, "sends the text as who from the given Origin"},
+		{`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)" from the origin "([^"]*)" (\d+) times, naming Origin in the Connection header$`, s.sendsFromOriginNamedInConnection, "sends the text N times as who from the given Origin, each on a connection of its own whose Connection header names Origin; the answers are kept"},
+		{`^(\w[\w' ]*?) starts a conversation (\d+) times with "Loom-Forwarded-By: ([^"]*)"$`, s.startsClaimingForwarded, "asks N times as who, each on a connection of its own, to start a conversation with the given Loom-Forwarded-By header; the answers are kept"},
+		{`^every answer is (\d+) with error "([^"]*)"$`, s.bothAnswersAre, "expects every kept answer to carry the status and error code"},
+		{`^every answer is (\d+)$`, s.everyAnswerIs, "expects every kept answer to carry the status"},
 		{`^(\w[\w' ]*?) reads the status of a conversation that does not exist from the origin "([^"]*)"$`, s.statusFromOrigin, "reads the status of a missing conversation as who from the given Origin"},
 		{`^someone asks for a preflight of the turns route from the origin "([^"]*)"$`, s.preflightFromOrigin, "sends a CORS preflight for the turns route from the given Origin"},
 		{`^the answer carries no CORS headers$`, s.noCORSHeaders, "expects the last answer to carry no CORS header"},
@@ -275,6 +279,60 @@ func (s *gatewaySteps) sendsFromOrigin(who, text, origin string) error {
 		reqOpts{headers: map[string]string{"Origin": origin}})
 	s.last = r
 	return err
+}
+
+// sendsFromOriginNamedInConnection sends the text times times as who from origin, each request
+// naming Origin in its Connection header and closing its connection after it (so that, behind
+// several nodes, the requests reach more than one of them); the answers are kept.
+func (s *gatewaySteps) sendsFromOriginNamedInConnection(who, text, origin string, times int) error {
+	p, _, err := s.convPath("")
+	if err != nil {
+		return err
+	}
+	s.answers = nil
+	for range times {
+		r, err := s.cl.do(s.ctx, who, http.MethodPost, p+"/turns", map[string]any{"text": unescape(text), "messageId": s.nextMessageID()},
+			reqOpts{headers: map[string]string{"Origin": origin, "Connection": "Origin, close"}})
+		if err != nil {
+			return err
+		}
+		s.answers = append(s.answers, r)
+		s.last = r
+	}
+	return nil
+}
+
+// startsClaimingForwarded asks times times as who to start a conversation with the given
+// Loom-Forwarded-By header (the header nodes mark their forwards with, spec/nodes.md), each on a
+// connection of its own; the answers are kept.
+func (s *gatewaySteps) startsClaimingForwarded(who string, times int, by string) error {
+	if err := s.sut(); err != nil {
+		return err
+	}
+	s.answers = nil
+	for range times {
+		r, err := s.cl.do(s.ctx, who, http.MethodPost, "/conversations", map[string]any{},
+			reqOpts{headers: map[string]string{"Loom-Forwarded-By": by, "Connection": "close"}})
+		if err != nil {
+			return err
+		}
+		s.answers = append(s.answers, r)
+		s.last = r
+	}
+	return nil
+}
+
+// everyAnswerIs expects every kept answer to carry the status.
+func (s *gatewaySteps) everyAnswerIs(code int) error {
+	if len(s.answers) == 0 {
+		return harnessErr("no answer was kept")
+	}
+	for _, r := range s.answers {
+		if r.status != code {
+			return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 100)), fmt.Sprint(code))
+		}
+	}
+	return nil
 }
 
 // statusFromOrigin reads the status of a missing conversation as who from the given Origin.

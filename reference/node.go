@@ -2,6 +2,9 @@ package reference
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +14,8 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,9 +31,59 @@ const (
 	// operator, or the kit's nodes driver, can tell which node runs the executions.
 	NodeHeader = "Loom-Node"
 	// forwardedHeader marks a request one node forwarded to another: the receiver serves it or
-	// waits, and never forwards it again.
+	// waits, and never forwards it again. Its value is the forwarding node's name and a proof made
+	// with the signing keys the nodes share (see mark), so that no client can make one: a value
+	// without a valid proof is removed and the request served as any other.
 	forwardedHeader = "Loom-Forwarded-By"
 )
+
+// connectionHeaders are the headers of one connection, which a node sets anew for its own
+// connection to the holder: every other header of a client's request reaches the holder as the
+// client sent it, whether or not the client's Connection header names it.
+var connectionHeaders = map[string]bool{
+	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Te": true, "Trailer": true,
+	"Transfer-Encoding": true, "Upgrade": true, forwardedHeader: true,
+}
+
+// forwardDomain separates the key that marks forwards from every other use of the signing keys.
+const forwardDomain = "loom node forwarding v1"
+
+// markFor is the proof that the node named id forwarded a request: HMAC-SHA256, under a key
+// derived from key for this use alone, of the name.
+func markFor(key []byte, id string) []byte {
+	d := hmac.New(sha256.New, key)
+	d.Write([]byte(forwardDomain))
+	m := hmac.New(sha256.New, d.Sum(nil))
+	m.Write([]byte(id))
+	return m.Sum(nil)
+}
+
+// mark is the value of forwardedHeader on this node's forwards: its name, a space and the proof
+// (hex) under the newest signing key.
+func (n *Node) mark() string {
+	if len(n.keys) == 0 {
+		return n.id
+	}
+	return n.id + " " + hex.EncodeToString(markFor(n.keys[0], n.id))
+}
+
+// fromNode reports whether v is the mark of a node holding one of this node's signing keys.
+func (n *Node) fromNode(v string) bool {
+	i := strings.LastIndexByte(v, ' ')
+	if i <= 0 {
+		return false
+	}
+	proof, err := hex.DecodeString(v[i+1:])
+	if err != nil {
+		return false
+	}
+	for _, k := range n.keys {
+		if hmac.Equal(proof, markFor(k, v[:i])) {
+			return true
+		}
+	}
+	return false
+}
 
 // unavailableBody is the answer of a node that found no holder within its wait.
 var unavailableBody = []byte(`{"error":"unavailable"}`)
@@ -57,6 +112,7 @@ type Node struct {
 	id     string
 	ttl    time.Duration
 	lock   *os.File
+	keys   [][]byte // the signing keys, which mark this node's forwards (see mark)
 	raw    store.Store
 	leases store.Leases
 	logger *slog.Logger
@@ -117,14 +173,21 @@ func OpenNode(ctx context.Context, opt Options) (*Node, error) {
 	dial := (&net.Dialer{Timeout: 2 * time.Second}).DialContext
 	tr := &http.Transport{Proxy: nil, DialContext: dial, MaxIdleConnsPerHost: 32, IdleConnTimeout: 30 * time.Second}
 	fresh := &http.Transport{Proxy: nil, DialContext: dial, DisableKeepAlives: true}
-	n := &Node{opt: opt, id: id, ttl: leaseTTL(opt), lock: lock, raw: raw, leases: ls, logger: opt.Logger,
+	n := &Node{opt: opt, id: id, keys: opt.Conversation.Keys, ttl: leaseTTL(opt), lock: lock, raw: raw, leases: ls, logger: opt.Logger,
 		edge: opt.Edge, tr: tr, changed: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	n.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			target := pr.In.Context().Value(targetKey{}).(*url.URL)
 			pr.SetURL(target)
 			pr.Out.Host = pr.In.Host // the holder judges the Host the client sent
-			pr.Out.Header.Set(forwardedHeader, n.id)
+			// The proxy dropped the headers the client's Connection header names, and the
+			// forwarding ones: the holder judges them as it would had the client come to it.
+			for k, v := range pr.In.Header {
+				if _, set := pr.Out.Header[k]; !set && !connectionHeaders[k] {
+					pr.Out.Header[k] = slices.Clone(v)
+				}
+			}
+			pr.Out.Header.Set(forwardedHeader, n.mark())
 		},
 		Transport:     forwardTransport{reuse: tr, fresh: fresh},
 		FlushInterval: -1, // event streams: every write goes through at once
@@ -282,7 +345,11 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body = newForwardBody(r.Body)
 		r.Body = body
 	}
-	forwarded := r.Header.Get(forwardedHeader) != ""
+	// Only another node's mark makes a request forwarded; one a client set is removed, so that
+	// the request is forwarded and served as any other.
+	marks := r.Header.Values(forwardedHeader)
+	forwarded := len(marks) == 1 && n.fromNode(marks[0])
+	r.Header.Del(forwardedHeader)
 	deadline := time.NewTimer(n.followWait())
 	defer deadline.Stop()
 	for {

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -95,4 +96,63 @@ func TestAForwardTheHolderDiedOn(t *testing.T) {
 	done, err := n.forward(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/conversations", nil), gone)
 	require.False(t, done)
 	require.Error(t, err)
+}
+
+// TestAForwardCarriesTheClientsHeaders: the holder gets every header the client sent, those the
+// client's Connection header names included (they are judged by the holder as if the client had
+// come to it directly), and the forwarding node's own mark in place of any Loom-Forwarded-By the
+// client sent.
+func TestAForwardCarriesTheClientsHeaders(t *testing.T) {
+	n, err := OpenNode(context.Background(), Options{
+		DataDir:      filepath.Join(t.TempDir(), "node"),
+		StoreURL:     pgtest.TempDatabase(t),
+		Node:         NodeOptions{ID: "node-x", Lease: time.Second, Advertise: "http://127.0.0.1:1"},
+		Conversation: conversation.Config{Keys: [][]byte{[]byte("0123456789abcdef0123456789abcdef")}},
+		Gateway:      gateway.Config{Insecure: true},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = n.Close() })
+	got := make(chan http.Header, 1)
+	holder := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got <- r.Header.Clone() }))
+	t.Cleanup(holder.Close)
+
+	sent := map[string]string{
+		"Origin": "https://evil.example", "Authorization": "Bearer tok-a", "Idempotency-Key": "k-1",
+		"Loom-Device": "d-1", "Last-Event-ID": "7", "Content-Type": "application/json",
+		"X-Forwarded-For": "10.0.0.9", "Forwarded": "for=10.0.0.9",
+	}
+	r := httptest.NewRequest(http.MethodGet, "/conversations/c1", nil)
+	var named []string
+	for k, v := range sent {
+		r.Header.Set(k, v)
+		named = append(named, k)
+	}
+	r.Header.Set("Connection", strings.Join(named, ", "))
+	r.Header.Set(forwardedHeader, "node-x forged")
+	done, err := n.forward(httptest.NewRecorder(), r, holder.URL)
+	require.True(t, done)
+	require.NoError(t, err)
+	h := <-got
+	for k, v := range sent {
+		require.Equal(t, []string{v}, h.Values(k), k)
+	}
+	require.Len(t, h.Values(forwardedHeader), 1)
+	require.True(t, n.fromNode(h.Get(forwardedHeader)), "the node's own mark")
+	require.False(t, n.fromNode("node-x forged"))
+}
+
+// TestOnlyANodeCanMarkAForward: the mark of a forward is made with the signing keys the nodes
+// share; a name alone, a mark made with another key or for another name is no mark.
+func TestOnlyANodeCanMarkAForward(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	other := []byte("fedcba9876543210fedcba9876543210")
+	a := &Node{id: "node-a", keys: [][]byte{key}}
+	b := &Node{id: "node-b", keys: [][]byte{other, key}}
+	require.True(t, a.fromNode(a.mark()))
+	require.True(t, b.fromNode(a.mark()), "a previous key still verifies")
+	require.False(t, a.fromNode(b.mark()), "made with a key the node does not have")
+	forgedName := strings.Replace(a.mark(), "node-a", "node-b", 1)
+	for _, v := range []string{"", "node-a", "node-b", forgedName, a.mark() + "0", " " + a.mark(), "node-a " + strings.Repeat("0", 64)} {
+		require.False(t, a.fromNode(v), "%q", v)
+	}
 }

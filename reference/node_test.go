@@ -225,3 +225,58 @@ func TestNodeConfiguration(t *testing.T) {
 	_, err = reference.FromConfig(c)
 	require.ErrorIs(t, err, loomtype.ErrConfig, "a node without a shared database")
 }
+
+// TestAFollowerAnswersAsTheHolder: what a client puts in its headers does not change the answer
+// with the node that takes the request. An Origin named in the Connection header is still judged
+// (the forbidden origin refused, as the holder refuses it directly), and a Loom-Forwarded-By a
+// client sends, naming either node or none, is ignored: the follower forwards the request at once
+// instead of waiting for a lease it will never hold.
+func TestAFollowerAnswersAsTheHolder(t *testing.T) {
+	url := pgtest.TempDatabase(t)
+	const lease = 800 * time.Millisecond
+	optA := nodeOptions(t, url, "node-a", lease)
+	optA.Gateway.AllowedOrigins = []string{"https://app.example"}
+	a, baseA := startNode(t, optA)
+	waitLeading(t, a)
+	optB := nodeOptions(t, url, "node-b", lease)
+	optB.Gateway.AllowedOrigins = optA.Gateway.AllowedOrigins
+	b, baseB := startNode(t, optB)
+	require.False(t, b.Leading())
+
+	send := func(base, method, path, body string, header map[string]string) (int, string, string) {
+		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+		require.NoError(t, err)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+		require.NoError(t, err, "%s %s %v", method, path, header)
+		defer resp.Body.Close()
+		got, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, resp.Header.Get(reference.NodeHeader), string(got)
+	}
+	for _, hop := range []string{"Origin", "origin, keep-alive", "Keep-Alive, Origin"} {
+		h := map[string]string{"Origin": "https://evil.example", "Connection": hop}
+		codeA, _, bodyA := send(baseA, "POST", "/conversations", `{}`, h)
+		codeB, served, bodyB := send(baseB, "POST", "/conversations", `{}`, h)
+		require.Equal(t, 403, codeA, "the holder refuses the origin: %s", bodyA)
+		require.Equal(t, [2]any{codeA, bodyA}, [2]any{codeB, bodyB}, "Connection: %s", hop)
+		require.Equal(t, "node-a", served)
+	}
+	for _, forged := range []string{"node-b", "node-a", "someone", ""} {
+		h := map[string]string{"Loom-Forwarded-By": forged}
+		if forged == "" {
+			h["Loom-Forwarded-By"] = "node-b 0000"
+		}
+		code, served, body := send(baseB, "POST", "/conversations", `{}`, h)
+		require.Equal(t, 201, code, body)
+		require.Equal(t, "node-a", served, "Loom-Forwarded-By: %s", h["Loom-Forwarded-By"])
+		code, served, body = send(baseA, "POST", "/conversations", `{}`, h)
+		require.Equal(t, 201, code, body)
+		require.Equal(t, "node-a", served)
+	}
+}
