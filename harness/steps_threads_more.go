@@ -1,6 +1,10 @@
 package harness
 
-import "github.com/loomcheck/loomcheck/harness/world"
+import (
+	"net/http"
+
+	"github.com/loomcheck/loomcheck/harness/world"
+)
 
 // moreSteps are the threads steps that order an answer after a release: the peer's to a text,
 // and the model's to a turn.
@@ -9,7 +13,42 @@ func (s *threadsSteps) moreSteps() []stepDef {
 	return []stepDef{
 		{`^the peer holds the next text, then answers it with (\d+) "([a-z-]+)"$`, s.peerHoldsThenRejects, "makes the peer's answer to the next text wait until released, then be the status and reason"},
 		{`^the model answers ` + text + ` by sending (\{[^{}]*\}) after a release, then says ` + text + `$`, s.modelSendsAfterRelease, "scripts the model to answer the text, once released, with one call of peer.send, then with the words"},
+		{`^"([^"]+)" says ` + text + ` to "([a-z0-9-]+)" under key "([^"]+)"$`, s.saysUnderKey, "runs a turn in who's conversation with the role under the Idempotency-Key, opening the conversation first when the scenario has not; the answer is left to the next step"},
+		{`^"([^"]+)" creates task "[^"]+" titled ` + text + ` under key "([^"]+)"$`, s.createsTaskUnderKey, "creates a task with the title under the Idempotency-Key; the answer (and the task's id) is left to the next step"},
+		{`^"([^"]+)" starts a run of "([a-z0-9-]+)" on task "([^"]+)" with ` + text + ` under key "([^"]+)"$`, s.startsRunUnderKey, "starts a run of the role on the task with the prompt under the Idempotency-Key; the answer is left to the next step"},
 	}
+}
+
+// saysUnderKey runs a turn in who's conversation with the role under a client key.
+func (s *threadsSteps) saysUnderKey(who, txt, role, key string) error {
+	s.ready()
+	if _, ok := s.bound["conv "+who+" "+role]; !ok {
+		if err := s.opensConversation(who, role); err != nil {
+			return err
+		}
+	}
+	_, err := s.call(who, http.MethodPost, "/roles/"+role+"/conversation/messages", map[string]string{"text": unescape(txt)},
+		map[string]string{"Idempotency-Key": key})
+	return err
+}
+
+// createsTaskUnderKey creates a task under a client key; the task's alias is bound by the
+// placeholder of the step that checks the answer.
+func (s *threadsSteps) createsTaskUnderKey(who, title, key string) error {
+	s.ready()
+	_, err := s.call(who, http.MethodPost, "/tasks", map[string]any{"title": unescape(title)}, map[string]string{"Idempotency-Key": key})
+	return err
+}
+
+// startsRunUnderKey starts a run on the task under a client key.
+func (s *threadsSteps) startsRunUnderKey(who, role, alias, prompt, key string) error {
+	id, err := s.taskID(alias)
+	if err != nil {
+		return err
+	}
+	_, err = s.call(who, http.MethodPost, "/tasks/"+id+"/runs", map[string]string{"role": role, "prompt": unescape(prompt)},
+		map[string]string{"Idempotency-Key": key})
+	return err
 }
 
 // peerHoldsThenRejects makes the peer's answer to the next text wait until released, and then be

@@ -92,6 +92,21 @@ func (g *Gateway) peerText(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, ack)
 }
 
+// clientKey reads the Idempotency-Key header of a creating route (spec/peer.md, Roots): "" when
+// there is none; false, with 400 naming it answered, when it is not one value of 1 to 128
+// printable ASCII characters.
+func clientKey(w http.ResponseWriter, r *http.Request) (string, bool) {
+	vs, present := r.Header["Idempotency-Key"]
+	if !present {
+		return "", true
+	}
+	if len(vs) != 1 || !threads.ValidKey(vs[0]) {
+		writeError(w, http.StatusBadRequest, "bad request", "Idempotency-Key")
+		return "", false
+	}
+	return vs[0], true
+}
+
 // cutBearer returns the token of a "Bearer" Authorization value (the scheme in any case).
 func cutBearer(h string) (string, bool) {
 	const scheme = "bearer "
@@ -148,7 +163,11 @@ func (g *Gateway) converse(w http.ResponseWriter, r *http.Request, who loomtype.
 	if !g.limitPost(w, who) || !g.readBody(w, r, &b, false) {
 		return
 	}
-	id, turn, err := g.cfg.Threads.Converse(r.Context(), who, role, b.Text)
+	key, ok := clientKey(w, r)
+	if !ok {
+		return
+	}
+	id, turn, err := g.cfg.Threads.ConverseOnce(r.Context(), who, role, b.Text, key)
 	if err != nil {
 		g.threadsFail(w, err)
 		return
@@ -213,11 +232,15 @@ func (g *Gateway) createTask(w http.ResponseWriter, r *http.Request, who loomtyp
 	if !g.limitPost(w, who) || !g.readBody(w, r, &b, false) {
 		return
 	}
+	key, ok := clientKey(w, r)
+	if !ok {
+		return
+	}
 	parent := ""
 	if b.Parent != nil {
 		parent = *b.Parent
 	}
-	v, err := g.cfg.Threads.CreateTask(r.Context(), who, b.Title, b.Members, parent)
+	v, err := g.cfg.Threads.CreateTaskOnce(r.Context(), who, b.Title, b.Members, parent, key)
 	if err != nil {
 		g.threadsFail(w, err)
 		return
@@ -295,7 +318,11 @@ func (g *Gateway) startTaskRun(w http.ResponseWriter, r *http.Request, who loomt
 	if !g.limitPost(w, who) || !g.readBody(w, r, &b, false) {
 		return
 	}
-	id, err := g.cfg.Threads.StartRun(r.Context(), who, r.PathValue("id"), b.Role, b.Prompt)
+	key, ok := clientKey(w, r)
+	if !ok {
+		return
+	}
+	id, err := g.cfg.Threads.StartRunOnce(r.Context(), who, r.PathValue("id"), b.Role, b.Prompt, key)
 	if err != nil {
 		g.threadsFail(w, err)
 		return

@@ -133,6 +133,17 @@ func (s *Service) conversation(tx store.Tx, who loomtype.Identity, role string, 
 //
 //	id, turn, err := svc.Converse(ctx, dana, "planner", "plan the move")
 func (s *Service) Converse(ctx context.Context, who loomtype.Identity, role, text string) (string, int, error) {
+	return s.ConverseOnce(ctx, who, role, text, "")
+}
+
+// ConverseOnce is Converse under who's client key (none when empty): the first call with the key
+// runs the turn and records its answer in the same transaction; every later one answers the
+// same, durably, and runs nothing.
+//
+// Errors: those of Converse.
+//
+//	id, turn, err := svc.ConverseOnce(ctx, dana, "planner", "plan the move", "k-1")
+func (s *Service) ConverseOnce(ctx context.Context, who loomtype.Identity, role, text, key string) (string, int, error) {
 	if err := s.personRole(who, role); err != nil {
 		return "", 0, err
 	}
@@ -142,8 +153,13 @@ func (s *Service) Converse(ctx context.Context, who loomtype.Identity, role, tex
 	s.mu.Lock()
 	var pc pcRec
 	var next []startReq
+	var first converseAnswer
+	ix := idemIndex(idemConverse, who, role, key)
 	err := s.st.Update(ctx, func(tx store.Tx) error {
-		next = nil
+		next, first = nil, converseAnswer{}
+		if ok, err := firstAnswer(tx, ix, &first); err != nil || ok {
+			return err
+		}
 		var err error
 		if pc, err = s.conversation(tx, who, role, true); err != nil {
 			return err
@@ -164,14 +180,26 @@ func (s *Service) Converse(ctx context.Context, who loomtype.Identity, role, tex
 		} else if r != nil {
 			next = append(next, *r)
 		}
+		if err := keepAnswer(tx, ix, converseAnswer{Conversation: pc.ID, Turn: n}); err != nil {
+			return err
+		}
 		return put(tx, keyPC+pc.ID, pc)
 	})
 	s.mu.Unlock()
 	if err != nil {
 		return "", 0, err
 	}
+	if first.Conversation != "" {
+		return first.Conversation, first.Turn, nil
+	}
 	s.launch(s.ctx, next...)
 	return pc.ID, len(pc.Turns), nil
+}
+
+// converseAnswer is the answer a client key of Converse was given first.
+type converseAnswer struct {
+	Conversation string `json:"conversation"`
+	Turn         int    `json:"turn"`
 }
 
 // nextPersonTurn starts the first queued turn of pc when none runs.
@@ -309,6 +337,17 @@ func (s *Service) DeleteConversation(ctx context.Context, who loomtype.Identity,
 //
 //	v, err := svc.CreateTask(ctx, dana, "Move the lab", []loomtype.Identity{olga}, "")
 func (s *Service) CreateTask(ctx context.Context, who loomtype.Identity, title string, members []loomtype.Identity, parent string) (TaskView, error) {
+	return s.CreateTaskOnce(ctx, who, title, members, parent, "")
+}
+
+// CreateTaskOnce is CreateTask under who's client key (none when empty): the first call with the
+// key makes the task and records its answer in the same transaction; every later one answers the
+// same, durably, and makes nothing.
+//
+// Errors: those of CreateTask.
+//
+//	v, err := svc.CreateTaskOnce(ctx, dana, "Move the lab", nil, "", "k-1")
+func (s *Service) CreateTaskOnce(ctx context.Context, who loomtype.Identity, title string, members []loomtype.Identity, parent, key string) (TaskView, error) {
 	if !s.person(who) {
 		return TaskView{}, ErrNotFound
 	}
@@ -327,7 +366,16 @@ func (s *Service) CreateTask(ctx context.Context, who loomtype.Identity, title s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	tk := taskRec{ID: randomID("tk_", 12), Title: title, Owner: who, Members: ms, Parent: parent, State: TaskOpen}
+	var first TaskView
+	ix := idemIndex(idemTask, who, "", key)
 	err := s.st.Update(ctx, func(tx store.Tx) error {
+		first = TaskView{}
+		if ok, err := firstAnswer(tx, ix, &first); err != nil || ok {
+			return err
+		}
+		if err := keepAnswer(tx, ix, tk.view()); err != nil {
+			return err
+		}
 		if parent != "" {
 			var p taskRec
 			if ok, err := get(tx, keyTask+parent, &p); err != nil {
@@ -344,6 +392,9 @@ func (s *Service) CreateTask(ctx context.Context, who loomtype.Identity, title s
 	})
 	if err != nil {
 		return TaskView{}, err
+	}
+	if first.ID != "" {
+		return first, nil
 	}
 	return tk.view(), nil
 }
@@ -524,6 +575,17 @@ func (s *Service) DeleteTask(ctx context.Context, who loomtype.Identity, id stri
 //
 //	runID, err := svc.StartRun(ctx, dana, "tk_x", "planner", "find a van")
 func (s *Service) StartRun(ctx context.Context, who loomtype.Identity, id, role, prompt string) (string, error) {
+	return s.StartRunOnce(ctx, who, id, role, prompt, "")
+}
+
+// StartRunOnce is StartRun under who's client key (none when empty), scoped to the task: the first
+// call with the key starts the run and records its answer in the same transaction; every later
+// one answers the same, durably, and starts nothing.
+//
+// Errors: those of StartRun.
+//
+//	runID, err := svc.StartRunOnce(ctx, dana, "tk_x", "planner", "find a van", "k-1")
+func (s *Service) StartRunOnce(ctx context.Context, who loomtype.Identity, id, role, prompt, key string) (string, error) {
 	tk, err := s.task(ctx, who, id)
 	if err != nil {
 		return "", err
@@ -539,7 +601,16 @@ func (s *Service) StartRun(ctx context.Context, who loomtype.Identity, id, role,
 	req := startReq{kind: kindTask, ref: r.ID, exec: r.Exec, in: turnInput{Kind: kindTask, Ref: r.ID, Turn: 1, Role: role,
 		Root: Root{Kind: rootTask, ID: id}, Messages: TaskRequest(s.roles[role].Prompt, tk.ID, tk.Title, prompt)}}
 	s.mu.Lock()
+	var first string
+	ix := idemIndex(idemRun, who, id, key)
 	err = s.st.Update(ctx, func(tx store.Tx) error {
+		first = ""
+		if ok, err := firstAnswer(tx, ix, &first); err != nil || ok {
+			return err
+		}
+		if err := keepAnswer(tx, ix, r.ID); err != nil {
+			return err
+		}
 		if err := stage(tx, req); err != nil {
 			return err
 		}
@@ -548,6 +619,9 @@ func (s *Service) StartRun(ctx context.Context, who loomtype.Identity, id, role,
 	s.mu.Unlock()
 	if err != nil {
 		return "", err
+	}
+	if first != "" {
+		return first, nil
 	}
 	s.launch(s.ctx, req)
 	return r.ID, nil
