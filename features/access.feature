@@ -167,3 +167,47 @@ Feature: Only the owner may touch a conversation
       | nobody           |
       | nobody at all    |
       | nobody for alice |
+
+  # Identities whose fields hold "/" or "~": joined as tenant/actor~onBehalfOf without escaping,
+  # "x slash y" (tenant acme, actor x/y) and "y at acme slash x" (tenant acme/x, actor y) would
+  # both be acme/x/y. Each is its own identity for everything keyed by identity.
+  @profile:stream @req:ADR0052-G-08 @configures
+  Scenario Outline: In a shared chat an identity that plain joining would name alike cannot stop the asker's turn (<other> against <asker>)
+    Given barge-in is on
+    And <asker> has started a shared conversation with <other>
+    And the model streams "working" to "first" one piece at a time
+    When <asker> follows the session stream over WebSocket
+    And <asker> steers "first" as "m1"
+    And <asker>'s WebSocket reader reaches cursor 2
+    And <other> stops the running turn
+    Then the session answers 404 {"error": "not found"}
+    When <asker> stops the running turn
+    Then the session answers 202 {"turn": 1, "stopping": true}
+    And turn 1 is interrupted with partial "working"
+
+    Examples:
+      | asker             | other             |
+      | x slash y         | y at acme slash x |
+      | y at acme slash x | x slash y         |
+
+  @profile:stream @req:ADR0052-G-08
+  Scenario: Read markers are kept per whole identity, apart for identities that plain joining would name alike
+    Given x slash y has started a shared conversation with y at acme slash x
+    And x slash y posts to the session's terminal {"line": "make test"}
+    And x slash y posts to the session's terminal {"line": "make vet"}
+    When x slash y posts to the session's read {"upto": 2}
+    Then the session answers exactly 200 {"upto": 2}
+    When y at acme slash x posts to the session's read {"upto": 1}
+    Then the session answers exactly 200 {"upto": 1}
+    When x slash y posts to the session's read {"upto": 1}
+    Then the session answers exactly 200 {"upto": 2}
+
+  @profile:stream @req:ADR0052-G-08
+  Scenario: Presence is paced per whole identity, apart for identities that plain joining would name alike
+    Given x slash y has started a shared conversation with y at acme slash x
+    When x slash y posts to the session's presence {"state": "typing"}
+    Then the session answers exactly 202 {"sent": true}
+    When y at acme slash x posts to the session's presence {"state": "typing"}
+    Then the session answers exactly 202 {"sent": true}
+    When x slash y posts to the session's presence {"state": "typing"}
+    Then the session answers exactly 202 {"sent": false}

@@ -36,6 +36,53 @@ Feature: A run remembers its prompt and its answer in its owner's memory, exactl
       | alice for bob          | acme/alice~bob |
       | alice's delegate       | acme/assistant~alice |
 
+  @profile:agent @req:ADR0121-D4-26 @configures
+  Scenario Outline: A scope escapes the separators inside the owner's fields (<who>)
+    Given the agent has memory
+    And the model replies "Pump 3 is fine."
+    When <who> starts a run with:
+      """
+      {"prompt": "check pump 3", "writeBack": {"allowDirect": true}}
+      """
+    Then the run ends completed
+    And the memory log is:
+      | op    | scope   | entries                                         | stored |
+      | write | <scope> | user: check pump 3 / assistant: Pump 3 is fine. | 2      |
+
+    Examples:
+      | who               | scope            |
+      | alice tilde bob   | acme/alice%7Ebob |
+      | x slash y         | acme/x%2Fy       |
+      | y at acme slash x | acme%2Fx/y       |
+
+  @profile:agent @req:ADR0121-D4-26 @configures
+  Scenario Outline: Two identities that plain joining would give one scope recall nothing of each other's (<writer>, then <reader>)
+    Given the agent has memory
+    When <writer> starts a run with:
+      """
+      {"prompt": "check pump 3", "writeBack": {"allowDirect": true}}
+      """
+    Then the run ends completed
+    When <reader> starts a run with:
+      """
+      {"prompt": "and pump 4?", "recall": true}
+      """
+    Then the run ends completed
+    And request 2 to the model holds the messages:
+      | role | content     |
+      | user | and pump 4? |
+    And the memory log is:
+      | op     | scope     | entries                                          | stored |
+      | write  | <written> | user: check pump 3 / assistant: re: check pump 3 | 2      |
+      | recall | <read>    |                                                  |        |
+
+    Examples:
+      | writer            | written          | reader            | read             |
+      | alice for bob     | acme/alice~bob   | alice tilde bob   | acme/alice%7Ebob |
+      | alice tilde bob   | acme/alice%7Ebob | alice for bob     | acme/alice~bob   |
+      | x slash y         | acme/x%2Fy       | y at acme slash x | acme%2Fx/y       |
+      | y at acme slash x | acme%2Fx/y       | x slash y         | acme/x%2Fy       |
+
   @profile:agent @req:ADR0121-D4-06
   Scenario: A write-back is refused by name when the system has no memory, and nothing starts
     Then alice starting a run with {"prompt": "hi", "writeBack": {"allowDirect": true}} is refused naming "writeBack"

@@ -52,6 +52,12 @@ var principals = map[string]spec.Principal{
 	"the assistant at evil for alice": {Tenant: "evil", Actor: "assistant", OnBehalfOf: "alice"},
 	"nobody at all":                   {},
 	"nobody for alice":                {Tenant: "acme", OnBehalfOf: "alice"},
+
+	// Separators inside a field: joined as tenant/actor~onBehalfOf without escaping, "alice tilde
+	// bob" would be "alice for bob", and "x slash y" would be "y at acme slash x".
+	"alice tilde bob":   {Tenant: "acme", Actor: "alice~bob"},
+	"x slash y":         {Tenant: "acme", Actor: "x/y"},
+	"y at acme slash x": {Tenant: "acme/x", Actor: "y"},
 }
 
 // standardTools are declared to every system under test, so scenarios can script them at any

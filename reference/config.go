@@ -166,8 +166,7 @@ func FromConfig(c spec.SUTConfig) (Options, error) {
 	}
 	opt.Gateway.Heartbeat = ms(c.Stream.HeartbeatMs)
 	opt.Stream = sessions.Config{Limits: stream.Limits{MaxFrames: c.Stream.MaxFrames, MaxBytes: c.Stream.MaxBytes},
-		Retain: ms(c.Stream.RetainMs), ResumeWait: ms(c.Stream.ResumeWaitMs), TicketTTL: min(ms(c.Stream.TicketMs), sessions.DefaultTicketTTL),
-		PrincipalTickets: c.Stream.PrincipalTickets, ResidentBytes: c.Stream.ResidentBytes, PrincipalResidentBytes: c.Stream.PrincipalResidentBytes}
+		Retain: ms(c.Stream.RetainMs), ResumeWait: ms(c.Stream.ResumeWaitMs), TicketTTL: min(ms(c.Stream.TicketMs), sessions.DefaultTicketTTL)}
 	opt.Edge = gateway.Edge{RequestTimeout: ms(gw.RequestTimeoutMs), HeadersTimeout: ms(gw.HeadersTimeoutMs),
 		MaxConnections: gw.MaxConnections}
 	if len(c.Identity.Principals) > 0 || c.Identity.URL != "" {

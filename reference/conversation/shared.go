@@ -12,7 +12,8 @@ import (
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 )
 
-// IdentityKey renders an identity as "tenant/actor" or "tenant/actor~onBehalfOf".
+// IdentityKey is the identity's key (loomtype.Identity.Key), each field escaped so that no two
+// identities share it.
 func IdentityKey(id loomtype.Identity) string { return record.IdentityKey(id) }
 
 // ErrDelegation refuses a delegated asker the host does not map to a narrowed principal.

@@ -377,5 +377,5 @@ func (g *Gateway) mayWatch(st loomtype.Status, who loomtype.Identity, asker stri
 	if st.Mode != conversation.ModeShared {
 		return true
 	}
-	return asker == who.String()
+	return asker == who.Key()
 }

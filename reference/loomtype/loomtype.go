@@ -29,14 +29,9 @@ func (i Identity) Equal(o Identity) bool { return i == o }
 // Valid reports whether the identity can own or join anything (it names an actor).
 func (i Identity) Valid() bool { return i.Actor != "" }
 
-// String renders the identity for logs: tenant/actor, with "~onBehalfOf" when delegated.
-func (i Identity) String() string {
-	s := i.Tenant + "/" + i.Actor
-	if i.OnBehalfOf != "" {
-		s += "~" + i.OnBehalfOf
-	}
-	return s
-}
+// String renders the identity as its Key: tenant/actor, with "~onBehalfOf" when delegated, the
+// fields escaped so that no two identities read alike.
+func (i Identity) String() string { return i.Key() }
 
 // Cursor is a position inside one conversation's own log: a generation (incremented by each
 // rotation) and a sequence inside it. Its text form is "<generation>.<sequence>".

@@ -36,7 +36,7 @@ func (rs *Runs) recall(c *kernel.Context, owner loomtype.Identity, opt Options, 
 	if !opt.Recall || rs.deps.Memory == nil {
 		return msgs, nil
 	}
-	scope := owner.String()
+	scope := owner.Key()
 	raw, err := c.Decide(loopID+idRecall, func() (json.RawMessage, error) {
 		entries, err := rs.deps.Memory.Recall(c.Ctx(), scope, opt.Prompt)
 		if err != nil {

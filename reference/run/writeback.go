@@ -91,7 +91,7 @@ func (rs *Runs) writeBack(c *kernel.Context, owner loomtype.Identity, opt Option
 		{ID: memoryEntryID(c.ID(), opt.Prompt), Role: model.RoleUser, Text: opt.Prompt},
 		{ID: memoryEntryID(c.ID(), opt.Prompt+"\x00"+res.Text), Role: model.RoleAssistant, Text: res.Text, Tainted: tainted},
 	}
-	scope := owner.String()
+	scope := owner.Key()
 	if wb.ToolID == "" {
 		_ = rs.deps.Memory.Write(c.Ctx(), scope, entries) // idempotent by the entries' ids
 		return nil

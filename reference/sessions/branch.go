@@ -186,7 +186,7 @@ func seedOf(turns []int64, get func(int64) (user, reply *loomtype.Entry, hidden 
 
 // branchKey is where the branch of who's idempotency key is kept.
 func branchKey(who loomtype.Identity, key string) string {
-	k, _ := json.Marshal([]string{who.String(), key})
+	k, _ := json.Marshal([]string{who.Key(), key})
 	return branchPrefix + string(k)
 }
 

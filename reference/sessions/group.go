@@ -112,13 +112,13 @@ func (s *Service) Presence(ctx context.Context, who loomtype.Identity, id, state
 	now := s.cfg.Now()
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if last, ok := ss.presence[who.String()]; ok && now.Sub(last) < PresenceEvery {
+	if last, ok := ss.presence[who.Key()]; ok && now.Sub(last) < PresenceEvery {
 		return false, nil
 	}
 	if ss.presence == nil || len(ss.presence) > 1024 {
 		ss.presence = map[string]time.Time{}
 	}
-	ss.presence[who.String()] = now
+	ss.presence[who.Key()] = now
 	d := map[string]string{"who": "person:" + who.Actor, "state": state}
 	if doing != "" {
 		d["doing"] = doing
@@ -169,7 +169,7 @@ func (s *Service) MarkRead(ctx context.Context, who loomtype.Identity, id string
 	if err != nil {
 		return 0, err
 	}
-	ss.fanOutLocked(Item{Frame: f, only: who.String()})
+	ss.fanOutLocked(Item{Frame: f, only: who.Key()})
 	return upto, nil
 }
 
@@ -198,7 +198,7 @@ func (s *Service) readMarker(ctx context.Context, who loomtype.Identity, id stri
 }
 
 func readKey(who loomtype.Identity, id string) string {
-	k, _ := json.Marshal([]string{who.String(), id})
+	k, _ := json.Marshal([]string{who.Key(), id})
 	return readPrefix + string(k)
 }
 
@@ -213,4 +213,4 @@ func (ss *session) fanOutLocked(it Item) {
 
 // For reports whether the item goes to viewer who at all (a read marker goes to its person's
 // own connections alone).
-func (it Item) For(who loomtype.Identity) bool { return it.only == "" || it.only == who.String() }
+func (it Item) For(who loomtype.Identity) bool { return it.only == "" || it.only == who.Key() }

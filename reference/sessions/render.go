@@ -58,7 +58,7 @@ func (s *Service) Render(ctx context.Context, id string, v Viewer, it Item) (str
 	}
 	switch {
 	case g.Live:
-		if g.AskerKey != v.Who.String() {
+		if g.AskerKey != v.Who.Key() {
 			return Hidden(it.Frame), nil
 		}
 	case g.Cursor != "" && g.Asker != v.Who && g.Classes != "":

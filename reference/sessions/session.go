@@ -747,13 +747,9 @@ func (s *Sub) Close() {
 }
 
 func actorOf(key string) string {
-	// An identity key is "tenant/actor" with "~onBehalfOf" after it when there is one.
-	_, a, ok := strings.Cut(key, "/")
-	if !ok {
-		return key
-	}
-	a, _, _ = strings.Cut(a, "~")
-	return a
+	// An identity key is loomtype.Identity.Key: "tenant/actor" with "~onBehalfOf" after it when
+	// there is one, each field escaped.
+	return identityOf(key).Actor
 }
 
 // Withheld is the text of the block that replaces a tool's result the turn's asker may not read.
@@ -781,11 +777,11 @@ func (ss *session) askerMayRead(ctx context.Context, sp stream.Spec, askerKey st
 	return sp
 }
 
-// identityOf parses an identity key "tenant/actor" or "tenant/actor~onBehalfOf".
+// identityOf parses an identity key (loomtype.Identity.Key); what is no identity's key is the
+// identity of no one.
 func identityOf(key string) loomtype.Identity {
-	tenant, rest, _ := strings.Cut(key, "/")
-	actor, obo, _ := strings.Cut(rest, "~")
-	return loomtype.Identity{Tenant: tenant, Actor: actor, OnBehalfOf: obo}
+	who, _ := loomtype.ParseIdentityKey(key)
+	return who
 }
 
 // noteSpeaker remembers who spoke last, for who answers the next message.

@@ -60,8 +60,7 @@ const maxThreadNotes = 256
 type queueRecord struct {
 	Items    []queued `json:"items"`
 	Awaiting string   `json:"awaiting,omitempty"` // a picked-up message whose record has not landed
-	// Private are the newest private messages relayed, each stored once: the key of its sender
-	// and message id (privateKey).
+	// Private are the newest private message ids relayed, each stored once.
 	Private []string `json:"private,omitempty"`
 	// Threads are the thread replies sent whose records have not been projected yet.
 	Threads []threadNote `json:"threads,omitempty"`
@@ -174,7 +173,7 @@ func (s *Service) SendThread(ctx context.Context, who loomtype.Identity, id, tex
 		Data: threadData(map[string]string{"message": messageID, "state": StateQueued, "text": text}, parent)}
 	// In a shared conversation a waiting message's words are shown to its sender alone until
 	// the conversation records them.
-	g := guard{Live: true, AskerKey: who.String()}
+	g := guard{Live: true, AskerKey: who.Key()}
 	if err := ss.commitQueue(ctx, []stream.Spec{spec}, q, g); err != nil {
 		return Sent{}, err
 	}
@@ -365,7 +364,7 @@ func (s *Service) Stop(ctx context.Context, who loomtype.Identity, id string) (i
 		return 0, ErrNoCheckpoints
 	case !ok || turn <= ss.lastReplyTurn:
 		return 0, ErrIdle
-	case asker != who.String():
+	case asker != who.Key():
 		st, err := s.cv.Status(ctx, who, id)
 		if err != nil {
 			return 0, err
@@ -433,9 +432,8 @@ func (s *Service) Resume(ctx context.Context) error {
 const maxPrivateIDs = 256
 
 // SendPrivate relays who's private message to session id: a user-message carrying enc as it
-// came (never a text), stored once per sender and message id, never sent to an assistant and
-// never read. The same sender sending the same message id again answers the same and stores
-// nothing; another person's message under that id is a message of its own.
+// came (never a text), stored once per message id, never sent to an assistant and never read.
+// Sending the same message id again answers the same and stores nothing.
 //
 // Errors: loomtype.ErrNotFound, the errors of stream.ValidateUserMessage (a bad enc), store
 // errors.
@@ -463,14 +461,13 @@ func (s *Service) SendPrivate(ctx context.Context, who loomtype.Identity, id, me
 	if err := ss.catchUpLocked(ctx); err != nil {
 		return Sent{}, err
 	}
-	key := privateKey(who, messageID)
 	for _, m := range ss.queue.Private {
-		if m == key {
+		if m == messageID {
 			return Sent{MessageID: messageID, State: StateSent}, nil
 		}
 	}
 	q := ss.queue
-	q.Private = append(append([]string(nil), q.Private...), key)
+	q.Private = append(append([]string(nil), q.Private...), messageID)
 	if n := len(q.Private) - maxPrivateIDs; n > 0 {
 		q.Private = q.Private[n:]
 	}
@@ -624,11 +621,11 @@ func (ss *session) holdsMessageLocked(m string) bool {
 func (ss *session) noteThreadLocked(ctx context.Context, who loomtype.Identity, messageID, parent string) (added bool, err error) {
 	q := ss.queue
 	for _, n := range q.Threads {
-		if n.Message == messageID && n.Asker == who.String() {
+		if n.Message == messageID && n.Asker == who.Key() {
 			return false, nil
 		}
 	}
-	q.Threads = append(append([]threadNote(nil), q.Threads...), threadNote{Message: messageID, Asker: who.String(), Parent: parent})
+	q.Threads = append(append([]threadNote(nil), q.Threads...), threadNote{Message: messageID, Asker: who.Key(), Parent: parent})
 	if n := len(q.Threads) - maxThreadNotes; n > 0 {
 		q.Threads = q.Threads[n:]
 	}
@@ -639,7 +636,7 @@ func (ss *session) noteThreadLocked(ctx context.Context, who loomtype.Identity, 
 func (ss *session) dropThreadLocked(ctx context.Context, who loomtype.Identity, messageID string) error {
 	q := ss.queue
 	for i, n := range q.Threads {
-		if n.Message == messageID && n.Asker == who.String() {
+		if n.Message == messageID && n.Asker == who.Key() {
 			q.Threads = append(append([]threadNote(nil), q.Threads[:i]...), q.Threads[i+1:]...)
 			return ss.commitQueue(ctx, nil, q)
 		}
@@ -661,7 +658,7 @@ func (ss *session) takeParentLocked(e loomtype.Entry) string {
 	}
 	asker := ""
 	if e.Asker != nil {
-		asker = e.Asker.String()
+		asker = e.Asker.Key()
 	}
 	for i, n := range ss.queue.Threads {
 		if n.Asker != asker || e.MessageID != "" && n.Message != e.MessageID {

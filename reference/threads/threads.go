@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -275,7 +276,14 @@ func digest(parts ...string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// identityKey is a key of an identity that differs when any field differs.
+// identityKey is a key of an identity that differs when any field differs. For an identity with
+// no NUL in its fields it is the digest of the fields each ended by a NUL, as stores already hold
+// it; with a NUL that list could run two identities together, so it is the digest of the
+// identity's loomtype key ended by 0x01 instead, which no list ending in a NUL equals.
 func identityKey(who loomtype.Identity) string {
-	return digest(who.Tenant, who.Actor, who.OnBehalfOf)[:32]
+	if !strings.ContainsRune(who.Tenant+who.Actor+who.OnBehalfOf, 0) {
+		return digest(who.Tenant, who.Actor, who.OnBehalfOf)[:32]
+	}
+	sum := sha256.Sum256([]byte(who.Key() + "\x01"))
+	return hex.EncodeToString(sum[:16])
 }

@@ -316,7 +316,7 @@ func (cv *Dialogue) turn(c *kernel.Context, st *state, m kernel.Message, env *re
 	if cv.cfg.BargeIn {
 		sig = cv.newSignal(c, st, asker)
 		defer sig.Disarm()
-		defer cv.hub.SetStopper(c.ID(), turnNo, asker.String(), sig.Fire)()
+		defer cv.hub.SetStopper(c.ID(), turnNo, asker.Key(), sig.Fire)()
 	}
 	replayed := c.Replaying()
 	user, err := cv.record(c, st, record.UserID(ord), loomtype.Entry{Turn: turnNo, Role: loomtype.RoleUser,

@@ -102,8 +102,9 @@ func Decide(c *kernel.Context, id string, v any, fn func() (any, error)) error {
 	return json.Unmarshal(raw, v)
 }
 
-// IdentityKey renders an identity as "tenant/actor" or "tenant/actor~onBehalfOf".
-func IdentityKey(id loomtype.Identity) string { return id.String() }
+// IdentityKey is the identity's key (loomtype.Identity.Key): "tenant/actor" or
+// "tenant/actor~onBehalfOf", each field escaped so that no two identities share it.
+func IdentityKey(id loomtype.Identity) string { return id.Key() }
 
 // SignedAskerOf returns the asker of a payload that is an envelope for conversation id signed
 // under one of keys: only those count against an asker's queue, so a payload nobody signed

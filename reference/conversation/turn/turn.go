@@ -140,7 +140,7 @@ func (cv *Runner) agentConfig(convID, publisher, loopID string, tr Run) agent.Co
 		OnLive: func() {
 			if !began {
 				began = true
-				cv.hub.Begin(convID, publisher, tr.Turn, tr.Asker.String(), tr.Replayed)
+				cv.hub.Begin(convID, publisher, tr.Turn, tr.Asker.Key(), tr.Replayed)
 			}
 		},
 		OnDelta: func(text string) { cv.hub.Delta(convID, publisher, tr.Turn, text) },
@@ -251,7 +251,7 @@ func (cv *Runner) startAndAwait(ctx context.Context, k *kernel.Kernel, convID, e
 	// The hub takes the turn's live output from this execution alone, and only once it is known
 	// to be ours: named before a start that creates it (its first words are not lost), after
 	// the verification of one found at the id.
-	asker := in.Asker.String()
+	asker := in.Asker.Key()
 	info, err := k.Info(ctx, execID)
 	switch {
 	case err == nil:
