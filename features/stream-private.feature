@@ -71,3 +71,24 @@ Feature: Private messages in a session: relayed untouched, never read
       | no ct            | enc.ct  | {"messageId": "p1", "enc": {"alg": "mls-1", "kid": "k7"}}                             |
       | an empty kid     | enc.kid | {"messageId": "p1", "enc": {"alg": "mls-1", "kid": "", "ct": "AAEC"}}                 |
       | an empty ct      | enc.ct  | {"messageId": "p1", "enc": {"alg": "mls-1", "kid": "k7", "ct": ""}}                   |
+
+  @profile:stream @req:ADR0052-P-02
+  Scenario: A private message id is its sender's own: another person's message under it is logged too
+    Given alice has started a shared conversation with bob
+    When alice follows the session stream over WebSocket
+    And bob sends the private message "pm-1" sealed as {"alg": "mls-1", "kid": "k7", "ct": "AAEC"}
+    Then the session answers 202 {"messageId": "pm-1", "state": "sent"}
+    When alice sends the private message "pm-1" sealed as {"alg": "mls-1", "kid": "k7", "ct": "AAED"}
+    Then the session answers 202 {"messageId": "pm-1", "state": "sent"}
+    When bob sends the private message "pm-1" sealed as {"alg": "mls-1", "kid": "k7", "ct": "AAEC"}
+    Then the session answers 202 {"messageId": "pm-1", "state": "sent"}
+    When alice sends the private message "pm-1" sealed as {"alg": "mls-1", "kid": "k7", "ct": "AAED"}
+    Then the session answers 202 {"messageId": "pm-1", "state": "sent"}
+    When alice opens the session stream
+    Then the open answer says head 2 and floor 1
+    And alice's WebSocket reader got exactly these frames with their data:
+      | cur | type         | author       | data                                                                           |
+      | 1   | user-message | person:bob   | {"message": "pm-1", "state": "sent", "enc": {"alg": "mls-1", "kid": "k7", "ct": "AAEC"}} |
+      | 2   | user-message | person:alice | {"message": "pm-1", "state": "sent", "enc": {"alg": "mls-1", "kid": "k7", "ct": "AAED"}} |
+    And the model was asked for exactly, in order:
+      | last user message |

@@ -222,6 +222,7 @@ type areas struct {
 	steer        *steerSteps
 	group        *groupSteps
 	threads      *threadsSteps
+	streamLimits *streamLimitsSteps
 }
 
 // newAreas makes the step areas of s, each with its state empty.
@@ -253,6 +254,7 @@ func newAreas(s *scenario) areas {
 		steer:        &steerSteps{scenario: s},
 		group:        &groupSteps{scenario: s, texts: map[string]string{}},
 		threads:      &threadsSteps{scenario: s},
+		streamLimits: &streamLimitsSteps{scenario: s},
 	}
 }
 
@@ -291,6 +293,7 @@ func (a areas) vocabulary() []area {
 		{"steer", a.steer.steps()},
 		{"group", a.group.steps()},
 		{"threads", a.threads.steps()},
+		{"stream-limits", a.streamLimits.steps()},
 	}
 }
 

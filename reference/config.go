@@ -166,7 +166,8 @@ func FromConfig(c spec.SUTConfig) (Options, error) {
 	}
 	opt.Gateway.Heartbeat = ms(c.Stream.HeartbeatMs)
 	opt.Stream = sessions.Config{Limits: stream.Limits{MaxFrames: c.Stream.MaxFrames, MaxBytes: c.Stream.MaxBytes},
-		Retain: ms(c.Stream.RetainMs), ResumeWait: ms(c.Stream.ResumeWaitMs), TicketTTL: min(ms(c.Stream.TicketMs), sessions.DefaultTicketTTL)}
+		Retain: ms(c.Stream.RetainMs), ResumeWait: ms(c.Stream.ResumeWaitMs), TicketTTL: min(ms(c.Stream.TicketMs), sessions.DefaultTicketTTL),
+		PrincipalTickets: c.Stream.PrincipalTickets, ResidentBytes: c.Stream.ResidentBytes, PrincipalResidentBytes: c.Stream.PrincipalResidentBytes}
 	opt.Edge = gateway.Edge{RequestTimeout: ms(gw.RequestTimeoutMs), HeadersTimeout: ms(gw.HeadersTimeoutMs),
 		MaxConnections: gw.MaxConnections}
 	if len(c.Identity.Principals) > 0 || c.Identity.URL != "" {

@@ -90,6 +90,15 @@ type StreamConfig struct {
 	// again (60000 by default); past it the turn is given up with status {state: "failed",
 	// note: "couldn't resume, ask again"} and nothing more of it is shown.
 	ResumeWaitMs int64 `json:"resumeWaitMs,omitempty"`
+	// PrincipalTickets bounds the tickets one caller may have waiting at once (made, not yet
+	// presented, not expired): 64 by default. An open past it is 429 with reason "tickets".
+	PrincipalTickets int `json:"principalTickets,omitempty"`
+	// ResidentBytes bounds the frame logs a system holds in memory at once, each counted at the
+	// most it may hold (maxBytes): 2 GiB by default. PrincipalResidentBytes is one caller's
+	// share of it (64 MiB by default): a caller may hold at least one session's stream, and
+	// an open past the share is 429 with reason "resident" (spec/stream.md, Limits).
+	ResidentBytes          int64 `json:"residentBytes,omitempty"`
+	PrincipalResidentBytes int64 `json:"principalResidentBytes,omitempty"`
 }
 
 // ModelConfig points at an OpenAI-compatible Chat Completions server.

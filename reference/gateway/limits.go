@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/loomcheck/loomcheck/reference/loomtype"
+	"github.com/loomcheck/loomcheck/reference/sessions"
 	"github.com/loomcheck/loomcheck/reference/strictjson"
 )
 
@@ -34,6 +35,18 @@ func (g *Gateway) limitPost(w http.ResponseWriter, who loomtype.Identity) bool {
 		writeError(w, http.StatusTooManyRequests, "too many requests", "")
 		return false
 	}
+	return true
+}
+
+// quotaRefused answers a caller past one of its own stream bounds (a *sessions.QuotaError): 429
+// with the bound as its reason (spec/stream.md, Limits). It reports whether err was one.
+func quotaRefused(w http.ResponseWriter, err error) bool {
+	var qe *sessions.QuotaError
+	if !errors.As(err, &qe) {
+		return false
+	}
+	w.Header().Set("Retry-After", "1")
+	writeJSON(w, http.StatusTooManyRequests, map[string]string{"error": "too many requests", "reason": string(qe.Reason)})
 	return true
 }
 

@@ -59,7 +59,9 @@ func (g *Gateway) openStream(w http.ResponseWriter, r *http.Request, who loomtyp
 	}
 	op, err := g.cfg.Sessions.Open(r.Context(), who, id, from, dev)
 	if err != nil {
-		g.fail(w, err)
+		if !quotaRefused(w, err) {
+			g.fail(w, err)
+		}
 		return
 	}
 	// Whole seconds, rounded up: a ticket of less than a second says 1.
@@ -135,6 +137,12 @@ func (g *Gateway) sessionStream(w http.ResponseWriter, r *http.Request, who loom
 		return
 	}
 	defer g.releaseStream(who)
+	if err := g.cfg.Sessions.Hold(r.Context(), who, id); err != nil {
+		if !quotaRefused(w, err) {
+			g.fail(w, err)
+		}
+		return
+	}
 	viewer, err := g.cfg.Sessions.ViewerOf(r.Context(), who, id)
 	if err != nil {
 		g.fail(w, err)

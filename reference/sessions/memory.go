@@ -3,10 +3,11 @@ package sessions
 import "github.com/loomcheck/loomcheck/reference/stream"
 
 // Memory is what a Service holds in memory, in counts and bytes, for reporting. Every figure is
-// bounded: the resident sessions by 4096, each session's frame log by Config.Limits (4096 frames
-// and 4 MiB of encoded frames by default), its subscribers by Config.MaxSubscribers, each
+// bounded: the resident sessions by Config.ResidentBytes over Limits.MaxBytes (512 by default, at
+// most 4096) and one caller's by its share (Config.PrincipalResidentBytes), each session's frame
+// log by Config.Limits (4096 frames and 4 MiB of encoded frames by default), its subscribers by Config.MaxSubscribers, each
 // subscriber's queue by Config.SubQueue frames and Config.SubQueueBytes bytes, and the tickets
-// by Config.MaxTickets. The conversation tail a resident session reads is the conversation
+// by Config.MaxTickets (one caller's by Config.PrincipalTickets). The conversation tail a resident session reads is the conversation
 // layer's (live.Hub.Memory reports it).
 //
 //	m := svc.Memory()

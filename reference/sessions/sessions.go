@@ -80,6 +80,18 @@ type Config struct {
 	TicketTTL time.Duration
 	// MaxTickets bounds the tickets waiting at once; an open beyond it is a *loomtype.LimitError.
 	MaxTickets int
+	// PrincipalTickets bounds the tickets one caller has waiting at once (made, not presented,
+	// not expired); an open beyond it is a *QuotaError (QuotaTickets) and other callers are not
+	// affected (DefaultPrincipalTickets, 64).
+	PrincipalTickets int
+	// ResidentBytes bounds the frame logs held in memory at once, each counted at the most it
+	// may hold (Limits.MaxBytes): a session beyond it is not loaded (*loomtype.LimitError)
+	// (DefaultResidentBytes, 2 GiB; at most 4096 sessions whatever it says).
+	ResidentBytes int64
+	// PrincipalResidentBytes is one caller's share of ResidentBytes: the sessions an open or a
+	// reader of who makes resident are counted against who, at least one is allowed, and one
+	// more is a *QuotaError (QuotaResident) (DefaultPrincipalResidentBytes, 64 MiB).
+	PrincipalResidentBytes int64
 	// MaxSubscribers bounds the subscribers of one session (64).
 	MaxSubscribers int
 	// SubQueue bounds the frames waiting for one subscriber; past it the subscriber is cut off
@@ -174,8 +186,9 @@ type Service struct {
 	mu       sync.Mutex
 	tickets  map[string]*ticket
 	sessions map[string]*session
-	loading  map[string]chan struct{} // the sessions being loaded, closed when each is in
-	held     map[string]bool          // the sessions this process has held (bounded)
+	loading  map[string]chan struct{}       // the sessions being loaded, closed when each is in
+	held     map[string]bool                // the sessions this process has held (bounded)
+	charge   map[*session]loomtype.Identity // whose share each resident session counts against
 	closed   bool
 	quit     chan struct{} // closed by Close
 	started  time.Time     // when New made the service: the resume wait counts from it
@@ -191,6 +204,15 @@ func New(st store.Store, cv *conversation.Conversations, cfg Config) *Service {
 	}
 	if cfg.MaxTickets <= 0 {
 		cfg.MaxTickets = DefaultMaxTickets
+	}
+	if cfg.PrincipalTickets <= 0 {
+		cfg.PrincipalTickets = DefaultPrincipalTickets
+	}
+	if cfg.ResidentBytes <= 0 {
+		cfg.ResidentBytes = DefaultResidentBytes
+	}
+	if cfg.PrincipalResidentBytes <= 0 {
+		cfg.PrincipalResidentBytes = DefaultPrincipalResidentBytes
 	}
 	if cfg.MaxSubscribers <= 0 {
 		cfg.MaxSubscribers = DefaultMaxSubs
@@ -226,7 +248,7 @@ func New(st store.Store, cv *conversation.Conversations, cfg Config) *Service {
 		cfg.Limits.MaxBytes = stream.DefaultLimits.MaxBytes
 	}
 	return &Service{st: st, cv: cv, cfg: cfg, log: cfg.Logger, tickets: map[string]*ticket{}, sessions: map[string]*session{},
-		loading: map[string]chan struct{}{}, held: map[string]bool{}, quit: make(chan struct{}), started: time.Now()}
+		loading: map[string]chan struct{}{}, held: map[string]bool{}, charge: map[*session]loomtype.Identity{}, quit: make(chan struct{}), started: time.Now()}
 }
 
 // Close stops every pump and cuts off every subscriber.
@@ -262,7 +284,9 @@ func ValidDevice(d string) bool {
 // reader starting after cursor from, with the log's head and floor.
 //
 // Errors: loomtype.ErrNotFound (unknown or not readable by who: nothing is made),
-// ErrBadFrom, ErrBadDevice, *loomtype.LimitError (too many tickets waiting), store errors.
+// ErrBadFrom, ErrBadDevice, *loomtype.LimitError (too many tickets waiting), *QuotaError (who
+// has Config.PrincipalTickets tickets waiting, or holds its share of the resident logs), store
+// errors.
 func (s *Service) Open(ctx context.Context, who loomtype.Identity, id string, from int64, device string) (Opened, error) {
 	if err := s.cv.Authorize(ctx, who, id); err != nil {
 		return Opened{}, err
@@ -278,6 +302,9 @@ func (s *Service) Open(ctx context.Context, who loomtype.Identity, id string, fr
 		return Opened{}, err
 	}
 	defer s.release(ss)
+	if err := s.chargeResident(who, ss); err != nil {
+		return Opened{}, err
+	}
 	s.countPeople(ctx, ss, who)
 	if err := ss.catchUp(ctx, nil); err != nil {
 		return Opened{}, err
@@ -295,6 +322,9 @@ func (s *Service) Open(ctx context.Context, who loomtype.Identity, id string, fr
 		if len(s.tickets) >= s.cfg.MaxTickets {
 			return Opened{}, &loomtype.LimitError{Limit: "tickets", Max: int64(s.cfg.MaxTickets)}
 		}
+	}
+	if s.waitingTicketsLocked(who) >= s.cfg.PrincipalTickets {
+		return Opened{}, &QuotaError{Reason: QuotaTickets, Max: int64(s.cfg.PrincipalTickets)}
 	}
 	var b [ticketBytes]byte
 	_, _ = rand.Read(b[:])
@@ -427,11 +457,11 @@ func (s *Service) acquire(ctx context.Context, id string) (*session, error) {
 				return nil, ctx.Err()
 			}
 		}
-		if len(s.sessions) >= maxSessionsResident {
+		if len(s.sessions) >= s.maxResident() {
 			s.evictIdle()
-			if len(s.sessions) >= maxSessionsResident {
+			if len(s.sessions) >= s.maxResident() {
 				s.mu.Unlock()
-				return nil, &loomtype.LimitError{Limit: "streamed sessions", Max: int64(maxSessionsResident)}
+				return nil, &loomtype.LimitError{Limit: "streamed sessions", Max: int64(s.maxResident())}
 			}
 		}
 		done := make(chan struct{})
@@ -509,6 +539,7 @@ func (s *Service) idle(ss *session) bool {
 	if s.sessions[ss.id] == ss {
 		delete(s.sessions, ss.id)
 	}
+	delete(s.charge, ss)
 	return true
 }
 
@@ -518,6 +549,7 @@ func (s *Service) evictIdle() {
 		if ss.refs == 0 && now.Sub(ss.lastUse) >= s.cfg.Idle {
 			ss.stop()
 			delete(s.sessions, id)
+			delete(s.charge, ss)
 		}
 	}
 }

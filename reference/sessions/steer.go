@@ -60,7 +60,8 @@ const maxThreadNotes = 256
 type queueRecord struct {
 	Items    []queued `json:"items"`
 	Awaiting string   `json:"awaiting,omitempty"` // a picked-up message whose record has not landed
-	// Private are the newest private message ids relayed, each stored once.
+	// Private are the newest private messages relayed, each stored once: the key of its sender
+	// and message id (privateKey).
 	Private []string `json:"private,omitempty"`
 	// Threads are the thread replies sent whose records have not been projected yet.
 	Threads []threadNote `json:"threads,omitempty"`
@@ -432,8 +433,9 @@ func (s *Service) Resume(ctx context.Context) error {
 const maxPrivateIDs = 256
 
 // SendPrivate relays who's private message to session id: a user-message carrying enc as it
-// came (never a text), stored once per message id, never sent to an assistant and never read.
-// Sending the same message id again answers the same and stores nothing.
+// came (never a text), stored once per sender and message id, never sent to an assistant and
+// never read. The same sender sending the same message id again answers the same and stores
+// nothing; another person's message under that id is a message of its own.
 //
 // Errors: loomtype.ErrNotFound, the errors of stream.ValidateUserMessage (a bad enc), store
 // errors.
@@ -461,13 +463,14 @@ func (s *Service) SendPrivate(ctx context.Context, who loomtype.Identity, id, me
 	if err := ss.catchUpLocked(ctx); err != nil {
 		return Sent{}, err
 	}
+	key := privateKey(who, messageID)
 	for _, m := range ss.queue.Private {
-		if m == messageID {
+		if m == key {
 			return Sent{MessageID: messageID, State: StateSent}, nil
 		}
 	}
 	q := ss.queue
-	q.Private = append(append([]string(nil), q.Private...), messageID)
+	q.Private = append(append([]string(nil), q.Private...), key)
 	if n := len(q.Private) - maxPrivateIDs; n > 0 {
 		q.Private = q.Private[n:]
 	}

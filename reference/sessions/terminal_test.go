@@ -10,7 +10,7 @@ func TestRedactHidesSecretsAndNothingElse(t *testing.T) {
 		{"deploy --token=abc123", "deploy --token=[redacted]"},
 		{"export API_KEY=sk-123", "export API_KEY=[redacted]"},
 		{"DB_PASSWORD=pw ./run", "DB_PASSWORD=[redacted] ./run"},
-		{"curl -H 'Authorization: Bearer abc.def' https://x", "curl -H 'Authorization: Bearer [redacted] https://x"},
+		{"curl -H 'Authorization: Bearer abc.def' https://x", "curl -H 'Authorization: Bearer [redacted]' https://x"},
 		{"git clone https://bob:s3cret@example.com/r.git", "git clone https://bob:[redacted]@example.com/r.git"},
 		{"echo password", "echo password"},
 	} {

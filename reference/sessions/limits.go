@@ -1,0 +1,143 @@
+package sessions
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/loomcheck/loomcheck/reference/loomtype"
+)
+
+// Defaults of the per-caller bounds of Config.
+const (
+	// DefaultPrincipalTickets is Config.PrincipalTickets when it names none.
+	DefaultPrincipalTickets = 64
+	// DefaultResidentBytes is Config.ResidentBytes when it names none (2 GiB).
+	DefaultResidentBytes = 2 << 30
+	// DefaultPrincipalResidentBytes is Config.PrincipalResidentBytes when it names none (64 MiB).
+	DefaultPrincipalResidentBytes = 64 << 20
+)
+
+// QuotaReason says which of a caller's own bounds refused it.
+type QuotaReason string
+
+// The bounds a caller meets alone.
+const (
+	// QuotaTickets: the caller has Config.PrincipalTickets tickets waiting already.
+	QuotaTickets QuotaReason = "tickets"
+	// QuotaResident: the caller holds as many sessions as its share of the resident frame logs
+	// allows (Config.PrincipalResidentBytes).
+	QuotaResident QuotaReason = "resident"
+)
+
+// QuotaError is a caller past one of its own bounds; it matches loomtype.ErrLimit, and any other
+// caller is not affected.
+type QuotaError struct {
+	Reason QuotaReason
+	Max    int64
+}
+
+func (e *QuotaError) Error() string {
+	return "sessions: caller's " + string(e.Reason) + " bound (" + strconv.FormatInt(e.Max, 10) + ") reached"
+}
+
+// Is makes a *QuotaError match loomtype.ErrLimit.
+func (e *QuotaError) Is(target error) bool { return target == loomtype.ErrLimit }
+
+// perLog is what each resident frame log is counted at: the most it may hold.
+func (s *Service) perLog() int64 { return int64(max(s.cfg.Limits.MaxBytes, 1)) }
+
+// maxResident is how many sessions may be resident at once: the resident budget over what each
+// log is counted at, at least one and at most maxSessionsResident.
+func (s *Service) maxResident() int {
+	return int(min(int64(maxSessionsResident), max(1, s.cfg.ResidentBytes/s.perLog())))
+}
+
+// principalShare is how many resident sessions one caller may hold: its share over what each log
+// is counted at, and at least one.
+func (s *Service) principalShare() int {
+	return int(max(1, s.cfg.PrincipalResidentBytes/s.perLog()))
+}
+
+// waitingTicketsLocked counts who's tickets that wait (not presented, not expired). s.mu held.
+func (s *Service) waitingTicketsLocked(who loomtype.Identity) int {
+	now := s.cfg.Now()
+	n := 0
+	for _, t := range s.tickets {
+		if t.Who == who && !t.used && now.Before(t.expires) {
+			n++
+		}
+	}
+	return n
+}
+
+// ticketWaitsLocked reports whether a ticket of session id waits. s.mu held.
+func (s *Service) ticketWaitsLocked(id string) bool {
+	now := s.cfg.Now()
+	for _, t := range s.tickets {
+		if t.Session == id && !t.used && now.Before(t.expires) {
+			return true
+		}
+	}
+	return false
+}
+
+// heldByLocked lists the resident sessions charged to who, forgetting the charges of sessions no
+// longer resident. s.mu held.
+func (s *Service) heldByLocked(who loomtype.Identity) []*session {
+	var out []*session
+	for ss, p := range s.charge {
+		if s.sessions[ss.id] != ss || ss.dead() {
+			delete(s.charge, ss)
+			continue
+		}
+		if p == who {
+			out = append(out, ss)
+		}
+	}
+	return out
+}
+
+// chargeResident counts resident session ss against who's share, unless it is counted against
+// someone already. Past the share, who's sessions that nobody reads and no ticket waits for
+// are let go first (their frames are in the store: the next use loads them again); if who still
+// holds its share, the answer is a *QuotaError (QuotaResident).
+func (s *Service) chargeResident(who loomtype.Identity, ss *session) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.charge[ss]; ok {
+		return nil
+	}
+	share := s.principalShare()
+	held := s.heldByLocked(who)
+	if len(held) >= share {
+		for _, h := range held {
+			if h != ss && h.refs == 0 && !s.ticketWaitsLocked(h.id) {
+				h.stop()
+				delete(s.sessions, h.id)
+				delete(s.charge, h)
+			}
+		}
+		held = s.heldByLocked(who)
+	}
+	if len(held) >= share {
+		return &QuotaError{Reason: QuotaResident, Max: int64(share) * s.perLog()}
+	}
+	s.charge[ss] = who
+	return nil
+}
+
+// Hold makes session id resident and counts it against who's share of the resident frame logs
+// (chargeResident) when nobody's share counts it yet; a reader's connection asks it before it
+// subscribes.
+//
+// Errors: *QuotaError (QuotaResident), *loomtype.LimitError, store errors.
+//
+//	if err := svc.Hold(ctx, alice, "c1"); err != nil { ... }
+func (s *Service) Hold(ctx context.Context, who loomtype.Identity, id string) error {
+	ss, err := s.acquire(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer s.release(ss)
+	return s.chargeResident(who, ss)
+}
