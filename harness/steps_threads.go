@@ -108,7 +108,7 @@ func (s *threadsSteps) steps() []stepDef {
 		{`^"role:([a-z0-9-]+)" sends ` + text + ` to "([^"]+)" through its own door(?: in the run on task "([^"]+)")?$`, s.roleDoor, "sends through the role's own door with its role token, naming the run on the task when given"},
 		{`^` + who + ` sees the run on task "([^"]+)" (running|completed|stopped|failed|ended)$`, s.runIs, "waits until the run started on the task, as who reads it, has the status"},
 		{`^the answer is exactly (\d+) (\{.*\})$`, s.answerExactly, "expects the last answer to be exactly the status and the body (placeholders substituted or bound)"},
-	}, s.moreSteps()...)
+	}, append(s.moreSteps(), s.limitSteps()...)...)
 }
 
 // ready registers the threads people's tokens with the identity service.

@@ -195,7 +195,8 @@ func threadsConfig(t spec.ThreadsConfig, hc *http.Client) *threads.Config {
 	}
 	for _, c := range t.Connections {
 		tc.Connections = append(tc.Connections, threads.Connection{ID: c.ID, URL: c.URL, Send: c.Send, Accept: c.Accept,
-			Owner: loomtype.Identity{Tenant: c.Owner.Tenant, Actor: c.Owner.Actor, OnBehalfOf: c.Owner.OnBehalfOf}, Queue: c.Queue})
+			Owner: loomtype.Identity{Tenant: c.Owner.Tenant, Actor: c.Owner.Actor, OnBehalfOf: c.Owner.OnBehalfOf}, Queue: c.Queue,
+			Budget: c.Budget, Rate: c.Rate})
 	}
 	return tc
 }

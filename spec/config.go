@@ -62,7 +62,9 @@ type RoleConfig struct {
 
 // ConnectionConfig is one connection to a peer box. URL is the peer's base: texts go to URL +
 // "/peer/v1/texts" with the bearer token Send; the peer presents Accept. Owner pauses, unpauses
-// and revokes it. Queue bounds the texts waiting to be sent on it (default 64).
+// and revokes it. Queue bounds the texts waiting to be sent on it (default 64). Budget bounds
+// the bytes of text each agent conversation of it stores (default 4194304); Rate the texts the
+// peer may present on it per minute (default 600).
 type ConnectionConfig struct {
 	ID     string    `json:"id"`
 	URL    string    `json:"url"`
@@ -70,6 +72,8 @@ type ConnectionConfig struct {
 	Accept string    `json:"accept"`
 	Owner  Principal `json:"owner"`
 	Queue  int       `json:"queue,omitempty"`
+	Budget int64     `json:"budget,omitempty"`
+	Rate   int       `json:"rate,omitempty"`
 }
 
 // StreamConfig tunes the session streams. Zero values take the system's defaults.

@@ -32,7 +32,10 @@ type AgentTurn struct {
 	PeerRole   string
 	// Root is the description of the root: "the conversation of <actor>", "task <id>: <title>"
 	// or "itself".
-	Root    string
+	Root string
+	// Left is how many earlier turns the request leaves out (the first ones); Earlier are
+	// the turns after them.
+	Left    int
 	Earlier []Earlier
 	// Stopped: the turn before was stopped. Failed: the texts that failed since the last turn,
 	// each "message: reason" is given as Failure.
@@ -58,6 +61,9 @@ func AgentRequest(t AgentTurn) []model.Message {
 	}
 	out = append(out, model.Message{Role: model.RoleSystem, Content: fmt.Sprintf(
 		"You are %s, in agent conversation %s with %s/%s. It answers for %s.", t.Role, t.ID, t.Connection, t.PeerRole, t.Root)})
+	if t.Left > 0 {
+		out = append(out, leftOut(t.Left))
+	}
 	for _, e := range t.Earlier {
 		for _, x := range e.Texts {
 			out = append(out, model.Message{Role: model.RoleUser, Content: x})

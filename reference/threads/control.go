@@ -57,8 +57,9 @@ func (a *acRec) view() View {
 	if a.Closed {
 		v.State = "closed"
 	}
-	for _, t := range a.Texts {
-		v.Texts = append(v.Texts, TextView{Dir: t.Dir, Message: t.Message, Text: t.Text, State: t.State, Reason: t.Reason})
+	for i, t := range a.Texts {
+		text, _ := a.text(i) // a text that cannot be read shows empty
+		v.Texts = append(v.Texts, TextView{Dir: t.Dir, Message: t.Message, Text: text, State: t.State, Reason: t.Reason})
 	}
 	for _, t := range a.Turns {
 		v.Turns = append(v.Turns, TurnView{Turn: t.Turn, Status: t.Status, Texts: append([]string{}, t.Texts...), Output: t.Output})

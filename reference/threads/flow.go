@@ -28,14 +28,17 @@ const (
 const MaxIterations = 8
 
 // turnInput is what a turn execution starts with: everything it needs, so that a replay needs
-// nothing else.
+// nothing else. Messages is the request itself, in inputs stored before they named their texts;
+// Agent or Person names what the request is composed of (window.go).
 type turnInput struct {
 	Kind     string          `json:"kind"`
 	Ref      string          `json:"ref"`
 	Turn     int             `json:"turn"`
 	Role     string          `json:"role"`
 	Root     Root            `json:"root"`
-	Messages []model.Message `json:"messages"`
+	Messages []model.Message `json:"messages,omitempty"`
+	Agent    *agentIn        `json:"agent,omitempty"`
+	Person   *personIn       `json:"person,omitempty"`
 }
 
 type turnOutput struct {
@@ -53,7 +56,11 @@ func (s *Service) flow(c *kernel.Context, raw json.RawMessage) (json.RawMessage,
 	}
 	cfg := agent.Config{LoopID: "turn", Provider: s.cfg.Provider, Model: s.cfg.Model, Tools: []model.Tool{PeerSend},
 		Runner: &sender{s: s, role: in.Role, root: in.Root}, MaxIterations: MaxIterations}
-	res, err := agent.Run(c, cfg, in.Messages)
+	msgs, err := s.messages(c.Ctx(), in)
+	if err != nil {
+		return nil, err
+	}
+	res, err := agent.Run(c, cfg, msgs)
 	if err != nil {
 		return nil, err
 	}

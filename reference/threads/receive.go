@@ -37,6 +37,10 @@ const (
 	ReasonThread     = "thread"
 	ReasonRoles      = "roles"
 	ReasonBusy       = "busy"
+	// ReasonBudget: the agent conversation has stored as many bytes of text as its budget.
+	ReasonBudget = "budget"
+	// ReasonRate: the peer presented more texts on the connection than its rate allows.
+	ReasonRate = "rate"
 )
 
 func reject(status int, reason, detail string) *Rejection {
@@ -130,6 +134,12 @@ func (s *Service) Receive(ctx context.Context, token string, body []byte) (Ack, 
 	if token == "" || !known {
 		return Ack{}, reject(http.StatusUnauthorized, ReasonConnection, "")
 	}
+	if rej, err := s.limit(ctx, cid); err != nil || rej != nil {
+		if rej != nil {
+			return Ack{}, rej
+		}
+		return Ack{}, err
+	}
 	s.mu.Lock()
 	var next []startReq
 	var ack Ack
@@ -194,6 +204,9 @@ func (s *Service) receive(tx store.Tx, cid string, t Text, stored *bool) (Ack, [
 			return Ack{}, nil, reject(http.StatusConflict, ReasonRoles, "")
 		}
 	}
+	if rec.Bytes+int64(len(t.Text)) > s.budget(cid) {
+		return Ack{}, nil, reject(http.StatusConflict, ReasonBudget, "")
+	}
 	if s.waiting[cid] >= s.conns[cid].Queue || len(rec.Texts) >= MaxTexts {
 		return Ack{}, nil, reject(http.StatusTooManyRequests, ReasonBusy, "")
 	}
@@ -209,6 +222,7 @@ func (s *Service) receive(tx store.Tx, cid string, t Text, stored *bool) (Ack, [
 		}
 	}
 	rec.Texts = append(rec.Texts, textRec{Dir: dirIn, Message: t.Message, Text: t.Text, State: txReceived})
+	rec.Bytes += int64(len(t.Text))
 	var next []startReq
 	if rec.running() == nil {
 		r, err := s.nextAgentTurn(tx, &rec)
@@ -249,13 +263,7 @@ func (s *Service) nextAgentTurn(tx store.Tx, rec *acRec) (*startReq, error) {
 		return nil, nil
 	}
 	n := len(rec.Turns) + 1
-	byMessage := map[string]string{}
 	var failed []Failure
-	for _, x := range rec.Texts {
-		if x.Dir == dirIn {
-			byMessage[x.Message] = x.Text
-		}
-	}
 	for _, m := range rec.Failed {
 		for _, x := range rec.Texts {
 			if x.Dir == dirOut && x.Message == m {
@@ -263,34 +271,21 @@ func (s *Service) nextAgentTurn(tx store.Tx, rec *acRec) (*startReq, error) {
 			}
 		}
 	}
-	var earlier []Earlier
-	for _, t := range rec.Turns {
-		e := Earlier{Output: t.Output}
-		if t.Status != stCompleted {
-			e.Output = nil
-		}
-		for _, m := range t.Texts {
-			e.Texts = append(e.Texts, byMessage[m])
-		}
-		earlier = append(earlier, e)
-	}
 	desc, err := s.rootDesc(tx, rec.Root)
 	if err != nil {
 		return nil, err
 	}
-	at := AgentTurn{Prompt: s.roles[rec.Role].Prompt, Role: rec.Role, ID: rec.ID, Connection: rec.Conn, PeerRole: rec.PeerRole,
-		Root: desc, Earlier: earlier, Stopped: rec.Stopped, Failed: failed}
+	in := agentInput(rec, s.roles[rec.Role].Prompt, desc, failed, take)
 	turn := turnRec{Turn: n, Status: stRunning, Texts: []string{}}
 	for _, i := range take {
 		rec.Texts[i].Taken = n
-		at.Texts = append(at.Texts, rec.Texts[i].Text)
 		turn.Texts = append(turn.Texts, rec.Texts[i].Message)
 	}
 	turn.Exec = execID(kindAgent, rec.ID, n)
 	rec.Turns = append(rec.Turns, turn)
 	rec.Stopped, rec.Failed = false, nil
 	r := startReq{kind: kindAgent, ref: rec.ID, exec: turn.Exec, conn: rec.Conn, took: len(take),
-		in: turnInput{Kind: kindAgent, Ref: rec.ID, Turn: n, Role: rec.Role, Root: rec.Root, Messages: AgentRequest(at)}}
+		in: turnInput{Kind: kindAgent, Ref: rec.ID, Turn: n, Role: rec.Role, Root: rec.Root, Agent: in}}
 	return &r, stage(tx, r)
 }
 

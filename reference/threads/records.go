@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/store"
@@ -22,6 +23,7 @@ const (
 	keyTask     = "thr/task/" // task id -> taskRec
 	keyRun      = "thr/run/"  // task run id -> runRec
 	keyTurnIn   = "thr/in/"   // turn execution id -> turnInput
+	keyText     = "thr/tx/"   // agent conversation id/index of the text -> the text (a JSON string)
 	tombstone   = "null"
 	rootConv    = "conversation"
 	rootTask    = "task"
@@ -54,10 +56,13 @@ type Root struct {
 
 func (r Root) key() string { return r.Kind + ":" + r.ID }
 
+// textRec is one text of an agent conversation. Text is the text until the record is stored:
+// put moves it to a record of its own under keyText (a record written before texts had records
+// of their own keeps it here).
 type textRec struct {
 	Dir     string `json:"dir"`
 	Message string `json:"message"`
-	Text    string `json:"text"`
+	Text    string `json:"text,omitempty"`
 	State   string `json:"state"`
 	Reason  string `json:"reason,omitempty"`
 	// Taken is the turn that took an incoming text (0: waiting).
@@ -88,6 +93,10 @@ type acRec struct {
 	// failed since the last turn began, to be told to the next.
 	Stopped bool     `json:"stopped,omitempty"`
 	Failed  []string `json:"failed,omitempty"`
+	// Bytes is the bytes of text the conversation stores, both ways (its budget's count).
+	Bytes int64 `json:"bytes,omitempty"`
+	// load reads the text at an index from its own record (set by read and all).
+	load func(i int) (string, error)
 }
 
 func (a *acRec) running() *turnRec {
@@ -150,6 +159,12 @@ func get(tx store.Tx, key string, v any) (bool, error) {
 }
 
 func put(tx store.Tx, key string, v any) error {
+	switch a := v.(type) {
+	case acRec:
+		return putAC(tx, key, &a)
+	case *acRec:
+		return putAC(tx, key, a)
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -167,6 +182,9 @@ func (s *Service) read(ctx context.Context, key string, v any) (bool, error) {
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		return false, fmt.Errorf("threads: record %s: %w", key, err)
+	}
+	if a, ok := v.(*acRec); ok {
+		a.load = s.loader(ctx, a.ID)
 	}
 	return true, nil
 }
@@ -186,7 +204,78 @@ func all[T any](ctx context.Context, st store.Store, prefix string) ([]T, error)
 		if err := json.Unmarshal(kv.Val, &v); err != nil {
 			return nil, fmt.Errorf("threads: record %s: %w", kv.Key, err)
 		}
+		if a, ok := any(&v).(*acRec); ok {
+			a.load = textLoader(ctx, st, a.ID)
+		}
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// textKey is the key of the text at index i of agent conversation id (an id holds no '/', and
+// the index is the last part, so two pairs never share a key).
+func textKey(id string, i int) string { return keyText + id + "/" + strconv.Itoa(i) }
+
+// putAC stores an agent conversation: each text not yet in a record of its own is written to
+// one, once, and the conversation's record keeps only what describes the texts. a is not
+// changed.
+func putAC(tx store.Tx, key string, a *acRec) error {
+	c := *a
+	c.Texts = make([]textRec, len(a.Texts))
+	for i, t := range a.Texts {
+		if t.Text != "" {
+			b, err := json.Marshal(t.Text)
+			if err != nil {
+				return err
+			}
+			if err := tx.PutMeta(textKey(a.ID, i), b); err != nil {
+				return err
+			}
+			t.Text = ""
+		}
+		c.Texts[i] = t
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	return tx.PutMeta(key, b)
+}
+
+// text is the text at index i: the one the record holds, or the one of its own record.
+func (a *acRec) text(i int) (string, error) {
+	if t := a.Texts[i].Text; t != "" || a.load == nil {
+		return t, nil
+	}
+	return a.load(i)
+}
+
+// textIn is text inside a transaction.
+func textIn(tx store.Tx, a *acRec, i int) (string, error) {
+	if t := a.Texts[i].Text; t != "" {
+		return t, nil
+	}
+	var t string
+	if _, err := get(tx, textKey(a.ID, i), &t); err != nil {
+		return "", err
+	}
+	return t, nil
+}
+
+func (s *Service) loader(ctx context.Context, id string) func(int) (string, error) {
+	return textLoader(ctx, s.st, id)
+}
+
+func textLoader(ctx context.Context, st store.Store, id string) func(int) (string, error) {
+	return func(i int) (string, error) {
+		b, ok, err := st.Meta(ctx, textKey(id, i))
+		if err != nil || !ok {
+			return "", err
+		}
+		var t string
+		if err := json.Unmarshal(b, &t); err != nil {
+			return "", fmt.Errorf("threads: text %d of %s: %w", i, id, err)
+		}
+		return t, nil
+	}
 }

@@ -204,7 +204,6 @@ type converseAnswer struct {
 
 // nextPersonTurn starts the first queued turn of pc when none runs.
 func (s *Service) nextPersonTurn(tx store.Tx, pc *pcRec) (*startReq, error) {
-	var earlier []Exchange
 	for i := range pc.Turns {
 		t := &pc.Turns[i]
 		switch t.Status {
@@ -213,14 +212,9 @@ func (s *Service) nextPersonTurn(tx store.Tx, pc *pcRec) (*startReq, error) {
 		case stQueued:
 			t.Status = stRunning
 			r := startReq{kind: kindPerson, ref: pc.ID, exec: t.Exec, in: turnInput{Kind: kindPerson, Ref: pc.ID, Turn: t.Turn,
-				Role: pc.Role, Root: Root{Kind: rootConv, ID: pc.ID}, Messages: PersonRequest(s.roles[pc.Role].Prompt, earlier, t.Text)}}
+				Role: pc.Role, Root: Root{Kind: rootConv, ID: pc.ID}, Person: personInput(pc, s.roles[pc.Role].Prompt, t.Turn)}}
 			return &r, stage(tx, r)
 		}
-		e := Exchange{Text: t.Text}
-		if t.Status == stCompleted {
-			e.Output = t.Output
-		}
-		earlier = append(earlier, e)
 	}
 	return nil, nil
 }

@@ -22,6 +22,8 @@ const (
 	SendPaused     = "paused"
 	SendQueueFull  = "queue-full"
 	SendBadRequest = "bad-request"
+	// SendBudget: the agent conversation has stored as many bytes of text as its budget.
+	SendBudget = "budget"
 )
 
 // Sent is what peer.send answers once the text is stored to be sent.
@@ -107,6 +109,9 @@ func (s *Service) Send(ctx context.Context, role string, root Root, args json.Ra
 		case s.queued[cid] >= conn.Queue:
 			answer = SendError{SendQueueFull}
 			return nil
+		case int64(len(*a.Text)) > s.budget(cid):
+			answer = SendError{SendBudget}
+			return nil
 		}
 		var rec acRec
 		tk := topicKey(cid, root, role, peerRole)
@@ -134,6 +139,11 @@ func (s *Service) Send(ctx context.Context, role string, root Root, args json.Ra
 			answer = SendError{SendQueueFull}
 			return nil
 		}
+		if rec.Bytes+int64(len(*a.Text)) > s.budget(cid) {
+			answer = SendError{SendBudget}
+			return nil
+		}
+		rec.Bytes += int64(len(*a.Text))
 		rec.Texts = append(rec.Texts, textRec{Dir: dirOut, Message: mid, Text: *a.Text, State: txQueued})
 		if err := put(tx, keyAC+acid, rec); err != nil {
 			return err
@@ -172,15 +182,17 @@ func (s *Service) pump(id string) {
 		var rec acRec
 		ok, err := s.read(s.ctx, keyAC+id, &rec)
 		var t *textRec
+		var text string
 		if err == nil && ok {
 			for i := range rec.Texts {
 				if rec.Texts[i].Dir == dirOut && rec.Texts[i].State == txQueued {
 					t = &rec.Texts[i]
+					text, err = rec.text(i)
 					break
 				}
 			}
 		}
-		if t == nil || s.closed {
+		if t == nil || err != nil || s.closed {
 			delete(s.pumps, id)
 			s.mu.Unlock()
 			if err != nil && s.ctx.Err() == nil {
@@ -190,7 +202,7 @@ func (s *Service) pump(id string) {
 		}
 		s.mu.Unlock()
 		conn := s.conns[rec.Conn]
-		body, _ := json.Marshal(Text{V: 1, Thread: rec.Thread, Message: t.Message, From: rec.Role, To: rec.PeerRole, Text: t.Text})
+		body, _ := json.Marshal(Text{V: 1, Thread: rec.Thread, Message: t.Message, From: rec.Role, To: rec.PeerRole, Text: text})
 		status, reason, retryAfter := s.post(conn, body)
 		switch {
 		case status == http.StatusOK:

@@ -51,6 +51,14 @@ const MaxQueuedTurns = 16
 // MaxTexts bounds the texts one agent conversation keeps; a text past it is refused as busy.
 const MaxTexts = 4096
 
+// DefaultBudget is the bytes of text one agent conversation stores, both ways, when its
+// connection sets no budget (spec/peer.md, Configuration): 4 MiB.
+const DefaultBudget = 4 << 20
+
+// DefaultRate is the texts a peer may present on a connection per minute when the connection
+// sets no rate.
+const DefaultRate = 600
+
 // Role is one role of the box. Principals are the identities the box issues to the role: a
 // caller with exactly one of them (tenant, actor and onBehalfOf) is the role, whatever its actor
 // is spelled; no other caller is.
@@ -68,6 +76,11 @@ type Connection struct {
 	Accept string
 	Owner  loomtype.Identity
 	Queue  int
+	// Budget bounds the bytes of text one agent conversation of the connection stores, both
+	// ways (0: DefaultBudget). Rate bounds the texts the peer presents on it per minute (0:
+	// DefaultRate).
+	Budget int64
+	Rate   int
 }
 
 // Config configures a Service.
@@ -166,6 +179,10 @@ type Service struct {
 	queued   map[string]int  // texts waiting to be sent, per connection
 	waiting  map[string]int  // texts of the peer waiting for a turn, per connection
 	closed   bool
+
+	// rmu guards rates, the peer's texts each connection may still present now.
+	rmu   sync.Mutex
+	rates map[string]*bucket
 }
 
 // New checks cfg and returns the service over st, the store the kernel runs on; register Flows
