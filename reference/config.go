@@ -171,8 +171,14 @@ func FromConfig(c spec.SUTConfig) (Options, error) {
 	opt.Edge = gateway.Edge{RequestTimeout: ms(gw.RequestTimeoutMs), HeadersTimeout: ms(gw.HeadersTimeoutMs),
 		MaxConnections: gw.MaxConnections}
 	if len(c.Identity.Principals) > 0 || c.Identity.URL != "" {
-		opt.Gateway.Authenticate = BearerAuth(ident)
+		grants, err := newGrantTable(c.Identity.Principals)
+		if err != nil {
+			return opt, err
+		}
+		opt.Gateway.Authenticate = bearerAuth(ident, grants)
+		opt.Deps.Allowed = grants.allowed
 	}
+	opt.RunMaxIterations = c.Runs.MaxIterations
 	if len(c.Threads.Roles) > 0 {
 		opt.Threads = threadsConfig(c.Threads, hc)
 	}
@@ -210,7 +216,11 @@ const TokenCookie = "loom_token"
 // exact. A token anywhere else, in the URL for instance, is not a credential.
 //
 //	opt.Gateway.Authenticate = reference.BearerAuth(&hostio.Identity{Static: principals})
-func BearerAuth(id *hostio.Identity) gateway.Authenticator {
+func BearerAuth(id *hostio.Identity) gateway.Authenticator { return bearerAuth(id, nil) }
+
+// bearerAuth is BearerAuth that also keeps, in grants (if set), the tools each principal it
+// resolves is granted.
+func bearerAuth(id *hostio.Identity, grants *grantTable) gateway.Authenticator {
 	return func(r *http.Request) (loomtype.Identity, error) {
 		h := r.Header.Get("Authorization")
 		tok, ok := cutScheme(h, "Bearer")
@@ -229,7 +239,10 @@ func BearerAuth(id *hostio.Identity) gateway.Authenticator {
 			}
 			return loomtype.Identity{}, err
 		}
-		return loomtype.Identity{Tenant: p.Tenant, Actor: p.Actor, OnBehalfOf: p.OnBehalfOf}, nil
+		if grants != nil {
+			grants.learn(p)
+		}
+		return identityOf(p), nil
 	}
 }
 

@@ -86,6 +86,8 @@ type Options struct {
 	// HumanTools name the tools a person answers (kind "human"): a run's call of one waits for
 	// the person's answer (reference/run).
 	HumanTools []string
+	// RunMaxIterations is the most model calls a run may ask for (0: run.DefaultMaxIterationsCeiling).
+	RunMaxIterations int
 	// Stream configures the session streams (reference/sessions).
 	Stream sessions.Config
 	// Threads, if set, gives the box its roles and its connections to peer boxes (spec/peer.md,
@@ -243,7 +245,7 @@ func (e *Engine) assemble(ctx context.Context, opt Options) error {
 		cache = run.NewResponseCache(0)
 	}
 	runs := run.New(run.Deps{Cache: cache, Provider: opt.Deps.Provider, Model: opt.Conversation.Model, Tools: opt.Conversation.Tools,
-		Runner: opt.Deps.Tools, Allowed: opt.Deps.Allowed, Memory: opt.Deps.Memory, NotIdempotent: opt.NotIdempotentTools, OnError: func(id string, err error) {
+		Runner: opt.Deps.Tools, Allowed: opt.Deps.Allowed, Memory: opt.Deps.Memory, NotIdempotent: opt.NotIdempotentTools, MaxIterations: opt.RunMaxIterations, OnError: func(id string, err error) {
 			onError(hostio.ErrorReport{ErrorID: id, Error: err.Error()})
 		}, Human: opt.HumanTools})
 	flows := dl.Flows()

@@ -39,6 +39,18 @@ type SUTConfig struct {
 	// Threads configures the box's roles and its connections to peer boxes (profile threads;
 	// spec/peer.md).
 	Threads ThreadsConfig `json:"threads,omitzero"`
+	// Runs bounds the work one agent run may ask for (profile agent; spec/http.md, Run limits).
+	Runs RunsConfig `json:"runs,omitzero"`
+}
+
+// RunsConfig bounds what one request to start an agent run may ask for. Zero means the default.
+//
+//	cfg.Runs = spec.RunsConfig{MaxIterations: 16}
+type RunsConfig struct {
+	// MaxIterations is the most model calls a run may ask for with its maxIterations option
+	// (default 64); a larger value is refused with 400 naming maxIterations. A run that names
+	// none gets 8, or this ceiling when it is lower.
+	MaxIterations int `json:"maxIterations,omitempty"`
 }
 
 // ThreadsConfig gives the box its roles, its people and its connections to peer boxes
@@ -161,8 +173,10 @@ type Principal struct {
 	Tenant     string `json:"tenant,omitempty"`
 	Actor      string `json:"actor,omitempty"`
 	OnBehalfOf string `json:"onBehalfOf,omitempty"`
-	// Grants lists the tools this principal may call; nil means every tool.
-	Grants []string `json:"grants,omitempty"`
+	// Grants lists the tools this principal may call: absent (nil) means every tool, a list (an
+	// empty one included) exactly the tools it names. A run or turn that calls another is
+	// denied (spec/world.md, Identity). omitzero keeps an empty list apart from an absent one.
+	Grants []string `json:"grants,omitzero"`
 	// NarrowedFrom, set on a delegated principal, says the host maps the delegation to this
 	// narrowed principal (shared mode refuses an unmapped delegate).
 	Narrowed bool `json:"narrowed,omitempty"`

@@ -71,7 +71,10 @@ type Config struct {
 	Runner   ToolRunner
 	// Allowed reports whether the run's principal may call a tool. nil allows every tool. A
 	// denied call fails the run with reason "denied"; it is never fed back to the model.
-	Allowed       func(tool string) bool
+	Allowed func(tool string) bool
+	// Grants, if set, are the tools the run's principal is granted; a call of any other is
+	// denied as Allowed's are (Permitted checks both). nil: every tool.
+	Grants        *Grants
 	MaxIterations int
 	// Parallel runs one response's tool calls concurrently.
 	Parallel bool
@@ -529,7 +532,7 @@ func callTool(ctx context.Context, cfg Config, call model.ToolCall, key string) 
 	if !known || cfg.Runner == nil {
 		return toolOutcome{Error: "unknown tool: " + bound(call.Name)}
 	}
-	if cfg.Allowed != nil && !cfg.Allowed(call.Name) {
+	if !Permitted(cfg, call.Name) {
 		id := NewErrorID()
 		if cfg.OnError != nil {
 			cfg.OnError(id, fmt.Errorf("tool %q denied: the asker has no grant for it", call.Name))

@@ -128,8 +128,12 @@ type Deps struct {
 	// Tools are the tools the system knows; a run may name a subset.
 	Tools  []model.Tool
 	Runner agent.ToolRunner
-	// Allowed reports whether who may call tool (nil: every tool).
+	// Allowed reports whether who may call tool (nil: every tool). A run asks it for each
+	// configured tool when it starts and keeps the answers (grants.go).
 	Allowed func(who loomtype.Identity, tool string) bool
+	// MaxIterations is the most model calls a run may ask for (0:
+	// DefaultMaxIterationsCeiling); more is a 400 naming maxIterations.
+	MaxIterations int
 	// OnError receives the real error behind a failed model call, with its errorId.
 	OnError func(errorID string, err error)
 	// Memory is the agent memory a run's write-back writes to and its recall asks (nil: none,
@@ -202,6 +206,8 @@ func runID(owner loomtype.Identity, chosen string) string {
 type input struct {
 	Owner   loomtype.Identity `json:"owner"`
 	Options Options           `json:"options"`
+	// Grants are the tools the owner was granted when the run started (nil: every tool).
+	Grants *agent.Grants `json:"grants,omitempty"`
 }
 
 // Start starts a run, or returns the run that already exists under the same chosen id of the
@@ -218,6 +224,10 @@ func (rs *Runs) Start(ctx context.Context, owner loomtype.Identity, opt Options)
 	if err := rs.check(opt); err != nil {
 		return View{}, false, err
 	}
+	grants := rs.grantsOf(owner)
+	if err := checkGranted(grants, opt); err != nil {
+		return View{}, false, err
+	}
 	var id string
 	if opt.ID == "" {
 		id = "run:" + loomtype.NewErrorID()[4:]
@@ -226,7 +236,7 @@ func (rs *Runs) Start(ctx context.Context, owner loomtype.Identity, opt Options)
 	} else {
 		id = runID(owner, opt.ID)
 	}
-	in, _ := json.Marshal(input{Owner: owner, Options: opt})
+	in, _ := json.Marshal(input{Owner: owner, Options: opt, Grants: grants})
 	_, err := rs.k.Start(ctx, kernel.StartRequest{ID: id, Flow: FlowName, Input: in, Principal: owner})
 	created := true
 	if errors.Is(err, loomtype.ErrAlreadyStarted) {
@@ -263,8 +273,8 @@ func (rs *Runs) check(opt Options) error {
 	default:
 		return loomtype.BadRequest("toolErrors", "")
 	}
-	if opt.MaxIterations < 0 {
-		return loomtype.BadRequest("maxIterations", "")
+	if err := rs.checkMaxIterations(opt); err != nil {
+		return err
 	}
 	if err := rs.checkWriteBack(opt.WriteBack); err != nil {
 		return err
@@ -434,22 +444,16 @@ func (rs *Runs) flow(c *kernel.Context, raw json.RawMessage) (json.RawMessage, e
 		}()
 	})
 	defer sig.Disarm()
-	max := opt.MaxIterations
-	if max <= 0 {
-		max = DefaultMaxIterations
-	}
 	owner := in.Owner
 	cfg := agent.Config{LoopID: loopID, Provider: rs.provider(owner, opt), Model: rs.deps.Model, Tools: tools,
-		Runner: rs.deps.Runner, MaxIterations: max, Parallel: opt.Parallel != 0, Signal: sig,
+		Runner: rs.deps.Runner, MaxIterations: rs.maxIterations(opt), Parallel: opt.Parallel != 0, Signal: sig,
 		FailOnToolError: opt.ToolErrors == ToolErrorsFail, OnError: rs.deps.OnError}
 	if opt.Parallel > 0 {
 		cfg.MaxParallel = opt.Parallel
 	}
 	cfg.TurnTimeout, cfg.ToolTimeout = timeouts(opt)
 	rs.parkingConfig(&cfg, opt)
-	if rs.deps.Allowed != nil {
-		cfg.Allowed = func(tool string) bool { return rs.deps.Allowed(owner, tool) }
-	}
+	rs.grantsConfig(&cfg, owner, in)
 	cfg.Principal, cfg.TaintToolErrors = &owner, true
 	msgs, err := rs.recall(c, owner, opt, msgs)
 	if err != nil {
