@@ -2,6 +2,7 @@ package threads
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -93,7 +94,9 @@ func (s *Service) mayRead(ctx context.Context, who loomtype.Identity, rec *acRec
 		return true, nil
 	}
 	var root acRec
-	if ok, err := s.read(ctx, keyAC+rec.Root.ID, &root); err != nil {
+	if rec.Root.ID == rec.ID { // one the peer started is its own root
+		root = *rec
+	} else if ok, err := s.read(ctx, keyAC+rec.Root.ID, &root); err != nil {
 		return false, err
 	} else if ok {
 		if c := s.conns[root.Conn]; c != nil && c.Owner.Equal(who) {
@@ -108,22 +111,42 @@ func (s *Service) mayRead(ctx context.Context, who loomtype.Identity, rec *acRec
 	return false, nil
 }
 
-// readable loads agent conversation id if who reads it, else ErrNotFound.
+// readable loads agent conversation id if who reads it, else ErrNotFound. A missing one costs
+// what one who may not read costs: a decoy record is decoded and authorized in its place, so
+// the time of the uniform 404 does not tell the two apart (spec/peer.md, Reading).
 func (s *Service) readable(ctx context.Context, who loomtype.Identity, id string) (acRec, error) {
 	var rec acRec
-	ok, err := s.read(ctx, keyAC+id, &rec)
+	found, err := s.read(ctx, keyAC+id, &rec)
 	if err != nil {
 		return acRec{}, err
 	}
-	if !ok {
-		return acRec{}, ErrNotFound
+	if !found {
+		rec = acRec{}
+		_ = json.Unmarshal(decoyAC, &rec)
+		rec.ID, rec.Root.ID = id, id
 	}
 	if ok, err := s.mayRead(ctx, who, &rec); err != nil {
 		return acRec{}, err
-	} else if !ok {
+	} else if !ok || !found {
 		return acRec{}, ErrNotFound
 	}
 	return rec, nil
+}
+
+// Decoys: what a lookup that found nothing decodes in place of a record, to do the work of one
+// it found.
+var (
+	decoyAC   = mustJSON(acRec{Conn: "-", Thread: "t_decoydecoydecoydecoy", Role: "-", PeerRole: "-", StartedBy: "peer", Root: Root{Kind: rootAgent}, Texts: []textRec{}, Turns: []turnRec{}})
+	decoyTask = mustJSON(taskRec{ID: "tk_decoydecoydecoy", Title: "-", Members: []loomtype.Identity{{Actor: "-"}}, State: TaskOpen})
+	decoyRun  = mustJSON(runRec{ID: "tr_decoydecoydecoy", Task: "-", Role: "-", Prompt: "-", Status: stRunning, Exec: "-"})
+)
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 // Get reads agent conversation id.
@@ -146,12 +169,10 @@ func (s *Service) Get(ctx context.Context, who loomtype.Identity, id string) (Vi
 //	v, err := svc.Find(ctx, dana, "lab", "t_8fK2aaaaaaaaaaaa")
 func (s *Service) Find(ctx context.Context, who loomtype.Identity, connection, thread string) (View, error) {
 	var id string
-	if ok, err := s.read(ctx, keyThread+connection+"/"+thread, &id); err != nil {
+	if _, err := s.read(ctx, keyThread+connection+"/"+thread, &id); err != nil {
 		return View{}, err
-	} else if !ok {
-		return View{}, ErrNotFound
 	}
-	return s.Get(ctx, who, id)
+	return s.Get(ctx, who, id) // an unknown thread ("") takes the same way to the uniform 404
 }
 
 // Stop stops the running turn of agent conversation id: it ends stopped, the texts it took

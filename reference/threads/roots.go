@@ -403,7 +403,10 @@ func (s *Service) task(ctx context.Context, who loomtype.Identity, id string) (t
 	if err != nil {
 		return tk, err
 	}
-	if !ok || !tk.member(who) {
+	if !ok { // the work of a task found, so that the 404's time tells nothing
+		_ = json.Unmarshal(decoyTask, &tk)
+	}
+	if !tk.member(who) || !ok {
 		return taskRec{}, ErrNotFound
 	}
 	return tk, nil
@@ -638,11 +641,15 @@ func (s *Service) finishRun(tx store.Tx, id, exec, status string, output *string
 //	v, err := svc.Run(ctx, dana, "tr_x")
 func (s *Service) Run(ctx context.Context, who loomtype.Identity, id string) (RunView, error) {
 	var r runRec
-	if ok, err := s.read(ctx, keyRun+id, &r); err != nil || !ok {
-		return RunView{}, errors.Join(err, notFoundIf(err == nil))
-	}
-	if _, err := s.task(ctx, who, r.Task); err != nil {
+	found, err := s.read(ctx, keyRun+id, &r)
+	if err != nil {
 		return RunView{}, err
+	}
+	if !found { // the work of a run found: decode one, then ask its task
+		_ = json.Unmarshal(decoyRun, &r)
+	}
+	if _, err := s.task(ctx, who, r.Task); err != nil || !found {
+		return RunView{}, errors.Join(err, notFoundIf(err == nil))
 	}
 	return RunView{ID: r.ID, Task: r.Task, Role: r.Role, Status: r.Status, Output: r.Output}, nil
 }
