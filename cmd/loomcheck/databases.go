@@ -18,7 +18,6 @@ type serverDatabases struct {
 	admin string
 
 	mu    sync.Mutex
-	n     int               // databases made, for their names
 	free  []string          // emptied databases, ready for a scenario
 	given map[string]string // the harness's name for a database -> the database it was given
 	made  map[string]bool   // every database this run made and has not dropped
