@@ -451,3 +451,31 @@ Feature: The session stream of a chat: terminal lines, tool blocks, retention an
       | 2   | term-command | person:bob   | {"command": "make lint", "via": "terminal"} |
       | 3   | term-command | person:alice | {"command": "make vet", "via": "terminal"}  |
       | 0   | read-marker  | person:alice | {"upto": 3}                                 |
+
+  @profile:stream @req:ADR0052-G-09
+  Scenario: A removed participant's open session streams end at once with reason removed, and nothing sent after reaches them
+    Given alice has started a shared conversation with bob
+    And alice posts to the session's terminal {"line": "make test"}
+    When alice follows the session stream over WebSocket
+    And bob follows the session stream over WebSocket
+    And bob follows the session stream over SSE
+    And bob's WebSocket reader reaches cursor 1
+    And bob's SSE reader reaches cursor 1
+    And alice removes bob from the participants
+    And alice posts to the session's terminal {"line": "make vet"}
+    And alice's WebSocket reader reaches cursor 3
+    Then alice's WebSocket reader got exactly these frames with their data:
+      | cur | type              | author       | data                                        |
+      | 1   | term-command      | person:alice | {"command": "make test", "via": "terminal"} |
+      | 2   | participant-left  | person:alice | {"who": "person:bob", "by": "person:alice"} |
+      | 3   | term-command      | person:alice | {"command": "make vet", "via": "terminal"}  |
+    And bob's WebSocket reader got exactly these frames with their data:
+      | cur | type              | author       | data                                        |
+      | 1   | term-command      | person:alice | {"command": "make test", "via": "terminal"} |
+      | 2   | participant-left  | person:alice | {"who": "person:bob", "by": "person:alice"} |
+      | 0   | end               |              | {"reason": "removed"}                       |
+    And bob's SSE reader got exactly these frames with their data:
+      | cur | type              | author       | data                                        |
+      | 1   | term-command      | person:alice | {"command": "make test", "via": "terminal"} |
+      | 2   | participant-left  | person:alice | {"who": "person:bob", "by": "person:alice"} |
+      | 0   | end               |              | {"reason": "removed"}                       |

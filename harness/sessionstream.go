@@ -484,6 +484,13 @@ func (f *follower) read(ctx context.Context, c conn) (delivered, stop bool) {
 			if d := fr.data(); fr.kind() == "reset" && d.Floor != nil {
 				f.r.Last = *d.Floor - 1
 			}
+			if fr.kind() == "end" {
+				// The stream ended for good (spec/stream.md): the reader does not resume.
+				f.lastFrame = now
+				f.mu.Unlock()
+				f.wake()
+				return delivered, true
+			}
 		case resume.Drop:
 			if asked {
 				f.problems = append(f.problems, resume.Problem{What: "repeat", Last: last, First: fr.resumeFrame().First(), Cur: fr.Cur})

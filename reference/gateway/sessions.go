@@ -19,6 +19,10 @@ import (
 // DefaultHeartbeat is how often an idle session stream sends a heartbeat frame.
 const DefaultHeartbeat = 15 * time.Second
 
+// KindEnd is the control frame that ends a session stream for good: data {reason}, with the
+// reason a sessions.EndReason ("removed"). The reader does not resume.
+const KindEnd stream.Kind = "end"
+
 type openBody struct {
 	From   *int64  `json:"from,omitempty"`
 	Device *string `json:"device,omitempty"`
@@ -241,6 +245,8 @@ func (g *Gateway) serveFrames(ctx context.Context, out frameSender, r *http.Requ
 			return
 		case <-sub.Done():
 			// Cut off (a full queue, or the session stopped): drain what is queued, then end.
+			// Ended for good (the reader's person was removed): what was queued before, then an
+			// end frame with the reason, and the reader does not resume.
 			for {
 				select {
 				case it := <-sub.Frames():
@@ -251,9 +257,13 @@ func (g *Gateway) serveFrames(ctx context.Context, out frameSender, r *http.Requ
 					if err != nil || send(v) != nil {
 						return
 					}
+					continue
 				default:
-					return
 				}
+				if reason := sub.Ended(); reason != "" {
+					_ = out.send(ctx, stream.Control(KindEnd, id, now(), map[string]string{"reason": string(reason)}))
+				}
+				return
 			}
 		case it := <-sub.Frames():
 			if !it.For(who) {

@@ -31,20 +31,37 @@ var (
 const readPrefix = "stream/read/"
 
 // Participant logs that who joined (joined true) or left session id's chat, as changed by by.
+// A person who left is cut off at once: each of their open readers of the session ends, with
+// EndRemoved, under the lock that logged the participant-left frame, so no frame logged or sent
+// after it reaches them.
 //
-// Errors: store errors.
+// Errors: loomtype.ErrNotFound, store errors.
 func (s *Service) Participant(ctx context.Context, by loomtype.Identity, id string, who loomtype.Identity, joined bool) error {
+	if err := s.cv.Authorize(ctx, by, id); err != nil {
+		return err
+	}
 	k := stream.KindParticipantLeft
 	if joined {
 		k = stream.KindParticipantJoined
 	}
-	_, err := s.Append(ctx, by, id, stream.Spec{Kind: k, Author: "person:" + by.Actor,
-		Data: map[string]string{"who": "person:" + who.Actor, "by": "person:" + by.Actor}})
+	spec := stream.Spec{Kind: k, Author: "person:" + by.Actor,
+		Data: map[string]string{"who": "person:" + who.Actor, "by": "person:" + by.Actor}}
+	ss, err := s.acquire(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer s.release(ss)
+	if err := ss.catchUp(ctx, nil); err != nil {
+		return err
+	}
+	ss.mu.Lock()
+	_, err = ss.commit(ctx, []stream.Spec{spec}, nil, ss.pos)
+	if err == nil && !joined {
+		ss.endReadersLocked(who, EndRemoved)
+	}
+	ss.mu.Unlock()
 	if err == nil {
-		if ss, aerr := s.acquire(ctx, id); aerr == nil {
-			s.countPeople(ctx, ss, by) // the room's new head count
-			s.release(ss)
-		}
+		s.countPeople(ctx, ss, by) // the room's new head count
 	}
 	return err
 }

@@ -33,6 +33,7 @@ func (s *Service) SubscribeAs(ctx context.Context, who loomtype.Identity, id str
 	ss.mu.Lock()
 	sub, replay, reset, head, floor, err = ss.subscribeLocked(from)
 	if err == nil {
+		sub.reader = readerKey(who)
 		sub.marker, sub.hasMarker, err = s.ReadMarkerFrame(ctx, who, id)
 		if err != nil {
 			delete(ss.subs, sub)

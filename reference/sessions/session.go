@@ -689,6 +689,10 @@ type Sub struct {
 	// (SubscribeAs; hasMarker false: none), so that it and the live markers meet exactly.
 	marker    stream.Frame
 	hasMarker bool
+	// reader is the identity key of the reader (SubscribeAs; "" for Subscribe), and ended why
+	// the service ended the subscription for good (set before Done is closed; "": it did not).
+	reader string
+	ended  EndReason
 }
 
 // Frames receives the live frames, in cursor order.
