@@ -250,18 +250,6 @@ func (a *acRec) text(i int) (string, error) {
 	return a.load(i)
 }
 
-// textIn is text inside a transaction.
-func textIn(tx store.Tx, a *acRec, i int) (string, error) {
-	if t := a.Texts[i].Text; t != "" {
-		return t, nil
-	}
-	var t string
-	if _, err := get(tx, textKey(a.ID, i), &t); err != nil {
-		return "", err
-	}
-	return t, nil
-}
-
 func (s *Service) loader(ctx context.Context, id string) func(int) (string, error) {
 	return textLoader(ctx, s.st, id)
 }
