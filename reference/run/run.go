@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"regexp"
 	"sync/atomic"
+	"time"
 
 	"github.com/loomcheck/loomcheck/reference/agent"
 	"github.com/loomcheck/loomcheck/reference/hostio"
@@ -303,19 +304,45 @@ func (rs *Runs) knows(name string) bool {
 	return false
 }
 
+// NotFoundFloor is the least time a refusal of a run takes, counted from when it began, whichever
+// path refused (no such run, another flow's execution, someone else's run): the same floor as a
+// conversation's (conversation.NotFoundFloor). What makes the paths cost the same is that both
+// read and decode the execution record from the store; the floor only evens out what is left.
+const NotFoundFloor = 200 * time.Microsecond
+
 // owned returns the run's record if owner owns it, else ErrNotFound (the same for a run that
-// does not exist, another flow's execution, and someone else's run).
+// does not exist, another flow's execution, and someone else's run). Whatever the kernel holds in
+// memory, it reads the record from the store (a missing one is decoded all the same, as a
+// stand-in), and a refusal takes at least NotFoundFloor: a run that exists and is not the
+// caller's costs what one that does not exist costs.
 func (rs *Runs) owned(ctx context.Context, owner loomtype.Identity, id string) (kernel.Info, error) {
-	info, err := rs.k.Info(ctx, id)
-	if errors.Is(err, loomtype.ErrNotFound) {
-		return kernel.Info{}, ErrNotFound
-	} else if err != nil {
+	start := time.Now()
+	stored, err := rs.k.StoredInfo(ctx, id)
+	if err != nil && !errors.Is(err, loomtype.ErrNotFound) && !errors.Is(err, kernel.ErrUnreadable) {
 		return kernel.Info{}, err
 	}
-	if info.Flow != FlowName || !owner.Valid() || !info.Principal.Equal(owner) {
+	if err != nil || stored.Flow != FlowName || !owner.Valid() || !stored.Principal.Equal(owner) {
+		notFoundFloor(ctx, start)
 		return kernel.Info{}, ErrNotFound
 	}
-	return info, nil
+	info, err := rs.k.Info(ctx, id) // the live record: its state may be newer than the stored one
+	if errors.Is(err, loomtype.ErrNotFound) {
+		notFoundFloor(ctx, start)
+		return kernel.Info{}, ErrNotFound
+	}
+	return info, err
+}
+
+// notFoundFloor waits until NotFoundFloor has passed since start, or ctx ends.
+func notFoundFloor(ctx context.Context, start time.Time) {
+	if d := time.Until(start.Add(NotFoundFloor)); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
 }
 
 // Get reads a run.
