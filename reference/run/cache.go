@@ -21,7 +21,9 @@ const DefaultCacheEntries = 1024
 // and partitioned by the principal the run acts for and by the run's cacheScope: two runs share an
 // entry only when all of those are equal. Only answers that completed are kept. It lives in the
 // process (a restart empties it; the journal, not the cache, is what a replay serves). When full,
-// it forgets everything it holds and starts again.
+// it makes room by forgetting one answer of the principal that holds the most (the one adding,
+// when it holds as many as any): one principal asking many questions only ever pushes out its own
+// answers, never those of a principal that holds fewer.
 //
 // Safe for concurrent use.
 //
@@ -31,6 +33,8 @@ type ResponseCache struct {
 	max     int
 	mu      sync.Mutex
 	entries map[string]model.Response
+	// held are the keys of entries each principal's runs put there (a key names one principal).
+	held map[loomtype.Identity]map[string]struct{}
 }
 
 // NewResponseCache returns an empty cache of at most max entries (0: DefaultCacheEntries).
@@ -40,7 +44,7 @@ func NewResponseCache(max int) *ResponseCache {
 	if max <= 0 {
 		max = DefaultCacheEntries
 	}
-	return &ResponseCache{max: max, entries: map[string]model.Response{}}
+	return &ResponseCache{max: max, entries: map[string]model.Response{}, held: map[loomtype.Identity]map[string]struct{}{}}
 }
 
 // Provider returns base behind the cache, in the partition of who and scope.
@@ -87,13 +91,36 @@ func (p *cachedProvider) Complete(ctx context.Context, req model.Request, onDelt
 	if err != nil {
 		return resp, err
 	}
-	p.rc.mu.Lock()
-	if len(p.rc.entries) >= p.rc.max {
-		p.rc.entries = map[string]model.Response{}
-	}
-	p.rc.entries[k] = resp
-	p.rc.mu.Unlock()
+	p.rc.put(p.who, k, resp)
 	return resp, nil
+}
+
+// put keeps resp under k for who, first making room when the cache is full: one entry of the
+// principal holding the most goes (who's own when who holds as many as any).
+func (rc *ResponseCache) put(who loomtype.Identity, k string, resp model.Response) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if _, ok := rc.entries[k]; !ok && len(rc.entries) >= rc.max {
+		victim, most := who, len(rc.held[who])
+		for id, keys := range rc.held {
+			if len(keys) > most {
+				victim, most = id, len(keys)
+			}
+		}
+		for old := range rc.held[victim] {
+			delete(rc.entries, old)
+			delete(rc.held[victim], old)
+			break
+		}
+		if len(rc.held[victim]) == 0 {
+			delete(rc.held, victim)
+		}
+	}
+	rc.entries[k] = resp
+	if rc.held[who] == nil {
+		rc.held[who] = map[string]struct{}{}
+	}
+	rc.held[who][k] = struct{}{}
 }
 
 // checkCacheScope refuses, naming "cacheScope", a run without one when the system caches model
