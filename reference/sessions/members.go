@@ -1,10 +1,6 @@
 package sessions
 
-import (
-	"encoding/json"
-
-	"github.com/loomcheck/loomcheck/reference/loomtype"
-)
+import "github.com/loomcheck/loomcheck/reference/loomtype"
 
 // EndReason says why the service ended a reader's subscription for good: the reader must not
 // resume (spec/stream.md, Group chats: a removed person's streams end).
@@ -13,12 +9,9 @@ type EndReason string
 // EndRemoved: the reader's person was removed from the chat.
 const EndRemoved EndReason = "removed"
 
-// readerKey is the injective key of a reader's identity: its tenant, actor and on-behalf-of as
-// a JSON array.
-func readerKey(who loomtype.Identity) string {
-	b, _ := json.Marshal([]string{who.Tenant, who.Actor, who.OnBehalfOf})
-	return string(b)
-}
+// readerKey is the key of a reader's identity: its identity key (loomtype.Identity.Key), which
+// no two identities share.
+func readerKey(who loomtype.Identity) string { return who.Key() }
 
 // endReadersLocked ends, for reason, every subscription of who to the session: each is taken
 // off the session, so nothing more is queued for it, and cut off with its reason (ss.mu held).
