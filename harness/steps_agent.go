@@ -52,10 +52,7 @@ func (s *agentSteps) agentHasMemory() error {
 // memoryHolds puts the text into who's memory.
 func (s *agentSteps) memoryHolds(who, text string) error {
 	p := principals[who]
-	scope := p.Tenant + "/" + p.Actor
-	if p.OnBehalfOf != "" {
-		scope += "~" + p.OnBehalfOf
-	}
+	scope := identityKey(p.Tenant, p.Actor, p.OnBehalfOf)
 	if err := s.world.Memory().Seed(scope, unescape(text)); err != nil {
 		return harnessErr("memory: %v", err)
 	}
@@ -295,15 +292,10 @@ func (s *agentSteps) toolResultsInOrder(i int, order string) error {
 	return nil
 }
 
-// memoryScope is the memory scope of a principal (spec/world.md): "<tenant>/<actor>", then
-// "~<onBehalfOf>" for a delegate.
+// memoryScope is the memory scope of a principal (spec/world.md): its identity key.
 func memoryScope(who string) string {
 	p := principals[who]
-	scope := p.Tenant + "/" + p.Actor
-	if p.OnBehalfOf != "" {
-		scope += "~" + p.OnBehalfOf
-	}
-	return scope
+	return identityKey(p.Tenant, p.Actor, p.OnBehalfOf)
 }
 
 // memoryHeldAtRecall waits for the recall of who's scope that the turn whose prompt is text makes

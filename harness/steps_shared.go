@@ -535,13 +535,9 @@ type partChange struct {
 	By       map[string]string `json:"by"`
 }
 
-// identityText renders a wire identity as tenant/actor~onBehalfOf, with absent fields empty.
+// identityText renders a wire identity as its identity key, with absent fields empty.
 func identityText(id map[string]string) string {
-	s := id["tenant"] + "/" + id["actor"]
-	if id["onBehalfOf"] != "" {
-		s += "~" + id["onBehalfOf"]
-	}
-	return s
+	return identityKey(id["tenant"], id["actor"], id["onBehalfOf"])
 }
 
 func changesText(cs []partChange) []string {
