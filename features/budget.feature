@@ -92,6 +92,26 @@ Feature: The context fits the model's window, and what leaves it is summarized
       | ASCII     | a message of 1285 characters | a message of 1284 characters | xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx |
       | non-ASCII | 322 characters of "漢"        | 321 characters of "漢"        | 漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢漢 |
 
+  @profile:budget @req:ADR0122-D5-02 @req:ADR0122-D5-03 @configures
+  Scenario Outline: Tokens are counted per code point, never per byte or UTF-16 unit: a prompt of <what> fits to the token
+    # Alone beside the tools (75) and its overhead (4), a prompt may count 321 tokens: an ASCII code
+    # point is a quarter token, rounded up once for the whole text, every other code point one
+    # (spec/token-counting.md §2).
+    Given alice has started a conversation
+    And the model replies "noted"
+    When alice sends "<unit>" <over> times and then "<overTail>"
+    And alice sends "<unit>" <fits> times and then "<fitsTail>"
+    Then turn 1 is answered "noted"
+    And record 1 is rejected with reason "prompt-too-large"
+    And the model has been asked 1 time in all
+
+    Examples:
+      | what                                      | unit     | over | overTail | fits | fitsTail |
+      | two-byte characters                       | é        | 322  |          | 321  |          |
+      | four-byte characters (two UTF-16 units)   | 😀       | 322  |          | 321  |          |
+      | three-byte characters and ASCII           | 中       | 320  | xxxxx    | 320  | xxxx     |
+      | letters with a combining mark (1/4 + 1)   | e\u0301  | 257  |          | 256  | x        |
+
   @profile:budget @req:ADR0122-D5-03 @configures
   Scenario: Text outside ASCII counts a whole token per character
     Given alice has started a conversation

@@ -56,6 +56,37 @@ Feature: A conversation is one durable dialogue
     When alice reads the history backward 4 at a time
     Then the pages hold the records 6,5,4,3 | 2,1
 
+  @profile:core @req:ADR0122-D1-31
+  Scenario Outline: A message id of 1 to 128 printable ASCII characters is taken (<what>)
+    Given alice has started a conversation
+    When alice sends "check pump 3" under a message id of "<unit>" <n> times and then "<tail>"
+    Then the answer is 202
+    And turn 1 is answered "re: check pump 3"
+
+    Examples:
+      | what                         | unit | n   | tail |
+      | one character                | x    | 1   |      |
+      | 128 characters               | x    | 128 |      |
+      | the first and last printable | \u0020 | 1  | ~    |
+
+  @profile:core @req:ADR0122-D1-31
+  Scenario Outline: Any other message id is a bad request and records nothing (<what>)
+    Given alice has started a conversation
+    When alice sends "check pump 3" under a message id of "<unit>" <n> times and then "<tail>"
+    Then the answer is 400 with error "bad request"
+    When alice sends "thanks"
+    Then turn 1 is answered "re: thanks"
+    And the whole history is: turn 1 "thanks" answered
+
+    Examples:
+      | what                                                 | unit | n   | tail    |
+      | 129 characters                                       | x    | 129 |         |
+      | 128 characters, one of two bytes                     | x    | 127 | é       |
+      | 127 characters in 128 UTF-16 units, one an emoji     | x    | 126 | 😀      |
+      | 128 bytes, one a control character                   | x    | 127 | \u007f  |
+      | a tab                                                | x    | 3   | \t      |
+      | one three-byte character                             | 中   | 1   |         |
+
   @profile:core @req:ADR0122-D1-02
   Scenario: A turn retried with the same message id is answered once
     Given alice has started a conversation

@@ -44,6 +44,32 @@ Feature: Editing an earlier message is a new turn that quotes it
       | 500  | 500    |
       | 501  | 500    |
 
+  @profile:core @req:ADR0122-R17b-05
+  Scenario Outline: The quote is the first 500 code points of the edited message (<what>)
+    # spec/prompt.md: code points, never bytes, UTF-16 units or letters as a reader sees them; a
+    # cut may part a letter from its combining mark. The quote is a JSON string.
+    Given alice has started a conversation
+    And the model replies "seen"
+    When alice sends "<unit>" <n> times and then "<tail>"
+    Then turn 1 is answered "seen"
+    Given the model replies "noted"
+    When alice sends "shorter" as an edit of record 1
+    Then turn 2 is answered "noted"
+    And the last user message of request 2 to the model quotes <quoted> characters of turn 1 and says "shorter"
+
+    Examples:
+      | what                                         | unit           | n   | tail | quoted |
+      | 500 two-byte characters, whole               | é              | 500 |      | 500    |
+      | 501 two-byte characters, cut                 | é              | 501 |      | 500    |
+      | 501 three-byte characters, cut               | 中             | 501 |      | 500    |
+      | 500 emoji, whole                             | 😀             | 500 |      | 500    |
+      | 501 emoji, cut                               | 😀             | 501 |      | 500    |
+      | 499 ASCII, then an emoji at the 500th place  | x              | 499 | 😀x  | 500    |
+      | 250 letters with a combining mark, whole     | e\u0301        | 250 |      | 500    |
+      | a combining mark parted from its letter      | e\u0301        | 249 | xe\u0301 | 500 |
+      | joined emoji, cut after a joiner             | 👩\u200d💻     | 167 |      | 500    |
+      | control characters and a line separator      | x              | 497 | \t\u0001\u2028 | 500 |
+
   @profile:core @req:ADR0122-R17b-06
   Scenario Outline: An edit that names no earlier user turn of mine is one rejected record
     Given alice has started a conversation

@@ -72,6 +72,32 @@ Feature: The transcript records every message once, with a unique ordinal
       | 0       | 32000 | 32001 |
       | 100     | 100   | 101   |
 
+  @profile:core @req:ADR0122-D1-03 @configures
+  Scenario Outline: maxTurnChars counts Unicode code points: 100 are a turn, 101 are rejected (<what>)
+    # spec/http.md: the length is in code points, never bytes, UTF-16 units or what a reader
+    # sees as one letter.
+    Given the setting "conversation.maxTurnChars" is 100
+    And alice has started a conversation
+    And the model replies "noted"
+    When alice sends "<unit>" <over> times and then "<tail>"
+    And alice sends "<unit>" <fits> times
+    Then turn 1 is answered "noted"
+    And the history holds:
+      | ord | turn | role      | status   | reason    |
+      | 1   | 0    | user      | rejected | malformed |
+      | 2   | 1    | user      | accepted |           |
+      | 3   | 1    | assistant | complete |           |
+    And the user record of turn 1 holds 100 characters
+    And the model has been asked 1 time in all
+
+    Examples:
+      | what                                       | unit    | fits | over | tail |
+      | two bytes each                             | é       | 100  | 101  |      |
+      | three bytes each                           | 中      | 100  | 101  |      |
+      | four bytes and two UTF-16 units each       | 😀      | 100  | 101  |      |
+      | ASCII and four-byte characters mixed       | a😀     | 50   | 50   | b    |
+      | a letter and its combining mark, two each  | e\u0301 | 50   | 50   | x    |
+
   @profile:core @req:ADR0122-D1-03
   Scenario Outline: A malformed message put straight into the inbox is a rejected record
     Given alice has started a conversation

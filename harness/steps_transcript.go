@@ -16,6 +16,8 @@ func (s *transcriptSteps) steps() []stepDef {
 		{`^(\w[\w' ]*?) puts (\{.*\}) into the conversation's inbox$`, s.putsRawEnvelope, "puts the raw JSON envelope into the conversation's inbox as who"},
 		{`^the user record of turn (\d+) holds (\d+) characters$`, s.userRecordHolds, "expects turn N's user record to hold exactly N characters"},
 		{`^(\w[\w' ]*?) sends (\d+) (blank|oversized) messages?$`, s.sendsRejectable, "sends N blank or oversized messages as who, each accepted"},
+		{`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)" (\d+) times(?: and then "((?:[^"\\]|\\.)*)")?$`, s.sendsRepeated, "sends the text (Go escapes such as \\u0301 allowed) repeated N times, then the tail, as one message, as who, and expects it accepted"},
+		{`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)" under a message id of "((?:[^"\\]|\\.)*)" (\d+) times(?: and then "((?:[^"\\]|\\.)*)")?$`, s.sendsUnderRepeatedID, "sends the text as who under the message id made of the unit repeated N times, then the tail (Go escapes allowed); the answer is kept"},
 		{`^the whole history is: (.+)$`, s.wholeHistoryIs, "waits until the history is exactly the listed records, in order"},
 		{`^the status of (\w[\w' ]*?)'s conversation is (open|closed) at turn (\d+), generation (\d+), owned by (\w[\w' ]*?)$`, s.statusIs, "expects the status of who's conversation: state, turn, generation and owner"},
 	}
@@ -72,6 +74,50 @@ func (s *transcriptSteps) sendsRejectable(who string, n int, kind string) error 
 		}
 	}
 	return nil
+}
+
+// sendsRepeated sends unit repeated n times, then tail, as one message, as who, and expects it
+// accepted. Both strings take Go escapes, so a combining mark (\u0301) can be written visibly.
+func (s *transcriptSteps) sendsRepeated(who, unit string, n int, tail string) error {
+	text, err := repeatedText(unit, n, tail)
+	if err != nil {
+		return err
+	}
+	return s.mustSend(who, text, s.nextMessageID(), nil)
+}
+
+// sendsUnderRepeatedID sends the text as who under the message id made of unit repeated n
+// times, then tail; the answer is kept for the steps that judge it.
+func (s *transcriptSteps) sendsUnderRepeatedID(who, text, unit string, n int, tail string) error {
+	id, err := repeatedText(unit, n, tail)
+	if err != nil {
+		return err
+	}
+	c, err := s.conv("")
+	if err != nil {
+		return err
+	}
+	// An id outside the contract's 1 to 128 printable ASCII characters is sent on purpose.
+	body := map[string]any{"text": unescape(text), "messageId": id}
+	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/conversations/"+url.PathEscape(c.id)+"/turns", body, reqOpts{offSpec: !contractMessageID.MatchString(id)})
+	s.last = r
+	return err
+}
+
+// contractMessageID is the messageId the contract allows (spec/http.md, Conversations).
+var contractMessageID = regexp.MustCompile(`^[\x20-\x7E]{1,128}$`)
+
+// repeatedText is unit repeated n times followed by tail, each read with Go's string escapes.
+func repeatedText(unit string, n int, tail string) (string, error) {
+	u, err := strconv.Unquote(`"` + unit + `"`)
+	if err != nil {
+		return "", harnessErr("cannot read the text %q: %v", unit, err)
+	}
+	t, err := strconv.Unquote(`"` + tail + `"`)
+	if err != nil {
+		return "", harnessErr("cannot read the text %q: %v", tail, err)
+	}
+	return strings.Repeat(u, n) + t, nil
 }
 
 // wholeHistoryIs waits until the history is exactly the listed records, in order.

@@ -213,13 +213,19 @@ func blank(s string) bool {
 	return strings.IndexFunc(s, func(r rune) bool { return !unicode.IsSpace(r) }) < 0
 }
 
-// editMarker is the data line an edit's prompt starts with.
+// editMarker is the data line an edit's prompt starts with: the first 500 code points of the
+// quoted text as a JSON string (spec/prompt.md), never Go's own quoting, which writes a control
+// character as \x01 and a joiner as \u200d.
 func editMarker(quote string) string {
 	if utf8.RuneCountInString(quote) > 500 {
 		r := []rune(quote)
 		quote = string(r[:500])
 	}
-	return fmt.Sprintf("[This message edits the user's earlier message %q.]\n", quote)
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(quote) // a string always encodes
+	return "[This message edits the user's earlier message " + strings.TrimSuffix(b.String(), "\n") + ".]\n"
 }
 
 func (cv *Dialogue) turn(c *kernel.Context, st *state, m kernel.Message, env *record.EnvelopeJSON, asker loomtype.Identity) error {
