@@ -102,6 +102,23 @@ Feature: A session's queue: how many messages wait, whose words they are, and wh
       | 8   | text-done    |              | complete  | "noted"   |
 
   @profile:stream @req:ADR0052-S-10 @configures
+  Scenario: Without abort checkpoints another participant's stop is still the uniform 404: a stop tells a non-asker nothing
+    Given barge-in is off
+    And alice has started a shared conversation with bob
+    And the model streams "working" to "first" one piece at a time
+    When alice follows the session stream over WebSocket
+    And alice steers "first" as "m1"
+    And alice's WebSocket reader reaches cursor 2
+    And bob stops the running turn
+    Then the session answers 404 {"error": "not found"}
+    When alice stops the running turn
+    Then the session answers 409 {"error": "conflict", "reason": "no-checkpoints"}
+    When the model goes on after piece 1
+    Then turn 1 is answered "working"
+    When bob stops the running turn
+    Then the session answers 409 {"error": "conflict", "reason": "idle"}
+
+  @profile:stream @req:ADR0052-S-10 @configures
   Scenario: In a shared chat another participant's stop is the uniform 404 and logs nothing; the asker's stop works
     Given barge-in is on
     And alice has started a shared conversation with bob
