@@ -679,3 +679,26 @@ Feature: A run's tool failures: authority, terminal stops, failures fed back as 
     And the tool "lookup" has been called 2 times in all
     And call 1 to "lookup" carried the single-frame key of model call 1, position 0, for {"pump": 3}
     And call 2 to "lookup" carried the single-frame key of model call 1, position 0, for {"pump": 4}
+
+  @profile:agent @req:ADR0121-D1-01
+  Scenario Outline: A failing tool's message is cut to 2 000 bytes, never characters or UTF-16 units (<what>)
+    # spec/prompt.md: the longest prefix of at most 2 000 bytes that ends at a character boundary.
+    Given the model calls "lookup" with {"pump": 3}
+    And the tool "lookup" fails with status 500 and says <n> characters of "<ch>" and then "<tail>"
+    And the model replies "noted"
+    When alice starts a run with:
+      """
+      {"prompt": "check pump 3"}
+      """
+    Then the run ends completed
+    And request 2 to the model holds that tool message cut to 2000 bytes
+
+    Examples:
+      | what                                        | n    | ch | tail |
+      | 1 000 two-byte characters, 2 000 bytes      | 1000 | é  |      |
+      | 1 001 two-byte characters, cut to 1 000     | 1001 | é  |      |
+      | a three-byte character ending at 2 000      | 1997 | x  | 中   |
+      | a three-byte character across 2 000         | 1998 | x  | 中   |
+      | 667 three-byte characters, cut to 666       | 667  | 中 |      |
+      | an emoji ending at 2 000                    | 1996 | x  | 😀   |
+      | an emoji across 2 000                       | 1997 | x  | 😀   |

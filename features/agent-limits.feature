@@ -141,6 +141,23 @@ Feature: A run's model calls are cached per principal and scope, capped, and bou
       | 262145 | 262144 | cut   |
       | 300000 | 262144 | cut   |
 
+  @profile:agent @req:ADR0121-D5-08
+  Scenario Outline: The cap counts code points, whatever their width in bytes or UTF-16 units (<what>, <chars> characters)
+    Given the model replies "<text>" filled to <chars> characters
+    When alice starts a run with:
+      """
+      {"prompt": "write it all"}
+      """
+    Then the run ends completed
+    And the run's output is "<text>" filled to <kept> characters, <how>
+
+    Examples:
+      | what                    | text               | chars  | kept   | how   |
+      | emoji                   | 😀 says: 😀😀😀    | 262144 | 262144 | whole |
+      | emoji                   | 😀 says: 😀😀😀    | 262145 | 262144 | cut   |
+      | three-byte characters   | 中文 says: 中文中文 | 262144 | 262144 | whole |
+      | three-byte characters   | 中文 says: 中文中文 | 262145 | 262144 | cut   |
+
   @profile:agent @req:ADR0121-D5-09 @crash
   Scenario: A cut answer is the same after a restart, and the model is not asked again
     Given the model replies "long: " filled to 262145 characters
@@ -173,6 +190,24 @@ Feature: A run's model calls are cached per principal and scope, capped, and bou
       | 262144 | completed | 1     | 2     |
       | 262145 | failed    | 0     | 1     |
 
+  @profile:agent @req:ADR0121-D5-10
+  Scenario Outline: Tool calls' arguments are measured in code points, not bytes or UTF-16 units (<chars> characters)
+    Given the model calls "store" with {"k": "😀 中 é 😀"} filled to <chars> characters
+    And the tool "store" answers {"stored": true}
+    And the model replies "Stored."
+    When alice starts a run with:
+      """
+      {"prompt": "store it"}
+      """
+    Then the run ends <status>
+    And the tool "store" has been called <calls> times in all
+    And the model has been asked <asked> times in all
+
+    Examples:
+      | chars  | status    | calls | asked |
+      | 262144 | completed | 1     | 2     |
+      | 262145 | failed    | 0     | 1     |
+
   @profile:agent @req:ADR0121-D5-10 @crash
   Scenario: A run failed by tool calls over the cap logs none of them, and stays failed after a restart
     Given the model calls "store" with {"k": 1} filled to 262145 characters
@@ -189,6 +224,24 @@ Feature: A run's model calls are cached per principal and scope, capped, and bou
     Then the run reads exactly as when it ended
     And the tool "store" was never called
     And the model has been asked 1 time in all
+
+  @profile:agent @req:ADR0121-D3-05
+  Scenario: A timeout of 86 400 000 milliseconds, the most, is taken, and so is one of 1
+    Given the model replies "first"
+    When alice starts a run with:
+      """
+      {"prompt": "hi", "turnTimeoutMs": 86400000, "toolTimeoutMs": 86400000}
+      """
+    Then the run ends completed
+    And the run's output is "first"
+    Given the model replies "second"
+    When alice starts a run with:
+      """
+      {"prompt": "hi", "turnTimeoutMs": 86400000, "toolTimeoutMs": 1}
+      """
+    Then the run ends completed
+    And the run's output is "second"
+    And the model has been asked 2 times in all
 
   @profile:agent @req:ADR0121-D3-05
   Scenario Outline: A timeout that is not a positive number of milliseconds is refused by name, and nothing starts
