@@ -293,7 +293,7 @@ func (a areas) vocabulary() []area {
 		{"steer", a.steer.steps()},
 		{"group", a.group.steps()},
 		{"threads", a.threads.steps()},
-		{"stream-limits", a.streamLimits.steps()},
+		{"stream_limits", a.streamLimits.steps()},
 	}
 }
 

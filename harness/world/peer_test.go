@@ -97,7 +97,10 @@ func TestConfigFillsThreadsOnlyWhenEmpty(t *testing.T) {
 	c := cfg.Threads.Connections[0]
 	assert.Equal(t, spec.ConnectionConfig{ID: "lab", URL: w.URL() + "/lab", Send: world.PeerSendToken, Accept: world.PeerAcceptToken,
 		Owner: spec.Principal{Tenant: "acme", Actor: "olga"}}, c)
-	assert.Equal(t, []spec.RoleConfig{{Name: "planner", Prompt: "You plan the work."}, {Name: "scout", Prompt: "You scout ahead."}}, cfg.Threads.Roles)
+	assert.Equal(t, []spec.RoleConfig{
+		{Name: "planner", Prompt: "You plan the work.", Principals: []spec.Principal{{Tenant: "acme", Actor: "role:planner"}}},
+		{Name: "scout", Prompt: "You scout ahead.", Principals: []spec.Principal{{Tenant: "acme", Actor: "role:scout"}}},
+	}, cfg.Threads.Roles, "each role is issued its principal")
 	assert.Equal(t, []spec.Principal{{Tenant: "acme", Actor: "dana"}}, cfg.Threads.Members)
 	own := spec.ThreadsConfig{Roles: []spec.RoleConfig{{Name: "x"}}}
 	assert.Equal(t, own, w.Config(spec.SUTConfig{Threads: own}).Threads)

@@ -91,10 +91,12 @@ func TestAbortWithoutDrainCancelsAtOnce(t *testing.T) {
 // The drain is bounded: a provider that keeps its stream open and sends nothing more is cancelled
 // when the drain ends, and the run ends interrupted with what was read.
 func TestAbortDrainEndsWithTheCancel(t *testing.T) {
+	// The late words come at once after the abort and the drain is long enough for them on a
+	// loaded machine: what is judged is that the call ends with the drain, not a race of timers.
 	start := time.Now()
-	res := drainRun(t, 30*time.Millisecond, time.Millisecond, " let")
+	res := drainRun(t, time.Second, 0, " let")
 	require.Equal(t, agent.Result{Status: agent.Interrupted, Text: "Hello let", Iterations: 1}, res)
-	require.GreaterOrEqual(t, time.Since(start), 30*time.Millisecond, "cancelled only when the drain ended")
+	require.GreaterOrEqual(t, time.Since(start), time.Second, "cancelled only when the drain ended")
 }
 
 // An answer that ends during the drain ended before the call was cancelled: it is recorded whole,
