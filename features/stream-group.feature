@@ -479,3 +479,42 @@ Feature: The session stream of a chat: terminal lines, tool blocks, retention an
       | 1   | term-command      | person:alice | {"command": "make test", "via": "terminal"} |
       | 2   | participant-left  | person:alice | {"who": "person:bob", "by": "person:alice"} |
       | 0   | end               |              | {"reason": "removed"}                       |
+
+  @profile:stream @req:ADR0052-G-10
+  Scenario: Two people of one actor name in two tenants are two people in the room, each named apart
+    # name(<principal>) is the name the kit computes for the principal in this chat (spec/stream.md,
+    # Group chats: person:<actor> for one of the owner's tenant acting for no one, else the
+    # identity key).
+    Given alice has started a shared conversation with bob
+    And the model replies "Pumps are fine" to "check the pumps"
+    And the model replies "Valves are shut" to "check the valves"
+    When alice sends "check the pumps"
+    And turn 1 is answered "Pumps are fine"
+    And alice adds alice at globex to the participants
+    And alice at globex posts to the session's terminal {"line": "make test"}
+    And alice posts to the session's terminal {"line": "make vet"}
+    And alice at globex reads the session stream over SSE from 0
+    Then alice at globex's SSE reader got exactly these frames with their data:
+      | cur | type               | author                | acts_for    | message | data                                                                   |
+      | 1   | user-message       | name(alice)           |             | u:1     | {"message": "u:1", "state": "sent", "text": "check the pumps"}        |
+      | 2   | hidden             |                       |             |         | {}                                                                     |
+      | 3   | hidden             |                       |             |         | {}                                                                     |
+      | 4   | participant-joined | name(alice)           |             |         | {"who": "name(alice at globex)", "by": "name(alice)"}                  |
+      | 5   | term-command       | name(alice at globex) |             |         | {"command": "make test", "via": "terminal"}                            |
+      | 6   | term-command       | name(alice)           |             |         | {"command": "make vet", "via": "terminal"}                             |
+    When alice removes alice at globex from the participants
+    And alice sends "check the valves"
+    And turn 2 is answered "Valves are shut"
+    And alice reads the session stream over SSE from 0
+    Then alice's SSE reader got exactly these frames with their data:
+      | cur | type               | author                | acts_for    | message | data                                                                   |
+      | 1   | user-message       | name(alice)           |             | u:1     | {"message": "u:1", "state": "sent", "text": "check the pumps"}        |
+      | 2   | text-delta         |                       | name(alice) | a:1     | {"text": "Pumps are fine"}                                             |
+      | 3   | text-done          |                       | name(alice) | a:1     | {"status": "complete", "text": "Pumps are fine"}                       |
+      | 4   | participant-joined | name(alice)           |             |         | {"who": "name(alice at globex)", "by": "name(alice)"}                  |
+      | 5   | term-command       | name(alice at globex) |             |         | {"command": "make test", "via": "terminal"}                            |
+      | 6   | term-command       | name(alice)           |             |         | {"command": "make vet", "via": "terminal"}                             |
+      | 7   | participant-left   | name(alice)           |             |         | {"who": "name(alice at globex)", "by": "name(alice)"}                  |
+      | 8   | user-message       | name(alice)           |             | u:3     | {"message": "u:3", "state": "sent", "text": "check the valves"}       |
+      | 9   | text-delta         |                       | name(alice) | a:2     | {"text": "Valves are shut"}                                            |
+      | 10  | text-done          |                       | name(alice) | a:2     | {"status": "complete", "text": "Valves are shut"}                      |

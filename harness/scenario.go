@@ -36,6 +36,7 @@ var principals = map[string]spec.Principal{
 	// compares identities by actor alone admits them. "... other token" is another token mapped
 	// to the very same identity: it IS that principal.
 	"alice at evil":                   {Tenant: "evil", Actor: "alice"},
+	"alice at globex":                 {Tenant: "globex", Actor: "alice"},
 	"alice without a tenant":          {Actor: "alice"},
 	"alice for bob":                   {Tenant: "acme", Actor: "alice", OnBehalfOf: "bob"},
 	"alice's other token":             {Tenant: "acme", Actor: "alice"},

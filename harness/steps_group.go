@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -228,7 +229,10 @@ func (s *groupSteps) gotWithData(who, transport string, t *godog.Table) error {
 	for _, r := range t.Rows[1:] {
 		var cells []string
 		for i, c := range r.Cells {
-			v := c.Value
+			v, err := s.personNames(c.Value)
+			if err != nil {
+				return err
+			}
 			if cols[i] == "data" && v != "" {
 				// A table cell's \n is a newline; in the JSON it stands for one.
 				cv, ok := groupJSON([]byte(strings.ReplaceAll(v, "\n", `\n`)))
@@ -337,4 +341,49 @@ func (s *groupSteps) msPass(n int) error {
 	case <-time.After(time.Duration(n) * time.Millisecond):
 		return nil
 	}
+}
+
+// personRef is a table's "name(<principal>)": the name the session stream shows that principal
+// under, which the kit computes itself (personName).
+var personRef = regexp.MustCompile(`name\(([^()]+)\)`)
+
+// personNames writes each name(<principal>) of cell as the principal's name in the current
+// conversation's stream.
+func (s *groupSteps) personNames(cell string) (string, error) {
+	if !strings.Contains(cell, "name(") {
+		return cell, nil
+	}
+	c, err := s.conv("")
+	if err != nil {
+		return "", err
+	}
+	owner, ok := principals[c.owner]
+	if !ok {
+		return "", harnessErr("the conversation's owner %q is no known principal", c.owner)
+	}
+	var bad string
+	out := personRef.ReplaceAllStringFunc(cell, func(m string) string {
+		name := personRef.FindStringSubmatch(m)[1]
+		p, ok := principals[name]
+		if !ok {
+			bad = name
+			return m
+		}
+		return personName(owner.Tenant, p.Tenant, p.Actor, p.OnBehalfOf)
+	})
+	if bad != "" {
+		return "", harnessErr("unknown principal %q in name(...)", bad)
+	}
+	return out, nil
+}
+
+// personName is the name a person is shown under in the session stream of a conversation whose
+// owner belongs to ownerTenant (spec/stream.md, Group chats): person:<actor> for one of the
+// owner's tenant who acts for no one and whose actor holds none of '%', '/' and '~', else
+// person:<identity key>.
+func personName(ownerTenant, tenant, actor, onBehalfOf string) string {
+	if tenant == ownerTenant && onBehalfOf == "" && !strings.ContainsAny(actor, "%/~") {
+		return "person:" + actor
+	}
+	return "person:" + identityKey(tenant, actor, onBehalfOf)
 }

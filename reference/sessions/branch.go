@@ -55,7 +55,7 @@ type branchRecord struct {
 //
 //	b, err := svc.Branch(ctx, alice, "c1", "m2", "branch-1")
 func (s *Service) Branch(ctx context.Context, who loomtype.Identity, id, message, key string) (Branched, error) {
-	if err := s.cv.Authorize(ctx, who, id); err != nil {
+	if err := s.authorize(ctx, who, id); err != nil {
 		return Branched{}, err
 	}
 	if who.OnBehalfOf != "" {

@@ -37,15 +37,15 @@ const readPrefix = "stream/read/"
 //
 // Errors: loomtype.ErrNotFound, store errors.
 func (s *Service) Participant(ctx context.Context, by loomtype.Identity, id string, who loomtype.Identity, joined bool) error {
-	if err := s.cv.Authorize(ctx, by, id); err != nil {
+	if err := s.authorize(ctx, by, id); err != nil {
 		return err
 	}
 	k := stream.KindParticipantLeft
 	if joined {
 		k = stream.KindParticipantJoined
 	}
-	spec := stream.Spec{Kind: k, Author: "person:" + by.Actor,
-		Data: map[string]string{"who": "person:" + who.Actor, "by": "person:" + by.Actor}}
+	spec := stream.Spec{Kind: k, Author: s.nameOf(id, by),
+		Data: map[string]string{"who": s.nameOf(id, who), "by": s.nameOf(id, by)}}
 	ss, err := s.acquire(ctx, id)
 	if err != nil {
 		return err
@@ -73,7 +73,7 @@ func (s *Service) Participant(ctx context.Context, by loomtype.Identity, id stri
 //
 //	_, err := svc.React(ctx, alice, "c1", "a:3", "👍", true, false)
 func (s *Service) React(ctx context.Context, who loomtype.Identity, id, message, emoji string, on, pin bool) (stream.Frame, error) {
-	if err := s.cv.Authorize(ctx, who, id); err != nil {
+	if err := s.authorize(ctx, who, id); err != nil {
 		return stream.Frame{}, err
 	}
 	if !pin && (emoji == "" || utf8.RuneCountInString(emoji) > 16 || !utf8.ValidString(emoji)) {
@@ -96,10 +96,10 @@ func (s *Service) React(ctx context.Context, who loomtype.Identity, id, message,
 	if !known {
 		return stream.Frame{}, ErrUnknownMessage
 	}
-	spec := stream.Spec{Kind: stream.KindReaction, Message: message, Author: "person:" + who.Actor,
+	spec := stream.Spec{Kind: stream.KindReaction, Message: message, Author: s.nameOf(id, who),
 		Data: map[string]any{"message": message, "emoji": emoji, "on": on}}
 	if pin {
-		spec = stream.Spec{Kind: stream.KindPin, Message: message, Author: "person:" + who.Actor,
+		spec = stream.Spec{Kind: stream.KindPin, Message: message, Author: s.nameOf(id, who),
 			Data: map[string]any{"message": message, "on": on}}
 	}
 	fs, err := ss.commit(ctx, []stream.Spec{spec}, nil, ss.pos)
@@ -115,7 +115,7 @@ func (s *Service) React(ctx context.Context, who loomtype.Identity, id, message,
 //
 // Errors: loomtype.ErrNotFound, ErrBadPresence.
 func (s *Service) Presence(ctx context.Context, who loomtype.Identity, id, state, doing string) (sent bool, err error) {
-	if err := s.cv.Authorize(ctx, who, id); err != nil {
+	if err := s.authorize(ctx, who, id); err != nil {
 		return false, err
 	}
 	if state != "typing" && state != "doing" || state == "doing" && doing == "" || state == "typing" && doing != "" || len(doing) > 280 {
@@ -136,11 +136,11 @@ func (s *Service) Presence(ctx context.Context, who loomtype.Identity, id, state
 		ss.presence = map[string]time.Time{}
 	}
 	ss.presence[who.Key()] = now
-	d := map[string]string{"who": "person:" + who.Actor, "state": state}
+	d := map[string]string{"who": s.nameOf(id, who), "state": state}
 	if doing != "" {
 		d["doing"] = doing
 	}
-	f, err := stream.EphemeralFrame(stream.Spec{Kind: stream.KindPresence, Author: "person:" + who.Actor, Data: d}, id, now)
+	f, err := stream.EphemeralFrame(stream.Spec{Kind: stream.KindPresence, Author: s.nameOf(id, who), Data: d}, id, now)
 	if err != nil {
 		return false, err
 	}
@@ -153,7 +153,7 @@ func (s *Service) Presence(ctx context.Context, who loomtype.Identity, id, state
 //
 // Errors: loomtype.ErrNotFound, ErrBadMarker, store errors.
 func (s *Service) MarkRead(ctx context.Context, who loomtype.Identity, id string, upto int64) (int64, error) {
-	if err := s.cv.Authorize(ctx, who, id); err != nil {
+	if err := s.authorize(ctx, who, id); err != nil {
 		return 0, err
 	}
 	ss, err := s.acquire(ctx, id)
@@ -181,7 +181,7 @@ func (s *Service) MarkRead(ctx context.Context, who loomtype.Identity, id string
 	}); err != nil {
 		return 0, err
 	}
-	f, err := stream.EphemeralFrame(stream.Spec{Kind: stream.KindReadMarker, Author: "person:" + who.Actor,
+	f, err := stream.EphemeralFrame(stream.Spec{Kind: stream.KindReadMarker, Author: s.nameOf(id, who),
 		Data: map[string]int64{"upto": upto}}, id, s.cfg.Now())
 	if err != nil {
 		return 0, err
@@ -197,7 +197,7 @@ func (s *Service) ReadMarkerFrame(ctx context.Context, who loomtype.Identity, id
 	if err != nil || n == 0 {
 		return stream.Frame{}, false, err
 	}
-	f, err := stream.EphemeralFrame(stream.Spec{Kind: stream.KindReadMarker, Author: "person:" + who.Actor,
+	f, err := stream.EphemeralFrame(stream.Spec{Kind: stream.KindReadMarker, Author: s.nameOf(id, who),
 		Data: map[string]int64{"upto": n}}, id, s.cfg.Now())
 	return f, err == nil, err
 }

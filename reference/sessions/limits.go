@@ -134,6 +134,7 @@ func (s *Service) chargeResident(who loomtype.Identity, ss *session) error {
 //
 //	if err := svc.Hold(ctx, alice, "c1"); err != nil { ... }
 func (s *Service) Hold(ctx context.Context, who loomtype.Identity, id string) error {
+	s.learnOwner(ctx, who, id)
 	ss, err := s.acquire(ctx, id)
 	if err != nil {
 		return err

@@ -22,6 +22,7 @@ func (s *Service) SubscribeAs(ctx context.Context, who loomtype.Identity, id str
 	if from < 0 {
 		return nil, nil, false, 0, 0, ErrBadFrom
 	}
+	s.learnOwner(ctx, who, id)
 	ss, err := s.acquire(ctx, id)
 	if err != nil {
 		return nil, nil, false, 0, 0, err

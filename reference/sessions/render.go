@@ -28,6 +28,9 @@ func (s *Service) ViewerOf(ctx context.Context, who loomtype.Identity, id string
 	if err != nil {
 		return Viewer{}, err
 	}
+	if _, ok := s.owners.get(id); !ok {
+		s.owners.put(id, st.Owner.Tenant)
+	}
 	return Viewer{Who: who, Shared: st.Mode == loomtype.ModeShared}, nil
 }
 
@@ -47,7 +50,7 @@ func (s *Service) Render(ctx context.Context, id string, v Viewer, it Item) (str
 		return it.Frame, nil
 	}
 	g := it.g
-	me := "person:" + v.Who.Actor
+	me := s.nameOf(id, v.Who)
 	switch {
 	case it.Frame.Rid != "" && !it.room.MayReceive(me, it.Frame.Ver):
 		// Its reply handle opened before the viewer was in the room, or they are out of it.
@@ -87,7 +90,7 @@ func (s *Service) forRoles(ctx context.Context, id string, who loomtype.Identity
 	if err != nil {
 		return stream.Frame{}, err
 	}
-	return stream.Render(f, stream.Viewer{ID: "person:" + who.Actor, ReadRoles: held}), nil
+	return stream.Render(f, stream.Viewer{ID: s.nameOf(id, who), ReadRoles: held}), nil
 }
 
 // heldRoles returns the roles of roles that who is cleared for in conversation id.

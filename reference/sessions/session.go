@@ -33,20 +33,18 @@ type session struct {
 	liveBytes     map[int64]int // bytes of live text logged per turn since its last restart
 	subs          map[*Sub]struct{}
 	lastAskedTurn int64
-	// lastAsker is the identity key of the person who asked lastAskedTurn ("" when unknown).
-	lastAsker   string
-	queue       queueRecord
-	extraMeta   map[string][]byte // written with the next commit
-	hubSub      *hubSub           // the live subscription the pump starts with
-	liveSub     *hubSub           // the live subscription now (guarded by mu)
-	openTurns   []int64           // turns the restored log shows streaming with no end
-	dropped     map[int64]bool    // turns given up after a restart: nothing more of them is shown
-	stopTurn    int64             // the given-up turn still to be stopped (0: none)
-	presence    map[string]time.Time
-	lastSpeaker string          // who spoke last: a sent user-message's author, or Assistant after a reply
-	people      int             // persons in the chat: 1 in owner mode, the participants in shared mode
-	room        stream.Room     // who is in the chat by room version, after the log's last frame
-	handles     map[int64]int64 // the reply handles opened: turn to the room version it opened at
+	queue         queueRecord
+	extraMeta     map[string][]byte // written with the next commit
+	hubSub        *hubSub           // the live subscription the pump starts with
+	liveSub       *hubSub           // the live subscription now (guarded by mu)
+	openTurns     []int64           // turns the restored log shows streaming with no end
+	dropped       map[int64]bool    // turns given up after a restart: nothing more of them is shown
+	stopTurn      int64             // the given-up turn still to be stopped (0: none)
+	presence      map[string]time.Time
+	lastSpeaker   string          // who spoke last: a sent user-message's author, or Assistant after a reply
+	people        int             // persons in the chat: 1 in owner mode, the participants in shared mode
+	room          stream.Room     // who is in the chat by room version, after the log's last frame
+	handles       map[int64]int64 // the reply handles opened: turn to the room version it opened at
 	// turnParent is the parent of each turn asked as a thread reply whose reply has not been
 	// projected yet: the reply's frames carry it too.
 	turnParent map[int64]string
@@ -222,9 +220,12 @@ func (ss *session) catchUpUntil(ctx context.Context, stop func(loomtype.Entry) b
 			}
 			for _, sp := range shown {
 				gs := g
+				if e.Role == loomtype.RoleUser && e.Asker != nil && sp.Author != "" {
+					sp.Author = ss.name(*e.Asker) // the adapter names the actor alone
+				}
 				if e.Role == loomtype.RoleAssistant {
 					if e.Asker != nil {
-						sp.ActsFor = "person:" + e.Asker.Actor
+						sp.ActsFor = ss.name(*e.Asker)
 					}
 					gs.Ver = 1
 				}
@@ -242,10 +243,6 @@ func (ss *session) catchUpUntil(ctx context.Context, stop func(loomtype.Entry) b
 				ss.openHandle(e.Turn)
 				if e.Turn > ss.lastAskedTurn {
 					ss.lastAskedTurn = e.Turn
-					ss.lastAsker = ""
-					if e.Asker != nil {
-						ss.lastAsker = e.Asker.Key()
-					}
 				}
 				if ss.queue.Awaiting != "" && (e.MessageID == "" || e.MessageID == ss.queue.Awaiting) {
 					q := ss.queue
@@ -340,7 +337,11 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 		}
 	}
 	room := ss.room
-	pos, _ := json.Marshal(posRecord{Next: next.String(), LastReply: reply, LastAsked: ss.lastAskedTurn, LastAsker: ss.lastAsker, Room: &room, Handles: ss.handles})
+	rec := posRecord{Next: next.String(), LastReply: reply, LastAsked: ss.lastAskedTurn, Room: &room, Handles: ss.handles}
+	if t, ok := ss.svc.owners.get(ss.id); ok {
+		rec.Owner = &t
+	}
+	pos, _ := json.Marshal(rec)
 	// The frames are the session's, not the caller's: a request that goes away mid-commit
 	// must not cut the session's log short (a failed commit breaks the session).
 	err := ss.svc.st.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
@@ -405,8 +406,8 @@ func (ss *session) liveLocked(ctx context.Context, evs []live.Event) error {
 		switch ev.Kind {
 		case live.KindDelta:
 			for _, sp := range ss.ad.Apply(stream.Event{Kind: stream.EventDelta, Turn: ev.Turn, Text: ev.Text, Parent: ss.turnParent[ev.Turn]}) {
-				if actor := actorOf(ev.Asker); actor != "" {
-					sp.ActsFor = "person:" + actor
+				if ev.Asker != "" {
+					sp.ActsFor = ss.name(identityOf(ev.Asker))
 				}
 				specs, guards = append(specs, sp), append(guards, g)
 			}
@@ -428,8 +429,8 @@ func (ss *session) liveLocked(ctx context.Context, evs []live.Event) error {
 				in.Kind, in.OK, in.Result, in.Text, in.People = stream.EventToolFinished, t.OK, t.Output, t.Error, ss.people
 			}
 			for _, sp := range ss.ad.Apply(in) {
-				if actor := actorOf(ev.Asker); actor != "" {
-					sp.ActsFor = "person:" + actor
+				if ev.Asker != "" {
+					sp.ActsFor = ss.name(identityOf(ev.Asker))
 				}
 				if t.Done {
 					sp = ss.askerMayRead(ctx, sp, ev.Asker)
@@ -756,12 +757,6 @@ func (s *Sub) Close() {
 	})
 }
 
-func actorOf(key string) string {
-	// An identity key is loomtype.Identity.Key: "tenant/actor" with "~onBehalfOf" after it when
-	// there is one, each field escaped.
-	return identityOf(key).Actor
-}
-
 // Withheld is the text of the block that replaces a tool's result the turn's asker may not read.
 const Withheld = "withheld: the asker may not read this result"
 
@@ -777,7 +772,7 @@ func (ss *session) askerMayRead(ctx context.Context, sp stream.Spec, askerKey st
 	}
 	asker := identityOf(askerKey)
 	held, err := ss.svc.heldRoles(ctx, ss.id, asker, roles)
-	if err == nil && stream.AssertAskerCanRead(f, stream.Viewer{ID: "person:" + asker.Actor, ReadRoles: held}) == nil {
+	if err == nil && stream.AssertAskerCanRead(f, stream.Viewer{ID: ss.name(asker), ReadRoles: held}) == nil {
 		return sp
 	}
 	var d map[string]any

@@ -189,6 +189,7 @@ type Service struct {
 	loading  map[string]chan struct{}       // the sessions being loaded, closed when each is in
 	held     map[string]bool                // the sessions this process has held (bounded)
 	charge   map[*session]loomtype.Identity // whose share each resident session counts against
+	owners   ownerBook                      // the tenant of each session's owner, for names
 	closed   bool
 	quit     chan struct{} // closed by Close
 	started  time.Time     // when New made the service: the resume wait counts from it
@@ -288,7 +289,7 @@ func ValidDevice(d string) bool {
 // has Config.PrincipalTickets tickets waiting, or holds its share of the resident logs), store
 // errors.
 func (s *Service) Open(ctx context.Context, who loomtype.Identity, id string, from int64, device string) (Opened, error) {
-	if err := s.cv.Authorize(ctx, who, id); err != nil {
+	if err := s.authorize(ctx, who, id); err != nil {
 		return Opened{}, err
 	}
 	if from < 0 {
@@ -366,7 +367,7 @@ func (s *Service) Redeem(tk string, who loomtype.Identity, device string) (Grant
 //
 // Errors: loomtype.ErrNotFound, store errors.
 func (s *Service) Bounds(ctx context.Context, who loomtype.Identity, id string) (head, floor int64, err error) {
-	if err := s.cv.Authorize(ctx, who, id); err != nil {
+	if err := s.authorize(ctx, who, id); err != nil {
 		return 0, 0, err
 	}
 	ss, err := s.acquire(ctx, id)
@@ -414,7 +415,7 @@ func (s *Service) Subscribe(ctx context.Context, id string, from int64) (sub *Su
 //
 // Errors: loomtype.ErrNotFound, store errors.
 func (s *Service) Append(ctx context.Context, who loomtype.Identity, id string, specs ...stream.Spec) ([]stream.Frame, error) {
-	if err := s.cv.Authorize(ctx, who, id); err != nil {
+	if err := s.authorize(ctx, who, id); err != nil {
 		return nil, err
 	}
 	ss, err := s.acquire(ctx, id)
@@ -609,12 +610,15 @@ func (s *Service) load(ctx context.Context, id string) (*session, error) {
 		if err != nil {
 			return nil, &store.CorruptError{Table: "meta", Key: posPrefix + id, Reason: "stream position does not parse"}
 		}
-		ss.pos, ss.lastReplyTurn, ss.lastAskedTurn, ss.lastAsker = c, p.LastReply, p.LastAsked, p.LastAsker
+		ss.pos, ss.lastReplyTurn, ss.lastAskedTurn = c, p.LastReply, p.LastAsked
 		if p.Room != nil {
 			ss.room = *p.Room
 		}
 		for t, v := range p.Handles {
 			ss.handles[t] = v
+		}
+		if _, known := s.owners.get(id); !known && p.Owner != nil {
+			s.owners.put(id, *p.Owner)
 		}
 	}
 	if ss.queue, err = s.loadQueue(ctx, id); err != nil {
@@ -648,14 +652,14 @@ type posRecord struct {
 	Next      string `json:"next"`
 	LastReply int64  `json:"lastReply,omitempty"`
 	LastAsked int64  `json:"lastAsked,omitempty"`
-	// LastAsker is the identity key of LastAsked's asker (absent in positions written before it
-	// was kept: a stop of a turn without checkpoints then answers as for a non-asker).
-	LastAsker string `json:"lastAsker,omitempty"`
 	// Room is who is in the chat by room version, and Handles the reply handles opened (turn to
 	// room version), as of the last frame; a position written before they existed has neither,
 	// and the room is then counted again from the frames restored.
 	Room    *stream.Room    `json:"room,omitempty"`
 	Handles map[int64]int64 `json:"handles,omitempty"`
+	// Owner is the tenant of the session's owner once learnt (names are drawn with it), so
+	// that a session loaded again draws them alike before any caller touches it.
+	Owner *string `json:"owner,omitempty"`
 }
 
 type storeTx = store.Tx

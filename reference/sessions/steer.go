@@ -99,7 +99,7 @@ func (s *Service) SendThread(ctx context.Context, who loomtype.Identity, id, tex
 	if !validMentions(mentions) {
 		return Sent{}, ErrBadMentions
 	}
-	if err := s.cv.Authorize(ctx, who, id); err != nil {
+	if err := s.authorize(ctx, who, id); err != nil {
 		return Sent{}, err
 	}
 	ss, err := s.acquire(ctx, id)
@@ -127,7 +127,7 @@ func (s *Service) SendThread(ctx context.Context, who loomtype.Identity, id, tex
 			}
 		}
 	}
-	sender := "person:" + who.Actor
+	sender := s.nameOf(id, who)
 	if answers := stream.WhoAnswers(stream.RouteInput{Mentions: mentions, Default: Assistant,
 		PreviousSpeaker: ss.lastSpeaker, Sender: sender}); !slices.Contains(answers, Assistant) {
 		// Nobody here answers it (a person talking to a person, or another assistant named):
@@ -170,7 +170,7 @@ func (s *Service) SendThread(ctx context.Context, who loomtype.Identity, id, tex
 	}
 	q := ss.queue
 	q.Items = append(append([]queued(nil), q.Items...), queued{Message: messageID, Text: text, Who: who, State: StateQueued, Parent: parent})
-	spec := stream.Spec{Kind: stream.KindUserMessage, Message: messageID, Author: "person:" + who.Actor,
+	spec := stream.Spec{Kind: stream.KindUserMessage, Message: messageID, Author: s.nameOf(id, who),
 		Data: threadData(map[string]string{"message": messageID, "state": StateQueued, "text": text}, parent)}
 	// In a shared conversation a waiting message's words are shown to its sender alone until
 	// the conversation records them.
@@ -185,7 +185,7 @@ func (s *Service) SendThread(ctx context.Context, who loomtype.Identity, id, tex
 // same; one already picked up is ErrPickedUp; one that is not who's, or not known, is
 // loomtype.ErrNotFound.
 func (s *Service) Cancel(ctx context.Context, who loomtype.Identity, id, messageID string) (Sent, error) {
-	if err := s.cv.Authorize(ctx, who, id); err != nil {
+	if err := s.authorize(ctx, who, id); err != nil {
 		return Sent{}, err
 	}
 	ss, err := s.acquire(ctx, id)
@@ -211,7 +211,7 @@ func (s *Service) Cancel(ctx context.Context, who loomtype.Identity, id, message
 		nq := ss.queue
 		nq.Items = append([]queued(nil), nq.Items...)
 		nq.Items[i].State, nq.Items[i].Text = StateCanceled, ""
-		spec := stream.Spec{Kind: stream.KindUserMessage, Message: messageID, Author: "person:" + who.Actor,
+		spec := stream.Spec{Kind: stream.KindUserMessage, Message: messageID, Author: s.nameOf(id, who),
 			Data: threadData(map[string]string{"message": messageID, "state": StateCanceled}, q.Parent)}
 		if err := ss.commitQueue(ctx, []stream.Spec{spec}, nq); err != nil {
 			return Sent{}, err
@@ -286,7 +286,7 @@ func (ss *session) pickUpLocked(ctx context.Context) error {
 		nq.Items = append([]queued(nil), nq.Items...)
 		nq.Items[i].State = StatePickedUp
 		nq.Awaiting = q.Message
-		spec := stream.Spec{Kind: stream.KindUserMessage, Message: q.Message, Author: "person:" + q.Who.Actor,
+		spec := stream.Spec{Kind: stream.KindUserMessage, Message: q.Message, Author: ss.name(q.Who),
 			Data: threadData(map[string]string{"message": q.Message, "state": StatePickedUp}, q.Parent)}
 		if err := ss.commitQueue(ctx, []stream.Spec{spec}, nq); err != nil {
 			return err
@@ -342,7 +342,7 @@ var (
 //
 //	turn, err := svc.Stop(ctx, alice, "c1")
 func (s *Service) Stop(ctx context.Context, who loomtype.Identity, id string) (int64, error) {
-	if err := s.cv.Authorize(ctx, who, id); err != nil {
+	if err := s.authorize(ctx, who, id); err != nil {
 		return 0, err
 	}
 	ss, err := s.acquire(ctx, id)
@@ -360,13 +360,12 @@ func (s *Service) Stop(ctx context.Context, who loomtype.Identity, id string) (i
 		return 0, err
 	}
 	turn, asker, fire, ok := s.cv.Hub().Stopper(id)
-	noCheckpoints := !ok && ss.lastAskedTurn > ss.lastReplyTurn
-	if noCheckpoints {
-		asker = ss.lastAsker
-	}
-	// In a shared conversation only the running turn's asker may stop it; anyone else gets the
-	// uniform 404 whether or not the turn has checkpoints, so a stop tells a non-asker nothing.
-	if (noCheckpoints || ok && turn > ss.lastReplyTurn) && asker != who.Key() {
+	switch {
+	case !ok && ss.lastAskedTurn > ss.lastReplyTurn:
+		return 0, ErrNoCheckpoints
+	case !ok || turn <= ss.lastReplyTurn:
+		return 0, ErrIdle
+	case asker != who.Key():
 		st, err := s.cv.Status(ctx, who, id)
 		if err != nil {
 			return 0, err
@@ -374,12 +373,6 @@ func (s *Service) Stop(ctx context.Context, who loomtype.Identity, id string) (i
 		if st.Mode == conversation.ModeShared {
 			return 0, loomtype.ErrNotFound
 		}
-	}
-	switch {
-	case noCheckpoints:
-		return 0, ErrNoCheckpoints
-	case !ok || turn <= ss.lastReplyTurn:
-		return 0, ErrIdle
 	}
 	spec := stream.Spec{Kind: stream.KindStatus, Turn: turn, Data: map[string]bool{"stopping": true}}
 	if _, err := ss.commit(ctx, []stream.Spec{spec}, nil, ss.pos); err != nil {
@@ -449,7 +442,7 @@ const maxPrivateIDs = 256
 //
 //	r, err := svc.SendPrivate(ctx, alice, "c1", "m9", stream.Enc{Alg: "mls-1", Kid: "k7", CT: "AAEC"})
 func (s *Service) SendPrivate(ctx context.Context, who loomtype.Identity, id, messageID string, enc stream.Enc) (Sent, error) {
-	if err := s.cv.Authorize(ctx, who, id); err != nil {
+	if err := s.authorize(ctx, who, id); err != nil {
 		return Sent{}, err
 	}
 	if messageID == "" {
@@ -481,7 +474,7 @@ func (s *Service) SendPrivate(ctx context.Context, who loomtype.Identity, id, me
 	if n := len(q.Private) - maxPrivateIDs; n > 0 {
 		q.Private = q.Private[n:]
 	}
-	spec := stream.Spec{Kind: stream.KindUserMessage, Message: messageID, Author: "person:" + who.Actor, Data: data}
+	spec := stream.Spec{Kind: stream.KindUserMessage, Message: messageID, Author: s.nameOf(id, who), Data: data}
 	if err := ss.commitQueue(ctx, []stream.Spec{spec}, q); err != nil {
 		return Sent{}, err
 	}
@@ -518,14 +511,14 @@ func (ss *session) chatOnlyLocked(ctx context.Context, who loomtype.Identity, me
 		messageID = loomtype.NewErrorID()
 	}
 	for _, f := range ss.log.Frames() {
-		if f.Message == messageID && f.Kind() == stream.KindUserMessage && f.Author == "person:"+who.Actor {
+		if f.Message == messageID && f.Kind() == stream.KindUserMessage && f.Author == ss.name(who) {
 			return Sent{MessageID: messageID, State: StateSent}, nil
 		}
 	}
-	specs := []stream.Spec{{Kind: stream.KindUserMessage, Message: messageID, Author: "person:" + who.Actor,
+	specs := []stream.Spec{{Kind: stream.KindUserMessage, Message: messageID, Author: ss.name(who),
 		Data: threadData(map[string]string{"message": messageID, "state": StateSent, "text": text}, parent)}}
 	if len(mentions) > 0 {
-		specs = append(specs, mentionSpec(who, messageID, mentions))
+		specs = append(specs, mentionSpec(ss.name(who), messageID, mentions))
 	}
 	if _, err := ss.commit(ctx, specs, nil, ss.pos); err != nil {
 		return Sent{}, err
@@ -533,14 +526,14 @@ func (ss *session) chatOnlyLocked(ctx context.Context, who loomtype.Identity, me
 	return Sent{MessageID: messageID, State: StateSent}, nil
 }
 
-func mentionSpec(who loomtype.Identity, messageID string, mentions []string) stream.Spec {
-	return stream.Spec{Kind: stream.KindMention, Message: messageID, Author: "person:" + who.Actor,
+func mentionSpec(author string, messageID string, mentions []string) stream.Spec {
+	return stream.Spec{Kind: stream.KindMention, Message: messageID, Author: author,
 		Data: map[string]any{"message": messageID, "who": mentions}}
 }
 
 // mentionLocked logs the mentions of a message sent to the assistant.
 func (ss *session) mentionLocked(ctx context.Context, who loomtype.Identity, messageID string, mentions []string) error {
-	_, err := ss.commit(ctx, []stream.Spec{mentionSpec(who, messageID, mentions)}, nil, ss.pos)
+	_, err := ss.commit(ctx, []stream.Spec{mentionSpec(ss.name(who), messageID, mentions)}, nil, ss.pos)
 	return err
 }
 
@@ -566,7 +559,7 @@ const editWindow = 500
 //
 //	r, err := svc.Edit(ctx, alice, "c1", "m1", "check pump 5 instead", "edit-1")
 func (s *Service) Edit(ctx context.Context, who loomtype.Identity, id, message, text, key string) (Sent, error) {
-	if err := s.cv.Authorize(ctx, who, id); err != nil {
+	if err := s.authorize(ctx, who, id); err != nil {
 		return Sent{}, err
 	}
 	if who.OnBehalfOf != "" {

@@ -90,7 +90,7 @@ func validCommand(line string) bool {
 //
 //	f, logged, err := svc.Command(ctx, alice, "c1", "make test", false)
 func (s *Service) Command(ctx context.Context, who loomtype.Identity, id, line string, secretPrompt bool) (stream.Frame, bool, error) {
-	if err := s.cv.Authorize(ctx, who, id); err != nil {
+	if err := s.authorize(ctx, who, id); err != nil {
 		return stream.Frame{}, false, err
 	}
 	if !validCommand(line) {
@@ -99,7 +99,7 @@ func (s *Service) Command(ctx context.Context, who loomtype.Identity, id, line s
 	if secretPrompt {
 		return stream.Frame{}, false, nil
 	}
-	spec := stream.Spec{Kind: stream.KindTermCommand, Author: "person:" + who.Actor,
+	spec := stream.Spec{Kind: stream.KindTermCommand, Author: s.nameOf(id, who),
 		Data: map[string]string{"command": Redact(line), "via": "terminal"}}
 	fs, err := s.Append(ctx, who, id, spec)
 	if err != nil || len(fs) != 1 {
