@@ -33,18 +33,20 @@ type session struct {
 	liveBytes     map[int64]int // bytes of live text logged per turn since its last restart
 	subs          map[*Sub]struct{}
 	lastAskedTurn int64
-	queue         queueRecord
-	extraMeta     map[string][]byte // written with the next commit
-	hubSub        *hubSub           // the live subscription the pump starts with
-	liveSub       *hubSub           // the live subscription now (guarded by mu)
-	openTurns     []int64           // turns the restored log shows streaming with no end
-	dropped       map[int64]bool    // turns given up after a restart: nothing more of them is shown
-	stopTurn      int64             // the given-up turn still to be stopped (0: none)
-	presence      map[string]time.Time
-	lastSpeaker   string          // who spoke last: a sent user-message's author, or Assistant after a reply
-	people        int             // persons in the chat: 1 in owner mode, the participants in shared mode
-	room          stream.Room     // who is in the chat by room version, after the log's last frame
-	handles       map[int64]int64 // the reply handles opened: turn to the room version it opened at
+	// lastAsker is the identity key of the person who asked lastAskedTurn ("" when unknown).
+	lastAsker   string
+	queue       queueRecord
+	extraMeta   map[string][]byte // written with the next commit
+	hubSub      *hubSub           // the live subscription the pump starts with
+	liveSub     *hubSub           // the live subscription now (guarded by mu)
+	openTurns   []int64           // turns the restored log shows streaming with no end
+	dropped     map[int64]bool    // turns given up after a restart: nothing more of them is shown
+	stopTurn    int64             // the given-up turn still to be stopped (0: none)
+	presence    map[string]time.Time
+	lastSpeaker string          // who spoke last: a sent user-message's author, or Assistant after a reply
+	people      int             // persons in the chat: 1 in owner mode, the participants in shared mode
+	room        stream.Room     // who is in the chat by room version, after the log's last frame
+	handles     map[int64]int64 // the reply handles opened: turn to the room version it opened at
 	// turnParent is the parent of each turn asked as a thread reply whose reply has not been
 	// projected yet: the reply's frames carry it too.
 	turnParent map[int64]string
@@ -243,6 +245,10 @@ func (ss *session) catchUpUntil(ctx context.Context, stop func(loomtype.Entry) b
 				ss.openHandle(e.Turn)
 				if e.Turn > ss.lastAskedTurn {
 					ss.lastAskedTurn = e.Turn
+					ss.lastAsker = ""
+					if e.Asker != nil {
+						ss.lastAsker = e.Asker.Key()
+					}
 				}
 				if ss.queue.Awaiting != "" && (e.MessageID == "" || e.MessageID == ss.queue.Awaiting) {
 					q := ss.queue
@@ -337,7 +343,7 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 		}
 	}
 	room := ss.room
-	rec := posRecord{Next: next.String(), LastReply: reply, LastAsked: ss.lastAskedTurn, Room: &room, Handles: ss.handles}
+	rec := posRecord{Next: next.String(), LastReply: reply, LastAsked: ss.lastAskedTurn, LastAsker: ss.lastAsker, Room: &room, Handles: ss.handles}
 	if t, ok := ss.svc.owners.get(ss.id); ok {
 		rec.Owner = &t
 	}

@@ -610,7 +610,7 @@ func (s *Service) load(ctx context.Context, id string) (*session, error) {
 		if err != nil {
 			return nil, &store.CorruptError{Table: "meta", Key: posPrefix + id, Reason: "stream position does not parse"}
 		}
-		ss.pos, ss.lastReplyTurn, ss.lastAskedTurn = c, p.LastReply, p.LastAsked
+		ss.pos, ss.lastReplyTurn, ss.lastAskedTurn, ss.lastAsker = c, p.LastReply, p.LastAsked, p.LastAsker
 		if p.Room != nil {
 			ss.room = *p.Room
 		}
@@ -652,6 +652,9 @@ type posRecord struct {
 	Next      string `json:"next"`
 	LastReply int64  `json:"lastReply,omitempty"`
 	LastAsked int64  `json:"lastAsked,omitempty"`
+	// LastAsker is the identity key of LastAsked's asker (absent in positions written before it
+	// was kept: a stop of a turn without checkpoints then answers as for a non-asker).
+	LastAsker string `json:"lastAsker,omitempty"`
 	// Room is who is in the chat by room version, and Handles the reply handles opened (turn to
 	// room version), as of the last frame; a position written before they existed has neither,
 	// and the room is then counted again from the frames restored.

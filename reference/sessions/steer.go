@@ -360,12 +360,13 @@ func (s *Service) Stop(ctx context.Context, who loomtype.Identity, id string) (i
 		return 0, err
 	}
 	turn, asker, fire, ok := s.cv.Hub().Stopper(id)
-	switch {
-	case !ok && ss.lastAskedTurn > ss.lastReplyTurn:
-		return 0, ErrNoCheckpoints
-	case !ok || turn <= ss.lastReplyTurn:
-		return 0, ErrIdle
-	case asker != who.Key():
+	noCheckpoints := !ok && ss.lastAskedTurn > ss.lastReplyTurn
+	if noCheckpoints {
+		asker = ss.lastAsker
+	}
+	// In a shared conversation only the running turn's asker may stop it; anyone else gets the
+	// uniform 404 whether or not the turn has checkpoints, so a stop tells a non-asker nothing.
+	if (noCheckpoints || ok && turn > ss.lastReplyTurn) && asker != who.Key() {
 		st, err := s.cv.Status(ctx, who, id)
 		if err != nil {
 			return 0, err
@@ -373,6 +374,12 @@ func (s *Service) Stop(ctx context.Context, who loomtype.Identity, id string) (i
 		if st.Mode == conversation.ModeShared {
 			return 0, loomtype.ErrNotFound
 		}
+	}
+	switch {
+	case noCheckpoints:
+		return 0, ErrNoCheckpoints
+	case !ok || turn <= ss.lastReplyTurn:
+		return 0, ErrIdle
 	}
 	spec := stream.Spec{Kind: stream.KindStatus, Turn: turn, Data: map[string]bool{"stopping": true}}
 	if _, err := ss.commit(ctx, []stream.Spec{spec}, nil, ss.pos); err != nil {
