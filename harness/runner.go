@@ -83,13 +83,17 @@ type Options struct {
 }
 
 // Databases makes and removes the server databases of Options.Databases. Names are lower-case
-// letters, digits and underscores.
+// letters, digits and underscores. An implementation may hand out, under a new name, a database
+// it emptied after an earlier scenario (loomcheck run --store does: making a database costs the
+// server far more), so long as what Create returns holds nothing and no one is connected to it.
 //
 //	opt.Databases = myDatabases{admin: "postgres://loom@127.0.0.1/postgres"}
 type Databases interface {
-	// Create makes the empty database name and returns the URL a system opens it with.
+	// Create gives the scenario an empty database under name and returns the URL a system opens
+	// it with.
 	Create(ctx context.Context, name string) (url string, err error)
-	// Drop removes the database name, whoever is still connected to it.
+	// Drop is done with the database given under name, whoever is still connected to it: it is
+	// removed, or emptied for a later Create.
 	Drop(ctx context.Context, name string) error
 }
 
