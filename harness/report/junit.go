@@ -112,8 +112,10 @@ func WriteJUnit(w io.Writer, r *Report) error {
 	for _, g := range groupByFeature(r) {
 		s := junitSuite{Name: g.name, Timestamp: ts, File: g.file, Properties: suiteProps}
 		var ms int64
-		for _, sc := range g.scenarios {
+		names := rowNames(g.scenarios)
+		for i, sc := range g.scenarios {
 			c := junitTestCase(sc, g.name, lv)
+			c.Name = names[i]
 			s.Tests++
 			switch {
 			case c.Failure != nil:
@@ -284,4 +286,30 @@ func seconds(ms int64) string {
 		ms = 0
 	}
 	return fmt.Sprintf("%.3f", (time.Duration(ms) * time.Millisecond).Seconds())
+}
+
+// rowNames are the test case names of a feature's scenarios: a name several scenarios share (an
+// outline's rows keep the outline's name) is numbered " #1", " #2", ... in the feature's order, as
+// godog numbers them, so that no two cases of a suite are named alike and CI tools that key
+// results by class and name (GitLab, Jenkins) keep every one.
+func rowNames(scs []*Scenario) []string {
+	count := map[string]int{}
+	for _, sc := range scs {
+		count[sc.Name]++
+	}
+	seen := map[string]int{}
+	out := make([]string, len(scs))
+	for i, sc := range scs {
+		out[i] = sc.Name
+		if count[sc.Name] > 1 {
+			for { // a scenario may itself be named like a numbered row: skip that number
+				seen[sc.Name]++
+				out[i] = fmt.Sprintf("%s #%d", sc.Name, seen[sc.Name])
+				if count[out[i]] == 0 {
+					break
+				}
+			}
+		}
+	}
+	return out
 }

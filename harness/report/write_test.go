@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/url"
@@ -662,4 +663,32 @@ func TestLoadErrors(t *testing.T) {
 	r, err := report.Decode(strings.NewReader("\n  {\"kit\": {\"name\": \"x\"}, \"future\": 1}\n"))
 	require.NoError(t, err)
 	assert.Equal(t, "x", r.Kit.Name)
+}
+
+// Scenarios of one feature that share a name (an outline's rows) are numbered in the feature's
+// order, so that every test case of a suite has a name of its own, even beside a scenario that is
+// itself named like a numbered row.
+func TestJUnitNamesEveryCaseApart(t *testing.T) {
+	r := sampleReport()
+	base := r.Scenarios[0]
+	r.Scenarios = nil
+	for i, name := range []string{"Row", "Row", "Row #2", "Row", "Alone"} {
+		sc := base
+		sc.ID = fmt.Sprintf("%s:%d", strings.Split(base.ID, ":")[0], 10+i)
+		sc.Name = name
+		r.Scenarios = append(r.Scenarios, sc)
+	}
+	var b strings.Builder
+	require.NoError(t, report.WriteJUnit(&b, r))
+	var doc xSuites
+	require.NoError(t, xml.Unmarshal([]byte(b.String()), &doc))
+	var got []string
+	for _, s := range doc.Suites {
+		for _, c := range s.Cases {
+			if c.Classname == base.Feature {
+				got = append(got, c.Name)
+			}
+		}
+	}
+	assert.Equal(t, []string{"Row #1", "Row #3", "Row #2", "Row #4", "Alone"}, got)
 }
