@@ -16,7 +16,15 @@ import (
 func logStream(id string) string   { return "x/" + id }
 func inboxStream(id string) string { return "in/" + id }
 func metaKey(id string) string     { return "exec/" + id }
-func dedupeScope(id string) string { return "dd/" + id }
+
+// senderDedupeScope is the bounded set of one sender's message keys in execution id: each sender
+// has a window of its own, so one sender's new messages never push another's keys out. The rest
+// of the name is a JSON array of the id and the sender's identity key, so no two (id, sender)
+// pairs share a set. ("dd/" + id named the one window all senders shared in earlier versions.)
+func senderDedupeScope(id string, sender loomtype.Identity) string {
+	b, _ := json.Marshal([]string{id, sender.Key()}) // strings always encode
+	return "dds/" + string(b)
+}
 
 // metaPrefix begins every execution record's key.
 const metaPrefix = "exec/"

@@ -56,8 +56,9 @@ type Options struct {
 	Flows map[string]Flow
 	// Divergence selects the divergence mode.
 	Divergence DivergenceMode
-	// DedupeWindow is how many message keys an execution remembers for deduplication
-	// (default 4096). The window belongs to the execution, so it spans its generations.
+	// DedupeWindow is how many message keys an execution remembers for deduplication from each
+	// sender (default 4096): every sender has a window of its own, so one sender's messages never
+	// push another's keys out. The windows belong to the execution, so they span its generations.
 	DedupeWindow int
 	// OnDivergence, if set, is told about every divergence.
 	OnDivergence func(*loomtype.DivergenceError)
@@ -582,8 +583,8 @@ func (k *Kernel) Info(ctx context.Context, id string) (Info, error) {
 }
 
 // Send delivers a message to an execution's inbox. A message with the same sender and messageID
-// as one of the last DedupeWindow messages delivered to the execution (in any generation) is not
-// delivered again: Send then reports delivered == false and no error.
+// as one of the last DedupeWindow messages that sender delivered to the execution (in any
+// generation) is not delivered again: Send then reports delivered == false and no error.
 //
 // Errors: loomtype.ErrNotFound for an unknown execution, loomtype.ErrClosed for one that ended.
 //
@@ -600,7 +601,7 @@ func (k *Kernel) Send(ctx context.Context, id string, sender loomtype.Identity, 
 	key := SenderKey(sender, messageID)
 	delivered := false
 	err = k.st.Update(ctx, func(tx store.Tx) error {
-		fresh, err := tx.Remember(dedupeScope(id), key, k.opt.DedupeWindow)
+		fresh, err := tx.Remember(senderDedupeScope(id, sender), key, k.opt.DedupeWindow)
 		if err != nil || !fresh {
 			return err
 		}

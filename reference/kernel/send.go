@@ -106,7 +106,7 @@ func (k *Kernel) deliver(ctx context.Context, id string, sender loomtype.Identit
 		if !ok {
 			return loomtype.ErrNotFound
 		}
-		fresh, err := tx.Remember(dedupeScope(id), key, k.opt.DedupeWindow)
+		fresh, err := tx.Remember(senderDedupeScope(id, sender), key, k.opt.DedupeWindow)
 		if err != nil || !fresh {
 			return err
 		}
