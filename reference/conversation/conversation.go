@@ -549,7 +549,8 @@ func (cv *Conversations) send(ctx context.Context, principal loomtype.Identity, 
 		// The sender the kernel records is the host; the asker is inside the signed envelope.
 		sender, msgID = *cv.cfg.Shared.Service, key
 	}
-	ok, err := cv.kernel().Send(ctx, id, sender, msgID, payload)
+	// Each asker's keys count against a window of their own (spec/http.md, messageId).
+	ok, err := cv.kernel().SendInShare(ctx, id, sender, principal, msgID, payload)
 	if err != nil {
 		return SendResult{}, err
 	}

@@ -50,3 +50,33 @@ func TestDedupeWindowSharePerSender(t *testing.T) {
 	require.True(t, say(alice, "a-0"), "past her own window, alice's key is forgotten")
 	require.False(t, say(bob, fmt.Sprintf("b-%d", 2*window-1)), "bob's newest key is still his")
 }
+
+// TestDedupeWindowShareOnBehalf: a host that delivers for several participants counts each
+// message against the participant's window, not its own.
+func TestDedupeWindowShareOnBehalf(t *testing.T) {
+	const window = 4
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "loom.db"), sqlite.Options{})
+	require.NoError(t, err)
+	var calls atomic.Int64
+	k, err := kernel.Open(ctx, st, kernel.Options{Flows: map[string]kernel.Flow{"echo": echo(&calls)}, DedupeWindow: window})
+	require.NoError(t, err)
+	t.Cleanup(func() { k.Close(); st.Close() })
+	_, err = k.Start(ctx, kernel.StartRequest{ID: "c1", Flow: "echo", Principal: alice})
+	require.NoError(t, err)
+	host := loomtype.Identity{Tenant: "acme", Actor: "host"}
+	bob := loomtype.Identity{Tenant: "acme", Actor: "bob"}
+	say := func(who loomtype.Identity, id string) bool {
+		t.Helper()
+		b, _ := json.Marshal(id)
+		ok, err := k.SendInShare(ctx, "c1", host, who, kernel.SenderKey(who, id), b)
+		require.NoError(t, err)
+		return ok
+	}
+	require.True(t, say(alice, "m"))
+	for i := range 2 * window {
+		require.True(t, say(bob, fmt.Sprintf("b-%d", i)))
+	}
+	require.False(t, say(alice, "m"), "bob's flood through the host does not push alice's key out")
+	require.True(t, say(bob, "m"), "the same message id from bob is his own message")
+}

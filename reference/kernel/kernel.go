@@ -590,6 +590,16 @@ func (k *Kernel) Info(ctx context.Context, id string) (Info, error) {
 //
 //	delivered, err := k.Send(ctx, "c1", alice, "m-1", payload)
 func (k *Kernel) Send(ctx context.Context, id string, sender loomtype.Identity, messageID string, payload json.RawMessage) (bool, error) {
+	return k.SendInShare(ctx, id, sender, sender, messageID, payload)
+}
+
+// SendInShare is Send for a sender that delivers on behalf of others (a shared conversation's
+// host delivers every participant's messages): the message's key counts against share's window
+// of DedupeWindow keys rather than the sender's, so one participant's messages never push
+// another's keys out. messageID must already tell apart the messages of different shares.
+//
+//	delivered, err := k.SendInShare(ctx, "c1", host, bob, key, payload)
+func (k *Kernel) SendInShare(ctx context.Context, id string, sender, share loomtype.Identity, messageID string, payload json.RawMessage) (bool, error) {
 	k.need(ctx, id)
 	in, err := k.Info(ctx, id)
 	if err != nil {
@@ -601,7 +611,7 @@ func (k *Kernel) Send(ctx context.Context, id string, sender loomtype.Identity, 
 	key := SenderKey(sender, messageID)
 	delivered := false
 	err = k.st.Update(ctx, func(tx store.Tx) error {
-		fresh, err := tx.Remember(senderDedupeScope(id, sender), key, k.opt.DedupeWindow)
+		fresh, err := tx.Remember(senderDedupeScope(id, share), key, k.opt.DedupeWindow)
 		if err != nil || !fresh {
 			return err
 		}
