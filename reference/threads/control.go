@@ -1,6 +1,7 @@
 package threads
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -112,18 +113,14 @@ func (s *Service) mayRead(ctx context.Context, who loomtype.Identity, rec *acRec
 }
 
 // readable loads agent conversation id if who reads it, else ErrNotFound. A missing one costs
-// what one who may not read costs: a decoy record is decoded and authorized in its place, so
-// the time of the uniform 404 does not tell the two apart (spec/peer.md, Reading).
+// what one who may not read costs: lookup reads the stand-in in its place, and it is authorized
+// as a found record is, so the time of the uniform 404 does not tell the two apart (spec/peer.md,
+// Reading).
 func (s *Service) readable(ctx context.Context, who loomtype.Identity, id string) (acRec, error) {
 	var rec acRec
-	found, err := s.read(ctx, keyAC+id, &rec)
+	found, err := s.lookup(ctx, keyAC+id, standInAC, &rec)
 	if err != nil {
 		return acRec{}, err
-	}
-	if !found {
-		rec = acRec{}
-		_ = json.Unmarshal(decoyAC, &rec)
-		rec.ID, rec.Root.ID = id, id
 	}
 	if ok, err := s.mayRead(ctx, who, &rec); err != nil {
 		return acRec{}, err
@@ -133,20 +130,78 @@ func (s *Service) readable(ctx context.Context, who loomtype.Identity, id string
 	return rec, nil
 }
 
-// Decoys: what a lookup that found nothing decodes in place of a record, to do the work of one
-// it found.
-var (
-	decoyAC   = mustJSON(acRec{Conn: "-", Thread: "t_decoydecoydecoydecoy", Role: "-", PeerRole: "-", StartedBy: "peer", Root: Root{Kind: rootAgent}, Texts: []textRec{}, Turns: []turnRec{}})
-	decoyTask = mustJSON(taskRec{ID: "tk_decoydecoydecoy", Title: "-", Members: []loomtype.Identity{{Actor: "-"}}, State: TaskOpen})
-	decoyRun  = mustJSON(runRec{ID: "tr_decoydecoydecoy", Task: "-", Role: "-", Prompt: "-", Status: stRunning, Exec: "-"})
+// Stand-ins: one record of each kind a lookup may miss, stored when the service opens under
+// keyStandIn, which no record's key starts with, so that no id reaches one. Their ids (standInID)
+// are none the service hands out.
+const (
+	keyStandIn    = "thr/standin/"
+	keyNone       = "thr/none" // never written: the read of a lookup that found its record
+	standInID     = "~standin"
+	standInAC     = "ac"
+	standInThread = "thread"
+	standInTask   = "task"
+	standInRun    = "run"
 )
 
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
+// standIns are the stand-in records by kind, shaped like small real ones.
+func standIns() map[string]any {
+	out := "~"
+	return map[string]any{
+		standInAC: acRec{ID: "ac_" + standInID, Conn: "~", Thread: "t_" + standInID + standInID, Role: "~", PeerRole: "~",
+			StartedBy: startPeer, Root: Root{Kind: rootAgent, ID: "ac_" + standInID},
+			Texts: []textRec{{Dir: dirIn, Message: "~", State: txReceived, Taken: 1}},
+			Turns: []turnRec{{Turn: 1, Status: stCompleted, Texts: []string{"~"}, Output: &out, Exec: "~"}}},
+		standInThread: "ac_" + standInID,
+		standInTask: taskRec{ID: "tk_" + standInID, Title: "~", Owner: loomtype.Identity{Tenant: "~", Actor: "~"},
+			Members: []loomtype.Identity{{Tenant: "~", Actor: "~"}}, State: TaskOpen},
+		standInRun: runRec{ID: "tr_" + standInID, Task: "tk_" + standInID, Role: "~", Prompt: "~", Status: stCompleted, Output: &out, Exec: "~"},
 	}
-	return b
+}
+
+// writeStandIns stores the stand-ins that are not stored as they should be (once, on a new store).
+func (s *Service) writeStandIns(ctx context.Context) error {
+	want := map[string][]byte{}
+	for kind, v := range standIns() {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if have, ok, err := s.st.Meta(ctx, keyStandIn+kind); err != nil {
+			return err
+		} else if !ok || !bytes.Equal(have, b) {
+			want[keyStandIn+kind] = b
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	return s.st.Update(ctx, func(tx store.Tx) error {
+		for k, b := range want {
+			if err := tx.PutMeta(k, b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// lookup reads the record under key into v and reports whether it was there. Found or not, it
+// does the same work: one store read that finds a row, one that finds none, one record decoded.
+// When key holds nothing, v holds the stand-in of kind, which the caller authorizes as it would
+// the record before answering ErrNotFound.
+func (s *Service) lookup(ctx context.Context, key, kind string, v any) (bool, error) {
+	found, err := s.read(ctx, key, v)
+	if err != nil {
+		return false, err
+	}
+	other := keyNone
+	if !found {
+		other = keyStandIn + kind
+	}
+	if _, err := s.read(ctx, other, v); err != nil {
+		return false, err
+	}
+	return found, nil
 }
 
 // Get reads agent conversation id.
@@ -169,10 +224,10 @@ func (s *Service) Get(ctx context.Context, who loomtype.Identity, id string) (Vi
 //	v, err := svc.Find(ctx, dana, "lab", "t_8fK2aaaaaaaaaaaa")
 func (s *Service) Find(ctx context.Context, who loomtype.Identity, connection, thread string) (View, error) {
 	var id string
-	if _, err := s.read(ctx, keyThread+connection+"/"+thread, &id); err != nil {
+	if _, err := s.lookup(ctx, keyThread+connection+"/"+thread, standInThread, &id); err != nil {
 		return View{}, err
 	}
-	return s.Get(ctx, who, id) // an unknown thread ("") takes the same way to the uniform 404
+	return s.Get(ctx, who, id) // an unknown thread (the stand-in's id) takes the same way to the uniform 404
 }
 
 // Stop stops the running turn of agent conversation id: it ends stopped, the texts it took

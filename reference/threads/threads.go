@@ -239,6 +239,9 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Service, error) {
 	if err := s.count(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.writeStandIns(ctx); err != nil {
+		return nil, err
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
