@@ -794,6 +794,22 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     Then alice sees turn 2 answered "re: and then?"
     And the history has 4 records
 
+  @profile:shared @req:ADR0122-D10-33 @configures
+  Scenario Outline: Each participant has a maxInvalidRecords of their own: <bob> of bob's and <alice> of alice's empty messages
+    Given the setting "conversation.maxInvalidRecords" is 2
+    And alice has started a shared conversation with bob
+    When bob sends <bob> blank messages
+    And alice sends <alice> blank messages
+    And alice sends "still there?"
+    Then alice sees turn 1 answered "re: still there?"
+    And the whole history is: <kept>, then turn 1 "still there?" answered
+
+    Examples:
+      | bob | alice | kept                      |
+      | 2   | 1     | 3 rejected "malformed"    |
+      | 3   | 2     | 4 rejected "malformed"    |
+      | 3   | 3     | 4 rejected "malformed"    |
+
   @profile:shared @req:ADR0122-D10-15 @configures
   Scenario: A summary too big for one asker's slice is left out of that asker's turn only
     Given the settings are:

@@ -278,7 +278,8 @@ func (cv *Conversations) Start(ctx context.Context, principal loomtype.Identity,
 	if len(opt.Seed) > 0 && opt.Mode != ModeOwner {
 		return loomtype.Status{}, false, loomtype.BadRequest("seed", "a seed needs owner mode")
 	}
-	in, _ := json.Marshal(record.StartInput{V: 1, Owner: principal, Mode: opt.Mode, CountEmpty: true, Seed: opt.Seed})
+	in, _ := json.Marshal(record.StartInput{V: 1, Owner: principal, Mode: opt.Mode, CountEmpty: true,
+		InvalidPerAsker: opt.Mode == ModeShared, Seed: opt.Seed})
 	k := cv.kernel()
 	_, err := k.Start(ctx, kernel.StartRequest{ID: opt.ID, Flow: FlowName, Input: in, Principal: runAs})
 	created := true

@@ -32,6 +32,10 @@ type state struct {
 	Invalid int64               `json:"invalid,omitempty"`
 	// CountEmpty is the start's CountEmpty, carried across rotations.
 	CountEmpty bool `json:"countEmpty,omitempty"`
+	// InvalidPerAsker is the start's InvalidPerAsker; InvalidBy counts the invalid messages of
+	// each asker (by identity key) when it is set.
+	InvalidPerAsker bool             `json:"invalidPerAsker,omitempty"`
+	InvalidBy       map[string]int64 `json:"invalidBy,omitempty"`
 }
 
 // turnMem is one accepted turn in the carried window.
@@ -122,6 +126,11 @@ func readState(input json.RawMessage, maxBytes, replaySize int) (*state, error) 
 	}
 	if s.Seq < 0 || s.Ord < 0 || s.Rec < 0 || s.Invalid < 0 || len(s.Window) > maxCarryTurns || len(s.Evicted) > maxCarryTurns {
 		return nil, fmt.Errorf("%w: counters out of range", ErrInvalidCarry)
+	}
+	for _, n := range s.InvalidBy {
+		if n < 0 {
+			return nil, fmt.Errorf("%w: counters out of range", ErrInvalidCarry)
+		}
 	}
 	if len(s.Keys) > RecentKeys {
 		s.Keys = s.Keys[len(s.Keys)-RecentKeys:]

@@ -81,7 +81,8 @@ func (cv *Dialogue) initialState(c *kernel.Context, input json.RawMessage) (*sta
 		if err := json.Unmarshal(input, &in); err != nil || in.V != 1 {
 			return nil, fmt.Errorf("conversation: start input: %v", err)
 		}
-		return &state{V: 1, Owner: in.Owner, Mode: in.Mode, CountEmpty: in.CountEmpty, Replay: envelope.NewReplaySet(cv.cfg.ReplaySetSize)}, nil
+		return &state{V: 1, Owner: in.Owner, Mode: in.Mode, CountEmpty: in.CountEmpty, InvalidPerAsker: in.InvalidPerAsker,
+			Replay: envelope.NewReplaySet(cv.cfg.ReplaySetSize)}, nil
 	}
 	return readState(input, cv.cfg.MaxCarryBytes, cv.cfg.ReplaySetSize)
 }
@@ -188,11 +189,24 @@ func (cv *Dialogue) entryMessageID(st *state, m kernel.Message) string {
 }
 
 // invalid records an invalid message (one that failed verification, or an empty or oversized
-// turn), up to MaxInvalidRecords in all; past that it only counts them, with a recorded counter
-// every 100. asker is the verified asker, nil when verification failed.
+// turn), up to MaxInvalidRecords in all, or of each asker in a shared conversation; past that it
+// only counts them, with a recorded counter every 100. asker is the verified asker, nil when
+// verification failed (the message then counts against its sender).
 func (cv *Dialogue) invalid(c *kernel.Context, st *state, m kernel.Message, reason loomtype.Reason, asker *loomtype.Identity) error {
 	st.Invalid++
-	if st.Invalid > int64(cv.cfg.MaxInvalidRecords) {
+	n := st.Invalid
+	if st.Mode == ModeShared && st.InvalidPerAsker {
+		who := m.Sender
+		if asker != nil {
+			who = *asker
+		}
+		if st.InvalidBy == nil {
+			st.InvalidBy = map[string]int64{}
+		}
+		st.InvalidBy[who.Key()]++ // Key is injective: one count per identity
+		n = st.InvalidBy[who.Key()]
+	}
+	if n > int64(cv.cfg.MaxInvalidRecords) {
 		if st.Invalid%100 == 0 {
 			var n int64
 			return cv.decide(c, record.DroppedID(st.Invalid), &n, func() (any, error) { return st.Invalid, nil })

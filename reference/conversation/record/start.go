@@ -14,6 +14,9 @@ type StartInput struct {
 	// CountEmpty: empty and oversized messages count against MaxInvalidRecords. Every
 	// conversation Start makes says so; one whose log predates it replays as it was written.
 	CountEmpty bool `json:"countEmpty,omitempty"`
+	// InvalidPerAsker: in shared mode each asker has a MaxInvalidRecords of their own. Every
+	// shared conversation Start makes says so; one whose log predates it replays as written.
+	InvalidPerAsker bool `json:"invalidPerAsker,omitempty"`
 	// Seed are exchanges the conversation starts with (a branch's copy of another
 	// conversation's), recorded before its first message, oldest first, as if they had been
 	// asked and answered here.
