@@ -142,6 +142,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 func printVerdict(w io.Writer, rep *report.Report, out string) {
 	t := rep.Totals
 	verdict := "CONFORMANT"
+	if n := rep.Excused(); rep.Conformant && n > 0 {
+		verdict = fmt.Sprintf("NO NEW FAILURES (%d excused by the baseline, so not conformant)", n)
+	}
 	if !rep.Conformant {
 		verdict = "NOT CONFORMANT"
 	}

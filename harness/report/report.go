@@ -196,3 +196,15 @@ type BaselineEntry struct {
 	Scenario    string `json:"scenario,omitempty"`
 	Reason      string `json:"reason"`
 }
+
+// Excused counts the failed scenarios the baseline expected: a run with any is a pass of the gate
+// ("no new failures"), never a conformant system.
+func (r *Report) Excused() int {
+	n := 0
+	for _, sc := range r.Scenarios {
+		if sc.Status == Failed && sc.Expected != "" {
+			n++
+		}
+	}
+	return n
+}

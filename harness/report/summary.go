@@ -68,6 +68,8 @@ func summarize(b *strings.Builder, r *Report) {
 		kit = "loomcheck"
 	}
 	switch {
+	case r.Conformant && r.Excused() > 0:
+		p("## ☑️ No new failures: %d excused by the baseline, so not conformant (exit code %d)\n\n", r.Excused(), r.ExitCode)
 	case r.Conformant:
 		p("## ✅ Conformant (exit code %d)\n\n", r.ExitCode)
 	case r.ExitCode == 2:

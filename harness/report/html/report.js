@@ -84,7 +84,10 @@
   verdict.setAttribute('data-conformant', data.conformant ? 'true' : 'false');
   verdict.setAttribute('data-exit-code', String(exitCode));
   verdict.className = 'verdict ' + (data.conformant ? 'verdict-pass' : exitCode === 2 ? 'verdict-error' : 'verdict-fail');
-  verdict.textContent = (data.conformant ? 'Conformant' : 'Not conformant') + ' (exit code ' + exitCode + ')';
+  var excused = (data.scenarios || []).filter(function (sc) { return sc.status === 'failed' && sc.expected; }).length;
+  verdict.textContent = (data.conformant && excused > 0
+    ? 'No new failures: ' + excused + ' excused by the baseline, so not conformant'
+    : data.conformant ? 'Conformant' : 'Not conformant') + ' (exit code ' + exitCode + ')';
 
   var totals = data.totals || {};
   var totalsList = document.getElementById('totals');
