@@ -250,6 +250,47 @@ Feature: A run parks for a person: approval gates and human tools
     And the tool "transfer" was never called
     And the model has been asked 2 times in all
 
+  @profile:agent @req:ADR0121-D2-02 @req:ADR0121-D2-06
+  Scenario: With parallel calls, a denied call keeps its place: every result reaches the model in the model's order
+    Given the model calls at once:
+      | tool     | arguments     |
+      | transfer | {"amount": 5} |
+      | north    | {}            |
+      | south    | {}            |
+    And the tool "north" answers {"zone": "north ok"}
+    And the tool "south" answers {"zone": "south ok"}
+    And the model replies "zones checked, not paid"
+    When alice starts a run with:
+      """
+      {"prompt": "pay and check", "needsApproval": true, "parallelTools": true}
+      """
+    Then the run waits for a person on:
+      | kind     | id    | name     | arguments    |
+      | approval | t1-c0 | transfer | {"amount":5} |
+    When alice denies the gate "t1-c0"
+    Then the run waits for a person on:
+      | kind     | id    | name  | arguments |
+      | approval | t1-c1 | north | {}        |
+    When alice approves the gate "t1-c1"
+    Then the run waits for a person on:
+      | kind     | id    | name  | arguments |
+      | approval | t1-c2 | south | {}        |
+    When alice approves the gate "t1-c2"
+    Then the run ends completed
+    And the run's tool-call log is:
+      | name     | arguments    | ok    | result             |
+      | transfer | {"amount":5} | false | not approved       |
+      | north    | {}           | true  | {"zone": "north ok"} |
+      | south    | {}           | true  | {"zone": "south ok"} |
+    And request 2 to the model holds the messages:
+      | role      | content                                  |
+      | user      | pay and check                            |
+      | assistant | [calls transfer {"amount":5}, north {}, south {}] |
+      | tool      | {"error": "not approved"} [for transfer] |
+      | tool      | {"zone": "north ok"} [for north]         |
+      | tool      | {"zone": "south ok"} [for south]         |
+    And the tool "transfer" was never called
+
   @profile:agent @req:ADR0121-D2-07
   Scenario Outline: Nobody but the run's owner can answer what it waits for, nor learn that it exists
     Given the tool "ask" is answered by a person

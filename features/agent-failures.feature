@@ -288,6 +288,44 @@ Feature: A run's tool failures: authority, terminal stops, failures fed back as 
       | assistant | [calls transfer {"amount":5}]                                                                            |
       | tool      | {"untrusted": {"source": "tool-error:transfer", "data": {"error": "wrapper at depth 0"}}} [for transfer] |
 
+  @profile:agent @req:ADR0121-D1-16
+  Scenario Outline: retryable false deep in the cause chain is terminal down to depth 5 (depth <depth>)
+    Given the model calls "transfer" with {"amount": 5}
+    And the tool "transfer" fails with the typed failure {"class": "VendorError", "message": "deep", "retryable": false} buried at depth <depth>
+    When alice starts a run with:
+      """
+      {"prompt": "move 5"}
+      """
+    Then the run ends failed
+    And the run's reason is "tool-terminal"
+    And the run was ended by "transfer" raising "VendorError" as "retryable:false" at depth <depth>
+    And the run's tool-call log is:
+      | name     | arguments    | ok    | result             |
+      | transfer | {"amount":5} | false | wrapper at depth 0 |
+    And the model has been asked 1 time in all
+
+    Examples:
+      | depth |
+      | 2     |
+      | 5     |
+
+  @profile:agent @req:ADR0121-D1-16
+  Scenario: retryable false at depth 6 is an ordinary failure, fed back fenced
+    Given the model calls "transfer" with {"amount": 5}
+    And the tool "transfer" fails with the typed failure {"class": "VendorError", "message": "deep", "retryable": false} buried at depth 6
+    And the model replies "The transfer failed."
+    When alice starts a run with:
+      """
+      {"prompt": "move 5"}
+      """
+    Then the run ends completed
+    And the run has no terminal failure
+    And request 2 to the model holds the messages:
+      | role      | content                                                                                                  |
+      | user      | move 5                                                                                                   |
+      | assistant | [calls transfer {"amount":5}]                                                                            |
+      | tool      | {"untrusted": {"source": "tool-error:transfer", "data": {"error": "wrapper at depth 0"}}} [for transfer] |
+
   @profile:agent @req:ADR0121-D1-17
   Scenario: A terminal failure stops the rest of its response: later calls are not run
     Given the model calls at once:
