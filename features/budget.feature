@@ -261,3 +261,68 @@ Feature: The context fits the model's window, and what leaves it is summarized
       | user      | {turn 3}        |
       | assistant | {reply 3}       |
       | user      | what did I say? |
+
+  @profile:budget @req:ADR0122-D5-01 @configures
+  Scenario: The fit stops at the first turn that does not fit, even when an older one is smaller
+    # Beside the tools (75) and a 400-character prompt (104), turn 3 (124) fits and turn 2 (124)
+    # does not; turn 1, short (15), would, but the kept turns are the newest run only.
+    Given the summarizer is not configured
+    And alice has started a conversation
+    And alice has had 1 turn answered
+    And alice has had 3 turns of 400 characters answered
+    When alice sends "what did I say?"
+    Then turn 5 is answered "re: what did I say?"
+    And the window of request 3 to the model holds turns 1, 2
+    And the window of request 4 to the model holds turns 3
+    And request 4 to the model holds the messages:
+      | role      | content   |
+      | user      | {turn 3}  |
+      | assistant | {reply 3} |
+      | user      | {turn 4}  |
+    And the window of request 5 to the model holds turns 3, 4
+
+  @profile:budget @req:ADR0122-D5-04 @crash @configures
+  Scenario: The summary a restart replays is the one recorded, whatever maxSummaryTokens says now
+    Given the setting "conversation.budget.maxSummaryTokens" is 20
+    And the summarizer always answers a summary of 200 characters
+    And alice has started a conversation
+    And alice has had 3 turns of 400 characters answered
+    And the summarizer has been asked 1 time
+    When the system is killed and restarted with the setting "conversation.budget.maxSummaryTokens" at 10
+    And alice sends "what did I say?"
+    Then turn 4 is answered "re: what did I say?"
+    And request 4 to the model carries the first 80 characters of that summary, fenced
+    And the summarizer has been asked 1 time in all
+
+  @profile:budget @req:ADR0122-D5-08 @configures
+  Scenario: A summary that fills the budget exactly beside the fixed parts is sent
+    # Beside the tools (75) and the prompt (8), the summary as sent costs 22 and its
+    # acknowledgement 8: 113 in all, the whole window, so no earlier turn (15) fits beside it.
+    Given the setting "conversation.maxWindowTurns" is 1
+    And the setting "conversation.budget.contextWindow" is 113
+    And the summarizer always answers "alice asked about pumps"
+    And alice has started a conversation
+    And alice has had 3 turns answered
+    When alice sends "what did I say?"
+    Then turn 4 is answered "re: what did I say?"
+    And request 4 to the model holds the messages:
+      | role      | content         |
+      | user      | {summary}       |
+      | assistant | (summary noted) |
+      | user      | what did I say? |
+
+  @profile:budget @req:ADR0122-D5-08 @configures
+  Scenario: A summary one token over the budget is left out and the newest turn takes its place
+    Given the setting "conversation.maxWindowTurns" is 1
+    And the setting "conversation.budget.contextWindow" is 112
+    And the summarizer always answers "alice asked about pumps"
+    And alice has started a conversation
+    And alice has had 3 turns answered
+    When alice sends "what did I say?"
+    Then turn 4 is answered "re: what did I say?"
+    And request 4 to the model carries no summary
+    And request 4 to the model holds the messages:
+      | role      | content         |
+      | user      | question 3      |
+      | assistant | re: question 3  |
+      | user      | what did I say? |

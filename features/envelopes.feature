@@ -467,3 +467,73 @@ Feature: A conversation acts only on fresh, host-signed envelopes it has not see
     Then turn 1 fails with reason "model-error"
     And the error hook was told about turn 1 once, with its error id and the words "hunter2"
     And "hunter2" appears nowhere alice can read
+
+  @profile:envelope @req:ADR0122-D8-04 @configures
+  Scenario: Freshness is judged when a message is received, so a message queued behind a long turn does not go stale
+    # spec/envelopes.md §5: now is the time the payload was received, not the time it is taken up.
+    Given alice has started a conversation
+    And the model replies "done" after a release
+    When alice sends "first"
+    And the model has been asked 1 time
+    And alice puts an envelope saying "second" into the inbox and waits until its issue time is older than maxEnvelopeAgeMs
+    And the model is released
+    Then turn 1 is answered "done"
+    And turn 2 is answered "re: second"
+    And the history holds:
+      | ord | turn | role      | status   | text        |
+      | 1   | 1    | user      | accepted | first       |
+      | 2   | 1    | assistant | complete | done        |
+      | 3   | 2    | user      | accepted | second      |
+      | 4   | 2    | assistant | complete | re: second  |
+
+  @profile:envelope @req:ADR0122-D8-06 @configures
+  Scenario: The replay floor is inclusive: an evicted envelope issued exactly at the floor is stale
+    # The flood is issued at the captured envelope's own issue time, so the floor its eviction
+    # raises equals that issue time (spec/envelopes.md §6: iat <= floor is stale); the two flood
+    # envelopes put after that eviction are at the floor too.
+    Given the setting "conversation.replaySetSize" is 8
+    And alice has started a conversation
+    And alice sends "transfer the funds"
+    And turn 1 is answered "re: transfer the funds"
+    And alice captures the envelope of turn 1 from the log
+    When alice floods the conversation's inbox with 10 signed empty envelopes issued when the captured one was
+    And alice puts the captured envelope into the conversation's inbox again
+    And alice sends "are you still there?"
+    Then turn 2 is answered "re: are you still there?"
+    And the history holds:
+      | ord | turn | role      | status   | text                     | reason    |
+      | 1   | 1    | user      | accepted | transfer the funds       |           |
+      | 2   | 1    | assistant | complete | re: transfer the funds   |           |
+      | 3   | 0    | user      | rejected | -                        | malformed |
+      | 4   | 0    | user      | rejected | -                        | malformed |
+      | 5   | 0    | user      | rejected | -                        | malformed |
+      | 6   | 0    | user      | rejected | -                        | malformed |
+      | 7   | 0    | user      | rejected | -                        | malformed |
+      | 8   | 0    | user      | rejected | -                        | malformed |
+      | 9   | 0    | user      | rejected | -                        | malformed |
+      | 10  | 0    | user      | rejected | -                        | malformed |
+      | 11  | 0    | user      | rejected | -                        | stale     |
+      | 12  | 0    | user      | rejected | -                        | stale     |
+      | 13  | 0    | user      | rejected | -                        | stale     |
+      | 14  | 2    | user      | accepted | are you still there?     |           |
+      | 15  | 2    | assistant | complete | re: are you still there? |           |
+    And the model has been asked 2 times in all
+
+  @profile:envelope @req:ADR0122-D8-24 @crash @configures
+  Scenario: A captured envelope is still a replay after a restart
+    Given alice has started a conversation
+    And alice sends "transfer the funds"
+    And turn 1 is answered "re: transfer the funds"
+    And alice captures the envelope of turn 1 from the log
+    When the system is killed and restarted
+    And alice puts the captured envelope into the conversation's inbox again
+    And alice sends "are you still there?"
+    Then turn 2 is answered "re: are you still there?"
+    And the history holds:
+      | ord | turn | role      | status   | text                     | reason   |
+      | 1   | 1    | user      | accepted | transfer the funds       |          |
+      | 2   | 1    | assistant | complete | re: transfer the funds   |          |
+      | 3   | 0    | user      | rejected | -                        | replayed |
+      | 4   | 2    | user      | accepted | are you still there?     |          |
+      | 5   | 2    | assistant | complete | re: are you still there? |          |
+    And the model has been asked 2 times in all

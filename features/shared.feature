@@ -837,3 +837,19 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
   Scenario: Approvals stay refused in shared mode too
     Given the tool "drop-table" needs approval
     Then the system refuses to start
+
+  @profile:shared @req:ADR0122-D10-19 @crash @configures
+  Scenario: Removing a participant does not rewrite their answered turns after a restart
+    # Whether the asker was a participant is a recorded verdict: a replay serves it.
+    Given alice has started a shared conversation with bob
+    When bob sends "first"
+    Then alice sees turn 1 answered "re: first"
+    When alice removes bob from the participants
+    And the system is killed and restarted
+    And alice sends "second"
+    Then alice sees turn 2 answered "re: second"
+    And request 2 to the model holds the messages:
+      | role      | content    |
+      | user      | first      |
+      | assistant | re: first  |
+      | user      | second     |

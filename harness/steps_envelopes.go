@@ -24,6 +24,8 @@ func (s *envelopesSteps) steps() []stepDef {
 		{`^(\w[\w' ]*?) puts an envelope into the conversation's inbox whose MAC is (.+)$`, s.putsEnvelopeWithMAC, "puts an envelope into the inbox as who whose MAC is the given one"},
 		{`^(\w[\w' ]*?) puts (\d+) envelopes signed with a key nobody holds into the conversation's inbox$`, s.putsUnsignedEnvelopes, "puts N envelopes signed with a key nobody holds into the inbox as who"},
 		{`^(\w[\w' ]*?) floods the conversation's inbox with (\d+) signed empty envelopes$`, s.floodsInbox, "puts N signed empty envelopes into the inbox as who"},
+		{`^(\w[\w' ]*?) floods the conversation's inbox with (\d+) signed empty envelopes issued when the captured one was$`, s.floodsInboxAtCaptured, "puts N signed empty envelopes issued at the captured envelope's issue time into the inbox as who"},
+		{`^(\w[\w' ]*?) puts an envelope saying "([^"]*)" into the inbox and waits until its issue time is older than maxEnvelopeAgeMs$`, s.putsEnvelopeOutlived, "puts an envelope issued two seconds short of maxEnvelopeAgeMs ago, then waits until the clock passes its staleness"},
 		{`^(\w[\w' ]*?) captures the envelope of turn (\d+) from the log$`, s.capturesEnvelope, "reads turn N's envelope from the conversation's log as who and keeps it"},
 		{`^(\w[\w' ]*?) puts the captured envelope into the conversation's inbox again$`, s.putsCapturedAgain, "puts the captured envelope into the inbox again as who"},
 		{`^the signing key is rotated, keeping the old one as a previous key, and the system restarted$`, s.keyRotated, "rotates the signing key, keeping the old one as previous, and restarts the system"},
