@@ -156,3 +156,38 @@ Feature: Texts between boxes survive a crash
     When "alice" creates task "U" titled "Survey the north" under key "task-2"
     Then the answer is exactly 201 {"id": "{task U}", "title": "Survey the north", "owner": {"tenant": "acme", "actor": "alice"}, "members": [{"tenant": "acme", "actor": "alice"}], "state": "open"}
     And tasks "T" and "U" are different
+
+  @profile:threads @req:ADR0035-W-06 @configures @crash
+  Scenario: After a restart only the texts no turn has taken count against the connection's bound
+    Given the connection "lab" holds at most 2 waiting texts
+    And the model replies "Got one." to "one"
+    And the model replies "Got two." to "two"
+    And the model replies "Got three." to "three"
+    When the peer sends "one" from "analyst" to "planner" on thread "K"
+    Then the answer is 200 ack
+    And turn 1 of thread "K" is completed
+    When the peer sends "two" from "analyst" to "planner" on thread "K"
+    Then the answer is 200 ack
+    And turn 2 of thread "K" is completed
+    When the system is killed and restarted
+    And the peer sends "three" from "analyst" to "planner" on thread "K"
+    Then the answer is 200 ack
+    And turn 3 of thread "K" is completed
+
+  @profile:threads @req:ADR0035-P-03 @configures @crash
+  Scenario: After a restart the texts delivered before it no longer count against the bound
+    Given the connection "lab" holds at most 2 waiting texts
+    And the model answers "Send the notes" by sending {"to": "lab/analyst", "text": "note one"} and {"to": "lab/analyst", "text": "note two"}, then says "Sent them."
+    And the model answers "Send more" by sending {"to": "lab/analyst", "text": "note three"} and {"to": "lab/analyst", "text": "note four"}, then says "Sent them too."
+    When "alice" says "Send the notes" to "planner"
+    Then the peer.send results for "Send the notes" are 2 sent and 0 "queue-full"
+    And the peer has received 2 texts
+    And received text 1 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message one}", "from": "planner", "to": "analyst", "text": "note one"}
+      """
+    And the text "note two" on thread "A" is sent
+    When the system is killed and restarted
+    And "alice" says "Send more" to "planner"
+    Then the peer.send results for "Send more" are 2 sent and 0 "queue-full"
+    And the peer has received exactly 4 texts once "note three" and "note four" have arrived

@@ -24,18 +24,18 @@ Feature: The bounds of an agent conversation
       | system    | You plan the work.                                                                     |
       | system    | You are planner, in agent conversation {ac K} with lab/analyst. It answers for itself. |
       | system    | Turns 1 to 2 of this conversation are left out.                                        |
-      | user      | text 3                                                                                 |
-      | assistant | answer 3                                                                               |
-      | user      | text 4                                                                                 |
-      | assistant | answer 4                                                                               |
-      | user      | text 5                                                                                 |
-      | assistant | answer 5                                                                               |
-      | user      | text 6                                                                                 |
-      | assistant | answer 6                                                                               |
-      | user      | text 7                                                                                 |
-      | assistant | answer 7                                                                               |
-      | user      | text 8                                                                                 |
-      | assistant | answer 8                                                                               |
+      | user      | text 3             |
+      | assistant | answer 3           |
+      | user      | text 4             |
+      | assistant | answer 4           |
+      | user      | text 5             |
+      | assistant | answer 5           |
+      | user      | text 6             |
+      | assistant | answer 6           |
+      | user      | text 7             |
+      | assistant | answer 7           |
+      | user      | text 8             |
+      | assistant | answer 8           |
       | user      | text 9                                                                                 |
       | assistant | answer 9                                                                               |
       | user      | text 10                                                                                |
@@ -53,22 +53,22 @@ Feature: The bounds of an agent conversation
       | role      | content                                                                                |
       | system    | You plan the work.                                                                     |
       | system    | You are planner, in agent conversation {ac K} with lab/analyst. It answers for itself. |
-      | user      | text 1                                                                                 |
-      | assistant | answer 1                                                                               |
-      | user      | text 2                                                                                 |
-      | assistant | answer 2                                                                               |
-      | user      | text 3                                                                                 |
-      | assistant | answer 3                                                                               |
-      | user      | text 4                                                                                 |
-      | assistant | answer 4                                                                               |
-      | user      | text 5                                                                                 |
-      | assistant | answer 5                                                                               |
-      | user      | text 6                                                                                 |
-      | assistant | answer 6                                                                               |
-      | user      | text 7                                                                                 |
-      | assistant | answer 7                                                                               |
-      | user      | text 8                                                                                 |
-      | assistant | answer 8                                                                               |
+      | user      | text 1             |
+      | assistant | answer 1           |
+      | user      | text 2             |
+      | assistant | answer 2           |
+      | user      | text 3             |
+      | assistant | answer 3           |
+      | user      | text 4             |
+      | assistant | answer 4           |
+      | user      | text 5             |
+      | assistant | answer 5           |
+      | user      | text 6             |
+      | assistant | answer 6           |
+      | user      | text 7             |
+      | assistant | answer 7           |
+      | user      | text 8             |
+      | assistant | answer 8           |
       | user      | text 9                                                                                 |
 
   @profile:threads @req:ADR0035-Q-02 @configures
@@ -127,3 +127,69 @@ Feature: The bounds of an agent conversation
     When the peer sends "four" from "analyst" to "planner" on thread "N"
     Then the answer is 429 "rate"
     And nothing is stored on thread "N"
+
+  @profile:threads @req:ADR0035-Q-02 @configures
+  Scenario: peer.send takes a text that fills the agent conversation's budget exactly
+    Given the connection "lab" stores at most 20 bytes of text per agent conversation
+    And the model answers "Ask twice" by sending {"to": "lab/analyst", "text": "0123456789abcde"} and {"to": "lab/analyst", "text": "vwxyz"}, then says "Asked twice."
+    When "alice" says "Ask twice" to "planner"
+    Then the peer.send results for "Ask twice" are 2 sent and 0 "budget"
+    And the peer has received 2 texts
+    And received text 1 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message 0123456789abcde}", "from": "planner", "to": "analyst", "text": "0123456789abcde"}
+      """
+    And received text 2 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message vwxyz}", "from": "planner", "to": "analyst", "text": "vwxyz"}
+      """
+
+  @profile:threads @req:ADR0035-Q-03 @configures
+  Scenario: A rate of 1 takes one text at once, and refuses the next as rate
+    Given the connection "lab" takes at most 1 texts per minute from the peer
+    When the peer sends "one" from "analyst" to "planner" on thread "K"
+    Then the answer is 200 ack
+    When the peer sends "two" from "analyst" to "planner" on thread "L"
+    Then the answer is 429 "rate"
+    And nothing is stored on thread "L"
+
+  @profile:threads @req:ADR0035-Q-01
+  Scenario: A person's conversation with 8 earlier turns sends them all and leaves nothing out
+    Given the model replies "answer 1" to "text 1"
+    And the model replies "answer 2" to "text 2"
+    And the model replies "answer 3" to "text 3"
+    And the model replies "answer 4" to "text 4"
+    And the model replies "answer 5" to "text 5"
+    And the model replies "answer 6" to "text 6"
+    And the model replies "answer 7" to "text 7"
+    And the model replies "answer 8" to "text 8"
+    And the model replies "answer 9" to "text 9"
+    When "alice" says "text 1" to "planner"
+    And "alice" says "text 2" to "planner"
+    And "alice" says "text 3" to "planner"
+    And "alice" says "text 4" to "planner"
+    And "alice" says "text 5" to "planner"
+    And "alice" says "text 6" to "planner"
+    And "alice" says "text 7" to "planner"
+    And "alice" says "text 8" to "planner"
+    And "alice" says "text 9" to "planner"
+    Then model request 1 for "text 9" holds exactly:
+      | role      | content            |
+      | system    | You plan the work. |
+      | user      | text 1             |
+      | assistant | answer 1           |
+      | user      | text 2             |
+      | assistant | answer 2           |
+      | user      | text 3             |
+      | assistant | answer 3           |
+      | user      | text 4             |
+      | assistant | answer 4           |
+      | user      | text 5             |
+      | assistant | answer 5           |
+      | user      | text 6             |
+      | assistant | answer 6           |
+      | user      | text 7             |
+      | assistant | answer 7           |
+      | user      | text 8             |
+      | assistant | answer 8           |
+      | user      | text 9             |

@@ -222,3 +222,20 @@ Feature: Sending to a peer role, in the agent conversation of the run's topic
       {"v": 1, "thread": "{thread B}", "message": "{message river}", "from": "planner", "to": "analyst", "text": "Map the river, please."}
       """
     And threads "A" and "B" are different
+
+  @profile:threads @req:ADR0035-S-02
+  Scenario: A reply on a thread of a person's conversation never becomes a turn of that conversation
+    Given the model answers "Ask the analyst about the north" by sending {"to": "lab/analyst", "text": "What is in the north?"}, then says "I asked."
+    And the model replies "Noted, I will tell alice." to "It is cold in the north."
+    When "alice" says "Ask the analyst about the north" to "planner"
+    Then the peer has received 1 text
+    And received text 1 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message north}", "from": "planner", "to": "analyst", "text": "What is in the north?"}
+      """
+    When the peer answers "It is cold in the north." on thread "A"
+    Then the answer is 200 ack
+    And turn 1 of thread "A" is completed
+    And the model has been asked 1 time for "It is cold in the north."
+    When "alice" reads her conversation with "planner"
+    Then the answer is exactly 200 {"id": "{conv alice planner}", "role": "planner", "person": {"tenant": "acme", "actor": "alice"}, "turns": [{"turn": 1, "text": "Ask the analyst about the north", "status": "completed", "output": "I asked."}]}

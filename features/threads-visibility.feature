@@ -127,3 +127,18 @@ Feature: Who reads an agent conversation
     Then the answer is the uniform 404
     When "role:planner" reads the agent history of "planner" with "lab/analyst"
     Then the agent history holds the agent conversations of thread "A"
+
+  @profile:threads @req:ADR0035-V-01
+  Scenario: The person of a conversation root is the whole identity: the same actor of another tenant, or acting for another, reads and stops nothing
+    Given the model answers "Ask the analyst" by sending {"to": "lab/analyst", "text": "Any news?"}, then says "Asked."
+    When "alice" says "Ask the analyst" to "planner"
+    Then the peer has received 1 text
+    And received text 1 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message news}", "from": "planner", "to": "analyst", "text": "Any news?"}
+      """
+    And "alice" can read the agent conversation of thread "A"
+    And "alice at globex" cannot read the agent conversation of thread "A"
+    And "alice for bob" cannot read the agent conversation of thread "A"
+    When "alice at globex" stops the agent conversation of thread "A"
+    Then the answer is the uniform 404

@@ -355,3 +355,21 @@ Feature: The wire between two boxes
     Then the answer is 200 ack
     And turn 3 of thread "K" is completed
     And thread "K" has exactly 3 turns, the last of which took only "one more"
+
+  @profile:threads @req:ADR0035-W-02
+  Scenario: A delivered text presented again after its agent conversation closed gets its first answer
+    Given the model answers "Ask the analyst" by sending {"to": "lab/analyst", "text": "Any news?"}, then says "Asked."
+    And the model replies "Noted." to "Rain in the north."
+    When "alice" says "Ask the analyst" to "planner"
+    Then the peer has received 1 text
+    And received text 1 is exactly:
+      """
+      {"v": 1, "thread": "{thread A}", "message": "{message news}", "from": "planner", "to": "analyst", "text": "Any news?"}
+      """
+    When the peer answers "Rain in the north." on thread "A"
+    Then the answer is 200 ack
+    And turn 1 of thread "A" is completed
+    When "alice" deletes her conversation with "planner"
+    Then the answer is 204
+    When the peer sends the same text again
+    Then the answer is 200 ack
