@@ -151,3 +151,20 @@ Feature: Live deltas are transient, attributed and caught up
       | delta   | 1    |           |          | "evil plans "    |
       | delta   | 1    |           |          | ahead            |
       | message | 1    | assistant | complete | evil plans ahead |
+
+  @profile:shared @req:ADR0122-D10-34 @configures
+  Scenario Outline: In a shared conversation one participant holds at most half of maxSubscribers streams, rounded up: <share> of <limit>
+    Given the setting "gateway.maxSubscribers" is <limit>
+    And alice has started a shared conversation with bob
+    When bob opens <share> event streams of the conversation
+    And bob tries to open another event stream of the conversation
+    Then the stream is refused with 429
+    When alice opens <rest> event streams of the conversation
+    And alice tries to open another event stream of the conversation
+    Then the stream is refused with 429
+
+    Examples:
+      | limit | share | rest |
+      | 2     | 1     | 1    |
+      | 3     | 2     | 1    |
+      | 4     | 2     | 2    |

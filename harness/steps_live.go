@@ -26,6 +26,8 @@ func (s *liveSteps) steps() []stepDef {
 		{`^(\w[\w' ]*?) opens the event stream of (\w+)'s conversation$`, s.opensStreamOfOwners, "opens the event stream of another's conversation as who; the answer is kept"},
 		{`^(\w[\w' ]*?) opens the event stream of conversation "([^"]*)" again, once the closed stream's slot is back$`, s.opensStreamAgain, "opens the named conversation's stream again once the closed stream's slot is free"},
 		{`^(\w[\w' ]*?) closes (?:her|his) (\d+)(?:st|nd|rd|th) stream of conversation "([^"]*)"$`, s.closesNthStream, "closes who's Nth stream of the named conversation"},
+		{`^(\w[\w' ]*?) opens (\d+) event streams of the conversation$`, s.opensStreamsHere, "opens N event streams of the current conversation as who, each expected open"},
+		{`^(\w[\w' ]*?) tries to open another event stream of the conversation$`, s.triesToOpenStreamHere, "opens another event stream of the current conversation as who; the answer is kept"},
 		{`^(\w[\w' ]*?) opens (\d+) event streams of conversation "([^"]*)"$`, s.opensStreams, "opens N event streams of the named conversation as who, each expected open"},
 		{`^each of (\w[\w' ]*?)'s streams of conversation "([^"]*)" ends right after a "closed" event$`, s.eachStreamEndsClosed, "expects each of who's streams of the conversation to end right after a \"closed\" event"},
 		{`^(\w[\w' ]*?)'s stream replays the turn as exactly two message events and no "error" event$`, s.replaysAsTwoMessages, "expects who's stream to replay the turn as exactly two message events and no \"error\" event"},
@@ -76,6 +78,12 @@ func (s *liveSteps) triesToOpenStream(who, name string) error {
 	_, err := s.openNamed(who, name, fmt.Sprintf("%s/%s#%d", who, name, time.Now().UnixNano()), nil, "")
 	return err
 }
+
+// triesToOpenStreamHere opens another event stream of the current conversation as who; the answer is kept.
+func (s *liveSteps) triesToOpenStreamHere(who string) error { return s.triesToOpenStream(who, "") }
+
+// opensStreamsHere opens N event streams of the current conversation as who, each expected open.
+func (s *liveSteps) opensStreamsHere(who string, n int) error { return s.opensStreams(who, n, "") }
 
 // opensStreamOfOwners opens the event stream of another's conversation as who; the answer is kept.
 func (s *liveSteps) opensStreamOfOwners(who, owner string) error {

@@ -412,6 +412,12 @@ func (cv *Conversations) Authorize(ctx context.Context, principal loomtype.Ident
 	return err
 }
 
+// AuthorizeShared is Authorize that also tells whether the conversation is shared.
+func (cv *Conversations) AuthorizeShared(ctx context.Context, principal loomtype.Identity, id string) (shared bool, err error) {
+	m, err := cv.authorize(ctx, principal, id)
+	return err == nil && m.mode == ModeShared, err
+}
+
 // NotFoundFloor is the least time a refusal of authorization takes, counted from when it began:
 // whichever path refused (no such conversation, not the caller's, not a participant), the
 // uniform 404 comes no sooner than this. It is a sleep, costing the server no work: where the

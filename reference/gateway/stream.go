@@ -125,7 +125,8 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 			g.fail(w, err)
 		}
 	}
-	if err := g.cv.Authorize(ctx, who, id); err != nil {
+	shared, err := g.cv.AuthorizeShared(ctx, who, id)
+	if err != nil {
 		fail(err)
 		return
 	}
@@ -146,7 +147,11 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 		return
 	}
 	defer g.releaseStream(who)
-	sub, pturn, ptext, pasker, rerun, err := g.cv.Hub().Attach(id, g.cfg.MaxPendingBytes)
+	share := 0 // in a shared conversation, a principal holds at most half its subscribers, rounded up
+	if shared {
+		share = (g.cv.Hub().MaxSubscribers() + 1) / 2
+	}
+	sub, pturn, ptext, pasker, rerun, err := g.cv.Hub().AttachShare(id, who.Key(), share, g.cfg.MaxPendingBytes)
 	if err != nil {
 		fail(err)
 		return

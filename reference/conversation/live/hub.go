@@ -88,6 +88,8 @@ type hubConv struct {
 	partial []byte
 	chars   int
 	subs    map[*Sub]struct{}
+	// held counts the subscribers each principal holds (by identity key), for AttachShare.
+	held map[string]int
 	// pub is the execution whose live output is the live turn's: the conversation's own
 	// execution (an inline turn), or the turn execution the dialogue expects (see Expect).
 	pub string
@@ -127,6 +129,9 @@ func NewHub(maxSubs int) *Hub {
 	return &Hub{convs: map[string]*hubConv{}, pending: map[string]pendingBegin{}, maxSubs: maxSubs}
 }
 
+// MaxSubscribers is the bound on one conversation's live subscribers.
+func (h *Hub) MaxSubscribers() int { return h.maxSubs }
+
 func (h *Hub) conv(id string) *hubConv {
 	c := h.convs[id]
 	if c == nil {
@@ -162,6 +167,16 @@ func (h *Hub) Subscribe(id string, maxPending int) (*Sub, error) {
 // moment of attaching is either lost or seen twice: the partial holds everything before the
 // subscription and the queue everything after.
 func (h *Hub) Attach(id string, maxPending int) (s *Sub, turn int64, text, asker string, rerun bool, err error) {
+	return h.AttachShare(id, "", 0, maxPending)
+}
+
+// AttachShare is Attach for the principal whose identity key is who, who may hold at most share
+// of the conversation's subscribers (no share of their own when share <= 0 or who is ""), so one
+// principal cannot take every slot of a conversation others read too. Past the share it fails
+// with a *loomtype.LimitError, as past the conversation's bound.
+//
+//	s, turn, text, asker, rerun, err := hub.AttachShare("c1", bob.Key(), 2, 1<<20)
+func (h *Hub) AttachShare(id, who string, share, maxPending int) (s *Sub, turn int64, text, asker string, rerun bool, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c := h.conv(id)
@@ -169,8 +184,19 @@ func (h *Hub) Attach(id string, maxPending int) (s *Sub, turn int64, text, asker
 		h.gc(id, c)
 		return nil, 0, "", "", false, errTooManySubscribers(h.maxSubs)
 	}
+	if who != "" && share > 0 && c.held[who] >= share {
+		h.gc(id, c)
+		return nil, 0, "", "", false, &loomtype.LimitError{Limit: "subscribers per principal in a conversation", Max: int64(share)}
+	}
 	s = newSub(maxPending)
 	c.subs[s] = struct{}{}
+	if who != "" {
+		if c.held == nil {
+			c.held = map[string]int{}
+		}
+		c.held[who]++
+		s.who = who
+	}
 	if c.turn > 0 {
 		turn, text, asker, rerun = c.turn, string(c.partial), c.asker, c.rerun
 	}
@@ -182,6 +208,11 @@ func (h *Hub) Unsubscribe(id string, s *Sub) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if c := h.convs[id]; c != nil {
+		if _, ok := c.subs[s]; ok && s.who != "" {
+			if c.held[s.who]--; c.held[s.who] <= 0 {
+				delete(c.held, s.who)
+			}
+		}
 		delete(c.subs, s)
 		h.gc(id, c)
 	}
@@ -384,6 +415,7 @@ type Sub struct {
 	overflow bool
 	notify   chan struct{}
 	over     chan struct{}
+	who      string // the identity key of the principal holding it (AttachShare), or ""
 }
 
 func newSub(max int) *Sub {
