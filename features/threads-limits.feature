@@ -24,18 +24,18 @@ Feature: The bounds of an agent conversation
       | system    | You plan the work.                                                                     |
       | system    | You are planner, in agent conversation {ac K} with lab/analyst. It answers for itself. |
       | system    | Turns 1 to 2 of this conversation are left out.                                        |
-      | user      | text 3             |
-      | assistant | answer 3           |
-      | user      | text 4             |
-      | assistant | answer 4           |
-      | user      | text 5             |
-      | assistant | answer 5           |
-      | user      | text 6             |
-      | assistant | answer 6           |
-      | user      | text 7             |
-      | assistant | answer 7           |
-      | user      | text 8             |
-      | assistant | answer 8           |
+      | user      | text 3                                                                                 |
+      | assistant | answer 3                                                                               |
+      | user      | text 4                                                                                 |
+      | assistant | answer 4                                                                               |
+      | user      | text 5                                                                                 |
+      | assistant | answer 5                                                                               |
+      | user      | text 6                                                                                 |
+      | assistant | answer 6                                                                               |
+      | user      | text 7                                                                                 |
+      | assistant | answer 7                                                                               |
+      | user      | text 8                                                                                 |
+      | assistant | answer 8                                                                               |
       | user      | text 9                                                                                 |
       | assistant | answer 9                                                                               |
       | user      | text 10                                                                                |
@@ -53,22 +53,22 @@ Feature: The bounds of an agent conversation
       | role      | content                                                                                |
       | system    | You plan the work.                                                                     |
       | system    | You are planner, in agent conversation {ac K} with lab/analyst. It answers for itself. |
-      | user      | text 1             |
-      | assistant | answer 1           |
-      | user      | text 2             |
-      | assistant | answer 2           |
-      | user      | text 3             |
-      | assistant | answer 3           |
-      | user      | text 4             |
-      | assistant | answer 4           |
-      | user      | text 5             |
-      | assistant | answer 5           |
-      | user      | text 6             |
-      | assistant | answer 6           |
-      | user      | text 7             |
-      | assistant | answer 7           |
-      | user      | text 8             |
-      | assistant | answer 8           |
+      | user      | text 1                                                                                 |
+      | assistant | answer 1                                                                               |
+      | user      | text 2                                                                                 |
+      | assistant | answer 2                                                                               |
+      | user      | text 3                                                                                 |
+      | assistant | answer 3                                                                               |
+      | user      | text 4                                                                                 |
+      | assistant | answer 4                                                                               |
+      | user      | text 5                                                                                 |
+      | assistant | answer 5                                                                               |
+      | user      | text 6                                                                                 |
+      | assistant | answer 6                                                                               |
+      | user      | text 7                                                                                 |
+      | assistant | answer 7                                                                               |
+      | user      | text 8                                                                                 |
+      | assistant | answer 8                                                                               |
       | user      | text 9                                                                                 |
 
   @profile:threads @req:ADR0035-Q-02 @configures
