@@ -318,3 +318,20 @@ Feature: Steering a session: messages that wait, are taken back, or stop the tur
       | an empty id       | {"text": "x", "messageId": "m1", "mentions": ["person:"]}                                                                                                                                                                                                 |
       | an unknown kind   | {"text": "x", "messageId": "m1", "mentions": ["model:gpt"]}                                                                                                                                                                                               |
       | seventeen of them | {"text": "x", "messageId": "m1", "mentions": ["person:a1", "person:a2", "person:a3", "person:a4", "person:a5", "person:a6", "person:a7", "person:a8", "person:a9", "person:b1", "person:b2", "person:b3", "person:b4", "person:b5", "person:b6", "person:b7", "person:b8"]} |
+
+  @profile:stream @req:ADR0052-S-12
+  Scenario: Edit and retry re-ask only the caller's own message; another person's is the uniform 404
+    Given alice has started a shared conversation with bob
+    And the model replies "Pumps are fine" to "check the pumps"
+    When alice follows the session stream over WebSocket
+    And alice sends "check the pumps"
+    And turn 1 is answered "Pumps are fine"
+    And bob edits "u:1" to "check pump 5" with the key "e1"
+    Then the session answers 404 {"error": "not found"}
+    When bob retries "u:1" with the key "e2"
+    Then the session answers 404 {"error": "not found"}
+    And the model was asked for exactly, in order:
+      | last user message |
+      | check the pumps   |
+    When alice retries "u:1" with the key "e3"
+    Then the session answers 202 {"messageId": "e3", "state": "sent"}

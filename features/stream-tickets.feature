@@ -78,3 +78,9 @@ Feature: Opening a session stream: who may read, and one-use tickets
     And alice presents the ticket over WebSocket and is refused as "used"
     When alice opens the session stream
     Then alice presents the ticket over WebSocket and is served
+
+  @profile:stream @req:ADR0052-O-03
+  Scenario: With nothing configured a ticket is good for 15 seconds
+    Given alice has started a conversation
+    When alice opens the session stream
+    Then the open answer says the ticket is good for 15 seconds

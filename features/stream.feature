@@ -184,3 +184,47 @@ Feature: The session stream: frames with gapless cursors, drawn for each viewer
       | 3   | user-message | person:alice | m2      | {"message": "m2", "state": "sent", "text": "and now?"}    |
       | 4   | text-delta   |              | a:2     | {"text": "Fine"}                                          |
       | 5   | text-done    |              | a:2     | {"status": "complete", "text": "Fine"}                    |
+
+  @profile:stream @req:ADR0052-R-06 @configures
+  Scenario: Past stream.maxBytes the floor moves too, the newest frame always kept
+    Given the setting "stream.maxBytes" is 1
+    And alice has started a conversation
+    And the model replies "Pumps are fine" to "check the pumps"
+    When alice sends "check the pumps"
+    And turn 1 is answered "Pumps are fine"
+    And alice opens the session stream
+    Then the open answer says head 3 and floor 3
+    When alice reads the session stream over WebSocket from 0
+    Then alice's WebSocket reader got exactly these frames:
+      | cur | span | type      | message | text             |
+      | 0   |      | reset     |         | floor 3, head 3  |
+      | 3   |      | text-done | a:1     | "Pumps are fine" |
+
+  @profile:stream @req:ADR0052-F-01 @req:ADR0052-R-02 @configures
+  Scenario: Over SSE a reset carries no event id, so a browser's reconnect never asks from 0
+    Given the setting "stream.maxFrames" is 2
+    And alice has started a conversation
+    And the model replies "Pumps are fine" to "check the pumps"
+    When alice sends "check the pumps"
+    And turn 1 is answered "Pumps are fine"
+    And alice reads the session stream over SSE from 0
+    Then alice's SSE reader got exactly these frames:
+      | cur | span | type       | message | text             |
+      | 0   |      | reset      |         | floor 2, head 3  |
+      | 2   |      | text-delta | a:1     | "Pumps are fine" |
+      | 3   |      | text-done  | a:1     | "Pumps are fine" |
+
+  @profile:stream @req:ADR0052-R-03
+  Scenario: A session first opened after a participant's turn ended seeds its reply for everyone in the chat
+    Given alice has started a shared conversation with bob
+    And the model replies "Pumps are fine" to "check the pumps"
+    When bob sends "check the pumps"
+    And turn 1 is answered "Pumps are fine"
+    And alice opens the session stream
+    Then the open answer says head 3 and floor 1
+    When alice reads the session stream over WebSocket from 0
+    Then alice's WebSocket reader got exactly these frames:
+      | cur | span | type         | message | text              |
+      | 1   |      | user-message | u:1     | "check the pumps" |
+      | 2   |      | text-delta   | a:1     | "Pumps are fine"  |
+      | 3   |      | text-done    | a:1     | "Pumps are fine"  |

@@ -30,6 +30,7 @@ func (s *steerSteps) steps() []stepDef {
 		{`^(\w[\w' ]*?) steers the messages "(\w*?)1" to "(\w*?)(\d+)", each answered 202 queued$`, s.steersMany, "steers the messages P1 .. PN in order as who, each P<i> with the text and the message id P<i>, and expects each answer to be exactly 202 {messageId: P<i>, state: queued}"},
 		{`^(\w[\w' ]*?) steers with the body (\{.*\})$`, s.steersBody, "posts the JSON body as it is to the current session's messages as who; the answer is kept"},
 		{`^(\w[\w' ]*?) sends the private message "([^"]*)" sealed as (\{.*\})$`, s.sendsPrivate, "posts a private message under the id with the JSON as its enc, as who; the answer is kept"},
+		{`^(\w[\w' ]*?) (edits|retries) "([^"]*)"(?: to ` + text + `)? with the key "([^"]*)"$`, s.edits, "asks to edit the message to the text (or to retry it) as who in the current session, under the Idempotency-Key; the answer is kept"},
 		{`^(\w[\w' ]*?) takes back "([^"]*)"$`, s.takesBack, "asks to take back the message as who; the answer is kept"},
 		{`^(\w[\w' ]*?) taking back "([^"]*)" gets the same 404 as for a message never sent$`, s.takeBackRefusedAsMissing, "takes back the message as who and expects 404, byte for byte the answer a message id never sent gets"},
 		{`^(\w[\w' ]*?) stops the running turn$`, s.stopsTurn, "asks to stop the current session's running turn as who; the answer is kept"},
@@ -101,6 +102,15 @@ func (s *steerSteps) sendsPrivate(who, id, enc string) error {
 	}
 	body := map[string]any{"messageId": id, "enc": json.RawMessage(enc)}
 	return s.post(who, "/messages", body, reqOpts{})
+}
+
+// edits asks to edit message id to text (retry: re-ask it as it was) as who, under key.
+func (s *steerSteps) edits(who, verb, id, text, key string) error {
+	o := reqOpts{headers: map[string]string{"Idempotency-Key": key}}
+	if verb == "retries" {
+		return s.post(who, "/messages/"+url.PathEscape(id)+"/retry", nil, o)
+	}
+	return s.post(who, "/messages/"+url.PathEscape(id)+"/edit", map[string]any{"text": text}, o)
 }
 
 // takesBack asks to take back a message.

@@ -29,6 +29,7 @@ func (s *streamSteps) steps() []stepDef {
 		{`^(\w[\w' ]*?) opens the session stream(?: of conversation "([^"]*)")?(?: from (\d+))?(?: on device "([^"]*)")?$`, s.opens, "asks for a ticket as who (the current conversation, or the named one; from 0 unless named) and expects 200 with a well-formed answer, kept"},
 		{`^(\w[\w' ]*?) fills the session's log with (\d+) terminal lines$`, s.fillLog, "records N terminal lines \"line 1\" .. \"line N\" as who in the current conversation's session, a few requests at a time, each expected 202 {logged: true, cur}; the N cursors must have no gap, and rise for each sender"},
 		{`^the ticket is (\d+) ms old$`, s.ticketAged, "waits until the last ticket is at least N ms old, counted from the arrival of its open's answer"},
+		{`^the open answer says the ticket is good for (\d+) seconds$`, s.openAnswerGoodFor, "expects the last open's expiresIn to be exactly N"},
 		{`^the open answer says head (\d+) and floor (\d+)$`, s.openAnswerSays, "expects the last open's head and floor to be exactly the numbers"},
 		{`^(\w[\w' ]*?) opening the session stream gets the same 404 as for a missing session$`, s.openRefusedAsMissing, "opens the current conversation's stream as who and expects 404, byte for byte the answer an id nothing holds gets"},
 		{`^(\w[\w' ]*?) presents the ticket over (WebSocket|SSE)(?: on device "([^"]*)")?(?: for conversation "([^"]*)")? and is served$`, s.presentsServed, "presents the last ticket as who (on the device, for the conversation, when named) and expects the stream served"},
@@ -108,6 +109,17 @@ func (s *streamSteps) openAnswerSays(head, floor int64) error {
 	}
 	if s.opened.Head != head || s.opened.Floor != floor {
 		return fail("POST "+streamOpenPath(s.opened.Session), fmt.Sprintf("head %d, floor %d", s.opened.Head, s.opened.Floor), fmt.Sprintf("head %d, floor %d", head, floor))
+	}
+	return nil
+}
+
+// openAnswerGoodFor expects the last open's ticket to be good for exactly secs seconds.
+func (s *streamSteps) openAnswerGoodFor(secs int64) error {
+	if s.opened == nil {
+		return harnessErr("no open was answered in this scenario")
+	}
+	if s.opened.ExpiresIn != secs {
+		return fail("POST "+streamOpenPath(s.opened.Session), fmt.Sprintf("expiresIn %d", s.opened.ExpiresIn), fmt.Sprintf("expiresIn %d", secs))
 	}
 	return nil
 }
