@@ -108,7 +108,9 @@ type runner struct {
 	door     bool
 	// extensions are the optional behaviours the SUT claims in discovery ("chosen-id").
 	extensions map[string]bool
-	tmp        string
+	// unstarted is why the system could not be started or answer discovery ("": it did).
+	unstarted string
+	tmp       string
 
 	sharedWorld *world.World
 	remoteCfg   *spec.SUTConfig
@@ -149,7 +151,13 @@ func Execute(ctx context.Context, opt Options) (*report.Report, error) {
 	}
 	defer r.cleanup()
 	if err := r.probe(ctx); err != nil {
-		return nil, err
+		var se *startError
+		if !errors.As(err, &se) && !errors.Is(err, errNoDiscovery) {
+			return nil, err
+		}
+		// The system's failure, not the kit's: a report that says so, every format written.
+		r.unstarted = err.Error()
+		return r.build(started), nil
 	}
 	fsys := opt.Features
 	if fsys == nil {
@@ -280,6 +288,10 @@ func (r *runner) cleanup() {
 
 // probe starts one instance to read the discovery document: which profiles the SUT claims. A
 // SUT that cannot be started or does not answer is a harness error, not a failure.
+// errNoDiscovery: the system started but did not answer GET /.well-known/loom with its discovery
+// document.
+var errNoDiscovery = errors.New("the system under test did not answer its discovery document (GET /.well-known/loom)")
+
 func (r *runner) probe(ctx context.Context) error {
 	s := &scenario{run: r, ctx: ctx}
 	if err := s.setup(); err != nil {
@@ -294,7 +306,12 @@ func (r *runner) probe(ctx context.Context) error {
 	if err != nil && !(errors.As(err, &f) && resp != nil) {
 		// No answer at all: the run cannot be made. An answer that breaks the contract is
 		// read anyway; the scenarios that check the contract report it.
-		return harnessErr("discovery: %v", err)
+		if r.kind.name == "remote" {
+			// A running system the kit was pointed at and never reached: the address may be
+			// wrong, which is the caller's to fix, not the system's failure.
+			return harnessErr("discovery: %v", err)
+		}
+		return fmt.Errorf("%w: %v", errNoDiscovery, err)
 	}
 	var d struct {
 		SpecVersion    string   `json:"specVersion"`
@@ -307,7 +324,7 @@ func (r *runner) probe(ctx context.Context) error {
 		} `json:"implementation"`
 	}
 	if resp.status != http.StatusOK || json.Unmarshal(resp.body, &d) != nil {
-		return harnessErr("discovery answered %d: %s", resp.status, clip(string(resp.body), 200))
+		return fmt.Errorf("%w: it answered %d: %s", errNoDiscovery, resp.status, clip(string(resp.body), 200))
 	}
 	r.claimed = map[string]bool{}
 	for _, p := range d.Profiles {
@@ -670,6 +687,7 @@ func (r *runner) build(started time.Time) *report.Report {
 		DurationMs:  time.Since(started).Milliseconds(),
 		Scenarios:   []report.Scenario{},
 		Contract:    r.contractStats,
+		Unstarted:   r.unstarted,
 	}
 	for p := range r.claimed {
 		rep.Target.Profiles = append(rep.Target.Profiles, p)

@@ -294,7 +294,7 @@ func (s *scenario) sut() error {
 	s.startEr = s.drv.Start(s.ctx, s.cfg)
 	var se *startError
 	if errors.As(s.startEr, &se) {
-		s.startEr = harnessErr("%v%s", se, logsOf(s.drv))
+		s.startEr = harnessErr("%w%s", se, logsOf(s.drv))
 	}
 	return s.startEr
 }

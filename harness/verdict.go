@@ -183,8 +183,10 @@ func Judge(rep *report.Report, cat *spec.Catalogue, base *Baseline) *report.Repo
 		rep.Profiles = append(rep.Profiles, pr)
 	}
 	sort.SliceStable(rep.Profiles, func(i, j int) bool { return rep.Profiles[i].Name < rep.Profiles[j].Name })
-	rep.Conformant = conformant && !stale && !harnessBroke && len(claimed) > 0
+	rep.Conformant = conformant && !stale && !harnessBroke && len(claimed) > 0 && rep.Unstarted == ""
 	switch {
+	case rep.Unstarted != "":
+		rep.ExitCode = 1
 	case harnessBroke:
 		rep.ExitCode = 2
 	case !rep.Conformant:

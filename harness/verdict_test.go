@@ -112,15 +112,20 @@ func TestHarnessFaultsAreNotFailures(t *testing.T) {
 	require.Equal(t, 2, rep.Totals.HarnessError)
 }
 
-// TestUnstartableSystemIsAHarnessError: a system that cannot be started is reported as a fault of
-// the run, not as a non-conformant system.
-func TestUnstartableSystemIsAHarnessError(t *testing.T) {
-	_, err := harness.Execute(context.Background(), harness.Options{
+// TestUnstartableSystemFailsTheRun: a system that cannot be started is the system's failure, not
+// the kit's: the run ends not conformant (exit 1) with a report that says why, and no scenario is
+// counted as run.
+func TestUnstartableSystemFailsTheRun(t *testing.T) {
+	rep, err := harness.Execute(context.Background(), harness.Options{
 		Factory: func(ctx context.Context, cfg spec.SUTConfig) (harness.Instance, error) {
 			return nil, os.ErrPermission
 		},
 	})
-	require.ErrorIs(t, err, harness.ErrHarness)
+	require.NoError(t, err)
+	require.False(t, rep.Conformant)
+	require.Equal(t, 1, rep.ExitCode)
+	require.Contains(t, rep.Unstarted, os.ErrPermission.Error())
+	require.Zero(t, rep.Totals.Total())
 }
 
 func referenceFactory(ctx context.Context, cfg spec.SUTConfig) (harness.Instance, error) {

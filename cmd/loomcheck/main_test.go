@@ -175,3 +175,32 @@ func TestRunOnPostgreSQL(t *testing.T) {
 	}
 	require.Equal(t, []string{"node-1", "node-2"}, servedBy, "the node that served each answer, in order")
 }
+
+// A system that cannot start fails the run (exit 1, the system's failure, not the kit's) and every
+// report is written, each saying why.
+func TestASystemThatCannotStartFailsWithReports(t *testing.T) {
+	out := t.TempDir()
+	code, stdout, _ := run(t, "run", "--quiet", "--profile", "core", "--sut-cmd", "exit 3", "--out", out)
+	require.Equal(t, exitNonConformant, code, stdout)
+	require.Contains(t, stdout, "the system did not start")
+	for _, f := range []string{"summary.md", "junit.xml", "report.json", "report.html", "cucumber.json"} {
+		_, err := os.Stat(filepath.Join(out, f))
+		require.NoError(t, err, "%s is written", f)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "summary.md"))
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(md), "## ❌ Not conformant: the system did not start (exit code 1)"), "%.200s", md)
+	junit, err := os.ReadFile(filepath.Join(out, "junit.xml"))
+	require.NoError(t, err)
+	require.Contains(t, string(junit), `type="unstarted"`)
+	var rep struct {
+		Unstarted string `json:"unstarted"`
+		ExitCode  int    `json:"exitCode"`
+	}
+	b, err := os.ReadFile(filepath.Join(out, "report.json"))
+	require.NoError(t, err)
+	require.NoError(t, schemas.Validate("report", b))
+	require.NoError(t, json.Unmarshal(b, &rep))
+	require.Contains(t, rep.Unstarted, "exit status 3")
+	require.Equal(t, 1, rep.ExitCode)
+}

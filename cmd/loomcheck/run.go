@@ -151,6 +151,9 @@ func printVerdict(w io.Writer, rep *report.Report, out string) {
 	if rep.ExitCode == exitUsage {
 		verdict = "HARNESS ERROR"
 	}
+	if rep.Unstarted != "" {
+		verdict = "NOT CONFORMANT (the system did not start: " + rep.Unstarted + ")"
+	}
 	fmt.Fprintf(w, "%s: %d passed, %d failed, %d not applicable, %d skipped, %d undefined, %d pending, %d harness errors (%s)\n",
 		verdict, t.Passed, t.Failed, t.NotApplicable, t.Skipped, t.Undefined, t.Pending, t.HarnessError,
 		time.Duration(rep.DurationMs)*time.Millisecond)

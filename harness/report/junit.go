@@ -152,6 +152,12 @@ func WriteJUnit(w io.Writer, r *Report) error {
 			})
 		}
 	}
+	if r.Unstarted != "" {
+		extra = append(extra, junitCase{
+			Classname: baselineSuite, Name: "the system starts", Time: seconds(r.DurationMs),
+			Failure: &junitOutcome{Message: "the system did not start", Type: "unstarted", Text: xmlText(r.Unstarted)},
+		})
+	}
 	if !r.Conformant && failing+len(extra) == 0 {
 		extra = append(extra, junitCase{
 			Classname: baselineSuite, Name: "verdict", Time: seconds(r.DurationMs),

@@ -51,6 +51,10 @@ type Report struct {
 	Baseline     *BaselineResult     `json:"baseline,omitempty"`
 	// Warnings lists SHOULD-level requirements that failed: reported, never failing the run.
 	Warnings []string `json:"warnings,omitempty"`
+	// Unstarted says why the system under test could not be started or did not answer its
+	// discovery document: no scenario ran, and the run is not conformant (exit code 1), a
+	// failure of the system and not of the kit.
+	Unstarted string `json:"unstarted,omitempty"`
 }
 
 // Kit names the conformance kit that produced the report.

@@ -68,6 +68,8 @@ func summarize(b *strings.Builder, r *Report) {
 		kit = "loomcheck"
 	}
 	switch {
+	case r.Unstarted != "":
+		p("## ❌ Not conformant: the system did not start (exit code %d)\n\n%s\n\n", r.ExitCode, md(r.Unstarted))
 	case r.Conformant && r.Excused() > 0:
 		p("## ☑️ No new failures: %d excused by the baseline, so not conformant (exit code %d)\n\n", r.Excused(), r.ExitCode)
 	case r.Conformant:

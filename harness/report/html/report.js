@@ -85,7 +85,7 @@
   verdict.setAttribute('data-exit-code', String(exitCode));
   verdict.className = 'verdict ' + (data.conformant ? 'verdict-pass' : exitCode === 2 ? 'verdict-error' : 'verdict-fail');
   var excused = (data.scenarios || []).filter(function (sc) { return sc.status === 'failed' && sc.expected; }).length;
-  verdict.textContent = (data.conformant && excused > 0
+  verdict.textContent = data.unstarted ? 'Not conformant: the system did not start (exit code ' + exitCode + '): ' + str(data.unstarted) : (data.conformant && excused > 0
     ? 'No new failures: ' + excused + ' excused by the baseline, so not conformant'
     : data.conformant ? 'Conformant' : 'Not conformant') + ' (exit code ' + exitCode + ')';
 
