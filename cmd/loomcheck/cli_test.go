@@ -96,12 +96,13 @@ func TestWorldPrintBindsNoPort(t *testing.T) {
 	require.Contains(t, out, `"baseURL": "http://`+addr+`/v1"`)
 }
 
-// TestASutThatExitsAtOnceShowsWhatItPrinted: the harness error names how the command ended and
-// quotes what it printed, once.
+// TestASutThatExitsAtOnceShowsWhatItPrinted: a system that exits at once fails the run (exit 1,
+// the system's failure), and the verdict names how the command ended and quotes what it printed,
+// once.
 func TestASutThatExitsAtOnceShowsWhatItPrinted(t *testing.T) {
 	code, out, errOut := run(t, "run", "--quiet", "--tags", "@req:ADR0122-D1-02", "--profile", "core", "--out", t.TempDir(),
 		"--sut-cmd", `echo "cannot read LOOM_CONFIG: marker-7f3" >&2; exit 3`)
-	require.Equal(t, exitUsage, code, out+errOut)
+	require.Equal(t, exitNonConformant, code, out+errOut)
 	all := out + errOut
 	require.Contains(t, all, "exited before answering (exit status 3)")
 	require.Equal(t, 1, strings.Count(all, "marker-7f3"), all)
