@@ -487,7 +487,7 @@ Feature: The session stream of a chat: terminal lines, tool blocks, retention an
     # identity key).
     Given alice has started a shared conversation with bob
     And the model replies "Pumps are fine" to "check the pumps"
-    And the model replies "Valves are shut" to "check the valves"
+    And the model replies "Shut" to "check the valves"
     When alice sends "check the pumps"
     And turn 1 is answered "Pumps are fine"
     And alice adds alice at globex to the participants
@@ -504,7 +504,7 @@ Feature: The session stream of a chat: terminal lines, tool blocks, retention an
       | 6   | term-command       | name(alice)           |             |         | {"command": "make vet", "via": "terminal"}                             |
     When alice removes alice at globex from the participants
     And alice sends "check the valves"
-    And turn 2 is answered "Valves are shut"
+    And turn 2 is answered "Shut"
     And alice reads the session stream over SSE from 0
     Then alice's SSE reader got exactly these frames with their data:
       | cur | type               | author                | acts_for    | message | data                                                                   |
@@ -516,5 +516,5 @@ Feature: The session stream of a chat: terminal lines, tool blocks, retention an
       | 6   | term-command       | name(alice)           |             |         | {"command": "make vet", "via": "terminal"}                             |
       | 7   | participant-left   | name(alice)           |             |         | {"who": "name(alice at globex)", "by": "name(alice)"}                  |
       | 8   | user-message       | name(alice)           |             | u:3     | {"message": "u:3", "state": "sent", "text": "check the valves"}       |
-      | 9   | text-delta         |                       | name(alice) | a:2     | {"text": "Valves are shut"}                                            |
-      | 10  | text-done          |                       | name(alice) | a:2     | {"status": "complete", "text": "Valves are shut"}                      |
+      | 9   | text-delta         |                       | name(alice) | a:2     | {"text": "Shut"}                                                       |
+      | 10  | text-done          |                       | name(alice) | a:2     | {"status": "complete", "text": "Shut"}                                 |
