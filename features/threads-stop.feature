@@ -17,6 +17,8 @@ Feature: Stopping the agent of an agent conversation
     When the peer sends "Count every grain of sand" from "analyst" to "planner" on thread "K"
     Then the answer is 200 ack
     And turn 1 of thread "K" is running
+    # The turn's model call is in flight (held) before the stop: running alone does not say so.
+    And the model has been asked 1 time
     When the peer sends "Also count the stars" from "analyst" to "planner" on thread "K"
     Then the answer is 200 ack
     When "dana" stops the agent conversation of thread "K"
