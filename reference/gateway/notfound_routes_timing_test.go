@@ -4,8 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,14 +19,7 @@ import (
 //
 //	LOOM_TIMING=1000 go test ./reference/gateway -run TestRoutesNotFoundTiming -v
 func TestRoutesNotFoundTiming(t *testing.T) {
-	env := os.Getenv("LOOM_TIMING")
-	if env == "" {
-		t.Skip("set LOOM_TIMING (samples per path) to measure")
-	}
-	n, err := strconv.Atoi(env)
-	if err != nil || n < 10 {
-		n = 1000
-	}
+	n := timingSamples(t)
 	fe := openFuzzEngine(t)
 	conv, noConv := fe.conversation(t, false), "c_000000000000000000000000" // alice's; bob is the stranger
 	rv, _, err := fe.eng.Runs().Start(context.Background(), fuzzAlice, run.Options{Prompt: "check pump 3"})

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,14 +25,7 @@ import (
 //
 //	LOOM_TIMING=1000 go test ./reference/gateway -run TestThreadsNotFoundTiming -v
 func TestThreadsNotFoundTiming(t *testing.T) {
-	env := os.Getenv("LOOM_TIMING")
-	if env == "" {
-		t.Skip("set LOOM_TIMING (samples per path) to measure")
-	}
-	n, err := strconv.Atoi(env)
-	if err != nil || n < 10 {
-		n = 1000
-	}
+	n := timingSamples(t)
 	alice, olga, bob := loomtype.Identity{Tenant: "acme", Actor: "alice"}, loomtype.Identity{Tenant: "acme", Actor: "olga"},
 		loomtype.Identity{Tenant: "acme", Actor: "bob"}
 	peer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

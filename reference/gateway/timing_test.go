@@ -21,14 +21,7 @@ import (
 //
 //	LOOM_TIMING=1000 go test ./reference/gateway -run TestNotFoundTiming -v
 func TestNotFoundTiming(t *testing.T) {
-	env := os.Getenv("LOOM_TIMING")
-	if env == "" {
-		t.Skip("set LOOM_TIMING (samples per path) to measure")
-	}
-	n, err := strconv.Atoi(env)
-	if err != nil || n < 10 {
-		n = 1000
-	}
+	n := timingSamples(t)
 	fe := openFuzzEngine(t)
 	id := fe.conversation(t, false) // alice's; bob is the stranger
 	missing := "c_000000000000000000000000"
@@ -136,4 +129,18 @@ func prefix(suffix string) string {
 		return "/runtime/executions/"
 	}
 	return "/conversations/"
+}
+
+// timingSamples is the number of samples per path the timing tests take, from LOOM_TIMING
+// (default 1000 when it is not a number of at least 10); without LOOM_TIMING they skip.
+func timingSamples(t *testing.T) int {
+	env := os.Getenv("LOOM_TIMING")
+	if env == "" {
+		t.Skip("set LOOM_TIMING (samples per path) to measure")
+	}
+	n, err := strconv.Atoi(env)
+	if err != nil || n < 10 {
+		n = 1000
+	}
+	return n
 }
