@@ -20,7 +20,6 @@ type heldBox struct {
 	calls   map[string][]string
 	hold    map[string]bool
 	started chan string
-	errs    []string
 }
 
 func newHeldBox(hold ...string) *heldBox {
