@@ -99,7 +99,10 @@ func (f *Failure) Terminal() (TerminalStop, bool) {
 // stopsBatch reports whether o ends the run before the rest of its response's calls: a denial,
 // a terminal failure, a call in doubt, or any failure when the run fails on tool errors.
 func stopsBatch(cfg Config, o toolOutcome) bool {
-	return o.Denied || o.Terminal != nil || o.InDoubt != nil || cfg.FailOnToolError && !o.OK && !o.NotRun
+	if o.InDoubt != nil {
+		return true
+	}
+	return o.Denied || o.Terminal != nil || cfg.FailOnToolError && !o.OK && !o.NotRun
 }
 
 // classify turns a tool's failure into its outcome: terminal (never fed back) or an ordinary
