@@ -51,6 +51,10 @@ func (cfg Config) notIdempotent(tool string) bool {
 // not idempotent, the started mark is recorded first (it becomes durable with the step's start,
 // before the tool is called), and a step whose mark an earlier process recorded runs no tool: its
 // outcome is the call in doubt. Then the tool timeout bounds it (timedTool).
+//
+// The mark is pending until the step's start commits it; should the pending writes overflow in
+// between (kernel maxPend) the mark alone may be durable, and a crash then leaves in doubt a call
+// that never started: the error is on the side of not calling twice.
 func toolStep(c *kernel.Context, cfg Config, turn, j int, call model.ToolCall, fn kernel.StepFunc) (kernel.StepFunc, error) {
 	if cfg.notIdempotent(call.Name) {
 		key := idempotencyKey(c.ID(), toolStepID(cfg.LoopID, turn, j), call)
