@@ -142,3 +142,26 @@ func TestParallelBatchJudgesEachCallAlone(t *testing.T) {
 	require.Equal(t, look[0], look[1])
 	require.Len(t, p.Requests(), 1)
 }
+
+// One after the other, the calls after the one in doubt are not run: they had not started.
+func TestSequentialCallsAfterInDoubtAreNotRun(t *testing.T) {
+	p := scriptmodel.Sequence(model.Response{ToolCalls: []model.ToolCall{
+		{ID: "1", Name: "pay", Arguments: `{"n":5}`}, {ID: "2", Name: "look", Arguments: `{}`}}}, model.Response{Content: "done"})
+	box := newHeldBox("pay")
+	r := newRig(t, func() agent.Config {
+		return agent.Config{LoopID: "L", Provider: p, Runner: box, Tools: []model.Tool{{Name: "pay"}, {Name: "look"}},
+			NotIdempotent: func(tool string) bool { return tool == "pay" }}
+	})
+	r.start()
+	<-box.started
+	r.k.Close()
+	r.st.Close()
+	r.open()
+	res := r.result()
+	require.Equal(t, agent.ReasonEffectInDoubt, res.Reason)
+	require.Empty(t, res.Calls)
+	require.Equal(t, []string{"pay"}, res.Tools)
+	require.Len(t, box.keys("pay"), 1)
+	require.Empty(t, box.keys("look"), "the call after the one in doubt had not started and is not run")
+	require.Len(t, p.Requests(), 1)
+}
