@@ -139,6 +139,29 @@ Feature: A turn runs the canonical agent loop
     And every call to "lookup" carried the same idempotency key
     And the model has been asked 1 time in all
 
+  @profile:agent @req:ADR0121-D1-24 @crash @configures
+  Scenario: One after the other, the calls after the one in doubt are not run
+    Given the tool "transfer" is declared not idempotent
+    And alice has started a conversation
+    And the model calls at once:
+      | tool     | arguments     |
+      | transfer | {"amount":10} |
+      | lookup   | {"pump":3}    |
+    And the tool "transfer" waits
+    And the tool "lookup" answers {"pressure": 7}
+    And the model replies "never asked"
+    When alice sends "pay and look"
+    And the tool "transfer" has been called 1 time
+    And the system is killed and restarted
+    Then turn 1 fails with reason "effect-in-doubt"
+    And the history holds:
+      | ord | turn | role      | status   | text         | reason          |
+      | 1   | 1    | user      | accepted | pay and look |                 |
+      | 2   | 1    | assistant | failed   | -            | effect-in-doubt |
+    And the tool "transfer" has been called 1 time in all
+    And the tool "lookup" was never called
+    And the model has been asked 1 time in all
+
   @profile:agent @req:ADR0121-D2-01 @configures
   Scenario: Parallel tool calls run together and come back in the model's order
     Given the setting "conversation.parallelTools" is true
