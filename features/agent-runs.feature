@@ -399,3 +399,23 @@ Feature: An agent run is its own durable execution of the canonical loop
       | south  | {}        | true | {"ok": true}         |
       | lookup | {}        | true | {"zone":"lookup ok"} |
     And the model has been asked 1 time in all
+
+  @profile:agent @req:ADR0121-D1-24 @crash @configures
+  Scenario: A run whose call is in doubt after a crash names the tool and the call's idempotency key
+    Given the tool "transfer" is declared not idempotent
+    And the model calls "transfer" with {"amount": 5}
+    And the tool "transfer" waits
+    And the model replies "never asked"
+    When alice starts a run with:
+      """
+      {"prompt": "move 5"}
+      """
+    And the tool "transfer" has been called 1 time
+    And the system is killed and restarted
+    Then the run ends failed
+    And the run's reason is "effect-in-doubt"
+    And the run names the call in doubt: "transfer" with the idempotency key of its call 1
+    And the run's tool-call log is empty
+    And the run has no terminal failure
+    And the tool "transfer" has been called 1 time in all
+    And the model has been asked 1 time in all

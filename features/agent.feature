@@ -6,7 +6,9 @@ Feature: A turn runs the canonical agent loop
   A turn asks the model, runs the tools it asks for, feeds their results back (a failure becomes
   an error result the model can read, fenced as untrusted data) and repeats until the model answers. Every tool call is a
   journaled step: a completed call is never run again, and a call that was in flight at a crash
-  runs again with the same idempotency key.
+  runs again with the same idempotency key, unless its tool is declared idempotent: false. Such a
+  call is in doubt: it is not run again, and the turn fails with reason effect-in-doubt, never
+  feeding the doubt to the model.
 
   @profile:agent @req:ADR0121-D1-01 @configures
   Scenario: A failing tool is fed back to the model and the turn goes on
@@ -69,6 +71,96 @@ Feature: A turn runs the canonical agent loop
       | user      | pay the invoice                |
       | assistant | [calls transfer {"amount":10}] |
       | tool      | {"done": true} [for transfer]  |
+
+  @profile:agent @req:ADR0121-D1-24 @crash @configures
+  Scenario: A call of a tool declared not idempotent in flight at a crash is in doubt, never run again
+    Given the tool "transfer" is declared not idempotent
+    And alice has started a conversation
+    And the model calls "transfer" with {"amount": 10}
+    And the tool "transfer" waits
+    And the model replies "never asked"
+    When alice sends "pay the invoice"
+    And the tool "transfer" has been called 1 time
+    And the system is killed and restarted
+    Then turn 1 fails with reason "effect-in-doubt"
+    And the history holds:
+      | ord | turn | role      | status   | text            | reason          |
+      | 1   | 1    | user      | accepted | pay the invoice |                 |
+      | 2   | 1    | assistant | failed   | -               | effect-in-doubt |
+    And the tool "transfer" has been called 1 time in all
+    And every call to "transfer" carried the arguments {"amount": 10}
+    And the model has been asked 1 time in all
+
+  @profile:agent @req:ADR0121-D1-24 @crash @configures
+  Scenario: A restart after the call in doubt is recorded changes nothing
+    Given the tool "transfer" is declared not idempotent
+    And alice has started a conversation
+    And the model calls "transfer" with {"amount": 10}
+    And the tool "transfer" waits
+    When alice sends "pay the invoice"
+    And the tool "transfer" has been called 1 time
+    And the system is killed and restarted
+    Then turn 1 fails with reason "effect-in-doubt"
+    And alice remembers the history
+    When the system is killed and restarted
+    And alice sends "thanks"
+    Then turn 2 is answered "re: thanks"
+    And the history is the remembered one, byte for byte, followed by:
+      | ord | turn | role      | status   | text       |
+      | 3   | 2    | user      | accepted | thanks     |
+      | 4   | 2    | assistant | complete | re: thanks |
+    And the tool "transfer" has been called 1 time in all
+    And the model has been asked 2 times in all
+
+  @profile:agent @req:ADR0121-D1-24 @crash @configures
+  Scenario: Of a parallel batch cut off by a crash, the undeclared call runs again and the declared one is in doubt
+    Given the setting "conversation.parallelTools" is true
+    And the tool "transfer" is declared not idempotent
+    And alice has started a conversation
+    And the model calls at once:
+      | tool     | arguments     |
+      | transfer | {"amount":10} |
+      | lookup   | {"pump":3}    |
+    And the tool "transfer" waits
+    And the tool "lookup" waits
+    And the tool "lookup" answers {"pressure": 7}
+    And the model replies "never asked"
+    When alice sends "pay and look"
+    And the tool "transfer" has been called 1 time
+    And the tool "lookup" has been called 1 time
+    And the system is killed and restarted
+    Then turn 1 fails with reason "effect-in-doubt"
+    And the history holds:
+      | ord | turn | role      | status   | text         | reason          |
+      | 1   | 1    | user      | accepted | pay and look |                 |
+      | 2   | 1    | assistant | failed   | -            | effect-in-doubt |
+    And the tool "transfer" has been called 1 time in all
+    And the tool "lookup" has been called 2 times in all
+    And every call to "lookup" carried the same idempotency key
+    And the model has been asked 1 time in all
+
+  @profile:agent @req:ADR0121-D1-24 @crash @configures
+  Scenario: One after the other, the calls after the one in doubt are not run
+    Given the tool "transfer" is declared not idempotent
+    And alice has started a conversation
+    And the model calls at once:
+      | tool     | arguments     |
+      | transfer | {"amount":10} |
+      | lookup   | {"pump":3}    |
+    And the tool "transfer" waits
+    And the tool "lookup" answers {"pressure": 7}
+    And the model replies "never asked"
+    When alice sends "pay and look"
+    And the tool "transfer" has been called 1 time
+    And the system is killed and restarted
+    Then turn 1 fails with reason "effect-in-doubt"
+    And the history holds:
+      | ord | turn | role      | status   | text         | reason          |
+      | 1   | 1    | user      | accepted | pay and look |                 |
+      | 2   | 1    | assistant | failed   | -            | effect-in-doubt |
+    And the tool "transfer" has been called 1 time in all
+    And the tool "lookup" was never called
+    And the model has been asked 1 time in all
 
   @profile:agent @req:ADR0121-D2-01 @configures
   Scenario: Parallel tool calls run together and come back in the model's order

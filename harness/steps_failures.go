@@ -22,6 +22,7 @@ func (s *failuresSteps) steps() []stepDef {
 		{`^the tool "([\w-]+)" is declared not idempotent$`, s.declaredNotIdempotent, "declares the tool idempotent: false to the system and to the tool server (every attempt runs and is counted)"},
 		{`^the run was ended by "([\w-]+)" raising "(\w+)" as "([\w:]+)" at depth (\d+)$`, s.endedByTerminal, "expects the ended run's terminal failure to be exactly the tool, the failure's class, the class that made it terminal and its depth, as the kit classifies the scripted failure"},
 		{`^the run has no terminal failure$`, s.noTerminal, "expects the ended run to name no terminal failure"},
+		{`^the run names the call in doubt: "([\w-]+)" with the idempotency key of its call (\d+)$`, s.namesInDoubt, "expects the ended run's inDoubt to be exactly EffectInDoubtError, the tool and the Idempotency-Key the tool server saw on that call of it (spec/http.md, Runs: A call in doubt)"},
 		{`^the kit classifies the failure scripted for "([\w-]+)" as (terminal|feedback)$`, s.kitClassifies, "expects the kit's own reading of the record (spec/world.md) to classify the tool's last scripted failure so"},
 		{`^every call to "([\w-]+)" was made for (\w[\w' ]*?)$`, s.callsMadeFor, "expects every call of the tool to have carried exactly who's principal headers, percent-encoded, one per present field"},
 		{`^every call to "([\w-]+)" was made for the principal (\{.*\})$`, s.callsMadeForPrincipal, "expects every call of the tool to have carried exactly the principal's headers, percent-encoded, one per present field"},
@@ -187,6 +188,37 @@ func (s *failuresSteps) endedByTerminal(tool, failure, class string, depth int) 
 	}
 	if *got != want {
 		return fail(op, fmt.Sprintf("%+v", *got), fmt.Sprintf("%+v", want))
+	}
+	return nil
+}
+
+// inDoubtView is the inDoubt member of a run (spec/http.md, Runs: A call in doubt).
+type inDoubtView struct {
+	Class          string `json:"class"`
+	Tool           string `json:"tool"`
+	IdempotencyKey string `json:"idempotencyKey"`
+}
+
+// namesInDoubt expects the ended run's inDoubt to be exactly EffectInDoubtError, the tool and the
+// Idempotency-Key the tool server saw on call n of the tool.
+func (s *failuresSteps) namesInDoubt(tool string, n int) error {
+	calls := s.world.Tools().CallsOf(tool)
+	if n < 1 || n > len(calls) {
+		return fail("the tool "+tool, fmt.Sprintf("%d calls", len(calls)), fmt.Sprintf("a call %d", n))
+	}
+	want := inDoubtView{Class: world.ClassEffectInDoubt, Tool: tool, IdempotencyKey: calls[n-1].IdempotencyKey}
+	if _, err := s.areas.runs.endedRun(); err != nil {
+		return err
+	}
+	var v struct {
+		InDoubt *inDoubtView `json:"inDoubt"`
+	}
+	op := "GET " + runPath(s.areas.runs.runID, "") + ": the call in doubt"
+	if err := json.Unmarshal(s.areas.runs.endedBody, &v); err != nil || v.InDoubt == nil {
+		return fail(op, clip(string(s.areas.runs.endedBody), 300), fmt.Sprintf("%+v", want))
+	}
+	if *v.InDoubt != want {
+		return fail(op, fmt.Sprintf("%+v", *v.InDoubt), fmt.Sprintf("%+v", want))
 	}
 	return nil
 }

@@ -105,6 +105,7 @@ func FromConfig(c spec.SUTConfig) (Options, error) {
 		}
 		if t.Idempotent != nil && !*t.Idempotent {
 			opt.NotIdempotentTools = append(opt.NotIdempotentTools, t.Name)
+			conv.NotIdempotent = append(conv.NotIdempotent, t.Name)
 		}
 		if t.Kind == "human" {
 			opt.HumanTools = append(opt.HumanTools, t.Name)

@@ -49,6 +49,11 @@ const (
 	WrapperClass                = "Error"
 )
 
+// ClassEffectInDoubt is the class of a call of a tool declared idempotent: false that a crash cut
+// off (spec/http.md, Runs: A call in doubt). A system raises it of its own; it is not one of
+// TerminalClasses, which classify what a tool answers.
+const ClassEffectInDoubt = "EffectInDoubtError"
+
 // TerminalClasses lists the terminal class names above, by kind of stop: authority, safety and
 // kill switch, quota and rate limit, cancellation, park, and the isolation and runner refusals.
 var TerminalClasses = []string{

@@ -4,7 +4,8 @@
 // The loop runs inside a kernel execution. Every model response is a recorded decision, so a
 // replay serves what the model said and never asks it again; every tool call is a journaled step,
 // so a completed call is served from the log and a call that was in flight at a crash runs again
-// with the same idempotency key. With a Signal configured, the loop checks it before every model
+// with the same idempotency key, unless its tool is declared not idempotent: such a call is in
+// doubt, never run again, and ends the run (indoubt.go). With a Signal configured, the loop checks it before every model
 // call and every tool call through recorded decisions (abort checkpoints), and a signal that
 // fires during a model call is recorded with the partial text, so a replay takes the same branch
 // without any signal at all.
@@ -122,6 +123,9 @@ type Config struct {
 	NeedsApproval func(call model.ToolCall) bool
 	// Human reports whether a tool is answered by a person (approval.go). nil: no tool is.
 	Human func(tool string) bool
+	// NotIdempotent reports whether a tool is declared idempotent: false: a call of it that a
+	// crash cut off is in doubt and never runs again (indoubt.go). nil: no tool is.
+	NotIdempotent func(tool string) bool
 }
 
 // Result is how a run ended.
@@ -146,6 +150,8 @@ type Result struct {
 	TooLarge bool
 	// Terminal names the terminal failure that ended the run (Reason ReasonToolTerminal).
 	Terminal *TerminalStop
+	// InDoubt names the call in doubt that ended the run (Reason ReasonEffectInDoubt).
+	InDoubt *InDoubt
 }
 
 // Call is one entry of the tool-call log.
@@ -190,6 +196,9 @@ type toolOutcome struct {
 	Terminal *TerminalStop `json:"terminal,omitempty"`
 	Tainted  string        `json:"tainted,omitempty"`
 	NotRun   bool          `json:"notRun,omitempty"`
+	// InDoubt: the call was in flight at a crash and its tool is declared not idempotent; it
+	// was not run again and ends the run.
+	InDoubt *InDoubt `json:"inDoubt,omitempty"`
 }
 
 // Run runs the loop on messages (the system prompt, the history and the prompt, already
@@ -249,7 +258,7 @@ func Run(c *kernel.Context, cfg Config, messages []model.Message) (Result, error
 		if err != nil {
 			return res, err
 		}
-		if endOnFailure(cfg, r.ToolCalls, outs, &res) {
+		if endInDoubt(r.ToolCalls, outs, &res) || endOnFailure(cfg, r.ToolCalls, outs, &res) {
 			return res, nil
 		}
 		failed := false
@@ -448,7 +457,7 @@ func runTools(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall, r
 		ids := make([]string, len(calls))
 		fns := make([]kernel.StepFunc, len(calls))
 		for j, call := range calls {
-			fn, err := timedTool(c, cfg, turn, j, step(j, call))
+			fn, err := toolStep(c, cfg, turn, j, call, step(j, call))
 			if err != nil {
 				return nil, false, err
 			}
@@ -472,7 +481,7 @@ func runTools(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall, r
 			return outs, true, nil
 		}
 		res.Tools = append(res.Tools, call.Name)
-		o, err := runCall(c, cfg, turn, j, step(j, call))
+		o, err := runCall(c, cfg, turn, j, call, step(j, call))
 		if err != nil {
 			return nil, false, err
 		}
@@ -486,8 +495,8 @@ func runTools(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall, r
 
 // runCall runs call j of model call turn as its journaled step, bounded by the tool timeout,
 // and returns its outcome (a failure of the tool included); err is the kernel's or the store's.
-func runCall(c *kernel.Context, cfg Config, turn, j int, fn kernel.StepFunc) (toolOutcome, error) {
-	fn, err := timedTool(c, cfg, turn, j, fn)
+func runCall(c *kernel.Context, cfg Config, turn, j int, call model.ToolCall, fn kernel.StepFunc) (toolOutcome, error) {
+	fn, err := toolStep(c, cfg, turn, j, call, fn)
 	if err != nil {
 		return toolOutcome{}, err
 	}

@@ -275,7 +275,7 @@ func runParking(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall,
 			if cfg.human(call.Name) {
 				o, err = humanCall(c, cfg, turn, j, call)
 			} else {
-				o, err = runCall(c, cfg, turn, j, step(j, call))
+				o, err = runCall(c, cfg, turn, j, call, step(j, call))
 			}
 			if err != nil {
 				return nil, false, err
@@ -309,7 +309,7 @@ func runParking(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall,
 		ids := make([]string, len(runnable))
 		fns := make([]kernel.StepFunc, len(runnable))
 		for n, j := range runnable {
-			fn, err := timedTool(c, cfg, turn, j, step(j, calls[j]))
+			fn, err := toolStep(c, cfg, turn, j, calls[j], step(j, calls[j]))
 			if err != nil {
 				return nil, false, err
 			}
@@ -332,7 +332,7 @@ func runParking(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall,
 			return outs[:j], true, nil
 		}
 		res.Tools = append(res.Tools, calls[j].Name)
-		o, err := runCall(c, cfg, turn, j, step(j, calls[j]))
+		o, err := runCall(c, cfg, turn, j, calls[j], step(j, calls[j]))
 		if err != nil {
 			return nil, false, err
 		}

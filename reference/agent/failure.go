@@ -97,8 +97,11 @@ func (f *Failure) Terminal() (TerminalStop, bool) {
 }
 
 // stopsBatch reports whether o ends the run before the rest of its response's calls: a denial,
-// a terminal failure, or any failure when the run fails on tool errors.
+// a terminal failure, a call in doubt, or any failure when the run fails on tool errors.
 func stopsBatch(cfg Config, o toolOutcome) bool {
+	if o.InDoubt != nil {
+		return true
+	}
 	return o.Denied || o.Terminal != nil || cfg.FailOnToolError && !o.OK && !o.NotRun
 }
 

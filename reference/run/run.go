@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -109,6 +110,8 @@ type View struct {
 	ErrorID     string          `json:"errorId,omitempty"`
 	// Terminal names the terminal tool failure that ended a failed run.
 	Terminal *agent.TerminalStop `json:"terminal,omitempty"`
+	// InDoubt names the call in doubt that ended a failed run (reason "effect-in-doubt").
+	InDoubt *agent.InDoubt `json:"inDoubt,omitempty"`
 	// Pending are the calls a waiting run waits for a person on (approval.go).
 	Pending []Pending `json:"pending,omitempty"`
 	// Warnings are on the start answer only (approval.go).
@@ -143,8 +146,8 @@ type Deps struct {
 	// Cache, if set, keeps model responses per owner and cacheScope; every run must then name
 	// its cacheScope.
 	Cache *ResponseCache
-	// NotIdempotent names the tools declared idempotent: false (the single-frame runner
-	// refuses them).
+	// NotIdempotent names the tools declared idempotent: false: the single-frame runner refuses
+	// them, and the canonical loop never calls one twice for a call a crash cut off.
 	NotIdempotent []string
 	// Human names the tools a person answers (kind human, approval.go).
 	Human []string
@@ -474,7 +477,8 @@ func (rs *Runs) flow(c *kernel.Context, raw json.RawMessage) (json.RawMessage, e
 	owner := in.Owner
 	cfg := agent.Config{LoopID: loopID, Provider: rs.provider(owner, opt), Model: rs.deps.Model, Tools: tools,
 		Runner: rs.deps.Runner, MaxIterations: rs.maxIterations(opt), Parallel: opt.Parallel != 0, Signal: sig,
-		FailOnToolError: opt.ToolErrors == ToolErrorsFail, OnError: rs.deps.OnError}
+		FailOnToolError: opt.ToolErrors == ToolErrorsFail, OnError: rs.deps.OnError,
+		NotIdempotent: func(tool string) bool { return slices.Contains(rs.deps.NotIdempotent, tool) }}
 	if opt.Parallel > 0 {
 		cfg.MaxParallel = opt.Parallel
 	}
@@ -493,7 +497,7 @@ func (rs *Runs) flow(c *kernel.Context, raw json.RawMessage) (json.RawMessage, e
 	if err := rs.writeBack(c, owner, opt, res); err != nil {
 		return nil, err
 	}
-	v := View{ToolCalls: res.Calls, Reason: reasonOf(res), ErrorID: res.ErrorID, Terminal: res.Terminal}
+	v := View{ToolCalls: res.Calls, Reason: reasonOf(res), ErrorID: res.ErrorID, Terminal: res.Terminal, InDoubt: res.InDoubt}
 	if v.ToolCalls == nil {
 		v.ToolCalls = []agent.Call{}
 	}

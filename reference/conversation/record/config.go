@@ -66,6 +66,9 @@ type Config struct {
 	// NeedsApproval lists tools whose calls need a person's approval. The dialogue cannot hold
 	// a parked approval gate, so New refuses any.
 	NeedsApproval []string
+	// NotIdempotent lists tools declared idempotent: false: a call of one that a crash cut off
+	// is in doubt and ends its turn instead of running again.
+	NotIdempotent []string
 	Budget        *Budget
 	Shared        Shared
 }

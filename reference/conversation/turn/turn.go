@@ -136,7 +136,8 @@ func (cv *Runner) agentConfig(convID, publisher, loopID string, tr Run) agent.Co
 	return agent.Config{Principal: &asker,
 		LoopID: loopID, Provider: cv.deps.Provider, Model: cv.cfg.Model, Tools: cv.cfg.Tools,
 		Runner: cv.deps.Tools, MaxIterations: cv.cfg.MaxIterations, Parallel: cv.cfg.ParallelTools, Signal: tr.Sig,
-		Allowed: func(tool string) bool { return cv.allowed(tr.Asker, tool) },
+		Allowed:       func(tool string) bool { return cv.allowed(tr.Asker, tool) },
+		NotIdempotent: func(tool string) bool { return slices.Contains(cv.cfg.NotIdempotent, tool) },
 		OnLive: func() {
 			if !began {
 				began = true
