@@ -61,11 +61,28 @@ func (s *transcriptSteps) userRecordHolds(n int64, size int) error {
 	return fail("the history", describeEntries(es), fmt.Sprintf("an accepted user record of turn %d", n))
 }
 
+// whiteSpace is every code point of Unicode's White_Space property, the characters spec/http.md
+// lists as those a blank text is made of.
+var whiteSpace = []rune{
+	0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x20, 0x85, 0xa0, 0x1680,
+	0x2000, 0x2001, 0x2002, 0x2003, 0x2004, 0x2005, 0x2006, 0x2007, 0x2008, 0x2009, 0x200a,
+	0x2028, 0x2029, 0x202f, 0x205f, 0x3000,
+}
+
+// blankText is the i-th blank text the steps send: each White_Space character alone, then
+// runs of several of them, in turn.
+func blankText(i int) string {
+	n := len(whiteSpace)
+	if i%(2*n) < n {
+		return string(whiteSpace[i%n])
+	}
+	return string(whiteSpace[i%n]) + string(whiteSpace[(i*7+3)%n]) + string(whiteSpace[(i*11+5)%n])
+}
+
 // sendsRejectable sends N blank or oversized messages as who, each accepted.
 func (s *transcriptSteps) sendsRejectable(who string, n int, kind string) error {
-	blanks := []string{" ", "\t", "\n \r\n", "   ", "\u00a0", "\u3000 "}
 	for i := range n {
-		text := blanks[i%len(blanks)]
+		text := blankText(i)
 		if kind == "oversized" {
 			text = strings.Repeat("x", s.maxTurnChars()+1+i%3)
 		}
