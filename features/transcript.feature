@@ -83,7 +83,7 @@ Feature: The transcript records every message once, with a unique ordinal
     And the user record of turn 1 holds <limit> characters
     And the model has been asked 1 time in all
 
-    # 0 leaves the setting out: the documented default, 32 000.
+    # 0 leaves the setting out: the default written beside it (schemas/sut-config.schema.json), 32 000.
     Examples:
       | setting | limit | over  |
       | 0       | 32000 | 32001 |

@@ -81,10 +81,14 @@ func blankText(i int) string {
 
 // sendsRejectable sends N blank or oversized messages as who, each accepted.
 func (s *transcriptSteps) sendsRejectable(who string, n int, kind string) error {
+	limit, err := s.maxTurnChars()
+	if err != nil {
+		return err
+	}
 	for i := range n {
 		text := blankText(i)
 		if kind == "oversized" {
-			text = strings.Repeat("x", s.maxTurnChars()+1+i%3)
+			text = strings.Repeat("x", limit+1+i%3)
 		}
 		if err := s.mustSend(who, text, "", nil); err != nil {
 			return err
@@ -195,9 +199,6 @@ func (s *transcriptSteps) statusIs(who, state string, turns, gen int64, owner st
 	return nil
 }
 
-// defaultMaxTurnChars is spec/config.go's default for conversation.maxTurnChars.
-const defaultMaxTurnChars = 32000
-
 var (
 	historyRejected = regexp.MustCompile(`^(\d+) rejected "(\w[\w-]*)"$`)
 	historyTurn     = regexp.MustCompile(`^turn (\d+) "((?:[^"\\]|\\.)*)" answered$`)
@@ -237,9 +238,12 @@ func historyLine(ord, turn int64, role, status, reason string, text *string) str
 	return fmt.Sprintf("%d | %d | %s | %s | %s | %s", ord, turn, role, status, reason, t)
 }
 
-func (s *scenario) maxTurnChars() int {
+// maxTurnChars is the conversation's maxTurnChars: the configured one, else the default the
+// configuration schema writes.
+func (s *scenario) maxTurnChars() (int, error) {
 	if n := s.cfg.Conversation.MaxTurnChars; n > 0 {
-		return n
+		return n, nil
 	}
-	return defaultMaxTurnChars
+	n, err := settingDefaultInt("conversation.maxTurnChars")
+	return int(n), err
 }
