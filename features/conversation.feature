@@ -174,10 +174,10 @@ Feature: A conversation is one durable dialogue
     Then the history ends with a "closed" record
     And the status says the conversation is "closed" after 1 turn
     And alice sees the history:
-      | role      | status   | text           |
-      | user      | accepted | question 1     |
-      | assistant | complete | re: question 1 |
-      | system    | closed   | -              |
+      | turn | role      | status   | text           |
+      | 1    | user      | accepted | question 1     |
+      | 1    | assistant | complete | re: question 1 |
+      | 0    | system    | closed   | -              |
     When alice tries to send "anyone there?"
     Then the answer is 409 with error "conflict"
     And the model has been asked 1 time in all

@@ -51,6 +51,23 @@ Feature: The transcript records every message once, with a unique ordinal
       | 4   | 1    | assistant | complete | re: a real question |          |
     And the model has been asked 1 time in all
 
+  @profile:core @req:ADR0122-D1-03
+  Scenario Outline: A text of characters outside White_Space is a turn, however little it shows (<name>)
+    # A blank text is made of White_Space characters only (spec/http.md); these are not among them.
+    Given alice has started a conversation
+    When alice sends "<unit>" 2 times
+    Then the history ends with a "complete" record
+    And the user record of turn 1 holds 2 characters
+    And the model has been asked 1 time in all
+
+    Examples:
+      | name                      | unit   |
+      | zero width space          | \u200b |
+      | word joiner               | \u2060 |
+      | byte order mark           | \ufeff |
+      | Mongolian vowel separator | \u180e |
+      | file separator            | \u001c |
+
   @profile:core @req:ADR0122-D1-03 @configures
   Scenario Outline: maxTurnChars is inclusive: <limit> characters are a turn, one more is rejected (setting <setting>)
     Given the setting "conversation.maxTurnChars" is <setting>
@@ -66,7 +83,7 @@ Feature: The transcript records every message once, with a unique ordinal
     And the user record of turn 1 holds <limit> characters
     And the model has been asked 1 time in all
 
-    # 0 leaves the setting out: the documented default, 32 000.
+    # 0 leaves the setting out: the default written beside it (schemas/sut-config.schema.json), 32 000.
     Examples:
       | setting | limit | over  |
       | 0       | 32000 | 32001 |

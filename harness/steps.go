@@ -85,9 +85,10 @@ type (
 		// remembered is the history as a step remembered it.
 		remembered []entry
 		// pages are the records of each page a paged reading got; shortNotDone is whether
-		// one of them was short but not done.
+		// one of them was short but not done; widest is the most records one page held.
 		pages        []string
 		shortNotDone bool
+		widest       int
 		// lastPage is the last single page read, and whether it said it was done.
 		lastPage     []entry
 		lastPageDone bool

@@ -29,6 +29,7 @@ func (s *budgetSteps) steps() []stepDef {
 		{`^request (\d+) to the model carries no summary$`, s.requestCarriesNoSummary, "expects request N to the model to carry no summary"},
 		{`^no system message of any request to the model holds "((?:[^"\\]|\\.)*)"$`, s.noSystemMessageHolds, "expects no system message of any request to the model to hold the text"},
 		{`^the window of request (\d+) to the model holds turns (.+)$`, s.windowHoldsTurns, "expects the window of request N to the model to hold exactly the listed turns"},
+		{`^request (\d+) to the model holds the newest of turns (.+), at least one, each whole, then "((?:[^"\\]|\\.)*)"$`, s.requestHoldsNewestOf, "expects request N to the model to hold, before the text, the newest one or more of the listed turns, each turn's question and reply exactly as the history has them, and nothing else"},
 		{`^(\w[\w' ]*?) sends (\d+) characters of "([^"]+)"$`, s.sendsCharactersOf, "sends the text repeated N times, as one message, as who"},
 		{`^the system is killed and restarted with the setting "([^"]+)" at (.+)$`, s.killedRestartedWithSetting, "kills the system and restarts it with one setting changed"},
 		{`^(\w[\w' ]*?) has had (\d+) turns of (\d+) characters answered$`, s.hasHadTurnsOfSize, "sends N messages of N characters as who and waits until each is answered"},
@@ -195,6 +196,38 @@ func (s *budgetSteps) windowHoldsTurns(i int, list string) error {
 		return fail(fmt.Sprintf("request %d to the model", i), fmt.Sprintf("earlier turns %v", got), fmt.Sprintf("turns %v", want))
 	}
 	return nil
+}
+
+// requestHoldsNewestOf expects request N to the model to hold, before the text, the newest one
+// or more of the listed turns (a run that ends with the last of them), each turn's question and
+// reply exactly as the history has them, and nothing else: which of the runs is free.
+func (s *budgetSteps) requestHoldsNewestOf(i int, list, text string) error {
+	req, err := s.modelRequest(i)
+	if err != nil {
+		return err
+	}
+	turns := splitList(list)
+	got := strings.Join(renderMessages(req.Messages), "\n")
+	var runs []string
+	for k := len(turns) - 1; k >= 0; k-- {
+		var want []string
+		for _, t := range turns[k:] {
+			for _, m := range []string{"user: {turn " + t + "}", "assistant: {reply " + t + "}"} {
+				line, err := s.expandMessage(m)
+				if err != nil {
+					return err
+				}
+				want = append(want, line)
+			}
+		}
+		want = append(want, "user: "+unescape(text))
+		if got == strings.Join(want, "\n") {
+			return nil
+		}
+		runs = append(runs, strings.Join(turns[k:], ", "))
+	}
+	return fail(fmt.Sprintf("request %d to the model (every message, in order)", i), clip(describeAll(req.Messages), 400),
+		fmt.Sprintf("the questions and replies of turns %s, each whole, then %q", strings.Join(runs, " or of turns "), unescape(text)))
 }
 
 // sendsCharactersOf sends the text repeated N times, as one message, as who.

@@ -160,8 +160,9 @@ func (s *edgeSteps) sendsHalfABodyAndStalls(who string) error {
 		return harnessErr("write the stalled request: %v", err)
 	}
 	e.stalled, e.stalledBR, e.stalledOp = conn, bufio.NewReader(conn), "POST "+p+"/turns (half a body, then nothing)"
-	e.deadline = s.gatewayMs(s.cfg.Gateway.RequestTimeoutMs, 30*time.Second)
-	return nil
+	d, err := s.gatewayMs(s.cfg.Gateway.RequestTimeoutMs, "gateway.requestTimeoutMs")
+	e.deadline = d
+	return err
 }
 
 // stalledRequestAnswered expects the stalled request's status and error code, before or after the request deadline.
@@ -233,11 +234,13 @@ func (s *edgeSteps) sendsPartOfHeaders() error {
 	}
 	req, hdr := s.cfg.Gateway.RequestTimeoutMs, s.cfg.Gateway.HeadersTimeoutMs
 	e.stalled, e.stalledBR, e.stalledOp = conn, bufio.NewReader(conn), "POST /conversations (part of the headers, then nothing)"
-	e.deadline = s.gatewayMs(hdr, 10*time.Second)
-	if r := s.gatewayMs(req, 30*time.Second); r < e.deadline {
-		e.deadline = r
+	h, err := s.gatewayMs(hdr, "gateway.headersTimeoutMs")
+	if err != nil {
+		return err
 	}
-	return nil
+	r, err := s.gatewayMs(req, "gateway.requestTimeoutMs")
+	e.deadline = min(h, r)
+	return err
 }
 
 // stalledHeadersClosed expects the stalled connection closed, unanswered or with 408, between the header deadline and N seconds after it.
@@ -418,12 +421,17 @@ func (s *edgeSteps) edgeState() *edgeState {
 	return s.edge
 }
 
-// gatewayMs reads a millisecond setting of the gateway, or its documented default.
-func (s *scenario) gatewayMs(v int64, def time.Duration) time.Duration {
+// gatewayMs reads a millisecond setting of the gateway: the configured value v, else the default
+// the configuration schema writes for the setting at path.
+func (s *scenario) gatewayMs(v int64, path string) (time.Duration, error) {
 	if v <= 0 {
-		return def
+		d, err := settingDefaultInt(path)
+		v = d
+		if err != nil {
+			return 0, err
+		}
 	}
-	return time.Duration(v) * time.Millisecond
+	return time.Duration(v) * time.Millisecond, nil
 }
 
 // closedErr says whether a read error means the peer closed the connection (EOF, reset).

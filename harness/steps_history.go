@@ -23,6 +23,8 @@ func (s *historySteps) steps() []stepDef {
 		{`^the history ends with a "(\w+)" record$`, s.historyEndsWith, "waits until the last record of the history has the status"},
 		{`^(\w[\w' ]*?) reads the history (forward|backward) (\d+) at a time$`, s.readsPagesOf, "reads the whole history as who in pages of N, forward or backward"},
 		{`^the pages hold the records (.+)$`, s.pagesHoldRecords, "expects the pages read to hold exactly the listed records, in order"},
+		{`^the pages together hold the records (.+)$`, s.pagesTogetherHold, "expects the records of the pages read, one page after the other, to be exactly the listed records, however the pages split them"},
+		{`^no page held more than (\d+) records?$`, s.noPageWider, "expects every page of the paged reading to have held at most N records"},
 		{`^(\w[\w' ]*?) reads the history with limit (-?\d+)$`, s.readsWithLimit, "reads the history with the limit as who; the page is kept"},
 		{`^(\w[\w' ]*?) reads the history with no limit$`, s.readsWithNoLimit, "reads the history with no limit as who; the page is kept"},
 		{`^the answer is a page of the records (\d+) to (\d+), (done|not done)$`, s.answerIsPageOf, "expects the kept page to hold the records N to N and to be done or not"},
@@ -79,9 +81,9 @@ func (s *historySteps) readsPagesOf(who, dir string, n int) error {
 	if err != nil {
 		return err
 	}
-	s.pages = nil
+	s.pages, s.shortNotDone, s.widest = nil, false, 0
 	cursor := ""
-	for range 200 {
+	for range maxPages {
 		q := url.Values{"direction": {dir}, "limit": {strconv.Itoa(n)}}
 		if cursor != "" {
 			q.Set("cursor", cursor)
@@ -107,6 +109,7 @@ func (s *historySteps) readsPagesOf(who, dir string, n int) error {
 		if len(es) < n && !p.Done {
 			s.shortNotDone = true
 		}
+		s.widest = max(s.widest, len(es))
 		if len(es) > 0 {
 			var ords []string
 			for _, e := range es {
@@ -122,7 +125,34 @@ func (s *historySteps) readsPagesOf(who, dir string, n int) error {
 		}
 		cursor = p.NextCursor
 	}
-	return fail("paging the history", "more than 200 pages", "an end")
+	return fail("paging the history", fmt.Sprintf("more than %d pages", maxPages), "an end")
+}
+
+// maxPages is the most pages a paged reading takes before it calls the paging endless: the
+// histories the scenarios page hold a few records, and a turn without tool calls spends at most
+// 50 log events besides its records (spec/http.md), so even a scan bound of 1 ends far sooner.
+const maxPages = 2000
+
+// pagesTogetherHold expects the records of the pages read, one page after the other, to be
+// exactly the listed records (separated by commas or bars), however the pages split them.
+func (s *historySteps) pagesTogetherHold(want string) error {
+	w := strings.Join(strings.FieldsFunc(want, func(r rune) bool { return r == ',' || r == '|' || r == ' ' }), ",")
+	var got []string
+	for _, p := range s.pages {
+		got = append(got, strings.Split(p, ",")...)
+	}
+	if strings.Join(got, ",") != w {
+		return fail("the records of the pages read, in order", strings.Join(s.pages, " | "), w)
+	}
+	return nil
+}
+
+// noPageWider expects every page of the paged reading to have held at most n records.
+func (s *historySteps) noPageWider(n int) error {
+	if s.widest > n {
+		return fail("paging the history", fmt.Sprintf("a page of %d records (pages %s)", s.widest, strings.Join(s.pages, " | ")), fmt.Sprintf("at most %d records a page", n))
+	}
+	return nil
 }
 
 // pagesHoldRecords expects the pages read to hold exactly the listed records, in order.

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"unicode"
 
 	gherkin "github.com/cucumber/gherkin/go/v42"
 	messages "github.com/cucumber/messages/go/v34"
@@ -182,5 +183,27 @@ func TestVocabularyProblems(t *testing.T) {
 	sort.Strings(want)
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestWhiteSpaceIsTheUnicodeProperty: the blank texts the steps send are made of exactly the
+// characters of Unicode's White_Space property, the list spec/http.md gives.
+func TestWhiteSpaceIsTheUnicodeProperty(t *testing.T) {
+	in := map[rune]bool{}
+	for _, r := range whiteSpace {
+		in[r] = true
+	}
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if unicode.Is(unicode.White_Space, r) != in[r] {
+			t.Errorf("U+%04X: White_Space %v, in the steps' list %v", r, unicode.Is(unicode.White_Space, r), in[r])
+		}
+	}
+	if len(whiteSpace) != 25 || len(in) != 25 {
+		t.Errorf("the list holds %d code points (%d distinct), spec/http.md names 25", len(whiteSpace), len(in))
+	}
+	for i := range 100 {
+		if b := blankText(i); strings.TrimFunc(b, unicode.IsSpace) != "" || b == "" {
+			t.Errorf("blank text %d is %q", i, b)
+		}
 	}
 }

@@ -61,13 +61,34 @@ func (s *transcriptSteps) userRecordHolds(n int64, size int) error {
 	return fail("the history", describeEntries(es), fmt.Sprintf("an accepted user record of turn %d", n))
 }
 
+// whiteSpace is every code point of Unicode's White_Space property, the characters spec/http.md
+// lists as those a blank text is made of.
+var whiteSpace = []rune{
+	0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x20, 0x85, 0xa0, 0x1680,
+	0x2000, 0x2001, 0x2002, 0x2003, 0x2004, 0x2005, 0x2006, 0x2007, 0x2008, 0x2009, 0x200a,
+	0x2028, 0x2029, 0x202f, 0x205f, 0x3000,
+}
+
+// blankText is the i-th blank text the steps send: each White_Space character alone, then
+// runs of several of them, in turn.
+func blankText(i int) string {
+	n := len(whiteSpace)
+	if i%(2*n) < n {
+		return string(whiteSpace[i%n])
+	}
+	return string(whiteSpace[i%n]) + string(whiteSpace[(i*7+3)%n]) + string(whiteSpace[(i*11+5)%n])
+}
+
 // sendsRejectable sends N blank or oversized messages as who, each accepted.
 func (s *transcriptSteps) sendsRejectable(who string, n int, kind string) error {
-	blanks := []string{" ", "\t", "\n \r\n", "   ", "\u00a0", "\u3000 "}
+	limit, err := s.maxTurnChars()
+	if err != nil {
+		return err
+	}
 	for i := range n {
-		text := blanks[i%len(blanks)]
+		text := blankText(i)
 		if kind == "oversized" {
-			text = strings.Repeat("x", s.maxTurnChars()+1+i%3)
+			text = strings.Repeat("x", limit+1+i%3)
 		}
 		if err := s.mustSend(who, text, "", nil); err != nil {
 			return err
@@ -178,9 +199,6 @@ func (s *transcriptSteps) statusIs(who, state string, turns, gen int64, owner st
 	return nil
 }
 
-// defaultMaxTurnChars is spec/config.go's default for conversation.maxTurnChars.
-const defaultMaxTurnChars = 32000
-
 var (
 	historyRejected = regexp.MustCompile(`^(\d+) rejected "(\w[\w-]*)"$`)
 	historyTurn     = regexp.MustCompile(`^turn (\d+) "((?:[^"\\]|\\.)*)" answered$`)
@@ -220,9 +238,12 @@ func historyLine(ord, turn int64, role, status, reason string, text *string) str
 	return fmt.Sprintf("%d | %d | %s | %s | %s | %s", ord, turn, role, status, reason, t)
 }
 
-func (s *scenario) maxTurnChars() int {
+// maxTurnChars is the conversation's maxTurnChars: the configured one, else the default the
+// configuration schema writes.
+func (s *scenario) maxTurnChars() (int, error) {
 	if n := s.cfg.Conversation.MaxTurnChars; n > 0 {
-		return n
+		return n, nil
 	}
-	return defaultMaxTurnChars
+	n, err := settingDefaultInt("conversation.maxTurnChars")
+	return int(n), err
 }

@@ -189,7 +189,7 @@ type SigningConfig struct {
 	PreviousKeys []string `json:"previousKeys,omitempty"`
 }
 
-// ConversationConfig sets the dialogue's limits. Zero means the documented default.
+// ConversationConfig sets the dialogue's limits. Zero means the default schemas/sut-config.schema.json writes beside each setting.
 type ConversationConfig struct {
 	SystemPrompt      string        `json:"systemPrompt,omitempty"`
 	BargeIn           *bool         `json:"bargeIn,omitempty"`
@@ -215,7 +215,7 @@ type BudgetConfig struct {
 	PerMessage          int `json:"perMessage,omitempty"`
 }
 
-// GatewayConfig sets the HTTP edge's browser rules and limits. Zero means the documented default.
+// GatewayConfig sets the HTTP edge's browser rules and limits. Zero means the default schemas/sut-config.schema.json writes beside each setting.
 type GatewayConfig struct {
 	AllowedOrigins         []string `json:"allowedOrigins,omitempty"`
 	AllowedHosts           []string `json:"allowedHosts,omitempty"`
