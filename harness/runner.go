@@ -237,7 +237,7 @@ func newRunner(opt Options) (*runner, error) {
 	}
 	for _, p := range opt.Profiles {
 		if !slices.ContainsFunc(r.cat.Profiles, func(cp spec.Profile) bool { return cp.Name == p }) {
-			return nil, fmt.Errorf("%w: --profile %q is not a profile of the catalogue%s", ErrUsage, p, DidYouMean(p, profileNames(r.cat)))
+			return nil, fmt.Errorf("%w: --profile %q is not a profile of the catalogue%s", ErrUsage, p, DidYouMean(p, r.cat.ProfileNames()))
 		}
 	}
 	if r.tmp, err = os.MkdirTemp("", "loomcheck-*"); err != nil {

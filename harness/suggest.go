@@ -67,12 +67,3 @@ func unknownRequirements(tags string, cat *spec.Catalogue) string {
 	}
 	return strings.Join(out, "; ")
 }
-
-// profileNames lists the catalogue's profiles.
-func profileNames(cat *spec.Catalogue) []string {
-	out := make([]string, 0, len(cat.Profiles))
-	for _, p := range cat.Profiles {
-		out = append(out, p.Name)
-	}
-	return out
-}

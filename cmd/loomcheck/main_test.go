@@ -226,3 +226,20 @@ func TestExplainUnknownIDOffersTheClosest(t *testing.T) {
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, errOut, `did you mean "ADR0122-D1-01"?`)
 }
+
+// TestVerdictListsContractFindingsOnce: each contract finding is one line below the verdict,
+// with how often and in how many scenarios it was seen, whatever the scenarios' verdicts.
+func TestVerdictListsContractFindingsOnce(t *testing.T) {
+	rep := &report.Report{ExitCode: 1, Totals: report.Totals{Passed: 2},
+		Scenarios: []report.Scenario{{ID: "a.feature:3", Status: report.Passed}, {ID: "a.feature:9", Status: report.Passed}},
+		Contract: report.Contract{Requirement: "ADR0122-D6-01", Findings: []report.ContractFinding{{
+			Route: "POST /conversations/{id}/turns", Location: "header:X-Content-Type-Options", Message: "required header is missing",
+			Occurrences: 7, Scenarios: []string{"a.feature:3", "a.feature:9"}}}}}
+	var b strings.Builder
+	printVerdict(&b, rep, "out")
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	require.Len(t, lines, 4, b.String())
+	require.True(t, strings.HasPrefix(lines[0], "NOT CONFORMANT: 2 passed, 0 failed"), lines[0])
+	require.Contains(t, lines[1], "1 contract violation under ADR0122-D6-01")
+	require.Equal(t, "  contract POST /conversations/{id}/turns header:X-Content-Type-Options: required header is missing (7 times, in 2 scenarios)", lines[2])
+}

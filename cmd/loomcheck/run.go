@@ -167,8 +167,12 @@ func printVerdict(w io.Writer, rep *report.Report, out string) {
 			strings.Join(rep.NotRun, ", "))
 	}
 	if fs := rep.Contract.Findings; len(fs) > 0 {
-		fmt.Fprintf(w, "  %d contract violations under %s, each reported once (the scenarios that met them are judged on their behaviour):\n",
-			len(fs), rep.Contract.Requirement)
+		what := "contract violations"
+		if len(fs) == 1 {
+			what = "contract violation"
+		}
+		fmt.Fprintf(w, "  %d %s under %s, each reported once (the scenarios that met them are judged on their behaviour):\n",
+			len(fs), what, rep.Contract.Requirement)
 		for _, f := range fs {
 			fmt.Fprintf(w, "  contract %s %s: %s (%d times, in %d scenarios)\n", f.Route, f.Location, clip(f.Message, 200), f.Occurrences, len(f.Scenarios))
 		}
