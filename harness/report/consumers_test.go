@@ -73,3 +73,68 @@ func TestCucumberJSONConverter(t *testing.T) {
 		})
 	}
 }
+
+// TestJUnitReadByAConsumer reads the junit.xml of a report holding every status, an excused
+// failure, a stale baseline entry and a contract finding with test-results-parser, a JUnit reader
+// CI dashboards use: every scenario is one test case with the status its outcome maps to, each
+// stale entry and contract finding one failing case of the "loomcheck" suite, and the totals the
+// reader takes from the suites' attributes agree with the cases.
+func TestJUnitReadByAConsumer(t *testing.T) {
+	requireReportcheck(t)
+	r := sampleReport()
+	dir := t.TempDir()
+	require.NoError(t, report.WriteAll(dir, r))
+	out, err := exec.Command("node", filepath.Join(reportcheck, "junit.mjs"), filepath.Join(dir, report.JUnitFile)).Output()
+	require.NoError(t, err, "%s", out)
+	var got struct {
+		OK                                     bool   `json:"ok"`
+		Error                                  string `json:"error"`
+		Total, Passed, Failed, Errors, Skipped int
+		Cases                                  []struct{ Suite, Name, Status string }
+	}
+	require.NoError(t, json.Unmarshal(out, &got), "%s", out)
+	require.True(t, got.OK, "the JUnit reader refused junit.xml: %s", got.Error)
+
+	want := map[string]string{}
+	for _, sc := range r.Scenarios {
+		status := "SKIP"
+		switch {
+		case sc.Status == report.Passed:
+			status = "PASS"
+		case sc.Status == report.HarnessError, sc.Status == report.Failed && sc.Expected == "" && !onlyWeak(r, sc):
+			status = "FAIL"
+		}
+		want[sc.Feature+" / "+sc.Name] = status
+	}
+	for _, e := range r.Baseline.Stale {
+		want["loomcheck / stale baseline entry "+e.Requirement+e.Scenario] = "FAIL"
+	}
+	for _, f := range r.Contract.Findings {
+		want["loomcheck / contract "+f.Route+" "+f.Location] = "FAIL"
+	}
+	cases := map[string]string{}
+	counts := map[string]int{}
+	for _, c := range got.Cases {
+		cases[c.Suite+" / "+c.Name] = c.Status
+		counts[c.Status]++
+	}
+	require.Equal(t, want, cases)
+	require.Equal(t, counts["FAIL"], got.Failed+got.Errors, "%+v", got)
+	require.Equal(t, counts["SKIP"], got.Skipped, "%+v", got)
+	require.Equal(t, counts["PASS"], got.Passed, "%+v", got)
+}
+
+// onlyWeak reports whether every requirement of sc is catalogued in r weaker than MUST.
+func onlyWeak(r *report.Report, sc report.Scenario) bool {
+	if len(sc.Requirements) == 0 {
+		return false
+	}
+	for _, id := range sc.Requirements {
+		for _, q := range r.Requirements {
+			if q.ID == id && (q.Level == "MUST" || q.Level == "") {
+				return false
+			}
+		}
+	}
+	return true
+}
