@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -36,6 +37,63 @@ type client struct {
 	validated  int
 	events     int
 	violations []string
+	// seen holds each contract violation with the exchange that showed it, for the run's
+	// contract findings and the scenario's notes.
+	seen []seenViolation
+}
+
+// seenViolation is one contract violation and the exchange (or event) that showed it.
+type seenViolation struct {
+	v  contract.Violation
+	ex report.Exchange
+}
+
+// ContractRequirement is the requirement every exchange is checked against: a violation is one
+// finding of the run under it, and fails only the scenarios that judge it.
+const ContractRequirement = "ADR0122-D6-01"
+
+// judgesContract reports whether the scenario is one of the contract requirement's own: only
+// then does a violation fail it at once.
+func (s *scenario) judgesContract() bool { return slices.Contains(s.reqs, ContractRequirement) }
+
+// violated is what a violation does to the step that met it: the failure of a scenario that
+// judges the contract, nothing for any other (the run reports it once, as a finding).
+func (c *client) violated(vs []contract.Violation) error {
+	if len(vs) == 0 || !c.s.judgesContract() {
+		return nil
+	}
+	return contractFailure(vs)
+}
+
+// outsideContract is the error of a request the kit was about to send outside the contract: the
+// kit's own fault, unless the system broke the contract earlier in the scenario. The request was
+// then built from that broken answer (an id it left out, say), and the scenario fails under the
+// contract requirement, as its behaviour cannot be judged any further.
+func (c *client) outsideContract(op string, v contract.Violation) error {
+	c.mu.Lock()
+	var earlier *contract.Violation
+	if len(c.seen) > 0 {
+		earlier = &c.seen[0].v
+	}
+	c.mu.Unlock()
+	if earlier == nil {
+		return harnessErr("the kit sent a request outside the contract: %s", v)
+	}
+	return &Failure{Requirement: ContractRequirement, Op: op,
+		Got:  "nothing to go on after an earlier answer broke the contract (" + earlier.String() + ")",
+		Want: "answers that follow spec/openapi.yaml"}
+}
+
+// note keeps vs with the exchange that showed them.
+func (c *client) note(vs []contract.Violation, ex report.Exchange) {
+	if len(vs) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, v := range vs {
+		c.seen = append(c.seen, seenViolation{v: v, ex: ex})
+	}
 }
 
 // response is one answer of the SUT.
@@ -125,7 +183,7 @@ func (c *client) do(ctx context.Context, who, method, path string, body any, o r
 	op := method + " " + path
 	if !o.offSpec {
 		if vs := c.s.contract.Request(req.Clone(ctx), raw); len(vs) > 0 {
-			return nil, harnessErr("the kit sent a request outside the contract: %s", vs[0])
+			return nil, c.outsideContract(op, vs[0])
 		}
 	}
 	start := time.Now()
@@ -150,10 +208,7 @@ func (c *client) do(ctx context.Context, who, method, path string, body any, o r
 		vs = c.s.contract.Response(req, raw, resp.StatusCode, resp.Header, b)
 	}
 	c.record(req, raw, r, nil, vs, time.Since(start), o.quiet)
-	if len(vs) > 0 {
-		return r, contractFailure(vs)
-	}
-	return r, nil
+	return r, c.violated(vs)
 }
 
 func contractFailure(vs []contract.Violation) error {
@@ -162,7 +217,7 @@ func contractFailure(vs []contract.Violation) error {
 	if len(vs) > 1 {
 		more = fmt.Sprintf(" (and %d more)", len(vs)-1)
 	}
-	return &Failure{Requirement: "ADR0122-D6-01", Op: v.Route, Got: "a violation at " + v.Pointer + more, Want: v.Message}
+	return &Failure{Requirement: ContractRequirement, Op: v.Route, Got: "a violation at " + v.Pointer + more, Want: v.Message}
 }
 
 func (c *client) record(req *http.Request, reqBody []byte, r *response, events []report.Event, vs []contract.Violation, d time.Duration, quiet bool) {
@@ -172,13 +227,23 @@ func (c *client) record(req *http.Request, reqBody []byte, r *response, events [
 	for _, v := range vs {
 		c.violations = append(c.violations, v.String())
 	}
-	if quiet && len(vs) == 0 {
-		return
+	ex := exchangeOf(req, reqBody, r, events, vs, d)
+	if !quiet || len(vs) > 0 {
+		if len(c.exchanges) >= maxExchanges {
+			c.dropped++
+		} else {
+			c.exchanges = append(c.exchanges, ex)
+		}
 	}
-	if len(c.exchanges) >= maxExchanges {
-		c.dropped++
-		return
+	if events == nil { // an open stream's violations (events non-nil) were noted as they came
+		for _, v := range vs {
+			c.seen = append(c.seen, seenViolation{v: v, ex: ex})
+		}
 	}
+}
+
+// exchangeOf is the report's account of one exchange.
+func exchangeOf(req *http.Request, reqBody []byte, r *response, events []report.Event, vs []contract.Violation, d time.Duration) report.Exchange {
 	ex := report.Exchange{Method: req.Method, URL: req.URL.RequestURI(), RequestHeaders: req.Header.Clone(),
 		RequestBody: clip(string(reqBody), maxBodyKept), DurationMs: d.Milliseconds(), Events: events}
 	if r != nil {
@@ -187,7 +252,7 @@ func (c *client) record(req *http.Request, reqBody []byte, r *response, events [
 	for _, v := range vs {
 		ex.Violations = append(ex.Violations, v.String())
 	}
-	c.exchanges = append(c.exchanges, ex)
+	return ex
 }
 
 // sseEvent is one server-sent event.
@@ -241,7 +306,7 @@ func (c *client) openStream(ctx context.Context, who, path string, headers map[s
 	op := "GET " + path
 	if vs := c.s.contract.Request(req.Clone(sctx), nil); len(vs) > 0 {
 		cancel()
-		return nil, harnessErr("the kit sent a request outside the contract: %s", vs[0])
+		return nil, c.outsideContract(op, vs[0])
 	}
 	st := &stream{c: c, op: op, cancel: cancel, notify: make(chan struct{}, 1), req: req, start: time.Now()}
 	hc := &http.Client{Transport: c.hc.Transport} // no overall timeout for a stream
@@ -260,18 +325,13 @@ func (c *client) openStream(ctx context.Context, who, path string, headers map[s
 		vs = c.s.contract.Response(req, nil, resp.StatusCode, resp.Header, b)
 		c.record(req, nil, &response{op: op, status: resp.StatusCode, header: resp.Header, body: b}, nil, vs, time.Since(st.start), false)
 		st.ended = true
-		if len(vs) > 0 {
-			return st, contractFailure(vs)
-		}
-		return st, nil
+		return st, c.violated(vs)
 	}
 	st.viol = vs
+	c.note(vs, exchangeOf(req, nil, &response{op: op, status: resp.StatusCode, header: resp.Header}, nil, vs, 0))
 	c.s.addStream(st)
 	go st.read(resp.Body)
-	if len(vs) > 0 {
-		return st, contractFailure(vs)
-	}
-	return st, nil
+	return st, c.violated(vs)
 }
 
 // readSSE parses server-sent events from r as the HTML standard's event-stream interpretation
@@ -373,7 +433,12 @@ func (st *stream) add(ev sseEvent) {
 	}
 	st.c.mu.Unlock()
 	if len(vs) > 0 {
-		st.c.s.asyncFailure(&Failure{Requirement: "ADR0122-D6-01", Op: st.op + " (event " + ev.Event + ")", Got: "a violation at " + vs[0].Pointer, Want: vs[0].Message})
+		ex := exchangeOf(st.req, nil, &response{op: st.op, status: st.status, header: st.header},
+			[]report.Event{{ID: ev.ID, Type: ev.Event, Data: clip(ev.Data, 2048)}}, vs, time.Since(st.start))
+		st.c.note(vs, ex)
+		if st.c.s.judgesContract() {
+			st.c.s.asyncFailure(&Failure{Requirement: ContractRequirement, Op: st.op + " (event " + ev.Event + ")", Got: "a violation at " + vs[0].Pointer, Want: vs[0].Message})
+		}
 	}
 	st.wake()
 }

@@ -385,19 +385,25 @@ func (d *process) launch(ctx context.Context) error {
 			if d.exitErr != nil {
 				how += " (" + d.exitErr.Error() + ")"
 			}
-			return &startError{err: errors.New(how)}
+			return &startError{err: errors.New(how + "; " + d.knocked())}
 		case <-ctx.Done():
 			d.kill()
 			if heldByOther(d.cfg.Listen) {
 				return harnessErr("%w (%s) when it had not answered within %s", errPortTaken, d.cfg.Listen, wait)
 			}
-			return &startError{err: fmt.Errorf("it did not answer GET /.well-known/loom within %s", wait)}
+			return &startError{err: fmt.Errorf("it did not answer GET /.well-known/loom within %s; %s", wait, d.knocked())}
 		case <-tick.C:
 		}
 	}
 }
 
 func (d *process) URL() string { return "http://" + d.cfg.Listen }
+
+// knocked says where the kit looked for the system: the address it wrote as "listen" in the
+// configuration file LOOM_CONFIG names, which the system must serve HTTP on.
+func (d *process) knocked() string {
+	return fmt.Sprintf("the kit knocked on %s/.well-known/loom, the \"listen\" address (%s) it wrote in the configuration file $LOOM_CONFIG names; the system must serve HTTP there", d.URL(), d.cfg.Listen)
+}
 
 func (d *process) kill() {
 	if d.cmd == nil || d.cmd.Process == nil {

@@ -104,11 +104,17 @@ type Failure struct {
 	Op          string
 	Got         string
 	Want        string
-	Timeout     time.Duration
+	// Detail points at what differs when Got and Want are long: the first difference of two
+	// texts or tables, or the counts of a rule about a length.
+	Detail  string
+	Timeout time.Duration
 }
 
 func (f *Failure) Error() string {
 	msg := fmt.Sprintf("%s: got %s, want %s", f.Op, f.Got, f.Want)
+	if f.Detail != "" {
+		msg += "; " + f.Detail
+	}
 	if f.Timeout > 0 {
 		msg += "; " + TimeoutNote(f.Timeout)
 	}

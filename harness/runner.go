@@ -125,6 +125,7 @@ type runner struct {
 	failed        int
 	harness       int
 	contractStats report.Contract
+	findings      map[findingKey]*report.ContractFinding
 	lines         map[string]int    // ast node id -> line
 	keywords      map[string]string // step ast node id -> keyword
 	features      map[string]string // uri -> feature name
@@ -236,7 +237,7 @@ func newRunner(opt Options) (*runner, error) {
 	}
 	for _, p := range opt.Profiles {
 		if !slices.ContainsFunc(r.cat.Profiles, func(cp spec.Profile) bool { return cp.Name == p }) {
-			return nil, fmt.Errorf("%w: --profile %q is not a profile of the catalogue", ErrUsage, p)
+			return nil, fmt.Errorf("%w: --profile %q is not a profile of the catalogue%s", ErrUsage, p, DidYouMean(p, r.cat.ProfileNames()))
 		}
 	}
 	if r.tmp, err = os.MkdirTemp("", "loomcheck-*"); err != nil {
@@ -379,6 +380,9 @@ func (r *runner) selected() error {
 	filtered := r.opt.Tags != "" || len(r.opt.Profiles) > 0
 	switch {
 	case r.total == 0 && r.opt.Tags != "":
+		if unknown := unknownRequirements(r.opt.Tags, r.cat); unknown != "" {
+			return fmt.Errorf("%w: the tag filter %q selects no scenario: %s", ErrUsage, r.opt.Tags, unknown)
+		}
 		return fmt.Errorf("%w: the tag filter %q selects no scenario", ErrUsage, r.opt.Tags)
 	case r.total == 0:
 		return fmt.Errorf("%w: the features hold no scenario", ErrUsage)
@@ -393,12 +397,13 @@ func (r *runner) selected() error {
 	return nil
 }
 
-// indexChild records the step keywords of a background and the lines of a scenario and of its
-// example rows.
+// indexChild records the step keywords and lines of a background and the lines of a scenario, of
+// its steps and of its example rows.
 func (r *runner) indexChild(bg *messages.Background, sc *messages.Scenario) {
 	if bg != nil {
 		for _, st := range bg.Steps {
 			r.keywords[st.Id] = strings.TrimSpace(st.Keyword)
+			r.lines[st.Id] = int(st.Location.Line)
 		}
 	}
 	if sc == nil {
@@ -407,6 +412,7 @@ func (r *runner) indexChild(bg *messages.Background, sc *messages.Scenario) {
 	r.lines[sc.Id] = int(sc.Location.Line)
 	for _, st := range sc.Steps {
 		r.keywords[st.Id] = strings.TrimSpace(st.Keyword)
+		r.lines[st.Id] = int(st.Location.Line)
 	}
 	for _, ex := range sc.Examples {
 		for _, row := range ex.TableBody {
@@ -474,7 +480,7 @@ func (r *runner) initScenario(sc *godog.ScenarioContext) {
 			res.Feature = p.Uri
 		}
 		for _, st := range p.Steps {
-			rs := report.Step{Keyword: r.keywords[firstID(st.AstNodeIds)], Text: st.Text, Status: report.Skipped}
+			rs := report.Step{Keyword: r.keywords[firstID(st.AstNodeIds)], Line: r.lines[firstID(st.AstNodeIds)], Text: st.Text, Status: report.Skipped}
 			if st.Argument != nil {
 				if ds := st.Argument.DocString; ds != nil {
 					rs.DocString = ds.Content
@@ -570,6 +576,7 @@ func (r *runner) initScenario(sc *godog.ScenarioContext) {
 		if s.cl != nil {
 			s.cl.mu.Lock()
 			res.Exchanges = append([]report.Exchange(nil), s.cl.exchanges...)
+			res.Notes = contractNotes(s.cl.seen)
 			s.cl.mu.Unlock()
 		}
 		r.finish(res, s)
@@ -621,11 +628,14 @@ func (r *runner) classify(s *scenario, na string, err error) (report.Status, str
 		return report.Skipped, "skipped", nil
 	case errors.As(err, &f):
 		rf := &report.Failure{Requirement: f.Requirement, Rule: f.Rule, Operation: f.Op, Got: f.Got, Want: f.Want}
+		named := s.reqs
 		if rf.Requirement == "" && len(s.reqs) > 0 {
 			rf.Requirement = strings.Join(s.reqs, ", ")
+		} else if rf.Requirement != "" {
+			named = []string{rf.Requirement} // the rule quoted is the requirement's named
 		}
 		if rf.Rule == "" {
-			for _, id := range s.reqs {
+			for _, id := range named {
 				if q, ok := r.cat.Get(id); ok {
 					rf.Rule = q.Rule
 					break
@@ -652,6 +662,7 @@ func (r *runner) finish(res *report.Scenario, s *scenario) {
 		r.contractStats.ExchangesValidated += s.cl.validated
 		r.contractStats.EventsValidated += s.cl.events
 		r.contractStats.Violations += len(s.cl.violations)
+		r.addFindings(res.ID, s.cl.seen)
 		s.cl.mu.Unlock()
 	}
 	switch res.Status {
@@ -689,6 +700,7 @@ func (r *runner) build(started time.Time) *report.Report {
 		Contract:    r.contractStats,
 		Unstarted:   r.unstarted,
 	}
+	rep.Contract.Findings = r.sortedFindings()
 	for p := range r.claimed {
 		rep.Target.Profiles = append(rep.Target.Profiles, p)
 	}

@@ -188,7 +188,11 @@ func (s *conversationSteps) turnIsAnswered(n int64, text string) error {
 		return err
 	}
 	if e.Status != "complete" || e.text() != unescape(text) {
-		return fail(fmt.Sprintf("the reply to turn %d", n), e.String(), fmt.Sprintf("complete %q", unescape(text)))
+		f := &Failure{Op: fmt.Sprintf("the reply to turn %d", n), Got: e.String(), Want: fmt.Sprintf("complete %q", unescape(text))}
+		if e.Status == "complete" {
+			f.Detail = firstDifference(e.text(), unescape(text))
+		}
+		return f
 	}
 	return nil
 }

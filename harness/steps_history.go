@@ -417,8 +417,9 @@ func (s *scenario) matchTable(who string, t *godog.Table) error {
 		}
 		got = append(got, row)
 	}
-	if render(cols, got) != render(cols, want) {
-		return fail("the history of "+s.current.id+" as "+who+" ("+strings.Join(cols, " | ")+")", render(cols, got), render(cols, want))
+	if g, w := render(cols, got), render(cols, want); g != w {
+		return &Failure{Op: "the history of " + s.current.id + " as " + who + " (" + strings.Join(cols, " | ") + ")",
+			Got: g, Want: w, Detail: firstDifference(g, w)}
 	}
 	return nil
 }

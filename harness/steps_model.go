@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cucumber/godog"
 
@@ -355,10 +356,31 @@ func (s *modelSteps) lastUserMessageQuotesTurn(i, n int, t int64, says string) e
 		}
 	}
 	if last != want {
-		return fail(fmt.Sprintf("the last user message of request %d to the model", i), fmt.Sprintf("%q", clip(last, 700)),
-			fmt.Sprintf("%q (spec/prompt.md: the quote is at most 500 characters)", clip(want, 700)))
+		detail := firstDifference(last, want)
+		if got, ok := quotedLength(last); ok {
+			if n := lengthNote("quoted", got, utf8.RuneCountInString(quote)); n != "" {
+				detail = n + "; " + detail
+			}
+		}
+		return &Failure{Op: fmt.Sprintf("the last user message of request %d to the model", i), Got: fmt.Sprintf("%q", clip(last, 700)),
+			Want: fmt.Sprintf("%q (spec/prompt.md: the quote is at most 500 characters)", clip(want, 700)), Detail: detail}
 	}
 	return nil
+}
+
+// quotedLength counts the characters of the quote an edit's note holds ("[This message edits the
+// user's earlier message "<quote>".]"), when the message has that form.
+func quotedLength(msg string) (int, bool) {
+	const lead = "[This message edits the user's earlier message "
+	if !strings.HasPrefix(msg, lead) {
+		return 0, false
+	}
+	dec := json.NewDecoder(strings.NewReader(msg[len(lead):]))
+	var q string
+	if err := dec.Decode(&q); err != nil {
+		return 0, false
+	}
+	return utf8.RuneCountInString(q), true
 }
 
 // noRequestHolds expects no message of any request to the model to hold the text.

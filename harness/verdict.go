@@ -120,6 +120,7 @@ func Judge(rep *report.Report, cat *spec.Catalogue, base *Baseline) *report.Repo
 		rep.Requirements = append(rep.Requirements, report.RequirementResult{ID: q.ID, Level: q.Level, Profile: q.Profile,
 			Source: q.Source, Rule: q.Rule, Status: st, Scenarios: ids})
 	}
+	contractBroken := judgeContract(rep, cat, br, excuseRequirement(base, ContractRequirement), status, blocking)
 	// Stale baseline entries: what they excuse now passes.
 	stale := false
 	if base != nil {
@@ -183,7 +184,7 @@ func Judge(rep *report.Report, cat *spec.Catalogue, base *Baseline) *report.Repo
 		rep.Profiles = append(rep.Profiles, pr)
 	}
 	sort.SliceStable(rep.Profiles, func(i, j int) bool { return rep.Profiles[i].Name < rep.Profiles[j].Name })
-	rep.Conformant = conformant && !stale && !harnessBroke && len(claimed) > 0 && rep.Unstarted == ""
+	rep.Conformant = conformant && !stale && !harnessBroke && !contractBroken && len(claimed) > 0 && rep.Unstarted == ""
 	switch {
 	case rep.Unstarted != "":
 		rep.ExitCode = 1
@@ -195,6 +196,54 @@ func Judge(rep *report.Report, cat *spec.Catalogue, base *Baseline) *report.Repo
 		rep.ExitCode = 0
 	}
 	return rep
+}
+
+// judgeContract rules on the run's contract findings: any finding fails the contract requirement
+// (once, whatever the scenarios' verdicts) and the profile it belongs to, unless the baseline
+// excuses that requirement. It names the requirement and its rule on the findings and reports
+// whether the findings fail the run.
+func judgeContract(rep *report.Report, cat *spec.Catalogue, br *report.BaselineResult, excused *report.BaselineEntry,
+	status map[string]report.Status, blocking map[string]bool) bool {
+	rep.Contract.Requirement, rep.Contract.Rule = "", ""
+	if len(rep.Contract.Findings) == 0 {
+		return false
+	}
+	rep.Contract.Requirement = ContractRequirement
+	q, known := cat.Get(ContractRequirement)
+	if known {
+		rep.Contract.Rule = q.Rule
+	}
+	for i := range rep.Requirements {
+		if rq := &rep.Requirements[i]; rq.ID == ContractRequirement {
+			if rq.Status == report.NotRun {
+				rq.Status = report.Failed
+			} else {
+				rq.Status = fold(rq.Status, report.Failed)
+			}
+			status[rq.ID] = rq.Status
+		}
+	}
+	if excused != nil {
+		br.Expected = append(br.Expected, *excused)
+		return false
+	}
+	if known {
+		blocking[q.Profile] = true
+	}
+	return true
+}
+
+// excuseRequirement is base's entry for requirement id, if it has one.
+func excuseRequirement(base *Baseline, id string) *report.BaselineEntry {
+	if base == nil {
+		return nil
+	}
+	for _, e := range base.Entries {
+		if e.Requirement == id {
+			return &e
+		}
+	}
+	return nil
 }
 
 // fold combines the outcomes of a requirement's scenarios: the worst wins, and a requirement

@@ -5,6 +5,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -34,14 +36,41 @@ func TestVersion(t *testing.T) {
 		code, out, errOut := run(t, args...)
 		require.Equal(t, exitConformant, code, errOut)
 		lines := strings.Split(strings.TrimSpace(out), "\n")
-		require.Len(t, lines, 3, out)
+		require.Len(t, lines, 4, out)
 		require.True(t, strings.HasPrefix(lines[0], "loomcheck "), out)
 		require.NotEqual(t, "loomcheck ", lines[0])
-		require.Equal(t, "spec "+spec.Version, lines[1])
-		require.Equal(t, "catalogue "+cat.Version, lines[2])
+		require.True(t, strings.HasPrefix(lines[1], "commit "), out)
+		require.Equal(t, "spec "+spec.Version, lines[2])
+		require.Equal(t, "catalogue "+cat.Version, lines[3])
 	}
 	code, _, _ := run(t, "version", "extra")
 	require.Equal(t, exitUsage, code)
+}
+
+// TestVersionNamesTheCommit: the commit line says the revision, its time and whether the tree
+// had uncommitted changes, as the go command stamped them; without them it says it cannot tell.
+func TestVersionNamesTheCommit(t *testing.T) {
+	prev := readBuildInfo
+	t.Cleanup(func() { readBuildInfo = prev })
+	for _, tc := range []struct {
+		settings []debug.BuildSetting
+		want     string
+	}{
+		{[]debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "3f2c9e1d0a7b55aa00112233445566778899aabb"},
+			{Key: "vcs.time", Value: "2026-12-06T13:00:00Z"}, {Key: "vcs.modified", Value: "false"}},
+			"commit 3f2c9e1d0a7b (2026-12-06T13:00:00Z)"},
+		{[]debug.BuildSetting{{Key: "vcs.revision", Value: "3f2c9e1d0a7b55aa"}, {Key: "vcs.modified", Value: "true"}},
+			"commit 3f2c9e1d0a7b, with uncommitted changes"},
+		{nil, "commit (unknown: built without version control information)"},
+	} {
+		readBuildInfo = func() (*debug.BuildInfo, bool) {
+			return &debug.BuildInfo{Main: debug.Module{Version: "v0.3.0"}, Settings: tc.settings}, true
+		}
+		code, out, errOut := run(t, "version")
+		require.Equal(t, exitConformant, code, errOut)
+		require.Equal(t, tc.want, strings.Split(out, "\n")[1], out)
+		require.True(t, strings.HasPrefix(out, "loomcheck v0.3.0\n"), out)
+	}
 }
 
 // TestEveryCommandSaysWhatItDoes: each subcommand's -h (and report's, and report diff's) exits
@@ -106,6 +135,10 @@ func TestASutThatExitsAtOnceShowsWhatItPrinted(t *testing.T) {
 	all := out + errOut
 	require.Contains(t, all, "exited before answering (exit status 3)")
 	require.Equal(t, 1, strings.Count(all, "marker-7f3"), all)
+	// It says where the kit knocked: the listen address it wrote in the configuration.
+	knocked := regexp.MustCompile(`knocked on http://(127\.0\.0\.1:\d+)/\.well-known/loom, the "listen" address \((127\.0\.0\.1:\d+)\)`).FindStringSubmatch(all)
+	require.NotNil(t, knocked, all)
+	require.Equal(t, knocked[1], knocked[2])
 }
 
 // TestAFilteredRunShowsUnselectedRequirementsAsNotRun: the requirements a filter left out are

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -203,4 +204,42 @@ func TestASystemThatCannotStartFailsWithReports(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &rep))
 	require.Contains(t, rep.Unstarted, "exit status 3")
 	require.Equal(t, 1, rep.ExitCode)
+}
+
+// TestMalformedTargetIsAUsageError: a --target that is not an HTTP base URL stops the run before
+// anything starts (exit 2), and the message names the flag and the value given.
+func TestMalformedTargetIsAUsageError(t *testing.T) {
+	for _, target := range []string{"127.0.0.1:8080", "localhost", "ftp://127.0.0.1", "http://", "http://[::1", "http://127.0.0.1:8080/?x=1"} {
+		code, out, errOut := run(t, "run", "--target", target, "--world-config", "unused.json")
+		require.Equal(t, exitUsage, code, target)
+		require.Empty(t, out, target)
+		require.Contains(t, errOut, fmt.Sprintf("--target %q", target))
+	}
+	require.NoError(t, checkTarget("http://127.0.0.1:8080"))
+	require.NoError(t, checkTarget("https://loom.example/base"))
+}
+
+// TestExplainUnknownIDOffersTheClosest: a requirement id with a slip in it is a usage error that
+// names the id meant.
+func TestExplainUnknownIDOffersTheClosest(t *testing.T) {
+	code, _, errOut := run(t, "explain", "adr0122-d1-01")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errOut, `did you mean "ADR0122-D1-01"?`)
+}
+
+// TestVerdictListsContractFindingsOnce: each contract finding is one line below the verdict,
+// with how often and in how many scenarios it was seen, whatever the scenarios' verdicts.
+func TestVerdictListsContractFindingsOnce(t *testing.T) {
+	rep := &report.Report{ExitCode: 1, Totals: report.Totals{Passed: 2},
+		Scenarios: []report.Scenario{{ID: "a.feature:3", Status: report.Passed}, {ID: "a.feature:9", Status: report.Passed}},
+		Contract: report.Contract{Requirement: "ADR0122-D6-01", Findings: []report.ContractFinding{{
+			Route: "POST /conversations/{id}/turns", Location: "header:X-Content-Type-Options", Message: "required header is missing",
+			Occurrences: 7, Scenarios: []string{"a.feature:3", "a.feature:9"}}}}}
+	var b strings.Builder
+	printVerdict(&b, rep, "out")
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	require.Len(t, lines, 4, b.String())
+	require.True(t, strings.HasPrefix(lines[0], "NOT CONFORMANT: 2 passed, 0 failed"), lines[0])
+	require.Contains(t, lines[1], "1 contract violation under ADR0122-D6-01")
+	require.Equal(t, "  contract POST /conversations/{id}/turns header:X-Content-Type-Options: required header is missing (7 times, in 2 scenarios)", lines[2])
 }

@@ -92,7 +92,11 @@ func cmdExplain(args []string, stdout, stderr io.Writer) int {
 	id := strings.ReplaceAll(fs.Arg(0), report.NonBreakingHyphen, "-") // pasted from summary.md
 	q, ok := cat.Get(id)
 	if !ok {
-		fmt.Fprintf(stderr, "loomcheck explain: %s is not in catalogue %s\n", fs.Arg(0), cat.Version)
+		ids := make([]string, 0, len(cat.Requirements))
+		for _, q := range cat.Requirements {
+			ids = append(ids, q.ID)
+		}
+		fmt.Fprintf(stderr, "loomcheck explain: %s is not in catalogue %s%s\n", fs.Arg(0), cat.Version, harness.DidYouMean(id, ids))
 		return exitUsage
 	}
 	matrix, _, err := harness.Trace(cat, nil)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -95,6 +96,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	case *sutCmd != "":
 		opt.Command = *sutCmd
 	case *target != "":
+		if err := checkTarget(*target); err != nil {
+			fmt.Fprintf(stderr, "loomcheck run: %v\n", err)
+			return exitUsage
+		}
 		cfg, w, err := startWorld(*worldCfg)
 		if err != nil {
 			fmt.Fprintf(stderr, "loomcheck run: %v\n", err)
@@ -161,12 +166,40 @@ func printVerdict(w io.Writer, rep *report.Report, out string) {
 		fmt.Fprintf(w, "  claimed profiles not run (not judged, so not conformant): %s; narrow the judged profiles with --profile\n",
 			strings.Join(rep.NotRun, ", "))
 	}
+	if fs := rep.Contract.Findings; len(fs) > 0 {
+		what := "contract violations"
+		if len(fs) == 1 {
+			what = "contract violation"
+		}
+		fmt.Fprintf(w, "  %d %s under %s, each reported once (the scenarios that met them are judged on their behaviour):\n",
+			len(fs), what, rep.Contract.Requirement)
+		for _, f := range fs {
+			fmt.Fprintf(w, "  contract %s %s: %s (%d times, in %d scenarios)\n", f.Route, f.Location, clip(f.Message, 200), f.Occurrences, len(f.Scenarios))
+		}
+	}
 	for _, sc := range rep.Scenarios {
 		if sc.Status == report.Failed && sc.Expected == "" || sc.Status == report.HarnessError {
 			fmt.Fprintf(w, "  %s %s %q: %s\n", sc.Status, sc.ID, sc.Name, clip(sc.Message, 300))
 		}
 	}
 	fmt.Fprintf(w, "reports: %s\n", out)
+}
+
+// checkTarget refuses a --target that is not the base URL of an HTTP server: the kit would
+// otherwise knock on an address that cannot answer and blame the system for it.
+func checkTarget(target string) error {
+	u, err := url.Parse(target)
+	switch {
+	case err != nil:
+		return fmt.Errorf("--target %q is not a URL (%v); give the system's base URL, as http://127.0.0.1:8080", target, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("--target %q is not an http:// or https:// URL; give the system's base URL, as http://127.0.0.1:8080", target)
+	case u.Host == "" || u.Hostname() == "":
+		return fmt.Errorf("--target %q names no host; give the system's base URL, as http://127.0.0.1:8080", target)
+	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+		return fmt.Errorf("--target %q carries a query, a fragment or credentials; give the system's base URL alone", target)
+	}
+	return nil
 }
 
 func clip(s string, n int) string {

@@ -454,14 +454,24 @@ func richReport() *report.Report {
 		DurationMs: 12345,
 		Conformant: false,
 		ExitCode:   1,
-		Contract:   report.Contract{ExchangesValidated: 12, EventsValidated: 40, Violations: 1},
-		Warnings:   []string{"ADR0122-D3-09 (SHOULD) failed: retries are not jittered " + imgPayload},
+		Contract: report.Contract{ExchangesValidated: 12, EventsValidated: 40, Violations: 1,
+			Requirement: "ADR0122-D6-01", Rule: "Every exchange follows the contract.",
+			Findings: []report.ContractFinding{{
+				Route: "POST /conversations", Location: "header:X-Content-Type-Options",
+				Schema:  "#/paths/~1conversations/post/responses/201/headers/X-Content-Type-Options",
+				Message: "required header is missing " + scriptPayload, Occurrences: 1,
+				Scenarios: []string{"features/core/turns.feature:12"},
+				Example: &report.Exchange{Method: "POST", URL: "/conversations", Status: 201,
+					RequestHeaders: map[string][]string{"Authorization": {"Bearer " + secretToken}}, ResponseBody: imgPayload},
+			}}},
+		Warnings: []string{"ADR0122-D3-09 (SHOULD) failed: retries are not jittered " + imgPayload},
 	}
 	auth := map[string][]string{"Authorization": {"Bearer " + secretToken}, "Content-Type": {"application/json"}}
 	r.Scenarios = []report.Scenario{
 		{
 			ID: "features/core/turns.feature:12", Feature: "Turns", Name: "A user turn is answered",
 			Profile: "core", Requirements: []string{"ADR0122-D3-01"}, Status: report.Passed, DurationMs: 250,
+			Notes: []string{"contract violation (reported once among the contract findings): POST /conversations header:X-Content-Type-Options"},
 			Steps: []report.Step{
 				{Keyword: "Given ", Text: "a new conversation", Status: report.Passed, DurationMs: 20},
 				{Keyword: "When ", Text: "the user says", Status: report.Passed, DurationMs: 200, DocString: "hello " + imgPayload},
@@ -572,6 +582,26 @@ func richReport() *report.Report {
 	return r
 }
 
+// failuresFirst is the order report.html shows scenarios in: failures and harness errors (those
+// the baseline expects after the rest), then undefined and pending, then the others, each group
+// in report order.
+func failuresFirst(scs []report.Scenario) []report.Scenario {
+	rank := func(sc report.Scenario) int {
+		switch {
+		case (sc.Status == report.Failed || sc.Status == report.HarnessError) && sc.Expected == "":
+			return 0
+		case sc.Status == report.Failed || sc.Status == report.HarnessError:
+			return 1
+		case sc.Status == report.Undefined || sc.Status == report.Pending:
+			return 2
+		}
+		return 3
+	}
+	out := slices.Clone(scs)
+	slices.SortStableFunc(out, func(a, b report.Scenario) int { return rank(a) - rank(b) })
+	return out
+}
+
 type reportRow struct {
 	Profile     string `json:"profile"`
 	Requirement string `json:"requirement"`
@@ -607,8 +637,16 @@ type reportResult struct {
 		Totals       map[string]string `json:"totals"`
 		FilterCounts map[string]string `json:"filterCounts"`
 		Filter       string            `json:"filter"`
-		Scripts      int               `json:"scriptElements"`
-		Width        struct {
+		Findings     []struct {
+			Route    string `json:"route"`
+			Location string `json:"location"`
+			Message  string `json:"message"`
+			Links    int    `json:"links"`
+			Examples int    `json:"examples"`
+		} `json:"findings"`
+		Notes   int `json:"notes"`
+		Scripts int `json:"scriptElements"`
+		Width   struct {
 			Page     int `json:"page"`
 			Viewport int `json:"viewport"`
 		} `json:"width"`
@@ -622,6 +660,10 @@ type reportResult struct {
 		PressedActive bool               `json:"pressedActive"`
 		EmptyHidden   bool               `json:"emptyHidden"`
 		Scenarios     []renderedScenario `json:"scenarios"`
+		TotalLink     struct {
+			Filter string   `json:"filter"`
+			Shown  []string `json:"shown"`
+		} `json:"totalLink"`
 	} `json:"after"`
 	FlagAtEnd *string `json:"flagAtEnd"`
 }
@@ -679,7 +721,7 @@ func TestHTMLReportRenders(t *testing.T) {
 		t.Fatalf("scenario articles: got %d, want %d", len(res.Before.Scenarios), len(rep.Scenarios))
 	}
 	failed := 0
-	for i, sc := range rep.Scenarios {
+	for i, sc := range failuresFirst(rep.Scenarios) {
 		got := res.Before.Scenarios[i]
 		if got.ScenarioID != sc.ID || got.Status != string(sc.Status) || got.Hidden {
 			t.Errorf("article %d: %s %s hidden=%v, want %s %s shown", i, got.ScenarioID, got.Status, got.Hidden, sc.ID, sc.Status)
@@ -702,6 +744,21 @@ func TestHTMLReportRenders(t *testing.T) {
 	}
 	if got := res.Before.FilterCounts["failed"]; got != fmt.Sprint(failed) {
 		t.Errorf("failed filter button count: %q, want %d", got, failed)
+	}
+
+	// The contract's finding is shown once, with its scenario and example; the scenario notes it.
+	if len(res.Before.Findings) != 1 {
+		t.Errorf("contract findings shown: %+v, want 1", res.Before.Findings)
+	} else if f, want := res.Before.Findings[0], rep.Contract.Findings[0]; f.Route != want.Route || f.Location != want.Location ||
+		f.Message != want.Message || f.Links != 1 || f.Examples != 1 {
+		t.Errorf("contract finding shown as %+v, want %s %s %q with 1 scenario link and 1 example", f, want.Route, want.Location, want.Message)
+	}
+	if res.Before.Notes != 1 {
+		t.Errorf("scenario notes shown: %d, want 1", res.Before.Notes)
+	}
+	// The summary's harness-error count shows exactly the harness errors.
+	if tl := res.After.TotalLink; tl.Filter != string(report.HarnessError) || !slices.Equal(tl.Shown, []string{string(report.HarnessError)}) {
+		t.Errorf("after clicking the harness-error count: filter %q, shown %v", tl.Filter, tl.Shown)
 	}
 
 	// Pressing "failed" leaves exactly the failed scenarios shown.

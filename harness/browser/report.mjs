@@ -83,6 +83,14 @@ run(async () => {
           ]),
         ),
         filter: attr(document.getElementById('scenarios'), 'data-filter'),
+        findings: [...document.querySelectorAll('#contract-findings li.contract-finding')].map((li) => ({
+          route: attr(li, 'data-route'),
+          location: attr(li, 'data-location'),
+          message: li.querySelector('.finding-message')?.textContent ?? null,
+          links: li.querySelectorAll('.finding-scenarios a.scenario-link').length,
+          examples: li.querySelectorAll('details.exchange').length,
+        })),
+        notes: document.querySelectorAll('article.scenario .scenario-notes li').length,
         failedCount: count('#totals [data-total="failed"] .count'),
         scriptElements: document.scripts.length,
         width: { page: document.documentElement.scrollWidth, viewport: window.innerWidth },
@@ -104,6 +112,14 @@ run(async () => {
       };
     });
     after.scenarios = await scenarioState();
+
+    // A count in the summary is a link to its scenarios.
+    await page.click('#totals a.total-link[data-filter="harness-error"]', { timeout });
+    await page.waitForSelector('#scenarios[data-filter="harness-error"]', { state: 'attached', timeout });
+    after.totalLink = await page.evaluate(() => ({
+      filter: document.getElementById('scenarios').getAttribute('data-filter'),
+      shown: [...document.querySelectorAll('article.scenario')].filter((a) => !a.hidden).map((a) => a.getAttribute('data-status')),
+    }));
 
     // The screenshot is of the page as a reader first sees it.
     await page.click('#filters button[data-filter="all"]', { timeout });

@@ -68,6 +68,10 @@ type Violation struct {
 	Pointer string
 	// Message says what was expected, for people. Its wording is not part of the contract.
 	Message string
+	// Schema says where the contract states what was broken, when known: a JSON pointer into
+	// spec/openapi.yaml ("#/paths/~1conversations/post/responses/201/headers/X-Content-Type-Options")
+	// for a response, the schema file ("schemas/sse-delta.schema.json") for an event.
+	Schema string
 }
 
 // String renders the violation on one line: route, pointer and message.
@@ -328,6 +332,49 @@ func schemaIdentifier(ref *openapi3.SchemaRef) string {
 //
 //	viols := v.Response(req, nil, resp.StatusCode, resp.Header, body)
 func (v *Validator) Response(req *http.Request, reqBody []byte, status int, header http.Header, body []byte) []Violation {
+	viols := v.response(req, reqBody, status, header, body)
+	if len(viols) == 0 {
+		return viols
+	}
+	route, _, _ := v.find(req)
+	if route == nil {
+		return viols
+	}
+	for i := range viols {
+		if viols[i].Schema == "" {
+			viols[i].Schema = responseSchema(route, status, header.Get("Content-Type"), viols[i].Pointer)
+		}
+	}
+	return viols
+}
+
+// responseSchema is the JSON pointer into the OpenAPI document of what a response violation at
+// pointer broke: the operation's responses for an undocumented status, the header's
+// declaration, the documented content types, or the schema of the body.
+func responseSchema(route *routers.Route, status int, ct, pointer string) string {
+	esc := strings.NewReplacer("~", "~0", "/", "~1")
+	base := "#/paths/" + esc.Replace(route.Path) + "/" + strings.ToLower(route.Method) + "/responses"
+	key := ""
+	if ref := route.Operation.Responses.Status(status); ref != nil {
+		for k, r := range route.Operation.Responses.Map() {
+			if r == ref {
+				key = k
+			}
+		}
+	}
+	switch {
+	case pointer == PointerStatus || key == "":
+		return base
+	case pointer == PointerHeaderPrefix+"Content-Type":
+		return base + "/" + key + "/content"
+	case strings.HasPrefix(pointer, PointerHeaderPrefix):
+		return base + "/" + key + "/headers/" + esc.Replace(strings.TrimPrefix(pointer, PointerHeaderPrefix))
+	}
+	return base + "/" + key + "/content/" + esc.Replace(mediaType(ct)) + "/schema"
+}
+
+// response is Response without the Schema of the violations.
+func (v *Validator) response(req *http.Request, reqBody []byte, status int, header http.Header, body []byte) []Violation {
 	route, params, viols := v.find(req)
 	if route == nil {
 		return viols
@@ -464,6 +511,17 @@ func (v *Validator) checkHeaders(route string, resp *openapi3.Response, header h
 //
 //	viols := v.Event("delta", []byte(`{"turn":2,"text":"he"}`))
 func (v *Validator) Event(event string, data []byte) []Violation {
+	viols := v.event(event, data)
+	if v.events[event] {
+		for i := range viols {
+			viols[i].Schema = "schemas/sse-" + event + ".schema.json"
+		}
+	}
+	return viols
+}
+
+// event is Event without the Schema of the violations.
+func (v *Validator) event(event string, data []byte) []Violation {
 	if !v.events[event] {
 		return []Violation{{Route: EventsRoute, Pointer: PointerEvent,
 			Message: fmt.Sprintf("event type %q is not one of %s", event, strings.Join(EventTypes(), ", "))}}

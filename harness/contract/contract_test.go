@@ -421,3 +421,46 @@ func TestNewIsRepeatable(t *testing.T) {
 	assert.Equal(t, a.Response(req, nil, 404, headers(jsonCT), []byte(`{"error":"x"}`)),
 		b.Response(req, nil, 404, headers(jsonCT), []byte(`{"error":"x"}`)))
 }
+
+// TestViolationSchema checks that each kind of violation names where the contract states the
+// rule it broke: the header's declaration, the body's schema, the operation's responses, the
+// event's schema file.
+func TestViolationSchema(t *testing.T) {
+	v := validator(t)
+	req := httptest.NewRequest("GET", "http://sut.example:8080/conversations/c1", nil)
+	base := "#/paths/~1conversations~1{id}/get/responses"
+	cases := []struct {
+		name   string
+		status int
+		header http.Header
+		body   string
+		want   []string
+	}{
+		{"missing header", 200, headers(jsonCT, "X-Content-Type-Options", ""), status, []string{base + "/200/headers/X-Content-Type-Options"}},
+		{"body", 200, headers(jsonCT), `{"id":"c1"}`, nil},
+		{"undocumented status", 418, headers(jsonCT), `{}`, []string{base}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := v.Response(req, nil, tc.status, tc.header, []byte(tc.body))
+			require.NotEmpty(t, got)
+			var schemas []string
+			for _, viol := range got {
+				schemas = append(schemas, viol.Schema)
+			}
+			if tc.want == nil {
+				for _, s := range schemas {
+					assert.Equal(t, base+"/200/content/application~1json/schema", s)
+				}
+				return
+			}
+			assert.Equal(t, tc.want, schemas)
+		})
+	}
+	ev := v.Event("delta", []byte(`{"turn":"two"}`))
+	require.NotEmpty(t, ev)
+	assert.Equal(t, "schemas/sse-delta.schema.json", ev[0].Schema)
+	unknown := v.Event("nope", []byte(`{}`))
+	require.Len(t, unknown, 1)
+	assert.Empty(t, unknown[0].Schema)
+}

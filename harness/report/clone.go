@@ -39,16 +39,31 @@ func clone(r *Report) *Report {
 				st.Table = t
 			}
 		}
+		sc.Notes = cloneStrings(sc.Notes)
 		sc.Exchanges = cloneSlice(sc.Exchanges)
 		for j := range sc.Exchanges {
-			ex := &sc.Exchanges[j]
-			ex.RequestHeaders = cloneHeaders(ex.RequestHeaders)
-			ex.ResponseHeaders = cloneHeaders(ex.ResponseHeaders)
-			ex.Events = cloneSlice(ex.Events)
-			ex.Violations = cloneStrings(ex.Violations)
+			cloneExchange(&sc.Exchanges[j])
+		}
+	}
+	c.Contract.Findings = cloneSlice(r.Contract.Findings)
+	for i := range c.Contract.Findings {
+		f := &c.Contract.Findings[i]
+		f.Scenarios = cloneStrings(f.Scenarios)
+		if f.Example != nil {
+			ex := *f.Example
+			cloneExchange(&ex)
+			f.Example = &ex
 		}
 	}
 	return &c
+}
+
+// cloneExchange replaces ex's slices and maps by copies.
+func cloneExchange(ex *Exchange) {
+	ex.RequestHeaders = cloneHeaders(ex.RequestHeaders)
+	ex.ResponseHeaders = cloneHeaders(ex.ResponseHeaders)
+	ex.Events = cloneSlice(ex.Events)
+	ex.Violations = cloneStrings(ex.Violations)
 }
 
 func cloneSlice[T any](s []T) []T {
@@ -103,6 +118,9 @@ func normalized(r *Report) *Report {
 			b.Stale = []BaselineEntry{}
 		}
 		nz(&b.Unexpected)
+	}
+	for i := range c.Contract.Findings {
+		nz(&c.Contract.Findings[i].Scenarios)
 	}
 	for i := range c.Scenarios {
 		sc := &c.Scenarios[i]

@@ -42,12 +42,20 @@ type cukeHook struct {
 
 type cukeMatch struct {
 	Location string `json:"location"`
+	// Arguments are the parts of the step text its definition captured; the report does not
+	// keep them, so the list is empty, as Cucumber writes it for a step without parameters.
+	Arguments []cukeArgument `json:"arguments"`
+}
+
+type cukeArgument struct {
+	Val    string `json:"val"`
+	Offset int    `json:"offset"`
 }
 
 type cukeStep struct {
 	Keyword   string         `json:"keyword"`
 	Name      string         `json:"name"`
-	Line      int            `json:"line,omitempty"`
+	Line      int            `json:"line"`
 	DocString *cukeDocString `json:"doc_string,omitempty"`
 	Rows      []cukeRow      `json:"rows,omitempty"`
 	Match     cukeMatch      `json:"match"`
@@ -55,6 +63,7 @@ type cukeStep struct {
 }
 
 type cukeDocString struct {
+	Line  int    `json:"line"`
 	Value string `json:"value"`
 }
 
@@ -96,10 +105,12 @@ func cucumberRank(s string) int {
 	}
 }
 
-// WriteCucumber writes r in the Cucumber JSON format that Cucumber report tools read: an array of
-// features (grouped by Scenario.Feature, uri and line from the scenario ID), each with elements of
-// type "scenario" holding tags, steps (keyword, name, doc_string, rows, result) and results with
-// status, duration in nanoseconds and error_message.
+// WriteCucumber writes r in the Cucumber JSON format that Cucumber report tools read, in the shape
+// cucumber-jvm writes (valid against its schema in Cucumber's own converter,
+// @cucumber/cucumber-json-converter): an array of features (grouped by Scenario.Feature, uri and
+// line from the scenario ID), each with elements of type "scenario" holding tags, steps (keyword,
+// line, name, match with its location and arguments, doc_string with its line, rows, result) and
+// results with status, duration in nanoseconds and error_message.
 //
 // Statuses map as follows, for scenarios and for steps alike:
 //
@@ -112,8 +123,9 @@ func cucumberRank(s string) int {
 // "before" hook (location "loomcheck:<status>") for scenarios that did not run (not-applicable,
 // skipped) and an "after" hook otherwise, with the scenario's message as error_message. Otherwise
 // the element's description carries the one-line reason a scenario did not pass. A failure the
-// baseline expects stays failed here; the baseline's reason leads the description. Step lines are
-// not known and are left out.
+// baseline expects stays failed here; the baseline's reason leads the description. A step's line
+// is Step.Line (for a report written before steps had lines, the lines right below the
+// scenario's); a doc string starts on the line after its step.
 //
 //	err := report.WriteCucumber(f, report.Redact(r, token))
 func WriteCucumber(w io.Writer, r *Report) error {
@@ -154,20 +166,25 @@ func cucumberElement(sc *Scenario, featureID string) cukeElement {
 		description = append(description, "Expected to fail by the baseline: "+sc.Expected)
 	}
 	worst := "passed"
-	for _, st := range sc.Steps {
+	for i, st := range sc.Steps {
 		status := cucumberStatus(st.Status)
 		msg := st.Error
 		if st.Status == HarnessError {
 			msg = "harness error: " + msg
 		}
+		stepLine := st.Line
+		if stepLine <= 0 {
+			stepLine = line + i + 1 // a report from before steps had lines: the lines below the scenario's
+		}
 		cs := cukeStep{
 			Keyword: strings.TrimSpace(st.Keyword) + " ",
 			Name:    st.Text,
-			Match:   cukeMatch{Location: "loomcheck"},
+			Line:    stepLine,
+			Match:   cukeMatch{Location: "loomcheck", Arguments: []cukeArgument{}},
 			Result:  cukeResult{Status: status, Duration: st.DurationMs * 1e6, ErrorMessage: msg},
 		}
 		if st.DocString != "" {
-			cs.DocString = &cukeDocString{Value: st.DocString}
+			cs.DocString = &cukeDocString{Line: stepLine + 1, Value: st.DocString}
 		}
 		for _, row := range st.Table {
 			cells := row
@@ -193,7 +210,7 @@ func cucumberElement(sc *Scenario, featureID string) cukeElement {
 			msg = "not applicable: " + msg
 		}
 		h := cukeHook{
-			Match:  cukeMatch{Location: "loomcheck:" + string(sc.Status)},
+			Match:  cukeMatch{Location: "loomcheck:" + string(sc.Status), Arguments: []cukeArgument{}},
 			Result: cukeResult{Status: want, ErrorMessage: strings.TrimSuffix(msg, ": ")},
 		}
 		if sc.Status == NotApplicable || sc.Status == Skipped {

@@ -85,7 +85,8 @@ const baselineSuite = "loomcheck"
 //	undefined                     -> <skipped message="undefined: ..."> (the kit is incomplete)
 //	pending                       -> <skipped message="pending: ..."> (the kit is incomplete)
 //
-// Stale baseline entries fail the run, so each becomes a <failure> in an extra suite named
+// Stale baseline entries and contract findings (unless the baseline excuses the contract
+// requirement) fail the run, so each becomes a <failure> in an extra suite named
 // "loomcheck"; that suite also gets a failing "verdict" test case when the run is not conformant
 // and nothing else in the file fails. Text is escaped by encoding/xml.
 //
@@ -151,6 +152,23 @@ func WriteJUnit(w io.Writer, r *Report) error {
 				Failure: &junitOutcome{Message: msg, Type: "stale-baseline", Text: xmlText(e.Reason)},
 			})
 		}
+	}
+	excusedContract := false
+	if b := r.Baseline; b != nil {
+		for _, e := range b.Expected {
+			excusedContract = excusedContract || e.Requirement != "" && e.Requirement == r.Contract.Requirement
+		}
+	}
+	for _, f := range r.Contract.Findings {
+		if excusedContract {
+			break
+		}
+		var text strings.Builder
+		fmt.Fprintf(&text, "%s\nseen %d times, in: %s", f.Schema, f.Occurrences, strings.Join(f.Scenarios, ", "))
+		extra = append(extra, junitCase{
+			Classname: baselineSuite, Name: "contract " + f.Route + " " + f.Location, Time: seconds(0),
+			Failure: &junitOutcome{Message: r.Contract.Requirement + ": " + f.Message, Type: r.Contract.Requirement, Text: xmlText(text.String())},
+		})
 	}
 	if r.Unstarted != "" {
 		extra = append(extra, junitCase{

@@ -103,23 +103,41 @@ func Redact(r *Report, secrets ...string) *Report {
 				}
 			}
 		}
+		for j := range sc.Notes {
+			s(&sc.Notes[j])
+		}
 		for j := range sc.Exchanges {
-			ex := &sc.Exchanges[j]
-			s(&ex.URL)
-			s(&ex.RequestBody)
-			s(&ex.ResponseBody)
-			redactHeaders(ex.RequestHeaders, s)
-			redactHeaders(ex.ResponseHeaders, s)
-			for k := range ex.Events {
-				s(&ex.Events[k].ID)
-				s(&ex.Events[k].Data)
-			}
-			for k := range ex.Violations {
-				s(&ex.Violations[k])
-			}
+			redactExchange(&sc.Exchanges[j], s)
+		}
+	}
+	s(&c.Contract.Rule)
+	for i := range c.Contract.Findings {
+		f := &c.Contract.Findings[i]
+		s(&f.Route)
+		s(&f.Location)
+		s(&f.Message)
+		if f.Example != nil {
+			redactExchange(f.Example, s)
 		}
 	}
 	return c
+}
+
+// redactExchange applies s to every value of ex (owned by the caller, a clone) and blanks its
+// credential headers.
+func redactExchange(ex *Exchange, s func(*string)) {
+	s(&ex.URL)
+	s(&ex.RequestBody)
+	s(&ex.ResponseBody)
+	redactHeaders(ex.RequestHeaders, s)
+	redactHeaders(ex.ResponseHeaders, s)
+	for k := range ex.Events {
+		s(&ex.Events[k].ID)
+		s(&ex.Events[k].Data)
+	}
+	for k := range ex.Violations {
+		s(&ex.Violations[k])
+	}
 }
 
 // redactHeaders blanks credential headers and applies s to every other value. h must be owned by

@@ -121,6 +121,9 @@ type Scenario struct {
 	Exchanges    []Exchange `json:"exchanges,omitempty"`
 	// Expected is set when the baseline expected this scenario to fail; it holds the reason.
 	Expected string `json:"expected,omitempty"`
+	// Notes says what the scenario saw beside its verdict: the contract violations its exchanges
+	// showed, each reported once as a finding of Contract and not as this scenario's failure.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Failure explains a failed scenario: which rule, which operation, what was got and wanted.
@@ -134,7 +137,9 @@ type Failure struct {
 
 // Step is one Gherkin step and how it went.
 type Step struct {
-	Keyword    string `json:"keyword"`
+	Keyword string `json:"keyword"`
+	// Line is the step's line in its feature file (0 when not known).
+	Line       int    `json:"line,omitempty"`
 	Text       string `json:"text"`
 	Status     Status `json:"status"`
 	DurationMs int64  `json:"durationMs"`
@@ -176,11 +181,41 @@ type RequirementResult struct {
 	Scenarios []string `json:"scenarios"`
 }
 
-// Contract counts the exchanges checked against spec/openapi.yaml and the schemas.
+// Contract counts the exchanges checked against spec/openapi.yaml and the schemas, and holds each
+// distinct way the system's answers broke them, once.
 type Contract struct {
 	ExchangesValidated int `json:"exchangesValidated"`
 	EventsValidated    int `json:"eventsValidated"`
 	Violations         int `json:"violations"`
+	// Requirement is the catalogued requirement the findings break (ADR0122-D6-01), and Rule
+	// its text; both are empty when there is no finding.
+	Requirement string `json:"requirement,omitempty"`
+	Rule        string `json:"rule,omitempty"`
+	// Findings lists each distinct violation once, in order of route, location and message. A
+	// run with any finding is not conformant, whatever the scenarios' verdicts.
+	Findings []ContractFinding `json:"findings,omitempty"`
+}
+
+// ContractFinding is one distinct violation of the contract: where it was, what the contract
+// says, how often and in which scenarios it was seen, and the first exchange that showed it.
+type ContractFinding struct {
+	// Route is the operation, "METHOD /path/template".
+	Route string `json:"route"`
+	// Location is where in the exchange: a JSON pointer into the body, "header:<Name>",
+	// "query:<name>", "path:<name>", "status", "route" or "event".
+	Location string `json:"location"`
+	// Schema is where the contract states the rule: a JSON pointer into spec/openapi.yaml
+	// ("#/paths/~1conversations/post/responses/201/headers/X-Content-Type-Options") or the
+	// name of an event schema, when known.
+	Schema string `json:"schema,omitempty"`
+	// Message says what the contract wants.
+	Message string `json:"message"`
+	// Occurrences counts the exchanges and events that showed it, over all scenarios.
+	Occurrences int `json:"occurrences"`
+	// Scenarios lists the ids of the scenarios that saw it.
+	Scenarios []string `json:"scenarios"`
+	// Example is the first exchange that showed it, credentials redacted.
+	Example *Exchange `json:"example,omitempty"`
 }
 
 // BaselineResult reports how the run compared with a baseline of expected failures.

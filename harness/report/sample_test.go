@@ -43,14 +43,23 @@ func sampleReport() *report.Report {
 		DurationMs: 12345,
 		Conformant: false,
 		ExitCode:   1,
-		Contract:   report.Contract{ExchangesValidated: 12, EventsValidated: 40, Violations: 1},
-		Warnings:   []string{"ADR0122-D3-09 (SHOULD) failed: retries are not jittered"},
+		Contract: report.Contract{ExchangesValidated: 12, EventsValidated: 40, Violations: 1,
+			Requirement: "ADR0122-D6-01", Rule: "Every exchange follows spec/openapi.yaml.",
+			Findings: []report.ContractFinding{{
+				Route: "POST /conversations", Location: "header:X-Content-Type-Options",
+				Schema:  "#/paths/~1conversations/post/responses/201/headers/X-Content-Type-Options",
+				Message: "required header is missing", Occurrences: 1, Scenarios: []string{"features/core/turns.feature:12"},
+				Example: &report.Exchange{Method: "POST", URL: "/conversations?key=" + signingKey, Status: 201,
+					RequestHeaders: authHeaders(), ResponseBody: `{"id":"c1"}`},
+			}}},
+		Warnings: []string{"ADR0122-D3-09 (SHOULD) failed: retries are not jittered"},
 	}
 	r.Scenarios = []report.Scenario{
 		{
 			ID: "features/core/turns.feature:12", Feature: "Turns", Name: "A user turn is answered",
 			Tags: []string{"@core", "@ADR0122-D3-01"}, Profile: "core", Requirements: []string{"ADR0122-D3-01"},
 			Status: report.Passed, DurationMs: 250,
+			Notes: []string{"contract violation: POST /conversations header:X-Content-Type-Options: required header is missing"},
 			Steps: []report.Step{
 				{Keyword: "Given ", Text: "a new conversation", Status: report.Passed, DurationMs: 20},
 				{Keyword: "When ", Text: "the user says", Status: report.Passed, DurationMs: 200, DocString: "hello <there>"},

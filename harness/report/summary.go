@@ -138,6 +138,16 @@ func summarize(b *strings.Builder, r *Report) {
 			harness = append(harness, sc)
 		}
 	}
+	if fs := r.Contract.Findings; len(fs) > 0 {
+		p("### Contract violations (%d) under %s\n\n", len(fs), mdID(r.Contract.Requirement))
+		p("Each distinct violation once; the scenarios that met one are judged on their behaviour and note it.\n\n")
+		p("| Route | Location | Contract | Seen |\n|---|---|---|---:|\n")
+		rows(b, len(fs), summaryMaxList, budgetList, func(i int) string {
+			f := fs[i]
+			return fmt.Sprintf("| %s | %s | %s | %d× in %d scenarios |\n", md(f.Route), md(f.Location), md(f.Message), f.Occurrences, len(f.Scenarios))
+		}, func(rest int) string { return fmt.Sprintf("\n_and %d more_\n", rest) })
+		p("\n")
+	}
 	if len(failures) > 0 {
 		p("### Failures (%d)\n\n", len(failures))
 		scenarioTable(b, failures, summaryMaxFailures, budgetFailures, failureLine)

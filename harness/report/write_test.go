@@ -271,15 +271,16 @@ func TestJUnit(t *testing.T) {
 	var doc xSuites
 	require.NoError(t, xml.Unmarshal(readFile(t, dir, report.JUnitFile), &doc))
 
-	// One suite per feature plus the "loomcheck" suite for the stale baseline entry.
+	// One suite per feature plus the "loomcheck" suite for the stale baseline entry and the
+	// contract finding.
 	var names []string
 	for _, s := range doc.Suites {
 		names = append(names, s.Name)
 	}
 	assert.Equal(t, []string{"Turns", "Restart", "Gateway routing", "Budget", "Retry", "Escaping <b>&amp;</b>", "loomcheck"}, names)
 
-	assert.Equal(t, len(r.Scenarios)+1, doc.Tests)
-	assert.Equal(t, 2, doc.Failures, "the unexpected failure and the stale entry")
+	assert.Equal(t, len(r.Scenarios)+2, doc.Tests)
+	assert.Equal(t, 3, doc.Failures, "the unexpected failure, the stale entry and the contract finding")
 	assert.Equal(t, 1, doc.Errors, "the harness error")
 	assert.Equal(t, 6, doc.Skipped, "not-applicable, skipped, undefined, pending, expected, warning")
 

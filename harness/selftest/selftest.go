@@ -349,6 +349,23 @@ func judge(ctx context.Context, opt Options, d Defect) (res Result) {
 			res.CaughtBy = append(res.CaughtBy, sc.ID)
 		}
 	}
+	// A break of the contract is one finding of the run, not the failure of the scenarios that
+	// met it: it catches the defect when a scenario of the defect's requirement met it, as the
+	// run then fails on it.
+	proves := map[string]bool{}
+	for _, sc := range rep.Scenarios {
+		proves[sc.ID] = slices.Contains(sc.Requirements, d.Requirement)
+	}
+	for _, f := range rep.Contract.Findings {
+		res.Failures = append(res.Failures, "contract "+f.Route+" "+f.Location+": "+f.Message)
+		for _, id := range f.Scenarios {
+			if proves[id] {
+				res.Caught = true
+				res.CaughtBy = append(res.CaughtBy, id+" (contract "+f.Route+" "+f.Location+")")
+				break
+			}
+		}
+	}
 	sort.Strings(res.Failures)
 	return res
 }

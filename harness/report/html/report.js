@@ -91,8 +91,11 @@
 
   var totals = data.totals || {};
   var totalsList = document.getElementById('totals');
+  // Each count is a link to the scenarios of that status (see the filters below).
   STATUSES.forEach(function (s) {
-    totalsList.appendChild(el('li', { 'data-total': s }, LABELS[s] + ' ', el('span', { 'class': 'count' }, str(totals[TOTAL_KEYS[s]] || 0))));
+    totalsList.appendChild(el('li', { 'data-total': s },
+      el('a', { 'class': 'total-link', href: '#scenarios-section', 'data-filter': s },
+        LABELS[s] + ' ', el('span', { 'class': 'count' }, str(totals[TOTAL_KEYS[s]] || 0)))));
   });
 
   // Profiles.
@@ -133,6 +136,34 @@
   var contract = data.contract || {};
   setText('contract', 'Contract: ' + (contract.exchangesValidated || 0) + ' exchanges and ' +
     (contract.eventsValidated || 0) + ' events validated, ' + (contract.violations || 0) + ' violations.');
+
+  // Contract findings: each distinct violation once, with the scenarios that met it.
+  var findings = arr(contract.findings);
+  if (findings.length) {
+    var fbox = document.getElementById('contract-findings');
+    fbox.hidden = false;
+    var rule = str(contract.rule);
+    fbox.appendChild(el('h2', null, 'Contract violations (' + findings.length + ') under ' + str(contract.requirement)));
+    if (rule) { fbox.appendChild(el('p', { 'class': 'contract-rule' }, rule)); }
+    fbox.appendChild(el('p', null, 'Each is reported once; the scenarios that met it are judged on their behaviour and note it.'));
+    var fl = el('ol');
+    findings.forEach(function (f) {
+      var links = el('span', { 'class': 'finding-scenarios' });
+      arr(f.scenarios).forEach(function (id, i) {
+        if (i > 0) { links.appendChild(document.createTextNode(' ')); }
+        links.appendChild(id in indexByID ? el('a', { 'class': 'scenario-link', href: '#s-' + indexByID[id] }, str(id)) : el('span', null, str(id)));
+      });
+      var li = el('li', { 'class': 'contract-finding', 'data-route': f.route, 'data-location': f.location },
+        el('div', null, el('code', { 'class': 'finding-route' }, str(f.route)), ' ',
+          el('code', { 'class': 'finding-location' }, str(f.location)), ': ',
+          el('span', { 'class': 'finding-message' }, str(f.message))),
+        f.schema ? el('div', { 'class': 'finding-schema' }, 'Contract: ' + str(f.schema)) : null,
+        el('div', null, 'Seen ' + (f.occurrences || 0) + ' times, in ', links));
+      if (f.example) { li.appendChild(exchange(f.example)); }
+      fl.appendChild(li);
+    });
+    fbox.appendChild(fl);
+  }
 
   // Requirements.
   var reqBody = document.querySelector('#requirements tbody');
@@ -222,7 +253,18 @@
   var container = document.getElementById('scenarios');
   var frag = document.createDocumentFragment();
   var counts = { all: scenarios.length };
-  scenarios.forEach(function (s, i) {
+  // Failures first (those the baseline does not excuse before those it does), then what did not
+  // run to a verdict, then the rest, each group in report order; ids keep the report's index.
+  var RANK = { 'failed': 0, 'harness-error': 0, 'undefined': 1, 'pending': 1 };
+  var order = scenarios.map(function (s, i) { return i; });
+  var rank = function (i) {
+    var s = scenarios[i];
+    var r = s.status in RANK ? RANK[s.status] : 2;
+    return r === 0 && s.expected ? 0.5 : r;
+  };
+  order.sort(function (a, b) { return rank(a) - rank(b) || a - b; });
+  order.forEach(function (i) {
+    var s = scenarios[i];
     counts[s.status] = (counts[s.status] || 0) + 1;
     var reqs = el('ul', { 'class': 'scenario-requirements' });
     arr(s.requirements).forEach(function (r) { reqs.appendChild(el('li', null, str(r))); });
@@ -239,6 +281,12 @@
       el('span', null, (Number(s.durationMs || 0) / 1000).toFixed(3) + ' s')));
     if (s.expected) { art.appendChild(el('p', { 'class': 'scenario-expected' }, 'Expected to fail by the baseline: ' + str(s.expected))); }
     if (s.message) { art.appendChild(el('p', { 'class': 'scenario-message' }, str(s.message))); }
+    var notes = arr(s.notes);
+    if (notes.length) {
+      var nl = el('ul', { 'class': 'scenario-notes' });
+      notes.forEach(function (n) { nl.appendChild(el('li', null, str(n))); });
+      art.appendChild(nl);
+    }
     if (s.failure) { art.appendChild(failure(s.failure)); }
     var open = s.status === 'failed' || s.status === 'harness-error';
     var body = el('details', { 'class': 'scenario-body', open: open },
@@ -282,6 +330,10 @@
   filters.addEventListener('click', function (e) {
     var b = e.target.closest('button[data-filter]');
     if (b) { applyFilter(b.getAttribute('data-filter')); }
+  });
+  totalsList.addEventListener('click', function (e) {
+    var a = e.target.closest('a.total-link[data-filter]');
+    if (a) { applyFilter(a.getAttribute('data-filter')); }
   });
   function revealTarget() {
     var id = decodeURIComponent(location.hash.slice(1));
