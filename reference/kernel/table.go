@@ -108,7 +108,7 @@ func (k *Kernel) readMeta(ctx context.Context, key string) ([]byte, bool, error)
 func (x *Tx) readMeta(_ context.Context, key string) ([]byte, bool, error) { return x.tx.Meta(key) }
 
 // Table is a typed record table: records of type T (stored as JSON) by string key. A Table is a
-// handle, got from OpenTable; it is safe for concurrent use.
+// handle, made by NewTable and checked against the store by Open; it is safe for concurrent use.
 type Table[T any] struct {
 	name    string
 	version int64
@@ -120,26 +120,34 @@ type Row[T any] struct {
 	Value T
 }
 
-// OpenTable returns the table name of records T at schema version (1 or more), storing the
-// version if the table has none or an older one. A stored version newer than version is refused.
+// NewTable returns the handle of table name of records T at schema version (1 or more). It reads
+// and writes nothing: Open the table on a kernel before using it there.
 //
-// Errors: ErrTableName, *TableVersionError (ErrTableNewer), *RecordError, store errors.
+//	var texts = kernel.NewTable[string]("texts", 1)
+func NewTable[T any](name string, version int64) Table[T] {
+	return Table[T]{name: name, version: version}
+}
+
+// Open checks the table against k's store: it stores the table's version if the store has none or
+// an older one, and refuses a stored version newer than the table's.
 //
-//	texts, err := kernel.OpenTable[string](ctx, k, "texts", 1)
-func OpenTable[T any](ctx context.Context, k *Kernel, name string, version int64) (Table[T], error) {
-	t := Table[T]{name: name, version: version}
-	if !validName(name) || version < 1 {
-		return t, fmt.Errorf("%w: %q version %d", ErrTableName, name, version)
+// Errors: ErrTableName (an invalid name or a version below 1), *TableVersionError
+// (ErrTableNewer), *RecordError, store errors.
+//
+//	if err := texts.Open(ctx, k); err != nil { return err }
+func (t Table[T]) Open(ctx context.Context, k *Kernel) error {
+	if !validName(t.name) || t.version < 1 {
+		return fmt.Errorf("%w: %q version %d", ErrTableName, t.name, t.version)
 	}
 	have, err := t.storedVersion(ctx, k)
-	if err != nil || have == version {
-		return t, err
+	if err != nil || have == t.version {
+		return err
 	}
-	return t, k.Update(ctx, func(tx *Tx) error {
+	return k.Update(ctx, func(tx *Tx) error {
 		if _, err := t.storedVersion(ctx, tx); err != nil {
 			return err
 		}
-		return tx.tx.PutMeta(versionKey(name), []byte(strconv.FormatInt(version, 10)))
+		return tx.tx.PutMeta(versionKey(t.name), []byte(strconv.FormatInt(t.version, 10)))
 	})
 }
 
@@ -263,4 +271,54 @@ func (t Table[T]) All(ctx context.Context, k *Kernel, prefix string) ([]Row[T], 
 		}
 		after = rows[len(rows)-1].Key
 	}
+}
+
+// ErrAdoptPrefix: AdoptMeta was asked for the empty prefix or one that reaches the kernel's own
+// keys.
+var ErrAdoptPrefix = errors.New("kernel: metadata prefix not adoptable")
+
+// AdoptMeta brings metadata a layer stored in the store before it had record tables into them:
+// in one transaction it hands fn every metadata pair whose key begins with prefix, by key order,
+// and removes each pair fn adopts (fn writes what it keeps of it into its tables through tx; a
+// pair it does not adopt stays as it is). fn may run more than once when the store retries the
+// commit. It returns how many pairs it removed.
+//
+// Errors: ErrAdoptPrefix, fn's error (nothing is adopted), store errors.
+//
+//	n, err := k.AdoptMeta(ctx, "old/", func(tx *kernel.Tx, key string, val []byte) (bool, error) { ... })
+func (k *Kernel) AdoptMeta(ctx context.Context, prefix string, fn func(tx *Tx, key string, val []byte) (adopt bool, err error)) (int, error) {
+	if prefix == "" {
+		return 0, ErrAdoptPrefix
+	}
+	for _, own := range []string{tablePrefix, versionPrefix, metaPrefix} {
+		if strings.HasPrefix(prefix, own) || strings.HasPrefix(own, prefix) {
+			return 0, fmt.Errorf("%w: %q", ErrAdoptPrefix, prefix)
+		}
+	}
+	kvs, err := k.st.MetaPrefix(ctx, prefix)
+	if err != nil || len(kvs) == 0 {
+		return 0, err
+	}
+	n := 0
+	err = k.Update(ctx, func(tx *Tx) error {
+		n = 0
+		for _, kv := range kvs {
+			adopt, err := fn(tx, kv.Key, kv.Val)
+			if err != nil {
+				return err
+			}
+			if !adopt {
+				continue
+			}
+			if err := tx.tx.DeleteMeta(kv.Key); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
 }

@@ -69,8 +69,8 @@ func rowKeys[T any](rows []kernel.Row[T]) []string {
 func TestTablePutGetDeleteScan(t *testing.T) {
 	ctx := context.Background()
 	k, _ := openTables(t, nil)
-	tbl, err := kernel.OpenTable[tableRec](ctx, k, "things", 1)
-	require.NoError(t, err)
+	tbl := kernel.NewTable[tableRec]("things", 1)
+	require.NoError(t, tbl.Open(ctx, k))
 	putRecs(t, k, tbl, map[string]tableRec{"b/2": {"two", 2}, "a/1": {"one", 1}, "b/1": {"b-one", 11}, "b/3": {"three", 3}, "c": {"c", 0}})
 
 	v, ok, err := tbl.Get(ctx, k, "b/1")
@@ -126,8 +126,8 @@ func TestTablePutGetDeleteScan(t *testing.T) {
 func TestTableUpdateIsWhole(t *testing.T) {
 	ctx := context.Background()
 	k, _ := openTables(t, nil)
-	tbl, err := kernel.OpenTable[tableRec](ctx, k, "things", 1)
-	require.NoError(t, err)
+	tbl := kernel.NewTable[tableRec]("things", 1)
+	require.NoError(t, tbl.Open(ctx, k))
 	putRecs(t, k, tbl, map[string]tableRec{"keep": {"kept", 1}})
 	boom := errors.New("boom")
 	require.ErrorIs(t, k.Update(ctx, func(tx *kernel.Tx) error {
@@ -153,8 +153,8 @@ func TestTablesNeverShareAKey(t *testing.T) {
 	keys := []string{"b", "/b", "b/", "a/b", ":a/b", "1:a/b", "0", "/", "a"}
 	tables := map[string]kernel.Table[tableRec]{}
 	for _, n := range names {
-		tbl, err := kernel.OpenTable[tableRec](ctx, k, n, 1)
-		require.NoError(t, err)
+		tbl := kernel.NewTable[tableRec](n, 1)
+		require.NoError(t, tbl.Open(ctx, k))
 		tables[n] = tbl
 		recs := map[string]tableRec{}
 		for i, key := range keys {
@@ -183,26 +183,26 @@ func TestTablesNeverShareAKey(t *testing.T) {
 func TestTableVersionNewerIsRefused(t *testing.T) {
 	ctx := context.Background()
 	k, _ := openTables(t, nil)
-	_, err := kernel.OpenTable[tableRec](ctx, k, "things", 2)
+	err := kernel.NewTable[tableRec]("things", 2).Open(ctx, k)
 	require.NoError(t, err)
-	_, err = kernel.OpenTable[tableRec](ctx, k, "things", 1)
+	err = kernel.NewTable[tableRec]("things", 1).Open(ctx, k)
 	var ve *kernel.TableVersionError
 	require.ErrorAs(t, err, &ve)
 	require.Equal(t, kernel.TableVersionError{Table: "things", Have: 2, Know: 1}, *ve)
 	require.ErrorIs(t, err, kernel.ErrTableNewer)
-	_, err = kernel.OpenTable[tableRec](ctx, k, "things", 3)
+	err = kernel.NewTable[tableRec]("things", 3).Open(ctx, k)
 	require.NoError(t, err)
-	_, err = kernel.OpenTable[tableRec](ctx, k, "things", 2)
+	err = kernel.NewTable[tableRec]("things", 2).Open(ctx, k)
 	require.ErrorAs(t, err, &ve)
 	require.Equal(t, kernel.TableVersionError{Table: "things", Have: 3, Know: 2}, *ve)
-	_, err = kernel.OpenTable[tableRec](ctx, k, "other", 1)
+	err = kernel.NewTable[tableRec]("other", 1).Open(ctx, k)
 	require.NoError(t, err, "each table has its own version")
 
 	for _, bad := range []struct {
 		name    string
 		version int64
 	}{{"", 1}, {"a\x00b", 1}, {"ok", 0}} {
-		_, err := kernel.OpenTable[tableRec](ctx, k, bad.name, bad.version)
+		err := kernel.NewTable[tableRec](bad.name, bad.version).Open(ctx, k)
 		require.ErrorIs(t, err, kernel.ErrTableName, "%q %d", bad.name, bad.version)
 	}
 }
@@ -212,12 +212,11 @@ func TestTableVersionNewerIsRefused(t *testing.T) {
 func TestTableRecordThatDoesNotDecodeIsCorrupt(t *testing.T) {
 	ctx := context.Background()
 	k, _ := openTables(t, nil)
-	tbl, err := kernel.OpenTable[tableRec](ctx, k, "things", 1)
-	require.NoError(t, err)
-	other, err := kernel.OpenTable[string](ctx, k, "things", 1)
-	require.NoError(t, err)
+	tbl := kernel.NewTable[tableRec]("things", 1)
+	require.NoError(t, tbl.Open(ctx, k))
+	other := kernel.NewTable[string]("things", 1)
 	require.NoError(t, k.Update(ctx, func(tx *kernel.Tx) error { return other.Put(tx, "k", "a string") }))
-	_, _, err = tbl.Get(ctx, k, "k")
+	_, _, err := tbl.Get(ctx, k, "k")
 	var re *kernel.RecordError
 	require.ErrorAs(t, err, &re)
 	require.Equal(t, "things", re.Table)
@@ -240,8 +239,8 @@ func TestTableWriteUnderAStaleLeaseIsFenced(t *testing.T) {
 		old = l
 		return ls.Fence(l)
 	})
-	tbl, err := kernel.OpenTable[tableRec](ctx, k, "things", 1)
-	require.NoError(t, err)
+	tbl := kernel.NewTable[tableRec]("things", 1)
+	require.NoError(t, tbl.Open(ctx, k))
 	putRecs(t, k, tbl, map[string]tableRec{"a": {"a", 1}})
 
 	newer, err := ls.Acquire(ctx, "engine", "node-1", "", time.Minute)
@@ -273,16 +272,15 @@ func TestPrepareRunsBeforeRecoveryAndItsErrorFailsOpen(t *testing.T) {
 	defer st.Close()
 	var seen []string
 	k, err := kernel.Open(ctx, st, kernel.Options{Prepare: func(ctx context.Context, k *kernel.Kernel) error {
-		tbl, err := kernel.OpenTable[string](ctx, k, "prepared", 1)
-		if err != nil {
+		tbl := kernel.NewTable[string]("prepared", 1)
+		if err := tbl.Open(ctx, k); err != nil {
 			return err
 		}
 		seen = append(seen, "prepare")
 		return k.Update(ctx, func(tx *kernel.Tx) error { return tbl.Put(tx, "k", "v") })
 	}})
 	require.NoError(t, err)
-	tbl, err := kernel.OpenTable[string](ctx, k, "prepared", 1)
-	require.NoError(t, err)
+	tbl := kernel.NewTable[string]("prepared", 1)
 	v, ok, err := tbl.Get(ctx, k, "k")
 	require.NoError(t, err)
 	require.Equal(t, []any{"v", true}, []any{v, ok})
@@ -292,4 +290,54 @@ func TestPrepareRunsBeforeRecoveryAndItsErrorFailsOpen(t *testing.T) {
 	boom := errors.New("boom")
 	_, err = kernel.Open(ctx, st, kernel.Options{Prepare: func(context.Context, *kernel.Kernel) error { return boom }})
 	require.ErrorIs(t, err, boom)
+}
+
+// TestAdoptMetaMovesOldKeysIntoATable: what fn keeps lands in the table and the old keys are gone,
+// in one transaction, and what fn does not adopt stays; a failing fn adopts nothing; the kernel's
+// own keys cannot be adopted.
+func TestAdoptMetaMovesOldKeysIntoATable(t *testing.T) {
+	ctx := context.Background()
+	k, st := openTables(t, nil)
+	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
+		for _, key := range []string{"old/a", "old/b", "older"} {
+			if err := tx.PutMeta(key, []byte(`"v:`+key+`"`)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	tbl := kernel.NewTable[string]("adopted", 1)
+	require.NoError(t, tbl.Open(ctx, k))
+	boom := errors.New("boom")
+	_, err := k.AdoptMeta(ctx, "old/", func(tx *kernel.Tx, key string, val []byte) (bool, error) {
+		if err := tbl.Put(tx, key, string(val)); err != nil {
+			return false, err
+		}
+		return false, boom
+	})
+	require.ErrorIs(t, err, boom)
+	kvs, err := st.MetaPrefix(ctx, "old")
+	require.NoError(t, err)
+	require.Len(t, kvs, 3, "a failing fn adopts nothing")
+
+	n, err := k.AdoptMeta(ctx, "old/", func(tx *kernel.Tx, key string, val []byte) (bool, error) {
+		if key == "old/b" {
+			return false, nil // left where it is
+		}
+		return true, tbl.Put(tx, key, string(val))
+	})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	all, err := tbl.All(ctx, k, "")
+	require.NoError(t, err)
+	require.Equal(t, []kernel.Row[string]{{"old/a", `"v:old/a"`}}, all)
+	kvs, err = st.MetaPrefix(ctx, "old")
+	require.NoError(t, err)
+	require.Equal(t, []store.KV{{Key: "old/b", Val: []byte(`"v:old/b"`)}, {Key: "older", Val: []byte(`"v:older"`)}}, kvs,
+		"what is not adopted stays, and only the prefix is offered")
+
+	for _, p := range []string{"", "tbl/", "tblv/x", "exec/", "e", "tb"} {
+		_, err := k.AdoptMeta(ctx, p, func(*kernel.Tx, string, []byte) (bool, error) { return true, nil })
+		require.ErrorIs(t, err, kernel.ErrAdoptPrefix, "%q", p)
+	}
 }
