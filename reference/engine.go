@@ -262,19 +262,17 @@ func (e *Engine) assemble(ctx context.Context, opt Options) error {
 		if tc.Logger == nil {
 			tc.Logger = opt.Logger
 		}
-		if th, err = threads.New(ctx, tc, st); err != nil {
+		if th, err = threads.New(tc); err != nil {
 			return err
 		}
 		maps.Copy(flows, th.Flows())
 	}
-	bind := func(k *kernel.Kernel) {
-		runs.Bind(k)
-		if th != nil {
-			th.Bind(k)
-		}
+	var prepare func(context.Context, *kernel.Kernel) error
+	if th != nil {
+		prepare = th.Prepare
 	}
 	k, err := kernel.Open(ctx, st, kernel.Options{Flows: flows, Divergence: opt.Divergence, Logger: opt.Logger,
-		OnCorrupt: onCorrupt, BeforeRecovery: bind})
+		OnCorrupt: onCorrupt, BeforeRecovery: runs.Bind, Prepare: prepare})
 	if err != nil {
 		if th != nil {
 			th.Close()

@@ -71,6 +71,11 @@ type Options struct {
 	// is recovered: a flow that reaches the kernel through its owner (as the conversation layer
 	// does) then finds it there from its first step.
 	BeforeRecovery func(*Kernel)
+	// Prepare, if set, is called by Open after BeforeRecovery and before any open execution is
+	// recovered, with Open's context: the place for a layer to open its record tables and bring
+	// what it stored earlier into them, so that a recovered flow reads them as they now are. An
+	// error fails Open.
+	Prepare func(ctx context.Context, k *Kernel) error
 	// RecoveryWorkers bounds how many open executions the background recovery replays at once
 	// (default 2). An execution something needs is replayed at once, outside the bound.
 	RecoveryWorkers int
@@ -242,6 +247,12 @@ func Open(ctx context.Context, st store.Store, opt Options) (*Kernel, error) {
 	}
 	if opt.BeforeRecovery != nil {
 		opt.BeforeRecovery(k)
+	}
+	if opt.Prepare != nil {
+		if err := opt.Prepare(ctx, k); err != nil {
+			cancel()
+			return nil, err
+		}
 	}
 	for _, kv := range kvs {
 		var in Info

@@ -126,6 +126,9 @@ type Tx interface {
 	PutMeta(key string, val []byte) error
 	// Meta reads key inside the transaction.
 	Meta(key string) ([]byte, bool, error)
+	// DeleteMeta removes key and its value (nothing when there is none): a later Meta finds no
+	// key and MetaPrefix lists none.
+	DeleteMeta(key string) error
 	// Remember adds key to the bounded set scope and reports whether it was new. The set keeps
 	// the newest keep keys; older ones are forgotten.
 	Remember(scope, key string, keep int) (fresh bool, err error)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
-	"github.com/loomcheck/loomcheck/reference/store"
 )
 
 // TextView is one text of an agent conversation as it is read.
@@ -84,11 +83,11 @@ func (s *Service) mayRead(ctx context.Context, who loomtype.Identity, rec *acRec
 	switch rec.Root.Kind {
 	case rootConv:
 		var pc pcRec
-		ok, err := s.read(ctx, keyPC+rec.Root.ID, &pc)
+		ok, err := s.read(ctx, tabPC, rec.Root.ID, &pc)
 		return ok && pc.Person.Equal(who), err
 	case rootTask:
 		var tk taskRec
-		ok, err := s.read(ctx, keyTask+rec.Root.ID, &tk)
+		ok, err := s.read(ctx, tabTask, rec.Root.ID, &tk)
 		return ok && tk.member(who), err
 	}
 	if conn != nil && conn.Owner.Equal(who) {
@@ -97,7 +96,7 @@ func (s *Service) mayRead(ctx context.Context, who loomtype.Identity, rec *acRec
 	var root acRec
 	if rec.Root.ID == rec.ID { // one the peer started is its own root
 		root = *rec
-	} else if ok, err := s.read(ctx, keyAC+rec.Root.ID, &root); err != nil {
+	} else if ok, err := s.read(ctx, tabAC, rec.Root.ID, &root); err != nil {
 		return false, err
 	} else if ok {
 		if c := s.conns[root.Conn]; c != nil && c.Owner.Equal(who) {
@@ -118,7 +117,7 @@ func (s *Service) mayRead(ctx context.Context, who loomtype.Identity, rec *acRec
 // Reading).
 func (s *Service) readable(ctx context.Context, who loomtype.Identity, id string) (acRec, error) {
 	var rec acRec
-	found, err := s.lookup(ctx, keyAC+id, standInAC, &rec)
+	found, err := s.lookup(ctx, tabAC, id, standInAC, &rec)
 	if err != nil {
 		return acRec{}, err
 	}
@@ -130,12 +129,11 @@ func (s *Service) readable(ctx context.Context, who loomtype.Identity, id string
 	return rec, nil
 }
 
-// Stand-ins: one record of each kind a lookup may miss, stored when the service opens under
-// keyStandIn, which no record's key starts with, so that no id reaches one. Their ids (standInID)
-// are none the service hands out.
+// Stand-ins: one record of each kind a lookup may miss, stored when the service opens in
+// tabStandIn, a table of their own, so that no id reaches one. Their ids (standInID) are none the
+// service hands out.
 const (
-	keyStandIn    = "thr/standin/"
-	keyNone       = "thr/none" // never written: the read of a lookup that found its record
+	standInNone   = "~none" // never written: the read of a lookup that found its record
 	standInID     = "~standin"
 	standInAC     = "ac"
 	standInThread = "thread"
@@ -166,18 +164,18 @@ func (s *Service) writeStandIns(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if have, ok, err := s.st.Meta(ctx, keyStandIn+kind); err != nil {
+		if have, ok, err := tabStandIn.Get(ctx, s.k, kind); err != nil {
 			return err
 		} else if !ok || !bytes.Equal(have, b) {
-			want[keyStandIn+kind] = b
+			want[kind] = b
 		}
 	}
 	if len(want) == 0 {
 		return nil
 	}
-	return s.st.Update(ctx, func(tx store.Tx) error {
+	return s.k.Update(ctx, func(tx *kernel.Tx) error {
 		for k, b := range want {
-			if err := tx.PutMeta(k, b); err != nil {
+			if err := tabStandIn.Put(tx, k, b); err != nil {
 				return err
 			}
 		}
@@ -185,20 +183,20 @@ func (s *Service) writeStandIns(ctx context.Context) error {
 	})
 }
 
-// lookup reads the record under key into v and reports whether it was there. Found or not, it
+// lookup reads the record under key of t into v and reports whether it was there. Found or not, it
 // does the same work: one store read that finds a row, one that finds none, one record decoded.
 // When key holds nothing, v holds the stand-in of kind, which the caller authorizes as it would
 // the record before answering ErrNotFound.
-func (s *Service) lookup(ctx context.Context, key, kind string, v any) (bool, error) {
-	found, err := s.read(ctx, key, v)
+func (s *Service) lookup(ctx context.Context, t table, key, kind string, v any) (bool, error) {
+	found, err := s.read(ctx, t, key, v)
 	if err != nil {
 		return false, err
 	}
-	other := keyNone
+	other := standInNone
 	if !found {
-		other = keyStandIn + kind
+		other = kind
 	}
-	if _, err := s.read(ctx, other, v); err != nil {
+	if _, err := s.read(ctx, tabStandIn, other, v); err != nil {
 		return false, err
 	}
 	return found, nil
@@ -224,7 +222,7 @@ func (s *Service) Get(ctx context.Context, who loomtype.Identity, id string) (Vi
 //	v, err := svc.Find(ctx, dana, "lab", "t_8fK2aaaaaaaaaaaa")
 func (s *Service) Find(ctx context.Context, who loomtype.Identity, connection, thread string) (View, error) {
 	var id string
-	if _, err := s.lookup(ctx, keyThread+connection+"/"+thread, standInThread, &id); err != nil {
+	if _, err := s.lookup(ctx, tabThread, connection+"/"+thread, standInThread, &id); err != nil {
 		return View{}, err
 	}
 	return s.Get(ctx, who, id) // an unknown thread (the stand-in's id) takes the same way to the uniform 404
@@ -244,14 +242,14 @@ func (s *Service) Stop(ctx context.Context, who loomtype.Identity, id string) (b
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var rec acRec
-	if ok, err := s.read(ctx, keyAC+id, &rec); err != nil || !ok {
+	if ok, err := s.read(ctx, tabAC, id, &rec); err != nil || !ok {
 		return false, err
 	}
 	stopped, err := s.stopTurn(ctx, &rec, stStopped)
 	if err != nil || !stopped {
 		return false, err
 	}
-	return true, s.st.Update(ctx, func(tx store.Tx) error { return put(tx, keyAC+id, rec) })
+	return true, s.k.Update(ctx, func(tx *kernel.Tx) error { return put(tx, tabAC, id, rec) })
 }
 
 // stopTurn cancels rec's running turn and marks it as status (stopped or ended) in rec, which
@@ -303,7 +301,7 @@ func (s *Service) Connection(ctx context.Context, who loomtype.Identity, id stri
 		return ConnectionView{}, err
 	}
 	var c connRec
-	ok, err := s.read(ctx, keyConn+id, &c)
+	ok, err := s.read(ctx, tabConn, id, &c)
 	if err != nil {
 		return ConnectionView{}, err
 	}
@@ -349,12 +347,12 @@ func (s *Service) setState(ctx context.Context, who loomtype.Identity, id, state
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	recs, err := all[acRec](ctx, s.st, keyAC)
+	recs, err := all[acRec](ctx, s.k, tabAC)
 	if err != nil {
 		return ConnectionView{}, err
 	}
 	var c connRec
-	if ok, err := s.read(ctx, keyConn+id, &c); err != nil {
+	if ok, err := s.read(ctx, tabConn, id, &c); err != nil {
 		return ConnectionView{}, err
 	} else if !ok {
 		c.State = connOpen
@@ -386,12 +384,12 @@ func (s *Service) setState(ctx context.Context, who loomtype.Identity, id, state
 			changed = append(changed, *rec)
 		}
 	}
-	err = s.st.Update(ctx, func(tx store.Tx) error {
-		if err := put(tx, keyConn+id, connRec{State: state}); err != nil {
+	err = s.k.Update(ctx, func(tx *kernel.Tx) error {
+		if err := put(tx, tabConn, id, connRec{State: state}); err != nil {
 			return err
 		}
 		for _, rec := range changed {
-			if err := put(tx, keyAC+rec.ID, rec); err != nil {
+			if err := put(tx, tabAC, rec.ID, rec); err != nil {
 				return err
 			}
 		}
@@ -420,7 +418,7 @@ func (s *Service) endRoot(ctx context.Context, recs []acRec, root Root) error {
 // closeRoot closes every agent conversation in recs rooted in root (s.mu held, in tx, after
 // endRoot): the root reads as gone, later texts are rejected with thread, and texts still
 // waiting to be sent fail with thread (counted per connection in dropped).
-func (s *Service) closeRoot(tx store.Tx, recs []acRec, root Root, dropped map[string]int) error {
+func (s *Service) closeRoot(tx *kernel.Tx, recs []acRec, root Root, dropped map[string]int) error {
 	for i := range recs {
 		rec := &recs[i]
 		if rec.Root != root || rec.Gone {
@@ -432,7 +430,7 @@ func (s *Service) closeRoot(tx store.Tx, recs []acRec, root Root, dropped map[st
 		}
 		dropped[rec.Conn] += n
 		rec.Gone = true
-		if err := put(tx, keyAC+rec.ID, *rec); err != nil {
+		if err := put(tx, tabAC, rec.ID, *rec); err != nil {
 			return err
 		}
 	}
@@ -446,7 +444,7 @@ func (s *Service) closeRoot(tx store.Tx, recs []acRec, root Root, dropped map[st
 //
 //	vs, err := svc.List(ctx, dana)
 func (s *Service) List(ctx context.Context, who loomtype.Identity) ([]View, error) {
-	recs, err := all[acRec](ctx, s.st, keyAC)
+	recs, err := all[acRec](ctx, s.k, tabAC)
 	if err != nil {
 		return nil, err
 	}
@@ -482,7 +480,7 @@ func (s *Service) History(ctx context.Context, who loomtype.Identity, role, peer
 	if s.conns[cid] == nil {
 		return nil, ErrNotFound
 	}
-	recs, err := all[acRec](ctx, s.st, keyAC)
+	recs, err := all[acRec](ctx, s.k, tabAC)
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/model"
-	"github.com/loomcheck/loomcheck/reference/store"
 )
 
 // FlowName is the kernel flow of every turn.
@@ -78,7 +77,7 @@ type startReq struct {
 
 // stage stores a turn's input beside its record (in tx), so that a crash before the execution
 // starts leaves what Resume needs to start it.
-func stage(tx store.Tx, r startReq) error { return put(tx, keyTurnIn+r.exec, r.in) }
+func stage(tx *kernel.Tx, r startReq) error { return put(tx, tabTurnIn, r.exec, r.in) }
 
 // launch starts the staged turns and waits for each to end. Call without s.mu.
 func (s *Service) launch(ctx context.Context, reqs ...startReq) {
@@ -112,7 +111,7 @@ func (s *Service) due(ctx context.Context, r startReq) (bool, error) {
 	switch r.kind {
 	case kindAgent:
 		var rec acRec
-		ok, err := s.read(ctx, keyAC+r.ref, &rec)
+		ok, err := s.read(ctx, tabAC, r.ref, &rec)
 		if err != nil || !ok {
 			return false, err
 		}
@@ -120,7 +119,7 @@ func (s *Service) due(ctx context.Context, r startReq) (bool, error) {
 		return t != nil && t.Status == stRunning, nil
 	case kindPerson:
 		var pc pcRec
-		ok, err := s.read(ctx, keyPC+r.ref, &pc)
+		ok, err := s.read(ctx, tabPC, r.ref, &pc)
 		if err != nil || !ok {
 			return false, err
 		}
@@ -132,7 +131,7 @@ func (s *Service) due(ctx context.Context, r startReq) (bool, error) {
 		return false, nil
 	}
 	var run runRec
-	ok, err := s.read(ctx, keyRun+r.ref, &run)
+	ok, err := s.read(ctx, tabRun, r.ref, &run)
 	return ok && run.Status == stRunning, err
 }
 
@@ -183,7 +182,7 @@ func ended(info kernel.Info) (string, *string) {
 func (s *Service) finish(ctx context.Context, kind, ref, exec, status string, output *string) error {
 	s.mu.Lock()
 	var next []startReq
-	err := s.st.Update(ctx, func(tx store.Tx) error {
+	err := s.k.Update(ctx, func(tx *kernel.Tx) error {
 		next = nil
 		switch kind {
 		case kindAgent:
@@ -215,9 +214,9 @@ func (s *Service) afterCommit(reqs []startReq) {
 	}
 }
 
-func (s *Service) finishAgent(tx store.Tx, id, exec, status string, output *string, next *[]startReq) error {
+func (s *Service) finishAgent(tx *kernel.Tx, id, exec, status string, output *string, next *[]startReq) error {
 	var rec acRec
-	ok, err := get(tx, keyAC+id, &rec)
+	ok, err := get(tx, tabAC, id, &rec)
 	if err != nil || !ok {
 		return err
 	}
@@ -233,7 +232,7 @@ func (s *Service) finishAgent(tx store.Tx, id, exec, status string, output *stri
 	} else if r != nil {
 		*next = append(*next, *r)
 	}
-	return put(tx, keyAC+id, rec)
+	return put(tx, tabAC, id, rec)
 }
 
 func (a *acRec) turnByExec(exec string) *turnRec {

@@ -5,12 +5,9 @@ import (
 	"encoding/hex"
 	"strconv"
 
+	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
-	"github.com/loomcheck/loomcheck/reference/store"
 )
-
-// keyIdem: route, caller, scope and client key -> the first answer of a creating route.
-const keyIdem = "thr/idem/"
 
 // MaxKey is the longest client key a creating route takes (spec/peer.md, Roots).
 const MaxKey = 128
@@ -37,7 +34,7 @@ func ValidKey(k string) bool {
 	return true
 }
 
-// idemKey is the store key of who's client key on route within scope (a role, a task id). Each
+// idemKey is the key (in tabIdem) of who's client key on route within scope (a role, a task id). Each
 // part is written with its length before it, so two different tuples never make the same key
 // (short of a SHA-256 collision).
 func idemKey(route string, who loomtype.Identity, scope, key string) string {
@@ -45,25 +42,25 @@ func idemKey(route string, who loomtype.Identity, scope, key string) string {
 	for _, p := range []string{route, who.Tenant, who.Actor, who.OnBehalfOf, scope, key} {
 		h.Write([]byte(strconv.Itoa(len(p)) + ":" + p))
 	}
-	return keyIdem + hex.EncodeToString(h.Sum(nil))
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // firstAnswer loads into v the answer a client key was given first; false when the key is new
 // (or empty: no key, no deduplication).
-func firstAnswer(tx store.Tx, ix string, v any) (bool, error) {
+func firstAnswer(tx *kernel.Tx, ix string, v any) (bool, error) {
 	if ix == "" {
 		return false, nil
 	}
-	return get(tx, ix, v)
+	return get(tx, tabIdem, ix, v)
 }
 
 // keepAnswer records v as the first answer under the client key, in the transaction that does
 // what it answers.
-func keepAnswer(tx store.Tx, ix string, v any) error {
+func keepAnswer(tx *kernel.Tx, ix string, v any) error {
 	if ix == "" {
 		return nil
 	}
-	return put(tx, ix, v)
+	return put(tx, tabIdem, ix, v)
 }
 
 // idemIndex is idemKey, or "" when there is no client key.

@@ -18,7 +18,7 @@ type bucket struct {
 // nil when the text may go on to the other checks.
 func (s *Service) limit(ctx context.Context, cid string) (*Rejection, error) {
 	var c connRec
-	if ok, err := s.read(ctx, keyConn+cid, &c); err != nil {
+	if ok, err := s.read(ctx, tabConn, cid, &c); err != nil {
 		return nil, err
 	} else if ok && c.State == connRevoked {
 		return reject(http.StatusUnauthorized, ReasonConnection, ""), nil

@@ -17,7 +17,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/threads"
 )
 
-// countingStore counts the metadata reads of the threads records: those that found a row, those
+// countingStore counts the metadata reads of record tables (the threads records): those that found a row, those
 // that found none, and the prefix reads.
 type countingStore struct {
 	store.Store
@@ -29,7 +29,7 @@ type reads struct{ hits, misses, ranges int }
 
 func (c *countingStore) Meta(ctx context.Context, key string) ([]byte, bool, error) {
 	b, ok, err := c.Store.Meta(ctx, key)
-	if strings.HasPrefix(key, "thr/") {
+	if strings.HasPrefix(key, "tbl/") {
 		c.mu.Lock()
 		if ok {
 			c.hits++
@@ -73,11 +73,11 @@ func TestNotFoundDoesTheWorkOfOneFound(t *testing.T) {
 	st := &countingStore{Store: sq}
 	cfg := threads.Config{Roles: []threads.Role{{Name: "planner"}}, Members: []loomtype.Identity{olga}, Provider: scriptmodel.Fixed("ok"),
 		Connections: []threads.Connection{{ID: "lab", URL: "http://127.0.0.1:1", Send: "to-lab", Accept: "from-lab", Owner: olga}}}
-	svc, err := threads.New(ctx, cfg, st)
+	svc, err := threads.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := kernel.Open(ctx, st, kernel.Options{Flows: svc.Flows(), BeforeRecovery: svc.Bind})
+	k, err := kernel.Open(ctx, st, kernel.Options{Flows: svc.Flows(), Prepare: svc.Prepare})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"unicode/utf8"
 
-	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/strictjson"
 )
 
@@ -144,7 +144,7 @@ func (s *Service) Receive(ctx context.Context, token string, body []byte) (Ack, 
 	var next []startReq
 	var ack Ack
 	var stored bool
-	err := s.st.Update(ctx, func(tx store.Tx) error {
+	err := s.k.Update(ctx, func(tx *kernel.Tx) error {
 		next, stored = nil, false
 		var err error
 		ack, next, err = s.receive(tx, cid, t, &stored)
@@ -165,7 +165,7 @@ func (s *Service) Receive(ctx context.Context, token string, body []byte) (Ack, 
 }
 
 // receive is Receive inside its transaction, with s.mu held.
-func (s *Service) receive(tx store.Tx, cid string, t Text, stored *bool) (Ack, []startReq, error) {
+func (s *Service) receive(tx *kernel.Tx, cid string, t Text, stored *bool) (Ack, []startReq, error) {
 	state, err := s.connState(tx, cid)
 	if err != nil {
 		return Ack{}, nil, err
@@ -180,19 +180,19 @@ func (s *Service) receive(tx store.Tx, cid string, t Text, stored *bool) (Ack, [
 		return Ack{}, nil, reject(http.StatusConflict, ReasonPaused, "")
 	}
 	var seen string
-	if ok, err := get(tx, keyRecvd+cid+"/"+t.Message, &seen); err != nil {
+	if ok, err := get(tx, tabRecvd, cid+"/"+t.Message, &seen); err != nil {
 		return Ack{}, nil, err
 	} else if ok {
 		return Ack{Ack: true, Thread: seen, Message: t.Message}, nil, nil
 	}
 	var rec acRec
 	var id string
-	ok, err := get(tx, keyThread+cid+"/"+t.Thread, &id)
+	ok, err := get(tx, tabThread, cid+"/"+t.Thread, &id)
 	if err != nil {
 		return Ack{}, nil, err
 	}
 	if ok {
-		if ok, err := get(tx, keyAC+id, &rec); err != nil {
+		if ok, err := get(tx, tabAC, id, &rec); err != nil {
 			return Ack{}, nil, err
 		} else if !ok {
 			return Ack{}, nil, reject(http.StatusConflict, ReasonThread, "")
@@ -214,10 +214,10 @@ func (s *Service) receive(tx store.Tx, cid string, t Text, stored *bool) (Ack, [
 		id = randomID("ac_", 12)
 		rec = acRec{ID: id, Conn: cid, Thread: t.Thread, Role: t.To, PeerRole: t.From, StartedBy: startPeer,
 			Root: Root{Kind: rootAgent, ID: id}, Texts: []textRec{}, Turns: []turnRec{}}
-		if err := put(tx, keyThread+cid+"/"+t.Thread, id); err != nil {
+		if err := put(tx, tabThread, cid+"/"+t.Thread, id); err != nil {
 			return Ack{}, nil, err
 		}
-		if err := put(tx, topicKey(cid, rec.Root, rec.Role, rec.PeerRole), id); err != nil {
+		if err := put(tx, tabTopic, topicKey(cid, rec.Root, rec.Role, rec.PeerRole), id); err != nil {
 			return Ack{}, nil, err
 		}
 	}
@@ -233,10 +233,10 @@ func (s *Service) receive(tx store.Tx, cid string, t Text, stored *bool) (Ack, [
 			next = append(next, *r)
 		}
 	}
-	if err := put(tx, keyAC+id, rec); err != nil {
+	if err := put(tx, tabAC, id, rec); err != nil {
 		return Ack{}, nil, err
 	}
-	if err := put(tx, keyRecvd+cid+"/"+t.Message, t.Thread); err != nil {
+	if err := put(tx, tabRecvd, cid+"/"+t.Message, t.Thread); err != nil {
 		return Ack{}, nil, err
 	}
 	*stored = true
@@ -244,12 +244,12 @@ func (s *Service) receive(tx store.Tx, cid string, t Text, stored *bool) (Ack, [
 }
 
 func topicKey(cid string, root Root, role, peerRole string) string {
-	return keyTopic + cid + "/" + root.key() + "/" + role + "/" + peerRole
+	return cid + "/" + root.key() + "/" + role + "/" + peerRole
 }
 
 // nextAgentTurn stages the next turn of rec when texts wait for one: it takes every waiting
 // text, in order, and the notices due. It changes rec (the caller stores it).
-func (s *Service) nextAgentTurn(tx store.Tx, rec *acRec) (*startReq, error) {
+func (s *Service) nextAgentTurn(tx *kernel.Tx, rec *acRec) (*startReq, error) {
 	if rec.Closed || rec.running() != nil {
 		return nil, nil
 	}
@@ -290,17 +290,17 @@ func (s *Service) nextAgentTurn(tx store.Tx, rec *acRec) (*startReq, error) {
 }
 
 // rootDesc describes a root for the system message of an agent conversation's turn.
-func (s *Service) rootDesc(tx store.Tx, root Root) (string, error) {
+func (s *Service) rootDesc(tx *kernel.Tx, root Root) (string, error) {
 	switch root.Kind {
 	case rootConv:
 		var pc pcRec
-		if ok, err := get(tx, keyPC+root.ID, &pc); err != nil || !ok {
+		if ok, err := get(tx, tabPC, root.ID, &pc); err != nil || !ok {
 			return "a conversation that is gone", err
 		}
 		return "the conversation of " + pc.Person.Actor, nil
 	case rootTask:
 		var tk taskRec
-		if ok, err := get(tx, keyTask+root.ID, &tk); err != nil || !ok {
+		if ok, err := get(tx, tabTask, root.ID, &tk); err != nil || !ok {
 			return "a task that is gone", err
 		}
 		return "task " + tk.ID + ": " + tk.Title, nil
@@ -309,9 +309,9 @@ func (s *Service) rootDesc(tx store.Tx, root Root) (string, error) {
 }
 
 // connState is the connection's state (open when nothing was recorded).
-func (s *Service) connState(tx store.Tx, cid string) (string, error) {
+func (s *Service) connState(tx *kernel.Tx, cid string) (string, error) {
 	var c connRec
-	ok, err := get(tx, keyConn+cid, &c)
+	ok, err := get(tx, tabConn, cid, &c)
 	if err != nil || !ok {
 		return connOpen, err
 	}

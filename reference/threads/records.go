@@ -6,25 +6,38 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
-	"github.com/loomcheck/loomcheck/reference/store"
 )
 
-// Keys of the records in the store's metadata.
+// table is one of the service's record tables in the kernel. Its records are JSON values whose
+// type the table's comment names; get and put decode and encode them.
+type table = kernel.Table[json.RawMessage]
+
+// The service's record tables, each at schema version 1 (a change of a record's shape that an
+// older engine cannot read takes the table's version up).
+var (
+	tabAC      = kernel.NewTable[json.RawMessage]("threads.ac", 1)      // agent conversation id -> acRec
+	tabThread  = kernel.NewTable[json.RawMessage]("threads.thread", 1)  // connection/thread -> agent conversation id
+	tabTopic   = kernel.NewTable[json.RawMessage]("threads.topic", 1)   // connection/root/role/peer role -> open agent conversation id
+	tabRecvd   = kernel.NewTable[json.RawMessage]("threads.recvd", 1)   // connection/message -> thread (texts received)
+	tabSent    = kernel.NewTable[json.RawMessage]("threads.sent", 1)    // connection/message -> agent conversation id (texts queued)
+	tabConn    = kernel.NewTable[json.RawMessage]("threads.conn", 1)    // connection id -> connRec
+	tabPC      = kernel.NewTable[json.RawMessage]("threads.pc", 1)      // person's conversation id -> pcRec
+	tabPCIndex = kernel.NewTable[json.RawMessage]("threads.pcindex", 1) // role/person -> person's conversation id
+	tabTask    = kernel.NewTable[json.RawMessage]("threads.task", 1)    // task id -> taskRec
+	tabRun     = kernel.NewTable[json.RawMessage]("threads.run", 1)     // task run id -> runRec
+	tabTurnIn  = kernel.NewTable[json.RawMessage]("threads.turnin", 1)  // turn execution id -> turnInput
+	tabText    = kernel.NewTable[json.RawMessage]("threads.text", 1)    // agent conversation id/index of the text -> the text (a string)
+	tabIdem    = kernel.NewTable[json.RawMessage]("threads.idem", 1)    // idemKey -> the first answer of a creating route
+	tabStandIn = kernel.NewTable[json.RawMessage]("threads.standin", 1) // kind -> the stand-in record of that kind
+)
+
+// tables are every table of the service, opened by Prepare.
+var tables = []table{tabAC, tabThread, tabTopic, tabRecvd, tabSent, tabConn, tabPC, tabPCIndex, tabTask, tabRun,
+	tabTurnIn, tabText, tabIdem, tabStandIn}
+
 const (
-	keyAC       = "thr/ac/"   // agent conversation id -> acRec
-	keyThread   = "thr/th/"   // connection/thread -> agent conversation id
-	keyTopic    = "thr/key/"  // connection/root/role/peer role -> open agent conversation id
-	keyRecvd    = "thr/rm/"   // connection/message -> thread (texts received)
-	keySent     = "thr/sm/"   // connection/message -> agent conversation id (texts queued)
-	keyConn     = "thr/conn/" // connection id -> connRec
-	keyPC       = "thr/pc/"   // person's conversation id -> pcRec
-	keyPCIndex  = "thr/pcx/"  // role/person -> person's conversation id
-	keyTask     = "thr/task/" // task id -> taskRec
-	keyRun      = "thr/run/"  // task run id -> runRec
-	keyTurnIn   = "thr/in/"   // turn execution id -> turnInput
-	keyText     = "thr/tx/"   // agent conversation id/index of the text -> the text (a JSON string)
-	tombstone   = "null"
 	rootConv    = "conversation"
 	rootTask    = "task"
 	rootAgent   = "agent"
@@ -57,7 +70,7 @@ type Root struct {
 func (r Root) key() string { return r.Kind + ":" + r.ID }
 
 // textRec is one text of an agent conversation. Text is the text until the record is stored:
-// put moves it to a record of its own under keyText (a record written before texts had records
+// put moves it to a record of its own in tabText (a record written before texts had records
 // of their own keeps it here).
 type textRec struct {
 	Dir     string `json:"dir"`
@@ -146,19 +159,23 @@ type runRec struct {
 	Exec   string  `json:"exec"`
 }
 
-// get reads the record under key into v; false when there is none (or a tombstone).
-func get(tx store.Tx, key string, v any) (bool, error) {
-	b, ok, err := tx.Meta(key)
-	if err != nil || !ok || string(b) == tombstone || len(b) == 0 {
+// get reads the record under key of t into v; false when there is none.
+func get(tx *kernel.Tx, t table, key string, v any) (bool, error) {
+	b, ok, err := t.Get(context.Background(), tx, key)
+	if err != nil || !ok {
 		return false, err
 	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return false, fmt.Errorf("threads: record %s: %w", key, err)
-	}
-	return true, nil
+	return true, decode(t, key, b, v)
 }
 
-func put(tx store.Tx, key string, v any) error {
+func decode(t table, key string, b []byte, v any) error {
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("threads: record %s %s: %w", t.Name(), key, err)
+	}
+	return nil
+}
+
+func put(tx *kernel.Tx, t table, key string, v any) error {
 	switch a := v.(type) {
 	case acRec:
 		return putAC(tx, key, &a)
@@ -169,19 +186,19 @@ func put(tx store.Tx, key string, v any) error {
 	if err != nil {
 		return err
 	}
-	return tx.PutMeta(key, b)
+	return t.Put(tx, key, b)
 }
 
-func del(tx store.Tx, key string) error { return tx.PutMeta(key, []byte(tombstone)) }
+func del(tx *kernel.Tx, t table, key string) error { return t.Delete(tx, key) }
 
 // read reads one record outside a transaction.
-func (s *Service) read(ctx context.Context, key string, v any) (bool, error) {
-	b, ok, err := s.st.Meta(ctx, key)
-	if err != nil || !ok || string(b) == tombstone || len(b) == 0 {
+func (s *Service) read(ctx context.Context, t table, key string, v any) (bool, error) {
+	b, ok, err := t.Get(ctx, s.k, key)
+	if err != nil || !ok {
 		return false, err
 	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return false, fmt.Errorf("threads: record %s: %w", key, err)
+	if err := decode(t, key, b, v); err != nil {
+		return false, err
 	}
 	if a, ok := v.(*acRec); ok {
 		a.load = s.loader(ctx, a.ID)
@@ -189,23 +206,20 @@ func (s *Service) read(ctx context.Context, key string, v any) (bool, error) {
 	return true, nil
 }
 
-// all reads every record under prefix.
-func all[T any](ctx context.Context, st store.Store, prefix string) ([]T, error) {
-	kvs, err := st.MetaPrefix(ctx, prefix)
+// all reads every record of t.
+func all[T any](ctx context.Context, k *kernel.Kernel, t table) ([]T, error) {
+	rows, err := t.All(ctx, k, "")
 	if err != nil {
 		return nil, err
 	}
 	var out []T
-	for _, kv := range kvs {
-		if string(kv.Val) == tombstone || len(kv.Val) == 0 {
-			continue
-		}
+	for _, r := range rows {
 		var v T
-		if err := json.Unmarshal(kv.Val, &v); err != nil {
-			return nil, fmt.Errorf("threads: record %s: %w", kv.Key, err)
+		if err := decode(t, r.Key, r.Value, &v); err != nil {
+			return nil, err
 		}
 		if a, ok := any(&v).(*acRec); ok {
-			a.load = textLoader(ctx, st, a.ID)
+			a.load = textLoader(ctx, k, a.ID)
 		}
 		out = append(out, v)
 	}
@@ -214,12 +228,12 @@ func all[T any](ctx context.Context, st store.Store, prefix string) ([]T, error)
 
 // textKey is the key of the text at index i of agent conversation id (an id holds no '/', and
 // the index is the last part, so two pairs never share a key).
-func textKey(id string, i int) string { return keyText + id + "/" + strconv.Itoa(i) }
+func textKey(id string, i int) string { return id + "/" + strconv.Itoa(i) }
 
 // putAC stores an agent conversation: each text not yet in a record of its own is written to
 // one, once, and the conversation's record keeps only what describes the texts. a is not
 // changed.
-func putAC(tx store.Tx, key string, a *acRec) error {
+func putAC(tx *kernel.Tx, key string, a *acRec) error {
 	c := *a
 	c.Texts = make([]textRec, len(a.Texts))
 	for i, t := range a.Texts {
@@ -228,7 +242,7 @@ func putAC(tx store.Tx, key string, a *acRec) error {
 			if err != nil {
 				return err
 			}
-			if err := tx.PutMeta(textKey(a.ID, i), b); err != nil {
+			if err := tabText.Put(tx, textKey(a.ID, i), b); err != nil {
 				return err
 			}
 			t.Text = ""
@@ -239,7 +253,7 @@ func putAC(tx store.Tx, key string, a *acRec) error {
 	if err != nil {
 		return err
 	}
-	return tx.PutMeta(key, b)
+	return tabAC.Put(tx, key, b)
 }
 
 // text is the text at index i: the one the record holds, or the one of its own record.
@@ -251,12 +265,12 @@ func (a *acRec) text(i int) (string, error) {
 }
 
 func (s *Service) loader(ctx context.Context, id string) func(int) (string, error) {
-	return textLoader(ctx, s.st, id)
+	return textLoader(ctx, s.k, id)
 }
 
-func textLoader(ctx context.Context, st store.Store, id string) func(int) (string, error) {
+func textLoader(ctx context.Context, k *kernel.Kernel, id string) func(int) (string, error) {
 	return func(i int) (string, error) {
-		b, ok, err := st.Meta(ctx, textKey(id, i))
+		b, ok, err := tabText.Get(ctx, k, textKey(id, i))
 		if err != nil || !ok {
 			return "", err
 		}

@@ -10,7 +10,7 @@ import (
 // count reads the bounds' counts from the store: the texts waiting to be sent and the peer's
 // texts waiting for a turn, per connection.
 func (s *Service) count(ctx context.Context) error {
-	recs, err := all[acRec](ctx, s.st, keyAC)
+	recs, err := all[acRec](ctx, s.k, tabAC)
 	if err != nil {
 		return err
 	}
@@ -38,8 +38,7 @@ func (s *Service) count(ctx context.Context) error {
 //
 //	if err := svc.Resume(ctx); err != nil { return err }
 func (s *Service) Resume(ctx context.Context) error {
-	st := s.st
-	recs, err := all[acRec](ctx, st, keyAC)
+	recs, err := all[acRec](ctx, s.k, tabAC)
 	if err != nil {
 		return err
 	}
@@ -59,7 +58,7 @@ func (s *Service) Resume(ctx context.Context) error {
 		}
 	}
 	s.mu.Unlock()
-	pcs, err := all[pcRec](ctx, st, keyPC)
+	pcs, err := all[pcRec](ctx, s.k, tabPC)
 	if err != nil {
 		return err
 	}
@@ -70,7 +69,7 @@ func (s *Service) Resume(ctx context.Context) error {
 			}
 		}
 	}
-	runs, err := all[runRec](ctx, st, keyRun)
+	runs, err := all[runRec](ctx, s.k, tabRun)
 	if err != nil {
 		return err
 	}
@@ -82,7 +81,7 @@ func (s *Service) Resume(ctx context.Context) error {
 	for _, r := range starts {
 		if _, err := s.k.Info(ctx, r.exec); errors.Is(err, loomtype.ErrNotFound) {
 			var in turnInput
-			ok, err := s.read(ctx, keyTurnIn+r.exec, &in)
+			ok, err := s.read(ctx, tabTurnIn, r.exec, &in)
 			if err != nil {
 				return err
 			}

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"slices"
 
+	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
-	"github.com/loomcheck/loomcheck/reference/store"
 )
 
 // ErrNotOwner: the caller reads the task but does not own it (only its owner changes its
@@ -94,7 +94,7 @@ func (s *Service) OpenConversation(ctx context.Context, who loomtype.Identity, r
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var pc pcRec
-	err := s.st.Update(ctx, func(tx store.Tx) error {
+	err := s.k.Update(ctx, func(tx *kernel.Tx) error {
 		var err error
 		pc, err = s.conversation(tx, who, role, true)
 		return err
@@ -104,14 +104,14 @@ func (s *Service) OpenConversation(ctx context.Context, who loomtype.Identity, r
 
 // conversation loads who's conversation with role, making it when make is set (else
 // ErrNotFound when there is none).
-func (s *Service) conversation(tx store.Tx, who loomtype.Identity, role string, make bool) (pcRec, error) {
-	ix := keyPCIndex + role + "/" + identityKey(who)
+func (s *Service) conversation(tx *kernel.Tx, who loomtype.Identity, role string, make bool) (pcRec, error) {
+	ix := role + "/" + identityKey(who)
 	var id string
 	var pc pcRec
-	if ok, err := get(tx, ix, &id); err != nil {
+	if ok, err := get(tx, tabPCIndex, ix, &id); err != nil {
 		return pcRec{}, err
 	} else if ok {
-		if ok, err := get(tx, keyPC+id, &pc); err != nil || ok {
+		if ok, err := get(tx, tabPC, id, &pc); err != nil || ok {
 			return pc, err
 		}
 	}
@@ -119,10 +119,10 @@ func (s *Service) conversation(tx store.Tx, who loomtype.Identity, role string, 
 		return pcRec{}, ErrNotFound
 	}
 	pc = pcRec{ID: randomID("pc_", 12), Role: role, Person: who, Turns: []pcTurn{}}
-	if err := put(tx, ix, pc.ID); err != nil {
+	if err := put(tx, tabPCIndex, ix, pc.ID); err != nil {
 		return pcRec{}, err
 	}
-	return pc, put(tx, keyPC+pc.ID, pc)
+	return pc, put(tx, tabPC, pc.ID, pc)
 }
 
 // Converse runs a turn of who's conversation with role (made if there is none) on text: at once,
@@ -155,7 +155,7 @@ func (s *Service) ConverseOnce(ctx context.Context, who loomtype.Identity, role,
 	var next []startReq
 	var first converseAnswer
 	ix := idemIndex(idemConverse, who, role, key)
-	err := s.st.Update(ctx, func(tx store.Tx) error {
+	err := s.k.Update(ctx, func(tx *kernel.Tx) error {
 		next, first = nil, converseAnswer{}
 		if ok, err := firstAnswer(tx, ix, &first); err != nil || ok {
 			return err
@@ -183,7 +183,7 @@ func (s *Service) ConverseOnce(ctx context.Context, who loomtype.Identity, role,
 		if err := keepAnswer(tx, ix, converseAnswer{Conversation: pc.ID, Turn: n}); err != nil {
 			return err
 		}
-		return put(tx, keyPC+pc.ID, pc)
+		return put(tx, tabPC, pc.ID, pc)
 	})
 	s.mu.Unlock()
 	if err != nil {
@@ -203,7 +203,7 @@ type converseAnswer struct {
 }
 
 // nextPersonTurn starts the first queued turn of pc when none runs.
-func (s *Service) nextPersonTurn(tx store.Tx, pc *pcRec) (*startReq, error) {
+func (s *Service) nextPersonTurn(tx *kernel.Tx, pc *pcRec) (*startReq, error) {
 	for i := range pc.Turns {
 		t := &pc.Turns[i]
 		switch t.Status {
@@ -219,9 +219,9 @@ func (s *Service) nextPersonTurn(tx store.Tx, pc *pcRec) (*startReq, error) {
 	return nil, nil
 }
 
-func (s *Service) finishPerson(tx store.Tx, id, exec, status string, output *string, next *[]startReq) error {
+func (s *Service) finishPerson(tx *kernel.Tx, id, exec, status string, output *string, next *[]startReq) error {
 	var pc pcRec
-	if ok, err := get(tx, keyPC+id, &pc); err != nil || !ok {
+	if ok, err := get(tx, tabPC, id, &pc); err != nil || !ok {
 		return err
 	}
 	for i := range pc.Turns {
@@ -235,7 +235,7 @@ func (s *Service) finishPerson(tx store.Tx, id, exec, status string, output *str
 			if r != nil {
 				*next = append(*next, *r)
 			}
-			return put(tx, keyPC+id, pc)
+			return put(tx, tabPC, id, pc)
 		}
 	}
 	return nil
@@ -252,10 +252,10 @@ func (s *Service) Conversation(ctx context.Context, who loomtype.Identity, role 
 	}
 	var id string
 	var pc pcRec
-	if ok, err := s.read(ctx, keyPCIndex+role+"/"+identityKey(who), &id); err != nil || !ok {
+	if ok, err := s.read(ctx, tabPCIndex, role+"/"+identityKey(who), &id); err != nil || !ok {
 		return ConversationView{}, errors.Join(err, notFoundIf(err == nil))
 	}
-	if ok, err := s.read(ctx, keyPC+id, &pc); err != nil || !ok {
+	if ok, err := s.read(ctx, tabPC, id, &pc); err != nil || !ok {
 		return ConversationView{}, errors.Join(err, notFoundIf(err == nil))
 	}
 	return pc.view(true), nil
@@ -280,13 +280,13 @@ func (s *Service) DeleteConversation(ctx context.Context, who loomtype.Identity,
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ix := keyPCIndex + role + "/" + identityKey(who)
+	ix := role + "/" + identityKey(who)
 	var id string
 	var pc pcRec
-	if ok, err := s.read(ctx, ix, &id); err != nil || !ok {
+	if ok, err := s.read(ctx, tabPCIndex, ix, &id); err != nil || !ok {
 		return errors.Join(err, notFoundIf(err == nil))
 	}
-	if ok, err := s.read(ctx, keyPC+id, &pc); err != nil || !ok {
+	if ok, err := s.read(ctx, tabPC, id, &pc); err != nil || !ok {
 		return errors.Join(err, notFoundIf(err == nil))
 	}
 	for _, t := range pc.Turns {
@@ -296,7 +296,7 @@ func (s *Service) DeleteConversation(ctx context.Context, who loomtype.Identity,
 			}
 		}
 	}
-	recs, err := all[acRec](ctx, s.st, keyAC)
+	recs, err := all[acRec](ctx, s.k, tabAC)
 	if err != nil {
 		return err
 	}
@@ -305,12 +305,12 @@ func (s *Service) DeleteConversation(ctx context.Context, who loomtype.Identity,
 		return err
 	}
 	dropped := map[string]int{}
-	err = s.st.Update(ctx, func(tx store.Tx) error {
+	err = s.k.Update(ctx, func(tx *kernel.Tx) error {
 		clear(dropped)
-		if err := del(tx, ix); err != nil {
+		if err := del(tx, tabPCIndex, ix); err != nil {
 			return err
 		}
-		if err := del(tx, keyPC+pc.ID); err != nil {
+		if err := del(tx, tabPC, pc.ID); err != nil {
 			return err
 		}
 		return s.closeRoot(tx, recs, root, dropped)
@@ -362,7 +362,7 @@ func (s *Service) CreateTaskOnce(ctx context.Context, who loomtype.Identity, tit
 	tk := taskRec{ID: randomID("tk_", 12), Title: title, Owner: who, Members: ms, Parent: parent, State: TaskOpen}
 	var first TaskView
 	ix := idemIndex(idemTask, who, "", key)
-	err := s.st.Update(ctx, func(tx store.Tx) error {
+	err := s.k.Update(ctx, func(tx *kernel.Tx) error {
 		first = TaskView{}
 		if ok, err := firstAnswer(tx, ix, &first); err != nil || ok {
 			return err
@@ -372,17 +372,17 @@ func (s *Service) CreateTaskOnce(ctx context.Context, who loomtype.Identity, tit
 		}
 		if parent != "" {
 			var p taskRec
-			if ok, err := get(tx, keyTask+parent, &p); err != nil {
+			if ok, err := get(tx, tabTask, parent, &p); err != nil {
 				return err
 			} else if !ok || !p.member(who) {
 				return ErrNotFound
 			}
 			p.Subtasks = append(p.Subtasks, tk.ID)
-			if err := put(tx, keyTask+parent, p); err != nil {
+			if err := put(tx, tabTask, parent, p); err != nil {
 				return err
 			}
 		}
-		return put(tx, keyTask+tk.ID, tk)
+		return put(tx, tabTask, tk.ID, tk)
 	})
 	if err != nil {
 		return TaskView{}, err
@@ -399,7 +399,7 @@ func (s *Service) task(ctx context.Context, who loomtype.Identity, id string) (t
 	if !s.person(who) {
 		return tk, ErrNotFound
 	}
-	ok, err := s.lookup(ctx, keyTask+id, standInTask, &tk) // the work of a task found, missing or not
+	ok, err := s.lookup(ctx, tabTask, id, standInTask, &tk) // the work of a task found, missing or not
 	if err != nil {
 		return taskRec{}, err
 	}
@@ -451,7 +451,7 @@ func (s *Service) ChangeMembers(ctx context.Context, who loomtype.Identity, id s
 			tk.Members = slices.DeleteFunc(tk.Members, m.Equal)
 		}
 	}
-	err = s.st.Update(ctx, func(tx store.Tx) error { return put(tx, keyTask+id, tk) })
+	err = s.k.Update(ctx, func(tx *kernel.Tx) error { return put(tx, tabTask, id, tk) })
 	return tk.view(), err
 }
 
@@ -468,7 +468,7 @@ func (s *Service) FinishTask(ctx context.Context, who loomtype.Identity, id stri
 		return TaskView{}, err
 	}
 	tk.State = TaskFinished
-	err = s.st.Update(ctx, func(tx store.Tx) error { return put(tx, keyTask+id, tk) })
+	err = s.k.Update(ctx, func(tx *kernel.Tx) error { return put(tx, tabTask, id, tk) })
 	return tk.view(), err
 }
 
@@ -497,18 +497,18 @@ func (s *Service) DeleteTask(ctx context.Context, who loomtype.Identity, id stri
 		doomed = append(doomed, t)
 		for _, sub := range t.Subtasks {
 			var st taskRec
-			if ok, err := s.read(ctx, keyTask+sub, &st); err != nil {
+			if ok, err := s.read(ctx, tabTask, sub, &st); err != nil {
 				return err
 			} else if ok {
 				queue = append(queue, st)
 			}
 		}
 	}
-	runs, err := all[runRec](ctx, s.st, keyRun)
+	runs, err := all[runRec](ctx, s.k, tabRun)
 	if err != nil {
 		return err
 	}
-	recs, err := all[acRec](ctx, s.st, keyAC)
+	recs, err := all[acRec](ctx, s.k, tabAC)
 	if err != nil {
 		return err
 	}
@@ -528,15 +528,15 @@ func (s *Service) DeleteTask(ctx context.Context, who loomtype.Identity, id stri
 		}
 	}
 	dropped := map[string]int{}
-	err = s.st.Update(ctx, func(tx store.Tx) error {
+	err = s.k.Update(ctx, func(tx *kernel.Tx) error {
 		clear(dropped)
 		for _, r := range endedRuns {
-			if err := put(tx, keyRun+r.ID, r); err != nil {
+			if err := put(tx, tabRun, r.ID, r); err != nil {
 				return err
 			}
 		}
 		for _, t := range doomed {
-			if err := del(tx, keyTask+t.ID); err != nil {
+			if err := del(tx, tabTask, t.ID); err != nil {
 				return err
 			}
 			if err := s.closeRoot(tx, recs, Root{Kind: rootTask, ID: t.ID}, dropped); err != nil {
@@ -545,11 +545,11 @@ func (s *Service) DeleteTask(ctx context.Context, who loomtype.Identity, id stri
 		}
 		if tk.Parent != "" {
 			var p taskRec
-			if ok, err := get(tx, keyTask+tk.Parent, &p); err != nil {
+			if ok, err := get(tx, tabTask, tk.Parent, &p); err != nil {
 				return err
 			} else if ok {
 				p.Subtasks = slices.DeleteFunc(p.Subtasks, func(x string) bool { return x == tk.ID })
-				return put(tx, keyTask+p.ID, p)
+				return put(tx, tabTask, p.ID, p)
 			}
 		}
 		return nil
@@ -597,7 +597,7 @@ func (s *Service) StartRunOnce(ctx context.Context, who loomtype.Identity, id, r
 	s.mu.Lock()
 	var first string
 	ix := idemIndex(idemRun, who, id, key)
-	err = s.st.Update(ctx, func(tx store.Tx) error {
+	err = s.k.Update(ctx, func(tx *kernel.Tx) error {
 		first = ""
 		if ok, err := firstAnswer(tx, ix, &first); err != nil || ok {
 			return err
@@ -608,7 +608,7 @@ func (s *Service) StartRunOnce(ctx context.Context, who loomtype.Identity, id, r
 		if err := stage(tx, req); err != nil {
 			return err
 		}
-		return put(tx, keyRun+r.ID, r)
+		return put(tx, tabRun, r.ID, r)
 	})
 	s.mu.Unlock()
 	if err != nil {
@@ -621,13 +621,13 @@ func (s *Service) StartRunOnce(ctx context.Context, who loomtype.Identity, id, r
 	return r.ID, nil
 }
 
-func (s *Service) finishRun(tx store.Tx, id, exec, status string, output *string) error {
+func (s *Service) finishRun(tx *kernel.Tx, id, exec, status string, output *string) error {
 	var r runRec
-	if ok, err := get(tx, keyRun+id, &r); err != nil || !ok || r.Status != stRunning || r.Exec != exec {
+	if ok, err := get(tx, tabRun, id, &r); err != nil || !ok || r.Status != stRunning || r.Exec != exec {
 		return err
 	}
 	r.Status, r.Output = status, output
-	return put(tx, keyRun+id, r)
+	return put(tx, tabRun, id, r)
 }
 
 // Run reads task run id.
@@ -638,7 +638,7 @@ func (s *Service) finishRun(tx store.Tx, id, exec, status string, output *string
 //	v, err := svc.Run(ctx, dana, "tr_x")
 func (s *Service) Run(ctx context.Context, who loomtype.Identity, id string) (RunView, error) {
 	var r runRec
-	found, err := s.lookup(ctx, keyRun+id, standInRun, &r) // a missing one asks the stand-in's task
+	found, err := s.lookup(ctx, tabRun, id, standInRun, &r) // a missing one asks the stand-in's task
 	if err != nil {
 		return RunView{}, err
 	}
@@ -665,7 +665,7 @@ func (s *Service) RoleSend(ctx context.Context, who loomtype.Identity, role, to,
 		return nil, ErrNoTopic
 	}
 	var r runRec
-	if ok, err := s.read(ctx, keyRun+run, &r); err != nil {
+	if ok, err := s.read(ctx, tabRun, run, &r); err != nil {
 		return nil, err
 	} else if !ok || r.Role != role || r.Status != stRunning {
 		return nil, ErrNoTopic

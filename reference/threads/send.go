@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/loomcheck/loomcheck/reference/agent"
-	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/kernel"
 )
 
 // Answers of peer.send the model reads (spec/peer.md, Sending).
@@ -87,9 +87,9 @@ func (s *Service) Send(ctx context.Context, role string, root Root, args json.Ra
 	var answer any
 	var acid string
 	queued := false
-	err := s.st.Update(ctx, func(tx store.Tx) error {
+	err := s.k.Update(ctx, func(tx *kernel.Tx) error {
 		answer, acid, queued = nil, "", false
-		if ok, err := get(tx, keySent+cid+"/"+mid, &acid); err != nil {
+		if ok, err := get(tx, tabSent, cid+"/"+mid, &acid); err != nil {
 			return err
 		} else if ok {
 			answer = Sent{Sent: true, AgentConversation: acid}
@@ -115,12 +115,12 @@ func (s *Service) Send(ctx context.Context, role string, root Root, args json.Ra
 		}
 		var rec acRec
 		tk := topicKey(cid, root, role, peerRole)
-		found, err := get(tx, tk, &acid)
+		found, err := get(tx, tabTopic, tk, &acid)
 		if err != nil {
 			return err
 		}
 		if found {
-			if found, err = get(tx, keyAC+acid, &rec); err != nil {
+			if found, err = get(tx, tabAC, acid, &rec); err != nil {
 				return err
 			}
 		}
@@ -128,10 +128,10 @@ func (s *Service) Send(ctx context.Context, role string, root Root, args json.Ra
 			acid = randomID("ac_", 12)
 			rec = acRec{ID: acid, Conn: cid, Thread: randomID("t_", 18), Role: role, PeerRole: peerRole, StartedBy: startLocal,
 				Root: root, Texts: []textRec{}, Turns: []turnRec{}}
-			if err := put(tx, keyThread+cid+"/"+rec.Thread, acid); err != nil {
+			if err := put(tx, tabThread, cid+"/"+rec.Thread, acid); err != nil {
 				return err
 			}
-			if err := put(tx, tk, acid); err != nil {
+			if err := put(tx, tabTopic, tk, acid); err != nil {
 				return err
 			}
 		}
@@ -145,11 +145,11 @@ func (s *Service) Send(ctx context.Context, role string, root Root, args json.Ra
 		}
 		rec.Bytes += int64(len(*a.Text))
 		rec.Texts = append(rec.Texts, textRec{Dir: dirOut, Message: mid, Text: *a.Text, State: txQueued})
-		if err := put(tx, keyAC+acid, rec); err != nil {
+		if err := put(tx, tabAC, acid, rec); err != nil {
 			return err
 		}
 		answer, queued = Sent{Sent: true, AgentConversation: acid}, true
-		return put(tx, keySent+cid+"/"+mid, acid)
+		return put(tx, tabSent, cid+"/"+mid, acid)
 	})
 	if err != nil {
 		return nil, err
@@ -180,7 +180,7 @@ func (s *Service) pump(id string) {
 	for {
 		s.mu.Lock()
 		var rec acRec
-		ok, err := s.read(s.ctx, keyAC+id, &rec)
+		ok, err := s.read(s.ctx, tabAC, id, &rec)
 		var t *textRec
 		var text string
 		if err == nil && ok {
@@ -264,9 +264,9 @@ func (s *Service) settle(id, mid, reason string) {
 	defer s.mu.Unlock()
 	var rec acRec
 	dropped := 0
-	err := s.st.Update(s.ctx, func(tx store.Tx) error {
+	err := s.k.Update(s.ctx, func(tx *kernel.Tx) error {
 		dropped = 0
-		if ok, err := get(tx, keyAC+id, &rec); err != nil || !ok {
+		if ok, err := get(tx, tabAC, id, &rec); err != nil || !ok {
 			return err
 		}
 		for i := range rec.Texts {
@@ -295,7 +295,7 @@ func (s *Service) settle(id, mid, reason string) {
 			}
 			dropped += n
 		}
-		return put(tx, keyAC+id, rec)
+		return put(tx, tabAC, id, rec)
 	})
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
@@ -309,14 +309,14 @@ func (s *Service) settle(id, mid, reason string) {
 // closeSide closes rec on this side: its key is freed (the next send from its root opens a new
 // agent conversation) and every text still queued in it fails with reason. It returns how many
 // texts it failed.
-func (s *Service) closeSide(tx store.Tx, rec *acRec, reason string) (int, error) {
+func (s *Service) closeSide(tx *kernel.Tx, rec *acRec, reason string) (int, error) {
 	rec.Closed = true
 	tk := topicKey(rec.Conn, rec.Root, rec.Role, rec.PeerRole)
 	var cur string
-	if ok, err := get(tx, tk, &cur); err != nil {
+	if ok, err := get(tx, tabTopic, tk, &cur); err != nil {
 		return 0, err
 	} else if ok && cur == rec.ID {
-		if err := del(tx, tk); err != nil {
+		if err := del(tx, tabTopic, tk); err != nil {
 			return 0, err
 		}
 	}

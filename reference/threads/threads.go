@@ -4,16 +4,16 @@
 // boxes, the outbox that delivers texts to them and the logic of the peer's door.
 //
 // Every record (agent conversation, person's conversation, task, task run, connection state) is
-// kept in the store's metadata and changed in one transaction per operation, so what a caller was
+// kept in record tables of the kernel and changed in one kernel transaction per operation, so what a caller was
 // told has happened has happened. Every turn (of an agent conversation, of a person's
 // conversation, of a task run) is a durable kernel execution running the agent loop with the one
 // tool peer.send: a crash resumes it by replay, and a send the loop had made is never queued
 // twice, because its message id derives from the loop's idempotency key.
 //
-// A Service is safe for concurrent use once Bind and Resume have been called.
+// A Service is safe for concurrent use once Prepare and Resume have been called.
 //
-//	svc, err := threads.New(ctx, threads.Config{Roles: roles, Connections: conns}, st)
-//	k, _ := kernel.Open(ctx, st, kernel.Options{Flows: svc.Flows(), BeforeRecovery: svc.Bind})
+//	svc, err := threads.New(threads.Config{Roles: roles, Connections: conns})
+//	k, _ := kernel.Open(ctx, st, kernel.Options{Flows: svc.Flows(), Prepare: svc.Prepare})
 //	if err := svc.Resume(ctx); err != nil { return err }
 //	defer svc.Close()
 package threads
@@ -35,7 +35,6 @@ import (
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/model"
-	"github.com/loomcheck/loomcheck/reference/store"
 )
 
 // DefaultQueue bounds the texts waiting to be sent on a connection whose configuration sets no
@@ -165,8 +164,7 @@ type Service struct {
 	members []loomtype.Identity
 	hc      *http.Client
 
-	k  *kernel.Kernel
-	st store.Store
+	k *kernel.Kernel
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -185,14 +183,14 @@ type Service struct {
 	rates map[string]*bucket
 }
 
-// New checks cfg and returns the service over st, the store the kernel runs on; register Flows
-// on the kernel, Bind it, then Resume.
+// New checks cfg and returns the service; register its Flows on the kernel with Prepare as the
+// kernel's Options.Prepare, then Resume. It reads and writes nothing.
 //
-// Errors: ErrConfig (wrapped) naming what is wrong, store errors.
+// Errors: ErrConfig (wrapped) naming what is wrong.
 //
-//	svc, err := threads.New(ctx, threads.Config{Roles: []threads.Role{{Name: "planner"}}}, st)
-func New(ctx context.Context, cfg Config, st store.Store) (*Service, error) {
-	s := &Service{cfg: cfg, st: st, roles: map[string]Role{}, conns: map[string]*Connection{}, byToken: map[string]string{},
+//	svc, err := threads.New(threads.Config{Roles: []threads.Role{{Name: "planner"}}})
+func New(cfg Config) (*Service, error) {
+	s := &Service{cfg: cfg, roles: map[string]Role{}, conns: map[string]*Connection{}, byToken: map[string]string{},
 		members: cfg.Members, pumps: map[string]bool{}, awaiting: map[string]bool{}, queued: map[string]int{}, waiting: map[string]int{}}
 	for _, r := range cfg.Roles {
 		if !ValidName(r.Name) {
@@ -236,26 +234,38 @@ func New(ctx context.Context, cfg Config, st store.Store) (*Service, error) {
 	if s.cfg.Logger == nil {
 		s.cfg.Logger = slog.Default()
 	}
-	if err := s.count(ctx); err != nil {
-		return nil, err
-	}
-	if err := s.writeStandIns(ctx); err != nil {
-		return nil, err
-	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
 
+// Prepare gives the service its kernel and readies its records there, before the kernel recovers
+// any turn: it brings records an earlier engine stored in the old layout into the tables, opens
+// the tables, counts what the bounds count and stores the stand-ins. Give it to kernel.Open as
+// Options.Prepare, once.
+//
+// Errors: kernel.ErrTableNewer (the records were written by a newer engine), store errors.
+//
+//	k, err := kernel.Open(ctx, st, kernel.Options{Flows: svc.Flows(), Prepare: svc.Prepare})
+func (s *Service) Prepare(ctx context.Context, k *kernel.Kernel) error {
+	s.k = k
+	for _, t := range tables {
+		if err := t.Open(ctx, k); err != nil {
+			return err
+		}
+	}
+	if err := s.migrate(ctx); err != nil {
+		return err
+	}
+	if err := s.count(ctx); err != nil {
+		return err
+	}
+	return s.writeStandIns(ctx)
+}
+
 // Flows returns the kernel flow of a turn.
 //
-//	k, err := kernel.Open(ctx, st, kernel.Options{Flows: svc.Flows(), BeforeRecovery: svc.Bind})
+//	k, err := kernel.Open(ctx, st, kernel.Options{Flows: svc.Flows(), Prepare: svc.Prepare})
 func (s *Service) Flows() map[string]kernel.Flow { return map[string]kernel.Flow{FlowName: s.flow} }
-
-// Bind gives the service its kernel; call it once, before Resume (kernel.Options.BeforeRecovery
-// is the place, so that a recovered turn finds it).
-//
-//	k, err := kernel.Open(ctx, st, kernel.Options{Flows: svc.Flows(), BeforeRecovery: svc.Bind})
-func (s *Service) Bind(k *kernel.Kernel) { s.k = k }
 
 // Roles names the box's roles, in configuration order.
 //

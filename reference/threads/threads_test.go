@@ -153,11 +153,11 @@ func openBox(t *testing.T, dir string, cfg threads.Config) *box {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := threads.New(ctx, cfg, st)
+	svc, err := threads.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := kernel.Open(ctx, st, kernel.Options{Flows: svc.Flows(), BeforeRecovery: svc.Bind})
+	k, err := kernel.Open(ctx, st, kernel.Options{Flows: svc.Flows(), Prepare: svc.Prepare})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,7 +85,7 @@ var errGone = fmt.Errorf("threads: the turn's conversation is gone")
 // agentMessages composes the request of a turn in an agent conversation from its input.
 func (s *Service) agentMessages(ctx context.Context, in turnInput) ([]model.Message, error) {
 	var rec acRec
-	if ok, err := s.read(ctx, keyAC+in.Ref, &rec); err != nil {
+	if ok, err := s.read(ctx, tabAC, in.Ref, &rec); err != nil {
 		return nil, err
 	} else if !ok {
 		return nil, errGone
@@ -129,7 +129,7 @@ func (s *Service) agentMessages(ctx context.Context, in turnInput) ([]model.Mess
 // personMessages composes the request of a turn in a person's conversation from its input.
 func (s *Service) personMessages(ctx context.Context, in turnInput) ([]model.Message, error) {
 	var pc pcRec
-	if ok, err := s.read(ctx, keyPC+in.Ref, &pc); err != nil {
+	if ok, err := s.read(ctx, tabPC, in.Ref, &pc); err != nil {
 		return nil, err
 	} else if !ok || in.Turn < 1 || in.Turn > len(pc.Turns) {
 		return nil, errGone

@@ -168,6 +168,7 @@ type queries struct {
 	readForward, readBackward, head       string
 	meta, metaFrom, metaRange             string
 	appendEvents, putMeta, remember       string
+	delMeta                               string
 	fence                                 string
 	leaseGet, leaseInsert, leaseGrant     string
 	leaseRenew, leaseRelease, leaseHolder string
@@ -199,6 +200,7 @@ func newQueries(schema string) queries {
 )
 SELECT h.head, (SELECT count(*) FROM ins), (SELECT count(*) FROM told) FROM h`),
 		putMeta: q(`INSERT INTO {s}.meta (key, val) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET val = excluded.val`),
+		delMeta: q(`DELETE FROM {s}.meta WHERE key = $1`),
 		// One round trip: the key numbered after the scope's newest unless it is there, and the
 		// keys older than the newest keep forgotten.
 		remember: q(`WITH top AS (

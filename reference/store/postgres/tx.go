@@ -235,6 +235,20 @@ func (t *tx) PutMeta(key string, val []byte) error {
 	return nil
 }
 
+// DeleteMeta implements store.Tx.
+func (t *tx) DeleteMeta(key string) error {
+	ctx, cancel := t.s.stmtCtx()
+	defer cancel()
+	tag, err := t.c.Exec(ctx, t.s.q.delMeta, bs(key))
+	if err != nil {
+		return t.s.writeErr("delete meta", err)
+	}
+	if tag.RowsAffected() > 0 {
+		t.wrote = true
+	}
+	return nil
+}
+
 // Meta implements store.Tx.
 func (t *tx) Meta(key string) ([]byte, bool, error) {
 	ctx, cancel := t.s.stmtCtx()

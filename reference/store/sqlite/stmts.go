@@ -18,7 +18,7 @@ type writeStmts struct {
 	head, has                      *sql.Stmt
 	// insert[n] inserts n events (1..insertRows).
 	insert                               [insertRows + 1]*sql.Stmt
-	putMeta, meta                        *sql.Stmt
+	putMeta, meta, delMeta               *sql.Stmt
 	remembered, rememberTop, rememberNew *sql.Stmt
 	renumber                             *sql.Stmt
 	forget, lease, putLease              *sql.Stmt
@@ -77,6 +77,7 @@ func (w *writeStmts) queries() map[**sql.Stmt]string {
 		&w.has:         `SELECT EXISTS (SELECT 1 FROM events WHERE stream = ? AND gen = ? AND seq = ?)`,
 		&w.putMeta:     `INSERT INTO meta (key, val, sum) VALUES (?, ?, ?) ON CONFLICT(key) DO UPDATE SET val = excluded.val, sum = excluded.sum`,
 		&w.meta:        sqlMeta,
+		&w.delMeta:     `DELETE FROM meta WHERE key = ?`,
 		&w.remembered:  `SELECT n, sum FROM remembered WHERE scope = ? AND key = ?`,
 		&w.rememberTop: `SELECT COALESCE(MAX(n), 0) FROM remembered WHERE scope = ?`,
 		&w.rememberNew: `INSERT INTO remembered (scope, key, n, sum) VALUES (?, ?, ?, ?) ON CONFLICT (scope, key) DO NOTHING`,

@@ -226,6 +226,22 @@ func (t *tx) PutMeta(key string, val []byte) error {
 	return nil
 }
 
+// DeleteMeta implements store.Tx.
+func (t *tx) DeleteMeta(key string) error {
+	if err := t.usable(); err != nil {
+		return err
+	}
+	res, err := t.s.ws.delMeta.Exec(key)
+	if err != nil {
+		return fmt.Errorf("store: delete meta %s: %w", key, err)
+	}
+	t.chg.metas = append(t.chg.metas, metaPut{key: key, gone: true})
+	if n, err := res.RowsAffected(); err == nil && n > 0 {
+		t.wrote = true // deleting a key that is not there changes nothing
+	}
+	return nil
+}
+
 // Meta implements store.Tx.
 func (t *tx) Meta(key string) ([]byte, bool, error) {
 	if err := t.usable(); err != nil {

@@ -226,6 +226,8 @@ type applied struct {
 type metaPut struct {
 	key string
 	val []byte
+	// gone: the key was deleted.
+	gone bool
 }
 
 // hold takes the view for a COMMIT (writer only); commitHeld or resetHeld gives it back.
@@ -241,7 +243,7 @@ func (v *view) commitHeld(changes []*applied, heads map[headKey]int64) {
 	for _, c := range changes {
 		for _, m := range c.metas {
 			if v.cached(m.key) {
-				v.meta.put(m.key, metaEntry{val: m.val, present: true})
+				v.meta.put(m.key, metaEntry{val: m.val, present: !m.gone})
 			}
 		}
 		for _, e := range c.evs {

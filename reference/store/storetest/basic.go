@@ -25,6 +25,7 @@ func init() {
 		testCase{"DataRoundTrips", testDataRoundTrips},
 		testCase{"Meta", testMeta},
 		testCase{"MetaPrefixFindsKeysAfterAnyByte", testMetaPrefixFindsKeysAfterAnyByte},
+		testCase{"DeleteMeta", testDeleteMeta},
 		testCase{"RememberKeepsTheNewest", testRememberKeepsTheNewest},
 		testCase{"Subscribe", testSubscribe},
 		testCase{"SubscribeNeverBlocksTheWriter", testSubscribeNeverBlocksTheWriter},
@@ -370,6 +371,67 @@ func testMeta(t *testing.T, e *env) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"exe=v:exe", "exec=v:exec", "exec/a=v2", "exec/b=v:exec/b", "exec/c/1=v:exec/c/1", "exed/x=v:exed/x", "other=v:other"},
 		kvLines(kvs), "the empty prefix lists everything, by key order")
+}
+
+func testDeleteMeta(t *testing.T, e *env) {
+	st := e.handle(t)
+	require.NoError(t, st.Update(bg, func(tx store.Tx) error {
+		for _, k := range []string{"d/a", "d/b", "d/c"} {
+			if err := tx.PutMeta(k, []byte("v:"+k)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	var inside string
+	require.NoError(t, st.Update(bg, func(tx store.Tx) error {
+		if err := tx.DeleteMeta("d/b"); err != nil {
+			return err
+		}
+		if err := tx.DeleteMeta("d/none"); err != nil { // not there: nothing to do
+			return err
+		}
+		v, ok, err := tx.Meta("d/b")
+		inside = fmt.Sprintf("%q %v", v, ok)
+		return err
+	}))
+	require.Equal(t, `"" false`, inside, "the transaction sees its own delete")
+	require.Equal(t, "<none>", metaOf(t, st, "d/b"))
+	kvs, err := st.MetaPrefix(bg, "d/")
+	require.NoError(t, err)
+	require.Equal(t, []string{"d/a=v:d/a", "d/c=v:d/c"}, kvLines(kvs), "a deleted key is not listed")
+
+	undo := errors.New("undo")
+	require.ErrorIs(t, st.Update(bg, func(tx store.Tx) error {
+		if err := tx.DeleteMeta("d/a"); err != nil {
+			return err
+		}
+		return undo
+	}), undo)
+	require.Equal(t, "v:d/a", metaOf(t, st, "d/a"), "a delete in a failed Update is undone")
+
+	require.NoError(t, st.Update(bg, func(tx store.Tx) error {
+		if err := tx.DeleteMeta("d/c"); err != nil {
+			return err
+		}
+		return tx.PutMeta("d/c", []byte("again"))
+	}))
+	require.Equal(t, "again", metaOf(t, st, "d/c"), "a deleted key can be stored again")
+	if c, ok := st.(store.WriteCrasher); ok {
+		before := c.Writes()
+		require.NoError(t, st.Update(bg, func(tx store.Tx) error { return tx.DeleteMeta("d/none") }))
+		require.Equal(t, before, c.Writes(), "deleting a key that is not there changes nothing")
+		require.NoError(t, st.Update(bg, func(tx store.Tx) error { return tx.DeleteMeta("d/a") }))
+		require.Equal(t, before+1, c.Writes(), "deleting a key is a durable write")
+	}
+	require.NoError(t, st.Close())
+	if k, ok := st.(store.Killer); ok {
+		within(t, k.Released(), "Released after Close")
+	}
+	re := e.handle(t)
+	kvs, err = re.MetaPrefix(bg, "d/")
+	require.NoError(t, err)
+	require.Equal(t, []string{"d/c=again"}, kvLines(kvs), "deletes are durable")
 }
 
 func testMetaPrefixFindsKeysAfterAnyByte(t *testing.T, e *env) {
