@@ -101,6 +101,10 @@ type scenario struct {
 	// under mu: a step that fails after one of them passed ran out of the step timeout.
 	waits []time.Time
 
+	// nonce is what own appends to the ids and keys the scenario chooses against a system other
+	// scenarios share ("" when the kit starts a system for the scenario alone).
+	nonce string
+
 	cfg     spec.SUTConfig
 	drv     driver
 	started bool
@@ -168,6 +172,10 @@ func (s *scenario) setup() error {
 	}
 	if s.run.remoteCfg != nil {
 		s.cfg = *s.run.remoteCfg
+		s.run.mu.Lock()
+		s.run.scenarios++
+		s.nonce = fmt.Sprintf("%s%d", s.run.runID, s.run.scenarios)
+		s.run.mu.Unlock()
 	} else {
 		s.cfg = baseConfig(s.world, spec.SUTConfig{DataDir: dir + "/data", Signing: spec.SigningConfig{Key: randomKey()}})
 	}
@@ -176,6 +184,20 @@ func (s *scenario) setup() error {
 	}
 	s.drv = s.newDriver(dir)
 	return nil
+}
+
+// own is an id or a key the scenario chooses (a conversation's, a run's, an Idempotency-Key),
+// made the scenario's own. A system the kit starts for the scenario alone holds nothing else, so
+// there it is id as written. A remote target serves every scenario of every run, so there it
+// is id, "-" and the scenario's nonce (the run's random id, then the scenario's number): no
+// other scenario, of this run or of another against the same system, chooses the same. The
+// suffix is letters and digits after a "-", so a well-formed id stays well-formed and a
+// malformed one stays malformed; an empty id (none chosen) stays empty.
+func (s *scenario) own(id string) string {
+	if id == "" || s.nonce == "" {
+		return id
+	}
+	return id + "-" + s.nonce
 }
 
 // newDriver is a driver of the run's kind that keeps its files (configuration, logs) in dir.
@@ -426,7 +448,12 @@ func RemoteConfig(w *world.World, base spec.SUTConfig) spec.SUTConfig {
 	base.Signing = spec.SigningConfig{Key: randomKey()}
 	cfg := baseConfig(w, base)
 	// One long-lived system serves every scenario of the run: limits meant for one scenario
-	// would otherwise add up across all of them.
+	// would otherwise add up across all of them (a caller's posts; the stream tickets and held
+	// streams of the kit's callers, which the scenarios before hold for up to a ticket's life).
+	// The scenarios that judge these limits configure them, and so are not run remotely.
 	cfg.Gateway.PostsPerMinute = 1_000_000
+	cfg.Stream.PrincipalTickets = 4096
+	cfg.Stream.ResidentBytes = 1 << 40
+	cfg.Stream.PrincipalResidentBytes = 1 << 40
 	return cfg
 }
