@@ -156,6 +156,12 @@ func (s *scenario) setup() error {
 	s.contract = s.run.contract
 	s.transport = &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 10 * time.Second}
 	s.cl = &client{s: s, hc: &http.Client{Timeout: 30 * time.Second, Transport: s.transport}}
+	if s.run.remoteCfg != nil {
+		s.run.mu.Lock()
+		s.run.scenarios++
+		s.nonce = fmt.Sprintf("%s%d", s.run.runID, s.run.scenarios)
+		s.run.mu.Unlock()
+	}
 	if s.run.sharedWorld != nil {
 		s.world = s.run.sharedWorld
 		s.world.Reset()
@@ -165,17 +171,14 @@ func (s *scenario) setup() error {
 			return harnessErr("start the world: %v", err)
 		}
 	}
-	for name, p := range principals {
-		if err := s.world.Identity().Add(tokenOf(name), p); err != nil {
+	for name := range principals {
+		p, _ := s.principal(name)
+		if err := s.world.Identity().Add(tokenOf(name)+s.ownPeople(), p); err != nil {
 			return harnessErr("register %s: %v", name, err)
 		}
 	}
 	if s.run.remoteCfg != nil {
 		s.cfg = *s.run.remoteCfg
-		s.run.mu.Lock()
-		s.run.scenarios++
-		s.nonce = fmt.Sprintf("%s%d", s.run.runID, s.run.scenarios)
-		s.run.mu.Unlock()
 	} else {
 		s.cfg = baseConfig(s.world, spec.SUTConfig{DataDir: dir + "/data", Signing: spec.SigningConfig{Key: randomKey()}})
 	}
@@ -198,6 +201,28 @@ func (s *scenario) own(id string) string {
 		return id
 	}
 	return id + "-" + s.nonce
+}
+
+// principal is the principal a name of the scenario's steps stands for: principals[name], its
+// actor followed by ownPeople.
+func (s *scenario) principal(name string) (spec.Principal, bool) {
+	p, ok := principals[name]
+	if ok {
+		p.Actor += s.ownPeople()
+	}
+	return p, ok
+}
+
+// ownPeople is what makes the kit's common people (alice, bob, ...) the scenario's own, appended
+// to their actors and their tokens: on a shared target, in a threads scenario, "-" and the
+// scenario's nonce, since a person has one conversation with each role, which would otherwise
+// hold the turns and threads of every scenario before (and a system may keep what a token
+// stood for a while, so the token changes with the actor). Elsewhere nothing.
+func (s *scenario) ownPeople() string {
+	if s.nonce == "" || s.profile != "threads" {
+		return ""
+	}
+	return "-" + s.nonce
 }
 
 // newDriver is a driver of the run's kind that keeps its files (configuration, logs) in dir.
@@ -292,7 +317,7 @@ func (s *scenario) token(who string) (string, error) {
 		}
 		return "", harnessErr("unknown principal %q", who)
 	}
-	return tokenOf(who), nil
+	return tokenOf(who) + s.ownPeople(), nil
 }
 
 // configure changes the configuration before the SUT starts.
