@@ -208,3 +208,27 @@ func featureScenarios(fsys fs.FS) ([]featureScenario, error) {
 	}
 	return out, nil
 }
+
+// TestOwnIDs: a scenario on a shared target appends its nonce to what it chooses, keeping a
+// well-formed id well-formed and a malformed one malformed; alone on its system it changes
+// nothing; an id not chosen stays unchosen.
+func TestOwnIDs(t *testing.T) {
+	alone := &scenario{}
+	if got := alone.own("m-42"); got != "m-42" {
+		t.Errorf("alone: %q", got)
+	}
+	shared := &scenario{nonce: "aB3xYz9Q17"}
+	for _, id := range []string{"c1", "run-7", "x.y_z"} {
+		if got := shared.own(id); got != id+"-aB3xYz9Q17" || !validID(got) {
+			t.Errorf("shared: %q became %q", id, got)
+		}
+	}
+	for _, id := range []string{"bad~id", "-lead", "sp ace"} {
+		if got := shared.own(id); validID(got) {
+			t.Errorf("shared: malformed %q became well-formed %q", id, got)
+		}
+	}
+	if got := shared.own(""); got != "" {
+		t.Errorf("shared: an unchosen id became %q", got)
+	}
+}
