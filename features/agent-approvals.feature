@@ -155,7 +155,7 @@ Feature: A run parks for a person: approval gates and human tools
       | {"prompt": "hi", "requireApproval": {"transfer": null}}                    | requireApproval |
       | {"prompt": "hi", "requireApproval": {"no-such-tool": true}}                | requireApproval |
 
-  @profile:agent @req:ADR0121-A1-05
+  @profile:agent @req:ADR0121-A1-05 @crash
   Scenario: The deprecation warning of requireApproval is given once per system process
     When alice starts a run with:
       """

@@ -176,7 +176,7 @@ Feature: Threads in a session: replies to a message, and branches of a conversat
       | an empty id           | {"text": "and pump 5?", "messageId": "m2", "parent": ""}                                  |
       | a private message     | {"enc": {"alg": "mls-1", "kid": "k7", "ct": "AAEC"}, "messageId": "p1", "parent": "m1"}   |
 
-  @profile:stream @req:ADR0052-S-11
+  @profile:stream @req:ADR0052-S-11 @fresh-system
   Scenario: A branch starts a conversation of its own with the exchanges before the message, and asks the message again there
     Given alice has started a conversation
     And the model replies "ONE" to "one"
@@ -234,7 +234,7 @@ Feature: Threads in a session: replies to a message, and branches of a conversat
       | 8   | text-delta   | a:3     | {"text": "THREE"}                                   |
       | 9   | text-done    | a:3     | {"status": "complete", "text": "THREE"}             |
 
-  @profile:stream @req:ADR0052-S-11
+  @profile:stream @req:ADR0052-S-11 @fresh-system
   Scenario: The same key again answers the same and makes nothing more; the key of another branch is refused
     Given alice has started a conversation
     And the model replies "ONE" to "one"
@@ -263,7 +263,7 @@ Feature: Threads in a session: replies to a message, and branches of a conversat
       | 3   | 2    | user      | accepted | k1        | two  |
       | 4   | 2    | assistant | complete |           | DEUX |
 
-  @profile:stream @req:ADR0052-S-11
+  @profile:stream @req:ADR0052-S-11 @fresh-system
   Scenario: In a shared chat a person in it may branch at anyone's message, a delegate may not
     Given alice has started a shared conversation with bob and alice's delegate
     And the model replies "ONE" to "one"
@@ -295,7 +295,7 @@ Feature: Threads in a session: replies to a message, and branches of a conversat
       | 3   | 2    | user      | accepted | bob   | two  |
       | 4   | 2    | assistant | complete | bob   | DEUX |
 
-  @profile:stream @req:ADR0052-S-11
+  @profile:stream @req:ADR0052-S-11 @fresh-system
   Scenario Outline: A branch <what> is refused by its reason and makes nothing
     Given alice has started a conversation
     And the model replies "ONE" to "one"

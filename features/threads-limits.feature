@@ -153,7 +153,7 @@ Feature: The bounds of an agent conversation
     Then the answer is 429 "rate"
     And nothing is stored on thread "L"
 
-  @profile:threads @req:ADR0035-Q-01
+  @profile:threads @req:ADR0035-Q-01 @fresh-system
   Scenario: A person's conversation with 8 earlier turns sends them all and leaves nothing out
     Given the model replies "answer 1" to "text 1"
     And the model replies "answer 2" to "text 2"

@@ -50,7 +50,7 @@ Feature: Sending to a peer role, in the agent conversation of the run's topic
       """
     And threads "A" and "C" are different
 
-  @profile:threads @req:ADR0035-S-02
+  @profile:threads @req:ADR0035-S-02 @fresh-system
   Scenario: The reply comes back in the same agent conversation and its run is told whom it answers for
     Given the model answers "Ask the analyst about the north" by sending {"to": "lab/analyst", "text": "What is in the north?"}, then says "I asked."
     And the model replies "Noted, I will tell alice." to "It is cold in the north."
@@ -153,7 +153,7 @@ Feature: Sending to a peer role, in the agent conversation of the run's topic
     # waits instead.
     And after 3 seconds the peer has still received 1 text
 
-  @profile:threads @req:ADR0035-S-05
+  @profile:threads @req:ADR0035-S-05 @fresh-system
   Scenario: Two people with the same pair of roles get two threads and two runs, each with only their own text
     Given the model answers "Alice needs the north map" by sending {"to": "lab/analyst", "text": "A map of the north, please."}, then says "Asked for alice."
     And the model answers "Bob needs the south map" by sending {"to": "lab/analyst", "text": "A map of the south, please."}, then says "Asked for bob."
@@ -223,7 +223,7 @@ Feature: Sending to a peer role, in the agent conversation of the run's topic
       """
     And threads "A" and "B" are different
 
-  @profile:threads @req:ADR0035-S-02
+  @profile:threads @req:ADR0035-S-02 @fresh-system
   Scenario: A reply on a thread of a person's conversation never becomes a turn of that conversation
     Given the model answers "Ask the analyst about the north" by sending {"to": "lab/analyst", "text": "What is in the north?"}, then says "I asked."
     And the model replies "Noted, I will tell alice." to "It is cold in the north."

@@ -75,7 +75,7 @@ Feature: Who reads an agent conversation
     And "alice" cannot read the agent conversation of thread "A"
     And "dana" cannot read the agent conversation of thread "A"
 
-  @profile:threads @req:ADR0035-V-03
+  @profile:threads @req:ADR0035-V-03 @fresh-system
   Scenario: A role's agent history with a peer role lists every agent conversation between them, a closed one too, and only the role reads it
     Given the model answers "Ask the analyst" by sending {"to": "lab/analyst", "text": "Any news?"}, then says "Asked."
     And the model replies "Noted." to "Hello planner"
@@ -110,7 +110,7 @@ Feature: Who reads an agent conversation
     When "role:planner" reads the agent history of "planner" with "lab"
     Then the answer is exactly 400 {"error": "bad request", "detail": "peer"}
 
-  @profile:threads @req:ADR0035-V-04
+  @profile:threads @req:ADR0035-V-04 @fresh-system
   Scenario: A role is the principal the box issued to it, not a caller whose actor is spelled like it
     Given the model answers "Ask the analyst" by sending {"to": "lab/analyst", "text": "Any news?"}, then says "Asked."
     When "alice" says "Ask the analyst" to "planner"

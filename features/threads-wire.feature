@@ -56,7 +56,7 @@ Feature: The wire between two boxes
                  {"turn": 2, "status": "completed", "texts": ["{message The valves are fine.}"], "output": "Noted too."}]}
       """
 
-  @profile:threads @req:ADR0035-W-02
+  @profile:threads @req:ADR0035-W-02 @fresh-system
   Scenario: A message id the connection already delivered, sent on another thread, gets the first answer and adds nothing
     Given the model replies "Noted." to "The pumps are fine."
     When the peer posts {"v": 1, "thread": "t_0123456789abcdef", "message": "m1", "from": "analyst", "to": "planner", "text": "The pumps are fine."}
@@ -94,7 +94,7 @@ Feature: The wire between two boxes
                  {"turn": 2, "status": "completed", "texts": ["{message And the stars.}"], "output": "Noted."}]}
       """
 
-  @profile:threads @req:ADR0035-W-03
+  @profile:threads @req:ADR0035-W-03 @fresh-system
   Scenario Outline: A malformed text is rejected naming its first bad member, and nothing is stored
     When the peer posts <body>
     Then the answer is 400 bad-request "<member>"
@@ -118,7 +118,7 @@ Feature: The wire between two boxes
       | {"v": 1, "thread": "t_0123456789abcdef", "message": "m1", "from": "analyst", "to": "planner", "text": 7}       | text    |
       | {"v": 1, "message": "", "from": "analyst", "to": "planner", "text": ""}                                        | thread  |
 
-  @profile:threads @req:ADR0035-W-07
+  @profile:threads @req:ADR0035-W-07 @fresh-system
   Scenario Outline: A text is decoded strictly: a member named twice, a member the wire does not have, or anything after the body is rejected, and nothing is stored
     When the peer posts <body>
     Then the answer is 400 bad-request "<member>"
@@ -131,7 +131,7 @@ Feature: The wire between two boxes
       | {"v": 1, "thread": "t_0123456789abcdef", "message": "m1", "from": "analyst", "to": "planner", "text": "hi", "Text": "ho"}     | Text   |
       | {"v": 1, "thread": "t_0123456789abcdef", "message": "m1", "from": "analyst", "to": "planner", "text": "hi"} {"v": 1}          | body   |
 
-  @profile:threads @req:ADR0035-W-03
+  @profile:threads @req:ADR0035-W-03 @fresh-system
   Scenario: A text of 16384 bytes is taken, one byte more is rejected
     When the peer posts a text of 16384 bytes on thread "L"
     Then the answer is 200 ack
@@ -139,7 +139,7 @@ Feature: The wire between two boxes
     Then the answer is 400 bad-request "text"
     And nothing is stored on thread "M"
 
-  @profile:threads @req:ADR0035-W-03
+  @profile:threads @req:ADR0035-W-03 @fresh-system
   Scenario: No token, an unknown one or the wrong one is rejected as connection; an unknown role as role
     When the peer posts a text on thread "N" with no token
     Then the answer is 401 "connection"
@@ -192,7 +192,7 @@ Feature: The wire between two boxes
       """
     And the peer found every text well-formed
 
-  @profile:threads @req:ADR0035-W-04
+  @profile:threads @req:ADR0035-W-04 @fresh-system
   Scenario Outline: A final rejection fails the text with its reason, and the role's next turn is told
     Given the peer answers the next 1 text with <status> "<reason>"
     And the model answers "Ask the analyst" by sending {"to": "lab/analyst", "text": "Any news?"}, then says "Asked."
@@ -229,7 +229,7 @@ Feature: The wire between two boxes
       | 404    | role       |
       | 401    | connection |
 
-  @profile:threads @req:ADR0035-W-05
+  @profile:threads @req:ADR0035-W-05 @fresh-system
   Scenario: A text the peer holds holds up only the later texts of its own agent conversation
     Given the peer holds the next text
     And the model answers "Ask twice" by sending {"to": "lab/analyst", "text": "first"} and {"to": "lab/analyst", "text": "second"}, then says "Asked twice."
@@ -258,7 +258,7 @@ Feature: The wire between two boxes
       {"v": 1, "thread": "{thread A}", "message": "{message second}", "from": "planner", "to": "analyst", "text": "second"}
       """
 
-  @profile:threads @req:ADR0035-W-05
+  @profile:threads @req:ADR0035-W-05 @fresh-system
   Scenario Outline: A text the peer answers <status> is tried again before any later text of its agent conversation
     Given the peer holds the next text
     And the peer answers the next 1 text with <status> "<reason>"

@@ -45,7 +45,10 @@ type driverKind struct {
 	describe     string
 	canCrash     bool
 	configurable bool
-	newDriver    func() driver
+	// shared: one system serves every scenario of the run (and of other runs), so what it keeps
+	// once for all callers is not the scenario's alone (@fresh-system).
+	shared    bool
+	newDriver func() driver
 }
 
 // inProcess serves a Factory's instance on a loopback listener.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -65,4 +66,44 @@ func TestRemoteTarget(t *testing.T) {
 	require.Positive(t, crash)
 	require.Positive(t, configures)
 	require.Positive(t, rep.Totals.Passed)
+}
+
+// TestRemoteTargetTwice runs scenarios that choose their own ids and keys twice against one
+// running system, as two runs against staging would: both pass, since every id and key a
+// scenario chooses is its own, and a scenario that judges what the system keeps once for all
+// its callers (@fresh-system) is not applicable there, never passed.
+func TestRemoteTargetTwice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs part of the suite twice")
+	}
+	w := world.New(world.Options{})
+	_, err := w.Start("")
+	require.NoError(t, err)
+	defer w.Close()
+	cfg := harness.RemoteConfig(w, spec.SUTConfig{DataDir: filepath.Join(t.TempDir(), "data")})
+	eng, err := reference.OpenConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	defer eng.Close()
+	srv := httptest.NewServer(eng.Handler())
+	defer srv.Close()
+	cat, err := spec.LoadCatalogue()
+	require.NoError(t, err)
+
+	for run := 1; run <= 2; run++ {
+		rep, err := harness.Execute(context.Background(), harness.Options{Target: srv.URL, World: w, RemoteConfig: &cfg,
+			Tags:     "@req:ADR0122-D1-05,@req:ADR0121-RUN-01,@req:ADR0052-S-11,@req:ADR0052-S-12",
+			Profiles: []string{"core", "agent", "stream"}})
+		require.NoError(t, err)
+		rep = harness.Judge(rep, cat, nil)
+		require.Equal(t, 0, rep.Totals.Failed+rep.Totals.HarnessError, "run %d", run)
+		require.Positive(t, rep.Totals.Passed, "run %d", run)
+		fresh := 0
+		for _, sc := range rep.Scenarios {
+			if slices.Contains(sc.Tags, "@fresh-system") {
+				fresh++
+				require.Equal(t, report.NotApplicable, sc.Status, sc.ID)
+			}
+		}
+		require.Positive(t, fresh, "run %d", run)
+	}
 }

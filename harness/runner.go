@@ -118,6 +118,7 @@ type runner struct {
 
 	mu            sync.Mutex
 	databases     int // scenario databases made (Options.Databases)
+	scenarios     int // scenarios set up, numbering their nonces (scenario.own)
 	results       map[string]*report.Scenario
 	total         int
 	judgeable     int // selected scenarios of a claimed profile
@@ -212,7 +213,7 @@ func newRunner(opt Options) (*runner, error) {
 		if opt.Databases != nil {
 			return nil, fmt.Errorf("%w: a remote target keeps its own database; --store is for a system the kit starts", ErrUsage)
 		}
-		r.kind = driverKind{name: "remote", describe: opt.Target,
+		r.kind = driverKind{name: "remote", describe: opt.Target, shared: true,
 			newDriver: func() driver { return &remote{url: strings.TrimRight(opt.Target, "/")} }}
 		if opt.World == nil || opt.RemoteConfig == nil {
 			return nil, fmt.Errorf("%w: a remote target needs the world and the configuration it was started with", ErrUsage)
@@ -446,7 +447,7 @@ func meta(tags []string) (profile string, reqs []string, needs []string) {
 			profile = strings.TrimPrefix(t, "@profile:")
 		case strings.HasPrefix(t, "@req:"):
 			reqs = append(reqs, strings.TrimPrefix(t, "@req:"))
-		case t == "@crash" || t == "@configures":
+		case t == "@crash" || t == "@configures" || t == "@fresh-system":
 			needs = append(needs, strings.TrimPrefix(t, "@"))
 		}
 	}
@@ -507,6 +508,8 @@ func (r *runner) initScenario(sc *godog.ScenarioContext) {
 			na = "the scenario crashes the system, which a remote target does not allow"
 		case slices.Contains(needs, "configures") && !r.kind.configurable:
 			na = "the scenario configures the system, which a remote target does not allow"
+		case slices.Contains(needs, "fresh-system") && r.kind.shared:
+			na = "the scenario judges what the system keeps once for all its callers, which other scenarios on a shared remote target have already used"
 		}
 		if na != "" {
 			return ctx, godog.ErrSkip

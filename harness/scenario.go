@@ -101,6 +101,10 @@ type scenario struct {
 	// under mu: a step that fails after one of them passed ran out of the step timeout.
 	waits []time.Time
 
+	// nonce is what own appends to the ids and keys the scenario chooses against a system other
+	// scenarios share ("" when the kit starts a system for the scenario alone).
+	nonce string
+
 	cfg     spec.SUTConfig
 	drv     driver
 	started bool
@@ -152,6 +156,12 @@ func (s *scenario) setup() error {
 	s.contract = s.run.contract
 	s.transport = &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 10 * time.Second}
 	s.cl = &client{s: s, hc: &http.Client{Timeout: 30 * time.Second, Transport: s.transport}}
+	if s.run.remoteCfg != nil {
+		s.run.mu.Lock()
+		s.run.scenarios++
+		s.nonce = fmt.Sprintf("%s%d", s.run.runID, s.run.scenarios)
+		s.run.mu.Unlock()
+	}
 	if s.run.sharedWorld != nil {
 		s.world = s.run.sharedWorld
 		s.world.Reset()
@@ -161,8 +171,9 @@ func (s *scenario) setup() error {
 			return harnessErr("start the world: %v", err)
 		}
 	}
-	for name, p := range principals {
-		if err := s.world.Identity().Add(tokenOf(name), p); err != nil {
+	for name := range principals {
+		p, _ := s.principal(name)
+		if err := s.world.Identity().Add(tokenOf(name)+s.ownPeople(), p); err != nil {
 			return harnessErr("register %s: %v", name, err)
 		}
 	}
@@ -176,6 +187,42 @@ func (s *scenario) setup() error {
 	}
 	s.drv = s.newDriver(dir)
 	return nil
+}
+
+// own is an id or a key the scenario chooses (a conversation's, a run's, an Idempotency-Key),
+// made the scenario's own. A system the kit starts for the scenario alone holds nothing else, so
+// there it is id as written. A remote target serves every scenario of every run, so there it
+// is id, "-" and the scenario's nonce (the run's random id, then the scenario's number): no
+// other scenario, of this run or of another against the same system, chooses the same. The
+// suffix is letters and digits after a "-", so a well-formed id stays well-formed and a
+// malformed one stays malformed; an empty id (none chosen) stays empty.
+func (s *scenario) own(id string) string {
+	if id == "" || s.nonce == "" {
+		return id
+	}
+	return id + "-" + s.nonce
+}
+
+// principal is the principal a name of the scenario's steps stands for: principals[name], its
+// actor followed by ownPeople.
+func (s *scenario) principal(name string) (spec.Principal, bool) {
+	p, ok := principals[name]
+	if ok {
+		p.Actor += s.ownPeople()
+	}
+	return p, ok
+}
+
+// ownPeople is what makes the kit's common people (alice, bob, ...) the scenario's own, appended
+// to their actors and their tokens: on a shared target, in a threads scenario, "-" and the
+// scenario's nonce, since a person has one conversation with each role, which would otherwise
+// hold the turns and threads of every scenario before (and a system may keep what a token
+// stood for a while, so the token changes with the actor). Elsewhere nothing.
+func (s *scenario) ownPeople() string {
+	if s.nonce == "" || s.profile != "threads" {
+		return ""
+	}
+	return "-" + s.nonce
 }
 
 // newDriver is a driver of the run's kind that keeps its files (configuration, logs) in dir.
@@ -270,7 +317,7 @@ func (s *scenario) token(who string) (string, error) {
 		}
 		return "", harnessErr("unknown principal %q", who)
 	}
-	return tokenOf(who), nil
+	return tokenOf(who) + s.ownPeople(), nil
 }
 
 // configure changes the configuration before the SUT starts.
@@ -426,7 +473,12 @@ func RemoteConfig(w *world.World, base spec.SUTConfig) spec.SUTConfig {
 	base.Signing = spec.SigningConfig{Key: randomKey()}
 	cfg := baseConfig(w, base)
 	// One long-lived system serves every scenario of the run: limits meant for one scenario
-	// would otherwise add up across all of them.
+	// would otherwise add up across all of them (a caller's posts; the stream tickets and held
+	// streams of the kit's callers, which the scenarios before hold for up to a ticket's life).
+	// The scenarios that judge these limits configure them, and so are not run remotely.
 	cfg.Gateway.PostsPerMinute = 1_000_000
+	cfg.Stream.PrincipalTickets = 4096
+	cfg.Stream.ResidentBytes = 1 << 40
+	cfg.Stream.PrincipalResidentBytes = 1 << 40
 	return cfg
 }

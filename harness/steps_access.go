@@ -41,9 +41,7 @@ func (s *accessSteps) startsDoorTurnClaimingOwn(who, id string) error {
 	if err := s.sut(); err != nil {
 		return err
 	}
-	if s.run.remoteCfg != nil {
-		id += "-" + s.run.runID
-	}
+	id = s.own(id)
 	// The door starts a turn execution only for a conversation its caller may touch: the
 	// input names one of hers beside the start input it imitates.
 	own, err := s.start(who, "", nil)

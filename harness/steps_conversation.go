@@ -364,11 +364,7 @@ func (s *scenario) start(who, id string, extra map[string]any) (*response, error
 		return nil, err
 	}
 	body := map[string]any{}
-	if id != "" && s.run.remoteCfg != nil {
-		// One remote system serves every run: keep chosen ids apart (valid stays valid, and
-		// invalid stays invalid).
-		id += "-" + s.run.runID
-	}
+	id = s.own(id)
 	if id != "" {
 		body["id"] = id
 	}

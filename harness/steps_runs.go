@@ -73,8 +73,8 @@ func (s *runsSteps) startsRun(who string, doc *godog.DocString) error {
 	if err := json.Unmarshal([]byte(doc.Content), &opts); err != nil {
 		return harnessErr("the run's options are not a JSON object: %v", err)
 	}
-	if id, ok := opts["id"].(string); ok && s.run.remoteCfg != nil {
-		opts["id"] = id + "-" + s.run.runID
+	if id, ok := opts["id"].(string); ok {
+		opts["id"] = s.own(id)
 	}
 	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runs", opts, reqOpts{})
 	s.last = r

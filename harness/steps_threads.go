@@ -156,10 +156,10 @@ func caller(who string) string {
 }
 
 // personJSON is who's identity as the wire names it.
-func personJSON(who string) (map[string]string, error) {
+func (s *threadsSteps) personJSON(who string) (map[string]string, error) {
 	p, ok := world.PeerPeople[who]
 	if !ok {
-		if p, ok = principals[who]; !ok {
+		if p, ok = s.principal(who); !ok {
 			return nil, harnessErr("unknown person %q", who)
 		}
 	}
@@ -420,7 +420,7 @@ func (s *threadsSteps) opensConversation(who, role string) error {
 	if err := r.json(&body); err != nil {
 		return err
 	}
-	if body.ID == "" || body.Role != role || !isPerson(body.Person, who) {
+	if body.ID == "" || body.Role != role || !s.isPerson(body.Person, who) {
 		return fail(r.op, string(r.body), fmt.Sprintf("an id, role %q and person %s", role, who))
 	}
 	key := "conv " + who + " " + role
@@ -432,8 +432,8 @@ func (s *threadsSteps) opensConversation(who, role string) error {
 }
 
 // isPerson reports whether raw names who: their identity object, or their actor.
-func isPerson(raw json.RawMessage, who string) bool {
-	p, err := personJSON(who)
+func (s *threadsSteps) isPerson(raw json.RawMessage, who string) bool {
+	p, err := s.personJSON(who)
 	if err != nil {
 		return false
 	}
@@ -504,13 +504,13 @@ func (s *threadsSteps) different(kind, a, b string) error {
 }
 
 // members turns "bob, carol" into identities.
-func members(list string) ([]map[string]string, error) {
+func (s *threadsSteps) members(list string) ([]map[string]string, error) {
 	out := []map[string]string{}
 	for _, n := range strings.Split(list, ",") {
 		if n = strings.TrimSpace(n); n == "" {
 			continue
 		}
-		p, err := personJSON(n)
+		p, err := s.personJSON(n)
 		if err != nil {
 			return nil, err
 		}
@@ -521,7 +521,7 @@ func members(list string) ([]map[string]string, error) {
 
 // createTask creates a task (a subtask when parent is set) and remembers its id.
 func (s *threadsSteps) createTask(who, alias, title, list, parent string) error {
-	ms, err := members(list)
+	ms, err := s.members(list)
 	if err != nil {
 		return err
 	}
@@ -579,7 +579,7 @@ func (s *threadsSteps) taskMembers(who, op, person, alias string) error {
 	if err != nil {
 		return err
 	}
-	p, err := personJSON(person)
+	p, err := s.personJSON(person)
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,7 @@ func (s *threadsSteps) saysUnderKey(who, txt, role, key string) error {
 		}
 	}
 	_, err := s.call(who, http.MethodPost, "/roles/"+role+"/conversation/messages", map[string]string{"text": unescape(txt)},
-		map[string]string{"Idempotency-Key": key})
+		map[string]string{"Idempotency-Key": s.own(key)})
 	return err
 }
 
@@ -36,7 +36,7 @@ func (s *threadsSteps) saysUnderKey(who, txt, role, key string) error {
 // placeholder of the step that checks the answer.
 func (s *threadsSteps) createsTaskUnderKey(who, title, key string) error {
 	s.ready()
-	_, err := s.call(who, http.MethodPost, "/tasks", map[string]any{"title": unescape(title)}, map[string]string{"Idempotency-Key": key})
+	_, err := s.call(who, http.MethodPost, "/tasks", map[string]any{"title": unescape(title)}, map[string]string{"Idempotency-Key": s.own(key)})
 	return err
 }
 
@@ -47,7 +47,7 @@ func (s *threadsSteps) startsRunUnderKey(who, role, alias, prompt, key string) e
 		return err
 	}
 	_, err = s.call(who, http.MethodPost, "/tasks/"+id+"/runs", map[string]string{"role": role, "prompt": unescape(prompt)},
-		map[string]string{"Idempotency-Key": key})
+		map[string]string{"Idempotency-Key": s.own(key)})
 	return err
 }
 

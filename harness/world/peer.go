@@ -112,6 +112,11 @@ type Peer struct {
 	script []PeerAnswer
 	always *PeerAnswer
 	log    *journal[PeerDelivery]
+	// earlier are the threads of the texts received before the last reset. A box that serves
+	// scenario after scenario (a remote target) may still send on them, retrying a text an
+	// earlier scenario left unanswered: such a text is acknowledged, and neither recorded nor
+	// answered from the script, since it belongs to no scenario that runs now.
+	earlier map[string]bool
 }
 
 func newPeer(w *World) *Peer {
@@ -123,6 +128,14 @@ func (p *Peer) reset() {
 	defer p.mu.Unlock()
 	p.script = nil
 	p.always = nil
+	if p.earlier == nil {
+		p.earlier = map[string]bool{}
+	}
+	for _, d := range p.log.snapshot() {
+		if d.Text.Thread != "" {
+			p.earlier[d.Text.Thread] = true
+		}
+	}
 	p.log = newJournal[PeerDelivery](p.w.opts)
 	p.sig.fire()
 }
@@ -286,6 +299,10 @@ func (p *Peer) serve(rw http.ResponseWriter, r *http.Request) {
 			d.Answer, _ = json.Marshal(map[string]string{"reason": "bad-request", "detail": bad})
 		case !isPeerRole(d.Text.To):
 			d.Status, d.Answer = http.StatusNotFound, []byte(`{"reason":"role"}`)
+		case p.sentEarlier(d.Text.Thread):
+			ack, _ := json.Marshal(map[string]any{"ack": true, "thread": d.Text.Thread, "message": d.Text.Message})
+			_ = writeRaw(rw, http.StatusOK, ack)
+			return
 		default:
 			answer = p.next()
 			if answer.Status == 0 || answer.Status == http.StatusOK {
@@ -308,6 +325,14 @@ func (p *Peer) serve(rw http.ResponseWriter, r *http.Request) {
 		rw.Header().Set("Retry-After", "1")
 	}
 	_ = writeRaw(rw, d.Status, d.Answer)
+}
+
+// sentEarlier reports whether thread is one of the threads texts arrived on before the last
+// reset (Peer.earlier).
+func (p *Peer) sentEarlier(thread string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.earlier[thread]
 }
 
 // next takes the answer for the next well-formed text.

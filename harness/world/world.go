@@ -265,7 +265,9 @@ func (w *World) Close() error {
 // Reset prepares the World for the next scenario: it releases every hold created so far (answers
 // waiting at one continue as if released), and clears every script, recording, identity,
 // clearance rule and rejection. Requests still in flight finish against the cleared state and are
-// not recorded again. The listener and URL stay.
+// not recorded again. The listener and URL stay. The peer remembers the threads it received texts
+// on: a text on one of them after the reset is a leftover of an earlier scenario, acknowledged
+// and not recorded.
 //
 //	w.Reset()
 func (w *World) Reset() {
