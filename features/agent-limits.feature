@@ -104,6 +104,29 @@ Feature: A run's model calls are cached per principal and scope, capped, and bou
     And the run's output is "re: check pump 4"
     And the model has been asked 2 times in all
 
+  @profile:agent @req:ADR0121-D5-07 @configures
+  Scenario: A cached answer is the question as written: other tools offered ask the model
+    Given the system caches model responses
+    When alice starts a run with:
+      """
+      {"prompt": "check pump 3", "cacheScope": "acme", "tools": ["lookup"]}
+      """
+    Then the run ends completed
+    When alice starts a run with:
+      """
+      {"prompt": "check pump 3", "cacheScope": "acme", "tools": ["north"]}
+      """
+    Then the run ends completed
+    And the run's output is "re: check pump 3"
+    And the model has been asked 2 times in all
+    When alice starts a run with:
+      """
+      {"prompt": "check pump 3", "cacheScope": "acme", "tools": ["lookup"]}
+      """
+    Then the run ends completed
+    And the run's output is "re: check pump 3"
+    And the model has been asked 2 times in all
+
   @profile:agent @req:ADR0121-D5-07
   Scenario: Without the cache every run asks the model, a cache scope or not
     When alice starts a run with:
@@ -321,6 +344,33 @@ Feature: A run's model calls are cached per principal and scope, capped, and bou
     Then the run ends failed within 2000 ms of the first call of the tool "lookup"
     And the run's reason is "tool-failed"
     And the model has been asked 1 time in all
+
+  @profile:agent @req:ADR0121-D3-07
+  Scenario: Each tool call of a response has its own toolTimeoutMs, counted from its own start
+    # The calls run one after the other: north starts when lookup has answered, 1500 ms in, and
+    # has its own 2000 ms from then, so it is still in time 1000 ms later (2500 ms after lookup began).
+    Given the model calls at once:
+      | tool   | arguments  |
+      | lookup | {"pump":3} |
+      | north  | {}         |
+    And the tool "lookup" waits
+    And the tool "north" waits
+    And the model replies "Both answered."
+    When alice starts a run with:
+      """
+      {"prompt": "check pump 3 and the north zone", "toolTimeoutMs": 2000}
+      """
+    And the tool "lookup" has been waiting 1500 ms
+    And the tool "lookup" is released
+    And the tool "north" has been waiting 1000 ms
+    And the tool "north" is released
+    Then the run ends completed
+    And the run's output is "Both answered."
+    And the run's tool-call log is:
+      | name   | arguments  | ok   | result       |
+      | lookup | {"pump":3} | true | {"ok": true} |
+      | north  | {}         | true | {"ok": true} |
+    And the model has been asked 2 times in all
 
   @profile:agent @req:ADR0121-D3-08 @crash
   Scenario: A tool call a crash cut off resumes its countdown after the restart instead of starting it again

@@ -36,6 +36,34 @@ Feature: A run remembers its prompt and its answer in its owner's memory, exactl
       | alice for bob          | acme/alice~bob |
       | alice's delegate       | acme/assistant~alice |
 
+  @profile:agent @req:ADR0121-D4-05 @configures
+  Scenario: A second run with the same prompt and answer is remembered again: its ids are its own run's
+    # Each entry's id derives from its run and its text (spec/http.md, Run write-back): another run
+    # is no repetition of the first, so its entries are new to the scope.
+    Given the agent has memory
+    And the model replies "Pump 3 is fine."
+    And the model replies "Pump 3 is fine."
+    When alice starts a run with:
+      """
+      {"prompt": "check pump 3", "writeBack": {"allowDirect": true}}
+      """
+    Then the run ends completed
+    When alice starts a run with:
+      """
+      {"prompt": "check pump 3", "writeBack": {"allowDirect": true}}
+      """
+    Then the run ends completed
+    And the memory log is:
+      | op    | scope      | entries                                         | stored |
+      | write | acme/alice | user: check pump 3 / assistant: Pump 3 is fine. | 2      |
+      | write | acme/alice | user: check pump 3 / assistant: Pump 3 is fine. | 2      |
+    And alice's memory scope holds exactly:
+      | role      | text            | tainted |
+      | user      | check pump 3    | false   |
+      | assistant | Pump 3 is fine. | false   |
+      | user      | check pump 3    | false   |
+      | assistant | Pump 3 is fine. | false   |
+
   @profile:agent @req:ADR0121-D4-26 @configures
   Scenario Outline: A scope escapes the separators inside the owner's fields (<who>)
     Given the agent has memory

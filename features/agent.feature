@@ -249,6 +249,23 @@ Feature: A turn runs the canonical agent loop
       | user      | thanks           |
       | assistant | you are welcome  |
 
+  @profile:agent @req:ADR0121-D4-01 @crash @configures
+  Scenario: A turn's write-back a crash cut off is made again under the same ids, and the scope holds it once
+    Given the agent has memory
+    And the memory's writes wait
+    And alice has started a conversation
+    When alice sends "check pump 3"
+    And the memory has been written 1 time
+    And the system is killed and restarted
+    And the memory has been written 2 times
+    And the memory's writes are released
+    Then turn 1 is answered "re: check pump 3"
+    And alice's memory scope holds exactly:
+      | role      | text             | tainted |
+      | user      | check pump 3     | false   |
+      | assistant | re: check pump 3 | false   |
+    And the model has been asked 1 time in all
+
   @profile:agent @req:ADR0121-D4-02 @configures
   Scenario: A failed turn writes nothing back
     Given the agent has memory

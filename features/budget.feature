@@ -243,6 +243,28 @@ Feature: The context fits the model's window, and what leaves it is summarized
     And the summarizer has been asked 2 times in all
     And the model has been asked 4 times in all
 
+  @profile:budget @req:ADR0122-D5-04 @crash @configures
+  Scenario: A turn counted before a restart keeps its recorded cost when the counter changes
+    # Before the restart (perMessage 4) the fits of turns 2 and 3 counted turns 1 and 2 at 15
+    # tokens each. After it (perMessage 40) the tools cost 255, "what now?" 43 and turn 3, never
+    # counted yet, 87: 385 with turn 3, 400 with turn 2 at its recorded 15, 415 with turn 1, so
+    # turns 2 and 3 are kept. Turn 2 counted again would cost 87 and leave it out.
+    Given the setting "conversation.budget.contextWindow" is 410
+    And the summarizer is not configured
+    And alice has started a conversation
+    And alice has had 3 turns answered
+    When the system is killed and restarted with the setting "conversation.budget.perMessage" at 40
+    And alice sends "what now?"
+    Then turn 4 is answered "re: what now?"
+    And the window of request 4 to the model holds turns 2, 3
+    And request 4 to the model holds the messages:
+      | role      | content        |
+      | user      | question 2     |
+      | assistant | re: question 2 |
+      | user      | question 3     |
+      | assistant | re: question 3 |
+      | user      | what now?      |
+
   @profile:budget @req:ADR0122-D5-10 @configures
   Scenario: The summary crosses rotations with the carry
     Given the conversation rotates every 1 turn

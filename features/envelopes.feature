@@ -468,6 +468,18 @@ Feature: A conversation acts only on fresh, host-signed envelopes it has not see
     And the error hook was told about turn 1 once, with its error id and the words "hunter2"
     And "hunter2" appears nowhere alice can read
 
+  @profile:core @req:ADR0122-D8-11 @crash
+  Scenario: A failed turn is reported to the error hook once, though a restart replays it
+    Given alice has started a conversation
+    And the model fails with status 502 and says "db-prod-7.internal:5432 password=hunter2"
+    When alice sends "check the pumps"
+    Then turn 1 fails with reason "model-error"
+    When the system is killed and restarted
+    And the model fails with status 502 and says "db-prod-8.internal:5432 password=hunter3"
+    And alice sends "check the valves"
+    Then turn 2 fails with reason "model-error"
+    And the error hook was told about turns 1, 2 once each
+
   @profile:envelope @req:ADR0122-D8-04 @configures
   Scenario: Freshness is judged when a message is received, so a message queued behind a long turn does not go stale
     # spec/envelopes.md §5: now is the time the payload was received, not the time it is taken up.

@@ -41,6 +41,20 @@ Feature: One caller's bounds on the session stream, and what a terminal line nev
     And bob opens the session stream of conversation "D"
     Then bob presents the ticket over WebSocket for conversation "D" and is served
 
+  @profile:stream @req:ADR0052-L-02 @configures
+  Scenario: A reader that stops lets go of its session, so the caller's share has room again
+    # A share of 4096 bytes with logs of 4096 holds one session: B is refused while A's reader
+    # reads, and opens once it has stopped.
+    Given the setting "stream.maxBytes" is 4096
+    And the setting "stream.principalResidentBytes" is 4096
+    And alice has started a conversation "A"
+    When alice follows the session stream over WebSocket
+    And alice has started a conversation "B"
+    And alice asks to open the session stream of conversation "B"
+    Then the session answers exactly 429 {"error": "too many requests", "reason": "resident"}
+    When alice's WebSocket reader stops
+    Then alice opens the session stream of conversation "B" once her stopped reader no longer holds its session
+
   @profile:stream @req:ADR0052-T-02
   Scenario: Every credential form the spec lists is redacted, and ordinary text that looks like one is kept
     Given alice has started a conversation

@@ -140,6 +140,35 @@ Feature: The session stream: frames with gapless cursors, drawn for each viewer
       | 3   | 2    | hidden       |         | 2 empty parts         |
       | 4   |      | text-done    | a:1     | "secret figures"      |
 
+  @profile:stream @req:ADR0052-V-01
+  Scenario: A session first opened mid-reply shows the part already streamed to its asker alone
+    # bob's event stream showing the first piece is the sign that the system holds it before any
+    # session stream is opened, so the first open logs it as one delta of the reply.
+    Given alice has started a shared conversation with bob
+    And the model streams "secret " "figures" to "show me the figures" one piece at a time
+    When bob opens the event stream
+    And bob sends "show me the figures"
+    And bob's stream shows "secret "
+    And alice follows the session stream over WebSocket
+    And bob follows the session stream over WebSocket
+    And alice's WebSocket reader reaches cursor 2
+    And bob's WebSocket reader reaches cursor 2
+    And the model goes on after piece 1
+    And the model goes on after piece 2
+    Then bob's WebSocket reader folds the reply to turn 1 to "secret figures"
+    And bob's WebSocket reader got exactly these frames:
+      | cur | span | type         | message | text                  |
+      | 1   |      | user-message | u:1     | "show me the figures" |
+      | 2   |      | text-delta   | a:1     | "secret "             |
+      | 3   |      | text-delta   | a:1     | "figures"             |
+      | 4   |      | text-done    | a:1     | "secret figures"      |
+    And alice's WebSocket reader got exactly these frames:
+      | cur | span | type         | message | text                  |
+      | 1   |      | user-message | u:1     | "show me the figures" |
+      | 2   |      | hidden       |         |                       |
+      | 3   |      | hidden       |         |                       |
+      | 4   |      | text-done    | a:1     | "secret figures"      |
+
   @profile:stream @req:ADR0052-R-02 @configures
   Scenario Outline: At the default bound of 4096 frames the floor is still 1, one more moves it
     Given the setting "gateway.postsPerMinute" is 100000

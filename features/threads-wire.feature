@@ -67,6 +67,20 @@ Feature: The wire between two boxes
     Then the answer is exactly 200 {"ack": true, "thread": "t_0123456789abcdef", "message": "m1"}
     And nothing is stored on thread "t_fedcba9876543210"
 
+  @profile:threads @req:ADR0035-W-02 @configures
+  Scenario: A message id another connection already used is a new text on this one
+    # Message ids are unique per connection and sender (spec/peer.md, The wire): the same id on
+    # another connection names another text, stored and answered as its own.
+    Given the box has a second connection "field" to the same peer
+    And the model replies "Noted." to "The pumps are fine."
+    And the model replies "Noted too." to "The valves are fine."
+    When the peer posts {"v": 1, "thread": "t_0123456789abcdef", "message": "m1", "from": "analyst", "to": "planner", "text": "The pumps are fine."}
+    Then the answer is exactly 200 {"ack": true, "thread": "t_0123456789abcdef", "message": "m1"}
+    When the peer posts on the connection "field" {"v": 1, "thread": "t_fedcba9876543210", "message": "m1", "from": "analyst", "to": "planner", "text": "The valves are fine."}
+    Then the answer is exactly 200 {"ack": true, "thread": "t_fedcba9876543210", "message": "m1"}
+    And the model has been asked 2 times
+    And some message of a request to the model holds "The valves are fine."
+
   @profile:threads @req:ADR0035-W-02
   Scenario: A text that waits behind a running turn, sent again, is stored once and taken once
     Given the model replies "Still working." to "Count every grain of sand" after a release

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/cucumber/godog"
 )
@@ -22,6 +23,7 @@ func (s *streamLimitsSteps) steps() []stepDef {
 	reader := `(\w[\w' ]*?)'s (WebSocket|SSE) reader`
 	return []stepDef{
 		{`^(\w[\w' ]*?) asks to open the session stream(?: of conversation "([^"]*)")?$`, s.asksToOpen, "asks for a ticket as who (the current conversation, or the named one; from 0) and keeps the answer whatever its status"},
+		{`^(\w[\w' ]*?) opens the session stream of conversation "([^"]*)" once (?:her|his) stopped reader no longer holds its session$`, s.opensOnceReleased, "asks for a ticket as who for the named conversation until the answer is no longer 429 resident, and expects it to be 200 before the step's deadline"},
 		{`^each line (\w[\w' ]*?) types in the session's terminal reaches ` + reader + ` as exactly its command:$`, s.typesEach, "sends each line of the table (columns line, command) as who to the current conversation's terminal, expecting 202 {logged: true, cur}, then expects the reader to have delivered exactly one term-command frame per line, in order, each with data exactly {command, via: terminal}"},
 	}
 }
@@ -43,6 +45,45 @@ func (s *streamLimitsSteps) asksToOpen(who, name string) error {
 	}
 	s.last = r
 	return nil
+}
+
+// opensOnceReleased asks for a ticket until the caller's share has room again: a reader that
+// stopped holds its session no longer (spec/stream.md, Limits), though the system may learn of
+// the closed connection a moment later. Only 429 resident is asked again; any other answer is
+// judged at once.
+func (s *streamLimitsSteps) opensOnceReleased(who, name string) error {
+	if err := s.sut(); err != nil {
+		return err
+	}
+	c, err := s.conv(name)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		r, err := s.cl.do(ctx, who, http.MethodPost, streamOpenPath(c.id), map[string]any{"from": 0}, reqOpts{})
+		if err != nil {
+			return err
+		}
+		s.last = r
+		var body struct {
+			Reason string `json:"reason"`
+		}
+		if r.status != http.StatusTooManyRequests || json.Unmarshal(r.body, &body) != nil || body.Reason != "resident" {
+			if r.status != http.StatusOK {
+				return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "200 with a ticket")
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fail(r.op, fmt.Sprintf("%d %s until the step's deadline", r.status, clip(string(r.body), 200)), "200 once the stopped reader no longer holds its session")
+		case <-tick.C:
+		}
+	}
 }
 
 // typesEach sends every line of the table to the terminal and judges the frames they became.

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/loomcheck/loomcheck/harness/world"
+	"github.com/loomcheck/loomcheck/spec"
 )
 
 // moreSteps are the threads steps that order an answer after a release: the peer's to a text,
@@ -16,6 +17,8 @@ func (s *threadsSteps) moreSteps() []stepDef {
 		{`^"([^"]+)" says ` + text + ` to "([a-z0-9-]+)" under key "([^"]+)"$`, s.saysUnderKey, "runs a turn in who's conversation with the role under the Idempotency-Key, opening the conversation first when the scenario has not; the answer is left to the next step"},
 		{`^"([^"]+)" creates task "[^"]+" titled ` + text + ` under key "([^"]+)"$`, s.createsTaskUnderKey, "creates a task with the title under the Idempotency-Key; the answer (and the task's id) is left to the next step"},
 		{`^"([^"]+)" starts a run of "([a-z0-9-]+)" on task "([^"]+)" with ` + text + ` under key "([^"]+)"$`, s.startsRunUnderKey, "starts a run of the role on the task with the prompt under the Idempotency-Key; the answer is left to the next step"},
+		{`^the box has a second connection "field" to the same peer$`, s.secondConnection, "adds the connection field to the box's configuration: the kit's peer again, under accept token " + fieldAcceptToken + ", owner olga"},
+		{`^the peer posts on the connection "field" (\{.*\})$`, s.peerPostsOnField, "posts the body to the box's texts as the peer, with the connection field's accept token"},
 	}
 }
 
@@ -71,4 +74,29 @@ func (s *threadsSteps) modelSendsAfterRelease(match, args, reply string) error {
 	call := s.sendCall(args)
 	call.Hold = h
 	return s.script(unescape(match), call, world.Reply{Text: unescape(reply)})
+}
+
+// fieldAcceptToken is the token the peer presents on the second connection, field.
+const fieldAcceptToken = "field-accept-4Kp9w"
+
+// secondConnection adds the connection field to the box's configuration: the kit's peer at the
+// same address, which the peer reaches under a token of its own.
+func (s *threadsSteps) secondConnection() error {
+	if s.run.remoteCfg != nil || s.started {
+		return harnessErr("the second connection is configured before the system starts")
+	}
+	return s.configure(func(c *spec.SUTConfig) {
+		if len(c.Threads.Connections) == 0 {
+			return // not connected: the peer's posts on field are refused, and the scenario says so
+		}
+		lab := c.Threads.Connections[0]
+		c.Threads.Connections = append(c.Threads.Connections, spec.ConnectionConfig{ID: "field", URL: lab.URL,
+			Send: lab.Send, Accept: fieldAcceptToken, Owner: lab.Owner})
+	})
+}
+
+// peerPostsOnField posts the body to the box's texts as the peer, on the connection field.
+func (s *threadsSteps) peerPostsOnField(body string) error {
+	_, err := s.postText(nil, []byte(body), "Bearer "+fieldAcceptToken)
+	return err
 }
