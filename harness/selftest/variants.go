@@ -63,7 +63,8 @@ type VariantResult struct {
 	Variant Variant `json:"variant"`
 	// Outcome is Kept, FalseRed, HarnessError or Unjudged.
 	Outcome string `json:"outcome"`
-	// Scenarios is how many scenarios ran.
+	// Scenarios is how many scenarios ran (neither skipped, by the selection, nor not
+	// applicable).
 	Scenarios int `json:"scenarios"`
 	// FalseReds lists the scenarios that failed against the variant, each with its failure.
 	FalseReds []string `json:"falseReds"`
@@ -190,27 +191,17 @@ func RunVariants(ctx context.Context, opt VariantOptions) ([]VariantResult, erro
 
 // variantControl runs the unchanged reference over the union of the variants' selections.
 func variantControl(ctx context.Context, opt VariantOptions, variants []Variant) error {
-	// The union may run more than some variant does (one variant's tags over another's
-	// profiles), never less.
 	union := Variant{Name: "control"}
-	var tags []string
-	allProfiles, allTags := false, false
+	var alts []string
 	for _, v := range variants {
-		allProfiles = allProfiles || len(v.Profiles) == 0
-		allTags = allTags || v.Tags == ""
-		union.Profiles = append(union.Profiles, v.Profiles...)
-		tags = append(tags, v.Tags)
+		a := selection(v)
+		if a == nil {
+			alts = nil // one variant runs everything
+			break
+		}
+		alts = append(alts, a...)
 	}
-	slices.Sort(union.Profiles)
-	union.Profiles = slices.Compact(union.Profiles)
-	if allProfiles {
-		union.Profiles = nil
-	}
-	if !allTags {
-		// A tag filter is alternatives joined by "," (harness.ParseTagExpr), so joining the
-		// variants' filters with "," is their union.
-		union.Tags = strings.Join(tags, ",")
-	}
+	union.Tags = strings.Join(alts, ",")
 	res := judgeVariant(ctx, opt, union, "")
 	switch res.Outcome {
 	case Unjudged:
@@ -222,6 +213,31 @@ func variantControl(ctx context.Context, opt VariantOptions, variants []Variant)
 	}
 	fmt.Fprintf(opt.Log, "control: the unchanged reference passes the %d scenarios that judge the %d variants\n", res.Scenarios, len(variants))
 	return nil
+}
+
+// selection is the variant's selection as the alternatives of a tag filter (harness.ParseTagExpr:
+// terms joined by "&&", alternatives by ","): each profile's tag and each alternative of its
+// tags; nil when it selects every scenario.
+func selection(v Variant) []string {
+	var tags []string
+	if strings.TrimSpace(v.Tags) != "" {
+		for _, a := range strings.Split(v.Tags, ",") {
+			tags = append(tags, strings.TrimSpace(a))
+		}
+	}
+	if len(v.Profiles) == 0 {
+		return tags
+	}
+	var out []string
+	for _, p := range v.Profiles {
+		if len(tags) == 0 {
+			out = append(out, "@profile:"+p)
+		}
+		for _, a := range tags {
+			out = append(out, "@profile:"+p+" && "+a)
+		}
+	}
+	return out
 }
 
 // judgeVariant builds the variant (the unchanged reference when editsName is empty) and runs its
@@ -261,8 +277,10 @@ func judgeVariant(ctx context.Context, opt VariantOptions, v Variant, editsName 
 // are not all among the run's SHOULD-level warnings) is a false red; an error of the kit, an
 // undefined or pending step, is the kit's and not the variant's.
 func classify(res VariantResult, rep *report.Report) VariantResult {
-	res.Scenarios = len(rep.Scenarios)
 	for _, sc := range rep.Scenarios {
+		if sc.Status != report.Skipped && sc.Status != report.NotApplicable {
+			res.Scenarios++
+		}
 		switch sc.Status {
 		case report.HarnessError, report.Undefined, report.Pending:
 			res.Errors = append(res.Errors, sc.ID+" "+string(sc.Status)+": "+sc.Message)
@@ -284,7 +302,7 @@ func classify(res VariantResult, rep *report.Report) VariantResult {
 	case len(res.Errors) > 0:
 		res.Outcome, res.Error = HarnessError, fmt.Sprintf("%d scenarios met an error of the kit", len(res.Errors))
 	case res.Scenarios == 0:
-		res.Outcome, res.Error = HarnessError, "the selection runs no scenario"
+		res.Outcome, res.Error = HarnessError, "the selection ran no scenario"
 	default:
 		res.Outcome = Kept
 	}

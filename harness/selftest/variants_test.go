@@ -92,6 +92,7 @@ func TestClassifyBlamesTheVariantOnlyForFailures(t *testing.T) {
 		reds      int
 	}{
 		{"all passed", []report.Scenario{sc("a:1", report.Passed, "R1"), sc("a:2", report.NotApplicable, "R2")}, nil, Kept, 0},
+		{"none ran", []report.Scenario{sc("a:1", report.Skipped, "R1"), sc("a:2", report.NotApplicable, "R2")}, nil, HarnessError, 0},
 		{"a failure", []report.Scenario{sc("a:1", report.Passed, "R1"), sc("a:2", report.Failed, "R2")}, nil, FalseRed, 1},
 		{"a failure beside a kit error", []report.Scenario{sc("a:1", report.HarnessError, "R1"), sc("a:2", report.Failed, "R2")}, nil, FalseRed, 1},
 		{"a kit error", []report.Scenario{sc("a:1", report.HarnessError, "R1"), sc("a:2", report.Passed, "R2")}, nil, HarnessError, 0},
@@ -128,5 +129,24 @@ func TestWriteVariantsNamesTheOutcomes(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "variance.json")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSelectionIsATagFilter: a variant's profiles and tags become the alternatives of one tag
+// filter, so that the control run can run the union of every variant's selection.
+func TestSelectionIsATagFilter(t *testing.T) {
+	cases := []struct {
+		v    Variant
+		want string
+	}{
+		{Variant{}, ""},
+		{Variant{Tags: "@a, @b && ~@c"}, "@a,@b && ~@c"},
+		{Variant{Profiles: []string{"core", "stream"}}, "@profile:core,@profile:stream"},
+		{Variant{Profiles: []string{"core"}, Tags: "@a,@b"}, "@profile:core && @a,@profile:core && @b"},
+	}
+	for _, c := range cases {
+		if got := strings.Join(selection(c.v), ","); got != c.want {
+			t.Errorf("%+v: got %q, want %q", c.v, got, c.want)
+		}
 	}
 }
