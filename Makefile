@@ -1,8 +1,8 @@
-# The two commands the README promises, and their parts. Eleven targets; their variables are
+# The two commands the README promises, and their parts. Twelve targets; their variables are
 # written beside them with their defaults.
 GO ?= go
 
-.PHONY: all test check lint build conformance selftest mutate fuzz explore bench
+.PHONY: all test check lint build conformance selftest variance mutate fuzz explore bench
 
 all: test conformance
 
@@ -80,6 +80,11 @@ PARALLEL ?= 2
 selftest:
 	$(GO) run ./cmd/loomcheck selftest --parallel $(PARALLEL) --sample $(SAMPLE) --seed $(SEED) \
 		--out reports/selftest$(if $(filter-out 0,$(SAMPLE)),-sample)
+
+# Spec-allowed variants (docs/proving.md): each built and run against the profiles it names; every
+# one must stay conformant.
+variance:
+	$(GO) run ./cmd/loomcheck variance --out reports/variance
 
 # Mutation testing of the reference (docs/mutation.md): each mutant against its package's tests
 # and the conformance profiles that reached its line. MUTANTS=N judges a fixed-seed sample of N

@@ -145,17 +145,31 @@ Feature: Only the owner may touch a conversation
       | alice for bob |
 
   @profile:core @req:ADR0122-D8-01
-  Scenario Outline: A route or method that does not exist answers exactly like a conversation that does not exist
+  Scenario Outline: A route that does not exist answers exactly like a conversation that does not exist
     Given alice has started a conversation
     When alice sends <method> to the conversation's route "<route>"
     Then the answer is exactly the one a conversation that does not exist gets
 
     Examples:
       | method | route     |
-      | DELETE |           |
-      | PUT    | /turns    |
       | GET    | /nothing  |
-      | POST   | /history  |
+      | POST   | /nothing  |
+
+  # spec/http.md, Routes and methods: a method the route does not have is the uniform 404 or a
+  # 405 with Allow, as the system chooses, but the same whether the conversation exists and
+  # whoever asks.
+  @profile:core @req:ADR0122-D8-01
+  Scenario Outline: A method a route does not have tells no one whether the conversation exists (<who>: <method> "<route>")
+    Given alice has started a conversation
+    Then <who> sending <method> to the conversation's route "<route>" is answered exactly as at a conversation that does not exist, with the uniform 404 or a 405
+
+    Examples:
+      | who     | method | route     |
+      | alice   | DELETE |           |
+      | alice   | PUT    | /turns    |
+      | alice   | POST   | /history  |
+      | mallory | DELETE |           |
+      | mallory | POST   | /history  |
 
   @profile:core @req:ADR0122-D8-03
   Scenario Outline: A principal without an actor is not authenticated

@@ -184,7 +184,7 @@ Feature: A run remembers its prompt and its answer in its owner's memory, exactl
   @profile:agent @req:ADR0121-D4-10 @configures
   Scenario: A run whose model fails writes nothing back
     Given the agent has memory
-    And the model fails with status 500 and says "upstream exploded"
+    And the model fails every call about "check pump 3" with status 500 and says "upstream exploded"
     When alice starts a run with:
       """
       {"prompt": "check pump 3", "writeBack": {"allowDirect": true}}

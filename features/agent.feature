@@ -269,7 +269,7 @@ Feature: A turn runs the canonical agent loop
   @profile:agent @req:ADR0121-D4-02 @configures
   Scenario: A failed turn writes nothing back
     Given the agent has memory
-    And the model fails with status 500 and says "upstream exploded"
+    And the model fails every call about "check pump 3" with status 500 and says "upstream exploded"
     And alice has started a conversation
     When alice sends "check pump 3"
     Then turn 1 fails with reason "model-error"

@@ -462,7 +462,7 @@ Feature: A conversation acts only on fresh, host-signed envelopes it has not see
   @profile:core @req:ADR0122-D8-11
   Scenario: A failed turn tells the user nothing about the failure
     Given alice has started a conversation
-    And the model fails with status 502 and says "db-prod-7.internal:5432 password=hunter2"
+    And the model fails every call about "check the pumps" with status 502 and says "db-prod-7.internal:5432 password=hunter2"
     When alice sends "check the pumps"
     Then turn 1 fails with reason "model-error"
     And the error hook was told about turn 1 once, with its error id and the words "hunter2"

@@ -22,6 +22,7 @@ func (s *accessSteps) steps() []stepDef {
 		{`^(\w[\w' ]*?) is answered on every route exactly as (\w+) is$`, s.sameAsOwner, "asks every conversation route as who and expects each answer to equal the one the owner gets"},
 		{`^(\w[\w' ]*?) starts a turn execution "([^"]*)" through the runtime door, its input claiming to be (?:her|his) own conversation$`, s.startsDoorTurnClaimingOwn, "starts a turn execution with the given id through the runtime door, its input naming who's own conversation"},
 		{`^(\w[\w' ]*?) sends (GET|POST|PUT|DELETE|PATCH) to the conversation's route "([^"]*)"$`, s.sendsToRoute, "sends the method to the named route of the current conversation as who"},
+		{`^(\w[\w' ]*?) sending (GET|POST|PUT|DELETE|PATCH) to the conversation's route "([^"]*)" is answered exactly as at a conversation that does not exist, with the uniform 404 or a 405$`, s.wrongMethod, "sends the method to the route of the current conversation and of a missing one as who, and expects the same answer, the uniform 404 or a 405 with Allow"},
 		{`^the answer is exactly the one a conversation that does not exist gets$`, s.answerIsMissingConversations, "expects the last answer to be exactly the 404 {\"error\":\"not found\"} a missing conversation gets"},
 		{`^(\w[\w' ]*?) gets the same 404 as for a missing conversation on the conversation routes of it$`, s.getsMissingOnConversationRoutes, "asks the conversation routes of the current conversation as who and expects the missing-conversation 404 on each"},
 		{`^(\w[\w' ]*?) starts a turn execution for turn (\d+) of the conversation through the runtime door, saying "((?:[^"\\]|\\.)*)"$`, s.injectTurn, "starts a turn execution for the turn through the runtime door as who, with the given user text"},
@@ -88,6 +89,61 @@ func (s *accessSteps) sendsToRoute(who, method, suffix string) error {
 	r, err := s.cl.do(s.ctx, who, method, p+suffix, nil, reqOpts{rawBody: body, offSpec: true, unrouted: true})
 	s.last = r
 	return err
+}
+
+// wrongMethod sends the method to the route of the current conversation and to the same route
+// of a conversation that does not exist, as who, and expects the same answer to both (status,
+// Allow and body): the uniform 404, or a 405 {"error":"method not allowed"} whose Allow names
+// methods but not the one sent (spec/http.md, Routes and methods).
+func (s *accessSteps) wrongMethod(who, method, suffix string) error {
+	_, c, err := s.convPath("")
+	if err != nil {
+		return err
+	}
+	var body []byte
+	if method != http.MethodGet {
+		body = []byte("{}")
+	}
+	ask := func(id string) (*response, error) {
+		return s.cl.do(s.ctx, who, method, "/conversations/"+url.PathEscape(id)+suffix, nil,
+			reqOpts{rawBody: body, offSpec: true, unrouted: true})
+	}
+	got, err := ask(c.id)
+	if err != nil {
+		return err
+	}
+	s.last = got
+	want, err := ask("missing-" + c.id)
+	if err != nil {
+		return err
+	}
+	op := got.op + " as " + who
+	gotText := fmt.Sprintf("%d Allow %q %s", got.status, got.header.Get("Allow"), clip(string(got.body), 120))
+	switch b := compact(got.body); {
+	case got.status == http.StatusNotFound && bytes.Equal(b, []byte(`{"error":"not found"}`)):
+	case got.status == http.StatusMethodNotAllowed && bytes.Equal(b, []byte(`{"error":"method not allowed"}`)) &&
+		allowOmits(got.header.Get("Allow"), method):
+	default:
+		return fail(op, gotText, `404 {"error":"not found"}, or 405 {"error":"method not allowed"} with an Allow naming the route's methods, not `+method)
+	}
+	if got.status != want.status || got.header.Get("Allow") != want.header.Get("Allow") || !bytes.Equal(compact(got.body), compact(want.body)) {
+		return fail(op, gotText, fmt.Sprintf("the answer at a conversation that does not exist: %d Allow %q %s",
+			want.status, want.header.Get("Allow"), clip(string(want.body), 120)))
+	}
+	return nil
+}
+
+// allowOmits says whether an Allow header names at least one method, and not method.
+func allowOmits(allow, method string) bool {
+	named := false
+	for _, m := range strings.Split(allow, ",") {
+		m = strings.TrimSpace(m)
+		if strings.EqualFold(m, method) {
+			return false
+		}
+		named = named || m != ""
+	}
+	return named
 }
 
 // answerIsMissingConversations expects the last answer to be exactly the 404 {"error":"not found"} a missing conversation gets.

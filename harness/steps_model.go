@@ -29,12 +29,14 @@ func (s *modelSteps) steps() []stepDef {
 		{`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) to "((?:[^"\\]|\\.)*)" and waits, then streams "((?:[^"\\]|\\.)*)"$`, s.modelStreamsWaitsThenStreams, "scripts the model to stream the deltas to the text, wait, then stream more once released"},
 		{`^the model is released$`, s.modelReleased, "releases every answer of the model that waits"},
 		{`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) then fails with status (\d+)$`, s.modelStreamsThenFails, "scripts the model's next answer to stream the deltas, then fail with the status"},
+		{`^the model fails every call about "((?:[^"\\]|\\.)*)" with status (\d+)(?: and says "((?:[^"\\]|\\.)*)")?$`, s.modelFailsEvery, "scripts every call whose last user message holds the text, however often a system makes it, to fail with the status and, if named, the words"},
 		{`^the model fails with status (\d+)(?: and says "((?:[^"\\]|\\.)*)")?$`, s.modelFails, "scripts the model's next call to fail with the status and, if named, the words"},
 		{`^the model calls "([\w-]+)" with (\{.*\})$`, s.modelCalls, "scripts the model's next answer as one call of the tool with the arguments"},
 		{`^the model calls "([\w-]+)" (\d+) times in a row$`, s.modelCallsInARow, "scripts the model's next N answers as calls of the tool"},
 		{`^the model calls at once:$`, s.modelCallsAtOnce, "scripts the model's next answer as the table's tool calls, all at once"},
 		{`^the model has been asked (\d+) times?$`, s.modelAsked, "waits until the model has been asked at least N times"},
 		{`^the model has been asked (\d+) times? in all$`, s.modelAskedInAll, "expects the model to have been asked exactly N times over the whole scenario"},
+		{`^every request to the model for "((?:[^"\\]|\\.)*)" holds the messages:$`, s.requestsForHoldMessages, "expects the requests to the model whose last user message is the text (at least one) each to hold exactly the messages of the table"},
 		{`^request (\d+) to the model holds the messages:$`, s.requestHoldsMessages, "expects request N to the model to hold exactly the messages of the table"},
 		{`^request (\d+) to the model holds the same messages as request (\d+)$`, s.requestHoldsSameAs, "expects request N to the model to hold the same messages as an earlier one"},
 		{`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) and waits, then keeps streaming "((?:[^"\\]|\\.)*)" whatever happens$`, s.modelKeepsStreaming, "scripts the model to stream, wait, then keep streaming whatever the system does"},
@@ -174,6 +176,14 @@ func (s *modelSteps) modelStreamsThenFails(parts string, status int) error {
 	return s.enqueue(world.Reply{Chunks: quoted(parts), Fail: &world.Failure{Status: status, Message: "cut off"}})
 }
 
+// modelFailsEvery scripts every call whose last user message holds the text to fail with the
+// status and, if named, the words: a system may ask again after a failure (spec/world.md, What the
+// kit counts), and a turn that must fail fails however often it asks.
+func (s *modelSteps) modelFailsEvery(about string, status int, msg string) error {
+	s.world.Model().EveryFor(unescape(about), world.Reply{Fail: &world.Failure{Status: status, Message: unescape(msg)}})
+	return nil
+}
+
 // modelFails scripts the model's next call to fail with the status and, if named, the words.
 func (s *modelSteps) modelFails(status int, msg string) error {
 	return s.enqueue(world.Reply{Fail: &world.Failure{Status: status, Message: unescape(msg)}})
@@ -245,6 +255,26 @@ func (s *modelSteps) requestHoldsMessages(i int, t *godog.Table) error {
 	got = renderMessages(req.Messages)
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		return fail(fmt.Sprintf("request %d to the model (every message, in order)", i), "\n"+strings.Join(got, "\n"), "\n"+strings.Join(want, "\n"))
+	}
+	return nil
+}
+
+// requestsForHoldMessages expects every request to the model whose last user message is text
+// (one at least: a system may repeat a failed call, never change it) to hold exactly the messages
+// of the table.
+func (s *modelSteps) requestsForHoldMessages(text string, t *godog.Table) error {
+	n := 0
+	for _, r := range s.world.Model().Requests() {
+		if lastUser(r.Messages) != unescape(text) {
+			continue
+		}
+		n++
+		if err := s.requestHoldsMessages(r.Index+1, t); err != nil {
+			return err
+		}
+	}
+	if n == 0 {
+		return fail("the model", "no request for "+text, "a request for "+text)
 	}
 	return nil
 }

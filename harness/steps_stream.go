@@ -621,7 +621,7 @@ func (s *streamSteps) shapes(who, transport string) error {
 			bad = "session " + r.Session
 		case !strings.HasPrefix(r.Type, "session.") || !known:
 			bad = "type " + r.Type
-		case terr != nil || !strings.HasSuffix(r.Time, "Z") || t.IsZero():
+		case terr != nil || !inUTC(r.Time, t) || t.IsZero():
 			bad = "time " + r.Time
 		case logged && r.Cur <= 0:
 			bad = "a logged kind with cursor " + strconv.FormatInt(r.Cur, 10)
@@ -918,4 +918,11 @@ feed:
 		}
 	}
 	return nil
+}
+
+// inUTC says whether an RFC 3339 time t, parsed from text, is written in UTC: with "Z" or a zero
+// offset ("+00:00"; RFC 3339 reserves "-00:00" for a time whose offset is unknown).
+func inUTC(text string, t time.Time) bool {
+	_, off := t.Zone()
+	return off == 0 && !strings.HasSuffix(text, "-00:00")
 }

@@ -38,6 +38,7 @@ func commands() []command {
 		{"report", "render or compare reports (report diff OLD NEW)", cmdReport},
 		{"validate", "validate a JSON document against a schema", cmdValidate},
 		{"selftest", "prove the kit catches the broken variants in fixtures/defects", cmdSelftest},
+		{"variance", "prove the spec-allowed variants in fixtures/variants stay conformant", cmdVariance},
 		{"mutate", "mutation testing of the reference: how many small changes the suite notices", cmdMutate},
 		{"explore", "crash the reference after every durable write of the canonical dialogues", cmdExplore},
 		{"backup", "copy the reference engine's store to one file, while it serves", cmdBackup},

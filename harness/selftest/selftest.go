@@ -305,22 +305,13 @@ func judge(ctx context.Context, opt Options, d Defect) (res Result) {
 		return res
 	}
 	defer os.RemoveAll(dir)
-	overlay := map[string]string{}
-	if d.Name != "control" {
-		if overlay, err = edited(opt.Root, opt.Defects, dir, d); err != nil {
-			res.Error = err.Error()
-			return res
-		}
+	editsName := d.editsName()
+	if d.Name == "control" {
+		editsName = ""
 	}
-	ov := filepath.Join(dir, "overlay.json")
-	b, _ := json.Marshal(map[string]any{"Replace": overlay})
-	if err := os.WriteFile(ov, b, 0o600); err != nil {
+	bin, err := buildVariant(ctx, opt.Root, opt.Defects, editsName, dir)
+	if err != nil {
 		res.Error = err.Error()
-		return res
-	}
-	bin := filepath.Join(dir, "loomcheck")
-	if out, err := run(ctx, opt.Root, "go", "build", "-overlay", ov, "-o", bin, "./cmd/loomcheck"); err != nil {
-		res.Error = "the variant does not build: " + lastLine(out)
 		return res
 	}
 	tags := tagsOf(d)
@@ -370,15 +361,39 @@ func judge(ctx context.Context, opt Options, d Defect) (res Result) {
 	return res
 }
 
-// edited applies the defect's edits to copies of the files they change, in dir, and returns the
-// build overlay that puts the copies in place of the originals under root: the source tree is
-// never copied or changed, and the build cache serves every package the edits do not touch.
-func edited(root, defects, dir string, d Defect) (map[string]string, error) {
-	edits, err := LoadEdits(defects, d.editsName())
+// buildVariant applies the edit file name of editsDir (none when name is empty: the unchanged
+// reference) and builds cmd/loomcheck with the edited files laid over root, into dir; it returns
+// the binary's path.
+func buildVariant(ctx context.Context, root, editsDir, name, dir string) (string, error) {
+	overlay := map[string]string{}
+	if name != "" {
+		var err error
+		if overlay, err = edited(root, editsDir, dir, name); err != nil {
+			return "", err
+		}
+	}
+	ov := filepath.Join(dir, "overlay.json")
+	b, _ := json.Marshal(map[string]any{"Replace": overlay})
+	if err := os.WriteFile(ov, b, 0o600); err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "loomcheck")
+	if out, err := run(ctx, root, "go", "build", "-overlay", ov, "-o", bin, "./cmd/loomcheck"); err != nil {
+		return "", errors.New("the variant does not build: " + lastLine(out))
+	}
+	return bin, nil
+}
+
+// edited applies the edits of the edit file name to copies of the files they change, in dir, and
+// returns the build overlay that puts the copies in place of the originals under root: the source
+// tree is never copied or changed, and the build cache serves every package the edits do not
+// touch.
+func edited(root, editsDir, dir, name string) (map[string]string, error) {
+	edits, err := LoadEdits(editsDir, name)
 	if err != nil {
 		return nil, err
 	}
-	files, err := ApplyEdits(root, d.Name, edits)
+	files, err := ApplyEdits(root, name, edits)
 	if err != nil {
 		return nil, fmt.Errorf("the edits do not apply: %w", err)
 	}

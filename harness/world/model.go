@@ -141,6 +141,8 @@ type ModelRequest struct {
 type matcher struct {
 	match   string
 	replies []Reply
+	// every, when set, answers each request the matcher matches once replies run out.
+	every *Reply
 }
 
 // Model is the scripted Chat Completions server at POST /v1/chat/completions. Replies are taken
@@ -242,6 +244,23 @@ func (m *Model) EnqueueFor(match string, replies ...Reply) error {
 	return nil
 }
 
+// EveryFor answers every request whose last user message contains match with r, once the
+// replies EnqueueFor gave match have been taken: a provider that fails whatever it is asked about
+// one thing, however often a system asks again.
+//
+//	w.Model().EveryFor("check the pumps", world.Reply{Fail: &world.Failure{Status: 502}})
+func (m *Model) EveryFor(match string, r Reply) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range m.matchers {
+		if m.matchers[i].match == match {
+			m.matchers[i].every = &r
+			return
+		}
+	}
+	m.matchers = append(m.matchers, matcher{match: match, every: &r})
+}
+
 // Pending returns how many scripted replies no request has taken yet.
 //
 //	require.Zero(t, w.Model().Pending())
@@ -319,7 +338,7 @@ func (m *Model) take(req *chatRequest, apiKey string, size int64) (Reply, *journ
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var reply Reply
-	found := false
+	found, every := false, false
 	for i := range m.matchers {
 		mt := &m.matchers[i]
 		if len(mt.replies) > 0 && strings.Contains(last, mt.match) {
@@ -328,14 +347,21 @@ func (m *Model) take(req *chatRequest, apiKey string, size int64) (Reply, *journ
 			found = true
 			break
 		}
+		if mt.every != nil && strings.Contains(last, mt.match) {
+			reply, rec.Matched = *mt.every, mt.match
+			every = true
+			break
+		}
 	}
-	if !found && len(m.queue) > 0 {
+	if !found && !every && len(m.queue) > 0 {
 		reply, m.queue = m.queue[0], m.queue[1:]
 		found = true
 	}
-	if found {
+	switch {
+	case found:
 		m.scripted--
-	} else {
+	case every:
+	default:
 		reply = Reply{Text: "re: " + firstRunes(last, DefaultReplyRunes)}
 		rec.Default = true
 	}

@@ -247,6 +247,31 @@ func TestModelEnqueueForMatchesConcurrentConversations(t *testing.T) {
 	}
 }
 
+// TestModelEveryForAnswersEveryAsking: after the matcher's own replies, every request about the
+// text gets the EveryFor reply, however often it is asked; other requests are not touched, and
+// the reply is not counted as scripted.
+func TestModelEveryForAnswersEveryAsking(t *testing.T) {
+	w := start(t, world.Options{})
+	require.NoError(t, w.Model().EnqueueFor("pumps", world.Reply{Text: "first"}))
+	w.Model().EveryFor("pumps", world.Reply{Fail: &world.Failure{Status: 502, Message: "down"}})
+	assert.Equal(t, 1, w.Model().Pending())
+	c := client(w, true)
+	resp, err := c.Complete(bounded(t), model.Request{Messages: userMsgs("check the pumps")}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "first", resp.Content)
+	for range 3 {
+		_, err := c.Complete(bounded(t), model.Request{Messages: userMsgs("check the pumps")}, nil)
+		var pe *model.ProviderError
+		require.ErrorAs(t, err, &pe)
+		assert.Equal(t, 502, pe.Status)
+	}
+	resp, err = c.Complete(bounded(t), model.Request{Messages: userMsgs("thanks")}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "re: thanks", resp.Content)
+	assert.Zero(t, w.Model().Pending())
+	assert.Equal(t, 5, w.Model().Count())
+}
+
 func TestModelHoldReleased(t *testing.T) {
 	for _, stream := range []bool{true, false} {
 		t.Run(map[bool]string{true: "streamed", false: "plain"}[stream], func(t *testing.T) {
