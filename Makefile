@@ -101,7 +101,7 @@ mutate:
 		$(if $(SHARD),--shard $(SHARD)) \
 		--out reports/mutation$(if $(filter-out 0,$(MUTANTS)),-sample)
 
-# Every fuzz target, one after the other, each for FUZZTIME (default 10s); the tally goes to
+# Every fuzz target, two at a time (FUZZJOBS), each for FUZZTIME (default 10s); the tally goes to
 # reports/fuzz/tally.tsv. FUZZTARGETS (a regexp) narrows the run; FUZZSHARD=k/n keeps every n-th
 # target from the k-th (default 0/1: all).
 FUZZTIME ?= 10s

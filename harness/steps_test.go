@@ -106,13 +106,20 @@ func vocabularyProblems(voc []Step, uses []stepUse) []string {
 	}
 	used := make([]int, len(voc))
 	ambiguous := map[string]bool{}
+	// Most step texts recur across the features: each distinct text is matched once.
+	hitsOf := map[string][]int{}
 	for _, u := range uses {
-		var hits []int
-		for i, re := range res {
-			if re.MatchString(u.text) {
-				hits = append(hits, i)
-				used[i]++
+		hits, ok := hitsOf[u.text]
+		if !ok {
+			for i, re := range res {
+				if mayMatch(re, u.text) && re.MatchString(u.text) {
+					hits = append(hits, i)
+				}
 			}
+			hitsOf[u.text] = hits
+		}
+		for _, i := range hits {
+			used[i]++
 		}
 		switch {
 		case len(hits) == 0:
@@ -135,6 +142,17 @@ func vocabularyProblems(voc []Step, uses []stepUse) []string {
 		}
 	}
 	return problems
+}
+
+// mayMatch is false when re cannot match text: its match must begin with a literal prefix that
+// text does not hold (at its start, for a pattern anchored there). It spares the matcher most of
+// the patterns a text is checked against.
+func mayMatch(re *regexp.Regexp, text string) bool {
+	prefix, _ := re.LiteralPrefix()
+	if strings.HasPrefix(re.String(), "^") {
+		return strings.HasPrefix(text, prefix)
+	}
+	return strings.Contains(text, prefix)
 }
 
 // TestStepVocabulary: every step pattern is registered once, every step text of features/ is

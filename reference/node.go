@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/loomcheck/loomcheck/reference/conversation"
 	"github.com/loomcheck/loomcheck/reference/gateway"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/store"
@@ -139,7 +140,8 @@ type Node struct {
 // Open does), as soon as the database's lease is free or lapsed (at once when it is the holder
 // that restarted).
 //
-// Errors: loomtype.ErrConfig (wrapped) for a missing store URL or advertised address, ErrLocked,
+// Errors: loomtype.ErrConfig (wrapped) for a missing store URL or advertised address or a
+// conversation configuration Open would refuse (conversation.ErrApproval among them), ErrLocked,
 // ErrDataGone, store errors.
 func OpenNode(ctx context.Context, opt Options) (*Node, error) {
 	if !isServerURL(opt.StoreURL) {
@@ -147,6 +149,11 @@ func OpenNode(ctx context.Context, opt Options) (*Node, error) {
 	}
 	if _, err := url.Parse(opt.Node.Advertise); err != nil || opt.Node.Advertise == "" {
 		return nil, fmt.Errorf("%w: a node needs the http:// address other nodes reach it at", loomtype.ErrConfig)
+	}
+	// A configuration the engine refuses would be refused only once the node leads, and then at
+	// every try: refused here, the node does not start, as Open does not.
+	if _, err := conversation.New(opt.Conversation, opt.Deps, nil); err != nil {
+		return nil, err
 	}
 	lock, err := lockDataDir(opt)
 	if err != nil {

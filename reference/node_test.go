@@ -230,6 +230,20 @@ func TestNodeConfiguration(t *testing.T) {
 	require.ErrorIs(t, err, loomtype.ErrConfig, "a node without a shared database")
 }
 
+// TestOpenNodeRefusesWhatOpenRefuses: a configuration the engine refuses keeps a node from
+// starting at all, before it reaches the database (here none answers), rather than leaving it to
+// follow while every try to lead is refused.
+func TestOpenNodeRefusesWhatOpenRefuses(t *testing.T) {
+	opt := nodeOptions(t, "postgres://loom@127.0.0.1:1/none", "n1", time.Second)
+	opt.Node.Advertise = "http://127.0.0.1:1"
+	opt.Conversation.NeedsApproval = []string{"drop-table"}
+	n, err := reference.OpenNode(context.Background(), opt)
+	if err == nil {
+		n.Close()
+	}
+	require.ErrorIs(t, err, conversation.ErrApproval)
+}
+
 // TestAFollowerAnswersAsTheHolder: what a client puts in its headers does not change the answer
 // with the node that takes the request. An Origin named in the Connection header is still judged
 // (the forbidden origin refused, as the holder refuses it directly), and a Loom-Forwarded-By a

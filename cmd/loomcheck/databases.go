@@ -13,18 +13,21 @@ import (
 // serverDatabases gives each scenario a database of its own on one PostgreSQL server (run
 // --store). A database a scenario is done with is emptied and kept for the next scenario, since
 // making a database costs the server far more than emptying one; one that cannot be emptied is
-// dropped, and Close drops the rest when the run ends.
+// dropped, and Close drops the rest when the run ends. Each database is emptied over a connection
+// kept for it (postgres.Emptier), since a new connection per emptying costs the server a process.
 type serverDatabases struct {
 	admin string
 
-	mu    sync.Mutex
-	free  []string          // emptied databases, ready for a scenario
-	given map[string]string // the harness's name for a database -> the database it was given
-	made  map[string]bool   // every database this run made and has not dropped
+	mu       sync.Mutex
+	free     []string                     // emptied databases, ready for a scenario
+	given    map[string]string            // the harness's name for a database -> the database it was given
+	made     map[string]bool              // every database this run made and has not dropped
+	emptiers map[string]*postgres.Emptier // by database, made at its first emptying
 }
 
 func newServerDatabases(admin string) *serverDatabases {
-	return &serverDatabases{admin: admin, given: map[string]string{}, made: map[string]bool{}}
+	return &serverDatabases{admin: admin, given: map[string]string{}, made: map[string]bool{},
+		emptiers: map[string]*postgres.Emptier{}}
 }
 
 // Create implements harness.Databases: an emptied database when one is free, else a new one
@@ -63,14 +66,27 @@ func (d *serverDatabases) Drop(ctx context.Context, name string) error {
 	if !ok {
 		return postgres.DropDatabase(ctx, d.admin, name)
 	}
-	if err := postgres.EmptyDatabase(ctx, d.admin, db); err == nil {
+	d.mu.Lock()
+	e := d.emptiers[db]
+	d.mu.Unlock()
+	if e == nil {
+		var err error
+		if e, err = postgres.NewEmptier(d.admin, db); err != nil {
+			return err
+		}
+	}
+	// The database is given to no scenario now, so e is this goroutine's alone.
+	if err := e.Empty(ctx); err == nil {
 		d.mu.Lock()
+		d.emptiers[db] = e
 		d.free = append(d.free, db)
 		d.mu.Unlock()
 		return nil
 	}
+	e.Close(ctx)
 	d.mu.Lock()
 	delete(d.made, db)
+	delete(d.emptiers, db)
 	d.mu.Unlock()
 	return postgres.DropDatabase(ctx, d.admin, db)
 }
@@ -82,8 +98,12 @@ func (d *serverDatabases) Close(ctx context.Context) error {
 	for db := range d.made {
 		names = append(names, db)
 	}
-	d.made, d.free = map[string]bool{}, nil
+	emptiers := d.emptiers
+	d.made, d.free, d.emptiers = map[string]bool{}, nil, map[string]*postgres.Emptier{}
 	d.mu.Unlock()
+	for _, e := range emptiers {
+		e.Close(ctx)
+	}
 	var errs []error
 	for _, db := range names {
 		errs = append(errs, postgres.DropDatabase(ctx, d.admin, db))

@@ -79,48 +79,103 @@ func DatabaseURL(adminURL, name string) (string, error) {
 // given out again (a new database costs the server a copy of its template): the other sessions
 // on it are ended, every schema in it but the server's own is dropped with what it holds,
 // public is made again owned by the database's owner, and every large object is removed. An
-// error leaves the database in an unknown state: drop it then.
+// error leaves the database in an unknown state: drop it then. It connects for the one emptying;
+// an Emptier keeps its connection for the next.
 //
 //	if err := postgres.EmptyDatabase(ctx, "", "scenario_42"); err != nil {
 //		err = postgres.DropDatabase(ctx, "", "scenario_42")
 //	}
 func EmptyDatabase(ctx context.Context, adminURL, name string) error {
-	url, err := DatabaseURL(adminURL, name)
+	e, err := NewEmptier(adminURL, name)
 	if err != nil {
 		return err
 	}
-	conn, err := pgx.Connect(ctx, url)
+	defer e.Close(ctx)
+	return e.Empty(ctx)
+}
+
+// Emptier empties one database as EmptyDatabase does, as often as asked, over one connection it
+// keeps between emptyings: a connection costs the server a process of its own, started and ended,
+// which for a database emptied after every scenario is more than the emptying. The kept
+// connection is idle on the database meanwhile; Close ends it (before the database is dropped).
+// An Emptier is for one goroutine at a time.
+//
+//	e, err := postgres.NewEmptier("", "scenario_42")
+//	if err != nil { return err }
+//	defer e.Close(ctx)
+//	for ... { /* a scenario on the database */; if err := e.Empty(ctx); err != nil { ... } }
+type Emptier struct {
+	url, name string
+	conn      *pgx.Conn
+}
+
+// NewEmptier is the emptier of the database name on the server adminURL connects to; name is
+// checked as CreateDatabase checks it. It connects at the first Empty.
+func NewEmptier(adminURL, name string) (*Emptier, error) {
+	url, err := DatabaseURL(adminURL, name)
 	if err != nil {
-		return fmt.Errorf("store: empty database %s: %w", name, err)
+		return nil, err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	fail := func(err error) error { return fmt.Errorf("store: empty database %s: %w", name, err) }
+	return &Emptier{url: url, name: name}, nil
+}
+
+// Empty empties the database as EmptyDatabase does. A kept connection that fails (ended by
+// someone else meanwhile, say) is replaced and the emptying made once more: each of its steps
+// may be made again.
+func (e *Emptier) Empty(ctx context.Context) error {
+	kept := e.conn != nil
+	err := e.empty(ctx)
+	if err != nil && kept && ctx.Err() == nil {
+		e.Close(ctx)
+		err = e.empty(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("store: empty database %s: %w", e.name, err)
+	}
+	return nil
+}
+
+func (e *Emptier) empty(ctx context.Context) error {
+	if e.conn == nil {
+		conn, err := pgx.Connect(ctx, e.url)
+		if err != nil {
+			return err
+		}
+		e.conn = conn
+	}
+	conn := e.conn
 	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 		WHERE datname = current_database() AND pid <> pg_backend_pid()`); err != nil {
-		return fail(err)
+		return err
 	}
 	rows, err := conn.Query(ctx, `SELECT nspname FROM pg_namespace
 		WHERE nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast')
 		AND nspname NOT LIKE 'pg\_temp\_%' AND nspname NOT LIKE 'pg\_toast\_temp\_%'`)
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	schemas, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	for _, sc := range schemas {
 		if _, err := conn.Exec(ctx, "DROP SCHEMA "+quoteIdent(sc)+" CASCADE"); err != nil {
-			return fail(err)
+			return err
 		}
 	}
 	if _, err := conn.Exec(ctx, `CREATE SCHEMA public AUTHORIZATION pg_database_owner`); err != nil {
-		return fail(err)
+		return err
 	}
-	if _, err := conn.Exec(ctx, `SELECT lo_unlink(oid) FROM pg_largeobject_metadata`); err != nil {
-		return fail(err)
+	_, err = conn.Exec(ctx, `SELECT lo_unlink(oid) FROM pg_largeobject_metadata`)
+	return err
+}
+
+// Close ends the kept connection, if any.
+func (e *Emptier) Close(ctx context.Context) {
+	if e.conn != nil {
+		_ = e.conn.Close(context.WithoutCancel(ctx))
+		e.conn = nil
 	}
-	return nil
 }
 
 func adminExec(ctx context.Context, adminURL, sql string) error {

@@ -4,6 +4,7 @@ import (
 	"path"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomcheck/loomcheck/reference/store/postgres"
@@ -51,4 +52,45 @@ func TestEmptyDatabaseLeavesWhatCreateDatabaseMakes(t *testing.T) {
 
 	st2 := open(t, url, postgres.Options{})
 	require.Empty(t, streamLines(t, st2, "s", 0), "a new store on it starts empty")
+}
+
+// An Emptier empties its database over one connection, kept from one emptying to the next (the
+// same server process each time), and replaces it when someone ended it meanwhile.
+func TestAnEmptierKeepsItsConnection(t *testing.T) {
+	url := pgtest.TempDatabase(t)
+	name := path.Base(url)
+	e, err := postgres.NewEmptier(pgtest.AdminURL, name)
+	require.NoError(t, err)
+	defer e.Close(bg)
+	// backends are the server processes on the database other than c's own.
+	backends := func(c *pgx.Conn) []int32 {
+		rows, err := c.Query(bg, `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid() ORDER BY pid`, name)
+		require.NoError(t, err)
+		pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+		require.NoError(t, err)
+		return pids
+	}
+	admin := raw(t, pgtest.AdminURL)
+	tables := func() int {
+		var n int
+		require.NoError(t, raw(t, url).QueryRow(bg, `SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace`).Scan(&n))
+		return n
+	}
+	var kept int32
+	for i, end := range []bool{false, false, true} {
+		_, err := raw(t, url).Exec(bg, `CREATE TABLE public.p (k int)`)
+		require.NoError(t, err)
+		if end {
+			_, err := admin.Exec(bg, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, name)
+			require.NoError(t, err)
+		}
+		require.NoError(t, e.Empty(bg))
+		after := backends(admin)
+		require.Len(t, after, 1, "only the emptier's connection is left on the database")
+		require.Zero(t, tables(), "emptied")
+		if i == 1 {
+			require.Equal(t, kept, after[0], "the second emptying was made over the connection kept from the first")
+		}
+		kept = after[0]
+	}
 }
