@@ -419,3 +419,40 @@ Feature: An agent run is its own durable execution of the canonical loop
     And the run has no terminal failure
     And the tool "transfer" has been called 1 time in all
     And the model has been asked 1 time in all
+
+  @profile:agent @req:ADR0121-D1-24 @crash @configures
+  Scenario: Behind approval gates, of two approved parallel calls in flight at a crash the declared one is in doubt and the other runs again
+    Given the tool "transfer" is declared not idempotent
+    And the model calls at once:
+      | tool     | arguments    |
+      | transfer | {"amount":5} |
+      | lookup   | {"pump":3}   |
+    And the tool "transfer" waits
+    And the tool "lookup" waits
+    And the tool "lookup" answers {"pressure": 7}
+    And the model replies "never asked"
+    When alice starts a run with:
+      """
+      {"prompt": "pay and look", "needsApproval": true, "parallelTools": true}
+      """
+    Then the run waits for a person on:
+      | kind     | id    | name     | arguments    |
+      | approval | t1-c0 | transfer | {"amount":5} |
+    When alice approves the gate "t1-c0"
+    Then the run waits for a person on:
+      | kind     | id    | name   | arguments  |
+      | approval | t1-c1 | lookup | {"pump":3} |
+    When alice approves the gate "t1-c1"
+    And the tool "transfer" has been called 1 time
+    And the tool "lookup" has been called 1 time
+    And the system is killed and restarted
+    Then the run ends failed
+    And the run's reason is "effect-in-doubt"
+    And the run names the call in doubt: "transfer" with the idempotency key of its call 1
+    And the run's tool-call log is:
+      | name   | arguments  | ok   | result          |
+      | lookup | {"pump":3} | true | {"pressure": 7} |
+    And the tool "transfer" has been called 1 time in all
+    And the tool "lookup" has been called 2 times in all
+    And every call to "lookup" carried the same idempotency key
+    And the model has been asked 1 time in all

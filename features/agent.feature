@@ -109,6 +109,7 @@ Feature: A turn runs the canonical agent loop
       | ord | turn | role      | status   | text       |
       | 3   | 2    | user      | accepted | thanks     |
       | 4   | 2    | assistant | complete | re: thanks |
+    And the error hook was told about the call in doubt of turn 1 once, under its error id, naming "transfer" and the idempotency key of its call 1
     And the tool "transfer" has been called 1 time in all
     And the model has been asked 2 times in all
 

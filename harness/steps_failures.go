@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/cucumber/godog"
 
@@ -23,6 +26,7 @@ func (s *failuresSteps) steps() []stepDef {
 		{`^the run was ended by "([\w-]+)" raising "(\w+)" as "([\w:]+)" at depth (\d+)$`, s.endedByTerminal, "expects the ended run's terminal failure to be exactly the tool, the failure's class, the class that made it terminal and its depth, as the kit classifies the scripted failure"},
 		{`^the run has no terminal failure$`, s.noTerminal, "expects the ended run to name no terminal failure"},
 		{`^the run names the call in doubt: "([\w-]+)" with the idempotency key of its call (\d+)$`, s.namesInDoubt, "expects the ended run's inDoubt to be exactly EffectInDoubtError, the tool and the Idempotency-Key the tool server saw on that call of it (spec/http.md, Runs: A call in doubt)"},
+		{`^the error hook was told about the call in doubt of turn (\d+) once, under its error id, naming "([\w-]+)" and the idempotency key of its call (\d+)$`, s.inDoubtReportedOnce, "expects exactly one error-hook report about the call in doubt (one under the turn's errorId, naming the tool or its Idempotency-Key, or about that turn): the one under the turn's errorId, naming both (spec/http.md, Runs: A call in doubt)"},
 		{`^the kit classifies the failure scripted for "([\w-]+)" as (terminal|feedback)$`, s.kitClassifies, "expects the kit's own reading of the record (spec/world.md) to classify the tool's last scripted failure so"},
 		{`^every call to "([\w-]+)" was made for (\w[\w' ]*?)$`, s.callsMadeFor, "expects every call of the tool to have carried exactly who's principal headers, percent-encoded, one per present field"},
 		{`^every call to "([\w-]+)" was made for the principal (\{.*\})$`, s.callsMadeForPrincipal, "expects every call of the tool to have carried exactly the principal's headers, percent-encoded, one per present field"},
@@ -219,6 +223,58 @@ func (s *failuresSteps) namesInDoubt(tool string, n int) error {
 	}
 	if *v.InDoubt != want {
 		return fail(op, fmt.Sprintf("%+v", *v.InDoubt), fmt.Sprintf("%+v", want))
+	}
+	return nil
+}
+
+// inDoubtReportedOnce expects exactly one error-hook report about the call in doubt of the
+// turn: a report under the failed reply's errorId, one naming the call's Idempotency-Key, and one
+// about that turn of the conversation all count. That one is under the reply's errorId and names
+// the tool and the key the tool server saw on call n of the tool.
+func (s *failuresSteps) inDoubtReportedOnce(turn int64, tool string, n int) error {
+	calls := s.world.Tools().CallsOf(tool)
+	if n < 1 || n > len(calls) {
+		return fail("the tool "+tool, fmt.Sprintf("%d calls", len(calls)), fmt.Sprintf("a call %d", n))
+	}
+	key := calls[n-1].IdempotencyKey
+	if key == "" {
+		return fail("the tool "+tool, fmt.Sprintf("call %d without an Idempotency-Key", n), "a call with its key")
+	}
+	e, err := s.waitReply(turn)
+	if err != nil {
+		return err
+	}
+	if e.ErrorID == "" {
+		return fail(fmt.Sprintf("turn %d", turn), "no errorId", "a failed turn with an errorId")
+	}
+	under := func(r world.ErrorReport) bool { return r.ErrorID == e.ErrorID }
+	ctx, cancel := s.wait()
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !slices.ContainsFunc(s.world.ErrorHook().Errors(), under) {
+		select {
+		case <-ctx.Done():
+			return fail("the error hook", fmt.Sprintf("%d reports, none with errorId %s", len(s.world.ErrorHook().Errors()), e.ErrorID), "a report of the call in doubt")
+		case <-tick.C:
+		}
+	}
+	var about []world.ErrorReport
+	for _, r := range s.world.ErrorHook().Errors() {
+		if under(r) || (key != "" && strings.Contains(r.Error, key)) || (r.ConversationID == s.current.id && int64(r.Turn) == turn) {
+			about = append(about, r)
+		}
+	}
+	want := fmt.Sprintf("one report under errorId %s naming %s and %s", e.ErrorID, tool, key)
+	if len(about) != 1 {
+		ids := make([]string, len(about))
+		for i, r := range about {
+			ids[i] = r.ErrorID
+		}
+		return fail("the error hook", fmt.Sprintf("%d reports about the call: %s", len(about), strings.Join(ids, ", ")), want)
+	}
+	if r := about[0]; !under(r) || !strings.Contains(r.Error, tool) || !strings.Contains(r.Error, key) {
+		return fail("the error hook", fmt.Sprintf("%+v", r), want)
 	}
 	return nil
 }
