@@ -87,18 +87,31 @@ var hostileTags = []string{"@req:ADR0122-D1-01", "@req:ADR0122-D8-01", "@req:ADR
 // discovery document that cannot be read stops the run with a clean error (exit 2).
 //
 // Seeds: each scenario with its first answers spoiled in each way, testdata/fuzz. With -short
-// (the race detector's pass of the test command) each scenario gets one seed; testdata/fuzz and
-// the run without -short keep them all.
+// each scenario gets one seed. Under the race detector each gets its first seed and one of the
+// others in turn: each seed runs a few scenarios, which the race detector makes several times
+// dearer, and the race detector still watches every way of spoiling an answer. The pass of the
+// test command without the race detector (make test RACE=1, and a step of .ci/run) runs every
+// seed; testdata/fuzz runs in every pass.
 func FuzzHostileSUT(f *testing.F) {
 	for i := range hostileTags {
 		f.Add(uint8(i), uint8(1), uint8(0), []byte(`{"error":"not found"}`))
 		if testing.Short() {
 			continue
 		}
-		f.Add(uint8(i), uint8(3), uint8(1), []byte(`[]`))
-		f.Add(uint8(i), uint8(2), uint8(2), []byte(`text/html`))
-		f.Add(uint8(i), uint8(4), uint8(3), []byte(``))
-		f.Add(uint8(i), uint8(6), uint8(0), []byte("event: message\nid: 0.1\ndata: {\"cursor\":7}\n\n"))
+		others := []struct {
+			at, mode uint8
+			body     []byte
+		}{
+			{3, 1, []byte(`[]`)},
+			{2, 2, []byte(`text/html`)},
+			{4, 3, []byte(``)},
+			{6, 0, []byte("event: message\nid: 0.1\ndata: {\"cursor\":7}\n\n")},
+		}
+		for j, o := range others {
+			if !raceEnabled || j == i%len(others) {
+				f.Add(uint8(i), o.at, o.mode, o.body)
+			}
+		}
 	}
 	f.Fuzz(func(t *testing.T, tag, at, mode uint8, body []byte) {
 		factory := func(ctx context.Context, cfg spec.SUTConfig) (harness.Instance, error) {
