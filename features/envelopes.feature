@@ -471,11 +471,11 @@ Feature: A conversation acts only on fresh, host-signed envelopes it has not see
   @profile:core @req:ADR0122-D8-11 @crash
   Scenario: A failed turn is reported to the error hook once, though a restart replays it
     Given alice has started a conversation
-    And the model fails with status 502 and says "db-prod-7.internal:5432 password=hunter2"
+    And the model fails every call about "check the pumps" with status 502 and says "db-prod-7.internal:5432 password=hunter2"
     When alice sends "check the pumps"
     Then turn 1 fails with reason "model-error"
     When the system is killed and restarted
-    And the model fails with status 502 and says "db-prod-8.internal:5432 password=hunter3"
+    And the model fails every call about "check the valves" with status 502 and says "db-prod-8.internal:5432 password=hunter3"
     And alice sends "check the valves"
     Then turn 2 fails with reason "model-error"
     And the error hook was told about turns 1, 2 once each
