@@ -199,7 +199,7 @@ Feature: The session stream: frames with gapless cursors, drawn for each viewer
   @profile:stream @req:ADR0052-F-03
   Scenario: A reply that fails before any text streamed, and one that ends well, have no cut
     Given alice has started a conversation
-    And the model fails with status 400
+    And the model fails every call about "pumps?" with status 400
     And the model replies "Fine" to "and now?"
     When alice follows the session stream over WebSocket
     And alice sends "pumps?"
