@@ -30,7 +30,6 @@ func (s *modelSteps) steps() []stepDef {
 		{`^the model is released$`, s.modelReleased, "releases every answer of the model that waits"},
 		{`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) then fails with status (\d+)$`, s.modelStreamsThenFails, "scripts the model's next answer to stream the deltas, then fail with the status"},
 		{`^the model fails every call about "((?:[^"\\]|\\.)*)" with status (\d+)(?: and says "((?:[^"\\]|\\.)*)")?$`, s.modelFailsEvery, "scripts every call whose last user message holds the text, however often a system makes it, to fail with the status and, if named, the words"},
-		{`^the model fails with status (\d+)(?: and says "((?:[^"\\]|\\.)*)")?$`, s.modelFails, "scripts the model's next call to fail with the status and, if named, the words"},
 		{`^the model calls "([\w-]+)" with (\{.*\})$`, s.modelCalls, "scripts the model's next answer as one call of the tool with the arguments"},
 		{`^the model calls "([\w-]+)" (\d+) times in a row$`, s.modelCallsInARow, "scripts the model's next N answers as calls of the tool"},
 		{`^the model calls at once:$`, s.modelCallsAtOnce, "scripts the model's next answer as the table's tool calls, all at once"},
@@ -182,11 +181,6 @@ func (s *modelSteps) modelStreamsThenFails(parts string, status int) error {
 func (s *modelSteps) modelFailsEvery(about string, status int, msg string) error {
 	s.world.Model().EveryFor(unescape(about), world.Reply{Fail: &world.Failure{Status: status, Message: unescape(msg)}})
 	return nil
-}
-
-// modelFails scripts the model's next call to fail with the status and, if named, the words.
-func (s *modelSteps) modelFails(status int, msg string) error {
-	return s.enqueue(world.Reply{Fail: &world.Failure{Status: status, Message: unescape(msg)}})
 }
 
 // modelCalls scripts the model's next answer as one call of the tool with the arguments.
