@@ -18,6 +18,8 @@ Feature: Pausing and revoking a connection
     When the peer sends "Count every grain of sand" from "analyst" to "planner" on thread "K"
     Then the answer is 200 ack
     And turn 1 of thread "K" is running
+    # The turn's model call is in flight (held) before the pause: running alone does not say so.
+    And the model has been asked 1 time
     When "olga" pauses the connection "lab"
     Then the answer is the connection "lab" paused
     And turn 1 of thread "K" is stopped
