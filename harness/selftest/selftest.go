@@ -144,17 +144,11 @@ var ErrManifest = errors.New("selftest: bad defect manifest")
 // unique name, a bug and a requirement, and an edit file that reads (see LoadEdits), and every edit
 // file is some defect's.
 func Load(dir string) ([]Defect, error) {
-	b, err := os.ReadFile(filepath.Join(dir, manifestName+".yaml"))
-	if err != nil {
-		return nil, err
-	}
 	var doc struct {
 		Defects []Defect `yaml:"defects"`
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&doc); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrManifest, err)
+	if err := readManifest(dir, manifestName, &doc, ErrManifest); err != nil {
+		return nil, err
 	}
 	seen := map[string]bool{}
 	used := map[string]bool{}
@@ -171,16 +165,44 @@ func Load(dir string) ([]Defect, error) {
 		}
 		used[d.editsName()] = true
 	}
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	stray, err := strayEditFile(dir, manifestName, used)
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range files {
-		if name := strings.TrimSuffix(filepath.Base(f), ".yaml"); name != manifestName && !used[name] {
-			return nil, fmt.Errorf("%w: the edit file %s is no defect's", ErrManifest, filepath.Base(f))
-		}
+	if stray != "" {
+		return nil, fmt.Errorf("%w: the edit file %s is no defect's", ErrManifest, stray)
 	}
 	return doc.Defects, nil
+}
+
+// readManifest decodes dir/<name>.yaml into doc, refusing a field doc does not have; a document
+// that does not decode is kind (ErrManifest, ErrVariantManifest).
+func readManifest(dir, name string, doc any, kind error) error {
+	b, err := os.ReadFile(filepath.Join(dir, name+".yaml"))
+	if err != nil {
+		return err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(doc); err != nil {
+		return fmt.Errorf("%w: %v", kind, err)
+	}
+	return nil
+}
+
+// strayEditFile is the first .yaml file of dir, other than the manifest <manifest>.yaml, that
+// no entry uses (used holds the names of the edit files in use), or "" when every one is used.
+func strayEditFile(dir, manifest string, used map[string]bool) (string, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return "", err
+	}
+	for _, f := range files {
+		if name := strings.TrimSuffix(filepath.Base(f), ".yaml"); name != manifest && !used[name] {
+			return filepath.Base(f), nil
+		}
+	}
+	return "", nil
 }
 
 // manifestName is the manifest's file name without .yaml; every other .yaml file beside it is a

@@ -9,7 +9,6 @@ package selftest
 // fair implementer as much as a false green costs a user.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,8 +21,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"go.yaml.in/yaml/v4"
 
 	"github.com/loomcheck/loomcheck/harness"
 	"github.com/loomcheck/loomcheck/harness/report"
@@ -84,17 +81,11 @@ const variantManifest = "variants"
 // does for defects: every variant has a unique name, a freedom and a spec section, and an edit
 // file that reads; every edit file is some variant's.
 func LoadVariants(dir string) ([]Variant, error) {
-	b, err := os.ReadFile(filepath.Join(dir, variantManifest+".yaml"))
-	if err != nil {
-		return nil, err
-	}
 	var doc struct {
 		Variants []Variant `yaml:"variants"`
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&doc); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrVariantManifest, err)
+	if err := readManifest(dir, variantManifest, &doc, ErrVariantManifest); err != nil {
+		return nil, err
 	}
 	seen := map[string]bool{}
 	for _, v := range doc.Variants {
@@ -106,14 +97,12 @@ func LoadVariants(dir string) ([]Variant, error) {
 			return nil, fmt.Errorf("%w: variant %s: %v", ErrVariantManifest, v.Name, err)
 		}
 	}
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	stray, err := strayEditFile(dir, variantManifest, seen)
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range files {
-		if name := strings.TrimSuffix(filepath.Base(f), ".yaml"); name != variantManifest && !seen[name] {
-			return nil, fmt.Errorf("%w: the edit file %s is no variant's: name it in %s.yaml", ErrVariantManifest, filepath.Base(f), variantManifest)
-		}
+	if stray != "" {
+		return nil, fmt.Errorf("%w: the edit file %s is no variant's: name it in %s.yaml", ErrVariantManifest, stray, variantManifest)
 	}
 	return doc.Variants, nil
 }
