@@ -28,10 +28,16 @@ func TestConformance(t *testing.T) {
 	for _, p := range cat.ProfileNames() {
 		t.Run(p, func(t *testing.T) {
 			t.Parallel()
-			harness.RunWith(t, harness.Options{Factory: open, Profiles: []string{p}})
+			harness.RunWith(t, harness.Options{Factory: open, Profiles: []string{p}, StepTimeout: stepTimeout})
 		})
 	}
 }
+
+// stepTimeout bounds every wait of a step here: three times the kit's default (LOOMCHECK_STEP_TIMEOUT
+// or 10 s, 40 s under the race detector), so that a machine busy with other work slows this gate
+// rather than failing it. Every wait ends as soon as what it waits for is seen; only a step that
+// fails waits it out.
+var stepTimeout = 3 * harness.DefaultStepTimeout()
 
 func open(ctx context.Context, cfg spec.SUTConfig) (harness.Instance, error) {
 	return reference.OpenConfig(ctx, cfg)
