@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
@@ -39,6 +40,7 @@ var (
 // The metadata prefixes the records were kept under before the tables; the rest of each key is
 // the record's key in its table.
 const (
+	legacyPrefix       = "stream/"
 	legacyPosPrefix    = "stream/pos/"
 	legacyQueuePrefix  = "stream/queue/"
 	legacyBranchPrefix = "stream/branch/"
@@ -46,48 +48,49 @@ const (
 )
 
 // prepare opens the tables (refusing a store a newer engine wrote) and adopts every record of
-// the earlier layout into them.
+// the earlier layout into them, in one transaction; a store written since holds none, and costs
+// one read.
 func (s *Service) prepare(ctx context.Context) error {
 	for _, open := range []func(context.Context, *kernel.Kernel) error{positions.Open, queues.Open, branches.Open, markers.Open} {
 		if err := open(ctx, s.k); err != nil {
 			return err
 		}
 	}
-	if err := adopt(ctx, s.k, legacyPosPrefix, positions, nil); err != nil {
-		return err
-	}
-	if err := adopt(ctx, s.k, legacyQueuePrefix, queues, nil); err != nil {
-		return err
-	}
-	if err := adopt(ctx, s.k, legacyBranchPrefix, branches, nil); err != nil {
-		return err
-	}
-	// A read marker was kept as a decimal number, which is its JSON too.
-	return adopt(ctx, s.k, legacyReadPrefix, markers, func(b []byte) (int64, error) { return strconv.ParseInt(string(b), 10, 64) })
-}
-
-// adopt moves every metadata pair under prefix into tbl, under the rest of its key, decoded as
-// JSON (or by decode). A pair that does not decode fails the adoption, and nothing is moved: the
-// store is damaged, and the engine refuses to start saying so.
-func adopt[T any](ctx context.Context, k *kernel.Kernel, prefix string, tbl kernel.Table[T], decode func([]byte) (T, error)) error {
-	_, err := k.AdoptMeta(ctx, prefix, func(tx *kernel.Tx, key string, val []byte) (bool, error) {
-		rest := key[len(prefix):]
-		if rest == "" {
-			return false, nil // no record of this service's: left as it is
+	_, err := s.k.AdoptMeta(ctx, legacyPrefix, func(tx *kernel.Tx, key string, val []byte) (bool, error) {
+		switch {
+		case strings.HasPrefix(key, legacyPosPrefix):
+			return adopt(tx, positions, key, key[len(legacyPosPrefix):], val, nil)
+		case strings.HasPrefix(key, legacyQueuePrefix):
+			return adopt(tx, queues, key, key[len(legacyQueuePrefix):], val, nil)
+		case strings.HasPrefix(key, legacyBranchPrefix):
+			return adopt(tx, branches, key, key[len(legacyBranchPrefix):], val, nil)
+		case strings.HasPrefix(key, legacyReadPrefix):
+			// A read marker was kept as a decimal number, which is its JSON too.
+			return adopt(tx, markers, key, key[len(legacyReadPrefix):], val, func(b []byte) (int64, error) { return strconv.ParseInt(string(b), 10, 64) })
 		}
-		var v T
-		var err error
-		if decode != nil {
-			v, err = decode(val)
-		} else {
-			err = json.Unmarshal(val, &v)
-		}
-		if err != nil {
-			return false, &kernel.RecordError{Table: tbl.Name(), Key: key, Err: fmt.Errorf("stored before record tables: %w", err)}
-		}
-		return true, tbl.Put(tx, rest, v)
+		return false, nil // no record of this service's: left as it is
 	})
 	return err
+}
+
+// adopt puts the earlier layout's pair (key, val) into tbl under rest, decoded as JSON (or by
+// decode). A pair that does not decode fails the adoption, and nothing is moved: the store is
+// damaged, and the engine refuses to start saying so.
+func adopt[T any](tx *kernel.Tx, tbl kernel.Table[T], key, rest string, val []byte, decode func([]byte) (T, error)) (bool, error) {
+	if rest == "" {
+		return false, nil
+	}
+	var v T
+	var err error
+	if decode != nil {
+		v, err = decode(val)
+	} else {
+		err = json.Unmarshal(val, &v)
+	}
+	if err != nil {
+		return false, &kernel.RecordError{Table: tbl.Name(), Key: key, Err: fmt.Errorf("stored before record tables: %w", err)}
+	}
+	return true, tbl.Put(tx, rest, v)
 }
 
 // FrameError is a stored frame of a session's log that cannot be read back as the frame at its
