@@ -1,14 +1,16 @@
 // Package sessions serves the session stream (spec/stream.md): for each conversation a frame log
 // made by the pure adapter of reference/stream from the conversation's durable records and its
-// live text, kept durably in the store, and read by subscribers as a replay after a cursor and
-// then live, with nothing lost or repeated at the seam.
+// live text, kept durably through the kernel (records.go: an auxiliary stream of the
+// conversation's execution, and record tables), and read by subscribers as a replay after a
+// cursor and then live, with nothing lost or repeated at the seam.
 //
 // The frame log is a projection of the conversation, never a second source of truth: a session
 // is projected by one pump at a time, which reads the conversation's records after the position
 // it has reached and its live deltas, and writes each batch of frames together with that position
-// in one transaction before any subscriber sees them. After a crash the projection goes on from
-// the position that committed with the last frames, so a cursor a reader was given is never
-// given again to another frame. A session whose log is empty when it is first opened is seeded
+// in one kernel transaction before any subscriber sees them (spec/stream.md, What a cursor
+// promises across a crash). After a crash the projection goes on from the position that
+// committed with the last frames, so a cursor a reader was given is never given again to another
+// frame. A session whose log is empty when it is first opened is seeded
 // from the conversation's stored history, oldest first, before any live frame.
 //
 // A resident session follows its conversation (conversation.Follower): the records of each
