@@ -105,3 +105,30 @@ func TestResumeRefusesADamagedEarlierRecord(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, kvs, 2)
 }
+
+// TestLoadRefusesADamagedFrameLog: a stored frame that does not decode, or a stored position
+// whose cursor does not parse, fails the session's load as damage (loomtype.ErrCorrupt), naming
+// what is damaged.
+func TestLoadRefusesADamagedFrameLog(t *testing.T) {
+	ctx := context.Background()
+	svc, _, st := legacyRig(t, nil)
+	require.NoError(t, svc.Resume(ctx))
+	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
+		_, err := tx.Append("frames/c1", 0, 0, store.NewEvent{Kind: frameEventKind, Data: []byte(`{"f":`)})
+		return err
+	}))
+	_, err := svc.load(ctx, "c1")
+	require.ErrorIs(t, err, loomtype.ErrCorrupt)
+	var fe *FrameError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, FrameError{Session: "c1", Cur: 1}, *fe)
+
+	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
+		return tx.PutMeta("tbl/12:sessions.pos/c2", []byte(`{"next":"not a cursor"}`))
+	}))
+	_, err = svc.load(ctx, "c2")
+	require.ErrorIs(t, err, loomtype.ErrCorrupt)
+	var re *kernel.RecordError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, "c2", re.Key)
+}
