@@ -297,7 +297,7 @@ func (e *Engine) assemble(ctx context.Context, opt Options) error {
 	if opt.Stream.Logger == nil {
 		opt.Stream.Logger = opt.Logger
 	}
-	ss := sessions.New(st, cv, opt.Stream)
+	ss := sessions.New(k, cv, opt.Stream)
 	if err := ss.Resume(ctx); err != nil {
 		ss.Close()
 		closeThreads()

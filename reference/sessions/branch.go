@@ -10,8 +10,8 @@ import (
 
 	"github.com/loomcheck/loomcheck/reference/conversation"
 	"github.com/loomcheck/loomcheck/reference/conversation/record"
+	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
-	"github.com/loomcheck/loomcheck/reference/store"
 	"github.com/loomcheck/loomcheck/reference/stream"
 )
 
@@ -22,8 +22,6 @@ var ErrKeyReused = errors.New("sessions: the idempotency key was used for anothe
 // maxBranchEntries bounds the entries a branch reads, from the start of its session, to find
 // its message and the exchanges before it.
 const maxBranchEntries = 1000
-
-const branchPrefix = "stream/branch/"
 
 // Branched is what Branch answers: the new session, the session it was branched from and the
 // message it was branched at.
@@ -65,15 +63,11 @@ func (s *Service) Branch(ctx context.Context, who loomtype.Identity, id, message
 		return Branched{}, ErrNoKey
 	}
 	rk := branchKey(who, key)
-	b, seen, err := s.st.Meta(ctx, rk)
+	rec, seen, err := branches.Get(ctx, s.k, rk)
 	if err != nil {
 		return Branched{}, err
 	}
 	if seen {
-		var rec branchRecord
-		if err := json.Unmarshal(b, &rec); err != nil {
-			return Branched{}, &store.CorruptError{Table: "meta", Key: rk, Reason: "branch does not decode"}
-		}
 		if rec.From != id || rec.Message != message {
 			return Branched{}, ErrKeyReused
 		}
@@ -90,8 +84,8 @@ func (s *Service) Branch(ctx context.Context, who loomtype.Identity, id, message
 	if !seen {
 		// The key is bound to this branch before anything is made: a retry after a crash
 		// finishes this branch, and the key cannot make another.
-		rb, _ := json.Marshal(branchRecord{From: id, Message: message, Session: out.Session})
-		if err := s.st.Update(ctx, func(tx store.Tx) error { return tx.PutMeta(rk, rb) }); err != nil {
+		rb := branchRecord{From: id, Message: message, Session: out.Session}
+		if err := s.k.Update(ctx, func(tx *kernel.Tx) error { return branches.Put(tx, rk, rb) }); err != nil {
 			return Branched{}, err
 		}
 	}
@@ -184,10 +178,10 @@ func seedOf(turns []int64, get func(int64) (user, reply *loomtype.Entry, hidden 
 	return out
 }
 
-// branchKey is where the branch of who's idempotency key is kept.
+// branchKey is the key of the branch of who's idempotency key in its table.
 func branchKey(who loomtype.Identity, key string) string {
 	k, _ := json.Marshal([]string{who.Key(), key})
-	return branchPrefix + string(k)
+	return string(k)
 }
 
 // branchChosen is the id a branch of session id under key is chosen under (the new

@@ -22,14 +22,30 @@ import (
 )
 
 // streamGolden is a session's frame log as the store keeps it: the rows of its frame stream and
-// its metadata values, exactly as written, and what a reader must be served from them.
+// its metadata values (each under its stored key, less the session id that ends it), exactly as
+// written, and what a reader must be served from them.
 type streamGolden struct {
 	Frames []json.RawMessage `json:"frames"`
 	Meta   map[string]string `json:"meta"`
 	Served []json.RawMessage `json:"served"`
 }
 
-const goldenStreamPath = "testdata/golden-stream/frames.json"
+// goldenStreamPath is the current shape: the frames in the execution's auxiliary stream
+// "frames", the position and the queue in the kernel record tables sessions.pos and
+// sessions.queue.
+const goldenStreamPath = "testdata/golden-stream/frames-tables.json"
+
+// goldenStreamMeta is a frame log written while the position and the queue were metadata of
+// their own (stream/pos/, stream/queue/); it is never rewritten: the engine moves such records
+// into its tables when it opens, and serves the log as it was.
+const goldenStreamMeta = "testdata/golden-stream/frames.json"
+
+// The stored keys the current shape keeps the position and the queue under (the session id
+// follows), and the prefixes of the earlier layout, which nothing may keep once the engine opened.
+var (
+	goldenTableKeys  = []string{"tbl/12:sessions.pos/", "tbl/14:sessions.queue/"}
+	goldenLegacyKeys = []string{"stream/pos/", "stream/queue/"}
+)
 
 // goldenStreamBeforeHandles is a frame log written before frames carried a reply handle (no rid,
 // no ver, no room in the position); it is never rewritten: such a log must still load and serve
@@ -54,7 +70,7 @@ func TestGoldenStreamLog(t *testing.T) {
 	if transcript.Rewrite() {
 		writeStreamGolden(t, conv)
 	}
-	for _, path := range []string{goldenStreamPath, goldenStreamBeforeHandles} {
+	for _, path := range []string{goldenStreamPath, goldenStreamMeta, goldenStreamBeforeHandles} {
 		t.Run(filepath.Base(path), func(t *testing.T) { checkStreamGolden(t, conv, path) })
 	}
 }
@@ -123,6 +139,22 @@ func checkStreamGolden(t *testing.T, conv, path string) {
 		require.NoError(t, err)
 		return len(p.Entries) == 4 && p.Entries[2].MessageID == "q-golden" && p.Entries[3].Status == loomtype.StatusComplete
 	}, 10*time.Second, 10*time.Millisecond)
+
+	// What the engine keeps now is in the current shape, whatever shape it opened.
+	eng.Kill()
+	s, err = sqlite.Open(ctx, filepath.Join(dir, "loom.db"), sqlite.Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	for _, k := range goldenLegacyKeys {
+		kvs, err := s.MetaPrefix(ctx, k)
+		require.NoError(t, err)
+		require.Empty(t, kvs, "%s: the earlier layout is left behind", k)
+	}
+	for _, k := range goldenTableKeys {
+		_, ok, err := s.Meta(ctx, k+id)
+		require.NoError(t, err)
+		require.True(t, ok, "%s%s is kept", k, id)
+	}
 }
 
 // writeStreamGolden makes the golden file with the current code: a conversation with a
@@ -159,7 +191,7 @@ func writeStreamGolden(t *testing.T, conv string) {
 		g.Frames = append(g.Frames, json.RawMessage(r.Data))
 	}
 	g.Meta = map[string]string{}
-	for _, k := range []string{"stream/pos/", "stream/queue/"} {
+	for _, k := range goldenTableKeys {
 		v, ok, err := s.Meta(ctx, k+id)
 		require.NoError(t, err)
 		require.True(t, ok, k)

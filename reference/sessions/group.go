@@ -4,10 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strconv"
 	"time"
 	"unicode/utf8"
 
+	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/stream"
 )
@@ -27,8 +27,6 @@ var (
 	// ErrBadMarker: a read marker below 0 or beyond the log's head.
 	ErrBadMarker = errors.New("sessions: bad read marker")
 )
-
-const readPrefix = "stream/read/"
 
 // Participant logs that who joined (joined true) or left session id's chat, as changed by by.
 // A person who left is cut off at once: each of their open readers of the session ends, with
@@ -176,8 +174,8 @@ func (s *Service) MarkRead(ctx context.Context, who loomtype.Identity, id string
 	if upto <= cur {
 		return cur, nil
 	}
-	if err := s.st.Update(ctx, func(tx storeTx) error {
-		return tx.PutMeta(readKey(who, id), []byte(strconv.FormatInt(upto, 10)))
+	if err := s.k.Update(ctx, func(tx *kernel.Tx) error {
+		return markers.Put(tx, readKey(who, id), upto)
 	}); err != nil {
 		return 0, err
 	}
@@ -203,20 +201,14 @@ func (s *Service) ReadMarkerFrame(ctx context.Context, who loomtype.Identity, id
 }
 
 func (s *Service) readMarker(ctx context.Context, who loomtype.Identity, id string) (int64, error) {
-	b, ok, err := s.st.Meta(ctx, readKey(who, id))
-	if err != nil || !ok {
-		return 0, err
-	}
-	n, err := strconv.ParseInt(string(b), 10, 64)
-	if err != nil {
-		return 0, nil
-	}
-	return n, nil
+	n, _, err := markers.Get(ctx, s.k, readKey(who, id))
+	return n, err
 }
 
+// readKey is the key of who's read marker of session id in its table.
 func readKey(who loomtype.Identity, id string) string {
 	k, _ := json.Marshal([]string{who.Key(), id})
-	return readPrefix + string(k)
+	return string(k)
 }
 
 // fanOutLocked hands an ephemeral item to every subscriber.

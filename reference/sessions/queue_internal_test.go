@@ -83,7 +83,7 @@ func newQueueRig(t *testing.T, cfg Config) *queueRig {
 	cv := dl.Client(k)
 	cfg.Poll = time.Hour
 	cfg.Now = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
-	svc := New(raw, cv, cfg)
+	svc := New(k, cv, cfg)
 	t.Cleanup(func() {
 		svc.Close()
 		k.Close()

@@ -24,7 +24,7 @@ const (
 // all: once Config.ResumeWait has passed since the service started, each such turn still without
 // its reply is given up (giveUp).
 func (s *Service) resumeWaits(ctx context.Context) error {
-	kvs, err := s.st.MetaPrefix(ctx, posPrefix)
+	rows, err := positions.All(ctx, s.k, "")
 	if err != nil {
 		return err
 	}
@@ -33,12 +33,10 @@ func (s *Service) resumeWaits(ctx context.Context) error {
 		turn int64
 	}
 	var waiting []open
-	for _, kv := range kvs {
-		var p posRecord
-		if json.Unmarshal(kv.Val, &p) != nil || p.LastAsked <= p.LastReply {
-			continue // a position that does not decode is reported when the session is loaded
+	for _, row := range rows {
+		if p := row.Value; p.LastAsked > p.LastReply {
+			waiting = append(waiting, open{row.Key, p.LastAsked})
 		}
-		waiting = append(waiting, open{kv.Key[len(posPrefix):], p.LastAsked})
 	}
 	if len(waiting) == 0 {
 		return nil

@@ -12,8 +12,8 @@ import (
 
 	"github.com/loomcheck/loomcheck/reference/conversation"
 	"github.com/loomcheck/loomcheck/reference/conversation/live"
+	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
-	"github.com/loomcheck/loomcheck/reference/store"
 	"github.com/loomcheck/loomcheck/reference/stream"
 )
 
@@ -36,12 +36,12 @@ type session struct {
 	// lastAsker is the identity key of the person who asked lastAskedTurn ("" when unknown).
 	lastAsker   string
 	queue       queueRecord
-	extraMeta   map[string][]byte // written with the next commit
-	hubSub      *hubSub           // the live subscription the pump starts with
-	liveSub     *hubSub           // the live subscription now (guarded by mu)
-	openTurns   []int64           // turns the restored log shows streaming with no end
-	dropped     map[int64]bool    // turns given up after a restart: nothing more of them is shown
-	stopTurn    int64             // the given-up turn still to be stopped (0: none)
+	extraQueue  *queueRecord   // the steering queue to store with the next commit (nil: none)
+	hubSub      *hubSub        // the live subscription the pump starts with
+	liveSub     *hubSub        // the live subscription now (guarded by mu)
+	openTurns   []int64        // turns the restored log shows streaming with no end
+	dropped     map[int64]bool // turns given up after a restart: nothing more of them is shown
+	stopTurn    int64          // the given-up turn still to be stopped (0: none)
 	presence    map[string]time.Time
 	lastSpeaker string          // who spoke last: a sent user-message's author, or Assistant after a reply
 	people      int             // persons in the chat: 1 in owner mode, the participants in shared mode
@@ -170,12 +170,12 @@ var errLiveFirst = errors.New("sessions: live output first")
 // stop holds (nil: none), which a later call projects.
 func (ss *session) catchUpUntil(ctx context.Context, stop func(loomtype.Entry) bool) error {
 	if ss.dead() {
-		return store.ErrClosed
+		return loomtype.ErrStoreClosed
 	}
 	for {
 		entries, next, done, err := ss.read(ctx, ss.pos, defaultReadBatch)
 		if err != nil {
-			if errors.Is(err, loomtype.ErrCorrupt) || errors.Is(err, store.ErrClosed) {
+			if errors.Is(err, loomtype.ErrCorrupt) || errors.Is(err, loomtype.ErrStoreClosed) {
 				return ss.failLocked(err)
 			}
 			return err
@@ -253,14 +253,13 @@ func (ss *session) catchUpUntil(ctx context.Context, stop func(loomtype.Entry) b
 				if ss.queue.Awaiting != "" && (e.MessageID == "" || e.MessageID == ss.queue.Awaiting) {
 					q := ss.queue
 					q.Awaiting = ""
-					b, _ := json.Marshal(q)
-					ss.extraMeta = map[string][]byte{queuePrefix + ss.id: b}
+					ss.extraQueue = &q
 					ss.queue = q
 				}
 			}
 		}
 		err = func() error {
-			defer func() { ss.extraMeta = nil }()
+			defer func() { ss.extraQueue = nil }()
 			_, err := ss.commit(ctx, specs, guards, next, last)
 			return err
 		}()
@@ -306,7 +305,7 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 	if len(lastReply) > 0 {
 		reply = lastReply[0]
 	}
-	if len(specs) == 0 && ss.extraMeta == nil {
+	if len(specs) == 0 && ss.extraQueue == nil {
 		ss.pos, ss.lastReplyTurn = next, reply
 		return nil, nil
 	}
@@ -314,7 +313,7 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 	expect := ss.log.Head()
 	frames := make([]stream.Frame, 0, len(specs))
 	sizes := make([]int, 0, len(specs))
-	evs := make([]store.NewEvent, 0, len(specs))
+	evs := make([]kernel.AuxEvent, 0, len(specs))
 	rooms := make([]stream.Room, 0, len(specs))
 	for i, sp := range specs {
 		var g guard
@@ -337,7 +336,7 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 		}
 		frames = append(frames, f)
 		sizes = append(sizes, len(b))
-		evs = append(evs, store.NewEvent{Kind: frameEventKind, Data: b})
+		evs = append(evs, kernel.AuxEvent{Kind: frameEventKind, Data: b})
 		if g != (guard{}) {
 			ss.guards[f.Cur] = g
 		}
@@ -347,21 +346,20 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 	if t, ok := ss.svc.owners.get(ss.id); ok {
 		rec.Owner = &t
 	}
-	pos, _ := json.Marshal(rec)
 	// The frames are the session's, not the caller's: a request that goes away mid-commit
 	// must not cut the session's log short (a failed commit breaks the session).
-	err := ss.svc.st.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
+	err := ss.svc.k.Update(context.WithoutCancel(ctx), func(tx *kernel.Tx) error {
 		if len(evs) > 0 {
-			if _, err := tx.Append(streamPrefix+ss.id, 0, expect, evs...); err != nil {
+			if _, err := tx.AppendAux(ss.id, framesStream, expect, evs...); err != nil {
 				return err
 			}
 		}
-		for k, v := range ss.extraMeta {
-			if err := tx.PutMeta(k, v); err != nil {
+		if q := ss.extraQueue; q != nil {
+			if err := queues.Put(tx, ss.id, *q); err != nil {
 				return err
 			}
 		}
-		return tx.PutMeta(posPrefix+ss.id, pos)
+		return positions.Put(tx, ss.id, rec)
 	})
 	if err != nil {
 		return nil, ss.failLocked(err)
@@ -596,7 +594,7 @@ func (ss *session) pump() {
 }
 
 func (ss *session) report(err error) {
-	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, store.ErrClosed) {
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, loomtype.ErrStoreClosed) {
 		ss.svc.log.Error("session stream: projection failed", "session", ss.id, "err", err)
 	}
 }
@@ -611,7 +609,7 @@ func (ss *session) subscribe(from int64) (*Sub, []stream.Frame, bool, int64, int
 // subscribeLocked is subscribe with ss.mu held.
 func (ss *session) subscribeLocked(from int64) (*Sub, []stream.Frame, bool, int64, int64, error) {
 	if ss.dead() {
-		return nil, nil, false, 0, 0, store.ErrClosed
+		return nil, nil, false, 0, 0, loomtype.ErrStoreClosed
 	}
 	if len(ss.subs) >= ss.svc.cfg.MaxSubscribers {
 		return nil, nil, false, 0, 0, ErrTooManySubscribers

@@ -1,14 +1,16 @@
 // Package sessions serves the session stream (spec/stream.md): for each conversation a frame log
 // made by the pure adapter of reference/stream from the conversation's durable records and its
-// live text, kept durably in the store, and read by subscribers as a replay after a cursor and
-// then live, with nothing lost or repeated at the seam.
+// live text, kept durably through the kernel (records.go: an auxiliary stream of the
+// conversation's execution, and record tables), and read by subscribers as a replay after a
+// cursor and then live, with nothing lost or repeated at the seam.
 //
 // The frame log is a projection of the conversation, never a second source of truth: a session
 // is projected by one pump at a time, which reads the conversation's records after the position
 // it has reached and its live deltas, and writes each batch of frames together with that position
-// in one transaction before any subscriber sees them. After a crash the projection goes on from
-// the position that committed with the last frames, so a cursor a reader was given is never
-// given again to another frame. A session whose log is empty when it is first opened is seeded
+// in one kernel transaction before any subscriber sees them (spec/stream.md, What a cursor
+// promises across a crash). After a crash the projection goes on from the position that
+// committed with the last frames, so a cursor a reader was given is never given again to another
+// frame. A session whose log is empty when it is first opened is seeded
 // from the conversation's stored history, oldest first, before any live frame.
 //
 // A resident session follows its conversation (conversation.Follower): the records of each
@@ -27,7 +29,7 @@
 //
 // A Service is safe for concurrent use.
 //
-//	svc := sessions.New(st, cv, sessions.Config{})
+//	svc := sessions.New(k, cv, sessions.Config{})
 //	op, err := svc.Open(ctx, alice, "c1", 0, "")
 //	g, err := svc.Redeem(op.Ticket, alice, "")
 //	sub, replay, reset, err := svc.Subscribe(ctx, g.Session, g.From)
@@ -46,8 +48,8 @@ import (
 
 	"github.com/loomcheck/loomcheck/reference/conversation"
 	"github.com/loomcheck/loomcheck/reference/conversation/live"
+	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
-	"github.com/loomcheck/loomcheck/reference/store"
 	"github.com/loomcheck/loomcheck/reference/stream"
 )
 
@@ -61,8 +63,6 @@ const (
 	DefaultPoll         = time.Second
 	DefaultMaxPending   = 1 << 20
 	defaultReadBatch    = 256
-	streamPrefix        = "frames/"
-	posPrefix           = "stream/pos/"
 	frameEventKind      = "frame"
 	maxDeviceChars      = 128
 	ticketBytes         = 24
@@ -178,7 +178,7 @@ type ticket struct {
 
 // Service serves the session streams of one engine.
 type Service struct {
-	st  store.Store
+	k   *kernel.Kernel
 	cv  *conversation.Conversations
 	cfg Config
 	log *slog.Logger
@@ -196,10 +196,11 @@ type Service struct {
 	wg       sync.WaitGroup
 }
 
-// New returns the service over st and cv.
+// New returns the service over the kernel k (which keeps the frame logs and the service's
+// records) and the conversations cv.
 //
-//	svc := sessions.New(st, cv, sessions.Config{TicketTTL: 15 * time.Second})
-func New(st store.Store, cv *conversation.Conversations, cfg Config) *Service {
+//	svc := sessions.New(k, cv, sessions.Config{TicketTTL: 15 * time.Second})
+func New(k *kernel.Kernel, cv *conversation.Conversations, cfg Config) *Service {
 	if cfg.TicketTTL <= 0 {
 		cfg.TicketTTL = DefaultTicketTTL
 	}
@@ -248,7 +249,7 @@ func New(st store.Store, cv *conversation.Conversations, cfg Config) *Service {
 	if cfg.Limits.MaxBytes <= 0 {
 		cfg.Limits.MaxBytes = stream.DefaultLimits.MaxBytes
 	}
-	return &Service{st: st, cv: cv, cfg: cfg, log: cfg.Logger, tickets: map[string]*ticket{}, sessions: map[string]*session{},
+	return &Service{k: k, cv: cv, cfg: cfg, log: cfg.Logger, tickets: map[string]*ticket{}, sessions: map[string]*session{},
 		loading: map[string]chan struct{}{}, held: map[string]bool{}, charge: map[*session]loomtype.Identity{}, quit: make(chan struct{}), started: time.Now()}
 }
 
@@ -438,7 +439,7 @@ func (s *Service) acquire(ctx context.Context, id string) (*session, error) {
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
-			return nil, store.ErrClosed
+			return nil, loomtype.ErrStoreClosed
 		}
 		ss := s.sessions[id]
 		if ss != nil && !ss.dead() {
@@ -497,7 +498,7 @@ func (s *Service) loadResident(ctx context.Context, id string, done chan struct{
 			s.cv.Hub().Unsubscribe(id, loaded.hubSub)
 		}
 		loaded.fol.Close()
-		return nil, store.ErrClosed
+		return nil, loomtype.ErrStoreClosed
 	}
 	loaded.refs = 1
 	loaded.lastUse = s.cfg.Now()
@@ -555,18 +556,18 @@ func (s *Service) evictIdle() {
 	}
 }
 
-// load reads session id's frames and projection position from the store.
+// load reads session id's frames and projection position through the kernel.
 func (s *Service) load(ctx context.Context, id string) (*session, error) {
 	ss := newSession(s, id)
-	head, err := s.st.Head(ctx, streamPrefix+id, 0)
+	head, err := s.k.AuxHead(ctx, id, framesStream)
 	if err != nil {
 		return nil, err
 	}
 	if head > 0 {
-		var rows []store.Event
+		var rows []kernel.AuxEvent
 		before := head + 1
 		for int64(len(rows)) < head && len(rows) < s.cfg.Limits.MaxFrames {
-			evs, err := s.st.ReadBackward(ctx, streamPrefix+id, 0, before, min(store.MaxRead, s.cfg.Limits.MaxFrames-len(rows)))
+			evs, err := s.k.ReadAuxBackward(ctx, id, framesStream, before, min(kernel.MaxRead, s.cfg.Limits.MaxFrames-len(rows)))
 			if err != nil {
 				return nil, err
 			}
@@ -581,7 +582,7 @@ func (s *Service) load(ctx context.Context, id string) (*session, error) {
 		for i := len(rows) - 1; i >= 0; i-- {
 			var rec diskFrame
 			if err := json.Unmarshal(rows[i].Data, &rec); err != nil || rec.F.Cur != rows[i].Seq {
-				return nil, &store.CorruptError{Table: "events", Stream: streamPrefix + id, Seq: rows[i].Seq, Reason: "frame does not decode"}
+				return nil, &FrameError{Session: id, Cur: rows[i].Seq}
 			}
 			frames = append(frames, rec.F)
 			if rec.G != (guard{}) {
@@ -597,18 +598,14 @@ func (s *Service) load(ctx context.Context, id string) (*session, error) {
 			ss.room = ss.room.Apply(f) // replaced by the stored room, when the position holds one
 		}
 	}
-	pos, ok, err := s.st.Meta(ctx, posPrefix+id)
+	p, ok, err := positions.Get(ctx, s.k, id)
 	if err != nil {
 		return nil, err
 	}
 	if ok {
-		var p posRecord
-		if err := json.Unmarshal(pos, &p); err != nil {
-			return nil, &store.CorruptError{Table: "meta", Key: posPrefix + id, Reason: "stream position does not decode"}
-		}
 		c, err := loomtype.ParseCursor(p.Next)
 		if err != nil {
-			return nil, &store.CorruptError{Table: "meta", Key: posPrefix + id, Reason: "stream position does not parse"}
+			return nil, &kernel.RecordError{Table: positions.Name(), Key: id, Err: err}
 		}
 		ss.pos, ss.lastReplyTurn, ss.lastAskedTurn, ss.lastAsker = c, p.LastReply, p.LastAsked, p.LastAsker
 		if p.Room != nil {
@@ -664,8 +661,6 @@ type posRecord struct {
 	// that a session loaded again draws them alike before any caller touches it.
 	Owner *string `json:"owner,omitempty"`
 }
-
-type storeTx = store.Tx
 
 // hubSub is what a pump reads of the live channel.
 type hubSub = live.Sub

@@ -9,7 +9,6 @@ import (
 
 	"github.com/loomcheck/loomcheck/reference/conversation"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
-	"github.com/loomcheck/loomcheck/reference/store"
 	"github.com/loomcheck/loomcheck/reference/stream"
 )
 
@@ -20,8 +19,6 @@ const MaxQueued = 16
 // maxSettled bounds the taken-back and picked-up message ids a session remembers, so that a
 // repeated send or take-back gets the same answer.
 const maxSettled = 64
-
-const queuePrefix = "stream/queue/"
 
 // Message states of the steering queue.
 const (
@@ -230,12 +227,8 @@ func (ss *session) workingLocked() bool {
 // commitQueue logs specs and stores q in one transaction.
 func (ss *session) commitQueue(ctx context.Context, specs []stream.Spec, q queueRecord, guards ...guard) error {
 	q.Items = settle(q.Items)
-	b, err := json.Marshal(q)
-	if err != nil {
-		return err
-	}
-	ss.extraMeta = map[string][]byte{queuePrefix + ss.id: b}
-	defer func() { ss.extraMeta = nil }()
+	ss.extraQueue = &q
+	defer func() { ss.extraQueue = nil }()
 	if _, err := ss.commit(ctx, specs, guards, ss.pos); err != nil {
 		return err
 	}
@@ -300,7 +293,7 @@ func (ss *session) pickUpLocked(ctx context.Context) error {
 // good (closed, gone, not this sender's any more) is no longer awaited.
 func (ss *session) sendPicked(ctx context.Context, q queued) error {
 	_, err := ss.svc.cv.SendTurn(ctx, q.Who, ss.id, q.Text, conversation.SendOptions{MessageID: q.Message})
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, store.ErrClosed) {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, loomtype.ErrStoreClosed) {
 		return err
 	}
 	nq := ss.queue
@@ -313,15 +306,8 @@ func (ss *session) sendPicked(ctx context.Context, q queued) error {
 
 // loadQueue reads session id's queue.
 func (s *Service) loadQueue(ctx context.Context, id string) (queueRecord, error) {
-	b, ok, err := s.st.Meta(ctx, queuePrefix+id)
-	if err != nil || !ok {
-		return queueRecord{}, err
-	}
-	var q queueRecord
-	if err := json.Unmarshal(b, &q); err != nil {
-		return queueRecord{}, &store.CorruptError{Table: "meta", Key: queuePrefix + id, Reason: "steering queue does not decode"}
-	}
-	return q, nil
+	q, _, err := queues.Get(ctx, s.k, id)
+	return q, err
 }
 
 // Errors of Stop.
@@ -400,25 +386,27 @@ func (ss *session) waitingLocked() int {
 	return n
 }
 
-// Resume starts the sessions whose steering queue holds a message waiting or one picked up and
-// not yet recorded, so that they are sent after a restart whether or not anyone reads the
-// stream, and starts the resume wait (Config.ResumeWait) of every turn the stream shows asked
-// and unanswered. The engine calls it once, when it opens.
+// Resume opens the service's record tables, moving into them what a store written before them
+// holds (records.go), starts the sessions whose steering queue holds a message waiting or one
+// picked up and not yet recorded, so that they are sent after a restart whether or not anyone
+// reads the stream, and starts the resume wait (Config.ResumeWait) of every turn the stream
+// shows asked and unanswered. The engine calls it once, when it opens, before serving.
 //
-// Errors: store errors.
+// Errors: *kernel.TableVersionError (a store a newer engine wrote), *kernel.RecordError (a
+// stored record that does not decode: the store is damaged), store errors.
 func (s *Service) Resume(ctx context.Context) error {
+	if err := s.prepare(ctx); err != nil {
+		return err
+	}
 	if err := s.resumeWaits(ctx); err != nil {
 		return err
 	}
-	kvs, err := s.st.MetaPrefix(ctx, queuePrefix)
+	rows, err := queues.All(ctx, s.k, "")
 	if err != nil {
 		return err
 	}
-	for _, kv := range kvs {
-		var q queueRecord
-		if json.Unmarshal(kv.Val, &q) != nil {
-			continue // reported when the session is loaded
-		}
+	for _, row := range rows {
+		q := row.Value
 		busy := q.Awaiting != ""
 		for _, it := range q.Items {
 			busy = busy || it.State == StateQueued
@@ -426,7 +414,7 @@ func (s *Service) Resume(ctx context.Context) error {
 		if !busy {
 			continue
 		}
-		ss, err := s.acquire(ctx, kv.Key[len(queuePrefix):])
+		ss, err := s.acquire(ctx, row.Key)
 		if err != nil {
 			return err
 		}
@@ -676,8 +664,7 @@ func (ss *session) takeParentLocked(e loomtype.Entry) string {
 		}
 		q := ss.queue
 		q.Threads = append(append([]threadNote(nil), q.Threads[:i]...), q.Threads[i+1:]...)
-		b, _ := json.Marshal(q)
-		ss.extraMeta = map[string][]byte{queuePrefix + ss.id: b}
+		ss.extraQueue = &q
 		ss.queue = q
 		return n.Parent
 	}
