@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/loomcheck/loomcheck/reference/conversation"
+	"github.com/loomcheck/loomcheck/reference/conversation/live"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 )
 
@@ -151,7 +152,8 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 	if shared {
 		share = (g.cv.Hub().MaxSubscribers() + 1) / 2
 	}
-	sub, pturn, ptext, pasker, rerun, err := g.cv.Hub().AttachShare(id, who.Key(), share, g.cfg.MaxPendingBytes)
+	at, err := g.cv.Hub().AttachShare(id, who.Key(), share, g.cfg.MaxPendingBytes)
+	sub, pturn, ptext, pasker, rerun := at.Sub, at.Turn, at.Text, at.Asker, at.Rerun
 	if err != nil {
 		fail(err)
 		return
@@ -298,14 +300,14 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 			// has not sent.
 			// They stop before the reply of the text's turn, which was written after it.
 			rewake := false
-			t, live := int64(0), false
+			t, held := int64(0), false
 			for _, ev := range evs {
-				if ev.Kind == "delta" {
-					t, live = ev.Turn, true
+				if ev.Kind == live.KindDelta {
+					t, held = ev.Turn, true
 					break
 				}
 			}
-			if live {
+			if held {
 				select {
 				case <-wake:
 					rewake = true
@@ -324,14 +326,14 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 					continue
 				}
 				switch ev.Kind {
-				case "delta":
+				case live.KindDelta:
 					if ev.Turn <= lastReplyTurn {
 						continue // the durable reply already superseded it
 					}
 					if err := out.send("delta", "", turnText{Turn: ev.Turn, Text: ev.Text}); err != nil {
 						return
 					}
-				case "reset":
+				case live.KindReset:
 					if err := out.send("reset", "", map[string]int64{"turn": ev.Turn}); err != nil {
 						return
 					}
