@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -80,64 +79,17 @@ func ticketRefused(w http.ResponseWriter, reason sessions.TicketReason) {
 	writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "ticket refused", "reason": string(reason)})
 }
 
-// frameSender writes frames to one transport.
-type frameSender interface {
-	send(ctx context.Context, f stream.Frame) error
-}
-
 // sessionStream serves GET /sessions/{id}/stream: a WebSocket upgrade that presents a ticket, or
 // SSE (with a ticket, or authorized as the caller on every connection, so that a browser's
 // EventSource can reconnect by itself with Last-Event-ID).
 func (g *Gateway) sessionStream(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
 	id := r.PathValue("id")
-	q := r.URL.Query()
 	ws := strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
-	device := q.Get("device")
-	if device == "" {
-		device = r.Header.Get("Loom-Device")
-	}
-	var from int64
-	if tk := q.Get("ticket"); tk != "" {
-		gr, err := g.cfg.Sessions.Redeem(tk, who, device)
-		var te *sessions.TicketError
-		if errors.As(err, &te) {
-			ticketRefused(w, te.Reason)
-			return
-		}
-		if gr.Session != id {
-			ticketRefused(w, sessions.TicketUnknown)
-			return
-		}
-		from = gr.From
-	} else if ws {
-		ticketRefused(w, sessions.TicketUnknown)
+	from, ok := g.sessionFrom(w, r, who, id, ws)
+	if !ok {
 		return
 	}
-	// Who may read is asked again on every connection, ticket or not: a reader removed since
-	// the open is refused (the uniform 404).
-	if err := g.cv.Authorize(r.Context(), who, id); err != nil {
-		g.fail(w, err)
-		return
-	}
-	if v := q.Get("from"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			writeError(w, http.StatusBadRequest, "bad request", "from")
-			return
-		}
-		from = n
-	}
-	if v := r.Header.Get("Last-Event-ID"); v != "" && !ws {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			writeError(w, http.StatusBadRequest, "invalid cursor", "")
-			return
-		}
-		from = n
-	}
-	if !g.acquireStream(who) {
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusTooManyRequests, "too many requests", "")
+	if !g.admitStream(w, who) {
 		return
 	}
 	defer g.releaseStream(who)
@@ -147,12 +99,13 @@ func (g *Gateway) sessionStream(w http.ResponseWriter, r *http.Request, who loom
 		}
 		return
 	}
-	viewer, err := g.cfg.Sessions.ViewerOf(r.Context(), who, id)
-	if err != nil {
+	sf := &sessionFollow{g: g, who: who, id: id}
+	var err error
+	if sf.viewer, err = g.cfg.Sessions.ViewerOf(r.Context(), who, id); err != nil {
 		g.fail(w, err)
 		return
 	}
-	sub, replay, reset, head, floor, err := g.cfg.Sessions.SubscribeAs(r.Context(), who, id, from)
+	sf.sub, sf.replay, sf.reset, sf.head, sf.floor, err = g.cfg.Sessions.SubscribeAs(r.Context(), who, id, from)
 	if err != nil {
 		if errors.Is(err, sessions.ErrTooManySubscribers) {
 			w.Header().Set("Retry-After", "1")
@@ -162,8 +115,7 @@ func (g *Gateway) sessionStream(w http.ResponseWriter, r *http.Request, who loom
 		g.fail(w, err)
 		return
 	}
-	defer sub.Close()
-	var out frameSender
+	defer sf.sub.Close()
 	ctx := r.Context()
 	if ws {
 		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true}) // Origin was checked at the door
@@ -172,155 +124,170 @@ func (g *Gateway) sessionStream(w http.ResponseWriter, r *http.Request, who loom
 		}
 		defer c.CloseNow()
 		ctx = c.CloseRead(ctx) // nothing is read from the client: it acks nothing
-		out = wsSender{c}
+		sf.out = wsSender{c}
 	} else {
-		h := w.Header()
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-		h.Set("X-Accel-Buffering", "no")
-		w.WriteHeader(http.StatusOK)
-		s := &sse{w: w, rc: http.NewResponseController(w)}
-		if _, err := w.Write([]byte("retry: 1000\n\n")); err != nil {
+		s := startSSE(w)
+		if s.retry() != nil || s.rc.Flush() != nil { // the answer starts now, even with nothing to send yet
 			return
 		}
-		if s.rc.Flush() != nil { // the answer starts now, even with nothing to send yet
-			return
-		}
-		out = sseFrames{s}
+		sf.out = sseFrames{s}
 	}
-	g.serveFrames(ctx, out, r, who, id, viewer, sub, replay, reset, head, floor)
+	stream.Follow(ctx, g.followConfig(r, who, id, true), sf)
 }
 
-// serveFrames sends the reset (when the reader is behind the floor), the replay, then every
-// live frame, each drawn for the viewer, with heartbeats while idle. It returns when the client
-// goes, the subscriber is cut off (the client resumes from its cursor), the viewer may no longer
-// read, or the gateway shuts down.
-func (g *Gateway) serveFrames(ctx context.Context, out frameSender, r *http.Request, who loomtype.Identity, id string,
-	viewer sessions.Viewer, sub *sessions.Sub, replay []stream.Frame, reset bool, head, floor int64) {
-	svc := g.cfg.Sessions
-	now := func() time.Time { return time.Now() }
-	if reset {
-		if out.send(ctx, stream.Control(stream.KindReset, id, now(), map[string]int64{"floor": floor, "head": head})) != nil {
-			return
+// sessionFrom is where a session stream starts, from its ticket, its from parameter and its
+// Last-Event-ID; it answers the refusal itself (ok false) when the ticket is refused, the reader
+// may not read the session, or a position does not parse.
+func (g *Gateway) sessionFrom(w http.ResponseWriter, r *http.Request, who loomtype.Identity, id string, ws bool) (from int64, ok bool) {
+	q := r.URL.Query()
+	device := q.Get("device")
+	if device == "" {
+		device = r.Header.Get("Loom-Device")
+	}
+	if tk := q.Get("ticket"); tk != "" {
+		gr, err := g.cfg.Sessions.Redeem(tk, who, device)
+		var te *sessions.TicketError
+		if errors.As(err, &te) {
+			ticketRefused(w, te.Reason)
+			return 0, false
+		}
+		if gr.Session != id {
+			ticketRefused(w, sessions.TicketUnknown)
+			return 0, false
+		}
+		from = gr.From
+	} else if ws {
+		ticketRefused(w, sessions.TicketUnknown)
+		return 0, false
+	}
+	// Who may read is asked again on every connection, ticket or not: a reader removed since
+	// the open is refused (the uniform 404).
+	if err := g.cv.Authorize(r.Context(), who, id); err != nil {
+		g.fail(w, err)
+		return 0, false
+	}
+	if v := q.Get("from"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, "bad request", "from")
+			return 0, false
+		}
+		from = n
+	}
+	if v := r.Header.Get("Last-Event-ID"); v != "" && !ws {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, "invalid cursor", "")
+			return 0, false
+		}
+		from = n
+	}
+	return from, true
+}
+
+// sessionFollow is one session stream as stream.Follow drives it: the reset (when the reader is
+// behind the floor), the replay, the reader's read marker, then every live frame, each drawn for
+// the viewer, with heartbeats while idle. It ends when the client goes, the subscriber is cut
+// off (the client resumes from its cursor), the viewer may no longer read, or the gateway shuts
+// down; only a reader removed for good is told, with an end frame.
+type sessionFollow struct {
+	g           *Gateway
+	out         frameSender
+	who         loomtype.Identity
+	id          string
+	viewer      sessions.Viewer
+	sub         *sessions.Sub
+	replay      []stream.Frame
+	reset       bool
+	head, floor int64
+	// gate holds back a read marker that would not move forward (never an older marker after a
+	// newer one).
+	gate sessions.MarkerGate
+}
+
+func (s *sessionFollow) Signals() stream.Signals[sessions.Item] {
+	return stream.Signals[sessions.Item]{Live: s.sub.Frames(), Cut: s.sub.Done()}
+}
+
+func (s *sessionFollow) Start(ctx context.Context) stream.Ending {
+	if s.reset {
+		f := stream.Control(stream.KindReset, s.id, time.Now(), map[string]int64{"floor": s.floor, "head": s.head})
+		if s.out.send(ctx, f) != nil {
+			return stream.EndGone
 		}
 	}
-	for _, f := range replay {
-		v, err := svc.Render(ctx, id, viewer, sub.GuardOf(f))
-		if err != nil || out.send(ctx, v) != nil {
-			return
+	for _, f := range s.replay {
+		v, err := s.g.cfg.Sessions.Render(ctx, s.id, s.viewer, s.sub.GuardOf(f))
+		if err != nil || s.out.send(ctx, v) != nil {
+			return stream.EndGone
 		}
 	}
 	// The reader's own read marker as it stood when the subscription started, after the frames
-	// it refers to; the live markers queued since move it further. A marker only moves forward:
-	// the gate holds back one that would not (never an older marker after a newer one).
-	var gate sessions.MarkerGate
-	send := func(f stream.Frame) error {
-		if !gate.Pass(f) {
-			return nil
-		}
-		return out.send(ctx, f)
-	}
-	if f, ok := sub.ReadMarker(); ok {
-		if send(f) != nil {
-			return
+	// it refers to; the live markers queued since move it further.
+	if f, ok := s.sub.ReadMarker(); ok {
+		if s.send(ctx, f) != nil {
+			return stream.EndGone
 		}
 	}
-	beat := g.cfg.Heartbeat
-	if beat <= 0 {
-		beat = DefaultHeartbeat
+	return stream.EndNone
+}
+
+// send sends f unless it is a read marker the gate holds back.
+func (s *sessionFollow) send(ctx context.Context, f stream.Frame) error {
+	if !s.gate.Pass(f) {
+		return nil
 	}
-	heart := time.NewTicker(beat)
-	defer heart.Stop()
-	reauth := time.NewTicker(g.cfg.Reauth)
-	defer reauth.Stop()
-	lifetime := time.NewTimer(g.cfg.StreamLifetime)
-	defer lifetime.Stop()
+	return s.out.send(ctx, f)
+}
+
+// Live sends a live frame meant for the reader, drawn for its viewer.
+func (s *sessionFollow) Live(ctx context.Context, it sessions.Item) (stream.Ending, bool) {
+	if !it.For(s.who) {
+		return stream.EndNone, false
+	}
+	v, err := s.g.cfg.Sessions.Render(ctx, s.id, s.viewer, it)
+	if err != nil || s.send(ctx, v) != nil {
+		return stream.EndGone, false
+	}
+	return stream.EndNone, true
+}
+
+// Records is never signalled: the session's frames come live, records included.
+func (s *sessionFollow) Records(context.Context, bool) stream.Ending { return stream.EndNone }
+
+// Cut drains what is queued: cut off (a full queue, or the session stopped), the stream ends and
+// the reader resumes; ended for good (the reader's person was removed), it ends with an end frame
+// (Finish) and the reader does not resume.
+func (s *sessionFollow) Cut(ctx context.Context) stream.Ending {
 	for {
 		select {
-		case <-ctx.Done():
-			return
-		case <-g.shutdownCh:
-			return
-		case <-lifetime.C:
-			return
-		case <-sub.Done():
-			// Cut off (a full queue, or the session stopped): drain what is queued, then end.
-			// Ended for good (the reader's person was removed): what was queued before, then an
-			// end frame with the reason, and the reader does not resume.
-			for {
-				select {
-				case it := <-sub.Frames():
-					if !it.For(who) {
-						continue
-					}
-					v, err := svc.Render(ctx, id, viewer, it)
-					if err != nil || send(v) != nil {
-						return
-					}
-					continue
-				default:
-				}
-				if reason := sub.Ended(); reason != "" {
-					_ = out.send(ctx, stream.Control(KindEnd, id, now(), map[string]string{"reason": string(reason)}))
-				}
-				return
+		case it := <-s.sub.Frames():
+			if end, _ := s.Live(ctx, it); end != stream.EndNone {
+				return end
 			}
-		case it := <-sub.Frames():
-			if !it.For(who) {
-				continue
-			}
-			v, err := svc.Render(ctx, id, viewer, it)
-			if err != nil || send(v) != nil {
-				return
-			}
-			heart.Reset(beat)
-		case <-heart.C:
-			if out.send(ctx, stream.Control(stream.KindHeartbeat, id, now(), struct{}{})) != nil {
-				return
-			}
-		case <-reauth.C:
-			if now, err := g.authenticate(r); err != nil || !now.Equal(who) {
-				return
-			}
-			if err := g.cv.Authorize(ctx, who, id); err != nil {
-				return
-			}
+			continue
+		default:
 		}
+		if s.sub.Ended() != "" {
+			return stream.EndFinished
+		}
+		return stream.EndOverflow
 	}
 }
 
-type wsSender struct{ c *websocket.Conn }
-
-func (s wsSender) send(ctx context.Context, f stream.Frame) error {
-	b, err := json.Marshal(f)
-	if err != nil {
-		return err
+func (s *sessionFollow) Beat(ctx context.Context, now time.Time) stream.Ending {
+	if s.out.send(ctx, stream.Control(stream.KindHeartbeat, s.id, now, struct{}{})) != nil {
+		return stream.EndGone
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	return s.c.Write(ctx, websocket.MessageText, b)
+	return stream.EndNone
 }
 
-type sseFrames struct{ s *sse }
-
-func (s sseFrames) send(_ context.Context, f stream.Frame) error {
-	b, err := json.Marshal(f)
-	if err != nil {
-		return err
+// Finish sends the end frame of a reader removed for good; a session stream says nothing of its
+// other endings.
+func (s *sessionFollow) Finish(ctx context.Context, end stream.Ending) {
+	if end == stream.EndFinished {
+		_ = s.out.send(ctx, stream.Control(KindEnd, s.id, time.Now(), map[string]string{"reason": string(s.sub.Ended())}))
 	}
-	var buf []byte
-	if f.Cur > 0 {
-		buf = append(buf, "id: "...)
-		buf = strconv.AppendInt(buf, f.Cur, 10)
-		buf = append(buf, '\n')
-	}
-	buf = append(buf, "data: "...)
-	buf = append(buf, b...)
-	buf = append(buf, "\n\n"...)
-	if _, err := s.s.w.Write(buf); err != nil {
-		return err
-	}
-	return s.s.rc.Flush()
 }
 
 type steerBody struct {
