@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/loomcheck/loomcheck/reference/stream"
 )
 
 // sseEvent is one event as an EventSource dispatches it.
@@ -99,7 +101,7 @@ func FuzzSSEWriter(f *testing.F) {
 			if k == 1 {
 				ev, eid = "message", "0.1" // a plain event between the fuzzed ones
 			}
-			var v any = turnText{Turn: int64(k), Text: text}
+			v := stream.ConvEvent{Kind: stream.ConvDelta, Turn: int64(k), Text: text}.Data()
 			if shape>>k&1 == 1 {
 				v = json.RawMessage(raw)
 			}

@@ -2,15 +2,14 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/loomcheck/loomcheck/reference/conversation"
+	"github.com/loomcheck/loomcheck/reference/conversation/live"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
+	"github.com/loomcheck/loomcheck/reference/stream"
 )
 
 // acquireStream takes a stream slot for who, within the total and per-principal limits.
@@ -34,6 +33,17 @@ func (g *Gateway) releaseStream(who loomtype.Identity) {
 	}
 }
 
+// admitStream takes a stream slot for who, or answers 429 (Retry-After 1) when none is free.
+// The caller gives the slot back with releaseStream.
+func (g *Gateway) admitStream(w http.ResponseWriter, who loomtype.Identity) bool {
+	if !g.acquireStream(who) {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, "too many requests", "")
+		return false
+	}
+	return true
+}
+
 // StreamCounts reports the open streams in total and for who (for tests and metrics).
 func (g *Gateway) StreamCounts(who loomtype.Identity) (total, mine int) {
 	g.mu.Lock()
@@ -41,78 +51,59 @@ func (g *Gateway) StreamCounts(who loomtype.Identity) (total, mine int) {
 	return g.streams, g.perPrinc[who]
 }
 
-// sse writes server-sent events. Every data line is one line of JSON: a user's words can never
-// forge an SSE field, whatever newlines they hold. Event names, ids and comments are checked
-// too, so what a reader parses back is always exactly what was sent.
-type sse struct {
-	w  http.ResponseWriter
-	rc *http.ResponseController
+// keepAlive is how often the conversation's event stream sends a keep-alive comment.
+const keepAlive = 15 * time.Second
+
+// followConfig is what both streams share: their lifetime, their re-authorization, the server's
+// shutdown. The session stream beats after every idle Config.Heartbeat; the conversation's event
+// stream sends a keep-alive every 15 s and polls the log every Config.Poll.
+func (g *Gateway) followConfig(r *http.Request, who loomtype.Identity, id string, session bool) stream.FollowConfig {
+	cfg := stream.FollowConfig{Lifetime: g.cfg.StreamLifetime, Reauth: g.cfg.Reauth,
+		Reauthorize: g.reauthorize(r, who, id), Shutdown: g.shutdownCh, Beat: keepAlive, Poll: g.cfg.Poll}
+	if session {
+		cfg.Beat, cfg.BeatWhenIdle, cfg.Poll = g.cfg.Heartbeat, true, 0
+		if cfg.Beat <= 0 {
+			cfg.Beat = DefaultHeartbeat
+		}
+	}
+	return cfg
 }
 
-// errSSEField refuses an event name, id or comment that would not read back as itself (it holds
-// a line break or NUL, or is not UTF-8), and data that is not UTF-8. Nothing is written then.
-var errSSEField = errors.New("gateway: SSE data that is not UTF-8, or a name, id or comment with a line break, NUL or bad UTF-8")
-
-func sseSafe(s string) bool { return utf8.ValidString(s) && !strings.ContainsAny(s, "\r\n\x00") }
-
-// send writes one event and flushes it to the client at once.
-func (s *sse) send(event, id string, v any) error {
-	if err := s.write(event, id, v); err != nil {
-		return err
+// reauthorize asks again, every Config.Reauth, whether the stream's reader is still who (its
+// credentials) and may still read conversation id.
+func (g *Gateway) reauthorize(r *http.Request, who loomtype.Identity, id string) func(context.Context) stream.Ending {
+	return func(ctx context.Context) stream.Ending {
+		now, err := g.authenticate(r)
+		if err != nil || !now.Equal(who) {
+			return stream.EndUnauthenticated
+		}
+		if err := g.cv.Authorize(ctx, who, id); err != nil {
+			return stream.EndRevoked
+		}
+		return stream.EndNone
 	}
-	return s.rc.Flush()
 }
 
-// write writes one event without flushing it: a caller writing several at once flushes after the
-// last, and the client gets them in one write to the connection.
-func (s *sse) write(event, id string, v any) error {
-	if !sseSafe(event) || !sseSafe(id) {
-		return errSSEField
+// eventsCursor is where a conversation's event stream resumes: the cursor parameter, else the
+// Last-Event-ID header, else the start.
+func eventsCursor(r *http.Request) (loomtype.Cursor, error) {
+	if c := r.URL.Query().Get("cursor"); c != "" || r.Header.Get("Last-Event-ID") != "" {
+		if c == "" {
+			c = r.Header.Get("Last-Event-ID")
+		}
+		return loomtype.ParseCursor(c)
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	if !utf8.Valid(b) { // a json.RawMessage is copied as it is
-		return errSSEField
-	}
-	var buf []byte
-	if id != "" {
-		buf = append(buf, "id: "...)
-		buf = append(buf, id...)
-		buf = append(buf, '\n')
-	}
-	buf = append(buf, "event: "...)
-	buf = append(buf, event...)
-	buf = append(buf, "\ndata: "...)
-	buf = append(buf, b...)
-	buf = append(buf, "\n\n"...)
-	_, err = s.w.Write(buf)
-	return err
+	return loomtype.Cursor{}, nil
 }
 
-func (s *sse) comment(text string) error {
-	if !sseSafe(text) {
-		return errSSEField
-	}
-	if _, err := s.w.Write([]byte(": " + text + "\n\n")); err != nil {
-		return err
-	}
-	return s.rc.Flush()
-}
-
-type turnText struct {
-	Turn int64  `json:"turn"`
-	Text string `json:"text"`
-}
-
-// events serves GET /conversations/{id}/events: the status, the partial of a running turn, the
-// durable messages after the cursor, then everything live. The log is the only source of durable
-// events. The stream follows the conversation (conversation.Follower): what each commit appended
-// is read from the conversation's tail in memory while the stream's cursor lies within it, and
-// from the log otherwise (a stream that starts before the tail or falls behind it), and once
-// every Config.Poll from the log whatever the tail holds, so a commit whose report went missing
-// is still delivered. The stream's own memory is bounded by Config.MaxPendingBytes (its live
+// events serves GET /conversations/{id}/events: the status, the durable messages after the
+// cursor, the partial of a running turn, then everything live (stream.ConvAdapter decides what
+// is sent, stream.Follow drives the stream). The log is the only source of durable events. The
+// stream follows the conversation (conversation.Follower): what each commit appended is read
+// from the conversation's tail in memory while the stream's cursor lies within it, and from the
+// log otherwise (a stream that starts before the tail or falls behind it), and once every
+// Config.Poll from the log whatever the tail holds, so a commit whose report went missing is
+// still delivered. The stream's own memory is bounded by Config.MaxPendingBytes (its live
 // queue; past it the stream ends with a reconnect event and the client resumes from its
 // cursor); the tail it reads is the conversation's, shared by its streams and bounded by the
 // hub's live.TailLimits.
@@ -130,20 +121,12 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 		fail(err)
 		return
 	}
-	var cursor loomtype.Cursor
-	if c := r.URL.Query().Get("cursor"); c != "" || r.Header.Get("Last-Event-ID") != "" {
-		if c == "" {
-			c = r.Header.Get("Last-Event-ID")
-		}
-		var err error
-		if cursor, err = loomtype.ParseCursor(c); err != nil {
-			fail(err)
-			return
-		}
+	cursor, err := eventsCursor(r)
+	if err != nil {
+		fail(err)
+		return
 	}
-	if !g.acquireStream(who) {
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusTooManyRequests, "too many requests", "")
+	if !g.admitStream(w, who) {
 		return
 	}
 	defer g.releaseStream(who)
@@ -151,236 +134,198 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 	if shared {
 		share = (g.cv.Hub().MaxSubscribers() + 1) / 2
 	}
-	sub, pturn, ptext, pasker, rerun, err := g.cv.Hub().AttachShare(id, who.Key(), share, g.cfg.MaxPendingBytes)
+	at, err := g.cv.Hub().AttachShare(id, who.Key(), share, g.cfg.MaxPendingBytes)
 	if err != nil {
 		fail(err)
 		return
 	}
-	defer g.cv.Hub().Unsubscribe(id, sub)
+	defer g.cv.Hub().Unsubscribe(id, at.Sub)
 	fl := g.cv.Follow(id)
 	defer fl.Close()
-	wake := fl.Wake()
-
-	st, err := g.cv.Status(ctx, who, id)
-	if err != nil {
+	cs := &convStream{g: g, who: who, fl: fl, wake: fl.Wake(), at: at, ad: stream.NewConvAdapter(who.Key(), cursor)}
+	if cs.st, err = g.cv.Status(ctx, who, id); err != nil {
 		fail(err)
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	out := &sse{w: w, rc: http.NewResponseController(w)}
-
-	// A slow reader that lets its live queue overflow is cut off: a write it blocks fails at
-	// once and the client recovers from the log with Last-Event-ID.
+	cs.out = startSSE(w)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() {
+	go cutOnOverflow(ctx, at.Sub, cs.out.rc)
+	stream.Follow(ctx, g.followConfig(r, who, id, false), cs)
+}
+
+// cutOnOverflow cuts off a slow reader that lets its live queue overflow: a write it blocks
+// fails at once and the client recovers from the log with Last-Event-ID.
+func cutOnOverflow(ctx context.Context, sub *live.Sub, rc *http.ResponseController) {
+	select {
+	case <-sub.Overflowed():
+		_ = rc.SetWriteDeadline(time.Now())
+	case <-ctx.Done():
+	}
+}
+
+// convStream is one conversation's event stream as stream.Follow drives it: it reads records
+// and live events, asks whether its reader may see each record, and writes what the adapter
+// makes of them as server-sent events.
+type convStream struct {
+	g    *Gateway
+	who  loomtype.Identity
+	fl   *conversation.Follower
+	wake <-chan struct{}
+	at   live.Attached
+	st   loomtype.Status
+	ad   *stream.ConvAdapter
+	out  *sse
+	// errorID names the damage a delivery met, for the error event that ends the stream.
+	errorID string
+}
+
+func (c *convStream) Signals() stream.Signals[struct{}] {
+	return stream.Signals[struct{}]{Live: c.at.Sub.Notify(), Wake: c.wake}
+}
+
+// Start sends the status, the records after the cursor, then the reply in progress (unless the
+// records already held its durable reply).
+func (c *convStream) Start(ctx context.Context) stream.Ending {
+	if c.out.retry() != nil || c.out.sendEvents(c.ad.Begin(c.st)) != nil {
+		return stream.EndGone
+	}
+	if end := quietly(c.deliver(ctx, c.fl.Read, nil)); end != stream.EndNone {
+		return end
+	}
+	if c.out.sendEvents(c.ad.Partial(c.at.Reply)) != nil {
+		return stream.EndGone
+	}
+	return stream.EndNone
+}
+
+// Live sends the live events waiting. Records committed before this live text was produced go
+// first: the follower's wake-up is signalled once a commit is durable and before its writer goes
+// on (so before any live text made after it), so a pending one means records this stream has
+// not sent. They stop before the reply of the text's turn, which was written after it.
+func (c *convStream) Live(ctx context.Context, _ struct{}) (stream.Ending, bool) {
+	evs, overflow := c.at.Sub.Drain()
+	if overflow {
+		return stream.EndOverflow, false
+	}
+	rewake := false
+	if before := c.ad.HoldBack(evs); before != nil {
 		select {
-		case <-sub.Overflowed():
-			_ = out.rc.SetWriteDeadline(time.Now())
-		case <-ctx.Done():
+		case <-c.wake:
+			rewake = true
+			if end := c.loudly(c.deliver(ctx, c.fl.Read, before)); end != stream.EndNone {
+				return end, false
+			}
+		default:
+		}
+	}
+	out := c.ad.Live(evs)
+	if c.out.sendEvents(out) != nil {
+		return stream.EndGone, false
+	}
+	if rewake {
+		return c.loudly(c.deliver(ctx, c.fl.Read, nil)), len(out) > 0
+	}
+	return stream.EndNone, len(out) > 0
+}
+
+// Records sends what the tail holds after a wake-up, or what the log holds on a poll.
+func (c *convStream) Records(ctx context.Context, polled bool) stream.Ending {
+	if polled {
+		return quietly(c.deliver(ctx, c.fl.ReadLog, nil))
+	}
+	return c.loudly(c.deliver(ctx, c.fl.Read, nil))
+}
+
+// Cut is never signalled: an overflow is read from the live queue (Live).
+func (c *convStream) Cut(context.Context) stream.Ending { return stream.EndOverflow }
+
+func (c *convStream) Beat(context.Context, time.Time) stream.Ending {
+	if c.out.writeEvents(c.ad.Beat()) != nil {
+		return stream.EndGone
+	}
+	return stream.EndNone
+}
+
+func (c *convStream) Finish(_ context.Context, end stream.Ending) {
+	_ = c.out.sendEvents(c.ad.End(end, c.errorID))
+}
+
+// reader reads the records after a cursor: the conversation's tail, or its log.
+type reader func(context.Context, loomtype.Cursor, int) ([]loomtype.Entry, loomtype.Cursor, bool, error)
+
+// deliver sends the records after the stream's cursor that read gives, stopping before the
+// first one stop holds (nil: none), which a later call sends. The records of one delivery go out
+// in one flush, before the stream waits again. closed says the conversation's closing record
+// went out.
+func (c *convStream) deliver(ctx context.Context, read reader, stop func(loomtype.Entry) bool) (closed bool, err error) {
+	defer func() {
+		if ferr := c.out.rc.Flush(); err == nil && ferr != nil {
+			closed, err = false, ferr
 		}
 	}()
-
-	// Ask browsers to reconnect after a second rather than their default three.
-	if _, err := w.Write([]byte("retry: 1000\n\n")); err != nil {
-		return
-	}
-	if err := out.send("status", "", st); err != nil {
-		return
-	}
-	var lastReplyTurn int64
-	// deliverUntil sends the records after cursor that read gives (the tail or the log), stopping
-	// before the first one stop holds (nil: none), which is sent by a later call.
-	type reader func(context.Context, loomtype.Cursor, int) ([]loomtype.Entry, loomtype.Cursor, bool, error)
-	// The records of one delivery go out in one flush, before the stream waits again.
-	deliverUntil := func(read reader, stop func(loomtype.Entry) bool) (closed bool, err error) {
-		defer func() {
-			if ferr := out.rc.Flush(); err == nil && ferr != nil {
-				closed, err = false, ferr
+	for {
+		entries, next, done, err := read(ctx, c.ad.Cursor(), 100)
+		if err != nil {
+			return false, err
+		}
+		for _, e := range entries {
+			if stop != nil && stop(e) {
+				return false, nil
 			}
-		}()
-		for {
-			entries, next, done, err := read(ctx, cursor, 100)
+			v, err := c.fl.View(ctx, c.who, e)
+			if err != nil {
+				return false, err // membership is re-checked for every delivered entry
+			}
+			evs, err := c.ad.Record(e, v)
 			if err != nil {
 				return false, err
 			}
-			for _, e := range entries {
-				if stop != nil && stop(e) {
-					return false, nil
-				}
-				at, err := loomtype.ParseCursor(e.Cursor)
-				if err != nil {
-					return false, err
-				}
-				v, err := fl.View(ctx, who, e)
-				if err != nil {
-					return false, err // membership is re-checked for every delivered entry
-				}
-				if err := out.write("message", e.Cursor, v); err != nil {
-					return false, err
-				}
-				cursor = at
-				if e.Role == loomtype.RoleAssistant && e.Turn > lastReplyTurn {
-					lastReplyTurn = e.Turn
-				}
-				if e.Status == loomtype.StatusClosed {
-					_ = out.send("closed", "", struct{}{})
-					return true, nil
-				}
+			if err := c.out.writeEvents(evs); err != nil {
+				return false, err
 			}
-			cursor = next
-			if done {
-				return false, nil
+			if c.ad.Closed() {
+				return true, nil
 			}
 		}
-	}
-	deliver := func() (bool, error) { return deliverUntil(fl.Read, nil) }
-	deliverLog := func() (bool, error) { return deliverUntil(fl.ReadLog, nil) }
-	if closed, err := deliver(); err != nil || closed {
-		return
-	}
-	// The reply in progress, unless the replay already delivered its durable record.
-	if pturn > lastReplyTurn && g.mayWatch(st, who, pasker) {
-		if rerun {
-			if err := out.send("reset", "", map[string]int64{"turn": pturn}); err != nil {
-				return
-			}
-		}
-		if err := out.send("partial", "", turnText{Turn: pturn, Text: ptext}); err != nil {
-			return
-		}
-	}
-	lifetime := time.NewTimer(g.cfg.StreamLifetime)
-	defer lifetime.Stop()
-	reauth := time.NewTicker(g.cfg.Reauth)
-	defer reauth.Stop()
-	poll := time.NewTicker(g.cfg.Poll)
-	defer poll.Stop()
-	keepAlive := time.NewTicker(15 * time.Second)
-	defer keepAlive.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-g.shutdownCh:
-			_ = out.send("reconnect", "", map[string]string{"reason": "shutdown"})
-			return
-		case <-lifetime.C:
-			_ = out.send("reconnect", "", map[string]string{"reason": "lifetime"})
-			return
-		case <-reauth.C:
-			now, err := g.authenticate(r)
-			if err != nil || !now.Equal(who) {
-				_ = out.send("error", "", map[string]string{"error": "unauthenticated"})
-				return
-			}
-			if err := g.cv.Authorize(ctx, who, id); err != nil {
-				_ = out.send("error", "", map[string]string{"error": "not found"})
-				return
-			}
-		case <-keepAlive.C:
-			if err := out.comment("keep-alive"); err != nil {
-				return
-			}
-		case <-sub.Notify():
-			evs, overflow := sub.Drain()
-			if overflow {
-				_ = out.send("reconnect", "", map[string]string{"reason": "slow-consumer"})
-				return
-			}
-			// Records committed before this live text was produced go first: the follower's
-			// wake-up is signalled once a commit is durable and before its writer goes on (so
-			// before any live text made after it), so a pending one means records this stream
-			// has not sent.
-			// They stop before the reply of the text's turn, which was written after it.
-			rewake := false
-			t, live := int64(0), false
-			for _, ev := range evs {
-				if ev.Kind == "delta" {
-					t, live = ev.Turn, true
-					break
-				}
-			}
-			if live {
-				select {
-				case <-wake:
-					rewake = true
-					if g.endAfterDelivery(out, func() (bool, error) {
-						return deliverUntil(fl.Read, func(e loomtype.Entry) bool {
-							return e.Role == loomtype.RoleAssistant && e.Turn >= t
-						})
-					}) {
-						return
-					}
-				default:
-				}
-			}
-			for _, ev := range evs {
-				if !g.mayWatch(st, who, ev.Asker) {
-					continue
-				}
-				switch ev.Kind {
-				case "delta":
-					if ev.Turn <= lastReplyTurn {
-						continue // the durable reply already superseded it
-					}
-					if err := out.send("delta", "", turnText{Turn: ev.Turn, Text: ev.Text}); err != nil {
-						return
-					}
-				case "reset":
-					if err := out.send("reset", "", map[string]int64{"turn": ev.Turn}); err != nil {
-						return
-					}
-				}
-			}
-			if rewake && g.endAfterDelivery(out, deliver) {
-				return
-			}
-		case <-wake:
-			if g.endAfterDelivery(out, deliver) {
-				return
-			}
-		case <-poll.C:
-			if closed, err := deliverLog(); err != nil || closed {
-				return
-			}
+		c.ad.ReadTo(next)
+		if done {
+			return false, nil
 		}
 	}
 }
 
-// endAfterDelivery sends what the log holds after the stream's cursor and says whether the
-// stream ends: the conversation closed, or the delivery failed (damaged storage gets its own
-// error event, reported like a 500; a viewer no longer allowed, or a client gone, ends silently).
-func (g *Gateway) endAfterDelivery(out *sse, deliver func() (bool, error)) bool {
-	closed, err := deliver()
-	if err == nil && !closed {
-		return false
-	}
+// quietly is how a delivery ends the stream at its start and on a poll: the conversation closed,
+// or it failed (the reader is told nothing then).
+func quietly(closed bool, err error) stream.Ending {
 	switch {
-	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, loomtype.ErrNotFound):
-	case errors.Is(err, loomtype.ErrCorrupt):
-		id := loomtype.NewErrorID()
-		if g.cfg.OnError != nil {
-			g.cfg.OnError(id, err)
-		} else {
-			g.log.Error("gateway: storage damaged", "errorId", id, "err", err)
-		}
-		_ = out.send("error", "", map[string]string{"error": "storage damaged", "errorId": id})
-	default:
-		_ = out.send("error", "", map[string]string{"error": "internal"})
+	case err != nil:
+		return stream.EndGone
+	case closed:
+		return stream.EndFinished
 	}
-	return true
+	return stream.EndNone
 }
 
-// mayWatch says whether who may see the live output of a turn asked by asker: everyone in owner
-// mode, only the asker in shared mode (the turn's class is not known until it ends).
-func (g *Gateway) mayWatch(st loomtype.Status, who loomtype.Identity, asker string) bool {
-	if st.Mode != conversation.ModeShared {
-		return true
+// loudly is how a delivery ends the stream after a wake-up: the conversation closed, or the
+// delivery failed (damaged storage gets its own error event, reported like a 500; a viewer no
+// longer allowed, or a client gone, ends silently; another failure is an internal error).
+func (c *convStream) loudly(closed bool, err error) stream.Ending {
+	switch {
+	case err == nil && closed:
+		return stream.EndFinished
+	case err == nil:
+		return stream.EndNone
+	case errors.Is(err, context.Canceled), errors.Is(err, loomtype.ErrNotFound):
+		return stream.EndGone
+	case errors.Is(err, loomtype.ErrCorrupt):
+		c.errorID = loomtype.NewErrorID()
+		if c.g.cfg.OnError != nil {
+			c.g.cfg.OnError(c.errorID, err)
+		} else {
+			c.g.log.Error("gateway: storage damaged", "errorId", c.errorID, "err", err)
+		}
+		return stream.EndDamaged
 	}
-	return asker == who.Key()
+	return stream.EndFailed
 }

@@ -503,15 +503,15 @@ func (ss *session) attachPartial(ctx context.Context, turn int64, text, asker st
 // attach subscribes the session to the live channel and logs what it already held of a running
 // turn; with too many live subscribers it returns nil (records only, until a later attempt).
 func (ss *session) attach(ctx context.Context) (*hubSub, <-chan struct{}) {
-	s, turn, text, asker, rerun, err := ss.svc.cv.Hub().Attach(ss.id, DefaultMaxPending)
+	at, err := ss.svc.cv.Hub().Attach(ss.id, DefaultMaxPending)
 	if err != nil {
 		return nil, nil
 	}
 	ss.mu.Lock()
-	ss.liveSub = s
+	ss.liveSub = at.Sub
 	ss.mu.Unlock()
-	ss.report(ss.attachPartial(ctx, turn, text, asker, rerun))
-	return s, s.Notify()
+	ss.report(ss.attachPartial(ctx, at.Turn, at.Text, at.Asker, at.Rerun))
+	return at.Sub, at.Sub.Notify()
 }
 
 // pump follows the conversation until the session is idle, broken or stopped.

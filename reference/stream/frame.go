@@ -5,9 +5,16 @@
 // message in a chat (WhoAnswers), retention (Expire) and private messages (ValidateUserMessage,
 // IsEncrypted, LoggedShape).
 //
-// Nothing here does I/O or reads a clock: the caller passes the time of every append, so the
-// same inputs give the same frames (the transcripts in testdata say which). The log is a resume
-// buffer, never the record: the conversation's journal is.
+// The conversation's own event stream (GET /conversations/{id}/events) has its pure core here too:
+// ConvAdapter turns its status, durable records, the reply in progress and live events into typed
+// events (ConvEvent), pinned by the transcripts in testdata/events. Both streams are driven by one
+// follow loop, Follow: admission done, it sends what a stream starts with, then each live item,
+// wake-up and poll, with heartbeats, a bounded lifetime, re-authorization and the server's
+// shutdown, until one of them ends the stream (Ending); a transport encodes the events.
+//
+// Nothing here but Follow does I/O or reads a clock: the caller passes the time of every append,
+// so the same inputs give the same frames (the transcripts in testdata say which). The log is a
+// resume buffer, never the record: the conversation's journal is.
 //
 // A frame's cursor is per session and gapless from 1. Control frames (reset, heartbeat) and
 // ephemeral frames have cursor 0 and are never logged. A replay may merge a run of adjacent text

@@ -18,20 +18,36 @@ import (
 // MaxPartialChars bounds the in-progress reply the hub keeps per conversation for catch-up.
 const MaxPartialChars = 64 * 1024
 
-// EventKind says what a live event is.
-type EventKind string
+// EventKind says what a live event is. Live events never leave the process, so a kind has no
+// spelling of its own; String names it for logs and test output.
+type EventKind uint8
 
 // Kinds of live events.
 const (
 	// KindDelta is a piece of a reply's text.
-	KindDelta EventKind = "delta"
+	KindDelta EventKind = iota + 1
 	// KindReset says a turn is being produced again (after a restart): drop its text so far.
-	KindReset EventKind = "reset"
+	KindReset
 	// KindDone ends a turn's live phase.
-	KindDone EventKind = "done"
+	KindDone
 	// KindTool is a tool call of the live turn starting or ending (Event.Tool).
-	KindTool EventKind = "tool"
+	KindTool
 )
+
+// String names the kind: delta, reset, done or tool.
+func (k EventKind) String() string {
+	switch k {
+	case KindDelta:
+		return "delta"
+	case KindReset:
+		return "reset"
+	case KindDone:
+		return "done"
+	case KindTool:
+		return "tool"
+	}
+	return "unknown"
+}
 
 // Tool is a tool call of a live turn: its start (Done false) or its end, with the tool's
 // output or error.
@@ -163,10 +179,26 @@ func (h *Hub) Subscribe(id string, maxPending int) (*Sub, error) {
 	return s, nil
 }
 
+// Reply is the reply in progress of a conversation, as a subscriber attaching finds it: its
+// turn (0 when none runs), its text so far, who asked it, and whether it is being produced again
+// after a restart (a client that attaches then must drop what an earlier run streamed to it).
+type Reply struct {
+	Turn  int64
+	Text  string
+	Asker string
+	Rerun bool
+}
+
+// Attached is a subscriber and the reply in progress when it attached.
+type Attached struct {
+	Sub *Sub
+	Reply
+}
+
 // Attach subscribes and reads the reply in progress in one step, so nothing streamed around the
 // moment of attaching is either lost or seen twice: the partial holds everything before the
 // subscription and the queue everything after.
-func (h *Hub) Attach(id string, maxPending int) (s *Sub, turn int64, text, asker string, rerun bool, err error) {
+func (h *Hub) Attach(id string, maxPending int) (Attached, error) {
 	return h.AttachShare(id, "", 0, maxPending)
 }
 
@@ -175,20 +207,21 @@ func (h *Hub) Attach(id string, maxPending int) (s *Sub, turn int64, text, asker
 // principal cannot take every slot of a conversation others read too. Past the share it fails
 // with a *loomtype.LimitError, as past the conversation's bound.
 //
-//	s, turn, text, asker, rerun, err := hub.AttachShare("c1", bob.Key(), 2, 1<<20)
-func (h *Hub) AttachShare(id, who string, share, maxPending int) (s *Sub, turn int64, text, asker string, rerun bool, err error) {
+//	at, err := hub.AttachShare("c1", bob.Key(), 2, 1<<20)
+//	defer hub.Unsubscribe("c1", at.Sub)
+func (h *Hub) AttachShare(id, who string, share, maxPending int) (Attached, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c := h.conv(id)
 	if len(c.subs) >= h.maxSubs {
 		h.gc(id, c)
-		return nil, 0, "", "", false, errTooManySubscribers(h.maxSubs)
+		return Attached{}, errTooManySubscribers(h.maxSubs)
 	}
 	if who != "" && share > 0 && c.held[who] >= share {
 		h.gc(id, c)
-		return nil, 0, "", "", false, &loomtype.LimitError{Limit: "subscribers per principal in a conversation", Max: int64(share)}
+		return Attached{}, &loomtype.LimitError{Limit: "subscribers per principal in a conversation", Max: int64(share)}
 	}
-	s = newSub(maxPending)
+	s := newSub(maxPending)
 	c.subs[s] = struct{}{}
 	if who != "" {
 		if c.held == nil {
@@ -197,10 +230,11 @@ func (h *Hub) AttachShare(id, who string, share, maxPending int) (s *Sub, turn i
 		c.held[who]++
 		s.who = who
 	}
+	at := Attached{Sub: s}
 	if c.turn > 0 {
-		turn, text, asker, rerun = c.turn, string(c.partial), c.asker, c.rerun
+		at.Reply = Reply{Turn: c.turn, Text: string(c.partial), Asker: c.asker, Rerun: c.rerun}
 	}
-	return s, turn, text, asker, rerun, nil
+	return at, nil
 }
 
 // Unsubscribe removes a subscriber.

@@ -13,8 +13,8 @@ import (
 func TestAttachShare(t *testing.T) {
 	h := live.NewHub(3)
 	attach := func(who string) (*live.Sub, error) {
-		s, _, _, _, _, err := h.AttachShare("c1", who, 2, 1<<10)
-		return s, err
+		at, err := h.AttachShare("c1", who, 2, 1<<10)
+		return at.Sub, err
 	}
 	var lim *loomtype.LimitError
 	b1, err := attach("acme/bob")

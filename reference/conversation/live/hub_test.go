@@ -26,7 +26,7 @@ func TestHubDropsDeltasOfATurnThatIsNotLive(t *testing.T) {
 
 	evs, over := sub.Drain()
 	require.False(t, over)
-	require.Equal(t, []Event{{Kind: "delta", Turn: 2, Text: "Let me", Asker: "alice"}}, evs)
+	require.Equal(t, []Event{{Kind: KindDelta, Turn: 2, Text: "Let me", Asker: "alice"}}, evs)
 	turn, text, asker, rerun := h.Partial("c1")
 	require.Equal(t, int64(2), turn)
 	require.Equal(t, "Let me", text)
@@ -42,7 +42,7 @@ func TestHubDropsDeltasOfATurnThatIsNotLive(t *testing.T) {
 	require.Equal(t, "", text)
 	h.Delta("c1", "c1", 2, "after its end")
 	evs, _ = sub.Drain()
-	require.Equal(t, []Event{{Kind: "done", Turn: 2, Asker: "alice"}}, evs)
+	require.Equal(t, []Event{{Kind: KindDone, Turn: 2, Asker: "alice"}}, evs)
 }
 
 // TestHubPartialBound: the catch-up partial keeps text up to MaxPartialChars characters exactly
@@ -63,7 +63,7 @@ func TestHubPartialBound(t *testing.T) {
 		_, text, _, _ = h.Partial("c1")
 		require.Equal(t, head+unit, text, "%q: the character past the bound is not kept", unit)
 		evs, _ := sub.Drain()
-		require.Equal(t, []Event{{Kind: "delta", Turn: 1, Text: "z", Asker: "alice"}}, evs)
+		require.Equal(t, []Event{{Kind: KindDelta, Turn: 1, Text: "z", Asker: "alice"}}, evs)
 	}
 }
 
@@ -91,8 +91,8 @@ func TestHubTakesLiveOutputOnlyFromTheTurnsOwnExecution(t *testing.T) {
 	h.End("c1", 1)
 	evs, _ := sub.Drain()
 	require.Equal(t, []Event{
-		{Kind: "delta", Turn: 1, Text: "mine only", Asker: "alice"}, // queued deltas coalesce
-		{Kind: "done", Turn: 1, Asker: "alice"},
+		{Kind: KindDelta, Turn: 1, Text: "mine only", Asker: "alice"}, // queued deltas coalesce
+		{Kind: KindDone, Turn: 1, Asker: "alice"},
 	}, evs)
 
 	// Shared mode: the dialogue names turn execution "t2" for turn 2, asked by bob.
@@ -118,10 +118,10 @@ func TestHubTakesLiveOutputOnlyFromTheTurnsOwnExecution(t *testing.T) {
 	require.Zero(t, turn)
 	evs, _ = sub.Drain()
 	require.Equal(t, []Event{
-		{Kind: "reset", Turn: 2, Asker: "bob"},
-		{Kind: "delta", Turn: 2, Text: "early ", Asker: "bob"},
-		{Kind: "tool", Turn: 2, Asker: "bob", Tool: &Tool{Call: "k1", Name: "ls"}},
-		{Kind: "delta", Turn: 2, Text: "named words", Asker: "bob"},
+		{Kind: KindReset, Turn: 2, Asker: "bob"},
+		{Kind: KindDelta, Turn: 2, Text: "early ", Asker: "bob"},
+		{Kind: KindTool, Turn: 2, Asker: "bob", Tool: &Tool{Call: "k1", Name: "ls"}},
+		{Kind: KindDelta, Turn: 2, Text: "named words", Asker: "bob"},
 	}, evs)
 
 	// A name the dialogue gives with a Begin asker that lies: the dialogue's asker wins.
@@ -193,7 +193,7 @@ func TestHubHeldOutputIsBounded(t *testing.T) {
 	require.Equal(t, maxPendingBytes/2, h.pendingBytes, "t2's held output is released when it is named")
 	h.mu.Unlock()
 	evs, _ := sub.Drain()
-	require.Equal(t, []Event{{Kind: "delta", Turn: 1, Text: big, Asker: "bob"}}, evs)
+	require.Equal(t, []Event{{Kind: KindDelta, Turn: 1, Text: big, Asker: "bob"}}, evs)
 	h.Begin("c1", "t1", 1, "bob", false) // a second Begin starts its hold afresh
 	h.mu.Lock()
 	require.Zero(t, h.pendingBytes)
