@@ -91,6 +91,11 @@ type Options struct {
 	// only what no caller reads to check the stored past. nil caches nothing. Heads (a stream's
 	// newest sequence) are always answered from memory when the writer knows them.
 	Cached func(name string) bool
+	// CheckInBackgroundOver moves the full check of a database larger than this many bytes (its
+	// file and its write-ahead log) off Open: Open then checks only what is cheap and returns,
+	// and the rest is checked in the background, every stream and remembered scope checked
+	// whole before it is first served (check.go). 0 checks every database whole at Open.
+	CheckInBackgroundOver int64
 
 	// restoring is set by Restore alone: the database was copied here without its head file,
 	// which Open then writes from what the copy holds.
@@ -158,9 +163,13 @@ type SQLite struct {
 	// events is how many events the store holds; head is the file that records it after every
 	// commit (see openHead), under wmu.
 	events  int64
+	newest  newestEvent
 	head    *os.File
 	crashAt int64
 	crashed chan struct{}
+
+	// chk is the check in the background (check.go).
+	chk checks
 }
 
 type sub struct{ ch chan struct{} }
@@ -249,11 +258,10 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 		w.Close()
 		return nil, err
 	}
-	if dbThere {
-		if err := s.verifyAll(ctx); err != nil {
-			w.Close()
-			return nil, err
-		}
+	counted, err := s.checkAtOpen(ctx, dbThere, opt)
+	if err != nil {
+		w.Close()
+		return nil, err
 	}
 	fresh, err := s.ensureIdentity(ctx, idFile, hasIDFile, opt.AllowEmpty)
 	if err != nil {
@@ -263,7 +271,7 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 	// A store this version wrote has had its head file since before its identity was recorded:
 	// without it nothing tells a whole log from one cut short. A store written before head files
 	// (an older schema), one new to this path and one being restored start theirs here.
-	if err := s.openHead(ctx, version == schemaVersion && !fresh && !opt.restoring); err != nil {
+	if err := s.openHead(ctx, version == schemaVersion && !fresh && !opt.restoring, counted); err != nil {
 		w.Close()
 		return nil, err
 	}
@@ -288,7 +296,48 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 		s.closeWriter()
 		return nil, fmt.Errorf("store: open readers %s: %w", path, err)
 	}
+	if s.chk.on {
+		s.startCheck()
+	}
 	return s, nil
+}
+
+// checkAtOpen checks the database whole, or (a large one, with opt.CheckInBackgroundOver) its
+// metadata and leases only, leaving the rest to the check in the background. It returns the
+// number of events when it counted them, -1 otherwise. A database whose damage was recorded is
+// checked whole, and the record removed when it finds none.
+func (s *SQLite) checkAtOpen(ctx context.Context, dbThere bool, opt Options) (int64, error) {
+	s.chk.record = opt.CheckInBackgroundOver > 0
+	if !dbThere {
+		return -1, nil
+	}
+	marked, err := takeDamaged(s.path)
+	if err != nil {
+		return 0, fmt.Errorf("store: open %s: %w", s.path, err)
+	}
+	if !marked && s.chk.record && sizeOf(s.path)+sizeOf(s.path+"-wal") > opt.CheckInBackgroundOver {
+		s.chk.on = true
+		return -1, s.verifyMeta(ctx, s.w)
+	}
+	n, err := s.verifyAll(ctx, s.w)
+	if err != nil {
+		return 0, err
+	}
+	if marked {
+		if err := clearDamaged(s.path); err != nil {
+			return 0, fmt.Errorf("store: open %s: %w", s.path, err)
+		}
+	}
+	return n, nil
+}
+
+// sizeOf is the size of the file at path, 0 when there is none.
+func sizeOf(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
 }
 
 // openWriter takes the writer's one connection for the store's life, prepares its statements
@@ -441,6 +490,14 @@ func (s *SQLite) ReadForward(ctx context.Context, stream string, gen, after int6
 	if err := s.alive(); err != nil {
 		return nil, err
 	}
+	if err := s.streamChecked(ctx, s.r, headKey{stream, gen}); err != nil {
+		return nil, err
+	}
+	evs, err := s.readForward(ctx, stream, gen, after, limit)
+	return evs, s.noteDamage(err)
+}
+
+func (s *SQLite) readForward(ctx context.Context, stream string, gen, after int64, limit int) ([]store.Event, error) {
 	if evs, ok := s.view.forward(headKey{stream, gen}, after, clampLimit(limit)); ok {
 		return evs, nil
 	}
@@ -465,6 +522,14 @@ func (s *SQLite) ReadBackward(ctx context.Context, stream string, gen, before in
 	if err := s.alive(); err != nil {
 		return nil, err
 	}
+	if err := s.streamChecked(ctx, s.r, headKey{stream, gen}); err != nil {
+		return nil, err
+	}
+	evs, err := s.readBackward(ctx, stream, gen, before, limit)
+	return evs, s.noteDamage(err)
+}
+
+func (s *SQLite) readBackward(ctx context.Context, stream string, gen, before int64, limit int) ([]store.Event, error) {
 	evs, err := s.query(ctx, s.rs.backward, stream, gen, before, clampLimit(limit))
 	if err != nil {
 		return nil, err
@@ -525,6 +590,9 @@ func (s *SQLite) Head(ctx context.Context, stream string, gen int64) (int64, err
 	if err := s.alive(); err != nil {
 		return 0, err
 	}
+	if err := s.streamChecked(ctx, s.r, headKey{stream, gen}); err != nil {
+		return 0, err
+	}
 	if h, ok := s.view.head(headKey{stream, gen}); ok {
 		return h, nil
 	}
@@ -541,6 +609,14 @@ func (s *SQLite) Meta(ctx context.Context, key string) ([]byte, bool, error) {
 	if err := s.alive(); err != nil {
 		return nil, false, err
 	}
+	if err := s.chk.refused(); err != nil {
+		return nil, false, err
+	}
+	v, ok, err := s.meta(ctx, key)
+	return v, ok, s.noteDamage(err)
+}
+
+func (s *SQLite) meta(ctx context.Context, key string) ([]byte, bool, error) {
 	v, present, known, epoch := s.view.metaOf(key)
 	if known {
 		return v, present, nil
@@ -566,6 +642,14 @@ func (s *SQLite) MetaPrefix(ctx context.Context, prefix string) ([]store.KV, err
 	if err := s.alive(); err != nil {
 		return nil, err
 	}
+	if err := s.chk.refused(); err != nil {
+		return nil, err
+	}
+	kvs, err := s.metaPrefix(ctx, prefix)
+	return kvs, s.noteDamage(err)
+}
+
+func (s *SQLite) metaPrefix(ctx context.Context, prefix string) ([]store.KV, error) {
 	q, args := s.rs.metaFrom, []any{prefix}
 	if end, ok := prefixEnd(prefix); ok {
 		q, args = s.rs.metaRange, []any{prefix, end}
@@ -615,6 +699,7 @@ func (s *SQLite) rowsErr(rows *sql.Rows) error {
 //
 //	defer st.Close()
 func (s *SQLite) Close() error {
+	s.stopCheck()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.closed {
@@ -649,6 +734,9 @@ func (s *SQLite) Close() error {
 //	st.Kill()
 //	<-st.Released() // the files are at rest: open them again as a restarted process would
 func (s *SQLite) Kill() {
+	if s.chk.cancel != nil {
+		s.chk.cancel()
+	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.dead.Swap(true) || s.closed {
