@@ -147,7 +147,9 @@ const dbFile = "loom.db"
 // others in the background, a few at a time: see kernel.Open). A data directory that does not
 // exist is created (a first start); one that exists and holds nothing is refused unless
 // opt.AllowEmpty. The store checks all it holds before anything is served, and after an unclean
-// shutdown its write-ahead log too (sqlite.Open).
+// shutdown its write-ahead log too (sqlite.Open): a small store before Open returns, a large one
+// in the background, each conversation's log checked whole before it is first served and the
+// store refused as damaged once the check finds damage anywhere.
 //
 // With opt.StoreURL the state lives in that PostgreSQL database instead, and the engine runs
 // only while it holds the database's lease (spec/nodes.md): it takes it at Open (at once when

@@ -67,8 +67,13 @@ func openStore(ctx context.Context, opt Options) (store.Store, error) {
 		return postgres.Open(ctx, opt.StoreURL, postgres.Options{})
 	}
 	return sqlite.Open(ctx, filepath.Join(opt.DataDir, dbFile), sqlite.Options{SyncNormal: opt.SyncNormal, AllowEmpty: opt.AllowEmpty,
-		Cached: kernel.Bookkeeping})
+		Cached: kernel.Bookkeeping, CheckInBackgroundOver: checkAtOpenBytes})
 }
+
+// checkAtOpenBytes is the largest database (with its write-ahead log) the engine checks whole
+// before Open returns, a read of a few tens of milliseconds; a larger one is checked in the
+// background, each conversation's log checked whole before it is first served (sqlite.Options).
+const checkAtOpenBytes = 1 << 20
 
 var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 

@@ -387,4 +387,3 @@ func readIdentity(db string) (string, bool, error) {
 	}
 	return strings.TrimSpace(string(b)), true, nil
 }
-

@@ -195,4 +195,3 @@ func (s *SQLite) writeHead() {
 		_, _ = s.head.WriteAt(head2Record(s.events, s.newest), 0)
 	}
 }
-
