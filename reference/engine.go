@@ -72,6 +72,10 @@ type Options struct {
 	// deleted store or a volume that did not mount looks like. A directory that does not exist is
 	// a first start and needs no permission.
 	AllowEmpty bool
+	// CheckStoreAtOpen checks the whole store (SQLite) before Open returns, whatever its size.
+	// By default a store over 1 MiB is checked in the background instead, each conversation's
+	// log checked whole before it is first served (sqlite.Options.CheckInBackgroundOver).
+	CheckStoreAtOpen bool
 	// Logger receives operational messages and every internal error (default: slog.Default()).
 	// Each error the engine hides behind an errorId (a failed turn's model or tool error, the
 	// cause of a 500, damaged storage) is logged at level ERROR with that errorId, whether or not

@@ -66,8 +66,12 @@ func openStore(ctx context.Context, opt Options) (store.Store, error) {
 		}
 		return postgres.Open(ctx, opt.StoreURL, postgres.Options{})
 	}
+	over := int64(checkAtOpenBytes)
+	if opt.CheckStoreAtOpen {
+		over = 0
+	}
 	return sqlite.Open(ctx, filepath.Join(opt.DataDir, dbFile), sqlite.Options{SyncNormal: opt.SyncNormal, AllowEmpty: opt.AllowEmpty,
-		Cached: kernel.Bookkeeping, CheckInBackgroundOver: checkAtOpenBytes})
+		Cached: kernel.Bookkeeping, CheckInBackgroundOver: over})
 }
 
 // checkAtOpenBytes is the largest database (with its write-ahead log) the engine checks whole
