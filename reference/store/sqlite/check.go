@@ -25,6 +25,11 @@ import (
 //     neighbours, where this read meets it and its checksum no longer matches);
 //   - a remembered scope is read whole, with its neighbours, before its first key is looked up.
 //
+// The limit of the first reads: a key copied into an interior page of the table (where lookups
+// are steered) whose bytes changed can send a stream's lookup to the wrong leaf, where it finds
+// nothing and neighbours that check: until the background check reaches that page (and refuses
+// the store), such a stream reads as empty rather than as damaged.
+//
 // Once the background check has passed, the reads check what they read as they always do
 // (every row's checksum and sequence). When it finds damage, the store refuses every read and
 // write from then on with that *store.CorruptError, as Open would have refused the store, and
@@ -179,7 +184,7 @@ func (s *SQLite) streamChecked(ctx context.Context, q querier, k headKey) error 
 		return s.noteDamage(err)
 	}
 	c.mu.Lock()
-	if c.streams != nil || !c.passed.Load() {
+	if !c.passed.Load() { // once it passed, nothing needs remembering
 		if c.streams == nil {
 			c.streams = map[headKey]struct{}{}
 		}
@@ -192,7 +197,7 @@ func (s *SQLite) streamChecked(ctx context.Context, q querier, k headKey) error 
 // checkStream reads k whole through q: each row's checksum, the sequence from 1 without a gap,
 // and the rows on either side of it.
 func (s *SQLite) checkStream(ctx context.Context, q querier, k headKey) error {
-	rows, err := q.QueryContext(ctx, `SELECT seq, kind, data, time, sum FROM events WHERE stream = ? AND gen = ? ORDER BY seq`, k.stream, k.gen)
+	rows, err := q.QueryContext(ctx, `SELECT stream, gen, seq, kind, data, time, sum FROM events WHERE stream = ? AND gen = ? ORDER BY seq`, k.stream, k.gen)
 	if err != nil {
 		return s.readErr(err)
 	}
@@ -201,11 +206,15 @@ func (s *SQLite) checkStream(ctx context.Context, q querier, k headKey) error {
 	for rows.Next() {
 		var e store.Event
 		var sum sql.NullInt64
-		if err := rows.Scan(&e.Seq, &e.Kind, &e.Data, &e.Time, &sum); err != nil {
+		if err := rows.Scan(&e.Stream, &e.Gen, &e.Seq, &e.Kind, &e.Data, &e.Time, &sum); err != nil {
 			rows.Close()
 			return s.readErr(err)
 		}
-		if !checkSum(sum, eventSumBuf(&scratch, k.stream, k.gen, e.Seq, e.Kind, e.Data, e.Time)) {
+		// A row out of the table's order (its key bytes changed) can be met by the lookup of
+		// the key it had: the key it holds must be the one asked for, and its checksum that of
+		// the row it holds.
+		if e.Stream != k.stream || e.Gen != k.gen ||
+			!checkSum(sum, eventSumBuf(&scratch, k.stream, k.gen, e.Seq, e.Kind, e.Data, e.Time)) {
 			rows.Close()
 			return &store.CorruptError{Path: s.path, Table: "events", Stream: k.stream, Gen: k.gen, Seq: e.Seq, Reason: "checksum does not match"}
 		}

@@ -159,7 +159,7 @@ func TestDamageInAStreamNotReadAtOpenIsRefusedAtItsFirstRead(t *testing.T) {
 // order: the stream's first read meets it (it ends the stream early, or the read starts past it)
 // and refuses the stream rather than serving it shorter.
 func TestAFlippedKeyByteIsRefusedAtTheStreamsFirstRead(t *testing.T) {
-	for _, at := range []int{0, 2, 4} {
+	for at := range 5 {
 		t.Run(fmt.Sprint(at), func(t *testing.T) {
 			ctx := context.Background()
 			path := filepath.Join(t.TempDir(), "loom.db")
@@ -173,7 +173,11 @@ func TestAFlippedKeyByteIsRefusedAtTheStreamsFirstRead(t *testing.T) {
 				if j < 0 {
 					break
 				}
-				offs = append(offs, i+j)
+				// Only the rows themselves, in leaf pages (0x0a): a key copied into an interior
+				// page steers the lookups (see the limit in check.go).
+				if page := (i + j) / 4096 * 4096; page > 0 && b[page] == 0x0a {
+					offs = append(offs, i+j)
+				}
 				i += j + 1
 			}
 			require.Len(t, offs, 5, "one key per event of the stream")

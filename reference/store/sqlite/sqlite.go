@@ -379,6 +379,7 @@ func (s *SQLite) closeWriter() error {
 
 // release closes the connections and the head file of a killed store.
 func (s *SQLite) release() {
+	s.stopCheck() // its reader connection is let go of too
 	s.rs.close()
 	s.r.Close()
 	s.closeWriter()
@@ -734,9 +735,6 @@ func (s *SQLite) Close() error {
 //	st.Kill()
 //	<-st.Released() // the files are at rest: open them again as a restarted process would
 func (s *SQLite) Kill() {
-	if s.chk.cancel != nil {
-		s.chk.cancel()
-	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.dead.Swap(true) || s.closed {
