@@ -248,7 +248,7 @@ func TestACrashDuringTheCheckIsHarmless(t *testing.T) {
 	require.ErrorIs(t, err, os.ErrNotExist)
 }
 
-// The head file names an event of the newest commit: a database that lost it (its write-ahead
+// The newest file names an event of the newest commit: a database that lost it (its write-ahead
 // log cut short, an older copy in its place) is refused at Open without counting its events.
 func TestLostCommitsAreFoundWithoutCounting(t *testing.T) {
 	ctx := context.Background()
@@ -263,8 +263,11 @@ func TestLostCommitsAreFoundWithoutCounting(t *testing.T) {
 		return err
 	}))
 	require.NoError(t, st.Close())
-	_, ev, ok := parseHead(mustRead(t, headPath(path)))
+	n, ok := parseHead(mustRead(t, headPath(path)))
 	require.True(t, ok)
+	nn, ev, ok := parseNewest(mustRead(t, newestPath(path)))
+	require.True(t, ok)
+	require.Equal(t, n, nn, "the newest file goes with the head file's count")
 	require.Equal(t, newestEvent{k: headKey{"s-900", 0}, seq: 1, ok: true}, ev)
 	require.NoError(t, os.WriteFile(path, old, 0o600)) // the older copy
 	_, err = Open(ctx, path, lazyOptions)
@@ -272,23 +275,33 @@ func TestLostCommitsAreFoundWithoutCounting(t *testing.T) {
 	require.Equal(t, "s-900", ce.Stream)
 }
 
-// A head file of the first version (the count alone) is still read: Open counts the events to
-// compare, then writes the second version.
-func TestAHeadFileOfTheFirstVersionIsRead(t *testing.T) {
+// Without a newest file for the head file's count (lost, damaged, or left by a crash between the
+// two writes), Open counts the events to compare, then writes one.
+func TestWithoutTheNewestFileOpenCounts(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "loom.db")
 	fillLazy(t, path, 3)
-	require.NoError(t, os.WriteFile(headPath(path), headRecord(15), 0o600))
-	st, err := Open(ctx, path, lazyOptions)
-	require.NoError(t, err)
-	require.NoError(t, st.Close())
-	n, _, ok := parseHead(mustRead(t, headPath(path)))
-	require.True(t, ok)
-	require.Equal(t, int64(15), n)
-	require.Len(t, mustRead(t, headPath(path)), head2Len)
-
+	for _, damage := range []func(){
+		func() { require.NoError(t, os.Remove(newestPath(path))) },
+		func() {
+			b := mustRead(t, newestPath(path))
+			b[40] ^= 1
+			require.NoError(t, os.WriteFile(newestPath(path), b, 0o600))
+		},
+		func() { require.NoError(t, os.WriteFile(newestPath(path), newestRecord(14, newestEvent{k: headKey{"gone", 0}, seq: 1, ok: true}), 0o600)) },
+	} {
+		damage()
+		st, err := Open(ctx, path, lazyOptions)
+		require.NoError(t, err)
+		require.NoError(t, st.Close())
+		nn, ev, ok := parseNewest(mustRead(t, newestPath(path)))
+		require.True(t, ok)
+		require.Equal(t, int64(15), nn, "the count, counted")
+		require.False(t, ev.ok, "no commit since: no event of the newest commit is known to name")
+	}
+	require.NoError(t, os.Remove(newestPath(path)))
 	require.NoError(t, os.WriteFile(headPath(path), headRecord(16), 0o600))
-	_, err = Open(ctx, path, lazyOptions)
+	_, err := Open(ctx, path, lazyOptions)
 	requireTable(t, err, "events")
 }
 

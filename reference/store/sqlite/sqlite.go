@@ -165,6 +165,7 @@ type SQLite struct {
 	events  int64
 	newest  newestEvent
 	head    *os.File
+	newestF *os.File
 	crashAt int64
 	crashed chan struct{}
 
@@ -371,6 +372,9 @@ func (s *SQLite) openWriter(ctx context.Context) error {
 // closeWriter closes the writer's statements, its connection and the head file.
 func (s *SQLite) closeWriter() error {
 	err := errors.Join(s.ws.close(), s.wc.Close(), s.w.Close())
+	if s.newestF != nil {
+		err = errors.Join(err, s.newestF.Sync(), s.newestF.Close())
+	}
 	if s.head != nil {
 		err = errors.Join(err, s.head.Sync(), s.head.Close())
 	}
