@@ -288,7 +288,9 @@ func TestWithoutTheNewestFileOpenCounts(t *testing.T) {
 			b[40] ^= 1
 			require.NoError(t, os.WriteFile(newestPath(path), b, 0o600))
 		},
-		func() { require.NoError(t, os.WriteFile(newestPath(path), newestRecord(14, newestEvent{k: headKey{"gone", 0}, seq: 1, ok: true}), 0o600)) },
+		func() {
+			require.NoError(t, os.WriteFile(newestPath(path), newestRecord(14, newestEvent{k: headKey{"gone", 0}, seq: 1, ok: true}), 0o600))
+		},
 	} {
 		damage()
 		st, err := Open(ctx, path, lazyOptions)
