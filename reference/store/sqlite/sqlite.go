@@ -183,7 +183,10 @@ type sub struct{ ch chan struct{} }
 // every row's checksum (keys included, so that a record cannot move out of sight), every stream's
 // sequence and the head file's count of acknowledged events (a store whose head file is gone is
 // refused as damaged: its backup, restored with Restore, brings it back); a read of a few hundred
-// milliseconds per hundred thousand events. When the clean-shutdown file is absent (the last run
+// milliseconds per hundred thousand events. With opt.CheckInBackgroundOver, a larger database is
+// read whole in the background instead, and each stream and remembered scope whole before it is
+// first served (check.go); the newest file (path + ".newest") then stands for the count. When the
+// clean-shutdown file is absent (the last run
 // crashed, or the files were tampered with) it first checks the write-ahead log for frames SQLite
 // would silently drop.
 // A store of an older schema is migrated, in one transaction: one written before checksums
