@@ -306,44 +306,6 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 	return s, nil
 }
 
-// checkAtOpen checks the database whole, or (a large one, with opt.CheckInBackgroundOver) its
-// metadata and leases only, leaving the rest to the check in the background. It returns the
-// number of events when it counted them, -1 otherwise. A database whose damage was recorded is
-// checked whole, and the record removed when it finds none.
-func (s *SQLite) checkAtOpen(ctx context.Context, dbThere bool, opt Options) (int64, error) {
-	s.chk.record = opt.CheckInBackgroundOver > 0
-	if !dbThere {
-		return -1, nil
-	}
-	marked, err := takeDamaged(s.path)
-	if err != nil {
-		return 0, fmt.Errorf("store: open %s: %w", s.path, err)
-	}
-	if !marked && s.chk.record && sizeOf(s.path)+sizeOf(s.path+"-wal") > opt.CheckInBackgroundOver {
-		s.chk.on = true
-		return -1, s.verifyMeta(ctx, s.w)
-	}
-	n, err := s.verifyAll(ctx, s.w)
-	if err != nil {
-		return 0, err
-	}
-	if marked {
-		if err := clearDamaged(s.path); err != nil {
-			return 0, fmt.Errorf("store: open %s: %w", s.path, err)
-		}
-	}
-	return n, nil
-}
-
-// sizeOf is the size of the file at path, 0 when there is none.
-func sizeOf(path string) int64 {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0
-	}
-	return fi.Size()
-}
-
 // openWriter takes the writer's one connection for the store's life, prepares its statements
 // and hooks its rollbacks (see batch.go).
 func (s *SQLite) openWriter(ctx context.Context) error {
