@@ -72,6 +72,10 @@ type Options struct {
 	// deleted store or a volume that did not mount looks like. A directory that does not exist is
 	// a first start and needs no permission.
 	AllowEmpty bool
+	// CheckStoreAtOpen checks the whole store (SQLite) before Open returns, whatever its size.
+	// By default a store over 1 MiB is checked in the background instead, each conversation's
+	// log checked whole before it is first served (sqlite.Options.CheckInBackgroundOver).
+	CheckStoreAtOpen bool
 	// Logger receives operational messages and every internal error (default: slog.Default()).
 	// Each error the engine hides behind an errorId (a failed turn's model or tool error, the
 	// cause of a 500, damaged storage) is logged at level ERROR with that errorId, whether or not
@@ -147,7 +151,9 @@ const dbFile = "loom.db"
 // others in the background, a few at a time: see kernel.Open). A data directory that does not
 // exist is created (a first start); one that exists and holds nothing is refused unless
 // opt.AllowEmpty. The store checks all it holds before anything is served, and after an unclean
-// shutdown its write-ahead log too (sqlite.Open).
+// shutdown its write-ahead log too (sqlite.Open): a small store before Open returns, a large one
+// in the background, each conversation's log checked whole before it is first served and the
+// store refused as damaged once the check finds damage anywhere.
 //
 // With opt.StoreURL the state lives in that PostgreSQL database instead, and the engine runs
 // only while it holds the database's lease (spec/nodes.md): it takes it at Open (at once when

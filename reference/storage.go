@@ -66,9 +66,18 @@ func openStore(ctx context.Context, opt Options) (store.Store, error) {
 		}
 		return postgres.Open(ctx, opt.StoreURL, postgres.Options{})
 	}
+	over := int64(checkAtOpenBytes)
+	if opt.CheckStoreAtOpen {
+		over = 0
+	}
 	return sqlite.Open(ctx, filepath.Join(opt.DataDir, dbFile), sqlite.Options{SyncNormal: opt.SyncNormal, AllowEmpty: opt.AllowEmpty,
-		Cached: kernel.Bookkeeping})
+		Cached: kernel.Bookkeeping, CheckInBackgroundOver: over})
 }
+
+// checkAtOpenBytes is the largest database (with its write-ahead log) the engine checks whole
+// before Open returns, a read of a few tens of milliseconds; a larger one is checked in the
+// background, each conversation's log checked whole before it is first served (sqlite.Options).
+const checkAtOpenBytes = 1 << 20
 
 var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 

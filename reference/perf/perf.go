@@ -82,6 +82,7 @@ func Figures() []Figure {
 		{Name: "turns", About: "engine turns/s with the built-in model over loopback HTTP at 1, 8 and 32 conversations beside a bare net/http server doing the same round trip, and the per-turn overhead", run: turns},
 		{Name: "turns-durable", About: "the median turn at one conversation beside a bare server that makes the same durable commits per turn (raw SQLite INSERTs, synchronous FULL and NORMAL), and the engine's own overhead beyond them", run: durableTurns},
 		{Name: "open-1000", About: "Open to the first answered turn on a data directory holding 1000 open conversations beside an empty one", run: open1000},
+		{Name: "open-10000", About: "ready, and the first answered turn, on a data directory holding 10 000 open conversations beside one holding 1, in-process (also with the store checked whole at Open) and as a `loom` process after a SIGKILL", run: open10000},
 		{Name: "restart", About: "exec to ready of a `loomcheck serve` process, and of `loom` when the module has cmd/loom, beside a bare Go HTTP binary", run: restart},
 		{Name: "delta-sse", About: "model delta to SSE client latency p50 and p99 through the engine beside a bare SSE echo", run: deltaSSE},
 		{Name: "stream-emit", About: "session frame append to WebSocket client p50 and p99, idle and beside a job syncing the disk, beside a bare WebSocket server sending the same bytes", run: streamEmit},

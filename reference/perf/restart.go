@@ -54,18 +54,9 @@ func main() {
 // (cmd/loom) the same way when the module has one. The binaries are built once, with go build,
 // into the figure's directory.
 func restart(e *env) ([]Row, error) {
-	goBin, err := exec.LookPath("go")
+	goBin, mod, err := moduleDir(e)
 	if err != nil {
-		return nil, &skipError{"needs the go command to build the binaries"}
-	}
-	mod := e.cfg.Module
-	if mod == "" {
-		out, err := exec.CommandContext(e.ctx, goBin, "env", "GOMOD").Output()
-		gomod := strings.TrimSpace(string(out))
-		if err != nil || gomod == "" || gomod == os.DevNull {
-			return nil, &skipError{"needs the loomcheck module (run it from the repository) to build loomcheck serve"}
-		}
-		mod = filepath.Dir(gomod)
+		return nil, err
 	}
 	if _, err := os.Stat(filepath.Join(mod, "cmd", "loomcheck")); err != nil {
 		return nil, &skipError{fmt.Sprintf("no cmd/loomcheck in %s to build loomcheck serve from", mod)}
@@ -149,6 +140,25 @@ func restart(e *env) ([]Row, error) {
 		rows = append(rows, s.row)
 	}
 	return rows, nil
+}
+
+// moduleDir finds the go command and the loomcheck module to build binaries from (a *skipError
+// when there is none).
+func moduleDir(e *env) (goBin, mod string, err error) {
+	goBin, err = exec.LookPath("go")
+	if err != nil {
+		return "", "", &skipError{"needs the go command to build the binaries"}
+	}
+	mod = e.cfg.Module
+	if mod == "" {
+		out, err := exec.CommandContext(e.ctx, goBin, "env", "GOMOD").Output()
+		gomod := strings.TrimSpace(string(out))
+		if err != nil || gomod == "" || gomod == os.DevNull {
+			return "", "", &skipError{"needs the loomcheck module (run it from the repository) to build the binaries"}
+		}
+		mod = filepath.Dir(gomod)
+	}
+	return goBin, mod, nil
 }
 
 // build runs go build -o out pkg in dir.

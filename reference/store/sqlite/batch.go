@@ -120,12 +120,15 @@ type batch struct {
 //		return err
 //	})
 func (s *SQLite) Update(ctx context.Context, fn func(store.Tx) error) error {
-	return s.update(ctx, func(t *tx) error { return fn(t) })
+	return s.noteDamage(s.update(ctx, func(t *tx) error { return fn(t) }))
 }
 
 // update runs fn as one Update: Update, the fenced views' Update and the lease writes all go
 // through it. It returns fn's error, or the error of the transaction fn ran in.
 func (s *SQLite) update(ctx context.Context, fn func(*tx) error) error {
+	if err := s.chk.refused(); err != nil {
+		return err // the check in the background found damage: nothing more is written
+	}
 	r := &request{ctx: ctx, fn: fn}
 	s.qmu.Lock()
 	lead := !s.leading
@@ -403,6 +406,9 @@ func (s *SQLite) finish() {
 	}
 	for k, h := range b.pending {
 		s.heads.put(k, h)
+		if k.gen >= 0 {
+			s.newest = newestEvent{k: k, seq: h, ok: true} // for the head file: an event this commit appended
+		}
 	}
 	changes := b.changes[:0]
 	for _, r := range b.members {

@@ -172,24 +172,33 @@ func walSum(order binary.ByteOrder, s0, s1 uint32, b []byte) (uint32, uint32) {
 	return s0, s1
 }
 
-// verifyAll reads the whole database: SQLite's integrity check, then every row's checksum (events,
-// meta, remembered, leases) and every stream's sequence from 1 without a gap. Open runs it every time: damage that happened
-// while the store was closed (a flipped key makes a record vanish from every lookup, where no
-// read-time checksum can see it) is found before anything is served.
-func (s *SQLite) verifyAll(ctx context.Context) error {
+// verifyAll reads the whole database through q: SQLite's integrity check, then every row's
+// checksum (events, meta, remembered, leases) and every stream's sequence from 1 without a gap.
+// It returns the number of events. Open runs it, or starts it in the background (check.go):
+// damage that happened while the store was closed (a flipped key makes a record vanish from every
+// lookup, where no read-time checksum can see it) is found before anything is served.
+func (s *SQLite) verifyAll(ctx context.Context, q querier) (int64, error) {
+	n, err := s.verifyAll1(ctx, q)
+	if err != nil {
+		return 0, err
+	}
+	return n, s.verifyMeta(ctx, q)
+}
+
+func (s *SQLite) verifyAll1(ctx context.Context, q querier) (int64, error) {
 	bad := func(table, reason string) error {
 		return &store.CorruptError{Path: s.path, Table: table, Reason: reason}
 	}
-	rows, err := s.w.QueryContext(ctx, `PRAGMA integrity_check`)
+	rows, err := q.QueryContext(ctx, `PRAGMA integrity_check`)
 	if err != nil {
-		return s.damageErr(err)
+		return 0, s.damageErr(err)
 	}
 	var problems []string
 	for rows.Next() {
 		var m string
 		if err := rows.Scan(&m); err != nil {
 			rows.Close()
-			return s.damageErr(err)
+			return 0, s.damageErr(err)
 		}
 		if m != "ok" {
 			problems = append(problems, m)
@@ -197,17 +206,18 @@ func (s *SQLite) verifyAll(ctx context.Context) error {
 	}
 	if err := rows.Err(); err != nil {
 		rows.Close()
-		return s.damageErr(err)
+		return 0, s.damageErr(err)
 	}
 	rows.Close()
 	if len(problems) > 0 {
-		return bad("database", "integrity check: "+strings.Join(problems[:min(len(problems), 3)], "; "))
+		return 0, bad("database", "integrity check: "+strings.Join(problems[:min(len(problems), 3)], "; "))
 	}
-	ev, err := s.w.QueryContext(ctx, `SELECT stream, gen, seq, kind, data, time, sum FROM events ORDER BY stream, gen, seq`)
+	ev, err := q.QueryContext(ctx, `SELECT stream, gen, seq, kind, data, time, sum FROM events ORDER BY stream, gen, seq`)
 	if err != nil {
-		return s.damageErr(err)
+		return 0, s.damageErr(err)
 	}
 	defer ev.Close()
+	var count int64
 	var lastStream string
 	var lastGen, lastSeq int64 = 0, 0
 	first := true
@@ -215,24 +225,37 @@ func (s *SQLite) verifyAll(ctx context.Context) error {
 		var e store.Event
 		var sum sql.NullInt64
 		if err := ev.Scan(&e.Stream, &e.Gen, &e.Seq, &e.Kind, &e.Data, &e.Time, &sum); err != nil {
-			return s.damageErr(err)
+			return 0, s.damageErr(err)
 		}
+		count++
 		if !checkSum(sum, eventSum(e.Stream, e.Gen, e.Seq, e.Kind, e.Data, e.Time)) {
-			return &store.CorruptError{Path: s.path, Table: "events", Stream: e.Stream, Gen: e.Gen, Seq: e.Seq, Reason: "checksum does not match"}
+			return 0, &store.CorruptError{Path: s.path, Table: "events", Stream: e.Stream, Gen: e.Gen, Seq: e.Seq, Reason: "checksum does not match"}
 		}
 		if first || e.Stream != lastStream || e.Gen != lastGen {
 			lastSeq = 0
 		}
 		if e.Seq != lastSeq+1 {
-			return &store.CorruptError{Path: s.path, Table: "events", Stream: e.Stream, Gen: e.Gen, Seq: e.Seq,
+			return 0, &store.CorruptError{Path: s.path, Table: "events", Stream: e.Stream, Gen: e.Gen, Seq: e.Seq,
 				Reason: fmt.Sprintf("the sequence jumps from %d", lastSeq)}
 		}
 		first, lastStream, lastGen, lastSeq = false, e.Stream, e.Gen, e.Seq
 	}
 	if err := ev.Err(); err != nil {
-		return s.damageErr(err)
+		return 0, s.damageErr(err)
 	}
-	if err := s.verifyTable(ctx, `SELECT key, val, sum FROM meta`, "meta", func(r *sql.Rows) (string, bool, error) {
+	return count, s.verifyTable(ctx, q, `SELECT scope, key, n, sum FROM remembered`, "remembered", func(r *sql.Rows) (string, bool, error) {
+		var sc, k string
+		var n int64
+		var sum sql.NullInt64
+		err := r.Scan(&sc, &k, &n, &sum)
+		return sc + "/" + k, checkSum(sum, rememberedSum(sc, k, n)), err
+	})
+}
+
+// verifyMeta checks every row of the metadata and leases tables: small tables, which Open checks
+// even when the rest is checked in the background.
+func (s *SQLite) verifyMeta(ctx context.Context, q querier) error {
+	if err := s.verifyTable(ctx, q, `SELECT key, val, sum FROM meta`, "meta", func(r *sql.Rows) (string, bool, error) {
 		var k string
 		var v []byte
 		var sum sql.NullInt64
@@ -241,16 +264,7 @@ func (s *SQLite) verifyAll(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	if err := s.verifyTable(ctx, `SELECT scope, key, n, sum FROM remembered`, "remembered", func(r *sql.Rows) (string, bool, error) {
-		var sc, k string
-		var n int64
-		var sum sql.NullInt64
-		err := r.Scan(&sc, &k, &n, &sum)
-		return sc + "/" + k, checkSum(sum, rememberedSum(sc, k, n)), err
-	}); err != nil {
-		return err
-	}
-	return s.verifyTable(ctx, `SELECT name, holder, note, token, expires, sum FROM leases`, "leases", func(r *sql.Rows) (string, bool, error) {
+	return s.verifyTable(ctx, q, `SELECT name, holder, note, token, expires, sum FROM leases`, "leases", func(r *sql.Rows) (string, bool, error) {
 		var name, holder, note string
 		var token, expires int64
 		var sum sql.NullInt64
@@ -259,8 +273,8 @@ func (s *SQLite) verifyAll(ctx context.Context) error {
 	})
 }
 
-func (s *SQLite) verifyTable(ctx context.Context, q, table string, row func(*sql.Rows) (string, bool, error)) error {
-	rows, err := s.w.QueryContext(ctx, q)
+func (s *SQLite) verifyTable(ctx context.Context, db querier, q, table string, row func(*sql.Rows) (string, bool, error), args ...any) error {
+	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return s.damageErr(err)
 	}
@@ -372,95 +386,4 @@ func readIdentity(db string) (string, bool, error) {
 		return "", false, err
 	}
 	return strings.TrimSpace(string(b)), true, nil
-}
-
-// The head file (path + ".head") records how many events the store held after its newest commit.
-// Events are append-only, so the count only grows; a database that holds fewer than its head file
-// says lost commits it had acknowledged (a write-ahead log cut short, a database file replaced by
-// an older copy), which SQLite alone would serve as a shorter past. The file is written after
-// every commit that appended (without waiting for the disk: it outlives a process crash, and after
-// a power loss it can only be behind the database, never ahead of it when commits wait for the
-// disk) and made durable at Open and Close.
-func headPath(db string) string { return db + ".head" }
-
-const headLen = len("loom head 00000000000000000000 00000000\n")
-
-func headRecord(n int64) []byte {
-	body := fmt.Sprintf("loom head %020d", n)
-	return fmt.Appendf(nil, "%s %08x\n", body, uint32(sumOf([]byte(body))))
-}
-
-// openHead checks the head file against the events the database holds, then keeps it open for
-// writing. need says the store must have one: a missing head file is then damage, since the
-// database alone cannot show that its write-ahead log was not cut short.
-func (s *SQLite) openHead(ctx context.Context, need bool) error {
-	if err := s.w.QueryRowContext(ctx, `SELECT count(*) FROM events`).Scan(&s.events); err != nil {
-		return s.damageErr(err)
-	}
-	b, err := os.ReadFile(headPath(s.path))
-	created := errors.Is(err, os.ErrNotExist)
-	switch {
-	case created && need:
-		return &store.CorruptError{Path: s.path, Table: "head", Reason: fmt.Sprintf(
-			"the head file %s is gone: nothing shows that the %d events the database holds are all it acknowledged", headPath(s.path), s.events)}
-	case created:
-	case err != nil:
-		return fmt.Errorf("store: head of %s: %w", s.path, err)
-	default:
-		var n int64
-		var sum uint32
-		if len(b) != headLen {
-			return &store.CorruptError{Path: s.path, Table: "head", Reason: fmt.Sprintf("the head file %s is %d bytes long", headPath(s.path), len(b))}
-		}
-		if _, err := fmt.Sscanf(string(b), "loom head %d %x\n", &n, &sum); err != nil || string(headRecord(n)) != string(b) {
-			return &store.CorruptError{Path: s.path, Table: "head", Reason: fmt.Sprintf("the head file %s does not check", headPath(s.path))}
-		}
-		if s.events < n {
-			return &store.CorruptError{Path: s.path, Table: "events",
-				Reason: fmt.Sprintf("the database holds %d events and had acknowledged %d: commits were lost", s.events, n)}
-		}
-	}
-	f, err := os.OpenFile(headPath(s.path), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return fmt.Errorf("store: head of %s: %w", s.path, err)
-	}
-	s.head = f
-	if !created && string(b) == string(headRecord(s.events)) {
-		// It already says what the database holds, and it was read back whole: nothing to
-		// write, nothing to wait for the disk for (a restart's common case).
-		return nil
-	}
-	s.writeHead()
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("store: head of %s: %w", s.path, err)
-	}
-	if !created {
-		return nil
-	}
-	return syncDir(filepath.Dir(s.path))
-}
-
-// leftHead reads the count of a head file left at path; ok is false when there is none, and
-// true with n = 1 for one that does not check (it counts something).
-func leftHead(db string) (n int64, ok bool) {
-	b, err := os.ReadFile(headPath(db))
-	if errors.Is(err, os.ErrNotExist) {
-		return 0, false
-	}
-	var sum uint32
-	if err != nil || len(b) != headLen {
-		return 1, true
-	}
-	if _, err := fmt.Sscanf(string(b), "loom head %d %x\n", &n, &sum); err != nil || string(headRecord(n)) != string(b) {
-		return 1, true
-	}
-	return n, true
-}
-
-// writeHead records the event count; an error leaves the file behind the database, which the
-// check at Open allows.
-func (s *SQLite) writeHead() {
-	if s.head != nil {
-		_, _ = s.head.WriteAt(headRecord(s.events), 0)
-	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -229,6 +230,9 @@ func (s *SQLite) freshHead(ctx context.Context) error {
 	var n int64
 	if err := s.w.QueryRowContext(ctx, `SELECT count(*) FROM events`).Scan(&n); err != nil {
 		return s.damageErr(err)
+	}
+	if err := os.Remove(newestPath(s.path)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("store: head of %s: %w", s.path, err) // it named an event of the store before
 	}
 	if err := writeFileSync(headPath(s.path), headRecord(n)); err != nil {
 		return fmt.Errorf("store: head of %s: %w", s.path, err)

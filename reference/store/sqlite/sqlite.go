@@ -91,6 +91,11 @@ type Options struct {
 	// only what no caller reads to check the stored past. nil caches nothing. Heads (a stream's
 	// newest sequence) are always answered from memory when the writer knows them.
 	Cached func(name string) bool
+	// CheckInBackgroundOver moves the full check of a database larger than this many bytes (its
+	// file and its write-ahead log) off Open: Open then checks only what is cheap and returns,
+	// and the rest is checked in the background, every stream and remembered scope checked
+	// whole before it is first served (check.go). 0 checks every database whole at Open.
+	CheckInBackgroundOver int64
 
 	// restoring is set by Restore alone: the database was copied here without its head file,
 	// which Open then writes from what the copy holds.
@@ -158,9 +163,14 @@ type SQLite struct {
 	// events is how many events the store holds; head is the file that records it after every
 	// commit (see openHead), under wmu.
 	events  int64
+	newest  newestEvent
 	head    *os.File
+	newestF *os.File
 	crashAt int64
 	crashed chan struct{}
+
+	// chk is the check in the background (check.go).
+	chk checks
 }
 
 type sub struct{ ch chan struct{} }
@@ -173,7 +183,10 @@ type sub struct{ ch chan struct{} }
 // every row's checksum (keys included, so that a record cannot move out of sight), every stream's
 // sequence and the head file's count of acknowledged events (a store whose head file is gone is
 // refused as damaged: its backup, restored with Restore, brings it back); a read of a few hundred
-// milliseconds per hundred thousand events. When the clean-shutdown file is absent (the last run
+// milliseconds per hundred thousand events. With opt.CheckInBackgroundOver, a larger database is
+// read whole in the background instead, and each stream and remembered scope whole before it is
+// first served (check.go); the newest file (path + ".newest") then stands for the count. When the
+// clean-shutdown file is absent (the last run
 // crashed, or the files were tampered with) it first checks the write-ahead log for frames SQLite
 // would silently drop.
 // A store of an older schema is migrated, in one transaction: one written before checksums
@@ -249,11 +262,10 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 		w.Close()
 		return nil, err
 	}
-	if dbThere {
-		if err := s.verifyAll(ctx); err != nil {
-			w.Close()
-			return nil, err
-		}
+	counted, err := s.checkAtOpen(ctx, dbThere, opt)
+	if err != nil {
+		w.Close()
+		return nil, err
 	}
 	fresh, err := s.ensureIdentity(ctx, idFile, hasIDFile, opt.AllowEmpty)
 	if err != nil {
@@ -263,7 +275,7 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 	// A store this version wrote has had its head file since before its identity was recorded:
 	// without it nothing tells a whole log from one cut short. A store written before head files
 	// (an older schema), one new to this path and one being restored start theirs here.
-	if err := s.openHead(ctx, version == schemaVersion && !fresh && !opt.restoring); err != nil {
+	if err := s.openHead(ctx, version == schemaVersion && !fresh && !opt.restoring, counted); err != nil {
 		w.Close()
 		return nil, err
 	}
@@ -287,6 +299,9 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 		r.Close()
 		s.closeWriter()
 		return nil, fmt.Errorf("store: open readers %s: %w", path, err)
+	}
+	if s.chk.on {
+		s.startCheck()
 	}
 	return s, nil
 }
@@ -322,6 +337,9 @@ func (s *SQLite) openWriter(ctx context.Context) error {
 // closeWriter closes the writer's statements, its connection and the head file.
 func (s *SQLite) closeWriter() error {
 	err := errors.Join(s.ws.close(), s.wc.Close(), s.w.Close())
+	if s.newestF != nil {
+		err = errors.Join(err, s.newestF.Sync(), s.newestF.Close())
+	}
 	if s.head != nil {
 		err = errors.Join(err, s.head.Sync(), s.head.Close())
 	}
@@ -330,6 +348,7 @@ func (s *SQLite) closeWriter() error {
 
 // release closes the connections and the head file of a killed store.
 func (s *SQLite) release() {
+	s.stopCheck() // its reader connection is let go of too
 	s.rs.close()
 	s.r.Close()
 	s.closeWriter()
@@ -441,6 +460,14 @@ func (s *SQLite) ReadForward(ctx context.Context, stream string, gen, after int6
 	if err := s.alive(); err != nil {
 		return nil, err
 	}
+	if err := s.streamChecked(ctx, s.r, headKey{stream, gen}); err != nil {
+		return nil, err
+	}
+	evs, err := s.readForward(ctx, stream, gen, after, limit)
+	return evs, s.noteDamage(err)
+}
+
+func (s *SQLite) readForward(ctx context.Context, stream string, gen, after int64, limit int) ([]store.Event, error) {
 	if evs, ok := s.view.forward(headKey{stream, gen}, after, clampLimit(limit)); ok {
 		return evs, nil
 	}
@@ -465,6 +492,14 @@ func (s *SQLite) ReadBackward(ctx context.Context, stream string, gen, before in
 	if err := s.alive(); err != nil {
 		return nil, err
 	}
+	if err := s.streamChecked(ctx, s.r, headKey{stream, gen}); err != nil {
+		return nil, err
+	}
+	evs, err := s.readBackward(ctx, stream, gen, before, limit)
+	return evs, s.noteDamage(err)
+}
+
+func (s *SQLite) readBackward(ctx context.Context, stream string, gen, before int64, limit int) ([]store.Event, error) {
 	evs, err := s.query(ctx, s.rs.backward, stream, gen, before, clampLimit(limit))
 	if err != nil {
 		return nil, err
@@ -525,6 +560,9 @@ func (s *SQLite) Head(ctx context.Context, stream string, gen int64) (int64, err
 	if err := s.alive(); err != nil {
 		return 0, err
 	}
+	if err := s.streamChecked(ctx, s.r, headKey{stream, gen}); err != nil {
+		return 0, err
+	}
 	if h, ok := s.view.head(headKey{stream, gen}); ok {
 		return h, nil
 	}
@@ -541,6 +579,14 @@ func (s *SQLite) Meta(ctx context.Context, key string) ([]byte, bool, error) {
 	if err := s.alive(); err != nil {
 		return nil, false, err
 	}
+	if err := s.chk.refused(); err != nil {
+		return nil, false, err
+	}
+	v, ok, err := s.meta(ctx, key)
+	return v, ok, s.noteDamage(err)
+}
+
+func (s *SQLite) meta(ctx context.Context, key string) ([]byte, bool, error) {
 	v, present, known, epoch := s.view.metaOf(key)
 	if known {
 		return v, present, nil
@@ -566,6 +612,14 @@ func (s *SQLite) MetaPrefix(ctx context.Context, prefix string) ([]store.KV, err
 	if err := s.alive(); err != nil {
 		return nil, err
 	}
+	if err := s.chk.refused(); err != nil {
+		return nil, err
+	}
+	kvs, err := s.metaPrefix(ctx, prefix)
+	return kvs, s.noteDamage(err)
+}
+
+func (s *SQLite) metaPrefix(ctx context.Context, prefix string) ([]store.KV, error) {
 	q, args := s.rs.metaFrom, []any{prefix}
 	if end, ok := prefixEnd(prefix); ok {
 		q, args = s.rs.metaRange, []any{prefix, end}
@@ -615,6 +669,7 @@ func (s *SQLite) rowsErr(rows *sql.Rows) error {
 //
 //	defer st.Close()
 func (s *SQLite) Close() error {
+	s.stopCheck()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.closed {

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -64,6 +65,9 @@ func (t *tx) readHead(k headKey) (int64, error) {
 	if err := t.usable(); err != nil {
 		return 0, err
 	}
+	if err := t.s.streamChecked(context.Background(), t.s.wc, k); err != nil {
+		return 0, err
+	}
 	var h int64
 	if err := t.s.ws.head.QueryRow(k.stream, k.gen).Scan(&h); err != nil {
 		return 0, fmt.Errorf("store: head: %w", err)
@@ -75,6 +79,9 @@ func (t *tx) readHead(k headKey) (int64, error) {
 // has reports whether k holds the event seq.
 func (t *tx) has(k headKey, seq int64) (bool, error) {
 	if err := t.usable(); err != nil {
+		return false, err
+	}
+	if err := t.s.streamChecked(context.Background(), t.s.wc, k); err != nil {
 		return false, err
 	}
 	var ok bool
@@ -328,6 +335,9 @@ func (t *tx) top(scope string) (int64, error) {
 	k := topKey(scope)
 	if h, ok := t.known(k); ok {
 		return h, nil
+	}
+	if err := t.s.scopeChecked(context.Background(), t.s.wc, scope); err != nil {
+		return 0, err
 	}
 	var top int64
 	if err := t.s.ws.rememberTop.QueryRow(scope).Scan(&top); err != nil {

@@ -1,0 +1,220 @@
+package sqlite
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/loomcheck/loomcheck/reference/store"
+)
+
+// The head file (path + ".head") records how many events the store held after its newest commit.
+// Events are append-only, so the count only grows; a database that holds fewer than its head file
+// says lost commits it had acknowledged (a write-ahead log cut short, a database file replaced by
+// an older copy), which SQLite alone would serve as a shorter past. The file is written after
+// every commit that appended (without waiting for the disk: it outlives a process crash, and after
+// a power loss it can only be behind the database, never ahead of it when commits wait for the
+// disk) and made durable at Open and Close.
+//
+// Beside it the newest file (path + ".newest") names one event of that same commit, with the count
+// it goes with, written just before the head file. Open looks that event up (one read, whatever
+// the store's size) instead of counting every event: a commit lost is a suffix of the log lost,
+// so the newest commit's event is gone with it. When the newest file is missing, does not check
+// or goes with another count (a crash between the two writes), Open counts the events instead.
+// The full check (at Open, or in the background) compares the count with the events it reads.
+func headPath(db string) string { return db + ".head" }
+
+func newestPath(db string) string { return db + ".newest" }
+
+// headLen is the length of a head file: "loom head <count> <crc>\n".
+const headLen = len("loom head 00000000000000000000 00000000\n")
+
+// newestLen is the length of a newest file: "loom newest <count> <gen> <seq> <stream in hex>"
+// padded with spaces to newestLen-10 bytes, then " <crc>\n"; "-" in place of gen, seq and stream
+// when it names no event. A stream whose name does not fit is not named.
+const newestLen = 512
+
+func headRecord(n int64) []byte {
+	body := fmt.Sprintf("loom head %020d", n)
+	return fmt.Appendf(nil, "%s %08x\n", body, uint32(sumOf([]byte(body))))
+}
+
+// newestEvent is an event a commit appended; ok is false when none is known.
+type newestEvent struct {
+	k   headKey
+	seq int64
+	ok  bool
+}
+
+func newestRecord(n int64, ev newestEvent) []byte {
+	body := fmt.Sprintf("loom newest %020d -", n)
+	if named := fmt.Sprintf("loom newest %020d %020d %020d %s", n, ev.k.gen, ev.seq, hex.EncodeToString([]byte(ev.k.stream))); ev.ok && len(named) <= newestLen-10 {
+		body = named
+	}
+	body += strings.Repeat(" ", newestLen-10-len(body))
+	return fmt.Appendf(nil, "%s %08x\n", body, uint32(sumOf([]byte(body))))
+}
+
+// parseHead reads a head file; ok is false for one that does not check.
+func parseHead(b []byte) (n int64, ok bool) {
+	var sum uint32
+	if len(b) != headLen {
+		return 0, false
+	}
+	if _, err := fmt.Sscanf(string(b), "loom head %d %x\n", &n, &sum); err != nil || string(headRecord(n)) != string(b) {
+		return 0, false
+	}
+	return n, true
+}
+
+// parseNewest reads a newest file; ok is false for one that does not check.
+func parseNewest(b []byte) (n int64, ev newestEvent, ok bool) {
+	f := strings.Fields(string(b))
+	if len(b) != newestLen || len(f) < 5 || f[0] != "loom" || f[1] != "newest" {
+		return 0, ev, false
+	}
+	var err error
+	if n, err = strconv.ParseInt(f[2], 10, 64); err != nil {
+		return 0, ev, false
+	}
+	if len(f) == 7 {
+		gen, err1 := strconv.ParseInt(f[3], 10, 64)
+		seq, err2 := strconv.ParseInt(f[4], 10, 64)
+		stream, err3 := hex.DecodeString(f[5])
+		if err1 != nil || err2 != nil || err3 != nil {
+			return 0, ev, false
+		}
+		ev = newestEvent{k: headKey{string(stream), gen}, seq: seq, ok: true}
+	}
+	return n, ev, string(newestRecord(n, ev)) == string(b)
+}
+
+// openHead checks the head file against the database, then keeps it (and the newest file) open
+// for writing. need says the store must have one: a missing head file is then damage, since the
+// database alone cannot show that its write-ahead log was not cut short. counted is the number of
+// events the database holds when Open counted them (-1 when it did not): the head file's count is
+// compared with it; otherwise the event the newest file names is looked up, and the events are
+// counted when it names none for that count.
+func (s *SQLite) openHead(ctx context.Context, need bool, counted int64) error {
+	b, err := os.ReadFile(headPath(s.path))
+	created := errors.Is(err, os.ErrNotExist)
+	nb, _ := os.ReadFile(newestPath(s.path)) // missing or unreadable: the events are counted
+	switch {
+	case created && need:
+		return &store.CorruptError{Path: s.path, Table: "head", Reason: fmt.Sprintf(
+			"the head file %s is gone: nothing shows that the events the database holds are all it acknowledged", headPath(s.path))}
+	case created:
+		if err := s.countEvents(ctx, counted); err != nil {
+			return err
+		}
+	case err != nil:
+		return fmt.Errorf("store: head of %s: %w", s.path, err)
+	default:
+		n, ok := parseHead(b)
+		if !ok {
+			if len(b) != headLen {
+				return &store.CorruptError{Path: s.path, Table: "head", Reason: fmt.Sprintf("the head file %s is %d bytes long", headPath(s.path), len(b))}
+			}
+			return &store.CorruptError{Path: s.path, Table: "head", Reason: fmt.Sprintf("the head file %s does not check", headPath(s.path))}
+		}
+		if err := s.checkHead(ctx, n, nb, counted); err != nil {
+			return err
+		}
+		s.chk.headN = n
+	}
+	f, err := os.OpenFile(headPath(s.path), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return fmt.Errorf("store: head of %s: %w", s.path, err)
+	}
+	s.head = f
+	nf, err := os.OpenFile(newestPath(s.path), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return fmt.Errorf("store: head of %s: %w", s.path, err)
+	}
+	s.newestF = nf
+	if !created && string(b) == string(headRecord(s.events)) && string(nb) == string(newestRecord(s.events, s.newest)) {
+		// They already say what the database holds, and were read back whole: nothing to
+		// write, nothing to wait for the disk for (a restart's common case).
+		return nil
+	}
+	s.writeHead()
+	if err := errors.Join(nf.Sync(), f.Sync()); err != nil {
+		return fmt.Errorf("store: head of %s: %w", s.path, err)
+	}
+	return syncDir(filepath.Dir(s.path))
+}
+
+// checkHead compares the head file's count n with the database: through the event the newest
+// file nb names for that count when Open did not count the events, by counting otherwise.
+func (s *SQLite) checkHead(ctx context.Context, n int64, nb []byte, counted int64) error {
+	nn, ev, ok := parseNewest(nb)
+	if ok && nn == n && ev.ok {
+		var there bool
+		if err := s.w.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM events WHERE stream = ? AND gen = ? AND seq = ?)`,
+			ev.k.stream, ev.k.gen, ev.seq).Scan(&there); err != nil {
+			return s.damageErr(err)
+		}
+		if !there {
+			return &store.CorruptError{Path: s.path, Table: "events", Stream: ev.k.stream, Gen: ev.k.gen, Seq: ev.seq,
+				Reason: "the database does not hold this event, which it had acknowledged: commits were lost"}
+		}
+		s.newest = ev
+		if counted < 0 {
+			s.events = n // a lower bound: the full check compares it with the count
+			return nil
+		}
+	}
+	if err := s.countEvents(ctx, counted); err != nil {
+		return err
+	}
+	if s.events < n {
+		return &store.CorruptError{Path: s.path, Table: "events",
+			Reason: fmt.Sprintf("the database holds %d events and had acknowledged %d: commits were lost", s.events, n)}
+	}
+	return nil
+}
+
+// countEvents sets the number of events: counted, or counted now when Open did not (-1).
+func (s *SQLite) countEvents(ctx context.Context, counted int64) error {
+	if counted >= 0 {
+		s.events = counted
+		return nil
+	}
+	if err := s.w.QueryRowContext(ctx, `SELECT count(*) FROM events`).Scan(&s.events); err != nil {
+		return s.damageErr(err)
+	}
+	return nil
+}
+
+// leftHead reads the count of a head file left at path; ok is false when there is none, and
+// true with n = 1 for one that does not check (it counts something).
+func leftHead(db string) (n int64, ok bool) {
+	b, err := os.ReadFile(headPath(db))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, false
+	}
+	if err != nil {
+		return 1, true
+	}
+	n, good := parseHead(b)
+	if !good {
+		return 1, true
+	}
+	return n, true
+}
+
+// writeHead records the event count, and first the newest event known beside it; an error leaves
+// the files behind the database, which the check at Open allows.
+func (s *SQLite) writeHead() {
+	if s.newestF != nil {
+		_, _ = s.newestF.WriteAt(newestRecord(s.events, s.newest), 0)
+	}
+	if s.head != nil {
+		_, _ = s.head.WriteAt(headRecord(s.events), 0)
+	}
+}
