@@ -593,9 +593,14 @@ func (s *scenario) modelRequest(i int) (world.ModelRequest, error) {
 	return s.world.Model().Requests()[i-1], nil
 }
 
+// callID is the id of the next tool call scripted into the model's answers: "call_" and its
+// number. On a shared target a threads scenario's calls carry the scenario's nonce too (as its
+// people do, ownPeople), so that the world tells a late request about a call of an earlier
+// scenario from one of this scenario (world.Model, callIDs) and never answers it from this
+// scenario's script or counts it here.
 func (s *modelSteps) callID() string {
 	s.calls++
-	return fmt.Sprintf("call_%d", s.calls)
+	return fmt.Sprintf("call_%d", s.calls) + s.ownPeople()
 }
 
 func containsFold(s, sub string) bool {

@@ -147,8 +147,10 @@ type matcher struct {
 
 // Model is the scripted Chat Completions server at POST /v1/chat/completions. Replies are taken
 // for each request in arrival order: first from the oldest EnqueueFor matcher whose text the last
-// user message contains, then from the Enqueue queue, else the default reply. It is safe for
-// concurrent use.
+// user message contains, then from the Enqueue queue, else the default reply. A request about a
+// tool call the model answered with before the last Reset, and not since, belongs to an earlier
+// scenario of a system that serves scenario after scenario: it gets the default reply and is
+// neither recorded nor counted. It is safe for concurrent use.
 //
 //	_ = w.Model().Enqueue(world.Reply{Text: "Hello!"})
 //	err := w.Model().WaitRequests(ctx, 1)
@@ -162,6 +164,8 @@ type Model struct {
 	scripted int
 	log      *journal[ModelRequest]
 	shapes   map[string]int
+	// calls are the ids of the tool calls answered, since the last reset and before it.
+	calls callIDs
 }
 
 func newModel(w *World) *Model {
@@ -202,6 +206,7 @@ func (m *Model) reset() {
 	m.queue, m.matchers, m.scripted = nil, nil, 0
 	m.log = newJournal[ModelRequest](m.w.opts)
 	m.shapes = map[string]int{}
+	m.calls.reset()
 	m.sig.fire()
 }
 
@@ -324,7 +329,9 @@ func (m *Model) WaitDone(ctx context.Context, i int) (ModelRequest, error) {
 	return out, err
 }
 
-// take picks the reply for a request and records it.
+// take picks the reply for a request and records it. A request about a tool call answered
+// before the last reset (callIDs) belongs to an earlier scenario: it gets the default reply and is
+// neither recorded nor counted, and then the journal is nil and the index -1.
 func (m *Model) take(req *chatRequest, apiKey string, size int64) (Reply, *journal[ModelRequest], int) {
 	rec := ModelRequest{APIKey: apiKey, Model: req.Model, Messages: req.Messages, Tools: req.Tools, Stream: req.Stream,
 		IncludeUsage: req.includeUsage(), Arrived: time.Now(), Shape: ShapeOf(req.Model, req.Messages, req.Tools)}
@@ -337,6 +344,9 @@ func (m *Model) take(req *chatRequest, apiKey string, size int64) (Reply, *journ
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.calls.fromEarlier(req.Messages) {
+		return Reply{Text: "re: " + firstRunes(last, DefaultReplyRunes)}, nil, -1
+	}
 	var reply Reply
 	found, every := false, false
 	for i := range m.matchers {
@@ -371,6 +381,7 @@ func (m *Model) take(req *chatRequest, apiKey string, size int64) (Reply, *journ
 	log := m.log
 	rec.Index = log.total
 	i, _ := log.add(rec, size)
+	reply.ToolCalls = m.calls.serve(reply.ToolCalls, i, m.w.opts.MaxRecords)
 	m.sig.fire()
 	return reply, log, i
 }
@@ -399,7 +410,9 @@ func (m *Model) serve(rw http.ResponseWriter, r *http.Request) {
 	apiKey := bearerToken(r.Header.Get("Authorization"))
 	reply, log, i := m.take(&req, apiKey, int64(len(body)))
 	finished, aborted := m.answer(rw, r, &req, reply, i)
-	m.end(log, i, finished, aborted)
+	if log != nil {
+		m.end(log, i, finished, aborted)
+	}
 	if reply.Drop && finished {
 		panic(http.ErrAbortHandler)
 	}
@@ -410,10 +423,7 @@ func (m *Model) serve(rw http.ResponseWriter, r *http.Request) {
 func (m *Model) answer(rw http.ResponseWriter, r *http.Request, req *chatRequest, reply Reply, index int) (finished, aborted bool) {
 	id := fmt.Sprintf("chatcmpl-world-%d", index+1)
 	calls := make([]ToolCall, len(reply.ToolCalls))
-	for k, tc := range reply.ToolCalls {
-		if tc.ID == "" {
-			tc.ID = fmt.Sprintf("call_%d_%d", index+1, k+1)
-		}
+	for k, tc := range reply.ToolCalls { // ids filled in by take
 		if tc.Fill > 0 {
 			if args, err := FillArguments(tc.Arguments, tc.Fill); err == nil {
 				tc.Arguments = args
