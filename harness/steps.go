@@ -14,6 +14,16 @@ import (
 	"github.com/loomcheck/loomcheck/harness/world"
 )
 
+// Pieces of step patterns that several step files share.
+const (
+	// readerPat names a reader of a session stream and its transport: who, then WebSocket or SSE.
+	readerPat = `(\w[\w' ]*?)'s (WebSocket|SSE) reader`
+	// quotedPat is a quoted text with backslash escapes.
+	quotedPat = `"((?:[^"\\]|\\.)*)"`
+	// namePat is a quoted name without escapes.
+	namePat = `"([^"]+)"`
+)
+
 // stepDef is one step of the vocabulary: the pattern a feature's step text must match, the
 // method that runs it, and one line saying what it does.
 type stepDef struct {

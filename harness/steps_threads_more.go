@@ -10,13 +10,12 @@ import (
 // moreSteps are the threads steps that order an answer after a release: the peer's to a text,
 // and the model's to a turn.
 func (s *threadsSteps) moreSteps() []stepDef {
-	const text = `"((?:[^"\\]|\\.)*)"`
 	return []stepDef{
 		{`^the peer holds the next text, then answers it with (\d+) "([a-z-]+)"$`, s.peerHoldsThenRejects, "makes the peer's answer to the next text wait until released, then be the status and reason"},
-		{`^the model answers ` + text + ` by sending (\{[^{}]*\}) after a release, then says ` + text + `$`, s.modelSendsAfterRelease, "scripts the model to answer the text, once released, with one call of peer.send, then with the words"},
-		{`^"([^"]+)" says ` + text + ` to "([a-z0-9-]+)" under key "([^"]+)"$`, s.saysUnderKey, "runs a turn in who's conversation with the role under the Idempotency-Key, opening the conversation first when the scenario has not; the answer is left to the next step"},
-		{`^"([^"]+)" creates task "[^"]+" titled ` + text + ` under key "([^"]+)"$`, s.createsTaskUnderKey, "creates a task with the title under the Idempotency-Key; the answer (and the task's id) is left to the next step"},
-		{`^"([^"]+)" starts a run of "([a-z0-9-]+)" on task "([^"]+)" with ` + text + ` under key "([^"]+)"$`, s.startsRunUnderKey, "starts a run of the role on the task with the prompt under the Idempotency-Key; the answer is left to the next step"},
+		{`^the model answers ` + quotedPat + ` by sending (\{[^{}]*\}) after a release, then says ` + quotedPat + `$`, s.modelSendsAfterRelease, "scripts the model to answer the text, once released, with one call of peer.send, then with the words"},
+		{`^"([^"]+)" says ` + quotedPat + ` to "([a-z0-9-]+)" under key "([^"]+)"$`, s.saysUnderKey, "runs a turn in who's conversation with the role under the Idempotency-Key, opening the conversation first when the scenario has not; the answer is left to the next step"},
+		{`^"([^"]+)" creates task "[^"]+" titled ` + quotedPat + ` under key "([^"]+)"$`, s.createsTaskUnderKey, "creates a task with the title under the Idempotency-Key; the answer (and the task's id) is left to the next step"},
+		{`^"([^"]+)" starts a run of "([a-z0-9-]+)" on task "([^"]+)" with ` + quotedPat + ` under key "([^"]+)"$`, s.startsRunUnderKey, "starts a run of the role on the task with the prompt under the Idempotency-Key; the answer is left to the next step"},
 		{`^the box has a second connection "field" to the same peer$`, s.secondConnection, "adds the connection field to the box's configuration: the kit's peer again, under accept token " + fieldAcceptToken + ", owner olga"},
 		{`^the peer posts on the connection "field" (\{.*\})$`, s.peerPostsOnField, "posts the body to the box's texts as the peer, with the connection field's accept token"},
 	}

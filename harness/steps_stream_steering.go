@@ -23,19 +23,17 @@ type steerSteps struct{ *scenario }
 
 // steps is the steering vocabulary: each pattern, the method that runs it, what it means.
 func (s *steerSteps) steps() []stepDef {
-	reader := `(\w[\w' ]*?)'s (WebSocket|SSE) reader`
-	text := `"((?:[^"\\]|\\.)*)"`
 	return []stepDef{
-		{`^(\w[\w' ]*?) steers ` + text + ` as "([^"]*)"(?: mentioning ((?:"[^"]*"[ ,]*)+))?$`, s.steers, "posts the text to the current session's messages as who under the message id (with the mentions, when named); the answer is kept"},
+		{`^(\w[\w' ]*?) steers ` + quotedPat + ` as "([^"]*)"(?: mentioning ((?:"[^"]*"[ ,]*)+))?$`, s.steers, "posts the text to the current session's messages as who under the message id (with the mentions, when named); the answer is kept"},
 		{`^(\w[\w' ]*?) steers the messages "(\w*?)1" to "(\w*?)(\d+)", each answered 202 queued$`, s.steersMany, "steers the messages P1 .. PN in order as who, each P<i> with the text and the message id P<i>, and expects each answer to be exactly 202 {messageId: P<i>, state: queued}"},
 		{`^(\w[\w' ]*?) steers with the body (\{.*\})$`, s.steersBody, "posts the JSON body as it is to the current session's messages as who; the answer is kept"},
 		{`^(\w[\w' ]*?) sends the private message "([^"]*)" sealed as (\{.*\})$`, s.sendsPrivate, "posts a private message under the id with the JSON as its enc, as who; the answer is kept"},
-		{`^(\w[\w' ]*?) (edits|retries) "([^"]*)"(?: to ` + text + `)? with the key "([^"]*)"$`, s.edits, "asks to edit the message to the text (or to retry it) as who in the current session, under the Idempotency-Key; the answer is kept"},
+		{`^(\w[\w' ]*?) (edits|retries) "([^"]*)"(?: to ` + quotedPat + `)? with the key "([^"]*)"$`, s.edits, "asks to edit the message to the text (or to retry it) as who in the current session, under the Idempotency-Key; the answer is kept"},
 		{`^(\w[\w' ]*?) takes back "([^"]*)"$`, s.takesBack, "asks to take back the message as who; the answer is kept"},
 		{`^(\w[\w' ]*?) taking back "([^"]*)" gets the same 404 as for a message never sent$`, s.takeBackRefusedAsMissing, "takes back the message as who and expects 404, byte for byte the answer a message id never sent gets"},
 		{`^(\w[\w' ]*?) stops the running turn$`, s.stopsTurn, "asks to stop the current session's running turn as who; the answer is kept"},
 		{`^the session answers (\d{3}) (\{.*\})$`, s.answers, "expects the last answer to be exactly the status and the JSON body, member for member"},
-		{`^` + reader + `'s frames are exactly:$`, s.framesExactly, "waits for as many frames as the table has rows (and a moment for one too many) and expects the frames the reader delivered to be exactly the table; columns among cur, type, message, author, turn, state (the data's state, else its status), text (the data's text, quoted) and data (the frame's data as JSON)"},
+		{`^` + readerPat + `'s frames are exactly:$`, s.framesExactly, "waits for as many frames as the table has rows (and a moment for one too many) and expects the frames the reader delivered to be exactly the table; columns among cur, type, message, author, turn, state (the data's state, else its status), text (the data's text, quoted) and data (the frame's data as JSON)"},
 		{`^(\w[\w' ]*?) branches the session at "([^"]*)"(?: with the key "([^"]*)"| (without a key))$`, s.branches, "asks to branch the current session at the message as who, with the Idempotency-Key (or none); the answer is kept"},
 		{`^the branch answers 201 with a new session of (\w[\w' ]*?)'s, from the session, at "([^"]*)"$`, s.branchAnswered, "expects the last answer to be 201 {session, from, message} with from the current session, message the one named and session a conversation id of its own; the session is known as \"the branch\" from then on, and the current one as \"the original\""},
 		{`^the session answers exactly what the first branch answered$`, s.sameAsFirstBranch, "expects the last answer to be the first branch answer's status and body, member for member"},

@@ -43,13 +43,11 @@ type threadPair struct{ role, peerRole string }
 
 // steps is the threads vocabulary: each pattern, the method that runs it, what it means.
 func (s *threadsSteps) steps() []stepDef {
-	const who = `"([^"]+)"`
-	const text = `"((?:[^"\\]|\\.)*)"`
 	return append([]stepDef{
 		{`^the box is connected to the peer "lab"$`, s.connected, "gives the box the roles planner and scout, the member dana and the connection lab to the kit's peer (owner olga), and registers their tokens"},
 		{`^the connection "lab" holds at most (\d+) waiting texts$`, s.queueBound, "configures the bound of the texts waiting to be sent on the connection"},
-		{`^the peer sends ` + text + ` from "([a-z0-9-]+)" to "([a-z0-9-]+)" on thread "([^"]+)"$`, s.peerSends, "sends a text as the peer on the thread named by its alias (a new random thread id for a new alias)"},
-		{`^the peer answers ` + text + ` on thread "([^"]+)"$`, s.peerAnswers, "sends a text as the peer on a thread the box opened, from the peer's role of it to the box's"},
+		{`^the peer sends ` + quotedPat + ` from "([a-z0-9-]+)" to "([a-z0-9-]+)" on thread "([^"]+)"$`, s.peerSends, "sends a text as the peer on the thread named by its alias (a new random thread id for a new alias)"},
+		{`^the peer answers ` + quotedPat + ` on thread "([^"]+)"$`, s.peerAnswers, "sends a text as the peer on a thread the box opened, from the peer's role of it to the box's"},
 		{`^the peer sends (\d+) texts from "([a-z0-9-]+)" to "([a-z0-9-]+)" on thread "([^"]+)", each acknowledged$`, s.peerSendsMany, "sends N texts, \"text 1\" to \"text N\", as the peer on the thread and expects a 200 ack for each"},
 		{`^the peer sends the same text again$`, s.peerSendsAgain, "sends the kit's last text again, the same message id and all"},
 		{`^the peer posts (\{.*\})$`, s.peerPosts, "posts the body to the box's texts as the peer, with the accept token"},
@@ -63,23 +61,23 @@ func (s *threadsSteps) steps() []stepDef {
 		{`^the answer is stopped (true|false)$`, s.answerStopped, "expects the last answer to be exactly 202 {\"stopped\": b}"},
 		{`^the answer is the connection "lab" (open|paused|revoked)$`, s.answerConnection, "expects the last answer to be exactly 200 {\"id\": \"lab\", \"state\": S}"},
 
-		{`^` + who + ` opens (?:her|his) conversation with "([a-z0-9-]+)"$`, s.opensConversation, "makes or returns who's conversation with the role; the first one is remembered, later ones must be the same"},
-		{`^` + who + ` says ` + text + ` to "([a-z0-9-]+)"$`, s.saysToRole, "runs a turn in who's conversation with the role"},
-		{`^` + who + ` (reads|deletes) (?:her|his) conversation with "([a-z0-9-]+)"$`, s.ownConversation, "reads or deletes who's conversation with the role"},
+		{`^` + namePat + ` opens (?:her|his) conversation with "([a-z0-9-]+)"$`, s.opensConversation, "makes or returns who's conversation with the role; the first one is remembered, later ones must be the same"},
+		{`^` + namePat + ` says ` + quotedPat + ` to "([a-z0-9-]+)"$`, s.saysToRole, "runs a turn in who's conversation with the role"},
+		{`^` + namePat + ` (reads|deletes) (?:her|his) conversation with "([a-z0-9-]+)"$`, s.ownConversation, "reads or deletes who's conversation with the role"},
 		{`^(conversations|threads|tasks) "([^"]+)" and "([^"]+)" are different$`, s.different, "expects the two remembered ids to differ"},
 
-		{`^` + who + ` creates task "([^"]+)" titled ` + text + `(?: with members "([^"]*)")?$`, s.createsTask, "creates a task with the title and the members (comma-separated names) and remembers its id"},
-		{`^` + who + ` creates subtask "([^"]+)" of "([^"]+)" titled ` + text + `$`, s.createsSubtask, "creates a subtask of the task and remembers its id"},
-		{`^` + who + ` (adds|removes) "([^"]+)" (?:to|from) task "([^"]+)"$`, s.taskMembers, "adds or removes a member of the task"},
-		{`^` + who + ` (reads|finishes|deletes) task "([^"]+)"$`, s.taskOp, "reads, finishes or deletes the task as who"},
-		{`^` + who + ` starts a run of "([a-z0-9-]+)" on task "([^"]+)" with ` + text + `$`, s.startsTaskRun, "starts a run of the role on the task with the prompt"},
+		{`^` + namePat + ` creates task "([^"]+)" titled ` + quotedPat + `(?: with members "([^"]*)")?$`, s.createsTask, "creates a task with the title and the members (comma-separated names) and remembers its id"},
+		{`^` + namePat + ` creates subtask "([^"]+)" of "([^"]+)" titled ` + quotedPat + `$`, s.createsSubtask, "creates a subtask of the task and remembers its id"},
+		{`^` + namePat + ` (adds|removes) "([^"]+)" (?:to|from) task "([^"]+)"$`, s.taskMembers, "adds or removes a member of the task"},
+		{`^` + namePat + ` (reads|finishes|deletes) task "([^"]+)"$`, s.taskOp, "reads, finishes or deletes the task as who"},
+		{`^` + namePat + ` starts a run of "([a-z0-9-]+)" on task "([^"]+)" with ` + quotedPat + `$`, s.startsTaskRun, "starts a run of the role on the task with the prompt"},
 
-		{`^the model answers ` + text + ` by sending (\{[^{}]*\}), then says ` + text + `$`, s.modelSendsOnce, "scripts the model to answer the text with one call of peer.send, then with the words"},
-		{`^the model answers ` + text + ` by sending (\{[^{}]*\}) and (\{[^{}]*\}), then says ` + text + `$`, s.modelSendsTwice, "scripts the model to answer the text with two calls of peer.send one after the other, then with the words"},
-		{`^the model answers ` + text + ` by sending (\d+) texts at once to "lab/analyst" and "lab/critic" in turn, then says ` + text + `$`, s.modelSendsMany, "scripts the model to answer the text with N calls of peer.send in one answer, then with the words"},
-		{`^model request (\d+) for ` + text + ` holds exactly:$`, s.modelRequestFor, "expects the Nth request to the model whose last user message is the text to hold exactly the table's messages (placeholders substituted)"},
-		{`^the peer.send results for ` + text + ` are (\d+) sent and (\d+) "([a-z-]+)"$`, s.sendResults, "expects the tool results of the turn for the text to be exactly N sent and M errors of the reason, in any order"},
-		{`^the model has been asked (\d+) times? for ` + text + `$`, s.modelAskedFor, "expects exactly N requests to the model so far whose last user message is the text (after a sentinel: a later turn of the same agent conversation that completed)"},
+		{`^the model answers ` + quotedPat + ` by sending (\{[^{}]*\}), then says ` + quotedPat + `$`, s.modelSendsOnce, "scripts the model to answer the text with one call of peer.send, then with the words"},
+		{`^the model answers ` + quotedPat + ` by sending (\{[^{}]*\}) and (\{[^{}]*\}), then says ` + quotedPat + `$`, s.modelSendsTwice, "scripts the model to answer the text with two calls of peer.send one after the other, then with the words"},
+		{`^the model answers ` + quotedPat + ` by sending (\d+) texts at once to "lab/analyst" and "lab/critic" in turn, then says ` + quotedPat + `$`, s.modelSendsMany, "scripts the model to answer the text with N calls of peer.send in one answer, then with the words"},
+		{`^model request (\d+) for ` + quotedPat + ` holds exactly:$`, s.modelRequestFor, "expects the Nth request to the model whose last user message is the text to hold exactly the table's messages (placeholders substituted)"},
+		{`^the peer.send results for ` + quotedPat + ` are (\d+) sent and (\d+) "([a-z-]+)"$`, s.sendResults, "expects the tool results of the turn for the text to be exactly N sent and M errors of the reason, in any order"},
+		{`^the model has been asked (\d+) times? for ` + quotedPat + `$`, s.modelAskedFor, "expects exactly N requests to the model so far whose last user message is the text (after a sentinel: a later turn of the same agent conversation that completed)"},
 
 		{`^the peer has received (\d+) texts?$`, s.peerReceived, "waits until the peer has received N requests"},
 		{`^after (\d+) seconds the peer has still received (\d+) texts?$`, s.peerStillReceived, "waits the seconds, then expects the peer to have received exactly N requests"},
@@ -91,22 +89,22 @@ func (s *threadsSteps) steps() []stepDef {
 		{`^the peer answers the next (\d+) texts? with (\d+) "([a-z-]+)"$`, s.peerRejects, "scripts the peer to answer the next N texts with the status and reason"},
 		{`^the peer found every text well-formed$`, s.peerWellFormed, "expects every request the peer received to carry the send token and a body within spec/peer.md"},
 
-		{`^` + who + ` reads the agent history of "([a-z0-9-]+)" with "([^"]*)"$`, s.readsHistory, "reads the role's agent history with the peer role (connection/role) as who"},
+		{`^` + namePat + ` reads the agent history of "([a-z0-9-]+)" with "([^"]*)"$`, s.readsHistory, "reads the role's agent history with the peer role (connection/role) as who"},
 		{`^the agent history holds the agent conversations of (no thread|threads? .+)$`, s.historyHolds, "expects the last answer to be 200 with every agent conversation of the threads (quoted aliases), sorted by thread id, each exactly as the role reads it alone"},
-		{`^` + who + ` sees the agent conversation of thread "([^"]+)" as:$`, s.seesAgentConversation, "reads the agent conversation of the thread as who until it equals the body (placeholders substituted)"},
-		{`^` + who + ` (can|cannot) read the agent conversation of thread "([^"]+)"$`, s.canRead, "reads the agent conversation by id and by thread as who: 200, or the uniform 404 a missing one gets"},
+		{`^` + namePat + ` sees the agent conversation of thread "([^"]+)" as:$`, s.seesAgentConversation, "reads the agent conversation of the thread as who until it equals the body (placeholders substituted)"},
+		{`^` + namePat + ` (can|cannot) read the agent conversation of thread "([^"]+)"$`, s.canRead, "reads the agent conversation by id and by thread as who: 200, or the uniform 404 a missing one gets"},
 		{`^nothing is stored on thread "([^"]+)"$`, s.nothingStored, "expects no agent conversation on the thread (an alias, or an id as written): the owner gets the 404 of a thread never used"},
-		{`^` + who + ` sees thread "([^"]+)" rooted "gone"$`, s.seesGone, "reads the agent conversation as who and expects 200 with root kind gone"},
-		{`^` + who + ` stops the agent conversation of thread "([^"]+)"$`, s.stops, "stops the agent of the thread's conversation as who"},
+		{`^` + namePat + ` sees thread "([^"]+)" rooted "gone"$`, s.seesGone, "reads the agent conversation as who and expects 200 with root kind gone"},
+		{`^` + namePat + ` stops the agent conversation of thread "([^"]+)"$`, s.stops, "stops the agent of the thread's conversation as who"},
 		{`^turn (\d+) of thread "([^"]+)" is (running|completed|stopped|failed|ended)$`, s.turnIs, "waits until turn N of the thread's agent conversation has the status"},
 		{`^after (\d+) seconds thread "([^"]+)" still has (\d+) turns?$`, s.stillTurns, "waits the seconds, then expects the thread's agent conversation to have exactly N turns"},
-		{`^thread "([^"]+)" has exactly (\d+) turns?, the last of which took only ` + text + `$`, s.turnsEndWith, "expects the thread's agent conversation to have exactly N turns, the last of which took the one text (a sentinel: the turn of a later text)"},
-		{`^the text ` + text + ` on thread "([^"]+)" is (queued|sent|received|failed)(?: with "([a-z-]+)")?$`, s.textIs, "waits until the text of the thread's agent conversation has the state (and reason)"},
-		{`^the text ` + text + ` on thread "([^"]+)" was taken by exactly one turn, which completed$`, s.takenOnce, "waits until a turn that took the text completed, and expects no other turn to have taken it"},
+		{`^thread "([^"]+)" has exactly (\d+) turns?, the last of which took only ` + quotedPat + `$`, s.turnsEndWith, "expects the thread's agent conversation to have exactly N turns, the last of which took the one text (a sentinel: the turn of a later text)"},
+		{`^the text ` + quotedPat + ` on thread "([^"]+)" is (queued|sent|received|failed)(?: with "([a-z-]+)")?$`, s.textIs, "waits until the text of the thread's agent conversation has the state (and reason)"},
+		{`^the text ` + quotedPat + ` on thread "([^"]+)" was taken by exactly one turn, which completed$`, s.takenOnce, "waits until a turn that took the text completed, and expects no other turn to have taken it"},
 
-		{`^` + who + ` (pauses|unpauses|revokes|reads) the connection "lab"$`, s.connectionOp, "pauses, unpauses, revokes or reads the connection as who"},
-		{`^"role:([a-z0-9-]+)" sends ` + text + ` to "([^"]+)" through its own door(?: in the run on task "([^"]+)")?$`, s.roleDoor, "sends through the role's own door with its role token, naming the run on the task when given"},
-		{`^` + who + ` sees the run on task "([^"]+)" (running|completed|stopped|failed|ended)$`, s.runIs, "waits until the run started on the task, as who reads it, has the status"},
+		{`^` + namePat + ` (pauses|unpauses|revokes|reads) the connection "lab"$`, s.connectionOp, "pauses, unpauses, revokes or reads the connection as who"},
+		{`^"role:([a-z0-9-]+)" sends ` + quotedPat + ` to "([^"]+)" through its own door(?: in the run on task "([^"]+)")?$`, s.roleDoor, "sends through the role's own door with its role token, naming the run on the task when given"},
+		{`^` + namePat + ` sees the run on task "([^"]+)" (running|completed|stopped|failed|ended)$`, s.runIs, "waits until the run started on the task, as who reads it, has the status"},
 		{`^the answer is exactly (\d+) (\{.*\})$`, s.answerExactly, "expects the last answer to be exactly the status and the body (placeholders substituted or bound)"},
 	}, append(s.moreSteps(), s.limitSteps()...)...)
 }
