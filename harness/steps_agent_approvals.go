@@ -33,24 +33,6 @@ type runWaiting struct {
 	} `json:"warnings"`
 }
 
-// steps is the approvals vocabulary: each pattern, the method that runs it, what it means.
-func (s *approvalsSteps) steps() []stepDef {
-	return []stepDef{
-		{`^the tool "([\w-]+)" is answered by a person$`, s.toolIsHuman, "declares the tool kind \"human\" to the system and to the tool server (which answers it 202 pending)"},
-		{`^the run waits for a person on:$`, s.runWaitsOn, "waits until the run's status is waiting and expects its pending calls to be exactly the table (kind, id, name, arguments)"},
-		{`^(\w[\w' ]*?) (approves|denies) the gate "([\w-]+)"$`, s.answersGate, "answers the run's approval gate as who and expects 200 and the run"},
-		{`^(\w[\w' ]*?) answers the human call "([\w-]+)" with (\{.*\})$`, s.answersHuman, "answers the run's human call as who with the JSON result and expects 200 and the run"},
-		{`^(\w[\w' ]*?) answering the gate "([\w-]+)" with (approve|deny) is refused as not pending$`, s.gateNotPending, "answers the gate as who and expects exactly 409 {\"error\":\"conflict\",\"detail\":\"not pending\"}"},
-		{`^(\w[\w' ]*?) answering the human call "([\w-]+)" with (\{.*\}) is refused as not pending$`, s.humanNotPending, "answers the human call as who and expects exactly 409 {\"error\":\"conflict\",\"detail\":\"not pending\"}"},
-		{`^(\w[\w' ]*?) approves every gate until the run ends$`, s.approvesEveryGate, "approves each gate the run waits on, as who, until the run is neither running nor waiting"},
-		{`^the start answer warns "([\w_]+)"$`, s.startWarns, "expects the last start answer to carry exactly one warning, with the code and a message"},
-		{`^the start answer carries no warning$`, s.startNoWarning, "expects the last start answer to carry no warnings member"},
-		{`^(\w[\w' ]*?) answering the (gate|human call) "([\w-]+)" with the body (\{.*\}) is refused naming "(\w+)"$`, s.answerBodyRefused, "posts the raw body to the gate or human route as who and expects exactly 400 {\"error\":\"bad request\",\"detail\":member}"},
-		{`^the run stops waiting and ends (completed|failed|aborted|canceled)$`, s.stopsWaitingAndEnds, "waits until the run is neither running nor waiting and expects the status (the whole run is kept, as by \"the run ends\")"},
-		{`^(\w[\w' ]*?) gets the same 404 as for a missing run on every answer route$`, s.answerRoutesMissing, "answers a gate and a human call of the run as who and expects each answer to equal, byte for byte, the one a missing run gets"},
-	}
-}
-
 // toolIsHuman declares the tool kind "human" to the system and to the tool server.
 func (s *approvalsSteps) toolIsHuman(name string) error {
 	d := spec.ToolDef{Name: name, Description: "the " + name + " tool, answered by a person", Parameters: map[string]any{"type": "object"}, Kind: world.KindHuman}
@@ -363,4 +345,22 @@ func (s *approvalsSteps) answerBodyRefused(who, route, id, raw, member string) e
 		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), fmt.Sprintf(`400 {"error":"bad request","detail":%q}`, member))
 	}
 	return nil
+}
+
+// agentApprovalsVocabulary lists the steps of features/agent/approvals.feature.
+func agentApprovalsVocabulary(a areas) []stepDef {
+	return []stepDef{
+		{`^the tool "([\w-]+)" is answered by a person$`, a.approvals.toolIsHuman, "declares the tool kind \"human\" to the system and to the tool server (which answers it 202 pending)"},
+		{`^the run waits for a person on:$`, a.approvals.runWaitsOn, "waits until the run's status is waiting and expects its pending calls to be exactly the table (kind, id, name, arguments)"},
+		{`^(\w[\w' ]*?) (approves|denies) the gate "([\w-]+)"$`, a.approvals.answersGate, "answers the run's approval gate as who and expects 200 and the run"},
+		{`^(\w[\w' ]*?) answers the human call "([\w-]+)" with (\{.*\})$`, a.approvals.answersHuman, "answers the run's human call as who with the JSON result and expects 200 and the run"},
+		{`^(\w[\w' ]*?) answering the gate "([\w-]+)" with (approve|deny) is refused as not pending$`, a.approvals.gateNotPending, "answers the gate as who and expects exactly 409 {\"error\":\"conflict\",\"detail\":\"not pending\"}"},
+		{`^(\w[\w' ]*?) answering the human call "([\w-]+)" with (\{.*\}) is refused as not pending$`, a.approvals.humanNotPending, "answers the human call as who and expects exactly 409 {\"error\":\"conflict\",\"detail\":\"not pending\"}"},
+		{`^(\w[\w' ]*?) approves every gate until the run ends$`, a.approvals.approvesEveryGate, "approves each gate the run waits on, as who, until the run is neither running nor waiting"},
+		{`^the start answer warns "([\w_]+)"$`, a.approvals.startWarns, "expects the last start answer to carry exactly one warning, with the code and a message"},
+		{`^the start answer carries no warning$`, a.approvals.startNoWarning, "expects the last start answer to carry no warnings member"},
+		{`^(\w[\w' ]*?) answering the (gate|human call) "([\w-]+)" with the body (\{.*\}) is refused naming "(\w+)"$`, a.approvals.answerBodyRefused, "posts the raw body to the gate or human route as who and expects exactly 400 {\"error\":\"bad request\",\"detail\":member}"},
+		{`^the run stops waiting and ends (completed|failed|aborted|canceled)$`, a.approvals.stopsWaitingAndEnds, "waits until the run is neither running nor waiting and expects the status (the whole run is kept, as by \"the run ends\")"},
+		{`^(\w[\w' ]*?) gets the same 404 as for a missing run on every answer route$`, a.approvals.answerRoutesMissing, "answers a gate and a human call of the run as who and expects each answer to equal, byte for byte, the one a missing run gets"},
+	}
 }

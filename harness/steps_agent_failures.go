@@ -5,35 +5,11 @@ import (
 	"fmt"
 	"net/url"
 	"reflect"
-	"slices"
 	"strconv"
-	"strings"
-	"time"
-
-	"github.com/cucumber/godog"
 
 	"github.com/loomcheck/loomcheck/harness/world"
 	"github.com/loomcheck/loomcheck/spec"
 )
-
-// steps is the tool-failures vocabulary: each pattern, the method that runs it, what it means.
-func (s *failuresSteps) steps() []stepDef {
-	return []stepDef{
-		{`^the tool "([\w-]+)" fails with the typed failure (\{.*\})(?: buried at depth (\d+))?$`, s.toolFailsTyped, "scripts the tool's next call to fail with the typed failure (spec/world.md, Tools), under that many Error wrappers"},
-		{`^the tool "([\w-]+)" waits, then fails with the typed failure (\{.*\})$`, s.toolWaitsThenFailsTyped, "scripts the tool's next call to wait until released, then fail with the typed failure"},
-		{`^the tool "([\w-]+)" waits, then fails with status (\d+) and says "((?:[^"\\]|\\.)*)"$`, s.toolWaitsThenFails, "scripts the tool's next call to wait until released, then fail with the status and the words"},
-		{`^the tool "([\w-]+)" is declared not idempotent$`, s.declaredNotIdempotent, "declares the tool idempotent: false to the system and to the tool server (every attempt runs and is counted)"},
-		{`^the run was ended by "([\w-]+)" raising "(\w+)" as "([\w:]+)" at depth (\d+)$`, s.endedByTerminal, "expects the ended run's terminal failure to be exactly the tool, the failure's class, the class that made it terminal and its depth, as the kit classifies the scripted failure"},
-		{`^the run has no terminal failure$`, s.noTerminal, "expects the ended run to name no terminal failure"},
-		{`^the run names the call in doubt: "([\w-]+)" with the idempotency key of its call (\d+)$`, s.namesInDoubt, "expects the ended run's inDoubt to be exactly EffectInDoubtError, the tool and the Idempotency-Key the tool server saw on that call of it (spec/http.md, Runs: A call in doubt)"},
-		{`^the error hook was told about the call in doubt of turn (\d+) once, under its error id, naming "([\w-]+)" and the idempotency key of its call (\d+)$`, s.inDoubtReportedOnce, "expects exactly one error-hook report about the call in doubt (one under the turn's errorId, naming the tool or its Idempotency-Key, or about that turn): the one under the turn's errorId, naming both (spec/http.md, Runs: A call in doubt)"},
-		{`^the kit classifies the failure scripted for "([\w-]+)" as (terminal|feedback)$`, s.kitClassifies, "expects the kit's own reading of the record (spec/world.md) to classify the tool's last scripted failure so"},
-		{`^every call to "([\w-]+)" was made for (\w[\w' ]*?)$`, s.callsMadeFor, "expects every call of the tool to have carried exactly who's principal headers, percent-encoded, one per present field"},
-		{`^every call to "([\w-]+)" was made for the principal (\{.*\})$`, s.callsMadeForPrincipal, "expects every call of the tool to have carried exactly the principal's headers, percent-encoded, one per present field"},
-		{`^a token introspected as (\{.*\}) starts a run with:$`, s.introspectedStartsRun, "maps a fresh token to the principal through the identity service and starts a run with it"},
-		{`^call (\d+) to "([\w-]+)" carried the single-frame key of model call (\d+), position (\d+), for (\{.*\})$`, s.carriedFrameKey, "expects the Nth call of the tool to have carried the idempotency key the kit computes for the run, the model call, the position and the arguments (spec/http.md, the single-frame runner)"},
-	}
-}
 
 // failuresSteps script typed tool failures and judge how a run ends on them and whom its
 // tool calls were made for.
@@ -203,82 +179,6 @@ type inDoubtView struct {
 	IdempotencyKey string `json:"idempotencyKey"`
 }
 
-// namesInDoubt expects the ended run's inDoubt to be exactly EffectInDoubtError, the tool and the
-// Idempotency-Key the tool server saw on call n of the tool.
-func (s *failuresSteps) namesInDoubt(tool string, n int) error {
-	calls := s.world.Tools().CallsOf(tool)
-	if n < 1 || n > len(calls) {
-		return fail("the tool "+tool, fmt.Sprintf("%d calls", len(calls)), fmt.Sprintf("a call %d", n))
-	}
-	want := inDoubtView{Class: world.ClassEffectInDoubt, Tool: tool, IdempotencyKey: calls[n-1].IdempotencyKey}
-	if _, err := s.areas.runs.endedRun(); err != nil {
-		return err
-	}
-	var v struct {
-		InDoubt *inDoubtView `json:"inDoubt"`
-	}
-	op := "GET " + runPath(s.areas.runs.runID, "") + ": the call in doubt"
-	if err := json.Unmarshal(s.areas.runs.endedBody, &v); err != nil || v.InDoubt == nil {
-		return fail(op, clip(string(s.areas.runs.endedBody), 300), fmt.Sprintf("%+v", want))
-	}
-	if *v.InDoubt != want {
-		return fail(op, fmt.Sprintf("%+v", *v.InDoubt), fmt.Sprintf("%+v", want))
-	}
-	return nil
-}
-
-// inDoubtReportedOnce expects exactly one error-hook report about the call in doubt of the
-// turn: a report under the failed reply's errorId, one naming the call's Idempotency-Key, and one
-// about that turn of the conversation all count. That one is under the reply's errorId and names
-// the tool and the key the tool server saw on call n of the tool.
-func (s *failuresSteps) inDoubtReportedOnce(turn int64, tool string, n int) error {
-	calls := s.world.Tools().CallsOf(tool)
-	if n < 1 || n > len(calls) {
-		return fail("the tool "+tool, fmt.Sprintf("%d calls", len(calls)), fmt.Sprintf("a call %d", n))
-	}
-	key := calls[n-1].IdempotencyKey
-	if key == "" {
-		return fail("the tool "+tool, fmt.Sprintf("call %d without an Idempotency-Key", n), "a call with its key")
-	}
-	e, err := s.waitReply(turn)
-	if err != nil {
-		return err
-	}
-	if e.ErrorID == "" {
-		return fail(fmt.Sprintf("turn %d", turn), "no errorId", "a failed turn with an errorId")
-	}
-	under := func(r world.ErrorReport) bool { return r.ErrorID == e.ErrorID }
-	ctx, cancel := s.wait()
-	defer cancel()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !slices.ContainsFunc(s.world.ErrorHook().Errors(), under) {
-		select {
-		case <-ctx.Done():
-			return fail("the error hook", fmt.Sprintf("%d reports, none with errorId %s", len(s.world.ErrorHook().Errors()), e.ErrorID), "a report of the call in doubt")
-		case <-tick.C:
-		}
-	}
-	var about []world.ErrorReport
-	for _, r := range s.world.ErrorHook().Errors() {
-		if under(r) || (key != "" && strings.Contains(r.Error, key)) || (r.ConversationID == s.current.id && int64(r.Turn) == turn) {
-			about = append(about, r)
-		}
-	}
-	want := fmt.Sprintf("one report under errorId %s naming %s and %s", e.ErrorID, tool, key)
-	if len(about) != 1 {
-		ids := make([]string, len(about))
-		for i, r := range about {
-			ids[i] = r.ErrorID
-		}
-		return fail("the error hook", fmt.Sprintf("%d reports about the call: %s", len(about), strings.Join(ids, ", ")), want)
-	}
-	if r := about[0]; !under(r) || !strings.Contains(r.Error, tool) || !strings.Contains(r.Error, key) {
-		return fail("the error hook", fmt.Sprintf("%+v", r), want)
-	}
-	return nil
-}
-
 // noTerminal expects the ended run to name no terminal failure.
 func (s *failuresSteps) noTerminal() error {
 	got, err := s.endedTerminal()
@@ -370,20 +270,6 @@ func describePrincipal(p spec.Principal) string {
 	return string(b)
 }
 
-// introspectedStartsRun maps a fresh token to the principal through the identity service and starts a run with it.
-func (s *failuresSteps) introspectedStartsRun(raw string, doc *godog.DocString) error {
-	var p spec.Principal
-	if err := json.Unmarshal([]byte(raw), &p); err != nil || p.Actor == "" {
-		return harnessErr("the principal is not JSON with an actor: %s", raw)
-	}
-	s.introspected++
-	token := fmt.Sprintf("tok-introspected-%d", s.introspected)
-	if err := s.world.Identity().Add(token, p); err != nil {
-		return harnessErr("identity: %v", err)
-	}
-	return s.areas.runs.startsRun(token, doc)
-}
-
 // carriedFrameKey expects the Nth call of the tool to have carried the idempotency key the kit
 // computes for the run, the model call, the position and the arguments.
 func (s *failuresSteps) carriedFrameKey(n int, tool string, turn, position int, args string) error {
@@ -402,4 +288,20 @@ func (s *failuresSteps) carriedFrameKey(n int, tool string, turn, position int, 
 		return fail(fmt.Sprintf("call %d to %s: its Idempotency-Key", n, tool), fmt.Sprintf("%q", got), fmt.Sprintf("%q", want))
 	}
 	return nil
+}
+
+// agentFailuresVocabulary lists the steps of features/agent/failures.feature.
+func agentFailuresVocabulary(a areas) []stepDef {
+	return []stepDef{
+		{`^the tool "([\w-]+)" fails with the typed failure (\{.*\})(?: buried at depth (\d+))?$`, a.failures.toolFailsTyped, "scripts the tool's next call to fail with the typed failure (spec/world.md, Tools), under that many Error wrappers"},
+		{`^the tool "([\w-]+)" waits, then fails with the typed failure (\{.*\})$`, a.failures.toolWaitsThenFailsTyped, "scripts the tool's next call to wait until released, then fail with the typed failure"},
+		{`^the tool "([\w-]+)" waits, then fails with status (\d+) and says "((?:[^"\\]|\\.)*)"$`, a.failures.toolWaitsThenFails, "scripts the tool's next call to wait until released, then fail with the status and the words"},
+		{`^the tool "([\w-]+)" is declared not idempotent$`, a.failures.declaredNotIdempotent, "declares the tool idempotent: false to the system and to the tool server (every attempt runs and is counted)"},
+		{`^the run was ended by "([\w-]+)" raising "(\w+)" as "([\w:]+)" at depth (\d+)$`, a.failures.endedByTerminal, "expects the ended run's terminal failure to be exactly the tool, the failure's class, the class that made it terminal and its depth, as the kit classifies the scripted failure"},
+		{`^the run has no terminal failure$`, a.failures.noTerminal, "expects the ended run to name no terminal failure"},
+		{`^the kit classifies the failure scripted for "([\w-]+)" as (terminal|feedback)$`, a.failures.kitClassifies, "expects the kit's own reading of the record (spec/world.md) to classify the tool's last scripted failure so"},
+		{`^every call to "([\w-]+)" was made for (\w[\w' ]*?)$`, a.failures.callsMadeFor, "expects every call of the tool to have carried exactly who's principal headers, percent-encoded, one per present field"},
+		{`^every call to "([\w-]+)" was made for the principal (\{.*\})$`, a.failures.callsMadeForPrincipal, "expects every call of the tool to have carried exactly the principal's headers, percent-encoded, one per present field"},
+		{`^call (\d+) to "([\w-]+)" carried the single-frame key of model call (\d+), position (\d+), for (\{.*\})$`, a.failures.carriedFrameKey, "expects the Nth call of the tool to have carried the idempotency key the kit computes for the run, the model call, the position and the arguments (spec/http.md, the single-frame runner)"},
+	}
 }

@@ -10,22 +10,6 @@ import (
 	"github.com/loomcheck/loomcheck/spec"
 )
 
-// steps is the limits vocabulary (the response cache, the cap on a recorded response, the turn
-// and tool timeouts of runs): each pattern, the method that runs it, what it means.
-func (s *limitsSteps) steps() []stepDef {
-	return []stepDef{
-		{`^the system caches model responses$`, s.cachesResponses, "configures the system to keep the model's responses to runs (model.responseCache)"},
-		{`^the question of request (\d+) to the model was asked (\d+) times? in all$`, s.shapeAsked, "expects exactly N requests to the model to have the shape of request i (the same model, messages and tools)"},
-		{`^the model replies "((?:[^"\\]|\\.)*)" filled to (\d+) characters$`, s.repliesFilled, "scripts the model's next answer as the text grown with the world's filler to exactly N characters"},
-		{`^the model calls "([\w-]+)" with (\{.*\}) filled to (\d+) characters$`, s.callsFilled, "scripts the model's next answer as one call of the tool whose arguments the world grows to exactly N characters"},
-		{`^the tool "([\w-]+)" has been waiting (\d+) ms$`, s.toolWaited, "waits until N ms have passed since the first call of the tool arrived"},
-		{`^the first request to the model has been waiting (\d+) ms$`, s.modelWaited, "waits until N ms have passed since the first request to the model arrived"},
-		{`^the run ends (completed|failed) within (\d+) ms of the (first request to the model|first call of the tool "[\w-]+")$`, s.endsWithin, "waits until the run has ended and expects the status, and the end seen less than N ms after that first request arrived"},
-		{`^request (\d+) to the model was aborted by the system$`, s.modelRequestAborted, "waits until request N to the model has ended and expects the system to have gone away before its answer ended"},
-		{`^the run's output is "((?:[^"\\]|\\.)*)" filled to (\d+) characters, (whole|cut)$`, s.outputFilled, "expects the ended run's output to be exactly the text grown with the world's filler to N characters, followed by the cut marker \" [cut]\" when cut"},
-	}
-}
-
 // cachesResponses configures the system to keep the model's responses to runs (model.responseCache).
 func (s *limitsSteps) cachesResponses() error {
 	return s.configure(func(c *spec.SUTConfig) { c.Model.ResponseCache = true })
@@ -190,5 +174,20 @@ func (s *limitsSteps) modelWaited(ms int) error {
 		return nil
 	case <-s.ctx.Done():
 		return s.ctx.Err()
+	}
+}
+
+// agentLimitsVocabulary lists the steps of features/agent/limits.feature.
+func agentLimitsVocabulary(a areas) []stepDef {
+	return []stepDef{
+		{`^the system caches model responses$`, a.limits.cachesResponses, "configures the system to keep the model's responses to runs (model.responseCache)"},
+		{`^the question of request (\d+) to the model was asked (\d+) times? in all$`, a.limits.shapeAsked, "expects exactly N requests to the model to have the shape of request i (the same model, messages and tools)"},
+		{`^the model replies "((?:[^"\\]|\\.)*)" filled to (\d+) characters$`, a.limits.repliesFilled, "scripts the model's next answer as the text grown with the world's filler to exactly N characters"},
+		{`^the model calls "([\w-]+)" with (\{.*\}) filled to (\d+) characters$`, a.limits.callsFilled, "scripts the model's next answer as one call of the tool whose arguments the world grows to exactly N characters"},
+		{`^the tool "([\w-]+)" has been waiting (\d+) ms$`, a.limits.toolWaited, "waits until N ms have passed since the first call of the tool arrived"},
+		{`^the first request to the model has been waiting (\d+) ms$`, a.limits.modelWaited, "waits until N ms have passed since the first request to the model arrived"},
+		{`^the run ends (completed|failed) within (\d+) ms of the (first request to the model|first call of the tool "[\w-]+")$`, a.limits.endsWithin, "waits until the run has ended and expects the status, and the end seen less than N ms after that first request arrived"},
+		{`^request (\d+) to the model was aborted by the system$`, a.limits.modelRequestAborted, "waits until request N to the model has ended and expects the system to have gone away before its answer ended"},
+		{`^the run's output is "((?:[^"\\]|\\.)*)" filled to (\d+) characters, (whole|cut)$`, a.limits.outputFilled, "expects the ended run's output to be exactly the text grown with the world's filler to N characters, followed by the cut marker \" [cut]\" when cut"},
 	}
 }

@@ -10,19 +10,6 @@ import (
 	"github.com/loomcheck/loomcheck/harness/world"
 )
 
-// steps is the write-back vocabulary: each pattern, the method that runs it, what it means.
-func (s *writeBackSteps) steps() []stepDef {
-	return []stepDef{
-		{`^the memory's writes wait$`, s.writesWait, "makes every later memory write wait, once recorded and applied, before it is answered"},
-		{`^the memory's writes are released$`, s.writesReleased, "answers every memory write that waits, and those that come later"},
-		{`^the memory has been written (\d+) times?$`, s.writtenTimes, "waits until N memory writes have arrived"},
-		{`^the memory log is:$`, s.memoryLog, "expects the memory's whole log to be exactly the table (op, scope, entries, stored)"},
-		{`^the memory log is empty$`, s.memoryLogEmpty, "expects the memory never to have been read or written"},
-		{`^(\w[\w' ]*?)'s memory scope holds exactly:$`, s.scopeHolds, "expects who's memory scope to hold exactly the table's entries (role, text, tainted), oldest first, each under an id of its own"},
-		{`^the tool "([\w-]+)" was asked to write to (\w[\w' ]*?)'s memory scope:$`, s.toolAskedToWrite, "expects every call of the tool to have carried who's scope and exactly the table's entries (role, text, tainted), each with an id"},
-	}
-}
-
 // writesWait makes every later memory write wait, once recorded and applied, before it is answered.
 func (s *writeBackSteps) writesWait() error {
 	s.hold = s.world.NewHold()
@@ -187,4 +174,17 @@ func (s *writeBackSteps) toolAskedToWrite(name, who string, t *godog.Table) erro
 		}
 	}
 	return nil
+}
+
+// agentMemoryVocabulary lists the steps of features/agent/memory.feature.
+func agentMemoryVocabulary(a areas) []stepDef {
+	return []stepDef{
+		{`^the memory's writes wait$`, a.writeBack.writesWait, "makes every later memory write wait, once recorded and applied, before it is answered"},
+		{`^the memory's writes are released$`, a.writeBack.writesReleased, "answers every memory write that waits, and those that come later"},
+		{`^the memory has been written (\d+) times?$`, a.writeBack.writtenTimes, "waits until N memory writes have arrived"},
+		{`^the memory log is:$`, a.writeBack.memoryLog, "expects the memory's whole log to be exactly the table (op, scope, entries, stored)"},
+		{`^the memory log is empty$`, a.writeBack.memoryLogEmpty, "expects the memory never to have been read or written"},
+		{`^(\w[\w' ]*?)'s memory scope holds exactly:$`, a.writeBack.scopeHolds, "expects who's memory scope to hold exactly the table's entries (role, text, tainted), oldest first, each under an id of its own"},
+		{`^the tool "([\w-]+)" was asked to write to (\w[\w' ]*?)'s memory scope:$`, a.writeBack.toolAskedToWrite, "expects every call of the tool to have carried who's scope and exactly the table's entries (role, text, tainted), each with an id"},
+	}
 }

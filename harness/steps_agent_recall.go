@@ -13,14 +13,6 @@ import (
 // recall); what a run recalled is judged by the model's requests and the memory's log.
 type recallSteps struct{ *scenario }
 
-// steps is the recall vocabulary: each pattern, the method that runs it, what it means.
-func (s *recallSteps) steps() []stepDef {
-	return []stepDef{
-		{`^(\w[\w' ]*?)'s memory scope already holds:$`, s.scopeAlreadyHolds, "puts the table's entries (role, text, tainted) into who's memory scope, each under an id of its own, after what it holds"},
-		{`^the memory's recalls are:$`, s.recallsAre, "expects every recall of the memory's log, in order, to be exactly the table's (scope, query)"},
-	}
-}
-
 // scopeAlreadyHolds puts the table's entries (role, text, tainted) into who's memory scope, each
 // under an id of its own, after what it holds; seeding is not an operation of the memory's log.
 func (s *recallSteps) scopeAlreadyHolds(who string, t *godog.Table) error {
@@ -62,4 +54,12 @@ func (s *recallSteps) recallsAre(t *godog.Table) error {
 		return fail("the recalls of GET /control/memory/log", g, w)
 	}
 	return nil
+}
+
+// agentRecallVocabulary lists the steps of features/agent/recall.feature.
+func agentRecallVocabulary(a areas) []stepDef {
+	return []stepDef{
+		{`^(\w[\w' ]*?)'s memory scope already holds:$`, a.recall.scopeAlreadyHolds, "puts the table's entries (role, text, tainted) into who's memory scope, each under an id of its own, after what it holds"},
+		{`^the memory's recalls are:$`, a.recall.recallsAre, "expects every recall of the memory's log, in order, to be exactly the table's (scope, query)"},
+	}
 }

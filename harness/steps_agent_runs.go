@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cucumber/godog"
+	"github.com/loomcheck/loomcheck/harness/world"
 )
 
 // runView is a run as its owner reads it (spec/http.md, Runs).
@@ -35,30 +36,6 @@ type runInterrupted struct {
 	Content        string    `json:"content"`
 	Iterations     int       `json:"iterations"`
 	CompletedCalls []runCall `json:"completedCalls"`
-}
-
-// steps is the runs vocabulary: each pattern, the method that runs it, what it means.
-func (s *runsSteps) steps() []stepDef {
-	return []stepDef{
-		{`^(\w[\w' ]*?) starts a run with:$`, s.startsRun, "starts a run as who with the doc string's options and expects 201 and a running or ended run"},
-		{`^(\w[\w' ]*?) starts the same run again$`, s.startsSameRunAgain, "sends the last run's start again as who and expects 200 and the same run id"},
-		{`^(\w[\w' ]*?) starting a run with (\{.*\}) is refused naming "([\w.]+)"$`, s.runRefused, "starts a run as who with the options and expects exactly 400 {\"error\":\"bad request\",\"detail\":field}"},
-		{`^the run ends (running|completed|failed|aborted|canceled)$`, s.runEnds, "waits until the run is no longer running and expects the status (the whole run is kept)"},
-		{`^the run's output is "((?:[^"\\]|\\.)*)"$`, s.runOutput, "expects the ended run's output to be exactly the text"},
-		{`^the run's reason is "([\w-]+)"$`, s.runReason, "expects the ended run's reason to be exactly the word"},
-		{`^the run's tool-call log is:$`, s.runLog, "expects the ended run's tool-call log to be exactly the table (name, arguments, ok, result)"},
-		{`^the run's tool-call log is empty$`, s.runLogEmpty, "expects the ended run's tool-call log to hold nothing"},
-		{`^the run was interrupted with "((?:[^"\\]|\\.)*)" after (\d+) model calls?, having completed:$`, s.runInterrupted, "expects the ended run's interrupted payload: the content, the model calls and exactly the table's completed calls"},
-		{`^the run was interrupted with "((?:[^"\\]|\\.)*)" after (\d+) model calls?, having completed nothing$`, s.runInterruptedNothing, "expects the ended run's interrupted payload: the content, the model calls and no completed call"},
-		{`^the run has no interrupted payload$`, s.runNotInterrupted, "expects the ended run to carry no interrupted payload"},
-		{`^(\w[\w' ]*?) (aborts|cancels) the run$`, s.steersRun, "aborts or cancels the run as who and expects 202"},
-		{`^(\w[\w' ]*?) gets the same 404 as for a missing run on every run route$`, s.runMissingEverywhere, "asks every run route of the run as who and expects each answer to equal, byte for byte, the one a missing run gets"},
-		{`^(\w[\w' ]*?) reads the run exactly as (\w+) does$`, s.readsRunAsOwner, "reads the run as who and expects the same status and body as the owner gets"},
-		{`^the run reads exactly as when it ended$`, s.runReadsAsEnded, "reads the run again and expects exactly the run kept when it ended"},
-		{`^the tools ((?:"[\w-]+"(?:, | and )?)+) are in flight at once$`, s.toolsInFlight, "waits until a call of each listed tool has arrived and none of them has ended"},
-		{`^(\d+) of the tools ((?:"[\w-]+"(?:, | and )?)+) are in flight at once, and no more until they are released$`, s.boundedInFlight, "waits until N calls of the tools are in flight, expects no more, releases them all and expects every other call to arrive only after that"},
-		{`^the tool "([\w-]+)" was called and its request was aborted$`, s.toolAborted, "waits until a call of the tool has ended and expects the system to have aborted its request"},
-	}
 }
 
 // runPath is the run route of id with the suffix.
@@ -278,15 +255,6 @@ func (s *runsSteps) sameCalls(what string, got []runCall, t *godog.Table) error 
 		return fail("GET "+runPath(s.runID, "")+": "+what, g, w)
 	}
 	return nil
-}
-
-// runLog expects the ended run's tool-call log to be exactly the table (name, arguments, ok, result).
-func (s *runsSteps) runLog(t *godog.Table) error {
-	v, err := s.endedRun()
-	if err != nil {
-		return err
-	}
-	return s.sameCalls("the tool-call log", v.ToolCalls, t)
 }
 
 // runLogEmpty expects the ended run's tool-call log to hold nothing.
@@ -592,5 +560,53 @@ func (s *runsSteps) toolAborted(name string) error {
 			return fail("the tool "+name, fmt.Sprintf("%d calls, none aborted by the system", len(calls)), "its request aborted")
 		case <-tick.C:
 		}
+	}
+}
+
+// namesInDoubt expects the ended run's inDoubt to be exactly EffectInDoubtError, the tool and the
+// Idempotency-Key the tool server saw on call n of the tool.
+func (s *failuresSteps) namesInDoubt(tool string, n int) error {
+	calls := s.world.Tools().CallsOf(tool)
+	if n < 1 || n > len(calls) {
+		return fail("the tool "+tool, fmt.Sprintf("%d calls", len(calls)), fmt.Sprintf("a call %d", n))
+	}
+	want := inDoubtView{Class: world.ClassEffectInDoubt, Tool: tool, IdempotencyKey: calls[n-1].IdempotencyKey}
+	if _, err := s.areas.runs.endedRun(); err != nil {
+		return err
+	}
+	var v struct {
+		InDoubt *inDoubtView `json:"inDoubt"`
+	}
+	op := "GET " + runPath(s.areas.runs.runID, "") + ": the call in doubt"
+	if err := json.Unmarshal(s.areas.runs.endedBody, &v); err != nil || v.InDoubt == nil {
+		return fail(op, clip(string(s.areas.runs.endedBody), 300), fmt.Sprintf("%+v", want))
+	}
+	if *v.InDoubt != want {
+		return fail(op, fmt.Sprintf("%+v", *v.InDoubt), fmt.Sprintf("%+v", want))
+	}
+	return nil
+}
+
+// agentRunsVocabulary lists the steps of features/agent/runs.feature.
+func agentRunsVocabulary(a areas) []stepDef {
+	return []stepDef{
+		{`^the run names the call in doubt: "([\w-]+)" with the idempotency key of its call (\d+)$`, a.failures.namesInDoubt, "expects the ended run's inDoubt to be exactly EffectInDoubtError, the tool and the Idempotency-Key the tool server saw on that call of it (spec/http.md, Runs: A call in doubt)"},
+		{`^(\w[\w' ]*?) starts a run with:$`, a.runs.startsRun, "starts a run as who with the doc string's options and expects 201 and a running or ended run"},
+		{`^(\w[\w' ]*?) starts the same run again$`, a.runs.startsSameRunAgain, "sends the last run's start again as who and expects 200 and the same run id"},
+		{`^(\w[\w' ]*?) starting a run with (\{.*\}) is refused naming "([\w.]+)"$`, a.runs.runRefused, "starts a run as who with the options and expects exactly 400 {\"error\":\"bad request\",\"detail\":field}"},
+		{`^the run ends (running|completed|failed|aborted|canceled)$`, a.runs.runEnds, "waits until the run is no longer running and expects the status (the whole run is kept)"},
+		{`^the run's output is "((?:[^"\\]|\\.)*)"$`, a.runs.runOutput, "expects the ended run's output to be exactly the text"},
+		{`^the run's reason is "([\w-]+)"$`, a.runs.runReason, "expects the ended run's reason to be exactly the word"},
+		{`^the run's tool-call log is empty$`, a.runs.runLogEmpty, "expects the ended run's tool-call log to hold nothing"},
+		{`^the run was interrupted with "((?:[^"\\]|\\.)*)" after (\d+) model calls?, having completed:$`, a.runs.runInterrupted, "expects the ended run's interrupted payload: the content, the model calls and exactly the table's completed calls"},
+		{`^the run was interrupted with "((?:[^"\\]|\\.)*)" after (\d+) model calls?, having completed nothing$`, a.runs.runInterruptedNothing, "expects the ended run's interrupted payload: the content, the model calls and no completed call"},
+		{`^the run has no interrupted payload$`, a.runs.runNotInterrupted, "expects the ended run to carry no interrupted payload"},
+		{`^(\w[\w' ]*?) (aborts|cancels) the run$`, a.runs.steersRun, "aborts or cancels the run as who and expects 202"},
+		{`^(\w[\w' ]*?) gets the same 404 as for a missing run on every run route$`, a.runs.runMissingEverywhere, "asks every run route of the run as who and expects each answer to equal, byte for byte, the one a missing run gets"},
+		{`^(\w[\w' ]*?) reads the run exactly as (\w+) does$`, a.runs.readsRunAsOwner, "reads the run as who and expects the same status and body as the owner gets"},
+		{`^the run reads exactly as when it ended$`, a.runs.runReadsAsEnded, "reads the run again and expects exactly the run kept when it ended"},
+		{`^the tools ((?:"[\w-]+"(?:, | and )?)+) are in flight at once$`, a.runs.toolsInFlight, "waits until a call of each listed tool has arrived and none of them has ended"},
+		{`^(\d+) of the tools ((?:"[\w-]+"(?:, | and )?)+) are in flight at once, and no more until they are released$`, a.runs.boundedInFlight, "waits until N calls of the tools are in flight, expects no more, releases them all and expects every other call to arrive only after that"},
+		{`^the tool "([\w-]+)" was called and its request was aborted$`, a.runs.toolAborted, "waits until a call of the tool has ended and expects the system to have aborted its request"},
 	}
 }

@@ -14,31 +14,6 @@ import (
 	"github.com/loomcheck/loomcheck/spec"
 )
 
-// steps is the agent vocabulary: each pattern, the method that runs it, what it means.
-func (s *agentSteps) steps() []stepDef {
-	return []stepDef{
-		{`^(\w[\w' ]*?)'s memory held exactly, when the turn "((?:[^"\\]|\\.)*)" recalled it:$`, s.memoryHeldWhenRecalled, "expects who's memory to have held exactly the table when the turn recalled it"},
-		{`^the agent has memory$`, s.agentHasMemory, "configures the agent with the world's memory service"},
-		{`^(\w+)'s memory holds "((?:[^"\\]|\\.)*)"$`, s.memoryHolds, "puts the text into who's memory"},
-		{`^the tool "([\w-]+)" answers (.+)$`, s.toolAnswers, "scripts the tool's next answer"},
-		{`^the tool "([\w-]+)" fails with status (\d+) and says "((?:[^"\\]|\\.)*)"$`, s.toolFails, "scripts the tool's next call to fail with the status and the words"},
-		{`^the tool "([\w-]+)" waits$`, s.toolWaits, "scripts the tool's next call to wait until released"},
-		{`^the tool "([\w-]+)" is released$`, s.toolReleased, "releases every call of the tool that waits"},
-		{`^the tool "([\w-]+)" needs approval$`, s.toolNeedsApproval, "declares the tool to the system as one that needs approval"},
-		{`^the tool "([\w-]+)" has been called (\d+) times?$`, s.toolCalled, "waits until the tool has been called at least N times"},
-		{`^the tool "([\w-]+)" has been called (\d+) times? in all$`, s.toolCalledInAll, "expects the tool to have been called exactly N times over the whole scenario"},
-		{`^the tool "([\w-]+)" answered (\d+) times?$`, s.toolAnswered, "waits until N calls of the tool have ended"},
-		{`^the tool "([\w-]+)" was never called$`, s.toolNeverCalled, "expects the tool never to have been called"},
-		{`^every call to "([\w-]+)" carried the same idempotency key$`, s.sameIdempotencyKey, "expects every call of the tool to have carried one idempotency key"},
-		{`^the tool "([\w-]+)" fails with status (\d+) and says (\d+) characters of "([^"]+)"(?: and then "([^"]*)")?$`, s.toolFailsLong, "scripts the tool's next call to fail with the status and N characters of the text"},
-		{`^request (\d+) to the model holds that tool message cut to (\d+) bytes$`, s.toolMessageCut, "expects request N to the model to hold the tool message cut to N bytes"},
-		{`^request (\d+) to the model holds a tool error for "([\w-]+)"$`, s.holdsToolError, "expects request N to the model to hold a tool error for the tool"},
-		{`^every call to "([\w-]+)" carried the arguments (\{.*\})$`, s.carriedArguments, "expects every call of the tool to have carried the arguments"},
-		{`^request (\d+) to the model holds a tool result that says "((?:[^"\\]|\\.)*)"$`, s.holdsToolResult, "expects request N to the model to hold a tool result with the text"},
-		{`^request (\d+) to the model holds the tool results in the order (.+)$`, s.toolResultsInOrder, "expects request N to the model to hold the tool results in the listed order"},
-	}
-}
-
 // memoryHeldWhenRecalled expects who's memory to have held exactly the table when the turn recalled it.
 func (s *agentSteps) memoryHeldWhenRecalled(who, text string, t *godog.Table) error {
 	return s.memoryHeldAtRecall(who, unescape(text), t)
@@ -69,17 +44,6 @@ func (s *agentSteps) toolAnswers(name, raw string) error {
 		return err
 	}
 	if err := s.world.Tools().Define(name, world.Behavior{Result: v}); err != nil {
-		return harnessErr("script the tool: %v", err)
-	}
-	return nil
-}
-
-// toolFails scripts the tool's next call to fail with the status and the words.
-func (s *agentSteps) toolFails(name string, status int, msg string) error {
-	if err := s.declareTool(name); err != nil {
-		return err
-	}
-	if err := s.world.Tools().Enqueue(name, world.Behavior{Fail: &world.Failure{Status: status, Message: unescape(msg)}}); err != nil {
 		return harnessErr("script the tool: %v", err)
 	}
 	return nil
@@ -240,35 +204,6 @@ func (s *agentSteps) holdsToolError(i int, name string) error {
 	return fail(fmt.Sprintf("request %d to the model", i), strings.Join(lines, " | "), "a tool message answering the call to "+name)
 }
 
-// carriedArguments expects every call of the tool to have carried the arguments.
-func (s *agentSteps) carriedArguments(name, args string) error {
-	calls := s.world.Tools().CallsOf(name)
-	if len(calls) == 0 {
-		return fail("the tool "+name, "no calls", "calls with the arguments "+args)
-	}
-	want := canonJSON(args)
-	for i, c := range calls {
-		if got := canonJSON(string(c.Args)); got != want {
-			return fail(fmt.Sprintf("call %d to %s", i+1, name), got, want+", the arguments the model asked for")
-		}
-	}
-	return nil
-}
-
-// holdsToolResult expects request N to the model to hold a tool result with the text.
-func (s *agentSteps) holdsToolResult(i int, text string) error {
-	req, err := s.modelRequest(i)
-	if err != nil {
-		return err
-	}
-	for _, m := range req.Messages {
-		if m.Role == "tool" && containsFold(m.Content, unescape(text)) {
-			return nil
-		}
-	}
-	return fail(fmt.Sprintf("request %d to the model", i), describeMessages(req.Messages), fmt.Sprintf("a tool message saying %q", text))
-}
-
 // toolResultsInOrder expects request N to the model to hold the tool results in the listed order.
 func (s *agentSteps) toolResultsInOrder(i int, order string) error {
 	req, err := s.modelRequest(i)
@@ -379,4 +314,26 @@ func (s *scenario) toolsEnded(name string) (answered int) {
 		}
 	}
 	return answered
+}
+
+// commonAgentVocabulary lists the steps that several features share (agent).
+func commonAgentVocabulary(a areas) []stepDef {
+	return []stepDef{
+		{`^(\w[\w' ]*?)'s memory held exactly, when the turn "((?:[^"\\]|\\.)*)" recalled it:$`, a.agent.memoryHeldWhenRecalled, "expects who's memory to have held exactly the table when the turn recalled it"},
+		{`^the agent has memory$`, a.agent.agentHasMemory, "configures the agent with the world's memory service"},
+		{`^(\w+)'s memory holds "((?:[^"\\]|\\.)*)"$`, a.agent.memoryHolds, "puts the text into who's memory"},
+		{`^the tool "([\w-]+)" answers (.+)$`, a.agent.toolAnswers, "scripts the tool's next answer"},
+		{`^the tool "([\w-]+)" waits$`, a.agent.toolWaits, "scripts the tool's next call to wait until released"},
+		{`^the tool "([\w-]+)" is released$`, a.agent.toolReleased, "releases every call of the tool that waits"},
+		{`^the tool "([\w-]+)" needs approval$`, a.agent.toolNeedsApproval, "declares the tool to the system as one that needs approval"},
+		{`^the tool "([\w-]+)" has been called (\d+) times?$`, a.agent.toolCalled, "waits until the tool has been called at least N times"},
+		{`^the tool "([\w-]+)" has been called (\d+) times? in all$`, a.agent.toolCalledInAll, "expects the tool to have been called exactly N times over the whole scenario"},
+		{`^the tool "([\w-]+)" answered (\d+) times?$`, a.agent.toolAnswered, "waits until N calls of the tool have ended"},
+		{`^the tool "([\w-]+)" was never called$`, a.agent.toolNeverCalled, "expects the tool never to have been called"},
+		{`^every call to "([\w-]+)" carried the same idempotency key$`, a.agent.sameIdempotencyKey, "expects every call of the tool to have carried one idempotency key"},
+		{`^the tool "([\w-]+)" fails with status (\d+) and says (\d+) characters of "([^"]+)"(?: and then "([^"]*)")?$`, a.agent.toolFailsLong, "scripts the tool's next call to fail with the status and N characters of the text"},
+		{`^request (\d+) to the model holds that tool message cut to (\d+) bytes$`, a.agent.toolMessageCut, "expects request N to the model to hold the tool message cut to N bytes"},
+		{`^request (\d+) to the model holds a tool error for "([\w-]+)"$`, a.agent.holdsToolError, "expects request N to the model to hold a tool error for the tool"},
+		{`^request (\d+) to the model holds the tool results in the order (.+)$`, a.agent.toolResultsInOrder, "expects request N to the model to hold the tool results in the listed order"},
+	}
 }

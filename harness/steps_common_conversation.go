@@ -10,40 +10,9 @@ import (
 	"time"
 )
 
-// steps is the conversation vocabulary: each pattern, the method that runs it, what it means.
-func (s *conversationSteps) steps() []stepDef {
-	return []stepDef{
-		{`^(\w[\w' ]*?) has started a conversation$`, s.hasStartedConversation, "makes who start a conversation (server-chosen id) and makes it the current one"},
-		{`^(\w[\w' ]*?) has started a conversation with id "([^"]*)"$`, s.hasStartedConversationID, "makes who start a conversation with a caller-chosen id, expecting success"},
-		{`^(\w[\w' ]*?) starts a conversation with id "([^"]*)"$`, s.startsConversationID, "asks to start a conversation with a caller-chosen id as who; the answer is kept"},
-		{`^(\w[\w' ]*?) has had (\d+) (?:more )?turns? answered$`, s.hasHadTurnsAnswered, "sends N messages as who and waits until each turn is answered"},
-		{`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)"$`, s.sends, "sends the text as who and expects it accepted"},
-		{`^(\w[\w' ]*?) tries to send "((?:[^"\\]|\\.)*)"$`, s.triesToSend, "sends the text as who and keeps the answer, whatever it is"},
-		{`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)"(?: again)? with message id "([^"]*)"$`, s.sendsWithMessageID, "sends the text as who under the given message id and expects it accepted"},
-		{`^(\w[\w' ]*?) sends a message of (\d+) characters$`, s.sendsMessageOfSize, "sends a message of N characters as who and expects it accepted"},
-		{`^(\w[\w' ]*?) sends an empty message$`, s.sendsEmptyMessage, "sends an empty message as who and expects it accepted"},
-		{`^(\w[\w' ]*?) closes the conversation$`, s.closesConversation, "closes the current conversation as who; the answer is kept"},
-		{`^the answer is (\d+)(?: with error "([^"]*)")?$`, s.answerIs, "expects the last answer's status and, when named, its error code"},
-		{`^conversations "([^"]*)" and "([^"]*)" have distinct ids the status repeats$`, s.distinctIDsStatusRepeats, "expects two conversations to have distinct ids and a status read twice to repeat"},
-		{`^the second send was not delivered$`, s.secondSendNotDelivered, "expects the second of two sends with one message id not to have made a turn"},
-		{`^turn (\d+) is answered "((?:[^"\\]|\\.)*)"$`, s.turnIsAnswered, "waits until turn N has a reply and expects its whole text"},
-		{`^turn (\d+) is interrupted(?: with partial "((?:[^"\\]|\\.)*)")?$`, s.turnIsInterrupted, "waits until turn N is interrupted and expects its partial text, if named"},
-		{`^turn (\d+) fails with reason "([^"]*)"$`, s.turnFailsWithReason, "waits until turn N failed and expects its reason"},
-		{`^the status says the conversation is "(\w+)" after (\d+) turns?(?: in generation (\d+) or later)?$`, s.statusSaysAfterTurns, "expects the status's state and turn count, and a generation at least the one named"},
-		{`^(\w[\w' ]*?) sends (\d+) messages?, each accepted$`, s.sendsMessagesEachAccepted, "sends N messages as who, each expected accepted"},
-		{`^turn (\d+) has a reply$`, s.turnHasReply, "waits until turn N has a reply, whatever its text"},
-		{`^(\w[\w' ]*?) has started a conversation "([^"]*)"$`, s.hasStartedNamed, "makes who start a conversation filed under the name"},
-	}
-}
-
 // hasStartedConversation makes who start a conversation (server-chosen id) and makes it the current one.
 func (s *conversationSteps) hasStartedConversation(who string) error {
 	return s.mustStart(who, "", nil)
-}
-
-// hasStartedConversationID makes who start a conversation with a caller-chosen id, expecting success.
-func (s *conversationSteps) hasStartedConversationID(who, id string) error {
-	return s.mustStart(who, id, nil)
 }
 
 // startsConversationID asks to start a conversation with a caller-chosen id as who; the answer is kept.
@@ -130,38 +99,6 @@ func (s *conversationSteps) answerIs(code int, errCode string) error {
 		}
 		if e.Error != errCode {
 			return fail(s.last.op, fmt.Sprintf("error %q", e.Error), fmt.Sprintf("error %q", errCode))
-		}
-	}
-	return nil
-}
-
-// distinctIDsStatusRepeats expects two conversations to have distinct ids and a status read twice to repeat.
-func (s *conversationSteps) distinctIDsStatusRepeats(a, b string) error {
-	ca, err := s.conv(a)
-	if err != nil {
-		return err
-	}
-	cb, err := s.conv(b)
-	if err != nil {
-		return err
-	}
-	if ca.id == "" || ca.id == cb.id {
-		return fail("POST /conversations (twice, without an id)", fmt.Sprintf("ids %q and %q", ca.id, cb.id), "two distinct, non-empty ids")
-	}
-	for _, c := range []*conv{ca, cb} {
-		r, err := s.cl.do(s.ctx, c.owner, http.MethodGet, "/conversations/"+url.PathEscape(c.id), nil, reqOpts{})
-		if err != nil {
-			return err
-		}
-		var st status
-		if r.status != http.StatusOK {
-			return fail(r.op, fmt.Sprint(r.status), "200 and the status of the conversation just started")
-		}
-		if err := r.json(&st); err != nil {
-			return err
-		}
-		if st.ID != c.id {
-			return fail(r.op, fmt.Sprintf("id %q", st.ID), fmt.Sprintf("id %q, as the start answered", c.id))
 		}
 	}
 	return nil
@@ -275,12 +212,6 @@ func (s *conversationSteps) sendsMessagesEachAccepted(who string, n int) error {
 		}
 	}
 	return nil
-}
-
-// turnHasReply waits until turn N has a reply, whatever its text.
-func (s *conversationSteps) turnHasReply(turn int64) error {
-	_, err := s.waitReply(turn)
-	return err
 }
 
 // hasStartedNamed makes who start a conversation filed under the name.
@@ -630,4 +561,27 @@ func statusOf(r *response) int {
 		return 0
 	}
 	return r.status
+}
+
+// commonConversationVocabulary lists the steps that several features share (conversation).
+func commonConversationVocabulary(a areas) []stepDef {
+	return []stepDef{
+		{`^(\w[\w' ]*?) has started a conversation$`, a.conversation.hasStartedConversation, "makes who start a conversation (server-chosen id) and makes it the current one"},
+		{`^(\w[\w' ]*?) starts a conversation with id "([^"]*)"$`, a.conversation.startsConversationID, "asks to start a conversation with a caller-chosen id as who; the answer is kept"},
+		{`^(\w[\w' ]*?) has had (\d+) (?:more )?turns? answered$`, a.conversation.hasHadTurnsAnswered, "sends N messages as who and waits until each turn is answered"},
+		{`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)"$`, a.conversation.sends, "sends the text as who and expects it accepted"},
+		{`^(\w[\w' ]*?) tries to send "((?:[^"\\]|\\.)*)"$`, a.conversation.triesToSend, "sends the text as who and keeps the answer, whatever it is"},
+		{`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)"(?: again)? with message id "([^"]*)"$`, a.conversation.sendsWithMessageID, "sends the text as who under the given message id and expects it accepted"},
+		{`^(\w[\w' ]*?) sends a message of (\d+) characters$`, a.conversation.sendsMessageOfSize, "sends a message of N characters as who and expects it accepted"},
+		{`^(\w[\w' ]*?) sends an empty message$`, a.conversation.sendsEmptyMessage, "sends an empty message as who and expects it accepted"},
+		{`^(\w[\w' ]*?) closes the conversation$`, a.conversation.closesConversation, "closes the current conversation as who; the answer is kept"},
+		{`^the answer is (\d+)(?: with error "([^"]*)")?$`, a.conversation.answerIs, "expects the last answer's status and, when named, its error code"},
+		{`^the second send was not delivered$`, a.conversation.secondSendNotDelivered, "expects the second of two sends with one message id not to have made a turn"},
+		{`^turn (\d+) is answered "((?:[^"\\]|\\.)*)"$`, a.conversation.turnIsAnswered, "waits until turn N has a reply and expects its whole text"},
+		{`^turn (\d+) is interrupted(?: with partial "((?:[^"\\]|\\.)*)")?$`, a.conversation.turnIsInterrupted, "waits until turn N is interrupted and expects its partial text, if named"},
+		{`^turn (\d+) fails with reason "([^"]*)"$`, a.conversation.turnFailsWithReason, "waits until turn N failed and expects its reason"},
+		{`^the status says the conversation is "(\w+)" after (\d+) turns?(?: in generation (\d+) or later)?$`, a.conversation.statusSaysAfterTurns, "expects the status's state and turn count, and a generation at least the one named"},
+		{`^(\w[\w' ]*?) sends (\d+) messages?, each accepted$`, a.conversation.sendsMessagesEachAccepted, "sends N messages as who, each expected accepted"},
+		{`^(\w[\w' ]*?) has started a conversation "([^"]*)"$`, a.conversation.hasStartedNamed, "makes who start a conversation filed under the name"},
+	}
 }

@@ -14,43 +14,6 @@ import (
 	"github.com/loomcheck/loomcheck/harness/world"
 )
 
-// steps is the model vocabulary: each pattern, the method that runs it, what it means.
-func (s *modelSteps) steps() []stepDef {
-	return []stepDef{
-		{`^the model has streamed its first words$`, s.modelStreamedFirstWords, "waits until the model has streamed the first words of its held answer"},
-		{`^the model streams (\d+) pieces of (\d+) characters$`, s.modelStreamsPieces, "scripts the model to stream N pieces of N characters"},
-		{`^the model has finished answering (\d+) times?$`, s.modelFinishedAnswering, "waits until the model has finished answering N times"},
-		{`^the model replies "((?:[^"\\]|\\.)*)"$`, s.modelReplies, "scripts the model's next answer with the text"},
-		{`^the model replies "((?:[^"\\]|\\.)*)" to "((?:[^"\\]|\\.)*)"$`, s.modelRepliesTo, "scripts the model to answer the text when the user says the other text"},
-		{`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+)$`, s.modelStreams, "scripts the model's next answer as the listed deltas"},
-		{`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) with (.+)$`, s.modelStreamsWith, "scripts the model's next answer as the listed deltas with the given finish"},
-		{`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) and waits$`, s.modelStreamsAndWaits, "scripts the model to stream the deltas, then wait until released"},
-		{`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) to "((?:[^"\\]|\\.)*)" and waits$`, s.modelStreamsToAndWaits, "scripts the model to stream the deltas when the user says the text, then wait until released"},
-		{`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) to "((?:[^"\\]|\\.)*)" and waits, then streams "((?:[^"\\]|\\.)*)"$`, s.modelStreamsWaitsThenStreams, "scripts the model to stream the deltas to the text, wait, then stream more once released"},
-		{`^the model is released$`, s.modelReleased, "releases every answer of the model that waits"},
-		{`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) then fails with status (\d+)$`, s.modelStreamsThenFails, "scripts the model's next answer to stream the deltas, then fail with the status"},
-		{`^the model fails every call about "((?:[^"\\]|\\.)*)" with status (\d+)(?: and says "((?:[^"\\]|\\.)*)")?$`, s.modelFailsEvery, "scripts every call whose last user message holds the text, however often a system makes it, to fail with the status and, if named, the words"},
-		{`^the model calls "([\w-]+)" with (\{.*\})$`, s.modelCalls, "scripts the model's next answer as one call of the tool with the arguments"},
-		{`^the model calls "([\w-]+)" (\d+) times in a row$`, s.modelCallsInARow, "scripts the model's next N answers as calls of the tool"},
-		{`^the model calls at once:$`, s.modelCallsAtOnce, "scripts the model's next answer as the table's tool calls, all at once"},
-		{`^the model has been asked (\d+) times?$`, s.modelAsked, "waits until the model has been asked at least N times"},
-		{`^the model has been asked (\d+) times? in all$`, s.modelAskedInAll, "expects the model to have been asked exactly N times over the whole scenario"},
-		{`^every request to the model for "((?:[^"\\]|\\.)*)" holds the messages:$`, s.requestsForHoldMessages, "expects the requests to the model whose last user message is the text (at least one) each to hold exactly the messages of the table"},
-		{`^request (\d+) to the model holds the messages:$`, s.requestHoldsMessages, "expects request N to the model to hold exactly the messages of the table"},
-		{`^request (\d+) to the model holds the same messages as request (\d+)$`, s.requestHoldsSameAs, "expects request N to the model to hold the same messages as an earlier one"},
-		{`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) and waits, then keeps streaming "((?:[^"\\]|\\.)*)" whatever happens$`, s.modelKeepsStreaming, "scripts the model to stream, wait, then keep streaming whatever the system does"},
-		{`^the system hung up on request (\d+) to the model$`, s.systemHungUp, "expects the system to have hung up on request N to the model"},
-		{`^the model waits before answering$`, s.modelWaits, "scripts the model's next answer to wait until released"},
-		{`^the model replies "((?:[^"\\]|\\.)*)" after a release$`, s.modelRepliesAfterRelease, "scripts the model's next answer with the text, once released"},
-		{`^the model replies "((?:[^"\\]|\\.)*)" to "((?:[^"\\]|\\.)*)" after a release$`, s.modelRepliesToAfterRelease, "scripts the model to answer the text, once released, when the user says the other text (nothing streams before the release)"},
-		{`^the last user message of request (\d+) to the model quotes "((?:[^"\\]|\\.)*)" and says "((?:[^"\\]|\\.)*)"$`, s.lastUserMessageQuotes, "expects the last user message of request N to the model to quote the text and say the other"},
-		{`^the last user message of request (\d+) to the model quotes (\d+) characters of turn (\d+) and says "((?:[^"\\]|\\.)*)"$`, s.lastUserMessageQuotesTurn, "expects the last user message of request N to quote N characters of turn N and say the text"},
-		{`^no message of any request to the model holds "((?:[^"\\]|\\.)*)"$`, s.noRequestHolds, "expects no message of any request to the model to hold the text"},
-		{`^some message of a request to the model holds "((?:[^"\\]|\\.)*)"$`, s.someRequestHolds, "expects some message of a request to the model to hold the text"},
-		{`^the request to the model for "((?:[^"\\]|\\.)*)" holds no earlier turns$`, s.requestForHoldsNoEarlier, "expects the request to the model for the text to hold no earlier turn"},
-	}
-}
-
 // modelStreamedFirstWords waits until the model has streamed the first words of its held answer.
 func (s *modelSteps) modelStreamedFirstWords() error {
 	if len(s.holds) == 0 {
@@ -74,29 +37,6 @@ func (s *modelSteps) modelStreamedFirstWords() error {
 	}
 }
 
-// modelStreamsPieces scripts the model to stream N pieces of N characters.
-func (s *modelSteps) modelStreamsPieces(n, size int) error {
-	s.slowPieces, s.slowPiece = n, size
-	chunks := make([]string, n)
-	piece := strings.Repeat("w", size-1) + " "
-	for i := range chunks {
-		chunks[i] = piece
-	}
-	return s.enqueue(world.Reply{Chunks: chunks})
-}
-
-// modelFinishedAnswering waits until the model has finished answering N times.
-func (s *modelSteps) modelFinishedAnswering(n int) error {
-	ctx, cancel := s.wait()
-	defer cancel()
-	for i := range n {
-		if _, err := s.world.Model().WaitDone(ctx, i); err != nil {
-			return fail("the model", "an answer still being written", fmt.Sprintf("%d answers finished", n))
-		}
-	}
-	return nil
-}
-
 // modelReplies scripts the model's next answer with the text.
 func (s *modelSteps) modelReplies(text string) error {
 	return s.enqueue(world.Reply{Text: unescape(text)})
@@ -113,26 +53,6 @@ func (s *modelSteps) modelRepliesTo(text, match string) error {
 // modelStreams scripts the model's next answer as the listed deltas.
 func (s *modelSteps) modelStreams(parts string) error {
 	return s.enqueue(world.Reply{Chunks: quoted(parts)})
-}
-
-// modelStreamsWith scripts the model's next answer as the listed deltas with the given finish.
-func (s *modelSteps) modelStreamsWith(parts, form string) error {
-	r := world.Reply{Chunks: quoted(parts)}
-	switch form {
-	case "a keep-alive comment before every event":
-		r.KeepAlive = true
-	case "every event's data spread over several lines":
-		r.MultiLine = true
-	case "a usage-only chunk before the end":
-		r.UsageChunk = true
-	case "a plain JSON answer instead of a stream":
-		r.Plain = true
-	case "every stream form at once":
-		r.KeepAlive, r.MultiLine, r.UsageChunk = true, true, true
-	default:
-		return harnessErr("unknown form of a model answer %q", form)
-	}
-	return s.enqueue(r)
 }
 
 // modelStreamsAndWaits scripts the model to stream the deltas, then wait until released.
@@ -152,27 +72,12 @@ func (s *modelSteps) modelStreamsToAndWaits(parts, match string) error {
 	return nil
 }
 
-// modelStreamsWaitsThenStreams scripts the model to stream the deltas to the text, wait, then stream more once released.
-func (s *modelSteps) modelStreamsWaitsThenStreams(parts, match, more string) error {
-	h := s.world.NewHold()
-	s.holds = append(s.holds, h)
-	if err := s.world.Model().EnqueueFor(unescape(match), world.Reply{Chunks: quoted(parts), Hold: h, After: []string{unescape(more)}}); err != nil {
-		return harnessErr("script the model: %v", err)
-	}
-	return nil
-}
-
 // modelReleased releases every answer of the model that waits.
 func (s *modelSteps) modelReleased() error {
 	for _, h := range s.holds {
 		h.Release()
 	}
 	return nil
-}
-
-// modelStreamsThenFails scripts the model's next answer to stream the deltas, then fail with the status.
-func (s *modelSteps) modelStreamsThenFails(parts string, status int) error {
-	return s.enqueue(world.Reply{Chunks: quoted(parts), Fail: &world.Failure{Status: status, Message: "cut off"}})
 }
 
 // modelFailsEvery scripts every call whose last user message holds the text to fail with the
@@ -249,26 +154,6 @@ func (s *modelSteps) requestHoldsMessages(i int, t *godog.Table) error {
 	got = renderMessages(req.Messages)
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		return fail(fmt.Sprintf("request %d to the model (every message, in order)", i), "\n"+strings.Join(got, "\n"), "\n"+strings.Join(want, "\n"))
-	}
-	return nil
-}
-
-// requestsForHoldMessages expects every request to the model whose last user message is text
-// (one at least: a system may repeat a failed call, never change it) to hold exactly the messages
-// of the table.
-func (s *modelSteps) requestsForHoldMessages(text string, t *godog.Table) error {
-	n := 0
-	for _, r := range s.world.Model().Requests() {
-		if lastUser(r.Messages) != unescape(text) {
-			continue
-		}
-		n++
-		if err := s.requestHoldsMessages(r.Index+1, t); err != nil {
-			return err
-		}
-	}
-	if n == 0 {
-		return fail("the model", "no request for "+text, "a request for "+text)
 	}
 	return nil
 }
@@ -355,43 +240,6 @@ func (s *modelSteps) lastUserMessageQuotes(i int, quote, says string) error {
 	return nil
 }
 
-// lastUserMessageQuotesTurn expects the last user message of request N to quote N characters of turn N and say the text.
-func (s *modelSteps) lastUserMessageQuotesTurn(i, n int, t int64, says string) error {
-	quote, err := s.expandMessage(fmt.Sprintf("{turn %d}", t))
-	if err != nil {
-		return err
-	}
-	if r := []rune(quote); len(r) > n {
-		quote = string(r[:n])
-	}
-	var q strings.Builder
-	enc := json.NewEncoder(&q)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(quote)
-	want := "[This message edits the user's earlier message " + strings.TrimSuffix(q.String(), "\n") + ".]\n" + unescape(says)
-	req, err := s.modelRequest(i)
-	if err != nil {
-		return err
-	}
-	last := ""
-	for _, m := range req.Messages {
-		if m.Role == "user" {
-			last = m.Content
-		}
-	}
-	if last != want {
-		detail := firstDifference(last, want)
-		if got, ok := quotedLength(last); ok {
-			if n := lengthNote("quoted", got, utf8.RuneCountInString(quote)); n != "" {
-				detail = n + "; " + detail
-			}
-		}
-		return &Failure{Op: fmt.Sprintf("the last user message of request %d to the model", i), Got: fmt.Sprintf("%q", clip(last, 700)),
-			Want: fmt.Sprintf("%q (spec/prompt.md: the quote is at most 500 characters)", clip(want, 700)), Detail: detail}
-	}
-	return nil
-}
-
 // quotedLength counts the characters of the quote an edit's note holds ("[This message edits the
 // user's earlier message "<quote>".]"), when the message has that form.
 func quotedLength(msg string) (int, bool) {
@@ -435,25 +283,6 @@ func (s *modelSteps) someRequestHolds(text string) error {
 		}
 	}
 	return fail("the model", fmt.Sprintf("%d requests, none holding %q", len(s.world.Model().Requests()), want), "the asker's memory in the request")
-}
-
-// requestForHoldsNoEarlier expects the request to the model for the text to hold no earlier turn.
-func (s *modelSteps) requestForHoldsNoEarlier(text string) error {
-	for _, r := range s.world.Model().Requests() {
-		var users []string
-		for _, m := range r.Messages {
-			if m.Role == "user" {
-				users = append(users, m.Content)
-			}
-		}
-		if len(users) > 0 && users[len(users)-1] == unescape(text) {
-			if len(users) > 1 {
-				return fail(fmt.Sprintf("request %d to the model", r.Index+1), fmt.Sprintf("%d earlier user messages: %v", len(users)-1, users[:len(users)-1]), "none: the asker is cleared for none of them")
-			}
-			return nil
-		}
-	}
-	return fail("the model", "no request for "+text, "a request for "+text)
 }
 
 var quotedRE = regexp.MustCompile(`"((?:[^"\\]|\\.)*)"`)
@@ -608,4 +437,33 @@ func describeMessages(msgs []world.Message) string {
 		parts = append(parts, m.Role+": "+clip(m.Content, 80))
 	}
 	return strings.Join(parts, " | ")
+}
+
+// commonModelVocabulary lists the steps that several features share (model).
+func commonModelVocabulary(a areas) []stepDef {
+	return []stepDef{
+		{`^the model has streamed its first words$`, a.model.modelStreamedFirstWords, "waits until the model has streamed the first words of its held answer"},
+		{`^the model replies "((?:[^"\\]|\\.)*)"$`, a.model.modelReplies, "scripts the model's next answer with the text"},
+		{`^the model replies "((?:[^"\\]|\\.)*)" to "((?:[^"\\]|\\.)*)"$`, a.model.modelRepliesTo, "scripts the model to answer the text when the user says the other text"},
+		{`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+)$`, a.model.modelStreams, "scripts the model's next answer as the listed deltas"},
+		{`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) and waits$`, a.model.modelStreamsAndWaits, "scripts the model to stream the deltas, then wait until released"},
+		{`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) to "((?:[^"\\]|\\.)*)" and waits$`, a.model.modelStreamsToAndWaits, "scripts the model to stream the deltas when the user says the text, then wait until released"},
+		{`^the model is released$`, a.model.modelReleased, "releases every answer of the model that waits"},
+		{`^the model fails every call about "((?:[^"\\]|\\.)*)" with status (\d+)(?: and says "((?:[^"\\]|\\.)*)")?$`, a.model.modelFailsEvery, "scripts every call whose last user message holds the text, however often a system makes it, to fail with the status and, if named, the words"},
+		{`^the model calls "([\w-]+)" with (\{.*\})$`, a.model.modelCalls, "scripts the model's next answer as one call of the tool with the arguments"},
+		{`^the model calls "([\w-]+)" (\d+) times in a row$`, a.model.modelCallsInARow, "scripts the model's next N answers as calls of the tool"},
+		{`^the model calls at once:$`, a.model.modelCallsAtOnce, "scripts the model's next answer as the table's tool calls, all at once"},
+		{`^the model has been asked (\d+) times?$`, a.model.modelAsked, "waits until the model has been asked at least N times"},
+		{`^the model has been asked (\d+) times? in all$`, a.model.modelAskedInAll, "expects the model to have been asked exactly N times over the whole scenario"},
+		{`^request (\d+) to the model holds the messages:$`, a.model.requestHoldsMessages, "expects request N to the model to hold exactly the messages of the table"},
+		{`^request (\d+) to the model holds the same messages as request (\d+)$`, a.model.requestHoldsSameAs, "expects request N to the model to hold the same messages as an earlier one"},
+		{`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) and waits, then keeps streaming "((?:[^"\\]|\\.)*)" whatever happens$`, a.model.modelKeepsStreaming, "scripts the model to stream, wait, then keep streaming whatever the system does"},
+		{`^the system hung up on request (\d+) to the model$`, a.model.systemHungUp, "expects the system to have hung up on request N to the model"},
+		{`^the model waits before answering$`, a.model.modelWaits, "scripts the model's next answer to wait until released"},
+		{`^the model replies "((?:[^"\\]|\\.)*)" after a release$`, a.model.modelRepliesAfterRelease, "scripts the model's next answer with the text, once released"},
+		{`^the model replies "((?:[^"\\]|\\.)*)" to "((?:[^"\\]|\\.)*)" after a release$`, a.model.modelRepliesToAfterRelease, "scripts the model to answer the text, once released, when the user says the other text (nothing streams before the release)"},
+		{`^the last user message of request (\d+) to the model quotes "((?:[^"\\]|\\.)*)" and says "((?:[^"\\]|\\.)*)"$`, a.model.lastUserMessageQuotes, "expects the last user message of request N to the model to quote the text and say the other"},
+		{`^no message of any request to the model holds "((?:[^"\\]|\\.)*)"$`, a.model.noRequestHolds, "expects no message of any request to the model to hold the text"},
+		{`^some message of a request to the model holds "((?:[^"\\]|\\.)*)"$`, a.model.someRequestHolds, "expects some message of a request to the model to hold the text"},
+	}
 }

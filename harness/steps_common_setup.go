@@ -3,7 +3,6 @@ package harness
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -12,18 +11,6 @@ import (
 
 	"github.com/loomcheck/loomcheck/spec"
 )
-
-// steps is the setup vocabulary: each pattern, the method that runs it, what it means.
-func (s *setupSteps) steps() []stepDef {
-	return []stepDef{
-		{`^the system refuses to start$`, s.refusesToStart, "expects the system to refuse to start with its configuration"},
-		{`^barge-in is (on|off)$`, s.bargeIn, "turns barge-in on or off in the configuration"},
-		{`^the conversation rotates every (\d+) turns?$`, s.rotatesEvery, "configures the conversation to rotate its generation every N turns"},
-		{`^the system takes caller-chosen conversation ids$`, s.chosenIDs, "requires the chosen-id extension: the scenario is not applicable to a system that does not claim it"},
-		{`^the setting "([^"]+)" is (.+)$`, s.setSetting, "sets one configuration setting, named by its JSON path (spec/config.go), to a JSON value"},
-		{`^the settings are:$`, s.settingsAre, "sets every configuration setting of the table"},
-	}
-}
 
 // refusesToStart expects the system to refuse to start with its configuration.
 func (s *setupSteps) refusesToStart() error {
@@ -74,14 +61,6 @@ func (s *setupSteps) bargeIn(v string) error {
 // rotatesEvery configures the conversation to rotate its generation every N turns.
 func (s *setupSteps) rotatesEvery(n int) error {
 	return s.configure(func(c *spec.SUTConfig) { c.Conversation.RotateEveryTurns = n })
-}
-
-// chosenIDs requires the chosen-id extension: the scenario is not applicable to a system that does not claim it.
-func (s *setupSteps) chosenIDs() error {
-	if !s.run.extensions["chosen-id"] {
-		return &HarnessError{Err: fmt.Errorf("%w: the system does not claim the chosen-id extension (discovery)", ErrNotApplicable)}
-	}
-	return nil
 }
 
 // settingsAre sets every configuration setting of the table.
@@ -148,4 +127,15 @@ func atoi(s string) (int, error) {
 		return 0, harnessErr("%q is not a number", s)
 	}
 	return n, nil
+}
+
+// commonSetupVocabulary lists the steps that several features share (setup).
+func commonSetupVocabulary(a areas) []stepDef {
+	return []stepDef{
+		{`^the system refuses to start$`, a.setup.refusesToStart, "expects the system to refuse to start with its configuration"},
+		{`^barge-in is (on|off)$`, a.setup.bargeIn, "turns barge-in on or off in the configuration"},
+		{`^the conversation rotates every (\d+) turns?$`, a.setup.rotatesEvery, "configures the conversation to rotate its generation every N turns"},
+		{`^the setting "([^"]+)" is (.+)$`, a.setup.setSetting, "sets one configuration setting, named by its JSON path (spec/config.go), to a JSON value"},
+		{`^the settings are:$`, a.setup.settingsAre, "sets every configuration setting of the table"},
+	}
 }

@@ -1,18 +1,11 @@
 package harness
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
-	"reflect"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/cucumber/godog"
@@ -20,35 +13,6 @@ import (
 	"github.com/loomcheck/loomcheck/harness/resume"
 	"github.com/loomcheck/loomcheck/harness/world"
 )
-
-// steps is the session stream vocabulary (profile stream): each pattern, the method that runs
-// it, what it means.
-func (s *streamSteps) steps() []stepDef {
-	return []stepDef{
-		{`^(\w[\w' ]*?) opens the session stream(?: of conversation "([^"]*)")?(?: from (\d+))?(?: on device "([^"]*)")?$`, s.opens, "asks for a ticket as who (the current conversation, or the named one; from 0 unless named) and expects 200 with a well-formed answer, kept"},
-		{`^(\w[\w' ]*?) fills the session's log with (\d+) terminal lines$`, s.fillLog, "records N terminal lines \"line 1\" .. \"line N\" as who in the current conversation's session, a few requests at a time, each expected 202 {logged: true, cur}; the N cursors must have no gap, and rise for each sender"},
-		{`^the ticket is (\d+) ms old$`, s.ticketAged, "waits until the last ticket is at least N ms old, counted from the arrival of its open's answer"},
-		{`^the open answer says the ticket is good for (\d+) seconds$`, s.openAnswerGoodFor, "expects the last open's expiresIn to be exactly N"},
-		{`^the open answer says head (\d+) and floor (\d+)$`, s.openAnswerSays, "expects the last open's head and floor to be exactly the numbers"},
-		{`^(\w[\w' ]*?) opening the session stream gets the same 404 as for a missing session$`, s.openRefusedAsMissing, "opens the current conversation's stream as who and expects 404, byte for byte the answer an id nothing holds gets"},
-		{`^(\w[\w' ]*?) presents the ticket over (WebSocket|SSE)(?: on device "([^"]*)")?(?: for conversation "([^"]*)")? and is served$`, s.presentsServed, "presents the last ticket as who (on the device, for the conversation, when named) and expects the stream served"},
-		{`^(\w[\w' ]*?) presents (the ticket|a ticket never made) over (WebSocket|SSE)(?: on device "([^"]*)")?(?: for conversation "([^"]*)")? and is refused as "(\w+)"$`, s.presentsRefused, "presents the last ticket (or a made-up one) as who and expects exactly 401 {\"error\":\"ticket refused\",\"reason\":R}"},
-		{`^(\w[\w' ]*?) follows the session stream over (WebSocket|SSE)( with tickets)?(?: on device "([^"]*)")?$`, s.follows, "reads the current conversation's stream as who through the kit's resumable reader from cursor 0, reconnecting from its cursor whenever a connection ends (SSE: Last-Event-ID, or a ticket each time)"},
-		{`^(\w[\w' ]*?) reads the session stream over (WebSocket|SSE) from (\d+)(?: holding cursor (\d+))?$`, s.readsFrom, "reads the stream as who over one connection asking from the cursor, with the reader holding the other cursor (the same unless named)"},
-		{`^` + readerPat + ` reaches cursor (\d+)$`, s.reaches, "waits until the reader's cursor is at least N"},
-		{`^` + readerPat + ` got exactly these frames:$`, s.gotExactly, "waits for as many frames as the table has rows and expects the frames the reader delivered (trimmed where it trimmed them) and the control frames but heartbeats to be exactly the table (cur, span, type, message, text)"},
-		{`^` + readerPat + ` received exactly these frames:$`, s.receivedExactly, "waits for as many frames as the table has rows and expects every frame received but heartbeats, as sent, with the reader's verdict, to be exactly the table"},
-		{`^` + readerPat + ` saw no gap and no repeat(?: over (more than one|one) connections?)?$`, s.noGapNoRepeat, "expects the reader to have met no frame after a gap and no repeated frame (and, when named, the number of connections it made)"},
-		{`^` + readerPat + ` folds the reply to turn (\d+) to "((?:[^"\\]|\\.)*)"$`, s.folds, "waits for turn N's text-done and expects both the folded deltas and the text-done's text to be exactly the text"},
-		{`^every frame ` + readerPat + ` received has the frame's shape, with cursors gapless from 1$`, s.shapes, "expects every frame received to have v 1, an id, the session, a type session.<kind> of a known kind, an RFC 3339 UTC time, cursor 0 exactly for control frames, one id per cursor, and the delivered cursors to run 1, 2, 3 ..."},
-		{`^` + readerPat + ` gets heartbeats every (\d+) ms while idle, each with cursor 0$`, s.heartbeats, "waits for the heartbeats of at least 3 intervals (more for a short interval) after the last logged frame and expects each with cursor 0, the first at most the interval plus 400 ms after that frame, all of them on a schedule of one per interval with each arriving up to 400 ms late, the reader's cursor unmoved"},
-		{`^` + readerPat + ` and ` + readerPat + ` received the same frames$`, s.sameFrames, "expects the two readers to have received the same frames but heartbeats, member for member, in the same order"},
-		{`^` + readerPat + ` stops$`, s.stops, "closes the reader's connection and stops it"},
-		{`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) to "((?:[^"\\]|\\.)*)" one piece at a time$`, s.modelPaced, "scripts the model to answer the text with the deltas, waiting after each one (the last included) until the scenario lets it go on"},
-		{`^the model goes on after piece (\d+)$`, s.modelGoesOn, "lets the paced answer go on after its piece N (after the last: to its end)"},
-		{`^the model goes on after every piece, one every (\d+) ms$`, s.modelGoesOnEvery, "lets the newest paced answer go on after each of its pieces in turn, each the interval after the piece reached its hold, while the scenario goes on"},
-	}
-}
 
 func readerKey(who, transport string) string { return who + " " + transport }
 
@@ -87,20 +51,6 @@ func (s *streamSteps) opens(who, name, from, device string) error {
 	return nil
 }
 
-// ticketAged waits until the last ticket is at least ms old (counted from its answer's arrival,
-// after the ticket was made).
-func (s *streamSteps) ticketAged(ms int) error {
-	if s.opened == nil {
-		return harnessErr("no ticket was opened before this step")
-	}
-	select {
-	case <-time.After(time.Until(s.openedAt.Add(time.Duration(ms) * time.Millisecond))):
-		return nil
-	case <-s.ctx.Done():
-		return s.ctx.Err()
-	}
-}
-
 // openAnswerSays expects the last open's head and floor.
 func (s *streamSteps) openAnswerSays(head, floor int64) error {
 	if s.opened == nil {
@@ -108,46 +58,6 @@ func (s *streamSteps) openAnswerSays(head, floor int64) error {
 	}
 	if s.opened.Head != head || s.opened.Floor != floor {
 		return fail("POST "+streamOpenPath(s.opened.Session), fmt.Sprintf("head %d, floor %d", s.opened.Head, s.opened.Floor), fmt.Sprintf("head %d, floor %d", head, floor))
-	}
-	return nil
-}
-
-// openAnswerGoodFor expects the last open's ticket to be good for exactly secs seconds.
-func (s *streamSteps) openAnswerGoodFor(secs int64) error {
-	if s.opened == nil {
-		return harnessErr("no open was answered in this scenario")
-	}
-	if s.opened.ExpiresIn != secs {
-		return fail("POST "+streamOpenPath(s.opened.Session), fmt.Sprintf("expiresIn %d", s.opened.ExpiresIn), fmt.Sprintf("expiresIn %d", secs))
-	}
-	return nil
-}
-
-// openRefusedAsMissing expects who's open of the current conversation to answer exactly as an
-// open of an id nothing holds.
-func (s *streamSteps) openRefusedAsMissing(who string) error {
-	if err := s.sut(); err != nil {
-		return err
-	}
-	c, err := s.conv("")
-	if err != nil {
-		return err
-	}
-	missing, _, err := s.openSession(s.ctx, who, "no-such-session-"+s.run.runID, 0, "")
-	if err != nil {
-		return err
-	}
-	got, _, err := s.openSession(s.ctx, who, c.id, 0, "")
-	s.last = got
-	if err != nil {
-		return err
-	}
-	if missing.status != http.StatusNotFound {
-		return fail(missing.op, fmt.Sprintf("%d %s", missing.status, clip(string(missing.body), 200)), "404 for a session nothing holds")
-	}
-	if got.status != missing.status || !bytes.Equal(got.body, missing.body) {
-		return fail(got.op, fmt.Sprintf("%d %s", got.status, clip(string(got.body), 200)),
-			fmt.Sprintf("exactly the missing session's answer: %d %s", missing.status, clip(string(missing.body), 200)))
 	}
 	return nil
 }
@@ -237,34 +147,6 @@ func (s *streamSteps) ticketMs() int64 {
 		return ms
 	}
 	return 15000
-}
-
-// presentsRefused presents the last (or a made-up) ticket and expects exactly the refusal.
-func (s *streamSteps) presentsRefused(who, which, transport, device, name, reason string) error {
-	tk := "never-made-" + s.run.runID
-	if which == "the ticket" {
-		var err error
-		if tk, err = s.lastTicket(); err != nil {
-			return err
-		}
-	}
-	op := "GET /sessions/{id}/stream (" + transport + ") with " + which
-	want := fmt.Sprintf(`401 {"error":"ticket refused","reason":%q}`, reason)
-	c, err := s.present(who, tk, transport, device, name)
-	if err == nil {
-		c.close()
-		return fail(op, "the stream served", want)
-	}
-	var r *refusedErr
-	if !errors.As(err, &r) {
-		return err
-	}
-	var body map[string]any
-	_ = json.Unmarshal(r.body, &body)
-	if r.status != http.StatusUnauthorized || !reflect.DeepEqual(body, map[string]any{"error": "ticket refused", "reason": reason}) {
-		return fail(op, r.Error(), want)
-	}
-	return nil
 }
 
 // follows starts a resumable reader of the current conversation's stream from cursor 0.
@@ -421,45 +303,6 @@ func (s *streamSteps) gotExactly(who, transport string, t *godog.Table) error {
 	return fw.sutErr
 }
 
-// receivedExactly expects the frames received (but heartbeats), with their verdicts, to be
-// exactly the table.
-func (s *streamSteps) receivedExactly(who, transport string, t *godog.Table) error {
-	f, err := s.reader(who, transport)
-	if err != nil {
-		return err
-	}
-	n := len(t.Rows) - 1
-	count := func(fw followed) int {
-		k := 0
-		for _, r := range fw.raw {
-			if r.kind() != "heartbeat" {
-				k++
-			}
-		}
-		return k
-	}
-	ctx, cancel := s.wait()
-	defer cancel()
-	if _, err := f.waitFor(ctx, fmt.Sprintf("%d frames received", n), func(fw followed) bool { return count(fw) >= n }); err != nil {
-		return err
-	}
-	time.Sleep(settle)
-	fw := f.snapshot()
-	if fw.kitErr != nil {
-		return fw.kitErr
-	}
-	var rows []map[string]string
-	for i, r := range fw.raw {
-		if r.kind() != "heartbeat" {
-			rows = append(rows, frameCells(r, &fw.verdicts[i]))
-		}
-	}
-	if err := compareTable(who+"'s "+transport+" reader received", t, rows); err != nil {
-		return err
-	}
-	return fw.sutErr
-}
-
 // noGapNoRepeat expects no problem, and the number of connections when named.
 func (s *streamSteps) noGapNoRepeat(who, transport, conns string) error {
 	f, err := s.reader(who, transport)
@@ -532,30 +375,6 @@ func (s *streamSteps) modelPaced(parts, match string) error {
 type pacedAnswer struct {
 	holds    []*world.Hold
 	released []bool
-}
-
-// modelGoesOnEvery releases the newest paced answer's holds one by one in the background, each
-// the interval after its piece was sent.
-func (s *streamSteps) modelGoesOnEvery(ms int) error {
-	if len(s.paced) == 0 {
-		return harnessErr("no paced answer was scripted")
-	}
-	a := s.paced[len(s.paced)-1]
-	ctx := s.ctx
-	go func() {
-		for _, h := range a.holds {
-			if h.WaitReached(ctx) != nil {
-				return
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Duration(ms) * time.Millisecond):
-			}
-			h.Release()
-		}
-	}()
-	return nil
 }
 
 // modelGoesOn waits until a paced answer waits after its piece n and lets it go on (every
@@ -657,81 +476,6 @@ func (s *streamSteps) shapes(who, transport string) error {
 	return fw.sutErr
 }
 
-// heartbeats waits for the heartbeats of heartbeatIntervals(interval) intervals after the last
-// logged frame and judges them with judgeHeartbeats.
-func (s *streamSteps) heartbeats(who, transport string, ms int) error {
-	f, err := s.reader(who, transport)
-	if err != nil {
-		return err
-	}
-	op := who + "'s " + transport + " reader, idle"
-	period := time.Duration(ms) * time.Millisecond
-	if period <= 0 {
-		return fmt.Errorf("a heartbeat interval of %d ms", ms)
-	}
-	need := heartbeatIntervals(period) + 1
-	// idleSince is when the reader received the last frame that is not a heartbeat (zero when
-	// it received none), and beats the heartbeats it received after that.
-	idleSince := func(fw followed) (time.Time, []sframe) {
-		var lastAt time.Time
-		for _, r := range fw.raw {
-			if r.kind() != "heartbeat" {
-				lastAt = r.at
-			}
-		}
-		var out []sframe
-		for _, r := range fw.raw {
-			if r.kind() == "heartbeat" && r.at.After(lastAt) {
-				out = append(out, r)
-			}
-		}
-		return lastAt, out
-	}
-	before := f.snapshot()
-	ctx, cancel := s.wait()
-	defer cancel()
-	// silent is how long the reader has gone without a heartbeat since the stream went idle or
-	// the last heartbeat; the wait ends early once that is already too long.
-	silent := func(idle time.Time, beats []sframe) (time.Duration, string) {
-		if len(beats) > 0 {
-			return time.Since(beats[len(beats)-1].at), "the last heartbeat"
-		}
-		if idle.IsZero() {
-			return 0, ""
-		}
-		return time.Since(idle), "the last logged frame"
-	}
-	fw, err := f.waitFor(ctx, fmt.Sprintf("%d heartbeats after the last logged frame", need), func(fw followed) bool {
-		idle, beats := idleSince(fw)
-		d, _ := silent(idle, beats)
-		return len(beats) >= need || d > period+heartbeatSlack
-	})
-	if err != nil {
-		return err
-	}
-	if fw.last != before.last {
-		return fail(op, fmt.Sprintf("the reader's cursor moved from %d to %d while idle", before.last, fw.last), "the cursor unmoved by heartbeats")
-	}
-	idle, beats := idleSince(fw)
-	if len(beats) < need {
-		d, since := silent(idle, beats)
-		return fail(op, fmt.Sprintf("no heartbeat for %s after %s (%d of the %d awaited)", d.Round(time.Millisecond), since, len(beats), need),
-			fmt.Sprintf("one every %s (at most %s apart, with %s of slack for a loaded machine)", period, period+heartbeatSlack, heartbeatSlack))
-	}
-	beats = beats[:need]
-	at := make([]time.Time, len(beats))
-	for i, b := range beats {
-		if b.Cur != 0 {
-			return fail(op, fmt.Sprintf("a heartbeat with cursor %d", b.Cur), "cursor 0")
-		}
-		at[i] = b.at
-	}
-	if got, want := judgeHeartbeats(idle, at, period); got != "" {
-		return fail(op, got, want)
-	}
-	return nil
-}
-
 // heartbeatSlack is how late, at most, the kit may receive a heartbeat that a correct system
 // sent on time: the system and the kit share a machine that runs 8 scenarios at once on as few
 // as 2 cores beside other work, and there two beats a correct system sent 200 ms apart have
@@ -785,51 +529,6 @@ func judgeHeartbeats(idle time.Time, at []time.Time, period time.Duration) (got,
 	return "", ""
 }
 
-// sameFrames expects two readers to have received the same frames but heartbeats, member for
-// member.
-func (s *streamSteps) sameFrames(who1, tr1, who2, tr2 string) error {
-	a, err := s.reader(who1, tr1)
-	if err != nil {
-		return err
-	}
-	b, err := s.reader(who2, tr2)
-	if err != nil {
-		return err
-	}
-	canon := func(f *follower) ([]string, error) {
-		fw := f.snapshot()
-		if fw.kitErr != nil {
-			return nil, fw.kitErr
-		}
-		var out []string
-		for _, r := range fw.raw {
-			if r.kind() == "heartbeat" {
-				continue
-			}
-			var v any
-			_ = json.Unmarshal(r.raw, &v)
-			c, _ := json.Marshal(v)
-			out = append(out, string(c))
-		}
-		return out, nil
-	}
-	x, err := canon(a)
-	if err != nil {
-		return err
-	}
-	y, err := canon(b)
-	if err != nil {
-		return err
-	}
-	if len(x) == 0 {
-		return harnessErr("%s's %s reader received nothing to compare", who1, tr1)
-	}
-	if !slicesEqual(x, y) {
-		return fail(who2+"'s "+tr2+" reader", clip(strings.Join(y, "\n"), 3000), "the same frames as "+who1+"'s "+tr1+" reader:\n"+clip(strings.Join(x, "\n"), 3000))
-	}
-	return nil
-}
-
 // stops closes the reader.
 func (s *streamSteps) stops(who, transport string) error {
 	f, err := s.reader(who, transport)
@@ -843,85 +542,28 @@ func (s *streamSteps) stops(who, transport string) error {
 // frames is filled in a few seconds instead of one round trip after the other.
 const fillWorkers = 4
 
-// fillLog records n terminal lines as who, each a frame of the session's log: a quick way to
-// take the log past its default bound. The lines go fillWorkers at a time, each worker sending
-// one after the other. Each answer must be 202 {logged: true, cur}; a worker's cursors must rise
-// (a line answered before the next is sent comes before it in the log), and the n cursors
-// together must be n different ones with no gap between them, as they are when every answer is
-// one past the one before. Which line has which cursor is not judged: the rules the filled log
-// serves are about its head and its floor.
-func (s *streamSteps) fillLog(who string, n int) error {
-	if err := s.sut(); err != nil {
-		return err
-	}
-	c, err := s.conv("")
-	if err != nil {
-		return err
-	}
-	path := "/sessions/" + url.PathEscape(c.id) + "/terminal"
-	ctx, cancel := context.WithCancel(s.ctx)
-	defer cancel()
-	curs := make([]int64, n)
-	lines := make(chan int)
-	errs := make(chan error, fillWorkers)
-	var wg sync.WaitGroup
-	for range fillWorkers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var prev int64
-			for i := range lines {
-				r, err := s.cl.do(ctx, who, http.MethodPost, path, map[string]any{"line": "line " + strconv.Itoa(i)}, reqOpts{quiet: true})
-				if err != nil {
-					errs <- err
-					cancel()
-					return
-				}
-				var a struct {
-					Logged bool  `json:"logged"`
-					Cur    int64 `json:"cur"`
-				}
-				if r.status != http.StatusAccepted || r.json(&a) != nil || !a.Logged || a.Cur <= prev {
-					errs <- fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)),
-						fmt.Sprintf("202 {logged: true, cur} with cur past %d, the cursor of this sender's line before (line %d)", prev, i))
-					cancel()
-					return
-				}
-				prev, curs[i-1] = a.Cur, a.Cur
-			}
-		}()
-	}
-feed:
-	for i := 1; i <= n; i++ {
-		select {
-		case lines <- i:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(lines)
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return err
-	default:
-	}
-	if err := s.ctx.Err(); err != nil {
-		return harnessErr("the run was stopped: %v", err)
-	}
-	sorted := slices.Sorted(slices.Values(curs))
-	for k := 1; k < n; k++ {
-		if sorted[k] != sorted[k-1]+1 {
-			return fail("the cursors of the "+strconv.Itoa(n)+" lines", fmt.Sprintf("%d then %d", sorted[k-1], sorted[k]),
-				"n different cursors with no gap between them")
-		}
-	}
-	return nil
-}
-
 // inUTC says whether an RFC 3339 time t, parsed from text, is written in UTC: with "Z" or a zero
 // offset ("+00:00"; RFC 3339 reserves "-00:00" for a time whose offset is unknown).
 func inUTC(text string, t time.Time) bool {
 	_, off := t.Zone()
 	return off == 0 && !strings.HasSuffix(text, "-00:00")
+}
+
+// commonStreamVocabulary lists the steps that several features share (stream).
+func commonStreamVocabulary(a areas) []stepDef {
+	return []stepDef{
+		{`^(\w[\w' ]*?) opens the session stream(?: of conversation "([^"]*)")?(?: from (\d+))?(?: on device "([^"]*)")?$`, a.stream.opens, "asks for a ticket as who (the current conversation, or the named one; from 0 unless named) and expects 200 with a well-formed answer, kept"},
+		{`^the open answer says head (\d+) and floor (\d+)$`, a.stream.openAnswerSays, "expects the last open's head and floor to be exactly the numbers"},
+		{`^(\w[\w' ]*?) presents the ticket over (WebSocket|SSE)(?: on device "([^"]*)")?(?: for conversation "([^"]*)")? and is served$`, a.stream.presentsServed, "presents the last ticket as who (on the device, for the conversation, when named) and expects the stream served"},
+		{`^(\w[\w' ]*?) follows the session stream over (WebSocket|SSE)( with tickets)?(?: on device "([^"]*)")?$`, a.stream.follows, "reads the current conversation's stream as who through the kit's resumable reader from cursor 0, reconnecting from its cursor whenever a connection ends (SSE: Last-Event-ID, or a ticket each time)"},
+		{`^(\w[\w' ]*?) reads the session stream over (WebSocket|SSE) from (\d+)(?: holding cursor (\d+))?$`, a.stream.readsFrom, "reads the stream as who over one connection asking from the cursor, with the reader holding the other cursor (the same unless named)"},
+		{`^` + readerPat + ` reaches cursor (\d+)$`, a.stream.reaches, "waits until the reader's cursor is at least N"},
+		{`^` + readerPat + ` got exactly these frames:$`, a.stream.gotExactly, "waits for as many frames as the table has rows and expects the frames the reader delivered (trimmed where it trimmed them) and the control frames but heartbeats to be exactly the table (cur, span, type, message, text)"},
+		{`^` + readerPat + ` saw no gap and no repeat(?: over (more than one|one) connections?)?$`, a.stream.noGapNoRepeat, "expects the reader to have met no frame after a gap and no repeated frame (and, when named, the number of connections it made)"},
+		{`^` + readerPat + ` folds the reply to turn (\d+) to "((?:[^"\\]|\\.)*)"$`, a.stream.folds, "waits for turn N's text-done and expects both the folded deltas and the text-done's text to be exactly the text"},
+		{`^every frame ` + readerPat + ` received has the frame's shape, with cursors gapless from 1$`, a.stream.shapes, "expects every frame received to have v 1, an id, the session, a type session.<kind> of a known kind, an RFC 3339 UTC time, cursor 0 exactly for control frames, one id per cursor, and the delivered cursors to run 1, 2, 3 ..."},
+		{`^` + readerPat + ` stops$`, a.stream.stops, "closes the reader's connection and stops it"},
+		{`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) to "((?:[^"\\]|\\.)*)" one piece at a time$`, a.stream.modelPaced, "scripts the model to answer the text with the deltas, waiting after each one (the last included) until the scenario lets it go on"},
+		{`^the model goes on after piece (\d+)$`, a.stream.modelGoesOn, "lets the paced answer go on after its piece N (after the last: to its end)"},
+	}
 }

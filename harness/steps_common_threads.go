@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -40,74 +39,6 @@ type threadsSteps struct {
 
 // threadPair is the box's role and the peer's role of one thread.
 type threadPair struct{ role, peerRole string }
-
-// steps is the threads vocabulary: each pattern, the method that runs it, what it means.
-func (s *threadsSteps) steps() []stepDef {
-	return append([]stepDef{
-		{`^the box is connected to the peer "lab"$`, s.connected, "gives the box the roles planner and scout, the member dana and the connection lab to the kit's peer (owner olga), and registers their tokens"},
-		{`^the connection "lab" holds at most (\d+) waiting texts$`, s.queueBound, "configures the bound of the texts waiting to be sent on the connection"},
-		{`^the peer sends ` + quotedPat + ` from "([a-z0-9-]+)" to "([a-z0-9-]+)" on thread "([^"]+)"$`, s.peerSends, "sends a text as the peer on the thread named by its alias (a new random thread id for a new alias)"},
-		{`^the peer answers ` + quotedPat + ` on thread "([^"]+)"$`, s.peerAnswers, "sends a text as the peer on a thread the box opened, from the peer's role of it to the box's"},
-		{`^the peer sends (\d+) texts from "([a-z0-9-]+)" to "([a-z0-9-]+)" on thread "([^"]+)", each acknowledged$`, s.peerSendsMany, "sends N texts, \"text 1\" to \"text N\", as the peer on the thread and expects a 200 ack for each"},
-		{`^the peer sends the same text again$`, s.peerSendsAgain, "sends the kit's last text again, the same message id and all"},
-		{`^the peer posts (\{.*\})$`, s.peerPosts, "posts the body to the box's texts as the peer, with the accept token"},
-		{`^the peer posts a text on thread "([^"]+)" with (no token|the token "[^"]*"|the send token)$`, s.peerPostsWithToken, "posts a well-formed text with no token or the named one"},
-		{`^the peer posts a text of (\d+) bytes on thread "([^"]+)"$`, s.peerPostsSized, "posts a text of the size from analyst to planner"},
-		{`^the answer is 200 ack$`, s.answerAck, "expects the last answer to be exactly 200 {ack, thread, message} of the kit's last text"},
-		{`^the answer is the same as before$`, s.answerSame, "expects the last answer to equal the one before it, status and body"},
-		{`^the answer is (\d+) "([a-z-]+)"$`, s.answerReason, "expects the last answer to be exactly the status with {\"reason\": R}"},
-		{`^the answer is 400 bad-request "(\w+)"$`, s.answerBadRequest, "expects the last answer to be exactly 400 {\"reason\": \"bad-request\", \"detail\": member}"},
-		{`^the answer is the uniform 404$`, s.answerUniform404, "expects the last answer to be 404 and equal to what the same request gets at an id nothing holds"},
-		{`^the answer is stopped (true|false)$`, s.answerStopped, "expects the last answer to be exactly 202 {\"stopped\": b}"},
-		{`^the answer is the connection "lab" (open|paused|revoked)$`, s.answerConnection, "expects the last answer to be exactly 200 {\"id\": \"lab\", \"state\": S}"},
-
-		{`^` + namePat + ` opens (?:her|his) conversation with "([a-z0-9-]+)"$`, s.opensConversation, "makes or returns who's conversation with the role; the first one is remembered, later ones must be the same"},
-		{`^` + namePat + ` says ` + quotedPat + ` to "([a-z0-9-]+)"$`, s.saysToRole, "runs a turn in who's conversation with the role"},
-		{`^` + namePat + ` (reads|deletes) (?:her|his) conversation with "([a-z0-9-]+)"$`, s.ownConversation, "reads or deletes who's conversation with the role"},
-		{`^(conversations|threads|tasks) "([^"]+)" and "([^"]+)" are different$`, s.different, "expects the two remembered ids to differ"},
-
-		{`^` + namePat + ` creates task "([^"]+)" titled ` + quotedPat + `(?: with members "([^"]*)")?$`, s.createsTask, "creates a task with the title and the members (comma-separated names) and remembers its id"},
-		{`^` + namePat + ` creates subtask "([^"]+)" of "([^"]+)" titled ` + quotedPat + `$`, s.createsSubtask, "creates a subtask of the task and remembers its id"},
-		{`^` + namePat + ` (adds|removes) "([^"]+)" (?:to|from) task "([^"]+)"$`, s.taskMembers, "adds or removes a member of the task"},
-		{`^` + namePat + ` (reads|finishes|deletes) task "([^"]+)"$`, s.taskOp, "reads, finishes or deletes the task as who"},
-		{`^` + namePat + ` starts a run of "([a-z0-9-]+)" on task "([^"]+)" with ` + quotedPat + `$`, s.startsTaskRun, "starts a run of the role on the task with the prompt"},
-
-		{`^the model answers ` + quotedPat + ` by sending (\{[^{}]*\}), then says ` + quotedPat + `$`, s.modelSendsOnce, "scripts the model to answer the text with one call of peer.send, then with the words"},
-		{`^the model answers ` + quotedPat + ` by sending (\{[^{}]*\}) and (\{[^{}]*\}), then says ` + quotedPat + `$`, s.modelSendsTwice, "scripts the model to answer the text with two calls of peer.send one after the other, then with the words"},
-		{`^the model answers ` + quotedPat + ` by sending (\d+) texts at once to "lab/analyst" and "lab/critic" in turn, then says ` + quotedPat + `$`, s.modelSendsMany, "scripts the model to answer the text with N calls of peer.send in one answer, then with the words"},
-		{`^model request (\d+) for ` + quotedPat + ` holds exactly:$`, s.modelRequestFor, "expects the Nth request to the model whose last user message is the text to hold exactly the table's messages (placeholders substituted)"},
-		{`^the peer.send results for ` + quotedPat + ` are (\d+) sent and (\d+) "([a-z-]+)"$`, s.sendResults, "expects the tool results of the turn for the text to be exactly N sent and M errors of the reason, in any order"},
-		{`^the model has been asked (\d+) times? for ` + quotedPat + `$`, s.modelAskedFor, "expects exactly N requests to the model so far whose last user message is the text (after a sentinel: a later turn of the same agent conversation that completed)"},
-
-		{`^the peer has received (\d+) texts?$`, s.peerReceived, "waits until the peer has received N requests"},
-		{`^after (\d+) seconds the peer has still received (\d+) texts?$`, s.peerStillReceived, "waits the seconds, then expects the peer to have received exactly N requests"},
-		{`^the peer has received exactly (\d+) texts? once ("[^"]+"(?:(?:, | and )"[^"]+")*) (?:has|have) arrived$`, s.peerReceivedOnce, "waits until each quoted text has arrived at the peer (sentinels: later texts of the agent conversations of earlier ones), then expects the peer to have received exactly N requests"},
-		{`^received text (\d+) is exactly:$`, s.receivedExactly, "expects the Nth request the peer received to carry the send token and exactly the body (placeholders bind thread and message aliases)"},
-		{`^the peer holds the next text$`, s.peerHoldsNext, "makes the peer's answer to the next text wait until released"},
-		{`^the peer holds every text$`, s.peerHoldsEvery, "makes the peer's answer to every later text wait until released"},
-		{`^the peer releases the held texts$`, s.peerReleases, "releases every held answer of the peer (later texts are acknowledged)"},
-		{`^the peer answers the next (\d+) texts? with (\d+) "([a-z-]+)"$`, s.peerRejects, "scripts the peer to answer the next N texts with the status and reason"},
-		{`^the peer found every text well-formed$`, s.peerWellFormed, "expects every request the peer received to carry the send token and a body within spec/peer.md"},
-
-		{`^` + namePat + ` reads the agent history of "([a-z0-9-]+)" with "([^"]*)"$`, s.readsHistory, "reads the role's agent history with the peer role (connection/role) as who"},
-		{`^the agent history holds the agent conversations of (no thread|threads? .+)$`, s.historyHolds, "expects the last answer to be 200 with every agent conversation of the threads (quoted aliases), sorted by thread id, each exactly as the role reads it alone"},
-		{`^` + namePat + ` sees the agent conversation of thread "([^"]+)" as:$`, s.seesAgentConversation, "reads the agent conversation of the thread as who until it equals the body (placeholders substituted)"},
-		{`^` + namePat + ` (can|cannot) read the agent conversation of thread "([^"]+)"$`, s.canRead, "reads the agent conversation by id and by thread as who: 200, or the uniform 404 a missing one gets"},
-		{`^nothing is stored on thread "([^"]+)"$`, s.nothingStored, "expects no agent conversation on the thread (an alias, or an id as written): the owner gets the 404 of a thread never used"},
-		{`^` + namePat + ` sees thread "([^"]+)" rooted "gone"$`, s.seesGone, "reads the agent conversation as who and expects 200 with root kind gone"},
-		{`^` + namePat + ` stops the agent conversation of thread "([^"]+)"$`, s.stops, "stops the agent of the thread's conversation as who"},
-		{`^turn (\d+) of thread "([^"]+)" is (running|completed|stopped|failed|ended)$`, s.turnIs, "waits until turn N of the thread's agent conversation has the status"},
-		{`^after (\d+) seconds thread "([^"]+)" still has (\d+) turns?$`, s.stillTurns, "waits the seconds, then expects the thread's agent conversation to have exactly N turns"},
-		{`^thread "([^"]+)" has exactly (\d+) turns?, the last of which took only ` + quotedPat + `$`, s.turnsEndWith, "expects the thread's agent conversation to have exactly N turns, the last of which took the one text (a sentinel: the turn of a later text)"},
-		{`^the text ` + quotedPat + ` on thread "([^"]+)" is (queued|sent|received|failed)(?: with "([a-z-]+)")?$`, s.textIs, "waits until the text of the thread's agent conversation has the state (and reason)"},
-		{`^the text ` + quotedPat + ` on thread "([^"]+)" was taken by exactly one turn, which completed$`, s.takenOnce, "waits until a turn that took the text completed, and expects no other turn to have taken it"},
-
-		{`^` + namePat + ` (pauses|unpauses|revokes|reads) the connection "lab"$`, s.connectionOp, "pauses, unpauses, revokes or reads the connection as who"},
-		{`^"role:([a-z0-9-]+)" sends ` + quotedPat + ` to "([^"]+)" through its own door(?: in the run on task "([^"]+)")?$`, s.roleDoor, "sends through the role's own door with its role token, naming the run on the task when given"},
-		{`^` + namePat + ` sees the run on task "([^"]+)" (running|completed|stopped|failed|ended)$`, s.runIs, "waits until the run started on the task, as who reads it, has the status"},
-		{`^the answer is exactly (\d+) (\{.*\})$`, s.answerExactly, "expects the last answer to be exactly the status and the body (placeholders substituted or bound)"},
-	}, append(s.moreSteps(), s.limitSteps()...)...)
-}
 
 // ready registers the threads people's tokens with the identity service.
 func (s *threadsSteps) ready() {
@@ -231,36 +162,6 @@ func (s *threadsSteps) postText(body any, raw []byte, auth string) (*response, e
 	return r, err
 }
 
-// peerSends sends a text as the peer on the thread named by its alias.
-func (s *threadsSteps) peerSends(txt, from, to, alias string) error {
-	s.ready()
-	id, ok := s.bound["thread "+alias]
-	if !ok {
-		id = randomID("t_", 18)
-		s.bound["thread "+alias] = id
-		s.pairs[alias] = threadPair{role: to, peerRole: from}
-	}
-	t := world.PeerText{V: 1, Thread: id, Message: randomID("k_", 9), From: from, To: to, Text: unescape(txt)}
-	s.bound["message "+t.Text] = t.Message
-	s.sent = &t
-	_, err := s.postText(t, nil, "Bearer "+world.PeerAcceptToken)
-	return err
-}
-
-// peerSendsMany sends n texts as the peer on the thread, "text 1" to "text n", and expects each
-// to be acknowledged (the first answer that is not ends the step).
-func (s *threadsSteps) peerSendsMany(n int, from, to, alias string) error {
-	for i := 1; i <= n; i++ {
-		if err := s.peerSends(fmt.Sprintf("text %d", i), from, to, alias); err != nil {
-			return err
-		}
-		if err := s.answerAck(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // peerAnswers sends a text as the peer on a thread the box opened.
 func (s *threadsSteps) peerAnswers(txt, alias string) error {
 	s.ready()
@@ -277,40 +178,6 @@ func (s *threadsSteps) peerSendsAgain() error {
 		return harnessErr("the peer has sent nothing yet")
 	}
 	_, err := s.postText(*s.sent, nil, "Bearer "+world.PeerAcceptToken)
-	return err
-}
-
-// peerPosts posts the body as it is with the accept token.
-func (s *threadsSteps) peerPosts(body string) error {
-	_, err := s.postText(nil, []byte(body), "Bearer "+world.PeerAcceptToken)
-	return err
-}
-
-// peerPostsWithToken posts a well-formed text with no token or the named one.
-func (s *threadsSteps) peerPostsWithToken(alias, tok string) error {
-	s.ready()
-	t := world.PeerText{V: 1, Thread: randomID("t_", 18), Message: randomID("k_", 9), From: "analyst", To: "planner", Text: "hello"}
-	s.bound["thread "+alias] = t.Thread
-	s.sent = &t
-	auth := ""
-	switch {
-	case tok == "the send token":
-		auth = "Bearer " + world.PeerSendToken
-	case strings.HasPrefix(tok, "the token "):
-		auth = "Bearer " + strings.Trim(strings.TrimPrefix(tok, "the token "), `"`)
-	}
-	_, err := s.postText(t, nil, auth)
-	return err
-}
-
-// peerPostsSized posts a text of the size from analyst to planner.
-func (s *threadsSteps) peerPostsSized(n int, alias string) error {
-	s.ready()
-	t := world.PeerText{V: 1, Thread: randomID("t_", 18), Message: randomID("k_", 9), From: "analyst", To: "planner", Text: strings.Repeat("é", n/2) + strings.Repeat("x", n%2)}
-	s.bound["thread "+alias] = t.Thread
-	s.pairs[alias] = threadPair{role: "planner", peerRole: "analyst"}
-	s.sent = &t
-	_, err := s.postText(t, nil, "Bearer "+world.PeerAcceptToken)
 	return err
 }
 
@@ -344,27 +211,9 @@ func (s *threadsSteps) answerAck() error {
 	return s.exactly(http.StatusOK, map[string]any{"ack": true, "thread": s.sent.Thread, "message": s.sent.Message})
 }
 
-// answerSame expects the last answer to equal the one before it.
-func (s *threadsSteps) answerSame() error {
-	if s.prev == nil || s.last == nil {
-		return harnessErr("two answers are needed")
-	}
-	want := fmt.Sprintf("%d %s", s.prev.status, canonJSON(string(s.prev.body)))
-	got := fmt.Sprintf("%d %s", s.last.status, canonJSON(string(s.last.body)))
-	if got != want {
-		return fail(s.last.op, got, "the answer before it: "+want)
-	}
-	return nil
-}
-
 // answerReason expects exactly the status with {"reason": R}.
 func (s *threadsSteps) answerReason(status int, reason string) error {
 	return s.exactly(status, map[string]string{"reason": reason})
-}
-
-// answerBadRequest expects exactly 400 bad-request naming the member.
-func (s *threadsSteps) answerBadRequest(member string) error {
-	return s.exactly(http.StatusBadRequest, map[string]string{"reason": "bad-request", "detail": member})
 }
 
 // answerUniform404 expects 404, equal to the answer at an id nothing holds.
@@ -391,42 +240,9 @@ func (s *threadsSteps) answerUniform404() error {
 	return nil
 }
 
-// answerStopped expects exactly 202 {"stopped": b}.
-func (s *threadsSteps) answerStopped(b string) error {
-	return s.exactly(http.StatusAccepted, map[string]bool{"stopped": b == "true"})
-}
-
 // answerConnection expects exactly 200 {"id": "lab", "state": S}.
 func (s *threadsSteps) answerConnection(state string) error {
 	return s.exactly(http.StatusOK, map[string]string{"id": world.PeerConnection, "state": state})
-}
-
-// opensConversation makes or returns who's conversation with the role.
-func (s *threadsSteps) opensConversation(who, role string) error {
-	r, err := s.call(who, http.MethodPost, "/roles/"+role+"/conversation", nil, nil)
-	if err != nil {
-		return err
-	}
-	var body struct {
-		ID     string          `json:"id"`
-		Role   string          `json:"role"`
-		Person json.RawMessage `json:"person"`
-	}
-	if r.status != http.StatusOK {
-		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "200 {id, role, person}")
-	}
-	if err := r.json(&body); err != nil {
-		return err
-	}
-	if body.ID == "" || body.Role != role || !s.isPerson(body.Person, who) {
-		return fail(r.op, string(r.body), fmt.Sprintf("an id, role %q and person %s", role, who))
-	}
-	key := "conv " + who + " " + role
-	if old, ok := s.bound[key]; ok && old != body.ID {
-		return fail(r.op, "another conversation "+body.ID, "the one there is: "+old)
-	}
-	s.bound[key] = body.ID
-	return nil
 }
 
 // isPerson reports whether raw names who: their identity object, or their actor.
@@ -646,18 +462,6 @@ func (s *threadsSteps) modelSendsOnce(match, args, reply string) error {
 // modelSendsTwice scripts two calls of peer.send, then the words, for the text.
 func (s *threadsSteps) modelSendsTwice(match, a, b, reply string) error {
 	return s.script(unescape(match), s.sendCall(a), s.sendCall(b), world.Reply{Text: unescape(reply)})
-}
-
-// modelSendsMany scripts one answer of N calls of peer.send to analyst and critic in turn, then
-// the words.
-func (s *threadsSteps) modelSendsMany(match string, n int, reply string) error {
-	var calls []world.ToolCall
-	for i := range n {
-		to := []string{"lab/analyst", "lab/critic"}[i%2]
-		b, _ := json.Marshal(map[string]string{"to": to, "text": fmt.Sprintf("note %d", i+1)})
-		calls = append(calls, world.ToolCall{ID: s.areas.model.callID(), Name: "peer.send", Arguments: string(b)})
-	}
-	return s.script(unescape(match), world.Reply{ToolCalls: calls}, world.Reply{Text: unescape(reply)})
 }
 
 func (s *threadsSteps) script(match string, rs ...world.Reply) error {
@@ -937,14 +741,6 @@ func (s *threadsSteps) peerHoldsNext() error {
 	return nil
 }
 
-// peerHoldsEvery makes the peer's answer to every later text wait until released.
-func (s *threadsSteps) peerHoldsEvery() error {
-	h := s.world.NewHold()
-	s.holds = append(s.holds, h)
-	s.world.Peer().Always(&world.PeerAnswer{Hold: h})
-	return nil
-}
-
 // peerReleases releases every held answer of the peer.
 func (s *threadsSteps) peerReleases() error {
 	s.world.Peer().Always(nil)
@@ -1021,64 +817,8 @@ func (s *threadsSteps) seesAgentConversation(who, alias string, doc *godog.DocSt
 	return nil
 }
 
-// readsHistory reads the role's agent history with peer as who (the uniform 404's probe asks
-// the same of a role nothing holds).
-func (s *threadsSteps) readsHistory(who, role, peer string) error {
-	q := "/agent-history?peer=" + url.QueryEscape(peer)
-	s.ready()
-	s.bound["history role"], s.bound["history peer"] = role, peer
-	s.probe(who, http.MethodGet, "/roles/no-such-role"+q, nil)
-	_, err := s.call(who, http.MethodGet, "/roles/"+role+q, nil, nil)
-	return err
-}
-
 // historyAliasRE finds the quoted thread aliases of a list.
 var historyAliasRE = regexp.MustCompile(`"([^"]+)"`)
-
-// historyHolds checks the last answer, an agent history, against the threads named: the
-// conversations of exactly those threads, sorted by the thread ids the kit chose or saw, each
-// equal to what its role reads of it alone.
-func (s *threadsSteps) historyHolds(list string) error {
-	r, err := s.lastAnswer()
-	if err != nil {
-		return err
-	}
-	var got struct {
-		Role          string            `json:"role"`
-		Peer          string            `json:"peer"`
-		Conversations []json.RawMessage `json:"conversations"`
-	}
-	role, peer := s.bound["history role"], s.bound["history peer"]
-	if r.status != http.StatusOK || json.Unmarshal(r.body, &got) != nil || got.Conversations == nil || got.Role != role || got.Peer != peer {
-		return fail(r.op, fmt.Sprintf("%d %s", r.status, r.body), fmt.Sprintf("200 {role: %q, peer: %q, conversations}", role, peer))
-	}
-	type entry struct{ thread, alias string }
-	var want []entry
-	for _, m := range historyAliasRE.FindAllStringSubmatch(list, -1) {
-		th, err := s.thread(m[1])
-		if err != nil {
-			return err
-		}
-		want = append(want, entry{th, m[1]})
-	}
-	sort.Slice(want, func(i, j int) bool { return want[i].thread < want[j].thread })
-	if len(got.Conversations) != len(want) {
-		return fail(r.op, fmt.Sprintf("%d conversations: %s", len(got.Conversations), r.body), fmt.Sprintf("%d", len(want)))
-	}
-	for i, e := range want {
-		one, err := s.quietly("role:"+role, byThread(e.thread))
-		if err != nil {
-			return err
-		}
-		if one.status != http.StatusOK {
-			return fail(one.op, fmt.Sprintf("%d %s", one.status, one.body), "200")
-		}
-		if a, b := canonJSON(string(got.Conversations[i])), canonJSON(string(one.body)); a != b {
-			return fail(r.op, fmt.Sprintf("conversation %d: %s", i+1, a), fmt.Sprintf("thread %q as its role reads it: %s", e.alias, b))
-		}
-	}
-	return nil
-}
 
 // acID is the id of the thread's agent conversation, read as its role when not yet known.
 func (s *threadsSteps) acID(alias string) (string, error) {
@@ -1154,42 +894,6 @@ type agentConv struct {
 	} `json:"turns"`
 }
 
-// canRead reads the agent conversation by id and by thread as who.
-func (s *threadsSteps) canRead(who, can, alias string) error {
-	id, err := s.acID(alias)
-	if err != nil {
-		return err
-	}
-	th, _ := s.thread(alias)
-	missing := map[string]string{
-		"/agent-conversations/" + url.PathEscape(id): "/agent-conversations/no-such-agent-conversation",
-		byThread(th): byThread(randomID("t_", 18)),
-	}
-	for path, free := range missing {
-		r, err := s.call(who, http.MethodGet, path, nil, nil)
-		if err != nil {
-			return err
-		}
-		if can == "can" {
-			if r.status != http.StatusOK {
-				return fail(r.op+" as "+who, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "200: "+who+" reads it")
-			}
-			var got struct {
-				ID string `json:"id"`
-			}
-			if err := r.json(&got); err != nil || got.ID != id {
-				return fail(r.op, string(r.body), "agent conversation "+id)
-			}
-			continue
-		}
-		s.probe(who, http.MethodGet, free, nil)
-		if err := s.answerUniform404(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // nothingStored expects no agent conversation on the thread, as the owner reads it.
 func (s *threadsSteps) nothingStored(alias string) error {
 	s.ready()
@@ -1260,21 +964,6 @@ func (s *threadsSteps) turnIs(n int, alias, status string) error {
 	return nil
 }
 
-// stillTurns waits, then expects exactly N turns.
-func (s *threadsSteps) stillTurns(secs int, alias string, n int) error {
-	if err := s.sleep(secs); err != nil {
-		return err
-	}
-	ac, err := s.agentConversation(alias)
-	if err != nil {
-		return err
-	}
-	if len(ac.Turns) != n {
-		return fail(fmt.Sprintf("the turns of thread %s", alias), fmt.Sprintf("%+v", ac.Turns), fmt.Sprintf("exactly %d", n))
-	}
-	return nil
-}
-
 // turnsEndWith expects the thread's agent conversation to have exactly n turns, the last of which
 // took the one text. The scenarios ask it once that turn has completed, the text being a
 // sentinel sent after something that must not start a turn (a stop, an unpause, a repeat): the
@@ -1330,40 +1019,6 @@ func (s *threadsSteps) textIs(txt, alias, state, reason string) error {
 	return nil
 }
 
-// takenOnce waits until a turn that took the text completed and expects no other took it.
-func (s *threadsSteps) takenOnce(txt, alias string) error {
-	msg, ok := s.bound["message "+unescape(txt)]
-	if !ok {
-		return harnessErr("the peer did not send %q", txt)
-	}
-	var seen string
-	var count int
-	done, err := s.poll(func() (bool, error) {
-		ac, err := s.agentConversation(alias)
-		if err != nil {
-			return false, err
-		}
-		seen, count = fmt.Sprintf("%+v", ac.Turns), 0
-		completed := false
-		for _, t := range ac.Turns {
-			for _, m := range t.Texts {
-				if m == msg {
-					count++
-					completed = completed || t.Status == "completed"
-				}
-			}
-		}
-		return completed, nil
-	})
-	if err != nil {
-		return err
-	}
-	if !done || count != 1 {
-		return fail(fmt.Sprintf("the turns of thread %s", alias), seen, fmt.Sprintf("exactly one turn that took %s, completed", msg))
-	}
-	return nil
-}
-
 // connectionOp pauses, unpauses, revokes or reads the connection as who.
 func (s *threadsSteps) connectionOp(who, op string) error {
 	method, tail := http.MethodPost, "/"+strings.TrimSuffix(op, "s")
@@ -1377,50 +1032,6 @@ func (s *threadsSteps) connectionOp(who, op string) error {
 	}
 	_, err := s.send(who, method, "/connections/"+world.PeerConnection+tail, nil, reqOpts{})
 	return err
-}
-
-// roleDoor sends through the role's own door with its role token, in the run on the task when
-// one is named.
-func (s *threadsSteps) roleDoor(role, txt, to, task string) error {
-	body := map[string]string{"to": to, "text": unescape(txt)}
-	if task != "" {
-		s.ready()
-		id, ok := s.bound["run "+task]
-		if !ok {
-			return harnessErr("no run was started on task %q", task)
-		}
-		body["run"] = id
-	}
-	_, err := s.send("role:"+role, http.MethodPost, "/roles/"+role+"/send", body, reqOpts{})
-	return err
-}
-
-// runIs waits until the run on the task, as who reads it, has the status.
-func (s *threadsSteps) runIs(who, task, status string) error {
-	s.ready()
-	id, ok := s.bound["run "+task]
-	if !ok {
-		return harnessErr("no run was started on task %q", task)
-	}
-	var last *response
-	done, err := s.poll(func() (bool, error) {
-		r, err := s.quietly(who, "/threads/runs/"+url.PathEscape(id))
-		if err != nil {
-			return false, err
-		}
-		last = r
-		var got struct {
-			Status string `json:"status"`
-		}
-		return r.status == http.StatusOK && json.Unmarshal(r.body, &got) == nil && got.Status == status, nil
-	})
-	if err != nil {
-		return err
-	}
-	if !done {
-		return fail(last.op+" as "+who, fmt.Sprintf("%d %s", last.status, clip(string(last.body), 200)), "200 with status "+status)
-	}
-	return nil
 }
 
 // answerExactly expects the last answer to be the status and the body (placeholders bind).
@@ -1502,4 +1113,63 @@ func (s *threadsSteps) match(want, got string) bool {
 		s.bound[k] = v
 	}
 	return true
+}
+
+// peerHoldsThenRejects makes the peer's answer to the next text wait until released, and then be
+// the status and reason: the box has the text in hand, not yet answered, until the scenario says.
+func (s *threadsSteps) peerHoldsThenRejects(status int, reason string) error {
+	h := s.world.NewHold()
+	s.holds = append(s.holds, h)
+	if err := s.world.Peer().Script(world.PeerAnswer{Hold: h, Status: status, Reason: reason}); err != nil {
+		return harnessErr("script the peer: %v", err)
+	}
+	return nil
+}
+
+// fieldAcceptToken is the token the peer presents on the second connection, field.
+const fieldAcceptToken = "field-accept-4Kp9w"
+
+// commonThreadsVocabulary lists the steps that several features share (threads).
+func commonThreadsVocabulary(a areas) []stepDef {
+	return []stepDef{
+		{`^the box is connected to the peer "lab"$`, a.threads.connected, "gives the box the roles planner and scout, the member dana and the connection lab to the kit's peer (owner olga), and registers their tokens"},
+		{`^the connection "lab" holds at most (\d+) waiting texts$`, a.threads.queueBound, "configures the bound of the texts waiting to be sent on the connection"},
+		{`^the peer answers ` + quotedPat + ` on thread "([^"]+)"$`, a.threads.peerAnswers, "sends a text as the peer on a thread the box opened, from the peer's role of it to the box's"},
+		{`^the peer sends the same text again$`, a.threads.peerSendsAgain, "sends the kit's last text again, the same message id and all"},
+		{`^the answer is 200 ack$`, a.threads.answerAck, "expects the last answer to be exactly 200 {ack, thread, message} of the kit's last text"},
+		{`^the answer is (\d+) "([a-z-]+)"$`, a.threads.answerReason, "expects the last answer to be exactly the status with {\"reason\": R}"},
+		{`^the answer is the uniform 404$`, a.threads.answerUniform404, "expects the last answer to be 404 and equal to what the same request gets at an id nothing holds"},
+		{`^the answer is the connection "lab" (open|paused|revoked)$`, a.threads.answerConnection, "expects the last answer to be exactly 200 {\"id\": \"lab\", \"state\": S}"},
+		{`^` + namePat + ` says ` + quotedPat + ` to "([a-z0-9-]+)"$`, a.threads.saysToRole, "runs a turn in who's conversation with the role"},
+		{`^` + namePat + ` (reads|deletes) (?:her|his) conversation with "([a-z0-9-]+)"$`, a.threads.ownConversation, "reads or deletes who's conversation with the role"},
+		{`^(conversations|threads|tasks) "([^"]+)" and "([^"]+)" are different$`, a.threads.different, "expects the two remembered ids to differ"},
+		{`^` + namePat + ` creates task "([^"]+)" titled ` + quotedPat + `(?: with members "([^"]*)")?$`, a.threads.createsTask, "creates a task with the title and the members (comma-separated names) and remembers its id"},
+		{`^` + namePat + ` creates subtask "([^"]+)" of "([^"]+)" titled ` + quotedPat + `$`, a.threads.createsSubtask, "creates a subtask of the task and remembers its id"},
+		{`^` + namePat + ` (adds|removes) "([^"]+)" (?:to|from) task "([^"]+)"$`, a.threads.taskMembers, "adds or removes a member of the task"},
+		{`^` + namePat + ` (reads|finishes|deletes) task "([^"]+)"$`, a.threads.taskOp, "reads, finishes or deletes the task as who"},
+		{`^` + namePat + ` starts a run of "([a-z0-9-]+)" on task "([^"]+)" with ` + quotedPat + `$`, a.threads.startsTaskRun, "starts a run of the role on the task with the prompt"},
+		{`^the model answers ` + quotedPat + ` by sending (\{[^{}]*\}), then says ` + quotedPat + `$`, a.threads.modelSendsOnce, "scripts the model to answer the text with one call of peer.send, then with the words"},
+		{`^the model answers ` + quotedPat + ` by sending (\{[^{}]*\}) and (\{[^{}]*\}), then says ` + quotedPat + `$`, a.threads.modelSendsTwice, "scripts the model to answer the text with two calls of peer.send one after the other, then with the words"},
+		{`^model request (\d+) for ` + quotedPat + ` holds exactly:$`, a.threads.modelRequestFor, "expects the Nth request to the model whose last user message is the text to hold exactly the table's messages (placeholders substituted)"},
+		{`^the peer.send results for ` + quotedPat + ` are (\d+) sent and (\d+) "([a-z-]+)"$`, a.threads.sendResults, "expects the tool results of the turn for the text to be exactly N sent and M errors of the reason, in any order"},
+		{`^the model has been asked (\d+) times? for ` + quotedPat + `$`, a.threads.modelAskedFor, "expects exactly N requests to the model so far whose last user message is the text (after a sentinel: a later turn of the same agent conversation that completed)"},
+		{`^the peer has received (\d+) texts?$`, a.threads.peerReceived, "waits until the peer has received N requests"},
+		{`^after (\d+) seconds the peer has still received (\d+) texts?$`, a.threads.peerStillReceived, "waits the seconds, then expects the peer to have received exactly N requests"},
+		{`^the peer has received exactly (\d+) texts? once ("[^"]+"(?:(?:, | and )"[^"]+")*) (?:has|have) arrived$`, a.threads.peerReceivedOnce, "waits until each quoted text has arrived at the peer (sentinels: later texts of the agent conversations of earlier ones), then expects the peer to have received exactly N requests"},
+		{`^received text (\d+) is exactly:$`, a.threads.receivedExactly, "expects the Nth request the peer received to carry the send token and exactly the body (placeholders bind thread and message aliases)"},
+		{`^the peer holds the next text$`, a.threads.peerHoldsNext, "makes the peer's answer to the next text wait until released"},
+		{`^the peer releases the held texts$`, a.threads.peerReleases, "releases every held answer of the peer (later texts are acknowledged)"},
+		{`^the peer answers the next (\d+) texts? with (\d+) "([a-z-]+)"$`, a.threads.peerRejects, "scripts the peer to answer the next N texts with the status and reason"},
+		{`^the peer found every text well-formed$`, a.threads.peerWellFormed, "expects every request the peer received to carry the send token and a body within spec/peer.md"},
+		{`^` + namePat + ` sees the agent conversation of thread "([^"]+)" as:$`, a.threads.seesAgentConversation, "reads the agent conversation of the thread as who until it equals the body (placeholders substituted)"},
+		{`^nothing is stored on thread "([^"]+)"$`, a.threads.nothingStored, "expects no agent conversation on the thread (an alias, or an id as written): the owner gets the 404 of a thread never used"},
+		{`^` + namePat + ` sees thread "([^"]+)" rooted "gone"$`, a.threads.seesGone, "reads the agent conversation as who and expects 200 with root kind gone"},
+		{`^` + namePat + ` stops the agent conversation of thread "([^"]+)"$`, a.threads.stops, "stops the agent of the thread's conversation as who"},
+		{`^turn (\d+) of thread "([^"]+)" is (running|completed|stopped|failed|ended)$`, a.threads.turnIs, "waits until turn N of the thread's agent conversation has the status"},
+		{`^thread "([^"]+)" has exactly (\d+) turns?, the last of which took only ` + quotedPat + `$`, a.threads.turnsEndWith, "expects the thread's agent conversation to have exactly N turns, the last of which took the one text (a sentinel: the turn of a later text)"},
+		{`^the text ` + quotedPat + ` on thread "([^"]+)" is (queued|sent|received|failed)(?: with "([a-z-]+)")?$`, a.threads.textIs, "waits until the text of the thread's agent conversation has the state (and reason)"},
+		{`^` + namePat + ` (pauses|unpauses|revokes|reads) the connection "lab"$`, a.threads.connectionOp, "pauses, unpauses, revokes or reads the connection as who"},
+		{`^the answer is exactly (\d+) (\{.*\})$`, a.threads.answerExactly, "expects the last answer to be exactly the status and the body (placeholders substituted or bound)"},
+		{`^the peer holds the next text, then answers it with (\d+) "([a-z-]+)"$`, a.threads.peerHoldsThenRejects, "makes the peer's answer to the next text wait until released, then be the status and reason"},
+	}
 }

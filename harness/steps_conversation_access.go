@@ -5,32 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/cucumber/godog"
 	"github.com/loomcheck/loomcheck/harness/world"
 )
-
-// steps is the access vocabulary: each pattern, the method that runs it, what it means.
-func (s *accessSteps) steps() []stepDef {
-	return []stepDef{
-		{`^(\w[\w' ]*?) gets the same 404 as for a missing conversation on every route$`, s.getsMissingOnEveryRoute, "asks every conversation route as who and expects each answer to equal the one a missing conversation gets"},
-		{`^(\w[\w' ]*?) is answered on every route exactly as (\w+) is$`, s.sameAsOwner, "asks every conversation route as who and expects each answer to equal the one the owner gets"},
-		{`^(\w[\w' ]*?) starts a turn execution "([^"]*)" through the runtime door, its input claiming to be (?:her|his) own conversation$`, s.startsDoorTurnClaimingOwn, "starts a turn execution with the given id through the runtime door, its input naming who's own conversation"},
-		{`^(\w[\w' ]*?) sends (GET|POST|PUT|DELETE|PATCH) to the conversation's route "([^"]*)"$`, s.sendsToRoute, "sends the method to the named route of the current conversation as who"},
-		{`^(\w[\w' ]*?) sending (GET|POST|PUT|DELETE|PATCH) to the conversation's route "([^"]*)" is answered exactly as at a conversation that does not exist, with the uniform 404 or a 405$`, s.wrongMethod, "sends the method to the route of the current conversation and of a missing one as who, and expects the same answer, the uniform 404 or a 405 with Allow"},
-		{`^the answer is exactly the one a conversation that does not exist gets$`, s.answerIsMissingConversations, "expects the last answer to be exactly the 404 {\"error\":\"not found\"} a missing conversation gets"},
-		{`^(\w[\w' ]*?) gets the same 404 as for a missing conversation on the conversation routes of it$`, s.getsMissingOnConversationRoutes, "asks the conversation routes of the current conversation as who and expects the missing-conversation 404 on each"},
-		{`^(\w[\w' ]*?) starts a turn execution for turn (\d+) of the conversation through the runtime door, saying "((?:[^"\\]|\\.)*)"$`, s.injectTurn, "starts a turn execution for the turn through the runtime door as who, with the given user text"},
-		{`^that turn execution has been refused, or its model call has ended$`, s.injectionSettled, "waits until the door's turn execution was refused or its model call ended"},
-		{`^the answer is exactly what a free id gives (\w[\w' ]*?)$`, s.sameAsFreeID, "compares the last answer with what the same request gets at an id nothing holds, as who"},
-		{`^(\w[\w' ]*?) starting a turn execution for her own conversation at the id of (\w+)'s conversation is answered exactly as at an id nothing holds$`, s.doorIDProbe, "starts a door turn execution for who's own conversation at another's conversation id and compares with a free id"},
-	}
-}
 
 // getsMissingOnEveryRoute asks every conversation route as who and expects each answer to equal the one a missing conversation gets.
 func (s *accessSteps) getsMissingOnEveryRoute(who string) error {
@@ -401,79 +384,6 @@ func lastUserOf(msgs []world.Message) string {
 	return ""
 }
 
-// sameAsFreeID judges the last answer to who's start with a chosen id against what who gets for
-// an id nobody has taken, asked right after: the same status, the same headers (Date aside; the
-// Location and Content-Length values follow each one's own id), and the same body but for the
-// id, each one a conversation of who's own that no other identity of the scenario started. The
-// answer must not tell who whether someone else holds the id.
-func (s *accessSteps) sameAsFreeID(who string) error {
-	got := s.last
-	if got == nil {
-		return harnessErr("no request has been sent")
-	}
-	cur := s.current
-	s.msgSeq++
-	want, err := s.start(who, fmt.Sprintf("free-%d-%d", time.Now().UnixNano(), s.msgSeq), nil)
-	s.last, s.current = got, cur
-	if err != nil {
-		return err
-	}
-	if want.status != http.StatusCreated {
-		return fail(want.op+" as "+who, fmt.Sprintf("%d %s", want.status, clip(string(want.body), 200)), "201: an id nobody took starts a conversation")
-	}
-	op := got.op + " as " + who
-	if got.status != want.status {
-		return fail(op, fmt.Sprintf("%d %s", got.status, clip(string(got.body), 200)),
-			fmt.Sprintf("what an id nobody took gives: %d %s", want.status, clip(string(want.body), 200)))
-	}
-	var gb, wb map[string]any
-	if err := got.json(&gb); err != nil {
-		return err
-	}
-	if err := want.json(&wb); err != nil {
-		return err
-	}
-	gid, _ := gb["id"].(string)
-	wid, _ := wb["id"].(string)
-	if gid == "" || gid == wid {
-		return fail(op, fmt.Sprintf("the id %q", gid), fmt.Sprintf("a conversation of its own, not the one the free id started (%q)", wid))
-	}
-	me := identityJSON(who)
-	for _, c := range s.convs {
-		if c.id == gid && !maps.Equal(identityJSON(c.owner), me) {
-			return fail(op, fmt.Sprintf("the id %q, which %s started", gid, c.owner), "a conversation of "+who+"'s own")
-		}
-	}
-	delete(gb, "id")
-	delete(wb, "id")
-	if gj, wj := mustJSON(gb), mustJSON(wb); gj != wj {
-		return fail(op, gj, "what an id nobody took gives, but for the id: "+wj)
-	}
-	for _, h := range headerNames(got.header, want.header) {
-		g, w := got.header.Values(h), want.header.Values(h)
-		switch h {
-		case "Date":
-			continue
-		case "Location":
-			g, w = slices.Clone(g), slices.Clone(w)
-			for i := range g {
-				g[i] = strings.Replace(g[i], url.PathEscape(gid), "{id}", 1)
-			}
-			for i := range w {
-				w[i] = strings.Replace(w[i], url.PathEscape(wid), "{id}", 1)
-			}
-		case "Content-Length":
-			if len(g) == 1 && len(w) == 1 {
-				continue // the body is compared above; its length follows the id's
-			}
-		}
-		if !slices.Equal(g, w) {
-			return fail(op, fmt.Sprintf("header %s: %q", h, g), fmt.Sprintf("what an id nobody took gives: %q", w))
-		}
-	}
-	return nil
-}
-
 // headerNames are the names of the headers of a and b, sorted.
 func headerNames(a, b http.Header) []string {
 	var out []string
@@ -546,4 +456,44 @@ func (s *accessSteps) doorIDProbe(who, owner string) error {
 			fmt.Sprintf("what an id nothing holds gets: %d %s", free.status, clip(string(free.body), 200)))
 	}
 	return nil
+}
+
+// modelStreamsWaitsThenStreams scripts the model to stream the deltas to the text, wait, then stream more once released.
+func (s *modelSteps) modelStreamsWaitsThenStreams(parts, match, more string) error {
+	h := s.world.NewHold()
+	s.holds = append(s.holds, h)
+	if err := s.world.Model().EnqueueFor(unescape(match), world.Reply{Chunks: quoted(parts), Hold: h, After: []string{unescape(more)}}); err != nil {
+		return harnessErr("script the model: %v", err)
+	}
+	return nil
+}
+
+// streamEventsBeforeLiveAtMost is streamEventsBefore where the table's live text of a turn is the
+// most the stream may show: spec/http.md orders live text after the records committed before it
+// but does not promise that every delta of a reply arrives before the reply's record, so a stream
+// may show a beginning of each listed delta's text, or none of it; every other event is exact.
+func (s *liveSteps) streamEventsBeforeLiveAtMost(who string, turn int64, t *godog.Table) error {
+	st, err := s.streamOf(who, "")
+	if err != nil {
+		return err
+	}
+	return s.eventsBefore(st, t, turn, liveAtMost)
+}
+
+// conversationAccessVocabulary lists the steps of features/conversation/access.feature.
+func conversationAccessVocabulary(a areas) []stepDef {
+	return []stepDef{
+		{`^the model streams ((?:"(?:[^"\\]|\\.)*"[ ,]*)+) to "((?:[^"\\]|\\.)*)" and waits, then streams "((?:[^"\\]|\\.)*)"$`, a.model.modelStreamsWaitsThenStreams, "scripts the model to stream the deltas to the text, wait, then stream more once released"},
+		{`^(\w[\w' ]*?) gets the same 404 as for a missing conversation on every route$`, a.access.getsMissingOnEveryRoute, "asks every conversation route as who and expects each answer to equal the one a missing conversation gets"},
+		{`^(\w[\w' ]*?) is answered on every route exactly as (\w+) is$`, a.access.sameAsOwner, "asks every conversation route as who and expects each answer to equal the one the owner gets"},
+		{`^(\w[\w' ]*?) starts a turn execution "([^"]*)" through the runtime door, its input claiming to be (?:her|his) own conversation$`, a.access.startsDoorTurnClaimingOwn, "starts a turn execution with the given id through the runtime door, its input naming who's own conversation"},
+		{`^(\w[\w' ]*?) sends (GET|POST|PUT|DELETE|PATCH) to the conversation's route "([^"]*)"$`, a.access.sendsToRoute, "sends the method to the named route of the current conversation as who"},
+		{`^(\w[\w' ]*?) sending (GET|POST|PUT|DELETE|PATCH) to the conversation's route "([^"]*)" is answered exactly as at a conversation that does not exist, with the uniform 404 or a 405$`, a.access.wrongMethod, "sends the method to the route of the current conversation and of a missing one as who, and expects the same answer, the uniform 404 or a 405 with Allow"},
+		{`^the answer is exactly the one a conversation that does not exist gets$`, a.access.answerIsMissingConversations, "expects the last answer to be exactly the 404 {\"error\":\"not found\"} a missing conversation gets"},
+		{`^(\w[\w' ]*?) gets the same 404 as for a missing conversation on the conversation routes of it$`, a.access.getsMissingOnConversationRoutes, "asks the conversation routes of the current conversation as who and expects the missing-conversation 404 on each"},
+		{`^(\w[\w' ]*?) starts a turn execution for turn (\d+) of the conversation through the runtime door, saying "((?:[^"\\]|\\.)*)"$`, a.access.injectTurn, "starts a turn execution for the turn through the runtime door as who, with the given user text"},
+		{`^that turn execution has been refused, or its model call has ended$`, a.access.injectionSettled, "waits until the door's turn execution was refused or its model call ended"},
+		{`^(\w[\w' ]*?) starting a turn execution for her own conversation at the id of (\w+)'s conversation is answered exactly as at an id nothing holds$`, a.access.doorIDProbe, "starts a door turn execution for who's own conversation at another's conversation id and compares with a free id"},
+		{`^(\w[\w' ]*?)'s stream got these events before the message of turn (\d+), each turn's live text at most the table's:$`, a.live.streamEventsBeforeLiveAtMost, "expects who's stream to have got the table's events before turn N's message, where a turn's live text may stop short of the table's (the spec does not promise every delta before the reply's record)"},
+	}
 }

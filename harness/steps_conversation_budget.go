@@ -11,32 +11,6 @@ import (
 	"github.com/loomcheck/loomcheck/spec"
 )
 
-// steps is the budget vocabulary: each pattern, the method that runs it, what it means.
-func (s *budgetSteps) steps() []stepDef {
-	return []stepDef{
-		{`^the summarizer is not configured$`, s.summarizerNotConfigured, "configures the system without a summarizer"},
-		{`^the summarizer (always )?answers "((?:[^"\\]|\\.)*)"$`, s.summarizerAnswers, "scripts the summarizer's next answer (or every answer) with the text"},
-		{`^the summarizer (always )?answers a summary of (\d+) characters$`, s.summarizerAnswersSummaryCharacters, "scripts the summarizer's next answer (or every answer) with a summary of N characters"},
-		{`^the summarizer then (always )?fails with status (\d+)$`, s.summarizerFails, "scripts the summarizer's next call (or every call) to fail with the status"},
-		{`^summarizer request (\d+) holds the previous summary "((?:[^"\\]|\\.)*)" and the messages:$`, s.summarizerRequestHolds, "expects summarizer request N to carry the previous summary and exactly the messages of the table"},
-		{`^the summarizer holds its next answer$`, s.summarizerWaits, "scripts the summarizer's next answer to wait and never come (a later call gets the next answer)"},
-		{`^the summarizer has been asked (\d+) times?$`, s.summarizerAsked, "waits until the summarizer has been asked at least N times"},
-		{`^the summarizer has been asked (\d+) times? in all$`, s.summarizerAskedInAll, "expects the summarizer to have been asked exactly N times over the whole scenario"},
-		{`^the summarizer was handed the words of turn (\d+)$`, s.summarizerHandedTurn, "expects the summarizer to have been handed the words of turn N"},
-		{`^request (\d+) to the model carries the summary "((?:[^"\\]|\\.)*)" fenced in a user message$`, s.requestCarriesSummary, "expects request N to the model to carry the summary text fenced in a user message"},
-		{`^request (\d+) to the model carries that summary, fenced$`, s.requestCarriesThatSummary, "expects request N to the model to carry the last scripted summary, fenced"},
-		{`^request (\d+) to the model carries the first (\d+) characters of that summary, fenced$`, s.requestCarriesSummaryPrefix, "expects request N to the model to carry the first N characters of the last scripted summary, fenced"},
-		{`^request (\d+) to the model carries no summary$`, s.requestCarriesNoSummary, "expects request N to the model to carry no summary"},
-		{`^no system message of any request to the model holds "((?:[^"\\]|\\.)*)"$`, s.noSystemMessageHolds, "expects no system message of any request to the model to hold the text"},
-		{`^the window of request (\d+) to the model holds turns (.+)$`, s.windowHoldsTurns, "expects the window of request N to the model to hold exactly the listed turns"},
-		{`^request (\d+) to the model holds the newest of turns (.+), at least one, each whole, then "((?:[^"\\]|\\.)*)"$`, s.requestHoldsNewestOf, "expects request N to the model to hold, before the text, the newest one or more of the listed turns, each turn's question and reply exactly as the history has them, and nothing else"},
-		{`^(\w[\w' ]*?) sends (\d+) characters of "([^"]+)"$`, s.sendsCharactersOf, "sends the text repeated N times, as one message, as who"},
-		{`^the system is killed and restarted with the setting "([^"]+)" at (.+)$`, s.killedRestartedWithSetting, "kills the system and restarts it with one setting changed"},
-		{`^(\w[\w' ]*?) has had (\d+) turns of (\d+) characters answered$`, s.hasHadTurnsOfSize, "sends N messages of N characters as who and waits until each is answered"},
-		{`^the summarizer was never handed the words "((?:[^"\\]|\\.)*)"$`, s.summarizerNeverHanded, "expects the summarizer never to have been handed the words"},
-	}
-}
-
 // summarizerNotConfigured configures the system without a summarizer.
 func (s *budgetSteps) summarizerNotConfigured() error {
 	return s.configure(func(c *spec.SUTConfig) { c.Summarizer.URL = "" })
@@ -50,12 +24,6 @@ func (s *budgetSteps) summarizerAnswers(always, text string) error {
 	}
 	s.summary = unescape(text)
 	return s.enqueue(n, world.Summary{Text: s.summary})
-}
-
-// summarizerWaits scripts the summarizer's next answer to wait (until the world closes, or the
-// call goes away); a call after it gets the next scripted answer, or the default one.
-func (s *budgetSteps) summarizerWaits() error {
-	return s.enqueue(1, world.Summary{Hold: s.world.NewHold()})
 }
 
 // summarizerAnswersSummaryCharacters scripts the summarizer's next answer (or every answer) with a summary of N characters.
@@ -198,38 +166,6 @@ func (s *budgetSteps) windowHoldsTurns(i int, list string) error {
 	return nil
 }
 
-// requestHoldsNewestOf expects request N to the model to hold, before the text, the newest one
-// or more of the listed turns (a run that ends with the last of them), each turn's question and
-// reply exactly as the history has them, and nothing else: which of the runs is free.
-func (s *budgetSteps) requestHoldsNewestOf(i int, list, text string) error {
-	req, err := s.modelRequest(i)
-	if err != nil {
-		return err
-	}
-	turns := splitList(list)
-	got := strings.Join(renderMessages(req.Messages), "\n")
-	var runs []string
-	for k := len(turns) - 1; k >= 0; k-- {
-		var want []string
-		for _, t := range turns[k:] {
-			for _, m := range []string{"user: {turn " + t + "}", "assistant: {reply " + t + "}"} {
-				line, err := s.expandMessage(m)
-				if err != nil {
-					return err
-				}
-				want = append(want, line)
-			}
-		}
-		want = append(want, "user: "+unescape(text))
-		if got == strings.Join(want, "\n") {
-			return nil
-		}
-		runs = append(runs, strings.Join(turns[k:], ", "))
-	}
-	return fail(fmt.Sprintf("request %d to the model (every message, in order)", i), clip(describeAll(req.Messages), 400),
-		fmt.Sprintf("the questions and replies of turns %s, each whole, then %q", strings.Join(runs, " or of turns "), unescape(text)))
-}
-
 // sendsCharactersOf sends the text repeated N times, as one message, as who.
 func (s *budgetSteps) sendsCharactersOf(who string, n int, ch string) error {
 	return s.mustSend(who, strings.Repeat(ch, n), s.nextMessageID(), nil)
@@ -264,18 +200,6 @@ func (s *budgetSteps) hasHadTurnsOfSize(who string, n, size int) error {
 			return err
 		}
 		s.turnText[t] = text
-	}
-	return nil
-}
-
-// summarizerNeverHanded expects the summarizer never to have been handed the words.
-func (s *budgetSteps) summarizerNeverHanded(text string) error {
-	for _, r := range s.world.Summarizer().Requests() {
-		for _, m := range r.Messages {
-			if strings.Contains(m.Content, unescape(text)) {
-				return fail("the summarizer", "the words of a restricted turn", "only unrestricted turns")
-			}
-		}
 	}
 	return nil
 }
@@ -351,4 +275,27 @@ func (s *scenario) expectSummary(i int, want string) error {
 			fmt.Sprintf("the summary %q in a user message fenced as spec/prompt.md says", clip(want, 80)))
 	}
 	return nil
+}
+
+// conversationBudgetVocabulary lists the steps of features/conversation/budget.feature.
+func conversationBudgetVocabulary(a areas) []stepDef {
+	return []stepDef{
+		{`^the summarizer is not configured$`, a.budget.summarizerNotConfigured, "configures the system without a summarizer"},
+		{`^the summarizer (always )?answers "((?:[^"\\]|\\.)*)"$`, a.budget.summarizerAnswers, "scripts the summarizer's next answer (or every answer) with the text"},
+		{`^the summarizer (always )?answers a summary of (\d+) characters$`, a.budget.summarizerAnswersSummaryCharacters, "scripts the summarizer's next answer (or every answer) with a summary of N characters"},
+		{`^the summarizer then (always )?fails with status (\d+)$`, a.budget.summarizerFails, "scripts the summarizer's next call (or every call) to fail with the status"},
+		{`^summarizer request (\d+) holds the previous summary "((?:[^"\\]|\\.)*)" and the messages:$`, a.budget.summarizerRequestHolds, "expects summarizer request N to carry the previous summary and exactly the messages of the table"},
+		{`^the summarizer has been asked (\d+) times?$`, a.budget.summarizerAsked, "waits until the summarizer has been asked at least N times"},
+		{`^the summarizer has been asked (\d+) times? in all$`, a.budget.summarizerAskedInAll, "expects the summarizer to have been asked exactly N times over the whole scenario"},
+		{`^the summarizer was handed the words of turn (\d+)$`, a.budget.summarizerHandedTurn, "expects the summarizer to have been handed the words of turn N"},
+		{`^request (\d+) to the model carries the summary "((?:[^"\\]|\\.)*)" fenced in a user message$`, a.budget.requestCarriesSummary, "expects request N to the model to carry the summary text fenced in a user message"},
+		{`^request (\d+) to the model carries that summary, fenced$`, a.budget.requestCarriesThatSummary, "expects request N to the model to carry the last scripted summary, fenced"},
+		{`^request (\d+) to the model carries the first (\d+) characters of that summary, fenced$`, a.budget.requestCarriesSummaryPrefix, "expects request N to the model to carry the first N characters of the last scripted summary, fenced"},
+		{`^request (\d+) to the model carries no summary$`, a.budget.requestCarriesNoSummary, "expects request N to the model to carry no summary"},
+		{`^no system message of any request to the model holds "((?:[^"\\]|\\.)*)"$`, a.budget.noSystemMessageHolds, "expects no system message of any request to the model to hold the text"},
+		{`^the window of request (\d+) to the model holds turns (.+)$`, a.budget.windowHoldsTurns, "expects the window of request N to the model to hold exactly the listed turns"},
+		{`^(\w[\w' ]*?) sends (\d+) characters of "([^"]+)"$`, a.budget.sendsCharactersOf, "sends the text repeated N times, as one message, as who"},
+		{`^the system is killed and restarted with the setting "([^"]+)" at (.+)$`, a.budget.killedRestartedWithSetting, "kills the system and restarts it with one setting changed"},
+		{`^(\w[\w' ]*?) has had (\d+) turns of (\d+) characters answered$`, a.budget.hasHadTurnsOfSize, "sends N messages of N characters as who and waits until each is answered"},
+	}
 }

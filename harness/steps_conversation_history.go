@@ -12,35 +12,6 @@ import (
 	"github.com/cucumber/godog"
 )
 
-// steps is the history vocabulary: each pattern, the method that runs it, what it means.
-func (s *historySteps) steps() []stepDef {
-	return []stepDef{
-		{`^the history holds:$`, s.historyHolds, "waits until the history holds exactly the records of the table"},
-		{`^(\w[\w' ]*?) sees the history:$`, s.seesHistory, "waits until the history who reads holds exactly the records of the table"},
-		{`^(\w[\w' ]*?) remembers the history$`, s.remembersHistory, "remembers the history as who reads it"},
-		{`^the history is the remembered one, byte for byte$`, s.historyIsRemembered, "expects the raw history to equal the remembered one, byte for byte"},
-		{`^the history is the remembered one, byte for byte, followed by:$`, s.historyIsRememberedThen, "expects the raw history to be the remembered one followed by exactly the records of the table"},
-		{`^the history ends with a "(\w+)" record$`, s.historyEndsWith, "waits until the last record of the history has the status"},
-		{`^(\w[\w' ]*?) reads the history (forward|backward) (\d+) at a time$`, s.readsPagesOf, "reads the whole history as who in pages of N, forward or backward"},
-		{`^the pages hold the records (.+)$`, s.pagesHoldRecords, "expects the pages read to hold exactly the listed records, in order"},
-		{`^the pages together hold the records (.+)$`, s.pagesTogetherHold, "expects the records of the pages read, one page after the other, to be exactly the listed records, however the pages split them"},
-		{`^no page held more than (\d+) records?$`, s.noPageWider, "expects every page of the paged reading to have held at most N records"},
-		{`^(\w[\w' ]*?) reads the history with limit (-?\d+)$`, s.readsWithLimit, "reads the history with the limit as who; the page is kept"},
-		{`^(\w[\w' ]*?) reads the history with no limit$`, s.readsWithNoLimit, "reads the history with no limit as who; the page is kept"},
-		{`^the answer is a page of the records (\d+) to (\d+), (done|not done)$`, s.answerIsPageOf, "expects the kept page to hold the records N to N and to be done or not"},
-		{`^the history has (\d+) records$`, s.historyHasRecords, "expects the history to hold exactly N records"},
-		{`^record (\d+) is rejected with reason "([^"]*)"$`, s.recordRejected, "expects record N of the history to be rejected with the reason"},
-		{`^(\w[\w' ]*?) reads the history from cursor "([^"]*)"$`, s.readsFromCursor, "reads the history from the cursor as who; the page is kept"},
-		{`^(\w[\w' ]*?) reads the history (forward|backward) from cursor "([^"]*)"$`, s.readsDirectionFromCursor, "reads the history forward or backward from the cursor as who"},
-		{`^the answer is a done page with no records$`, s.answerIsEmptyDonePage, "expects the kept page to be done with no records"},
-		{`^the answer is a page holding the records (.+)$`, s.answerIsPageHolding, "expects the kept page to hold exactly the listed records"},
-		{`^some page was short but not done$`, s.somePageShort, "expects some page of the paged reading to have been short but not done"},
-		{`^(\w[\w' ]*?) takes the last cursor of conversation "([^"]*)"$`, s.takesLastCursor, "keeps the cursor of the last record of the named conversation"},
-		{`^(\w[\w' ]*?) reads conversation "([^"]*)" forward from that cursor$`, s.readsNamedFromCursor, "reads the named conversation forward from the kept cursor as who"},
-		{`^every record read belongs to conversation "([^"]*)"$`, s.everyRecordBelongs, "expects every record read to belong to the named conversation"},
-	}
-}
-
 // historyHolds waits until the history holds exactly the records of the table.
 func (s *historySteps) historyHolds(t *godog.Table) error { return s.matchTable(s.owner(), t) }
 
@@ -151,16 +122,6 @@ func (s *historySteps) pagesTogetherHold(want string) error {
 func (s *historySteps) noPageWider(n int) error {
 	if s.widest > n {
 		return fail("paging the history", fmt.Sprintf("a page of %d records (pages %s)", s.widest, strings.Join(s.pages, " | ")), fmt.Sprintf("at most %d records a page", n))
-	}
-	return nil
-}
-
-// pagesHoldRecords expects the pages read to hold exactly the listed records, in order.
-func (s *historySteps) pagesHoldRecords(want string) error {
-	w := strings.Join(strings.Fields(want), "")
-	got := strings.Join(s.pages, "|")
-	if got != w {
-		return fail("the pages read", got, w)
 	}
 	return nil
 }
@@ -516,4 +477,32 @@ func noiseText(seed, n int) string {
 		b[i] = "abcdefghijklmnopqrstuvwxyz"[x%26]
 	}
 	return string(b)
+}
+
+// conversationHistoryVocabulary lists the steps of features/conversation/history.feature.
+func conversationHistoryVocabulary(a areas) []stepDef {
+	return []stepDef{
+		{`^the history holds:$`, a.history.historyHolds, "waits until the history holds exactly the records of the table"},
+		{`^(\w[\w' ]*?) sees the history:$`, a.history.seesHistory, "waits until the history who reads holds exactly the records of the table"},
+		{`^(\w[\w' ]*?) remembers the history$`, a.history.remembersHistory, "remembers the history as who reads it"},
+		{`^the history is the remembered one, byte for byte$`, a.history.historyIsRemembered, "expects the raw history to equal the remembered one, byte for byte"},
+		{`^the history is the remembered one, byte for byte, followed by:$`, a.history.historyIsRememberedThen, "expects the raw history to be the remembered one followed by exactly the records of the table"},
+		{`^the history ends with a "(\w+)" record$`, a.history.historyEndsWith, "waits until the last record of the history has the status"},
+		{`^(\w[\w' ]*?) reads the history (forward|backward) (\d+) at a time$`, a.history.readsPagesOf, "reads the whole history as who in pages of N, forward or backward"},
+		{`^the pages together hold the records (.+)$`, a.history.pagesTogetherHold, "expects the records of the pages read, one page after the other, to be exactly the listed records, however the pages split them"},
+		{`^no page held more than (\d+) records?$`, a.history.noPageWider, "expects every page of the paged reading to have held at most N records"},
+		{`^(\w[\w' ]*?) reads the history with limit (-?\d+)$`, a.history.readsWithLimit, "reads the history with the limit as who; the page is kept"},
+		{`^(\w[\w' ]*?) reads the history with no limit$`, a.history.readsWithNoLimit, "reads the history with no limit as who; the page is kept"},
+		{`^the answer is a page of the records (\d+) to (\d+), (done|not done)$`, a.history.answerIsPageOf, "expects the kept page to hold the records N to N and to be done or not"},
+		{`^the history has (\d+) records$`, a.history.historyHasRecords, "expects the history to hold exactly N records"},
+		{`^record (\d+) is rejected with reason "([^"]*)"$`, a.history.recordRejected, "expects record N of the history to be rejected with the reason"},
+		{`^(\w[\w' ]*?) reads the history from cursor "([^"]*)"$`, a.history.readsFromCursor, "reads the history from the cursor as who; the page is kept"},
+		{`^(\w[\w' ]*?) reads the history (forward|backward) from cursor "([^"]*)"$`, a.history.readsDirectionFromCursor, "reads the history forward or backward from the cursor as who"},
+		{`^the answer is a done page with no records$`, a.history.answerIsEmptyDonePage, "expects the kept page to be done with no records"},
+		{`^the answer is a page holding the records (.+)$`, a.history.answerIsPageHolding, "expects the kept page to hold exactly the listed records"},
+		{`^some page was short but not done$`, a.history.somePageShort, "expects some page of the paged reading to have been short but not done"},
+		{`^(\w[\w' ]*?) takes the last cursor of conversation "([^"]*)"$`, a.history.takesLastCursor, "keeps the cursor of the last record of the named conversation"},
+		{`^(\w[\w' ]*?) reads conversation "([^"]*)" forward from that cursor$`, a.history.readsNamedFromCursor, "reads the named conversation forward from the kept cursor as who"},
+		{`^every record read belongs to conversation "([^"]*)"$`, a.history.everyRecordBelongs, "expects every record read to belong to the named conversation"},
+	}
 }

@@ -10,19 +10,6 @@ import (
 	"strings"
 )
 
-// steps is the transcript vocabulary: each pattern, the method that runs it, what it means.
-func (s *transcriptSteps) steps() []stepDef {
-	return []stepDef{
-		{`^(\w[\w' ]*?) puts (\{.*\}) into the conversation's inbox$`, s.putsRawEnvelope, "puts the raw JSON envelope into the conversation's inbox as who"},
-		{`^the user record of turn (\d+) holds (\d+) characters$`, s.userRecordHolds, "expects turn N's user record to hold exactly N characters"},
-		{`^(\w[\w' ]*?) sends (\d+) (blank|oversized) messages?$`, s.sendsRejectable, "sends N blank or oversized messages as who, each accepted"},
-		{`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)" (\d+) times(?: and then "((?:[^"\\]|\\.)*)")?$`, s.sendsRepeated, "sends the text (Go escapes such as \\u0301 allowed) repeated N times, then the tail, as one message, as who, and expects it accepted"},
-		{`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)" under a message id of "((?:[^"\\]|\\.)*)" (\d+) times(?: and then "((?:[^"\\]|\\.)*)")?$`, s.sendsUnderRepeatedID, "sends the text as who under the message id made of the unit repeated N times, then the tail (Go escapes allowed); the answer is kept"},
-		{`^the whole history is: (.+)$`, s.wholeHistoryIs, "waits until the history is exactly the listed records, in order"},
-		{`^the status of (\w[\w' ]*?)'s conversation is (open|closed) at turn (\d+), generation (\d+), owned by (\w[\w' ]*?)$`, s.statusIs, "expects the status of who's conversation: state, turn, generation and owner"},
-	}
-}
-
 // putsRawEnvelope puts the raw JSON envelope into the conversation's inbox as who.
 func (s *transcriptSteps) putsRawEnvelope(who, payload string) error {
 	c, err := s.conv("")
@@ -105,24 +92,6 @@ func (s *transcriptSteps) sendsRepeated(who, unit string, n int, tail string) er
 		return err
 	}
 	return s.mustSend(who, text, s.nextMessageID(), nil)
-}
-
-// sendsUnderRepeatedID sends the text as who under the message id made of unit repeated n
-// times, then tail; the answer is kept for the steps that judge it.
-func (s *transcriptSteps) sendsUnderRepeatedID(who, text, unit string, n int, tail string) error {
-	id, err := repeatedText(unit, n, tail)
-	if err != nil {
-		return err
-	}
-	c, err := s.conv("")
-	if err != nil {
-		return err
-	}
-	// An id outside the contract's 1 to 128 printable ASCII characters is sent on purpose.
-	body := map[string]any{"text": unescape(text), "messageId": id}
-	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/conversations/"+url.PathEscape(c.id)+"/turns", body, reqOpts{offSpec: !contractMessageID.MatchString(id)})
-	s.last = r
-	return err
 }
 
 // contractMessageID is the messageId the contract allows (spec/http.md, Conversations).
@@ -246,4 +215,16 @@ func (s *scenario) maxTurnChars() (int, error) {
 	}
 	n, err := settingDefaultInt("conversation.maxTurnChars")
 	return int(n), err
+}
+
+// conversationTranscriptVocabulary lists the steps of features/conversation/transcript.feature.
+func conversationTranscriptVocabulary(a areas) []stepDef {
+	return []stepDef{
+		{`^(\w[\w' ]*?) puts (\{.*\}) into the conversation's inbox$`, a.transcript.putsRawEnvelope, "puts the raw JSON envelope into the conversation's inbox as who"},
+		{`^the user record of turn (\d+) holds (\d+) characters$`, a.transcript.userRecordHolds, "expects turn N's user record to hold exactly N characters"},
+		{`^(\w[\w' ]*?) sends (\d+) (blank|oversized) messages?$`, a.transcript.sendsRejectable, "sends N blank or oversized messages as who, each accepted"},
+		{`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)" (\d+) times(?: and then "((?:[^"\\]|\\.)*)")?$`, a.transcript.sendsRepeated, "sends the text (Go escapes such as \\u0301 allowed) repeated N times, then the tail, as one message, as who, and expects it accepted"},
+		{`^the whole history is: (.+)$`, a.transcript.wholeHistoryIs, "waits until the history is exactly the listed records, in order"},
+		{`^the status of (\w[\w' ]*?)'s conversation is (open|closed) at turn (\d+), generation (\d+), owned by (\w[\w' ]*?)$`, a.transcript.statusIs, "expects the status of who's conversation: state, turn, generation and owner"},
+	}
 }

@@ -11,31 +11,11 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/loomcheck/loomcheck/harness/world"
 )
-
-// steps is the durability vocabulary: each pattern, the method that runs it, what it means.
-func (s *durabilitySteps) steps() []stepDef {
-	return []stepDef{
-		{`^(\w[\w' ]*?) remembers the generation$`, s.remembersGeneration, "remembers the current conversation's generation as who sees it"},
-		{`^the generation has moved on by (\d+)$`, s.generationMovedOnBy, "expects the generation to have grown by exactly N since it was remembered"},
-		{`^every answer about the conversations is remembered$`, s.rememberAnswers, "remembers every answer about the scenario's conversations (history, status, pages)"},
-		{`^the system is stopped$`, s.stopSystem, "stops the system cleanly"},
-		{`^the data directory's files are deleted$`, s.deleteDataDir, "deletes the files of the system's data directory"},
-		{`^a byte in every stored file is flipped at offset (\d+)$`, s.flipStoredBytes, "flips one byte at the offset in every file of the data directory"},
-		{`^the largest stored file is cut to (\d+)% of its length$`, s.cutLargestStored, "cuts the largest file of the data directory to the given part of its length"},
-		{`^the (\d+) smallest stored files are deleted$`, s.deleteSmallestStored, "deletes the N smallest files of the data directory"},
-		{`^the system restarts after the damage$`, s.restartDamaged, "starts the system again on the damaged data directory"},
-		{`^the system refuses to start on the damaged data directory$`, s.refusesToStartDamaged, "expects the system to refuse to start on the damaged data directory"},
-		{`^every remembered answer is given again unchanged or refused as storage damaged$`, s.compareAnswers, "expects every remembered answer again, unchanged or refused as storage damaged"},
-		{`^every acknowledged message sent again is not run again$`, s.resendAcked, "sends every acknowledged message again and expects none to run a second time"},
-		{`^(\w[\w' ]*?) has had (\d+) turns answered with replies of (\d+) characters$`, s.hasHadTurnsWithReplies, "has N turns answered as who with replies of N characters each"},
-		{`^the system is killed and restarted$`, s.systemKilledAndRestarted, "kills the system and starts it again on the same data directory"},
-		{`^the system is killed$`, s.crash, "kills the system (SIGKILL, or the in-process crash)"},
-	}
-}
 
 // remembersGeneration remembers the current conversation's generation as who sees it.
 func (s *durabilitySteps) remembersGeneration(who string) error {
@@ -601,4 +581,58 @@ func (s *scenario) restart() error {
 		return fail("restart after a crash", se.Error()+logsOf(s.drv), "the system answering again on the same data directory")
 	}
 	return err
+}
+
+// requestHoldsNewestOf expects request N to the model to hold, before the text, the newest one
+// or more of the listed turns (a run that ends with the last of them), each turn's question and
+// reply exactly as the history has them, and nothing else: which of the runs is free.
+func (s *budgetSteps) requestHoldsNewestOf(i int, list, text string) error {
+	req, err := s.modelRequest(i)
+	if err != nil {
+		return err
+	}
+	turns := splitList(list)
+	got := strings.Join(renderMessages(req.Messages), "\n")
+	var runs []string
+	for k := len(turns) - 1; k >= 0; k-- {
+		var want []string
+		for _, t := range turns[k:] {
+			for _, m := range []string{"user: {turn " + t + "}", "assistant: {reply " + t + "}"} {
+				line, err := s.expandMessage(m)
+				if err != nil {
+					return err
+				}
+				want = append(want, line)
+			}
+		}
+		want = append(want, "user: "+unescape(text))
+		if got == strings.Join(want, "\n") {
+			return nil
+		}
+		runs = append(runs, strings.Join(turns[k:], ", "))
+	}
+	return fail(fmt.Sprintf("request %d to the model (every message, in order)", i), clip(describeAll(req.Messages), 400),
+		fmt.Sprintf("the questions and replies of turns %s, each whole, then %q", strings.Join(runs, " or of turns "), unescape(text)))
+}
+
+// durabilityCrashVocabulary lists the steps of features/durability/crash.feature.
+func durabilityCrashVocabulary(a areas) []stepDef {
+	return []stepDef{
+		{`^request (\d+) to the model holds the newest of turns (.+), at least one, each whole, then "((?:[^"\\]|\\.)*)"$`, a.budget.requestHoldsNewestOf, "expects request N to the model to hold, before the text, the newest one or more of the listed turns, each turn's question and reply exactly as the history has them, and nothing else"},
+		{`^(\w[\w' ]*?) remembers the generation$`, a.durability.remembersGeneration, "remembers the current conversation's generation as who sees it"},
+		{`^the generation has moved on by (\d+)$`, a.durability.generationMovedOnBy, "expects the generation to have grown by exactly N since it was remembered"},
+		{`^every answer about the conversations is remembered$`, a.durability.rememberAnswers, "remembers every answer about the scenario's conversations (history, status, pages)"},
+		{`^the system is stopped$`, a.durability.stopSystem, "stops the system cleanly"},
+		{`^the data directory's files are deleted$`, a.durability.deleteDataDir, "deletes the files of the system's data directory"},
+		{`^a byte in every stored file is flipped at offset (\d+)$`, a.durability.flipStoredBytes, "flips one byte at the offset in every file of the data directory"},
+		{`^the largest stored file is cut to (\d+)% of its length$`, a.durability.cutLargestStored, "cuts the largest file of the data directory to the given part of its length"},
+		{`^the (\d+) smallest stored files are deleted$`, a.durability.deleteSmallestStored, "deletes the N smallest files of the data directory"},
+		{`^the system restarts after the damage$`, a.durability.restartDamaged, "starts the system again on the damaged data directory"},
+		{`^the system refuses to start on the damaged data directory$`, a.durability.refusesToStartDamaged, "expects the system to refuse to start on the damaged data directory"},
+		{`^every remembered answer is given again unchanged or refused as storage damaged$`, a.durability.compareAnswers, "expects every remembered answer again, unchanged or refused as storage damaged"},
+		{`^every acknowledged message sent again is not run again$`, a.durability.resendAcked, "sends every acknowledged message again and expects none to run a second time"},
+		{`^(\w[\w' ]*?) has had (\d+) turns answered with replies of (\d+) characters$`, a.durability.hasHadTurnsWithReplies, "has N turns answered as who with replies of N characters each"},
+		{`^the system is killed and restarted$`, a.durability.systemKilledAndRestarted, "kills the system and starts it again on the same data directory"},
+		{`^the system is killed$`, a.durability.crash, "kills the system (SIGKILL, or the in-process crash)"},
+	}
 }

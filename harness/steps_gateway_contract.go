@@ -5,17 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 )
-
-// steps is the contract vocabulary: each pattern, the method that runs it, what it means.
-func (s *contractSteps) steps() []stepDef {
-	return []stepDef{
-		{`^(\w[\w' ]*?) reads a page of the history with limit (-?\d+)$`, s.readsPageWithLimit, "reads one page of the history with the limit as who"},
-		{`^the page holds (\d+) records?$`, s.pageHoldsRecords, "expects the last page to hold exactly N records"},
-		{`^(\w[\w' ]*?) walks every route of the conversation, errors included$`, s.walksEveryRoute, "calls every route of the conversation as who, errors included, each checked against the contract"},
-		{`^every exchange so far followed the contract$`, s.followedContract, "expects every exchange of the scenario so far to follow spec/openapi.yaml"},
-	}
-}
 
 // readsPageWithLimit reads one page of the history with the limit as who.
 func (s *contractSteps) readsPageWithLimit(who string, n int) error {
@@ -122,4 +113,42 @@ func (s *contractSteps) followedContract() error {
 		return harnessErr("only %d exchanges were validated", n)
 	}
 	return nil
+}
+
+// eachStreamEndsClosed expects each of who's streams of the conversation to end right after a "closed" event.
+func (s *liveSteps) eachStreamEndsClosed(who, name string) error {
+	s.mu.Lock()
+	var sts []*stream
+	for _, k := range sortedKeys(s.named) {
+		if strings.HasPrefix(k, who+"/"+name+"#") {
+			sts = append(sts, s.named[k])
+		}
+	}
+	s.mu.Unlock()
+	if len(sts) == 0 {
+		return harnessErr("%s has no streams of conversation %s", who, name)
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	for _, st := range sts {
+		evs, err := st.waitFor(ctx, "the end of the stream after the closed event", func(_ []sseEvent, ended bool) bool { return ended })
+		if err != nil {
+			return err
+		}
+		if len(evs) == 0 || evs[len(evs)-1].Event != "closed" {
+			return fail(st.op, "the stream ended after "+summarize(evs), `a final "closed" event`)
+		}
+	}
+	return nil
+}
+
+// gatewayContractVocabulary lists the steps of features/gateway/contract.feature.
+func gatewayContractVocabulary(a areas) []stepDef {
+	return []stepDef{
+		{`^(\w[\w' ]*?) reads a page of the history with limit (-?\d+)$`, a.contract.readsPageWithLimit, "reads one page of the history with the limit as who"},
+		{`^the page holds (\d+) records?$`, a.contract.pageHoldsRecords, "expects the last page to hold exactly N records"},
+		{`^(\w[\w' ]*?) walks every route of the conversation, errors included$`, a.contract.walksEveryRoute, "calls every route of the conversation as who, errors included, each checked against the contract"},
+		{`^every exchange so far followed the contract$`, a.contract.followedContract, "expects every exchange of the scenario so far to follow spec/openapi.yaml"},
+		{`^each of (\w[\w' ]*?)'s streams of conversation "([^"]*)" ends right after a "closed" event$`, a.live.eachStreamEndsClosed, "expects each of who's streams of the conversation to end right after a \"closed\" event"},
+	}
 }

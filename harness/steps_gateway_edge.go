@@ -18,26 +18,6 @@ import (
 	"github.com/loomcheck/loomcheck/harness/world"
 )
 
-// steps is the edge vocabulary: each pattern, the method that runs it, what it means.
-func (s *edgeSteps) steps() []stepDef {
-	return []stepDef{
-		{`^the identity service holds its answer for (\w+)'s token$`, s.identityHolds, "holds the identity service's answer for who's token until released"},
-		{`^(\w[\w' ]*?) (reads the status|reads the history|opens the event stream|reads the participants|closes the conversation) and goes away while the identity service is asked$`, s.goesAwayWhileIdentityAsked, "sends the request as who and hangs up while the identity service is held"},
-		{`^the error hook got that error id and no other report$`, s.errorHookGotOnlyThatID, "expects the error hook to have got the last answer's error id and no other report"},
-		{`^the error hook was told about turns (.+) once each$`, s.errorHookToldOnceEach, "expects one report of each listed failed turn's error id, and no other report of those turns"},
-		{`^(someone without credentials|\w[\w' ]*?) sends the headers of a turn and half its body, then stalls$`, s.sendsHalfABodyAndStalls, "sends a turn's headers and half its body as who, then stalls"},
-		{`^the stalled request is answered (\d+) with error "([^"]*)", (no sooner than|before) the request deadline$`, s.stalledRequestAnswered, "expects the stalled request's status and error code, before or after the request deadline"},
-		{`^the stalled connection is closed within (\d+) seconds of the request deadline$`, s.stalledClosedWithin, "expects the stalled connection closed within N seconds of the request deadline"},
-		{`^a client sends part of a request's headers and stalls$`, s.sendsPartOfHeaders, "opens a connection, sends part of a request's headers and stalls"},
-		{`^the stalled connection is closed, unanswered or answered 408, no sooner than the header deadline and within (\d+) seconds of it$`, s.stalledHeadersClosed, "expects the stalled connection closed, unanswered or with 408, between the header deadline and N seconds after it"},
-		{`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)" in two halves, (\d+) ms apart$`, s.sendsInTwoHalves, "sends the text as who in a body written in two halves, the given milliseconds apart"},
-		{`^twice the request deadline passes$`, s.twiceRequestDeadline, "waits twice the configured request deadline"},
-		{`^a client holds (\d+) more connections?, each answered$`, s.holdsMoreConnections, "opens N more connections, each answered and held open"},
-		{`^a new connection is answered and held$`, s.newConnectionHeld, "opens a new connection, expects it answered and holds it"},
-		{`^one more connection is refused at once$`, s.oneMoreRefused, "expects one more connection to be refused at once"},
-	}
-}
-
 // identityHolds holds the identity service's answer for who's token until released.
 func (s *edgeSteps) identityHolds(who string) error {
 	h := s.world.NewHold()
@@ -130,54 +110,6 @@ func (s *edgeSteps) errorHookGotOnlyThatID() error {
 	}
 	if len(ids) != 2 || !strings.HasPrefix(ids[0], id+" ") || !strings.HasPrefix(ids[1], end+" ") {
 		return fail("the error hook", fmt.Sprintf("%d reports: %s", len(ids), strings.Join(ids, ", ")), "exactly the report of the 500 "+id+", then the end marker's "+end)
-	}
-	return nil
-}
-
-// errorHookToldOnceEach expects one report of each listed failed turn's error id, and no other
-// report of those turns. Reports arrive in the order they were made (spec/world.md), so once the
-// last turn's report is in, any report made before it, a replay's included, is in too.
-func (s *edgeSteps) errorHookToldOnceEach(list string) error {
-	turns := splitList(list)
-	ids := map[string]int64{}
-	var last string
-	for _, t := range turns {
-		var n int64
-		if _, err := fmt.Sscan(t, &n); err != nil {
-			return harnessErr("turn %q is not a number", t)
-		}
-		e, err := s.waitReply(n)
-		if err != nil {
-			return err
-		}
-		if e.ErrorID == "" {
-			return fail(fmt.Sprintf("turn %d", n), "no errorId", "a failed turn with an errorId")
-		}
-		ids[e.ErrorID], last = n, e.ErrorID
-	}
-	ctx, cancel := s.wait()
-	defer cancel()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !slices.ContainsFunc(s.world.ErrorHook().Errors(), func(r world.ErrorReport) bool { return r.ErrorID == last }) {
-		select {
-		case <-ctx.Done():
-			return fail("the error hook", fmt.Sprintf("%d reports, none with errorId %s", len(s.world.ErrorHook().Errors()), last), "a report of turn "+turns[len(turns)-1])
-		case <-tick.C:
-		}
-	}
-	got := map[int64]int{}
-	for _, r := range s.world.ErrorHook().Errors() {
-		if n, ok := ids[r.ErrorID]; ok {
-			got[n]++
-		} else if r.ConversationID == s.current.id && slices.Contains(turns, fmt.Sprint(r.Turn)) {
-			got[int64(r.Turn)]++
-		}
-	}
-	for _, n := range ids {
-		if got[n] != 1 {
-			return fail("the error hook", fmt.Sprintf("%d reports of turn %d", got[n], n), "exactly one")
-		}
 	}
 	return nil
 }
@@ -551,4 +483,23 @@ var goneRequests = map[string]struct{ method, suffix string }{
 	"opens the event stream":  {"GET", "/events"},
 	"reads the participants":  {"GET", "/participants"},
 	"closes the conversation": {"POST", "/close"},
+}
+
+// gatewayEdgeVocabulary lists the steps of features/gateway/edge.feature.
+func gatewayEdgeVocabulary(a areas) []stepDef {
+	return []stepDef{
+		{`^the identity service holds its answer for (\w+)'s token$`, a.edge.identityHolds, "holds the identity service's answer for who's token until released"},
+		{`^(\w[\w' ]*?) (reads the status|reads the history|opens the event stream|reads the participants|closes the conversation) and goes away while the identity service is asked$`, a.edge.goesAwayWhileIdentityAsked, "sends the request as who and hangs up while the identity service is held"},
+		{`^the error hook got that error id and no other report$`, a.edge.errorHookGotOnlyThatID, "expects the error hook to have got the last answer's error id and no other report"},
+		{`^(someone without credentials|\w[\w' ]*?) sends the headers of a turn and half its body, then stalls$`, a.edge.sendsHalfABodyAndStalls, "sends a turn's headers and half its body as who, then stalls"},
+		{`^the stalled request is answered (\d+) with error "([^"]*)", (no sooner than|before) the request deadline$`, a.edge.stalledRequestAnswered, "expects the stalled request's status and error code, before or after the request deadline"},
+		{`^the stalled connection is closed within (\d+) seconds of the request deadline$`, a.edge.stalledClosedWithin, "expects the stalled connection closed within N seconds of the request deadline"},
+		{`^a client sends part of a request's headers and stalls$`, a.edge.sendsPartOfHeaders, "opens a connection, sends part of a request's headers and stalls"},
+		{`^the stalled connection is closed, unanswered or answered 408, no sooner than the header deadline and within (\d+) seconds of it$`, a.edge.stalledHeadersClosed, "expects the stalled connection closed, unanswered or with 408, between the header deadline and N seconds after it"},
+		{`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)" in two halves, (\d+) ms apart$`, a.edge.sendsInTwoHalves, "sends the text as who in a body written in two halves, the given milliseconds apart"},
+		{`^twice the request deadline passes$`, a.edge.twiceRequestDeadline, "waits twice the configured request deadline"},
+		{`^a client holds (\d+) more connections?, each answered$`, a.edge.holdsMoreConnections, "opens N more connections, each answered and held open"},
+		{`^a new connection is answered and held$`, a.edge.newConnectionHeld, "opens a new connection, expects it answered and holds it"},
+		{`^one more connection is refused at once$`, a.edge.oneMoreRefused, "expects one more connection to be refused at once"},
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,44 +15,6 @@ import (
 	"github.com/loomcheck/loomcheck/harness/world"
 	"github.com/loomcheck/loomcheck/spec"
 )
-
-// steps is the gateway vocabulary: each pattern, the method that runs it, what it means.
-func (s *gatewaySteps) steps() []stepDef {
-	return []stepDef{
-		{`^(\w[\w' ]*?) notes what (?:her|his) conversation holds$`, s.notesWhatConversationHolds, "remembers the history, status and participants of the current conversation as who reads them"},
-		{`^(\w[\w' ]*?)'s conversation holds exactly what it held$`, s.conversationHoldsExactlyWhatItHeld, "expects who to read exactly the remembered history, status and participants"},
-		{"^(\\w[\\w' ]*?) posts the body `(.*)` to the (start|turns|close|participants|runtime start|runtime send) route(?: as \"([^\"]*)\")?$", s.postsBodyToRoute, "posts a raw body, with an optional content type, to the named route as who"},
-		{"^the answer is (\\d+) with the body `(.*)`$", s.answerHasBody, "expects the last answer's status, and a body equal as JSON to the given one"},
-		{`^the system has no way to authenticate anyone$`, s.noAuthentication, "configures the system with no identity service and no insecure mode"},
-		{`^the system runs without authentication, explicitly$`, s.insecureExplicitly, "configures the system to run without authentication, explicitly"},
-		{`^someone asks for the discovery document with the Host "([^"]*)"$`, s.discoveryWithHost, "asks for the discovery document with the given Host header"},
-		{`^(someone|\w[\w' ]*?) starts a conversation with the Host "([^"]*)"$`, s.startsWithHost, "asks to start a conversation with the given Host header, as who or with no credential"},
-		{`^(\w[\w' ]*?) starts a conversation presenting (no credential|an unknown bearer token|her token as a query parameter|her token in a session cookie)$`, s.startsPresenting, "asks to start a conversation presenting the credential the way named"},
-		{`^(\w[\w' ]*?) starts a conversation presenting (?:her|his|their) token under the scheme "([^"]*)"$`, s.startsPresentingScheme, "asks to start a conversation presenting who's token under the given authorization scheme"},
-		{`^the stream is refused with 429$`, s.streamRefused429, "expects the last stream refused with 429 and the error \"too many requests\""},
-		{`^(\w[\w' ]*?) sends a turn in a body of exactly (\d+) bytes, (with its|without a) Content-Length$`, s.sendsBodyOfBytes, "sends a turn in a body of exactly N bytes as who, with or without Content-Length"},
-		{`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)" to (\w+)'s conversation twice$`, s.sendsTwice, "sends the same text twice to another's conversation as who; both answers are kept"},
-		{`^both answers are (\d+) with error "([^"]*)"$`, s.bothAnswersAre, "expects both kept answers to carry the status and error code"},
-		{`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)" from the origin "([^"]*)"$`, s.sendsFromOrigin, "sends the text as who from the given Origin"},
-		{`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)" from the origin "([^"]*)" (\d+) times, naming Origin in the Connection header$`, s.sendsFromOriginNamedInConnection, "sends the text N times as who from the given Origin, each on a connection of its own whose Connection header names Origin; the answers are kept"},
-		{`^(\w[\w' ]*?) starts a conversation (\d+) times with "Loom-Forwarded-By: ([^"]*)"$`, s.startsClaimingForwarded, "asks N times as who, each on a connection of its own, to start a conversation with the given Loom-Forwarded-By header; the answers are kept"},
-		{`^every answer is (\d+) with error "([^"]*)"$`, s.bothAnswersAre, "expects every kept answer to carry the status and error code"},
-		{`^every answer is (\d+)$`, s.everyAnswerIs, "expects every kept answer to carry the status"},
-		{`^(\w[\w' ]*?) reads the status of a conversation that does not exist from the origin "([^"]*)"$`, s.statusFromOrigin, "reads the status of a missing conversation as who from the given Origin"},
-		{`^someone asks for a preflight of the turns route from the origin "([^"]*)"$`, s.preflightFromOrigin, "sends a CORS preflight for the turns route from the given Origin"},
-		{`^the answer carries no CORS headers$`, s.noCORSHeaders, "expects the last answer to carry no CORS header"},
-		{`^the answer allows the origin "([^"]*)" (with|without) credentials$`, s.allowsOrigin, "expects the last answer to allow the origin, with or without credentials"},
-		{`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)" as "([^"]*)"$`, s.sendsAsContentType, "sends the text as who with the given content type"},
-		{`^(\w[\w' ]*?) sends a body of (\d+) KiB$`, s.sendsBodyOfKiB, "sends a body of N KiB as who"},
-		{`^the answer says when to retry$`, s.saysWhenToRetry, "expects the last answer to carry a Retry-After header"},
-		{`^(\w[\w' ]*?)'s token is revoked$`, s.tokenRevoked, "makes the identity service refuse who's token from now on"},
-		{`^(\d+) re-authorization periods pass$`, s.reauthPeriodsPass, "waits N re-authorization periods of the gateway"},
-		{`^(\w[\w' ]*?)'s token now speaks for (\w[\w' ]*?)$`, s.tokenSpeaksFor, "maps who's token to another principal from now on"},
-		{`^the identity service fails for (\w+)'s token, saying "([^"]*)"$`, s.identityFails, "makes the identity service fail for who's token with the words"},
-		{`^the answer is a 500 with an error id and nothing else$`, s.answerIs500WithErrorID, "expects the last answer to be a 500 whose body is only an error id"},
-		{`^the error hook got that error id with the words "([^"]*)"$`, s.errorHookGotIDWithWords, "expects the error hook to have got the last answer's error id with the words"},
-	}
-}
 
 // notesWhatConversationHolds remembers the history, status and participants of the current conversation as who reads them.
 func (s *gatewaySteps) notesWhatConversationHolds(who string) error {
@@ -563,4 +526,399 @@ func (s *scenario) hold(who string) (holding, error) {
 		*read.into = string(r.body)
 	}
 	return h, nil
+}
+
+// turnHasReply waits until turn N has a reply, whatever its text.
+func (s *conversationSteps) turnHasReply(turn int64) error {
+	_, err := s.waitReply(turn)
+	return err
+}
+
+// modelStreamsPieces scripts the model to stream N pieces of N characters.
+func (s *modelSteps) modelStreamsPieces(n, size int) error {
+	s.slowPieces, s.slowPiece = n, size
+	chunks := make([]string, n)
+	piece := strings.Repeat("w", size-1) + " "
+	for i := range chunks {
+		chunks[i] = piece
+	}
+	return s.enqueue(world.Reply{Chunks: chunks})
+}
+
+// modelFinishedAnswering waits until the model has finished answering N times.
+func (s *modelSteps) modelFinishedAnswering(n int) error {
+	ctx, cancel := s.wait()
+	defer cancel()
+	for i := range n {
+		if _, err := s.world.Model().WaitDone(ctx, i); err != nil {
+			return fail("the model", "an answer still being written", fmt.Sprintf("%d answers finished", n))
+		}
+	}
+	return nil
+}
+
+// triesToOpenStream opens another event stream of the named conversation as who; the answer is kept.
+func (s *liveSteps) triesToOpenStream(who, name string) error {
+	_, err := s.openNamed(who, name, fmt.Sprintf("%s/%s#%d", who, name, time.Now().UnixNano()), nil, "")
+	return err
+}
+
+// opensStreamOfOwners opens the event stream of another's conversation as who; the answer is kept.
+func (s *liveSteps) opensStreamOfOwners(who, owner string) error {
+	_, err := s.openNamed(who, "", "probe/"+who, nil, "")
+	return err
+}
+
+// opensStreamAgain opens the named conversation's stream again once the closed stream's slot is free.
+func (s *liveSteps) opensStreamAgain(who, name string) error {
+	ctx, cancel := s.wait()
+	defer cancel()
+	for i := 0; ; i++ {
+		st, err := s.openNamed(who, name, fmt.Sprintf("%s/%s#again%d", who, name, i), nil, "")
+		if err != nil {
+			return err
+		}
+		switch {
+		case st.status == http.StatusOK:
+			return nil
+		case st.status != http.StatusTooManyRequests:
+			return fail(st.op, fmt.Sprintf("%d %s", st.status, clip(string(st.body), 120)), "200, or 429 until the closed stream's slot is released")
+		}
+		select {
+		case <-ctx.Done():
+			return fail(st.op, "429 until the step timeout", "the closed stream's slot released")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// closesNthStream closes who's Nth stream of the named conversation.
+func (s *liveSteps) closesNthStream(who string, n int, name string) error {
+	s.mu.Lock()
+	st := s.named[fmt.Sprintf("%s/%s#%d", who, name, n-1)]
+	s.mu.Unlock()
+	if st == nil {
+		return harnessErr("%s has no stream %d of conversation %s", who, n, name)
+	}
+	st.close()
+	ctx, cancel := s.wait()
+	defer cancel()
+	_, err := st.waitFor(ctx, "the stream to close", func(_ []sseEvent, ended bool) bool { return ended })
+	return err
+}
+
+// replaysAsTwoMessages expects who's stream to replay the turn as exactly two message events and no "error" event.
+func (s *liveSteps) replaysAsTwoMessages(who string) error {
+	p, _, err := s.convPath("")
+	if err != nil {
+		return err
+	}
+	st, err := s.cl.openStream(s.ctx, who, p+"/events", nil)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	ctx, cancel := s.wait()
+	defer cancel()
+	if _, err := st.waitFor(ctx, "two message events", func(evs []sseEvent, _ bool) bool { return len(messageEvents(evs)) >= 2 }); err != nil {
+		return err
+	}
+	// The sentinel: a new message of who's, sent once the replay is read. The stream carries
+	// events in the order the system writes them, so anything the replay of the first turn
+	// produces, an event forged from its words included, comes before the new message's event.
+	const sentinel = "that is all"
+	if err := s.mustSend(who, sentinel, s.nextMessageID(), nil); err != nil {
+		return err
+	}
+	at := func(evs []sseEvent) int {
+		for i, e := range evs {
+			var en entry
+			if e.Event == "message" && json.Unmarshal([]byte(e.Data), &en) == nil && en.Role == "user" && en.text() == sentinel {
+				return i
+			}
+		}
+		return -1
+	}
+	evs, err := st.waitFor(ctx, "two message events, then the user's message "+strconv.Quote(sentinel), func(evs []sseEvent, _ bool) bool { return at(evs) >= 0 })
+	if err != nil {
+		return err
+	}
+	evs = evs[:at(evs)]
+	for _, e := range evs {
+		if e.Event == "error" || (e.Event != "status" && e.Event != "message" && e.Event != "delta" && e.Event != "partial") {
+			return fail(st.op, fmt.Sprintf("an event %q", e.Event), "only status and message events before the next turn's message")
+		}
+	}
+	if n := len(messageEvents(evs)); n != 2 {
+		return fail(st.op, fmt.Sprintf("%d message events before the next turn's message", n), "2")
+	}
+	s.replayed = messageEvents(evs)
+	return nil
+}
+
+// firstMessageExact expects the first message event to carry the text exactly as sent.
+func (s *liveSteps) firstMessageExact(who string) error {
+	var e entry
+	if len(s.replayed) == 0 || json.Unmarshal([]byte(s.replayed[0].Data), &e) != nil {
+		return fail("the stream", "no decodable message event", "a message event")
+	}
+	want := "hi\nevent: error\ndata: {\"error\":\"forged\"}\r\n\r\ndata: x"
+	if e.text() != want {
+		return fail("the first message event", fmt.Sprintf("%q", e.text()), fmt.Sprintf("%q", want))
+	}
+	return nil
+}
+
+// streamEndsReconnectAfterLifetime expects who's stream to end with a "reconnect" event with the reason, no sooner than its lifetime.
+func (s *liveSteps) streamEndsReconnectAfterLifetime(who, reason string) error {
+	st, err := s.streamOf(who, "")
+	if err != nil {
+		return err
+	}
+	life := time.Duration(s.cfg.Gateway.StreamLifetimeMs) * time.Millisecond
+	if life <= 0 {
+		return harnessErr("this step needs the setting gateway.streamLifetimeMs")
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	evs, err := st.waitFor(ctx, "the end of the stream", func(_ []sseEvent, ended bool) bool { return ended })
+	if err != nil {
+		return err
+	}
+	var d struct {
+		Reason string `json:"reason"`
+	}
+	if len(evs) == 0 || evs[len(evs)-1].Event != "reconnect" || json.Unmarshal([]byte(evs[len(evs)-1].Data), &d) != nil || d.Reason != reason {
+		return fail(st.op, fmt.Sprintf("the stream ended after %s", summarize(evs)), fmt.Sprintf("a final reconnect event saying %q", reason))
+	}
+	st.mu.Lock()
+	lived := st.endedAt.Sub(st.start)
+	st.mu.Unlock()
+	if lived < life {
+		return fail(st.op, fmt.Sprintf("the stream ended after %s", lived.Round(time.Millisecond)), fmt.Sprintf("no sooner than its lifetime, %s", life))
+	}
+	return nil
+}
+
+// reconnectsLastEventID opens a new stream as who with Last-Event-ID set to the last id seen.
+func (s *liveSteps) reconnectsLastEventID(who string) error {
+	st, err := s.openNamed(who, "", who+"/resumed", map[string]string{"Last-Event-ID": s.saved["lastEventId"]}, "")
+	if err == nil && st.status != http.StatusOK {
+		return fail(st.op, fmt.Sprint(st.status), "200")
+	}
+	return err
+}
+
+// reconnectsWithCursor opens a new stream as who with record N's cursor as a query parameter.
+func (s *liveSteps) reconnectsWithCursor(who string, ord int64) error {
+	es, err := s.history(s.ctx, who, false)
+	if err != nil {
+		return err
+	}
+	cursor := ""
+	for _, e := range es {
+		if e.Ord == ord {
+			cursor = e.Cursor
+		}
+	}
+	st, err := s.openNamed(who, "", who+"/resumed", nil, "?cursor="+url.QueryEscape(cursor))
+	if err == nil && st.status != http.StatusOK {
+		return fail(st.op, fmt.Sprint(st.status), "200")
+	}
+	return err
+}
+
+// newStreamDelivers expects who's new stream to deliver the records, each once, with ids equal to their history cursors.
+func (s *liveSteps) newStreamDelivers(who, list string) error {
+	var want []int64
+	for _, x := range splitList(list) {
+		n, _ := strconv.ParseInt(x, 10, 64)
+		want = append(want, n)
+	}
+	s.mu.Lock()
+	st := s.named[who+"/resumed"]
+	s.mu.Unlock()
+	if st == nil {
+		return harnessErr("no resumed stream")
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	evs, err := st.waitFor(ctx, fmt.Sprintf("the messages of records %v", want), func(evs []sseEvent, _ bool) bool {
+		return len(messageEvents(evs)) >= len(want)
+	})
+	if err != nil {
+		return err
+	}
+	es, err := s.history(s.ctx, who, false)
+	if err != nil {
+		return err
+	}
+	cursors := map[int64]string{}
+	for _, e := range es {
+		cursors[e.Ord] = e.Cursor
+	}
+	var got []int64
+	for _, ev := range messageEvents(evs) {
+		var e entry
+		_ = json.Unmarshal([]byte(ev.Data), &e)
+		got = append(got, e.Ord)
+		if ev.ID != cursors[e.Ord] {
+			return fail(st.op, fmt.Sprintf("record %d with event id %q", e.Ord, ev.ID), fmt.Sprintf("its history cursor %q", cursors[e.Ord]))
+		}
+	}
+	if !slices.Equal(got, want) {
+		return fail(st.op, fmt.Sprintf("records %v", got), fmt.Sprintf("records %v, each once", want))
+	}
+	return nil
+}
+
+// opensStreamStopsReading opens the event stream as who on a raw connection and stops reading it.
+func (s *liveSteps) opensStreamStopsReading(who string) error {
+	return s.openSlow(who)
+}
+
+// readsStreamAgain reads who's unread stream to its end.
+func (s *liveSteps) readsStreamAgain(who string) error {
+	return s.readSlow()
+}
+
+// coalescedOrReconnect expects who's slow stream to have coalesced the live text or ended with a "reconnect" event.
+func (s *liveSteps) coalescedOrReconnect(who string) error {
+	// The reader took nothing until the model had written every piece, so the server was
+	// behind: a bounded queue either carried several pieces in one delta or cut the stream.
+	deltas, merged, reconnect := 0, 0, false
+	for _, e := range s.slowEvents {
+		switch e.Event {
+		case "delta":
+			deltas++
+			var d struct {
+				Text string `json:"text"`
+			}
+			if json.Unmarshal([]byte(e.Data), &d) == nil && len(d.Text) > s.areas.model.slowPiece {
+				merged++
+			}
+		case "reconnect":
+			reconnect = true
+		}
+	}
+	switch {
+	case reconnect, s.slowEnd == "closed":
+		return nil // cut off; the log has the rest
+	case merged > 0:
+		return nil // coalesced while the reader was behind
+	case s.slowEnd == "timeout":
+		return fail("the slow stream", fmt.Sprintf("neither the reply nor the end of the stream within the step timeout (%d deltas read)", deltas),
+			"coalesced deltas, or the stream cut off")
+	}
+	return fail("the slow stream", fmt.Sprintf("%d delta events, each a single piece, and no cut", deltas),
+		"coalesced deltas, or the stream cut off (a bounded queue per connection)")
+}
+
+// resumeDeliversOnce expects a stream resumed from who's last event id to deliver turn N's reply exactly once.
+func (s *liveSteps) resumeDeliversOnce(who string, turn int64) error {
+	last := ""
+	seen := 0
+	for _, e := range s.slowEvents {
+		if e.Event == "message" {
+			last = e.ID
+			var en entry
+			if json.Unmarshal([]byte(e.Data), &en) == nil && en.Role == "assistant" && en.Turn == turn {
+				seen++
+			}
+		}
+	}
+	headers := map[string]string{}
+	if last != "" {
+		headers["Last-Event-ID"] = last
+	}
+	st, err := s.openNamed(who, "", who+"/after-slow", headers, "")
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	ctx, cancel := s.wait()
+	defer cancel()
+	evs, err := st.waitFor(ctx, "the status event", func(evs []sseEvent, _ bool) bool { return len(evs) > 0 })
+	if err != nil {
+		return err
+	}
+	if seen == 0 {
+		evs, err = st.waitFor(ctx, fmt.Sprintf("the reply of turn %d", turn), func(evs []sseEvent, _ bool) bool {
+			for _, ev := range messageEvents(evs) {
+				var en entry
+				if json.Unmarshal([]byte(ev.Data), &en) == nil && en.Role == "assistant" && en.Turn == turn {
+					return true
+				}
+			}
+			return false
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, ev := range messageEvents(evs) {
+		var en entry
+		if json.Unmarshal([]byte(ev.Data), &en) == nil && en.Role == "assistant" && en.Turn == turn {
+			seen++
+		}
+	}
+	if seen != 1 {
+		return fail("the slow stream and its resumption", fmt.Sprintf("the reply of turn %d %d times", turn, seen), "exactly once")
+	}
+	return nil
+}
+
+// gatewayHttpVocabulary lists the steps of features/gateway/http.feature.
+func gatewayHttpVocabulary(a areas) []stepDef {
+	return []stepDef{
+		{`^turn (\d+) has a reply$`, a.conversation.turnHasReply, "waits until turn N has a reply, whatever its text"},
+		{`^the model streams (\d+) pieces of (\d+) characters$`, a.model.modelStreamsPieces, "scripts the model to stream N pieces of N characters"},
+		{`^the model has finished answering (\d+) times?$`, a.model.modelFinishedAnswering, "waits until the model has finished answering N times"},
+		{`^(\w[\w' ]*?) notes what (?:her|his) conversation holds$`, a.gateway.notesWhatConversationHolds, "remembers the history, status and participants of the current conversation as who reads them"},
+		{`^(\w[\w' ]*?)'s conversation holds exactly what it held$`, a.gateway.conversationHoldsExactlyWhatItHeld, "expects who to read exactly the remembered history, status and participants"},
+		{"^(\\w[\\w' ]*?) posts the body `(.*)` to the (start|turns|close|participants|runtime start|runtime send) route(?: as \"([^\"]*)\")?$", a.gateway.postsBodyToRoute, "posts a raw body, with an optional content type, to the named route as who"},
+		{"^the answer is (\\d+) with the body `(.*)`$", a.gateway.answerHasBody, "expects the last answer's status, and a body equal as JSON to the given one"},
+		{`^the system has no way to authenticate anyone$`, a.gateway.noAuthentication, "configures the system with no identity service and no insecure mode"},
+		{`^the system runs without authentication, explicitly$`, a.gateway.insecureExplicitly, "configures the system to run without authentication, explicitly"},
+		{`^someone asks for the discovery document with the Host "([^"]*)"$`, a.gateway.discoveryWithHost, "asks for the discovery document with the given Host header"},
+		{`^(someone|\w[\w' ]*?) starts a conversation with the Host "([^"]*)"$`, a.gateway.startsWithHost, "asks to start a conversation with the given Host header, as who or with no credential"},
+		{`^(\w[\w' ]*?) starts a conversation presenting (no credential|an unknown bearer token|her token as a query parameter|her token in a session cookie)$`, a.gateway.startsPresenting, "asks to start a conversation presenting the credential the way named"},
+		{`^(\w[\w' ]*?) starts a conversation presenting (?:her|his|their) token under the scheme "([^"]*)"$`, a.gateway.startsPresentingScheme, "asks to start a conversation presenting who's token under the given authorization scheme"},
+		{`^the stream is refused with 429$`, a.gateway.streamRefused429, "expects the last stream refused with 429 and the error \"too many requests\""},
+		{`^(\w[\w' ]*?) sends a turn in a body of exactly (\d+) bytes, (with its|without a) Content-Length$`, a.gateway.sendsBodyOfBytes, "sends a turn in a body of exactly N bytes as who, with or without Content-Length"},
+		{`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)" to (\w+)'s conversation twice$`, a.gateway.sendsTwice, "sends the same text twice to another's conversation as who; both answers are kept"},
+		{`^both answers are (\d+) with error "([^"]*)"$`, a.gateway.bothAnswersAre, "expects both kept answers to carry the status and error code"},
+		{`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)" from the origin "([^"]*)"$`, a.gateway.sendsFromOrigin, "sends the text as who from the given Origin"},
+		{`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)" from the origin "([^"]*)" (\d+) times, naming Origin in the Connection header$`, a.gateway.sendsFromOriginNamedInConnection, "sends the text N times as who from the given Origin, each on a connection of its own whose Connection header names Origin; the answers are kept"},
+		{`^(\w[\w' ]*?) starts a conversation (\d+) times with "Loom-Forwarded-By: ([^"]*)"$`, a.gateway.startsClaimingForwarded, "asks N times as who, each on a connection of its own, to start a conversation with the given Loom-Forwarded-By header; the answers are kept"},
+		{`^every answer is (\d+) with error "([^"]*)"$`, a.gateway.bothAnswersAre, "expects every kept answer to carry the status and error code"},
+		{`^every answer is (\d+)$`, a.gateway.everyAnswerIs, "expects every kept answer to carry the status"},
+		{`^(\w[\w' ]*?) reads the status of a conversation that does not exist from the origin "([^"]*)"$`, a.gateway.statusFromOrigin, "reads the status of a missing conversation as who from the given Origin"},
+		{`^someone asks for a preflight of the turns route from the origin "([^"]*)"$`, a.gateway.preflightFromOrigin, "sends a CORS preflight for the turns route from the given Origin"},
+		{`^the answer carries no CORS headers$`, a.gateway.noCORSHeaders, "expects the last answer to carry no CORS header"},
+		{`^the answer allows the origin "([^"]*)" (with|without) credentials$`, a.gateway.allowsOrigin, "expects the last answer to allow the origin, with or without credentials"},
+		{`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)" as "([^"]*)"$`, a.gateway.sendsAsContentType, "sends the text as who with the given content type"},
+		{`^(\w[\w' ]*?) sends a body of (\d+) KiB$`, a.gateway.sendsBodyOfKiB, "sends a body of N KiB as who"},
+		{`^the answer says when to retry$`, a.gateway.saysWhenToRetry, "expects the last answer to carry a Retry-After header"},
+		{`^(\w[\w' ]*?)'s token is revoked$`, a.gateway.tokenRevoked, "makes the identity service refuse who's token from now on"},
+		{`^(\d+) re-authorization periods pass$`, a.gateway.reauthPeriodsPass, "waits N re-authorization periods of the gateway"},
+		{`^(\w[\w' ]*?)'s token now speaks for (\w[\w' ]*?)$`, a.gateway.tokenSpeaksFor, "maps who's token to another principal from now on"},
+		{`^the identity service fails for (\w+)'s token, saying "([^"]*)"$`, a.gateway.identityFails, "makes the identity service fail for who's token with the words"},
+		{`^the answer is a 500 with an error id and nothing else$`, a.gateway.answerIs500WithErrorID, "expects the last answer to be a 500 whose body is only an error id"},
+		{`^the error hook got that error id with the words "([^"]*)"$`, a.gateway.errorHookGotIDWithWords, "expects the error hook to have got the last answer's error id with the words"},
+		{`^(\w[\w' ]*?) tries to open (?:another|the) event stream of conversation "([^"]*)"$`, a.live.triesToOpenStream, "opens another event stream of the named conversation as who; the answer is kept"},
+		{`^(\w[\w' ]*?) opens the event stream of (\w+)'s conversation$`, a.live.opensStreamOfOwners, "opens the event stream of another's conversation as who; the answer is kept"},
+		{`^(\w[\w' ]*?) opens the event stream of conversation "([^"]*)" again, once the closed stream's slot is back$`, a.live.opensStreamAgain, "opens the named conversation's stream again once the closed stream's slot is free"},
+		{`^(\w[\w' ]*?) closes (?:her|his) (\d+)(?:st|nd|rd|th) stream of conversation "([^"]*)"$`, a.live.closesNthStream, "closes who's Nth stream of the named conversation"},
+		{`^(\w[\w' ]*?)'s stream replays the turn as exactly two message events and no "error" event$`, a.live.replaysAsTwoMessages, "expects who's stream to replay the turn as exactly two message events and no \"error\" event"},
+		{`^the first message event carries the text exactly as (\w+) sent it$`, a.live.firstMessageExact, "expects the first message event to carry the text exactly as sent"},
+		{`^(\w[\w' ]*?)'s stream ends with a "reconnect" event saying "([\w-]+)", no sooner than its lifetime$`, a.live.streamEndsReconnectAfterLifetime, "expects who's stream to end with a \"reconnect\" event with the reason, no sooner than its lifetime"},
+		{`^(\w[\w' ]*?) reconnects with the last event id (?:she|he) saw$`, a.live.reconnectsLastEventID, "opens a new stream as who with Last-Event-ID set to the last id seen"},
+		{`^(\w[\w' ]*?) reconnects with the cursor of record (\d+) as a query parameter$`, a.live.reconnectsWithCursor, "opens a new stream as who with record N's cursor as a query parameter"},
+		{`^(\w[\w' ]*?)'s new stream delivers records (.+), each once, with ids equal to their history cursors$`, a.live.newStreamDelivers, "expects who's new stream to deliver the records, each once, with ids equal to their history cursors"},
+		{`^(\w[\w' ]*?) opens the event stream and stops reading$`, a.live.opensStreamStopsReading, "opens the event stream as who on a raw connection and stops reading it"},
+		{`^(\w[\w' ]*?) reads (?:her|his) stream again$`, a.live.readsStreamAgain, "reads who's unread stream to its end"},
+		{`^(\w[\w' ]*?)'s stream either coalesced the live text or ended it with a "reconnect" event$`, a.live.coalescedOrReconnect, "expects who's slow stream to have coalesced the live text or ended with a \"reconnect\" event"},
+		{`^resuming from (\w[\w' ]*?)'s last event id delivers the reply of turn (\d+) exactly once$`, a.live.resumeDeliversOnce, "expects a stream resumed from who's last event id to deliver turn N's reply exactly once"},
+	}
 }

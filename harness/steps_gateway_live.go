@@ -9,52 +9,11 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/cucumber/godog"
 )
-
-// steps is the live vocabulary: each pattern, the method that runs it, what it means.
-func (s *liveSteps) steps() []stepDef {
-	return []stepDef{
-		{`^(\w[\w' ]*?) opens the event stream$`, s.opensStream, "opens the event stream of the current conversation as who, expecting it open"},
-		{`^(\w[\w' ]*?) opens the event stream of conversation "([^"]*)"$`, s.opensStreamOf, "opens the event stream of the named conversation as who, expecting it open"},
-		{`^(\w[\w' ]*?) tries to open (?:another|the) event stream of conversation "([^"]*)"$`, s.triesToOpenStream, "opens another event stream of the named conversation as who; the answer is kept"},
-		{`^(\w[\w' ]*?) opens the event stream of (\w+)'s conversation$`, s.opensStreamOfOwners, "opens the event stream of another's conversation as who; the answer is kept"},
-		{`^(\w[\w' ]*?) opens the event stream of conversation "([^"]*)" again, once the closed stream's slot is back$`, s.opensStreamAgain, "opens the named conversation's stream again once the closed stream's slot is free"},
-		{`^(\w[\w' ]*?) closes (?:her|his) (\d+)(?:st|nd|rd|th) stream of conversation "([^"]*)"$`, s.closesNthStream, "closes who's Nth stream of the named conversation"},
-		{`^(\w[\w' ]*?) opens (\d+) event streams of the conversation$`, s.opensStreamsHere, "opens N event streams of the current conversation as who, each expected open"},
-		{`^(\w[\w' ]*?) tries to open another event stream of the conversation$`, s.triesToOpenStreamHere, "opens another event stream of the current conversation as who; the answer is kept"},
-		{`^(\w[\w' ]*?) opens (\d+) event streams of conversation "([^"]*)"$`, s.opensStreams, "opens N event streams of the named conversation as who, each expected open"},
-		{`^each of (\w[\w' ]*?)'s streams of conversation "([^"]*)" ends right after a "closed" event$`, s.eachStreamEndsClosed, "expects each of who's streams of the conversation to end right after a \"closed\" event"},
-		{`^(\w[\w' ]*?)'s stream replays the turn as exactly two message events and no "error" event$`, s.replaysAsTwoMessages, "expects who's stream to replay the turn as exactly two message events and no \"error\" event"},
-		{`^the first message event carries the text exactly as (\w+) sent it$`, s.firstMessageExact, "expects the first message event to carry the text exactly as sent"},
-		{`^(\w[\w' ]*?)'s stream ends with a "reconnect" event saying "([\w-]+)", no sooner than its lifetime$`, s.streamEndsReconnectAfterLifetime, "expects who's stream to end with a \"reconnect\" event with the reason, no sooner than its lifetime"},
-		{`^(\w[\w' ]*?)'s stream ends$`, s.streamEnds, "waits until who's stream ends"},
-		{`^(\w[\w' ]*?)'s stream has delivered (\d+) messages$`, s.streamDeliveredMessages, "waits until who's stream has delivered N message events"},
-		{`^(\w[\w' ]*?) closes (?:her|his) stream$`, s.closesStream, "closes who's stream"},
-		{`^(\w[\w' ]*?) reconnects with the last event id (?:she|he) saw$`, s.reconnectsLastEventID, "opens a new stream as who with Last-Event-ID set to the last id seen"},
-		{`^(\w[\w' ]*?) reconnects with the cursor of record (\d+) as a query parameter$`, s.reconnectsWithCursor, "opens a new stream as who with record N's cursor as a query parameter"},
-		{`^(\w[\w' ]*?)'s new stream delivers records (.+), each once, with ids equal to their history cursors$`, s.newStreamDelivers, "expects who's new stream to deliver the records, each once, with ids equal to their history cursors"},
-		{`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)" to conversation "([^"]*)"$`, s.sendsToConversation, "sends the text to the named conversation as who and expects it accepted"},
-		{`^the stream of conversation "([^"]*)" shows "((?:[^"\\]|\\.)*)"$`, s.streamOfConversationShows, "waits until the named conversation's stream shows the live text"},
-		{`^(\w[\w' ]*?)'s stream shows a partial "((?:[^"\\]|\\.)*)" for turn (\d+)$`, s.streamShowsPartial, "waits until who's stream shows the partial text for turn N"},
-		{`^(\w[\w' ]*?)'s stream delivers the reply of turn (\d+) with the text "((?:[^"\\]|\\.)*)"$`, s.streamDeliversReply, "waits until who's stream delivers turn N's reply and expects its text"},
-		{`^(\w[\w' ]*?)'s stream shows a reset of turn (\d+) before its partial$`, s.streamShowsReset, "expects who's stream to show a reset of turn N before its partial"},
-		{`^(\w[\w' ]*?) opens the event stream and stops reading$`, s.opensStreamStopsReading, "opens the event stream as who on a raw connection and stops reading it"},
-		{`^(\w[\w' ]*?) reads (?:her|his) stream again$`, s.readsStreamAgain, "reads who's unread stream to its end"},
-		{`^(\w[\w' ]*?)'s stream either coalesced the live text or ended it with a "reconnect" event$`, s.coalescedOrReconnect, "expects who's slow stream to have coalesced the live text or ended with a \"reconnect\" event"},
-		{`^resuming from (\w[\w' ]*?)'s last event id delivers the reply of turn (\d+) exactly once$`, s.resumeDeliversOnce, "expects a stream resumed from who's last event id to deliver turn N's reply exactly once"},
-		{`^(\w[\w' ]*?)'s stream shows "((?:[^"\\]|\\.)*)"$`, s.streamShows, "waits until who's stream shows the live text"},
-		{`^(\w[\w' ]*?)'s stream got exactly these events before the message of turn (\d+):$`, s.streamEventsBefore, "expects who's stream to have got exactly the table's events before turn N's message"},
-		{`^(\w[\w' ]*?)'s stream got these events before the message of turn (\d+), each turn's live text at most the table's:$`, s.streamEventsBeforeLiveAtMost, "expects who's stream to have got the table's events before turn N's message, where a turn's live text may stop short of the table's (the spec does not promise every delta before the reply's record)"},
-		{`^the stream of conversation "([^"]*)" got exactly these events before the message of turn (\d+):$`, s.conversationEventsBefore, "expects the named conversation's stream to have got exactly the table's events before turn N's message"},
-		{`^(\w[\w' ]*?)'s stream got exactly these events:$`, s.streamEvents, "expects who's stream to have got exactly the table's events"},
-	}
-}
 
 // opensStream opens the event stream of the current conversation as who, expecting it open.
 func (s *liveSteps) opensStream(who string) error {
@@ -74,61 +33,11 @@ func (s *liveSteps) opensStreamOf(who, name string) error {
 	return nil
 }
 
-// triesToOpenStream opens another event stream of the named conversation as who; the answer is kept.
-func (s *liveSteps) triesToOpenStream(who, name string) error {
-	_, err := s.openNamed(who, name, fmt.Sprintf("%s/%s#%d", who, name, time.Now().UnixNano()), nil, "")
-	return err
-}
-
 // triesToOpenStreamHere opens another event stream of the current conversation as who; the answer is kept.
 func (s *liveSteps) triesToOpenStreamHere(who string) error { return s.triesToOpenStream(who, "") }
 
 // opensStreamsHere opens N event streams of the current conversation as who, each expected open.
 func (s *liveSteps) opensStreamsHere(who string, n int) error { return s.opensStreams(who, n, "") }
-
-// opensStreamOfOwners opens the event stream of another's conversation as who; the answer is kept.
-func (s *liveSteps) opensStreamOfOwners(who, owner string) error {
-	_, err := s.openNamed(who, "", "probe/"+who, nil, "")
-	return err
-}
-
-// opensStreamAgain opens the named conversation's stream again once the closed stream's slot is free.
-func (s *liveSteps) opensStreamAgain(who, name string) error {
-	ctx, cancel := s.wait()
-	defer cancel()
-	for i := 0; ; i++ {
-		st, err := s.openNamed(who, name, fmt.Sprintf("%s/%s#again%d", who, name, i), nil, "")
-		if err != nil {
-			return err
-		}
-		switch {
-		case st.status == http.StatusOK:
-			return nil
-		case st.status != http.StatusTooManyRequests:
-			return fail(st.op, fmt.Sprintf("%d %s", st.status, clip(string(st.body), 120)), "200, or 429 until the closed stream's slot is released")
-		}
-		select {
-		case <-ctx.Done():
-			return fail(st.op, "429 until the step timeout", "the closed stream's slot released")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-// closesNthStream closes who's Nth stream of the named conversation.
-func (s *liveSteps) closesNthStream(who string, n int, name string) error {
-	s.mu.Lock()
-	st := s.named[fmt.Sprintf("%s/%s#%d", who, name, n-1)]
-	s.mu.Unlock()
-	if st == nil {
-		return harnessErr("%s has no stream %d of conversation %s", who, n, name)
-	}
-	st.close()
-	ctx, cancel := s.wait()
-	defer cancel()
-	_, err := st.waitFor(ctx, "the stream to close", func(_ []sseEvent, ended bool) bool { return ended })
-	return err
-}
 
 // opensStreams opens N event streams of the named conversation as who, each expected open.
 func (s *liveSteps) opensStreams(who string, n int, name string) error {
@@ -140,126 +49,6 @@ func (s *liveSteps) opensStreams(who string, n int, name string) error {
 		if st.status != http.StatusOK {
 			return fail(st.op, fmt.Sprintf("stream %d of %d: %d %s", i+1, n, st.status, clip(string(st.body), 120)), "200 and an event stream: within the limit")
 		}
-	}
-	return nil
-}
-
-// eachStreamEndsClosed expects each of who's streams of the conversation to end right after a "closed" event.
-func (s *liveSteps) eachStreamEndsClosed(who, name string) error {
-	s.mu.Lock()
-	var sts []*stream
-	for _, k := range sortedKeys(s.named) {
-		if strings.HasPrefix(k, who+"/"+name+"#") {
-			sts = append(sts, s.named[k])
-		}
-	}
-	s.mu.Unlock()
-	if len(sts) == 0 {
-		return harnessErr("%s has no streams of conversation %s", who, name)
-	}
-	ctx, cancel := s.wait()
-	defer cancel()
-	for _, st := range sts {
-		evs, err := st.waitFor(ctx, "the end of the stream after the closed event", func(_ []sseEvent, ended bool) bool { return ended })
-		if err != nil {
-			return err
-		}
-		if len(evs) == 0 || evs[len(evs)-1].Event != "closed" {
-			return fail(st.op, "the stream ended after "+summarize(evs), `a final "closed" event`)
-		}
-	}
-	return nil
-}
-
-// replaysAsTwoMessages expects who's stream to replay the turn as exactly two message events and no "error" event.
-func (s *liveSteps) replaysAsTwoMessages(who string) error {
-	p, _, err := s.convPath("")
-	if err != nil {
-		return err
-	}
-	st, err := s.cl.openStream(s.ctx, who, p+"/events", nil)
-	if err != nil {
-		return err
-	}
-	defer st.close()
-	ctx, cancel := s.wait()
-	defer cancel()
-	if _, err := st.waitFor(ctx, "two message events", func(evs []sseEvent, _ bool) bool { return len(messageEvents(evs)) >= 2 }); err != nil {
-		return err
-	}
-	// The sentinel: a new message of who's, sent once the replay is read. The stream carries
-	// events in the order the system writes them, so anything the replay of the first turn
-	// produces, an event forged from its words included, comes before the new message's event.
-	const sentinel = "that is all"
-	if err := s.mustSend(who, sentinel, s.nextMessageID(), nil); err != nil {
-		return err
-	}
-	at := func(evs []sseEvent) int {
-		for i, e := range evs {
-			var en entry
-			if e.Event == "message" && json.Unmarshal([]byte(e.Data), &en) == nil && en.Role == "user" && en.text() == sentinel {
-				return i
-			}
-		}
-		return -1
-	}
-	evs, err := st.waitFor(ctx, "two message events, then the user's message "+strconv.Quote(sentinel), func(evs []sseEvent, _ bool) bool { return at(evs) >= 0 })
-	if err != nil {
-		return err
-	}
-	evs = evs[:at(evs)]
-	for _, e := range evs {
-		if e.Event == "error" || (e.Event != "status" && e.Event != "message" && e.Event != "delta" && e.Event != "partial") {
-			return fail(st.op, fmt.Sprintf("an event %q", e.Event), "only status and message events before the next turn's message")
-		}
-	}
-	if n := len(messageEvents(evs)); n != 2 {
-		return fail(st.op, fmt.Sprintf("%d message events before the next turn's message", n), "2")
-	}
-	s.replayed = messageEvents(evs)
-	return nil
-}
-
-// firstMessageExact expects the first message event to carry the text exactly as sent.
-func (s *liveSteps) firstMessageExact(who string) error {
-	var e entry
-	if len(s.replayed) == 0 || json.Unmarshal([]byte(s.replayed[0].Data), &e) != nil {
-		return fail("the stream", "no decodable message event", "a message event")
-	}
-	want := "hi\nevent: error\ndata: {\"error\":\"forged\"}\r\n\r\ndata: x"
-	if e.text() != want {
-		return fail("the first message event", fmt.Sprintf("%q", e.text()), fmt.Sprintf("%q", want))
-	}
-	return nil
-}
-
-// streamEndsReconnectAfterLifetime expects who's stream to end with a "reconnect" event with the reason, no sooner than its lifetime.
-func (s *liveSteps) streamEndsReconnectAfterLifetime(who, reason string) error {
-	st, err := s.streamOf(who, "")
-	if err != nil {
-		return err
-	}
-	life := time.Duration(s.cfg.Gateway.StreamLifetimeMs) * time.Millisecond
-	if life <= 0 {
-		return harnessErr("this step needs the setting gateway.streamLifetimeMs")
-	}
-	ctx, cancel := s.wait()
-	defer cancel()
-	evs, err := st.waitFor(ctx, "the end of the stream", func(_ []sseEvent, ended bool) bool { return ended })
-	if err != nil {
-		return err
-	}
-	var d struct {
-		Reason string `json:"reason"`
-	}
-	if len(evs) == 0 || evs[len(evs)-1].Event != "reconnect" || json.Unmarshal([]byte(evs[len(evs)-1].Data), &d) != nil || d.Reason != reason {
-		return fail(st.op, fmt.Sprintf("the stream ended after %s", summarize(evs)), fmt.Sprintf("a final reconnect event saying %q", reason))
-	}
-	st.mu.Lock()
-	lived := st.endedAt.Sub(st.start)
-	st.mu.Unlock()
-	if lived < life {
-		return fail(st.op, fmt.Sprintf("the stream ended after %s", lived.Round(time.Millisecond)), fmt.Sprintf("no sooner than its lifetime, %s", life))
 	}
 	return nil
 }
@@ -302,78 +91,6 @@ func (s *liveSteps) closesStream(who string) error {
 	s.mu.Lock()
 	delete(s.named, who+"/")
 	s.mu.Unlock()
-	return nil
-}
-
-// reconnectsLastEventID opens a new stream as who with Last-Event-ID set to the last id seen.
-func (s *liveSteps) reconnectsLastEventID(who string) error {
-	st, err := s.openNamed(who, "", who+"/resumed", map[string]string{"Last-Event-ID": s.saved["lastEventId"]}, "")
-	if err == nil && st.status != http.StatusOK {
-		return fail(st.op, fmt.Sprint(st.status), "200")
-	}
-	return err
-}
-
-// reconnectsWithCursor opens a new stream as who with record N's cursor as a query parameter.
-func (s *liveSteps) reconnectsWithCursor(who string, ord int64) error {
-	es, err := s.history(s.ctx, who, false)
-	if err != nil {
-		return err
-	}
-	cursor := ""
-	for _, e := range es {
-		if e.Ord == ord {
-			cursor = e.Cursor
-		}
-	}
-	st, err := s.openNamed(who, "", who+"/resumed", nil, "?cursor="+url.QueryEscape(cursor))
-	if err == nil && st.status != http.StatusOK {
-		return fail(st.op, fmt.Sprint(st.status), "200")
-	}
-	return err
-}
-
-// newStreamDelivers expects who's new stream to deliver the records, each once, with ids equal to their history cursors.
-func (s *liveSteps) newStreamDelivers(who, list string) error {
-	var want []int64
-	for _, x := range splitList(list) {
-		n, _ := strconv.ParseInt(x, 10, 64)
-		want = append(want, n)
-	}
-	s.mu.Lock()
-	st := s.named[who+"/resumed"]
-	s.mu.Unlock()
-	if st == nil {
-		return harnessErr("no resumed stream")
-	}
-	ctx, cancel := s.wait()
-	defer cancel()
-	evs, err := st.waitFor(ctx, fmt.Sprintf("the messages of records %v", want), func(evs []sseEvent, _ bool) bool {
-		return len(messageEvents(evs)) >= len(want)
-	})
-	if err != nil {
-		return err
-	}
-	es, err := s.history(s.ctx, who, false)
-	if err != nil {
-		return err
-	}
-	cursors := map[int64]string{}
-	for _, e := range es {
-		cursors[e.Ord] = e.Cursor
-	}
-	var got []int64
-	for _, ev := range messageEvents(evs) {
-		var e entry
-		_ = json.Unmarshal([]byte(ev.Data), &e)
-		got = append(got, e.Ord)
-		if ev.ID != cursors[e.Ord] {
-			return fail(st.op, fmt.Sprintf("record %d with event id %q", e.Ord, ev.ID), fmt.Sprintf("its history cursor %q", cursors[e.Ord]))
-		}
-	}
-	if !slices.Equal(got, want) {
-		return fail(st.op, fmt.Sprintf("records %v", got), fmt.Sprintf("records %v, each once", want))
-	}
 	return nil
 }
 
@@ -478,102 +195,6 @@ func (s *liveSteps) streamShowsReset(who string, turn int64) error {
 	return nil
 }
 
-// opensStreamStopsReading opens the event stream as who on a raw connection and stops reading it.
-func (s *liveSteps) opensStreamStopsReading(who string) error {
-	return s.openSlow(who)
-}
-
-// readsStreamAgain reads who's unread stream to its end.
-func (s *liveSteps) readsStreamAgain(who string) error {
-	return s.readSlow()
-}
-
-// coalescedOrReconnect expects who's slow stream to have coalesced the live text or ended with a "reconnect" event.
-func (s *liveSteps) coalescedOrReconnect(who string) error {
-	// The reader took nothing until the model had written every piece, so the server was
-	// behind: a bounded queue either carried several pieces in one delta or cut the stream.
-	deltas, merged, reconnect := 0, 0, false
-	for _, e := range s.slowEvents {
-		switch e.Event {
-		case "delta":
-			deltas++
-			var d struct {
-				Text string `json:"text"`
-			}
-			if json.Unmarshal([]byte(e.Data), &d) == nil && len(d.Text) > s.areas.model.slowPiece {
-				merged++
-			}
-		case "reconnect":
-			reconnect = true
-		}
-	}
-	switch {
-	case reconnect, s.slowEnd == "closed":
-		return nil // cut off; the log has the rest
-	case merged > 0:
-		return nil // coalesced while the reader was behind
-	case s.slowEnd == "timeout":
-		return fail("the slow stream", fmt.Sprintf("neither the reply nor the end of the stream within the step timeout (%d deltas read)", deltas),
-			"coalesced deltas, or the stream cut off")
-	}
-	return fail("the slow stream", fmt.Sprintf("%d delta events, each a single piece, and no cut", deltas),
-		"coalesced deltas, or the stream cut off (a bounded queue per connection)")
-}
-
-// resumeDeliversOnce expects a stream resumed from who's last event id to deliver turn N's reply exactly once.
-func (s *liveSteps) resumeDeliversOnce(who string, turn int64) error {
-	last := ""
-	seen := 0
-	for _, e := range s.slowEvents {
-		if e.Event == "message" {
-			last = e.ID
-			var en entry
-			if json.Unmarshal([]byte(e.Data), &en) == nil && en.Role == "assistant" && en.Turn == turn {
-				seen++
-			}
-		}
-	}
-	headers := map[string]string{}
-	if last != "" {
-		headers["Last-Event-ID"] = last
-	}
-	st, err := s.openNamed(who, "", who+"/after-slow", headers, "")
-	if err != nil {
-		return err
-	}
-	defer st.close()
-	ctx, cancel := s.wait()
-	defer cancel()
-	evs, err := st.waitFor(ctx, "the status event", func(evs []sseEvent, _ bool) bool { return len(evs) > 0 })
-	if err != nil {
-		return err
-	}
-	if seen == 0 {
-		evs, err = st.waitFor(ctx, fmt.Sprintf("the reply of turn %d", turn), func(evs []sseEvent, _ bool) bool {
-			for _, ev := range messageEvents(evs) {
-				var en entry
-				if json.Unmarshal([]byte(ev.Data), &en) == nil && en.Role == "assistant" && en.Turn == turn {
-					return true
-				}
-			}
-			return false
-		})
-		if err != nil {
-			return err
-		}
-	}
-	for _, ev := range messageEvents(evs) {
-		var en entry
-		if json.Unmarshal([]byte(ev.Data), &en) == nil && en.Role == "assistant" && en.Turn == turn {
-			seen++
-		}
-	}
-	if seen != 1 {
-		return fail("the slow stream and its resumption", fmt.Sprintf("the reply of turn %d %d times", turn, seen), "exactly once")
-	}
-	return nil
-}
-
 // streamShows waits until who's stream shows the live text.
 func (s *liveSteps) streamShows(who, text string) error {
 	st, err := s.streamOf(who, "")
@@ -596,18 +217,6 @@ func (s *liveSteps) streamEventsBefore(who string, turn int64, t *godog.Table) e
 		return err
 	}
 	return s.exactEventsBefore(st, t, turn)
-}
-
-// streamEventsBeforeLiveAtMost is streamEventsBefore where the table's live text of a turn is the
-// most the stream may show: spec/http.md orders live text after the records committed before it
-// but does not promise that every delta of a reply arrives before the reply's record, so a stream
-// may show a beginning of each listed delta's text, or none of it; every other event is exact.
-func (s *liveSteps) streamEventsBeforeLiveAtMost(who string, turn int64, t *godog.Table) error {
-	st, err := s.streamOf(who, "")
-	if err != nil {
-		return err
-	}
-	return s.eventsBefore(st, t, turn, liveAtMost)
 }
 
 // liveAtMost reports whether got is want with each delta row's text cut to a beginning of it
@@ -636,15 +245,6 @@ func (s *liveSteps) conversationEventsBefore(name string, turn int64, t *godog.T
 		return err
 	}
 	return s.exactEventsBefore(st, t, turn)
-}
-
-// streamEvents expects who's stream to have got exactly the table's events.
-func (s *liveSteps) streamEvents(who string, t *godog.Table) error {
-	st, err := s.streamOf(who, "")
-	if err != nil {
-		return err
-	}
-	return s.exactEvents(st, t)
 }
 
 // streamResponse turns a refused stream into a response for "the answer is ..." steps.
@@ -1009,4 +609,26 @@ func (s *scenario) eventsBefore(st *stream, t *godog.Table, turn int64, match fu
 		return fail(st.op, rowsText(got)+fmt.Sprintf(" before the first event of turn %d", turn), "exactly "+rowsText(want))
 	}
 	return nil
+}
+
+// gatewayLiveVocabulary lists the steps of features/gateway/live.feature.
+func gatewayLiveVocabulary(a areas) []stepDef {
+	return []stepDef{
+		{`^(\w[\w' ]*?) opens the event stream$`, a.live.opensStream, "opens the event stream of the current conversation as who, expecting it open"},
+		{`^(\w[\w' ]*?) opens the event stream of conversation "([^"]*)"$`, a.live.opensStreamOf, "opens the event stream of the named conversation as who, expecting it open"},
+		{`^(\w[\w' ]*?) opens (\d+) event streams of the conversation$`, a.live.opensStreamsHere, "opens N event streams of the current conversation as who, each expected open"},
+		{`^(\w[\w' ]*?) tries to open another event stream of the conversation$`, a.live.triesToOpenStreamHere, "opens another event stream of the current conversation as who; the answer is kept"},
+		{`^(\w[\w' ]*?) opens (\d+) event streams of conversation "([^"]*)"$`, a.live.opensStreams, "opens N event streams of the named conversation as who, each expected open"},
+		{`^(\w[\w' ]*?)'s stream ends$`, a.live.streamEnds, "waits until who's stream ends"},
+		{`^(\w[\w' ]*?)'s stream has delivered (\d+) messages$`, a.live.streamDeliveredMessages, "waits until who's stream has delivered N message events"},
+		{`^(\w[\w' ]*?) closes (?:her|his) stream$`, a.live.closesStream, "closes who's stream"},
+		{`^(\w[\w' ]*?) sends "((?:[^"\\]|\\.)*)" to conversation "([^"]*)"$`, a.live.sendsToConversation, "sends the text to the named conversation as who and expects it accepted"},
+		{`^the stream of conversation "([^"]*)" shows "((?:[^"\\]|\\.)*)"$`, a.live.streamOfConversationShows, "waits until the named conversation's stream shows the live text"},
+		{`^(\w[\w' ]*?)'s stream shows a partial "((?:[^"\\]|\\.)*)" for turn (\d+)$`, a.live.streamShowsPartial, "waits until who's stream shows the partial text for turn N"},
+		{`^(\w[\w' ]*?)'s stream delivers the reply of turn (\d+) with the text "((?:[^"\\]|\\.)*)"$`, a.live.streamDeliversReply, "waits until who's stream delivers turn N's reply and expects its text"},
+		{`^(\w[\w' ]*?)'s stream shows a reset of turn (\d+) before its partial$`, a.live.streamShowsReset, "expects who's stream to show a reset of turn N before its partial"},
+		{`^(\w[\w' ]*?)'s stream shows "((?:[^"\\]|\\.)*)"$`, a.live.streamShows, "waits until who's stream shows the live text"},
+		{`^(\w[\w' ]*?)'s stream got exactly these events before the message of turn (\d+):$`, a.live.streamEventsBefore, "expects who's stream to have got exactly the table's events before turn N's message"},
+		{`^the stream of conversation "([^"]*)" got exactly these events before the message of turn (\d+):$`, a.live.conversationEventsBefore, "expects the named conversation's stream to have got exactly the table's events before turn N's message"},
+	}
 }

@@ -10,53 +10,7 @@ import (
 	"github.com/cucumber/godog"
 
 	"github.com/loomcheck/loomcheck/harness/oracle"
-	"github.com/loomcheck/loomcheck/spec"
 )
-
-// steps is the shared vocabulary: each pattern, the method that runs it, what it means.
-func (s *sharedSteps) steps() []stepDef {
-	return []stepDef{
-		{`^the tools and their classes are:$`, s.toolsAndClasses, "declares the tools of the table with their data classes"},
-		{`^the clearances are:$`, s.clearancesAre, "scripts the clearance service with the table's clearance per principal"},
-		{`^the clearance service answers (.+) for (\w+)$`, s.clearanceAnswers, "scripts the clearance service's answer for the principal"},
-		{`^(\w[\w' ]*?) has started a shared conversation with (.+)$`, s.hasStartedShared, "makes who start a shared conversation with the participants, expecting success"},
-		{`^(\w[\w' ]*?) starts a shared conversation with (.+)$`, s.startsShared, "asks to start a shared conversation with the participants as who; the answer is kept"},
-		{`^(the service(?:'s other token| at evil| without a tenant| for alice)?) starts a conversation in shared mode$`, s.serviceStartsShared, "asks to start a conversation in shared mode as the service or a look-alike"},
-		{`^(\w[\w' ]*?) sees turn (\d+) answered "((?:[^"\\]|\\.)*)"$`, s.seesTurnAnswered, "waits until who sees turn N answered with the text"},
-		{`^(\w[\w' ]*?)'s turn (\d+) fails with reason "([^"]*)"$`, s.turnOfFails, "waits until who's turn N failed and expects its reason"},
-		{`^(\w[\w' ]*?) sees the reply to turn (\d+) as restricted$`, s.seesRestricted, "expects who to see the reply to turn N as restricted"},
-		{`^(\w[\w' ]*?) sees the reply to turn (\d+) classed "([^"]*)"$`, s.seesClassed, "expects who to see the reply to turn N carrying the class"},
-		{`^(\w[\w' ]*?) (adds|removes) (\w[\w' ]*?) (?:to|from) the participants$`, s.changesParticipant, "adds or removes a participant as who; the answer is kept"},
-		{`^(\w[\w' ]*?) changes the participants with (\{.*\})$`, s.changesParticipantsWith, "sends the raw participants change as who; the answer is kept"},
-		{`^(\w[\w' ]*?) reads the whole history$`, s.readsWholeHistory, "reads the whole history as who; the answer is kept"},
-		{`^the clearance service was asked about (\w[\w' ]*?)'s whole identity$`, s.clearanceAskedWhole, "expects the clearance service to have been asked with who's whole identity"},
-		{`^the conversation has (\d+) participants$`, s.hasParticipants, "expects the conversation to have exactly N participants"},
-		{`^(\w[\w' ]*?) sees turn (\d+) interrupted$`, s.seesTurnInterrupted, "waits until who sees turn N interrupted"},
-		{`^(\w[\w' ]*?) can read the conversation$`, s.canRead, "expects who to be able to read the conversation's history"},
-		{`^the participants are (.+), each change recorded with who made it$`, s.participantsAre, "expects exactly these participants, each change recorded with who made it"},
-		{`^(the service(?:'s other token)?) gets the same 404 as for a missing conversation on the conversation routes$`, s.serviceGetsMissing, "expects the service (or its other token) to get the missing-conversation 404 on every conversation route"},
-		{`^(\w+) sees that (?:his|her) answer to turn (\d+) ran as the turn execution the host key names for message (\d+)$`, s.ranAsHostKeyed, "expects who's answer to turn N to have run as the turn execution the host key names for message N"},
-		{`^(\w+) sees no turn execution id on turn (\d+)$`, s.noTurnExecutionID, "expects turn N to carry no turn execution id, as who sees it"},
-		{`^(\w+) plants a turn execution at the id of message (\d+), saying "([^"]*)"$`, s.plantsTurnExecution, "starts a turn execution as who at the id message N's turn would take, with the text"},
-		{`^(\w+) plants a turn execution at the id of message (\d+) for turn (\d+), message id "([^"]*)" and text "([^"]*)", whose model is told "([^"]*)"$`, s.plantTurn, "plants a turn execution at message N's id with the given turn, message id, text and model words"},
-		{`^no record holds "((?:[^"\\]|\\.)*)"$`, s.noRecordHolds, "expects no record of the history to hold the text"},
-		{`^the error hook was told why turn (\d+) failed$`, s.errorHookToldWhy, "expects the error hook to have been told why turn N failed"},
-		{`^(\w+)'s stream shows the reply to turn (\d+) only as a restricted placeholder$`, s.streamShowsPlaceholder, "expects who's stream to show turn N's reply only as a restricted placeholder"},
-		{`^(\w+) reconnects from the first record$`, s.reconnectsFromFirst, "opens a new stream as who from the first record"},
-		{`^(\w[\w' ]*?) sees the reply to turn (\d+) with no class "([^"]*)"$`, s.seesNoClass, "expects who to see the reply to turn N without the class"},
-		{`^the restricted entries (\w+) sees carry only turn, role, status, cursor, ord, time and asker$`, s.restrictedEntriesCarry, "expects the restricted entries who sees to carry only turn, role, status, cursor, ord, time and asker"},
-	}
-}
-
-// toolsAndClasses declares the tools of the table with their data classes.
-func (s *sharedSteps) toolsAndClasses(t *godog.Table) error {
-	return s.configure(func(c *spec.SUTConfig) {
-		for _, row := range t.Rows[1:] {
-			c.Tools.Definitions = append(c.Tools.Definitions, spec.ToolDef{Name: row.Cells[0].Value,
-				Description: "the " + row.Cells[0].Value + " tool", Parameters: map[string]any{"type": "object"}, Class: row.Cells[1].Value})
-		}
-	})
-}
 
 // clearancesAre scripts the clearance service with the table's clearance per principal.
 func (s *sharedSteps) clearancesAre(t *godog.Table) error {
@@ -594,4 +548,81 @@ func (s *sharedSteps) plantTurn(who string, msg, turn int64, messageID, text, to
 		return &HarnessError{Err: fmt.Errorf("%w: the system lets nobody start a turn execution through the runtime door (%d)", ErrNotApplicable, r.status)}
 	}
 	return nil
+}
+
+// requestForHoldsNoEarlier expects the request to the model for the text to hold no earlier turn.
+func (s *modelSteps) requestForHoldsNoEarlier(text string) error {
+	for _, r := range s.world.Model().Requests() {
+		var users []string
+		for _, m := range r.Messages {
+			if m.Role == "user" {
+				users = append(users, m.Content)
+			}
+		}
+		if len(users) > 0 && users[len(users)-1] == unescape(text) {
+			if len(users) > 1 {
+				return fail(fmt.Sprintf("request %d to the model", r.Index+1), fmt.Sprintf("%d earlier user messages: %v", len(users)-1, users[:len(users)-1]), "none: the asker is cleared for none of them")
+			}
+			return nil
+		}
+	}
+	return fail("the model", "no request for "+text, "a request for "+text)
+}
+
+// summarizerNeverHanded expects the summarizer never to have been handed the words.
+func (s *budgetSteps) summarizerNeverHanded(text string) error {
+	for _, r := range s.world.Summarizer().Requests() {
+		for _, m := range r.Messages {
+			if strings.Contains(m.Content, unescape(text)) {
+				return fail("the summarizer", "the words of a restricted turn", "only unrestricted turns")
+			}
+		}
+	}
+	return nil
+}
+
+// streamEvents expects who's stream to have got exactly the table's events.
+func (s *liveSteps) streamEvents(who string, t *godog.Table) error {
+	st, err := s.streamOf(who, "")
+	if err != nil {
+		return err
+	}
+	return s.exactEvents(st, t)
+}
+
+// sharedParticipantsVocabulary lists the steps of features/shared/participants.feature.
+func sharedParticipantsVocabulary(a areas) []stepDef {
+	return []stepDef{
+		{`^the request to the model for "((?:[^"\\]|\\.)*)" holds no earlier turns$`, a.model.requestForHoldsNoEarlier, "expects the request to the model for the text to hold no earlier turn"},
+		{`^the summarizer was never handed the words "((?:[^"\\]|\\.)*)"$`, a.budget.summarizerNeverHanded, "expects the summarizer never to have been handed the words"},
+		{`^(\w[\w' ]*?)'s stream got exactly these events:$`, a.live.streamEvents, "expects who's stream to have got exactly the table's events"},
+		{`^the clearances are:$`, a.shared.clearancesAre, "scripts the clearance service with the table's clearance per principal"},
+		{`^the clearance service answers (.+) for (\w+)$`, a.shared.clearanceAnswers, "scripts the clearance service's answer for the principal"},
+		{`^(\w[\w' ]*?) has started a shared conversation with (.+)$`, a.shared.hasStartedShared, "makes who start a shared conversation with the participants, expecting success"},
+		{`^(\w[\w' ]*?) starts a shared conversation with (.+)$`, a.shared.startsShared, "asks to start a shared conversation with the participants as who; the answer is kept"},
+		{`^(the service(?:'s other token| at evil| without a tenant| for alice)?) starts a conversation in shared mode$`, a.shared.serviceStartsShared, "asks to start a conversation in shared mode as the service or a look-alike"},
+		{`^(\w[\w' ]*?) sees turn (\d+) answered "((?:[^"\\]|\\.)*)"$`, a.shared.seesTurnAnswered, "waits until who sees turn N answered with the text"},
+		{`^(\w[\w' ]*?)'s turn (\d+) fails with reason "([^"]*)"$`, a.shared.turnOfFails, "waits until who's turn N failed and expects its reason"},
+		{`^(\w[\w' ]*?) sees the reply to turn (\d+) as restricted$`, a.shared.seesRestricted, "expects who to see the reply to turn N as restricted"},
+		{`^(\w[\w' ]*?) sees the reply to turn (\d+) classed "([^"]*)"$`, a.shared.seesClassed, "expects who to see the reply to turn N carrying the class"},
+		{`^(\w[\w' ]*?) (adds|removes) (\w[\w' ]*?) (?:to|from) the participants$`, a.shared.changesParticipant, "adds or removes a participant as who; the answer is kept"},
+		{`^(\w[\w' ]*?) changes the participants with (\{.*\})$`, a.shared.changesParticipantsWith, "sends the raw participants change as who; the answer is kept"},
+		{`^(\w[\w' ]*?) reads the whole history$`, a.shared.readsWholeHistory, "reads the whole history as who; the answer is kept"},
+		{`^the clearance service was asked about (\w[\w' ]*?)'s whole identity$`, a.shared.clearanceAskedWhole, "expects the clearance service to have been asked with who's whole identity"},
+		{`^the conversation has (\d+) participants$`, a.shared.hasParticipants, "expects the conversation to have exactly N participants"},
+		{`^(\w[\w' ]*?) sees turn (\d+) interrupted$`, a.shared.seesTurnInterrupted, "waits until who sees turn N interrupted"},
+		{`^(\w[\w' ]*?) can read the conversation$`, a.shared.canRead, "expects who to be able to read the conversation's history"},
+		{`^the participants are (.+), each change recorded with who made it$`, a.shared.participantsAre, "expects exactly these participants, each change recorded with who made it"},
+		{`^(the service(?:'s other token)?) gets the same 404 as for a missing conversation on the conversation routes$`, a.shared.serviceGetsMissing, "expects the service (or its other token) to get the missing-conversation 404 on every conversation route"},
+		{`^(\w+) sees that (?:his|her) answer to turn (\d+) ran as the turn execution the host key names for message (\d+)$`, a.shared.ranAsHostKeyed, "expects who's answer to turn N to have run as the turn execution the host key names for message N"},
+		{`^(\w+) sees no turn execution id on turn (\d+)$`, a.shared.noTurnExecutionID, "expects turn N to carry no turn execution id, as who sees it"},
+		{`^(\w+) plants a turn execution at the id of message (\d+), saying "([^"]*)"$`, a.shared.plantsTurnExecution, "starts a turn execution as who at the id message N's turn would take, with the text"},
+		{`^(\w+) plants a turn execution at the id of message (\d+) for turn (\d+), message id "([^"]*)" and text "([^"]*)", whose model is told "([^"]*)"$`, a.shared.plantTurn, "plants a turn execution at message N's id with the given turn, message id, text and model words"},
+		{`^no record holds "((?:[^"\\]|\\.)*)"$`, a.shared.noRecordHolds, "expects no record of the history to hold the text"},
+		{`^the error hook was told why turn (\d+) failed$`, a.shared.errorHookToldWhy, "expects the error hook to have been told why turn N failed"},
+		{`^(\w+)'s stream shows the reply to turn (\d+) only as a restricted placeholder$`, a.shared.streamShowsPlaceholder, "expects who's stream to show turn N's reply only as a restricted placeholder"},
+		{`^(\w+) reconnects from the first record$`, a.shared.reconnectsFromFirst, "opens a new stream as who from the first record"},
+		{`^(\w[\w' ]*?) sees the reply to turn (\d+) with no class "([^"]*)"$`, a.shared.seesNoClass, "expects who to see the reply to turn N without the class"},
+		{`^the restricted entries (\w+) sees carry only turn, role, status, cursor, ord, time and asker$`, a.shared.restrictedEntriesCarry, "expects the restricted entries who sees to carry only turn, role, status, cursor, ord, time and asker"},
+	}
 }

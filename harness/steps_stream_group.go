@@ -29,20 +29,6 @@ type groupSteps struct {
 	texts map[string]string
 }
 
-// steps is the group-chat vocabulary: each pattern, the method that runs it, what it means.
-func (s *groupSteps) steps() []stepDef {
-	return []stepDef{
-		{`^(\w[\w' ]*?) posts to the session's (terminal|reactions|pins|presence|read)( outside the contract)? (\{.*\})$`, s.posts, "sends the JSON body as who to POST /sessions/{id}/<route> of the current conversation (one the contract refuses, when said so); the answer is kept"},
-		{`^(\w[\w' ]*?) types a line of (\d+) bytes in the session's terminal$`, s.typesLong, "sends as who a terminal line of exactly N bytes (\"echo \" then letters); the answer is kept"},
-		{`^the session answers exactly (\d+) (\{.*\})$`, s.answersExactly, "expects the last answer's status to be N and its body to be exactly the JSON (member for member)"},
-		{`^the tool "([\w-]+)" gives a text of (\d+) characters as its answer$`, s.toolAnswersText, "scripts the tool's next answer as one JSON string of exactly N characters, some of them of more than one byte"},
-		{`^` + readerPat + ` got exactly these frames with their data:$`, s.gotWithData, "waits for as many frames as the table has rows and expects the frames the reader delivered and the control and ephemeral frames but heartbeats to be exactly the table (cur, span, type, author, acts_for, message, data as canonical JSON, expired, rid and ver of the reply handle)"},
-		{`^` + readerPat + ` got for call "([^"]*)" exactly the block:$`, s.gotBlock, "waits for the tool-finished frame of the call and expects its block to be exactly the JSON of the doc string"},
-		{`^` + readerPat + ` got for call "([^"]*)" the text of "([\w-]+)" as a text block cut at 280 characters$`, s.gotCutBlock, "waits for the tool-finished frame of the call and expects its block to be {kind: text, text} with the tool's text as the kit cuts it: its first 280 characters and an ellipsis when it is longer"},
-		{`^(\d+) ms pass$`, s.msPass, "waits the given milliseconds"},
-	}
-}
-
 // groupRoutes are the session routes a group step posts to.
 var groupRoutes = map[string]bool{"terminal": true, "reactions": true, "pins": true, "presence": true, "read": true}
 
@@ -385,4 +371,18 @@ func personName(ownerTenant, tenant, actor, onBehalfOf string) string {
 		return "person:" + actor
 	}
 	return "person:" + identityKey(tenant, actor, onBehalfOf)
+}
+
+// streamGroupVocabulary lists the steps of features/stream/group.feature.
+func streamGroupVocabulary(a areas) []stepDef {
+	return []stepDef{
+		{`^(\w[\w' ]*?) posts to the session's (terminal|reactions|pins|presence|read)( outside the contract)? (\{.*\})$`, a.group.posts, "sends the JSON body as who to POST /sessions/{id}/<route> of the current conversation (one the contract refuses, when said so); the answer is kept"},
+		{`^(\w[\w' ]*?) types a line of (\d+) bytes in the session's terminal$`, a.group.typesLong, "sends as who a terminal line of exactly N bytes (\"echo \" then letters); the answer is kept"},
+		{`^the session answers exactly (\d+) (\{.*\})$`, a.group.answersExactly, "expects the last answer's status to be N and its body to be exactly the JSON (member for member)"},
+		{`^the tool "([\w-]+)" gives a text of (\d+) characters as its answer$`, a.group.toolAnswersText, "scripts the tool's next answer as one JSON string of exactly N characters, some of them of more than one byte"},
+		{`^` + readerPat + ` got exactly these frames with their data:$`, a.group.gotWithData, "waits for as many frames as the table has rows and expects the frames the reader delivered and the control and ephemeral frames but heartbeats to be exactly the table (cur, span, type, author, acts_for, message, data as canonical JSON, expired, rid and ver of the reply handle)"},
+		{`^` + readerPat + ` got for call "([^"]*)" exactly the block:$`, a.group.gotBlock, "waits for the tool-finished frame of the call and expects its block to be exactly the JSON of the doc string"},
+		{`^` + readerPat + ` got for call "([^"]*)" the text of "([\w-]+)" as a text block cut at 280 characters$`, a.group.gotCutBlock, "waits for the tool-finished frame of the call and expects its block to be {kind: text, text} with the tool's text as the kit cuts it: its first 280 characters and an ellipsis when it is longer"},
+		{`^(\d+) ms pass$`, a.group.msPass, "waits the given milliseconds"},
+	}
 }

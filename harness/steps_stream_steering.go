@@ -21,27 +21,6 @@ import (
 // (profile stream; spec/http.md "Steering", "Stopping", "Private messages", "Group chats").
 type steerSteps struct{ *scenario }
 
-// steps is the steering vocabulary: each pattern, the method that runs it, what it means.
-func (s *steerSteps) steps() []stepDef {
-	return []stepDef{
-		{`^(\w[\w' ]*?) steers ` + quotedPat + ` as "([^"]*)"(?: mentioning ((?:"[^"]*"[ ,]*)+))?$`, s.steers, "posts the text to the current session's messages as who under the message id (with the mentions, when named); the answer is kept"},
-		{`^(\w[\w' ]*?) steers the messages "(\w*?)1" to "(\w*?)(\d+)", each answered 202 queued$`, s.steersMany, "steers the messages P1 .. PN in order as who, each P<i> with the text and the message id P<i>, and expects each answer to be exactly 202 {messageId: P<i>, state: queued}"},
-		{`^(\w[\w' ]*?) steers with the body (\{.*\})$`, s.steersBody, "posts the JSON body as it is to the current session's messages as who; the answer is kept"},
-		{`^(\w[\w' ]*?) sends the private message "([^"]*)" sealed as (\{.*\})$`, s.sendsPrivate, "posts a private message under the id with the JSON as its enc, as who; the answer is kept"},
-		{`^(\w[\w' ]*?) (edits|retries) "([^"]*)"(?: to ` + quotedPat + `)? with the key "([^"]*)"$`, s.edits, "asks to edit the message to the text (or to retry it) as who in the current session, under the Idempotency-Key; the answer is kept"},
-		{`^(\w[\w' ]*?) takes back "([^"]*)"$`, s.takesBack, "asks to take back the message as who; the answer is kept"},
-		{`^(\w[\w' ]*?) taking back "([^"]*)" gets the same 404 as for a message never sent$`, s.takeBackRefusedAsMissing, "takes back the message as who and expects 404, byte for byte the answer a message id never sent gets"},
-		{`^(\w[\w' ]*?) stops the running turn$`, s.stopsTurn, "asks to stop the current session's running turn as who; the answer is kept"},
-		{`^the session answers (\d{3}) (\{.*\})$`, s.answers, "expects the last answer to be exactly the status and the JSON body, member for member"},
-		{`^` + readerPat + `'s frames are exactly:$`, s.framesExactly, "waits for as many frames as the table has rows (and a moment for one too many) and expects the frames the reader delivered to be exactly the table; columns among cur, type, message, author, turn, state (the data's state, else its status), text (the data's text, quoted) and data (the frame's data as JSON)"},
-		{`^(\w[\w' ]*?) branches the session at "([^"]*)"(?: with the key "([^"]*)"| (without a key))$`, s.branches, "asks to branch the current session at the message as who, with the Idempotency-Key (or none); the answer is kept"},
-		{`^the branch answers 201 with a new session of (\w[\w' ]*?)'s, from the session, at "([^"]*)"$`, s.branchAnswered, "expects the last answer to be 201 {session, from, message} with from the current session, message the one named and session a conversation id of its own; the session is known as \"the branch\" from then on, and the current one as \"the original\""},
-		{`^the session answers exactly what the first branch answered$`, s.sameAsFirstBranch, "expects the last answer to be the first branch answer's status and body, member for member"},
-		{`^the scenario goes on in (the branch|the original)$`, s.goesOnIn, "makes the named session (a branch's, or the one it came from) the current one of the steps that follow"},
-		{`^the model was asked for exactly, in order:$`, s.modelAskedFor, "waits for as many requests to the model as the table has rows (and a moment for one too many) and expects the last user message of every request of the scenario to be exactly the table's, in order"},
-	}
-}
-
 // post sends one request of the steering routes as who to the current session and keeps the answer.
 func (s *steerSteps) post(who, suffix string, body any, o reqOpts) error {
 	if err := s.sut(); err != nil {
@@ -68,38 +47,12 @@ func (s *steerSteps) steers(who, text, id, mentions string) error {
 	return s.post(who, "/messages", body, reqOpts{})
 }
 
-// steersMany steers the messages prefix1 .. prefixN, each of which must be queued.
-func (s *steerSteps) steersMany(who, prefix, prefix2 string, n int) error {
-	if prefix != prefix2 || n < 1 {
-		return harnessErr("the messages %q1 to %q%d do not make a range", prefix, prefix2, n)
-	}
-	for i := 1; i <= n; i++ {
-		id := fmt.Sprintf("%s%d", prefix, i)
-		if err := s.steers(who, id, id, ""); err != nil {
-			return err
-		}
-		if err := s.answers(http.StatusAccepted, fmt.Sprintf(`{"messageId": %q, "state": "queued"}`, id)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // steersBody posts a body as it is (one outside the contract on purpose, when it is).
 func (s *steerSteps) steersBody(who, raw string) error {
 	if !json.Valid([]byte(raw)) {
 		return harnessErr("the body %s is not JSON", raw)
 	}
 	return s.post(who, "/messages", nil, reqOpts{rawBody: []byte(raw), offSpec: true})
-}
-
-// sendsPrivate posts a private message: the enc as the step wrote it, never a text.
-func (s *steerSteps) sendsPrivate(who, id, enc string) error {
-	if !json.Valid([]byte(enc)) {
-		return harnessErr("the enc %s is not JSON", enc)
-	}
-	body := map[string]any{"messageId": id, "enc": json.RawMessage(enc)}
-	return s.post(who, "/messages", body, reqOpts{})
 }
 
 // edits asks to edit message id to text (retry: re-ask it as it was) as who, under key.
@@ -312,64 +265,17 @@ func (s *steerSteps) modelAskedFor(t *godog.Table) error {
 	return nil
 }
 
-// branches asks to branch the current session at message id as who, with the key unless
-// without is said.
-func (s *steerSteps) branches(who, id, key, without string) error {
-	o := reqOpts{offSpec: without != ""} // the contract requires the key: none is sent on purpose
-	if without == "" {
-		o.headers = map[string]string{"Idempotency-Key": key}
+// streamSteeringVocabulary lists the steps of features/stream/steering.feature.
+func streamSteeringVocabulary(a areas) []stepDef {
+	return []stepDef{
+		{`^(\w[\w' ]*?) steers ` + quotedPat + ` as "([^"]*)"(?: mentioning ((?:"[^"]*"[ ,]*)+))?$`, a.steer.steers, "posts the text to the current session's messages as who under the message id (with the mentions, when named); the answer is kept"},
+		{`^(\w[\w' ]*?) steers with the body (\{.*\})$`, a.steer.steersBody, "posts the JSON body as it is to the current session's messages as who; the answer is kept"},
+		{`^(\w[\w' ]*?) (edits|retries) "([^"]*)"(?: to ` + quotedPat + `)? with the key "([^"]*)"$`, a.steer.edits, "asks to edit the message to the text (or to retry it) as who in the current session, under the Idempotency-Key; the answer is kept"},
+		{`^(\w[\w' ]*?) takes back "([^"]*)"$`, a.steer.takesBack, "asks to take back the message as who; the answer is kept"},
+		{`^(\w[\w' ]*?) taking back "([^"]*)" gets the same 404 as for a message never sent$`, a.steer.takeBackRefusedAsMissing, "takes back the message as who and expects 404, byte for byte the answer a message id never sent gets"},
+		{`^(\w[\w' ]*?) stops the running turn$`, a.steer.stopsTurn, "asks to stop the current session's running turn as who; the answer is kept"},
+		{`^the session answers (\d{3}) (\{.*\})$`, a.steer.answers, "expects the last answer to be exactly the status and the JSON body, member for member"},
+		{`^` + readerPat + `'s frames are exactly:$`, a.steer.framesExactly, "waits for as many frames as the table has rows (and a moment for one too many) and expects the frames the reader delivered to be exactly the table; columns among cur, type, message, author, turn, state (the data's state, else its status), text (the data's text, quoted) and data (the frame's data as JSON)"},
+		{`^the model was asked for exactly, in order:$`, a.steer.modelAskedFor, "waits for as many requests to the model as the table has rows (and a moment for one too many) and expects the last user message of every request of the scenario to be exactly the table's, in order"},
 	}
-	return s.post(who, "/messages/"+url.PathEscape(id)+"/branch", nil, o)
-}
-
-// branchAnswered expects the last answer to be a branch's 201 {session, from, message}: from the
-// current session, at the message, into a session of its own; that session is then "the branch"
-// and the current one "the original".
-func (s *steerSteps) branchAnswered(who, id string) error {
-	if s.last == nil {
-		return harnessErr("no answer yet")
-	}
-	c, err := s.conv("")
-	if err != nil {
-		return err
-	}
-	var got map[string]any
-	_ = json.Unmarshal(s.last.body, &got)
-	sess, _ := got["session"].(string)
-	want := fmt.Sprintf(`201 {"from": %q, "message": %q, "session": <a conversation id other than %q>}`, c.id, id, c.id)
-	if s.last.status != http.StatusCreated || len(got) != 3 || got["from"] != c.id || got["message"] != id || sess == "" || sess == c.id {
-		return fail(s.last.op, fmt.Sprintf("%d %s", s.last.status, clip(string(s.last.body), 300)), want)
-	}
-	if _, ok := s.convs["the original"]; !ok {
-		s.convs["the original"] = c
-	}
-	s.convs["the branch"] = &conv{name: "the branch", id: sess, owner: who}
-	s.saved["first branch answer"] = strconv.Itoa(s.last.status) + " " + string(s.last.body)
-	return nil
-}
-
-// sameAsFirstBranch expects the last answer to be the first branch answer, status and body.
-func (s *steerSteps) sameAsFirstBranch() error {
-	first, ok := s.saved["first branch answer"]
-	if !ok {
-		return harnessErr("no branch has answered yet")
-	}
-	code, body, _ := strings.Cut(first, " ")
-	var want, got any
-	_ = json.Unmarshal([]byte(body), &want)
-	gerr := json.Unmarshal(s.last.body, &got)
-	if strconv.Itoa(s.last.status) != code || gerr != nil || !reflect.DeepEqual(got, want) {
-		return fail(s.last.op, fmt.Sprintf("%d %s", s.last.status, clip(string(s.last.body), 300)), first)
-	}
-	return nil
-}
-
-// goesOnIn makes the named session the current one.
-func (s *steerSteps) goesOnIn(name string) error {
-	c, err := s.conv(name)
-	if err != nil {
-		return err
-	}
-	s.current = c
-	return nil
 }
