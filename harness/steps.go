@@ -264,7 +264,7 @@ func newAreas(s *scenario) areas {
 		stream:       &streamSteps{scenario: s, readers: map[string]*follower{}},
 		steer:        &steerSteps{scenario: s},
 		group:        &groupSteps{scenario: s, texts: map[string]string{}},
-		threads:      &threadsSteps{scenario: s},
+		threads:      &threadsSteps{scenario: s, bound: map[string]string{}, pairs: map[string]threadPair{}},
 		streamLimits: &streamLimitsSteps{scenario: s},
 	}
 }

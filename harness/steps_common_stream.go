@@ -224,57 +224,9 @@ func frameCells(f sframe, v *resume.Verdict) map[string]string {
 	return m
 }
 
-// compareTable expects rows (each frame's cells) to be exactly the table's.
-func compareTable(op string, t *godog.Table, rows []map[string]string) error {
-	if t == nil || len(t.Rows) == 0 {
-		return harnessErr("the step needs a table with a header row")
-	}
-	var cols []string
-	for _, c := range t.Rows[0].Cells {
-		if _, ok := rows0Keys[c.Value]; !ok {
-			return harnessErr("unknown column %q (cur, span, type, message, text, turn, verdict)", c.Value)
-		}
-		cols = append(cols, c.Value)
-	}
-	render := func(cells []string) string { return "| " + strings.Join(cells, " | ") + " |" }
-	var want, got []string
-	for _, r := range t.Rows[1:] {
-		var cells []string
-		for _, c := range r.Cells {
-			cells = append(cells, c.Value)
-		}
-		want = append(want, render(cells))
-	}
-	for _, m := range rows {
-		var cells []string
-		for _, c := range cols {
-			cells = append(cells, m[c])
-		}
-		got = append(got, render(cells))
-	}
-	if !slicesEqual(want, got) {
-		return fail(op, "\n"+strings.Join(got, "\n"), "exactly\n"+strings.Join(want, "\n"))
-	}
-	return nil
-}
-
-var rows0Keys = map[string]struct{}{"cur": {}, "span": {}, "type": {}, "message": {}, "text": {}, "turn": {}, "verdict": {}}
-
-func slicesEqual(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// settle is how long a table step waits, once it has as many frames as rows, for a frame too
-// many to come.
-const settle = 200 * time.Millisecond
+// streamFrames is the frame table of the stream steps: the frame's place, its type, message
+// and turn, its text, and the verdict the resume check gave it.
+var streamFrames = frameTable{columns: []string{"cur", "span", "type", "message", "text", "turn", "verdict"}}
 
 // gotExactly expects the delivered frames to be exactly the table.
 func (s *streamSteps) gotExactly(who, transport string, t *godog.Table) error {
@@ -282,22 +234,18 @@ func (s *streamSteps) gotExactly(who, transport string, t *godog.Table) error {
 	if err != nil {
 		return err
 	}
-	n := len(t.Rows) - 1
-	ctx, cancel := s.wait()
-	defer cancel()
-	if _, err := f.waitFor(ctx, fmt.Sprintf("%d frames delivered", n), func(fw followed) bool { return len(fw.delivered) >= n }); err != nil {
+	if _, err := streamFrames.header(t); err != nil {
 		return err
 	}
-	time.Sleep(settle)
-	fw := f.snapshot()
-	if fw.kitErr != nil {
-		return fw.kitErr
+	fw, err := s.framesFor(f, t, "frames delivered", delivered)
+	if err != nil {
+		return err
 	}
 	rows := make([]map[string]string, len(fw.delivered))
 	for i, d := range fw.delivered {
 		rows[i] = frameCells(d, nil)
 	}
-	if err := compareTable(who+"'s "+transport+" reader delivered", t, rows); err != nil {
+	if err := streamFrames.judge(who+"'s "+transport+" reader delivered", t, rows); err != nil {
 		return err
 	}
 	return fw.sutErr

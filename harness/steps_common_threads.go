@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -28,9 +27,8 @@ type threadsSteps struct {
 	bound map[string]string
 	// pairs are each thread's roles: the box's role and the peer's.
 	pairs map[string]threadPair
-	// sent is the last text the kit sent as the peer, prev the answer before the last.
+	// sent is the last text the kit sent as the peer.
 	sent *world.PeerText
-	prev *response
 	// missing asks the last request again at an id nothing holds, as the same caller.
 	missing func() (*response, error)
 	// holds are the peer's answers that wait for a release.
@@ -76,14 +74,6 @@ func (s *threadsSteps) queueBound(n int) error {
 	})
 }
 
-// caller is the name a request is sent as (a token for the threads people).
-func caller(who string) string {
-	if _, ok := world.PeerPeople[who]; ok {
-		return world.PeerToken(who)
-	}
-	return who
-}
-
 // personJSON is who's identity as the wire names it.
 func (s *threadsSteps) personJSON(who string) (map[string]string, error) {
 	p, ok := world.PeerPeople[who]
@@ -95,44 +85,10 @@ func (s *threadsSteps) personJSON(who string) (map[string]string, error) {
 	return map[string]string{"tenant": p.Tenant, "actor": p.Actor}, nil
 }
 
-// call sends one request of the threads routes as who (none when empty) and keeps the answer.
-func (s *threadsSteps) call(who, method, path string, body any, headers map[string]string) (*response, error) {
-	return s.send(who, method, path, body, reqOpts{headers: headers})
-}
-
-// quietly reads as who without keeping the exchange in the report (a poll).
-func (s *threadsSteps) quietly(who, path string) (*response, error) {
-	return s.send(who, http.MethodGet, path, nil, reqOpts{quiet: true})
-}
-
-func (s *threadsSteps) send(who, method, path string, body any, o reqOpts) (*response, error) {
-	s.ready()
-	if err := s.sut(); err != nil {
-		return nil, err
-	}
-	if who != "" {
-		who = caller(who)
-	}
-	if method == http.MethodPost && body == nil && o.rawBody == nil {
-		body = map[string]any{}
-	}
-	r, err := s.cl.do(s.ctx, who, method, path, body, o)
-	if r != nil {
-		s.prev, s.last = s.last, r
-	}
-	return r, err
-}
-
 // probe remembers how to ask the same request at an id nothing holds.
 func (s *threadsSteps) probe(who, method, path string, body any) {
 	s.missing = func() (*response, error) {
-		if who != "" {
-			who = caller(who)
-		}
-		if method == http.MethodPost && body == nil {
-			body = map[string]any{}
-		}
-		return s.cl.do(s.ctx, who, method, path, body, reqOpts{})
+		return s.ask(who, method, path, body, reqOpts{})
 	}
 }
 
@@ -145,21 +101,13 @@ func randomID(prefix string, n int) string {
 // postText posts a text to the box as the peer with the accept token.
 func (s *threadsSteps) postText(body any, raw []byte, auth string) (*response, error) {
 	s.ready()
-	if err := s.sut(); err != nil {
-		return nil, err
-	}
 	h := map[string]string{}
 	if auth != "" {
 		h["Authorization"] = auth
 	}
 	// The kit sends malformed and unauthorized texts on purpose: the request is not checked
 	// against the contract, the answer is.
-	o := reqOpts{offSpec: true, headers: h, rawBody: raw}
-	r, err := s.cl.do(s.ctx, "", http.MethodPost, world.PathPeerTexts, body, o)
-	if r != nil {
-		s.prev, s.last = s.last, r
-	}
-	return r, err
+	return s.request("", http.MethodPost, world.PathPeerTexts, body, reqOpts{offSpec: true, headers: h, rawBody: raw})
 }
 
 // peerAnswers sends a text as the peer on a thread the box opened.
@@ -271,7 +219,7 @@ func (s *threadsSteps) saysToRole(who, txt, role string) error {
 			return err
 		}
 	}
-	r, err := s.call(who, http.MethodPost, "/roles/"+role+"/conversation/messages", map[string]string{"text": unescape(txt)}, nil)
+	r, err := s.request(who, http.MethodPost, "/roles/"+role+"/conversation/messages", map[string]string{"text": unescape(txt)}, reqOpts{})
 	if err != nil {
 		return err
 	}
@@ -298,7 +246,7 @@ func (s *threadsSteps) ownConversation(who, op, role string) error {
 		method = http.MethodDelete
 	}
 	s.probe(who, method, "/roles/no-such-role/conversation", nil)
-	_, err := s.call(who, method, "/roles/"+role+"/conversation", nil, nil)
+	_, err := s.request(who, method, "/roles/"+role+"/conversation", nil, reqOpts{})
 	return err
 }
 
@@ -343,7 +291,7 @@ func (s *threadsSteps) createTask(who, alias, title, list, parent string) error 
 	if parent != "" {
 		body["parent"] = parent
 	}
-	r, err := s.call(who, http.MethodPost, "/tasks", body, nil)
+	r, err := s.request(who, http.MethodPost, "/tasks", body, reqOpts{})
 	if err != nil {
 		return err
 	}
@@ -401,7 +349,7 @@ func (s *threadsSteps) taskMembers(who, op, person, alias string) error {
 	body := map[string]any{"add": []any{}, "remove": []any{}}
 	body[key] = []any{p}
 	s.probe(who, http.MethodPost, "/tasks/no-such-task/members", body)
-	_, err = s.call(who, http.MethodPost, "/tasks/"+id+"/members", body, nil)
+	_, err = s.request(who, http.MethodPost, "/tasks/"+id+"/members", body, reqOpts{})
 	return err
 }
 
@@ -419,7 +367,7 @@ func (s *threadsSteps) taskOp(who, op, alias string) error {
 		method = http.MethodDelete
 	}
 	s.probe(who, method, "/tasks/no-such-task"+tail, nil)
-	_, err = s.call(who, method, "/tasks/"+id+tail, nil, nil)
+	_, err = s.request(who, method, "/tasks/"+id+tail, nil, reqOpts{})
 	return err
 }
 
@@ -429,7 +377,7 @@ func (s *threadsSteps) startsTaskRun(who, role, alias, prompt string) error {
 	if err != nil {
 		return err
 	}
-	r, err := s.call(who, http.MethodPost, "/tasks/"+id+"/runs", map[string]string{"role": role, "prompt": unescape(prompt)}, nil)
+	r, err := s.request(who, http.MethodPost, "/tasks/"+id+"/runs", map[string]string{"role": role, "prompt": unescape(prompt)}, reqOpts{})
 	if err != nil {
 		return err
 	}
@@ -492,38 +440,12 @@ func (s *threadsSteps) requestsFor(txt string) []world.ModelRequest {
 	return out
 }
 
-// poll calls try until it returns true or the step's wait ends; it reports whether it did.
-func (s *threadsSteps) poll(try func() (bool, error)) (bool, error) {
-	return s.pollFor(1, try)
-}
-
-// pollFor is poll with a wait of n step timeouts (a step that waits for many model rounds).
-func (s *threadsSteps) pollFor(n int, try func() (bool, error)) (bool, error) {
-	ctx, cancel := s.wait()
-	if n > 1 {
-		cancel()
-		ctx, cancel = context.WithDeadline(s.ctx, time.Now().Add(time.Duration(n)*s.run.opt.StepTimeout))
-	}
-	defer cancel()
-	for {
-		ok, err := try()
-		if err != nil || ok {
-			return ok, err
-		}
-		select {
-		case <-ctx.Done():
-			return false, nil
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
 // modelRequestFor expects the Nth request for the text to hold exactly the table's messages.
 func (s *threadsSteps) modelRequestFor(n int, txt string, t *godog.Table) error {
 	s.ready()
 	txt = unescape(txt)
 	var req world.ModelRequest
-	ok, _ := s.poll(func() (bool, error) {
+	ok, _ := s.poll(1, func() (bool, error) {
 		rs := s.requestsFor(txt)
 		if len(rs) >= n {
 			req = rs[n-1]
@@ -553,7 +475,7 @@ func (s *threadsSteps) modelRequestFor(n int, txt string, t *godog.Table) error 
 func (s *threadsSteps) sendResults(txt string, sent, errs int, reason string) error {
 	txt = unescape(txt)
 	var tools []world.Message
-	ok, _ := s.pollFor(3, func() (bool, error) {
+	ok, _ := s.poll(3, func() (bool, error) {
 		for _, r := range s.requestsFor(txt) {
 			tools = tools[:0]
 			for _, m := range r.Messages {
@@ -800,8 +722,8 @@ func (s *threadsSteps) seesAgentConversation(who, alias string, doc *godog.DocSt
 		return harnessErr("the expected agent conversation is not JSON: %s", doc.Content)
 	}
 	var last *response
-	ok, err := s.poll(func() (bool, error) {
-		r, err := s.quietly(who, byThread(id))
+	ok, err := s.poll(1, func() (bool, error) {
+		r, err := s.request(who, http.MethodGet, byThread(id), nil, reqOpts{quiet: true})
 		if err != nil {
 			return false, err
 		}
@@ -831,8 +753,8 @@ func (s *threadsSteps) acID(alias string) (string, error) {
 	}
 	p := s.pairs[alias]
 	var last *response
-	ok, err := s.poll(func() (bool, error) {
-		r, err := s.quietly("role:"+p.role, byThread(th))
+	ok, err := s.poll(1, func() (bool, error) {
+		r, err := s.request("role:"+p.role, http.MethodGet, byThread(th), nil, reqOpts{quiet: true})
 		if err != nil {
 			return false, err
 		}
@@ -861,7 +783,7 @@ func (s *threadsSteps) agentConversation(alias string) (*agentConv, error) {
 		return nil, err
 	}
 	th, _ := s.thread(alias)
-	r, err := s.quietly("role:"+s.pairs[alias].role, byThread(th))
+	r, err := s.request("role:"+s.pairs[alias].role, http.MethodGet, byThread(th), nil, reqOpts{quiet: true})
 	if err != nil {
 		return nil, err
 	}
@@ -902,7 +824,7 @@ func (s *threadsSteps) nothingStored(alias string) error {
 		id = alias
 	}
 	s.probe("olga", http.MethodGet, byThread(randomID("t_", 18)), nil)
-	if _, err := s.call("olga", http.MethodGet, byThread(id), nil, nil); err != nil {
+	if _, err := s.request("olga", http.MethodGet, byThread(id), nil, reqOpts{}); err != nil {
 		return err
 	}
 	return s.answerUniform404()
@@ -915,8 +837,8 @@ func (s *threadsSteps) seesGone(who, alias string) error {
 		return err
 	}
 	var last *response
-	ok, err := s.poll(func() (bool, error) {
-		r, err := s.quietly(who, byThread(th))
+	ok, err := s.poll(1, func() (bool, error) {
+		r, err := s.request(who, http.MethodGet, byThread(th), nil, reqOpts{quiet: true})
 		if err != nil {
 			return false, err
 		}
@@ -940,14 +862,14 @@ func (s *threadsSteps) stops(who, alias string) error {
 		return err
 	}
 	s.probe(who, http.MethodPost, "/agent-conversations/no-such-agent-conversation/stop", nil)
-	_, err = s.call(who, http.MethodPost, "/agent-conversations/"+url.PathEscape(id)+"/stop", nil, nil)
+	_, err = s.request(who, http.MethodPost, "/agent-conversations/"+url.PathEscape(id)+"/stop", nil, reqOpts{})
 	return err
 }
 
 // turnIs waits until turn N of the thread's agent conversation has the status.
 func (s *threadsSteps) turnIs(n int, alias, status string) error {
 	var seen string
-	ok, err := s.poll(func() (bool, error) {
+	ok, err := s.poll(1, func() (bool, error) {
 		ac, err := s.agentConversation(alias)
 		if err != nil {
 			return false, err
@@ -993,7 +915,7 @@ func (s *threadsSteps) turnsEndWith(alias string, n int, txt string) error {
 func (s *threadsSteps) textIs(txt, alias, state, reason string) error {
 	txt = unescape(txt)
 	var seen string
-	ok, err := s.poll(func() (bool, error) {
+	ok, err := s.poll(1, func() (bool, error) {
 		ac, err := s.agentConversation(alias)
 		if err != nil {
 			return false, err
@@ -1027,10 +949,10 @@ func (s *threadsSteps) connectionOp(who, op string) error {
 	}
 	s.probe(who, method, "/connections/no-such-connection"+tail, nil)
 	if method == http.MethodGet {
-		_, err := s.call(who, method, "/connections/"+world.PeerConnection+tail, nil, nil)
+		_, err := s.request(who, method, "/connections/"+world.PeerConnection+tail, nil, reqOpts{})
 		return err
 	}
-	_, err := s.send(who, method, "/connections/"+world.PeerConnection+tail, nil, reqOpts{})
+	_, err := s.request(who, method, "/connections/"+world.PeerConnection+tail, nil, reqOpts{})
 	return err
 }
 

@@ -156,9 +156,6 @@ type envelope struct {
 	Ver     *int64 `json:"ver"`
 }
 
-var groupCols = map[string]bool{"cur": true, "span": true, "type": true, "author": true, "acts_for": true, "message": true, "data": true, "expired": true,
-	"rid": true, "ver": true}
-
 // groupCells is one delivered frame's cells by column.
 func groupCells(f sframe) map[string]string {
 	var e envelope
@@ -188,58 +185,34 @@ func (s *groupSteps) gotWithData(who, transport string, t *godog.Table) error {
 	if err != nil {
 		return err
 	}
-	if t == nil || len(t.Rows) == 0 {
-		return harnessErr("the step needs a table with a header row")
+	table := frameTable{
+		columns: []string{"cur", "span", "type", "author", "acts_for", "message", "data", "expired", "rid", "ver"},
+		cell: func(col, v string) (string, error) {
+			v, err := s.personNames(v)
+			if err != nil || col != "data" || v == "" {
+				return v, err
+			}
+			// A table cell's \n is a newline; in the JSON it stands for one.
+			cv, ok := groupJSON([]byte(strings.ReplaceAll(v, "\n", `\n`)))
+			if !ok {
+				return "", harnessErr("the data cell is not JSON: %s", v)
+			}
+			return cv, nil
+		},
 	}
-	var cols []string
-	for _, c := range t.Rows[0].Cells {
-		if !groupCols[c.Value] {
-			return harnessErr("unknown column %q (cur, span, type, author, acts_for, message, data, expired, rid, ver)", c.Value)
-		}
-		cols = append(cols, c.Value)
-	}
-	n := len(t.Rows) - 1
-	ctx, cancel := s.wait()
-	defer cancel()
-	if _, err := f.waitFor(ctx, fmt.Sprintf("%d frames delivered", n), func(fw followed) bool { return len(fw.delivered) >= n }); err != nil {
+	if _, err := table.header(t); err != nil {
 		return err
 	}
-	time.Sleep(settle)
-	fw := f.snapshot()
-	if fw.kitErr != nil {
-		return fw.kitErr
+	fw, err := s.framesFor(f, t, "frames delivered", delivered)
+	if err != nil {
+		return err
 	}
-	render := func(cells []string) string { return "| " + strings.Join(cells, " | ") + " |" }
-	var want, got []string
-	for _, r := range t.Rows[1:] {
-		var cells []string
-		for i, c := range r.Cells {
-			v, err := s.personNames(c.Value)
-			if err != nil {
-				return err
-			}
-			if cols[i] == "data" && v != "" {
-				// A table cell's \n is a newline; in the JSON it stands for one.
-				cv, ok := groupJSON([]byte(strings.ReplaceAll(v, "\n", `\n`)))
-				if !ok {
-					return harnessErr("the data cell is not JSON: %s", v)
-				}
-				v = cv
-			}
-			cells = append(cells, v)
-		}
-		want = append(want, render(cells))
+	rows := make([]map[string]string, len(fw.delivered))
+	for i, d := range fw.delivered {
+		rows[i] = groupCells(d)
 	}
-	for _, d := range fw.delivered {
-		m := groupCells(d)
-		var cells []string
-		for _, c := range cols {
-			cells = append(cells, m[c])
-		}
-		got = append(got, render(cells))
-	}
-	if !slicesEqual(want, got) {
-		return fail(who+"'s "+transport+" reader delivered", "\n"+strings.Join(got, "\n"), "exactly\n"+strings.Join(want, "\n"))
+	if err := table.judge(who+"'s "+transport+" reader delivered", t, rows); err != nil {
+		return err
 	}
 	return fw.sutErr
 }

@@ -2,7 +2,6 @@ package harness
 
 import (
 	"encoding/json"
-	"fmt"
 	"strings"
 	"time"
 
@@ -16,7 +15,9 @@ func (s *streamSteps) receivedExactly(who, transport string, t *godog.Table) err
 	if err != nil {
 		return err
 	}
-	n := len(t.Rows) - 1
+	if _, err := streamFrames.header(t); err != nil {
+		return err
+	}
 	count := func(fw followed) int {
 		k := 0
 		for _, r := range fw.raw {
@@ -26,15 +27,9 @@ func (s *streamSteps) receivedExactly(who, transport string, t *godog.Table) err
 		}
 		return k
 	}
-	ctx, cancel := s.wait()
-	defer cancel()
-	if _, err := f.waitFor(ctx, fmt.Sprintf("%d frames received", n), func(fw followed) bool { return count(fw) >= n }); err != nil {
+	fw, err := s.framesFor(f, t, "frames received", count)
+	if err != nil {
 		return err
-	}
-	time.Sleep(settle)
-	fw := f.snapshot()
-	if fw.kitErr != nil {
-		return fw.kitErr
 	}
 	var rows []map[string]string
 	for i, r := range fw.raw {
@@ -42,7 +37,7 @@ func (s *streamSteps) receivedExactly(who, transport string, t *godog.Table) err
 			rows = append(rows, frameCells(r, &fw.verdicts[i]))
 		}
 	}
-	if err := compareTable(who+"'s "+transport+" reader received", t, rows); err != nil {
+	if err := streamFrames.judge(who+"'s "+transport+" reader received", t, rows); err != nil {
 		return err
 	}
 	return fw.sutErr

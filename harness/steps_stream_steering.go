@@ -155,7 +155,21 @@ func steerCells(f sframe) map[string]string {
 	return m
 }
 
-var steerColumns = map[string]bool{"cur": true, "type": true, "message": true, "author": true, "turn": true, "data": true, "state": true, "text": true}
+// steerFrames is the frame table of the steering steps: the frame's place and type, its message,
+// author and turn, the data's state, the data's text and the data itself.
+var steerFrames = frameTable{
+	columns: []string{"cur", "type", "message", "author", "turn", "state", "text", "data"},
+	cell: func(col, v string) (string, error) {
+		if col != "data" || v == "" {
+			return v, nil
+		}
+		var d any
+		if err := json.Unmarshal([]byte(v), &d); err != nil {
+			return "", harnessErr("the data cell %s is not JSON: %v", v, err)
+		}
+		return canonical(d), nil
+	},
+}
 
 // framesExactly expects the frames the reader delivered to be exactly the table.
 func (s *steerSteps) framesExactly(who, transport string, t *godog.Table) error {
@@ -163,54 +177,19 @@ func (s *steerSteps) framesExactly(who, transport string, t *godog.Table) error 
 	if err != nil {
 		return err
 	}
-	if t == nil || len(t.Rows) == 0 {
-		return harnessErr("the step needs a table with a header row")
-	}
-	var cols []string
-	for _, c := range t.Rows[0].Cells {
-		if !steerColumns[c.Value] {
-			return harnessErr("unknown column %q (cur, type, message, author, turn, state, text, data)", c.Value)
-		}
-		cols = append(cols, c.Value)
-	}
-	n := len(t.Rows) - 1
-	ctx, cancel := s.wait()
-	defer cancel()
-	if _, err := f.waitFor(ctx, fmt.Sprintf("%d frames delivered", n), func(fw followed) bool { return len(fw.delivered) >= n }); err != nil {
+	if _, err := steerFrames.header(t); err != nil {
 		return err
 	}
-	time.Sleep(settle)
-	fw := f.snapshot()
-	if fw.kitErr != nil {
-		return fw.kitErr
+	fw, err := s.framesFor(f, t, "frames delivered", delivered)
+	if err != nil {
+		return err
 	}
-	render := func(cells []string) string { return "| " + strings.Join(cells, " | ") + " |" }
-	var want, got []string
-	for _, r := range t.Rows[1:] {
-		var cells []string
-		for i, c := range r.Cells {
-			v := c.Value
-			if cols[i] == "data" && v != "" {
-				var d any
-				if err := json.Unmarshal([]byte(v), &d); err != nil {
-					return harnessErr("the data cell %s is not JSON: %v", v, err)
-				}
-				v = canonical(d)
-			}
-			cells = append(cells, v)
-		}
-		want = append(want, render(cells))
+	rows := make([]map[string]string, len(fw.delivered))
+	for i, d := range fw.delivered {
+		rows[i] = steerCells(d)
 	}
-	for _, d := range fw.delivered {
-		m := steerCells(d)
-		var cells []string
-		for _, c := range cols {
-			cells = append(cells, m[c])
-		}
-		got = append(got, render(cells))
-	}
-	if !slicesEqual(want, got) {
-		return fail(who+"'s "+transport+" reader delivered", "\n"+strings.Join(got, "\n"), "exactly\n"+strings.Join(want, "\n"))
+	if err := steerFrames.judge(who+"'s "+transport+" reader delivered", t, rows); err != nil {
+		return err
 	}
 	return fw.sutErr
 }

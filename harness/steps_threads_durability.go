@@ -13,7 +13,7 @@ func (s *threadsSteps) takenOnce(txt, alias string) error {
 	}
 	var seen string
 	var count int
-	done, err := s.poll(func() (bool, error) {
+	done, err := s.poll(1, func() (bool, error) {
 		ac, err := s.agentConversation(alias)
 		if err != nil {
 			return false, err
@@ -47,8 +47,8 @@ func (s *threadsSteps) saysUnderKey(who, txt, role, key string) error {
 			return err
 		}
 	}
-	_, err := s.call(who, http.MethodPost, "/roles/"+role+"/conversation/messages", map[string]string{"text": unescape(txt)},
-		map[string]string{"Idempotency-Key": s.own(key)})
+	_, err := s.request(who, http.MethodPost, "/roles/"+role+"/conversation/messages", map[string]string{"text": unescape(txt)},
+		reqOpts{headers: map[string]string{"Idempotency-Key": s.own(key)}})
 	return err
 }
 
@@ -56,7 +56,7 @@ func (s *threadsSteps) saysUnderKey(who, txt, role, key string) error {
 // placeholder of the step that checks the answer.
 func (s *threadsSteps) createsTaskUnderKey(who, title, key string) error {
 	s.ready()
-	_, err := s.call(who, http.MethodPost, "/tasks", map[string]any{"title": unescape(title)}, map[string]string{"Idempotency-Key": s.own(key)})
+	_, err := s.request(who, http.MethodPost, "/tasks", map[string]any{"title": unescape(title)}, reqOpts{headers: map[string]string{"Idempotency-Key": s.own(key)}})
 	return err
 }
 
@@ -66,8 +66,8 @@ func (s *threadsSteps) startsRunUnderKey(who, role, alias, prompt, key string) e
 	if err != nil {
 		return err
 	}
-	_, err = s.call(who, http.MethodPost, "/tasks/"+id+"/runs", map[string]string{"role": role, "prompt": unescape(prompt)},
-		map[string]string{"Idempotency-Key": s.own(key)})
+	_, err = s.request(who, http.MethodPost, "/tasks/"+id+"/runs", map[string]string{"role": role, "prompt": unescape(prompt)},
+		reqOpts{headers: map[string]string{"Idempotency-Key": s.own(key)}})
 	return err
 }
 

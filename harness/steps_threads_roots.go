@@ -8,7 +8,7 @@ import (
 
 // opensConversation makes or returns who's conversation with the role.
 func (s *threadsSteps) opensConversation(who, role string) error {
-	r, err := s.call(who, http.MethodPost, "/roles/"+role+"/conversation", nil, nil)
+	r, err := s.request(who, http.MethodPost, "/roles/"+role+"/conversation", nil, reqOpts{})
 	if err != nil {
 		return err
 	}

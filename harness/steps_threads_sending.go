@@ -19,7 +19,7 @@ func (s *threadsSteps) roleDoor(role, txt, to, task string) error {
 		}
 		body["run"] = id
 	}
-	_, err := s.send("role:"+role, http.MethodPost, "/roles/"+role+"/send", body, reqOpts{})
+	_, err := s.request("role:"+role, http.MethodPost, "/roles/"+role+"/send", body, reqOpts{})
 	return err
 }
 
@@ -31,8 +31,8 @@ func (s *threadsSteps) runIs(who, task, status string) error {
 		return harnessErr("no run was started on task %q", task)
 	}
 	var last *response
-	done, err := s.poll(func() (bool, error) {
-		r, err := s.quietly(who, "/threads/runs/"+url.PathEscape(id))
+	done, err := s.poll(1, func() (bool, error) {
+		r, err := s.request(who, http.MethodGet, "/threads/runs/"+url.PathEscape(id), nil, reqOpts{quiet: true})
 		if err != nil {
 			return false, err
 		}

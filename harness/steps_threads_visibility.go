@@ -15,7 +15,7 @@ func (s *threadsSteps) readsHistory(who, role, peer string) error {
 	s.ready()
 	s.bound["history role"], s.bound["history peer"] = role, peer
 	s.probe(who, http.MethodGet, "/roles/no-such-role"+q, nil)
-	_, err := s.call(who, http.MethodGet, "/roles/"+role+q, nil, nil)
+	_, err := s.request(who, http.MethodGet, "/roles/"+role+q, nil, reqOpts{})
 	return err
 }
 
@@ -50,7 +50,7 @@ func (s *threadsSteps) historyHolds(list string) error {
 		return fail(r.op, fmt.Sprintf("%d conversations: %s", len(got.Conversations), r.body), fmt.Sprintf("%d", len(want)))
 	}
 	for i, e := range want {
-		one, err := s.quietly("role:"+role, byThread(e.thread))
+		one, err := s.request("role:"+role, http.MethodGet, byThread(e.thread), nil, reqOpts{quiet: true})
 		if err != nil {
 			return err
 		}
@@ -76,7 +76,7 @@ func (s *threadsSteps) canRead(who, can, alias string) error {
 		byThread(th): byThread(randomID("t_", 18)),
 	}
 	for path, free := range missing {
-		r, err := s.call(who, http.MethodGet, path, nil, nil)
+		r, err := s.request(who, http.MethodGet, path, nil, reqOpts{})
 		if err != nil {
 			return err
 		}
