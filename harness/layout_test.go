@@ -2,6 +2,9 @@ package harness
 
 import (
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -17,7 +20,8 @@ var featureName = regexp.MustCompile(`^([a-z]+)/([a-z]+(?:_[a-z]+)*)\.feature$`)
 
 // layoutProblems says where the features and the step files do not share their names: every
 // feature <area>/<topic>.feature has the step file steps_<area>_<topic>.go, every step file other
-// than a common one (steps_common_<name>.go) serves a feature, every area of the vocabulary is a
+// than a common one (steps_common_<name>.go) serves a feature (a feature whose steps need more
+// than one file has parts, steps_<area>_<topic>_<part>.go), every area of the vocabulary is a
 // step file and every step file registers its steps under its own name, and a step that one
 // feature alone uses is in that feature's file. stepFiles are the base names of the step files
 // (steps_*.go, tests and steps.go left out); uses are the step texts of the features.
@@ -44,8 +48,18 @@ func layoutProblems(featureFiles, stepFiles []string, voc []Step, uses []stepUse
 	for _, st := range voc {
 		registered[st.Area] = true
 	}
+	// ofFeature is the feature a step file serves: its own name, or a feature's name and a part
+	// (steps_<area>_<topic>_<part>.go, for a feature whose steps need more than one file).
+	ofFeature := func(name string) string {
+		for f := range served {
+			if name == f || strings.HasPrefix(name, f+"_") {
+				return f
+			}
+		}
+		return ""
+	}
 	for name := range files {
-		if !served[name] && !strings.HasPrefix(name, "common_") {
+		if ofFeature(name) == "" && !strings.HasPrefix(name, "common_") {
 			out = append(out, fmt.Sprintf("step file harness/steps_%s.go serves no feature (name it after one, or steps_common_<name>.go)", name))
 		}
 		if !registered[name] {
@@ -68,7 +82,7 @@ func layoutProblems(featureFiles, stepFiles []string, voc []Step, uses []stepUse
 		}
 		if len(users) == 1 {
 			for only := range users {
-				if only != st.Area && served[only] {
+				if ofFeature(st.Area) != only && served[only] {
 					out = append(out, fmt.Sprintf("pattern %s is used by %s alone but lives in harness/steps_%s.go, not harness/steps_%s.go", st.Pattern, only, st.Area, only))
 				}
 			}
@@ -113,11 +127,12 @@ func TestLayoutProblems(t *testing.T) {
 		{Pattern: `^bob waits$`, Area: "common_model"},
 		{Pattern: `^carol waits$`, Area: "stray"},
 		{Pattern: `^dan waits$`, Area: "lost"},
+		{Pattern: `^erin waits$`, Area: "agent_runs_more"},
 	}
-	uses := []stepUse{{"agent/loop.feature:3", "bob waits"}, {"agent/runs.feature:3", "bob waits"}, {"agent/loop.feature:4", "alice waits"}}
+	uses := []stepUse{{"agent/loop.feature:3", "bob waits"}, {"agent/runs.feature:3", "bob waits"}, {"agent/loop.feature:4", "alice waits"}, {"agent/runs.feature:4", "erin waits"}}
 	got := layoutProblems(
 		[]string{"agent/runs.feature", "agent/loop.feature", "Stream-Limits.feature"},
-		[]string{"steps_agent_runs.go", "steps_common_model.go", "steps_stray.go", "steps_common_empty.go"},
+		[]string{"steps_agent_runs.go", "steps_agent_runs_more.go", "steps_common_model.go", "steps_stray.go", "steps_common_empty.go"},
 		voc, uses)
 	want := []string{
 		"feature Stream-Limits.feature is not named <area>/<topic>.feature in lower case",
@@ -130,5 +145,54 @@ func TestLayoutProblems(t *testing.T) {
 	sort.Strings(want)
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestStepsAreWhereTheyAreRegistered: each step file's vocabulary lists only the steps declared
+// in that file, so the area `loomcheck steps` names is where a step's code is.
+func TestStepsAreWhereTheyAreRegistered(t *testing.T) {
+	all, err := filepath.Glob("steps_*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := 0
+	for _, name := range all {
+		if strings.HasSuffix(name, "_test.go") || name == "steps.go" {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		declared := map[string]bool{}
+		var lists []*ast.FuncDecl
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok {
+				declared[fd.Name.Name] = true
+				if fd.Recv == nil && strings.HasSuffix(fd.Name.Name, "Vocabulary") {
+					lists = append(lists, fd)
+				}
+			}
+		}
+		if len(lists) != 1 {
+			t.Errorf("%s has %d vocabulary lists, want one", name, len(lists))
+			continue
+		}
+		ast.Inspect(lists[0].Body, func(n ast.Node) bool {
+			cl, ok := n.(*ast.CompositeLit)
+			if !ok || cl.Type != nil || len(cl.Elts) != 3 {
+				return true
+			}
+			if sel, ok := cl.Elts[1].(*ast.SelectorExpr); ok {
+				listed++
+				if !declared[sel.Sel.Name] {
+					t.Errorf("%s lists the step %s, declared in another file", name, sel.Sel.Name)
+				}
+			}
+			return false
+		})
+	}
+	if n := len(Vocabulary()); listed != n {
+		t.Errorf("the step files list %d steps, the vocabulary holds %d", listed, n)
 	}
 }

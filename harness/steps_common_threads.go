@@ -1,15 +1,11 @@
 package harness
 
 import (
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -74,42 +70,6 @@ func (s *threadsSteps) queueBound(n int) error {
 	})
 }
 
-// personJSON is who's identity as the wire names it.
-func (s *threadsSteps) personJSON(who string) (map[string]string, error) {
-	p, ok := world.PeerPeople[who]
-	if !ok {
-		if p, ok = s.principal(who); !ok {
-			return nil, harnessErr("unknown person %q", who)
-		}
-	}
-	return map[string]string{"tenant": p.Tenant, "actor": p.Actor}, nil
-}
-
-// probe remembers how to ask the same request at an id nothing holds.
-func (s *threadsSteps) probe(who, method, path string, body any) {
-	s.missing = func() (*response, error) {
-		return s.ask(who, method, path, body, reqOpts{})
-	}
-}
-
-func randomID(prefix string, n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return prefix + base64.RawURLEncoding.EncodeToString(b)
-}
-
-// postText posts a text to the box as the peer with the accept token.
-func (s *threadsSteps) postText(body any, raw []byte, auth string) (*response, error) {
-	s.ready()
-	h := map[string]string{}
-	if auth != "" {
-		h["Authorization"] = auth
-	}
-	// The kit sends malformed and unauthorized texts on purpose: the request is not checked
-	// against the contract, the answer is.
-	return s.request("", http.MethodPost, world.PathPeerTexts, body, reqOpts{offSpec: true, headers: h, rawBody: raw})
-}
-
 // peerAnswers sends a text as the peer on a thread the box opened.
 func (s *threadsSteps) peerAnswers(txt, alias string) error {
 	s.ready()
@@ -118,37 +78,6 @@ func (s *threadsSteps) peerAnswers(txt, alias string) error {
 		return harnessErr("thread %q is not known yet", alias)
 	}
 	return s.peerSends(txt, p.peerRole, p.role, alias)
-}
-
-// peerSendsAgain sends the kit's last text again.
-func (s *threadsSteps) peerSendsAgain() error {
-	if s.sent == nil {
-		return harnessErr("the peer has sent nothing yet")
-	}
-	_, err := s.postText(*s.sent, nil, "Bearer "+world.PeerAcceptToken)
-	return err
-}
-
-func (s *threadsSteps) lastAnswer() (*response, error) {
-	if s.last == nil {
-		return nil, harnessErr("no answer yet")
-	}
-	return s.last, nil
-}
-
-// exactly expects the last answer to be the status and the JSON body.
-func (s *threadsSteps) exactly(status int, body any) error {
-	r, err := s.lastAnswer()
-	if err != nil {
-		return err
-	}
-	b, _ := json.Marshal(body)
-	want := fmt.Sprintf("%d %s", status, canonJSON(string(b)))
-	got := fmt.Sprintf("%d %s", r.status, canonJSON(string(r.body)))
-	if got != want {
-		return fail(r.op, got, want)
-	}
-	return nil
 }
 
 // answerAck expects exactly 200 {ack, thread, message} of the kit's last text.
@@ -186,28 +115,6 @@ func (s *threadsSteps) answerUniform404() error {
 		return fail(r.op, got, "the answer at an id nothing holds: "+want)
 	}
 	return nil
-}
-
-// answerConnection expects exactly 200 {"id": "lab", "state": S}.
-func (s *threadsSteps) answerConnection(state string) error {
-	return s.exactly(http.StatusOK, map[string]string{"id": world.PeerConnection, "state": state})
-}
-
-// isPerson reports whether raw names who: their identity object, or their actor.
-func (s *threadsSteps) isPerson(raw json.RawMessage, who string) bool {
-	p, err := s.personJSON(who)
-	if err != nil {
-		return false
-	}
-	var actor string
-	if json.Unmarshal(raw, &actor) == nil {
-		return actor == p["actor"]
-	}
-	var got map[string]any
-	if json.Unmarshal(raw, &got) != nil {
-		return false
-	}
-	return got["actor"] == p["actor"] && (got["tenant"] == nil || got["tenant"] == p["tenant"])
 }
 
 // saysToRole runs a turn in who's conversation with the role.
@@ -265,143 +172,6 @@ func (s *threadsSteps) different(kind, a, b string) error {
 	return nil
 }
 
-// members turns "bob, carol" into identities.
-func (s *threadsSteps) members(list string) ([]map[string]string, error) {
-	out := []map[string]string{}
-	for _, n := range strings.Split(list, ",") {
-		if n = strings.TrimSpace(n); n == "" {
-			continue
-		}
-		p, err := s.personJSON(n)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, nil
-}
-
-// createTask creates a task (a subtask when parent is set) and remembers its id.
-func (s *threadsSteps) createTask(who, alias, title, list, parent string) error {
-	ms, err := s.members(list)
-	if err != nil {
-		return err
-	}
-	body := map[string]any{"title": unescape(title), "members": ms}
-	if parent != "" {
-		body["parent"] = parent
-	}
-	r, err := s.request(who, http.MethodPost, "/tasks", body, reqOpts{})
-	if err != nil {
-		return err
-	}
-	var got struct {
-		ID string `json:"id"`
-	}
-	if r.status != http.StatusCreated {
-		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "201 with the task's id")
-	}
-	if err := r.json(&got); err != nil {
-		return err
-	}
-	if got.ID == "" {
-		return fail(r.op, string(r.body), "the task's id")
-	}
-	s.bound["task "+alias] = got.ID
-	return nil
-}
-
-// createsTask creates a task with the title and members.
-func (s *threadsSteps) createsTask(who, alias, title, list string) error {
-	s.ready()
-	return s.createTask(who, alias, title, list, "")
-}
-
-// createsSubtask creates a subtask of the task.
-func (s *threadsSteps) createsSubtask(who, alias, parent, title string) error {
-	id, err := s.taskID(parent)
-	if err != nil {
-		return err
-	}
-	return s.createTask(who, alias, title, "", id)
-}
-
-func (s *threadsSteps) taskID(alias string) (string, error) {
-	s.ready()
-	id, ok := s.bound["task "+alias]
-	if !ok {
-		return "", harnessErr("unknown task %q", alias)
-	}
-	return id, nil
-}
-
-// taskMembers adds or removes a member of the task.
-func (s *threadsSteps) taskMembers(who, op, person, alias string) error {
-	id, err := s.taskID(alias)
-	if err != nil {
-		return err
-	}
-	p, err := s.personJSON(person)
-	if err != nil {
-		return err
-	}
-	key := map[string]string{"adds": "add", "removes": "remove"}[op]
-	body := map[string]any{"add": []any{}, "remove": []any{}}
-	body[key] = []any{p}
-	s.probe(who, http.MethodPost, "/tasks/no-such-task/members", body)
-	_, err = s.request(who, http.MethodPost, "/tasks/"+id+"/members", body, reqOpts{})
-	return err
-}
-
-// taskOp reads, finishes or deletes the task as who.
-func (s *threadsSteps) taskOp(who, op, alias string) error {
-	id, err := s.taskID(alias)
-	if err != nil {
-		return err
-	}
-	method, tail := http.MethodGet, ""
-	switch op {
-	case "finishes":
-		method, tail = http.MethodPost, "/finish"
-	case "deletes":
-		method = http.MethodDelete
-	}
-	s.probe(who, method, "/tasks/no-such-task"+tail, nil)
-	_, err = s.request(who, method, "/tasks/"+id+tail, nil, reqOpts{})
-	return err
-}
-
-// startsTaskRun starts a run of the role on the task.
-func (s *threadsSteps) startsTaskRun(who, role, alias, prompt string) error {
-	id, err := s.taskID(alias)
-	if err != nil {
-		return err
-	}
-	r, err := s.request(who, http.MethodPost, "/tasks/"+id+"/runs", map[string]string{"role": role, "prompt": unescape(prompt)}, reqOpts{})
-	if err != nil {
-		return err
-	}
-	var got struct {
-		Run string `json:"run"`
-	}
-	if r.status != http.StatusAccepted {
-		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "202 {run}")
-	}
-	if err := r.json(&got); err != nil {
-		return err
-	}
-	if got.Run == "" {
-		return fail(r.op, string(r.body), "202 {run}")
-	}
-	s.bound["run "+alias] = got.Run
-	return nil
-}
-
-// sendCall is one scripted call of peer.send.
-func (s *threadsSteps) sendCall(args string) world.Reply {
-	return world.Reply{ToolCalls: []world.ToolCall{{ID: s.areas.model.callID(), Name: "peer.send", Arguments: args}}}
-}
-
 // modelSendsOnce scripts one call of peer.send, then the words, for the text.
 func (s *threadsSteps) modelSendsOnce(match, args, reply string) error {
 	return s.script(unescape(match), s.sendCall(args), world.Reply{Text: unescape(reply)})
@@ -410,34 +180,6 @@ func (s *threadsSteps) modelSendsOnce(match, args, reply string) error {
 // modelSendsTwice scripts two calls of peer.send, then the words, for the text.
 func (s *threadsSteps) modelSendsTwice(match, a, b, reply string) error {
 	return s.script(unescape(match), s.sendCall(a), s.sendCall(b), world.Reply{Text: unescape(reply)})
-}
-
-func (s *threadsSteps) script(match string, rs ...world.Reply) error {
-	if err := s.world.Model().EnqueueFor(match, rs...); err != nil {
-		return harnessErr("script the model: %v", err)
-	}
-	return nil
-}
-
-// lastUser is the content of the last user message.
-func lastUser(msgs []world.Message) string {
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == "user" {
-			return msgs[i].Content
-		}
-	}
-	return ""
-}
-
-// requestsFor are the requests to the model whose last user message is the text.
-func (s *threadsSteps) requestsFor(txt string) []world.ModelRequest {
-	var out []world.ModelRequest
-	for _, r := range s.world.Model().Requests() {
-		if lastUser(r.Messages) == txt {
-			out = append(out, r)
-		}
-	}
-	return out
 }
 
 // modelRequestFor expects the Nth request for the text to hold exactly the table's messages.
@@ -563,68 +305,6 @@ func (s *threadsSteps) peerStillReceived(secs, n int) error {
 	return nil
 }
 
-// peerReceivedOnce waits until each of the texts has arrived at the peer, then expects the peer
-// to have received exactly n texts in all. Each of the texts is a sentinel: a later text of an
-// agent conversation the peer already had texts of. A text is sent only after every earlier text
-// of the same agent conversation was delivered or failed (spec/peer.md, The wire: "Ordering is
-// per agent conversation"), and a delivered text is not sent again ("The sender treats 200 as
-// delivered"), so a text of that conversation the sender should not have sent (one tried again
-// after its 200 or its final rejection, one that failed, one a refused peer.send queued after
-// all) would have arrived before its sentinel and is counted. A sentinel on a thread the peer had
-// no text of proves nothing: a second send from the same root to the same role goes on the same
-// thread (spec/peer.md, Sending), so it fails.
-func (s *threadsSteps) peerReceivedOnce(n int, list string) error {
-	var want []string
-	for _, m := range historyAliasRE.FindAllStringSubmatch(list, -1) {
-		want = append(want, unescape(m[1]))
-	}
-	if err := s.sut(); err != nil {
-		return err
-	}
-	p := s.world.Peer()
-	ctx, cancel := s.wait()
-	defer cancel()
-	var ds []world.PeerDelivery
-	var missing []string
-	for {
-		seen := p.Count()
-		ds, missing = p.Deliveries(), nil
-		for _, t := range want {
-			if !slices.ContainsFunc(ds, func(d world.PeerDelivery) bool { return d.Text.Text == t }) {
-				missing = append(missing, strconv.Quote(t))
-			}
-		}
-		if len(missing) == 0 {
-			break
-		}
-		if err := p.WaitDeliveries(ctx, seen+1); err != nil {
-			return fail("the peer", fmt.Sprintf("%d texts: %s", p.Count(), s.describeDeliveries()), "the texts "+strings.Join(missing, " and "))
-		}
-	}
-	for _, t := range want {
-		i := slices.IndexFunc(ds, func(d world.PeerDelivery) bool { return d.Text.Text == t })
-		d := ds[i]
-		if !slices.ContainsFunc(ds[:i], func(e world.PeerDelivery) bool {
-			return e.Text.Thread == d.Text.Thread && e.Text.From == d.Text.From && e.Text.To == d.Text.To
-		}) {
-			return fail(fmt.Sprintf("text %d the peer received", i+1), string(d.Body),
-				fmt.Sprintf("%q on the thread of the earlier texts from %s to %s: the same root sends to the same role in one agent conversation", t, d.Text.From, d.Text.To))
-		}
-	}
-	if got := p.Count(); got != n {
-		return fail("the peer", fmt.Sprintf("%d texts: %s", got, s.describeDeliveries()), fmt.Sprintf("exactly %d once %s arrived", n, list))
-	}
-	return nil
-}
-
-func (s *threadsSteps) describeDeliveries() string {
-	var parts []string
-	for _, d := range s.world.Peer().Deliveries() {
-		parts = append(parts, string(d.Body))
-	}
-	return strings.Join(parts, " | ")
-}
-
 // receivedExactly expects the Nth request at the peer to carry the send token and the body.
 func (s *threadsSteps) receivedExactly(n int, doc *godog.DocString) error {
 	s.ready()
@@ -651,64 +331,6 @@ func (s *threadsSteps) receivedExactly(n int, doc *godog.DocString) error {
 		}
 	}
 	return nil
-}
-
-// peerHoldsNext makes the peer's answer to the next text wait until released.
-func (s *threadsSteps) peerHoldsNext() error {
-	h := s.world.NewHold()
-	s.holds = append(s.holds, h)
-	if err := s.world.Peer().Script(world.PeerAnswer{Hold: h}); err != nil {
-		return harnessErr("script the peer: %v", err)
-	}
-	return nil
-}
-
-// peerReleases releases every held answer of the peer.
-func (s *threadsSteps) peerReleases() error {
-	s.world.Peer().Always(nil)
-	for _, h := range s.holds {
-		h.Release()
-	}
-	return nil
-}
-
-// peerRejects scripts the peer to answer the next N texts with the status and reason.
-func (s *threadsSteps) peerRejects(n, status int, reason string) error {
-	if err := s.world.Peer().Script(world.PeerAnswer{Status: status, Reason: reason, Times: n}); err != nil {
-		return harnessErr("script the peer: %v", err)
-	}
-	return nil
-}
-
-// peerWellFormed expects every request at the peer to be within spec/peer.md, and each message id
-// to carry one text only (the same thread, roles and text on every try).
-func (s *threadsSteps) peerWellFormed() error {
-	seen := map[string]world.PeerText{}
-	for i, d := range s.world.Peer().Deliveries() {
-		if d.Problem != "" {
-			return fail(fmt.Sprintf("text %d the peer received", i+1), d.Problem+": "+string(d.Body), "a text within spec/peer.md with the send token")
-		}
-		if old, ok := seen[d.Text.Message]; ok && old != d.Text {
-			return fail(fmt.Sprintf("text %d the peer received", i+1), fmt.Sprintf("message %s again with %+v", d.Text.Message, d.Text),
-				fmt.Sprintf("one text per message id: %+v", old))
-		}
-		seen[d.Text.Message] = d.Text
-	}
-	return nil
-}
-
-// thread is the id of a thread alias.
-func (s *threadsSteps) thread(alias string) (string, error) {
-	s.ready()
-	id, ok := s.bound["thread "+alias]
-	if !ok {
-		return "", harnessErr("thread %q is not known yet", alias)
-	}
-	return id, nil
-}
-
-func byThread(id string) string {
-	return "/agent-conversations?connection=" + world.PeerConnection + "&thread=" + url.QueryEscape(id)
 }
 
 // seesAgentConversation reads the thread's agent conversation as who until it equals the body.
@@ -742,61 +364,6 @@ func (s *threadsSteps) seesAgentConversation(who, alias string, doc *godog.DocSt
 // historyAliasRE finds the quoted thread aliases of a list.
 var historyAliasRE = regexp.MustCompile(`"([^"]+)"`)
 
-// acID is the id of the thread's agent conversation, read as its role when not yet known.
-func (s *threadsSteps) acID(alias string) (string, error) {
-	if id, ok := s.bound["ac "+alias]; ok {
-		return id, nil
-	}
-	th, err := s.thread(alias)
-	if err != nil {
-		return "", err
-	}
-	p := s.pairs[alias]
-	var last *response
-	ok, err := s.poll(1, func() (bool, error) {
-		r, err := s.request("role:"+p.role, http.MethodGet, byThread(th), nil, reqOpts{quiet: true})
-		if err != nil {
-			return false, err
-		}
-		last = r
-		return r.status == http.StatusOK, nil
-	})
-	if err != nil {
-		return "", err
-	}
-	if !ok {
-		return "", fail(last.op, fmt.Sprintf("%d %s", last.status, clip(string(last.body), 200)), "200: the role reads its own agent conversation")
-	}
-	var got struct {
-		ID string `json:"id"`
-	}
-	if err := last.json(&got); err != nil || got.ID == "" {
-		return "", fail(last.op, string(last.body), "the agent conversation's id")
-	}
-	s.bound["ac "+alias] = got.ID
-	return got.ID, nil
-}
-
-// agentConversation reads the thread's agent conversation as its role.
-func (s *threadsSteps) agentConversation(alias string) (*agentConv, error) {
-	if _, err := s.acID(alias); err != nil {
-		return nil, err
-	}
-	th, _ := s.thread(alias)
-	r, err := s.request("role:"+s.pairs[alias].role, http.MethodGet, byThread(th), nil, reqOpts{quiet: true})
-	if err != nil {
-		return nil, err
-	}
-	if r.status != http.StatusOK {
-		return nil, fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "200")
-	}
-	var ac agentConv
-	if err := r.json(&ac); err != nil {
-		return nil, err
-	}
-	return &ac, nil
-}
-
 // agentConv is the part of an agent conversation the steps judge.
 type agentConv struct {
 	Root struct {
@@ -828,42 +395,6 @@ func (s *threadsSteps) nothingStored(alias string) error {
 		return err
 	}
 	return s.answerUniform404()
-}
-
-// seesGone reads the agent conversation as who and expects root kind gone.
-func (s *threadsSteps) seesGone(who, alias string) error {
-	th, err := s.thread(alias)
-	if err != nil {
-		return err
-	}
-	var last *response
-	ok, err := s.poll(1, func() (bool, error) {
-		r, err := s.request(who, http.MethodGet, byThread(th), nil, reqOpts{quiet: true})
-		if err != nil {
-			return false, err
-		}
-		last = r
-		var ac agentConv
-		return r.status == http.StatusOK && json.Unmarshal(r.body, &ac) == nil && ac.Root.Kind == "gone", nil
-	})
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return fail(last.op+" as "+who, fmt.Sprintf("%d %s", last.status, clip(string(last.body), 300)), `200 with root {"kind": "gone"}`)
-	}
-	return nil
-}
-
-// stops stops the agent of the thread's conversation as who.
-func (s *threadsSteps) stops(who, alias string) error {
-	id, err := s.acID(alias)
-	if err != nil {
-		return err
-	}
-	s.probe(who, http.MethodPost, "/agent-conversations/no-such-agent-conversation/stop", nil)
-	_, err = s.request(who, http.MethodPost, "/agent-conversations/"+url.PathEscape(id)+"/stop", nil, reqOpts{})
-	return err
 }
 
 // turnIs waits until turn N of the thread's agent conversation has the status.
@@ -941,21 +472,6 @@ func (s *threadsSteps) textIs(txt, alias, state, reason string) error {
 	return nil
 }
 
-// connectionOp pauses, unpauses, revokes or reads the connection as who.
-func (s *threadsSteps) connectionOp(who, op string) error {
-	method, tail := http.MethodPost, "/"+strings.TrimSuffix(op, "s")
-	if op == "reads" {
-		method, tail = http.MethodGet, ""
-	}
-	s.probe(who, method, "/connections/no-such-connection"+tail, nil)
-	if method == http.MethodGet {
-		_, err := s.request(who, method, "/connections/"+world.PeerConnection+tail, nil, reqOpts{})
-		return err
-	}
-	_, err := s.request(who, method, "/connections/"+world.PeerConnection+tail, nil, reqOpts{})
-	return err
-}
-
 // answerExactly expects the last answer to be the status and the body (placeholders bind).
 func (s *threadsSteps) answerExactly(status int, body string) error {
 	r, err := s.lastAnswer()
@@ -973,81 +489,6 @@ func (s *threadsSteps) answerExactly(status int, body string) error {
 // {ac A}, {conv <who> <role>}, {task T}, {run T} and {any}.
 var placeholderThreadsRE = regexp.MustCompile(`\{(thread|message|ac|conv|task|run|any)(?: ([^{}"]+))?\}`)
 
-// substitute writes the template with every known placeholder replaced by its value.
-func (s *threadsSteps) substitute(t string) string {
-	return placeholderThreadsRE.ReplaceAllStringFunc(t, func(m string) string {
-		sub := placeholderThreadsRE.FindStringSubmatch(m)
-		if v, ok := s.bound[sub[1]+" "+sub[2]]; ok {
-			return v
-		}
-		return m
-	})
-}
-
-// match reports whether got is the template want with each placeholder standing for one value:
-// a known one for its value, an unknown one for any id of its kind, the same everywhere it
-// appears; on a match the unknown ones are remembered.
-func (s *threadsSteps) match(want, got string) bool {
-	s.ready()
-	var re strings.Builder
-	re.WriteString(`(?s)^`)
-	var keys []string
-	at := 0
-	for _, loc := range placeholderThreadsRE.FindAllStringSubmatchIndex(want, -1) {
-		re.WriteString(regexp.QuoteMeta(want[at:loc[0]]))
-		at = loc[1]
-		kind := want[loc[2]:loc[3]]
-		key := kind
-		if loc[4] >= 0 {
-			key += " " + want[loc[4]:loc[5]]
-		}
-		if v, ok := s.bound[key]; ok && kind != "any" {
-			re.WriteString(regexp.QuoteMeta(v))
-			continue
-		}
-		switch kind {
-		case "any":
-			re.WriteString(`(?:[^"\n]*)`)
-			continue
-		case "thread":
-			re.WriteString(`([A-Za-z0-9_-]{16,64})`)
-		case "message":
-			re.WriteString(`([A-Za-z0-9_-]{1,64})`)
-		default:
-			re.WriteString(`([^\s"]+?)`)
-		}
-		keys = append(keys, key)
-	}
-	re.WriteString(regexp.QuoteMeta(want[at:]))
-	re.WriteString(`$`)
-	m := regexp.MustCompile(re.String()).FindStringSubmatch(got)
-	if m == nil {
-		return false
-	}
-	found := map[string]string{}
-	for i, k := range keys {
-		if v, ok := found[k]; ok && v != m[i+1] {
-			return false
-		}
-		found[k] = m[i+1]
-	}
-	for k, v := range found {
-		s.bound[k] = v
-	}
-	return true
-}
-
-// peerHoldsThenRejects makes the peer's answer to the next text wait until released, and then be
-// the status and reason: the box has the text in hand, not yet answered, until the scenario says.
-func (s *threadsSteps) peerHoldsThenRejects(status int, reason string) error {
-	h := s.world.NewHold()
-	s.holds = append(s.holds, h)
-	if err := s.world.Peer().Script(world.PeerAnswer{Hold: h, Status: status, Reason: reason}); err != nil {
-		return harnessErr("script the peer: %v", err)
-	}
-	return nil
-}
-
 // fieldAcceptToken is the token the peer presents on the second connection, field.
 const fieldAcceptToken = "field-accept-4Kp9w"
 
@@ -1057,19 +498,12 @@ func commonThreadsVocabulary(a areas) []stepDef {
 		{`^the box is connected to the peer "lab"$`, a.threads.connected, "gives the box the roles planner and scout, the member dana and the connection lab to the kit's peer (owner olga), and registers their tokens"},
 		{`^the connection "lab" holds at most (\d+) waiting texts$`, a.threads.queueBound, "configures the bound of the texts waiting to be sent on the connection"},
 		{`^the peer answers ` + quotedPat + ` on thread "([^"]+)"$`, a.threads.peerAnswers, "sends a text as the peer on a thread the box opened, from the peer's role of it to the box's"},
-		{`^the peer sends the same text again$`, a.threads.peerSendsAgain, "sends the kit's last text again, the same message id and all"},
 		{`^the answer is 200 ack$`, a.threads.answerAck, "expects the last answer to be exactly 200 {ack, thread, message} of the kit's last text"},
 		{`^the answer is (\d+) "([a-z-]+)"$`, a.threads.answerReason, "expects the last answer to be exactly the status with {\"reason\": R}"},
 		{`^the answer is the uniform 404$`, a.threads.answerUniform404, "expects the last answer to be 404 and equal to what the same request gets at an id nothing holds"},
-		{`^the answer is the connection "lab" (open|paused|revoked)$`, a.threads.answerConnection, "expects the last answer to be exactly 200 {\"id\": \"lab\", \"state\": S}"},
 		{`^` + namePat + ` says ` + quotedPat + ` to "([a-z0-9-]+)"$`, a.threads.saysToRole, "runs a turn in who's conversation with the role"},
 		{`^` + namePat + ` (reads|deletes) (?:her|his) conversation with "([a-z0-9-]+)"$`, a.threads.ownConversation, "reads or deletes who's conversation with the role"},
 		{`^(conversations|threads|tasks) "([^"]+)" and "([^"]+)" are different$`, a.threads.different, "expects the two remembered ids to differ"},
-		{`^` + namePat + ` creates task "([^"]+)" titled ` + quotedPat + `(?: with members "([^"]*)")?$`, a.threads.createsTask, "creates a task with the title and the members (comma-separated names) and remembers its id"},
-		{`^` + namePat + ` creates subtask "([^"]+)" of "([^"]+)" titled ` + quotedPat + `$`, a.threads.createsSubtask, "creates a subtask of the task and remembers its id"},
-		{`^` + namePat + ` (adds|removes) "([^"]+)" (?:to|from) task "([^"]+)"$`, a.threads.taskMembers, "adds or removes a member of the task"},
-		{`^` + namePat + ` (reads|finishes|deletes) task "([^"]+)"$`, a.threads.taskOp, "reads, finishes or deletes the task as who"},
-		{`^` + namePat + ` starts a run of "([a-z0-9-]+)" on task "([^"]+)" with ` + quotedPat + `$`, a.threads.startsTaskRun, "starts a run of the role on the task with the prompt"},
 		{`^the model answers ` + quotedPat + ` by sending (\{[^{}]*\}), then says ` + quotedPat + `$`, a.threads.modelSendsOnce, "scripts the model to answer the text with one call of peer.send, then with the words"},
 		{`^the model answers ` + quotedPat + ` by sending (\{[^{}]*\}) and (\{[^{}]*\}), then says ` + quotedPat + `$`, a.threads.modelSendsTwice, "scripts the model to answer the text with two calls of peer.send one after the other, then with the words"},
 		{`^model request (\d+) for ` + quotedPat + ` holds exactly:$`, a.threads.modelRequestFor, "expects the Nth request to the model whose last user message is the text to hold exactly the table's messages (placeholders substituted)"},
@@ -1077,21 +511,12 @@ func commonThreadsVocabulary(a areas) []stepDef {
 		{`^the model has been asked (\d+) times? for ` + quotedPat + `$`, a.threads.modelAskedFor, "expects exactly N requests to the model so far whose last user message is the text (after a sentinel: a later turn of the same agent conversation that completed)"},
 		{`^the peer has received (\d+) texts?$`, a.threads.peerReceived, "waits until the peer has received N requests"},
 		{`^after (\d+) seconds the peer has still received (\d+) texts?$`, a.threads.peerStillReceived, "waits the seconds, then expects the peer to have received exactly N requests"},
-		{`^the peer has received exactly (\d+) texts? once ("[^"]+"(?:(?:, | and )"[^"]+")*) (?:has|have) arrived$`, a.threads.peerReceivedOnce, "waits until each quoted text has arrived at the peer (sentinels: later texts of the agent conversations of earlier ones), then expects the peer to have received exactly N requests"},
 		{`^received text (\d+) is exactly:$`, a.threads.receivedExactly, "expects the Nth request the peer received to carry the send token and exactly the body (placeholders bind thread and message aliases)"},
-		{`^the peer holds the next text$`, a.threads.peerHoldsNext, "makes the peer's answer to the next text wait until released"},
-		{`^the peer releases the held texts$`, a.threads.peerReleases, "releases every held answer of the peer (later texts are acknowledged)"},
-		{`^the peer answers the next (\d+) texts? with (\d+) "([a-z-]+)"$`, a.threads.peerRejects, "scripts the peer to answer the next N texts with the status and reason"},
-		{`^the peer found every text well-formed$`, a.threads.peerWellFormed, "expects every request the peer received to carry the send token and a body within spec/peer.md"},
 		{`^` + namePat + ` sees the agent conversation of thread "([^"]+)" as:$`, a.threads.seesAgentConversation, "reads the agent conversation of the thread as who until it equals the body (placeholders substituted)"},
 		{`^nothing is stored on thread "([^"]+)"$`, a.threads.nothingStored, "expects no agent conversation on the thread (an alias, or an id as written): the owner gets the 404 of a thread never used"},
-		{`^` + namePat + ` sees thread "([^"]+)" rooted "gone"$`, a.threads.seesGone, "reads the agent conversation as who and expects 200 with root kind gone"},
-		{`^` + namePat + ` stops the agent conversation of thread "([^"]+)"$`, a.threads.stops, "stops the agent of the thread's conversation as who"},
 		{`^turn (\d+) of thread "([^"]+)" is (running|completed|stopped|failed|ended)$`, a.threads.turnIs, "waits until turn N of the thread's agent conversation has the status"},
 		{`^thread "([^"]+)" has exactly (\d+) turns?, the last of which took only ` + quotedPat + `$`, a.threads.turnsEndWith, "expects the thread's agent conversation to have exactly N turns, the last of which took the one text (a sentinel: the turn of a later text)"},
 		{`^the text ` + quotedPat + ` on thread "([^"]+)" is (queued|sent|received|failed)(?: with "([a-z-]+)")?$`, a.threads.textIs, "waits until the text of the thread's agent conversation has the state (and reason)"},
-		{`^` + namePat + ` (pauses|unpauses|revokes|reads) the connection "lab"$`, a.threads.connectionOp, "pauses, unpauses, revokes or reads the connection as who"},
 		{`^the answer is exactly (\d+) (\{.*\})$`, a.threads.answerExactly, "expects the last answer to be exactly the status and the body (placeholders substituted or bound)"},
-		{`^the peer holds the next text, then answers it with (\d+) "([a-z-]+)"$`, a.threads.peerHoldsThenRejects, "makes the peer's answer to the next text wait until released, then be the status and reason"},
 	}
 }

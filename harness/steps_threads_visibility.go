@@ -106,5 +106,31 @@ func threadsVisibilityVocabulary(a areas) []stepDef {
 		{`^` + namePat + ` reads the agent history of "([a-z0-9-]+)" with "([^"]*)"$`, a.threads.readsHistory, "reads the role's agent history with the peer role (connection/role) as who"},
 		{`^the agent history holds the agent conversations of (no thread|threads? .+)$`, a.threads.historyHolds, "expects the last answer to be 200 with every agent conversation of the threads (quoted aliases), sorted by thread id, each exactly as the role reads it alone"},
 		{`^` + namePat + ` (can|cannot) read the agent conversation of thread "([^"]+)"$`, a.threads.canRead, "reads the agent conversation by id and by thread as who: 200, or the uniform 404 a missing one gets"},
+		{`^` + namePat + ` sees thread "([^"]+)" rooted "gone"$`, a.threads.seesGone, "reads the agent conversation as who and expects 200 with root kind gone"},
 	}
+}
+
+// seesGone reads the agent conversation as who and expects root kind gone.
+func (s *threadsSteps) seesGone(who, alias string) error {
+	th, err := s.thread(alias)
+	if err != nil {
+		return err
+	}
+	var last *response
+	ok, err := s.poll(1, func() (bool, error) {
+		r, err := s.request(who, http.MethodGet, byThread(th), nil, reqOpts{quiet: true})
+		if err != nil {
+			return false, err
+		}
+		last = r
+		var ac agentConv
+		return r.status == http.StatusOK && json.Unmarshal(r.body, &ac) == nil && ac.Root.Kind == "gone", nil
+	})
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fail(last.op+" as "+who, fmt.Sprintf("%d %s", last.status, clip(string(last.body), 300)), `200 with root {"kind": "gone"}`)
+	}
+	return nil
 }
