@@ -316,6 +316,21 @@ func (s *runsSteps) toolsInFlight(list string) error {
 	}
 }
 
+// callsOpen is which of the named tools have a call in flight (neither answered nor aborted),
+// and how many calls of them arrived in all.
+func (s *runsSteps) callsOpen(names []string) (map[string]bool, int) {
+	open, arrived := map[string]bool{}, 0
+	for _, name := range names {
+		for _, c := range s.world.Tools().CallsOf(name) {
+			arrived++
+			if c.Status == 0 && !c.Aborted {
+				open[name] = true
+			}
+		}
+	}
+	return open, arrived
+}
+
 // boundedInFlight waits until N calls of the listed tools are in flight, expects no more to be,
 // releases every listed tool, waits until each has been called, and expects every call that was
 // not in flight before the release to have arrived after it.
@@ -325,18 +340,7 @@ func (s *runsSteps) boundedInFlight(n int, list string) error {
 	defer cancel()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	inFlight := func() (map[string]bool, int) {
-		open, arrived := map[string]bool{}, 0
-		for _, name := range names {
-			for _, c := range s.world.Tools().CallsOf(name) {
-				arrived++
-				if c.Status == 0 && !c.Aborted {
-					open[name] = true
-				}
-			}
-		}
-		return open, arrived
-	}
+	inFlight := func() (map[string]bool, int) { return s.callsOpen(names) }
 	var first map[string]bool
 	for {
 		open, arrived := inFlight()

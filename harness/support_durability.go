@@ -130,23 +130,33 @@ func (s *scenario) damagedRefusal(r *response) (bool, error) {
 	}
 }
 
-// sentinelAfterRepeats sends one new message to m's conversation and waits for its turn to be
-// answered, then compares the whole history with the one remembered before the damage: the same
-// records, then the new message and its answer, and nothing else.
-func (s *durabilitySteps) sentinelAfterRepeats(m ackedMsg) error {
-	base := "/conversations/" + url.PathEscape(m.conv)
+// historyBeforeDamage is the whole history of m's conversation (at base) as m's sender read it
+// before the damage.
+func (s *durabilitySteps) historyBeforeDamage(m ackedMsg, base string) ([]json.RawMessage, error) {
 	var past []json.RawMessage
 	for _, a := range s.damaged.answers {
 		if a.who == m.who && a.path == base+"/history?limit=500" && a.status == http.StatusOK {
 			var p page
 			if err := json.Unmarshal(a.body, &p); err != nil || !p.Done {
-				return harnessErr("the remembered history of %s is not one whole page", m.conv)
+				return nil, harnessErr("the remembered history of %s is not one whole page", m.conv)
 			}
 			past = p.Entries
 		}
 	}
 	if past == nil {
-		return harnessErr("no history of %s was remembered before the damage", m.conv)
+		return nil, harnessErr("no history of %s was remembered before the damage", m.conv)
+	}
+	return past, nil
+}
+
+// sentinelAfterRepeats sends one new message to m's conversation and waits for its turn to be
+// answered, then compares the whole history with the one remembered before the damage: the same
+// records, then the new message and its answer, and nothing else.
+func (s *durabilitySteps) sentinelAfterRepeats(m ackedMsg) error {
+	base := "/conversations/" + url.PathEscape(m.conv)
+	past, err := s.historyBeforeDamage(m, base)
+	if err != nil {
+		return err
 	}
 	text := "a new message after the repeats"
 	r, err := s.cl.do(s.ctx, m.who, http.MethodPost, base+"/turns", map[string]any{"text": text, "messageId": s.nextMessageID()}, reqOpts{})
