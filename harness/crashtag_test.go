@@ -176,7 +176,7 @@ type featureScenario struct {
 
 // featureScenarios reads the scenarios of the *.feature files of fsys, outlines expanded.
 func featureScenarios(fsys fs.FS) ([]featureScenario, error) {
-	names, err := fs.Glob(fsys, "*.feature")
+	names, err := features.Files(fsys)
 	if err != nil {
 		return nil, err
 	}

@@ -20,7 +20,7 @@ import (
 // outline once per example row, the background's steps first), each step with its table.
 func featurePickles(t *testing.T, fsys fs.FS) [][]pickledStep {
 	t.Helper()
-	names, err := fs.Glob(fsys, "*.feature")
+	names, err := features.Files(fsys)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -115,6 +115,8 @@ type scenario struct {
 	convs   map[string]*conv
 	current *conv
 	last    *response
+	// prev is the answer before last, as request keeps it.
+	prev *response
 	// msgSeq numbers the message ids the kit chooses; saved are values a step kept by name
 	// for a later one (a cursor, an error id, a token).
 	msgSeq int

@@ -14,6 +14,16 @@ import (
 	"github.com/loomcheck/loomcheck/harness/world"
 )
 
+// Pieces of step patterns that several step files share.
+const (
+	// readerPat names a reader of a session stream and its transport: who, then WebSocket or SSE.
+	readerPat = `(\w[\w' ]*?)'s (WebSocket|SSE) reader`
+	// quotedPat is a quoted text with backslash escapes.
+	quotedPat = `"((?:[^"\\]|\\.)*)"`
+	// namePat is a quoted name without escapes.
+	namePat = `"([^"]+)"`
+)
+
 // stepDef is one step of the vocabulary: the pattern a feature's step text must match, the
 // method that runs it, and one line saying what it does.
 type stepDef struct {
@@ -254,7 +264,7 @@ func newAreas(s *scenario) areas {
 		stream:       &streamSteps{scenario: s, readers: map[string]*follower{}},
 		steer:        &steerSteps{scenario: s},
 		group:        &groupSteps{scenario: s, texts: map[string]string{}},
-		threads:      &threadsSteps{scenario: s},
+		threads:      &threadsSteps{scenario: s, bound: map[string]string{}, pairs: map[string]threadPair{}},
 		streamLimits: &streamLimitsSteps{scenario: s},
 	}
 }
@@ -265,36 +275,63 @@ type area struct {
 	steps []stepDef
 }
 
-// vocabulary is every area of s's steps, in a fixed order.
+// vocabulary is every area of s's steps, in a fixed order: one per step file, named as the file
+// (harness/steps_<name>.go), a feature's file as the feature (features/<area>/<topic>.feature).
 func (a areas) vocabulary() []area {
 	return []area{
-		{"setup", a.setup.steps()},
-		{"model", a.model.steps()},
-		{"agent", a.agent.steps()},
-		{"conversation", a.conversation.steps()},
-		{"edits", a.edits.steps()},
-		{"history", a.history.steps()},
-		{"transcript", a.transcript.steps()},
-		{"durability", a.durability.steps()},
-		{"access", a.access.steps()},
-		{"budget", a.budget.steps()},
-		{"envelopes", a.envelopes.steps()},
-		{"gateway", a.gateway.steps()},
-		{"live", a.live.steps()},
-		{"contract", a.contract.steps()},
-		{"edge", a.edge.steps()},
-		{"shared", a.shared.steps()},
-		{"runs", a.runs.steps()},
-		{"writeback", a.writeBack.steps()},
-		{"limits", a.limits.steps()},
-		{"failures", a.failures.steps()},
-		{"approvals", a.approvals.steps()},
-		{"recall", a.recall.steps()},
-		{"stream", a.stream.steps()},
-		{"steer", a.steer.steps()},
-		{"group", a.group.steps()},
-		{"threads", a.threads.steps()},
-		{"stream_limits", a.streamLimits.steps()},
+		{"agent_approvals", agentApprovalsVocabulary(a)},
+		{"agent_example", agentExampleVocabulary(a)},
+		{"agent_failures", agentFailuresVocabulary(a)},
+		{"agent_grants", agentGrantsVocabulary(a)},
+		{"agent_limits", agentLimitsVocabulary(a)},
+		{"agent_loop", agentLoopVocabulary(a)},
+		{"agent_memory", agentMemoryVocabulary(a)},
+		{"agent_recall", agentRecallVocabulary(a)},
+		{"agent_runs", agentRunsVocabulary(a)},
+		{"agent_turn_failures", agentTurnFailuresVocabulary(a)},
+		{"common_agent", commonAgentVocabulary(a)},
+		{"common_conversation", commonConversationVocabulary(a)},
+		{"common_model", commonModelVocabulary(a)},
+		{"common_setup", commonSetupVocabulary(a)},
+		{"common_stream", commonStreamVocabulary(a)},
+		{"common_threads", commonThreadsVocabulary(a)},
+		{"conversation_access", conversationAccessVocabulary(a)},
+		{"conversation_barge_in", conversationBargeInVocabulary(a)},
+		{"conversation_budget", conversationBudgetVocabulary(a)},
+		{"conversation_dialogue", conversationDialogueVocabulary(a)},
+		{"conversation_edits", conversationEditsVocabulary(a)},
+		{"conversation_history", conversationHistoryVocabulary(a)},
+		{"conversation_transcript", conversationTranscriptVocabulary(a)},
+		{"durability_crash", durabilityCrashVocabulary(a)},
+		{"envelopes_signed", envelopesSignedVocabulary(a)},
+		{"gateway_contract", gatewayContractVocabulary(a)},
+		{"gateway_edge", gatewayEdgeVocabulary(a)},
+		{"gateway_http", gatewayHTTPVocabulary(a)},
+		{"gateway_http_streams", gatewayHTTPStreamsVocabulary(a)},
+		{"gateway_live", gatewayLiveVocabulary(a)},
+		{"shared_edit_classes", sharedEditClassesVocabulary(a)},
+		{"shared_participants", sharedParticipantsVocabulary(a)},
+		{"stream_frames", streamFramesVocabulary(a)},
+		{"stream_group", streamGroupVocabulary(a)},
+		{"stream_handle", streamHandleVocabulary(a)},
+		{"stream_limits", streamLimitsVocabulary(a)},
+		{"stream_private", streamPrivateVocabulary(a)},
+		{"stream_queue", streamQueueVocabulary(a)},
+		{"stream_restart", streamRestartVocabulary(a)},
+		{"stream_resume", streamResumeVocabulary(a)},
+		{"stream_steering", streamSteeringVocabulary(a)},
+		{"stream_threads", streamThreadsVocabulary(a)},
+		{"stream_tickets", streamTicketsVocabulary(a)},
+		{"threads_durability", threadsDurabilityVocabulary(a)},
+		{"threads_lifetime", threadsLifetimeVocabulary(a)},
+		{"threads_limits", threadsLimitsVocabulary(a)},
+		{"threads_pause", threadsPauseVocabulary(a)},
+		{"threads_receiving", threadsReceivingVocabulary(a)},
+		{"threads_roots", threadsRootsVocabulary(a)},
+		{"threads_sending", threadsSendingVocabulary(a)},
+		{"threads_stop", threadsStopVocabulary(a)},
+		{"threads_visibility", threadsVisibilityVocabulary(a)},
+		{"threads_wire", threadsWireVocabulary(a)},
 	}
 }
 
@@ -365,7 +402,8 @@ func matchingPatterns(text string) []string {
 type Step struct {
 	// Pattern is the regular expression a step's text must match.
 	Pattern string `json:"pattern"`
-	// Area is the group of features the step serves (its file harness/steps_<area>.go).
+	// Area is the step file the step lives in, harness/steps_<area>.go: <area>_<topic> for the
+	// steps of features/<area>/<topic>.feature, common_<name> for steps several features share.
 	Area string `json:"area"`
 	// Meaning says in one line what the step does or expects.
 	Meaning string `json:"meaning"`

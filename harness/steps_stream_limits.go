@@ -17,17 +17,6 @@ type streamLimitsSteps struct {
 	*scenario
 }
 
-// steps is the vocabulary of the stream's limits: each pattern, the method that runs it, what it
-// means.
-func (s *streamLimitsSteps) steps() []stepDef {
-	reader := `(\w[\w' ]*?)'s (WebSocket|SSE) reader`
-	return []stepDef{
-		{`^(\w[\w' ]*?) asks to open the session stream(?: of conversation "([^"]*)")?$`, s.asksToOpen, "asks for a ticket as who (the current conversation, or the named one; from 0) and keeps the answer whatever its status"},
-		{`^(\w[\w' ]*?) opens the session stream of conversation "([^"]*)" once (?:her|his) stopped reader no longer holds its session$`, s.opensOnceReleased, "asks for a ticket as who for the named conversation until the answer is no longer 429 resident, and expects it to be 200 before the step's deadline"},
-		{`^each line (\w[\w' ]*?) types in the session's terminal reaches ` + reader + ` as exactly its command:$`, s.typesEach, "sends each line of the table (columns line, command) as who to the current conversation's terminal, expecting 202 {logged: true, cur}, then expects the reader to have delivered exactly one term-command frame per line, in order, each with data exactly {command, via: terminal}"},
-	}
-}
-
 // asksToOpen asks for a ticket and keeps the answer, whatever it is.
 func (s *streamLimitsSteps) asksToOpen(who, name string) error {
 	if err := s.sut(); err != nil {
@@ -152,4 +141,13 @@ func termRow(data []byte) string {
 		return "term-command " + d
 	}
 	return "term-command " + string(data)
+}
+
+// streamLimitsVocabulary lists the steps of features/stream/limits.feature.
+func streamLimitsVocabulary(a areas) []stepDef {
+	return []stepDef{
+		{`^(\w[\w' ]*?) asks to open the session stream(?: of conversation "([^"]*)")?$`, a.streamLimits.asksToOpen, "asks for a ticket as who (the current conversation, or the named one; from 0) and keeps the answer whatever its status"},
+		{`^(\w[\w' ]*?) opens the session stream of conversation "([^"]*)" once (?:her|his) stopped reader no longer holds its session$`, a.streamLimits.opensOnceReleased, "asks for a ticket as who for the named conversation until the answer is no longer 429 resident, and expects it to be 200 before the step's deadline"},
+		{`^each line (\w[\w' ]*?) types in the session's terminal reaches ` + readerPat + ` as exactly its command:$`, a.streamLimits.typesEach, "sends each line of the table (columns line, command) as who to the current conversation's terminal, expecting 202 {logged: true, cur}, then expects the reader to have delivered exactly one term-command frame per line, in order, each with data exactly {command, via: terminal}"},
+	}
 }

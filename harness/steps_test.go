@@ -26,7 +26,7 @@ type stepUse struct {
 // featureSteps reads every step text of the *.feature files of fsys with the Gherkin parser
 // godog uses, outlines expanded into their pickles.
 func featureSteps(fsys fs.FS) ([]stepUse, error) {
-	names, err := fs.Glob(fsys, "*.feature")
+	names, err := features.Files(fsys)
 	if err != nil {
 		return nil, err
 	}

@@ -7,17 +7,6 @@ import (
 	"github.com/loomcheck/loomcheck/spec"
 )
 
-// limitSteps are the threads steps of the bounds of an agent conversation: the window of its
-// requests, its byte budget and the rate of the peer's texts (spec/peer.md).
-func (s *threadsSteps) limitSteps() []stepDef {
-	return []stepDef{
-		{`^the connection "lab" stores at most (\d+) bytes of text per agent conversation$`, s.budgetBound, "configures the byte budget of each agent conversation of the connection"},
-		{`^the connection "lab" takes at most (\d+) texts per minute from the peer$`, s.rateBound, "configures the rate of the peer's texts on the connection"},
-		{`^the peer sends (\d+) texts from "([a-z0-9-]+)" to "([a-z0-9-]+)" on thread "([^"]+)", each answered by a turn of its own$`, s.peerSendsTurns,
-			"sends \"text 1\" to \"text N\" as the peer on the thread, scripting the model to answer \"text I\" with \"answer I\", and waits, after each, for its turn to complete"},
-	}
-}
-
 // connection changes the kit's connection lab in the configuration.
 func (s *threadsSteps) connection(f func(c *spec.ConnectionConfig)) error {
 	return s.configure(func(c *spec.SUTConfig) {
@@ -57,4 +46,14 @@ func (s *threadsSteps) peerSendsTurns(n int, from, to, alias string) error {
 		}
 	}
 	return nil
+}
+
+// threadsLimitsVocabulary lists the steps of features/threads/limits.feature.
+func threadsLimitsVocabulary(a areas) []stepDef {
+	return []stepDef{
+		{`^the connection "lab" stores at most (\d+) bytes of text per agent conversation$`, a.threads.budgetBound, "configures the byte budget of each agent conversation of the connection"},
+		{`^the connection "lab" takes at most (\d+) texts per minute from the peer$`, a.threads.rateBound, "configures the rate of the peer's texts on the connection"},
+		{`^the peer sends (\d+) texts from "([a-z0-9-]+)" to "([a-z0-9-]+)" on thread "([^"]+)", each answered by a turn of its own$`, a.threads.peerSendsTurns,
+			"sends \"text 1\" to \"text N\" as the peer on the thread, scripting the model to answer \"text I\" with \"answer I\", and waits, after each, for its turn to complete"},
+	}
 }

@@ -50,13 +50,13 @@ func TestStepsListsTheVocabulary(t *testing.T) {
 	}
 	require.Len(t, got, n)
 
-	code, out, _ = run(t, "steps", "--area", "edits", "--format", "json")
+	code, out, _ = run(t, "steps", "--area", "conversation_edits", "--format", "json")
 	require.Equal(t, exitConformant, code)
 	got = nil
 	require.NoError(t, json.Unmarshal([]byte(out), &got))
 	require.NotEmpty(t, got)
 	for _, st := range got {
-		require.Equal(t, "edits", st.Area)
+		require.Equal(t, "conversation_edits", st.Area)
 	}
 
 	code, _, errOut = run(t, "steps", "--area", "nowhere")

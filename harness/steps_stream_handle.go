@@ -1,0 +1,43 @@
+package harness
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+)
+
+// openRefusedAsMissing expects who's open of the current conversation to answer exactly as an
+// open of an id nothing holds.
+func (s *streamSteps) openRefusedAsMissing(who string) error {
+	if err := s.sut(); err != nil {
+		return err
+	}
+	c, err := s.conv("")
+	if err != nil {
+		return err
+	}
+	missing, _, err := s.openSession(s.ctx, who, "no-such-session-"+s.run.runID, 0, "")
+	if err != nil {
+		return err
+	}
+	got, _, err := s.openSession(s.ctx, who, c.id, 0, "")
+	s.last = got
+	if err != nil {
+		return err
+	}
+	if missing.status != http.StatusNotFound {
+		return fail(missing.op, fmt.Sprintf("%d %s", missing.status, clip(string(missing.body), 200)), "404 for a session nothing holds")
+	}
+	if got.status != missing.status || !bytes.Equal(got.body, missing.body) {
+		return fail(got.op, fmt.Sprintf("%d %s", got.status, clip(string(got.body), 200)),
+			fmt.Sprintf("exactly the missing session's answer: %d %s", missing.status, clip(string(missing.body), 200)))
+	}
+	return nil
+}
+
+// streamHandleVocabulary lists the steps of features/stream/handle.feature.
+func streamHandleVocabulary(a areas) []stepDef {
+	return []stepDef{
+		{`^(\w[\w' ]*?) opening the session stream gets the same 404 as for a missing session$`, a.stream.openRefusedAsMissing, "opens the current conversation's stream as who and expects 404, byte for byte the answer an id nothing holds gets"},
+	}
+}
