@@ -626,10 +626,10 @@ func (c *Context) Receive() (Message, error) {
 	if c.replaying() {
 		ev := c.log[c.pos]
 		if ev.Kind == kindConsumed {
-			var m Message
-			if err := json.Unmarshal(ev.Data, &m); err != nil {
+			m, err := c.consumedMessage(ev)
+			if err != nil {
 				c.mu.Unlock()
-				return Message{}, fmt.Errorf("kernel: %s: consumed event: %w", c.id, err)
+				return Message{}, err
 			}
 			c.pos++
 			c.inboxCursor = m.Seq
@@ -654,7 +654,7 @@ func (c *Context) Receive() (Message, error) {
 		}
 		if len(msgs) > 0 {
 			m := msgs[0]
-			b, _ := json.Marshal(m)
+			b, _ := json.Marshal(evConsumed{Seq: m.Seq})
 			c.mu.Lock()
 			err := c.append(store.NewEvent{Kind: kindConsumed, Data: b})
 			if err == nil {
@@ -686,6 +686,30 @@ func (c *Context) Receive() (Message, error) {
 	}
 }
 
+// consumedMessage is the message a consumed event of the log took: the copy a version 1 event
+// holds, or the inbox entry at the position a version 2 event names. c.mu is held.
+func (c *Context) consumedMessage(ev store.Event) (Message, error) {
+	var m Message
+	if err := json.Unmarshal(ev.Data, &m); err != nil {
+		return Message{}, fmt.Errorf("kernel: %s: consumed event: %w", c.id, err)
+	}
+	if m.Payload != nil {
+		return m, nil // version 1: the message itself
+	}
+	evs, err := c.k.st.ReadForward(c.ctx, inboxStream(c.id), 0, m.Seq-1, 1)
+	if err != nil {
+		return Message{}, c.stopErr(err)
+	}
+	if len(evs) == 0 || evs[0].Seq != m.Seq {
+		return Message{}, fmt.Errorf("%w: %s: consumed event names inbox entry %d, which the inbox does not hold", ErrUnreadable, c.id, m.Seq)
+	}
+	in, err := decodeInbox(evs[0])
+	if err != nil {
+		return Message{}, fmt.Errorf("kernel: %s: inbox event %d: %w", c.id, m.Seq, err)
+	}
+	return in, nil
+}
+
 func (c *Context) stopErr(err error) error {
 	if c.ctx.Err() != nil || errors.Is(err, store.ErrClosed) {
 		return ErrStopped
@@ -704,11 +728,10 @@ func (c *Context) Peek(limit int) ([]Message, error) {
 	}
 	out := make([]Message, 0, len(evs))
 	for _, ev := range evs {
-		var m Message
-		if err := json.Unmarshal(ev.Data, &m); err != nil {
+		m, err := decodeInbox(ev)
+		if err != nil {
 			return nil, fmt.Errorf("kernel: %s: inbox event %d: %w", c.id, ev.Seq, err)
 		}
-		m.Seq, m.Time = ev.Seq, ev.Time
 		out = append(out, m)
 	}
 	return out, nil
