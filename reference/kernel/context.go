@@ -31,6 +31,9 @@ type Context struct {
 	done        map[string]store.Event // step completions by step id
 	head        int64                  // newest seq of this generation's log
 	inboxCursor int64                  // newest inbox seq consumed
+	// replayInbox holds inbox entries read ahead for the consumed events of version 2 still to be
+	// replayed, oldest first; it empties as the replay goes live.
+	replayInbox []Message
 	diverged    error
 	inner       [][]string // step ids run inside the deciders on the stack
 
@@ -696,19 +699,49 @@ func (c *Context) consumedMessage(ev store.Event) (Message, error) {
 	if m.Payload != nil {
 		return m, nil // version 1: the message itself
 	}
-	evs, err := c.k.st.ReadForward(c.ctx, inboxStream(c.id), 0, m.Seq-1, 1)
-	if err != nil {
-		return Message{}, c.stopErr(err)
+	for len(c.replayInbox) > 0 && c.replayInbox[0].Seq < m.Seq {
+		c.replayInbox = c.replayInbox[1:]
 	}
-	if len(evs) == 0 || evs[0].Seq != m.Seq {
+	if len(c.replayInbox) == 0 || c.replayInbox[0].Seq != m.Seq {
+		// The messages a generation consumed are mostly consecutive in the inbox: read ahead, as
+		// many as the log still has consumed events (so that nothing is held once it is
+		// replayed), at most replayInboxAhead.
+		n := 0
+		for _, ev := range c.log[c.pos:] {
+			if ev.Kind == kindConsumed {
+				if n++; n == replayInboxAhead {
+					break
+				}
+			}
+		}
+		evs, err := c.k.st.ReadForward(c.ctx, inboxStream(c.id), 0, m.Seq-1, max(n, 1))
+		if err != nil {
+			return Message{}, c.stopErr(err)
+		}
+		c.replayInbox = c.replayInbox[:0]
+		for _, ev := range evs {
+			in, err := decodeInbox(ev)
+			if err != nil {
+				return Message{}, fmt.Errorf("kernel: %s: inbox event %d: %w", c.id, ev.Seq, err)
+			}
+			c.replayInbox = append(c.replayInbox, in)
+		}
+	}
+	if len(c.replayInbox) == 0 || c.replayInbox[0].Seq != m.Seq {
+		c.replayInbox = nil
 		return Message{}, fmt.Errorf("%w: %s: consumed event names inbox entry %d, which the inbox does not hold", ErrUnreadable, c.id, m.Seq)
 	}
-	in, err := decodeInbox(evs[0])
-	if err != nil {
-		return Message{}, fmt.Errorf("kernel: %s: inbox event %d: %w", c.id, m.Seq, err)
+	in := c.replayInbox[0]
+	c.replayInbox = c.replayInbox[1:]
+	if len(c.replayInbox) == 0 {
+		c.replayInbox = nil
 	}
 	return in, nil
 }
+
+// replayInboxAhead is how many inbox entries a replay reads at a time for the consumed events
+// of version 2.
+const replayInboxAhead = 64
 
 func (c *Context) stopErr(err error) error {
 	if c.ctx.Err() != nil || errors.Is(err, store.ErrClosed) {
