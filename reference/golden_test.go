@@ -32,11 +32,17 @@ import (
 // change that moves a decision id, a step id or the order of the journal fails the replay, naming
 // the command index, what the log holds and what the run did.
 //
-// Regenerate (only when the shape is meant to change, which breaks every journal already
-// written): go test ./reference/ -run TestGoldenJournals -rewrite (the one flag of
-// reference/internal/transcript).
+// Regenerate the journals of the newest version (only when its shape is meant to change, which
+// breaks every journal of it already written): go test ./reference/ -run TestGoldenJournals
+// -rewrite (the one flag of reference/internal/transcript). It writes under goldenV2Dir only.
 
-const goldenDir = "testdata/golden"
+// goldenDir holds the journals of version 1 (a consumed event and a verdict each a copy of the
+// message), written by the engines before version 2; goldenV2Dir those of version 2 (each fact
+// stored once), which -rewrite writes. Both replay: a journal already written is never rewritten.
+const (
+	goldenDir   = "testdata/golden"
+	goldenV2Dir = "testdata/golden/v2"
+)
 
 var (
 	gAlice = loomtype.Identity{Tenant: "acme", Actor: "alice"}
@@ -220,7 +226,7 @@ func TestGoldenJournals(t *testing.T) {
 		t.Skip("writes the golden journals; run with -rewrite")
 	}
 	ctx := context.Background()
-	require.NoError(t, os.MkdirAll(goldenDir, 0o755))
+	require.NoError(t, os.MkdirAll(goldenV2Dir, 0o755))
 	for _, d := range goldenDialogues {
 		t.Run(d.name, func(t *testing.T) {
 			p := &goldenProvider{slow: make(chan struct{}, 1), held: make(chan struct{}, 1)}
@@ -254,7 +260,7 @@ func TestGoldenJournals(t *testing.T) {
 			require.NoError(t, eng.Close())
 			b, err := json.MarshalIndent(g, "", "  ")
 			require.NoError(t, err)
-			require.NoError(t, os.WriteFile(filepath.Join(goldenDir, d.name+".json"), append(b, '\n'), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(goldenV2Dir, d.name+".json"), append(b, '\n'), 0o644))
 		})
 	}
 }
@@ -285,6 +291,10 @@ func TestGoldenJournalsReplay(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(goldenDir, "*.json"))
 	require.NoError(t, err)
 	require.NotEmpty(t, files, "no golden journals under %s", goldenDir)
+	v2, err := filepath.Glob(filepath.Join(goldenV2Dir, "*.json"))
+	require.NoError(t, err)
+	require.Len(t, v2, len(files), "a journal of version 2 beside each of version 1, under %s", goldenV2Dir)
+	files = append(files, v2...)
 	dialogues := map[string]goldenDialogue{}
 	for _, d := range goldenDialogues {
 		dialogues[d.name] = d
@@ -296,9 +306,10 @@ func TestGoldenJournalsReplay(t *testing.T) {
 		require.NoError(t, json.Unmarshal(b, &g))
 		d, ok := dialogues[g.Dialogue]
 		require.True(t, ok, "%s: unknown dialogue %q", f, g.Dialogue)
-		t.Run(filepath.Base(f), func(t *testing.T) { replayGolden(t, g, d, false) })
+		name, _ := filepath.Rel(goldenDir, f)
+		t.Run(name, func(t *testing.T) { replayGolden(t, g, d, false) })
 		if d.parallelToo {
-			t.Run(filepath.Base(f)+"/parallel", func(t *testing.T) { replayGolden(t, g, d, true) })
+			t.Run(name+"/parallel", func(t *testing.T) { replayGolden(t, g, d, true) })
 		}
 	}
 }

@@ -31,6 +31,9 @@ type Context struct {
 	done        map[string]store.Event // step completions by step id
 	head        int64                  // newest seq of this generation's log
 	inboxCursor int64                  // newest inbox seq consumed
+	// replayInbox holds inbox entries read ahead for the consumed events of version 2 still to be
+	// replayed, oldest first; it empties as the replay goes live.
+	replayInbox []Message
 	diverged    error
 	inner       [][]string // step ids run inside the deciders on the stack
 
@@ -626,10 +629,10 @@ func (c *Context) Receive() (Message, error) {
 	if c.replaying() {
 		ev := c.log[c.pos]
 		if ev.Kind == kindConsumed {
-			var m Message
-			if err := json.Unmarshal(ev.Data, &m); err != nil {
+			m, err := c.consumedMessage(ev)
+			if err != nil {
 				c.mu.Unlock()
-				return Message{}, fmt.Errorf("kernel: %s: consumed event: %w", c.id, err)
+				return Message{}, err
 			}
 			c.pos++
 			c.inboxCursor = m.Seq
@@ -654,7 +657,7 @@ func (c *Context) Receive() (Message, error) {
 		}
 		if len(msgs) > 0 {
 			m := msgs[0]
-			b, _ := json.Marshal(m)
+			b, _ := json.Marshal(evConsumed{Seq: m.Seq})
 			c.mu.Lock()
 			err := c.append(store.NewEvent{Kind: kindConsumed, Data: b})
 			if err == nil {
@@ -686,6 +689,60 @@ func (c *Context) Receive() (Message, error) {
 	}
 }
 
+// consumedMessage is the message a consumed event of the log took: the copy a version 1 event
+// holds, or the inbox entry at the position a version 2 event names. c.mu is held.
+func (c *Context) consumedMessage(ev store.Event) (Message, error) {
+	var m Message
+	if err := json.Unmarshal(ev.Data, &m); err != nil {
+		return Message{}, fmt.Errorf("kernel: %s: consumed event: %w", c.id, err)
+	}
+	if m.Payload != nil {
+		return m, nil // version 1: the message itself
+	}
+	for len(c.replayInbox) > 0 && c.replayInbox[0].Seq < m.Seq {
+		c.replayInbox = c.replayInbox[1:]
+	}
+	if len(c.replayInbox) == 0 || c.replayInbox[0].Seq != m.Seq {
+		// The messages a generation consumed are mostly consecutive in the inbox: read ahead, as
+		// many as the log still has consumed events (so that nothing is held once it is
+		// replayed), at most replayInboxAhead.
+		n := 0
+		for _, ev := range c.log[c.pos:] {
+			if ev.Kind == kindConsumed {
+				if n++; n == replayInboxAhead {
+					break
+				}
+			}
+		}
+		evs, err := c.k.st.ReadForward(c.ctx, inboxStream(c.id), 0, m.Seq-1, max(n, 1))
+		if err != nil {
+			return Message{}, c.stopErr(err)
+		}
+		c.replayInbox = c.replayInbox[:0]
+		for _, ev := range evs {
+			in, err := decodeInbox(ev)
+			if err != nil {
+				return Message{}, fmt.Errorf("kernel: %s: inbox event %d: %w", c.id, ev.Seq, err)
+			}
+			c.replayInbox = append(c.replayInbox, in)
+		}
+	}
+	if len(c.replayInbox) == 0 || c.replayInbox[0].Seq != m.Seq {
+		c.replayInbox = nil
+		return Message{}, fmt.Errorf("%w: %s: consumed event names inbox entry %d, which the inbox does not hold", ErrUnreadable, c.id, m.Seq)
+	}
+	in := c.replayInbox[0]
+	c.replayInbox = c.replayInbox[1:]
+	if len(c.replayInbox) == 0 {
+		c.replayInbox = nil
+	}
+	return in, nil
+}
+
+// replayInboxAhead is how many inbox entries a replay reads at a time for the consumed events
+// of version 2.
+const replayInboxAhead = 64
+
 func (c *Context) stopErr(err error) error {
 	if c.ctx.Err() != nil || errors.Is(err, store.ErrClosed) {
 		return ErrStopped
@@ -704,11 +761,10 @@ func (c *Context) Peek(limit int) ([]Message, error) {
 	}
 	out := make([]Message, 0, len(evs))
 	for _, ev := range evs {
-		var m Message
-		if err := json.Unmarshal(ev.Data, &m); err != nil {
+		m, err := decodeInbox(ev)
+		if err != nil {
 			return nil, fmt.Errorf("kernel: %s: inbox event %d: %w", c.id, ev.Seq, err)
 		}
-		m.Seq, m.Time = ev.Seq, ev.Time
 		out = append(out, m)
 	}
 	return out, nil

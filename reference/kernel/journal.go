@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/loomcheck/loomcheck/reference/loomtype"
+	"github.com/loomcheck/loomcheck/reference/store"
 )
 
 // The kernel's journal: the names of what it keeps in the store and the kinds and payloads of the
@@ -53,6 +54,46 @@ const (
 	kindFailed    = "failed"
 	kindMessage   = "message" // inbox
 )
+
+// Journal versions. Version 1 copied a consumed message whole into the log (its consumed event
+// held the inbox entry, payload and all) and wrote each inbox entry with its key, a position and
+// a time of zero. Version 2 stores each fact once: the inbox entry holds the sender, the message
+// id and the payload (the key is derived from the sender and the message id, the position and the
+// time are the event's own), and the consumed event holds only the position it took,
+// {"seq":N}; a replay reads the message from the inbox. Both are read: a log or an inbox of
+// either version replays, and the two may meet in one execution (an inbox written before and
+// consumed after an upgrade).
+
+// inboxEntry is what an inbox event holds (version 2).
+type inboxEntry struct {
+	Sender    loomtype.Identity `json:"sender"`
+	MessageID string            `json:"messageId"`
+	Payload   json.RawMessage   `json:"payload"`
+}
+
+// encodeInbox is the data of the inbox event of a message.
+func encodeInbox(sender loomtype.Identity, messageID string, payload json.RawMessage) []byte {
+	b, _ := json.Marshal(inboxEntry{Sender: sender, MessageID: messageID, Payload: payload}) // a payload is JSON
+	return b
+}
+
+// decodeInbox reads the message of inbox event ev, of either version.
+func decodeInbox(ev store.Event) (Message, error) {
+	var m Message
+	if err := json.Unmarshal(ev.Data, &m); err != nil {
+		return Message{}, err
+	}
+	if m.Key == "" {
+		m.Key = SenderKey(m.Sender, m.MessageID)
+	}
+	m.Seq, m.Time = ev.Seq, ev.Time
+	return m, nil
+}
+
+// evConsumed is a consumed event of version 2: the inbox position the message was taken from.
+type evConsumed struct {
+	Seq int64 `json:"seq"`
+}
 
 // Event payloads.
 type evStarted struct {

@@ -626,8 +626,7 @@ func (k *Kernel) SendInShare(ctx context.Context, id string, sender, share loomt
 		if err != nil || !fresh {
 			return err
 		}
-		b, _ := json.Marshal(Message{Sender: sender, MessageID: messageID, Key: key, Payload: payload})
-		_, err = tx.Append(inboxStream(id), 0, -1, store.NewEvent{Kind: kindMessage, Data: b})
+		_, err = tx.Append(inboxStream(id), 0, -1, store.NewEvent{Kind: kindMessage, Data: encodeInbox(sender, messageID, payload)})
 		delivered = err == nil
 		return err
 	})
@@ -941,9 +940,7 @@ func (k *Kernel) Backlog(ctx context.Context, id string, limit int) ([]Message, 
 	}
 	out := make([]Message, 0, len(evs))
 	for _, ev := range evs {
-		var m Message
-		if json.Unmarshal(ev.Data, &m) == nil {
-			m.Seq, m.Time = ev.Seq, ev.Time
+		if m, err := decodeInbox(ev); err == nil {
 			out = append(out, m)
 		}
 	}

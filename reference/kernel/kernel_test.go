@@ -60,10 +60,18 @@ func (r *rig) restart() { r.crash(); r.open() }
 func (r *rig) transcript(id string, gen int64) []string {
 	evs, err := r.st.ReadForward(context.Background(), kernel.LogStream(id), gen, 0, 0)
 	require.NoError(r.t, err)
+	// A consumed event names the inbox entry it took; the transcript shows that entry's payload.
+	inbox, err := r.st.ReadForward(context.Background(), kernel.InboxStream(id), 0, 0, 0)
+	require.NoError(r.t, err)
 	var out []string
 	for _, e := range evs {
 		var m map[string]any
 		_ = json.Unmarshal(e.Data, &m)
+		if seq, ok := m["seq"].(float64); ok && e.Kind == "consumed" && m["payload"] == nil && int(seq) >= 1 && int(seq) <= len(inbox) {
+			var in map[string]any
+			_ = json.Unmarshal(inbox[int(seq)-1].Data, &in)
+			m["payload"] = in["payload"]
+		}
 		line := e.Kind
 		if id, ok := m["id"].(string); ok {
 			line += " " + id

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -188,12 +189,60 @@ func (k *Kernel) LogPage(ctx context.Context, id string, after loomtype.Cursor, 
 		}
 		if len(out) < limit && len(evs) < limit {
 			if cur.Gen >= info.Gen {
-				return out, cur, true, nil
+				return out, cur, true, k.withMessages(ctx, id, out)
 			}
 			cur = loomtype.Cursor{Gen: cur.Gen + 1}
 		}
 	}
-	return out, cur, false, nil
+	return out, cur, false, k.withMessages(ctx, id, out)
+}
+
+// withMessages gives each consumed event of evs that names its inbox entry (journal version 2)
+// the message it took, in the shape version 1 stored it, read from the inbox: the log a caller
+// reads shows every consumed message as it was received, whichever version wrote it. An entry
+// the inbox does not hold leaves the event as stored.
+//
+// Errors: store errors; ErrUnreadable (wrapped) for an inbox entry that cannot be decoded.
+func (k *Kernel) withMessages(ctx context.Context, id string, evs []LogEvent) error {
+	var at []int // indices of the events to fill
+	var seqs []int64
+	for i, e := range evs {
+		if e.Kind != kindConsumed {
+			continue
+		}
+		var m Message
+		if json.Unmarshal(e.Data, &m) == nil && m.Payload == nil && m.Seq > 0 {
+			at, seqs = append(at, i), append(seqs, m.Seq)
+		}
+	}
+	if len(at) == 0 {
+		return nil
+	}
+	lo, hi := slices.Min(seqs), slices.Max(seqs)
+	msgs := make(map[int64]Message, len(at))
+	for after := lo - 1; after < hi; {
+		in, err := k.st.ReadForward(ctx, inboxStream(id), 0, after, int(min(hi-after, int64(store.MaxRead))))
+		if err != nil {
+			return err
+		}
+		if len(in) == 0 {
+			break
+		}
+		for _, ev := range in {
+			m, err := decodeInbox(ev)
+			if err != nil {
+				return fmt.Errorf("%w: %s: inbox event %d: %v", ErrUnreadable, id, ev.Seq, err)
+			}
+			msgs[ev.Seq] = m
+			after = ev.Seq
+		}
+	}
+	for j, i := range at {
+		if m, ok := msgs[seqs[j]]; ok {
+			evs[i].Data, _ = json.Marshal(m) // a payload is JSON
+		}
+	}
+	return nil
 }
 
 // AuxEvent is one event of an execution's auxiliary stream.

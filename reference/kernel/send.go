@@ -117,8 +117,7 @@ func (k *Kernel) deliver(ctx context.Context, id string, sender loomtype.Identit
 		if in.State != StateOpen {
 			return loomtype.ErrClosed // the transaction, and so the key, is not kept
 		}
-		b, _ := json.Marshal(Message{Sender: sender, MessageID: messageID, Key: key, Payload: payload})
-		_, err = tx.Append(inboxStream(id), 0, -1, store.NewEvent{Kind: kindMessage, Data: b})
+		_, err = tx.Append(inboxStream(id), 0, -1, store.NewEvent{Kind: kindMessage, Data: encodeInbox(sender, messageID, payload)})
 		delivered = err == nil
 		return err
 	})

@@ -491,7 +491,7 @@ func renderEvent(ev store.Event) string {
 	case "started":
 		add("flow", "inboxCursor")
 	case "consumed":
-		add("messageId", "payload")
+		add("seq", "messageId", "payload") // a consumed event names the inbox entry it took
 	case "decision":
 		add("id", "value")
 	case "step.started":

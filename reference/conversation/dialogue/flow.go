@@ -138,6 +138,10 @@ func (cv *Dialogue) record(c *kernel.Context, st *state, id string, e loomtype.E
 }
 
 func (cv *Dialogue) handle(c *kernel.Context, st *state, m kernel.Message) error {
+	// The verdict records whether the message was accepted, not the envelope it carried: that is
+	// the message's payload, which the inbox keeps (a verdict written before holds a copy, which
+	// is used as it is).
+	var live *record.EnvelopeJSON
 	ord := st.Ord
 	vv, err := record.DecideVerdict(c, record.VerifyID(ord), func() (record.Verdict, error) {
 		v := envelope.Check(envelope.CheckInput{
@@ -146,20 +150,30 @@ func (cv *Dialogue) handle(c *kernel.Context, st *state, m kernel.Message) error
 			Now:    m.Time, MaxAgeMs: cv.cfg.MaxEnvelopeAgeMs, Seen: st.Replay,
 		})
 		turns := st.Seq
-		out := record.Verdict{OK: v.OK, Reason: loomtype.Reason(v.Reason), Turns: &turns}
 		if v.OK {
 			e := record.WireEnvelope(v.Envelope)
-			out.Envelope = &e
+			live = &e
 		}
-		return out, nil
+		return record.Verdict{OK: v.OK, Reason: loomtype.Reason(v.Reason), Turns: &turns}, nil
 	})
 	if err != nil {
 		return err
 	}
-	if !vv.OK || vv.Envelope == nil {
+	if !vv.OK {
 		return cv.invalid(c, st, m, vv.Reason, nil)
 	}
 	env := vv.Envelope
+	if env == nil {
+		env = live
+	}
+	if env == nil {
+		e, err := envelope.Parse(m.Payload)
+		if err != nil {
+			return fmt.Errorf("conversation: %s: message %d was accepted and its payload does not parse: %w", c.ID(), m.Seq, err)
+		}
+		w := record.WireEnvelope(e)
+		env = &w
+	}
 	st.Replay.Add(env.ID, env.IAT)
 	asker := loomtype.Identity(env.Asker)
 	if env.Kind == envelope.KindClose {

@@ -12,9 +12,9 @@ import (
 // is read back (Entry), and an entry is recorded only through Of. Its fields and their
 // JSON names are the on-disk shape of every journal already written; add fields, never rename.
 type Stored struct {
-	// Cursor is always empty in the journal (a record's place is its event's); it is kept so
-	// that a record is stored exactly as before.
-	Cursor          string                `json:"cursor"`
+	// Cursor is always empty in the journal (a record's place is its event's). Journals of
+	// version 1 wrote it ("cursor":""); since version 2 it is left out.
+	Cursor          string                `json:"cursor,omitempty"`
 	Ord             int64                 `json:"ord"`
 	Turn            int64                 `json:"turn"`
 	Role            loomtype.Role         `json:"role"`

@@ -9,7 +9,9 @@ import (
 )
 
 // Verdict is the value of a message's acceptance decision: whether the message was accepted, the
-// reason it was not, the envelope it carried when it was, and the number of the newest accepted
+// reason it was not, the envelope it carried when it was (only in journals of version 1: since
+// version 2 the envelope is read from the message's payload, which the inbox keeps), and the
+// number of the newest accepted
 // turn when it was taken up (before its own turn, if it becomes one), so that every consumed
 // message leaves a count that the status finds near the log's end. Its JSON is the on-disk shape
 // of every journal already written.
