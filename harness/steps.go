@@ -56,6 +56,9 @@ type (
 		*scenario
 		// toolHolds are each tool's calls that wait for a release.
 		toolHolds map[string][]*world.Hold
+		// waitedUntil is, for a tool whose "has been waiting N ms" step ran, the moment that step
+		// waited for: its release must follow closely for the scenario's timing to hold.
+		waitedUntil map[string]time.Time
 	}
 
 	// runsSteps start, read, abort and cancel agent runs.
@@ -241,7 +244,7 @@ func newAreas(s *scenario) areas {
 	return areas{
 		setup:        &setupSteps{scenario: s},
 		model:        &modelSteps{scenario: s},
-		agent:        &agentSteps{scenario: s, toolHolds: map[string][]*world.Hold{}},
+		agent:        &agentSteps{scenario: s, toolHolds: map[string][]*world.Hold{}, waitedUntil: map[string]time.Time{}},
 		conversation: &conversationSteps{scenario: s},
 		edits:        &editsSteps{scenario: s},
 		history:      &historySteps{scenario: s},

@@ -90,8 +90,10 @@ func (s *limitsSteps) toolWaited(name string, ms int) error {
 	if err != nil {
 		return err
 	}
+	until := t0.Add(time.Duration(ms) * time.Millisecond)
+	s.areas.agent.waitedUntil[name] = until
 	select {
-	case <-time.After(time.Until(t0.Add(time.Duration(ms) * time.Millisecond))):
+	case <-time.After(time.Until(until)):
 		return nil
 	case <-s.ctx.Done():
 		return s.ctx.Err()

@@ -62,10 +62,25 @@ func (s *agentSteps) toolWaits(name string) error {
 	return nil
 }
 
-// toolReleased releases every call of the tool that waits.
+// lateRelease is how long after the moment a "has been waiting N ms" step waited for the kit may
+// release the tool and still stand by the scenario's timing: every scenario that releases a tool
+// after such a step leaves the system at least this much room before any deadline it judges.
+const lateRelease = 250 * time.Millisecond
+
+// toolReleased releases every call of the tool that waits. After a "has been waiting N ms" step
+// the release must come within lateRelease of the moment it waited for: a kit slowed past that
+// (a busy machine) released the tool later than the scenario says, so what follows cannot be
+// judged, and that is the kit's fault (a harness error), not the system's.
 func (s *agentSteps) toolReleased(name string) error {
 	for _, h := range s.toolHolds[name] {
 		h.Release()
+	}
+	if until, ok := s.waitedUntil[name]; ok {
+		delete(s.waitedUntil, name)
+		if late := time.Since(until); late > lateRelease {
+			return harnessErr("the kit released the tool %q %s after the moment its wait step waited for (a busy machine?): the scenario's timing no longer holds",
+				name, late.Round(time.Millisecond))
+		}
 	}
 	return nil
 }
