@@ -153,7 +153,14 @@ func (ss *session) catchUpLocked(ctx context.Context) error {
 	for {
 		if sub := ss.liveSub; sub != nil {
 			if evs, _ := sub.Drain(); len(evs) > 0 {
-				return ss.liveLocked(ctx, evs) // an overflow is seen again, and handled, by the pump
+				// An overflow is seen again, and handled, by the pump. The records after this
+				// output (its turn's reply among them) are caught up next: returning here left a
+				// reply already in the history unseen, so that a stop after it was judged against
+				// a turn still running.
+				if err := ss.liveLocked(ctx, evs); err != nil {
+					return err
+				}
+				continue
 			}
 		}
 		err := ss.catchUpUntil(ctx, nil)
