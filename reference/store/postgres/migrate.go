@@ -164,7 +164,7 @@ func (s *Postgres) migrate(ctx context.Context, list []migration) error {
 
 // queries are the store's statements, with its schema in them.
 type queries struct {
-	begin                                 string // the write transaction's start (with the lock key)
+	begin                                 string // the write transaction's start (with the store's write lock, shared)
 	readForward, readBackward, head       string
 	meta, metaFrom, metaRange             string
 	appendEvents, putMeta, remember       string
@@ -177,7 +177,10 @@ type queries struct {
 func newQueries(schema string) queries {
 	q := func(s string) string { return sqlFor(schema, s) }
 	return queries{
-		begin:        fmt.Sprintf(`BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE; SELECT pg_advisory_xact_lock(%d)`, lockKey("write", schema)),
+		// Shared: writers run at once, each locking what it touches (tx.go); a writer that takes
+		// the lock alone (a transaction that would hold too many locks of its own, or a writer of
+		// an engine from before the shared lock) waits for them, and they for it.
+		begin:        fmt.Sprintf(`BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE; SELECT pg_advisory_xact_lock_shared(%d)`, lockKey("write", schema)),
 		readForward:  q(`SELECT seq, kind, data, time FROM {s}.events WHERE stream = $1 AND gen = $2 AND seq > $3 ORDER BY seq ASC LIMIT $4`),
 		readBackward: q(`SELECT seq, kind, data, time FROM {s}.events WHERE stream = $1 AND gen = $2 AND seq < $3 ORDER BY seq DESC LIMIT $4`),
 		head:         q(`SELECT COALESCE(MAX(seq), 0) FROM {s}.events WHERE stream = $1 AND gen = $2`),

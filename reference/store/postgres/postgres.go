@@ -13,7 +13,7 @@
 //     Schema, "public", is then right.
 //   - A schema of a shared database (Options.Schema): when creating databases is not allowed, or
 //     to keep several small stores on one database (tests that want a fresh store cheaply). Stores
-//     in different schemas share nothing: their tables, their write lock and their notification
+//     in different schemas share nothing: their tables, their locks and their notification
 //     channel are the schema's own.
 //
 // # What the database enforces
@@ -24,22 +24,28 @@
 // append-only in the database itself: triggers refuse UPDATE, DELETE and TRUNCATE of the events
 // table whoever connects (short of dropping the triggers), and lease tokens can only grow.
 //
-// Writes (Update) are serialised per store by a transaction-scoped advisory lock taken at the
-// start of every write transaction, across every handle and node on the store; a stream's
-// sequence therefore stays gapless whoever appends. Each commit that appended wakes the
+// Writes (Update) of every handle and node run at once and commit together (the server's WAL
+// flush takes the commits that are ready in one write). The database keeps them apart: each
+// write transaction locks what it touches, until its commit (a transaction-scoped advisory lock
+// per stream and generation, per metadata key, per remembered-key scope), so a stream's sequence
+// stays gapless whoever appends, and a value read inside a transaction is still the value when it
+// commits; writes that touch nothing in common never wait for each other. A deadlock between two
+// writes is broken by the server and the aborted write runs again (see Update). Each commit that
+// appended wakes the
 // subscribers of its streams: the handle's own at once, other handles and nodes through
 // LISTEN/NOTIFY. A notification is only a wake-up; events are always read from the tables, and a
 // lost listening connection is reconnected and wakes every subscriber once, so a missed
 // notification costs one read, never an event.
 //
-// A caller's context governs an Update until its transaction has begun (the wait for the write
-// lock included); from then on the transaction is bounded by Options.WriteTimeout instead, on
-// the client (every statement) and on the server (a transaction left idle is ended, releasing the
-// write lock), so a node that stalls cannot hold every other node's writes.
+// A caller's context governs an Update until its transaction has begun (the wait for the store's
+// write lock, held shared by every write, included); from then on the transaction is bounded by
+// Options.WriteTimeout instead, on the client (every statement, lock waits included) and on the
+// server (a transaction left idle is ended, releasing its locks), so a node that stalls cannot
+// hold other nodes' writes.
 //
 // # Crashes, nodes and tests
 //
-// Kill is a crash of one node: it waits for the handle's write in progress (which has then
+// Kill is a crash of one node: it waits for the handle's writes in progress (which have then
 // committed, or not), the handle refuses everything from then on, and its connections close in
 // the background (Released says when). The
 // database, and every other handle on it, go on; the dead node's leases lapse. Tests and the
@@ -72,24 +78,26 @@ import (
 
 // Options tune the PostgreSQL store. The zero value is ready to use.
 type Options struct {
-	// Conns is the size of the connection pool the store's reads and writes share (default 4).
-	// The store opens one more connection, outside the pool, to listen for other nodes' commits.
-	// A handle runs one write at a time, so reads get the rest.
+	// Conns is the size of the connection pool the store's reads and writes share (default 16):
+	// at most Conns reads and writes of the handle run at once, each on a connection of its own
+	// (connections are opened as they are needed). The store opens one more connection, outside
+	// the pool, to listen for other nodes' commits.
 	Conns int
 	// Schema is the PostgreSQL schema the store's tables live in (default "public"); Open
 	// creates it if it is missing. Names of lowercase letters, digits and underscores only, at
 	// most 63 bytes.
 	Schema string
 	// WriteTimeout bounds a write transaction once it has begun (default 10s): every statement
-	// inside it, the commit included, must answer within it, and the server ends a session that
-	// sits idle inside a transaction for longer (idle_in_transaction_session_timeout), releasing
-	// its locks. A database that stops answering therefore cannot hold a writer, nor the store's
-	// write lock, forever; the write fails and nothing of it is kept.
+	// inside it, the commit and the waits for the locks of the streams and keys it touches
+	// included, must answer within it, and the server ends a session that sits idle inside a
+	// transaction for longer (idle_in_transaction_session_timeout), releasing its locks. A
+	// database that stops answering therefore cannot hold a writer, nor the locks it took,
+	// forever; the write fails and nothing of it is kept.
 	WriteTimeout time.Duration
 }
 
 const (
-	defaultConns        = 4
+	defaultConns        = 16
 	defaultSchema       = "public"
 	defaultWriteTimeout = 10 * time.Second
 )
@@ -106,19 +114,23 @@ type Postgres struct {
 	// writeKey and migrateKey are the advisory lock keys of the store's schema.
 	writeKey, migrateKey int64
 
-	// wsem holds one token while an Update is in progress: writes of a handle run one at a time,
-	// and Close and Kill take it to wait for the write in progress.
-	// closed, crashAt and crashed are read and written only while holding it.
-	wsem   chan struct{}
-	closed bool
+	// upd is held shared by each Update in progress; Close and Kill take it to wait for them.
+	// closed is set (by Close, Kill or the crash hook) before anything else of the shutdown.
+	upd    sync.RWMutex
+	closed atomic.Bool
 	// leaseOps is held shared by each lease change in flight; Close and Kill take it to wait for
 	// them (after setting shut, which refuses new ones).
 	leaseOps sync.RWMutex
 	dead     atomic.Bool
 	shut     atomic.Bool // closed or killed: reads refuse too
-	crashAt  int64
-	crashed  chan struct{}
 	writes   atomic.Int64
+	// cmu is held shared by each commit in progress, and alone by each commit while a crash is
+	// armed (armed), so that the armed write is the last to commit. crashAt and crashed are
+	// read and written under it alone.
+	cmu     sync.RWMutex
+	armed   atomic.Bool
+	crashAt int64
+	crashed chan struct{}
 
 	// released is closed once the pool and the listening connection are closed.
 	released chan struct{}
@@ -197,7 +209,6 @@ func Open(ctx context.Context, url string, opt Options) (*Postgres, error) {
 		channel:    channelOf(opt.Schema),
 		writeKey:   lockKey("write", opt.Schema),
 		migrateKey: lockKey("migrate", opt.Schema),
-		wsem:       make(chan struct{}, 1),
 		released:   make(chan struct{}),
 		listenDone: make(chan struct{}),
 		pids:       map[uint32]struct{}{},
@@ -305,18 +316,17 @@ func (s *Postgres) release() {
 	})
 }
 
-// Close waits for the write and the lease changes in progress, then closes the store's
+// Close waits for the writes and the lease changes in progress, then closes the store's
 // connections. Every call after it answers store.ErrClosed (Subscribe excepted: its channel then
 // never fires). Closing twice, or closing a killed store, is harmless.
 //
 //	defer st.Close()
 func (s *Postgres) Close() error {
-	s.wsem <- struct{}{}
-	defer func() { <-s.wsem }()
-	if s.closed {
+	s.upd.Lock()
+	defer s.upd.Unlock()
+	if s.closed.Swap(true) {
 		return nil
 	}
-	s.closed = true
 	s.shut.Store(true)
 	s.waitLeaseChanges()
 	s.release()
@@ -330,31 +340,42 @@ func (s *Postgres) waitLeaseChanges() {
 	s.leaseOps.Unlock()
 }
 
-// Kill stops the store as a crash of this node would: it waits for the write and the lease
+// Kill stops the store as a crash of this node would: it waits for the writes and the lease
 // changes in progress (which then have committed, or not), and from then on every read and write
 // of this handle answers store.ErrClosed. The connections are closed in the background (reads
 // already running finish first); Released is closed once they are. Their server sessions end with
-// them, and with the sessions the write lock, if anything still held it. Leases held are not
+// them, and with the sessions any lock still held. Leases held are not
 // released: they lapse, as a dead node's would. Other handles on the database are unaffected.
 //
 //	st.Kill()
 //	<-st.Released()
 func (s *Postgres) Kill() {
-	s.wsem <- struct{}{}
-	defer func() { <-s.wsem }()
-	s.die()
-}
-
-// die is Kill with wsem held.
-func (s *Postgres) die() {
-	if s.closed {
+	s.upd.Lock()
+	defer s.upd.Unlock()
+	if s.closed.Swap(true) {
 		return
 	}
 	s.dead.Store(true)
-	s.closed = true
 	s.shut.Store(true)
 	s.waitLeaseChanges()
 	go s.release()
+}
+
+// die is Kill from inside an Update (the armed write's, holding cmu alone): every Update not yet
+// committed answers store.ErrClosed from then on, and the connections are closed once the
+// Updates in progress have ended.
+func (s *Postgres) die() {
+	if s.closed.Swap(true) {
+		return
+	}
+	s.dead.Store(true)
+	s.shut.Store(true)
+	s.waitLeaseChanges()
+	go func() {
+		s.upd.Lock()
+		defer s.upd.Unlock()
+		s.release()
+	}()
 }
 
 // Writes returns the number of durable writes (committed transactions that appended an event,
@@ -373,13 +394,14 @@ func (s *Postgres) Writes() int64 { return s.writes.Load() }
 //	crashed := st.CrashAfterWrite(3)
 //	<-crashed // the third write committed; nothing after it did
 func (s *Postgres) CrashAfterWrite(n int64) <-chan struct{} {
-	s.wsem <- struct{}{}
-	defer func() { <-s.wsem }()
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
 	if n < 1 {
 		n = 1
 	}
 	s.crashAt = s.writes.Load() + n
 	s.crashed = make(chan struct{})
+	s.armed.Store(true)
 	return s.crashed
 }
 
