@@ -144,9 +144,7 @@ func (s *Postgres) commit(conn *pgxpool.Conn, t *tx) (again bool, err error) {
 		s.rollback(conn)
 		return false, store.ErrClosed
 	}
-	ctx, cancel := s.stmtCtx()
-	tag, err := conn.Exec(ctx, "COMMIT")
-	cancel()
+	tag, err := s.commitAndNotify(conn, t)
 	if err != nil {
 		if retryable(err) {
 			return true, s.writeErr("commit", err)
@@ -172,6 +170,34 @@ func (s *Postgres) commit(conn *pgxpool.Conn, t *tx) (again bool, err error) {
 		s.wake(keys...)
 	}
 	return false, nil
+}
+
+// commitAndNotify commits t and, when it appended, notifies its streams right after, in the same
+// round trip: the notification goes out once the commit is visible, and is not part of the
+// transaction (a notifying transaction would hold a lock of the whole database through its
+// commit, so commits could not share a WAL flush). A notification that fails after a commit is
+// not the write's failure: a wake-up is only a hint, and a lost one costs a reader one read.
+func (s *Postgres) commitAndNotify(conn *pgxpool.Conn, t *tx) (pgconn.CommandTag, error) {
+	ctx, cancel := s.stmtCtx()
+	defer cancel()
+	if len(t.touched) == 0 {
+		return conn.Exec(ctx, "COMMIT")
+	}
+	payloads := make([]string, 0, len(t.touched))
+	for st := range t.touched {
+		payloads = append(payloads, payloadOf(st))
+	}
+	b := &pgx.Batch{}
+	b.Queue("COMMIT")
+	b.Queue(s.q.notify, s.channel, payloads)
+	br := conn.SendBatch(ctx, b)
+	defer br.Close()
+	tag, err := br.Exec()
+	if err != nil || tag.String() == "ROLLBACK" {
+		return tag, err
+	}
+	_, _ = br.Exec()
+	return tag, nil
 }
 
 // retryable reports a database error that aborts a transaction which may succeed when run again:
@@ -386,9 +412,9 @@ func (t *tx) Append(stream string, gen, expect int64, evs ...store.NewEvent) (in
 		kinds[i] = bs(e.Kind)
 		datas[i] = e.Data
 	}
-	var head, added, told int64
-	err := t.queryRow(lockStream, stream, gen, []any{&head, &added, &told}, t.s.q.appendEvents,
-		bs(stream), gen, expect, kinds, datas, t.now, t.s.channel, payloadOf(stream))
+	var head, added int64
+	err := t.queryRow(lockStream, stream, gen, []any{&head, &added}, t.s.q.appendEvents,
+		bs(stream), gen, expect, kinds, datas, t.now)
 	if err != nil {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "23505" {
