@@ -83,7 +83,9 @@ func (s *Postgres) update(ctx context.Context, fence *store.Lease, fn func(store
 			return err
 		}
 		last = err
-		backoff(attempt)
+		if attempt < maxAttempts {
+			backoff(attempt)
+		}
 	}
 	return fmt.Errorf("%w: %d attempts, the last: %w", ErrContended, maxAttempts, last)
 }
@@ -104,7 +106,7 @@ func (s *Postgres) attempt(ctx context.Context, fence *store.Lease, fn func(stor
 	defer conn.Release()
 	if _, err := conn.Exec(ctx, s.q.begin); err != nil {
 		s.rollback(conn)
-		return false, s.writeErr("begin", err)
+		return retryable(err), s.writeErr("begin", err)
 	}
 	t := &tx{s: s, c: conn.Conn(), now: time.Now().UnixMilli(), touched: map[string]struct{}{}, locks: map[int64]struct{}{}}
 	done := false
