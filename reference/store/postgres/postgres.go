@@ -78,10 +78,11 @@ import (
 
 // Options tune the PostgreSQL store. The zero value is ready to use.
 type Options struct {
-	// Conns is the size of the connection pool the store's reads and writes share (default 16):
-	// at most Conns reads and writes of the handle run at once, each on a connection of its own
-	// (connections are opened as they are needed). The store opens one more connection, outside
-	// the pool, to listen for other nodes' commits.
+	// Conns is the size of the connection pool the store's reads, writes and lease changes share
+	// (default 16), each on a connection of its own (connections are opened as they are needed):
+	// at most half of them (at least one) run writes at once, so that reads and lease renewals
+	// always find one soon. The store opens one more connection, outside the pool, to listen for
+	// other nodes' commits.
 	Conns int
 	// Schema is the PostgreSQL schema the store's tables live in (default "public"); Open
 	// creates it if it is missing. Names of lowercase letters, digits and underscores only, at
@@ -105,18 +106,22 @@ const (
 // Postgres is a store on a PostgreSQL server. Several handles, in one process or many, may be
 // open on the same database and schema at once; that is what it is for.
 type Postgres struct {
-	pool    *pgxpool.Pool
-	listenC *pgx.ConnConfig // the listening connection's configuration
-	opt     Options
-	where   string // names the store in errors
-	q       queries
-	channel string // the notification channel of the store's schema
+	pool *pgxpool.Pool
+	// leasePool serves lease changes alone (two connections, opened when needed): a renewal
+	// never waits for a connection behind the handle's writes and reads.
+	leasePool *pgxpool.Pool
+	listenC   *pgx.ConnConfig // the listening connection's configuration
+	opt       Options
+	where     string // names the store in errors
+	q         queries
+	channel   string // the notification channel of the store's schema
 	// writeKey and migrateKey are the advisory lock keys of the store's schema.
 	writeKey, migrateKey int64
 
 	// upd is held shared by each Update in progress; Close and Kill take it to wait for them.
 	// closed is set (by Close, Kill or the crash hook) before anything else of the shutdown.
 	upd    sync.RWMutex
+	wsem   chan struct{} // a token per write in progress: at most half the pool's connections
 	closed atomic.Bool
 	// leaseOps is held shared by each lease change in flight; Close and Kill take it to wait for
 	// them (after setting shut, which refuses new ones).
@@ -209,6 +214,7 @@ func Open(ctx context.Context, url string, opt Options) (*Postgres, error) {
 		channel:    channelOf(opt.Schema),
 		writeKey:   lockKey("write", opt.Schema),
 		migrateKey: lockKey("migrate", opt.Schema),
+		wsem:       make(chan struct{}, max(1, opt.Conns/2)),
 		released:   make(chan struct{}),
 		listenDone: make(chan struct{}),
 		pids:       map[uint32]struct{}{},
@@ -232,13 +238,23 @@ func Open(ctx context.Context, url string, opt Options) (*Postgres, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: %s: %w", s.where, err)
 	}
+	lcfg := cfg.Copy()
+	lcfg.MaxConns = 2
+	lcfg.AfterConnect, lcfg.BeforeClose = nil, nil
+	s.leasePool, err = pgxpool.NewWithConfig(ctx, lcfg)
+	if err != nil {
+		s.pool.Close()
+		return nil, fmt.Errorf("store: %s: %w", s.where, err)
+	}
 	if err := s.migrate(ctx, migrations); err != nil {
 		s.pool.Close()
+		s.leasePool.Close()
 		return nil, err
 	}
 	conn, err := s.connectListener(ctx)
 	if err != nil {
 		s.pool.Close()
+		s.leasePool.Close()
 		return nil, err
 	}
 	lctx, stop := context.WithCancel(context.Background())
@@ -312,6 +328,7 @@ func (s *Postgres) release() {
 		s.stopListen()
 		<-s.listenDone
 		s.pool.Close()
+		s.leasePool.Close()
 		close(s.released)
 	})
 }

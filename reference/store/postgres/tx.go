@@ -68,6 +68,15 @@ const maxAttempts = 8
 var ErrContended = errors.New("store: postgres: the write was aborted by the database on every attempt (deadlock or serialization failure)")
 
 func (s *Postgres) update(ctx context.Context, fence *store.Lease, fn func(store.Tx) error) error {
+	// A write holds its connection until it commits, and may wait meanwhile for a lock, or for a
+	// read of its own: at most half the pool writes at once, so reads and lease changes always
+	// find a connection soon (a pool of writes each waiting for a read would wait forever).
+	select {
+	case s.wsem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-s.wsem }()
 	s.upd.RLock()
 	defer s.upd.RUnlock()
 	var last error
