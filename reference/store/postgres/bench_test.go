@@ -123,7 +123,7 @@ func BenchmarkRemember(b *testing.B) {
 
 // BenchmarkAppendTwoNodes is BenchmarkAppend on one handle while a second handle on the same
 // database (another engine node) appends to a stream of its own as fast as it can: what sharing
-// the store's write lock costs. events/s counts both nodes' appends.
+// one database costs (each node locks its own stream only). events/s counts both nodes' appends.
 func BenchmarkAppendTwoNodes(b *testing.B) {
 	url := pgtest.TempDatabase(b)
 	st, other := open(b, url, postgres.Options{}), open(b, url, postgres.Options{})

@@ -60,7 +60,7 @@ func (s *Postgres) Acquire(ctx context.Context, name, holder, note string, ttl t
 // acquire is one attempt; retry is true when another node created the name's row meanwhile.
 func (s *Postgres) acquire(ctx context.Context, name, holder, note string, ttl time.Duration) (l store.Lease, retry bool, err error) {
 	l = store.Lease{Name: name, Holder: holder, Note: note}
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.leasePool, func(tx pgx.Tx) error {
 		var cur store.Lease
 		var h, n []byte
 		var lapsed bool
@@ -104,7 +104,7 @@ func (s *Postgres) Renew(ctx context.Context, l store.Lease, ttl time.Duration) 
 	}
 	defer s.endLeaseChange()
 	var h, n []byte
-	err := s.pool.QueryRow(ctx, s.q.leaseRenew, bs(l.Name), l.Token, ttl.Microseconds()).Scan(&h, &n, &l.Expires)
+	err := s.leasePool.QueryRow(ctx, s.q.leaseRenew, bs(l.Name), l.Token, ttl.Microseconds()).Scan(&h, &n, &l.Expires)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Lease{}, fmt.Errorf("%w: lease %q token %d is not the newest grant", store.ErrFenced, l.Name, l.Token)
 	}
@@ -124,7 +124,7 @@ func (s *Postgres) Release(ctx context.Context, l store.Lease) error {
 		return err
 	}
 	defer s.endLeaseChange()
-	if _, err := s.pool.Exec(ctx, s.q.leaseRelease, bs(l.Name), l.Token); err != nil {
+	if _, err := s.leasePool.Exec(ctx, s.q.leaseRelease, bs(l.Name), l.Token); err != nil {
 		return s.writeErr("release "+l.Name, err)
 	}
 	return nil

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -70,5 +71,72 @@ func (s *Postgres) listen(ctx context.Context, conn *pgx.Conn) {
 		// Listening again: whatever was committed meanwhile is in the tables, and each woken
 		// subscriber reads it.
 		s.wakeAll()
+	}
+}
+
+// Subscribe returns a channel that receives a value (coalesced, never blocking a writer) after
+// each commit that appended to stream, whoever committed it: this handle (the channel is
+// signalled before its Update returns) or another handle or node on the same store (signalled
+// when the notification arrives). It also receives one value whenever the store's listening
+// connection was lost and is back, since a commit may have gone unannounced meanwhile. cancel
+// ends the subscription; calling it twice is harmless. After Close or Kill the channel never
+// fires.
+//
+//	ch, cancel := st.Subscribe("x/exec-1")
+//	defer cancel()
+//	for range ch { /* read from the last seq seen */ }
+func (s *Postgres) Subscribe(stream string) (<-chan struct{}, func()) {
+	sb := &sub{ch: make(chan struct{}, 1)}
+	if s.shut.Load() {
+		return sb.ch, func() {}
+	}
+	key := payloadOf(stream)
+	s.subMu.Lock()
+	m := s.subs[key]
+	if m == nil {
+		m = map[*sub]struct{}{}
+		s.subs[key] = m
+	}
+	m[sb] = struct{}{}
+	s.subMu.Unlock()
+	var once sync.Once
+	return sb.ch, func() {
+		once.Do(func() {
+			s.subMu.Lock()
+			delete(s.subs[key], sb)
+			if len(s.subs[key]) == 0 {
+				delete(s.subs, key)
+			}
+			s.subMu.Unlock()
+		})
+	}
+}
+
+// wake signals the subscribers under the given payloads.
+func (s *Postgres) wake(keys ...string) {
+	s.subMu.Lock()
+	defer s.subMu.Unlock()
+	for _, k := range keys {
+		for sb := range s.subs[k] {
+			signal(sb.ch)
+		}
+	}
+}
+
+// wakeAll signals every subscriber.
+func (s *Postgres) wakeAll() {
+	s.subMu.Lock()
+	defer s.subMu.Unlock()
+	for _, m := range s.subs {
+		for sb := range m {
+			signal(sb.ch)
+		}
+	}
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
 	}
 }

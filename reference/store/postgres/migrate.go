@@ -164,10 +164,11 @@ func (s *Postgres) migrate(ctx context.Context, list []migration) error {
 
 // queries are the store's statements, with its schema in them.
 type queries struct {
-	begin                                 string // the write transaction's start (with the lock key)
+	begin                                 string // the write transaction's start (with the store's write lock, shared)
 	readForward, readBackward, head       string
 	meta, metaFrom, metaRange             string
-	appendEvents, putMeta, remember       string
+	appendEvents, notify, putMeta         string
+	remember                              string
 	delMeta                               string
 	fence                                 string
 	leaseGet, leaseInsert, leaseGrant     string
@@ -177,16 +178,20 @@ type queries struct {
 func newQueries(schema string) queries {
 	q := func(s string) string { return sqlFor(schema, s) }
 	return queries{
-		begin:        fmt.Sprintf(`BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE; SELECT pg_advisory_xact_lock(%d)`, lockKey("write", schema)),
+		// Shared: writers run at once, each locking what it touches (tx.go); a writer that takes
+		// the lock alone (a transaction that would hold too many locks of its own, or a writer of
+		// an engine from before the shared lock) waits for them, and they for it.
+		begin:        fmt.Sprintf(`BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE; SELECT pg_advisory_xact_lock_shared(%d)`, lockKey("write", schema)),
 		readForward:  q(`SELECT seq, kind, data, time FROM {s}.events WHERE stream = $1 AND gen = $2 AND seq > $3 ORDER BY seq ASC LIMIT $4`),
 		readBackward: q(`SELECT seq, kind, data, time FROM {s}.events WHERE stream = $1 AND gen = $2 AND seq < $3 ORDER BY seq DESC LIMIT $4`),
 		head:         q(`SELECT COALESCE(MAX(seq), 0) FROM {s}.events WHERE stream = $1 AND gen = $2`),
 		meta:         q(`SELECT val FROM {s}.meta WHERE key = $1`),
 		metaFrom:     q(`SELECT key, val FROM {s}.meta WHERE key >= $1 ORDER BY key`),
 		metaRange:    q(`SELECT key, val FROM {s}.meta WHERE key >= $1 AND key < $2 ORDER BY key`),
-		// One round trip: the head, the events numbered after it when the expected head holds,
-		// and the notification of the stream (sent at commit; PostgreSQL folds repeats within a
-		// transaction).
+		// One round trip: the head, and the events numbered after it when the expected head
+		// holds. The stream's notification is sent after the commit (notify): a transaction that
+		// notifies holds a lock of the whole database through its commit, which would commit
+		// every append one at a time.
 		appendEvents: q(`WITH h AS (
 	SELECT COALESCE(MAX(seq), 0) AS head FROM {s}.events WHERE stream = $1 AND gen = $2
 ), ins AS (
@@ -195,10 +200,11 @@ func newQueries(schema string) queries {
 	FROM h, unnest($4::bytea[], $5::bytea[]) WITH ORDINALITY AS e(kind, data, n)
 	WHERE $3::bigint < 0 OR h.head = $3::bigint
 	RETURNING seq
-), told AS (
-	SELECT pg_notify($7, $8) FROM (SELECT 1 FROM ins LIMIT 1) one
 )
-SELECT h.head, (SELECT count(*) FROM ins), (SELECT count(*) FROM told) FROM h`),
+SELECT h.head, (SELECT count(*) FROM ins) FROM h`),
+		// The wake-up of the streams a commit appended to, sent right after it, in the same round
+		// trip (and so before the Update returns).
+		notify:  `SELECT count(pg_notify($1, p)) FROM unnest($2::text[]) AS p`,
 		putMeta: q(`INSERT INTO {s}.meta (key, val) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET val = excluded.val`),
 		delMeta: q(`DELETE FROM {s}.meta WHERE key = $1`),
 		// One round trip: the key numbered after the scope's newest unless it is there, and the

@@ -13,7 +13,7 @@
 //     Schema, "public", is then right.
 //   - A schema of a shared database (Options.Schema): when creating databases is not allowed, or
 //     to keep several small stores on one database (tests that want a fresh store cheaply). Stores
-//     in different schemas share nothing: their tables, their write lock and their notification
+//     in different schemas share nothing: their tables, their locks and their notification
 //     channel are the schema's own.
 //
 // # What the database enforces
@@ -24,22 +24,28 @@
 // append-only in the database itself: triggers refuse UPDATE, DELETE and TRUNCATE of the events
 // table whoever connects (short of dropping the triggers), and lease tokens can only grow.
 //
-// Writes (Update) are serialised per store by a transaction-scoped advisory lock taken at the
-// start of every write transaction, across every handle and node on the store; a stream's
-// sequence therefore stays gapless whoever appends. Each commit that appended wakes the
+// Writes (Update) of every handle and node run at once and commit together (the server's WAL
+// flush takes the commits that are ready in one write). The database keeps them apart: each
+// write transaction locks what it touches, until its commit (a transaction-scoped advisory lock
+// per stream and generation, per metadata key, per remembered-key scope), so a stream's sequence
+// stays gapless whoever appends, and a value read inside a transaction is still the value when it
+// commits; writes that touch nothing in common never wait for each other. A deadlock between two
+// writes is broken by the server and the aborted write runs again (see Update). Each commit that
+// appended wakes the
 // subscribers of its streams: the handle's own at once, other handles and nodes through
 // LISTEN/NOTIFY. A notification is only a wake-up; events are always read from the tables, and a
 // lost listening connection is reconnected and wakes every subscriber once, so a missed
 // notification costs one read, never an event.
 //
-// A caller's context governs an Update until its transaction has begun (the wait for the write
-// lock included); from then on the transaction is bounded by Options.WriteTimeout instead, on
-// the client (every statement) and on the server (a transaction left idle is ended, releasing the
-// write lock), so a node that stalls cannot hold every other node's writes.
+// A caller's context governs an Update until its transaction has begun (the wait for the store's
+// write lock, held shared by every write, included); from then on the transaction is bounded by
+// Options.WriteTimeout instead, on the client (every statement, lock waits included) and on the
+// server (a transaction left idle is ended, releasing its locks), so a node that stalls cannot
+// hold other nodes' writes.
 //
 // # Crashes, nodes and tests
 //
-// Kill is a crash of one node: it waits for the handle's write in progress (which has then
+// Kill is a crash of one node: it waits for the handle's writes in progress (which have then
 // committed, or not), the handle refuses everything from then on, and its connections close in
 // the background (Released says when). The
 // database, and every other handle on it, go on; the dead node's leases lapse. Tests and the
@@ -72,24 +78,27 @@ import (
 
 // Options tune the PostgreSQL store. The zero value is ready to use.
 type Options struct {
-	// Conns is the size of the connection pool the store's reads and writes share (default 4).
-	// The store opens one more connection, outside the pool, to listen for other nodes' commits.
-	// A handle runs one write at a time, so reads get the rest.
+	// Conns is the size of the connection pool the store's reads, writes and lease changes share
+	// (default 16), each on a connection of its own (connections are opened as they are needed):
+	// at most half of them (at least one) run writes at once, so that reads and lease renewals
+	// always find one soon. The store opens one more connection, outside the pool, to listen for
+	// other nodes' commits.
 	Conns int
 	// Schema is the PostgreSQL schema the store's tables live in (default "public"); Open
 	// creates it if it is missing. Names of lowercase letters, digits and underscores only, at
 	// most 63 bytes.
 	Schema string
 	// WriteTimeout bounds a write transaction once it has begun (default 10s): every statement
-	// inside it, the commit included, must answer within it, and the server ends a session that
-	// sits idle inside a transaction for longer (idle_in_transaction_session_timeout), releasing
-	// its locks. A database that stops answering therefore cannot hold a writer, nor the store's
-	// write lock, forever; the write fails and nothing of it is kept.
+	// inside it, the commit and the waits for the locks of the streams and keys it touches
+	// included, must answer within it, and the server ends a session that sits idle inside a
+	// transaction for longer (idle_in_transaction_session_timeout), releasing its locks. A
+	// database that stops answering therefore cannot hold a writer, nor the locks it took,
+	// forever; the write fails and nothing of it is kept.
 	WriteTimeout time.Duration
 }
 
 const (
-	defaultConns        = 4
+	defaultConns        = 16
 	defaultSchema       = "public"
 	defaultWriteTimeout = 10 * time.Second
 )
@@ -97,28 +106,36 @@ const (
 // Postgres is a store on a PostgreSQL server. Several handles, in one process or many, may be
 // open on the same database and schema at once; that is what it is for.
 type Postgres struct {
-	pool    *pgxpool.Pool
-	listenC *pgx.ConnConfig // the listening connection's configuration
-	opt     Options
-	where   string // names the store in errors
-	q       queries
-	channel string // the notification channel of the store's schema
+	pool *pgxpool.Pool
+	// leasePool serves lease changes alone (two connections, opened when needed): a renewal
+	// never waits for a connection behind the handle's writes and reads.
+	leasePool *pgxpool.Pool
+	listenC   *pgx.ConnConfig // the listening connection's configuration
+	opt       Options
+	where     string // names the store in errors
+	q         queries
+	channel   string // the notification channel of the store's schema
 	// writeKey and migrateKey are the advisory lock keys of the store's schema.
 	writeKey, migrateKey int64
 
-	// wsem holds one token while an Update is in progress: writes of a handle run one at a time,
-	// and Close and Kill take it to wait for the write in progress.
-	// closed, crashAt and crashed are read and written only while holding it.
-	wsem   chan struct{}
-	closed bool
+	// upd is held shared by each Update in progress; Close and Kill take it to wait for them.
+	// closed is set (by Close, Kill or the crash hook) before anything else of the shutdown.
+	upd    sync.RWMutex
+	wsem   chan struct{} // a token per write in progress: at most half the pool's connections
+	closed atomic.Bool
 	// leaseOps is held shared by each lease change in flight; Close and Kill take it to wait for
 	// them (after setting shut, which refuses new ones).
 	leaseOps sync.RWMutex
 	dead     atomic.Bool
 	shut     atomic.Bool // closed or killed: reads refuse too
-	crashAt  int64
-	crashed  chan struct{}
 	writes   atomic.Int64
+	// cmu is held shared by each commit in progress, and alone by each commit while a crash is
+	// armed (armed), so that the armed write is the last to commit. crashAt and crashed are
+	// read and written under it alone.
+	cmu     sync.RWMutex
+	armed   atomic.Bool
+	crashAt int64
+	crashed chan struct{}
 
 	// released is closed once the pool and the listening connection are closed.
 	released chan struct{}
@@ -197,7 +214,7 @@ func Open(ctx context.Context, url string, opt Options) (*Postgres, error) {
 		channel:    channelOf(opt.Schema),
 		writeKey:   lockKey("write", opt.Schema),
 		migrateKey: lockKey("migrate", opt.Schema),
-		wsem:       make(chan struct{}, 1),
+		wsem:       make(chan struct{}, max(1, opt.Conns/2)),
 		released:   make(chan struct{}),
 		listenDone: make(chan struct{}),
 		pids:       map[uint32]struct{}{},
@@ -221,13 +238,23 @@ func Open(ctx context.Context, url string, opt Options) (*Postgres, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: %s: %w", s.where, err)
 	}
+	lcfg := cfg.Copy()
+	lcfg.MaxConns = 2
+	lcfg.AfterConnect, lcfg.BeforeClose = nil, nil
+	s.leasePool, err = pgxpool.NewWithConfig(ctx, lcfg)
+	if err != nil {
+		s.pool.Close()
+		return nil, fmt.Errorf("store: %s: %w", s.where, err)
+	}
 	if err := s.migrate(ctx, migrations); err != nil {
 		s.pool.Close()
+		s.leasePool.Close()
 		return nil, err
 	}
 	conn, err := s.connectListener(ctx)
 	if err != nil {
 		s.pool.Close()
+		s.leasePool.Close()
 		return nil, err
 	}
 	lctx, stop := context.WithCancel(context.Background())
@@ -301,22 +328,22 @@ func (s *Postgres) release() {
 		s.stopListen()
 		<-s.listenDone
 		s.pool.Close()
+		s.leasePool.Close()
 		close(s.released)
 	})
 }
 
-// Close waits for the write and the lease changes in progress, then closes the store's
+// Close waits for the writes and the lease changes in progress, then closes the store's
 // connections. Every call after it answers store.ErrClosed (Subscribe excepted: its channel then
 // never fires). Closing twice, or closing a killed store, is harmless.
 //
 //	defer st.Close()
 func (s *Postgres) Close() error {
-	s.wsem <- struct{}{}
-	defer func() { <-s.wsem }()
-	if s.closed {
+	s.upd.Lock()
+	defer s.upd.Unlock()
+	if s.closed.Swap(true) {
 		return nil
 	}
-	s.closed = true
 	s.shut.Store(true)
 	s.waitLeaseChanges()
 	s.release()
@@ -330,31 +357,42 @@ func (s *Postgres) waitLeaseChanges() {
 	s.leaseOps.Unlock()
 }
 
-// Kill stops the store as a crash of this node would: it waits for the write and the lease
+// Kill stops the store as a crash of this node would: it waits for the writes and the lease
 // changes in progress (which then have committed, or not), and from then on every read and write
 // of this handle answers store.ErrClosed. The connections are closed in the background (reads
 // already running finish first); Released is closed once they are. Their server sessions end with
-// them, and with the sessions the write lock, if anything still held it. Leases held are not
+// them, and with the sessions any lock still held. Leases held are not
 // released: they lapse, as a dead node's would. Other handles on the database are unaffected.
 //
 //	st.Kill()
 //	<-st.Released()
 func (s *Postgres) Kill() {
-	s.wsem <- struct{}{}
-	defer func() { <-s.wsem }()
-	s.die()
-}
-
-// die is Kill with wsem held.
-func (s *Postgres) die() {
-	if s.closed {
+	s.upd.Lock()
+	defer s.upd.Unlock()
+	if s.closed.Swap(true) {
 		return
 	}
 	s.dead.Store(true)
-	s.closed = true
 	s.shut.Store(true)
 	s.waitLeaseChanges()
 	go s.release()
+}
+
+// die is Kill from inside an Update (the armed write's, holding cmu alone): every Update not yet
+// committed answers store.ErrClosed from then on, and the connections are closed once the
+// Updates in progress have ended.
+func (s *Postgres) die() {
+	if s.closed.Swap(true) {
+		return
+	}
+	s.dead.Store(true)
+	s.shut.Store(true)
+	s.waitLeaseChanges()
+	go func() {
+		s.upd.Lock()
+		defer s.upd.Unlock()
+		s.release()
+	}()
 }
 
 // Writes returns the number of durable writes (committed transactions that appended an event,
@@ -373,81 +411,15 @@ func (s *Postgres) Writes() int64 { return s.writes.Load() }
 //	crashed := st.CrashAfterWrite(3)
 //	<-crashed // the third write committed; nothing after it did
 func (s *Postgres) CrashAfterWrite(n int64) <-chan struct{} {
-	s.wsem <- struct{}{}
-	defer func() { <-s.wsem }()
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
 	if n < 1 {
 		n = 1
 	}
 	s.crashAt = s.writes.Load() + n
 	s.crashed = make(chan struct{})
+	s.armed.Store(true)
 	return s.crashed
-}
-
-// Subscribe returns a channel that receives a value (coalesced, never blocking a writer) after
-// each commit that appended to stream, whoever committed it: this handle (the channel is
-// signalled before its Update returns) or another handle or node on the same store (signalled
-// when the notification arrives). It also receives one value whenever the store's listening
-// connection was lost and is back, since a commit may have gone unannounced meanwhile. cancel
-// ends the subscription; calling it twice is harmless. After Close or Kill the channel never
-// fires.
-//
-//	ch, cancel := st.Subscribe("x/exec-1")
-//	defer cancel()
-//	for range ch { /* read from the last seq seen */ }
-func (s *Postgres) Subscribe(stream string) (<-chan struct{}, func()) {
-	sb := &sub{ch: make(chan struct{}, 1)}
-	if s.shut.Load() {
-		return sb.ch, func() {}
-	}
-	key := payloadOf(stream)
-	s.subMu.Lock()
-	m := s.subs[key]
-	if m == nil {
-		m = map[*sub]struct{}{}
-		s.subs[key] = m
-	}
-	m[sb] = struct{}{}
-	s.subMu.Unlock()
-	var once sync.Once
-	return sb.ch, func() {
-		once.Do(func() {
-			s.subMu.Lock()
-			delete(s.subs[key], sb)
-			if len(s.subs[key]) == 0 {
-				delete(s.subs, key)
-			}
-			s.subMu.Unlock()
-		})
-	}
-}
-
-// wake signals the subscribers under the given payloads.
-func (s *Postgres) wake(keys ...string) {
-	s.subMu.Lock()
-	defer s.subMu.Unlock()
-	for _, k := range keys {
-		for sb := range s.subs[k] {
-			signal(sb.ch)
-		}
-	}
-}
-
-// wakeAll signals every subscriber.
-func (s *Postgres) wakeAll() {
-	s.subMu.Lock()
-	defer s.subMu.Unlock()
-	for _, m := range s.subs {
-		for sb := range m {
-			signal(sb.ch)
-		}
-	}
-}
-
-func signal(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
 }
 
 func clampLimit(limit int) int {

@@ -424,8 +424,8 @@ func TestWriteTimeoutBoundsAStuckWrite(t *testing.T) {
 }
 
 // The server ends a write transaction left idle for longer than WriteTimeout, and with it the
-// write lock: a writer that stalls inside fn cannot hold every other node's writes.
-func TestAStalledWriterReleasesTheWriteLock(t *testing.T) {
+// locks it took: a writer that stalls inside fn cannot hold other nodes' writes of what it touched.
+func TestAStalledWriterReleasesItsLocks(t *testing.T) {
 	url := pgtest.TempDatabase(t)
 	stalled := open(t, url, postgres.Options{WriteTimeout: 300 * time.Millisecond})
 	other := open(t, url, postgres.Options{})
@@ -458,8 +458,9 @@ func TestAStalledWriterReleasesTheWriteLock(t *testing.T) {
 	appendKinds(t, stalled, "s", 0, "again")
 }
 
-// ctx governs an Update until its transaction begins: the wait for the write lock, held here by
-// another session, ends with ctx, and fn never runs.
+// ctx governs an Update until its transaction begins: the wait for the store's write lock, held
+// alone here by another session (as a writer of an engine from before writers ran at once holds
+// it), ends with ctx, and fn never runs.
 func TestContextGovernsTheWaitForTheWriteLock(t *testing.T) {
 	url := pgtest.TempDatabase(t)
 	st := open(t, url, postgres.Options{})
@@ -493,9 +494,9 @@ func TestContextGovernsTheWaitForTheWriteLock(t *testing.T) {
 	require.Equal(t, []string{"1 a"}, streamLines(t, st, "s", 0))
 }
 
-// Writes of two handles are serialised by the database: a write held open on one handle holds
-// the other's until it commits, and the second then sees the first's events.
-func TestWritesOfTwoHandlesAreSerialised(t *testing.T) {
+// Writes of two handles to one stream are serialised by the database: a write held open on one
+// handle holds the other's until it commits, and the second then sees the first's events.
+func TestWritesOfTwoHandlesToOneStreamAreSerialised(t *testing.T) {
 	url := pgtest.TempDatabase(t)
 	a, b := open(t, url, postgres.Options{}), open(t, url, postgres.Options{})
 	inside := make(chan struct{})

@@ -2,8 +2,11 @@ package postgres
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,23 +19,36 @@ import (
 // Update runs fn in one write transaction and commits it; if fn returns an error, or a statement
 // fails, nothing fn did is kept and the error comes back.
 //
-// Writes are serialised across every handle and node on the store: the transaction begins by
-// taking the store's write lock (a transaction-scoped advisory lock, released by the commit), so
-// a stream's head read inside fn cannot change before the commit and sequences stay gapless.
-// ctx governs the wait for this handle's previous write, for a connection and for the write lock;
-// once the lock is held the transaction is no longer the caller's to abandon: every statement runs
-// under Options.WriteTimeout instead (a cancelled caller cannot leave a commit half made, and a
-// stuck database cannot hold the writer forever).
+// Writes of every handle and node run at once and commit together; the database keeps them
+// apart. Each transaction locks what it reads or writes, the first time it touches it, until
+// its commit (a transaction-scoped advisory lock per stream and generation, per metadata key and
+// per remembered-key scope): a stream's head read inside fn cannot change before the commit, so
+// sequences stay gapless, and a metadata value read inside fn is the one fn's write replaces.
+// Transactions that touch nothing in common do not wait for each other; those that do run one
+// after the other, the later one seeing the earlier one's commit. Every transaction also holds
+// the store's write lock shared (a transaction that would hold too many locks of its own takes it
+// alone instead, and so does a writer of an older engine).
+//
+// ctx governs the wait for a connection and for the store's write lock; once the transaction
+// has begun it is no longer the caller's to abandon: every statement runs under
+// Options.WriteTimeout instead (a cancelled caller cannot leave a commit half made, and a stuck
+// database cannot hold the writer forever).
+//
+// A transaction the database aborts to break a deadlock (two transactions each waiting for what
+// the other locked) is rolled back and fn runs again, in a new transaction, up to maxAttempts
+// times in all: fn may run more than once, and only its last run counts. When every attempt was
+// aborted the error matches ErrContended.
 //
 // After the commit, this handle's subscribers of every stream fn appended to are signalled before
 // Update returns; other handles and nodes are told through a notification sent by the commit.
 //
 // Errors: fn's own error; store.ErrConflict (wrapped) from an Append whose expected head did not
 // hold; store.ErrClosed after Close or Kill; store.ErrCrashed from the write the crash hook was
-// armed for; ctx's error when it ended before the transaction began; a wrapped database error
-// otherwise (a failed commit may or may not have committed, as with any database).
+// armed for; ctx's error when it ended before the transaction began; ErrContended; a wrapped
+// database error otherwise (a failed commit may or may not have committed, as with any database).
 //
-// Do not call the store's writing methods from inside fn: writes of a handle run one at a time.
+// Do not call the store's writing methods from inside fn: a transaction waits for the locks of
+// the other, which waits for fn.
 //
 //	err := st.Update(ctx, func(tx store.Tx) error {
 //		_, err := tx.Append("x/exec-1", 0, head, store.NewEvent{Kind: "decided", Data: b})
@@ -42,27 +58,66 @@ func (s *Postgres) Update(ctx context.Context, fn func(store.Tx) error) error {
 	return s.update(ctx, nil, fn)
 }
 
+// maxAttempts bounds the transactions one Update runs when the database aborts them (deadlock,
+// serialization failure).
+const maxAttempts = 8
+
+// ErrContended is what an Update answers when the database aborted every one of its attempts to
+// break a deadlock or a serialization failure (maxAttempts of them); nothing of it was kept. It
+// is not a conflict of the store's contract: the same write may succeed when tried again.
+var ErrContended = errors.New("store: postgres: the write was aborted by the database on every attempt (deadlock or serialization failure)")
+
 func (s *Postgres) update(ctx context.Context, fence *store.Lease, fn func(store.Tx) error) error {
-	if err := s.takeWrite(ctx); err != nil {
-		return err
+	// A write holds its connection until it commits, and may wait meanwhile for a lock, or for a
+	// read of its own: at most half the pool writes at once, so reads and lease changes always
+	// find a connection soon (a pool of writes each waiting for a read would wait forever).
+	select {
+	case s.wsem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	defer s.giveWrite()
-	if s.closed {
-		return store.ErrClosed
+	defer func() { <-s.wsem }()
+	s.upd.RLock()
+	defer s.upd.RUnlock()
+	var last error
+	for attempt := 1; attempt <= maxAttempts; attempt++ {
+		if s.closed.Load() {
+			return store.ErrClosed
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		again, err := s.attempt(ctx, fence, fn)
+		if !again {
+			return err
+		}
+		last = err
+		if attempt < maxAttempts {
+			backoff(attempt)
+		}
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+	return fmt.Errorf("%w: %d attempts, the last: %w", ErrContended, maxAttempts, last)
+}
+
+// backoff waits a little before the next attempt, more after each, at random (two transactions
+// that deadlocked do not meet again at once).
+func backoff(attempt int) {
+	time.Sleep(time.Duration(rand.Int64N(int64(attempt) * int64(2*time.Millisecond))))
+}
+
+// attempt is one transaction of an Update; again reports that the database aborted it and fn
+// must run again.
+func (s *Postgres) attempt(ctx context.Context, fence *store.Lease, fn func(store.Tx) error) (again bool, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return s.writeErr("begin", err)
+		return false, s.writeErr("begin", err)
 	}
 	defer conn.Release()
 	if _, err := conn.Exec(ctx, s.q.begin); err != nil {
 		s.rollback(conn)
-		return s.writeErr("begin", err)
+		return retryable(err), s.writeErr("begin", err)
 	}
-	t := &tx{s: s, c: conn.Conn(), now: time.Now().UnixMilli(), touched: map[string]struct{}{}}
+	t := &tx{s: s, c: conn.Conn(), now: time.Now().UnixMilli(), touched: map[string]struct{}{}, locks: map[int64]struct{}{}}
 	done := false
 	defer func() {
 		if !done {
@@ -71,28 +126,51 @@ func (s *Postgres) update(ctx context.Context, fence *store.Lease, fn func(store
 	}()
 	if fence != nil {
 		if err := t.checkFence(*fence); err != nil {
-			return err
+			return t.aborted, err
 		}
 	}
-	if err := fn(t); err != nil {
-		return err
+	if err := fn(t); err != nil || t.aborted {
+		if err == nil {
+			err = fmt.Errorf("store: a statement of the transaction was aborted by the database, and fn went on")
+		}
+		return t.aborted, err
 	}
-	ctx, cancel := s.stmtCtx()
-	tag, err := conn.Exec(ctx, "COMMIT")
-	cancel()
 	done = true // committed, refused, or the connection is gone: nothing to roll back
+	return s.commit(conn, t)
+}
+
+// commit commits t's transaction and counts its write. While a crash is armed, commits run one at
+// a time, so that the armed write is the last to commit; otherwise they run at once.
+func (s *Postgres) commit(conn *pgxpool.Conn, t *tx) (again bool, err error) {
+	s.cmu.RLock()
+	armed := s.armed.Load()
+	if armed {
+		s.cmu.RUnlock()
+		s.cmu.Lock()
+		defer s.cmu.Unlock()
+	} else {
+		defer s.cmu.RUnlock()
+	}
+	if s.closed.Load() {
+		s.rollback(conn)
+		return false, store.ErrClosed
+	}
+	tag, err := s.commitAndNotify(conn, t)
 	if err != nil {
-		return s.writeErr("commit", err)
+		if retryable(err) {
+			return true, s.writeErr("commit", err)
+		}
+		return false, s.writeErr("commit", err)
 	}
 	if tag.String() == "ROLLBACK" {
 		// A statement of fn failed and fn went on: the server rolled everything back.
-		return fmt.Errorf("store: commit: a statement of the transaction failed, nothing was kept: %w", pgx.ErrTxCommitRollback)
+		return false, fmt.Errorf("store: commit: a statement of the transaction failed, nothing was kept: %w", pgx.ErrTxCommitRollback)
 	}
 	if t.wrote {
-		if n := s.writes.Add(1); s.crashAt > 0 && n == s.crashAt {
+		if n := s.writes.Add(1); armed && n == s.crashAt {
 			close(s.crashed)
 			s.die()
-			return store.ErrCrashed
+			return false, store.ErrCrashed
 		}
 	}
 	if len(t.touched) > 0 {
@@ -102,20 +180,43 @@ func (s *Postgres) update(ctx context.Context, fence *store.Lease, fn func(store
 		}
 		s.wake(keys...)
 	}
-	return nil
+	return false, nil
 }
 
-// takeWrite waits for this handle's write in progress, or for ctx.
-func (s *Postgres) takeWrite(ctx context.Context) error {
-	select {
-	case s.wsem <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+// commitAndNotify commits t and, when it appended, notifies its streams right after, in the same
+// round trip: the notification goes out once the commit is visible, and is not part of the
+// transaction (a notifying transaction would hold a lock of the whole database through its
+// commit, so commits could not share a WAL flush). A notification that fails after a commit is
+// not the write's failure: a wake-up is only a hint, and a lost one costs a reader one read.
+func (s *Postgres) commitAndNotify(conn *pgxpool.Conn, t *tx) (pgconn.CommandTag, error) {
+	ctx, cancel := s.stmtCtx()
+	defer cancel()
+	if len(t.touched) == 0 {
+		return conn.Exec(ctx, "COMMIT")
 	}
+	payloads := make([]string, 0, len(t.touched))
+	for st := range t.touched {
+		payloads = append(payloads, payloadOf(st))
+	}
+	b := &pgx.Batch{}
+	b.Queue("COMMIT")
+	b.Queue(s.q.notify, s.channel, payloads)
+	br := conn.SendBatch(ctx, b)
+	defer br.Close()
+	tag, err := br.Exec()
+	if err != nil || tag.String() == "ROLLBACK" {
+		return tag, err
+	}
+	_, _ = br.Exec()
+	return tag, nil
 }
 
-func (s *Postgres) giveWrite() { <-s.wsem }
+// retryable reports a database error that aborts a transaction which may succeed when run again:
+// a deadlock broken by the server, or a serialization failure.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+}
 
 // stmtCtx bounds one statement of a write transaction.
 func (s *Postgres) stmtCtx() (context.Context, context.CancelFunc) {
@@ -149,9 +250,136 @@ type tx struct {
 	now     int64
 	touched map[string]struct{}
 	wrote   bool // something durable changed
+	// locks are the advisory locks this transaction holds, by key; alone, that it holds the
+	// store's write lock alone (and needs no other).
+	locks map[int64]struct{}
+	alone bool
+	// aborted: a statement failed because the database aborted the transaction to break a
+	// deadlock (or a serialization failure); the Update runs fn again.
+	aborted bool
 }
 
 var _ store.Tx = (*tx)(nil)
+
+// maxLocks is how many locks of its own a transaction takes at most; one that needs more takes
+// the store's write lock alone instead (waiting for every other write), so that no transaction
+// fills the server's lock table (its share is max_locks_per_transaction, 64 by default).
+const maxLocks = 32
+
+// The things a transaction locks: a stream's generation, a metadata key, a remembered-key scope.
+const (
+	lockStream   = "stream"
+	lockMeta     = "meta"
+	lockRemember = "remember"
+)
+
+// resourceKey is the advisory lock key of one thing of the store's schema. Keys of different
+// things may collide (64 bits of a hash): the two then wait for each other when written at once,
+// which costs time, never correctness.
+func resourceKey(schema, what, name string, gen int64) int64 {
+	h := fnv.New64a()
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(schema)))
+	h.Write(n[:])
+	h.Write([]byte(schema))
+	h.Write([]byte(what))
+	binary.BigEndian.PutUint64(n[:], uint64(len(name)))
+	h.Write(n[:])
+	h.Write([]byte(name))
+	binary.BigEndian.PutUint64(n[:], uint64(gen))
+	h.Write(n[:])
+	return int64(h.Sum64())
+}
+
+// lockFor is the statement that takes the lock of (what, name, gen) before a statement that
+// reads or writes it, "" when the transaction holds it already (or holds the store alone).
+func (t *tx) lockFor(what, name string, gen int64) (q string, key int64) {
+	if t.alone {
+		return "", 0
+	}
+	key = resourceKey(t.s.opt.Schema, what, name, gen)
+	if _, ok := t.locks[key]; ok {
+		return "", 0
+	}
+	if len(t.locks) >= maxLocks {
+		// The store's write lock alone: this transaction holds it shared already, and takes it
+		// exclusively once every other write has ended.
+		return lockSQL, t.s.writeKey
+	}
+	return lockSQL, key
+}
+
+// lockSQL takes an advisory lock until the transaction ends.
+const lockSQL = `SELECT pg_advisory_xact_lock($1)`
+
+// took records that the transaction holds the lock of key.
+func (t *tx) took(key int64) {
+	if key == t.s.writeKey {
+		t.alone = true
+		return
+	}
+	t.locks[key] = struct{}{}
+}
+
+// failed notes err of one of the transaction's statements and returns it.
+func (t *tx) failed(err error) error {
+	if retryable(err) {
+		t.aborted = true
+	}
+	return err
+}
+
+// queryRow runs q, after taking the lock of (what, name, gen) when the transaction does not hold
+// it yet, and scans its one row into dest. Both go in one round trip; the query reads what the
+// lock's previous holder committed (under READ COMMITTED each statement sees the commits made
+// before it began).
+func (t *tx) queryRow(what, name string, gen int64, dest []any, q string, args ...any) error {
+	ctx, cancel := t.s.stmtCtx()
+	defer cancel()
+	lq, key := t.lockFor(what, name, gen)
+	if lq == "" {
+		return t.failed(t.c.QueryRow(ctx, q, args...).Scan(dest...))
+	}
+	b := &pgx.Batch{}
+	b.Queue(lq, key)
+	b.Queue(q, args...)
+	br := t.c.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return t.failed(err)
+	}
+	t.took(key)
+	err := br.QueryRow().Scan(dest...)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return t.failed(err)
+}
+
+// exec is queryRow for a statement without rows; it returns the rows the statement touched.
+func (t *tx) exec(what, name string, gen int64, q string, args ...any) (int64, error) {
+	ctx, cancel := t.s.stmtCtx()
+	defer cancel()
+	lq, key := t.lockFor(what, name, gen)
+	if lq == "" {
+		tag, err := t.c.Exec(ctx, q, args...)
+		return tag.RowsAffected(), t.failed(err)
+	}
+	b := &pgx.Batch{}
+	b.Queue(lq, key)
+	b.Queue(q, args...)
+	br := t.c.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return 0, t.failed(err)
+	}
+	t.took(key)
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag.RowsAffected(), t.failed(err)
+}
 
 func (t *tx) checkFence(l store.Lease) error {
 	ctx, cancel := t.s.stmtCtx()
@@ -166,7 +394,7 @@ func (t *tx) checkFence(l store.Lease) error {
 		return fmt.Errorf("%w: lease %q was never granted", store.ErrFenced, l.Name)
 	}
 	if err != nil {
-		return t.s.writeErr("fence", err)
+		return t.s.writeErr("fence", t.failed(err))
 	}
 	if token != l.Token {
 		return fmt.Errorf("%w: lease %q token %d, the newest grant is token %d", store.ErrFenced, l.Name, l.Token, token)
@@ -175,19 +403,19 @@ func (t *tx) checkFence(l store.Lease) error {
 }
 
 // Head implements store.Tx: the stream's head as this transaction sees it (its own appends
-// included).
+// included). The stream is locked from then on: no other transaction appends to it before this
+// one ends.
 func (t *tx) Head(stream string, gen int64) (int64, error) {
-	ctx, cancel := t.s.stmtCtx()
-	defer cancel()
 	var h int64
-	if err := t.c.QueryRow(ctx, t.s.q.head, bs(stream), gen).Scan(&h); err != nil {
+	if err := t.queryRow(lockStream, stream, gen, []any{&h}, t.s.q.head, bs(stream), gen); err != nil {
 		return 0, t.s.writeErr("head "+stream, err)
 	}
 	return h, nil
 }
 
 // Append implements store.Tx. The events get the transaction's time (this node's clock, Unix
-// milliseconds).
+// milliseconds). The stream is locked until the transaction ends, so the events numbered after
+// its head keep their numbers: no other transaction appends to it meanwhile.
 func (t *tx) Append(stream string, gen, expect int64, evs ...store.NewEvent) (int64, error) {
 	kinds := make([][]byte, len(evs))
 	datas := make([][]byte, len(evs))
@@ -195,15 +423,13 @@ func (t *tx) Append(stream string, gen, expect int64, evs ...store.NewEvent) (in
 		kinds[i] = bs(e.Kind)
 		datas[i] = e.Data
 	}
-	ctx, cancel := t.s.stmtCtx()
-	defer cancel()
-	var head, added, told int64
-	err := t.c.QueryRow(ctx, t.s.q.appendEvents, bs(stream), gen, expect, kinds, datas, t.now,
-		t.s.channel, payloadOf(stream)).Scan(&head, &added, &told)
+	var head, added int64
+	err := t.queryRow(lockStream, stream, gen, []any{&head, &added}, t.s.q.appendEvents,
+		bs(stream), gen, expect, kinds, datas, t.now)
 	if err != nil {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "23505" {
-			// Another writer took the numbers: only a writer that bypassed the write lock can.
+			// Another writer took the numbers: only a writer that bypassed the stream's lock can.
 			return 0, fmt.Errorf("%w: %s/%d was appended to concurrently: %v", store.ErrConflict, stream, gen, err)
 		}
 		return 0, t.s.writeErr("append "+stream, err)
@@ -221,40 +447,35 @@ func (t *tx) Append(stream string, gen, expect int64, evs ...store.NewEvent) (in
 	return head + added, nil
 }
 
-// PutMeta implements store.Tx.
+// PutMeta implements store.Tx; the key is locked until the transaction ends.
 func (t *tx) PutMeta(key string, val []byte) error {
 	if val == nil {
 		val = []byte{}
 	}
-	ctx, cancel := t.s.stmtCtx()
-	defer cancel()
-	if _, err := t.c.Exec(ctx, t.s.q.putMeta, bs(key), val); err != nil {
+	if _, err := t.exec(lockMeta, key, 0, t.s.q.putMeta, bs(key), val); err != nil {
 		return t.s.writeErr("put meta", err)
 	}
 	t.wrote = true
 	return nil
 }
 
-// DeleteMeta implements store.Tx.
+// DeleteMeta implements store.Tx; the key is locked until the transaction ends.
 func (t *tx) DeleteMeta(key string) error {
-	ctx, cancel := t.s.stmtCtx()
-	defer cancel()
-	tag, err := t.c.Exec(ctx, t.s.q.delMeta, bs(key))
+	n, err := t.exec(lockMeta, key, 0, t.s.q.delMeta, bs(key))
 	if err != nil {
 		return t.s.writeErr("delete meta", err)
 	}
-	if tag.RowsAffected() > 0 {
+	if n > 0 {
 		t.wrote = true
 	}
 	return nil
 }
 
-// Meta implements store.Tx.
+// Meta implements store.Tx. The key is locked from then on (whether or not it has a value), so
+// the value read is the one a PutMeta of this transaction replaces.
 func (t *tx) Meta(key string) ([]byte, bool, error) {
-	ctx, cancel := t.s.stmtCtx()
-	defer cancel()
 	var v []byte
-	err := t.c.QueryRow(ctx, t.s.q.meta, bs(key)).Scan(&v)
+	err := t.queryRow(lockMeta, key, 0, []any{&v}, t.s.q.meta, bs(key))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, false, nil
 	}
@@ -265,12 +486,11 @@ func (t *tx) Meta(key string) ([]byte, bool, error) {
 }
 
 // Remember implements store.Tx: the set keeps the newest keep keys of scope (keep <= 0: all); a
-// key already there is not made newer.
+// key already there is not made newer. The scope is locked until the transaction ends (its keys
+// are numbered one after another).
 func (t *tx) Remember(scope, key string, keep int) (bool, error) {
-	ctx, cancel := t.s.stmtCtx()
-	defer cancel()
 	var n int64
-	if err := t.c.QueryRow(ctx, t.s.q.remember, bs(scope), bs(key), int64(keep)).Scan(&n); err != nil {
+	if err := t.queryRow(lockRemember, scope, 0, []any{&n}, t.s.q.remember, bs(scope), bs(key), int64(keep)); err != nil {
 		return false, t.s.writeErr("remember", err)
 	}
 	if n == 0 {
