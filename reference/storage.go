@@ -43,9 +43,9 @@ type NodeOptions struct {
 // DefaultLease is NodeOptions.Lease's default.
 const DefaultLease = 10 * time.Second
 
-// leaseName is the lease a node must hold to run the executions: the engine's executions share
-// indexes (an owner's conversations, a run's conversation, a connection's agent conversations)
-// that one writer keeps, so they are held as one.
+// leaseName is the lease a node must hold to run the executions: one lease for them all, since
+// a node keeps what it runs in memory (live output, subscriptions, the executions it drives) and
+// one node at a time must drive each execution (spec/nodes.md).
 const leaseName = "engine"
 
 // ErrLeaseHeld: another engine holds the shared database's lease and it has not lapsed; Open

@@ -54,8 +54,10 @@ var (
 
 // Store is an append-only event store.
 //
-// All methods are safe for concurrent use. Writes are serialised; a read sees every write that
-// committed before it began.
+// All methods are safe for concurrent use. Writes are serializable: each behaves as if it ran
+// alone, in some order consistent with what each saw (a backend may run writes that touch
+// nothing in common at once; the shared suite, storetest, holds every backend to this); a read
+// sees every write that committed before it began.
 type Store interface {
 	// Update runs fn in one write transaction. If fn returns an error nothing it did is kept.
 	// Subscribers of every stream fn appended to are notified after the commit.
