@@ -174,13 +174,13 @@ Feature: A conversation survives a crash at any point
     Examples:
       | offset |
       | 100    |
+      | 2000   |
       | 4000   |
       | 8100   |
       | 12200  |
       | 16300  |
       | 20400  |
       | 24500  |
-      | 28600  |
 
   @profile:durability @req:ADR0122-D3-22 @crash
   Scenario Outline: A stored file cut short, with the smallest stored files lost, is refused, never served as a shorter past
