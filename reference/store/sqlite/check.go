@@ -165,20 +165,8 @@ func clearDamaged(db string) error {
 // checked whole, or k since Open; otherwise k is checked now, through q.
 func (s *SQLite) streamChecked(ctx context.Context, q querier, k headKey) error {
 	c := &s.chk
-	if !c.on {
-		return nil
-	}
-	if err := c.refused(); err != nil {
+	if done, err := c.settled(func() bool { _, ok := c.streams[k]; return ok }); done || err != nil {
 		return err
-	}
-	if c.passed.Load() {
-		return nil
-	}
-	c.mu.Lock()
-	_, ok := c.streams[k]
-	c.mu.Unlock()
-	if ok {
-		return nil
 	}
 	if err := s.checkStream(ctx, q, k); err != nil {
 		return s.noteDamage(err)
@@ -273,20 +261,8 @@ func (s *SQLite) checkNeighbour(ctx context.Context, q querier, query string, k 
 // before a key of it is looked up; q is the writer's connection, inside its transaction.
 func (s *SQLite) scopeChecked(ctx context.Context, q querier, scope string) error {
 	c := &s.chk
-	if !c.on {
-		return nil
-	}
-	if err := c.refused(); err != nil {
+	if done, err := c.settled(func() bool { _, ok := c.scopes[scope]; return ok }); done || err != nil {
 		return err
-	}
-	if c.passed.Load() {
-		return nil
-	}
-	c.mu.Lock()
-	_, ok := c.scopes[scope]
-	c.mu.Unlock()
-	if ok {
-		return nil
 	}
 	// A neighbouring row that does not check refuses the scope only when it may be a row of the
 	// scope whose key changed: it names the scope, or would check if it did.
@@ -357,4 +333,22 @@ func sizeOf(path string) int64 {
 		return 0
 	}
 	return fi.Size()
+}
+
+// settled says whether a first-read check is already settled: no background check runs, it has
+// passed, or seen (called under c.mu) says this stream or scope was checked since Open. A check
+// that found damage answers its error.
+func (c *checks) settled(seen func() bool) (bool, error) {
+	if !c.on {
+		return true, nil
+	}
+	if err := c.refused(); err != nil {
+		return true, err
+	}
+	if c.passed.Load() {
+		return true, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return seen(), nil
 }
