@@ -13,7 +13,7 @@ import (
 func (s *threadsSteps) readsHistory(who, role, peer string) error {
 	q := "/agent-history?peer=" + url.QueryEscape(peer)
 	s.ready()
-	s.bound["history role"], s.bound["history peer"] = role, peer
+	s.bound["history role"], s.bound["history peer"], s.bound["history reader"] = role, peer, who
 	s.probe(who, http.MethodGet, "/roles/no-such-role"+q, nil)
 	_, err := s.request(who, http.MethodGet, "/roles/"+role+q, nil, reqOpts{})
 	return err
@@ -49,19 +49,40 @@ func (s *threadsSteps) historyHolds(list string) error {
 	if len(got.Conversations) != len(want) {
 		return fail(r.op, fmt.Sprintf("%d conversations: %s", len(got.Conversations), r.body), fmt.Sprintf("%d", len(want)))
 	}
-	for i, e := range want {
-		one, err := s.request("role:"+role, http.MethodGet, byThread(e.thread), nil, reqOpts{quiet: true})
-		if err != nil {
-			return err
+	// The history and each conversation read alone are two reads; a conversation still moving
+	// (a text delivered, a turn settling) may differ between them, so the two are read again
+	// until one round agrees, and only a difference that never settles is the system's.
+	var mismatch error
+	ok, err := s.poll(1, func() (bool, error) {
+		if mismatch != nil {
+			again, err := s.ask(s.bound["history reader"], http.MethodGet, "/roles/"+role+"/agent-history?peer="+url.QueryEscape(peer), nil, reqOpts{quiet: true})
+			if err != nil {
+				return false, err
+			}
+			if json.Unmarshal(again.body, &got) != nil || len(got.Conversations) != len(want) {
+				return false, fail(again.op, fmt.Sprintf("%d %s", again.status, again.body), fmt.Sprintf("%d conversations", len(want)))
+			}
 		}
-		if one.status != http.StatusOK {
-			return fail(one.op, fmt.Sprintf("%d %s", one.status, one.body), "200")
+		mismatch = nil
+		for i, e := range want {
+			one, err := s.ask("role:"+role, http.MethodGet, byThread(e.thread), nil, reqOpts{quiet: true})
+			if err != nil {
+				return false, err
+			}
+			if one.status != http.StatusOK {
+				return false, fail(one.op, fmt.Sprintf("%d %s", one.status, one.body), "200")
+			}
+			if a, b := canonJSON(string(got.Conversations[i])), canonJSON(string(one.body)); a != b {
+				mismatch = fail(r.op, fmt.Sprintf("conversation %d: %s", i+1, a), fmt.Sprintf("thread %q as its role reads it: %s", e.alias, b))
+				return false, nil
+			}
 		}
-		if a, b := canonJSON(string(got.Conversations[i])), canonJSON(string(one.body)); a != b {
-			return fail(r.op, fmt.Sprintf("conversation %d: %s", i+1, a), fmt.Sprintf("thread %q as its role reads it: %s", e.alias, b))
-		}
+		return true, nil
+	})
+	if err != nil || ok {
+		return err
 	}
-	return nil
+	return mismatch
 }
 
 // canRead reads the agent conversation by id and by thread as who.
