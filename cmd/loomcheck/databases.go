@@ -56,7 +56,7 @@ func (d *serverDatabases) Create(ctx context.Context, name string) (string, erro
 	return u, nil
 }
 
-// Drop implements harness.Databases: the database given under name is emptied and kept, or
+// Drop implements harness.Databases: the database given under name is reset and kept, or
 // dropped when it cannot be emptied.
 func (d *serverDatabases) Drop(ctx context.Context, name string) error {
 	d.mu.Lock()
@@ -76,7 +76,7 @@ func (d *serverDatabases) Drop(ctx context.Context, name string) error {
 		}
 	}
 	// The database is given to no scenario now, so e is this goroutine's alone.
-	if err := e.Empty(ctx); err == nil {
+	if err := e.Reset(ctx); err == nil {
 		d.mu.Lock()
 		d.emptiers[db] = e
 		d.free = append(d.free, db)

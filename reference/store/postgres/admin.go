@@ -144,8 +144,7 @@ func (e *Emptier) empty(ctx context.Context) error {
 		e.conn = conn
 	}
 	conn := e.conn
-	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-		WHERE datname = current_database() AND pid <> pg_backend_pid()`); err != nil {
+	if _, err := conn.Exec(ctx, terminateOthers); err != nil {
 		return err
 	}
 	rows, err := conn.Query(ctx, `SELECT nspname FROM pg_namespace

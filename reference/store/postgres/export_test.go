@@ -9,3 +9,6 @@ func (s *Postgres) WriteLockKey() int64 { return s.writeKey }
 
 // PayloadOf is payloadOf.
 var PayloadOf = payloadOf
+
+// LayoutOf is layoutOf; StoreLayout is layout.
+var LayoutOf, StoreLayout = layoutOf, layout
