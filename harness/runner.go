@@ -574,6 +574,9 @@ func (r *runner) initScenario(sc *godog.ScenarioContext) {
 				if logs != "" && res.Status == report.HarnessError {
 					res.Message += "; the system printed: " + tail(logs, 800)
 				}
+				if logs != "" {
+					res.SystemOutput = tail(logs, report.SystemOutputBytes)
+				}
 			}
 		}
 		if s.cl != nil {

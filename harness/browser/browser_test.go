@@ -502,7 +502,8 @@ func richReport() *report.Report {
 		{
 			ID: "features/durability/restart.feature:8", Feature: "Restart", Name: "A turn survives a restart",
 			Profile: "durability", Requirements: []string{"ADR0122-D4-01"}, Status: report.HarnessError, Message: "address in use",
-			Steps: []report.Step{{Keyword: "Given ", Text: "a running system", Status: report.HarnessError, Error: "listen tcp: address in use"}},
+			SystemOutput: "[node-1] listen tcp 127.0.0.1:4000: address in use " + imgPayload + "\n",
+			Steps:        []report.Step{{Keyword: "Given ", Text: "a running system", Status: report.HarnessError, Error: "listen tcp: address in use"}},
 		},
 		{
 			ID: "features/gateway/route.feature:5", Feature: "Gateway routing", Name: "Requests are routed by tenant",
@@ -644,8 +645,10 @@ type reportResult struct {
 			Links    int    `json:"links"`
 			Examples int    `json:"examples"`
 		} `json:"findings"`
-		Notes   int `json:"notes"`
-		Scripts int `json:"scriptElements"`
+		Notes int `json:"notes"`
+		// Output is the text of each scenario's "what the system printed" block.
+		Output  []string `json:"systemOutput"`
+		Scripts int      `json:"scriptElements"`
 		Width   struct {
 			Page     int `json:"page"`
 			Viewport int `json:"viewport"`
@@ -752,6 +755,9 @@ func TestHTMLReportRenders(t *testing.T) {
 	} else if f, want := res.Before.Findings[0], rep.Contract.Findings[0]; f.Route != want.Route || f.Location != want.Location ||
 		f.Message != want.Message || f.Links != 1 || f.Examples != 1 {
 		t.Errorf("contract finding shown as %+v, want %s %s %q with 1 scenario link and 1 example", f, want.Route, want.Location, want.Message)
+	}
+	if want := "[node-1] listen tcp 127.0.0.1:4000: address in use " + imgPayload + "\n"; len(res.Before.Output) != 1 || res.Before.Output[0] != want {
+		t.Errorf("system output shown as %q, want one block holding %q as text", res.Before.Output, want)
 	}
 	if res.Before.Notes != 1 {
 		t.Errorf("scenario notes shown: %d, want 1", res.Before.Notes)

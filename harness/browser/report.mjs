@@ -91,6 +91,7 @@ run(async () => {
           examples: li.querySelectorAll('details.exchange').length,
         })),
         notes: document.querySelectorAll('article.scenario .scenario-notes li').length,
+        systemOutput: [...document.querySelectorAll('article.scenario details.system-output pre')].map((p) => p.textContent),
         failedCount: count('#totals [data-total="failed"] .count'),
         scriptElements: document.scripts.length,
         width: { page: document.documentElement.scrollWidth, viewport: window.innerWidth },

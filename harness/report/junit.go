@@ -224,6 +224,7 @@ func junitTestCase(sc *Scenario, feature string, lv map[string]string) junitCase
 	}
 	props = append(props, junitProperty{"profile", sc.Profile}, junitProperty{"scenario-id", sc.ID})
 	c.Properties = &junitProperties{Props: props}
+	c.SystemOut = xmlText(sc.SystemOutput)
 	detail := xmlText(junitDetail(sc))
 	reason := func(fallback string) string {
 		if sc.Message != "" {

@@ -86,6 +86,7 @@ func Redact(r *Report, secrets ...string) *Report {
 		s(&sc.Name)
 		s(&sc.Message)
 		s(&sc.Expected)
+		s(&sc.SystemOutput)
 		if f := sc.Failure; f != nil {
 			s(&f.Rule)
 			s(&f.Operation)

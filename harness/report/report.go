@@ -124,7 +124,15 @@ type Scenario struct {
 	// Notes says what the scenario saw beside its verdict: the contract violations its exchanges
 	// showed, each reported once as a finding of Contract and not as this scenario's failure.
 	Notes []string `json:"notes,omitempty"`
+	// SystemOutput is the end of what the system under test printed (the standard output and
+	// error of its processes; nothing for an engine in the kit's process or a remote target) while the scenario ran, kept for a scenario that
+	// failed or met a harness error so the reader can see the system's side; at most
+	// SystemOutputBytes bytes, cut at the front.
+	SystemOutput string `json:"systemOutput,omitempty"`
 }
+
+// SystemOutputBytes bounds Scenario.SystemOutput: a report of many failures stays readable.
+const SystemOutputBytes = 8 << 10
 
 // Failure explains a failed scenario: which rule, which operation, what was got and wanted.
 type Failure struct {

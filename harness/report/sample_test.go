@@ -81,6 +81,7 @@ func sampleReport() *report.Report {
 			ID: "features/core/turns.feature:30", Feature: "Turns", Name: "Replay resumes after the last event id",
 			Tags: []string{"@core"}, Profile: "core", Requirements: []string{"ADR0122-D3-02", "ADR0122-D3-03"},
 			Status: report.Failed, DurationMs: 410, Message: "replay started at the beginning",
+			SystemOutput: "[node-1] replaying c1 from 0\nAuthorization: Bearer " + bearerToken + "\n",
 			Failure: &report.Failure{
 				Requirement: "ADR0122-D3-02", Rule: "A resumed stream starts after Last-Event-ID.",
 				Operation: "GET /conversations/c1/events", Got: "first event id 1", Want: "first event id 5",

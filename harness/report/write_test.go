@@ -253,6 +253,7 @@ type xCase struct {
 	Failure    *xOutcome   `xml:"failure"`
 	Error      *xOutcome   `xml:"error"`
 	Skipped    *xOutcome   `xml:"skipped"`
+	SystemOut  string      `xml:"system-out"`
 }
 
 type xProperty struct {
@@ -311,6 +312,7 @@ func TestJUnit(t *testing.T) {
 	assert.Equal(t, "0.410", failed.Time)
 	assert.Equal(t, "features/core/turns.feature", failed.File)
 	assert.Equal(t, 30, failed.Line)
+	assert.Contains(t, failed.SystemOut, "[node-1] replaying c1 from 0", "what the system printed is kept beside a failure")
 	assert.Equal(t, []xProperty{
 		{"requirement", "ADR0122-D3-02"}, {"requirement", "ADR0122-D3-03"},
 		{"profile", "core"}, {"scenario-id", "features/core/turns.feature:30"},

@@ -301,6 +301,10 @@
       xs.forEach(function (x) { ex.appendChild(exchange(x)); });
       art.appendChild(ex);
     }
+    if (s.systemOutput) {
+      art.appendChild(el('details', { 'class': 'system-output' },
+        el('summary', null, 'What the system printed'), el('pre', null, str(s.systemOutput))));
+    }
     frag.appendChild(art);
   });
   container.appendChild(frag);
