@@ -5,7 +5,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // TestDefaultConcurrency: unset, an in-process or process run takes 8 scenarios at once (or the
@@ -16,7 +16,7 @@ func TestDefaultConcurrency(t *testing.T) {
 	if raceBuild {
 		want = runtime.NumCPU()
 	}
-	factory := func(context.Context, spec.SUTConfig) (Instance, error) { return nil, nil }
+	factory := func(context.Context, sutconfig.SUTConfig) (Instance, error) { return nil, nil }
 	cases := []struct {
 		name string
 		opt  Options

@@ -18,13 +18,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // driver runs one SUT for one scenario.
 type driver interface {
 	// Start launches the SUT on cfg and waits until it answers.
-	Start(ctx context.Context, cfg spec.SUTConfig) error
+	Start(ctx context.Context, cfg sutconfig.SUTConfig) error
 	// URL is where the SUT answers now.
 	URL() string
 	// Crash kills the SUT as SIGKILL would.
@@ -36,7 +36,7 @@ type driver interface {
 	// Logs returns what the SUT printed (process driver), bounded.
 	Logs() string
 	// Reconfigure changes the configuration the next Restart uses.
-	Reconfigure(cfg spec.SUTConfig)
+	Reconfigure(cfg sutconfig.SUTConfig)
 }
 
 // driverKind describes what a driver can do.
@@ -54,7 +54,7 @@ type driverKind struct {
 // inProcess serves a Factory's instance on a loopback listener.
 type inProcess struct {
 	factory Factory
-	cfg     spec.SUTConfig
+	cfg     sutconfig.SUTConfig
 	inst    Instance
 	srv     *http.Server
 	// addr is where the instance listens; addrMu guards it, since readers of a stream ask for
@@ -67,7 +67,7 @@ type inProcess struct {
 	selfServed bool
 }
 
-func (d *inProcess) Start(ctx context.Context, cfg spec.SUTConfig) error {
+func (d *inProcess) Start(ctx context.Context, cfg sutconfig.SUTConfig) error {
 	d.cfg = cfg
 	return d.launch(ctx)
 }
@@ -173,7 +173,7 @@ func (d *inProcess) Stop() error {
 
 func (d *inProcess) Logs() string { return "" }
 
-func (d *inProcess) Reconfigure(cfg spec.SUTConfig) { d.cfg = cfg }
+func (d *inProcess) Reconfigure(cfg sutconfig.SUTConfig) { d.cfg = cfg }
 
 // startError is a SUT that refused to start (which some scenarios expect).
 type startError struct{ err error }
@@ -185,7 +185,7 @@ func (e *startError) Unwrap() error { return e.err }
 type process struct {
 	command string
 	dir     string
-	cfg     spec.SUTConfig
+	cfg     sutconfig.SUTConfig
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	exitErr error // how the process ended (exec.ExitError), once exited is closed
@@ -196,7 +196,7 @@ type process struct {
 	port *portReservation
 }
 
-func (d *process) Start(ctx context.Context, cfg spec.SUTConfig) error {
+func (d *process) Start(ctx context.Context, cfg sutconfig.SUTConfig) error {
 	d.cfg = cfg
 	d.logs = newRingBuffer(64 << 10)
 	if err := d.newPort(); err != nil {
@@ -441,7 +441,7 @@ func (d *process) Stop() error {
 
 func (d *process) Logs() string { return d.logs.String() }
 
-func (d *process) Reconfigure(cfg spec.SUTConfig) {
+func (d *process) Reconfigure(cfg sutconfig.SUTConfig) {
 	cfg.Listen = d.cfg.Listen
 	d.cfg = cfg
 }
@@ -449,15 +449,15 @@ func (d *process) Reconfigure(cfg spec.SUTConfig) {
 // remote is a running system the kit cannot configure, crash or restart.
 type remote struct{ url string }
 
-func (d *remote) Start(ctx context.Context, cfg spec.SUTConfig) error { return nil }
-func (d *remote) URL() string                                         { return d.url }
+func (d *remote) Start(ctx context.Context, cfg sutconfig.SUTConfig) error { return nil }
+func (d *remote) URL() string                                              { return d.url }
 func (d *remote) Crash() error {
 	return &HarnessError{Err: fmt.Errorf("%w: a remote target cannot be crashed", ErrNotApplicable)}
 }
 func (d *remote) Restart(ctx context.Context) error { return d.Crash() }
 func (d *remote) Stop() error                       { return nil }
 func (d *remote) Logs() string                      { return "" }
-func (d *remote) Reconfigure(spec.SUTConfig)        {}
+func (d *remote) Reconfigure(sutconfig.SUTConfig)   {}
 
 // ringBuffer keeps the last n bytes written to it.
 type ringBuffer struct {

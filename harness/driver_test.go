@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // TestHelperSUT is not a test: it is the system the process driver's tests launch (the test
@@ -29,7 +29,7 @@ func TestHelperSUT(t *testing.T) {
 	if err != nil {
 		os.Exit(2)
 	}
-	var cfg spec.SUTConfig
+	var cfg sutconfig.SUTConfig
 	if err := json.Unmarshal(b, &cfg); err != nil {
 		os.Exit(2)
 	}
@@ -53,7 +53,7 @@ func helperProcess(t *testing.T) *process {
 	return &process{
 		command: "LOOMCHECK_HELPER_SUT=1 exec '" + bin + "' -test.run='^TestHelperSUT$'",
 		dir:     t.TempDir(),
-		cfg:     spec.SUTConfig{DataDir: t.TempDir() + "/data"},
+		cfg:     sutconfig.SUTConfig{DataDir: t.TempDir() + "/data"},
 		logs:    newRingBuffer(64 << 10),
 	}
 }

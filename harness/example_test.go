@@ -6,13 +6,13 @@ import (
 
 	"github.com/loomcheck/loomcheck/harness"
 	"github.com/loomcheck/loomcheck/reference"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // TestConformance is how a third-party Go implementation runs the whole conformance suite from
 // its own tests; here the reference engine stands in for it.
 func testConformance(t *testing.T) {
-	harness.Run(t, func(ctx context.Context, cfg spec.SUTConfig) (harness.Instance, error) {
+	harness.Run(t, func(ctx context.Context, cfg sutconfig.SUTConfig) (harness.Instance, error) {
 		return reference.OpenConfig(ctx, cfg) // your implementation here
 	})
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/loomcheck/loomcheck/harness"
 	"github.com/loomcheck/loomcheck/harness/report"
 	"github.com/loomcheck/loomcheck/reference"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // withoutNosniff is the reference engine with one break of the contract: its answers to
@@ -60,7 +60,7 @@ func (d *dropHeader) Write(b []byte) (int, error) {
 func TestContractViolationIsOneFinding(t *testing.T) {
 	cat := catalogue(t)
 	rep, err := harness.Execute(context.Background(), harness.Options{
-		Factory: func(ctx context.Context, cfg spec.SUTConfig) (harness.Instance, error) {
+		Factory: func(ctx context.Context, cfg sutconfig.SUTConfig) (harness.Instance, error) {
 			inst, err := reference.OpenConfig(ctx, cfg)
 			if err != nil {
 				return nil, err

@@ -6,7 +6,7 @@
 // The entry point for Go implementers has the standard library's conformance shape:
 //
 //	func TestConformance(t *testing.T) {
-//		harness.Run(t, func(ctx context.Context, cfg spec.SUTConfig) (harness.Instance, error) {
+//		harness.Run(t, func(ctx context.Context, cfg sutconfig.SUTConfig) (harness.Instance, error) {
 //			return myimpl.Open(ctx, cfg)
 //		})
 //	}
@@ -23,7 +23,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // Instance is one running instance of a system under test, served in-process.
@@ -76,7 +76,7 @@ type Server interface {
 
 // Factory opens an instance on a configuration. The harness calls it once per scenario with a
 // fresh data directory, and again with the same configuration to restart after a crash.
-type Factory func(ctx context.Context, cfg spec.SUTConfig) (Instance, error)
+type Factory func(ctx context.Context, cfg sutconfig.SUTConfig) (Instance, error)
 
 // Sentinel errors that classify what went wrong.
 var (

@@ -13,7 +13,7 @@ import (
 	"github.com/loomcheck/loomcheck/harness"
 	"github.com/loomcheck/loomcheck/harness/report"
 	"github.com/loomcheck/loomcheck/reference"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // hostile wraps a system's handler and spoils exactly one of its answers: the at-th, counted from
@@ -114,7 +114,7 @@ func FuzzHostileSUT(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, tag, at, mode uint8, body []byte) {
-		factory := func(ctx context.Context, cfg spec.SUTConfig) (harness.Instance, error) {
+		factory := func(ctx context.Context, cfg sutconfig.SUTConfig) (harness.Instance, error) {
 			eng, err := reference.OpenConfig(ctx, cfg)
 			if err != nil {
 				return nil, err

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // nodeHeader is the response header naming the node that served a request (spec/nodes.md).
@@ -30,14 +30,14 @@ type nodes struct {
 	n       int
 	lease   time.Duration
 	dir     string
-	cfg     spec.SUTConfig
+	cfg     sutconfig.SUTConfig
 	procs   []*process
 	front   *front
 	// stale: Reconfigure changed the configuration since the nodes were launched.
 	stale bool
 }
 
-func (d *nodes) Start(ctx context.Context, cfg spec.SUTConfig) error {
+func (d *nodes) Start(ctx context.Context, cfg sutconfig.SUTConfig) error {
 	if cfg.Storage.URL == "" {
 		return harnessErr("nodes share a database, and the scenario has none (Options.Databases)")
 	}
@@ -63,11 +63,11 @@ func (d *nodes) Start(ctx context.Context, cfg spec.SUTConfig) error {
 
 // nodeConfig is the configuration of node i: the shared one, with the node's own name and data
 // directory; launchNode gives it its own address.
-func (d *nodes) nodeConfig(i int) spec.SUTConfig {
+func (d *nodes) nodeConfig(i int) sutconfig.SUTConfig {
 	c := d.cfg
 	c.Listen = ""
 	c.DataDir = d.cfg.DataDir + "-node-" + strconv.Itoa(i+1)
-	c.Node = spec.NodeConfig{ID: "node-" + strconv.Itoa(i+1), LeaseMs: int(d.lease.Milliseconds())}
+	c.Node = sutconfig.NodeConfig{ID: "node-" + strconv.Itoa(i+1), LeaseMs: int(d.lease.Milliseconds())}
 	return c
 }
 
@@ -210,7 +210,7 @@ func (d *nodes) Logs() string {
 	return b.String()
 }
 
-func (d *nodes) Reconfigure(cfg spec.SUTConfig) {
+func (d *nodes) Reconfigure(cfg sutconfig.SUTConfig) {
 	cfg.Listen = d.cfg.Listen
 	d.cfg = cfg
 	d.stale = true

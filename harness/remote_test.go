@@ -14,6 +14,7 @@ import (
 	"github.com/loomcheck/loomcheck/harness/world"
 	"github.com/loomcheck/loomcheck/reference"
 	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // TestRemoteTarget judges a running system the kit neither configures nor crashes: it is started
@@ -27,7 +28,7 @@ func TestRemoteTarget(t *testing.T) {
 	_, err := w.Start("")
 	require.NoError(t, err)
 	defer w.Close()
-	cfg := harness.RemoteConfig(w, spec.SUTConfig{DataDir: filepath.Join(t.TempDir(), "data")})
+	cfg := harness.RemoteConfig(w, sutconfig.SUTConfig{DataDir: filepath.Join(t.TempDir(), "data")})
 	eng, err := reference.OpenConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	defer eng.Close()
@@ -80,7 +81,7 @@ func TestRemoteTargetTwice(t *testing.T) {
 	_, err := w.Start("")
 	require.NoError(t, err)
 	defer w.Close()
-	cfg := harness.RemoteConfig(w, spec.SUTConfig{DataDir: filepath.Join(t.TempDir(), "data")})
+	cfg := harness.RemoteConfig(w, sutconfig.SUTConfig{DataDir: filepath.Join(t.TempDir(), "data")})
 	eng, err := reference.OpenConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	defer eng.Close()

@@ -16,7 +16,7 @@ import (
 // the rule it broke.
 //
 //	func TestConformance(t *testing.T) {
-//		harness.Run(t, func(ctx context.Context, cfg spec.SUTConfig) (harness.Instance, error) {
+//		harness.Run(t, func(ctx context.Context, cfg sutconfig.SUTConfig) (harness.Instance, error) {
 //			return myimpl.Open(ctx, cfg)
 //		})
 //	}

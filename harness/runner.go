@@ -26,6 +26,7 @@ import (
 	"github.com/loomcheck/loomcheck/harness/report"
 	"github.com/loomcheck/loomcheck/harness/world"
 	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // KitVersion is the version of the conformance kit.
@@ -44,7 +45,7 @@ type Options struct {
 	World *world.World
 	// RemoteConfig is the configuration document the remote target was started with (see
 	// RemoteConfig); the run needs its signing key and settings.
-	RemoteConfig *spec.SUTConfig
+	RemoteConfig *sutconfig.SUTConfig
 	// Describe names the target in the report (default: the command, URL or "in-process").
 	Describe string
 	// Tags filters scenarios with a godog tag expression.
@@ -113,7 +114,7 @@ type runner struct {
 	tmp       string
 
 	sharedWorld *world.World
-	remoteCfg   *spec.SUTConfig
+	remoteCfg   *sutconfig.SUTConfig
 	runID       string
 
 	mu            sync.Mutex

@@ -17,11 +17,11 @@ import (
 	"github.com/loomcheck/loomcheck/harness/contract"
 	"github.com/loomcheck/loomcheck/harness/oracle"
 	"github.com/loomcheck/loomcheck/harness/world"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // The principals every scenario knows, by the name steps use for them.
-var principals = map[string]spec.Principal{
+var principals = map[string]sutconfig.Principal{
 	"alice":            {Tenant: "acme", Actor: "alice"},
 	"bob":              {Tenant: "acme", Actor: "bob"},
 	"carol":            {Tenant: "acme", Actor: "carol"},
@@ -105,7 +105,7 @@ type scenario struct {
 	// scenarios share ("" when the kit starts a system for the scenario alone).
 	nonce string
 
-	cfg     spec.SUTConfig
+	cfg     sutconfig.SUTConfig
 	drv     driver
 	started bool
 	startEr error
@@ -182,7 +182,7 @@ func (s *scenario) setup() error {
 	if s.run.remoteCfg != nil {
 		s.cfg = *s.run.remoteCfg
 	} else {
-		s.cfg = baseConfig(s.world, spec.SUTConfig{DataDir: dir + "/data", Signing: spec.SigningConfig{Key: randomKey()}})
+		s.cfg = baseConfig(s.world, sutconfig.SUTConfig{DataDir: dir + "/data", Signing: sutconfig.SigningConfig{Key: randomKey()}})
 	}
 	if err := s.ownDatabase(&s.cfg); err != nil {
 		return err
@@ -207,7 +207,7 @@ func (s *scenario) own(id string) string {
 
 // principal is the principal a name of the scenario's steps stands for: principals[name], its
 // actor followed by ownPeople.
-func (s *scenario) principal(name string) (spec.Principal, bool) {
+func (s *scenario) principal(name string) (sutconfig.Principal, bool) {
 	p, ok := principals[name]
 	if ok {
 		p.Actor += s.ownPeople()
@@ -241,7 +241,7 @@ func (s *scenario) newDriver(dir string) driver {
 
 // ownDatabase gives cfg a server database of its own when the run makes them
 // (Options.Databases); the scenario drops it when it ends.
-func (s *scenario) ownDatabase(cfg *spec.SUTConfig) error {
+func (s *scenario) ownDatabase(cfg *sutconfig.SUTConfig) error {
 	dbs := s.run.opt.Databases
 	if dbs == nil {
 		return nil
@@ -323,7 +323,7 @@ func (s *scenario) token(who string) (string, error) {
 }
 
 // configure changes the configuration before the SUT starts.
-func (s *scenario) configure(f func(*spec.SUTConfig)) error {
+func (s *scenario) configure(f func(*sutconfig.SUTConfig)) error {
 	if s.started {
 		return harnessErr("the configuration must be set before the system starts (move this Given up)")
 	}
@@ -452,7 +452,7 @@ func sortedKeys[M ~map[string]V, V any](m M) []string {
 
 // baseConfig is the configuration every scenario starts from: the world's endpoints, the
 // standard tools, the service principal, short polls, no memory.
-func baseConfig(w *world.World, base spec.SUTConfig) spec.SUTConfig {
+func baseConfig(w *world.World, base sutconfig.SUTConfig) sutconfig.SUTConfig {
 	cfg := w.Config(base)
 	cfg.Gateway.PollMs = 200
 	cfg.Memory.URL = "" // a scenario turns memory on when it needs it
@@ -460,7 +460,7 @@ func baseConfig(w *world.World, base spec.SUTConfig) spec.SUTConfig {
 	cfg.Shared.ServicePrincipal = &svc
 	cfg.Tools.Definitions = nil
 	for _, name := range standardTools {
-		cfg.Tools.Definitions = append(cfg.Tools.Definitions, spec.ToolDef{Name: name, Description: "the " + name + " tool",
+		cfg.Tools.Definitions = append(cfg.Tools.Definitions, sutconfig.ToolDef{Name: name, Description: "the " + name + " tool",
 			Parameters: map[string]any{"type": "object"}})
 	}
 	return cfg
@@ -470,9 +470,9 @@ func baseConfig(w *world.World, base spec.SUTConfig) spec.SUTConfig {
 // whose world is w: the configuration every scenario starts from, with a fresh signing key. Give
 // the same document to the run (Options.RemoteConfig), so it knows the key and the settings.
 //
-//	cfg := harness.RemoteConfig(w, spec.SUTConfig{Listen: "127.0.0.1:8080", DataDir: "loom-data"})
-func RemoteConfig(w *world.World, base spec.SUTConfig) spec.SUTConfig {
-	base.Signing = spec.SigningConfig{Key: randomKey()}
+//	cfg := harness.RemoteConfig(w, sutconfig.SUTConfig{Listen: "127.0.0.1:8080", DataDir: "loom-data"})
+func RemoteConfig(w *world.World, base sutconfig.SUTConfig) sutconfig.SUTConfig {
+	base.Signing = sutconfig.SigningConfig{Key: randomKey()}
 	cfg := baseConfig(w, base)
 	// One long-lived system serves every scenario of the run: limits meant for one scenario
 	// would otherwise add up across all of them (a caller's posts; the stream tickets and held

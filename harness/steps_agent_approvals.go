@@ -11,7 +11,7 @@ import (
 	"github.com/cucumber/godog"
 
 	"github.com/loomcheck/loomcheck/harness/world"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // runPending is a call a waiting run waits for a person on (spec/http.md, Approvals and human
@@ -35,8 +35,8 @@ type runWaiting struct {
 
 // toolIsHuman declares the tool kind "human" to the system and to the tool server.
 func (s *approvalsSteps) toolIsHuman(name string) error {
-	d := spec.ToolDef{Name: name, Description: "the " + name + " tool, answered by a person", Parameters: map[string]any{"type": "object"}, Kind: world.KindHuman}
-	if err := s.configure(func(c *spec.SUTConfig) {
+	d := sutconfig.ToolDef{Name: name, Description: "the " + name + " tool, answered by a person", Parameters: map[string]any{"type": "object"}, Kind: world.KindHuman}
+	if err := s.configure(func(c *sutconfig.SUTConfig) {
 		for i, o := range c.Tools.Definitions {
 			if o.Name == name {
 				c.Tools.Definitions[i] = d
@@ -47,7 +47,7 @@ func (s *approvalsSteps) toolIsHuman(name string) error {
 	}); err != nil {
 		return err
 	}
-	if err := s.world.Tools().Declare(spec.ToolDef{Name: name, Kind: world.KindHuman}); err != nil {
+	if err := s.world.Tools().Declare(sutconfig.ToolDef{Name: name, Kind: world.KindHuman}); err != nil {
 		return harnessErr("declare the tool: %v", err)
 	}
 	return nil

@@ -8,7 +8,7 @@ import (
 	"strconv"
 
 	"github.com/loomcheck/loomcheck/harness/world"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // failuresSteps script typed tool failures and judge how a run ends on them and whom its
@@ -78,12 +78,12 @@ func (s *failuresSteps) toolWaitsThenFails(name string, status int, msg string) 
 
 // declaredNotIdempotent declares the tool idempotent: false to the system and to the tool server.
 func (s *failuresSteps) declaredNotIdempotent(name string) error {
-	def := spec.ToolDef{Name: name, Description: "the " + name + " tool", Parameters: map[string]any{"type": "object"},
+	def := sutconfig.ToolDef{Name: name, Description: "the " + name + " tool", Parameters: map[string]any{"type": "object"},
 		Idempotent: world.Bool(false)}
 	if err := s.world.Tools().Declare(def); err != nil {
 		return harnessErr("declare the tool: %v", err)
 	}
-	return s.configure(func(c *spec.SUTConfig) {
+	return s.configure(func(c *sutconfig.SUTConfig) {
 		for i, d := range c.Tools.Definitions {
 			if d.Name == name {
 				c.Tools.Definitions[i].Idempotent = world.Bool(false)
@@ -215,7 +215,7 @@ func (s *failuresSteps) callsMadeFor(tool, who string) error {
 
 // callsMadeForPrincipal expects every call of the tool to have carried exactly the principal's headers.
 func (s *failuresSteps) callsMadeForPrincipal(tool, raw string) error {
-	var p spec.Principal
+	var p sutconfig.Principal
 	if err := json.Unmarshal([]byte(raw), &p); err != nil {
 		return harnessErr("the principal is not JSON: %s", raw)
 	}
@@ -225,7 +225,7 @@ func (s *failuresSteps) callsMadeForPrincipal(tool, raw string) error {
 // madeFor compares, call by call, the principal the tool server decoded and the raw headers: one
 // header per present field, none for an absent one, each value printable ASCII that
 // percent-decodes (RFC 3986) to the field's UTF-8 text.
-func (s *failuresSteps) madeFor(tool string, p spec.Principal) error {
+func (s *failuresSteps) madeFor(tool string, p sutconfig.Principal) error {
 	calls := s.world.Tools().CallsOf(tool)
 	if len(calls) == 0 {
 		return fail("the tool "+tool, "no calls", "calls made for "+describePrincipal(p))
@@ -265,7 +265,7 @@ func printableASCII(s string) bool {
 	return s != ""
 }
 
-func describePrincipal(p spec.Principal) string {
+func describePrincipal(p sutconfig.Principal) string {
 	b, _ := json.Marshal(p)
 	return string(b)
 }

@@ -5,12 +5,12 @@ import (
 	"fmt"
 
 	"github.com/cucumber/godog"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // introspectedStartsRun maps a fresh token to the principal through the identity service and starts a run with it.
 func (s *failuresSteps) introspectedStartsRun(raw string, doc *godog.DocString) error {
-	var p spec.Principal
+	var p sutconfig.Principal
 	if err := json.Unmarshal([]byte(raw), &p); err != nil || p.Actor == "" {
 		return harnessErr("the principal is not JSON with an actor: %s", raw)
 	}

@@ -7,12 +7,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/loomcheck/loomcheck/harness/world"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // cachesResponses configures the system to keep the model's responses to runs (model.responseCache).
 func (s *limitsSteps) cachesResponses() error {
-	return s.configure(func(c *spec.SUTConfig) { c.Model.ResponseCache = true })
+	return s.configure(func(c *sutconfig.SUTConfig) { c.Model.ResponseCache = true })
 }
 
 // shapeAsked expects exactly N requests to the model to have the shape of request i.

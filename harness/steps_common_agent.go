@@ -11,7 +11,7 @@ import (
 	"github.com/cucumber/godog"
 
 	"github.com/loomcheck/loomcheck/harness/world"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // memoryHeldWhenRecalled expects who's memory to have held exactly the table when the turn recalled it.
@@ -21,7 +21,7 @@ func (s *agentSteps) memoryHeldWhenRecalled(who, text string, t *godog.Table) er
 
 // agentHasMemory configures the agent with the world's memory service.
 func (s *agentSteps) agentHasMemory() error {
-	return s.configure(func(c *spec.SUTConfig) { c.Memory.URL = s.world.URL() })
+	return s.configure(func(c *sutconfig.SUTConfig) { c.Memory.URL = s.world.URL() })
 }
 
 // memoryHolds puts the text into who's memory.
@@ -87,8 +87,8 @@ func (s *agentSteps) toolReleased(name string) error {
 
 // toolNeedsApproval declares the tool to the system as one that needs approval.
 func (s *agentSteps) toolNeedsApproval(name string) error {
-	return s.configure(func(c *spec.SUTConfig) {
-		c.Tools.Definitions = append(c.Tools.Definitions, spec.ToolDef{Name: name, Description: "a destructive tool",
+	return s.configure(func(c *sutconfig.SUTConfig) {
+		c.Tools.Definitions = append(c.Tools.Definitions, sutconfig.ToolDef{Name: name, Description: "a destructive tool",
 			Parameters: map[string]any{"type": "object"}, NeedsApproval: true})
 	})
 }
@@ -316,8 +316,8 @@ func (s *scenario) declareTool(name string) error {
 	if s.started {
 		return harnessErr("the tool %q is not one of the standard tools; script it before the system starts", name)
 	}
-	return s.configure(func(c *spec.SUTConfig) {
-		c.Tools.Definitions = append(c.Tools.Definitions, spec.ToolDef{Name: name, Description: "the " + name + " tool",
+	return s.configure(func(c *sutconfig.SUTConfig) {
+		c.Tools.Definitions = append(c.Tools.Definitions, sutconfig.ToolDef{Name: name, Description: "the " + name + " tool",
 			Parameters: map[string]any{"type": "object"}})
 	})
 }

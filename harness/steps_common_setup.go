@@ -9,7 +9,7 @@ import (
 
 	"github.com/cucumber/godog"
 
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // refusesToStart expects the system to refuse to start with its configuration.
@@ -55,12 +55,12 @@ func (s *setupSteps) refusesToStart() error {
 // bargeIn turns barge-in on or off in the configuration.
 func (s *setupSteps) bargeIn(v string) error {
 	on := v == "on"
-	return s.configure(func(c *spec.SUTConfig) { c.Conversation.BargeIn = &on })
+	return s.configure(func(c *sutconfig.SUTConfig) { c.Conversation.BargeIn = &on })
 }
 
 // rotatesEvery configures the conversation to rotate its generation every N turns.
 func (s *setupSteps) rotatesEvery(n int) error {
-	return s.configure(func(c *spec.SUTConfig) { c.Conversation.RotateEveryTurns = n })
+	return s.configure(func(c *sutconfig.SUTConfig) { c.Conversation.RotateEveryTurns = n })
 }
 
 // settingsAre sets every configuration setting of the table.
@@ -86,7 +86,7 @@ func (s *scenario) setSetting(path, value string) error {
 	if err := json.Unmarshal([]byte(value), &v); err != nil {
 		v = strings.Trim(value, `"`)
 	}
-	return s.configureErr(func(c *spec.SUTConfig) error {
+	return s.configureErr(func(c *sutconfig.SUTConfig) error {
 		b, _ := json.Marshal(c)
 		var doc map[string]any
 		_ = json.Unmarshal(b, &doc)
@@ -102,7 +102,7 @@ func (s *scenario) setSetting(path, value string) error {
 		}
 		m[parts[len(parts)-1]] = v
 		b, _ = json.Marshal(doc)
-		var out spec.SUTConfig
+		var out sutconfig.SUTConfig
 		dec := json.NewDecoder(strings.NewReader(string(b)))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&out); err != nil {
@@ -113,9 +113,9 @@ func (s *scenario) setSetting(path, value string) error {
 	})
 }
 
-func (s *scenario) configureErr(f func(*spec.SUTConfig) error) error {
+func (s *scenario) configureErr(f func(*sutconfig.SUTConfig) error) error {
 	var err error
-	if cerr := s.configure(func(c *spec.SUTConfig) { err = f(c) }); cerr != nil {
+	if cerr := s.configure(func(c *sutconfig.SUTConfig) { err = f(c) }); cerr != nil {
 		return cerr
 	}
 	return err
@@ -135,7 +135,7 @@ func commonSetupVocabulary(a areas) []stepDef {
 		{`^the system refuses to start$`, a.setup.refusesToStart, "expects the system to refuse to start with its configuration"},
 		{`^barge-in is (on|off)$`, a.setup.bargeIn, "turns barge-in on or off in the configuration"},
 		{`^the conversation rotates every (\d+) turns?$`, a.setup.rotatesEvery, "configures the conversation to rotate its generation every N turns"},
-		{`^the setting "([^"]+)" is (.+)$`, a.setup.setSetting, "sets one configuration setting, named by its JSON path (spec/config.go), to a JSON value"},
+		{`^the setting "([^"]+)" is (.+)$`, a.setup.setSetting, "sets one configuration setting, named by its JSON path (spec/sutconfig/sutconfig.go), to a JSON value"},
 		{`^the settings are:$`, a.setup.settingsAre, "sets every configuration setting of the table"},
 	}
 }

@@ -140,7 +140,7 @@ func (s *streamSteps) expiredOnTheKitsClock(r *refusedErr) bool {
 	return time.Since(s.openSent) >= time.Duration(s.ticketMs())*time.Millisecond
 }
 
-// ticketMs is the ticket lifetime the system was configured with (spec/config.go: 15000 when
+// ticketMs is the ticket lifetime the system was configured with (spec/sutconfig/sutconfig.go: 15000 when
 // unset).
 func (s *streamSteps) ticketMs() int64 {
 	if ms := s.cfg.Stream.TicketMs; ms > 0 {

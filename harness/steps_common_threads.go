@@ -12,7 +12,7 @@ import (
 	"github.com/cucumber/godog"
 
 	"github.com/loomcheck/loomcheck/harness/world"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // threadsSteps play the peer box and judge agent conversations (profile threads, spec/peer.md).
@@ -52,7 +52,7 @@ func (s *threadsSteps) connected() error {
 	if s.run.remoteCfg != nil || s.started {
 		return nil
 	}
-	return s.configure(func(c *spec.SUTConfig) {
+	return s.configure(func(c *sutconfig.SUTConfig) {
 		if len(c.Threads.Connections) == 0 {
 			c.Threads = s.world.Peer().ThreadsConfig()
 		}
@@ -61,7 +61,7 @@ func (s *threadsSteps) connected() error {
 
 // queueBound configures the bound of the texts waiting to be sent on the connection.
 func (s *threadsSteps) queueBound(n int) error {
-	return s.configure(func(c *spec.SUTConfig) {
+	return s.configure(func(c *sutconfig.SUTConfig) {
 		for i := range c.Threads.Connections {
 			if c.Threads.Connections[i].ID == world.PeerConnection {
 				c.Threads.Connections[i].Queue = n

@@ -8,12 +8,12 @@ import (
 	"github.com/cucumber/godog"
 
 	"github.com/loomcheck/loomcheck/harness/world"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // summarizerNotConfigured configures the system without a summarizer.
 func (s *budgetSteps) summarizerNotConfigured() error {
-	return s.configure(func(c *spec.SUTConfig) { c.Summarizer.URL = "" })
+	return s.configure(func(c *sutconfig.SUTConfig) { c.Summarizer.URL = "" })
 }
 
 // summarizerAnswers scripts the summarizer's next answer (or every answer) with the text.

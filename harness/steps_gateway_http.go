@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/loomcheck/loomcheck/harness/world"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // notesWhatConversationHolds remembers the history, status and participants of the current conversation as who reads them.
@@ -98,15 +98,15 @@ func (s *gatewaySteps) answerHasBody(code int, want string) error {
 
 // noAuthentication configures the system with no identity service and no insecure mode.
 func (s *gatewaySteps) noAuthentication() error {
-	return s.configure(func(c *spec.SUTConfig) {
-		c.Identity = spec.IdentityConfig{}
+	return s.configure(func(c *sutconfig.SUTConfig) {
+		c.Identity = sutconfig.IdentityConfig{}
 	})
 }
 
 // insecureExplicitly configures the system to run without authentication, explicitly.
 func (s *gatewaySteps) insecureExplicitly() error {
-	return s.configure(func(c *spec.SUTConfig) {
-		c.Identity = spec.IdentityConfig{Insecure: true}
+	return s.configure(func(c *sutconfig.SUTConfig) {
+		c.Identity = sutconfig.IdentityConfig{Insecure: true}
 	})
 }
 

@@ -4,12 +4,12 @@ import (
 	"fmt"
 
 	"github.com/loomcheck/loomcheck/harness/world"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // connection changes the kit's connection lab in the configuration.
-func (s *threadsSteps) connection(f func(c *spec.ConnectionConfig)) error {
-	return s.configure(func(c *spec.SUTConfig) {
+func (s *threadsSteps) connection(f func(c *sutconfig.ConnectionConfig)) error {
+	return s.configure(func(c *sutconfig.SUTConfig) {
 		for i := range c.Threads.Connections {
 			if c.Threads.Connections[i].ID == world.PeerConnection {
 				f(&c.Threads.Connections[i])
@@ -20,12 +20,12 @@ func (s *threadsSteps) connection(f func(c *spec.ConnectionConfig)) error {
 
 // budgetBound configures the byte budget of each agent conversation of lab.
 func (s *threadsSteps) budgetBound(n int) error {
-	return s.connection(func(c *spec.ConnectionConfig) { c.Budget = int64(n) })
+	return s.connection(func(c *sutconfig.ConnectionConfig) { c.Budget = int64(n) })
 }
 
 // rateBound configures the rate of the peer's texts on lab.
 func (s *threadsSteps) rateBound(n int) error {
-	return s.connection(func(c *spec.ConnectionConfig) { c.Rate = n })
+	return s.connection(func(c *sutconfig.ConnectionConfig) { c.Rate = n })
 }
 
 // peerSendsTurns sends n texts on the thread, each answered and taken by its own turn.

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/loomcheck/loomcheck/harness/world"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // peerSendsMany sends n texts as the peer on the thread, "text 1" to "text n", and expects each
@@ -83,12 +83,12 @@ func (s *threadsSteps) secondConnection() error {
 	if s.run.remoteCfg != nil || s.started {
 		return harnessErr("the second connection is configured before the system starts")
 	}
-	return s.configure(func(c *spec.SUTConfig) {
+	return s.configure(func(c *sutconfig.SUTConfig) {
 		if len(c.Threads.Connections) == 0 {
 			return // not connected: the peer's posts on field are refused, and the scenario says so
 		}
 		lab := c.Threads.Connections[0]
-		c.Threads.Connections = append(c.Threads.Connections, spec.ConnectionConfig{ID: "field", URL: lab.URL,
+		c.Threads.Connections = append(c.Threads.Connections, sutconfig.ConnectionConfig{ID: "field", URL: lab.URL,
 			Send: lab.Send, Accept: fieldAcceptToken, Owner: lab.Owner})
 	})
 }

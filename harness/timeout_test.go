@@ -10,7 +10,7 @@ import (
 	"github.com/loomcheck/loomcheck/harness"
 	"github.com/loomcheck/loomcheck/harness/report"
 	"github.com/loomcheck/loomcheck/reference"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // mute answers every event stream with its headers and then nothing, until the client leaves:
@@ -41,7 +41,7 @@ func (i muteInstance) Close() error          { return i.eng.Close() }
 // and says that the kit's timeout ran out, how long it was, and how to raise it; a step that
 // fails at once says nothing of the kind.
 func TestStepTimeoutIsNamed(t *testing.T) {
-	factory := func(ctx context.Context, cfg spec.SUTConfig) (harness.Instance, error) {
+	factory := func(ctx context.Context, cfg sutconfig.SUTConfig) (harness.Instance, error) {
 		eng, err := reference.OpenConfig(ctx, cfg)
 		if err != nil {
 			return nil, err

@@ -11,6 +11,7 @@ import (
 	"github.com/loomcheck/loomcheck/harness/report"
 	"github.com/loomcheck/loomcheck/reference"
 	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 func catalogue(t *testing.T) *spec.Catalogue {
@@ -100,7 +101,7 @@ func TestBaselineFileNeedsReasons(t *testing.T) {
 // each is a harness error and the run exits 2, and none is blamed on the system under test.
 func TestHarnessFaultsAreNotFailures(t *testing.T) {
 	rep, err := harness.Execute(context.Background(), harness.Options{
-		Factory: func(ctx context.Context, cfg spec.SUTConfig) (harness.Instance, error) {
+		Factory: func(ctx context.Context, cfg sutconfig.SUTConfig) (harness.Instance, error) {
 			return reference.OpenConfig(ctx, cfg)
 		},
 		Features: os.DirFS("testdata/harnessfault"),
@@ -117,7 +118,7 @@ func TestHarnessFaultsAreNotFailures(t *testing.T) {
 // counted as run.
 func TestUnstartableSystemFailsTheRun(t *testing.T) {
 	rep, err := harness.Execute(context.Background(), harness.Options{
-		Factory: func(ctx context.Context, cfg spec.SUTConfig) (harness.Instance, error) {
+		Factory: func(ctx context.Context, cfg sutconfig.SUTConfig) (harness.Instance, error) {
 			return nil, os.ErrPermission
 		},
 	})
@@ -128,7 +129,7 @@ func TestUnstartableSystemFailsTheRun(t *testing.T) {
 	require.Zero(t, rep.Totals.Total())
 }
 
-func referenceFactory(ctx context.Context, cfg spec.SUTConfig) (harness.Instance, error) {
+func referenceFactory(ctx context.Context, cfg sutconfig.SUTConfig) (harness.Instance, error) {
 	return reference.OpenConfig(ctx, cfg)
 }
 
@@ -199,7 +200,7 @@ func TestJudgeProfileWithOnlyNotApplicableScenariosIsNotRun(t *testing.T) {
 // (godog itself ends such a scenario without an error), and the run is not conformant.
 func TestUndefinedStepIsNeverAPass(t *testing.T) {
 	rep, err := harness.Execute(context.Background(), harness.Options{
-		Factory: func(ctx context.Context, cfg spec.SUTConfig) (harness.Instance, error) {
+		Factory: func(ctx context.Context, cfg sutconfig.SUTConfig) (harness.Instance, error) {
 			return reference.OpenConfig(ctx, cfg)
 		},
 		Features: os.DirFS("testdata/undefined"),

@@ -10,14 +10,14 @@ import (
 	"github.com/loomcheck/loomcheck/reference/gateway"
 	"github.com/loomcheck/loomcheck/reference/hostio"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // TestBearerSchemeIsCaseInsensitive: the authentication scheme is matched without regard to case
 // (RFC 9110 §11.1), with any run of spaces after it; the token itself is exact, and another
 // scheme, a missing token or a token in the wrong case is no credential.
 func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
-	auth := reference.BearerAuth(&hostio.Identity{Static: map[string]spec.Principal{"Tok-A": {Tenant: "acme", Actor: "alice"}}})
+	auth := reference.BearerAuth(&hostio.Identity{Static: map[string]sutconfig.Principal{"Tok-A": {Tenant: "acme", Actor: "alice"}}})
 	alice := loomtype.Identity{Tenant: "acme", Actor: "alice"}
 	for _, c := range []struct {
 		header string

@@ -17,18 +17,18 @@ import (
 	"github.com/loomcheck/loomcheck/reference/sessions"
 	"github.com/loomcheck/loomcheck/reference/stream"
 	"github.com/loomcheck/loomcheck/reference/threads"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // SpecVersion is the version of the requirement catalogue this engine implements.
-const SpecVersion = spec.Version
+const SpecVersion = sutconfig.Version
 
 // Profiles are the profiles this engine claims.
 var Profiles = []string{"core", "durability", "barge-in", "agent", "budget", "envelope", "gateway", "stream"}
 
 // profiles are the profiles an engine with this configuration claims: shared mode needs a
 // service principal.
-func profiles(c spec.SUTConfig) []string {
+func profiles(c sutconfig.SUTConfig) []string {
 	out := append([]string{}, Profiles...)
 	if c.Shared.ServicePrincipal != nil {
 		out = append(out, "shared")
@@ -46,7 +46,7 @@ func profiles(c spec.SUTConfig) []string {
 //
 //	opt, err := reference.FromConfig(cfg)
 //	eng, err := reference.Open(ctx, opt)
-func FromConfig(c spec.SUTConfig) (Options, error) {
+func FromConfig(c sutconfig.SUTConfig) (Options, error) {
 	var opt Options
 	if c.DataDir == "" {
 		return opt, fmt.Errorf("%w: dataDir is required", loomtype.ErrConfig)
@@ -188,7 +188,7 @@ func FromConfig(c spec.SUTConfig) (Options, error) {
 
 // threadsConfig maps the configuration's threads into the options of reference/threads; the
 // service checks them when the engine opens.
-func threadsConfig(t spec.ThreadsConfig, hc *http.Client) *threads.Config {
+func threadsConfig(t sutconfig.ThreadsConfig, hc *http.Client) *threads.Config {
 	tc := &threads.Config{HTTPClient: &http.Client{Transport: hc.Transport, Timeout: 15 * time.Second}}
 	for _, r := range t.Roles {
 		role := threads.Role{Name: r.Name, Prompt: r.Prompt}

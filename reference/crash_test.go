@@ -25,7 +25,7 @@ import (
 	"github.com/loomcheck/loomcheck/harness/world"
 	"github.com/loomcheck/loomcheck/reference"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // The crash torture test runs the engine as a separate process (this test binary, re-executed
@@ -60,7 +60,7 @@ func runCrashChild(path string) int {
 		fmt.Fprintln(os.Stderr, "crash child:", err)
 		return 2
 	}
-	var cfg spec.SUTConfig
+	var cfg sutconfig.SUTConfig
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&cfg); err != nil {
@@ -210,18 +210,18 @@ func TestCrashTorture(t *testing.T) {
 	_, err := w.Start("")
 	require.NoError(t, err)
 	t.Cleanup(func() { w.Close() })
-	require.NoError(t, w.Identity().Add(crashToken, spec.Principal{Tenant: "acme", Actor: "alice"}))
+	require.NoError(t, w.Identity().Add(crashToken, sutconfig.Principal{Tenant: "acme", Actor: "alice"}))
 
 	dir := t.TempDir()
-	cfg := w.Config(spec.SUTConfig{
+	cfg := w.Config(sutconfig.SUTConfig{
 		Listen:  "127.0.0.1:0", // a fresh port each start: a restart never waits for the old socket
 		DataDir: filepath.Join(dir, "data"),
-		Signing: spec.SigningConfig{Key: base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))},
+		Signing: sutconfig.SigningConfig{Key: base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))},
 	})
 	cfg.Gateway.PostsPerMinute = 1 << 20
 	// No agent memory: a recall puts earlier turns at the head of each prompt, and the test
 	// relates each reply to its turn through the prompt the model sees.
-	cfg.Memory = spec.EndpointConfig{}
+	cfg.Memory = sutconfig.EndpointConfig{}
 	// Rotate often, so that generations change under the crashes too.
 	cfg.Conversation.RotateEveryTurns = 4
 	b, err := json.Marshal(cfg)

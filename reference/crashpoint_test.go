@@ -10,7 +10,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/conversation"
 	"github.com/loomcheck/loomcheck/reference/internal/reftest"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // A shared conversation's start is two writes: the conversation, then its participants. A crash
@@ -18,8 +18,8 @@ import (
 // conversation nobody could reach, and its retry answered 404 forever; the retry must finish it.
 func TestSharedStartCrashedBeforeItsParticipantsIsFinishedByItsRetry(t *testing.T) {
 	ctx := context.Background()
-	svc := spec.Principal{Tenant: "acme", Actor: "loom-service"}
-	cfg := spec.SUTConfig{Identity: spec.IdentityConfig{Insecure: true}, Shared: spec.SharedConfig{ServicePrincipal: &svc}}
+	svc := sutconfig.Principal{Tenant: "acme", Actor: "loom-service"}
+	cfg := sutconfig.SUTConfig{Identity: sutconfig.IdentityConfig{Insecure: true}, Shared: sutconfig.SharedConfig{ServicePrincipal: &svc}}
 	alice := loomtype.Identity{Tenant: "acme", Actor: "alice"}
 	bob := loomtype.Identity{Tenant: "acme", Actor: "bob"}
 	opt := conversation.StartOptions{ID: "c-shared", Mode: conversation.ModeShared, Participants: []loomtype.Identity{bob}}

@@ -33,7 +33,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/store"
 	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 	"github.com/loomcheck/loomcheck/reference/threads"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // Version of the reference engine.
@@ -601,10 +601,10 @@ func (e *Engine) CrashAfterWrite(n int64) <-chan struct{} {
 // OpenConfig opens an engine from the kit's configuration document; it is the reference's
 // harness factory.
 //
-//	rep, err := harness.Execute(ctx, harness.Options{Factory: func(ctx context.Context, c spec.SUTConfig) (harness.Instance, error) {
+//	rep, err := harness.Execute(ctx, harness.Options{Factory: func(ctx context.Context, c sutconfig.SUTConfig) (harness.Instance, error) {
 //		return reference.OpenConfig(ctx, c)
 //	}})
-func OpenConfig(ctx context.Context, cfg spec.SUTConfig) (*Engine, error) {
+func OpenConfig(ctx context.Context, cfg sutconfig.SUTConfig) (*Engine, error) {
 	opt, err := FromConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -616,7 +616,7 @@ func OpenConfig(ctx context.Context, cfg spec.SUTConfig) (*Engine, error) {
 // node and storage.url name the node and the database the nodes share.
 //
 //	n, err := reference.OpenNodeConfig(ctx, cfg)
-func OpenNodeConfig(ctx context.Context, cfg spec.SUTConfig) (*Node, error) {
+func OpenNodeConfig(ctx context.Context, cfg sutconfig.SUTConfig) (*Node, error) {
 	opt, err := FromConfig(cfg)
 	if err != nil {
 		return nil, err

@@ -14,7 +14,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/conversation"
 	"github.com/loomcheck/loomcheck/reference/internal/reftest"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 func TestSmoke(t *testing.T) {
@@ -22,8 +22,8 @@ func TestSmoke(t *testing.T) {
 	_, err := w.Start("")
 	require.NoError(t, err)
 	defer w.Close()
-	require.NoError(t, w.Identity().Add("tok-alice", spec.Principal{Tenant: "acme", Actor: "alice"}))
-	eng := reftest.Open(t, reftest.Config(w.Config(spec.SUTConfig{})), reftest.Served())
+	require.NoError(t, w.Identity().Add("tok-alice", sutconfig.Principal{Tenant: "acme", Actor: "alice"}))
+	eng := reftest.Open(t, reftest.Config(w.Config(sutconfig.SUTConfig{})), reftest.Served())
 	do := func(method, path, body string) (int, string) {
 		req, _ := http.NewRequest(method, eng.URL+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer tok-alice")

@@ -7,7 +7,7 @@ import (
 
 	"github.com/loomcheck/loomcheck/reference/agent"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // maxSeenGrants bounds the principals whose grants the identity service answered that a grant
@@ -32,7 +32,7 @@ type grantTable struct {
 // identity must grant it the same tools: grants are the principal's, not the token's.
 //
 // Errors: loomtype.ErrConfig (wrapped) for an identity granted two ways.
-func newGrantTable(principals map[string]spec.Principal) (*grantTable, error) {
+func newGrantTable(principals map[string]sutconfig.Principal) (*grantTable, error) {
 	t := &grantTable{static: map[loomtype.Identity]agent.Grants{}, seen: map[loomtype.Identity]agent.Grants{}}
 	for _, p := range principals {
 		who, g := identityOf(p), agent.GrantsOf(p.Grants)
@@ -44,12 +44,12 @@ func newGrantTable(principals map[string]spec.Principal) (*grantTable, error) {
 	return t, nil
 }
 
-func identityOf(p spec.Principal) loomtype.Identity {
+func identityOf(p sutconfig.Principal) loomtype.Identity {
 	return loomtype.Identity{Tenant: p.Tenant, Actor: p.Actor, OnBehalfOf: p.OnBehalfOf}
 }
 
 // learn keeps the grants a request's principal was resolved with.
-func (t *grantTable) learn(p spec.Principal) {
+func (t *grantTable) learn(p sutconfig.Principal) {
 	who := identityOf(p)
 	if _, ok := t.static[who]; ok {
 		return

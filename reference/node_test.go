@@ -22,7 +22,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/store"
 	"github.com/loomcheck/loomcheck/reference/store/postgres"
 	"github.com/loomcheck/loomcheck/reference/store/postgres/pgtest"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // nodeOptions are the options of an engine on the database url, with the built-in model and no
@@ -209,11 +209,11 @@ func TestAnEngineSupersededWritesNothing(t *testing.T) {
 // TestNodeConfiguration: the configuration document's storage.url and node map onto the options,
 // and a bad combination is refused as a configuration error.
 func TestNodeConfiguration(t *testing.T) {
-	base := spec.SUTConfig{Listen: "127.0.0.1:9000", DataDir: t.TempDir(), Signing: spec.SigningConfig{Key: "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="},
-		Identity: spec.IdentityConfig{Insecure: true}}
+	base := sutconfig.SUTConfig{Listen: "127.0.0.1:9000", DataDir: t.TempDir(), Signing: sutconfig.SigningConfig{Key: "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="},
+		Identity: sutconfig.IdentityConfig{Insecure: true}}
 	c := base
 	c.Storage.URL = "postgres://db/loom"
-	c.Node = spec.NodeConfig{ID: "n1", LeaseMs: 1500}
+	c.Node = sutconfig.NodeConfig{ID: "n1", LeaseMs: 1500}
 	opt, err := reference.FromConfig(c)
 	require.NoError(t, err)
 	require.Equal(t, "postgres://db/loom", opt.StoreURL)
@@ -225,7 +225,7 @@ func TestNodeConfiguration(t *testing.T) {
 	require.ErrorIs(t, err, loomtype.ErrConfig)
 
 	c = base
-	c.Node = spec.NodeConfig{ID: "n1"}
+	c.Node = sutconfig.NodeConfig{ID: "n1"}
 	_, err = reference.FromConfig(c)
 	require.ErrorIs(t, err, loomtype.ErrConfig, "a node without a shared database")
 }

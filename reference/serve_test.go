@@ -12,14 +12,14 @@ import (
 
 	"github.com/loomcheck/loomcheck/reference"
 	"github.com/loomcheck/loomcheck/reference/internal/reftest"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // TestServeAppliesTheConfiguredEdge: Serve takes its limits from the configuration document,
 // Close ends it with ErrEngineClosed, and a Serve after Close returns at once.
 func TestServeAppliesTheConfiguredEdge(t *testing.T) {
-	eng := reftest.Open(t, reftest.Config(spec.SUTConfig{Identity: spec.IdentityConfig{Insecure: true},
-		Gateway: spec.GatewayConfig{MaxConnections: 1, RequestTimeoutMs: 200, HeadersTimeoutMs: 100}}))
+	eng := reftest.Open(t, reftest.Config(sutconfig.SUTConfig{Identity: sutconfig.IdentityConfig{Insecure: true},
+		Gateway: sutconfig.GatewayConfig{MaxConnections: 1, RequestTimeoutMs: 200, HeadersTimeoutMs: 100}}))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	served := make(chan error, 1)

@@ -29,7 +29,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/server"
 	"github.com/loomcheck/loomcheck/reference/stream"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // The session stream's figures (ADR 0052, "Numbers"): the time from a frame's append to its
@@ -46,13 +46,13 @@ const killRounds = 30
 // anonymous is the caller of an insecure engine (every request is this identity).
 var anonymous = loomtype.Identity{Actor: "anonymous"}
 
-func benchConfig(dir, listen string) spec.SUTConfig {
-	return spec.SUTConfig{Listen: listen, DataDir: dir, Identity: spec.IdentityConfig{Insecure: true},
-		Signing: spec.SigningConfig{Key: base64.StdEncoding.EncodeToString(make([]byte, 32))}}
+func benchConfig(dir, listen string) sutconfig.SUTConfig {
+	return sutconfig.SUTConfig{Listen: listen, DataDir: dir, Identity: sutconfig.IdentityConfig{Insecure: true},
+		Signing: sutconfig.SigningConfig{Key: base64.StdEncoding.EncodeToString(make([]byte, 32))}}
 }
 
 // servedEngine opens an engine on cfg, served on a loopback port, and returns it with its address.
-func servedEngine(tb testing.TB, cfg spec.SUTConfig) (*reftest.Engine, string) {
+func servedEngine(tb testing.TB, cfg sutconfig.SUTConfig) (*reftest.Engine, string) {
 	tb.Helper()
 	eng := reftest.Open(tb, reftest.Config(cfg), reftest.Served())
 	return eng, strings.TrimPrefix(eng.URL, "http://")
@@ -349,7 +349,7 @@ type killInstance interface {
 // inProcess is an engine in this process: kill is Engine.Kill, start opens it again (reftest's
 // Restart, served at the same address).
 type inProcess struct {
-	cfg spec.SUTConfig
+	cfg sutconfig.SUTConfig
 	eng *reftest.Engine
 }
 

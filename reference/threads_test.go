@@ -12,11 +12,11 @@ import (
 	"github.com/loomcheck/loomcheck/reference"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/threads"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 func TestFromConfigMapsThreadsAndClaimsTheProfile(t *testing.T) {
-	cfg := spec.SUTConfig{DataDir: filepath.Join(t.TempDir(), "data"), Signing: spec.SigningConfig{Key: base64.StdEncoding.EncodeToString(make([]byte, 32))}}
+	cfg := sutconfig.SUTConfig{DataDir: filepath.Join(t.TempDir(), "data"), Signing: sutconfig.SigningConfig{Key: base64.StdEncoding.EncodeToString(make([]byte, 32))}}
 	opt, err := reference.FromConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -24,8 +24,8 @@ func TestFromConfigMapsThreadsAndClaimsTheProfile(t *testing.T) {
 	if opt.Threads != nil || slices.Contains(opt.Gateway.Discovery.Profiles, "threads") {
 		t.Fatalf("no roles, yet threads: %+v %v", opt.Threads, opt.Gateway.Discovery.Profiles)
 	}
-	cfg.Threads = spec.ThreadsConfig{Roles: []spec.RoleConfig{{Name: "planner", Prompt: "P"}}, Members: []spec.Principal{{Tenant: "acme", Actor: "dana"}},
-		Connections: []spec.ConnectionConfig{{ID: "lab", URL: "http://127.0.0.1:1/peer", Send: "s", Accept: "a", Owner: spec.Principal{Tenant: "acme", Actor: "olga"}}}}
+	cfg.Threads = sutconfig.ThreadsConfig{Roles: []sutconfig.RoleConfig{{Name: "planner", Prompt: "P"}}, Members: []sutconfig.Principal{{Tenant: "acme", Actor: "dana"}},
+		Connections: []sutconfig.ConnectionConfig{{ID: "lab", URL: "http://127.0.0.1:1/peer", Send: "s", Accept: "a", Owner: sutconfig.Principal{Tenant: "acme", Actor: "olga"}}}}
 	opt, err = reference.FromConfig(cfg)
 	if err != nil {
 		t.Fatal(err)

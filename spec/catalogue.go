@@ -7,6 +7,8 @@ import (
 	"sort"
 
 	"go.yaml.in/yaml/v4"
+
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 //go:embed requirements.yaml
@@ -62,8 +64,8 @@ func LoadCatalogue() (*Catalogue, error) {
 	if err := yaml.Unmarshal(catalogueYAML, &c); err != nil {
 		return nil, fmt.Errorf("spec: requirements.yaml: %w", err)
 	}
-	if c.Version != Version {
-		return nil, fmt.Errorf("spec: requirements.yaml has version %q, the kit is %q", c.Version, Version)
+	if c.Version != sutconfig.Version {
+		return nil, fmt.Errorf("spec: requirements.yaml has version %q, the kit is %q", c.Version, sutconfig.Version)
 	}
 	profiles := map[string]bool{}
 	for _, p := range c.Profiles {

@@ -15,6 +15,7 @@ import (
 	"github.com/loomcheck/loomcheck/harness/report"
 	"github.com/loomcheck/loomcheck/schemas"
 	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // TestNoArgumentsPrintsUsage: a bare `loomcheck` runs nothing; it prints the commands and exits 2.
@@ -40,7 +41,7 @@ func TestVersion(t *testing.T) {
 		require.True(t, strings.HasPrefix(lines[0], "loomcheck "), out)
 		require.NotEqual(t, "loomcheck ", lines[0])
 		require.True(t, strings.HasPrefix(lines[1], "commit "), out)
-		require.Equal(t, "spec "+spec.Version, lines[2])
+		require.Equal(t, "spec "+sutconfig.Version, lines[2])
 		require.Equal(t, "catalogue "+cat.Version, lines[3])
 	}
 	code, _, _ := run(t, "version", "extra")

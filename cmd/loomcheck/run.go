@@ -17,9 +17,10 @@ import (
 	"github.com/loomcheck/loomcheck/harness/report"
 	"github.com/loomcheck/loomcheck/reference"
 	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
-func referenceFactory(ctx context.Context, cfg spec.SUTConfig) (harness.Instance, error) {
+func referenceFactory(ctx context.Context, cfg sutconfig.SUTConfig) (harness.Instance, error) {
 	if cfg.Node.ID != "" {
 		return reference.OpenNodeConfig(ctx, cfg)
 	}

@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 
 	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // usageVersion is what `loomcheck version -h` prints above the flags.
@@ -36,7 +37,7 @@ func cmdVersion(args []string, stdout, stderr io.Writer) int {
 	if cat, err := spec.LoadCatalogue(); err == nil {
 		catalogue = cat.Version
 	}
-	fmt.Fprintf(stdout, "loomcheck %s\ncommit %s\nspec %s\ncatalogue %s\n", module, commit, spec.Version, catalogue)
+	fmt.Fprintf(stdout, "loomcheck %s\ncommit %s\nspec %s\ncatalogue %s\n", module, commit, sutconfig.Version, catalogue)
 	return exitConformant
 }
 

@@ -15,19 +15,19 @@ import (
 
 	"github.com/loomcheck/loomcheck/harness"
 	"github.com/loomcheck/loomcheck/harness/world"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // printRemoteConfig prints the configuration a remote target whose world is w is started with.
 func printRemoteConfig(stdout io.Writer, w *world.World, listen, dataDir string) {
-	cfg := harness.RemoteConfig(w, spec.SUTConfig{Listen: listen, DataDir: dataDir})
+	cfg := harness.RemoteConfig(w, sutconfig.SUTConfig{Listen: listen, DataDir: dataDir})
 	b, _ := json.MarshalIndent(cfg, "", "  ")
 	fmt.Fprintln(stdout, string(b))
 }
 
 // startWorld reads the configuration a remote target was started with and starts the world at the
 // address that configuration points the target to.
-func startWorld(path string) (*spec.SUTConfig, *world.World, error) {
+func startWorld(path string) (*sutconfig.SUTConfig, *world.World, error) {
 	if path == "" {
 		return nil, nil, fmt.Errorf("--target needs --world-config FILE: the configuration the target was started with (see loomcheck world)")
 	}
@@ -35,7 +35,7 @@ func startWorld(path string) (*spec.SUTConfig, *world.World, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	var cfg spec.SUTConfig
+	var cfg sutconfig.SUTConfig
 	if err := json.Unmarshal(b, &cfg); err != nil {
 		return nil, nil, fmt.Errorf("%s: %v", path, err)
 	}

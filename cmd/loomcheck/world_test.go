@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // syncBuffer is a bytes.Buffer safe to write from the command's goroutine while the test reads.
@@ -71,7 +71,7 @@ func TestWorldServesItsScriptAndControlAPI(t *testing.T) {
 		return resp.StatusCode == 200
 	}, 10*time.Second, 20*time.Millisecond, errOut.String())
 
-	var cfg spec.SUTConfig
+	var cfg sutconfig.SUTConfig
 	require.NoError(t, json.Unmarshal([]byte(out.String()), &cfg), out.String())
 	assert.Equal(t, base+"/v1", cfg.Model.BaseURL)
 	assert.Contains(t, errOut.String(), base+"/control/script")

@@ -24,7 +24,7 @@ import (
 
 	"github.com/loomcheck/loomcheck/harness/report"
 	"github.com/loomcheck/loomcheck/harness/world"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // streamPage follows /conversations/{id}/events of the server named in its query string with
@@ -445,7 +445,7 @@ const secretToken = "tok-3b9f0c2e7d41"
 func richReport() *report.Report {
 	r := &report.Report{
 		Kit:         report.Kit{Name: "loomcheck", Version: "0.3.0"},
-		SpecVersion: spec.Version,
+		SpecVersion: sutconfig.Version,
 		Target: report.Target{
 			Driver: "process", Description: "./bin/loom serve " + svgPayload,
 			Implementation: "loom-ref 1.2 <b>bold</b> & co", Profiles: []string{"core", "durability"},

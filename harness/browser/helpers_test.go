@@ -23,7 +23,7 @@ import (
 
 	"github.com/loomcheck/loomcheck/harness/world"
 	loomserver "github.com/loomcheck/loomcheck/reference/server"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // chromiumPath is Debian's chromium; the node scripts launch exactly this binary.
@@ -484,12 +484,12 @@ func serverConfig(t *testing.T, w *world.World, token, origin string) string {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	dir := t.TempDir()
-	cfg := w.Config(spec.SUTConfig{
+	cfg := w.Config(sutconfig.SUTConfig{
 		Listen:   "127.0.0.1:0",
 		DataDir:  filepath.Join(dir, "data"),
-		Signing:  spec.SigningConfig{Key: base64.StdEncoding.EncodeToString(key)},
-		Identity: spec.IdentityConfig{Principals: map[string]spec.Principal{token: {Tenant: "acme", Actor: "alice"}}},
-		Gateway:  spec.GatewayConfig{AllowedOrigins: []string{origin}, AllowCredentials: true},
+		Signing:  sutconfig.SigningConfig{Key: base64.StdEncoding.EncodeToString(key)},
+		Identity: sutconfig.IdentityConfig{Principals: map[string]sutconfig.Principal{token: {Tenant: "acme", Actor: "alice"}}},
+		Gateway:  sutconfig.GatewayConfig{AllowedOrigins: []string{origin}, AllowCredentials: true},
 	})
 	b, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {

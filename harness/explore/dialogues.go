@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/loomcheck/loomcheck/harness/world"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // dialogue is one canonical dialogue: a configuration, a world script and the steps its clients
@@ -17,7 +17,7 @@ type dialogue struct {
 	name  string
 	about string
 	// configure adjusts the configuration before the first start.
-	configure    func(*spec.SUTConfig)
+	configure    func(*sutconfig.SUTConfig)
 	noSummarizer bool
 	// prepare scripts the world before the first start.
 	prepare func(s *session) error
@@ -106,9 +106,9 @@ func clip(s string, n int) string {
 func on(v bool) *bool { return &v }
 
 // standardTools are declared to the summary-fold dialogue, whose budget arithmetic counts them.
-func standardTools(c *spec.SUTConfig) {
+func standardTools(c *sutconfig.SUTConfig) {
 	for _, name := range []string{"lookup", "slow", "transfer", "north", "south"} {
-		c.Tools.Definitions = append(c.Tools.Definitions, spec.ToolDef{Name: name, Description: "the " + name + " tool",
+		c.Tools.Definitions = append(c.Tools.Definitions, sutconfig.ToolDef{Name: name, Description: "the " + name + " tool",
 			Parameters: map[string]any{"type": "object"}})
 	}
 }
@@ -134,7 +134,7 @@ func dialogues() []*dialogue {
 		{
 			name:  "plain",
 			about: "three plain turns, each answered",
-			configure: func(c *spec.SUTConfig) {
+			configure: func(c *sutconfig.SUTConfig) {
 				c.Conversation.BargeIn = on(false)
 			},
 			steps: []step{
@@ -154,7 +154,7 @@ func dialogues() []*dialogue {
 		{
 			name:  "barge-in",
 			about: "a message that lands while the model is thinking interrupts the turn",
-			configure: func(c *spec.SUTConfig) {
+			configure: func(c *sutconfig.SUTConfig) {
 				c.Conversation.BargeIn = on(true)
 			},
 			prepare: func(s *session) error { return holdFor(s, "think", "check the pumps", nil) },
@@ -176,7 +176,7 @@ func dialogues() []*dialogue {
 		{
 			name:  "rotation",
 			about: "rotation every turn with a message pending across it, and a retry from an earlier generation",
-			configure: func(c *spec.SUTConfig) {
+			configure: func(c *sutconfig.SUTConfig) {
 				c.Conversation.BargeIn = on(false)
 				c.Conversation.RotateEveryTurns = 1
 			},
@@ -205,7 +205,7 @@ func dialogues() []*dialogue {
 		{
 			name:  "tool-call",
 			about: "a turn that calls a tool, then answers with its result",
-			configure: func(c *spec.SUTConfig) {
+			configure: func(c *sutconfig.SUTConfig) {
 				standardTools(c)
 			},
 			prepare: func(s *session) error {
@@ -235,9 +235,9 @@ func dialogues() []*dialogue {
 		{
 			name:  "summary-fold",
 			about: "turns evicted by the token budget are folded into a rolling summary",
-			configure: func(c *spec.SUTConfig) {
+			configure: func(c *sutconfig.SUTConfig) {
 				standardTools(c)
-				c.Conversation.Budget = &spec.BudgetConfig{ContextWindow: 400, PerMessage: 4}
+				c.Conversation.Budget = &sutconfig.BudgetConfig{ContextWindow: 400, PerMessage: 4}
 			},
 			steps: []step{
 				startStep("alice", nil),
@@ -257,7 +257,7 @@ func dialogues() []*dialogue {
 		{
 			name:  "steer",
 			about: "a message steered to the session while a turn runs waits, and is picked up and answered when the turn ends",
-			configure: func(c *spec.SUTConfig) {
+			configure: func(c *sutconfig.SUTConfig) {
 				c.Conversation.BargeIn = on(false)
 			},
 			prepare: func(s *session) error { return holdFor(s, "first", "first", []string{"done with the first"}) },
@@ -306,7 +306,7 @@ func dialogues() []*dialogue {
 		{
 			name:  "envelope-flood",
 			about: "signed envelopes through the runtime door: one obeyed, ten empty ones flooding a replay set of 8",
-			configure: func(c *spec.SUTConfig) {
+			configure: func(c *sutconfig.SUTConfig) {
 				c.Conversation.ReplaySetSize = 8
 			},
 			steps: func() []step {

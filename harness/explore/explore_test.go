@@ -21,7 +21,7 @@ import (
 	"github.com/loomcheck/loomcheck/harness"
 	"github.com/loomcheck/loomcheck/harness/explore"
 	"github.com/loomcheck/loomcheck/reference"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // TestMain keeps the engine's log quiet: crashed instances log the writes they could not make.
@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func referenceFactory(ctx context.Context, cfg spec.SUTConfig) (harness.Instance, error) {
+func referenceFactory(ctx context.Context, cfg sutconfig.SUTConfig) (harness.Instance, error) {
 	return reference.OpenConfig(ctx, cfg)
 }
 
@@ -83,7 +83,7 @@ func (b broken) CrashAfterWrite(n int64) <-chan struct{} { return b.eng.CrashAft
 func brokenAfterRestart(change func(r *http.Request) (answer bool, rw func(http.ResponseWriter))) harness.Factory {
 	var mu sync.Mutex
 	opened := map[string]int{}
-	return func(ctx context.Context, cfg spec.SUTConfig) (harness.Instance, error) {
+	return func(ctx context.Context, cfg sutconfig.SUTConfig) (harness.Instance, error) {
 		eng, err := reference.OpenConfig(ctx, cfg)
 		if err != nil {
 			return nil, err
@@ -226,7 +226,7 @@ func TestOptions(t *testing.T) {
 	require.ErrorIs(t, err, explore.ErrUsage)
 
 	_, err = explore.Run(context.Background(), explore.Options{Dialogues: []string{"plain"}, Dir: t.TempDir(),
-		Factory: func(ctx context.Context, cfg spec.SUTConfig) (harness.Instance, error) {
+		Factory: func(ctx context.Context, cfg sutconfig.SUTConfig) (harness.Instance, error) {
 			e, err := reference.OpenConfig(ctx, cfg)
 			return noHook{e}, err
 		}})
@@ -281,7 +281,7 @@ func TestExplicitPoints(t *testing.T) {
 func TestAskingAgainAfterTheRestartIsCaught(t *testing.T) {
 	var mu sync.Mutex
 	opened := map[string]int{}
-	f := func(ctx context.Context, cfg spec.SUTConfig) (harness.Instance, error) {
+	f := func(ctx context.Context, cfg sutconfig.SUTConfig) (harness.Instance, error) {
 		eng, err := reference.OpenConfig(ctx, cfg)
 		if err != nil {
 			return nil, err

@@ -22,11 +22,11 @@ import (
 
 	"github.com/loomcheck/loomcheck/harness"
 	"github.com/loomcheck/loomcheck/harness/world"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // The principals of the canonical dialogues, by the name the dialogues use.
-var principals = map[string]spec.Principal{
+var principals = map[string]sutconfig.Principal{
 	"alice": {Tenant: "acme", Actor: "alice"},
 	"bob":   {Tenant: "acme", Actor: "bob"},
 	// the service is the host identity a shared conversation runs as: it owns the execution, so
@@ -34,7 +34,7 @@ var principals = map[string]spec.Principal{
 	"service": servicePrincipal,
 }
 
-var servicePrincipal = spec.Principal{Tenant: "acme", Actor: "loom-service"}
+var servicePrincipal = sutconfig.Principal{Tenant: "acme", Actor: "loom-service"}
 
 func tokenOf(who string) string { return "tok-explore-" + who }
 
@@ -239,7 +239,7 @@ type session struct {
 	fr       *front
 	frontURL string
 	frontSrv *http.Server
-	cfg      spec.SUTConfig
+	cfg      sutconfig.SUTConfig
 	key      []byte
 
 	epoch   int
@@ -288,15 +288,15 @@ func newSession(ctx context.Context, opt *Options, d *dialogue) (*session, error
 	_, _ = rand.Read(raw)
 	s.key = raw
 	svc := servicePrincipal
-	s.cfg = spec.SUTConfig{
+	s.cfg = sutconfig.SUTConfig{
 		Listen:  "127.0.0.1:0",
 		DataDir: filepath.Join(dir, "data"),
-		Signing: spec.SigningConfig{Key: base64.StdEncoding.EncodeToString(raw)},
-		Shared:  spec.SharedConfig{ServicePrincipal: &svc},
-		Gateway: spec.GatewayConfig{PollMs: 200, PostsPerMinute: 1_000_000},
+		Signing: sutconfig.SigningConfig{Key: base64.StdEncoding.EncodeToString(raw)},
+		Shared:  sutconfig.SharedConfig{ServicePrincipal: &svc},
+		Gateway: sutconfig.GatewayConfig{PollMs: 200, PostsPerMinute: 1_000_000},
 		// The exploration crashes the process, never the power: a commit that waits for the disk
 		// survives nothing more here, and only slows every crash point down.
-		Storage: spec.StorageConfig{Sync: "normal"},
+		Storage: sutconfig.StorageConfig{Sync: "normal"},
 	}
 	if d.configure != nil {
 		d.configure(&s.cfg)
@@ -308,7 +308,7 @@ func newSession(ctx context.Context, opt *Options, d *dialogue) (*session, error
 
 // configFor is the configuration of an epoch: every world endpoint behind the front, under the
 // epoch's prefix.
-func (s *session) configFor(epoch int) spec.SUTConfig {
+func (s *session) configFor(epoch int) sutconfig.SUTConfig {
 	c := s.cfg
 	u := s.frontURL + "/e/" + strconv.Itoa(epoch)
 	c.Model.BaseURL = u + "/v1"

@@ -13,7 +13,7 @@ import (
 
 	"github.com/loomcheck/loomcheck/harness/world"
 	"github.com/loomcheck/loomcheck/reference/model"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 func TestTypedToolFailureOnTheWire(t *testing.T) {
@@ -88,11 +88,11 @@ func TestToolDeclarations(t *testing.T) {
 	w := start(t, world.Options{})
 	u := w.URL() + "/tools/"
 	require.NoError(t, w.Tools().Declare(
-		spec.ToolDef{Name: "pay", Idempotent: world.Bool(false)},
-		spec.ToolDef{Name: "ask", Kind: world.KindHuman},
-		spec.ToolDef{Name: "look", Idempotent: world.Bool(true)}))
-	assert.ErrorIs(t, w.Tools().Declare(spec.ToolDef{Name: "x", Kind: "robot"}), world.ErrBadToolError)
-	assert.Equal(t, []spec.ToolDef{{Name: "pay", Idempotent: world.Bool(false)}, {Name: "ask", Kind: "human"},
+		sutconfig.ToolDef{Name: "pay", Idempotent: world.Bool(false)},
+		sutconfig.ToolDef{Name: "ask", Kind: world.KindHuman},
+		sutconfig.ToolDef{Name: "look", Idempotent: world.Bool(true)}))
+	assert.ErrorIs(t, w.Tools().Declare(sutconfig.ToolDef{Name: "x", Kind: "robot"}), world.ErrBadToolError)
+	assert.Equal(t, []sutconfig.ToolDef{{Name: "pay", Idempotent: world.Bool(false)}, {Name: "ask", Kind: "human"},
 		{Name: "look", Idempotent: world.Bool(true)}}, w.Tools().Definitions())
 	require.NoError(t, w.Tools().Enqueue("pay", world.Behavior{Result: map[string]int{"n": 1}}, world.Behavior{Result: map[string]int{"n": 2}}))
 	require.NoError(t, w.Tools().Enqueue("look", world.Behavior{Result: map[string]int{"n": 1}}, world.Behavior{Result: map[string]int{"n": 2}}))
@@ -152,7 +152,7 @@ func TestToolDeclarations(t *testing.T) {
 		{false, "r2", 200, "3"},                       // a success while not idempotent ...
 		{true, "r2", 404, `{"error":"unknown tool"}`}, // ... is not remembered: the queue is used up
 	} {
-		require.NoError(t, w.Tools().Declare(spec.ToolDef{Name: "redo", Idempotent: world.Bool(st.idempotent)}))
+		require.NoError(t, w.Tools().Declare(sutconfig.ToolDef{Name: "redo", Idempotent: world.Bool(st.idempotent)}))
 		status, body := post(t, u+"redo", map[string]int{}, "Idempotency-Key", st.key)
 		assert.Equal(t, st.status, status, i)
 		assert.Equal(t, st.body, string(body), i)
@@ -166,7 +166,7 @@ func TestToolCallsRecordThePrincipal(t *testing.T) {
 	w := start(t, world.Options{})
 	require.NoError(t, w.Tools().Define("t", world.Behavior{}))
 	u := w.URL() + "/tools/t"
-	p := spec.Principal{Tenant: "acme corp", Actor: "zoë", OnBehalfOf: "bob/1"}
+	p := sutconfig.Principal{Tenant: "acme corp", Actor: "zoë", OnBehalfOf: "bob/1"}
 	h := world.PrincipalHeaders(p)
 	assert.Equal(t, "zo%C3%AB", h.Get(world.HeaderActor))
 	assert.Equal(t, "acme%20corp", h.Get(world.HeaderTenant))
@@ -185,9 +185,9 @@ func TestToolCallsRecordThePrincipal(t *testing.T) {
 	require.Len(t, calls, 3)
 	assert.Equal(t, p, calls[0].Principal)
 	assert.True(t, calls[0].PrincipalSent)
-	assert.Equal(t, spec.Principal{Actor: "alice"}, calls[1].Principal)
+	assert.Equal(t, sutconfig.Principal{Actor: "alice"}, calls[1].Principal)
 	assert.True(t, calls[1].PrincipalSent)
-	assert.Equal(t, spec.Principal{}, calls[2].Principal)
+	assert.Equal(t, sutconfig.Principal{}, calls[2].Principal)
 	assert.False(t, calls[2].PrincipalSent)
 	require.Len(t, w.Rejections(), 1)
 	assert.Equal(t, http.StatusBadRequest, w.Rejections()[0].Status)
@@ -316,7 +316,7 @@ func TestScriptFormsOfTheAgentWorld(t *testing.T) {
 	}`))
 	require.NoError(t, err)
 	require.NoError(t, w.Apply(s))
-	assert.Equal(t, []spec.ToolDef{{Name: "pay", Idempotent: world.Bool(false)}, {Name: "ask", Kind: "human"}}, w.Tools().Definitions())
+	assert.Equal(t, []sutconfig.ToolDef{{Name: "pay", Idempotent: world.Bool(false)}, {Name: "ask", Kind: "human"}}, w.Tools().Definitions())
 	status, body := post(t, w.URL()+"/tools/pay", map[string]int{}, "Idempotency-Key", "k")
 	assert.Equal(t, http.StatusInternalServerError, status)
 	assert.JSONEq(t, `{"error":"VendorStop","failure":{"class":"VendorStop","extends":["SafetyViolationError"]}}`, string(body))
@@ -353,7 +353,7 @@ func TestControlAPIListsMemoryAndDeclarations(t *testing.T) {
 	w := world.New(world.Options{})
 	defer w.Close()
 	h := world.ControlHandler(w)
-	require.NoError(t, w.Tools().Declare(spec.ToolDef{Name: "ask", Kind: world.KindHuman}))
+	require.NoError(t, w.Tools().Declare(sutconfig.ToolDef{Name: "ask", Kind: world.KindHuman}))
 	require.NoError(t, w.Memory().Seed("s", "x"))
 	get := func(path string) string {
 		rec := httptest.NewRecorder()

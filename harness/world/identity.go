@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // Lookup is one recorded token introspection. Known says whether the token resolved.
@@ -22,17 +22,17 @@ type Lookup struct {
 }
 
 // Identity is the token introspection service at POST /identity: {"token"} is answered 200 with
-// the spec.Principal added for the token, or 401 {"error":"unauthenticated"} for an unknown or
+// the sutconfig.Principal added for the token, or 401 {"error":"unauthenticated"} for an unknown or
 // revoked one. It is safe for concurrent use.
 //
-//	_ = w.Identity().Add("tok", spec.Principal{Actor: "alice"})
+//	_ = w.Identity().Add("tok", sutconfig.Principal{Actor: "alice"})
 //	w.Identity().Revoke("tok")
 type Identity struct {
 	w *World
 
 	mu     sync.Mutex
 	sig    signal
-	tokens map[string]spec.Principal
+	tokens map[string]sutconfig.Principal
 	broken map[string]Failure
 	holds  map[string]*Hold
 	// abandoned counts the held introspections whose caller went away before the answer.
@@ -41,13 +41,13 @@ type Identity struct {
 }
 
 func newIdentity(w *World) *Identity {
-	return &Identity{w: w, tokens: map[string]spec.Principal{}, log: newJournal[Lookup](w.opts)}
+	return &Identity{w: w, tokens: map[string]sutconfig.Principal{}, log: newJournal[Lookup](w.opts)}
 }
 
 func (id *Identity) reset() {
 	id.mu.Lock()
 	defer id.mu.Unlock()
-	id.tokens = map[string]spec.Principal{}
+	id.tokens = map[string]sutconfig.Principal{}
 	id.broken = nil
 	id.holds = nil
 	id.abandoned = 0
@@ -58,8 +58,8 @@ func (id *Identity) reset() {
 // Add makes token speak for p (replacing what it spoke for before). It fails with ErrScriptFull
 // when more than Options.MaxScript tokens would be known.
 //
-//	_ = w.Identity().Add("tok-alice", spec.Principal{Tenant: "acme", Actor: "alice"})
-func (id *Identity) Add(token string, p spec.Principal) error {
+//	_ = w.Identity().Add("tok-alice", sutconfig.Principal{Tenant: "acme", Actor: "alice"})
+func (id *Identity) Add(token string, p sutconfig.Principal) error {
 	id.mu.Lock()
 	defer id.mu.Unlock()
 	if _, ok := id.tokens[token]; !ok && len(id.tokens) >= id.w.opts.MaxScript {
@@ -127,10 +127,10 @@ func (id *Identity) WaitAbandoned(ctx context.Context, n int) error {
 }
 
 // Principals returns a copy of the known tokens and whom they speak for, suitable for
-// spec.IdentityConfig.Principals. A system given these statically does not see later revocations.
+// sutconfig.IdentityConfig.Principals. A system given these statically does not see later revocations.
 //
 //	cfg.Identity.Principals = w.Identity().Principals()
-func (id *Identity) Principals() map[string]spec.Principal {
+func (id *Identity) Principals() map[string]sutconfig.Principal {
 	id.mu.Lock()
 	defer id.mu.Unlock()
 	out := maps.Clone(id.tokens)

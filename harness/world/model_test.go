@@ -15,7 +15,7 @@ import (
 
 	"github.com/loomcheck/loomcheck/harness/world"
 	"github.com/loomcheck/loomcheck/reference/model"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 func userMsgs(text string) []model.Message {
@@ -23,7 +23,7 @@ func userMsgs(text string) []model.Message {
 }
 
 func client(w *world.World, stream bool) *model.Client {
-	return model.NewClient(model.ClientOptions{BaseURL: w.Config(spec.SUTConfig{}).Model.BaseURL, Model: "m", Stream: stream, APIKey: "k"})
+	return model.NewClient(model.ClientOptions{BaseURL: w.Config(sutconfig.SUTConfig{}).Model.BaseURL, Model: "m", Stream: stream, APIKey: "k"})
 }
 
 type outcome struct {

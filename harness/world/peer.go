@@ -12,7 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // The peer box the World plays for profile threads (spec/peer.md): the connection it offers and
@@ -203,14 +203,14 @@ func (p *Peer) WaitDeliveries(ctx context.Context, n int) error {
 // (its url the peer's base, owned by olga).
 //
 //	cfg.Threads = w.Peer().ThreadsConfig()
-func (p *Peer) ThreadsConfig() spec.ThreadsConfig {
-	return spec.ThreadsConfig{
-		Roles: []spec.RoleConfig{
-			{Name: "planner", Prompt: "You plan the work.", Principals: []spec.Principal{PeerPeople["role:planner"]}},
-			{Name: "scout", Prompt: "You scout ahead.", Principals: []spec.Principal{PeerPeople["role:scout"]}},
+func (p *Peer) ThreadsConfig() sutconfig.ThreadsConfig {
+	return sutconfig.ThreadsConfig{
+		Roles: []sutconfig.RoleConfig{
+			{Name: "planner", Prompt: "You plan the work.", Principals: []sutconfig.Principal{PeerPeople["role:planner"]}},
+			{Name: "scout", Prompt: "You scout ahead.", Principals: []sutconfig.Principal{PeerPeople["role:scout"]}},
 		},
-		Members: []spec.Principal{PeerPeople["dana"]},
-		Connections: []spec.ConnectionConfig{{
+		Members: []sutconfig.Principal{PeerPeople["dana"]},
+		Connections: []sutconfig.ConnectionConfig{{
 			ID: PeerConnection, URL: p.w.URL() + PathPeerBase, Send: PeerSendToken, Accept: PeerAcceptToken,
 			Owner: PeerPeople["olga"],
 		}},
@@ -223,7 +223,7 @@ func (p *Peer) ThreadsConfig() spec.ThreadsConfig {
 // the role planner's but who was issued to no role.
 //
 //	_ = w.Identity().Add(world.PeerToken("olga"), world.PeerPeople["olga"])
-var PeerPeople = map[string]spec.Principal{
+var PeerPeople = map[string]sutconfig.Principal{
 	"olga":         {Tenant: "acme", Actor: "olga"},
 	"dana":         {Tenant: "acme", Actor: "dana"},
 	"role:planner": {Tenant: "acme", Actor: "role:planner"},

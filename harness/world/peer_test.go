@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomcheck/loomcheck/harness/world"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 const goodText = `{"v":1,"thread":"t_0123456789abcdef","message":"m1","from":"planner","to":"analyst","text":"hi"}`
@@ -92,16 +92,16 @@ func TestPeerHoldsUntilReleased(t *testing.T) {
 
 func TestConfigFillsThreadsOnlyWhenEmpty(t *testing.T) {
 	w := start(t, world.Options{})
-	cfg := w.Config(spec.SUTConfig{})
+	cfg := w.Config(sutconfig.SUTConfig{})
 	require.Len(t, cfg.Threads.Connections, 1)
 	c := cfg.Threads.Connections[0]
-	assert.Equal(t, spec.ConnectionConfig{ID: "lab", URL: w.URL() + "/lab", Send: world.PeerSendToken, Accept: world.PeerAcceptToken,
-		Owner: spec.Principal{Tenant: "acme", Actor: "olga"}}, c)
-	assert.Equal(t, []spec.RoleConfig{
-		{Name: "planner", Prompt: "You plan the work.", Principals: []spec.Principal{{Tenant: "acme", Actor: "role:planner"}}},
-		{Name: "scout", Prompt: "You scout ahead.", Principals: []spec.Principal{{Tenant: "acme", Actor: "role:scout"}}},
+	assert.Equal(t, sutconfig.ConnectionConfig{ID: "lab", URL: w.URL() + "/lab", Send: world.PeerSendToken, Accept: world.PeerAcceptToken,
+		Owner: sutconfig.Principal{Tenant: "acme", Actor: "olga"}}, c)
+	assert.Equal(t, []sutconfig.RoleConfig{
+		{Name: "planner", Prompt: "You plan the work.", Principals: []sutconfig.Principal{{Tenant: "acme", Actor: "role:planner"}}},
+		{Name: "scout", Prompt: "You scout ahead.", Principals: []sutconfig.Principal{{Tenant: "acme", Actor: "role:scout"}}},
 	}, cfg.Threads.Roles, "each role is issued its principal")
-	assert.Equal(t, []spec.Principal{{Tenant: "acme", Actor: "dana"}}, cfg.Threads.Members)
-	own := spec.ThreadsConfig{Roles: []spec.RoleConfig{{Name: "x"}}}
-	assert.Equal(t, own, w.Config(spec.SUTConfig{Threads: own}).Threads)
+	assert.Equal(t, []sutconfig.Principal{{Tenant: "acme", Actor: "dana"}}, cfg.Threads.Members)
+	own := sutconfig.ThreadsConfig{Roles: []sutconfig.RoleConfig{{Name: "x"}}}
+	assert.Equal(t, own, w.Config(sutconfig.SUTConfig{Threads: own}).Threads)
 }

@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // ErrBadScript is wrapped by the error of LoadScript and Apply for a script that is not the JSON
@@ -42,13 +42,13 @@ const PathControl = "/control/"
 //	s, err := world.LoadScript(b)
 //	if err == nil { err = w.Apply(s) }
 type Script struct {
-	Model        []ScriptReply             `json:"model,omitempty"`
-	Tools        map[string][]ScriptTool   `json:"tools,omitempty"`
-	ToolDefaults map[string]ScriptTool     `json:"toolDefaults,omitempty"`
-	Declare      []spec.ToolDef            `json:"declare,omitempty"`
-	Memory       map[string][]MemoryEntry  `json:"memory,omitempty"`
-	Identities   map[string]spec.Principal `json:"identities,omitempty"`
-	Clearance    map[string][]string       `json:"clearance,omitempty"`
+	Model        []ScriptReply                  `json:"model,omitempty"`
+	Tools        map[string][]ScriptTool        `json:"tools,omitempty"`
+	ToolDefaults map[string]ScriptTool          `json:"toolDefaults,omitempty"`
+	Declare      []sutconfig.ToolDef            `json:"declare,omitempty"`
+	Memory       map[string][]MemoryEntry       `json:"memory,omitempty"`
+	Identities   map[string]sutconfig.Principal `json:"identities,omitempty"`
+	Clearance    map[string][]string            `json:"clearance,omitempty"`
 }
 
 // ScriptReply is one model reply of a Script: the fields of Reply that can be written down, with

@@ -12,7 +12,7 @@ import (
 
 	"github.com/loomcheck/loomcheck/harness/world"
 	"github.com/loomcheck/loomcheck/reference/model"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 const handScript = `{
@@ -58,7 +58,7 @@ func TestScriptSetsUpEveryParty(t *testing.T) {
 	assert.Equal(t, 200, status)
 	assert.JSONEq(t, `{"now":"noon"}`, string(body))
 
-	assert.Equal(t, map[string]spec.Principal{"tok-alice": {Tenant: "acme", Actor: "alice"}}, w.Identity().Principals())
+	assert.Equal(t, map[string]sutconfig.Principal{"tok-alice": {Tenant: "acme", Actor: "alice"}}, w.Identity().Principals())
 	status, body = post(t, w.URL()+"/clearance", map[string]any{"viewer": map[string]string{"actor": "alice"}, "classes": []string{"finance"}})
 	assert.Equal(t, 200, status)
 	assert.JSONEq(t, `{"cleared":true}`, string(body))

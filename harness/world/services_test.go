@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomcheck/loomcheck/harness/world"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 type answer struct {
@@ -163,7 +163,7 @@ func TestSummarizer(t *testing.T) {
 func TestIdentity(t *testing.T) {
 	w := start(t, world.Options{})
 	u := w.URL() + "/identity"
-	p := spec.Principal{Tenant: "acme", Actor: "alice", OnBehalfOf: "bob", Grants: []string{"weather"}, Narrowed: true}
+	p := sutconfig.Principal{Tenant: "acme", Actor: "alice", OnBehalfOf: "bob", Grants: []string{"weather"}, Narrowed: true}
 	require.NoError(t, w.Identity().Add("tok-a", p))
 
 	status, body := post(t, u, map[string]string{"token": "tok-a"})
@@ -175,7 +175,7 @@ func TestIdentity(t *testing.T) {
 	assert.JSONEq(t, `{"error":"unauthenticated"}`, string(body))
 
 	ps := w.Identity().Principals()
-	assert.Equal(t, map[string]spec.Principal{"tok-a": p}, ps)
+	assert.Equal(t, map[string]sutconfig.Principal{"tok-a": p}, ps)
 	ps["tok-a"].Grants[0] = "changed"
 	assert.Equal(t, []string{"weather"}, w.Identity().Principals()["tok-a"].Grants, "Principals returns a copy")
 
@@ -190,7 +190,7 @@ func TestIdentity(t *testing.T) {
 	assert.False(t, looks[1].Known)
 	assert.False(t, looks[2].Known)
 
-	require.NoError(t, w.Identity().Add("tok-b", spec.Principal{Actor: "b"}))
+	require.NoError(t, w.Identity().Add("tok-b", sutconfig.Principal{Actor: "b"}))
 	w.Reset()
 	assert.Empty(t, w.Identity().Principals())
 	assert.Empty(t, w.Identity().Lookups())

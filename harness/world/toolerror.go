@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"unicode/utf8"
 
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // Headers a system sends with every tool call to name the principal it acts for (spec/world.md,
@@ -19,7 +19,7 @@ const (
 	HeaderOnBehalfOf = "Loom-On-Behalf-Of"
 )
 
-// KindHuman is the Kind of a tool declared to be answered by a person (spec.ToolDef.Kind).
+// KindHuman is the Kind of a tool declared to be answered by a person (sutconfig.ToolDef.Kind).
 const KindHuman = "human"
 
 // MaxCauseDepth bounds how deep a ToolError's cause chain may be scripted; a deeper one is refused
@@ -134,7 +134,7 @@ func WrapAt(inner *ToolError, depth int) *ToolError {
 	return out
 }
 
-// Bool returns a pointer to v, for ToolError.Retryable and spec.ToolDef.Idempotent.
+// Bool returns a pointer to v, for ToolError.Retryable and sutconfig.ToolDef.Idempotent.
 //
 //	e := &world.ToolError{Class: "VendorError", Retryable: world.Bool(false)}
 func Bool(v bool) *bool { return &v }
@@ -185,7 +185,7 @@ func typedFailureBody(b Behavior) toolAnswer {
 
 // principalOf reads the principal headers of a tool call; ok is false for a value that is not
 // percent-encoded UTF-8.
-func principalOf(h http.Header) (p spec.Principal, sent bool, ok bool) {
+func principalOf(h http.Header) (p sutconfig.Principal, sent bool, ok bool) {
 	read := func(name string, into *string) bool {
 		vs := h.Values(name)
 		if len(vs) == 0 {
@@ -209,8 +209,8 @@ func principalOf(h http.Header) (p spec.Principal, sent bool, ok bool) {
 // PrincipalHeaders returns the headers that name p on a tool call, as a system sends them: each
 // present field percent-encoded (spec/world.md, Tools).
 //
-//	h := world.PrincipalHeaders(spec.Principal{Tenant: "acme", Actor: "alice"})
-func PrincipalHeaders(p spec.Principal) http.Header {
+//	h := world.PrincipalHeaders(sutconfig.Principal{Tenant: "acme", Actor: "alice"})
+func PrincipalHeaders(p sutconfig.Principal) http.Header {
 	h := http.Header{}
 	for name, v := range map[string]string{HeaderTenant: p.Tenant, HeaderActor: p.Actor, HeaderOnBehalfOf: p.OnBehalfOf} {
 		if v != "" {

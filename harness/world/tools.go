@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // Behavior is how a tool answers one call. With Fail set the call is refused (see Failure), a
@@ -51,7 +51,7 @@ type Invocation struct {
 	Replayed       bool
 	Aborted        bool
 	Attempt        int
-	Principal      spec.Principal
+	Principal      sutconfig.Principal
 	PrincipalSent  bool
 	RawPrincipal   map[string]string
 	Human          bool
@@ -89,14 +89,14 @@ type Tools struct {
 	scripted int
 	answers  map[string]toolAnswer // by name + "\x00" + key
 	attempts map[string]int        // by name + "\x00" + key
-	decls    map[string]spec.ToolDef
+	decls    map[string]sutconfig.ToolDef
 	declared []string // names in declaration order
 	log      *journal[Invocation]
 }
 
 func newTools(w *World) *Tools {
 	return &Tools{w: w, scripts: map[string]*toolScript{}, answers: map[string]toolAnswer{}, attempts: map[string]int{},
-		decls: map[string]spec.ToolDef{}, log: newJournal[Invocation](w.opts)}
+		decls: map[string]sutconfig.ToolDef{}, log: newJournal[Invocation](w.opts)}
 }
 
 func (t *Tools) reset() {
@@ -104,7 +104,7 @@ func (t *Tools) reset() {
 	defer t.mu.Unlock()
 	t.scripts, t.scripted = map[string]*toolScript{}, 0
 	t.answers, t.attempts = map[string]toolAnswer{}, map[string]int{}
-	t.decls, t.declared = map[string]spec.ToolDef{}, nil
+	t.decls, t.declared = map[string]sutconfig.ToolDef{}, nil
 	t.log = newJournal[Invocation](t.w.opts)
 	t.sig.fire()
 }
@@ -157,16 +157,16 @@ func (t *Tools) Enqueue(name string, bs ...Behavior) error {
 	return nil
 }
 
-// Declare records what a system is told about a tool (spec.ToolDef: Idempotent, Kind, ...) and
+// Declare records what a system is told about a tool (sutconfig.ToolDef: Idempotent, Kind, ...) and
 // makes the tool server keep it: a tool declared Idempotent false runs every call, a repeated
 // Idempotency-Key included (no replay), and a tool of Kind KindHuman answers every call
 // 202 {"pending": "human"} without taking a behavior. A second Declare of a name replaces the
 // first. It fails with ErrScriptFull past Options.MaxScript declarations and with ErrBadToolError
 // for a Kind other than "" and KindHuman.
 //
-//	_ = w.Tools().Declare(spec.ToolDef{Name: "pay", Idempotent: world.Bool(false)})
+//	_ = w.Tools().Declare(sutconfig.ToolDef{Name: "pay", Idempotent: world.Bool(false)})
 //	cfg.Tools.Definitions = w.Tools().Definitions()
-func (t *Tools) Declare(defs ...spec.ToolDef) error {
+func (t *Tools) Declare(defs ...sutconfig.ToolDef) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := len(t.declared)
@@ -191,13 +191,13 @@ func (t *Tools) Declare(defs ...spec.ToolDef) error {
 }
 
 // Definitions returns the declared tools in the order they were first declared, ready for
-// spec.SUTConfig.Tools.Definitions.
+// sutconfig.SUTConfig.Tools.Definitions.
 //
 //	cfg.Tools.Definitions = append(cfg.Tools.Definitions, w.Tools().Definitions()...)
-func (t *Tools) Definitions() []spec.ToolDef {
+func (t *Tools) Definitions() []sutconfig.ToolDef {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]spec.ToolDef, 0, len(t.declared))
+	out := make([]sutconfig.ToolDef, 0, len(t.declared))
 	for _, n := range t.declared {
 		out = append(out, t.decls[n])
 	}

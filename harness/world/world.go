@@ -12,7 +12,7 @@
 //	url, err := w.Start("127.0.0.1:0")
 //	if err != nil { return err }
 //	defer w.Close()
-//	cfg := w.Config(spec.SUTConfig{Listen: "127.0.0.1:8080"})
+//	cfg := w.Config(sutconfig.SUTConfig{Listen: "127.0.0.1:8080"})
 //	w.Model().Enqueue(world.Reply{Text: "Hello!"})
 //	_ = url
 package world
@@ -25,7 +25,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // Paths the World serves.
@@ -172,7 +172,7 @@ func (w *World) Summarizer() *Summarizer { return w.summarizer }
 
 // Identity returns the identity introspection service.
 //
-//	_ = w.Identity().Add("tok", spec.Principal{Actor: "alice"})
+//	_ = w.Identity().Add("tok", sutconfig.Principal{Actor: "alice"})
 func (w *World) Identity() *Identity { return w.identity }
 
 // Clearance returns the clearance service.
@@ -303,8 +303,8 @@ func (w *World) NewHold() *Hold {
 // Tools.BaseURL (URL+"/tools"), Summarizer.URL, Identity.URL, Clearance.URL and ErrorHook.URL.
 // Everything else, including static principals and tool definitions, is kept from base.
 //
-//	cfg := w.Config(spec.SUTConfig{Listen: addr, DataDir: dir})
-func (w *World) Config(base spec.SUTConfig) spec.SUTConfig {
+//	cfg := w.Config(sutconfig.SUTConfig{Listen: addr, DataDir: dir})
+func (w *World) Config(base sutconfig.SUTConfig) sutconfig.SUTConfig {
 	u := w.URL()
 	base.Model.BaseURL = u + modelBasePath
 	base.Tools.BaseURL = u + toolsBasePath

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomcheck/loomcheck/harness/world"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 const waitLimit = 5 * time.Second
@@ -79,8 +79,8 @@ func send(url string, body any, header ...string) (int, []byte, error) {
 
 func TestConfigFillsEndpoints(t *testing.T) {
 	w := start(t, world.Options{})
-	base := spec.SUTConfig{Listen: "127.0.0.1:9", DataDir: "/d",
-		Tools: spec.ToolsConfig{Definitions: []spec.ToolDef{{Name: "x"}}}}
+	base := sutconfig.SUTConfig{Listen: "127.0.0.1:9", DataDir: "/d",
+		Tools: sutconfig.ToolsConfig{Definitions: []sutconfig.ToolDef{{Name: "x"}}}}
 	cfg := w.Config(base)
 	u := w.URL()
 	require.True(t, strings.HasPrefix(u, "http://127.0.0.1:"))
@@ -98,7 +98,7 @@ func TestOptionsURLForExternalServer(t *testing.T) {
 	w := world.New(world.Options{URL: "http://example.test:1/"})
 	defer w.Close()
 	assert.Equal(t, "http://example.test:1", w.URL())
-	assert.Equal(t, "http://example.test:1/v1", w.Config(spec.SUTConfig{}).Model.BaseURL)
+	assert.Equal(t, "http://example.test:1/v1", w.Config(sutconfig.SUTConfig{}).Model.BaseURL)
 }
 
 func TestStartTwiceAndAfterClose(t *testing.T) {
@@ -224,9 +224,9 @@ func TestScriptsAreBounded(t *testing.T) {
 	assert.ErrorIs(t, w.Model().EnqueueFor("x", world.Reply{}), world.ErrScriptFull)
 	assert.ErrorIs(t, w.Tools().Enqueue("t", world.Behavior{}, world.Behavior{}, world.Behavior{}), world.ErrScriptFull)
 	assert.ErrorIs(t, w.Summarizer().Enqueue(world.Summary{}, world.Summary{}, world.Summary{}), world.ErrScriptFull)
-	require.NoError(t, w.Identity().Add("a", spec.Principal{Actor: "a"}))
-	require.NoError(t, w.Identity().Add("b", spec.Principal{Actor: "b"}))
-	assert.ErrorIs(t, w.Identity().Add("c", spec.Principal{Actor: "c"}), world.ErrScriptFull)
+	require.NoError(t, w.Identity().Add("a", sutconfig.Principal{Actor: "a"}))
+	require.NoError(t, w.Identity().Add("b", sutconfig.Principal{Actor: "b"}))
+	assert.ErrorIs(t, w.Identity().Add("c", sutconfig.Principal{Actor: "c"}), world.ErrScriptFull)
 	assert.ErrorIs(t, w.Clearance().Allow("a", "1", "2", "3"), world.ErrScriptFull)
 }
 
@@ -247,7 +247,7 @@ func TestErrorHook(t *testing.T) {
 
 func TestConcurrentUse(t *testing.T) {
 	w := start(t, world.Options{})
-	require.NoError(t, w.Identity().Add("tok", spec.Principal{Actor: "a"}))
+	require.NoError(t, w.Identity().Add("tok", sutconfig.Principal{Actor: "a"}))
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
 		wg.Add(1)

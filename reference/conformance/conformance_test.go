@@ -8,6 +8,7 @@ import (
 	"github.com/loomcheck/loomcheck/harness"
 	"github.com/loomcheck/loomcheck/reference"
 	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // TestConformance runs the whole conformance suite against the reference engine, in-process, as
@@ -39,6 +40,6 @@ func TestConformance(t *testing.T) {
 // fails waits it out.
 var stepTimeout = 3 * harness.DefaultStepTimeout()
 
-func open(ctx context.Context, cfg spec.SUTConfig) (harness.Instance, error) {
+func open(ctx context.Context, cfg sutconfig.SUTConfig) (harness.Instance, error) {
 	return reference.OpenConfig(ctx, cfg)
 }

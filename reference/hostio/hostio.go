@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/loomcheck/loomcheck/reference/agent"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // MaxBody bounds every answer read from a hook.
@@ -237,7 +237,7 @@ func (q *OrderedReports) Dropped() int64 {
 // Identity resolves bearer tokens to principals: first the static table, then the introspection
 // endpoint (asked on every call, so a revocation takes effect at once).
 type Identity struct {
-	Static map[string]spec.Principal
+	Static map[string]sutconfig.Principal
 	URL    string
 	Client *http.Client
 }
@@ -246,31 +246,31 @@ type Identity struct {
 var ErrUnknownToken = errors.New("hostio: unknown token")
 
 // Resolve returns the principal of token, or ErrUnknownToken.
-func (id *Identity) Resolve(ctx context.Context, token string) (spec.Principal, error) {
+func (id *Identity) Resolve(ctx context.Context, token string) (sutconfig.Principal, error) {
 	if token == "" {
-		return spec.Principal{}, ErrUnknownToken
+		return sutconfig.Principal{}, ErrUnknownToken
 	}
 	if p, ok := id.Static[token]; ok {
 		return p, nil
 	}
 	if id.URL == "" {
-		return spec.Principal{}, ErrUnknownToken
+		return sutconfig.Principal{}, ErrUnknownToken
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	status, body, err := post(ctx, client(id.Client), "identity", id.URL, map[string]string{"token": token}, nil)
 	if err != nil {
-		return spec.Principal{}, err
+		return sutconfig.Principal{}, err
 	}
 	if status == http.StatusUnauthorized || status == http.StatusNotFound {
-		return spec.Principal{}, ErrUnknownToken
+		return sutconfig.Principal{}, ErrUnknownToken
 	}
 	if status != http.StatusOK {
-		return spec.Principal{}, &HookError{Hook: "identity", Status: status, Err: fmt.Errorf("unexpected answer: %s", bound(body, 1024))}
+		return sutconfig.Principal{}, &HookError{Hook: "identity", Status: status, Err: fmt.Errorf("unexpected answer: %s", bound(body, 1024))}
 	}
-	var p spec.Principal
+	var p sutconfig.Principal
 	if err := json.Unmarshal(body, &p); err != nil {
-		return spec.Principal{}, &HookError{Hook: "identity", Status: status, Err: err}
+		return sutconfig.Principal{}, &HookError{Hook: "identity", Status: status, Err: err}
 	}
 	return p, nil
 }

@@ -18,7 +18,7 @@ import (
 
 	"github.com/loomcheck/loomcheck/reference"
 	"github.com/loomcheck/loomcheck/reference/model"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // stallGuard bounds every wait for an answer or an event, so that a broken server fails the run
@@ -54,15 +54,15 @@ func token(i int) string { return fmt.Sprintf("perf-user-%d", i%users) }
 // engineConfig is the configuration of an engine of the figures: the kit's configuration
 // document with users principals, the built-in model, and the limits a load test raises (posts
 // per minute, streams per principal, connections).
-func engineConfig(dir, storeURL string) spec.SUTConfig {
-	cfg := spec.SUTConfig{Listen: "127.0.0.1:0", DataDir: dir,
-		Signing: spec.SigningConfig{Key: base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0x5a}, 32))},
-		Gateway: spec.GatewayConfig{PostsPerMinute: 1 << 30, MaxStreams: 1 << 16, MaxStreamsPerPrincipal: 1 << 16,
+func engineConfig(dir, storeURL string) sutconfig.SUTConfig {
+	cfg := sutconfig.SUTConfig{Listen: "127.0.0.1:0", DataDir: dir,
+		Signing: sutconfig.SigningConfig{Key: base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0x5a}, 32))},
+		Gateway: sutconfig.GatewayConfig{PostsPerMinute: 1 << 30, MaxStreams: 1 << 16, MaxStreamsPerPrincipal: 1 << 16,
 			MaxConnections: 1 << 16},
-		Identity: spec.IdentityConfig{Principals: map[string]spec.Principal{}}}
+		Identity: sutconfig.IdentityConfig{Principals: map[string]sutconfig.Principal{}}}
 	cfg.Storage.URL = storeURL
 	for i := range users {
-		cfg.Identity.Principals[token(i)] = spec.Principal{Tenant: "perf", Actor: fmt.Sprintf("user-%d", i)}
+		cfg.Identity.Principals[token(i)] = sutconfig.Principal{Tenant: "perf", Actor: fmt.Sprintf("user-%d", i)}
 	}
 	return cfg
 }

@@ -25,7 +25,7 @@ import (
 
 	"github.com/loomcheck/loomcheck/reference"
 	"github.com/loomcheck/loomcheck/reference/model"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // Exit statuses of Main.
@@ -101,7 +101,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, hooks Ho
 		fmt.Fprintln(stderr, name+": --builtin-delay must not be negative")
 		return ExitUsage
 	}
-	var cfg spec.SUTConfig
+	var cfg sutconfig.SUTConfig
 	fromFile := *config != ""
 	if fromFile {
 		b, err := os.ReadFile(*config)
@@ -198,7 +198,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, hooks Ho
 		b := make([]byte, 16)
 		_, _ = rand.Read(b)
 		devToken = "dev-" + hex.EncodeToString(b)
-		cfg.Identity.Principals = map[string]spec.Principal{devToken: {Tenant: "local", Actor: "you"}}
+		cfg.Identity.Principals = map[string]sutconfig.Principal{devToken: {Tenant: "local", Actor: "you"}}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	opt, err := reference.FromConfig(cfg)

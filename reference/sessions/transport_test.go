@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomcheck/loomcheck/reference/internal/reftest"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 type wireFrame struct {
@@ -28,8 +28,8 @@ type wireFrame struct {
 // for the first time, is seeded from its history; the WebSocket (which outlives the edge's
 // request deadline) and SSE serve the same frames, and a ticket works once.
 func TestSessionStreamSeedsAndServesBothTransports(t *testing.T) {
-	eng := reftest.Open(t, reftest.Served(), reftest.Config(spec.SUTConfig{Identity: spec.IdentityConfig{Insecure: true},
-		Gateway: spec.GatewayConfig{RequestTimeoutMs: 300, HeadersTimeoutMs: 200}, Stream: spec.StreamConfig{HeartbeatMs: 100}}))
+	eng := reftest.Open(t, reftest.Served(), reftest.Config(sutconfig.SUTConfig{Identity: sutconfig.IdentityConfig{Insecure: true},
+		Gateway: sutconfig.GatewayConfig{RequestTimeoutMs: 300, HeadersTimeoutMs: 200}, Stream: sutconfig.StreamConfig{HeartbeatMs: 100}}))
 	base := eng.URL
 	addr := strings.TrimPrefix(base, "http://")
 	post := func(path, body string) map[string]any {

@@ -27,7 +27,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/model"
 	"github.com/loomcheck/loomcheck/reference/store/postgres/pgtest"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // Option sets what the engine is opened with.
@@ -35,7 +35,7 @@ type Option func(*settings)
 
 type settings struct {
 	dir      string
-	config   *spec.SUTConfig
+	config   *sutconfig.SUTConfig
 	edits    []func(*reference.Options)
 	served   bool
 	postgres bool
@@ -94,7 +94,7 @@ func With(edit func(o *reference.Options)) Option {
 // Config opens the engine from the kit's configuration document, as `loomcheck serve` does
 // (reference.FromConfig), in place of the rig's own defaults; the other options edit what it
 // gives. An empty DataDir is the rig's, an empty signing key the rig's.
-func Config(cfg spec.SUTConfig) Option {
+func Config(cfg sutconfig.SUTConfig) Option {
 	return func(s *settings) { s.config = &cfg }
 }
 

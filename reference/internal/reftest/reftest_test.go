@@ -14,7 +14,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/internal/reftest"
 	"github.com/loomcheck/loomcheck/reference/internal/scriptmodel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
-	"github.com/loomcheck/loomcheck/spec"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 var alice = loomtype.Identity{Tenant: "acme", Actor: "alice"}
@@ -101,9 +101,9 @@ func TestServedWithTokensAtTheSameAddressAfterARestart(t *testing.T) {
 }
 
 func TestConfigOpensFromTheConfigurationDocument(t *testing.T) {
-	svc := spec.Principal{Tenant: "acme", Actor: "loom-service"}
-	eng := reftest.Open(t, reftest.Config(spec.SUTConfig{Identity: spec.IdentityConfig{Insecure: true},
-		Shared: spec.SharedConfig{ServicePrincipal: &svc}}), reftest.Served())
+	svc := sutconfig.Principal{Tenant: "acme", Actor: "loom-service"}
+	eng := reftest.Open(t, reftest.Config(sutconfig.SUTConfig{Identity: sutconfig.IdentityConfig{Insecure: true},
+		Shared: sutconfig.SharedConfig{ServicePrincipal: &svc}}), reftest.Served())
 	opt := eng.Options()
 	require.Equal(t, eng.Dir, opt.DataDir)
 	require.Equal(t, [][]byte{eng.Key}, opt.Conversation.Keys, "the rig's key, since the document names none")

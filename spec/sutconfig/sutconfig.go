@@ -1,4 +1,6 @@
-package spec
+// Package sutconfig is the configuration the kit hands a system under test (LOOM_CONFIG): what
+// an engine needs to read it, apart from the kit's requirement catalogue and OpenAPI document.
+package sutconfig
 
 // SUTConfig is the one document through which the kit hands the world to a system under test.
 // Its JSON form is described by schemas/sut-config.schema.json; a process SUT reads it from the
@@ -8,7 +10,7 @@ package spec
 // configured": no model (the system may answer with a built-in one), no tools, no summarizer, and so
 // on. Durations are milliseconds.
 //
-//	cfg := spec.SUTConfig{Listen: "127.0.0.1:8080", DataDir: "/var/lib/loom"}
+//	cfg := sutconfig.SUTConfig{Listen: "127.0.0.1:8080", DataDir: "/var/lib/loom"}
 type SUTConfig struct {
 	// Listen is the host:port the system must serve HTTP on.
 	Listen string `json:"listen"`
@@ -45,7 +47,7 @@ type SUTConfig struct {
 
 // RunsConfig bounds what one request to start an agent run may ask for. Zero means the default.
 //
-//	cfg.Runs = spec.RunsConfig{MaxIterations: 16}
+//	cfg.Runs = sutconfig.RunsConfig{MaxIterations: 16}
 type RunsConfig struct {
 	// MaxIterations is the most model calls a run may ask for with its maxIterations option
 	// (default 64); a larger value is refused with 400 naming maxIterations. A run that names
@@ -263,7 +265,7 @@ const Version = "0.1.0"
 
 // StorageConfig tunes how a system keeps its durable state.
 //
-//	cfg.Storage = spec.StorageConfig{AllowEmpty: true}
+//	cfg.Storage = sutconfig.StorageConfig{AllowEmpty: true}
 type StorageConfig struct {
 	// AllowEmpty lets the system start on a data directory that exists and holds nothing, or
 	// whose stored data is gone. Without it a system refuses to start there: it is what deleted
@@ -284,7 +286,7 @@ type StorageConfig struct {
 // node serves the whole surface at its own address, one of them at a time runs the executions,
 // and the others forward to it.
 //
-//	cfg.Node = spec.NodeConfig{ID: "node-1", Advertise: "http://10.0.0.7:8080", LeaseMs: 2000}
+//	cfg.Node = sutconfig.NodeConfig{ID: "node-1", Advertise: "http://10.0.0.7:8080", LeaseMs: 2000}
 type NodeConfig struct {
 	// ID names the node, unique among the nodes of one database.
 	ID string `json:"id"`
