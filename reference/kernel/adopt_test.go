@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomcheck/loomcheck/reference/kernel"
+	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/store"
 	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
@@ -210,4 +211,65 @@ func TestAnUnreadableRecordIsReportedOnce(t *testing.T) {
 	<-r.k.Recovered()
 	require.Equal(t, 1, r.log.count("unreadable execution record"), "reported once")
 	require.True(t, send(t, r.k, "ok", "m1", "hello"))
+}
+
+// damagedRecord is a store whose record of one execution reads as damaged, alone and in a walk.
+type damagedRecord struct {
+	store.Store
+	key string
+}
+
+func (d damagedRecord) damage() error {
+	return &store.CorruptError{Path: "test", Table: "meta", Key: d.key, Reason: "checksum does not match"}
+}
+
+func (d damagedRecord) Meta(ctx context.Context, key string) ([]byte, bool, error) {
+	if key == d.key {
+		return nil, false, d.damage()
+	}
+	return d.Store.Meta(ctx, key)
+}
+
+func (d damagedRecord) MetaPrefix(ctx context.Context, prefix string) ([]store.KV, error) {
+	if strings.HasPrefix(d.key, prefix) {
+		return nil, d.damage()
+	}
+	return d.Store.MetaPrefix(ctx, prefix)
+}
+
+// A walk that meets a damaged record refuses that record's execution and reports it once; the
+// other open executions are still found by key and served.
+func TestADamagedRecordInTheWalkIsRefused(t *testing.T) {
+	ctx := context.Background()
+	var calls atomic.Int64
+	flows := map[string]kernel.Flow{"echo": echo(&calls)}
+	path := filepath.Join(t.TempDir(), "loom.db")
+	st, err := sqlite.Open(ctx, path, sqlite.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	k, err := kernel.Open(ctx, st, kernel.Options{Flows: flows})
+	require.NoError(t, err)
+	startEcho(t, k, "bad")
+	startEcho(t, k, "good")
+	require.NoError(t, k.Close())
+
+	var mu sync.Mutex
+	reported := map[string]int{}
+	k, err = kernel.Open(ctx, damagedRecord{Store: st, key: kernel.InfoKey("bad")}, kernel.Options{Flows: flows,
+		Logger: slog.New(slog.NewTextHandler(&lockedLog{}, nil)),
+		OnCorrupt: func(id string, err error) {
+			mu.Lock()
+			reported[id]++
+			mu.Unlock()
+		}})
+	require.NoError(t, err)
+	defer k.Close()
+	<-k.Recovered()
+	_, err = k.Send(ctx, "bad", alice, "m1", json.RawMessage(`"hi"`))
+	require.ErrorIs(t, err, loomtype.ErrCorrupt)
+	require.True(t, send(t, k, "good", "m1", "hello"))
+	waitFor(t, "the good one answers", func() bool { return calls.Load() == 1 })
+	mu.Lock()
+	require.Equal(t, map[string]int{"bad": 1}, reported)
+	mu.Unlock()
 }

@@ -3,11 +3,14 @@ package kernel
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"sort"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/loomcheck/loomcheck/reference/store"
 )
 
 func (k *Kernel) register(in Info, fl Flow) *execution {
@@ -189,15 +192,22 @@ func (k *Kernel) Recover(ctx context.Context, id string) error {
 // recoverAll is the background recovery: it walks the execution records and adopts every open
 // execution (adoptStored), orders them (scanOrder), then replays them, at most
 // Options.RecoveryWorkers at once, each worker moving on once the execution it started has
-// caught up with its log. A walk that fails is reported; the open executions are then adopted
-// by key as something names them.
+// caught up with its log. A walk that fails is reported (a damaged record also refuses its
+// execution, as a damaged log does); the open executions are then adopted by key as something
+// names them.
 func (k *Kernel) recoverAll() {
 	defer k.wg.Done()
 	defer close(k.recovered)
 	if err := k.adoptStored(); err != nil {
-		if k.ctx.Err() == nil {
-			k.log.Error("kernel: cannot list the execution records; an open execution is recovered when something needs it", "err", err)
+		if k.ctx.Err() != nil {
+			return
 		}
+		var ce *store.CorruptError
+		if errors.As(err, &ce) && strings.HasPrefix(ce.Key, metaPrefix) {
+			// The damaged record's execution is refused; the others are still found by key.
+			k.refuse(strings.TrimPrefix(ce.Key, metaPrefix), err)
+		}
+		k.log.Error("kernel: cannot list the execution records; an open execution is recovered when something needs it", "err", err)
 		return
 	}
 	k.mu.Lock()
