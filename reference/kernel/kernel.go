@@ -11,8 +11,9 @@
 // exactly once; a completed step without running it again), a step that was in flight when the
 // process died runs again, and anything the run does that the log does not hold is a
 // *loomtype.DivergenceError naming the command index, what the log holds and what the run did.
-// Recovery is lazy: Open returns before any replay, an execution is replayed as soon as something
-// needs it (see Open), and the others in the background, a few at a time.
+// Recovery is lazy: Open returns before it has read a single execution record or replayed
+// anything; an execution is found by its key and replayed as soon as something needs it (see
+// Open), and the others in the background, a few at a time, once it has walked the records.
 //
 // A flow must be deterministic given what the Context returns: anything else it needs (the clock,
 // randomness, a network answer) goes through Decide or Execute.
