@@ -240,7 +240,7 @@ func (c *Context) AwaitEnd(id string) (Info, error) {
 			return in, nil
 		}
 		c.k.x.endLooked(id)
-		e := c.k.wake(id) // one not replayed yet is needed now
+		e := c.k.wake(c.ctx, id) // one not replayed yet is needed now
 		if e == nil {
 			// It may have ended since the look above: an execution leaves the running set only
 			// once its end is recorded, so a second look tells the two apart.

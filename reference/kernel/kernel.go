@@ -11,8 +11,9 @@
 // exactly once; a completed step without running it again), a step that was in flight when the
 // process died runs again, and anything the run does that the log does not hold is a
 // *loomtype.DivergenceError naming the command index, what the log holds and what the run did.
-// Recovery is lazy: Open returns before any replay, an execution is replayed as soon as something
-// needs it (see Open), and the others in the background, a few at a time.
+// Recovery is lazy: Open returns before it has read a single execution record or replayed
+// anything; an execution is found by its key and replayed as soon as something needs it (see
+// Open), and the others in the background, a few at a time, once it has walked the records.
 //
 // A flow must be deterministic given what the Context returns: anything else it needs (the clock,
 // randomness, a network answer) goes through Decide or Execute.
@@ -25,9 +26,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"sort"
 	"sync"
-	"time"
 	"unicode/utf8"
 
 	"github.com/loomcheck/loomcheck/reference/loomtype"
@@ -171,8 +170,16 @@ type Kernel struct {
 	mu sync.Mutex
 	// running holds every execution that runs, has yet to be recovered, or is being recovered.
 	running map[string]*execution
-	// dormant are the open executions Open found, in the order the background recovers them;
-	// next is the first the background has not taken yet.
+	// adopted are the open executions found in the store (by the background's walk of the
+	// execution records, or by key when something named one before the walk reached it).
+	adopted []*execution
+	// listed: the background has walked every execution record; from then on an execution that
+	// is not in running or infos is not open.
+	listed bool
+	// unreadable holds the ids whose record does not decode, reported once.
+	unreadable map[string]bool
+	// dormant are the adopted executions in the order the background recovers them, once
+	// listed; next is the first the background has not taken yet.
 	dormant []*execution
 	next    int
 	// recovered is closed once the background recovery is over (see Recovered).
@@ -211,16 +218,20 @@ type execution struct {
 func (e *execution) markLoaded() { e.loadOnce.Do(func() { close(e.loaded) }) }
 func (e *execution) markCaught() { e.caughtOnce.Do(func() { close(e.caught) }) }
 
-// Open makes a kernel over st and recovers every open execution by replay, lazily: it reads the
-// executions' records and returns, with none of them replayed yet. An open execution is replayed
-// as soon as something needs it: a message, a signal or a cancel for it (Send, Signal, Cancel,
-// SendTo), a wait for its end (Await, AwaitEnd), its durable timer falling due, Recover; the
-// others are replayed in the background, at most Options.RecoveryWorkers at once, the most
-// recently active first and those with a message waiting before them. A request for one
-// execution therefore waits for the replay of that one only. The kernel does not own st: close
-// the kernel first, then the store.
+// Open makes a kernel over st and recovers every open execution by replay, lazily: it returns
+// without reading the executions' records, with none of them replayed yet. The background walks
+// the records once and adopts every open execution it finds; one that something names before the
+// walk has reached it is read by its key and adopted then, so a request, or an execution awaiting
+// another, finds it all the same. An open execution is replayed as soon as something needs it: a
+// message, a signal or a cancel for it (Send, Signal, Cancel, SendTo), a wait for its end (Await,
+// AwaitEnd), its durable timer falling due, Recover; the others are replayed in the background
+// once the walk is over, at most Options.RecoveryWorkers at once, the most recently active first
+// and those with a message waiting before them. A request for one execution therefore waits for
+// the read of one record and the replay of that one execution only, whatever the store holds. A
+// record that does not decode is reported (logged) once, by the walk or by the read that met it.
+// The kernel does not own st: close the kernel first, then the store.
 //
-// Errors: the store cannot be read.
+// Errors: Options.Prepare's.
 //
 //	k, err := kernel.Open(ctx, st, kernel.Options{Flows: map[string]kernel.Flow{"echo": echo}})
 //	if err != nil { return err }
@@ -238,13 +249,9 @@ func Open(ctx context.Context, st store.Store, opt Options) (*Kernel, error) {
 	}
 	kctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	k := &Kernel{st: st, opt: opt, log: lg, ctx: kctx, cancel: cancel, recovered: make(chan struct{}),
-		running: map[string]*execution{}, infos: map[string]Info{}, damaged: map[string]error{}}
+		running: map[string]*execution{}, infos: map[string]Info{}, damaged: map[string]error{},
+		unreadable: map[string]bool{}}
 	k.st = newCommitTap(st) // what each commit appended to a log, for WatchLogCommits
-	kvs, err := st.MetaPrefix(ctx, metaPrefix)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
 	if opt.BeforeRecovery != nil {
 		opt.BeforeRecovery(k)
 	}
@@ -254,255 +261,21 @@ func Open(ctx context.Context, st store.Store, opt Options) (*Kernel, error) {
 			return nil, err
 		}
 	}
-	for _, kv := range kvs {
-		var in Info
-		if err := json.Unmarshal(kv.Val, &in); err != nil {
-			lg.Error("kernel: unreadable execution record", "key", kv.Key, "err", err)
-			continue
-		}
-		k.infos[in.ID] = in
-		if in.State != StateOpen {
-			continue
-		}
-		fl, ok := opt.Flows[in.Flow]
-		if !ok {
-			lg.Error("kernel: open execution of an unknown flow is not recovered", "id", in.ID, "flow", in.Flow)
-			continue
-		}
-		// Every open execution is registered before any of them runs: one that awaits another
-		// (a shared conversation its turn) must find it, not take it for one that ended open.
-		k.dormant = append(k.dormant, k.register(in, fl))
-	}
-	if len(k.dormant) > 0 {
-		k.wg.Add(1)
-		go k.recoverAll()
-	} else {
-		close(k.recovered)
-	}
+	k.wg.Add(1)
+	go k.recoverAll()
 	return k, nil
 }
 
 // Recovered returns a channel closed once every execution Open found open has been replayed
 // up to the end of its log (or has ended, or was refused), or the kernel has stopped: from
-// then on every open execution runs, as it did before the restart.
+// then on every open execution runs, as it did before the restart. It closes too when the
+// background cannot list the execution records (the failure is logged); an open execution is
+// then replayed when something names it.
 //
 // Concurrency: safe for concurrent use.
 //
 //	<-k.Recovered() // every open execution runs again
 func (k *Kernel) Recovered() <-chan struct{} { return k.recovered }
-
-func (k *Kernel) register(in Info, fl Flow) *execution {
-	e := &execution{id: in.ID, flow: fl, info: in, done: make(chan struct{}),
-		loaded: make(chan struct{}), caught: make(chan struct{})}
-	k.running[in.ID] = e
-	return e
-}
-
-// launch registers a new execution and starts it (k.mu held).
-func (k *Kernel) launch(in Info, fl Flow) *execution {
-	e := k.register(in, fl)
-	k.startLocked(e)
-	return e
-}
-
-// startLocked starts e's goroutine unless it was started or the kernel has stopped (k.mu held).
-func (k *Kernel) startLocked(e *execution) {
-	if e.launched || k.stopped {
-		return
-	}
-	e.launched = true
-	k.wg.Add(1)
-	go k.run(e)
-}
-
-// wake starts execution id now if Open found it open and it has not been started yet. It
-// returns the execution, nil for one that is not running here.
-func (k *Kernel) wake(id string) *execution {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	e := k.running[id]
-	if e != nil {
-		k.startLocked(e)
-	}
-	return e
-}
-
-// need wakes execution id and waits until its log has been read, so that an execution found
-// damaged is refused before anything is delivered to it. It waits for nothing else.
-func (k *Kernel) need(ctx context.Context, id string) {
-	e := k.wake(id)
-	if e == nil {
-		return
-	}
-	select {
-	case <-e.loaded:
-	case <-e.done:
-	case <-ctx.Done():
-	case <-k.ctx.Done():
-	}
-}
-
-// Recover makes sure execution id runs: an open execution Open found that has not been replayed
-// yet is replayed now, ahead of the background recovery. It returns once the execution has
-// caught up with its log (it runs live, waits, or has ended), at once for one that already
-// has, and does nothing for an execution that has ended or is unknown.
-//
-// Errors: ctx's, ErrStopped.
-//
-// Concurrency: safe for concurrent use.
-//
-//	if err := k.Recover(ctx, "c1"); err != nil { return err }
-func (k *Kernel) Recover(ctx context.Context, id string) error {
-	e := k.wake(id)
-	if e == nil {
-		return nil
-	}
-	select {
-	case <-e.caught:
-		return nil
-	case <-e.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-k.ctx.Done():
-		return ErrStopped
-	}
-}
-
-// recoverAll is the background recovery: it orders the executions Open found open (scanOrder),
-// then replays them, at most Options.RecoveryWorkers at once, each worker moving on once the
-// execution it started has caught up with its log.
-func (k *Kernel) recoverAll() {
-	defer k.wg.Done()
-	defer close(k.recovered)
-	k.mu.Lock()
-	all := append([]*execution(nil), k.dormant...)
-	k.mu.Unlock()
-	k.scanOrder()
-	var wg sync.WaitGroup
-	for range k.opt.RecoveryWorkers {
-		wg.Go(func() {
-			for {
-				e := k.takeDormant()
-				if e == nil {
-					return
-				}
-				if h := k.opt.BeforeBackgroundRecovery; h != nil {
-					h(e.id)
-				}
-				k.mu.Lock()
-				k.startLocked(e)
-				k.mu.Unlock()
-				select {
-				case <-e.caught:
-				case <-e.done:
-				case <-k.ctx.Done():
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	// What something needed was started outside the workers: it may still be replaying.
-	for _, e := range all {
-		select {
-		case <-e.caught:
-		case <-e.done:
-		case <-k.ctx.Done():
-			return
-		}
-	}
-}
-
-// takeDormant returns the next execution for the background to recover, nil when none is left
-// or the kernel has stopped.
-func (k *Kernel) takeDormant() *execution {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	for k.next < len(k.dormant) && !k.stopped {
-		e := k.dormant[k.next]
-		k.dormant[k.next] = nil
-		k.next++
-		if !e.launched {
-			return e
-		}
-	}
-	return nil
-}
-
-// scanOrder reads the newest event of each dormant execution's log and inbox and orders the
-// background's queue by them: first those whose inbox received something after the log's last
-// write (a message accepted and not taken yet), then the most recently active. An execution
-// whose log ends with a durable timer set is started when the timer falls due, if the background
-// has not reached it by then. The scan reads two events an execution; what it cannot read
-// leaves the order as it is (the replay reports it).
-func (k *Kernel) scanOrder() {
-	k.mu.Lock()
-	queue := append([]*execution(nil), k.dormant...)
-	gens := make(map[*execution]int64, len(queue))
-	for _, e := range queue {
-		gens[e] = e.info.Gen
-	}
-	k.mu.Unlock()
-	type rank struct {
-		waiting bool
-		active  int64
-	}
-	ranks := make(map[*execution]rank, len(queue))
-	for _, e := range queue {
-		if k.ctx.Err() != nil {
-			return
-		}
-		var r rank
-		logEvs, err := k.st.ReadBackward(k.ctx, logStream(e.id), gens[e], math.MaxInt64, 1)
-		if err != nil || len(logEvs) == 0 {
-			continue
-		}
-		last := logEvs[0]
-		r.active = last.Time
-		if in, err := k.st.ReadBackward(k.ctx, inboxStream(e.id), 0, math.MaxInt64, 1); err == nil && len(in) == 1 {
-			r.waiting = in[0].Time > last.Time
-			r.active = max(r.active, in[0].Time)
-		}
-		ranks[e] = r
-		if last.Kind == kindTimerSet {
-			var t evTimer
-			if json.Unmarshal(last.Data, &t) == nil {
-				k.wakeAt(e, time.UnixMilli(t.Due))
-			}
-		}
-	}
-	sort.SliceStable(queue, func(i, j int) bool {
-		a, b := ranks[queue[i]], ranks[queue[j]]
-		if a.waiting != b.waiting {
-			return a.waiting
-		}
-		return a.active > b.active
-	})
-	k.mu.Lock()
-	if k.next == 0 {
-		k.dormant = queue
-	}
-	k.mu.Unlock()
-}
-
-// wakeAt starts e when the kernel's clock reaches t, unless it has been started by then.
-func (k *Kernel) wakeAt(e *execution, t time.Time) {
-	ch, release := k.clock().At(t)
-	k.wg.Add(1)
-	go func() {
-		defer k.wg.Done()
-		defer release()
-		select {
-		case <-ch:
-			k.mu.Lock()
-			k.startLocked(e)
-			k.mu.Unlock()
-		case <-e.done:
-		case <-k.ctx.Done():
-		}
-	}()
-}
 
 // Start starts an execution with a new id. Starting an id that exists is ErrAlreadyStarted
 // (loomtype.ErrAlreadyStarted) together with the existing execution's Info: an id starts once.
@@ -554,10 +327,12 @@ func (k *Kernel) start(ctx context.Context, req StartRequest, extra func(store.T
 	if err != nil {
 		return Info{}, err
 	}
-	k.infos[req.ID] = info
 	if existing {
+		// An open execution the background has not reached yet is adopted now.
+		k.adoptLocked(info)
 		return info, loomtype.ErrAlreadyStarted
 	}
+	k.infos[req.ID] = info
 	k.launch(info, fl)
 	return info, nil
 }
@@ -636,7 +411,7 @@ func (k *Kernel) SendInShare(ctx context.Context, id string, sender, share loomt
 // Await waits until the execution has ended and returns its final Info. An open execution not
 // replayed yet is replayed now.
 func (k *Kernel) Await(ctx context.Context, id string) (Info, error) {
-	if e := k.wake(id); e != nil {
+	if e := k.wake(ctx, id); e != nil {
 		select {
 		case <-e.done:
 		case <-ctx.Done():
@@ -791,13 +566,13 @@ func (k *Kernel) finish(e *execution, c *Context, state string, out json.RawMess
 	k.mu.Lock()
 	k.infos[e.id] = in
 	e.info = in
-	dormant := k.next < len(k.dormant)
+	dormant := !k.listed || k.next < len(k.dormant)
 	k.mu.Unlock()
 	k.ended(e.id, state)
 	if dormant {
 		// A parent not replayed yet that awaits this child is needed now.
 		if ref, ok, err := k.Parent(k.ctx, e.id); err == nil && ok {
-			k.wake(ref.Parent)
+			k.wake(k.ctx, ref.Parent)
 		}
 	}
 }
@@ -908,8 +683,8 @@ func (k *Kernel) Input(ctx context.Context, id string) (json.RawMessage, error) 
 //
 //	waiting, err := k.Backlog(ctx, "c1", 64)
 func (k *Kernel) Backlog(ctx context.Context, id string, limit int) ([]Message, error) {
+	e := k.find(ctx, id)
 	k.mu.Lock()
-	e := k.running[id]
 	var gen int64
 	if e != nil {
 		gen = e.info.Gen
