@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -272,4 +273,62 @@ func TestADamagedRecordInTheWalkIsRefused(t *testing.T) {
 	mu.Lock()
 	require.Equal(t, map[string]int{"bad": 1}, reported)
 	mu.Unlock()
+}
+
+// failingWalk is a store whose listing of the execution records fails, as a database that does
+// not answer does, until fails reaches zero.
+type failingWalk struct {
+	store.Store
+	fails atomic.Int64
+	walks atomic.Int64
+}
+
+func (f *failingWalk) MetaPrefix(ctx context.Context, prefix string) ([]store.KV, error) {
+	if prefix == kernel.InfoKey("") {
+		f.walks.Add(1)
+		if f.fails.Add(-1) >= 0 {
+			return nil, errors.New("connection refused")
+		}
+	}
+	return f.Store.MetaPrefix(ctx, prefix)
+}
+
+// A walk of the records that fails for a reason other than damage is tried again until one
+// succeeds: an open execution nothing names is still recovered (its flow runs again).
+func TestAWalkThatFailsIsTriedAgain(t *testing.T) {
+	ctx := context.Background()
+	// runs counts the times the flow began: at its start, and again at each recovery.
+	flows := func(runs *atomic.Int64) map[string]kernel.Flow {
+		return map[string]kernel.Flow{"wait": func(c *kernel.Context, _ json.RawMessage) (json.RawMessage, error) {
+			runs.Add(1)
+			for {
+				if _, err := c.Receive(); err != nil {
+					return nil, err
+				}
+			}
+		}}
+	}
+	path := filepath.Join(t.TempDir(), "loom.db")
+	st, err := sqlite.Open(ctx, path, sqlite.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	var first atomic.Int64
+	k, err := kernel.Open(ctx, st, kernel.Options{Flows: flows(&first)})
+	require.NoError(t, err)
+	_, err = k.Start(ctx, kernel.StartRequest{ID: "quiet", Flow: "wait", Principal: alice})
+	require.NoError(t, err)
+	waitFor(t, "the flow's start", func() bool { return first.Load() == 1 })
+	require.NoError(t, k.Close())
+
+	fw := &failingWalk{Store: st}
+	fw.fails.Store(2)
+	log := &lockedLog{}
+	var again atomic.Int64
+	k, err = kernel.Open(ctx, fw, kernel.Options{Flows: flows(&again), Logger: slog.New(slog.NewTextHandler(log, nil))})
+	require.NoError(t, err)
+	defer k.Close()
+	<-k.Recovered()
+	require.EqualValues(t, 3, fw.walks.Load(), "two failed walks, then one that succeeded")
+	require.Equal(t, 2, log.count("trying again"))
+	waitFor(t, "the open execution recovered with nothing naming it", func() bool { return again.Load() == 1 })
 }

@@ -147,6 +147,44 @@ func (k *Kernel) adoptStored() error {
 	return nil
 }
 
+// listStored walks the execution records until one walk succeeds (adoptStored), and reports
+// whether it did. A walk that fails for another reason than damage (a database that does not
+// answer, say) is tried again, each wait twice the last up to listRetryMax, until the kernel
+// stops: an open execution nothing names must still be recovered. A damaged record refuses its
+// execution, as a damaged log does, and ends the walks: the store refuses what it holds from then
+// on, and the other open executions are adopted by key as something names them.
+func (k *Kernel) listStored() bool {
+	for wait := listRetryMin; ; wait = min(2*wait, listRetryMax) {
+		err := k.adoptStored()
+		if err == nil {
+			return true
+		}
+		if k.ctx.Err() != nil {
+			return false
+		}
+		var ce *store.CorruptError
+		if errors.As(err, &ce) {
+			if strings.HasPrefix(ce.Key, metaPrefix) {
+				k.refuse(strings.TrimPrefix(ce.Key, metaPrefix), err)
+			}
+			k.log.Error("kernel: the execution records are damaged; an open execution is recovered when something names it", "err", err)
+			return false
+		}
+		k.log.Error("kernel: cannot list the execution records; trying again", "err", err, "wait", wait)
+		select {
+		case <-k.ctx.Done():
+			return false
+		case <-time.After(wait):
+		}
+	}
+}
+
+// The waits between two walks of the execution records that failed.
+const (
+	listRetryMin = 50 * time.Millisecond
+	listRetryMax = 5 * time.Second
+)
+
 // need wakes execution id and waits until its log has been read, so that an execution found
 // damaged is refused before anything is delivered to it. It waits for nothing else.
 func (k *Kernel) need(ctx context.Context, id string) {
@@ -190,24 +228,13 @@ func (k *Kernel) Recover(ctx context.Context, id string) error {
 }
 
 // recoverAll is the background recovery: it walks the execution records and adopts every open
-// execution (adoptStored), orders them (scanOrder), then replays them, at most
+// execution (listStored), orders them (scanOrder), then replays them, at most
 // Options.RecoveryWorkers at once, each worker moving on once the execution it started has
-// caught up with its log. A walk that fails is reported (a damaged record also refuses its
-// execution, as a damaged log does); the open executions are then adopted by key as something
-// names them.
+// caught up with its log.
 func (k *Kernel) recoverAll() {
 	defer k.wg.Done()
 	defer close(k.recovered)
-	if err := k.adoptStored(); err != nil {
-		if k.ctx.Err() != nil {
-			return
-		}
-		var ce *store.CorruptError
-		if errors.As(err, &ce) && strings.HasPrefix(ce.Key, metaPrefix) {
-			// The damaged record's execution is refused; the others are still found by key.
-			k.refuse(strings.TrimPrefix(ce.Key, metaPrefix), err)
-		}
-		k.log.Error("kernel: cannot list the execution records; an open execution is recovered when something needs it", "err", err)
+	if !k.listStored() {
 		return
 	}
 	k.mu.Lock()
