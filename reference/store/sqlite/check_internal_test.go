@@ -185,7 +185,13 @@ func TestAFlippedKeyByteIsRefusedAtTheStreamsFirstRead(t *testing.T) {
 			require.NoError(t, os.WriteFile(path, b, 0o600))
 			holdCheck(t)
 			st, err := Open(ctx, path, lazyOptions)
-			require.NoError(t, err)
+			if err != nil {
+				// The row out of order may also misdirect Open's lookup of the newest event it
+				// recorded (a stream beside s-030 in the same page): the store is then refused
+				// at Open, which serves nothing either.
+				require.ErrorIs(t, err, store.ErrCorrupt)
+				return
+			}
 			defer st.Close()
 			evs, err := st.ReadForward(ctx, "s-030", 0, 0, 10)
 			require.ErrorIs(t, err, store.ErrCorrupt, "served %d events", len(evs))
