@@ -408,6 +408,22 @@ Feature: A conversation acts only on fresh, host-signed envelopes it has not see
       | 3   | 1    | assistant | complete | re: still there? |                 |
     And the model has been asked 1 time in all
 
+  @profile:envelope @req:ADR0122-D8-07 @crash @configures
+  Scenario: Dropping a key does not judge again what was accepted under it
+    Given alice has started a conversation
+    And alice sends "signed before the drop"
+    And turn 1 is answered "re: signed before the drop"
+    When the signing key is replaced and the system restarted
+    And alice sends "still there?"
+    Then turn 2 is answered "re: still there?"
+    And the history holds:
+      | ord | turn | role      | status   | text                       | reason |
+      | 1   | 1    | user      | accepted | signed before the drop     |        |
+      | 2   | 1    | assistant | complete | re: signed before the drop |        |
+      | 3   | 2    | user      | accepted | still there?               |        |
+      | 4   | 2    | assistant | complete | re: still there?           |        |
+    And the model has been asked 2 times in all
+
   @profile:envelope @req:ADR0122-D8-08 @configures
   Scenario: Past maxInvalidRecords, invalid messages are only counted
     Given the setting "conversation.maxInvalidRecords" is 3
