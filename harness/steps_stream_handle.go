@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net/http"
 )
@@ -35,9 +36,42 @@ func (s *streamSteps) openRefusedAsMissing(who string) error {
 	return nil
 }
 
+// presentsRefusedAsMissing presents the last ticket as who and expects the upgrade refused
+// exactly as an open of an id nothing holds is (the uniform 404): who may read is asked again
+// when a ticket is presented, not only when it was made.
+func (s *streamSteps) presentsRefusedAsMissing(who, transport string) error {
+	tk, err := s.lastTicket()
+	if err != nil {
+		return err
+	}
+	missing, _, err := s.openSession(s.ctx, who, "no-such-session-"+s.run.runID, 0, "")
+	if err != nil {
+		return err
+	}
+	if missing.status != http.StatusNotFound {
+		return fail(missing.op, fmt.Sprintf("%d %s", missing.status, clip(string(missing.body), 200)), "404 for a session nothing holds")
+	}
+	op := "GET /sessions/{id}/stream (" + transport + ") with the ticket"
+	want := fmt.Sprintf("exactly the missing session's answer: %d %s", missing.status, clip(string(missing.body), 200))
+	c, err := s.present(who, tk, transport, "", "")
+	if err == nil {
+		c.close()
+		return fail(op, "the stream served", want)
+	}
+	var r *refusedErr
+	if !errors.As(err, &r) {
+		return err
+	}
+	if r.status != missing.status || !bytes.Equal(bytes.TrimSpace(r.body), bytes.TrimSpace(missing.body)) {
+		return fail(op, r.Error(), want)
+	}
+	return nil
+}
+
 // streamHandleVocabulary lists the steps of features/stream/handle.feature.
 func streamHandleVocabulary(a areas) []stepDef {
 	return []stepDef{
 		{`^(\w[\w' ]*?) opening the session stream gets the same 404 as for a missing session$`, a.stream.openRefusedAsMissing, "opens the current conversation's stream as who and expects 404, byte for byte the answer an id nothing holds gets"},
+		{`^(\w[\w' ]*?) presents the ticket over (WebSocket|SSE) and gets the same 404 as for a missing session$`, a.stream.presentsRefusedAsMissing, "presents the last ticket as who and expects 404, the answer an open of an id nothing holds gets"},
 	}
 }

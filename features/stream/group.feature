@@ -518,3 +518,43 @@ Feature: The session stream of a chat: terminal lines, tool blocks, retention an
       | 8   | user-message       | name(alice)           |             | u:3     | {"message": "u:3", "state": "sent", "text": "check the valves"}       |
       | 9   | text-delta         |                       | name(alice) | a:2     | {"text": "Shut"}                                                       |
       | 10  | text-done          |                       | name(alice) | a:2     | {"status": "complete", "text": "Shut"}                                 |
+
+  @profile:stream @req:ADR0052-G-10
+  Scenario: Removing one of two people who share an actor name ends that person's open streams alone
+    Given alice has started a shared conversation with bob
+    When alice adds alice at globex to the participants
+    And alice follows the session stream over WebSocket
+    And alice at globex follows the session stream over WebSocket
+    And alice's WebSocket reader reaches cursor 1
+    And alice at globex's WebSocket reader reaches cursor 1
+    And alice removes alice at globex from the participants
+    And alice posts to the session's terminal {"line": "make vet"}
+    And alice's WebSocket reader reaches cursor 3
+    Then alice's WebSocket reader got exactly these frames with their data:
+      | cur | type               | author      | data                                                   |
+      | 1   | participant-joined | name(alice) | {"who": "name(alice at globex)", "by": "name(alice)"}  |
+      | 2   | participant-left   | name(alice) | {"who": "name(alice at globex)", "by": "name(alice)"}  |
+      | 3   | term-command       | name(alice) | {"command": "make vet", "via": "terminal"}             |
+    And alice at globex's WebSocket reader got exactly these frames with their data:
+      | cur | type               | author      | data                                                   |
+      | 1   | participant-joined | name(alice) | {"who": "name(alice at globex)", "by": "name(alice)"}  |
+      | 2   | participant-left   | name(alice) | {"who": "name(alice at globex)", "by": "name(alice)"}  |
+      | 0   | end                |             | {"reason": "removed"}                                  |
+
+  @profile:stream @req:ADR0052-G-10
+  Scenario: A turn's live text goes to its asker alone, not to another tenant's person of the same actor name
+    Given alice has started a shared conversation with bob
+    And the model streams "Checking" to "check the pumps" and waits
+    When alice adds alice at globex to the participants
+    And alice at globex follows the session stream over WebSocket
+    And alice sends "check the pumps"
+    And the model has streamed its first words
+    And alice at globex's WebSocket reader reaches cursor 3
+    And the model is released
+    Then turn 1 is answered "Checking"
+    And alice at globex's WebSocket reader got exactly these frames with their data:
+      | cur | type               | author      | acts_for    | message | data                                                           |
+      | 1   | participant-joined | name(alice) |             |         | {"who": "name(alice at globex)", "by": "name(alice)"}          |
+      | 2   | user-message       | name(alice) |             | u:1     | {"message": "u:1", "state": "sent", "text": "check the pumps"} |
+      | 3   | hidden             |             |             |         | {}                                                             |
+      | 4   | text-done          |             | name(alice) | a:1     | {"status": "complete", "text": "Checking"}                     |

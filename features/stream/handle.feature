@@ -165,3 +165,41 @@ Feature: Everything the assistant puts into a chat goes through its turn's reply
       | 2   | text-delta       |              | person:alice | a:1     | r1  | 1   | {"text": "Fine."}                                              |
       | 3   | text-done        |              | person:alice | a:1     | r1  | 1   | {"status": "complete", "text": "Fine."}                        |
       | 4   | participant-left | person:alice |              |         |     |     | {"who": "person:bob", "by": "person:alice"}                    |
+
+  @profile:stream @req:ADR0052-G-07
+  Scenario Outline: A person removed after opening the stream cannot connect with the ticket they were given (<transport>)
+    Given alice has started a shared conversation with bob
+    And the model replies "Fine." to "check the pumps"
+    When alice sends "check the pumps"
+    Then turn 1 is answered "Fine."
+    When bob opens the session stream
+    And alice removes bob from the participants
+    Then bob presents the ticket over <transport> and gets the same 404 as for a missing session
+
+    Examples:
+      | transport |
+      | WebSocket |
+      | SSE       |
+
+  @profile:stream @req:ADR0052-G-07
+  Scenario: A person removed and added again receives no reply whose handle opened while they were out
+    Given alice has started a shared conversation with bob
+    And the model replies "Fine." to "check the pumps"
+    And the model replies "Shut." to "and the valves"
+    When alice removes bob from the participants
+    And alice sends "check the pumps"
+    Then turn 1 is answered "Fine."
+    When alice adds bob to the participants
+    And alice sends "and the valves"
+    Then turn 2 is answered "Shut."
+    When bob reads the session stream over SSE from 0
+    Then bob's SSE reader got exactly these frames with their data:
+      | cur | type               | author       | acts_for     | message | rid | ver | data                                                           |
+      | 1   | participant-left   | person:alice |              |         |     |     | {"who": "person:bob", "by": "person:alice"}                    |
+      | 2   | user-message       | person:alice |              | u:1     |     |     | {"message": "u:1", "state": "sent", "text": "check the pumps"} |
+      | 3   | hidden             |              |              |         |     |     | {}                                                             |
+      | 4   | hidden             |              |              |         |     |     | {}                                                             |
+      | 5   | participant-joined | person:alice |              |         |     |     | {"who": "person:bob", "by": "person:alice"}                    |
+      | 6   | user-message       | person:alice |              | u:3     |     |     | {"message": "u:3", "state": "sent", "text": "and the valves"}  |
+      | 7   | hidden             |              |              |         |     |     | {}                                                             |
+      | 8   | text-done          |              | person:alice | a:2     | r2  | 3   | {"status": "complete", "text": "Shut."}                        |

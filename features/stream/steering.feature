@@ -330,6 +330,11 @@ Feature: Steering a session: messages that wait, are taken back, or stop the tur
     Then the session answers 404 {"error": "not found"}
     When bob retries "u:1" with the key "e2"
     Then the session answers 404 {"error": "not found"}
+    When alice adds alice at globex to the participants
+    And alice at globex edits "u:1" to "check pump 5" with the key "e4"
+    Then the session answers 404 {"error": "not found"}
+    When alice at globex retries "u:1" with the key "e5"
+    Then the session answers 404 {"error": "not found"}
     And the model was asked for exactly, in order:
       | last user message |
       | check the pumps   |

@@ -47,12 +47,16 @@ Feature: Opening a session stream: who may read, and one-use tickets
     And alice presents the ticket over WebSocket and is refused as "used"
     When alice opens the session stream
     Then alice's other token presents the ticket over WebSocket and is served
+    When alice opens the session stream
+    Then alice at globex presents the ticket over WebSocket and is refused as "caller"
+    And alice presents the ticket over WebSocket and is refused as "used"
 
   @profile:stream @req:ADR0052-O-02
   Scenario: A ticket that names a device is honoured on that device alone
     Given alice has started a conversation
     When alice opens the session stream on device "phone"
     Then alice presents the ticket over WebSocket on device "laptop" and is refused as "device"
+    And alice presents the ticket over WebSocket on device "phone" and is refused as "used"
     When alice opens the session stream on device "phone"
     Then alice presents the ticket over WebSocket and is refused as "device"
     When alice opens the session stream on device "phone"
