@@ -11,12 +11,16 @@ import (
 // readsHistory reads the role's agent history with peer as who (the uniform 404's probe asks
 // the same of a role nothing holds).
 func (s *threadsSteps) readsHistory(who, role, peer string) error {
-	q := "/agent-history?peer=" + url.QueryEscape(peer)
 	s.ready()
 	s.bound["history role"], s.bound["history peer"], s.bound["history reader"] = role, peer, who
-	s.probe(who, http.MethodGet, "/roles/no-such-role"+q, nil)
-	_, err := s.request(who, http.MethodGet, "/roles/"+role+q, nil, reqOpts{})
+	s.probe(who, http.MethodGet, historyPath("no-such-role", peer), nil)
+	_, err := s.request(who, http.MethodGet, historyPath(role, peer), nil, reqOpts{})
 	return err
+}
+
+// historyPath is the route of role's agent history with peer.
+func historyPath(role, peer string) string {
+	return "/roles/" + role + "/agent-history?peer=" + url.QueryEscape(peer)
 }
 
 // historyHolds checks the last answer, an agent history, against the threads named: the
@@ -55,7 +59,7 @@ func (s *threadsSteps) historyHolds(list string) error {
 	var mismatch error
 	ok, err := s.poll(1, func() (bool, error) {
 		if mismatch != nil {
-			again, err := s.ask(s.bound["history reader"], http.MethodGet, "/roles/"+role+"/agent-history?peer="+url.QueryEscape(peer), nil, reqOpts{quiet: true})
+			again, err := s.ask(s.bound["history reader"], http.MethodGet, historyPath(role, peer), nil, reqOpts{quiet: true})
 			if err != nil {
 				return false, err
 			}
