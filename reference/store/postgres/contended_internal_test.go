@@ -12,9 +12,9 @@ import (
 )
 
 // updateFailingWith runs one Update on a new store whose fn appends an event and then runs
-// statement, which fails; it answers how many times fn ran, the Update's error, and the head of
-// the stream fn appended to afterwards.
-func updateFailingWith(t *testing.T, statement string) (runs int, err error, head int64) {
+// statement, which fails; it answers how many times fn ran, the head of the stream fn appended to
+// afterwards, and the Update's error.
+func updateFailingWith(t *testing.T, statement string) (runs int, head int64, err error) {
 	t.Helper()
 	ctx := context.Background()
 	s, err := Open(ctx, tempDatabase(t), Options{})
@@ -31,14 +31,14 @@ func updateFailingWith(t *testing.T, statement string) (runs int, err error, hea
 	})
 	head, herr := s.Head(ctx, "s", 0)
 	require.NoError(t, herr)
-	return runs, err, head
+	return runs, head, err
 }
 
 // An Update whose every attempt the database aborts (here a statement that raises the deadlock
 // code itself, so each attempt fails the same way) runs fn maxAttempts times, keeps nothing, and
 // answers an error that matches ErrContended and still carries the database's error.
 func TestAnUpdateAbortedOnEveryAttemptIsContended(t *testing.T) {
-	runs, err, head := updateFailingWith(t, `DO $$ BEGIN RAISE EXCEPTION 'aborted on purpose' USING ERRCODE = '40P01'; END $$`)
+	runs, head, err := updateFailingWith(t, `DO $$ BEGIN RAISE EXCEPTION 'aborted on purpose' USING ERRCODE = '40P01'; END $$`)
 	require.ErrorIs(t, err, ErrContended)
 	require.False(t, errors.Is(err, store.ErrConflict), "contention is not a conflict of the store's contract")
 	var pe *pgconn.PgError
@@ -52,7 +52,7 @@ func TestAnUpdateAbortedOnEveryAttemptIsContended(t *testing.T) {
 // tried again: fn runs once, nothing is kept, and the database's error comes back, not
 // ErrContended.
 func TestAnUpdateFailingOtherwiseRunsOnce(t *testing.T) {
-	runs, err, head := updateFailingWith(t, `SELECT 1 / 0`)
+	runs, head, err := updateFailingWith(t, `SELECT 1 / 0`)
 	require.NotErrorIs(t, err, ErrContended)
 	var pe *pgconn.PgError
 	require.ErrorAs(t, err, &pe)
