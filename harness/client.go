@@ -377,7 +377,7 @@ func (c *client) openStream(ctx context.Context, who, path string, headers map[s
 		return nil, c.outsideContract(op, vs[0])
 	}
 	st := &stream{c: c, op: op, cancel: cancel, notify: make(chan struct{}, 1), req: req, start: time.Now()}
-	hc := &http.Client{Transport: c.hc.Transport} // no overall timeout for a stream
+	hc := &http.Client{Transport: c.s.streamTr} // no overall timeout for a stream
 	resp, err := hc.Do(req)
 	if err != nil {
 		cancel()

@@ -97,6 +97,10 @@ type scenario struct {
 	// databases are the scenario's own server databases (Options.Databases), dropped at the end.
 	databases []string
 	transport *http.Transport
+	// streamTr carries the long reads (SSE, WebSocket): it keeps no connection once a stream
+	// ends, so a stream the system ended as it stopped never lends its connection, closed by
+	// then, to a request made after the restart.
+	streamTr *http.Transport
 	// waits are the deadlines of the current step's bounded waits (wait, stepDeadline), kept
 	// under mu: a step that fails after one of them passed ran out of the step timeout.
 	waits []time.Time
@@ -157,6 +161,7 @@ func (s *scenario) setup() error {
 	s.turnText = map[int64]string{}
 	s.contract = s.run.contract
 	s.transport = &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 10 * time.Second}
+	s.streamTr = &http.Transport{DisableKeepAlives: true}
 	s.cl = &client{s: s, hc: &http.Client{Timeout: 30 * time.Second, Transport: s.transport}}
 	if s.run.remoteCfg != nil {
 		s.run.mu.Lock()

@@ -163,7 +163,7 @@ func (s *scenario) dialSession(ctx context.Context, who, id string, o dialOpts) 
 	op := "GET " + streamPath(id) + " (" + o.transport + ")"
 	if o.transport == overWebSocket {
 		u := "ws" + strings.TrimPrefix(s.sutURL(), "http") + path
-		c, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: h, HTTPClient: &http.Client{Transport: s.transport}})
+		c, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: h, HTTPClient: &http.Client{Transport: s.streamTr}})
 		if err != nil {
 			if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 				var b []byte
@@ -188,7 +188,7 @@ func (s *scenario) dialSession(ctx context.Context, who, id string, o dialOpts) 
 	if o.lastEvent != nil {
 		req.Header.Set("Last-Event-ID", strconv.FormatInt(*o.lastEvent, 10))
 	}
-	resp, err := (&http.Client{Transport: s.transport}).Do(req)
+	resp, err := (&http.Client{Transport: s.streamTr}).Do(req)
 	if err != nil {
 		cancel()
 		return nil, err

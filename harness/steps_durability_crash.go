@@ -254,6 +254,7 @@ func (s *durabilitySteps) restartDamaged() error {
 		return harnessErr("the system is not down")
 	}
 	err := s.drv.Restart(s.ctx)
+	s.transport.CloseIdleConnections() // a request answered as the system stopped may have lent one back
 	s.down = false
 	var se *startError
 	if errors.As(err, &se) {

@@ -238,6 +238,7 @@ func (s *scenario) restart() error {
 	var err error
 	if s.areas.durability.down {
 		err = s.drv.Restart(s.ctx)
+		s.transport.CloseIdleConnections() // a request answered as the system stopped may have lent one back
 	}
 	s.areas.durability.down = false
 	var se *startError
