@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/loomcheck/loomcheck/reference"
-	"github.com/loomcheck/loomcheck/reference/conversation"
-	"github.com/loomcheck/loomcheck/reference/gateway"
+	"github.com/loomcheck/loomcheck/reference/internal/conversation"
+	"github.com/loomcheck/loomcheck/reference/internal/gateway"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/model"
 )

@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"github.com/loomcheck/loomcheck/reference"
-	"github.com/loomcheck/loomcheck/reference/conversation"
-	"github.com/loomcheck/loomcheck/reference/gateway"
+	"github.com/loomcheck/loomcheck/reference/internal/conversation"
+	"github.com/loomcheck/loomcheck/reference/internal/gateway"
+	"github.com/loomcheck/loomcheck/reference/internal/threads"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/model"
-	"github.com/loomcheck/loomcheck/reference/threads"
 )
 
 // roleModel is the model of one box's role: in a person's conversation or a turn the peer

@@ -62,7 +62,7 @@ func TestOnlyTheKernelImportsTheStore(t *testing.T) {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := imports["github.com/loomcheck/loomcheck/reference/threads"]; !ok {
+	if _, ok := imports["github.com/loomcheck/loomcheck/reference/internal/threads"]; !ok {
 		t.Fatalf("go list did not list the module's packages: %d listed", len(imports))
 	}
 	for _, pkg := range storeImportExceptions {
