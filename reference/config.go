@@ -186,7 +186,7 @@ func FromConfig(c sutconfig.SUTConfig) (Options, error) {
 	return opt, nil
 }
 
-// threadsConfig maps the configuration's threads into the options of reference/threads; the
+// threadsConfig maps the configuration's threads into the options of reference/internal/threads; the
 // service checks them when the engine opens.
 func threadsConfig(t sutconfig.ThreadsConfig, hc *http.Client) *threads.Config {
 	tc := &threads.Config{HTTPClient: &http.Client{Transport: hc.Transport, Timeout: 15 * time.Second}}

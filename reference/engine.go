@@ -82,17 +82,17 @@ type Options struct {
 	// Deps.OnError or Gateway.OnError is set, so that the id a caller saw always leads somewhere.
 	Logger *slog.Logger
 	// ResponseCache keeps the model responses of runs in the process, partitioned by each run's
-	// owner and cacheScope (reference/run.ResponseCache); every run must then name its cacheScope.
+	// owner and cacheScope (reference/internal/run.ResponseCache); every run must then name its cacheScope.
 	ResponseCache bool
 	// NotIdempotentTools names the tools declared idempotent: false (the configuration's
 	// tools.definitions); the deprecated single-frame runner refuses them.
 	NotIdempotentTools []string
 	// HumanTools name the tools a person answers (kind "human"): a run's call of one waits for
-	// the person's answer (reference/run).
+	// the person's answer (reference/internal/run).
 	HumanTools []string
 	// RunMaxIterations is the most model calls a run may ask for (0: run.DefaultMaxIterationsCeiling).
 	RunMaxIterations int
-	// Stream configures the session streams (reference/sessions).
+	// Stream configures the session streams (reference/internal/sessions).
 	Stream StreamConfig
 	// Threads, if set, gives the box its roles and its connections to peer boxes (spec/peer.md,
 	// profile threads); its Provider and Model default to the conversations' ones.

@@ -68,7 +68,7 @@ func behindRejections(tb testing.TB, n int) (*Conversations, *countingStore, str
 // BenchmarkStatusBehindRejections: a status read costs the same behind 1 rejected record as
 // behind 5 200, and counts the one accepted turn either way.
 //
-//	go test ./reference/conversation -run '^$' -bench StatusBehindRejections -benchtime 200x
+//	go test ./reference/internal/conversation -run '^$' -bench StatusBehindRejections -benchtime 200x
 func BenchmarkStatusBehindRejections(b *testing.B) {
 	alice := loomtype.Identity{Tenant: "acme", Actor: "alice"}
 	for _, n := range []int{1, 5200} {

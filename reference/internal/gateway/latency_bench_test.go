@@ -31,7 +31,7 @@ import (
 //
 // They report percentiles through b.ReportMetric rather than asserting on them. Run with
 //
-//	go test -run '^$' -bench Latency -benchtime 1x ./reference/gateway/
+//	go test -run '^$' -bench Latency -benchtime 1x ./reference/internal/gateway/
 //
 // b.N repeats the whole measured run; the percentiles cover every sample of every repetition.
 

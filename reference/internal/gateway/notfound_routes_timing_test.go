@@ -17,7 +17,7 @@ import (
 // both paths and the AUC of the two samples (0.5: they cannot be told apart). It runs only with
 // LOOM_TIMING set (samples per path, default 1000) and asserts nothing but the 404 itself.
 //
-//	LOOM_TIMING=1000 go test ./reference/gateway -run TestRoutesNotFoundTiming -v
+//	LOOM_TIMING=1000 go test ./reference/internal/gateway -run TestRoutesNotFoundTiming -v
 func TestRoutesNotFoundTiming(t *testing.T) {
 	n := timingSamples(t)
 	fe := openFuzzEngine(t)

@@ -23,7 +23,7 @@ import (
 // each path's median and the AUC of the two samples (0.5: they cannot be told apart). It runs only
 // with LOOM_TIMING set (samples per path, default 1000) and asserts nothing but the 404 itself.
 //
-//	LOOM_TIMING=1000 go test ./reference/gateway -run TestThreadsNotFoundTiming -v
+//	LOOM_TIMING=1000 go test ./reference/internal/gateway -run TestThreadsNotFoundTiming -v
 func TestThreadsNotFoundTiming(t *testing.T) {
 	n := timingSamples(t)
 	alice, olga, bob := loomtype.Identity{Tenant: "acme", Actor: "alice"}, loomtype.Identity{Tenant: "acme", Actor: "olga"},

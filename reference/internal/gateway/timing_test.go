@@ -19,7 +19,7 @@ import (
 // asserts nothing but the uniform 404 itself; TestNotFoundSameStoreWork in the conversation
 // package is the check that always runs.
 //
-//	LOOM_TIMING=1000 go test ./reference/gateway -run TestNotFoundTiming -v
+//	LOOM_TIMING=1000 go test ./reference/internal/gateway -run TestNotFoundTiming -v
 func TestNotFoundTiming(t *testing.T) {
 	n := timingSamples(t)
 	fe := openFuzzEngine(t)

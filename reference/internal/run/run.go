@@ -1,5 +1,5 @@
 // Package run is the agent run: one durable execution of the canonical agent loop
-// (reference/agent), started with its options, read back, aborted by its own signal or cancelled
+// (reference/internal/agent), started with its options, read back, aborted by its own signal or cancelled
 // by the kernel.
 //
 // A run belongs to the identity that started it; every other identity is told it does not exist

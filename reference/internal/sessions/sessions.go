@@ -1,5 +1,5 @@
 // Package sessions serves the session stream (spec/stream.md): for each conversation a frame log
-// made by the pure adapter of reference/stream from the conversation's durable records and its
+// made by the pure adapter of reference/internal/stream from the conversation's durable records and its
 // live text, kept durably through the kernel (records.go: an auxiliary stream of the
 // conversation's execution, and record tables), and read by subscribers as a replay after a
 // cursor and then live, with nothing lost or repeated at the seam.

@@ -21,7 +21,7 @@ import (
 // the stores already written.
 //
 // Regenerate (only when the shape is meant to change, with a migration for what was written
-// before): go test ./reference/threads/ -run TestGoldenTables -rewrite (the one flag of
+// before): go test ./reference/internal/threads/ -run TestGoldenTables -rewrite (the one flag of
 // reference/internal/transcript).
 const goldenTablesPath = "testdata/golden-tables/threads.json"
 

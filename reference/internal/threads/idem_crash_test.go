@@ -126,7 +126,7 @@ func TestRetriedMessagesUnderAKeyRunOnceAcrossCrashes(t *testing.T) {
 // TestRetriedMessagesWithoutAKeyFigures prints the same figures for a client that retries without
 // a key (each retry is a new message). Only with LOOM_CRASH_FIGURES set; it asserts nothing.
 //
-//	LOOM_CRASH_FIGURES=1 go test ./reference/threads -run TestRetriedMessagesWithoutAKeyFigures -v
+//	LOOM_CRASH_FIGURES=1 go test ./reference/internal/threads -run TestRetriedMessagesWithoutAKeyFigures -v
 func TestRetriedMessagesWithoutAKeyFigures(t *testing.T) {
 	if os.Getenv("LOOM_CRASH_FIGURES") == "" {
 		t.Skip("set LOOM_CRASH_FIGURES to print the figures")
