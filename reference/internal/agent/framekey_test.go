@@ -26,7 +26,7 @@ type frameKeyCases struct {
 
 // The single-frame runner's nested keys and canonical JSON match the shared test vectors.
 func TestFrameKeyVectors(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "fixtures", "single-frame", "keys.json"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "fixtures", "single-frame", "keys.json"))
 	require.NoError(t, err)
 	var v frameKeyCases
 	require.NoError(t, json.Unmarshal(b, &v))

@@ -15,7 +15,7 @@ import (
 
 func fixture(t *testing.T, name string, v any) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "fixtures", "tokens", name))
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "fixtures", "tokens", name))
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(b, v))
 }

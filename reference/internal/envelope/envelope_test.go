@@ -94,7 +94,7 @@ type vectorFile struct {
 
 func loadVectors(t *testing.T) vectorFile {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "fixtures", "envelopes", "vectors.json"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "fixtures", "envelopes", "vectors.json"))
 	require.NoError(t, err)
 	var f vectorFile
 	require.NoError(t, json.Unmarshal(b, &f))

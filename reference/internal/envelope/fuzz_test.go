@@ -17,7 +17,7 @@ var fuzzKey = bytes.Repeat([]byte{0x5c}, 32)
 // fuzzVectors reads fixtures/envelopes/vectors.json for seeds.
 func fuzzVectors(f *testing.F) vectorFile {
 	f.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "fixtures", "envelopes", "vectors.json"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "fixtures", "envelopes", "vectors.json"))
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -31,7 +31,7 @@ type replayVectors struct {
 
 // The shared replay vectors (fixtures/stream/replays.json), which the kit's reader checks too.
 func TestReplayVectors(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "fixtures", "stream", "replays.json"))
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "fixtures", "stream", "replays.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
