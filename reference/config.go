@@ -8,15 +8,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/loomcheck/loomcheck/reference/budget"
-	"github.com/loomcheck/loomcheck/reference/conversation"
-	"github.com/loomcheck/loomcheck/reference/gateway"
-	"github.com/loomcheck/loomcheck/reference/hostio"
+	"github.com/loomcheck/loomcheck/reference/internal/budget"
+	"github.com/loomcheck/loomcheck/reference/internal/conversation"
+	"github.com/loomcheck/loomcheck/reference/internal/gateway"
+	"github.com/loomcheck/loomcheck/reference/internal/hostio"
+	"github.com/loomcheck/loomcheck/reference/internal/sessions"
+	"github.com/loomcheck/loomcheck/reference/internal/stream"
+	"github.com/loomcheck/loomcheck/reference/internal/threads"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/model"
-	"github.com/loomcheck/loomcheck/reference/sessions"
-	"github.com/loomcheck/loomcheck/reference/stream"
-	"github.com/loomcheck/loomcheck/reference/threads"
 	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
@@ -186,7 +186,7 @@ func FromConfig(c sutconfig.SUTConfig) (Options, error) {
 	return opt, nil
 }
 
-// threadsConfig maps the configuration's threads into the options of reference/threads; the
+// threadsConfig maps the configuration's threads into the options of reference/internal/threads; the
 // service checks them when the engine opens.
 func threadsConfig(t sutconfig.ThreadsConfig, hc *http.Client) *threads.Config {
 	tc := &threads.Config{HTTPClient: &http.Client{Transport: hc.Transport, Timeout: 15 * time.Second}}
@@ -216,8 +216,8 @@ const TokenCookie = "loom_token"
 // id. The scheme is matched in any case ("bearer", "BEARER"), as RFC 9110 §11.1 says; the token is
 // exact. A token anywhere else, in the URL for instance, is not a credential.
 //
-//	opt.Gateway.Authenticate = reference.BearerAuth(&hostio.Identity{Static: principals})
-func BearerAuth(id *hostio.Identity) gateway.Authenticator { return bearerAuth(id, nil) }
+//	opt.Gateway.Authenticate = reference.BearerAuth(&reference.BearerIdentity{Static: principals})
+func BearerAuth(id *BearerIdentity) Authenticator { return bearerAuth(id, nil) }
 
 // bearerAuth is BearerAuth that also keeps, in grants (if set), the tools each principal it
 // resolves is granted.

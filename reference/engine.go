@@ -22,17 +22,17 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/loomcheck/loomcheck/reference/conversation"
-	"github.com/loomcheck/loomcheck/reference/conversation/live"
-	"github.com/loomcheck/loomcheck/reference/gateway"
-	"github.com/loomcheck/loomcheck/reference/hostio"
+	"github.com/loomcheck/loomcheck/reference/internal/conversation"
+	"github.com/loomcheck/loomcheck/reference/internal/conversation/live"
+	"github.com/loomcheck/loomcheck/reference/internal/gateway"
+	"github.com/loomcheck/loomcheck/reference/internal/hostio"
+	"github.com/loomcheck/loomcheck/reference/internal/run"
+	"github.com/loomcheck/loomcheck/reference/internal/sessions"
+	"github.com/loomcheck/loomcheck/reference/internal/threads"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
-	"github.com/loomcheck/loomcheck/reference/run"
-	"github.com/loomcheck/loomcheck/reference/sessions"
 	"github.com/loomcheck/loomcheck/reference/store"
 	"github.com/loomcheck/loomcheck/reference/store/sqlite"
-	"github.com/loomcheck/loomcheck/reference/threads"
 	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
@@ -52,13 +52,13 @@ type Options struct {
 	// Node makes the engine one node of several on the database of StoreURL (OpenNode).
 	Node NodeOptions
 	// Conversation configures the dialogue (Keys is required).
-	Conversation conversation.Config
+	Conversation ConversationConfig
 	// Deps connect conversations to the world (a nil Provider means the built-in model).
-	Deps conversation.Deps
+	Deps ConversationDeps
 	// Gateway configures the HTTP surface (an Authenticator, or Insecure, is required).
-	Gateway gateway.Config
+	Gateway GatewayConfig
 	// Edge sets how Serve serves it: the request and header deadlines and the connection cap.
-	Edge gateway.Edge
+	Edge Edge
 	// Divergence selects what recovery does when a replay does not match the log.
 	Divergence kernel.DivergenceMode
 	// SyncNormal lets commits return before they reach the disk (SQLite synchronous=NORMAL):
@@ -82,21 +82,21 @@ type Options struct {
 	// Deps.OnError or Gateway.OnError is set, so that the id a caller saw always leads somewhere.
 	Logger *slog.Logger
 	// ResponseCache keeps the model responses of runs in the process, partitioned by each run's
-	// owner and cacheScope (reference/run.ResponseCache); every run must then name its cacheScope.
+	// owner and cacheScope (reference/internal/run.ResponseCache); every run must then name its cacheScope.
 	ResponseCache bool
 	// NotIdempotentTools names the tools declared idempotent: false (the configuration's
 	// tools.definitions); the deprecated single-frame runner refuses them.
 	NotIdempotentTools []string
 	// HumanTools name the tools a person answers (kind "human"): a run's call of one waits for
-	// the person's answer (reference/run).
+	// the person's answer (reference/internal/run).
 	HumanTools []string
 	// RunMaxIterations is the most model calls a run may ask for (0: run.DefaultMaxIterationsCeiling).
 	RunMaxIterations int
-	// Stream configures the session streams (reference/sessions).
-	Stream sessions.Config
+	// Stream configures the session streams (reference/internal/sessions).
+	Stream StreamConfig
 	// Threads, if set, gives the box its roles and its connections to peer boxes (spec/peer.md,
 	// profile threads); its Provider and Model default to the conversations' ones.
-	Threads *threads.Config
+	Threads *ThreadsConfig
 }
 
 // Engine is an open reference engine. Its methods are safe for concurrent use.
@@ -418,25 +418,25 @@ func (e *Engine) stopServing(grace time.Duration) {
 }
 
 // Conversations is the conversation client, for programs that embed the engine.
-func (e *Engine) Conversations() *conversation.Conversations { return e.cv }
+func (e *Engine) Conversations() *Conversations { return e.cv }
 
 // Runs is the agent run client, for programs that embed the engine.
 //
-//	v, _, err := eng.Runs().Start(ctx, alice, run.Options{Prompt: "check pump 3"})
-func (e *Engine) Runs() *run.Runs { return e.runs }
+//	v, _, err := eng.Runs().Start(ctx, alice, reference.RunOptions{Prompt: "check pump 3"})
+func (e *Engine) Runs() *Runs { return e.runs }
 
 // Sessions is the engine's session stream service (spec/stream.md), for programs that embed the
 // engine and log frames of their own in a session, such as a status the engine is told of. It is
 // the service the stream routes serve from, so a frame appended here reaches every reader.
 //
-//	frames, err := eng.Sessions().Append(ctx, who, id, stream.Spec{Kind: stream.KindStatus, Data: map[string]bool{"stopping": true}})
-func (e *Engine) Sessions() *sessions.Service { return e.ss }
+//	frames, err := eng.Sessions().Append(ctx, who, id, reference.FrameSpec{Kind: "status", Data: map[string]bool{"stopping": true}})
+func (e *Engine) Sessions() *Sessions { return e.ss }
 
 // Threads is the engine's agent conversations between boxes (spec/peer.md), nil when the engine
 // has no roles.
 //
 //	v, err := eng.Threads().Get(ctx, dana, id)
-func (e *Engine) Threads() *threads.Service { return e.th }
+func (e *Engine) Threads() *Threads { return e.th }
 
 // Kernel is the engine's kernel.
 func (e *Engine) Kernel() *kernel.Kernel { return e.k }

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/loomcheck/loomcheck/reference"
-	"github.com/loomcheck/loomcheck/reference/conversation"
-	"github.com/loomcheck/loomcheck/reference/gateway"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 )
 
@@ -28,8 +26,8 @@ func Example_embed() {
 	rand.Read(key)
 	eng, err := reference.Open(ctx, reference.Options{
 		DataDir:      filepath.Join(dir, "data"), // created on the first start
-		Conversation: conversation.Config{Keys: [][]byte{key}},
-		Gateway:      gateway.Config{Insecure: true}, // no HTTP is served here
+		Conversation: reference.ConversationConfig{Keys: [][]byte{key}},
+		Gateway:      reference.GatewayConfig{Insecure: true}, // no HTTP is served here
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -38,13 +36,13 @@ func Example_embed() {
 
 	alice := loomtype.Identity{Tenant: "acme", Actor: "alice"}
 	cv := eng.Conversations()
-	st, _, err := cv.Start(ctx, alice, conversation.StartOptions{})
+	st, _, err := cv.Start(ctx, alice, reference.StartOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
 	follow := cv.Follow(st.ID) // reads the log as it grows; alice started it, so she may read it
 	defer follow.Close()
-	if _, err := cv.SendTurn(ctx, alice, st.ID, "is pump 7 running?", conversation.SendOptions{MessageID: "m1"}); err != nil {
+	if _, err := cv.SendTurn(ctx, alice, st.ID, "is pump 7 running?", reference.SendOptions{MessageID: "m1"}); err != nil {
 		log.Fatal(err)
 	}
 	for at := (loomtype.Cursor{}); ; {

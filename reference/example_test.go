@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/loomcheck/loomcheck/reference"
-	"github.com/loomcheck/loomcheck/reference/conversation"
-	"github.com/loomcheck/loomcheck/reference/gateway"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/model"
 )
@@ -39,11 +37,11 @@ func signingKey() []byte {
 
 // waitForReply polls the transcript until turn 1 has a reply (for the example's brevity; a real
 // client follows the event stream instead).
-func waitForReply(ctx context.Context, cv *conversation.Conversations, who loomtype.Identity, id string) loomtype.Entry {
+func waitForReply(ctx context.Context, cv *reference.Conversations, who loomtype.Identity, id string) loomtype.Entry {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for range tick.C {
-		page, err := cv.History(ctx, who, id, conversation.HistoryOptions{})
+		page, err := cv.History(ctx, who, id, reference.HistoryOptions{})
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -65,9 +63,9 @@ func Example() {
 
 	eng, err := reference.Open(ctx, reference.Options{
 		DataDir:      filepath.Join(dir, "data"),
-		Conversation: conversation.Config{Keys: [][]byte{signingKey()}},
-		Deps:         conversation.Deps{Provider: echoModel{}},
-		Gateway:      gateway.Config{Insecure: true}, // this example does not serve HTTP
+		Conversation: reference.ConversationConfig{Keys: [][]byte{signingKey()}},
+		Deps:         reference.ConversationDeps{Provider: echoModel{}},
+		Gateway:      reference.GatewayConfig{Insecure: true}, // this example does not serve HTTP
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -76,11 +74,11 @@ func Example() {
 
 	alice := loomtype.Identity{Tenant: "acme", Actor: "alice"}
 	cv := eng.Conversations()
-	st, _, err := cv.Start(ctx, alice, conversation.StartOptions{ID: "pumps"})
+	st, _, err := cv.Start(ctx, alice, reference.StartOptions{ID: "pumps"})
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := cv.SendTurn(ctx, alice, st.ID, "is pump 7 running?", conversation.SendOptions{MessageID: "m1"}); err != nil {
+	if _, err := cv.SendTurn(ctx, alice, st.ID, "is pump 7 running?", reference.SendOptions{MessageID: "m1"}); err != nil {
 		log.Fatal(err)
 	}
 	reply := waitForReply(ctx, cv, alice, st.ID)
@@ -98,13 +96,13 @@ func ExampleEngine_Handler() {
 		if r.Header.Get("Authorization") == "Bearer secret-alice" {
 			return loomtype.Identity{Tenant: "acme", Actor: "alice"}, nil
 		}
-		return loomtype.Identity{}, gateway.ErrUnauthenticated
+		return loomtype.Identity{}, reference.ErrUnauthenticated
 	}
 	eng, err := reference.Open(ctx, reference.Options{
 		DataDir:      filepath.Join(dir, "data"),
-		Conversation: conversation.Config{Keys: [][]byte{signingKey()}},
-		Deps:         conversation.Deps{Provider: echoModel{}},
-		Gateway:      gateway.Config{Authenticate: auth},
+		Conversation: reference.ConversationConfig{Keys: [][]byte{signingKey()}},
+		Deps:         reference.ConversationDeps{Provider: echoModel{}},
+		Gateway:      reference.GatewayConfig{Authenticate: auth},
 	})
 	if err != nil {
 		log.Fatal(err)

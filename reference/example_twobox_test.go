@@ -14,11 +14,8 @@ import (
 	"time"
 
 	"github.com/loomcheck/loomcheck/reference"
-	"github.com/loomcheck/loomcheck/reference/conversation"
-	"github.com/loomcheck/loomcheck/reference/gateway"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/model"
-	"github.com/loomcheck/loomcheck/reference/threads"
 )
 
 // roleModel is the model of one box's role: in a person's conversation or a turn the peer
@@ -53,12 +50,12 @@ func (m roleModel) Complete(_ context.Context, req model.Request, _ func(string)
 }
 
 // tokens authenticates a fixed set of bearer tokens.
-func tokens(m map[string]loomtype.Identity) gateway.Authenticator {
+func tokens(m map[string]loomtype.Identity) reference.Authenticator {
 	return func(r *http.Request) (loomtype.Identity, error) {
 		if who, ok := m[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]; ok {
 			return who, nil
 		}
-		return loomtype.Identity{}, gateway.ErrUnauthenticated
+		return loomtype.Identity{}, reference.ErrUnauthenticated
 	}
 }
 
@@ -79,24 +76,24 @@ func Example_twoBoxes() {
 	labSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { labH.Load().(http.Handler).ServeHTTP(w, r) }))
 	defer labSrv.Close()
 
-	open := func(name string, role threads.Role, peer, url, send, accept string, m model.Provider) *reference.Engine {
+	open := func(name string, role reference.ThreadRole, peer, url, send, accept string, m model.Provider) *reference.Engine {
 		eng, err := reference.Open(ctx, reference.Options{
 			DataDir:      filepath.Join(dir, name),
-			Conversation: conversation.Config{Keys: [][]byte{signingKey()}},
-			Deps:         conversation.Deps{Provider: m},
-			Gateway:      gateway.Config{Authenticate: tokens(map[string]loomtype.Identity{"dana": dana, "olga": olga})},
-			Threads: &threads.Config{Roles: []threads.Role{role}, Members: []loomtype.Identity{olga},
-				Connections: []threads.Connection{{ID: peer, URL: url, Send: send, Accept: accept, Owner: olga}}},
+			Conversation: reference.ConversationConfig{Keys: [][]byte{signingKey()}},
+			Deps:         reference.ConversationDeps{Provider: m},
+			Gateway:      reference.GatewayConfig{Authenticate: tokens(map[string]loomtype.Identity{"dana": dana, "olga": olga})},
+			Threads: &reference.ThreadsConfig{Roles: []reference.ThreadRole{role}, Members: []loomtype.Identity{olga},
+				Connections: []reference.ThreadConnection{{ID: peer, URL: url, Send: send, Accept: accept, Owner: olga}}},
 		})
 		if err != nil {
 			log.Fatal(err)
 		}
 		return eng
 	}
-	hq := open("hq", threads.Role{Name: "planner", Prompt: "You plan the work."}, "lab", labSrv.URL, "hq-to-lab", "lab-to-hq",
+	hq := open("hq", reference.ThreadRole{Name: "planner", Prompt: "You plan the work."}, "lab", labSrv.URL, "hq-to-lab", "lab-to-hq",
 		roleModel{relay: func(text string) (string, string) { return "lab/scout", text }, done: "I asked the lab's scout."})
 	defer hq.Close()
-	lab := open("lab", threads.Role{Name: "scout"}, "hq", hqSrv.URL, "lab-to-hq", "hq-to-lab",
+	lab := open("lab", reference.ThreadRole{Name: "scout"}, "hq", hqSrv.URL, "lab-to-hq", "hq-to-lab",
 		roleModel{relay: func(string) (string, string) { return "hq/planner", "Van 3 is free on Friday." }, done: "Answered."})
 	defer lab.Close()
 	hqH.Store(hq.Handler())
@@ -114,17 +111,20 @@ func Example_twoBoxes() {
 	fmt.Println("dana's turn:", resp.StatusCode)
 
 	// Dana reads the agent conversation her request opened once the answer has been taken.
-	var mine threads.View
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		vs, err := hq.Threads().List(ctx, dana)
+	vs, err := hq.Threads().List(ctx, dana)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if err != nil {
 			log.Fatal(err)
 		}
 		if len(vs) == 1 && len(vs[0].Turns) == 1 && vs[0].Turns[0].Status == "completed" && vs[0].Texts[0].State == "sent" {
-			mine = vs[0]
 			break
 		}
+		if time.Now().After(deadline) {
+			log.Fatal("the planner's answer was not taken within 10s")
+		}
+		vs, err = hq.Threads().List(ctx, dana)
 	}
+	mine := vs[0]
 	fmt.Println("root:", mine.Root.Kind, "started by:", mine.StartedBy)
 	for _, t := range mine.Texts {
 		fmt.Printf("%s %s: %s\n", t.Dir, t.State, t.Text)

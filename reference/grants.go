@@ -5,7 +5,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/loomcheck/loomcheck/reference/agent"
+	"github.com/loomcheck/loomcheck/reference/internal/agent"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomcheck/loomcheck/reference"
-	"github.com/loomcheck/loomcheck/reference/conversation/record"
+	"github.com/loomcheck/loomcheck/reference/internal/conversation/record"
 	"github.com/loomcheck/loomcheck/reference/internal/reftest"
 )
 

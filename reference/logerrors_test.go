@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/loomcheck/loomcheck/reference/hostio"
+	"github.com/loomcheck/loomcheck/reference/internal/hostio"
 )
 
 // TestInternalErrorsAreLoggedWithTheirErrorID: the turn hook and the gateway hook log every error

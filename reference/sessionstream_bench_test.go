@@ -26,9 +26,9 @@ import (
 
 	"github.com/loomcheck/loomcheck/harness/resume"
 	"github.com/loomcheck/loomcheck/reference/internal/reftest"
+	"github.com/loomcheck/loomcheck/reference/internal/stream"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/server"
-	"github.com/loomcheck/loomcheck/reference/stream"
 	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 

@@ -62,7 +62,7 @@ func TestOnlyTheKernelImportsTheStore(t *testing.T) {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := imports["github.com/loomcheck/loomcheck/reference/threads"]; !ok {
+	if _, ok := imports["github.com/loomcheck/loomcheck/reference/internal/threads"]; !ok {
 		t.Fatalf("go list did not list the module's packages: %d listed", len(imports))
 	}
 	for _, pkg := range storeImportExceptions {
@@ -80,18 +80,18 @@ func TestOnlyTheKernelImportsTheStore(t *testing.T) {
 func TestStoreImportRuleNamesANewImporter(t *testing.T) {
 	m := "github.com/loomcheck/loomcheck/"
 	imports := map[string][]string{
-		m + "reference/threads":               {m + "reference/kernel", storePkg},
+		m + "reference/internal/threads":      {m + "reference/kernel", storePkg},
 		m + "reference/kernel":                {storePkg},
 		m + "reference/store/sqlite":          {storePkg},
 		m + "reference/store/postgres/pgtest": {storePkg},
-		m + "reference/sessions":              {storePkg},
+		m + "reference/internal/sessions":     {storePkg},
 		m + "reference/perf":                  {storePkg},
 		m + "cmd/loomcheck":                   {storePkg + "/postgres"},
 		m + "reference/storefake":             {storePkg + "x"},
 		m + "harness/newpkg":                  {"fmt", storePkg},
 	}
 	got := storeImportBreaches(imports)
-	want := []string{m + "harness/newpkg", m + "reference/sessions", m + "reference/threads"}
+	want := []string{m + "harness/newpkg", m + "reference/internal/sessions", m + "reference/internal/threads"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("breaches %v, want %v", got, want)
 	}

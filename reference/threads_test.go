@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/loomcheck/loomcheck/reference"
+	"github.com/loomcheck/loomcheck/reference/internal/threads"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
-	"github.com/loomcheck/loomcheck/reference/threads"
 	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 

@@ -13,8 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomcheck/loomcheck/reference"
-	"github.com/loomcheck/loomcheck/reference/conversation"
-	"github.com/loomcheck/loomcheck/reference/gateway"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 )
 
@@ -24,8 +22,8 @@ func openBackupEngine(t *testing.T, dir string, key []byte) *reference.Engine {
 	t.Helper()
 	eng, err := reference.Open(context.Background(), reference.Options{
 		DataDir:      dir,
-		Conversation: conversation.Config{Keys: [][]byte{key}},
-		Gateway:      gateway.Config{Insecure: true},
+		Conversation: reference.ConversationConfig{Keys: [][]byte{key}},
+		Gateway:      reference.GatewayConfig{Insecure: true},
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = eng.Close() })
@@ -33,7 +31,7 @@ func openBackupEngine(t *testing.T, dir string, key []byte) *reference.Engine {
 }
 
 // wholeHistory is every entry of a conversation, as JSON, once its newest turn has its reply.
-func wholeHistory(t *testing.T, cv *conversation.Conversations, id string, turns int) string {
+func wholeHistory(t *testing.T, cv *reference.Conversations, id string, turns int) string {
 	t.Helper()
 	ctx := context.Background()
 	var out []loomtype.Entry
@@ -41,7 +39,7 @@ func wholeHistory(t *testing.T, cv *conversation.Conversations, id string, turns
 		out = nil
 		cursor := ""
 		for {
-			p, err := cv.History(ctx, backupAlice, id, conversation.HistoryOptions{Cursor: cursor, Limit: 500})
+			p, err := cv.History(ctx, backupAlice, id, reference.HistoryOptions{Cursor: cursor, Limit: 500})
 			require.NoError(t, err)
 			out = append(out, p.Entries...)
 			if p.Done {
@@ -64,10 +62,10 @@ func TestBackupWhileServingAndRestore(t *testing.T) {
 	live := filepath.Join(root, "live")
 	eng := openBackupEngine(t, live, key)
 	cv := eng.Conversations()
-	st, _, err := cv.Start(ctx, backupAlice, conversation.StartOptions{})
+	st, _, err := cv.Start(ctx, backupAlice, reference.StartOptions{})
 	require.NoError(t, err)
 	for i := 1; i <= 3; i++ {
-		r, err := cv.SendTurn(ctx, backupAlice, st.ID, fmt.Sprintf("question %d", i), conversation.SendOptions{MessageID: fmt.Sprintf("m%d", i)})
+		r, err := cv.SendTurn(ctx, backupAlice, st.ID, fmt.Sprintf("question %d", i), reference.SendOptions{MessageID: fmt.Sprintf("m%d", i)})
 		require.NoError(t, err)
 		require.True(t, r.Delivered)
 		wholeHistory(t, cv, st.ID, i)
@@ -75,7 +73,7 @@ func TestBackupWhileServingAndRestore(t *testing.T) {
 	want := wholeHistory(t, cv, st.ID, 3)
 
 	// Another conversation is written to all along the backup.
-	other, _, err := cv.Start(ctx, backupAlice, conversation.StartOptions{})
+	other, _, err := cv.Start(ctx, backupAlice, reference.StartOptions{})
 	require.NoError(t, err)
 	stop, writing := make(chan struct{}), make(chan struct{})
 	var wg sync.WaitGroup
@@ -90,7 +88,7 @@ func TestBackupWhileServingAndRestore(t *testing.T) {
 			default:
 			}
 			sent++
-			_, _ = cv.SendTurn(ctx, backupAlice, other.ID, fmt.Sprintf("more %d", sent), conversation.SendOptions{MessageID: fmt.Sprintf("o%d", sent)})
+			_, _ = cv.SendTurn(ctx, backupAlice, other.ID, fmt.Sprintf("more %d", sent), reference.SendOptions{MessageID: fmt.Sprintf("o%d", sent)})
 			if sent == 1 {
 				close(writing)
 			}
@@ -116,12 +114,12 @@ func TestBackupWhileServingAndRestore(t *testing.T) {
 	cv2 := eng2.Conversations()
 	require.Equal(t, want, wholeHistory(t, cv2, st.ID, 3), "the restored engine serves exactly the history backed up")
 	for i := 1; i <= 3; i++ {
-		r, err := cv2.SendTurn(ctx, backupAlice, st.ID, fmt.Sprintf("question %d", i), conversation.SendOptions{MessageID: fmt.Sprintf("m%d", i)})
+		r, err := cv2.SendTurn(ctx, backupAlice, st.ID, fmt.Sprintf("question %d", i), reference.SendOptions{MessageID: fmt.Sprintf("m%d", i)})
 		require.NoError(t, err)
 		require.False(t, r.Delivered, "m%d was acknowledged before the backup: a repeat", i)
 	}
 	// A new turn fences what a repeat could have run again: the conversation answers it after.
-	r, err := cv2.SendTurn(ctx, backupAlice, st.ID, "question 4", conversation.SendOptions{MessageID: "m4"})
+	r, err := cv2.SendTurn(ctx, backupAlice, st.ID, "question 4", reference.SendOptions{MessageID: "m4"})
 	require.NoError(t, err)
 	require.True(t, r.Delivered)
 	var before, after []json.RawMessage

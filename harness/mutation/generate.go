@@ -28,7 +28,7 @@ var ErrTypeCheck = errors.New("mutation: package does not type-check")
 // and source order. It runs `go list -export` once to load the packages' dependencies. Errors:
 // the go command's failure, a parse error, or [ErrTypeCheck]. Safe for concurrent use.
 //
-//	mutants, err := mutation.Generate(ctx, ".", []string{"reference/budget"})
+//	mutants, err := mutation.Generate(ctx, ".", []string{"reference/internal/budget"})
 func Generate(ctx context.Context, root string, pkgs []string) ([]Mutant, error) {
 	exports, err := exportData(ctx, root, pkgs)
 	if err != nil {

@@ -36,16 +36,16 @@ import (
 // Packages are the reference packages mutated by default, as directories relative to the module
 // root.
 var Packages = []string{
-	"reference/store/sqlite", "reference/store/postgres", "reference/kernel", "reference/agent", "reference/conversation",
-	"reference/conversation/live", "reference/conversation/participants", "reference/conversation/record",
-	"reference/conversation/turn", "reference/conversation/dialogue",
-	"reference/envelope", "reference/budget", "reference/gateway", "reference/model", "reference/run",
-	"reference/stream", "reference/sessions", "reference/threads",
+	"reference/store/sqlite", "reference/store/postgres", "reference/kernel", "reference/internal/agent", "reference/internal/conversation",
+	"reference/internal/conversation/live", "reference/internal/conversation/participants", "reference/internal/conversation/record",
+	"reference/internal/conversation/turn", "reference/internal/conversation/dialogue",
+	"reference/internal/envelope", "reference/internal/budget", "reference/internal/gateway", "reference/model", "reference/internal/run",
+	"reference/internal/stream", "reference/internal/sessions", "reference/internal/threads",
 }
 
 // SecurityPackages are the packages on a security or durability path: an equivalent mutant listed
 // in one of them must name the test that proves it cannot change behaviour.
-var SecurityPackages = []string{"reference/gateway", "reference/envelope", "reference/kernel", "reference/store", "reference/store/sqlite", "reference/store/postgres", "reference/sessions", "reference/threads"}
+var SecurityPackages = []string{"reference/internal/gateway", "reference/internal/envelope", "reference/kernel", "reference/store", "reference/store/sqlite", "reference/store/postgres", "reference/internal/sessions", "reference/internal/threads"}
 
 // Operator names a kind of mutation.
 type Operator string

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/loomcheck/loomcheck/reference/envelope"
+	"github.com/loomcheck/loomcheck/reference/internal/envelope"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/store"
 )

@@ -15,8 +15,8 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/loomcheck/loomcheck/reference"
+	"github.com/loomcheck/loomcheck/reference/internal/stream"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
-	"github.com/loomcheck/loomcheck/reference/stream"
 )
 
 // The session stream's figures (ADR 0052, "Numbers"): a frame's emit to a WebSocket client,

@@ -14,7 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/loomcheck/loomcheck/reference"
-	"github.com/loomcheck/loomcheck/reference/stream"
+	"github.com/loomcheck/loomcheck/reference/internal/stream"
 )
 
 // resumer is a client of one session stream that resumes after every drop: at once the first

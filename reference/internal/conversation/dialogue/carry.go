@@ -1,0 +1,185 @@
+package dialogue
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/loomcheck/loomcheck/reference/internal/envelope"
+	"github.com/loomcheck/loomcheck/reference/kernel"
+	"github.com/loomcheck/loomcheck/reference/loomtype"
+)
+
+// state is the dialogue's state. It is rebuilt by replay inside a generation and crosses
+// generations as the carry.
+type state struct {
+	V     int               `json:"v"`
+	Owner loomtype.Identity `json:"owner"`
+	Mode  loomtype.Mode     `json:"mode"`
+	// Seq is the number of the newest accepted turn; Ord counts consumed messages (it numbers
+	// decision ids); Rec counts transcript records (the records' ord).
+	Seq int64 `json:"seq"`
+	Ord int64 `json:"ord"`
+	Rec int64 `json:"rec"`
+	// Keys are the sender keys of the newest messages (RecentKeys of them).
+	Keys    []string            `json:"ids,omitempty"`
+	Summary string              `json:"summary,omitempty"`
+	Window  []turnMem           `json:"turns,omitempty"`
+	Evicted []turnMem           `json:"evicted,omitempty"`
+	Pending *kernel.Message     `json:"pending,omitempty"`
+	Replay  *envelope.ReplaySet `json:"replay,omitempty"`
+	Invalid int64               `json:"invalid,omitempty"`
+	// CountEmpty is the start's CountEmpty, carried across rotations.
+	CountEmpty bool `json:"countEmpty,omitempty"`
+	// InvalidPerAsker is the start's InvalidPerAsker; InvalidBy counts the invalid messages of
+	// each asker (by identity key) when it is set.
+	InvalidPerAsker bool             `json:"invalidPerAsker,omitempty"`
+	InvalidBy       map[string]int64 `json:"invalidBy,omitempty"`
+}
+
+// turnMem is one accepted turn in the carried window.
+type turnMem struct {
+	Ord     int64                 `json:"o"`
+	Turn    int64                 `json:"t"`
+	UserRec int64                 `json:"r"`
+	Asker   loomtype.Identity     `json:"a"`
+	User    string                `json:"u"`
+	Prompt  string                `json:"p,omitempty"`
+	Reply   string                `json:"y"`
+	Status  loomtype.RecordStatus `json:"s"`
+	Tokens  int                   `json:"k,omitempty"`
+	Classes []string              `json:"c,omitempty"`
+}
+
+// evict moves the oldest n turns of the window (none when n <= 0) to the evicted turns. The
+// window keeps its array, cut from the front, so that a window at its bound does not copy itself
+// on every turn: the next append that finds no room copies it once into a larger one.
+func (s *state) evict(n int) {
+	if n <= 0 {
+		return
+	}
+	s.Evicted = append(s.Evicted, s.Window[:n]...)
+	clear(s.Window[:n]) // the array's front no longer holds on to their texts
+	s.Window = s.Window[n:]
+}
+
+// modelUser is the user message the model saw for this turn.
+func (t turnMem) modelUser() string {
+	if t.Prompt != "" {
+		return t.Prompt
+	}
+	return t.User
+}
+
+// modelReply is the assistant message later turns see for this turn.
+func (t turnMem) modelReply() string {
+	switch {
+	case t.Reply != "":
+		return t.Reply
+	case t.Status == loomtype.StatusInterrupted:
+		return PlaceholderInterrupted
+	default:
+		return PlaceholderFailed
+	}
+}
+
+func (s *state) remember(key string) {
+	if key == "" {
+		return
+	}
+	s.Keys = append(s.Keys, key)
+	if n := len(s.Keys) - RecentKeys; n > 0 {
+		// Cut from the front, as evict does: a full list does not copy itself on every message.
+		clear(s.Keys[:n])
+		s.Keys = s.Keys[n:]
+	}
+}
+
+// Bounds on an untrusted carry.
+const (
+	maxCarryTurns  = 4096
+	maxCarryText   = 1 << 20
+	maxCarryKeyLen = 128
+)
+
+// ErrInvalidCarry is matched (errors.Is) by every refusal of a generation's input: a carry that
+// is not JSON, has the wrong version, owner or mode, counters out of range, or more than the
+// bounds allow. The execution fails with it rather than run on a state it cannot trust.
+//
+//	if errors.Is(err, conversation.ErrInvalidCarry) { ... }
+var ErrInvalidCarry = errors.New("conversation: invalid carry")
+
+// readState reads generation input: the start input in generation 0, a carry after. The input is
+// treated as untrusted: shape, counts, sizes and bytes are all bounded.
+func readState(input json.RawMessage, maxBytes, replaySize int) (*state, error) {
+	if len(input) > 4*maxBytes+(1<<20) {
+		return nil, fmt.Errorf("%w: %d bytes is over the bound", ErrInvalidCarry, len(input))
+	}
+	var s state
+	s.Replay = envelope.NewReplaySet(replaySize)
+	if err := json.Unmarshal(input, &s); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidCarry, err)
+	}
+	if s.V != 1 || !s.Owner.Valid() || (s.Mode != ModeOwner && s.Mode != ModeShared) {
+		return nil, fmt.Errorf("%w: bad version, owner or mode", ErrInvalidCarry)
+	}
+	if s.Seq < 0 || s.Ord < 0 || s.Rec < 0 || s.Invalid < 0 || len(s.Window) > maxCarryTurns || len(s.Evicted) > maxCarryTurns {
+		return nil, fmt.Errorf("%w: counters out of range", ErrInvalidCarry)
+	}
+	for _, n := range s.InvalidBy {
+		if n < 0 {
+			return nil, fmt.Errorf("%w: counters out of range", ErrInvalidCarry)
+		}
+	}
+	if len(s.Keys) > RecentKeys {
+		s.Keys = s.Keys[len(s.Keys)-RecentKeys:]
+	}
+	for _, k := range s.Keys {
+		if len(k) > maxCarryKeyLen {
+			return nil, fmt.Errorf("%w: key too long", ErrInvalidCarry)
+		}
+	}
+	if !utf8.ValidString(s.Summary) || len(s.Summary) > maxCarryText {
+		return nil, fmt.Errorf("%w: summary", ErrInvalidCarry)
+	}
+	for _, ts := range [][]turnMem{s.Window, s.Evicted} {
+		for _, t := range ts {
+			if len(t.User)+len(t.Reply)+len(t.Prompt) > 4*maxCarryText || t.Turn <= 0 || t.Turn > s.Seq || t.Ord > s.Ord || t.UserRec > s.Rec {
+				return nil, fmt.Errorf("%w: turn out of range", ErrInvalidCarry)
+			}
+		}
+	}
+	if s.Replay == nil {
+		s.Replay = envelope.NewReplaySet(replaySize)
+	}
+	return &s, nil
+}
+
+// carry trims the state to maxBytes, oldest evicted turn first, then oldest window turn, and
+// encodes it. The summary goes only when even no turn at all does not make it fit, and then the
+// turns are trimmed again without it. The trim is a pure function of the state.
+func (s *state) carry(maxBytes int) json.RawMessage {
+	c := *s
+	c.Window = append([]turnMem(nil), s.Window...)
+	c.Evicted = append([]turnMem(nil), s.Evicted...)
+	for {
+		b, _ := json.Marshal(c)
+		if len(b) <= maxBytes || (len(c.Window) == 0 && len(c.Evicted) == 0) {
+			if len(b) > maxBytes && c.Summary != "" {
+				// Only the summary is left to drop: without it, the turns dropped for its
+				// sake may fit again, so the trim starts over from all of them.
+				c.Summary = ""
+				c.Window = append([]turnMem(nil), s.Window...)
+				c.Evicted = append([]turnMem(nil), s.Evicted...)
+				continue
+			}
+			return b
+		}
+		if len(c.Evicted) > 0 {
+			c.Evicted = c.Evicted[1:]
+		} else {
+			c.Window = c.Window[1:]
+		}
+	}
+}

@@ -1,0 +1,705 @@
+// Package sessions serves the session stream (spec/stream.md): for each conversation a frame log
+// made by the pure adapter of reference/internal/stream from the conversation's durable records and its
+// live text, kept durably through the kernel (records.go: an auxiliary stream of the
+// conversation's execution, and record tables), and read by subscribers as a replay after a
+// cursor and then live, with nothing lost or repeated at the seam.
+//
+// The frame log is a projection of the conversation, never a second source of truth: a session
+// is projected by one pump at a time, which reads the conversation's records after the position
+// it has reached and its live deltas, and writes each batch of frames together with that position
+// in one kernel transaction before any subscriber sees them (spec/stream.md, What a cursor
+// promises across a crash). After a crash the projection goes on from the position that
+// committed with the last frames, so a cursor a reader was given is never given again to another
+// frame. A session whose log is empty when it is first opened is seeded
+// from the conversation's stored history, oldest first, before any live frame.
+//
+// A resident session follows its conversation (conversation.Follower): the records of each
+// commit reach the pump from the conversation's tail in memory while its position lies within
+// it, from the log otherwise, and from the log on every Config.Poll, so that a commit whose
+// report went missing is still projected.
+//
+// Opening is authorized before anything else is made: a caller the conversation refuses gets
+// loomtype.ErrNotFound and no log, ticket or pump exists for it. An open returns a one-use
+// ticket bound to the caller and the device it names, valid for Config.TicketTTL.
+//
+// Memory is bounded and reported (Service.Memory): each resident session keeps its frame log
+// within Config.Limits, and each subscriber's queue within Config.SubQueue frames and
+// Config.SubQueueBytes bytes; a reader that lets its queue pass either is cut off and resumes
+// from its cursor (spec/http.md: a reader that falls far behind is disconnected).
+//
+// A Service is safe for concurrent use.
+//
+//	svc := sessions.New(k, cv, sessions.Config{})
+//	op, err := svc.Open(ctx, alice, "c1", 0, "")
+//	g, err := svc.Redeem(op.Ticket, alice, "")
+//	sub, replay, reset, err := svc.Subscribe(ctx, g.Session, g.From)
+package sessions
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/loomcheck/loomcheck/reference/internal/conversation"
+	"github.com/loomcheck/loomcheck/reference/internal/conversation/live"
+	"github.com/loomcheck/loomcheck/reference/internal/stream"
+	"github.com/loomcheck/loomcheck/reference/kernel"
+	"github.com/loomcheck/loomcheck/reference/loomtype"
+)
+
+// Defaults of Config.
+const (
+	DefaultTicketTTL    = 15 * time.Second
+	DefaultMaxTickets   = 4096
+	DefaultMaxSubs      = 64
+	DefaultSubQueue     = 4096
+	DefaultIdle         = 10 * time.Second
+	DefaultPoll         = time.Second
+	DefaultMaxPending   = 1 << 20
+	defaultReadBatch    = 256
+	frameEventKind      = "frame"
+	maxDeviceChars      = 128
+	ticketBytes         = 24
+	maxSessionsResident = 4096
+)
+
+// DefaultSubQueueBytes is Config.SubQueueBytes when it names none.
+const DefaultSubQueueBytes = 4 << 20
+
+// Config configures a Service. Zero values take the defaults.
+type Config struct {
+	// Limits bound each session's frame log (stream.DefaultLimits).
+	Limits stream.Limits
+	// TicketTTL is how long a ticket may wait for its upgrade (15 s).
+	TicketTTL time.Duration
+	// MaxTickets bounds the tickets waiting at once; an open beyond it is a *loomtype.LimitError.
+	MaxTickets int
+	// PrincipalTickets bounds the tickets one caller has waiting at once (made, not presented,
+	// not expired); an open beyond it is a *QuotaError (QuotaTickets) and other callers are not
+	// affected (DefaultPrincipalTickets, 64).
+	PrincipalTickets int
+	// ResidentBytes bounds the frame logs held in memory at once, each counted at the most it
+	// may hold (Limits.MaxBytes): a session beyond it is not loaded (*loomtype.LimitError)
+	// (DefaultResidentBytes, 2 GiB; at most 4096 sessions whatever it says).
+	ResidentBytes int64
+	// PrincipalResidentBytes is one caller's share of ResidentBytes: the sessions an open or a
+	// reader of who makes resident are counted against who, at least one is allowed, and one
+	// more is a *QuotaError (QuotaResident) (DefaultPrincipalResidentBytes, 64 MiB).
+	PrincipalResidentBytes int64
+	// MaxSubscribers bounds the subscribers of one session (64).
+	MaxSubscribers int
+	// SubQueue bounds the frames waiting for one subscriber; past it the subscriber is cut off
+	// (Sub.Done) and its reader resumes from its cursor (4096).
+	SubQueue int
+	// SubQueueBytes bounds the bytes of the frames waiting for one subscriber (each frame as the
+	// store keeps it); past it the subscriber is cut off as past SubQueue (DefaultSubQueueBytes,
+	// 4 MiB: the frames a log holds by default, so that a slow reader holds on to no more than
+	// one log's worth of frames the log itself has dropped).
+	SubQueueBytes int
+	// Idle is how long a session's pump runs with nobody reading and no ticket waiting (10 s).
+	Idle time.Duration
+	// Poll is how often a pump reads the conversation's log without a wake-up (1 s).
+	Poll time.Duration
+	// Retain is how long assistant text deltas and terminal output are shown; an older one is
+	// served empty and marked expired, keeping its cursor (stream.DefaultRetain, 24 hours).
+	Retain time.Duration
+	// ResumeWait is how long a turn the stream shows asked and unanswered when the service
+	// starts (one an earlier process left open, which the engine recovers) may take to end; past
+	// it the turn is given up: status {state: failed, note} is logged, the turn is stopped, and
+	// nothing more of it is shown (DefaultResumeWait, 60 s).
+	ResumeWait time.Duration
+	// Now is the clock (time.Now).
+	Now func() time.Time
+	// Logger receives the errors a pump meets (slog.Default()).
+	Logger *slog.Logger
+}
+
+// Errors of the service.
+var (
+	// ErrTicket is matched by every *TicketError.
+	ErrTicket = errors.New("sessions: ticket refused")
+	// ErrTooManySubscribers: the session has Config.MaxSubscribers subscribers already.
+	ErrTooManySubscribers = errors.New("sessions: too many subscribers")
+	// ErrBadDevice: a device name that is empty-but-present, too long or not printable ASCII.
+	ErrBadDevice = errors.New("sessions: bad device name")
+	// ErrBadFrom: a negative cursor.
+	ErrBadFrom = errors.New("sessions: bad cursor")
+)
+
+// TicketReason says why a ticket was refused.
+type TicketReason string
+
+// The reasons a ticket is refused.
+const (
+	TicketUnknown TicketReason = "unknown" // never issued, or forgotten
+	TicketUsed    TicketReason = "used"    // presented before
+	TicketExpired TicketReason = "expired" // presented after its time
+	TicketCaller  TicketReason = "caller"  // presented by another caller
+	TicketDevice  TicketReason = "device"  // presented from another device
+)
+
+// TicketError is a refused ticket; it matches ErrTicket.
+type TicketError struct{ Reason TicketReason }
+
+func (e *TicketError) Error() string { return "sessions: ticket refused: " + string(e.Reason) }
+
+// Is makes a *TicketError match ErrTicket.
+func (e *TicketError) Is(target error) bool { return target == ErrTicket }
+
+// Opened is what Open returns.
+type Opened struct {
+	Ticket  string
+	Expires time.Time
+	Session string
+	From    int64
+	Head    int64
+	Floor   int64
+}
+
+// Grant is what a redeemed ticket grants: who reads which session from which cursor.
+type Grant struct {
+	Who     loomtype.Identity
+	Session string
+	From    int64
+	Device  string
+}
+
+type ticket struct {
+	Grant
+	expires time.Time
+	used    bool
+}
+
+// Service serves the session streams of one engine.
+type Service struct {
+	k   *kernel.Kernel
+	cv  *conversation.Conversations
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.Mutex
+	tickets  map[string]*ticket
+	sessions map[string]*session
+	loading  map[string]chan struct{}       // the sessions being loaded, closed when each is in
+	held     map[string]bool                // the sessions this process has held (bounded)
+	charge   map[*session]loomtype.Identity // whose share each resident session counts against
+	owners   ownerBook                      // the tenant of each session's owner, for names
+	closed   bool
+	quit     chan struct{} // closed by Close
+	started  time.Time     // when New made the service: the resume wait counts from it
+	wg       sync.WaitGroup
+}
+
+// New returns the service over the kernel k (which keeps the frame logs and the service's
+// records) and the conversations cv.
+//
+//	svc := sessions.New(k, cv, sessions.Config{TicketTTL: 15 * time.Second})
+func New(k *kernel.Kernel, cv *conversation.Conversations, cfg Config) *Service {
+	if cfg.TicketTTL <= 0 {
+		cfg.TicketTTL = DefaultTicketTTL
+	}
+	if cfg.MaxTickets <= 0 {
+		cfg.MaxTickets = DefaultMaxTickets
+	}
+	if cfg.PrincipalTickets <= 0 {
+		cfg.PrincipalTickets = DefaultPrincipalTickets
+	}
+	if cfg.ResidentBytes <= 0 {
+		cfg.ResidentBytes = DefaultResidentBytes
+	}
+	if cfg.PrincipalResidentBytes <= 0 {
+		cfg.PrincipalResidentBytes = DefaultPrincipalResidentBytes
+	}
+	if cfg.MaxSubscribers <= 0 {
+		cfg.MaxSubscribers = DefaultMaxSubs
+	}
+	if cfg.SubQueue <= 0 {
+		cfg.SubQueue = DefaultSubQueue
+	}
+	if cfg.SubQueueBytes <= 0 {
+		cfg.SubQueueBytes = DefaultSubQueueBytes
+	}
+	if cfg.Idle <= 0 {
+		cfg.Idle = DefaultIdle
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = DefaultPoll
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.ResumeWait <= 0 {
+		cfg.ResumeWait = DefaultResumeWait
+	}
+	if cfg.Retain <= 0 {
+		cfg.Retain = stream.DefaultRetain
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Limits.MaxFrames <= 0 {
+		cfg.Limits.MaxFrames = stream.DefaultLimits.MaxFrames
+	}
+	if cfg.Limits.MaxBytes <= 0 {
+		cfg.Limits.MaxBytes = stream.DefaultLimits.MaxBytes
+	}
+	return &Service{k: k, cv: cv, cfg: cfg, log: cfg.Logger, tickets: map[string]*ticket{}, sessions: map[string]*session{},
+		loading: map[string]chan struct{}{}, held: map[string]bool{}, charge: map[*session]loomtype.Identity{}, quit: make(chan struct{}), started: time.Now()}
+}
+
+// Close stops every pump and cuts off every subscriber.
+func (s *Service) Close() {
+	s.mu.Lock()
+	if !s.closed {
+		close(s.quit)
+	}
+	s.closed = true
+	for _, ss := range s.sessions {
+		ss.stop()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// ValidDevice reports whether d is an acceptable device name: at most 128 printable ASCII
+// characters (empty means none named).
+func ValidDevice(d string) bool {
+	if len(d) > maxDeviceChars {
+		return false
+	}
+	for i := 0; i < len(d); i++ {
+		if d[i] < 0x21 || d[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// Open authorizes who to read session id, then (and only then) makes sure its log holds every
+// record the conversation has (the seed, on a first open), and returns a one-use ticket for a
+// reader starting after cursor from, with the log's head and floor.
+//
+// Errors: loomtype.ErrNotFound (unknown or not readable by who: nothing is made),
+// ErrBadFrom, ErrBadDevice, *loomtype.LimitError (too many tickets waiting), *QuotaError (who
+// has Config.PrincipalTickets tickets waiting, or holds its share of the resident logs), store
+// errors.
+func (s *Service) Open(ctx context.Context, who loomtype.Identity, id string, from int64, device string) (Opened, error) {
+	if err := s.authorize(ctx, who, id); err != nil {
+		return Opened{}, err
+	}
+	if from < 0 {
+		return Opened{}, ErrBadFrom
+	}
+	if !ValidDevice(device) {
+		return Opened{}, ErrBadDevice
+	}
+	ss, err := s.acquire(ctx, id)
+	if err != nil {
+		return Opened{}, err
+	}
+	defer s.release(ss)
+	if err := s.chargeResident(who, ss); err != nil {
+		return Opened{}, err
+	}
+	s.countPeople(ctx, ss, who)
+	if err := ss.catchUp(ctx, nil); err != nil {
+		return Opened{}, err
+	}
+	head, floor := ss.bounds()
+	now := s.cfg.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.tickets) >= s.cfg.MaxTickets {
+		for k, t := range s.tickets {
+			if t.used || !now.Before(t.expires) {
+				delete(s.tickets, k)
+			}
+		}
+		if len(s.tickets) >= s.cfg.MaxTickets {
+			return Opened{}, &loomtype.LimitError{Limit: "tickets", Max: int64(s.cfg.MaxTickets)}
+		}
+	}
+	if s.waitingTicketsLocked(who) >= s.cfg.PrincipalTickets {
+		return Opened{}, &QuotaError{Reason: QuotaTickets, Max: int64(s.cfg.PrincipalTickets)}
+	}
+	var b [ticketBytes]byte
+	_, _ = rand.Read(b[:])
+	tk := base64.RawURLEncoding.EncodeToString(b[:])
+	exp := now.Add(s.cfg.TicketTTL)
+	s.tickets[tk] = &ticket{Grant: Grant{Who: who, Session: id, From: from, Device: device}, expires: exp}
+	return Opened{Ticket: tk, Expires: exp, Session: id, From: from, Head: head, Floor: floor}, nil
+}
+
+// Redeem spends ticket tk for caller who on device: a ticket is spent by its first
+// presentation, whatever its outcome, so a ticket seen by someone else is worthless to them.
+//
+// Errors: *TicketError (matching ErrTicket) with its reason.
+func (s *Service) Redeem(tk string, who loomtype.Identity, device string) (Grant, error) {
+	now := s.cfg.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.tickets[tk]
+	switch {
+	case !ok:
+		return Grant{}, &TicketError{Reason: TicketUnknown}
+	case t.used:
+		return Grant{}, &TicketError{Reason: TicketUsed}
+	}
+	t.used = true
+	switch {
+	case !now.Before(t.expires):
+		return Grant{}, &TicketError{Reason: TicketExpired}
+	case !t.Who.Equal(who):
+		return Grant{}, &TicketError{Reason: TicketCaller}
+	case t.Device != "" && t.Device != device:
+		return Grant{}, &TicketError{Reason: TicketDevice}
+	}
+	return t.Grant, nil
+}
+
+// Bounds returns the head and floor of session id's log as the service holds it now, after
+// bringing it up to date; who must be allowed to read it.
+//
+// Errors: loomtype.ErrNotFound, store errors.
+func (s *Service) Bounds(ctx context.Context, who loomtype.Identity, id string) (head, floor int64, err error) {
+	if err := s.authorize(ctx, who, id); err != nil {
+		return 0, 0, err
+	}
+	ss, err := s.acquire(ctx, id)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer s.release(ss)
+	if err := ss.catchUp(ctx, nil); err != nil {
+		return 0, 0, err
+	}
+	head, floor = ss.bounds()
+	return head, floor, nil
+}
+
+// Subscribe starts a reader of session id after cursor from: replay is what the log holds after
+// from (merged, stream.Merge), and sub receives every frame logged after it, live, one by one.
+// reset is true (and replay and sub are for the floor) when a frame after from is no longer
+// held: the caller sends a reset frame, and the frames from the floor follow. The caller must
+// have authorized the reader (Open and Redeem) and must call sub.Close.
+//
+// Errors: ErrTooManySubscribers, ErrBadFrom, store errors.
+func (s *Service) Subscribe(ctx context.Context, id string, from int64) (sub *Sub, replay []stream.Frame, reset bool, head, floor int64, err error) {
+	if from < 0 {
+		return nil, nil, false, 0, 0, ErrBadFrom
+	}
+	ss, err := s.acquire(ctx, id)
+	if err != nil {
+		return nil, nil, false, 0, 0, err
+	}
+	if err := ss.catchUp(ctx, nil); err != nil {
+		s.release(ss)
+		return nil, nil, false, 0, 0, err
+	}
+	sub, replay, reset, head, floor, err = ss.subscribe(from)
+	if err != nil {
+		s.release(ss)
+		return nil, nil, false, 0, 0, err
+	}
+	sub.release = func() { s.release(ss) }
+	return sub, replay, reset, head, floor, nil
+}
+
+// Append logs specs in session id (a status the service is told of, such as a stop), durably,
+// before it returns; who must be allowed to read the session.
+//
+// Errors: loomtype.ErrNotFound, store errors.
+func (s *Service) Append(ctx context.Context, who loomtype.Identity, id string, specs ...stream.Spec) ([]stream.Frame, error) {
+	if err := s.authorize(ctx, who, id); err != nil {
+		return nil, err
+	}
+	ss, err := s.acquire(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer s.release(ss)
+	if err := ss.catchUp(ctx, nil); err != nil {
+		return nil, err
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.commit(ctx, specs, nil, ss.pos)
+}
+
+// acquire returns the resident session id, loading it from the store and starting its pump on
+// first use, and holds a reference to it until release.
+func (s *Service) acquire(ctx context.Context, id string) (*session, error) {
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return nil, loomtype.ErrStoreClosed
+		}
+		ss := s.sessions[id]
+		if ss != nil && !ss.dead() {
+			ss.refs++
+			ss.lastUse = s.cfg.Now()
+			s.mu.Unlock()
+			return ss, nil
+		}
+		// One load of a session at a time: two loads would each project, and write, the same
+		// frames.
+		if wait := s.loading[id]; wait != nil {
+			s.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		if len(s.sessions) >= s.maxResident() {
+			s.evictIdle()
+			if len(s.sessions) >= s.maxResident() {
+				s.mu.Unlock()
+				return nil, &loomtype.LimitError{Limit: "streamed sessions", Max: int64(s.maxResident())}
+			}
+		}
+		done := make(chan struct{})
+		s.loading[id] = done
+		s.mu.Unlock()
+		return s.loadResident(ctx, id, done)
+	}
+}
+
+// loadResident loads session id, subscribes it to the live channel, makes it resident and
+// starts its pump; done is closed (and the load gate opened) whatever the outcome.
+func (s *Service) loadResident(ctx context.Context, id string, done chan struct{}) (*session, error) {
+	defer func() {
+		s.mu.Lock()
+		delete(s.loading, id)
+		s.mu.Unlock()
+		close(done)
+	}()
+	loaded, err := s.load(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	// The conversation's commits from now on reach the session from its tail, and live events
+	// too: both are subscribed to before the caller goes on, so a turn it starts next is seen
+	// live.
+	loaded.fol = s.cv.Follow(id)
+	loaded.hubSub, _ = loaded.attach(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		if loaded.hubSub != nil {
+			s.cv.Hub().Unsubscribe(id, loaded.hubSub)
+		}
+		loaded.fol.Close()
+		return nil, loomtype.ErrStoreClosed
+	}
+	loaded.refs = 1
+	loaded.lastUse = s.cfg.Now()
+	s.sessions[id] = loaded
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		loaded.pump()
+	}()
+	return loaded, nil
+}
+
+func (s *Service) release(ss *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss.refs--
+	ss.lastUse = s.cfg.Now()
+}
+
+// idle reports whether ss has had no reference for Config.Idle and no ticket waits for it; if
+// so it is removed from the resident sessions.
+func (s *Service) idle(ss *session) bool {
+	ss.mu.Lock()
+	busy := ss.queue.Awaiting != "" || ss.waitingLocked() > 0
+	ss.mu.Unlock()
+	if busy {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ss.refs > 0 || s.cfg.Now().Sub(ss.lastUse) < s.cfg.Idle {
+		return false
+	}
+	now := s.cfg.Now()
+	for _, t := range s.tickets {
+		if t.Session == ss.id && !t.used && now.Before(t.expires) {
+			return false
+		}
+	}
+	if s.sessions[ss.id] == ss {
+		delete(s.sessions, ss.id)
+	}
+	delete(s.charge, ss)
+	return true
+}
+
+func (s *Service) evictIdle() {
+	now := s.cfg.Now()
+	for id, ss := range s.sessions {
+		if ss.refs == 0 && now.Sub(ss.lastUse) >= s.cfg.Idle {
+			ss.stop()
+			delete(s.sessions, id)
+			delete(s.charge, ss)
+		}
+	}
+}
+
+// load reads session id's frames and projection position through the kernel.
+func (s *Service) load(ctx context.Context, id string) (*session, error) {
+	ss := newSession(s, id)
+	head, err := s.k.AuxHead(ctx, id, framesStream)
+	if err != nil {
+		return nil, err
+	}
+	if head > 0 {
+		var rows []kernel.AuxEvent
+		before := head + 1
+		for int64(len(rows)) < head && len(rows) < s.cfg.Limits.MaxFrames {
+			evs, err := s.k.ReadAuxBackward(ctx, id, framesStream, before, min(kernel.MaxRead, s.cfg.Limits.MaxFrames-len(rows)))
+			if err != nil {
+				return nil, err
+			}
+			if len(evs) == 0 {
+				break
+			}
+			rows = append(rows, evs...)
+			before = evs[len(evs)-1].Seq
+		}
+		frames := make([]stream.Frame, 0, len(rows))
+		guards := make(map[int64]guard, len(rows))
+		for i := len(rows) - 1; i >= 0; i-- {
+			var rec diskFrame
+			if err := json.Unmarshal(rows[i].Data, &rec); err != nil || rec.F.Cur != rows[i].Seq {
+				return nil, &FrameError{Session: id, Cur: rows[i].Seq}
+			}
+			frames = append(frames, rec.F)
+			if rec.G != (guard{}) {
+				guards[rec.F.Cur] = rec.G
+			}
+		}
+		if err := ss.log.Restore(frames); err != nil {
+			return nil, fmt.Errorf("sessions: restoring %s: %w", id, err)
+		}
+		ss.guards = guards
+		ss.restoreStreamed(frames)
+		for _, f := range frames {
+			ss.room = ss.room.Apply(f) // replaced by the stored room, when the position holds one
+		}
+	}
+	p, ok, err := positions.Get(ctx, s.k, id)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		c, err := loomtype.ParseCursor(p.Next)
+		if err != nil {
+			return nil, &kernel.RecordError{Table: positions.Name(), Key: id, Err: err}
+		}
+		ss.pos, ss.lastReplyTurn, ss.lastAskedTurn, ss.lastAsker = c, p.LastReply, p.LastAsked, p.LastAsker
+		if p.Room != nil {
+			ss.room = *p.Room
+		}
+		for t, v := range p.Handles {
+			ss.handles[t] = v
+		}
+		if _, known := s.owners.get(id); !known && p.Owner != nil {
+			s.owners.put(id, *p.Owner)
+		}
+	}
+	if ss.queue, err = s.loadQueue(ctx, id); err != nil {
+		return nil, err
+	}
+	return ss, nil
+}
+
+// diskFrame is a frame as the store keeps it: the frame and who may see it.
+type diskFrame struct {
+	F stream.Frame `json:"f"`
+	G guard        `json:"g,omitzero"`
+}
+
+// guard says who may see a frame in a shared conversation: the turn's asker, and the classes a
+// reader other than the asker must be cleared for. Live says the frame is a turn's live text,
+// which only its asker sees.
+type guard struct {
+	Asker    loomtype.Identity `json:"asker,omitzero"`
+	AskerKey string            `json:"askerKey,omitempty"` // the live turn's asker, as the live channel names it
+	Classes  string            `json:"classes,omitempty"`  // the record's classes, joined by commas
+	Live     bool              `json:"live,omitempty"`
+	Cursor   string            `json:"cursor,omitempty"` // the conversation record the frame shows
+	// Ver marks a frame the assistant put into the chat (1; 0: not an assistant's): it goes
+	// through its turn's reply handle (commit gives it rid and ver) and reaches only viewers the
+	// room's mayReceive lets have it (Render).
+	Ver int `json:"ver,omitempty"`
+}
+
+type posRecord struct {
+	Next      string `json:"next"`
+	LastReply int64  `json:"lastReply,omitempty"`
+	LastAsked int64  `json:"lastAsked,omitempty"`
+	// LastAsker is the identity key of LastAsked's asker (absent in positions written before it
+	// was kept: a stop of a turn without checkpoints then answers as for a non-asker).
+	LastAsker string `json:"lastAsker,omitempty"`
+	// Room is who is in the chat by room version, and Handles the reply handles opened (turn to
+	// room version), as of the last frame; a position written before they existed has neither,
+	// and the room is then counted again from the frames restored.
+	Room    *stream.Room    `json:"room,omitempty"`
+	Handles map[int64]int64 `json:"handles,omitempty"`
+	// Owner is the tenant of the session's owner once learnt (names are drawn with it), so
+	// that a session loaded again draws them alike before any caller touches it.
+	Owner *string `json:"owner,omitempty"`
+}
+
+// hubSub is what a pump reads of the live channel.
+type hubSub = live.Sub
+
+// countPeople refreshes how many persons session ss's chat has, as who reads its participants;
+// a terminal, diff or files block in a chat of more than one says it is visible to all.
+func (s *Service) countPeople(ctx context.Context, ss *session, who loomtype.Identity) {
+	pl, err := s.cv.Participants(ctx, who, ss.id)
+	if err != nil {
+		return
+	}
+	n := len(pl.Participants)
+	seen := false
+	for _, p := range pl.Participants {
+		seen = seen || p.Equal(pl.Owner)
+	}
+	if !seen {
+		n++
+	}
+	ss.mu.Lock()
+	ss.people = n
+	ss.mu.Unlock()
+}
+
+// maxHeld bounds the sessions the service remembers having held; past it the memory starts over
+// (a session then held again may show a restart status that was not needed, never miss one).
+const maxHeld = 1 << 16
+
+func (s *Service) heldBefore(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held[id]
+}
+
+func (s *Service) markHeld(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.held) >= maxHeld {
+		s.held = map[string]bool{}
+	}
+	s.held[id] = true
+}
