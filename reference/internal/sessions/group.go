@@ -84,7 +84,7 @@ func (s *Service) React(ctx context.Context, who loomtype.Identity, id, message,
 	defer s.release(ss)
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if err := ss.catchUpLocked(ctx); err != nil {
+	if err := ss.catchUpLogLocked(ctx); err != nil {
 		return stream.Frame{}, err
 	}
 	known := false
@@ -161,7 +161,7 @@ func (s *Service) MarkRead(ctx context.Context, who loomtype.Identity, id string
 	defer s.release(ss)
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if err := ss.catchUpLocked(ctx); err != nil {
+	if err := ss.catchUpLogLocked(ctx); err != nil {
 		return 0, err
 	}
 	if upto < 0 || upto > ss.log.Head() {

@@ -72,7 +72,7 @@ func (s *Service) giveUp(ctx context.Context, id string, turn int64) error {
 	defer s.release(ss)
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if err := ss.catchUpLocked(ctx); err != nil {
+	if err := ss.catchUpLogLocked(ctx); err != nil {
 		return err
 	}
 	if ss.lastReplyTurn >= turn || ss.dropped[turn] {

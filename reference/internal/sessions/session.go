@@ -299,6 +299,15 @@ func (ss *session) read(ctx context.Context, from loomtype.Cursor, n int) ([]loo
 func (ss *session) catchUpFromLog(ctx context.Context) error {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	return ss.catchUpLogLocked(ctx)
+}
+
+// catchUpLogLocked is catchUpLocked reading the conversation's log rather than its tail. A
+// request that decides on the session's state (who answers a message, whether a turn is running,
+// which messages and cursors exist) catches up this way: the tail learns of a commit a moment
+// after the commit is readable, and a caller who read a reply in the history and then speaks must
+// be judged after that reply, not before it.
+func (ss *session) catchUpLogLocked(ctx context.Context) error {
 	ss.fromLog = true
 	defer func() { ss.fromLog = false }()
 	return ss.catchUpLocked(ctx)

@@ -107,7 +107,7 @@ func (s *Service) SendThread(ctx context.Context, who loomtype.Identity, id, tex
 	s.countPeople(ctx, ss, who)
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if err := ss.catchUpLocked(ctx); err != nil {
+	if err := ss.catchUpLogLocked(ctx); err != nil {
 		return Sent{}, err
 	}
 	if parent != "" && !ss.holdsMessageLocked(parent) {
@@ -192,7 +192,7 @@ func (s *Service) Cancel(ctx context.Context, who loomtype.Identity, id, message
 	defer s.release(ss)
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if err := ss.catchUpLocked(ctx); err != nil {
+	if err := ss.catchUpLogLocked(ctx); err != nil {
 		return Sent{}, err
 	}
 	for i, q := range ss.queue.Items {
@@ -338,7 +338,7 @@ func (s *Service) Stop(ctx context.Context, who loomtype.Identity, id string) (i
 	defer s.release(ss)
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if err := ss.catchUpLocked(ctx); err != nil {
+	if err := ss.catchUpLogLocked(ctx); err != nil {
 		return 0, err
 	}
 	// A turn left open by a restart has its stopper once its conversation runs again.
@@ -455,7 +455,7 @@ func (s *Service) SendPrivate(ctx context.Context, who loomtype.Identity, id, me
 	defer s.release(ss)
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if err := ss.catchUpLocked(ctx); err != nil {
+	if err := ss.catchUpLogLocked(ctx); err != nil {
 		return Sent{}, err
 	}
 	key := privateKey(who, messageID)
