@@ -8,6 +8,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -22,6 +23,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/loomcheck/loomcheck/reference"
 	"github.com/loomcheck/loomcheck/reference/model"
@@ -69,6 +71,37 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, hooks Ho
 	if name == "" {
 		name = "loom"
 	}
+	f, code := parseFlags(name, args, stderr)
+	if f == nil {
+		return code
+	}
+	cfg, err := f.resolve(hooks)
+	if err != nil {
+		var ue *usageError
+		if errors.As(err, &ue) && ue.lines != nil {
+			fmt.Fprintf(stderr, "%s: %s\n", name, ue.msg)
+			for _, l := range ue.lines {
+				fmt.Fprintf(stderr, "  %s\n", l)
+			}
+			return ExitUsage
+		}
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return ExitUsage
+	}
+	return serve(ctx, name, f, cfg, stdout, stderr)
+}
+
+// flags are Main's flags as parsed.
+type flags struct {
+	listen, dataDir, modelURL, modelName, config string
+	storeURL, nodeName, advertise                string
+	allowEmpty                                   bool
+	delay, lease                                 time.Duration
+}
+
+// parseFlags parses args; a nil result ends Main with the code returned (help, or a usage error
+// already printed).
+func parseFlags(name string, args []string, stderr io.Writer) (*flags, int) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -76,142 +109,131 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, hooks Ho
 		fmt.Fprintln(fs.Output(), "\nflags:")
 		fs.PrintDefaults()
 	}
-	listen := fs.String("listen", "", "host:port to serve on (default 127.0.0.1:8080, or the configuration's listen)")
-	dataDir := fs.String("data", "", "data directory (default ./loom-data, or the configuration's dataDir)")
-	modelURL := fs.String("model-url", "", "an OpenAI-compatible API root (for example http://127.0.0.1:11434/v1)")
-	modelName := fs.String("model", "", "the model name to ask for")
-	allowEmpty := fs.Bool("allow-empty", false, "start on a data directory that exists and holds no store, or whose store's database is gone (refused otherwise)")
-	config := fs.String("config", os.Getenv("LOOM_CONFIG"), "a configuration document (schemas/sut-config.schema.json); default $LOOM_CONFIG")
-	delay := fs.Duration("builtin-delay", 0, "with the built-in model: wait this long before each streamed piece (e.g. 50ms), to watch live deltas")
-	storeURL := fs.String("store", "", "keep the state in this PostgreSQL database (postgres://...) instead of the data directory")
-	nodeName := fs.String("node", "", "with --store: run as one node of several on that database, under this name (spec/nodes.md)")
-	advertise := fs.String("advertise", "", "with --node: the http:// address the other nodes forward to (default http://LISTEN)")
-	lease := fs.Duration("lease", 0, "with --node: how long the hold on the executions lasts unless renewed (default 10s)")
+	f := &flags{}
+	fs.StringVar(&f.listen, "listen", "", "host:port to serve on (default 127.0.0.1:8080, or the configuration's listen)")
+	fs.StringVar(&f.dataDir, "data", "", "data directory (default ./loom-data, or the configuration's dataDir)")
+	fs.StringVar(&f.modelURL, "model-url", "", "an OpenAI-compatible API root (for example http://127.0.0.1:11434/v1)")
+	fs.StringVar(&f.modelName, "model", "", "the model name to ask for")
+	fs.BoolVar(&f.allowEmpty, "allow-empty", false, "start on a data directory that exists and holds no store, or whose store's database is gone (refused otherwise)")
+	fs.StringVar(&f.config, "config", os.Getenv("LOOM_CONFIG"), "a configuration document (schemas/sut-config.schema.json); default $LOOM_CONFIG")
+	fs.DurationVar(&f.delay, "builtin-delay", 0, "with the built-in model: wait this long before each streamed piece (e.g. 50ms), to watch live deltas")
+	fs.StringVar(&f.storeURL, "store", "", "keep the state in this PostgreSQL database (postgres://...) instead of the data directory")
+	fs.StringVar(&f.nodeName, "node", "", "with --store: run as one node of several on that database, under this name (spec/nodes.md)")
+	fs.StringVar(&f.advertise, "advertise", "", "with --node: the http:// address the other nodes forward to (default http://LISTEN)")
+	fs.DurationVar(&f.lease, "lease", 0, "with --node: how long the hold on the executions lasts unless renewed (default 10s)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK
+			return nil, ExitOK
 		}
-		return ExitUsage
+		return nil, ExitUsage
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", name, fs.Arg(0))
-		return ExitUsage
+		return nil, ExitUsage
 	}
-	if *delay < 0 {
+	if f.delay < 0 {
 		fmt.Fprintln(stderr, name+": --builtin-delay must not be negative")
-		return ExitUsage
+		return nil, ExitUsage
 	}
+	return f, ExitOK
+}
+
+// usageError is a configuration Main refuses: msg, then one indented line per problem.
+type usageError struct {
+	msg   string
+	lines []string
+}
+
+func (e *usageError) Error() string { return e.msg }
+
+// resolve is the configuration document (if any) with the flags over it, checked.
+func (f *flags) resolve(hooks Hooks) (sutconfig.SUTConfig, error) {
 	var cfg sutconfig.SUTConfig
-	fromFile := *config != ""
-	if fromFile {
-		b, err := os.ReadFile(*config)
+	if f.config != "" {
+		b, err := os.ReadFile(f.config)
 		if err != nil {
-			fmt.Fprintf(stderr, name+": %v\n", err)
-			return ExitUsage
+			return cfg, err
 		}
 		if hooks.Validate != nil {
 			if problems := hooks.Validate(b); len(problems) > 0 {
-				fmt.Fprintf(stderr, "%s: configuration %s is not a valid sut-config document:\n", name, *config)
-				for _, p := range problems {
-					fmt.Fprintf(stderr, "  %s\n", p)
-				}
-				return ExitUsage
+				return cfg, &usageError{msg: fmt.Sprintf("configuration %s is not a valid sut-config document:", f.config), lines: problems}
 			}
 		}
 		dec := json.NewDecoder(bytes.NewReader(b))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&cfg); err != nil {
-			fmt.Fprintf(stderr, name+": configuration %s: %v\n", *config, err)
-			return ExitUsage
+			return cfg, fmt.Errorf("configuration %s: %v", f.config, err)
 		}
 	}
-	if *listen != "" {
-		cfg.Listen = *listen
+	cfg.Listen = cmp.Or(f.listen, cfg.Listen, "127.0.0.1:8080")
+	cfg.DataDir = cmp.Or(f.dataDir, cfg.DataDir, "loom-data")
+	cfg.Storage.URL = cmp.Or(f.storeURL, cfg.Storage.URL)
+	cfg.Node.ID = cmp.Or(f.nodeName, cfg.Node.ID)
+	cfg.Node.Advertise = cmp.Or(f.advertise, cfg.Node.Advertise)
+	if f.lease != 0 {
+		cfg.Node.LeaseMs = int(f.lease.Milliseconds())
 	}
-	if cfg.Listen == "" {
-		cfg.Listen = "127.0.0.1:8080"
+	if cfg.Node.ID == "" && (f.advertise != "" || f.lease != 0) {
+		return cfg, errors.New("--advertise and --lease need --node")
 	}
-	if *dataDir != "" {
-		cfg.DataDir = *dataDir
-	}
-	if cfg.DataDir == "" {
-		cfg.DataDir = "loom-data"
-	}
-	if *storeURL != "" {
-		cfg.Storage.URL = *storeURL
-	}
-	if *nodeName != "" {
-		cfg.Node.ID = *nodeName
-	}
-	if *advertise != "" {
-		cfg.Node.Advertise = *advertise
-	}
-	if *lease != 0 {
-		cfg.Node.LeaseMs = int(lease.Milliseconds())
-	}
-	if cfg.Node.ID == "" && (*advertise != "" || *lease != 0) {
-		fmt.Fprintln(stderr, name+": --advertise and --lease need --node")
-		return ExitUsage
-	}
-	if *modelURL != "" {
-		cfg.Model.BaseURL = *modelURL
-	}
-	if *modelName != "" {
-		cfg.Model.Name = *modelName
-	}
+	cfg.Model.BaseURL = cmp.Or(f.modelURL, cfg.Model.BaseURL)
+	cfg.Model.Name = cmp.Or(f.modelName, cfg.Model.Name)
 	if cfg.Model.BaseURL != "" {
 		if err := checkModelURL(cfg.Model.BaseURL); err != nil {
-			field := "model.baseURL of " + *config
-			if *modelURL != "" {
+			field := "model.baseURL of " + f.config
+			if f.modelURL != "" {
 				field = "--model-url"
 			}
-			fmt.Fprintf(stderr, name+": %s %q: %v\n", field, cfg.Model.BaseURL, err)
-			return ExitUsage
+			return cfg, fmt.Errorf("%s %q: %v", field, cfg.Model.BaseURL, err)
 		}
 	}
-	if fromFile && cfg.Identity.URL == "" && len(cfg.Identity.Principals) == 0 && !cfg.Identity.Insecure {
-		fmt.Fprintf(stderr, name+": configuration %s configures no identity: set identity.principals or identity.url, or identity.insecure to true to serve without authentication\n", *config)
+	if f.config != "" && cfg.Identity.URL == "" && len(cfg.Identity.Principals) == 0 && !cfg.Identity.Insecure {
+		return cfg, fmt.Errorf("configuration %s configures no identity: set identity.principals or identity.url, or identity.insecure to true to serve without authentication", f.config)
+	}
+	if f.allowEmpty {
+		cfg.Storage.AllowEmpty = true
+	}
+	return cfg, nil
+}
+
+// serve opens the engine (or a node) on cfg, serves it until ctx ends and closes it.
+func serve(ctx context.Context, name string, f *flags, cfg sutconfig.SUTConfig, stdout, stderr io.Writer) int {
+	usageErr := func(err error) int {
+		fmt.Fprintf(stderr, name+": %v\n", err)
 		return ExitUsage
 	}
 	// A data directory that does not exist yet is a first start; one that exists and holds no
 	// store is refused by the engine unless --allow-empty (or storage.allowEmpty) says so.
 	_, statErr := os.Stat(cfg.DataDir)
 	firstStart := errors.Is(statErr, os.ErrNotExist)
-	if *allowEmpty {
-		cfg.Storage.AllowEmpty = true
-	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		fmt.Fprintf(stderr, name+": %v\n", err)
-		return ExitUsage
+		return usageErr(err)
 	}
 	if cfg.Signing.Key == "" {
 		key, err := localKey(cfg.DataDir)
 		if err != nil {
-			fmt.Fprintf(stderr, name+": %v\n", err)
-			return ExitUsage
+			return usageErr(err)
 		}
 		cfg.Signing.Key = key
 	}
 	var devToken string
-	if !fromFile && cfg.Identity.URL == "" && len(cfg.Identity.Principals) == 0 && !cfg.Identity.Insecure {
+	if f.config == "" && cfg.Identity.URL == "" && len(cfg.Identity.Principals) == 0 && !cfg.Identity.Insecure {
 		// Secure by default, friendly at once: a token for one local principal.
 		b := make([]byte, 16)
 		_, _ = rand.Read(b)
 		devToken = "dev-" + hex.EncodeToString(b)
 		cfg.Identity.Principals = map[string]sutconfig.Principal{devToken: {Tenant: "local", Actor: "you"}}
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
 	opt, err := reference.FromConfig(cfg)
 	if err != nil {
-		fmt.Fprintf(stderr, name+": %v\n", err)
-		return ExitUsage
+		return usageErr(err)
 	}
-	opt.Logger = log
+	opt.Logger = slog.New(slog.NewTextHandler(stderr, nil))
 	if firstStart {
 		opt.AllowEmpty = true
 	}
-	if cfg.Model.BaseURL == "" && *delay > 0 {
-		opt.Deps.Provider = model.BuiltinSlow(*delay)
+	if cfg.Model.BaseURL == "" && f.delay > 0 {
+		opt.Deps.Provider = model.BuiltinSlow(f.delay)
 	}
 	var srv server
 	if cfg.Node.ID != "" {
@@ -220,30 +242,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, hooks Ho
 		srv, err = reference.Open(ctx, opt)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, name+": %v\n", err)
-		return ExitUsage
+		return usageErr(err)
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		srv.Close()
-		fmt.Fprintf(stderr, name+": %v\n", err)
-		return ExitUsage
+		return usageErr(err)
 	}
-	where := "data in " + cfg.DataDir
-	if cfg.Storage.URL != "" {
-		where = "state in " + redactURL(cfg.Storage.URL)
-	}
-	if cfg.Node.ID != "" {
-		where += ", node " + cfg.Node.ID
-	}
-	fmt.Fprintf(stdout, "loom reference %s serving http://%s (%s)\n", reference.Version, ln.Addr(), where)
-	if cfg.Model.BaseURL == "" {
-		fmt.Fprintln(stdout, "no model configured: answering with the built-in deterministic model (--model-url points at a real one)")
-	}
-	if devToken != "" {
-		fmt.Fprintf(stdout, "no identities configured: use  -H 'Authorization: Bearer %s'\n", devToken)
-		nextSteps(stdout, fmt.Sprintf("http://%s", ln.Addr()), devToken)
-	}
+	greet(stdout, cfg, ln.Addr().String(), devToken)
 	// The engine serves with its edge: the request and header deadlines and the connection cap
 	// of the configuration's gateway settings.
 	errc := make(chan error, 1)
@@ -256,10 +262,29 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, hooks Ho
 		}
 	}
 	if err := srv.Close(); err != nil {
-		fmt.Fprintf(stderr, name+": close: %v\n", err)
-		return ExitUsage
+		return usageErr(fmt.Errorf("close: %w", err))
 	}
 	return ExitOK
+}
+
+// greet prints where the server serves, what it answers with, and, with a made-up token, how to
+// use it.
+func greet(stdout io.Writer, cfg sutconfig.SUTConfig, addr, devToken string) {
+	where := "data in " + cfg.DataDir
+	if cfg.Storage.URL != "" {
+		where = "state in " + redactURL(cfg.Storage.URL)
+	}
+	if cfg.Node.ID != "" {
+		where += ", node " + cfg.Node.ID
+	}
+	fmt.Fprintf(stdout, "loom reference %s serving http://%s (%s)\n", reference.Version, addr, where)
+	if cfg.Model.BaseURL == "" {
+		fmt.Fprintln(stdout, "no model configured: answering with the built-in deterministic model (--model-url points at a real one)")
+	}
+	if devToken != "" {
+		fmt.Fprintf(stdout, "no identities configured: use  -H 'Authorization: Bearer %s'\n", devToken)
+		nextSteps(stdout, "http://"+addr, devToken)
+	}
 }
 
 // server is what serve runs: an engine, or a node of several.
