@@ -15,7 +15,7 @@ import (
 
 // The check in the background (Options.CheckInBackgroundOver). A large database is not read
 // whole at Open: Open checks what is cheap (the write-ahead log after an unclean shutdown, the
-// head file against the newest acknowledged event, the metadata and leases tables), returns, and
+// head file against the newest acknowledged event, the leases table), returns, and
 // a goroutine then runs the full check (verifyAll) on a reader connection. Until that check has
 // passed, nothing is served that was not checked first:
 //
@@ -23,7 +23,9 @@ import (
 //     every row's checksum, its sequence from 1 without a gap, and the row just before it and
 //     just after it in the table's order (a row whose key bytes changed sits among its old
 //     neighbours, where this read meets it and its checksum no longer matches);
-//   - a remembered scope is read whole, with its neighbours, before its first key is looked up.
+//   - a remembered scope is read whole, with its neighbours, before its first key is looked up;
+//   - a metadata key, or a prefix's range of keys, is read with its neighbours the first time
+//     (checkmeta.go).
 //
 // The limit of the first reads: a key copied into an interior page of the table (where lookups
 // are steered) whose bytes changed can send a stream's lookup to the wrong leaf, where it finds
@@ -62,6 +64,8 @@ type checks struct {
 	mu      sync.Mutex
 	streams map[headKey]struct{}
 	scopes  map[string]struct{}
+	// metas are the metadata keys ("k:" + key) and prefixes ("p:" + prefix) checked since Open.
+	metas map[string]struct{}
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -107,7 +111,7 @@ func (s *SQLite) startCheck() {
 		case err == nil:
 			c.passed.Store(true)
 			c.mu.Lock()
-			c.streams, c.scopes = nil, nil
+			c.streams, c.scopes, c.metas = nil, nil, nil
 			c.mu.Unlock()
 		}
 		// Another error (the store closed, killed or cancelled under it) leaves the check
@@ -298,7 +302,7 @@ func (s *SQLite) scopeChecked(ctx context.Context, q querier, scope string) erro
 }
 
 // checkAtOpen checks the database whole, or (a large one, with opt.CheckInBackgroundOver) its
-// metadata and leases only, leaving the rest to the check in the background. It returns the
+// leases only, leaving the rest to the check in the background. It returns the
 // number of events when it counted them, -1 otherwise. A database whose damage was recorded is
 // checked whole, and the record removed when it finds none.
 func (s *SQLite) checkAtOpen(ctx context.Context, dbThere bool, opt Options) (int64, error) {
@@ -312,7 +316,7 @@ func (s *SQLite) checkAtOpen(ctx context.Context, dbThere bool, opt Options) (in
 	}
 	if !marked && s.chk.record && sizeOf(s.path)+sizeOf(s.path+"-wal") > opt.CheckInBackgroundOver {
 		s.chk.on = true
-		return -1, s.verifyMeta(ctx, s.w)
+		return -1, s.verifyLeases(ctx, s.w)
 	}
 	n, err := s.verifyAll(ctx, s.w)
 	if err != nil {

@@ -252,25 +252,12 @@ func (s *SQLite) verifyAll1(ctx context.Context, q querier) (int64, error) {
 	})
 }
 
-// verifyMeta checks every row of the metadata and leases tables: small tables, which Open checks
-// even when the rest is checked in the background.
+// verifyMeta checks every row of the metadata and leases tables.
 func (s *SQLite) verifyMeta(ctx context.Context, q querier) error {
-	if err := s.verifyTable(ctx, q, `SELECT key, val, sum FROM meta`, "meta", func(r *sql.Rows) (string, bool, error) {
-		var k string
-		var v []byte
-		var sum sql.NullInt64
-		err := r.Scan(&k, &v, &sum)
-		return k, checkSum(sum, metaSum(k, v)), err
-	}); err != nil {
+	if err := s.verifyTable(ctx, q, `SELECT key, val, sum FROM meta`, "meta", metaRow); err != nil {
 		return err
 	}
-	return s.verifyTable(ctx, q, `SELECT name, holder, note, token, expires, sum FROM leases`, "leases", func(r *sql.Rows) (string, bool, error) {
-		var name, holder, note string
-		var token, expires int64
-		var sum sql.NullInt64
-		err := r.Scan(&name, &holder, &note, &token, &expires, &sum)
-		return name, checkSum(sum, leaseSum(name, holder, note, token, expires)), err
-	})
+	return s.verifyLeases(ctx, q)
 }
 
 func (s *SQLite) verifyTable(ctx context.Context, db querier, q, table string, row func(*sql.Rows) (string, bool, error), args ...any) error {

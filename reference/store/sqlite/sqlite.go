@@ -184,8 +184,8 @@ type sub struct{ ch chan struct{} }
 // sequence and the head file's count of acknowledged events (a store whose head file is gone is
 // refused as damaged: its backup, restored with Restore, brings it back); a read of a few hundred
 // milliseconds per hundred thousand events. With opt.CheckInBackgroundOver, a larger database is
-// read whole in the background instead, and each stream and remembered scope whole before it is
-// first served (check.go); the newest file (path + ".newest") then stands for the count. When the
+// read whole in the background instead, and each stream and remembered scope whole, and each
+// metadata key with its neighbours, before it is first served (check.go, checkmeta.go); the newest file (path + ".newest") then stands for the count. When the
 // clean-shutdown file is absent (the last run
 // crashed, or the files were tampered with) it first checks the write-ahead log for frames SQLite
 // would silently drop.
@@ -591,6 +591,9 @@ func (s *SQLite) meta(ctx context.Context, key string) ([]byte, bool, error) {
 	if known {
 		return v, present, nil
 	}
+	if err := s.metaChecked(ctx, s.r, key); err != nil {
+		return nil, false, err
+	}
 	var sum sql.NullInt64
 	err := s.rs.meta.QueryRowContext(ctx, key).Scan(&v, &sum)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -620,6 +623,9 @@ func (s *SQLite) MetaPrefix(ctx context.Context, prefix string) ([]store.KV, err
 }
 
 func (s *SQLite) metaPrefix(ctx context.Context, prefix string) ([]store.KV, error) {
+	if err := s.metaPrefixChecked(ctx, s.r, prefix); err != nil {
+		return nil, err
+	}
 	q, args := s.rs.metaFrom, []any{prefix}
 	if end, ok := prefixEnd(prefix); ok {
 		q, args = s.rs.metaRange, []any{prefix, end}

@@ -254,6 +254,9 @@ func (t *tx) Meta(key string) ([]byte, bool, error) {
 	if err := t.usable(); err != nil {
 		return nil, false, err
 	}
+	if err := t.s.metaChecked(context.Background(), t.s.wc, key); err != nil {
+		return nil, false, err
+	}
 	var v []byte
 	var sum sql.NullInt64
 	err := t.s.ws.meta.QueryRow(key).Scan(&v, &sum)
