@@ -48,20 +48,51 @@ func profiles(c sutconfig.SUTConfig) []string {
 //	eng, err := reference.Open(ctx, opt)
 func FromConfig(c sutconfig.SUTConfig) (Options, error) {
 	var opt Options
+	if err := storageOptions(c, &opt); err != nil {
+		return opt, err
+	}
+	keys, err := signingKeys(c.Signing)
+	if err != nil {
+		return opt, err
+	}
+	opt.Conversation = conversationConfig(c, keys, &opt)
+	opt.ResponseCache = c.Model.ResponseCache
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}}
+	hook := worldDeps(c, hc, &opt)
+	gatewayOptions(c, hook, &opt)
+	if len(c.Identity.Principals) > 0 || c.Identity.URL != "" {
+		grants, err := newGrantTable(c.Identity.Principals)
+		if err != nil {
+			return opt, err
+		}
+		ident := &hostio.Identity{Static: c.Identity.Principals, URL: c.Identity.URL, Client: hc}
+		opt.Gateway.Authenticate = bearerAuth(ident, grants)
+		opt.Deps.Allowed = grants.allowed
+	}
+	opt.RunMaxIterations = c.Runs.MaxIterations
+	if len(c.Threads.Roles) > 0 {
+		opt.Threads = threadsConfig(c.Threads, hc)
+	}
+	return opt, nil
+}
+
+// storageOptions sets where the state is kept: the data directory, a server database, the node
+// of several, and how commits wait for the disk.
+func storageOptions(c sutconfig.SUTConfig, opt *Options) error {
 	if c.DataDir == "" {
-		return opt, fmt.Errorf("%w: dataDir is required", loomtype.ErrConfig)
+		return fmt.Errorf("%w: dataDir is required", loomtype.ErrConfig)
 	}
 	opt.DataDir = c.DataDir
 	opt.AllowEmpty = c.Storage.AllowEmpty
 	if u := c.Storage.URL; u != "" {
 		if !isServerURL(u) {
-			return opt, fmt.Errorf("%w: storage.url must be a postgres:// or postgresql:// URL", loomtype.ErrConfig)
+			return fmt.Errorf("%w: storage.url must be a postgres:// or postgresql:// URL", loomtype.ErrConfig)
 		}
 		opt.StoreURL = u
 	}
 	if n := c.Node; n.ID != "" {
 		if opt.StoreURL == "" {
-			return opt, fmt.Errorf("%w: node needs storage.url, the database the nodes share", loomtype.ErrConfig)
+			return fmt.Errorf("%w: node needs storage.url, the database the nodes share", loomtype.ErrConfig)
 		}
 		opt.Node = NodeOptions{ID: n.ID, Advertise: n.Advertise, Lease: time.Duration(n.LeaseMs) * time.Millisecond}
 		if opt.Node.Advertise == "" {
@@ -73,20 +104,31 @@ func FromConfig(c sutconfig.SUTConfig) (Options, error) {
 	case "normal":
 		opt.SyncNormal = true
 	default:
-		return opt, fmt.Errorf("%w: storage.sync %q is neither \"full\" nor \"normal\"", loomtype.ErrConfig, c.Storage.Sync)
+		return fmt.Errorf("%w: storage.sync %q is neither \"full\" nor \"normal\"", loomtype.ErrConfig, c.Storage.Sync)
 	}
-	key, err := decodeKey(c.Signing.Key)
+	return nil
+}
+
+// signingKeys are the signing key, then the previous ones, decoded.
+func signingKeys(s sutconfig.SigningConfig) ([][]byte, error) {
+	key, err := decodeKey(s.Key)
 	if err != nil {
-		return opt, err
+		return nil, err
 	}
 	keys := [][]byte{key}
-	for _, k := range c.Signing.PreviousKeys {
+	for _, k := range s.PreviousKeys {
 		pk, err := decodeKey(k)
 		if err != nil {
-			return opt, err
+			return nil, err
 		}
 		keys = append(keys, pk)
 	}
+	return keys, nil
+}
+
+// conversationConfig is the dialogue's configuration: its settings, its tools (the tools that
+// are not idempotent and those a person answers also go to opt), its budget and shared mode.
+func conversationConfig(c sutconfig.SUTConfig, keys [][]byte, opt *Options) conversation.Config {
 	cc := c.Conversation
 	conv := conversation.Config{
 		Keys: keys, SystemPrompt: cc.SystemPrompt, BargeIn: cc.BargeIn != nil && *cc.BargeIn,
@@ -121,17 +163,19 @@ func FromConfig(c sutconfig.SUTConfig) (Options, error) {
 	}
 	conv.Shared.MaxParticipants, conv.Shared.MaxQueuedPerAsker = c.Shared.MaxParticipants, c.Shared.MaxQueuedPerAsker
 	conv.Shared.Grants, conv.Shared.Narrowed = c.Shared.Grants, c.Shared.Narrowed
-	opt.Conversation = conv
-	opt.ResponseCache = c.Model.ResponseCache
+	return conv
+}
 
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}}
+// worldDeps connects the engine to the world the configuration names (the model, tools,
+// summarizer, memory, clearance and error hook), each over hc, and returns the error hook.
+func worldDeps(c sutconfig.SUTConfig, hc *http.Client, opt *Options) *hostio.OrderedReports {
 	if c.Model.BaseURL != "" {
 		stream := c.Model.Stream == nil || *c.Model.Stream
 		opt.Deps.Provider = model.NewClient(model.ClientOptions{BaseURL: c.Model.BaseURL, APIKey: c.Model.APIKey,
 			Model: c.Model.Name, Stream: stream, HTTPClient: hc})
 	}
 	if c.Tools.BaseURL != "" {
-		to := time.Duration(cc.ToolTimeoutMs) * time.Millisecond
+		to := time.Duration(c.Conversation.ToolTimeoutMs) * time.Millisecond
 		opt.Deps.Tools = &hostio.Tools{BaseURL: c.Tools.BaseURL, Client: hc, Timeout: to}
 	}
 	if c.Summarizer.URL != "" {
@@ -149,8 +193,12 @@ func FromConfig(c sutconfig.SUTConfig) (Options, error) {
 	// Reports reach the hook in the order they were made (spec/world.md).
 	hook := hostio.NewOrderedReports(&hostio.ErrorHook{URL: c.ErrorHook.URL, Client: hc})
 	opt.Deps.OnError = hook.Add
+	return hook
+}
 
-	ident := &hostio.Identity{Static: c.Identity.Principals, URL: c.Identity.URL, Client: hc}
+// gatewayOptions sets the HTTP surface, the session streams and the edge; errors the gateway
+// hides behind an errorId go to hook.
+func gatewayOptions(c sutconfig.SUTConfig, hook *hostio.OrderedReports, opt *Options) {
 	gw := c.Gateway
 	opt.Gateway = gateway.Config{
 		Insecure: c.Identity.Insecure, AllowedOrigins: gw.AllowedOrigins, AllowedHosts: lower(gw.AllowedHosts),
@@ -171,19 +219,6 @@ func FromConfig(c sutconfig.SUTConfig) (Options, error) {
 		PrincipalTickets: c.Stream.PrincipalTickets, ResidentBytes: c.Stream.ResidentBytes, PrincipalResidentBytes: c.Stream.PrincipalResidentBytes}
 	opt.Edge = gateway.Edge{RequestTimeout: ms(gw.RequestTimeoutMs), HeadersTimeout: ms(gw.HeadersTimeoutMs),
 		MaxConnections: gw.MaxConnections}
-	if len(c.Identity.Principals) > 0 || c.Identity.URL != "" {
-		grants, err := newGrantTable(c.Identity.Principals)
-		if err != nil {
-			return opt, err
-		}
-		opt.Gateway.Authenticate = bearerAuth(ident, grants)
-		opt.Deps.Allowed = grants.allowed
-	}
-	opt.RunMaxIterations = c.Runs.MaxIterations
-	if len(c.Threads.Roles) > 0 {
-		opt.Threads = threadsConfig(c.Threads, hc)
-	}
-	return opt, nil
 }
 
 // threadsConfig maps the configuration's threads into the options of reference/internal/threads; the
