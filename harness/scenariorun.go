@@ -15,138 +15,183 @@ import (
 
 type scenarioKey struct{}
 
+// scenarioRun is the state one pickle's hooks share: the scenario, its entry in the report, when
+// it began, why it does not apply (empty when it does) and the step being run.
+type scenarioRun struct {
+	r         *runner
+	s         *scenario
+	sc        *godog.ScenarioContext
+	res       *report.Scenario
+	begun     time.Time
+	na        string
+	stepIndex int
+	stepStart time.Time
+}
+
 // initScenario binds a fresh scenario state to one pickle.
 func (r *runner) initScenario(sc *godog.ScenarioContext) {
-	s := &scenario{run: r}
-	var res *report.Scenario
-	var begun time.Time
-	var na string
-	sc.Before(func(ctx context.Context, p *godog.Scenario) (context.Context, error) {
-		begun = time.Now()
-		// Bound before anything can end the scenario: godog matches every step, the skipped
-		// ones too, against the steps bound by then.
-		texts := make([]string, len(p.Steps))
-		for i, st := range p.Steps {
-			texts[i] = st.Text
-		}
-		s.register(sc, texts)
-		s.ctx = ctx
-		s.id, s.name, s.tags = r.scenarioID(p), p.Name, tagNames(p)
-		var needs []string
-		s.profile, s.reqs, needs = meta(s.tags)
-		res = &report.Scenario{ID: s.id, Feature: r.features[p.Uri], Name: p.Name, Tags: s.tags, Profile: s.profile,
-			Requirements: append([]string{}, s.reqs...), Steps: []report.Step{}}
-		if res.Feature == "" {
-			res.Feature = p.Uri
-		}
-		for _, st := range p.Steps {
-			rs := report.Step{Keyword: r.keywords[firstID(st.AstNodeIds)], Line: r.lines[firstID(st.AstNodeIds)], Text: st.Text, Status: report.Skipped}
-			if st.Argument != nil {
-				if ds := st.Argument.DocString; ds != nil {
-					rs.DocString = ds.Content
-				}
-				if dt := st.Argument.DataTable; dt != nil {
-					for _, row := range dt.Rows {
-						var cells []string
-						for _, c := range row.Cells {
-							cells = append(cells, c.Value)
-						}
-						rs.Table = append(rs.Table, cells)
+	run := &scenarioRun{r: r, s: &scenario{run: r}, sc: sc}
+	sc.Before(run.before)
+	sc.StepContext().Before(run.beforeStep)
+	sc.StepContext().After(run.afterStep)
+	sc.After(run.after)
+}
+
+// before starts the scenario: it binds the steps, makes the report entry, decides whether the
+// scenario applies to the system and sets the system up when it does.
+func (run *scenarioRun) before(ctx context.Context, p *godog.Scenario) (context.Context, error) {
+	r, s := run.r, run.s
+	run.begun = time.Now()
+	// Bound before anything can end the scenario: godog matches every step, the skipped
+	// ones too, against the steps bound by then.
+	texts := make([]string, len(p.Steps))
+	for i, st := range p.Steps {
+		texts[i] = st.Text
+	}
+	s.register(run.sc, texts)
+	s.ctx = ctx
+	s.id, s.name, s.tags = r.scenarioID(p), p.Name, tagNames(p)
+	var needs []string
+	s.profile, s.reqs, needs = meta(s.tags)
+	run.res = r.reportEntry(s, p)
+	if s.profile == "" {
+		run.na = ""
+		return ctx, harnessErr("the scenario has no @profile tag")
+	}
+	run.na = r.notApplicable(s.profile, needs)
+	if run.na != "" {
+		return ctx, godog.ErrSkip
+	}
+	if err := s.setup(); err != nil {
+		return ctx, err
+	}
+	return context.WithValue(ctx, scenarioKey{}, s), nil
+}
+
+// reportEntry is the report's entry for the scenario before it runs: every step skipped, with its
+// keyword, line, doc string and table.
+func (r *runner) reportEntry(s *scenario, p *godog.Scenario) *report.Scenario {
+	res := &report.Scenario{ID: s.id, Feature: r.features[p.Uri], Name: p.Name, Tags: s.tags, Profile: s.profile,
+		Requirements: append([]string{}, s.reqs...), Steps: []report.Step{}}
+	if res.Feature == "" {
+		res.Feature = p.Uri
+	}
+	for _, st := range p.Steps {
+		rs := report.Step{Keyword: r.keywords[firstID(st.AstNodeIds)], Line: r.lines[firstID(st.AstNodeIds)], Text: st.Text, Status: report.Skipped}
+		if st.Argument != nil {
+			if ds := st.Argument.DocString; ds != nil {
+				rs.DocString = ds.Content
+			}
+			if dt := st.Argument.DataTable; dt != nil {
+				for _, row := range dt.Rows {
+					var cells []string
+					for _, c := range row.Cells {
+						cells = append(cells, c.Value)
 					}
+					rs.Table = append(rs.Table, cells)
 				}
 			}
-			res.Steps = append(res.Steps, rs)
 		}
-		switch {
-		case s.profile == "":
-			na = ""
-			return ctx, harnessErr("the scenario has no @profile tag")
-		case !r.claimed[s.profile]:
-			na = fmt.Sprintf("the system does not claim profile %q", s.profile)
-		case slices.Contains(needs, "crash") && !r.kind.canCrash:
-			na = "the scenario crashes the system, which a remote target does not allow"
-		case slices.Contains(needs, "configures") && !r.kind.configurable:
-			na = "the scenario configures the system, which a remote target does not allow"
-		case slices.Contains(needs, "fresh-system") && r.kind.shared:
-			na = "the scenario judges what the system keeps once for all its callers, which other scenarios on a shared remote target have already used"
-		}
-		if na != "" {
-			return ctx, godog.ErrSkip
-		}
-		if err := s.setup(); err != nil {
-			return ctx, err
-		}
-		return context.WithValue(ctx, scenarioKey{}, s), nil
-	})
-	stepIndex := 0
-	var stepStart time.Time
-	sc.StepContext().Before(func(ctx context.Context, st *godog.Step) (context.Context, error) {
-		stepStart = time.Now()
-		s.stepBegins()
-		return ctx, nil
-	})
-	sc.StepContext().After(func(ctx context.Context, st *godog.Step, status godog.StepResultStatus, err error) (context.Context, error) {
-		if err == nil && status == godog.StepPassed {
-			err = s.takeAsync()
-			if err != nil {
-				status = godog.StepFailed
-			}
-		}
+		res.Steps = append(res.Steps, rs)
+	}
+	return res
+}
+
+// notApplicable says why a scenario of the profile that needs these things does not apply to the
+// system under test, or is empty when it applies.
+func (r *runner) notApplicable(profile string, needs []string) string {
+	switch {
+	case !r.claimed[profile]:
+		return fmt.Sprintf("the system does not claim profile %q", profile)
+	case slices.Contains(needs, "crash") && !r.kind.canCrash:
+		return "the scenario crashes the system, which a remote target does not allow"
+	case slices.Contains(needs, "configures") && !r.kind.configurable:
+		return "the scenario configures the system, which a remote target does not allow"
+	case slices.Contains(needs, "fresh-system") && r.kind.shared:
+		return "the scenario judges what the system keeps once for all its callers, which other scenarios on a shared remote target have already used"
+	}
+	return ""
+}
+
+// beforeStep notes when a step starts.
+func (run *scenarioRun) beforeStep(ctx context.Context, st *godog.Step) (context.Context, error) {
+	run.stepStart = time.Now()
+	run.s.stepBegins()
+	return ctx, nil
+}
+
+// afterStep records a step's outcome in the report entry; a step that passed fails when work it
+// started in the background failed.
+func (run *scenarioRun) afterStep(ctx context.Context, st *godog.Step, status godog.StepResultStatus, err error) (context.Context, error) {
+	s, res := run.s, run.res
+	if err == nil && status == godog.StepPassed {
+		err = s.takeAsync()
 		if err != nil {
-			s.markTimeout(err)
+			status = godog.StepFailed
 		}
-		if res != nil && stepIndex < len(res.Steps) {
-			rs := &res.Steps[stepIndex]
-			rs.Status = stepStatus(status, err)
-			rs.DurationMs = time.Since(stepStart).Milliseconds()
-			if err != nil {
-				rs.Error = err.Error()
-			}
+	}
+	if err != nil {
+		s.markTimeout(err)
+	}
+	if res != nil && run.stepIndex < len(res.Steps) {
+		rs := &res.Steps[run.stepIndex]
+		rs.Status = stepStatus(status, err)
+		rs.DurationMs = time.Since(run.stepStart).Milliseconds()
+		if err != nil {
+			rs.Error = err.Error()
 		}
-		stepIndex++
+	}
+	run.stepIndex++
+	return ctx, err
+}
+
+// after ends the scenario: it classifies the outcome, attaches what the system printed and the
+// exchanges, records the result and tears the scenario down.
+func (run *scenarioRun) after(ctx context.Context, p *godog.Scenario, err error) (context.Context, error) {
+	r, s, res := run.r, run.s, run.res
+	defer s.teardown()
+	if res == nil {
 		return ctx, err
-	})
-	sc.After(func(ctx context.Context, p *godog.Scenario, err error) (context.Context, error) {
-		defer s.teardown()
-		if res == nil {
-			return ctx, err
-		}
-		res.DurationMs = time.Since(begun).Milliseconds()
-		if err == nil && na == "" {
-			// godog ends a scenario whose step is undefined or pending without an error: the
-			// step's own status says so, and such a scenario never passes.
-			for _, st := range res.Steps {
-				if st.Status == report.Undefined {
-					err = fmt.Errorf("%w: %s", godog.ErrUndefined, st.Text)
-					break
-				}
-				if st.Status == report.Pending {
-					err = godog.ErrPending
-					break
-				}
+	}
+	res.DurationMs = time.Since(run.begun).Milliseconds()
+	if err == nil && run.na == "" {
+		err = unfinishedStep(res.Steps)
+	}
+	res.Status, res.Message, res.Failure = r.classify(s, run.na, err)
+	if res.Status == report.Failed || res.Status == report.HarnessError {
+		if logs := ""; s.drv != nil {
+			logs = s.drv.Logs()
+			if logs != "" && res.Status == report.HarnessError {
+				res.Message += "; the system printed: " + tail(logs, 800)
+			}
+			if logs != "" {
+				res.SystemOutput = tail(logs, report.SystemOutputBytes)
 			}
 		}
-		res.Status, res.Message, res.Failure = r.classify(s, na, err)
-		if res.Status == report.Failed || res.Status == report.HarnessError {
-			if logs := ""; s.drv != nil {
-				logs = s.drv.Logs()
-				if logs != "" && res.Status == report.HarnessError {
-					res.Message += "; the system printed: " + tail(logs, 800)
-				}
-				if logs != "" {
-					res.SystemOutput = tail(logs, report.SystemOutputBytes)
-				}
-			}
+	}
+	if s.cl != nil {
+		s.cl.mu.Lock()
+		res.Exchanges = append([]report.Exchange(nil), s.cl.exchanges...)
+		res.Notes = contractNotes(s.cl.seen)
+		s.cl.mu.Unlock()
+	}
+	r.finish(res, s)
+	return ctx, err
+}
+
+// unfinishedStep is the error of the first undefined or pending step, or nil. godog ends a
+// scenario whose step is undefined or pending without an error: the step's own status says so,
+// and such a scenario never passes.
+func unfinishedStep(steps []report.Step) error {
+	for _, st := range steps {
+		if st.Status == report.Undefined {
+			return fmt.Errorf("%w: %s", godog.ErrUndefined, st.Text)
 		}
-		if s.cl != nil {
-			s.cl.mu.Lock()
-			res.Exchanges = append([]report.Exchange(nil), s.cl.exchanges...)
-			res.Notes = contractNotes(s.cl.seen)
-			s.cl.mu.Unlock()
+		if st.Status == report.Pending {
+			return godog.ErrPending
 		}
-		r.finish(res, s)
-		return ctx, err
-	})
+	}
+	return nil
 }
 
 func firstID(ids []string) string {
