@@ -166,8 +166,8 @@ func newJudge(ctx context.Context, opt *Options, root, tmp, module string, log i
 	return j, nil
 }
 
-// tally holds the results as the workers fill them in, and what the progress line counts.
-type tally struct {
+// judged holds the results as the workers fill them in, and what the progress line counts.
+type judged struct {
 	mu      sync.Mutex
 	results []Result
 	done    int
@@ -180,7 +180,7 @@ type tally struct {
 // judgeAll judges opt's mutants on opt.Workers workers, in the order of opt.Mutants; the mutants
 // not judged when ctx ends are NotRun.
 func judgeAll(ctx context.Context, opt *Options, j *judge, log io.Writer) []Result {
-	t := &tally{results: make([]Result, len(opt.Mutants)), start: time.Now()}
+	t := &judged{results: make([]Result, len(opt.Mutants)), start: time.Now()}
 	for i, m := range opt.Mutants {
 		t.results[i] = Result{Mutant: m, Status: NotRun}
 	}
@@ -213,7 +213,7 @@ feed:
 
 // work is one worker: it judges the mutants whose indexes arrive on next, records each result and
 // logs the progress, until next is closed or ctx ends.
-func (t *tally) work(ctx context.Context, w int, opt *Options, j *judge, next <-chan int, log io.Writer) {
+func (t *judged) work(ctx context.Context, w int, opt *Options, j *judge, next <-chan int, log io.Writer) {
 	for i := range next {
 		m := opt.Mutants[i]
 		t0 := time.Now()
