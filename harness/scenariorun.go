@@ -30,36 +30,36 @@ type scenarioRun struct {
 
 // initScenario binds a fresh scenario state to one pickle.
 func (r *runner) initScenario(sc *godog.ScenarioContext) {
-	run := &scenarioRun{r: r, s: &scenario{run: r}, sc: sc}
-	sc.Before(run.before)
-	sc.StepContext().Before(run.beforeStep)
-	sc.StepContext().After(run.afterStep)
-	sc.After(run.after)
+	sr := &scenarioRun{r: r, s: &scenario{run: r}, sc: sc}
+	sc.Before(sr.beginScenario)
+	sc.StepContext().Before(sr.beginStep)
+	sc.StepContext().After(sr.endStep)
+	sc.After(sr.endScenario)
 }
 
-// before starts the scenario: it binds the steps, makes the report entry, decides whether the
+// beginScenario starts the scenario: it binds the steps, makes the report entry, decides whether the
 // scenario applies to the system and sets the system up when it does.
-func (run *scenarioRun) before(ctx context.Context, p *godog.Scenario) (context.Context, error) {
-	r, s := run.r, run.s
-	run.begun = time.Now()
+func (sr *scenarioRun) beginScenario(ctx context.Context, p *godog.Scenario) (context.Context, error) {
+	r, s := sr.r, sr.s
+	sr.begun = time.Now()
 	// Bound before anything can end the scenario: godog matches every step, the skipped
 	// ones too, against the steps bound by then.
 	texts := make([]string, len(p.Steps))
 	for i, st := range p.Steps {
 		texts[i] = st.Text
 	}
-	s.register(run.sc, texts)
+	s.register(sr.sc, texts)
 	s.ctx = ctx
 	s.id, s.name, s.tags = r.scenarioID(p), p.Name, tagNames(p)
 	var needs []string
 	s.profile, s.reqs, needs = meta(s.tags)
-	run.res = r.reportEntry(s, p)
+	sr.res = r.reportEntry(s, p)
 	if s.profile == "" {
-		run.na = ""
+		sr.na = ""
 		return ctx, harnessErr("the scenario has no @profile tag")
 	}
-	run.na = r.notApplicable(s.profile, needs)
-	if run.na != "" {
+	sr.na = r.notApplicable(s.profile, needs)
+	if sr.na != "" {
 		return ctx, godog.ErrSkip
 	}
 	if err := s.setup(); err != nil {
@@ -113,17 +113,17 @@ func (r *runner) notApplicable(profile string, needs []string) string {
 	return ""
 }
 
-// beforeStep notes when a step starts.
-func (run *scenarioRun) beforeStep(ctx context.Context, st *godog.Step) (context.Context, error) {
-	run.stepStart = time.Now()
-	run.s.stepBegins()
+// beginStep notes when a step starts.
+func (sr *scenarioRun) beginStep(ctx context.Context, st *godog.Step) (context.Context, error) {
+	sr.stepStart = time.Now()
+	sr.s.stepBegins()
 	return ctx, nil
 }
 
-// afterStep records a step's outcome in the report entry; a step that passed fails when work it
+// endStep records a step's outcome in the report entry; a step that passed fails when work it
 // started in the background failed.
-func (run *scenarioRun) afterStep(ctx context.Context, st *godog.Step, status godog.StepResultStatus, err error) (context.Context, error) {
-	s, res := run.s, run.res
+func (sr *scenarioRun) endStep(ctx context.Context, st *godog.Step, status godog.StepResultStatus, err error) (context.Context, error) {
+	s, res := sr.s, sr.res
 	if err == nil && status == godog.StepPassed {
 		err = s.takeAsync()
 		if err != nil {
@@ -133,31 +133,31 @@ func (run *scenarioRun) afterStep(ctx context.Context, st *godog.Step, status go
 	if err != nil {
 		s.markTimeout(err)
 	}
-	if res != nil && run.stepIndex < len(res.Steps) {
-		rs := &res.Steps[run.stepIndex]
+	if res != nil && sr.stepIndex < len(res.Steps) {
+		rs := &res.Steps[sr.stepIndex]
 		rs.Status = stepStatus(status, err)
-		rs.DurationMs = time.Since(run.stepStart).Milliseconds()
+		rs.DurationMs = time.Since(sr.stepStart).Milliseconds()
 		if err != nil {
 			rs.Error = err.Error()
 		}
 	}
-	run.stepIndex++
+	sr.stepIndex++
 	return ctx, err
 }
 
-// after ends the scenario: it classifies the outcome, attaches what the system printed and the
+// endScenario ends the scenario: it classifies the outcome, attaches what the system printed and the
 // exchanges, records the result and tears the scenario down.
-func (run *scenarioRun) after(ctx context.Context, p *godog.Scenario, err error) (context.Context, error) {
-	r, s, res := run.r, run.s, run.res
+func (sr *scenarioRun) endScenario(ctx context.Context, p *godog.Scenario, err error) (context.Context, error) {
+	r, s, res := sr.r, sr.s, sr.res
 	defer s.teardown()
 	if res == nil {
 		return ctx, err
 	}
-	res.DurationMs = time.Since(run.begun).Milliseconds()
-	if err == nil && run.na == "" {
+	res.DurationMs = time.Since(sr.begun).Milliseconds()
+	if err == nil && sr.na == "" {
 		err = unfinishedStep(res.Steps)
 	}
-	res.Status, res.Message, res.Failure = r.classify(s, run.na, err)
+	res.Status, res.Message, res.Failure = r.classify(s, sr.na, err)
 	if res.Status == report.Failed || res.Status == report.HarnessError {
 		if logs := ""; s.drv != nil {
 			logs = s.drv.Logs()
