@@ -105,7 +105,7 @@ func (c *client) note(vs []contract.Violation, ex report.Exchange) {
 //   - client.do is the exchange beneath both: it checks the request and the answer against the
 //     contract and records the exchange for the report;
 //   - client.openStream follows an event stream (SSE) of a conversation, and the session
-//     stream's readers (follower, sessionstream.go) follow SSE and WebSocket.
+//     stream's readers (sessionstream.go; their follower, sessionfollower.go) follow SSE and WebSocket.
 
 // request sends one request to the system as who, starting the system first when it is not
 // running, and keeps the answer as the scenario's last (and the one before it as prev). who is

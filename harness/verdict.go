@@ -39,37 +39,27 @@ func Judge(rep *report.Report, cat *spec.Catalogue, base *Baseline) *report.Repo
 	for _, q := range cat.Requirements {
 		levels[q.ID] = q.Level
 	}
-	onlyShould := func(sc *report.Scenario) bool {
-		if len(sc.Requirements) == 0 {
-			return false
-		}
-		for _, id := range sc.Requirements {
-			if levels[id] == spec.Must || levels[id] == "" {
-				return false
-			}
-		}
-		return true
-	}
 	var br *report.BaselineResult
 	if base != nil {
 		br = &report.BaselineResult{File: base.File, Expected: []report.BaselineEntry{}, Stale: []report.BaselineEntry{}, Unexpected: []string{}}
 	}
-	excuse := func(sc *report.Scenario) (report.BaselineEntry, bool) {
-		if base == nil {
-			return report.BaselineEntry{}, false
-		}
-		for _, e := range base.Entries {
-			if e.Scenario != "" && e.Scenario == sc.ID {
-				return e, true
-			}
-			if e.Requirement != "" && slices.Contains(sc.Requirements, e.Requirement) {
-				return e, true
-			}
-		}
-		return report.BaselineEntry{}, false
-	}
-	blocking := map[string]bool{} // profile -> not conformant
-	harnessBroke := false
+	blocking, harnessBroke := judgeScenarios(rep, levels, claimed, base, br)
+	status := judgeRequirements(rep, cat)
+	contractBroken := judgeContract(rep, cat, br, excuseRequirement(base, ContractRequirement), status, blocking)
+	stale := staleEntries(rep, base, br, status)
+	rep.Baseline = br
+	conformant := judgeProfiles(rep, cat, claimed, blocking)
+	rep.Conformant = conformant && !stale && !harnessBroke && !contractBroken && len(claimed) > 0 && rep.Unstarted == ""
+	rep.ExitCode = exitCode(rep, harnessBroke)
+	return rep
+}
+
+// judgeScenarios counts every scenario's status into the totals and decides what each failure
+// costs: excused by the baseline, a warning (only SHOULD or MAY requirements), or blocking its
+// profile. It returns the blocked profiles and whether the harness broke.
+func judgeScenarios(rep *report.Report, levels map[string]string, claimed map[string]bool, base *Baseline,
+	br *report.BaselineResult) (blocking map[string]bool, harnessBroke bool) {
+	blocking = map[string]bool{} // profile -> not conformant
 	for i := range rep.Scenarios {
 		sc := &rep.Scenarios[i]
 		sc.Expected = ""
@@ -79,12 +69,12 @@ func Judge(rep *report.Report, cat *spec.Catalogue, base *Baseline) *report.Repo
 			harnessBroke = true
 			blocking[sc.Profile] = true
 		case report.Failed:
-			if e, ok := excuse(sc); ok {
+			if e, ok := excuseScenario(base, sc); ok {
 				sc.Expected = e.Reason
 				br.Expected = append(br.Expected, e)
 				continue
 			}
-			if onlyShould(sc) {
+			if onlyShould(levels, sc) {
 				rep.Warnings = append(rep.Warnings, sc.ID+": "+sc.Message)
 				continue
 			}
@@ -96,7 +86,43 @@ func Judge(rep *report.Report, cat *spec.Catalogue, base *Baseline) *report.Repo
 			blocking[sc.Profile] = true
 		}
 	}
-	// Requirements.
+	return blocking, harnessBroke
+}
+
+// onlyShould reports whether every requirement the scenario proves is known and not a MUST (a
+// scenario that proves none is not).
+func onlyShould(levels map[string]string, sc *report.Scenario) bool {
+	if len(sc.Requirements) == 0 {
+		return false
+	}
+	for _, id := range sc.Requirements {
+		if levels[id] == spec.Must || levels[id] == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// excuseScenario is the baseline entry that expects the scenario to fail, by its id or one of its
+// requirements, if there is one.
+func excuseScenario(base *Baseline, sc *report.Scenario) (report.BaselineEntry, bool) {
+	if base == nil {
+		return report.BaselineEntry{}, false
+	}
+	for _, e := range base.Entries {
+		if e.Scenario != "" && e.Scenario == sc.ID {
+			return e, true
+		}
+		if e.Requirement != "" && slices.Contains(sc.Requirements, e.Requirement) {
+			return e, true
+		}
+	}
+	return report.BaselineEntry{}, false
+}
+
+// judgeRequirements sets the report's requirement results, each folded from its scenarios, in the
+// catalogue's order, and returns each requirement's status by id.
+func judgeRequirements(rep *report.Report, cat *spec.Catalogue) map[string]report.Status {
 	byReq := map[string][]*report.Scenario{}
 	for i := range rep.Scenarios {
 		for _, id := range rep.Scenarios[i].Requirements {
@@ -120,30 +146,39 @@ func Judge(rep *report.Report, cat *spec.Catalogue, base *Baseline) *report.Repo
 		rep.Requirements = append(rep.Requirements, report.RequirementResult{ID: q.ID, Level: q.Level, Profile: q.Profile,
 			Source: q.Source, Rule: q.Rule, Status: st, Scenarios: ids})
 	}
-	contractBroken := judgeContract(rep, cat, br, excuseRequirement(base, ContractRequirement), status, blocking)
-	// Stale baseline entries: what they excuse now passes.
+	return status
+}
+
+// staleEntries lists in br the baseline entries whose requirement or scenario now passes, and
+// reports whether there is any.
+func staleEntries(rep *report.Report, base *Baseline, br *report.BaselineResult, status map[string]report.Status) bool {
 	stale := false
-	if base != nil {
-		for _, e := range base.Entries {
-			passes := false
-			if e.Requirement != "" {
-				passes = status[e.Requirement] == report.Passed
-			}
-			if e.Scenario != "" {
-				for _, sc := range rep.Scenarios {
-					if sc.ID == e.Scenario {
-						passes = sc.Status == report.Passed
-					}
+	if base == nil {
+		return false
+	}
+	for _, e := range base.Entries {
+		passes := false
+		if e.Requirement != "" {
+			passes = status[e.Requirement] == report.Passed
+		}
+		if e.Scenario != "" {
+			for _, sc := range rep.Scenarios {
+				if sc.ID == e.Scenario {
+					passes = sc.Status == report.Passed
 				}
 			}
-			if passes {
-				br.Stale = append(br.Stale, e)
-				stale = true
-			}
+		}
+		if passes {
+			br.Stale = append(br.Stale, e)
+			stale = true
 		}
 	}
-	rep.Baseline = br
-	// Profiles.
+	return stale
+}
+
+// judgeProfiles sets the report's profile results, those of the catalogue and of the scenarios,
+// sorted by name, and reports whether every claimed profile is conformant.
+func judgeProfiles(rep *report.Report, cat *spec.Catalogue, claimed, blocking map[string]bool) bool {
 	names := map[string]bool{}
 	for _, p := range cat.Profiles {
 		names[p.Name] = true
@@ -184,18 +219,22 @@ func Judge(rep *report.Report, cat *spec.Catalogue, base *Baseline) *report.Repo
 		rep.Profiles = append(rep.Profiles, pr)
 	}
 	sort.SliceStable(rep.Profiles, func(i, j int) bool { return rep.Profiles[i].Name < rep.Profiles[j].Name })
-	rep.Conformant = conformant && !stale && !harnessBroke && !contractBroken && len(claimed) > 0 && rep.Unstarted == ""
+	return conformant
+}
+
+// exitCode is the run's exit status: 1 when the system did not start, 2 when the harness broke,
+// 1 when the run is not conformant, 0 otherwise.
+func exitCode(rep *report.Report, harnessBroke bool) int {
 	switch {
 	case rep.Unstarted != "":
-		rep.ExitCode = 1
+		return 1
 	case harnessBroke:
-		rep.ExitCode = 2
+		return 2
 	case !rep.Conformant:
-		rep.ExitCode = 1
+		return 1
 	default:
-		rep.ExitCode = 0
+		return 0
 	}
-	return rep
 }
 
 // judgeContract rules on the run's contract findings: any finding fails the contract requirement

@@ -27,99 +27,146 @@ func referenceFactory(ctx context.Context, cfg sutconfig.SUTConfig) (harness.Ins
 	return reference.OpenConfig(ctx, cfg)
 }
 
+// cmdRun is loomcheck run: it runs the scenarios against the system the flags choose, writes the
+// reports to --out, prints the verdict and returns the run's exit code.
 func cmdRun(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("run", usageRun)
-	sutCmd := fs.String("sut-cmd", "", "run the system under test as a process: `sh -c CMD` with LOOM_CONFIG=<file>")
-	target := fs.String("target", "", "the URL of a running system under test (see loomcheck world)")
-	worldCfg := fs.String("world-config", "", "with --target: the configuration document the target was started with (from loomcheck world)")
-	tags := fs.String("tags", "", "run only scenarios matching this tag expression (e.g. \"@profile:core && ~@crash\")")
-	profiles := fs.String("profile", "", "judge only these profiles (comma-separated)")
-	out := fs.String("out", "reports/latest", "directory the reports are written to")
-	conc := fs.Int("concurrency", 0, "scenarios run at once (default: 8, or the number of CPUs when more; the number of CPUs with --nodes or the race detector; always 1 with --target)")
-	timeout := fs.Duration("step-timeout", harness.DefaultStepTimeout(), "the longest any step waits for the system (default: LOOMCHECK_STEP_TIMEOUT, else 10s)")
-	baseline := fs.String("baseline", "", "a JSON file of expected failures (requirement or scenario ids, each with a reason)")
-	certify := fs.Bool("certify", false, "a certification run: refuses a baseline and any skipped scenario of a claimed profile")
-	quiet := fs.Bool("quiet", false, "no progress line")
-	storeFlag := fs.String("store", "", "give every scenario a database of its own on this PostgreSQL server: \"postgres\" (the server of the PG* environment variables) or a postgres:// URL")
-	nodes := fs.Int("nodes", 0, "with --sut-cmd and --store: run the system as this many nodes sharing each scenario's database, behind one address")
-	engineLog := fs.Bool("engine-log", false, "with the embedded reference engine: keep its log (every internal error it hides behind an errorId) on stderr")
-	if code, ok := parse(fs, args, stderr); !ok {
+	f, base, code, ok := parseRunFlags(args, stderr)
+	if !ok {
 		return code
+	}
+	opt, cleanup, code, ok := runOptions(f, stderr)
+	defer cleanup()
+	if !ok {
+		return code
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return executeRun(ctx, opt, f, base, stdout, stderr)
+}
+
+// runFlags are the flags of loomcheck run.
+type runFlags struct {
+	sutCmd, target, worldCfg, tags, profiles, out, baseline, storeFlag *string
+	conc, nodes                                                        *int
+	timeout                                                            *time.Duration
+	certify, quiet, engineLog                                          *bool
+}
+
+// parseRunFlags parses and checks the flags of loomcheck run and loads the baseline they name;
+// when it returns false, the command ends with the code it returns.
+func parseRunFlags(args []string, stderr io.Writer) (*runFlags, *harness.Baseline, int, bool) {
+	fs := newFlagSet("run", usageRun)
+	f := &runFlags{}
+	f.sutCmd = fs.String("sut-cmd", "", "run the system under test as a process: `sh -c CMD` with LOOM_CONFIG=<file>")
+	f.target = fs.String("target", "", "the URL of a running system under test (see loomcheck world)")
+	f.worldCfg = fs.String("world-config", "", "with --target: the configuration document the target was started with (from loomcheck world)")
+	f.tags = fs.String("tags", "", "run only scenarios matching this tag expression (e.g. \"@profile:core && ~@crash\")")
+	f.profiles = fs.String("profile", "", "judge only these profiles (comma-separated)")
+	f.out = fs.String("out", "reports/latest", "directory the reports are written to")
+	f.conc = fs.Int("concurrency", 0, "scenarios run at once (default: 8, or the number of CPUs when more; the number of CPUs with --nodes or the race detector; always 1 with --target)")
+	f.timeout = fs.Duration("step-timeout", harness.DefaultStepTimeout(), "the longest any step waits for the system (default: LOOMCHECK_STEP_TIMEOUT, else 10s)")
+	f.baseline = fs.String("baseline", "", "a JSON file of expected failures (requirement or scenario ids, each with a reason)")
+	f.certify = fs.Bool("certify", false, "a certification run: refuses a baseline and any skipped scenario of a claimed profile")
+	f.quiet = fs.Bool("quiet", false, "no progress line")
+	f.storeFlag = fs.String("store", "", "give every scenario a database of its own on this PostgreSQL server: \"postgres\" (the server of the PG* environment variables) or a postgres:// URL")
+	f.nodes = fs.Int("nodes", 0, "with --sut-cmd and --store: run the system as this many nodes sharing each scenario's database, behind one address")
+	f.engineLog = fs.Bool("engine-log", false, "with the embedded reference engine: keep its log (every internal error it hides behind an errorId) on stderr")
+	if code, ok := parse(fs, args, stderr); !ok {
+		return nil, nil, code, false
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "loomcheck run: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
+		return nil, nil, exitUsage, false
 	}
-	if *certify && *baseline != "" {
+	if *f.certify && *f.baseline != "" {
 		fmt.Fprintln(stderr, "loomcheck run: --certify refuses a baseline: a certification run judges everything")
-		return exitUsage
+		return nil, nil, exitUsage, false
 	}
 	var base *harness.Baseline
-	if *baseline != "" {
-		b, err := harness.LoadBaseline(*baseline)
+	if *f.baseline != "" {
+		b, err := harness.LoadBaseline(*f.baseline)
 		if err != nil {
 			fmt.Fprintf(stderr, "loomcheck run: %v\n", err)
-			return exitUsage
+			return nil, nil, exitUsage, false
 		}
 		base = b
 	}
-	if *nodes < 0 || *nodes == 1 || (*nodes > 1 && (*sutCmd == "" || *storeFlag == "")) {
+	if *f.nodes < 0 || *f.nodes == 1 || (*f.nodes > 1 && (*f.sutCmd == "" || *f.storeFlag == "")) {
 		fmt.Fprintln(stderr, "loomcheck run: --nodes takes 2 or more, with --sut-cmd and --store")
-		return exitUsage
+		return nil, nil, exitUsage, false
 	}
-	opt := harness.Options{Nodes: *nodes, Tags: strings.ReplaceAll(*tags, report.NonBreakingHyphen, "-"), Concurrency: *conc, StepTimeout: *timeout}
-	if *storeFlag != "" {
-		admin, err := storeServer(*storeFlag)
+	return f, base, 0, true
+}
+
+// runOptions makes the run's options from the flags: the databases, the profiles, the progress
+// line and the driver. The cleanup it returns, never nil, undoes what it set up, the last first,
+// and is to be called whether or not it succeeded; when it returns false, the command ends with
+// the code it returns.
+func runOptions(f *runFlags, stderr io.Writer) (harness.Options, func(), int, bool) {
+	var undo []func()
+	cleanup := func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	opt := harness.Options{Nodes: *f.nodes, Tags: strings.ReplaceAll(*f.tags, report.NonBreakingHyphen, "-"), Concurrency: *f.conc, StepTimeout: *f.timeout}
+	if *f.storeFlag != "" {
+		admin, err := storeServer(*f.storeFlag)
 		if err != nil {
 			fmt.Fprintf(stderr, "loomcheck run: %v\n", err)
-			return exitUsage
+			return opt, cleanup, exitUsage, false
 		}
 		dbs := newServerDatabases(admin)
-		defer func() {
+		undo = append(undo, func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			if err := dbs.Close(ctx); err != nil {
 				fmt.Fprintf(stderr, "loomcheck run: drop the scenarios' databases: %v\n", err)
 			}
-		}()
+		})
 		opt.Databases = dbs
 	}
-	if *profiles != "" {
-		opt.Profiles = strings.Split(*profiles, ",")
+	if *f.profiles != "" {
+		opt.Profiles = strings.Split(*f.profiles, ",")
 	}
-	if !*quiet {
+	if !*f.quiet {
 		opt.Progress = stderr
 	}
 	switch {
-	case *sutCmd != "" && *target != "":
+	case *f.sutCmd != "" && *f.target != "":
 		fmt.Fprintln(stderr, "loomcheck run: choose --sut-cmd or --target, not both")
-		return exitUsage
-	case *sutCmd != "":
-		opt.Command = *sutCmd
-	case *target != "":
-		if err := checkTarget(*target); err != nil {
+		return opt, cleanup, exitUsage, false
+	case *f.sutCmd != "":
+		opt.Command = *f.sutCmd
+	case *f.target != "":
+		if err := checkTarget(*f.target); err != nil {
 			fmt.Fprintf(stderr, "loomcheck run: %v\n", err)
-			return exitUsage
+			return opt, cleanup, exitUsage, false
 		}
-		cfg, w, err := startWorld(*worldCfg)
+		cfg, w, err := startWorld(*f.worldCfg)
 		if err != nil {
 			fmt.Fprintf(stderr, "loomcheck run: %v\n", err)
-			return exitUsage
+			return opt, cleanup, exitUsage, false
 		}
-		defer w.Close()
-		opt.Target, opt.World, opt.RemoteConfig = *target, w, cfg
+		undo = append(undo, func() { _ = w.Close() })
+		opt.Target, opt.World, opt.RemoteConfig = *f.target, w, cfg
 	default:
 		opt.Factory = referenceFactory
 		opt.Describe = "the embedded reference engine"
-		if !*engineLog {
+		if !*f.engineLog {
 			// The scenarios provoke errors on purpose; the report says what matters.
 			prev := slog.Default()
 			slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
-			defer slog.SetDefault(prev)
+			undo = append(undo, func() { slog.SetDefault(prev) })
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	return opt, cleanup, 0, true
+}
+
+// executeRun runs the scenarios, judges the report against the catalogue and the baseline (and
+// certifies it with --certify), writes the reports and prints the verdict; it returns the run's
+// exit code.
+func executeRun(ctx context.Context, opt harness.Options, f *runFlags, base *harness.Baseline, stdout, stderr io.Writer) int {
 	rep, err := harness.Execute(ctx, opt)
 	if err != nil {
 		fmt.Fprintf(stderr, "loomcheck run: %v\n", err)
@@ -134,14 +181,14 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	rep = harness.Judge(rep, cat, base)
-	if *certify {
+	if *f.certify {
 		harness.Certify(rep)
 	}
-	if err := report.WriteAll(*out, rep, harness.Secrets()...); err != nil {
+	if err := report.WriteAll(*f.out, rep, harness.Secrets()...); err != nil {
 		fmt.Fprintf(stderr, "loomcheck run: write reports: %v\n", err)
 		return exitUsage
 	}
-	printVerdict(stdout, rep, *out)
+	printVerdict(stdout, rep, *f.out)
 	return rep.ExitCode
 }
 

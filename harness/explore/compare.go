@@ -36,6 +36,21 @@ func judge(d *dialogue, point int64, base, o *outcome) []Finding {
 		out = append(out, f)
 	}
 	owner := d.viewers[0]
+	compareHistories(d, base, o, add)
+	compareLogs(base, o, add)
+	reaskedModel(o, owner, add)
+	compareRequests(base, o, add)
+	compareCalls(base, o, add)
+	redoneCalls(o, owner, add)
+	restartErrors(base, o, add)
+	return out
+}
+
+// compareHistories adds a finding for each record of a viewer's history that differs from the
+// uncrashed run's (the first five per viewer), for a different number of records, and for a
+// different status of the conversation.
+func compareHistories(d *dialogue, base, o *outcome, add func(Finding)) {
+	owner := d.viewers[0]
 	// The whole history of every viewer, record by record.
 	for _, v := range d.viewers {
 		want, got := base.hist[v], o.hist[v]
@@ -64,7 +79,11 @@ func judge(d *dialogue, point int64, base, o *outcome) []Finding {
 	if w, g := normalized(base.status), normalized(o.status); w != g {
 		add(Finding{Kind: "status", Viewer: owner, What: "the conversation's status", Want: w, Got: g})
 	}
+}
 
+// compareLogs adds a finding for each event of the execution log that differs from the
+// uncrashed run's (the first three).
+func compareLogs(base, o *outcome, add func(Finding)) {
 	// The raw execution log (Options.CompareLog), event by event.
 	shownLog := 0
 	for i := 0; i < max(len(base.log), len(o.log)) && shownLog < 3; i++ {
@@ -80,7 +99,11 @@ func judge(d *dialogue, point int64, base, o *outcome) []Finding {
 			add(Finding{Kind: "log", Record: i + 1, What: "the execution log differs from the uncrashed run's (event, by position and kind)", Want: w, Got: g})
 		}
 	}
+}
 
+// reaskedModel adds a finding for each model request, after a restart, for a turn whose reply
+// was already recorded when that instance started.
+func reaskedModel(o *outcome, owner string, add func(Finding)) {
 	// No model call, after a restart, for a turn whose reply was already recorded when that
 	// instance started. What the history read after the restart shows was recorded before the
 	// crash, or since by the restarted instance without a model answer (model requests wait until
@@ -104,7 +127,10 @@ func judge(d *dialogue, point int64, base, o *outcome) []Finding {
 				Want: "no model call: its reply was recorded before the crash", Got: "the model was asked again"})
 		}
 	}
+}
 
+// compareRequests adds a finding for each model request one run made and the other did not.
+func compareRequests(base, o *outcome, add func(Finding)) {
 	// Every model request is one the uncrashed run made, and every one it made was made.
 	baseReqs, gotReqs := requestSet(base), requestSet(o)
 	for k, idx := range gotReqs {
@@ -119,7 +145,10 @@ func judge(d *dialogue, point int64, base, o *outcome) []Finding {
 				Want: clip(k, 600), Got: "no such request"})
 		}
 	}
+}
 
+// compareCalls adds a finding for each tool call one run made and the other did not.
+func compareCalls(base, o *outcome, add func(Finding)) {
 	// Every tool call (tool, arguments, idempotency key) is one the uncrashed run made, and every
 	// one it made was made: a call redone after a crash carries the key of the first.
 	baseCalls, gotCalls := callSet(base), callSet(o)
@@ -135,7 +164,11 @@ func judge(d *dialogue, point int64, base, o *outcome) []Finding {
 				Want: clip(k, 400), Got: "no such call"})
 		}
 	}
+}
 
+// redoneCalls adds a finding for each tool call redone after a restart that found no turn in
+// flight.
+func redoneCalls(o *outcome, owner string, add func(Finding)) {
 	// No tool call redone after a restart that found no turn in flight: every result it could
 	// need was recorded already.
 	for i, c := range o.calls {
@@ -151,7 +184,11 @@ func judge(d *dialogue, point int64, base, o *outcome) []Finding {
 			}
 		}
 	}
+}
 
+// restartErrors adds a finding for each error the last instance reported that the uncrashed run
+// did not.
+func restartErrors(base, o *outcome, add func(Finding)) {
 	// The last instance, the one that did not crash, reports nothing the uncrashed run did not.
 	baseErrs := map[string]int{}
 	for _, h := range base.hooks {
@@ -168,7 +205,6 @@ func judge(d *dialogue, point int64, base, o *outcome) []Finding {
 		add(Finding{Kind: "error", What: fmt.Sprintf("the restarted instance reported an error (turn %d)", h.Report.Turn),
 			Want: "no error the uncrashed run did not report", Got: clip(h.Report.Error, 300)})
 	}
-	return out
 }
 
 // answered is a turn with a reply: its number and its reply's status.

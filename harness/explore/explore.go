@@ -350,56 +350,11 @@ func runOnce(ctx context.Context, opt *Options, d *dialogue, point int64) (*outc
 		s.arm(wc, point)
 	}
 	o := &outcome{}
-	stuck := func(what string, err error) *outcome {
-		o.stuck = &Finding{Dialogue: d.name, Point: point, Kind: "stuck", What: what,
-			Want: "it completes", Got: err.Error() + " (" + strings.Join(lastN(s.events, 4), "; ") + ")"}
-		// What the clients were told so far is still judged: a turn acknowledged and then never
-		// answered is lost, whatever else went wrong.
-		o.acks = s.acks
-		if s.inst != nil && s.created && s.readOutcome(o) != nil {
-			o.hist = nil
-		}
-		return o
+	if what, err := runSteps(s, d, point, o); err != nil {
+		return stuck(s, d, point, o, what, err), nil
 	}
-	restart := func() error {
-		o.fired = true
-		return s.restart()
-	}
-	for i := 0; i < len(d.steps); {
-		if fired(s.crashed) {
-			if err := restart(); err != nil {
-				return stuck("restart after the crash", err), nil
-			}
-			continue
-		}
-		st := d.steps[i]
-		err := s.runStep(st)
-		if err != nil && fired(s.crashed) {
-			continue // the crash interrupted the step: restart, then run it again
-		}
-		if err != nil {
-			if point == 0 {
-				return stuck(fmt.Sprintf("step %d (%s) of the uncrashed run", i+1, st.name), err), nil
-			}
-			return stuck(fmt.Sprintf("step %d (%s), after the restart", i+1, st.name), err), nil
-		}
-		i++
-	}
-	for {
-		if fired(s.crashed) {
-			if err := restart(); err != nil {
-				return stuck("restart after the crash", err), nil
-			}
-		}
-		if err := s.readOutcome(o); err != nil {
-			if fired(s.crashed) {
-				continue
-			}
-			return stuck("read the final history", err), nil
-		}
-		if !fired(s.crashed) {
-			break
-		}
+	if what, err := readFinal(s, o); err != nil {
+		return stuck(s, d, point, o, what, err), nil
 	}
 	if point == 0 {
 		o.writes = wc.DurableWrites() - from
@@ -417,6 +372,73 @@ func runOnce(ctx context.Context, opt *Options, d *dialogue, point int64) (*outc
 		}
 	}
 	return o, nil
+}
+
+// stuck is the outcome of a run that could not go on: a finding saying what it was doing, and
+// what the clients were told so far.
+func stuck(s *session, d *dialogue, point int64, o *outcome, what string, err error) *outcome {
+	o.stuck = &Finding{Dialogue: d.name, Point: point, Kind: "stuck", What: what,
+		Want: "it completes", Got: err.Error() + " (" + strings.Join(lastN(s.events, 4), "; ") + ")"}
+	// What the clients were told so far is still judged: a turn acknowledged and then never
+	// answered is lost, whatever else went wrong.
+	o.acks = s.acks
+	if s.inst != nil && s.created && s.readOutcome(o) != nil {
+		o.hist = nil
+	}
+	return o
+}
+
+// restartAfterCrash notes in o that the crash fired and restarts the system.
+func restartAfterCrash(s *session, o *outcome) error {
+	o.fired = true
+	return s.restart()
+}
+
+// runSteps runs the dialogue's steps, restarting after the crash and running again the step it
+// interrupted. On failure it returns what it was doing and the error.
+func runSteps(s *session, d *dialogue, point int64, o *outcome) (string, error) {
+	for i := 0; i < len(d.steps); {
+		if fired(s.crashed) {
+			if err := restartAfterCrash(s, o); err != nil {
+				return "restart after the crash", err
+			}
+			continue
+		}
+		st := d.steps[i]
+		err := s.runStep(st)
+		if err != nil && fired(s.crashed) {
+			continue // the crash interrupted the step: restart, then run it again
+		}
+		if err != nil {
+			if point == 0 {
+				return fmt.Sprintf("step %d (%s) of the uncrashed run", i+1, st.name), err
+			}
+			return fmt.Sprintf("step %d (%s), after the restart", i+1, st.name), err
+		}
+		i++
+	}
+	return "", nil
+}
+
+// readFinal reads the final history into o, restarting first when the crash fired, until a read
+// completes with no crash. On failure it returns what it was doing and the error.
+func readFinal(s *session, o *outcome) (string, error) {
+	for {
+		if fired(s.crashed) {
+			if err := restartAfterCrash(s, o); err != nil {
+				return "restart after the crash", err
+			}
+		}
+		if err := s.readOutcome(o); err != nil {
+			if fired(s.crashed) {
+				continue
+			}
+			return "read the final history", err
+		}
+		if !fired(s.crashed) {
+			return "", nil
+		}
+	}
 }
 
 // runStep runs one step, bounded by opt.Wait and cut short when the crash point fires.

@@ -1,7 +1,6 @@
 package mutation
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -134,6 +133,16 @@ func Run(ctx context.Context, opt Options) ([]Result, error) {
 	}
 	defer os.RemoveAll(tmp)
 
+	j, err := newJudge(ctx, &opt, root, tmp, module, log)
+	if err != nil {
+		return nil, err
+	}
+	return judgeAll(ctx, &opt, j, log), nil
+}
+
+// newJudge makes the judge of opt's mutants: it loads the catalogue's profiles unless only the
+// package tests judge, and runs the baseline that measures coverage and each run's time.
+func newJudge(ctx context.Context, opt *Options, root, tmp, module string, log io.Writer) (*judge, error) {
 	pkgs := map[string]bool{}
 	for _, m := range opt.Mutants {
 		pkgs[m.Package] = true
@@ -154,57 +163,39 @@ func Run(ctx context.Context, opt Options) ([]Result, error) {
 	if !j.unitOnly {
 		fmt.Fprintf(log, "mutate: baseline green; the whole conformance suite would be limited to %s a run\n", j.limit(j.profiles))
 	}
+	return j, nil
+}
 
-	results := make([]Result, len(opt.Mutants))
+// judged holds the results as the workers fill them in, and what the progress line counts.
+type judged struct {
+	mu      sync.Mutex
+	results []Result
+	done    int
+	ran     int
+	toRun   int
+	ranTime time.Duration
+	start   time.Time
+}
+
+// judgeAll judges opt's mutants on opt.Workers workers, in the order of opt.Mutants; the mutants
+// not judged when ctx ends are NotRun.
+func judgeAll(ctx context.Context, opt *Options, j *judge, log io.Writer) []Result {
+	t := &judged{results: make([]Result, len(opt.Mutants)), start: time.Now()}
 	for i, m := range opt.Mutants {
-		results[i] = Result{Mutant: m, Status: NotRun}
+		t.results[i] = Result{Mutant: m, Status: NotRun}
 	}
-	var (
-		mu      sync.Mutex
-		done    int
-		ran     int
-		ranTime time.Duration
-		start   = time.Now()
-		next    = make(chan int)
-		wg      sync.WaitGroup
-	)
-	toRun := 0
 	for _, m := range opt.Mutants {
-		if cov.covers(m) {
-			toRun++
+		if j.cov.covers(m) {
+			t.toRun++
 		}
 	}
+	next := make(chan int)
+	var wg sync.WaitGroup
 	for w := 0; w < opt.Workers; w++ {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			for i := range next {
-				m := opt.Mutants[i]
-				t0 := time.Now()
-				var r Result
-				if !cov.covers(m) {
-					r = Result{Mutant: m, Status: NotCovered}
-				} else {
-					r = j.one(ctx, w, m)
-				}
-				if ctx.Err() != nil && r.Status != NotCovered {
-					return
-				}
-				r.Seconds = time.Since(t0).Seconds()
-				markEquivalent(&r, opt.Equivalent)
-				mu.Lock()
-				results[i] = r
-				done++
-				if r.Status != NotCovered {
-					ran++
-					ranTime += time.Since(t0)
-				}
-				fmt.Fprintln(log, progress(results, done, ran, toRun, ranTime, time.Since(start), opt.Workers))
-				if opt.OnResult != nil {
-					opt.OnResult(results)
-				}
-				mu.Unlock()
-			}
+			t.work(ctx, w, opt, j, next, log)
 		}(w)
 	}
 feed:
@@ -217,7 +208,39 @@ feed:
 	}
 	close(next)
 	wg.Wait()
-	return results, nil
+	return t.results
+}
+
+// work is one worker: it judges the mutants whose indexes arrive on next, records each result and
+// logs the progress, until next is closed or ctx ends.
+func (t *judged) work(ctx context.Context, w int, opt *Options, j *judge, next <-chan int, log io.Writer) {
+	for i := range next {
+		m := opt.Mutants[i]
+		t0 := time.Now()
+		var r Result
+		if !j.cov.covers(m) {
+			r = Result{Mutant: m, Status: NotCovered}
+		} else {
+			r = j.one(ctx, w, m)
+		}
+		if ctx.Err() != nil && r.Status != NotCovered {
+			return
+		}
+		r.Seconds = time.Since(t0).Seconds()
+		markEquivalent(&r, opt.Equivalent)
+		t.mu.Lock()
+		t.results[i] = r
+		t.done++
+		if r.Status != NotCovered {
+			t.ran++
+			t.ranTime += time.Since(t0)
+		}
+		fmt.Fprintln(log, progress(t.results, t.done, t.ran, t.toRun, t.ranTime, time.Since(t.start), opt.Workers))
+		if opt.OnResult != nil {
+			opt.OnResult(t.results)
+		}
+		t.mu.Unlock()
+	}
 }
 
 func progress(results []Result, done, ran, toRun int, ranTime, elapsed time.Duration, workers int) string {
@@ -504,90 +527,6 @@ func sortedKeys(m map[string]bool) []string {
 		out = append(out, k)
 	}
 	sort.Strings(out)
-	return out
-}
-
-// coverage is the union of the blocks the killing suite executed, per file: for a package, its
-// own tests' blocks and the conformance run's.
-type coverage struct {
-	module string
-	// blocks by file (relative to the module root), tagged with the run that measured them
-	blocks map[string][]block
-}
-
-type block struct {
-	run                 string // the package whose tests ran, or conformanceRun of a profile
-	sl, sc, el, ec, hit int
-}
-
-func (c *coverage) read(profile, run string) error {
-	f, err := os.Open(profile)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "mode:") {
-			continue
-		}
-		// name.go:12.34,15.2 3 1
-		colon := strings.LastIndex(line, ":")
-		if colon < 0 {
-			continue
-		}
-		file := strings.TrimPrefix(line[:colon], c.module+"/")
-		var b block
-		if _, err := fmt.Sscanf(line[colon+1:], "%d.%d,%d.%d %d %d", &b.sl, &b.sc, &b.el, &b.ec, new(int), &b.hit); err != nil {
-			return fmt.Errorf("mutation: coverage profile %s: %q: %w", profile, line, err)
-		}
-		b.run = run
-		c.blocks[file] = append(c.blocks[file], b)
-	}
-	return sc.Err()
-}
-
-// hits lists the runs of m's killing suite (its package's own tests, and the conformance
-// profiles) that executed m's position, and whether any of them measured the position at all.
-func (c *coverage) hits(m Mutant) (runs map[string]bool, measured bool) {
-	runs = map[string]bool{}
-	for _, b := range c.blocks[m.File] {
-		if _, conf := profileOf(b.run); !conf && b.run != m.Package {
-			continue
-		}
-		after := m.Line > b.sl || (m.Line == b.sl && m.Col >= b.sc)
-		before := m.Line < b.el || (m.Line == b.el && m.Col < b.ec)
-		if after && before {
-			measured = true
-			if b.hit > 0 {
-				runs[b.run] = true
-			}
-		}
-	}
-	return runs, measured
-}
-
-// covers reports whether a test of m's killing suite executed m's position. A position in no
-// block at all (a package-level declaration) counts as covered: it is evaluated on start.
-func (c *coverage) covers(m Mutant) bool {
-	runs, measured := c.hits(m)
-	return len(runs) > 0 || !measured
-}
-
-// profiles lists, of all, the conformance profiles whose scenarios executed m's position: all of
-// them for a position in no block (a package-level declaration, evaluated on start).
-func (c *coverage) profiles(m Mutant, all []string) []string {
-	runs, measured := c.hits(m)
-	if !measured {
-		return all
-	}
-	var out []string
-	for _, p := range all {
-		if runs[conformanceRun(p)] {
-			out = append(out, p)
-		}
-	}
 	return out
 }
 

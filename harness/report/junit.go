@@ -95,7 +95,6 @@ func WriteJUnit(w io.Writer, r *Report) error {
 	if r == nil {
 		return ErrNilReport
 	}
-	lv := levels(r)
 	doc := junitSuites{Name: r.Kit.Name}
 	if doc.Name == "" {
 		doc.Name = "loomcheck"
@@ -104,12 +103,40 @@ func WriteJUnit(w io.Writer, r *Report) error {
 	if !r.StartedAt.IsZero() {
 		ts = r.StartedAt.UTC().Format("2006-01-02T15:04:05")
 	}
+	doc.Suites = featureSuites(r, ts)
+	failing := 0
+	for _, s := range doc.Suites {
+		failing += s.Failures + s.Errors
+	}
+	extra := append(staleCases(r), contractCases(r)...)
+	extra = runCases(r, extra, failing)
+	if len(extra) > 0 {
+		doc.Suites = append(doc.Suites, junitSuite{
+			Name: baselineSuite, Tests: len(extra), Failures: len(extra), Time: seconds(0),
+			Timestamp: ts, Cases: extra,
+		})
+	}
+	for _, s := range doc.Suites {
+		doc.Tests += s.Tests
+		doc.Failures += s.Failures
+		doc.Errors += s.Errors
+		doc.Skipped += s.Skipped
+	}
+	doc.Time = seconds(r.DurationMs)
+	return encodeJUnit(w, doc)
+}
+
+// featureSuites is one test suite per feature, one test case per scenario, with the suite's
+// counts and time.
+func featureSuites(r *Report, ts string) []junitSuite {
+	lv := levels(r)
 	suiteProps := &junitProperties{Props: []junitProperty{
 		{"kit", strings.TrimSpace(r.Kit.Name + " " + r.Kit.Version)},
 		{"specVersion", r.SpecVersion},
 		{"driver", r.Target.Driver},
 		{"target", r.Target.Description},
 	}}
+	var suites []junitSuite
 	for _, g := range groupByFeature(r) {
 		s := junitSuite{Name: g.name, Timestamp: ts, File: g.file, Properties: suiteProps}
 		var ms int64
@@ -130,12 +157,13 @@ func WriteJUnit(w io.Writer, r *Report) error {
 			s.Cases = append(s.Cases, c)
 		}
 		s.Time = seconds(ms)
-		doc.Suites = append(doc.Suites, s)
+		suites = append(suites, s)
 	}
-	failing := 0
-	for _, s := range doc.Suites {
-		failing += s.Failures + s.Errors
-	}
+	return suites
+}
+
+// staleCases is a failing test case for each stale baseline entry.
+func staleCases(r *Report) []junitCase {
 	var extra []junitCase
 	if b := r.Baseline; b != nil {
 		for _, e := range b.Stale {
@@ -153,6 +181,13 @@ func WriteJUnit(w io.Writer, r *Report) error {
 			})
 		}
 	}
+	return extra
+}
+
+// contractCases is a failing test case for each contract finding, none when the baseline
+// excuses the contract requirement.
+func contractCases(r *Report) []junitCase {
+	var extra []junitCase
 	excusedContract := false
 	if b := r.Baseline; b != nil {
 		for _, e := range b.Expected {
@@ -170,6 +205,12 @@ func WriteJUnit(w io.Writer, r *Report) error {
 			Failure: &junitOutcome{Message: r.Contract.Requirement + ": " + f.Message, Type: r.Contract.Requirement, Text: xmlText(text.String())},
 		})
 	}
+	return extra
+}
+
+// runCases adds to extra a failing test case when the system did not start, and a failing
+// "verdict" case when the run is not conformant and nothing else fails.
+func runCases(r *Report, extra []junitCase, failing int) []junitCase {
 	if r.Unstarted != "" {
 		extra = append(extra, junitCase{
 			Classname: baselineSuite, Name: "the system starts", Time: seconds(r.DurationMs),
@@ -186,20 +227,11 @@ func WriteJUnit(w io.Writer, r *Report) error {
 			},
 		})
 	}
-	if len(extra) > 0 {
-		doc.Suites = append(doc.Suites, junitSuite{
-			Name: baselineSuite, Tests: len(extra), Failures: len(extra), Time: seconds(0),
-			Timestamp: ts, Cases: extra,
-		})
-	}
-	for _, s := range doc.Suites {
-		doc.Tests += s.Tests
-		doc.Failures += s.Failures
-		doc.Errors += s.Errors
-		doc.Skipped += s.Skipped
-	}
-	doc.Time = seconds(r.DurationMs)
+	return extra
+}
 
+// encodeJUnit writes the XML header, the indented document and a final newline.
+func encodeJUnit(w io.Writer, doc junitSuites) error {
 	if _, err := io.WriteString(w, xml.Header); err != nil {
 		return err
 	}

@@ -63,6 +63,21 @@ func WriteSummary(w io.Writer, r *Report) error {
 
 func summarize(b *strings.Builder, r *Report) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	summaryHeading(b, r)
+	summaryTotals(b, r)
+	summaryProfiles(b, r)
+	failures, expected, harness := failedScenarios(r)
+	summaryContract(b, r)
+	summaryScenarios(b, failures, expected, harness)
+	summaryWarnings(b, r)
+	c := r.Contract
+	p("**Contract** %d exchanges and %d events validated, %d violations.\n", c.ExchangesValidated, c.EventsValidated, c.Violations)
+}
+
+// summaryHeading writes the verdict, the kit, spec, target and implementation, the claimed
+// profiles, the duration and the claimed profiles that did not run.
+func summaryHeading(b *strings.Builder, r *Report) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	kit := strings.TrimSpace(r.Kit.Name + " " + r.Kit.Version)
 	if kit == "" {
 		kit = "loomcheck"
@@ -90,12 +105,20 @@ func summarize(b *strings.Builder, r *Report) {
 	if len(r.NotRun) > 0 {
 		p("**Claimed profiles not run** %s: none of their scenarios ran, so they are not judged conformant.\n\n", md(strings.Join(r.NotRun, ", ")))
 	}
+}
 
+// summaryTotals writes the table of the run's totals.
+func summaryTotals(b *strings.Builder, r *Report) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	p("| Scenarios | Passed | Failed | Harness error | Not applicable | Skipped | Undefined | Pending |\n")
 	p("|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	t := r.Totals
 	p("| %d | %d | %d | %d | %d | %d | %d | %d |\n\n", t.Total(), t.Passed, t.Failed, t.HarnessError, t.NotApplicable, t.Skipped, t.Undefined, t.Pending)
+}
 
+// summaryProfiles writes the table of the profiles, when there are any.
+func summaryProfiles(b *strings.Builder, r *Report) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	if len(r.Profiles) > 0 {
 		p("### Profiles\n\n")
 		p("| Profile | Claimed | Conformant | Passed | Failed | Harness error | Not applicable | Skipped | Undefined | Pending |\n")
@@ -121,9 +144,12 @@ func summarize(b *strings.Builder, r *Report) {
 		}, func(rest int) string { return fmt.Sprintf("\n_and %d more profiles_\n", rest) })
 		p("\n")
 	}
+}
 
+// failedScenarios sorts the failed scenarios into failures that count, failures the baseline
+// expects, and harness errors.
+func failedScenarios(r *Report) (failures, expected, harness []*Scenario) {
 	lv := levels(r)
-	var failures, expected, harness []*Scenario
 	for i := range r.Scenarios {
 		sc := &r.Scenarios[i]
 		switch sc.Status {
@@ -138,6 +164,12 @@ func summarize(b *strings.Builder, r *Report) {
 			harness = append(harness, sc)
 		}
 	}
+	return failures, expected, harness
+}
+
+// summaryContract writes the distinct contract violations, when there are any.
+func summaryContract(b *strings.Builder, r *Report) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	if fs := r.Contract.Findings; len(fs) > 0 {
 		p("### Contract violations (%d) under %s\n\n", len(fs), mdID(r.Contract.Requirement))
 		p("Each distinct violation once; the scenarios that met one are judged on their behaviour and note it.\n\n")
@@ -148,6 +180,12 @@ func summarize(b *strings.Builder, r *Report) {
 		}, func(rest int) string { return fmt.Sprintf("\n_and %d more_\n", rest) })
 		p("\n")
 	}
+}
+
+// summaryScenarios writes the failures, the harness errors and the expected failures, each when
+// there are any.
+func summaryScenarios(b *strings.Builder, failures, expected, harness []*Scenario) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	if len(failures) > 0 {
 		p("### Failures (%d)\n\n", len(failures))
 		scenarioTable(b, failures, summaryMaxFailures, budgetFailures, failureLine)
@@ -160,6 +198,12 @@ func summarize(b *strings.Builder, r *Report) {
 		p("### Expected failures (%d)\n\nExcused by the baseline.\n\n", len(expected))
 		scenarioTable(b, expected, summaryMaxList, budgetList, func(sc *Scenario) string { return sc.Expected })
 	}
+}
+
+// summaryWarnings writes the warnings and the baseline's stale entries and unexpected failures,
+// each when there are any.
+func summaryWarnings(b *strings.Builder, r *Report) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	if len(r.Warnings) > 0 {
 		p("### Warnings (%d)\n\n", len(r.Warnings))
 		list(b, r.Warnings, budgetList, func(s string) string { return s })
@@ -177,8 +221,6 @@ func summarize(b *strings.Builder, r *Report) {
 			list(b, bl.Unexpected, budgetList, func(s string) string { return s })
 		}
 	}
-	c := r.Contract
-	p("**Contract** %d exchanges and %d events validated, %d violations.\n", c.ExchangesValidated, c.EventsValidated, c.Violations)
 }
 
 // scenarioTable writes at most limit scenarios as a table, stopping early once the rows take

@@ -322,23 +322,6 @@ func addImport(src []byte, imp string) ([]byte, error) {
 			return src, nil
 		}
 	}
-	line := "\t" + strconv.Quote(imp) + "\n"
-	off := func(p token.Pos) int { return fset.Position(p).Offset }
-	lineStart := func(o int) int {
-		for o > 0 && src[o-1] != '\n' {
-			o--
-		}
-		return o
-	}
-	lineEnd := func(o int) int {
-		if i := bytes.IndexByte(src[o:], '\n'); i >= 0 {
-			return o + i + 1
-		}
-		return len(src)
-	}
-	insert := func(at int, text string) []byte {
-		return slices.Concat(src[:at], []byte(text), src[at:])
-	}
 	var block *ast.GenDecl
 	for _, d := range f.Decls {
 		if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.IMPORT && g.Lparen.IsValid() {
@@ -346,11 +329,50 @@ func addImport(src []byte, imp string) ([]byte, error) {
 			break
 		}
 	}
+	var at int
+	var text string
 	if block == nil {
 		// No parenthesised block: a declaration of its own after the package clause.
-		return insert(lineEnd(off(f.Name.End())), "\nimport "+strconv.Quote(imp)+"\n"), nil
+		at, text = lineEnd(src, fset.Position(f.Name.End()).Offset), "\nimport "+strconv.Quote(imp)+"\n"
+	} else {
+		at, text = importPlace(fset, src, block, imp)
 	}
-	// The block's groups: runs of specs not separated by a blank line.
+	return slices.Concat(src[:at], []byte(text), src[at:]), nil
+}
+
+// importPlace is where in src, and as what text, the import of imp goes into the parenthesised
+// import block: in sorted place within the first group of its kind, or as a group of its own.
+func importPlace(fset *token.FileSet, src []byte, block *ast.GenDecl, imp string) (int, string) {
+	line := "\t" + strconv.Quote(imp) + "\n"
+	off := func(p token.Pos) int { return fset.Position(p).Offset }
+	groups := importGroups(fset, block)
+	std := isStd(imp)
+	for _, g := range groups {
+		p0, _ := strconv.Unquote(g[0].Path.Value)
+		if isStd(p0) != std {
+			continue
+		}
+		for _, s := range g {
+			p, _ := strconv.Unquote(s.Path.Value)
+			if p > imp {
+				return lineStart(src, off(specStart(s))), line
+			}
+		}
+		return lineEnd(src, off(g[len(g)-1].End())), line
+	}
+	// No group of its kind: the standard library's comes first, any other last.
+	if len(groups) == 0 {
+		return lineStart(src, off(block.Rparen)), line
+	}
+	if std {
+		return lineStart(src, off(specStart(groups[0][0]))), line + "\n"
+	}
+	last := groups[len(groups)-1]
+	return lineEnd(src, off(last[len(last)-1].End())), "\n" + line
+}
+
+// importGroups is the import block's groups: runs of specs not separated by a blank line.
+func importGroups(fset *token.FileSet, block *ast.GenDecl) [][]*ast.ImportSpec {
 	var groups [][]*ast.ImportSpec
 	lastLine := 0
 	for _, s := range block.Specs {
@@ -365,38 +387,31 @@ func addImport(src []byte, imp string) ([]byte, error) {
 		groups[len(groups)-1] = append(groups[len(groups)-1], is)
 		lastLine = fset.Position(is.End()).Line
 	}
-	std := isStd(imp)
-	for _, g := range groups {
-		p0, _ := strconv.Unquote(g[0].Path.Value)
-		if isStd(p0) != std {
-			continue
-		}
-		for _, s := range g {
-			p, _ := strconv.Unquote(s.Path.Value)
-			if p > imp {
-				at := s.Pos()
-				if s.Doc != nil {
-					at = s.Doc.Pos()
-				}
-				return insert(lineStart(off(at)), line), nil
-			}
-		}
-		return insert(lineEnd(off(g[len(g)-1].End())), line), nil
+	return groups
+}
+
+// specStart is where an import spec begins: its doc comment, when it has one.
+func specStart(s *ast.ImportSpec) token.Pos {
+	if s.Doc != nil {
+		return s.Doc.Pos()
 	}
-	// No group of its kind: the standard library's comes first, any other last.
-	if len(groups) == 0 {
-		return insert(lineStart(off(block.Rparen)), line), nil
+	return s.Pos()
+}
+
+// lineStart is the offset in src of the start of the line that holds offset o.
+func lineStart(src []byte, o int) int {
+	for o > 0 && src[o-1] != '\n' {
+		o--
 	}
-	if std {
-		first := groups[0][0]
-		at := first.Pos()
-		if first.Doc != nil {
-			at = first.Doc.Pos()
-		}
-		return insert(lineStart(off(at)), line+"\n"), nil
+	return o
+}
+
+// lineEnd is the offset in src just past the end of the line that holds offset o.
+func lineEnd(src []byte, o int) int {
+	if i := bytes.IndexByte(src[o:], '\n'); i >= 0 {
+		return o + i + 1
 	}
-	last := groups[len(groups)-1]
-	return insert(lineEnd(off(last[len(last)-1].End())), "\n"+line), nil
+	return len(src)
 }
 
 // dropImport removes the lines of the import of path imp (its doc comment included) from the Go
