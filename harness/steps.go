@@ -321,6 +321,7 @@ func (a areas) vocabulary() []area {
 		{"stream_private", streamPrivateVocabulary(a)},
 		{"stream_queue", streamQueueVocabulary(a)},
 		{"stream_restart", streamRestartVocabulary(a)},
+		{"stream_roles", streamRolesVocabulary(a)},
 		{"stream_resume", streamResumeVocabulary(a)},
 		{"stream_steering", streamSteeringVocabulary(a)},
 		{"stream_threads", streamThreadsVocabulary(a)},
