@@ -171,8 +171,9 @@ func (k *bareKill) start() error {
 		_, _ = w.Write([]byte(`{"ticket":"t","head":0}`))
 	})
 	mux.Handle("GET /sessions/{id}/stream", k.ws)
-	k.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = k.srv.Serve(ln) }()
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	k.srv = srv // the next round's start replaces it: the goroutine serves its own
+	go func() { _ = srv.Serve(ln) }()
 	return nil
 }
 
