@@ -237,5 +237,6 @@ Feature: Sending to a peer role, in the agent conversation of the run's topic
     Then the answer is 200 ack
     And turn 1 of thread "A" is completed
     And the model has been asked 1 time for "It is cold in the north."
+    And turn 1 of "alice"'s conversation with "planner" is completed
     When "alice" reads her conversation with "planner"
     Then the answer is exactly 200 {"id": "{conv alice planner}", "role": "planner", "person": {"tenant": "acme", "actor": "alice"}, "turns": [{"turn": 1, "text": "Ask the analyst about the north", "status": "completed", "output": "I asked."}]}
