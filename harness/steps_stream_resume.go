@@ -112,11 +112,37 @@ func (s *streamSteps) sameFrames(who1, tr1, who2, tr2 string) error {
 	return nil
 }
 
+// noMergedFrame expects no frame the reader received to be a merged one (a span over more than
+// its own cursor, or parts): a reader that follows from before a reply's first frame gets every
+// frame as it is logged, and a live frame is never merged (spec/stream.md, Replay). How many
+// deltas a reply streams in is the system's own: the fold of the deltas judges their text.
+func (s *streamSteps) noMergedFrame(who, transport string) error {
+	f, err := s.reader(who, transport)
+	if err != nil {
+		return err
+	}
+	fw := f.snapshot()
+	if fw.kitErr != nil {
+		return fw.kitErr
+	}
+	if len(fw.raw) == 0 {
+		return harnessErr("%s's %s reader received nothing to judge", who, transport)
+	}
+	for _, fr := range fw.raw {
+		if fr.Span > 1 || fr.data().Parts != nil {
+			return fail(who+"'s "+transport+" reader", "a merged frame: "+strings.Join(frameRow(fr), " "),
+				"no merged frame: every frame it received was sent live, as it was logged")
+		}
+	}
+	return fw.sutErr
+}
+
 // streamResumeVocabulary lists the steps of features/stream/resume.feature.
 func streamResumeVocabulary(a areas) []stepDef {
 	return []stepDef{
 		{`^` + readerPat + ` received exactly these frames:$`, a.stream.receivedExactly, "waits for as many frames as the table has rows and expects every frame received but heartbeats, as sent, with the reader's verdict, to be exactly the table"},
 		{`^` + readerPat + ` and ` + readerPat + ` received the same frames$`, a.stream.sameFrames, "expects the two readers to have received the same frames but heartbeats, member for member, in the same order"},
+		{`^` + readerPat + ` received no merged frame$`, a.stream.noMergedFrame, "expects no frame the reader received to be merged (a span over more than one cursor, or parts): a live frame is never merged"},
 		{`^the model goes on after every piece, one every (\d+) ms$`, a.stream.modelGoesOnEvery, "lets the newest paced answer go on after each of its pieces in turn, each the interval after the piece reached its hold, while the scenario goes on"},
 	}
 }

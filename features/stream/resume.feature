@@ -59,20 +59,8 @@ Feature: Resuming a session stream from a cursor
     And alice's other token's WebSocket reader saw no gap and no repeat over one connection
     And every frame alice's SSE reader received has the frame's shape, with cursors gapless from 1
     And every frame alice's other token's WebSocket reader received has the frame's shape, with cursors gapless from 1
-    And alice's WebSocket reader got exactly these frames:
-      | cur | span | type         | message | text                                               |
-      | 1   |      | user-message | m1      | "count to ten"                                     |
-      | 2   |      | text-delta   | a:1     | "one "                                             |
-      | 3   |      | text-delta   | a:1     | "two "                                             |
-      | 4   |      | text-delta   | a:1     | "three "                                           |
-      | 5   |      | text-delta   | a:1     | "four "                                            |
-      | 6   |      | text-delta   | a:1     | "five "                                            |
-      | 7   |      | text-delta   | a:1     | "six "                                             |
-      | 8   |      | text-delta   | a:1     | "seven "                                           |
-      | 9   |      | text-delta   | a:1     | "eight "                                           |
-      | 10  |      | text-delta   | a:1     | "nine "                                            |
-      | 11  |      | text-delta   | a:1     | "ten"                                              |
-      | 12  |      | text-done    | a:1     | "one two three four five six seven eight nine ten" |
+    And every frame alice's WebSocket reader received has the frame's shape, with cursors gapless from 1
+    And alice's WebSocket reader received no merged frame
 
   @profile:stream @req:ADR0052-R-01
   Scenario: A reader that asks from inside a merged run trims what it already holds
