@@ -68,6 +68,24 @@ func (c *coverage) hits(m Mutant) (runs map[string]bool, measured bool) {
 	return runs, measured
 }
 
+// executes reports whether the run labelled run executed m's position, or no block holds the
+// position at all (a package-level declaration, evaluated on start).
+func (c *coverage) executes(m Mutant, run string) bool {
+	runs, measured := c.hits(m)
+	return runs[run] || !measured
+}
+
+// with is the union of c's blocks and other's.
+func (c *coverage) with(other *coverage) *coverage {
+	u := &coverage{module: c.module, blocks: map[string][]block{}}
+	for _, x := range []*coverage{c, other} {
+		for f, bs := range x.blocks {
+			u.blocks[f] = append(u.blocks[f], bs...)
+		}
+	}
+	return u
+}
+
 // covers reports whether a test of m's killing suite executed m's position. A position in no
 // block at all (a package-level declaration) counts as covered: it is evaluated on start.
 func (c *coverage) covers(m Mutant) bool {

@@ -290,19 +290,20 @@ func TestOnlyTheProfilesThatRanAMutantJudgeIt(t *testing.T) {
 }
 
 func TestLimitAddsTheProfilesRunTogether(t *testing.T) {
-	j := &judge{profiles: []string{"core", "stream"}, took: map[string]time.Duration{
-		conformanceRun("core"): 30 * time.Second, conformanceRun("stream"): 15 * time.Second, "p": time.Second}}
-	if got := j.limit([]string{"core", "stream"}); got != 135*time.Second {
+	j := &judge{profiles: []string{"core", "stream"}}
+	took := map[string]time.Duration{
+		conformanceRun("core"): 30 * time.Second, conformanceRun("stream"): 15 * time.Second, "p": time.Second}
+	if got := j.limit(took, []string{"core", "stream"}); got != 135*time.Second {
 		t.Errorf("two profiles: %v, want 2m15s (three times 45 s)", got)
 	}
-	if got := j.limit([]string{"stream"}); got != 60*time.Second {
+	if got := j.limit(took, []string{"stream"}); got != 60*time.Second {
 		t.Errorf("one short profile: %v, want the 60 s floor", got)
 	}
-	if got := j.limit([]string{"p"}); got != 30*time.Second {
+	if got := j.limit(took, []string{"p"}); got != 30*time.Second {
 		t.Errorf("a package's tests: %v, want the 30 s floor", got)
 	}
 	j.timeout = time.Minute
-	if got := j.limit([]string{"core", "stream"}); got != time.Minute {
+	if got := j.limit(took, []string{"core", "stream"}); got != time.Minute {
 		t.Errorf("a set timeout: %v, want it", got)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,15 +11,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/loomcheck/loomcheck/spec"
 )
 
 // Status is what became of a mutant.
@@ -137,33 +133,11 @@ func Run(ctx context.Context, opt Options) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return judgeAll(ctx, &opt, j, log), nil
-}
-
-// newJudge makes the judge of opt's mutants: it loads the catalogue's profiles unless only the
-// package tests judge, and runs the baseline that measures coverage and each run's time.
-func newJudge(ctx context.Context, opt *Options, root, tmp, module string, log io.Writer) (*judge, error) {
-	pkgs := map[string]bool{}
-	for _, m := range opt.Mutants {
-		pkgs[m.Package] = true
+	results := judgeAll(ctx, &opt, j, log)
+	if j.confErr != nil { // every worker is done: the conformance baseline, if it ran, is over
+		return nil, j.confErr
 	}
-	j := &judge{root: root, tmp: tmp, hasTests: map[string]bool{}, unitOnly: opt.PackageTestsOnly}
-	if !j.unitOnly {
-		cat, err := spec.LoadCatalogue()
-		if err != nil {
-			return nil, err
-		}
-		j.profiles = cat.ProfileNames()
-	}
-	cov, took, err := j.baseline(ctx, module, sortedKeys(pkgs), log)
-	if err != nil {
-		return nil, err
-	}
-	j.cov, j.took, j.timeout = cov, took, opt.Timeout
-	if !j.unitOnly {
-		fmt.Fprintf(log, "mutate: baseline green; the whole conformance suite would be limited to %s a run\n", j.limit(j.profiles))
-	}
-	return j, nil
+	return results, nil
 }
 
 // judged holds the results as the workers fill them in, and what the progress line counts.
@@ -184,11 +158,7 @@ func judgeAll(ctx context.Context, opt *Options, j *judge, log io.Writer) []Resu
 	for i, m := range opt.Mutants {
 		t.results[i] = Result{Mutant: m, Status: NotRun}
 	}
-	for _, m := range opt.Mutants {
-		if j.cov.covers(m) {
-			t.toRun++
-		}
-	}
+	t.toRun = len(opt.Mutants) // less each mutant found not covered
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for w := 0; w < opt.Workers; w++ {
@@ -217,12 +187,7 @@ func (t *judged) work(ctx context.Context, w int, opt *Options, j *judge, next <
 	for i := range next {
 		m := opt.Mutants[i]
 		t0 := time.Now()
-		var r Result
-		if !j.cov.covers(m) {
-			r = Result{Mutant: m, Status: NotCovered}
-		} else {
-			r = j.one(ctx, w, m)
-		}
+		r := j.one(ctx, w, m)
 		if ctx.Err() != nil && r.Status != NotCovered {
 			return
 		}
@@ -234,6 +199,8 @@ func (t *judged) work(ctx context.Context, w int, opt *Options, j *judge, next <
 		if r.Status != NotCovered {
 			t.ran++
 			t.ranTime += time.Since(t0)
+		} else {
+			t.toRun--
 		}
 		fmt.Fprintln(log, progress(t.results, t.done, t.ran, t.toRun, t.ranTime, time.Since(t.start), opt.Workers))
 		if opt.OnResult != nil {
@@ -271,163 +238,6 @@ func markEquivalent(r *Result, eq []EquivalentEntry) {
 		}
 		return
 	}
-}
-
-type judge struct {
-	root, tmp string
-	hasTests  map[string]bool
-	unitOnly  bool
-	profiles  []string // the catalogue's profiles: one conformance subtest each
-	cov       *coverage
-	// took is each baseline run's time, by coverage label (a package, or conformanceRun of a
-	// profile); timeout, when positive, replaces the limits derived from it.
-	took    map[string]time.Duration
-	timeout time.Duration
-}
-
-// limit is the -timeout of a test run of the package's own tests (one label) or of the
-// conformance profiles (labels made by conformanceRun, or profile names): three times the
-// baseline's time for them together, at least 30 seconds for a package's tests and 60 for the
-// conformance suite.
-func (j *judge) limit(runs []string) time.Duration {
-	if j.timeout > 0 {
-		return j.timeout
-	}
-	var d time.Duration
-	floor := 30 * time.Second
-	for _, r := range runs {
-		if _, conf := profileOf(r); !conf && slices.Contains(j.profiles, r) {
-			r = conformanceRun(r)
-		}
-		if _, conf := profileOf(r); conf {
-			floor = 60 * time.Second
-		}
-		d += j.took[r]
-	}
-	return max(floor, 3*d).Round(time.Second)
-}
-
-// baseline runs the killing suite unmutated with coverage, and returns the coverage and each
-// run's time, by package.
-func (j *judge) baseline(ctx context.Context, module string, pkgs []string, log io.Writer) (*coverage, map[string]time.Duration, error) {
-	cov := &coverage{module: module, blocks: map[string][]block{}}
-	took := map[string]time.Duration{}
-	coverpkg := make([]string, len(pkgs))
-	for i, p := range pkgs {
-		coverpkg[i] = module + "/" + p
-	}
-	// Each run is a label (what covered the blocks) and the go test arguments that measure it.
-	type run struct {
-		label string
-		args  []string
-	}
-	var runs []run
-	if !j.unitOnly {
-		for _, p := range j.profiles {
-			runs = append(runs, run{conformanceRun(p), []string{"-run", conformancePattern([]string{p}),
-				"-coverpkg=" + strings.Join(coverpkg, ","), "./" + ConformancePackage}})
-		}
-	}
-	for _, p := range pkgs {
-		if j.hasTests[p] = packageHasTests(filepath.Join(j.root, p)); j.hasTests[p] {
-			runs = append(runs, run{p, []string{"./" + p}})
-		}
-	}
-	for i, rn := range runs {
-		prof := filepath.Join(j.tmp, fmt.Sprintf("cover%d.out", i))
-		t0 := time.Now()
-		full := append([]string{"test", "-count=1", "-vet=off", "-coverprofile=" + prof}, rn.args...)
-		out, code, err := j.goCmd(ctx, 30*time.Minute, full...)
-		if err != nil {
-			return nil, nil, err
-		}
-		if code != 0 {
-			return nil, nil, fmt.Errorf("%w: go %s:\n%s", ErrBaseline, strings.Join(full, " "), tail(out, 40))
-		}
-		d := time.Since(t0)
-		took[rn.label] = d
-		fmt.Fprintf(log, "mutate: baseline %s passed in %s\n", rn.label, d.Round(time.Millisecond))
-		if err := cov.read(prof, rn.label); err != nil {
-			return nil, nil, err
-		}
-	}
-	return cov, took, nil
-}
-
-// one judges a covered mutant.
-func (j *judge) one(ctx context.Context, worker int, m Mutant) Result {
-	r := Result{Mutant: m}
-	src, err := os.ReadFile(filepath.Join(j.root, m.File))
-	if err != nil {
-		r.Status, r.Reason = NotViable, err.Error()
-		return r
-	}
-	dir := filepath.Join(j.tmp, "w"+strconv.Itoa(worker))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		r.Status, r.Reason = NotViable, err.Error()
-		return r
-	}
-	mutated := filepath.Join(dir, filepath.Base(m.File))
-	overlay := filepath.Join(dir, "overlay.json")
-	ov, _ := json.Marshal(map[string]map[string]string{"Replace": {filepath.Join(j.root, m.File): mutated}})
-	if err := os.WriteFile(mutated, m.Apply(src), 0o644); err != nil {
-		r.Status, r.Reason = NotViable, err.Error()
-		return r
-	}
-	if err := os.WriteFile(overlay, ov, 0o644); err != nil {
-		r.Status, r.Reason = NotViable, err.Error()
-		return r
-	}
-	type step struct {
-		name, pkg, run string
-		limit          time.Duration
-	}
-	var steps []step
-	if j.hasTests[m.Package] {
-		steps = append(steps, step{"package tests", m.Package, "", j.limit([]string{m.Package})})
-	}
-	if !j.unitOnly {
-		// Only the profiles whose scenarios executed the mutated position can notice it; a
-		// position in no block at all (a package-level declaration) is run against them all.
-		if ps := j.cov.profiles(m, j.profiles); len(ps) > 0 {
-			steps = append(steps, step{"conformance", ConformancePackage, conformancePattern(ps), j.limit(ps)})
-		}
-	}
-	if len(steps) == 0 {
-		r.Status, r.Reason = NotCovered, "the package has no tests"
-		return r
-	}
-	for _, s := range steps {
-		limit := s.limit
-		args := []string{"test", "-overlay=" + overlay, "-count=1", "-vet=off", "-failfast", "-timeout=" + limit.String()}
-		if s.run != "" {
-			args = append(args, "-run", s.run)
-		}
-		args = append(args, "./"+s.pkg)
-		// The backstop allows for the build on top of the test binary's own limit.
-		out, code, err := j.goCmd(ctx, limit+5*time.Minute, args...)
-		switch {
-		case errors.Is(err, errBackstop):
-			r.Status, r.KilledBy = KilledByTimeout, s.name
-			return r
-		case err != nil:
-			r.Status, r.Reason = NotRun, err.Error()
-			return r
-		case code == 0:
-			continue
-		case buildFailed(out):
-			r.Status, r.Reason = NotViable, firstLine(out)
-			return r
-		case bytes.Contains(out, []byte("panic: test timed out")):
-			r.Status, r.KilledBy = KilledByTimeout, s.name
-			return r
-		default:
-			r.Status, r.KilledBy, r.Test = Killed, s.name, failingTest(out)
-			return r
-		}
-	}
-	r.Status = Survived
-	return r
 }
 
 var errBackstop = errors.New("mutation: go test outlived its backstop")
