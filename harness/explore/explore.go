@@ -128,6 +128,10 @@ type DialogueResult struct {
 	// past the end of a crashed run that wrote less).
 	Points []int64 `json:"points"`
 	Fired  int     `json:"fired"`
+	// Unreached are the points whose crashed run ended before it made that many writes (the
+	// system's writes past a dialogue's last answer, such as a stream's frames, may come in fewer
+	// writes under load).
+	Unreached []int64 `json:"unreached,omitempty"`
 	// FiredTwice counts the runs whose restarted instance crashed too (Options.Then).
 	FiredTwice  int       `json:"firedTwice,omitempty"`
 	Lost        int       `json:"lost"`
@@ -271,6 +275,8 @@ func exploreDialogue(ctx context.Context, opt *Options, d *dialogue) (*DialogueR
 		}
 		if o.fired {
 			res.Fired++
+		} else {
+			res.Unreached = append(res.Unreached, n)
 		}
 		if o.epochs > 2 {
 			res.FiredTwice++
