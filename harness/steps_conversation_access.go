@@ -480,6 +480,25 @@ func (s *liveSteps) streamEventsBeforeLiveAtMost(who string, turn int64, t *godo
 	return s.eventsBefore(st, t, turn, liveAtMost)
 }
 
+// startsNamingOwner asks to start a conversation as who, under the chosen id when one is given,
+// with a body that names another principal as its owner (a member the contract does not have);
+// the answer is kept.
+func (s *accessSteps) startsNamingOwner(who, id, owner string) error {
+	if _, ok := principals[owner]; !ok {
+		return harnessErr("unknown principal %q", owner)
+	}
+	if err := s.sut(); err != nil {
+		return err
+	}
+	body := map[string]any{"owner": identityJSON(owner)}
+	if id != "" {
+		body["id"] = s.own(id)
+	}
+	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/conversations", body, reqOpts{offSpec: true})
+	s.last = r
+	return err
+}
+
 // conversationAccessVocabulary lists the steps of features/conversation/access.feature.
 func conversationAccessVocabulary(a areas) []stepDef {
 	return []stepDef{
@@ -487,6 +506,7 @@ func conversationAccessVocabulary(a areas) []stepDef {
 		{`^(\w[\w' ]*?) gets the same 404 as for a missing conversation on every route$`, a.access.getsMissingOnEveryRoute, "asks every conversation route as who and expects each answer to equal the one a missing conversation gets"},
 		{`^(\w[\w' ]*?) is answered on every route exactly as (\w+) is$`, a.access.sameAsOwner, "asks every conversation route as who and expects each answer to equal the one the owner gets"},
 		{`^(\w[\w' ]*?) starts a turn execution "([^"]*)" through the runtime door, its input claiming to be (?:her|his) own conversation$`, a.access.startsDoorTurnClaimingOwn, "starts a turn execution with the given id through the runtime door, its input naming who's own conversation"},
+		{`^(\w[\w' ]*?) starts a conversation(?: with id "([^"]*)")? naming (\w[\w' ]*?) as its owner$`, a.access.startsNamingOwner, "asks to start a conversation as who, under the chosen id if given, with a body naming another principal as its owner; the answer is kept"},
 		{`^(\w[\w' ]*?) sends (GET|POST|PUT|DELETE|PATCH) to the conversation's route "([^"]*)"$`, a.access.sendsToRoute, "sends the method to the named route of the current conversation as who"},
 		{`^(\w[\w' ]*?) sending (GET|POST|PUT|DELETE|PATCH) to the conversation's route "([^"]*)" is answered exactly as at a conversation that does not exist, with the uniform 404 or a 405$`, a.access.wrongMethod, "sends the method to the route of the current conversation and of a missing one as who, and expects the same answer, the uniform 404 or a 405 with Allow"},
 		{`^the answer is exactly the one a conversation that does not exist gets$`, a.access.answerIsMissingConversations, "expects the last answer to be exactly the 404 {\"error\":\"not found\"} a missing conversation gets"},

@@ -107,6 +107,20 @@ func (s *envelopesSteps) keyRotated() error {
 // keyReplaced replaces the signing key (the old one forgotten) and restarts the system.
 func (s *envelopesSteps) keyReplaced() error { return s.rotateKey(false) }
 
+// droppedKeyListedAgain lists the key the last rotation dropped as a previous key again (the
+// current key stays), as an operator who dropped it too soon would, and restarts the system.
+func (s *envelopesSteps) droppedKeyListedAgain() error {
+	if s.oldKey == "" {
+		return harnessErr("no key has been rotated")
+	}
+	if err := s.crash(); err != nil {
+		return err
+	}
+	s.cfg.Signing.PreviousKeys = []string{s.oldKey}
+	s.drv.Reconfigure(s.cfg)
+	return s.restart()
+}
+
 // envelopeSignedWithCurrentKey expects turn N's envelope to verify with the current key.
 func (s *envelopesSteps) envelopeSignedWithCurrentKey(turn int64) error {
 	text, err := s.userText(turn)
@@ -308,6 +322,7 @@ func envelopesSignedVocabulary(a areas) []stepDef {
 		{`^(\w[\w' ]*?) puts the captured envelope into the conversation's inbox again$`, a.envelopes.putsCapturedAgain, "puts the captured envelope into the inbox again as who"},
 		{`^the signing key is rotated, keeping the old one as a previous key, and the system restarted$`, a.envelopes.keyRotated, "rotates the signing key, keeping the old one as previous, and restarts the system"},
 		{`^the signing key is replaced and the system restarted$`, a.envelopes.keyReplaced, "replaces the signing key (the old one forgotten) and restarts the system"},
+		{`^the dropped key is listed again as a previous key and the system restarted$`, a.envelopes.droppedKeyListedAgain, "lists the key the last rotation dropped as a previous key again and restarts the system"},
 		{`^the envelope of turn (\d+) is signed with the current key$`, a.envelopes.envelopeSignedWithCurrentKey, "expects turn N's envelope to verify with the current key"},
 		{`^(\w+) sees that (?:his|her) answer to turn (\d+) ran as a turn execution the current or the previous key names for message (\d+)$`, a.envelopes.ranAsKeyedTurnExecution, "expects who's answer to turn N to have run as the turn execution the current or previous key names for message N"},
 		{`^(\w[\w' ]*?) cannot read the log of (\w+)'s conversation$`, a.envelopes.cannotReadLog, "expects who's request for another's conversation log refused as a missing conversation"},

@@ -171,6 +171,26 @@ Feature: Only the owner may touch a conversation
       | mallory | DELETE |           |
       | mallory | POST   | /history  |
 
+  # spec/http.md, Conversations (the owner) and Bodies: a start names no owner; what it creates is
+  # the authenticated caller's. A body that names one, whomever it names, is refused before
+  # anything is created, so the id it asked for is still free for alice to start as her own.
+  @profile:core @req:ADR0122-D8-12
+  Scenario Outline: A start that names an owner is refused and takes nothing from the one it names (<named>)
+    Given the system takes caller-chosen conversation ids
+    When mallory starts a conversation with id "plan" naming <named> as its owner
+    Then the answer is 400 with the body `{"error":"bad request","detail":"owner"}`
+    When mallory starts a conversation naming <named> as its owner
+    Then the answer is 400 with the body `{"error":"bad request","detail":"owner"}`
+    When alice starts a conversation with id "plan"
+    Then the answer is 201
+    And the history has 0 records
+
+    Examples:
+      | named            |
+      | alice            |
+      | alice's delegate |
+      | mallory          |
+
   @profile:core @req:ADR0122-D8-03
   Scenario Outline: A principal without an actor is not authenticated
     When <principal> starts a conversation with id "orphan"

@@ -424,6 +424,50 @@ Feature: A conversation acts only on fresh, host-signed envelopes it has not see
       | 4   | 2    | assistant | complete | re: still there?           |        |
     And the model has been asked 2 times in all
 
+  # spec/envelopes.md §5: a message is judged once, when the conversation takes it up. The
+  # envelope signed with the dropped key is refused between two turns; the key is then listed
+  # again, under which the same envelope would now verify, and the system restarted. The past is
+  # served as it was: the refusal stays in its place, no turn is made of it, the model is never
+  # asked about it, and the next turn is numbered and fed as if nothing had happened.
+  @profile:envelope @req:ADR0122-D8-25 @crash @configures
+  Scenario: A rejection between two turns stays what it was after a restart under keys that would now accept it
+    Given alice has started a conversation
+    When the signing key is replaced and the system restarted
+    And alice sends "before"
+    Then turn 1 is answered "re: before"
+    When alice puts an envelope into the conversation's inbox:
+      | text        | signed the old way |
+      | signed with | the old key        |
+    And alice sends "between"
+    Then turn 2 is answered "re: between"
+    And the history holds:
+      | ord | turn | role      | status   | text        | reason          |
+      | 1   | 1    | user      | accepted | before      |                 |
+      | 2   | 1    | assistant | complete | re: before  |                 |
+      | 3   | 0    | user      | rejected | -           | unauthenticated |
+      | 4   | 2    | user      | accepted | between     |                 |
+      | 5   | 2    | assistant | complete | re: between |                 |
+    When the dropped key is listed again as a previous key and the system restarted
+    And alice sends "after"
+    Then turn 3 is answered "re: after"
+    And the history holds:
+      | ord | turn | role      | status   | text        | reason          |
+      | 1   | 1    | user      | accepted | before      |                 |
+      | 2   | 1    | assistant | complete | re: before  |                 |
+      | 3   | 0    | user      | rejected | -           | unauthenticated |
+      | 4   | 2    | user      | accepted | between     |                 |
+      | 5   | 2    | assistant | complete | re: between |                 |
+      | 6   | 3    | user      | accepted | after       |                 |
+      | 7   | 3    | assistant | complete | re: after   |                 |
+    And the model has been asked 3 times in all
+    And request 3 to the model holds the messages:
+      | role      | content     |
+      | user      | before      |
+      | assistant | re: before  |
+      | user      | between     |
+      | assistant | re: between |
+      | user      | after       |
+
   @profile:envelope @req:ADR0122-D8-08 @configures
   Scenario: Past maxInvalidRecords, invalid messages are only counted
     Given the setting "conversation.maxInvalidRecords" is 3
