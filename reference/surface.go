@@ -58,6 +58,13 @@ type (
 // ErrUnauthenticated is what an Authenticator returns for a missing or unknown credential.
 var ErrUnauthenticated = gateway.ErrUnauthenticated
 
+// ErrDenied is matched (errors.Is) by the error a hook is told of an authority denial: a tool
+// call, or a run's write-back through a tool, that the principal is not granted.
+var ErrDenied = agent.ErrDenied
+
+// DeniedError names the tool of an authority denial (errors.As).
+type DeniedError = agent.DeniedError
+
 // The clients Engine returns and the options of their calls.
 type (
 	// Conversations is the conversation client (Engine.Conversations).

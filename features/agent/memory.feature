@@ -256,6 +256,52 @@ Feature: A run remembers its prompt and its answer in its owner's memory, exactl
     Then the run reads exactly as when it ended
     And the tool "remember" has been called 2 times in all
 
+  @profile:agent @req:ADR0121-D4-27 @configures
+  Scenario: A write-back through a tool its owner is not granted is denied, and nothing is remembered
+    # The write is a tool call of the run, held to the owner's grants (spec/http.md, Run
+    # write-back): a denial ends the run, and the next run recalls nothing.
+    Given the setting "identity.principals" is {"tok-bob": {"tenant": "acme", "actor": "bob", "grants": ["lookup"]}}
+    And the agent has memory
+    And the tool "remember" answers {"stored": 2}
+    When bob starts a run with:
+      """
+      {"prompt": "check pump 3", "writeBack": {"toolId": "remember"}}
+      """
+    Then the run ends failed
+    And the run's reason is "denied"
+    And the run's tool-call log is empty
+    And the tool "remember" was never called
+    And the memory log is empty
+    When bob starts a run with:
+      """
+      {"prompt": "and pump 4?", "recall": true}
+      """
+    Then the run ends completed
+    And request 2 to the model holds the messages:
+      | role | content     |
+      | user | and pump 4? |
+    And the memory log is:
+      | op     | scope    | entries | stored |
+      | recall | acme/bob |         |        |
+    And the tool "remember" was never called
+
+  @profile:agent @req:ADR0121-D4-27 @configures
+  Scenario: A write-back through a tool its owner is granted is made
+    Given the setting "identity.principals" is {"tok-bob": {"tenant": "acme", "actor": "bob", "grants": ["lookup", "remember"]}}
+    And the agent has memory
+    And the tool "remember" answers {"stored": 2}
+    When bob starts a run with:
+      """
+      {"prompt": "check pump 3", "writeBack": {"toolId": "remember"}}
+      """
+    Then the run ends completed
+    And the run's output is "re: check pump 3"
+    And the tool "remember" has been called 1 time in all
+    And the tool "remember" was asked to write to bob's memory scope:
+      | role      | text             | tainted |
+      | user      | check pump 3     | false   |
+      | assistant | re: check pump 3 | false   |
+
   @profile:agent @req:ADR0121-D4-12 @configures
   Scenario: A run its host did not rule out (unless false) is remembered
     Given the agent has memory

@@ -541,10 +541,10 @@ func callTool(ctx context.Context, cfg Config, call model.ToolCall, key string) 
 	if !known || cfg.Runner == nil {
 		return toolOutcome{Error: "unknown tool: " + bound(call.Name)}
 	}
-	if !Permitted(cfg, call.Name) {
+	if err := Authorize(cfg, call.Name); err != nil {
 		id := NewErrorID()
 		if cfg.OnError != nil {
-			cfg.OnError(id, fmt.Errorf("tool %q denied: the asker has no grant for it", call.Name))
+			cfg.OnError(id, err)
 		}
 		return toolOutcome{Denied: true, Error: "denied", ErrorID: id}
 	}

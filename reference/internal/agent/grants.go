@@ -1,6 +1,10 @@
 package agent
 
-import "slices"
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
 
 // Grants are the tools a principal may call (spec/world.md, Identity): every tool when All, else
 // exactly the tools named. The zero Grants allows no tool.
@@ -33,4 +37,33 @@ func Permitted(cfg Config, tool string) bool {
 		return false
 	}
 	return cfg.Allowed == nil || cfg.Allowed(tool)
+}
+
+// ErrDenied is matched (errors.Is) by every authority denial: a call of a tool the principal is
+// not granted, made by the model or by the run itself (its write-back).
+var ErrDenied = errors.New("denied")
+
+// DeniedError is an authority denial of one tool: Permitted refused it, so it was never called.
+// It is what the error hook is told under the denial's error id.
+//
+//	var d *agent.DeniedError
+//	if errors.As(err, &d) { log.Print("no grant for ", d.Tool) }
+type DeniedError struct {
+	Tool string
+}
+
+func (e *DeniedError) Error() string {
+	return fmt.Sprintf("tool %q denied: the asker has no grant for it", e.Tool)
+}
+
+// Is makes every DeniedError match ErrDenied.
+func (e *DeniedError) Is(target error) bool { return target == ErrDenied }
+
+// Authorize is Permitted as an error: nil when the principal of cfg may call tool, else a
+// *DeniedError naming it.
+func Authorize(cfg Config, tool string) error {
+	if !Permitted(cfg, tool) {
+		return &DeniedError{Tool: tool}
+	}
+	return nil
 }

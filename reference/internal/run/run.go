@@ -494,7 +494,7 @@ func (rs *Runs) flow(c *kernel.Context, raw json.RawMessage) (json.RawMessage, e
 	if err != nil {
 		return nil, err
 	}
-	if err := rs.writeBack(c, owner, opt, res); err != nil {
+	if err := rs.writeBack(c, cfg, owner, opt, &res); err != nil {
 		return nil, err
 	}
 	v := View{ToolCalls: res.Calls, Reason: reasonOf(res), ErrorID: res.ErrorID, Terminal: res.Terminal, InDoubt: res.InDoubt}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/loomcheck/loomcheck/reference/internal/agent"
 	"github.com/loomcheck/loomcheck/reference/internal/hostio"
@@ -35,8 +36,9 @@ type WriteBack struct {
 
 // Journal ids of the write-back, after the run's loop id.
 const (
-	idWriteBackSkip = "#writeback:skip" // the recorded verdict of Unless
-	idWriteBackStep = "#writeback"      // the journaled write of ToolID
+	idWriteBackSkip  = "#writeback:skip"  // the recorded verdict of Unless
+	idWriteBackStep  = "#writeback"       // the journaled write of ToolID
+	idWriteBackGrant = "#writeback:grant" // the recorded verdict of ToolID's grant check, around the write
 )
 
 // checkWriteBack refuses a write-back the system cannot honour, naming the option "writeBack":
@@ -66,8 +68,9 @@ func memoryEntryID(execID, text string) string {
 
 // writeBack writes a completed run's prompt and answer to its owner's memory scope, as the
 // run's WriteBack option says. Only a kernel error is returned; a write that fails is lost (the
-// run's answer stands).
-func (rs *Runs) writeBack(c *kernel.Context, owner loomtype.Identity, opt Options, res agent.Result) error {
+// run's answer stands). A write through a tool the owner is not granted is an authority denial
+// (writeThroughTool): nothing is written and res becomes a run failed with reason "denied".
+func (rs *Runs) writeBack(c *kernel.Context, cfg agent.Config, owner loomtype.Identity, opt Options, res *agent.Result) error {
 	wb := opt.WriteBack
 	if wb == nil || res.Status != agent.Complete || rs.deps.Memory == nil {
 		return nil
@@ -99,17 +102,56 @@ func (rs *Runs) writeBack(c *kernel.Context, owner loomtype.Identity, opt Option
 	if rs.deps.Runner == nil {
 		return nil
 	}
+	return rs.writeThroughTool(c, cfg, wb.ToolID, scope, entries, res)
+}
+
+// writeVerdict is the recorded verdict of a write-back through a tool: the grant check's, and
+// the error id of a denial.
+type writeVerdict struct {
+	Denied  bool   `json:"denied,omitempty"`
+	ErrorID string `json:"errorId,omitempty"`
+}
+
+// writeThroughTool makes the write-back a journaled call of tool, authorized as every tool call
+// of the run is (agent.Authorize against the grants of cfg, the owner's as the run recorded
+// them). The verdict is a recorded decision around the call's step, so a replay serves it: a
+// denial is reported to the error hook once, under the error id recorded, and a completed call
+// is never made again. A denied write calls nothing and ends the run failed with reason
+// "denied" and that error id, its answer withheld (an authority denial is terminal). The
+// decision wraps the step, so a journal written before the verdict was recorded, which holds
+// the step alone, replays it and records the verdict after it.
+func (rs *Runs) writeThroughTool(c *kernel.Context, cfg agent.Config, tool, scope string, entries []hostio.MemoryEntry, res *agent.Result) error {
 	key := memoryEntryID(c.ID(), idWriteBackStep)
-	_, err := c.Execute(loopID+idWriteBackStep, func(ctx context.Context) (json.RawMessage, error) {
-		body, _ := json.Marshal(struct {
-			Scope   string               `json:"scope"`
-			Entries []hostio.MemoryEntry `json:"entries"`
-		}{scope, entries})
-		return rs.deps.Runner.Call(ctx, wb.ToolID, body, key)
+	raw, err := c.DecideValue(loopID+idWriteBackGrant, func() (any, error) {
+		if err := agent.Authorize(cfg, tool); err != nil {
+			v := writeVerdict{Denied: true, ErrorID: agent.NewErrorID()}
+			if cfg.OnError != nil {
+				cfg.OnError(v.ErrorID, err)
+			}
+			return v, nil
+		}
+		_, err := c.Execute(loopID+idWriteBackStep, func(ctx context.Context) (json.RawMessage, error) {
+			body, _ := json.Marshal(struct {
+				Scope   string               `json:"scope"`
+				Entries []hostio.MemoryEntry `json:"entries"`
+			}{scope, entries})
+			return rs.deps.Runner.Call(ctx, tool, body, key)
+		})
+		var se *kernel.StepError
+		if err != nil && !errors.As(err, &se) {
+			return nil, err
+		}
+		return writeVerdict{}, nil
 	})
-	var se *kernel.StepError
-	if err != nil && !errors.As(err, &se) {
+	if err != nil {
 		return err
+	}
+	var v writeVerdict
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return fmt.Errorf("run: recorded write-back verdict: %w", err)
+	}
+	if v.Denied {
+		res.Status, res.Reason, res.ErrorID, res.Text = agent.Failed, loomtype.ReasonDenied, v.ErrorID, ""
 	}
 	return nil
 }
