@@ -17,11 +17,11 @@ all: test conformance
 # them. CORPUS= leaves that pass out (CI runs it as a step of its own).
 RACE ?=
 CORPUS ?= $(RACE)
-CORPUS_TESTS = ^(TestJudgedAsBefore|TestEverySchemaJudgedAsBefore|TestComponentsAgreeWithSchemas|FuzzHostileSUT)$$
+CORPUS_TESTS = ^(TestJudgedAsBefore|TestEverySchemaJudgedAsBefore|TestComponentsAgreeWithSchemas|FuzzHostileSUT|TestEveryDefectTypeChecks)$$
 TEST_TIMEOUT ?= 20m
 test: check
 	$(GO) test -count=1 $(if $(RACE),-race) -timeout $(TEST_TIMEOUT) ./...
-	$(if $(CORPUS),$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '$(CORPUS_TESTS)' ./harness/contract ./harness)
+	$(if $(CORPUS),$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '$(CORPUS_TESTS)' ./harness/contract ./harness ./harness/selftest)
 
 # gofmt, go vet and staticcheck (fetched by version from the module proxy, not a dependency).
 STATICCHECK_VERSION ?= v0.8.2
