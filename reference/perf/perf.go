@@ -91,6 +91,7 @@ func Figures() []Figure {
 		{Name: "memory", About: "heap and goroutines per open SSE stream (beside a bare SSE server) and per open conversation at rest", run: memory},
 		{Name: "pg-store", About: "single-event commits/s and 8 appenders' events/s of the PostgreSQL store beside the SQLite store", Postgres: true, run: pgStore},
 		{Name: "pg-turns", About: "engine turns/s on PostgreSQL beside SQLite at 1 and 8 conversations", Postgres: true, run: pgTurns},
+		{Name: "pg-turn-cost", About: "what one answered turn costs the database at one conversation: transactions beside the three commits the rules require, rows written and write-ahead log bytes", Postgres: true, run: pgTurnCost},
 		{Name: "pg-takeover", About: "kill of the holder node to the first answer of the follower, lease 1 s and 2 s", Postgres: true, run: pgTakeover},
 		{Name: "pg-node", About: "what a node costs at rest: heap and goroutines (beside an engine on SQLite), database connections and transactions/s while idle", Postgres: true, run: pgNode},
 	}

@@ -17,6 +17,12 @@ type Activity struct {
 	// server publishes a session's counts at the end of its transactions, at most once a
 	// second, and those of an idle session within about ten seconds.
 	Transactions int64
+	// RowsWritten is the rows the database inserted, updated or deleted (pg_stat_database:
+	// tup_inserted + tup_updated + tup_deleted), published as Transactions is.
+	RowsWritten int64
+	// WALBytes is the server's write-ahead log position in bytes (pg_current_wal_lsn): the
+	// difference of two readings is what every database of the server logged between them.
+	WALBytes int64
 	// Fsync and SynchronousCommit are the server's settings of those names: with either "off" a
 	// commit does not wait for the disk.
 	Fsync, SynchronousCommit string
@@ -41,8 +47,10 @@ func DatabaseActivity(ctx context.Context, adminURL, name string) (Activity, err
 	err = conn.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM pg_stat_activity WHERE datname = $1),
 		COALESCE((SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = $1), 0),
+		COALESCE((SELECT tup_inserted + tup_updated + tup_deleted FROM pg_stat_database WHERE datname = $1), 0),
+		pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint,
 		current_setting('fsync'), current_setting('synchronous_commit')`, name).
-		Scan(&a.Connections, &a.Transactions, &a.Fsync, &a.SynchronousCommit)
+		Scan(&a.Connections, &a.Transactions, &a.RowsWritten, &a.WALBytes, &a.Fsync, &a.SynchronousCommit)
 	if err != nil {
 		return a, fmt.Errorf("store: activity of %s: %w", name, err)
 	}
