@@ -319,6 +319,83 @@ Feature: Steering a session: messages that wait, are taken back, or stop the tur
       | an unknown kind   | {"text": "x", "messageId": "m1", "mentions": ["model:gpt"]}                                                                                                                                                                                               |
       | seventeen of them | {"text": "x", "messageId": "m1", "mentions": ["person:a1", "person:a2", "person:a3", "person:a4", "person:a5", "person:a6", "person:a7", "person:a8", "person:a9", "person:b1", "person:b2", "person:b3", "person:b4", "person:b5", "person:b6", "person:b7", "person:b8"]} |
 
+  @profile:stream @req:ADR0052-S-13
+  Scenario: The assistant's reply is speaking: another person's plain message after it is answered
+    Given alice has started a shared conversation with bob
+    And the model replies "here" to "hi"
+    And the model replies "welcome" to "me too"
+    When alice follows the session stream over WebSocket
+    And alice steers "hi" as "m1"
+    Then the session answers 202 {"messageId": "m1", "state": "sent"}
+    And turn 1 is answered "here"
+    When bob steers "me too" as "b1"
+    Then the session answers 202 {"messageId": "b1", "state": "sent"}
+    And turn 2 is answered "welcome"
+    And the model was asked for exactly, in order:
+      | last user message |
+      | hi                |
+      | me too            |
+    And alice's WebSocket reader's frames are exactly:
+      | cur | type         | state    | text      |
+      | 1   | user-message | sent     | "hi"      |
+      | 2   | text-delta   |          | "here"    |
+      | 3   | text-done    | complete | "here"    |
+      | 4   | user-message | sent     | "me too"  |
+      | 5   | hidden       |          |           |
+      | 6   | text-done    | complete | "welcome" |
+
+  @profile:stream @req:ADR0052-S-13
+  Scenario: A person's message nobody answers is speaking: another person's plain message after it is the chat's, the sender's own next one is answered
+    Given alice has started a shared conversation with bob
+    And the model replies "nothing else" to "anything else?"
+    When alice follows the session stream over WebSocket
+    And alice steers "bob, look" as "m1" mentioning "person:bob"
+    Then the session answers 202 {"messageId": "m1", "state": "sent"}
+    When bob steers "looking" as "b1"
+    Then the session answers 202 {"messageId": "b1", "state": "sent"}
+    When bob steers "anything else?" as "b2"
+    Then the session answers 202 {"messageId": "b2", "state": "sent"}
+    And turn 1 is answered "nothing else"
+    And the model was asked for exactly, in order:
+      | last user message |
+      | anything else?    |
+    And alice's WebSocket reader's frames are exactly:
+      | cur | type         | state    | text             |
+      | 1   | user-message | sent     | "bob, look"      |
+      | 2   | mention      |          |                  |
+      | 3   | user-message | sent     | "looking"        |
+      | 4   | user-message | sent     | "anything else?" |
+      | 5   | hidden       |          |                  |
+      | 6   | text-done    | complete | "nothing else"   |
+
+  @profile:stream @req:ADR0052-S-13 @crash
+  Scenario: The previous speaker is kept across a restart: a plain message that follows another person's is still the chat's
+    Given alice has started a shared conversation with bob
+    And the model replies "nothing else" to "anything else?"
+    When alice follows the session stream over WebSocket
+    And alice steers "bob, look" as "m1" mentioning "person:bob"
+    Then the session answers 202 {"messageId": "m1", "state": "sent"}
+    When alice's WebSocket reader reaches cursor 2
+    And alice's WebSocket reader stops
+    And the system is killed and restarted
+    And bob steers "looking" as "b1"
+    Then the session answers 202 {"messageId": "b1", "state": "sent"}
+    When bob steers "anything else?" as "b2"
+    Then the session answers 202 {"messageId": "b2", "state": "sent"}
+    And turn 1 is answered "nothing else"
+    And the model was asked for exactly, in order:
+      | last user message |
+      | anything else?    |
+    When alice reads the session stream over WebSocket from 0
+    Then alice's WebSocket reader's frames are exactly:
+      | cur | type         | state    | text             |
+      | 1   | user-message | sent     | "bob, look"      |
+      | 2   | mention      |          |                  |
+      | 3   | user-message | sent     | "looking"        |
+      | 4   | user-message | sent     | "anything else?" |
+      | 5   | hidden       |          |                  |
+      | 6   | text-done    | complete | "nothing else"   |
+
   @profile:stream @req:ADR0052-S-12
   Scenario: Edit and retry re-ask only the caller's own message; another person's is the uniform 404
     Given alice has started a shared conversation with bob
