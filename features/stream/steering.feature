@@ -319,6 +319,31 @@ Feature: Steering a session: messages that wait, are taken back, or stop the tur
       | an unknown kind   | {"text": "x", "messageId": "m1", "mentions": ["model:gpt"]}                                                                                                                                                                                               |
       | seventeen of them | {"text": "x", "messageId": "m1", "mentions": ["person:a1", "person:a2", "person:a3", "person:a4", "person:a5", "person:a6", "person:a7", "person:a8", "person:a9", "person:b1", "person:b2", "person:b3", "person:b4", "person:b5", "person:b6", "person:b7", "person:b8"]} |
 
+  @profile:stream @req:ADR0052-S-06
+  Scenario: A mention names one id exactly, and a mention of oneself is no person talking to a person
+    Given alice has started a conversation
+    And the model replies "noted" to "note to self"
+    When alice follows the session stream over WebSocket
+    And alice steers "LOOM?" as "m1" mentioning "assistant:LOOM"
+    Then the session answers 202 {"messageId": "m1", "state": "sent"}
+    When alice steers "loom2?" as "m2" mentioning "assistant:loom2"
+    Then the session answers 202 {"messageId": "m2", "state": "sent"}
+    And alice's WebSocket reader's frames are exactly:
+      | cur | type         | message | data                                            |
+      | 1   | user-message | m1      | {"message":"m1","state":"sent","text":"LOOM?"}  |
+      | 2   | mention      | m1      | {"message":"m1","who":["assistant:LOOM"]}       |
+      | 3   | user-message | m2      | {"message":"m2","state":"sent","text":"loom2?"} |
+      | 4   | mention      | m2      | {"message":"m2","who":["assistant:loom2"]}      |
+    And the model was asked for exactly, in order:
+      | last user message |
+    When alice steers "note to self" as "m3" mentioning "person:alice"
+    Then the session answers 202 {"messageId": "m3", "state": "sent"}
+    And turn 1 is answered "noted"
+    And the model was asked for exactly, in order:
+      | last user message |
+      | note to self      |
+    And the status says the conversation is "open" after 1 turn
+
   @profile:stream @req:ADR0052-S-13
   Scenario: The assistant's reply is speaking: another person's plain message after it is answered
     Given alice has started a shared conversation with bob
@@ -347,7 +372,7 @@ Feature: Steering a session: messages that wait, are taken back, or stop the tur
   @profile:stream @req:ADR0052-S-13
   Scenario: A person's message nobody answers is speaking: another person's plain message after it is the chat's, the sender's own next one is answered
     Given alice has started a shared conversation with bob
-    And the model replies "nothing else" to "anything else?"
+    And the model replies "none" to "anything else?"
     When alice follows the session stream over WebSocket
     And alice steers "bob, look" as "m1" mentioning "person:bob"
     Then the session answers 202 {"messageId": "m1", "state": "sent"}
@@ -355,7 +380,7 @@ Feature: Steering a session: messages that wait, are taken back, or stop the tur
     Then the session answers 202 {"messageId": "b1", "state": "sent"}
     When bob steers "anything else?" as "b2"
     Then the session answers 202 {"messageId": "b2", "state": "sent"}
-    And turn 1 is answered "nothing else"
+    And turn 1 is answered "none"
     And the model was asked for exactly, in order:
       | last user message |
       | anything else?    |
@@ -366,12 +391,12 @@ Feature: Steering a session: messages that wait, are taken back, or stop the tur
       | 3   | user-message | sent     | "looking"        |
       | 4   | user-message | sent     | "anything else?" |
       | 5   | hidden       |          |                  |
-      | 6   | text-done    | complete | "nothing else"   |
+      | 6   | text-done    | complete | "none"           |
 
   @profile:stream @req:ADR0052-S-13 @crash
   Scenario: The previous speaker is kept across a restart: a plain message that follows another person's is still the chat's
     Given alice has started a shared conversation with bob
-    And the model replies "nothing else" to "anything else?"
+    And the model replies "none" to "anything else?"
     When alice follows the session stream over WebSocket
     And alice steers "bob, look" as "m1" mentioning "person:bob"
     Then the session answers 202 {"messageId": "m1", "state": "sent"}
@@ -382,7 +407,7 @@ Feature: Steering a session: messages that wait, are taken back, or stop the tur
     Then the session answers 202 {"messageId": "b1", "state": "sent"}
     When bob steers "anything else?" as "b2"
     Then the session answers 202 {"messageId": "b2", "state": "sent"}
-    And turn 1 is answered "nothing else"
+    And turn 1 is answered "none"
     And the model was asked for exactly, in order:
       | last user message |
       | anything else?    |
@@ -394,7 +419,7 @@ Feature: Steering a session: messages that wait, are taken back, or stop the tur
       | 3   | user-message | sent     | "looking"        |
       | 4   | user-message | sent     | "anything else?" |
       | 5   | hidden       |          |                  |
-      | 6   | text-done    | complete | "nothing else"   |
+      | 6   | text-done    | complete | "none"           |
 
   @profile:stream @req:ADR0052-S-12
   Scenario: Edit and retry re-ask only the caller's own message; another person's is the uniform 404
