@@ -373,6 +373,8 @@ Feature: The session stream of a chat: terminal lines, tool blocks, retention an
       | what                            | route     | body                              |
       | an empty message (a reaction)   | reactions | {"message": "", "emoji": "👍"}    |
       | an empty message (a pin)        | pins      | {"message": ""}                   |
+      | a prefix of a person's message  | reactions | {"message": "m1", "emoji": "👍"}  |
+      | a prefix of a reply's message   | pins      | {"message": "a:"}                 |
 
   @profile:stream @req:ADR0052-G-03
   Scenario: Presence reaches every reader with cursor 0, is never logged, and one author's is dropped within 3 seconds

@@ -150,6 +150,74 @@ Feature: Steering a session: messages that wait, are taken back, or stop the tur
       | second            |
 
   @profile:stream @req:ADR0052-S-03
+  Scenario: A taken-back message sent again under its id stays taken back: answered cancelled, logged once, never a turn
+    Given alice has started a conversation
+    And the model streams "working" to "first" one piece at a time
+    When alice follows the session stream over WebSocket
+    And alice steers "first" as "m1"
+    And alice's WebSocket reader reaches cursor 2
+    And alice steers "second" as "m2"
+    Then the session answers 202 {"messageId": "m2", "state": "queued"}
+    When alice takes back "m2"
+    Then the session answers 200 {"messageId": "m2", "state": "cancelled"}
+    When alice steers "second" as "m2"
+    Then the session answers 202 {"messageId": "m2", "state": "cancelled"}
+    When the model goes on after piece 1
+    Then turn 1 is answered "working"
+    When alice steers "second" as "m2"
+    Then the session answers 202 {"messageId": "m2", "state": "cancelled"}
+    And the model was asked for exactly, in order:
+      | last user message |
+      | first             |
+    And alice's WebSocket reader's frames are exactly:
+      | cur | type         | message | data                                              |
+      | 1   | user-message | m1      | {"message":"m1","state":"sent","text":"first"}    |
+      | 2   | text-delta   | a:1     | {"text":"working"}                                |
+      | 3   | user-message | m2      | {"message":"m2","state":"queued","text":"second"} |
+      | 4   | user-message | m2      | {"message":"m2","state":"cancelled"}              |
+      | 5   | text-done    | a:1     | {"status":"complete","text":"working"}            |
+    And the status says the conversation is "open" after 1 turn
+
+  @profile:stream @req:ADR0052-S-03 @crash
+  Scenario: A taken-back message stays taken back across a restart: taking it back or sending it again answers cancelled and logs nothing
+    Given alice has started a conversation
+    And the model streams "working" to "first" one piece at a time
+    And the model replies "noted" to "third"
+    When alice follows the session stream over WebSocket
+    And alice steers "first" as "m1"
+    And alice's WebSocket reader reaches cursor 2
+    And alice steers "second" as "m2"
+    And alice takes back "m2"
+    Then the session answers 200 {"messageId": "m2", "state": "cancelled"}
+    When the model goes on after piece 1
+    Then turn 1 is answered "working"
+    When alice's WebSocket reader reaches cursor 5
+    And alice's WebSocket reader stops
+    And the system is killed and restarted
+    And alice takes back "m2"
+    Then the session answers 200 {"messageId": "m2", "state": "cancelled"}
+    When alice steers "second" as "m2"
+    Then the session answers 202 {"messageId": "m2", "state": "cancelled"}
+    When alice steers "third" as "m3"
+    Then the session answers 202 {"messageId": "m3", "state": "sent"}
+    And turn 2 is answered "noted"
+    And the model was asked for exactly, in order:
+      | last user message |
+      | first             |
+      | third             |
+    When alice reads the session stream over WebSocket from 0
+    Then alice's WebSocket reader's frames are exactly:
+      | cur | type         | message | data                                              |
+      | 1   | user-message | m1      | {"message":"m1","state":"sent","text":"first"}    |
+      | 2   | text-delta   | a:1     | {"text":"working"}                                |
+      | 3   | user-message | m2      | {"message":"m2","state":"queued","text":"second"} |
+      | 4   | user-message | m2      | {"message":"m2","state":"cancelled"}              |
+      | 5   | text-done    | a:1     | {"status":"complete","text":"working"}            |
+      | 6   | user-message | m3      | {"message":"m3","state":"sent","text":"third"}    |
+      | 7   | text-delta   | a:2     | {"text":"noted"}                                  |
+      | 8   | text-done    | a:2     | {"status":"complete","text":"noted"}              |
+
+  @profile:stream @req:ADR0052-S-03
   Scenario: Another person cannot take back a waiting message: the uniform 404, and it is still answered
     Given alice has started a shared conversation with bob
     And the model streams "working" to "first" one piece at a time
