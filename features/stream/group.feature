@@ -360,10 +360,10 @@ Feature: The session stream of a chat: terminal lines, tool blocks, retention an
   @profile:stream @req:ADR0052-G-02
   Scenario Outline: A reaction or pin names one message exactly: <what> is refused naming message, and nothing is logged
     Given alice has started a conversation
-    And the model replies "Pumps are fine" to "check the pumps"
+    And the model replies "fine" to "check the pumps"
     When alice posts to the session's terminal {"line": "make test"}
     And alice steers "check the pumps" as "m12"
-    And turn 1 is answered "Pumps are fine"
+    And turn 1 is answered "fine"
     And alice posts to the session's <route> outside the contract <body>
     Then the session answers exactly 400 {"error": "bad request", "detail": "message"}
     When alice opens the session stream
