@@ -357,6 +357,25 @@ Feature: The session stream of a chat: terminal lines, tool blocks, retention an
       | reactions | {"message": "m1", "emoji": ""}                             | emoji   |
       | reactions | {"message": "m1", "emoji": "👍👍👍👍👍👍👍👍👍👍👍👍👍👍👍👍👍"} | emoji   |
 
+  @profile:stream @req:ADR0052-G-02
+  Scenario Outline: A reaction or pin names one message exactly: <what> is refused naming message, and nothing is logged
+    Given alice has started a conversation
+    And the model replies "fine" to "check the pumps"
+    When alice posts to the session's terminal {"line": "make test"}
+    And alice steers "check the pumps" as "m12"
+    And turn 1 is answered "fine"
+    And alice posts to the session's <route> outside the contract <body>
+    Then the session answers exactly 400 {"error": "bad request", "detail": "message"}
+    When alice opens the session stream
+    Then the open answer says head 4 and floor 1
+
+    Examples:
+      | what                            | route     | body                              |
+      | an empty message (a reaction)   | reactions | {"message": "", "emoji": "👍"}    |
+      | an empty message (a pin)        | pins      | {"message": ""}                   |
+      | a prefix of a person's message  | reactions | {"message": "m1", "emoji": "👍"}  |
+      | a prefix of a reply's message   | pins      | {"message": "a:"}                 |
+
   @profile:stream @req:ADR0052-G-03
   Scenario: Presence reaches every reader with cursor 0, is never logged, and one author's is dropped within 3 seconds
     Given alice has started a shared conversation with bob

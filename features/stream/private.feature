@@ -54,6 +54,28 @@ Feature: Private messages in a session: relayed untouched, never read
       | last user message |
     And the status says the conversation is "open" after 0 turns
 
+  @profile:stream @req:ADR0052-P-01 @crash
+  Scenario: A private message id is remembered across a restart: the same id again logs nothing
+    Given alice has started a conversation
+    When alice follows the session stream over WebSocket
+    And alice sends the private message "p1" sealed as {"alg": "mls-1", "kid": "k7", "ct": "AAEC"}
+    Then the session answers 202 {"messageId": "p1", "state": "sent"}
+    When alice's WebSocket reader reaches cursor 1
+    And alice's WebSocket reader stops
+    And the system is killed and restarted
+    And alice sends the private message "p1" sealed as {"alg": "mls-1", "kid": "k7", "ct": "AAEC"}
+    Then the session answers 202 {"messageId": "p1", "state": "sent"}
+    When alice sends the private message "p2" sealed as {"alg": "mls-1", "kid": "k7", "ct": "AAED"}
+    Then the session answers 202 {"messageId": "p2", "state": "sent"}
+    When alice reads the session stream over WebSocket from 0
+    Then alice's WebSocket reader's frames are exactly:
+      | cur | type         | message | data                                                                 |
+      | 1   | user-message | p1      | {"message":"p1","state":"sent","enc":{"alg":"mls-1","kid":"k7","ct":"AAEC"}} |
+      | 2   | user-message | p2      | {"message":"p2","state":"sent","enc":{"alg":"mls-1","kid":"k7","ct":"AAED"}} |
+    And the model was asked for exactly, in order:
+      | last user message |
+    And the status says the conversation is "open" after 0 turns
+
   @profile:stream @req:ADR0052-P-01
   Scenario Outline: A private message's body with <what> is refused naming <detail>, and nothing is logged
     Given alice has started a conversation

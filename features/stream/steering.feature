@@ -150,6 +150,74 @@ Feature: Steering a session: messages that wait, are taken back, or stop the tur
       | second            |
 
   @profile:stream @req:ADR0052-S-03
+  Scenario: A taken-back message sent again under its id stays taken back: answered cancelled, logged once, never a turn
+    Given alice has started a conversation
+    And the model streams "working" to "first" one piece at a time
+    When alice follows the session stream over WebSocket
+    And alice steers "first" as "m1"
+    And alice's WebSocket reader reaches cursor 2
+    And alice steers "second" as "m2"
+    Then the session answers 202 {"messageId": "m2", "state": "queued"}
+    When alice takes back "m2"
+    Then the session answers 200 {"messageId": "m2", "state": "cancelled"}
+    When alice steers "second" as "m2"
+    Then the session answers 202 {"messageId": "m2", "state": "cancelled"}
+    When the model goes on after piece 1
+    Then turn 1 is answered "working"
+    When alice steers "second" as "m2"
+    Then the session answers 202 {"messageId": "m2", "state": "cancelled"}
+    And the model was asked for exactly, in order:
+      | last user message |
+      | first             |
+    And alice's WebSocket reader's frames are exactly:
+      | cur | type         | message | data                                              |
+      | 1   | user-message | m1      | {"message":"m1","state":"sent","text":"first"}    |
+      | 2   | text-delta   | a:1     | {"text":"working"}                                |
+      | 3   | user-message | m2      | {"message":"m2","state":"queued","text":"second"} |
+      | 4   | user-message | m2      | {"message":"m2","state":"cancelled"}              |
+      | 5   | text-done    | a:1     | {"status":"complete","text":"working"}            |
+    And the status says the conversation is "open" after 1 turn
+
+  @profile:stream @req:ADR0052-S-03 @crash
+  Scenario: A taken-back message stays taken back across a restart: taking it back or sending it again answers cancelled and logs nothing
+    Given alice has started a conversation
+    And the model streams "working" to "first" one piece at a time
+    And the model replies "noted" to "third"
+    When alice follows the session stream over WebSocket
+    And alice steers "first" as "m1"
+    And alice's WebSocket reader reaches cursor 2
+    And alice steers "second" as "m2"
+    And alice takes back "m2"
+    Then the session answers 200 {"messageId": "m2", "state": "cancelled"}
+    When the model goes on after piece 1
+    Then turn 1 is answered "working"
+    When alice's WebSocket reader reaches cursor 5
+    And alice's WebSocket reader stops
+    And the system is killed and restarted
+    And alice takes back "m2"
+    Then the session answers 200 {"messageId": "m2", "state": "cancelled"}
+    When alice steers "second" as "m2"
+    Then the session answers 202 {"messageId": "m2", "state": "cancelled"}
+    When alice steers "third" as "m3"
+    Then the session answers 202 {"messageId": "m3", "state": "sent"}
+    And turn 2 is answered "noted"
+    And the model was asked for exactly, in order:
+      | last user message |
+      | first             |
+      | third             |
+    When alice reads the session stream over WebSocket from 0
+    Then alice's WebSocket reader's frames are exactly:
+      | cur | type         | message | data                                              |
+      | 1   | user-message | m1      | {"message":"m1","state":"sent","text":"first"}    |
+      | 2   | text-delta   | a:1     | {"text":"working"}                                |
+      | 3   | user-message | m2      | {"message":"m2","state":"queued","text":"second"} |
+      | 4   | user-message | m2      | {"message":"m2","state":"cancelled"}              |
+      | 5   | text-done    | a:1     | {"status":"complete","text":"working"}            |
+      | 6   | user-message | m3      | {"message":"m3","state":"sent","text":"third"}    |
+      | 7   | text-delta   | a:2     | {"text":"noted"}                                  |
+      | 8   | text-done    | a:2     | {"status":"complete","text":"noted"}              |
+
+  @profile:stream @req:ADR0052-S-03
   Scenario: Another person cannot take back a waiting message: the uniform 404, and it is still answered
     Given alice has started a shared conversation with bob
     And the model streams "working" to "first" one piece at a time
@@ -318,6 +386,108 @@ Feature: Steering a session: messages that wait, are taken back, or stop the tur
       | an empty id       | {"text": "x", "messageId": "m1", "mentions": ["person:"]}                                                                                                                                                                                                 |
       | an unknown kind   | {"text": "x", "messageId": "m1", "mentions": ["model:gpt"]}                                                                                                                                                                                               |
       | seventeen of them | {"text": "x", "messageId": "m1", "mentions": ["person:a1", "person:a2", "person:a3", "person:a4", "person:a5", "person:a6", "person:a7", "person:a8", "person:a9", "person:b1", "person:b2", "person:b3", "person:b4", "person:b5", "person:b6", "person:b7", "person:b8"]} |
+
+  @profile:stream @req:ADR0052-S-06
+  Scenario: A mention names one id exactly, and a mention of oneself is no person talking to a person
+    Given alice has started a conversation
+    And the model replies "noted" to "note to self"
+    When alice follows the session stream over WebSocket
+    And alice steers "LOOM?" as "m1" mentioning "assistant:LOOM"
+    Then the session answers 202 {"messageId": "m1", "state": "sent"}
+    When alice steers "loom2?" as "m2" mentioning "assistant:loom2"
+    Then the session answers 202 {"messageId": "m2", "state": "sent"}
+    And alice's WebSocket reader's frames are exactly:
+      | cur | type         | message | data                                            |
+      | 1   | user-message | m1      | {"message":"m1","state":"sent","text":"LOOM?"}  |
+      | 2   | mention      | m1      | {"message":"m1","who":["assistant:LOOM"]}       |
+      | 3   | user-message | m2      | {"message":"m2","state":"sent","text":"loom2?"} |
+      | 4   | mention      | m2      | {"message":"m2","who":["assistant:loom2"]}      |
+    And the model was asked for exactly, in order:
+      | last user message |
+    When alice steers "note to self" as "m3" mentioning "person:alice"
+    Then the session answers 202 {"messageId": "m3", "state": "sent"}
+    And turn 1 is answered "noted"
+    And the model was asked for exactly, in order:
+      | last user message |
+      | note to self      |
+    And the status says the conversation is "open" after 1 turn
+
+  @profile:stream @req:ADR0052-S-13
+  Scenario: The assistant's reply is speaking: another person's plain message after it is answered
+    Given alice has started a shared conversation with bob
+    And the model replies "here" to "hi"
+    And the model replies "welcome" to "me too"
+    When alice follows the session stream over WebSocket
+    And alice steers "hi" as "m1"
+    Then the session answers 202 {"messageId": "m1", "state": "sent"}
+    And turn 1 is answered "here"
+    When bob steers "me too" as "b1"
+    Then the session answers 202 {"messageId": "b1", "state": "sent"}
+    And turn 2 is answered "welcome"
+    And the model was asked for exactly, in order:
+      | last user message |
+      | hi                |
+      | me too            |
+    And alice's WebSocket reader's frames are exactly:
+      | cur | type         | state    | text      |
+      | 1   | user-message | sent     | "hi"      |
+      | 2   | text-delta   |          | "here"    |
+      | 3   | text-done    | complete | "here"    |
+      | 4   | user-message | sent     | "me too"  |
+      | 5   | hidden       |          |           |
+      | 6   | text-done    | complete | "welcome" |
+
+  @profile:stream @req:ADR0052-S-13
+  Scenario: A person's message nobody answers is speaking: another person's plain message after it is the chat's, the sender's own next one is answered
+    Given alice has started a shared conversation with bob
+    And the model replies "none" to "anything else?"
+    When alice follows the session stream over WebSocket
+    And alice steers "bob, look" as "m1" mentioning "person:bob"
+    Then the session answers 202 {"messageId": "m1", "state": "sent"}
+    When bob steers "looking" as "b1"
+    Then the session answers 202 {"messageId": "b1", "state": "sent"}
+    When bob steers "anything else?" as "b2"
+    Then the session answers 202 {"messageId": "b2", "state": "sent"}
+    And turn 1 is answered "none"
+    And the model was asked for exactly, in order:
+      | last user message |
+      | anything else?    |
+    And alice's WebSocket reader's frames are exactly:
+      | cur | type         | state    | text             |
+      | 1   | user-message | sent     | "bob, look"      |
+      | 2   | mention      |          |                  |
+      | 3   | user-message | sent     | "looking"        |
+      | 4   | user-message | sent     | "anything else?" |
+      | 5   | hidden       |          |                  |
+      | 6   | text-done    | complete | "none"           |
+
+  @profile:stream @req:ADR0052-S-13 @crash
+  Scenario: The previous speaker is kept across a restart: a plain message that follows another person's is still the chat's
+    Given alice has started a shared conversation with bob
+    And the model replies "none" to "anything else?"
+    When alice follows the session stream over WebSocket
+    And alice steers "bob, look" as "m1" mentioning "person:bob"
+    Then the session answers 202 {"messageId": "m1", "state": "sent"}
+    When alice's WebSocket reader reaches cursor 2
+    And alice's WebSocket reader stops
+    And the system is killed and restarted
+    And bob steers "looking" as "b1"
+    Then the session answers 202 {"messageId": "b1", "state": "sent"}
+    When bob steers "anything else?" as "b2"
+    Then the session answers 202 {"messageId": "b2", "state": "sent"}
+    And turn 1 is answered "none"
+    And the model was asked for exactly, in order:
+      | last user message |
+      | anything else?    |
+    When alice reads the session stream over WebSocket from 0
+    Then alice's WebSocket reader's frames are exactly:
+      | cur | type         | state    | text             |
+      | 1   | user-message | sent     | "bob, look"      |
+      | 2   | mention      |          |                  |
+      | 3   | user-message | sent     | "looking"        |
+      | 4   | user-message | sent     | "anything else?" |
+      | 5   | hidden       |          |                  |
+      | 6   | text-done    | complete | "none"           |
 
   @profile:stream @req:ADR0052-S-12
   Scenario: Edit and retry re-ask only the caller's own message; another person's is the uniform 404

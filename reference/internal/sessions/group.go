@@ -77,6 +77,11 @@ func (s *Service) React(ctx context.Context, who loomtype.Identity, id, message,
 	if !pin && (emoji == "" || utf8.RuneCountInString(emoji) > 16 || !utf8.ValidString(emoji)) {
 		return stream.Frame{}, ErrBadEmoji
 	}
+	if message == "" {
+		// No frame's message is empty: a frame without one (a terminal line, a status) is no
+		// message a reaction or pin can name.
+		return stream.Frame{}, ErrUnknownMessage
+	}
 	ss, err := s.acquire(ctx, id)
 	if err != nil {
 		return stream.Frame{}, err

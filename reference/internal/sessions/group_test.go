@@ -163,6 +163,27 @@ func TestGroupFramesReactionsPresenceAndReadMarkers(t *testing.T) {
 	require.EqualValues(t, 5, h, "ephemeral frames take no cursor")
 }
 
+// TestAReactionToTheEmptyMessageIsRefused: a frame without a message (a terminal line) does not
+// make the empty message id one the log holds, for a reaction or a pin.
+func TestAReactionToTheEmptyMessageIsRefused(t *testing.T) {
+	alice := loomtype.Identity{Tenant: "t", Actor: "alice"}
+	eng := reftest.Open(t, reftest.As(alice), reftest.Provider(scriptmodel.Echo("You asked: ")))
+	ctx := context.Background()
+	ss := eng.Sessions()
+	st, _, err := eng.Conversations().Start(ctx, alice, conversation.StartOptions{})
+	require.NoError(t, err)
+	_, logged, err := ss.Command(ctx, alice, st.ID, "ls", false)
+	require.NoError(t, err)
+	require.True(t, logged)
+	_, err = ss.React(ctx, alice, st.ID, "", "👍", true, false)
+	require.ErrorIs(t, err, sessions.ErrUnknownMessage)
+	_, err = ss.React(ctx, alice, st.ID, "", "", true, true)
+	require.ErrorIs(t, err, sessions.ErrUnknownMessage)
+	h, _, err := ss.Bounds(ctx, alice, st.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, h, "nothing but the terminal line is logged")
+}
+
 // TestWhoAnswersRoutesMessages: a message that mentions a person, or only another assistant, is
 // the chat's (no turn); one that mentions this assistant is a turn, with its mention frame.
 func TestWhoAnswersRoutesMessages(t *testing.T) {
