@@ -210,60 +210,8 @@ func (ss *session) catchUpUntil(ctx context.Context, stop func(loomtype.Entry) b
 			if c, err := loomtype.ParseCursor(e.Cursor); err == nil {
 				at = c
 			}
-			g := guard{Cursor: e.Cursor, Classes: strings.Join(e.Classes, ",")}
-			if e.Asker != nil {
-				g.Asker = *e.Asker
-			}
-			parent := ""
-			switch e.Role {
-			case loomtype.RoleUser:
-				if parent = ss.takeParentLocked(e); parent != "" && e.Turn > 0 {
-					ss.turnParent[e.Turn] = parent
-				}
-			case loomtype.RoleAssistant:
-				parent = ss.turnParent[e.Turn]
-			}
-			var shown []stream.Spec
-			if e.Role != loomtype.RoleAssistant || !ss.dropped[e.Turn] {
-				shown = ss.ad.Apply(stream.Event{Kind: stream.EventRecord, Turn: e.Turn, Entry: &e, Parent: parent})
-			}
-			for _, sp := range shown {
-				gs := g
-				if e.Role == loomtype.RoleUser && e.Asker != nil && sp.Author != "" {
-					sp.Author = ss.name(*e.Asker) // the adapter names the actor alone
-				}
-				if e.Role == loomtype.RoleAssistant {
-					if e.Asker != nil {
-						sp.ActsFor = ss.name(*e.Asker)
-					}
-					gs.Ver = 1
-				}
-				specs = append(specs, sp)
-				guards = append(guards, gs)
-			}
-			if e.Role == loomtype.RoleAssistant && e.Turn > last {
-				last = e.Turn
-				delete(ss.liveBytes, e.Turn)
-			}
-			if e.Role == loomtype.RoleAssistant {
-				delete(ss.turnParent, e.Turn)
-			}
-			if e.Role == loomtype.RoleUser {
-				ss.openHandle(e.Turn)
-				if e.Turn > ss.lastAskedTurn {
-					ss.lastAskedTurn = e.Turn
-					ss.lastAsker = ""
-					if e.Asker != nil {
-						ss.lastAsker = e.Asker.Key()
-					}
-				}
-				if ss.queue.Awaiting != "" && (e.MessageID == "" || e.MessageID == ss.queue.Awaiting) {
-					q := ss.queue
-					q.Awaiting = ""
-					ss.extraQueue = &q
-					ss.queue = q
-				}
-			}
+			specs, guards = ss.projectEntry(e, specs, guards)
+			last = ss.noteEntry(e, last)
 		}
 		err = func() error {
 			defer func() { ss.extraQueue = nil }()
@@ -280,6 +228,72 @@ func (ss *session) catchUpUntil(ctx context.Context, stop func(loomtype.Entry) b
 			return ss.pickUpLocked(ctx)
 		}
 	}
+}
+
+// projectEntry appends to specs what the session shows of record e, and to guards their guards,
+// one for each (ss.mu held).
+func (ss *session) projectEntry(e loomtype.Entry, specs []stream.Spec, guards []guard) ([]stream.Spec, []guard) {
+	g := guard{Cursor: e.Cursor, Classes: strings.Join(e.Classes, ",")}
+	if e.Asker != nil {
+		g.Asker = *e.Asker
+	}
+	parent := ""
+	switch e.Role {
+	case loomtype.RoleUser:
+		if parent = ss.takeParentLocked(e); parent != "" && e.Turn > 0 {
+			ss.turnParent[e.Turn] = parent
+		}
+	case loomtype.RoleAssistant:
+		parent = ss.turnParent[e.Turn]
+	}
+	var shown []stream.Spec
+	if e.Role != loomtype.RoleAssistant || !ss.dropped[e.Turn] {
+		shown = ss.ad.Apply(stream.Event{Kind: stream.EventRecord, Turn: e.Turn, Entry: &e, Parent: parent})
+	}
+	for _, sp := range shown {
+		gs := g
+		if e.Role == loomtype.RoleUser && e.Asker != nil && sp.Author != "" {
+			sp.Author = ss.name(*e.Asker) // the adapter names the actor alone
+		}
+		if e.Role == loomtype.RoleAssistant {
+			if e.Asker != nil {
+				sp.ActsFor = ss.name(*e.Asker)
+			}
+			gs.Ver = 1
+		}
+		specs = append(specs, sp)
+		guards = append(guards, gs)
+	}
+	return specs, guards
+}
+
+// noteEntry updates the session's turns for record e once it is projected: last is the newest
+// turn replied to before it, and noteEntry returns it after (ss.mu held).
+func (ss *session) noteEntry(e loomtype.Entry, last int64) int64 {
+	if e.Role == loomtype.RoleAssistant && e.Turn > last {
+		last = e.Turn
+		delete(ss.liveBytes, e.Turn)
+	}
+	if e.Role == loomtype.RoleAssistant {
+		delete(ss.turnParent, e.Turn)
+	}
+	if e.Role == loomtype.RoleUser {
+		ss.openHandle(e.Turn)
+		if e.Turn > ss.lastAskedTurn {
+			ss.lastAskedTurn = e.Turn
+			ss.lastAsker = ""
+			if e.Asker != nil {
+				ss.lastAsker = e.Asker.Key()
+			}
+		}
+		if ss.queue.Awaiting != "" && (e.MessageID == "" || e.MessageID == ss.queue.Awaiting) {
+			q := ss.queue
+			q.Awaiting = ""
+			ss.extraQueue = &q
+			ss.queue = q
+		}
+	}
+	return last
 }
 
 // read reads the conversation's records after from: from its tail when the position lies
