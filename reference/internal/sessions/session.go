@@ -400,6 +400,14 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 			delete(ss.guards, cur)
 		}
 	}
+	ss.publish(frames, rooms, sizes, guards)
+	return frames, nil
+}
+
+// publish is commit's hand-over of the committed frames to every subscriber (rooms[i]: the room
+// after frames[i]; sizes[i]: its size on disk; guards[i]: who may see it), dropping a subscriber
+// that cannot take one.
+func (ss *session) publish(frames []stream.Frame, rooms []stream.Room, sizes []int, guards []guard) {
 	for i, f := range frames {
 		ss.noteSpeaker(f)
 		it := Item{Frame: f, room: rooms[i], size: sizes[i]}
@@ -412,7 +420,6 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 			}
 		}
 	}
-	return frames, nil
 }
 
 func (ss *session) report(err error) {
