@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -23,7 +22,6 @@ import (
 	"time"
 
 	"github.com/loomcheck/loomcheck/reference/internal/conversation"
-	"github.com/loomcheck/loomcheck/reference/internal/conversation/live"
 	"github.com/loomcheck/loomcheck/reference/internal/gateway"
 	"github.com/loomcheck/loomcheck/reference/internal/hostio"
 	"github.com/loomcheck/loomcheck/reference/internal/run"
@@ -224,113 +222,6 @@ func lockDataDir(opt Options) (*os.File, error) {
 		return nil, ErrLocked
 	}
 	return lock, nil
-}
-
-// assemble builds the engine's parts on e.st and starts the recovery of every open execution
-// (lazy: see kernel.Open). On an error it has closed what it made, and leaves the store to the
-// caller.
-func (e *Engine) assemble(ctx context.Context, opt Options) error {
-	st := e.st
-	hub := live.NewHub(opt.Gateway.MaxSubscribers)
-	dl, err := conversation.New(opt.Conversation, opt.Deps, hub)
-	if err != nil {
-		return err
-	}
-	// Every recovered flow reaches the kernel through its own context, so the client is made
-	// after the kernel is open, with nothing for a recovered flow to wait for. An execution refused for damaged storage is reported through the error hook, with an
-	// errorId of its own, as a 500 would be.
-	var onCorrupt func(string, error)
-	if hook := opt.Gateway.OnError; hook != nil {
-		onCorrupt = func(id string, err error) {
-			hook(loomtype.NewErrorID(), fmt.Errorf("execution %s refused: %w", id, err))
-		}
-	}
-	onError := opt.Deps.OnError
-	var cache *run.ResponseCache
-	if opt.ResponseCache {
-		cache = run.NewResponseCache(0)
-	}
-	runs := run.New(run.Deps{Cache: cache, Provider: opt.Deps.Provider, Model: opt.Conversation.Model, Tools: opt.Conversation.Tools,
-		Runner: opt.Deps.Tools, Allowed: opt.Deps.Allowed, Memory: opt.Deps.Memory, NotIdempotent: opt.NotIdempotentTools, MaxIterations: opt.RunMaxIterations, OnError: func(id string, err error) {
-			onError(hostio.ErrorReport{ErrorID: id, Error: err.Error()})
-		}, Human: opt.HumanTools})
-	flows := dl.Flows()
-	maps.Copy(flows, runs.Flows())
-	var th *threads.Service
-	if opt.Threads != nil {
-		tc := *opt.Threads
-		if tc.Provider == nil {
-			tc.Provider = opt.Deps.Provider
-		}
-		if tc.Model == "" {
-			tc.Model = opt.Conversation.Model
-		}
-		if tc.Logger == nil {
-			tc.Logger = opt.Logger
-		}
-		if th, err = threads.New(tc); err != nil {
-			return err
-		}
-		maps.Copy(flows, th.Flows())
-	}
-	var prepare func(context.Context, *kernel.Kernel) error
-	if th != nil {
-		prepare = th.Prepare
-	}
-	k, err := kernel.Open(ctx, st, kernel.Options{Flows: flows, Divergence: opt.Divergence, Logger: opt.Logger,
-		OnCorrupt: onCorrupt, BeforeRecovery: runs.Bind, Prepare: prepare})
-	if err != nil {
-		if th != nil {
-			th.Close()
-		}
-		return err
-	}
-	closeThreads := func() {
-		if th != nil {
-			th.Close()
-		}
-	}
-	if th != nil {
-		if err := th.Resume(ctx); err != nil {
-			closeThreads()
-			k.Close()
-			return err
-		}
-		opt.Gateway.Threads = th
-	}
-	cv := dl.Client(k)
-	opt.Gateway.Runs = runs
-	if opt.Stream.Logger == nil {
-		opt.Stream.Logger = opt.Logger
-	}
-	ss := sessions.New(k, cv, opt.Stream)
-	if err := ss.Resume(ctx); err != nil {
-		ss.Close()
-		closeThreads()
-		k.Close()
-		return err
-	}
-	opt.Gateway.Sessions = ss
-	gw, err := gateway.New(cv, opt.Gateway)
-	if err != nil {
-		ss.Close()
-		closeThreads()
-		k.Close()
-		return err
-	}
-	e.mu.Lock()
-	if e.partsStopped {
-		// The lease was lost while the executions were being recovered.
-		e.mu.Unlock()
-		gw.Shutdown()
-		ss.Close()
-		closeThreads()
-		k.Close()
-		return errLostWhileOpening
-	}
-	e.k, e.cv, e.runs, e.gw, e.ss, e.th = k, cv, runs, gw, ss, th
-	e.mu.Unlock()
-	return nil
 }
 
 // errLostWhileOpening: the engine's lease was superseded before it finished opening.

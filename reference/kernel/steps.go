@@ -65,14 +65,38 @@ func (c *Context) ExecuteAllLimit(ids []string, fns []StepFunc, limit int) []Ste
 		c.mu.Unlock()
 		return fail(err)
 	}
+	toRun, err := c.stepsToRun(ids, out)
+	if err != nil {
+		c.mu.Unlock()
+		return fail(err)
+	}
+	if len(toRun) > 0 {
+		c.markLive()
+		// Steps that were in flight when a cancel stopped them are not run again.
+		if err := c.frame(); err != nil {
+			for _, i := range toRun {
+				out[i].Err = err
+			}
+			toRun = nil
+		}
+	}
+	c.mu.Unlock()
+
+	c.runSteps(ids, fns, toRun, out, limit)
+	return out
+}
+
+// stepsToRun, with c.mu held, replays the steps ids from the log (the outcomes of those that
+// ended go into out) and records as started those that start live; it returns the indexes of the
+// steps to run.
+func (c *Context) stepsToRun(ids []string, out []StepResult) ([]int, error) {
 	toRun := make([]int, 0, len(ids))
 	if c.replaying() {
 		for i, id := range ids {
 			if c.pos >= len(c.log) {
 				// The rest started live below.
 				if err := c.startSteps(ids[i:]); err != nil {
-					c.mu.Unlock()
-					return fail(err)
+					return nil, err
 				}
 				for j := i; j < len(ids); j++ {
 					toRun = append(toRun, j)
@@ -86,12 +110,10 @@ func (c *Context) ExecuteAllLimit(ids []string, fns []StepFunc, limit int) []Ste
 			}
 			if ev.Kind != kindStepStart || s.ID != id {
 				if err := c.mismatch("step " + id); err != nil {
-					c.mu.Unlock()
-					return fail(err)
+					return nil, err
 				}
 				if err := c.startSteps(ids[i:]); err != nil {
-					c.mu.Unlock()
-					return fail(err)
+					return nil, err
 				}
 				for j := i; j < len(ids); j++ {
 					toRun = append(toRun, j)
@@ -114,25 +136,18 @@ func (c *Context) ExecuteAllLimit(ids []string, fns []StepFunc, limit int) []Ste
 		}
 	} else {
 		if err := c.startSteps(ids); err != nil {
-			c.mu.Unlock()
-			return fail(err)
+			return nil, err
 		}
 		for i := range ids {
 			toRun = append(toRun, i)
 		}
 	}
-	if len(toRun) > 0 {
-		c.markLive()
-		// Steps that were in flight when a cancel stopped them are not run again.
-		if err := c.frame(); err != nil {
-			for _, i := range toRun {
-				out[i].Err = err
-			}
-			toRun = nil
-		}
-	}
-	c.mu.Unlock()
+	return toRun, nil
+}
 
+// runSteps runs the steps toRun of ids (fns[i] runs ids[i]), at most limit at once (0: no
+// bound), puts their outcomes in out and returns once every one has ended.
+func (c *Context) runSteps(ids []string, fns []StepFunc, toRun []int, out []StepResult, limit int) {
 	var wg sync.WaitGroup
 	var slots chan struct{}
 	if limit > 0 && limit < len(toRun) {
@@ -157,7 +172,6 @@ func (c *Context) ExecuteAllLimit(ids []string, fns []StepFunc, limit int) []Ste
 		}
 	}
 	wg.Wait()
-	return out
 }
 
 // startSteps records steps as started, committed with every pending write before any of them

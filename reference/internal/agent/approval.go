@@ -253,39 +253,7 @@ func runParking(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall,
 		hasHuman = hasHuman || cfg.human(call.Name)
 	}
 	if hasHuman {
-		for j, call := range calls {
-			if stop, err := checkpoint(c, cfg, abortToolID(cfg.LoopID, turn, j)); err != nil {
-				return nil, false, err
-			} else if stop {
-				return outs[:j], true, nil
-			}
-			if cfg.needs(call) {
-				ok, err := gate(c, cfg, turn, j, call)
-				if err != nil {
-					return nil, false, err
-				}
-				if !ok {
-					outs[j] = notApproved()
-					continue
-				}
-			}
-			res.Tools = append(res.Tools, call.Name)
-			var o toolOutcome
-			var err error
-			if cfg.human(call.Name) {
-				o, err = humanCall(c, cfg, turn, j, call)
-			} else {
-				o, err = runCall(c, cfg, turn, j, call, step(j, call))
-			}
-			if err != nil {
-				return nil, false, err
-			}
-			outs[j] = o
-			if stopsBatch(cfg, o) {
-				return outs[:j+1], false, nil
-			}
-		}
-		return outs, false, nil
+		return runHumanTurn(c, cfg, turn, calls, res, step, outs)
 	}
 	// Every gate first, in call order; nothing of the turn has run yet.
 	var runnable []int
@@ -303,27 +271,7 @@ func runParking(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall,
 		runnable = append(runnable, j)
 	}
 	if cfg.Parallel && len(runnable) > 1 {
-		if stop, err := checkpoint(c, cfg, abortToolsID(cfg.LoopID, turn)); err != nil || stop {
-			return nil, stop, err
-		}
-		ids := make([]string, len(runnable))
-		fns := make([]kernel.StepFunc, len(runnable))
-		for n, j := range runnable {
-			fn, err := toolStep(c, cfg, turn, j, calls[j], step(j, calls[j]))
-			if err != nil {
-				return nil, false, err
-			}
-			ids[n], fns[n] = toolStepID(cfg.LoopID, turn, j), fn
-			res.Tools = append(res.Tools, calls[j].Name)
-		}
-		for n, r := range c.ExecuteAllLimit(ids, fns, cfg.MaxParallel) {
-			o, err := decodeOutcome(r)
-			if err != nil {
-				return nil, false, err
-			}
-			outs[runnable[n]] = o
-		}
-		return outs, false, nil
+		return runApprovedParallel(c, cfg, turn, calls, runnable, res, step, outs)
 	}
 	for _, j := range runnable {
 		if stop, err := checkpoint(c, cfg, abortToolID(cfg.LoopID, turn, j)); err != nil {
@@ -340,6 +288,72 @@ func runParking(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall,
 		if stopsBatch(cfg, o) {
 			return outs[:j+1], false, nil
 		}
+	}
+	return outs, false, nil
+}
+
+// runHumanTurn is runParking for a turn that holds a human tool: for each call in order its gate
+// (if it needs one), then the call; outs has a slot for every call.
+func runHumanTurn(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall, res *Result,
+	step func(j int, call model.ToolCall) kernel.StepFunc, outs []toolOutcome) ([]toolOutcome, bool, error) {
+	for j, call := range calls {
+		if stop, err := checkpoint(c, cfg, abortToolID(cfg.LoopID, turn, j)); err != nil {
+			return nil, false, err
+		} else if stop {
+			return outs[:j], true, nil
+		}
+		if cfg.needs(call) {
+			ok, err := gate(c, cfg, turn, j, call)
+			if err != nil {
+				return nil, false, err
+			}
+			if !ok {
+				outs[j] = notApproved()
+				continue
+			}
+		}
+		res.Tools = append(res.Tools, call.Name)
+		var o toolOutcome
+		var err error
+		if cfg.human(call.Name) {
+			o, err = humanCall(c, cfg, turn, j, call)
+		} else {
+			o, err = runCall(c, cfg, turn, j, call, step(j, call))
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		outs[j] = o
+		if stopsBatch(cfg, o) {
+			return outs[:j+1], false, nil
+		}
+	}
+	return outs, false, nil
+}
+
+// runApprovedParallel is runParking's run of the calls runnable (every gate answered, more than
+// one approved) in parallel, at most cfg.MaxParallel at once; outs has a slot for every call.
+func runApprovedParallel(c *kernel.Context, cfg Config, turn int, calls []model.ToolCall, runnable []int, res *Result,
+	step func(j int, call model.ToolCall) kernel.StepFunc, outs []toolOutcome) ([]toolOutcome, bool, error) {
+	if stop, err := checkpoint(c, cfg, abortToolsID(cfg.LoopID, turn)); err != nil || stop {
+		return nil, stop, err
+	}
+	ids := make([]string, len(runnable))
+	fns := make([]kernel.StepFunc, len(runnable))
+	for n, j := range runnable {
+		fn, err := toolStep(c, cfg, turn, j, calls[j], step(j, calls[j]))
+		if err != nil {
+			return nil, false, err
+		}
+		ids[n], fns[n] = toolStepID(cfg.LoopID, turn, j), fn
+		res.Tools = append(res.Tools, calls[j].Name)
+	}
+	for n, r := range c.ExecuteAllLimit(ids, fns, cfg.MaxParallel) {
+		o, err := decodeOutcome(r)
+		if err != nil {
+			return nil, false, err
+		}
+		outs[runnable[n]] = o
 	}
 	return outs, false, nil
 }

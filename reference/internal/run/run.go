@@ -446,7 +446,38 @@ func (rs *Runs) flow(c *kernel.Context, raw json.RawMessage) (json.RawMessage, e
 			}
 		}
 	}
-	sig := agent.NewSignal(func(s *agent.Signal) {
+	sig := abortWatch(c)
+	defer sig.Disarm()
+	owner := in.Owner
+	cfg := agent.Config{LoopID: loopID, Provider: rs.provider(owner, opt), Model: rs.deps.Model, Tools: tools,
+		Runner: rs.deps.Runner, MaxIterations: rs.maxIterations(opt), Parallel: opt.Parallel != 0, Signal: sig,
+		FailOnToolError: opt.ToolErrors == ToolErrorsFail, OnError: rs.deps.OnError,
+		NotIdempotent: func(tool string) bool { return slices.Contains(rs.deps.NotIdempotent, tool) }}
+	if opt.Parallel > 0 {
+		cfg.MaxParallel = opt.Parallel
+	}
+	cfg.TurnTimeout, cfg.ToolTimeout = timeouts(opt)
+	rs.parkingConfig(&cfg, opt)
+	rs.grantsConfig(&cfg, owner, in)
+	cfg.Principal, cfg.TaintToolErrors = &owner, true
+	msgs, err := rs.recall(c, owner, opt, msgs)
+	if err != nil {
+		return nil, err
+	}
+	res, err := rs.runLoop(c, cfg, opt, msgs)
+	if err != nil {
+		return nil, err
+	}
+	if err := rs.writeBack(c, cfg, owner, opt, &res); err != nil {
+		return nil, err
+	}
+	return json.Marshal(viewOf(res))
+}
+
+// abortWatch is the signal that stops the run in flow context c: it fires once the run's abort
+// signal is pending, whether it was before the run started or comes while it runs.
+func abortWatch(c *kernel.Context) *agent.Signal {
+	return agent.NewSignal(func(s *agent.Signal) {
 		pending := func() bool {
 			_, ok, err := c.PendingSignal(abortSignal)
 			return err == nil && ok
@@ -473,30 +504,10 @@ func (rs *Runs) flow(c *kernel.Context, raw json.RawMessage) (json.RawMessage, e
 			}
 		}()
 	})
-	defer sig.Disarm()
-	owner := in.Owner
-	cfg := agent.Config{LoopID: loopID, Provider: rs.provider(owner, opt), Model: rs.deps.Model, Tools: tools,
-		Runner: rs.deps.Runner, MaxIterations: rs.maxIterations(opt), Parallel: opt.Parallel != 0, Signal: sig,
-		FailOnToolError: opt.ToolErrors == ToolErrorsFail, OnError: rs.deps.OnError,
-		NotIdempotent: func(tool string) bool { return slices.Contains(rs.deps.NotIdempotent, tool) }}
-	if opt.Parallel > 0 {
-		cfg.MaxParallel = opt.Parallel
-	}
-	cfg.TurnTimeout, cfg.ToolTimeout = timeouts(opt)
-	rs.parkingConfig(&cfg, opt)
-	rs.grantsConfig(&cfg, owner, in)
-	cfg.Principal, cfg.TaintToolErrors = &owner, true
-	msgs, err := rs.recall(c, owner, opt, msgs)
-	if err != nil {
-		return nil, err
-	}
-	res, err := rs.runLoop(c, cfg, opt, msgs)
-	if err != nil {
-		return nil, err
-	}
-	if err := rs.writeBack(c, cfg, owner, opt, &res); err != nil {
-		return nil, err
-	}
+}
+
+// viewOf is the view of a run that ended with res.
+func viewOf(res agent.Result) View {
 	v := View{ToolCalls: res.Calls, Reason: reasonOf(res), ErrorID: res.ErrorID, Terminal: res.Terminal, InDoubt: res.InDoubt}
 	if v.ToolCalls == nil {
 		v.ToolCalls = []agent.Call{}
@@ -512,5 +523,5 @@ func (rs *Runs) flow(c *kernel.Context, raw json.RawMessage) (json.RawMessage, e
 	default:
 		v.Status = StatusFailed
 	}
-	return json.Marshal(v)
+	return v
 }

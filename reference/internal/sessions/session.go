@@ -210,60 +210,8 @@ func (ss *session) catchUpUntil(ctx context.Context, stop func(loomtype.Entry) b
 			if c, err := loomtype.ParseCursor(e.Cursor); err == nil {
 				at = c
 			}
-			g := guard{Cursor: e.Cursor, Classes: strings.Join(e.Classes, ",")}
-			if e.Asker != nil {
-				g.Asker = *e.Asker
-			}
-			parent := ""
-			switch e.Role {
-			case loomtype.RoleUser:
-				if parent = ss.takeParentLocked(e); parent != "" && e.Turn > 0 {
-					ss.turnParent[e.Turn] = parent
-				}
-			case loomtype.RoleAssistant:
-				parent = ss.turnParent[e.Turn]
-			}
-			var shown []stream.Spec
-			if e.Role != loomtype.RoleAssistant || !ss.dropped[e.Turn] {
-				shown = ss.ad.Apply(stream.Event{Kind: stream.EventRecord, Turn: e.Turn, Entry: &e, Parent: parent})
-			}
-			for _, sp := range shown {
-				gs := g
-				if e.Role == loomtype.RoleUser && e.Asker != nil && sp.Author != "" {
-					sp.Author = ss.name(*e.Asker) // the adapter names the actor alone
-				}
-				if e.Role == loomtype.RoleAssistant {
-					if e.Asker != nil {
-						sp.ActsFor = ss.name(*e.Asker)
-					}
-					gs.Ver = 1
-				}
-				specs = append(specs, sp)
-				guards = append(guards, gs)
-			}
-			if e.Role == loomtype.RoleAssistant && e.Turn > last {
-				last = e.Turn
-				delete(ss.liveBytes, e.Turn)
-			}
-			if e.Role == loomtype.RoleAssistant {
-				delete(ss.turnParent, e.Turn)
-			}
-			if e.Role == loomtype.RoleUser {
-				ss.openHandle(e.Turn)
-				if e.Turn > ss.lastAskedTurn {
-					ss.lastAskedTurn = e.Turn
-					ss.lastAsker = ""
-					if e.Asker != nil {
-						ss.lastAsker = e.Asker.Key()
-					}
-				}
-				if ss.queue.Awaiting != "" && (e.MessageID == "" || e.MessageID == ss.queue.Awaiting) {
-					q := ss.queue
-					q.Awaiting = ""
-					ss.extraQueue = &q
-					ss.queue = q
-				}
-			}
+			specs, guards = ss.projectEntry(e, specs, guards)
+			last = ss.noteEntry(e, last)
 		}
 		err = func() error {
 			defer func() { ss.extraQueue = nil }()
@@ -280,6 +228,72 @@ func (ss *session) catchUpUntil(ctx context.Context, stop func(loomtype.Entry) b
 			return ss.pickUpLocked(ctx)
 		}
 	}
+}
+
+// projectEntry appends to specs what the session shows of record e, and to guards their guards,
+// one for each (ss.mu held).
+func (ss *session) projectEntry(e loomtype.Entry, specs []stream.Spec, guards []guard) ([]stream.Spec, []guard) {
+	g := guard{Cursor: e.Cursor, Classes: strings.Join(e.Classes, ",")}
+	if e.Asker != nil {
+		g.Asker = *e.Asker
+	}
+	parent := ""
+	switch e.Role {
+	case loomtype.RoleUser:
+		if parent = ss.takeParentLocked(e); parent != "" && e.Turn > 0 {
+			ss.turnParent[e.Turn] = parent
+		}
+	case loomtype.RoleAssistant:
+		parent = ss.turnParent[e.Turn]
+	}
+	var shown []stream.Spec
+	if e.Role != loomtype.RoleAssistant || !ss.dropped[e.Turn] {
+		shown = ss.ad.Apply(stream.Event{Kind: stream.EventRecord, Turn: e.Turn, Entry: &e, Parent: parent})
+	}
+	for _, sp := range shown {
+		gs := g
+		if e.Role == loomtype.RoleUser && e.Asker != nil && sp.Author != "" {
+			sp.Author = ss.name(*e.Asker) // the adapter names the actor alone
+		}
+		if e.Role == loomtype.RoleAssistant {
+			if e.Asker != nil {
+				sp.ActsFor = ss.name(*e.Asker)
+			}
+			gs.Ver = 1
+		}
+		specs = append(specs, sp)
+		guards = append(guards, gs)
+	}
+	return specs, guards
+}
+
+// noteEntry updates the session's turns for record e once it is projected: last is the newest
+// turn replied to before it, and noteEntry returns it after (ss.mu held).
+func (ss *session) noteEntry(e loomtype.Entry, last int64) int64 {
+	if e.Role == loomtype.RoleAssistant && e.Turn > last {
+		last = e.Turn
+		delete(ss.liveBytes, e.Turn)
+	}
+	if e.Role == loomtype.RoleAssistant {
+		delete(ss.turnParent, e.Turn)
+	}
+	if e.Role == loomtype.RoleUser {
+		ss.openHandle(e.Turn)
+		if e.Turn > ss.lastAskedTurn {
+			ss.lastAskedTurn = e.Turn
+			ss.lastAsker = ""
+			if e.Asker != nil {
+				ss.lastAsker = e.Asker.Key()
+			}
+		}
+		if ss.queue.Awaiting != "" && (e.MessageID == "" || e.MessageID == ss.queue.Awaiting) {
+			q := ss.queue
+			q.Awaiting = ""
+			ss.extraQueue = &q
+			ss.queue = q
+		}
+	}
+	return last
 }
 
 // read reads the conversation's records after from: from its tail when the position lies
@@ -386,6 +400,14 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 			delete(ss.guards, cur)
 		}
 	}
+	ss.publish(frames, rooms, sizes, guards)
+	return frames, nil
+}
+
+// publish is commit's hand-over of the committed frames to every subscriber (rooms[i]: the room
+// after frames[i]; sizes[i]: its size on disk; guards[i]: who may see it), dropping a subscriber
+// that cannot take one.
+func (ss *session) publish(frames []stream.Frame, rooms []stream.Room, sizes []int, guards []guard) {
 	for i, f := range frames {
 		ss.noteSpeaker(f)
 		it := Item{Frame: f, room: rooms[i], size: sizes[i]}
@@ -398,7 +420,6 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 			}
 		}
 	}
-	return frames, nil
 }
 
 func (ss *session) report(err error) {

@@ -113,16 +113,8 @@ func (s *Service) SendThread(ctx context.Context, who loomtype.Identity, id, tex
 	if parent != "" && !ss.holdsMessageLocked(parent) {
 		return Sent{}, ErrUnknownParent
 	}
-	if messageID != "" {
-		for _, q := range ss.queue.Items {
-			if q.Message == messageID && q.Who == who {
-				st := q.State
-				if st == StatePickedUp {
-					st = StateSent
-				}
-				return Sent{MessageID: messageID, State: st}, nil
-			}
-		}
+	if r, ok := ss.repeatLocked(who, messageID); ok {
+		return r, nil
 	}
 	sender := s.nameOf(id, who)
 	if answers := stream.WhoAnswers(stream.RouteInput{Mentions: mentions, Default: Assistant,
@@ -176,6 +168,24 @@ func (s *Service) SendThread(ctx context.Context, who loomtype.Identity, id, tex
 		return Sent{}, err
 	}
 	return Sent{MessageID: messageID, State: StateQueued}, nil
+}
+
+// repeatLocked answers again a message who sent under messageID ("" for none) that is still in
+// the queue: its state, a message picked up reported as sent; false when there is none (ss.mu
+// held).
+func (ss *session) repeatLocked(who loomtype.Identity, messageID string) (Sent, bool) {
+	if messageID != "" {
+		for _, q := range ss.queue.Items {
+			if q.Message == messageID && q.Who == who {
+				st := q.State
+				if st == StatePickedUp {
+					st = StateSent
+				}
+				return Sent{MessageID: messageID, State: st}, true
+			}
+		}
+	}
+	return Sent{}, false
 }
 
 // Cancel takes back who's queued message. Taking back a message taken back before answers the

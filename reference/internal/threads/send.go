@@ -89,51 +89,13 @@ func (s *Service) Send(ctx context.Context, role string, root Root, args json.Ra
 	queued := false
 	err := s.k.Update(ctx, func(tx *kernel.Tx) error {
 		answer, acid, queued = nil, "", false
-		if ok, err := get(tx, tabSent, cid+"/"+mid, &acid); err != nil {
+		var err error
+		if answer, err = s.sendRefused(tx, conn, cid, mid, *a.Text); answer != nil || err != nil {
 			return err
-		} else if ok {
-			answer = Sent{Sent: true, AgentConversation: acid}
-			return nil
-		}
-		state, err := s.connState(tx, cid)
-		if err != nil {
-			return err
-		}
-		switch {
-		case state == connRevoked:
-			answer = SendError{SendConnection}
-			return nil
-		case state == connPaused:
-			answer = SendError{SendPaused}
-			return nil
-		case s.queued[cid] >= conn.Queue:
-			answer = SendError{SendQueueFull}
-			return nil
-		case int64(len(*a.Text)) > s.budget(cid):
-			answer = SendError{SendBudget}
-			return nil
 		}
 		var rec acRec
-		tk := topicKey(cid, root, role, peerRole)
-		found, err := get(tx, tabTopic, tk, &acid)
-		if err != nil {
+		if rec, acid, err = s.sendTo(tx, cid, root, role, peerRole); err != nil {
 			return err
-		}
-		if found {
-			if found, err = get(tx, tabAC, acid, &rec); err != nil {
-				return err
-			}
-		}
-		if !found || rec.Closed {
-			acid = randomID("ac_", 12)
-			rec = acRec{ID: acid, Conn: cid, Thread: randomID("t_", 18), Role: role, PeerRole: peerRole, StartedBy: startLocal,
-				Root: root, Texts: []textRec{}, Turns: []turnRec{}}
-			if err := put(tx, tabThread, cid+"/"+rec.Thread, acid); err != nil {
-				return err
-			}
-			if err := put(tx, tabTopic, tk, acid); err != nil {
-				return err
-			}
 		}
 		if len(rec.Texts) >= MaxTexts {
 			answer = SendError{SendQueueFull}
@@ -159,6 +121,63 @@ func (s *Service) Send(ctx context.Context, role string, root Root, args json.Ra
 		s.kick(acid)
 	}
 	return answer, nil
+}
+
+// sendRefused, in transaction tx, is the answer to a send of text under message id mid to
+// connection cid (conn) when it queues nothing: the answer mid already had, or a refusal; nil when
+// the text is to be queued (s.mu held).
+func (s *Service) sendRefused(tx *kernel.Tx, conn *Connection, cid, mid, text string) (any, error) {
+	var acid string
+	if ok, err := get(tx, tabSent, cid+"/"+mid, &acid); err != nil {
+		return nil, err
+	} else if ok {
+		return Sent{Sent: true, AgentConversation: acid}, nil
+	}
+	state, err := s.connState(tx, cid)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case state == connRevoked:
+		return SendError{SendConnection}, nil
+	case state == connPaused:
+		return SendError{SendPaused}, nil
+	case s.queued[cid] >= conn.Queue:
+		return SendError{SendQueueFull}, nil
+	case int64(len(text)) > s.budget(cid):
+		return SendError{SendBudget}, nil
+	}
+	return nil, nil
+}
+
+// sendTo, in transaction tx, is the open agent conversation (and its id) keyed by (connection
+// cid, root, role, peerRole), made with a new random thread id when there is none or it is
+// closed (s.mu held).
+func (s *Service) sendTo(tx *kernel.Tx, cid string, root Root, role, peerRole string) (acRec, string, error) {
+	var rec acRec
+	var acid string
+	tk := topicKey(cid, root, role, peerRole)
+	found, err := get(tx, tabTopic, tk, &acid)
+	if err != nil {
+		return rec, acid, err
+	}
+	if found {
+		if found, err = get(tx, tabAC, acid, &rec); err != nil {
+			return rec, acid, err
+		}
+	}
+	if !found || rec.Closed {
+		acid = randomID("ac_", 12)
+		rec = acRec{ID: acid, Conn: cid, Thread: randomID("t_", 18), Role: role, PeerRole: peerRole, StartedBy: startLocal,
+			Root: root, Texts: []textRec{}, Turns: []turnRec{}}
+		if err := put(tx, tabThread, cid+"/"+rec.Thread, acid); err != nil {
+			return rec, acid, err
+		}
+		if err := put(tx, tabTopic, tk, acid); err != nil {
+			return rec, acid, err
+		}
+	}
+	return rec, acid, nil
 }
 
 // kick makes sure the outbox of agent conversation id is being delivered (s.mu held).

@@ -174,21 +174,9 @@ func (s *Service) DeleteTask(ctx context.Context, who loomtype.Identity, id stri
 	if !tk.Owner.Equal(who) {
 		return ErrNotOwner
 	}
-	// Gather the task and its subtasks, depth first (bounded by what the store holds).
-	var doomed []taskRec
-	queue := []taskRec{tk}
-	for len(queue) > 0 {
-		t := queue[0]
-		queue = queue[1:]
-		doomed = append(doomed, t)
-		for _, sub := range t.Subtasks {
-			var st taskRec
-			if ok, err := s.read(ctx, tabTask, sub, &st); err != nil {
-				return err
-			} else if ok {
-				queue = append(queue, st)
-			}
-		}
+	doomed, err := s.taskTree(ctx, tk)
+	if err != nil {
+		return err
 	}
 	runs, err := all[runRec](ctx, s.k, tabRun)
 	if err != nil {
@@ -246,6 +234,27 @@ func (s *Service) DeleteTask(ctx context.Context, who loomtype.Identity, id stri
 		}
 	}
 	return err
+}
+
+// taskTree gathers task tk and its subtasks, depth first (bounded by what the store holds; s.mu
+// held).
+func (s *Service) taskTree(ctx context.Context, tk taskRec) ([]taskRec, error) {
+	var doomed []taskRec
+	queue := []taskRec{tk}
+	for len(queue) > 0 {
+		t := queue[0]
+		queue = queue[1:]
+		doomed = append(doomed, t)
+		for _, sub := range t.Subtasks {
+			var st taskRec
+			if ok, err := s.read(ctx, tabTask, sub, &st); err != nil {
+				return nil, err
+			} else if ok {
+				queue = append(queue, st)
+			}
+		}
+	}
+	return doomed, nil
 }
 
 // StartRun starts a run of role on task id with prompt.

@@ -226,16 +226,7 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 			return nil, err
 		}
 	}
-	syncMode := "FULL"
-	if opt.SyncNormal {
-		syncMode = "NORMAL"
-	}
-	q := url.Values{}
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous("+syncMode+")")
-	q.Add("_pragma", "busy_timeout(10000)")
-	q.Add("_txlock", "immediate")
-	dsn := "file:" + path + "?" + q.Encode()
+	dsn := writerDSN(path, opt)
 	w, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
@@ -245,20 +236,8 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 	w.SetConnMaxLifetime(0)
 	s := &SQLite{w: w, path: path, subs: map[string]map[*sub]struct{}{}, released: make(chan struct{}), view: newView(opt.Cached),
 		b: batch{back: make(chan struct{})}}
-	// A store of a newer schema is refused before the schema below could add to it.
-	version, err := s.checkVersion(ctx)
+	version, err := s.prepareSchema(ctx)
 	if err != nil {
-		w.Close()
-		return nil, err
-	}
-	if _, err := w.ExecContext(ctx, schema); err != nil {
-		w.Close()
-		if isCorruption(err) {
-			return nil, &store.CorruptError{Path: path, Table: "database", Reason: err.Error()}
-		}
-		return nil, fmt.Errorf("store: schema %s: %w", path, err)
-	}
-	if err := s.migrate(ctx); err != nil {
 		w.Close()
 		return nil, err
 	}
@@ -284,26 +263,70 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 		w.Close()
 		return nil, err
 	}
-	rq := url.Values{}
-	rq.Add("_pragma", "busy_timeout(10000)")
-	rq.Add("_pragma", "query_only(1)")
-	r, err := sql.Open("sqlite", "file:"+path+"?"+rq.Encode())
-	if err != nil {
-		s.closeWriter()
-		return nil, fmt.Errorf("store: open readers %s: %w", path, err)
-	}
-	r.SetMaxOpenConns(opt.Readers)
-	r.SetMaxIdleConns(opt.Readers)
-	s.r = r
-	if err := s.rs.prepare(ctx, r); err != nil {
-		r.Close()
-		s.closeWriter()
-		return nil, fmt.Errorf("store: open readers %s: %w", path, err)
+	if err := s.openReaders(ctx, opt.Readers); err != nil {
+		return nil, err
 	}
 	if s.chk.on {
 		s.startCheck()
 	}
 	return s, nil
+}
+
+// writerDSN is the data source name of the writer's connection to the database at path.
+func writerDSN(path string, opt Options) string {
+	syncMode := "FULL"
+	if opt.SyncNormal {
+		syncMode = "NORMAL"
+	}
+	q := url.Values{}
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous("+syncMode+")")
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_txlock", "immediate")
+	return "file:" + path + "?" + q.Encode()
+}
+
+// prepareSchema refuses a store of a newer schema, then creates the tables a store lacks and
+// migrates an older one; it returns the schema version the store had. The caller closes the
+// writer on an error.
+func (s *SQLite) prepareSchema(ctx context.Context) (int64, error) {
+	// A store of a newer schema is refused before the schema below could add to it.
+	version, err := s.checkVersion(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := s.w.ExecContext(ctx, schema); err != nil {
+		if isCorruption(err) {
+			return 0, &store.CorruptError{Path: s.path, Table: "database", Reason: err.Error()}
+		}
+		return 0, fmt.Errorf("store: schema %s: %w", s.path, err)
+	}
+	if err := s.migrate(ctx); err != nil {
+		return 0, err
+	}
+	return version, nil
+}
+
+// openReaders opens the pool of readers (at most readers connections) and prepares their
+// statements; on an error it has closed the writer.
+func (s *SQLite) openReaders(ctx context.Context, readers int) error {
+	rq := url.Values{}
+	rq.Add("_pragma", "busy_timeout(10000)")
+	rq.Add("_pragma", "query_only(1)")
+	r, err := sql.Open("sqlite", "file:"+s.path+"?"+rq.Encode())
+	if err != nil {
+		s.closeWriter()
+		return fmt.Errorf("store: open readers %s: %w", s.path, err)
+	}
+	r.SetMaxOpenConns(readers)
+	r.SetMaxIdleConns(readers)
+	s.r = r
+	if err := s.rs.prepare(ctx, r); err != nil {
+		r.Close()
+		s.closeWriter()
+		return fmt.Errorf("store: open readers %s: %w", s.path, err)
+	}
+	return nil
 }
 
 // openWriter takes the writer's one connection for the store's life, prepares its statements

@@ -159,6 +159,12 @@ func (t *tx) Append(stream string, gen, expect int64, evs ...store.NewEvent) (in
 	if err := t.usable(); err != nil {
 		return 0, err
 	}
+	return t.insertEvents(k, stream, gen, expect, h, evs)
+}
+
+// insertEvents is Append's insert of evs after head h of k (stream, gen), which the caller
+// expected at expect; it returns the new head.
+func (t *tx) insertEvents(k headKey, stream string, gen, expect, h int64, evs []store.NewEvent) (int64, error) {
 	// The events go in rows of up to insertRows per statement; a statement inserts all its rows
 	// or none.
 	args := t.s.b.args[:0]

@@ -519,47 +519,8 @@ func wholeTransactions(t *testing.T, writer store.Store, readers []store.Store) 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var last int
-			finished := false
-			for !finished {
-				select {
-				case <-done:
-					finished = true // one more read after the writer is done
-				default:
-				}
-				evs, err := st.ReadForward(bg, "s", 0, 0, 0)
-				if err != nil {
-					readErrs <- err
-					return
-				}
-				if len(evs)%batch != 0 {
-					readErrs <- fmt.Errorf("read %d events: a transaction was seen in part", len(evs))
-					return
-				}
-				if len(evs) < last {
-					readErrs <- fmt.Errorf("read %d events after having read %d", len(evs), last)
-					return
-				}
-				for i, ev := range evs {
-					if ev.Seq != int64(i+1) || string(ev.Data) != fmt.Sprint(i/batch) {
-						readErrs <- fmt.Errorf("event %d is seq %d data %q", i, ev.Seq, ev.Data)
-						return
-					}
-				}
-				last = len(evs)
-				// Head is read after the events, so it can only be ahead of them.
-				h, err := st.Head(bg, "s", 0)
-				if err != nil {
-					readErrs <- err
-					return
-				}
-				if h < int64(last) {
-					readErrs <- fmt.Errorf("head %d behind a read of %d events", h, last)
-					return
-				}
-			}
-			if last != batches*batch {
-				readErrs <- fmt.Errorf("the final read saw %d events", last)
+			if err := readWholeTransactions(st, done, batch, batches); err != nil {
+				readErrs <- err
 			}
 		}()
 	}
@@ -573,4 +534,47 @@ func wholeTransactions(t *testing.T, writer store.Store, readers []store.Store) 
 	for err := range readErrs {
 		require.NoError(t, err)
 	}
+}
+
+// readWholeTransactions is one reader of wholeTransactions: it reads the stream until after done
+// is closed, and returns what it finds wrong (a transaction seen in part, a read going back, a
+// head behind the events) or a read's error.
+func readWholeTransactions(st store.Store, done <-chan struct{}, batch, batches int) error {
+	var last int
+	finished := false
+	for !finished {
+		select {
+		case <-done:
+			finished = true // one more read after the writer is done
+		default:
+		}
+		evs, err := st.ReadForward(bg, "s", 0, 0, 0)
+		if err != nil {
+			return err
+		}
+		if len(evs)%batch != 0 {
+			return fmt.Errorf("read %d events: a transaction was seen in part", len(evs))
+		}
+		if len(evs) < last {
+			return fmt.Errorf("read %d events after having read %d", len(evs), last)
+		}
+		for i, ev := range evs {
+			if ev.Seq != int64(i+1) || string(ev.Data) != fmt.Sprint(i/batch) {
+				return fmt.Errorf("event %d is seq %d data %q", i, ev.Seq, ev.Data)
+			}
+		}
+		last = len(evs)
+		// Head is read after the events, so it can only be ahead of them.
+		h, err := st.Head(bg, "s", 0)
+		if err != nil {
+			return err
+		}
+		if h < int64(last) {
+			return fmt.Errorf("head %d behind a read of %d events", h, last)
+		}
+	}
+	if last != batches*batch {
+		return fmt.Errorf("the final read saw %d events", last)
+	}
+	return nil
 }

@@ -116,34 +116,7 @@ func testQueuedUpdatesAreToldTheirOwnOutcome(t *testing.T, e *env) {
 			before = wc.Writes()
 		}
 		errs := queued(t, st, n, func(i int) error {
-			return st.Update(bg, func(tx store.Tx) error {
-				stream := fmt.Sprintf("own/%d", i)
-				// The successful ones append round after round; the others never keep an event,
-				// so their head stays 0 whatever they appended before failing.
-				expect := round
-				if i%3 != 0 {
-					expect = 0
-				}
-				if _, err := tx.Append(stream, 0, expect, store.NewEvent{Kind: fmt.Sprint(round)}); err != nil {
-					return err
-				}
-				if err := tx.PutMeta(fmt.Sprintf("own/%d/%d", i, round), []byte("v")); err != nil {
-					return err
-				}
-				if fresh, err := tx.Remember("own", fmt.Sprintf("%d/%d", i, round), 0); err != nil || !fresh {
-					return fmt.Errorf("remember: fresh=%v err=%v", fresh, err)
-				}
-				switch i % 3 {
-				case 1:
-					return ownFailure{i}
-				case 2:
-					// The transaction's own append moved the head: expecting the old one again
-					// conflicts.
-					_, err := tx.Append(stream, 0, expect, store.NewEvent{Kind: "again"})
-					return err
-				}
-				return nil
-			})
+			return ownOutcomeUpdate(st, i, round)
 		})
 		for i, err := range errs {
 			switch i % 3 {
@@ -164,6 +137,60 @@ func testQueuedUpdatesAreToldTheirOwnOutcome(t *testing.T, e *env) {
 			require.EqualValues(t, n/3, wc.Writes()-before, "round %d: one durable write per Update that committed", round)
 		}
 	}
+	checkOwnOutcomes(t, st, n, rounds)
+
+	// What committed is what a new handle finds.
+	require.NoError(t, st.Close())
+	letGo(t, st)
+	re := e.handle(t)
+	for i := range n {
+		h, err := re.Head(bg, fmt.Sprintf("own/%d", i), 0)
+		require.NoError(t, err)
+		if i%3 == 0 {
+			require.EqualValues(t, rounds, h, "update %d's events after a reopen", i)
+		} else {
+			require.Zero(t, h, "update %d's events after a reopen", i)
+		}
+	}
+}
+
+// ownOutcomeUpdate is update i of round in testQueuedUpdatesAreToldTheirOwnOutcome: one update in
+// three commits, one fails with an error of its own, one conflicts with its own append.
+func ownOutcomeUpdate(st store.Store, i int, round int64) error {
+	return st.Update(bg, func(tx store.Tx) error {
+		stream := fmt.Sprintf("own/%d", i)
+		// The successful ones append round after round; the others never keep an event,
+		// so their head stays 0 whatever they appended before failing.
+		expect := round
+		if i%3 != 0 {
+			expect = 0
+		}
+		if _, err := tx.Append(stream, 0, expect, store.NewEvent{Kind: fmt.Sprint(round)}); err != nil {
+			return err
+		}
+		if err := tx.PutMeta(fmt.Sprintf("own/%d/%d", i, round), []byte("v")); err != nil {
+			return err
+		}
+		if fresh, err := tx.Remember("own", fmt.Sprintf("%d/%d", i, round), 0); err != nil || !fresh {
+			return fmt.Errorf("remember: fresh=%v err=%v", fresh, err)
+		}
+		switch i % 3 {
+		case 1:
+			return ownFailure{i}
+		case 2:
+			// The transaction's own append moved the head: expecting the old one again
+			// conflicts.
+			_, err := tx.Append(stream, 0, expect, store.NewEvent{Kind: "again"})
+			return err
+		}
+		return nil
+	})
+}
+
+// checkOwnOutcomes checks what st holds after the n updates of every round of
+// testQueuedUpdatesAreToldTheirOwnOutcome: the events, metadata and remembered keys of those that
+// committed, nothing of the others.
+func checkOwnOutcomes(t *testing.T, st store.Store, n, rounds int) {
 	for i := range n {
 		stream := fmt.Sprintf("own/%d", i)
 		var want []string
@@ -205,20 +232,6 @@ func testQueuedUpdatesAreToldTheirOwnOutcome(t *testing.T, e *env) {
 		}
 	}
 	require.Equal(t, want, fresh, "only the keys of the Updates that committed are remembered")
-
-	// What committed is what a new handle finds.
-	require.NoError(t, st.Close())
-	letGo(t, st)
-	re := e.handle(t)
-	for i := range n {
-		h, err := re.Head(bg, fmt.Sprintf("own/%d", i), 0)
-		require.NoError(t, err)
-		if i%3 == 0 {
-			require.EqualValues(t, rounds, h, "update %d's events after a reopen", i)
-		} else {
-			require.Zero(t, h, "update %d's events after a reopen", i)
-		}
-	}
 }
 
 // Close while Updates are queued: each either committed before the store closed (and a new

@@ -184,11 +184,7 @@ func fencedWritersRaceAGrant(t *testing.T, stores []store.Store, acquirer store.
 	var grantOnce sync.Once
 	grant := func() { grantOnce.Do(func() { close(granted) }) }
 	t.Cleanup(grant) // a failing test lets the writers end
-	type outcome struct {
-		tag string
-		err error
-	}
-	outcomes := make([][]outcome, concurrentWriters)
+	outcomes := make([][]fencedOutcome, concurrentWriters)
 	var wg sync.WaitGroup
 	for w := range concurrentWriters {
 		view := views[w%len(views)]
@@ -201,7 +197,7 @@ func fencedWritersRaceAGrant(t *testing.T, stores []store.Store, acquirer store.
 					}
 					return tx.PutMeta("fenced/"+tag, []byte("v"))
 				})
-				outcomes[w] = append(outcomes[w], outcome{tag, err})
+				outcomes[w] = append(outcomes[w], fencedOutcome{tag, err})
 				if err != nil {
 					return
 				}
@@ -227,7 +223,20 @@ func fencedWritersRaceAGrant(t *testing.T, stores []store.Store, acquirer store.
 	go func() { wg.Wait(); close(done) }()
 	within(t, done, "every fenced writer was refused")
 
-	evs := readAll(t, stores[0], "fenced", 0)
+	checkFencedOutcomes(t, stores[0], outcomes)
+}
+
+// fencedOutcome is what one write of fencedWritersRaceAGrant was told: its tag, and its error.
+type fencedOutcome struct {
+	tag string
+	err error
+}
+
+// checkFencedOutcomes checks what st holds after fencedWritersRaceAGrant against what each writer
+// was told (outcomes[w]: writer w's writes in order): no gap, no event twice, the new grant's
+// marker last, every write told it committed kept, every refused one absent.
+func checkFencedOutcomes(t *testing.T, st store.Store, outcomes [][]fencedOutcome) {
+	evs := readAll(t, st, "fenced", 0)
 	at := map[string]int{}
 	for i, ev := range evs {
 		require.EqualValues(t, i+1, ev.Seq, "no gap")
@@ -247,12 +256,12 @@ func fencedWritersRaceAGrant(t *testing.T, stores []store.Store, acquirer store.
 			if o.err == nil {
 				kept++
 				require.True(t, in, "%s committed: its event is kept", o.tag)
-				require.Equal(t, "v", metaOf(t, stores[0], "fenced/"+o.tag), "%s committed: its metadata is kept", o.tag)
+				require.Equal(t, "v", metaOf(t, st, "fenced/"+o.tag), "%s committed: its metadata is kept", o.tag)
 				continue
 			}
 			require.True(t, errors.Is(o.err, store.ErrFenced), "%s: %v", o.tag, o.err)
 			require.False(t, in, "%s was refused: no event of it", o.tag)
-			require.Equal(t, "<none>", metaOf(t, stores[0], "fenced/"+o.tag), "%s was refused: no metadata of it", o.tag)
+			require.Equal(t, "<none>", metaOf(t, st, "fenced/"+o.tag), "%s was refused: no metadata of it", o.tag)
 		}
 	}
 	require.Equal(t, kept, marker, "every event before the marker is a write its writer was told committed")

@@ -267,12 +267,7 @@ func (cv *Dialogue) turn(c *kernel.Context, st *state, m kernel.Message, env *re
 	prompt := env.Text
 	var editOfTurn int64
 	if env.EditOf != nil {
-		idx := -1
-		for i, t := range st.Window {
-			if t.UserRec == *env.EditOf && t.Asker.Equal(asker) {
-				idx = i
-			}
-		}
+		idx := editedTurn(st, *env.EditOf, asker)
 		if idx < 0 {
 			return cv.reject(c, st, m, loomtype.ReasonEditInvalid, &asker)
 		}
@@ -297,42 +292,11 @@ func (cv *Dialogue) turn(c *kernel.Context, st *state, m kernel.Message, env *re
 	// The budget verdict is recorded: a replay applies the same eviction whatever the counter
 	// says now.
 	if b := cv.cfg.Budget; b != nil {
-		var fv fitValue
-		err := cv.decide(c, record.FitID(ord), &fv, func() (any, error) {
-			in := budget.FitInput{ContextWindow: b.ContextWindow, ReserveOutputTokens: b.ReserveOutputTokens,
-				System: cv.cfg.SystemPrompt, Prompt: prompt, Counter: b.Counter, Tools: toolTexts(cv.cfg.Tools)}
-			if summary != "" {
-				in.Summary, in.SummaryAck = fenceSummary(summary), SummaryAck
-			}
-			for _, t := range visible {
-				in.Turns = append(in.Turns, budget.Turn{Ord: t.Ord, Messages: []string{t.modelUser(), t.modelReply()}, Tokens: t.Tokens})
-			}
-			r := budget.Fit(in)
-			return fitValue{OK: r.OK, Keep: r.Keep, Tokens: r.Tokens, Counted: r.Counted, DroppedSummary: r.DroppedSummary}, nil
-		})
-		if err != nil {
+		var fits bool
+		if visible, summary, fits, err = cv.fit(c, st, b, ord, prompt, summary, visible); err != nil {
 			return err
-		}
-		for _, cnt := range fv.Counted {
-			for i := range st.Window {
-				if st.Window[i].Ord == cnt.Ord {
-					st.Window[i].Tokens = cnt.Tokens
-				}
-			}
-		}
-		if !fv.OK {
+		} else if !fits {
 			return cv.reject(c, st, m, loomtype.ReasonPromptTooLarge, &asker)
-		}
-		keep := fv.Keep
-		if fv.DroppedSummary {
-			summary = ""
-		}
-		if st.Mode == ModeOwner {
-			// Turns the fit dropped leave the window for good and are folded into the summary.
-			st.evict(len(st.Window) - keep)
-			visible = st.Window
-		} else {
-			visible = visible[len(visible)-keep:]
 		}
 	}
 	if err := cv.summarize(c, st); err != nil {
@@ -368,6 +332,70 @@ func (cv *Dialogue) turn(c *kernel.Context, st *state, m kernel.Message, env *re
 	if err != nil {
 		return err
 	}
+	return cv.recordReply(c, st, ord, turnNo, asker, user.Ord, env.Text, prompt, classes, res)
+}
+
+// editedTurn is the index in st's window of the newest turn of asker whose user record is rec,
+// -1 when there is none.
+func editedTurn(st *state, rec int64, asker loomtype.Identity) int {
+	idx := -1
+	for i, t := range st.Window {
+		if t.UserRec == rec && t.Asker.Equal(asker) {
+			idx = i
+		}
+	}
+	return idx
+}
+
+// fit applies budget b to turn ord of prompt: the verdict is recorded, so a replay applies the
+// same eviction whatever the counter says now. Given the turns the asker sees (visible) and the
+// summary, it returns the turns and the summary the model is sent; fits is false when the prompt
+// does not fit (the caller rejects the turn).
+func (cv *Dialogue) fit(c *kernel.Context, st *state, b *record.Budget, ord int64, prompt, summary string, visible []turnMem) (_ []turnMem, _ string, fits bool, _ error) {
+	var fv fitValue
+	err := cv.decide(c, record.FitID(ord), &fv, func() (any, error) {
+		in := budget.FitInput{ContextWindow: b.ContextWindow, ReserveOutputTokens: b.ReserveOutputTokens,
+			System: cv.cfg.SystemPrompt, Prompt: prompt, Counter: b.Counter, Tools: toolTexts(cv.cfg.Tools)}
+		if summary != "" {
+			in.Summary, in.SummaryAck = fenceSummary(summary), SummaryAck
+		}
+		for _, t := range visible {
+			in.Turns = append(in.Turns, budget.Turn{Ord: t.Ord, Messages: []string{t.modelUser(), t.modelReply()}, Tokens: t.Tokens})
+		}
+		r := budget.Fit(in)
+		return fitValue{OK: r.OK, Keep: r.Keep, Tokens: r.Tokens, Counted: r.Counted, DroppedSummary: r.DroppedSummary}, nil
+	})
+	if err != nil {
+		return nil, "", false, err
+	}
+	for _, cnt := range fv.Counted {
+		for i := range st.Window {
+			if st.Window[i].Ord == cnt.Ord {
+				st.Window[i].Tokens = cnt.Tokens
+			}
+		}
+	}
+	if !fv.OK {
+		return nil, "", false, nil
+	}
+	keep := fv.Keep
+	if fv.DroppedSummary {
+		summary = ""
+	}
+	if st.Mode == ModeOwner {
+		// Turns the fit dropped leave the window for good and are folded into the summary.
+		st.evict(len(st.Window) - keep)
+		visible = st.Window
+	} else {
+		visible = visible[len(visible)-keep:]
+	}
+	return visible, summary, true, nil
+}
+
+// recordReply records the reply res to turn turnNo (message ord of asker, whose text and prompt
+// the user record userRec holds; classes: the turn's context classes) and keeps the turn in the
+// window.
+func (cv *Dialogue) recordReply(c *kernel.Context, st *state, ord, turnNo int64, asker loomtype.Identity, userRec int64, text, prompt string, classes []string, res turn.Result) error {
 	reply := loomtype.Entry{Turn: turnNo, Role: loomtype.RoleAssistant, Status: res.Status, Reason: res.Reason,
 		ErrorID: res.ErrorID, Asker: &asker, TurnExecutionID: res.ExecID}
 	if res.Status != agent.Failed {
@@ -379,8 +407,8 @@ func (cv *Dialogue) turn(c *kernel.Context, st *state, m kernel.Message, env *re
 		return err
 	}
 	cv.hub.End(c.ID(), turnNo)
-	st.Window = append(st.Window, turnMem{Ord: ord, Turn: turnNo, UserRec: user.Ord, Asker: asker, User: env.Text,
-		Prompt: promptIf(prompt, env.Text), Reply: res.Text, Status: res.Status, Classes: replyClasses})
+	st.Window = append(st.Window, turnMem{Ord: ord, Turn: turnNo, UserRec: userRec, Asker: asker, User: text,
+		Prompt: promptIf(prompt, text), Reply: res.Text, Status: res.Status, Classes: replyClasses})
 	st.evict(len(st.Window) - cv.cfg.MaxWindowTurns)
 	return nil
 }
