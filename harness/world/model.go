@@ -20,7 +20,9 @@ const DefaultReplyRunes = 60
 // Reply is one scripted answer of the model.
 //
 // The answer text is Chunks joined (streamed one chunk per event), or, when Chunks is empty, Text
-// (streamed in word-sized pieces). With Hold set, the model sends Chunks, then waits at the hold
+// (streamed as one piece: pieces sent back to back reach a system in one read or in several, and
+// how many deltas it then shows is its own, so a scenario that counts deltas scripts Chunks and
+// paces them). With Hold set, the model sends Chunks, then waits at the hold
 // (see Hold), then sends After. ToolCalls follow the text, each streamed as a first fragment with
 // id and name and then its arguments in up to three fragments. FinishReason defaults to
 // "tool_calls" when there are tool calls and "stop" otherwise.
@@ -431,8 +433,8 @@ func (m *Model) answer(rw http.ResponseWriter, r *http.Request, req *chatRequest
 		calls[k] = tc
 	}
 	pieces := reply.Chunks
-	if len(pieces) == 0 {
-		pieces = wordPieces(reply.Text)
+	if len(pieces) == 0 && reply.Text != "" {
+		pieces = []string{reply.Text}
 	}
 	if reply.Fill > 0 {
 		text := strings.Join(pieces, "")

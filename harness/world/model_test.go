@@ -118,7 +118,7 @@ func TestModelStreamedWithClient(t *testing.T) {
 	deltas = nil
 	resp, err = c.Complete(bounded(t), model.Request{Messages: userMsgs("again")}, func(s string) { deltas = append(deltas, s) })
 	require.NoError(t, err)
-	assert.Equal(t, []string{"one", " two", " three"}, deltas)
+	assert.Equal(t, []string{"one two three"}, deltas, "a Text reply is streamed as one piece")
 	assert.Equal(t, "one two three", resp.Content)
 
 	// Nothing left: the default reply, streamed.

@@ -225,26 +225,6 @@ func firstRunes(s string, n int) string {
 	return s
 }
 
-// wordPieces cuts s into word-sized pieces, each with the white space before it.
-func wordPieces(s string) []string {
-	var out []string
-	start, inWord := 0, false
-	for i, r := range s {
-		space := r == ' ' || r == '\n' || r == '\t'
-		switch {
-		case space && inWord:
-			out = append(out, s[start:i])
-			start, inWord = i, false
-		case !space:
-			inWord = true
-		}
-	}
-	if start < len(s) {
-		out = append(out, s[start:])
-	}
-	return out
-}
-
 // fragments cuts s into up to three pieces of about equal length on rune boundaries.
 func fragments(s string) []string {
 	runes := []rune(s)
