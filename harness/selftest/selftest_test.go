@@ -107,6 +107,30 @@ func TestEveryDefectApplies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	n := eachDefectEdit(t, root, func(name string, files map[string][]byte) {
+		if len(files) == 0 {
+			t.Errorf("%s: the edits change no file", name)
+		}
+		for rel, b := range files {
+			orig, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(rel)))
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+			if string(orig) == string(b) {
+				t.Errorf("%s: the edited %s is the same as the original", name, rel)
+			}
+		}
+	})
+	if n < 300 {
+		t.Fatalf("only %d defects' edits were checked", n)
+	}
+}
+
+// eachDefectEdit applies each edit file of the named defects under root (once, however many
+// defects share it) and calls fn with the files it changes; an edit file that does not load or
+// apply fails the test, naming it. It returns how many edit files it applied or tried.
+func eachDefectEdit(t *testing.T, root string, fn func(name string, files map[string][]byte)) int {
+	t.Helper()
 	dir := filepath.Join(root, "fixtures", "defects")
 	defects, err := Load(dir)
 	if err != nil {
@@ -129,20 +153,7 @@ func TestEveryDefectApplies(t *testing.T) {
 			t.Error(err)
 			continue
 		}
-		if len(files) == 0 {
-			t.Errorf("%s: the edits change no file", name)
-		}
-		for rel, b := range files {
-			orig, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(rel)))
-			if err != nil {
-				t.Errorf("%s: %v", name, err)
-			}
-			if string(orig) == string(b) {
-				t.Errorf("%s: the edited %s is the same as the original", name, rel)
-			}
-		}
+		fn(name, files)
 	}
-	if len(seen) < 300 {
-		t.Fatalf("only %d defects' edits were checked", len(seen))
-	}
+	return len(seen)
 }

@@ -46,28 +46,7 @@ func TestEveryDefectTypeChecks(t *testing.T) {
 		}
 		return os.Open(f)
 	})
-	dir := filepath.Join(root, "fixtures", "defects")
-	defects, err := Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]bool{}
-	for _, d := range defects {
-		name := d.editsName()
-		if seen[name] {
-			continue
-		}
-		seen[name] = true
-		edits, err := LoadEdits(dir, name)
-		if err != nil {
-			t.Error(err)
-			continue
-		}
-		files, err := ApplyEdits(root, name, edits)
-		if err != nil {
-			t.Error(err)
-			continue
-		}
+	eachDefectEdit(t, root, func(name string, files map[string][]byte) {
 		pkgs := map[string]bool{}
 		for rel := range files {
 			pkgs[path.Dir(rel)] = true
@@ -83,7 +62,7 @@ func TestEveryDefectTypeChecks(t *testing.T) {
 				t.Errorf("%s: the edited %s does not type-check: %v", name, p, err)
 			}
 		}
-	}
+	})
 }
 
 // buildEdited builds the packages of the edited files with the edits in place (go build
