@@ -380,11 +380,11 @@ Feature: A run's model calls are cached per principal and scope, capped, and bou
     And the model replies "The lookup timed out."
     When alice starts a run with:
       """
-      {"prompt": "check pump 3", "toolTimeoutMs": 2000}
+      {"prompt": "check pump 3", "toolTimeoutMs": 6000}
       """
-    And the tool "lookup" has been waiting 1500 ms
+    And the tool "lookup" has been waiting 4500 ms
     And the system is killed and restarted
-    Then the run ends completed within 3000 ms of the first call of the tool "lookup"
+    Then the run ends completed within 9000 ms of the first call of the tool "lookup"
     And the run's tool-call log is:
       | name   | arguments  | ok    | result    |
       | lookup | {"pump":3} | false | timed out |
@@ -395,9 +395,9 @@ Feature: A run's model calls are cached per principal and scope, capped, and bou
     And the model waits before answering
     When alice starts a run with:
       """
-      {"prompt": "check pump 3", "turnTimeoutMs": 2000}
+      {"prompt": "check pump 3", "turnTimeoutMs": 6000}
       """
-    And the first request to the model has been waiting 1500 ms
+    And the first request to the model has been waiting 4500 ms
     And the system is killed and restarted
-    Then the run ends failed within 3000 ms of the first request to the model
+    Then the run ends failed within 9000 ms of the first request to the model
     And the run's reason is "turn-timeout"
