@@ -15,18 +15,9 @@ func (s *sharedSteps) toolsAndClasses(t *godog.Table) error {
 	})
 }
 
-// toolWithoutClass declares a tool the host gives no data class.
-func (s *sharedSteps) toolWithoutClass(name string) error {
-	return s.configure(func(c *sutconfig.SUTConfig) {
-		c.Tools.Definitions = append(c.Tools.Definitions, sutconfig.ToolDef{Name: name,
-			Description: "the " + name + " tool", Parameters: map[string]any{"type": "object"}})
-	})
-}
-
 // sharedEditClassesVocabulary lists the steps of features/shared/edit_classes.feature.
 func sharedEditClassesVocabulary(a areas) []stepDef {
 	return []stepDef{
 		{`^the tools and their classes are:$`, a.shared.toolsAndClasses, "declares the tools of the table with their data classes"},
-		{`^the tool "(\w+)" is declared with no class$`, a.shared.toolWithoutClass, "declares a tool the host gives no data class"},
 	}
 }
