@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/cucumber/godog"
 
+	"github.com/loomcheck/loomcheck/harness/oracle"
 	"github.com/loomcheck/loomcheck/harness/world"
 	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
@@ -34,6 +36,12 @@ func (s *budgetSteps) summarizerAnswersSummaryCharacters(always string, size int
 	}
 	s.summary = s.summaryText(size)
 	return s.enqueue(n, world.Summary{Text: s.summary})
+}
+
+// summarizerAnswersSummaryOfUnit scripts the summarizer's next answer with the unit repeated N times.
+func (s *budgetSteps) summarizerAnswersSummaryOfUnit(n int, unit string) error {
+	s.summary = strings.Repeat(unescape(unit), n)
+	return s.enqueue(1, world.Summary{Text: s.summary})
 }
 
 // summarizerFails scripts the summarizer's next call (or every call) to fail with the status.
@@ -119,6 +127,17 @@ func (s *budgetSteps) requestCarriesThatSummary(i int) error {
 // requestCarriesSummaryPrefix expects request N to the model to carry the first N characters of the last scripted summary, fenced.
 func (s *budgetSteps) requestCarriesSummaryPrefix(i, n int) error {
 	return s.expectSummary(i, s.summary[:min(n, len(s.summary))])
+}
+
+// requestCarriesSummaryCut expects request N to the model to carry the first N code points of
+// the last scripted summary, fenced, once the kit's own trim (harness/oracle, spec/token-counting.md
+// §6) to the given tokens is found to keep exactly that many.
+func (s *budgetSteps) requestCarriesSummaryCut(i, kept, max int) error {
+	want := oracle.TrimSummary(s.summary, max)
+	if n := utf8.RuneCountInString(want); n != kept {
+		return harnessErr("the kit's own trim keeps %d code points of the summary at maxSummaryTokens %d, the scenario says %d", n, max, kept)
+	}
+	return s.expectSummary(i, want)
 }
 
 // requestCarriesNoSummary expects request N to the model to carry no summary.
@@ -291,6 +310,8 @@ func conversationBudgetVocabulary(a areas) []stepDef {
 		{`^request (\d+) to the model carries the summary "((?:[^"\\]|\\.)*)" fenced in a user message$`, a.budget.requestCarriesSummary, "expects request N to the model to carry the summary text fenced in a user message"},
 		{`^request (\d+) to the model carries that summary, fenced$`, a.budget.requestCarriesThatSummary, "expects request N to the model to carry the last scripted summary, fenced"},
 		{`^request (\d+) to the model carries the first (\d+) characters of that summary, fenced$`, a.budget.requestCarriesSummaryPrefix, "expects request N to the model to carry the first N characters of the last scripted summary, fenced"},
+		{`^the summarizer answers a summary of (\d+) "((?:[^"\\]|\\.)*)" characters$`, a.budget.summarizerAnswersSummaryOfUnit, "scripts the summarizer's next answer with the unit repeated N times"},
+		{`^request (\d+) to the model carries the first (\d+) characters of that summary, as the kit trims it to (\d+) tokens, fenced$`, a.budget.requestCarriesSummaryCut, "expects request N to carry the first N code points of the last scripted summary, fenced, which the kit's own trim to the given tokens keeps"},
 		{`^request (\d+) to the model carries no summary$`, a.budget.requestCarriesNoSummary, "expects request N to the model to carry no summary"},
 		{`^no system message of any request to the model holds "((?:[^"\\]|\\.)*)"$`, a.budget.noSystemMessageHolds, "expects no system message of any request to the model to hold the text"},
 		{`^the window of request (\d+) to the model holds turns (.+)$`, a.budget.windowHoldsTurns, "expects the window of request N to the model to hold exactly the listed turns"},

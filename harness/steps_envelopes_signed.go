@@ -81,6 +81,29 @@ func (s *envelopesSteps) floodsInbox(who string, n int) error {
 	return nil
 }
 
+// putsEnvelopesCapturingFirst puts the envelopes of the table, one a row and in its order, into
+// the inbox as who, and keeps the first as the captured envelope.
+func (s *envelopesSteps) putsEnvelopesCapturingFirst(who string, t *godog.Table) error {
+	head := t.Rows[0].Cells
+	for i, row := range t.Rows[1:] {
+		fields := map[string]string{}
+		for j, c := range row.Cells {
+			fields[head[j].Value] = c.Value
+		}
+		payload, err := s.buildEnvelope(who, fields)
+		if err != nil {
+			return err
+		}
+		if i == 0 {
+			s.captured = payload
+		}
+		if err := s.mustPut(who, payload); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // capturesEnvelope reads turn N's envelope from the conversation's log as who and keeps it.
 func (s *envelopesSteps) capturesEnvelope(who string, turn int64) error {
 	text, err := s.userText(turn)
@@ -318,6 +341,7 @@ func envelopesSignedVocabulary(a areas) []stepDef {
 		{`^(\w[\w' ]*?) floods the conversation's inbox with (\d+) signed empty envelopes$`, a.envelopes.floodsInbox, "puts N signed empty envelopes into the inbox as who"},
 		{`^(\w[\w' ]*?) floods the conversation's inbox with (\d+) signed empty envelopes issued when the captured one was$`, a.envelopes.floodsInboxAtCaptured, "puts N signed empty envelopes issued at the captured envelope's issue time into the inbox as who"},
 		{`^(\w[\w' ]*?) puts an envelope saying "([^"]*)" into the inbox and waits until its issue time is older than maxEnvelopeAgeMs$`, a.envelopes.putsEnvelopeOutlived, "puts an envelope issued two seconds short of maxEnvelopeAgeMs ago, then waits until the clock passes its staleness"},
+		{`^(\w[\w' ]*?) puts these envelopes into the conversation's inbox in turn, capturing the first:$`, a.envelopes.putsEnvelopesCapturingFirst, "puts the envelopes of the table, one a row and in order, into the inbox as who, and keeps the first as the captured one"},
 		{`^(\w[\w' ]*?) captures the envelope of turn (\d+) from the log$`, a.envelopes.capturesEnvelope, "reads turn N's envelope from the conversation's log as who and keeps it"},
 		{`^(\w[\w' ]*?) puts the captured envelope into the conversation's inbox again$`, a.envelopes.putsCapturedAgain, "puts the captured envelope into the inbox again as who"},
 		{`^the signing key is rotated, keeping the old one as a previous key, and the system restarted$`, a.envelopes.keyRotated, "rotates the signing key, keeping the old one as previous, and restarts the system"},

@@ -213,6 +213,17 @@ func (s *liveSteps) streamEventsBefore(who string, turn int64, t *godog.Table) e
 	return s.exactEventsBefore(st, t, turn)
 }
 
+// newStreamEventsBefore expects who's resumed stream to have got exactly the table's events before turn N's message.
+func (s *liveSteps) newStreamEventsBefore(who string, turn int64, t *godog.Table) error {
+	s.mu.Lock()
+	st := s.named[who+"/resumed"]
+	s.mu.Unlock()
+	if st == nil {
+		return harnessErr("no resumed stream of %s", who)
+	}
+	return s.exactEventsBefore(st, t, turn)
+}
+
 // conversationEventsBefore expects the named conversation's stream to have got exactly the table's events before turn N's message.
 func (s *liveSteps) conversationEventsBefore(name string, turn int64, t *godog.Table) error {
 	st, err := s.streamFor(name)
@@ -246,6 +257,7 @@ func gatewayLiveVocabulary(a areas) []stepDef {
 		{`^(\w[\w' ]*?)'s stream shows a reset of turn (\d+) before its partial$`, a.live.streamShowsReset, "expects who's stream to show a reset of turn N before its partial"},
 		{`^(\w[\w' ]*?)'s stream shows "((?:[^"\\]|\\.)*)"$`, a.live.streamShows, "waits until who's stream shows the live text"},
 		{`^(\w[\w' ]*?)'s stream got exactly these events before the message of turn (\d+):$`, a.live.streamEventsBefore, "expects who's stream to have got exactly the table's events before turn N's message"},
+		{`^(\w[\w' ]*?)'s new stream got exactly these events before the message of turn (\d+):$`, a.live.newStreamEventsBefore, "expects who's resumed stream to have got exactly the table's events before turn N's message"},
 		{`^the stream of conversation "([^"]*)" got exactly these events before the message of turn (\d+):$`, a.live.conversationEventsBefore, "expects the named conversation's stream to have got exactly the table's events before turn N's message"},
 	}
 }

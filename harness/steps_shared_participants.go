@@ -10,6 +10,7 @@ import (
 	"github.com/cucumber/godog"
 
 	"github.com/loomcheck/loomcheck/harness/oracle"
+	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
 
 // clearancesAre scripts the clearance service with the table's clearance per principal.
@@ -525,9 +526,18 @@ func (s *liveSteps) streamEvents(who string, t *godog.Table) error {
 	return s.exactEvents(st, t)
 }
 
+// toolWithoutClass declares a tool the host gives no data class.
+func (s *sharedSteps) toolWithoutClass(name string) error {
+	return s.configure(func(c *sutconfig.SUTConfig) {
+		c.Tools.Definitions = append(c.Tools.Definitions, sutconfig.ToolDef{Name: name,
+			Description: "the " + name + " tool", Parameters: map[string]any{"type": "object"}})
+	})
+}
+
 // sharedParticipantsVocabulary lists the steps of features/shared/participants.feature.
 func sharedParticipantsVocabulary(a areas) []stepDef {
 	return []stepDef{
+		{`^the tool "(\w+)" is declared with no class$`, a.shared.toolWithoutClass, "declares a tool the host gives no data class"},
 		{`^the request to the model for "((?:[^"\\]|\\.)*)" holds no earlier turns$`, a.model.requestForHoldsNoEarlier, "expects the request to the model for the text to hold no earlier turn"},
 		{`^the summarizer was never handed the words "((?:[^"\\]|\\.)*)"$`, a.budget.summarizerNeverHanded, "expects the summarizer never to have been handed the words"},
 		{`^(\w[\w' ]*?)'s stream got exactly these events:$`, a.live.streamEvents, "expects who's stream to have got exactly the table's events"},

@@ -186,6 +186,29 @@ Feature: The context fits the model's window, and what leaves it is summarized
       | 0       | 400  | 400  |
       | 0       | 401  | 400  |
 
+  @profile:budget @req:ADR0122-D5-07 @configures
+  Scenario Outline: The summary cut counts a token per character outside ASCII, whatever its bytes (<n> "<unit>")
+    # spec/token-counting.md §2 and §6: four ASCII characters make a token, every other code point
+    # one, so 8 tokens keep 32 ASCII characters or 8 of any other, one to four bytes each alike.
+    Given the setting "conversation.budget.maxSummaryTokens" is 8
+    And the summarizer answers a summary of <n> "<unit>" characters
+    And alice has started a conversation
+    And alice has had 3 turns of 400 characters answered
+    When alice sends "what did I say?"
+    Then turn 4 is answered "re: what did I say?"
+    And request 4 to the model carries the first <kept> characters of that summary, as the kit trims it to 8 tokens, fenced
+
+    Examples:
+      | unit | n  | kept |
+      | x    | 32 | 32   |
+      | x    | 33 | 32   |
+      | é    | 8  | 8    |
+      | é    | 9  | 8    |
+      | 中   | 8  | 8    |
+      | 中   | 9  | 8    |
+      | 😀   | 8  | 8    |
+      | 😀   | 9  | 8    |
+
   @profile:budget @req:ADR0122-D5-08 @configures
   Scenario: A summary too big for one turn is left out of that turn only
     Given the summarizer always answers a summary of 400 characters

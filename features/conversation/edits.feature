@@ -29,6 +29,35 @@ Feature: Editing an earlier message is a new turn that quotes it
       | user      | [This message edits the user's earlier message "check pump 3".]\ncheck pump 4 |
 
   @profile:core @req:ADR0122-R17b-05
+  Scenario: An edit of an edit quotes the words its user wrote, not the quote the model was sent with them
+    # spec/prompt.md: the quote is the edited turn's own text; the window still shows the model the
+    # earlier edit as it was sent, quote line and all.
+    Given alice has started a conversation
+    When alice sends "check pump 3"
+    Then turn 1 is answered "re: check pump 3"
+    Given the model replies "checking pump 4 instead"
+    When alice sends "check pump 4" as an edit of record 1
+    Then turn 2 is answered "checking pump 4 instead"
+    Given the model replies "checking pump 5 instead"
+    When alice sends "check pump 5" as an edit of record 3
+    Then turn 3 is answered "checking pump 5 instead"
+    And the history holds:
+      | ord | turn | role      | status   | text                    | editOf | editOfTurn |
+      | 1   | 1    | user      | accepted | check pump 3            |        |            |
+      | 2   | 1    | assistant | complete | re: check pump 3        |        |            |
+      | 3   | 2    | user      | accepted | check pump 4            | 1      | 1          |
+      | 4   | 2    | assistant | complete | checking pump 4 instead |        |            |
+      | 5   | 3    | user      | accepted | check pump 5            | 3      | 2          |
+      | 6   | 3    | assistant | complete | checking pump 5 instead |        |            |
+    And request 3 to the model holds the messages:
+      | role      | content                                                                       |
+      | user      | check pump 3                                                                  |
+      | assistant | re: check pump 3                                                              |
+      | user      | [This message edits the user's earlier message "check pump 3".]\ncheck pump 4 |
+      | assistant | checking pump 4 instead                                                       |
+      | user      | [This message edits the user's earlier message "check pump 4".]\ncheck pump 5 |
+
+  @profile:core @req:ADR0122-R17b-05
   Scenario Outline: The quote of an edited message is its first 500 characters (a message of <size>)
     Given alice has started a conversation
     When alice sends a message of <size> characters

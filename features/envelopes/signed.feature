@@ -260,6 +260,34 @@ Feature: A conversation acts only on fresh, host-signed envelopes it has not see
       | 17  | 3    | assistant | complete | re: are you still there? |           |
     And the model has been asked 3 times in all
 
+  @profile:envelope @req:ADR0122-D8-06 @configures
+  Scenario: Evicting an older envelope after a newer one keeps the floor at the newer one's issue time
+    # spec/envelopes.md §6: an eviction sets the floor to max(floor, evicted iat), never lower. With
+    # room for two ids, the third envelope evicts the first (issued 50 s ago: the floor) and the
+    # fourth evicts the second (issued 100 s ago), which leaves the floor where it was; the first,
+    # put again, is at the floor, so stale. Empty envelopes are consumed, then refused as malformed.
+    Given the setting "conversation.replaySetSize" is 2
+    And alice has started a conversation
+    When alice puts these envelopes into the conversation's inbox in turn, capturing the first:
+      | text | issued          |
+      |      | 50 seconds ago  |
+      |      | 100 seconds ago |
+      |      | 80 seconds ago  |
+      |      | 40 seconds ago  |
+    And alice puts the captured envelope into the conversation's inbox again
+    And alice sends "are you still there?"
+    Then turn 1 is answered "re: are you still there?"
+    And the history holds:
+      | ord | turn | role      | status   | text                     | reason    |
+      | 1   | 0    | user      | rejected | -                        | malformed |
+      | 2   | 0    | user      | rejected | -                        | malformed |
+      | 3   | 0    | user      | rejected | -                        | malformed |
+      | 4   | 0    | user      | rejected | -                        | malformed |
+      | 5   | 0    | user      | rejected | -                        | stale     |
+      | 6   | 1    | user      | accepted | are you still there?     |           |
+      | 7   | 1    | assistant | complete | re: are you still there? |           |
+    And the model has been asked 1 time in all
+
   @profile:envelope @req:ADR0122-D8-24 @crash @configures
   Scenario: A captured envelope signed under the previous key is still a replay after a key rotation
     Given alice has started a conversation

@@ -453,6 +453,25 @@ Feature: The HTTP gateway fails closed and says nothing a caller was not entitle
     When alice reconnects with the cursor of record 6 as a query parameter
     Then alice's new stream delivers records 7, 8, each once, with ids equal to their history cursors
 
+  @profile:gateway @req:ADR0122-D6-09
+  Scenario: A stream that stays open follows commit after commit, each message once
+    # After each commit the stream reads on strictly after the last message it sent, so a stream
+    # woken again and again sends every record once. The model's default answer (spec/world.md) is
+    # streamed, and the asker's stream shows it live before its record.
+    Given alice has started a conversation
+    When alice opens the event stream
+    And alice has had 2 turns answered
+    And alice sends "that is all"
+    Then alice's stream got exactly these events before the message of turn 3:
+      | event   | turn | role      | status   | text           |
+      | status  |      |           |          |                |
+      | message | 1    | user      | accepted | question 1     |
+      | delta   | 1    |           |          | re: question 1 |
+      | message | 1    | assistant | complete | re: question 1 |
+      | message | 2    | user      | accepted | question 2     |
+      | delta   | 2    |           |          | re: question 2 |
+      | message | 2    | assistant | complete | re: question 2 |
+
   @profile:gateway @req:ADR0122-D6-30
   Scenario Outline: A body is read strictly, one way for every route, and a refused one changes nothing
     # One JSON value and nothing after it; members named exactly, once each, never null where the

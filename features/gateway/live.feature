@@ -56,6 +56,28 @@ Feature: Live deltas are transient, attributed and caught up
       | partial | 1    |           |          | Let me check    |
       | message | 1    | assistant | complete | Let me check    |
 
+  @profile:gateway @req:ADR0122-D7-02
+  Scenario: A stream resumed after a turn's durable reply gets no partial of that turn
+    # The durable reply supersedes the live text: once it is written the turn has no partial left,
+    # so a stream resuming after it starts with the records that follow. The rejected empty message
+    # is handled after the reply, so when it is in the history the turn's live phase is over.
+    Given alice has started a conversation
+    And the model streams "Let me " "check" and waits
+    When alice opens the event stream
+    And alice sends "check the pumps"
+    And the model has streamed its first words
+    And the model is released
+    Then alice's stream delivers the reply of turn 1 with the text "Let me check"
+    When alice closes her stream
+    And alice sends an empty message
+    Then record 3 is rejected with reason "malformed"
+    When alice reconnects with the last event id she saw
+    And alice sends "that is all"
+    Then alice's new stream got exactly these events before the message of turn 2:
+      | event   | turn | role | status   | text |
+      | status  |      |      |          |      |
+      | message | 0    | user | rejected |      |
+
   @profile:gateway @req:ADR0122-D7-01
   Scenario: A stream that stays open sees the live text of every turn, whoever else comes and goes
     Given alice has started a conversation

@@ -38,3 +38,28 @@ Feature: An edit in a shared conversation is classified like the words it quotes
       | 5   | 3    | user      | accepted | bob   | incident | 1      |
       | 6   | 3    | assistant | complete | bob   | incident |        |
     And the last user message of request 4 to the model quotes "what do the pump logs say?" and says "what do the pump logs say now?"
+
+  @profile:shared @req:ADR0122-R17b-06 @configures
+  Scenario: A participant's edit of another participant's message is one rejected record
+    # spec/http.md: an edit names one of the sender's own earlier accepted user records; another
+    # participant's is not one, so nothing of it is quoted and no turn runs.
+    Given alice has started a shared conversation with bob
+    When alice sends "check pump 3"
+    Then alice sees turn 1 answered "re: check pump 3"
+    When bob sends "check pump 4" as an edit of record 1
+    And bob sends "are you there?"
+    Then alice sees turn 2 answered "re: are you there?"
+    And record 3 is rejected with reason "edit-invalid"
+    And alice sees the history:
+      | ord | turn | role      | status   | asker | text             |
+      | 1   | 1    | user      | accepted | alice | check pump 3     |
+      | 2   | 1    | assistant | complete | alice | re: check pump 3 |
+      | 3   | 0    | user      | rejected | bob   | -                |
+      | 4   | 2    | user      | accepted | bob   | are you there?   |
+      | 5   | 2    | assistant | complete | bob   | re: are you there? |
+    And the model has been asked 2 times in all
+    And request 2 to the model holds the messages:
+      | role      | content          |
+      | user      | check pump 3     |
+      | assistant | re: check pump 3 |
+      | user      | are you there?   |

@@ -77,6 +77,25 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
       | assistant | re: what happened tonight?                   |
       | user      | anything new?                                |
 
+  @profile:shared @req:ADR0122-D10-08 @configures
+  Scenario: An answer that called a tool without a declared class is classified unclassified
+    # spec/requirements.yaml, ADR0122-D10-08: a tool without a class adds "unclassified"; bob is
+    # not cleared for it, so he sees the answer as a placeholder.
+    Given the tool "weather" is declared with no class
+    And alice has started a shared conversation with bob
+    And the model calls "weather" with {"city": "Oslo"}
+    And the model replies "Sunny in Oslo."
+    When alice sends "what is the weather?"
+    Then alice sees turn 1 answered "Sunny in Oslo."
+    And alice sees the history:
+      | ord | turn | role      | status   | asker | classes      | text                 |
+      | 1   | 1    | user      | accepted | alice |              | what is the weather? |
+      | 2   | 1    | assistant | complete | alice | unclassified | Sunny in Oslo.       |
+    And bob sees the history:
+      | ord | turn | role      | status     | asker | text                 |
+      | 1   | 1    | user      | accepted   | alice | what is the weather? |
+      | 2   | 1    | assistant | restricted | alice | -                    |
+
   @profile:shared @req:ADR0122-D10-01 @req:ADR0122-D10-03 @configures
   Scenario: Participants are explicit and managed by the owner
     Given alice has started a shared conversation with bob
@@ -433,6 +452,24 @@ Feature: A shared conversation: participants, turns run as their asker, filtered
     When the model is released
     Then alice sees turn 1 answered "secret figures"
     And bob's stream delivers the reply of turn 1 with the text "secret figures"
+    When bob sends "that is all"
+    Then alice's stream got exactly these events before the message of turn 2:
+      | event   | turn | role      | status   | text                |
+      | status  |      |           |          |                     |
+      | message | 1    | user      | accepted | show me the figures |
+      | message | 1    | assistant | complete | secret figures      |
+
+  @profile:shared @req:ADR0122-D10-12 @configures
+  Scenario: A participant who attaches while another's turn is running gets no partial of it
+    Given alice has started a shared conversation with bob
+    And the model streams "secret " "figures" and waits
+    When bob sends "show me the figures"
+    And the model has streamed its first words
+    And alice opens the event stream
+    And bob's other token opens the event stream
+    Then bob's other token's stream shows a partial "secret figures" for turn 1
+    When the model is released
+    Then alice sees turn 1 answered "secret figures"
     When bob sends "that is all"
     Then alice's stream got exactly these events before the message of turn 2:
       | event   | turn | role      | status   | text                |
