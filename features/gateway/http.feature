@@ -457,12 +457,13 @@ Feature: The HTTP gateway fails closed and says nothing a caller was not entitle
   Scenario: A stream that stays open follows commit after commit, each message once
     # After each commit the stream reads on strictly after the last message it sent, so a stream
     # woken again and again sends every record once. The model's default answer (spec/world.md) is
-    # streamed, and the asker's stream shows it live before its record.
+    # streamed; spec/http.md does not promise that all of a reply's live text arrives before its
+    # record, so the deltas are the most the stream may show, and every message is exact.
     Given alice has started a conversation
     When alice opens the event stream
     And alice has had 2 turns answered
     And alice sends "that is all"
-    Then alice's stream got exactly these events before the message of turn 3:
+    Then alice's stream got these events before the message of turn 3, each turn's live text at most the table's:
       | event   | turn | role      | status   | text           |
       | status  |      |           |          |                |
       | message | 1    | user      | accepted | question 1     |
