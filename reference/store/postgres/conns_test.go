@@ -72,3 +72,32 @@ func TestLeaseChangesDoNotWaitForBusyConnections(t *testing.T) {
 		require.NoError(t, <-read)
 	}
 }
+
+// A handle opens its listening connection at its first Subscribe, not before: one that reads,
+// writes and holds a lease without subscribing (a follower node's) keeps no session listening.
+// Once the first Subscribe has returned, the handle listens: another handle's commit wakes it.
+func TestTheListenerWaitsForTheFirstSubscriber(t *testing.T) {
+	url := pgtest.TempDatabase(t)
+	st := open(t, url, postgres.Options{Schema: "lazy"})
+	other := open(t, url, postgres.Options{Schema: "lazy"})
+	listening := func() int {
+		var n int
+		require.NoError(t, raw(t, url).QueryRow(bg, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND application_name = 'loom store listener lazy'`).Scan(&n))
+		return n
+	}
+	_, err := st.Acquire(bg, "engine", "node-1", "", time.Minute)
+	require.NoError(t, err)
+	appendKinds(t, other, "s", 0, "a")
+	_, err = st.ReadForward(bg, "s", 0, 0, 10)
+	require.NoError(t, err)
+	require.Zero(t, listening(), "no handle subscribed")
+	require.Zero(t, st.ListenerPID())
+
+	ch, cancel := st.Subscribe("s")
+	defer cancel()
+	require.NotZero(t, st.ListenerPID(), "listening once Subscribe returned")
+	require.Equal(t, 1, listening())
+	appendKinds(t, other, "s", 0, "b")
+	woken(t, ch, "a commit of the other handle")
+}

@@ -82,7 +82,8 @@ type Options struct {
 	// half of them (at least one) run writes at once, so that reads always find one soon. Lease
 	// changes share the same pool, which holds two connections more than Conns, so that a
 	// renewal never waits behind the reads and writes (they never hold more than Conns). The
-	// store opens one more connection, outside the pool, to listen for other nodes' commits.
+	// store opens one more connection, outside the pool, to listen for other nodes' commits, at
+	// the first Subscribe.
 	Conns int
 	// Schema is the PostgreSQL schema the store's tables live in (default "public"); Open
 	// creates it if it is missing. Names of lowercase letters, digits and underscores only, at
@@ -144,8 +145,11 @@ type Postgres struct {
 	released chan struct{}
 	stopOnce sync.Once
 
-	// The listener: stopListen ends it, listenDone is closed when it has, listenPID is the
-	// backend process id of its connection (0 while it reconnects).
+	// The listener, started at the first Subscribe (listening, under listenMu, also set once the
+	// store let go of its connections): stopListen ends it, listenDone is closed when it has,
+	// listenPID is the backend process id of its connection (0 while it connects).
+	listenMu   sync.Mutex
+	listening  bool
 	stopListen context.CancelFunc
 	listenDone chan struct{}
 	listenPID  atomic.Uint32
@@ -176,7 +180,7 @@ var (
 //
 // Errors: *store.SchemaError (matching store.ErrSchemaNewer) when the database was migrated by a
 // newer engine; an error naming the cause when the schema name is not valid, url does not parse,
-// the server cannot be reached (the listening connection included), or the role may not create
+// the server cannot be reached, or the role may not create
 // the schema or its tables.
 //
 // Open may run on several nodes at once against one database: the migrations run once.
@@ -246,14 +250,6 @@ func Open(ctx context.Context, url string, opt Options) (*Postgres, error) {
 		s.pool.Close()
 		return nil, err
 	}
-	conn, err := s.connectListener(ctx)
-	if err != nil {
-		s.pool.Close()
-		return nil, err
-	}
-	lctx, stop := context.WithCancel(context.Background())
-	s.stopListen = stop
-	go s.listen(lctx, conn)
 	return s, nil
 }
 
@@ -319,8 +315,14 @@ func (s *Postgres) Released() <-chan struct{} { return s.released }
 // released.
 func (s *Postgres) release() {
 	s.stopOnce.Do(func() {
-		s.stopListen()
-		<-s.listenDone
+		s.listenMu.Lock()
+		started := s.listening
+		s.listening = true // no listener starts from now on
+		s.listenMu.Unlock()
+		if started {
+			s.stopListen()
+			<-s.listenDone
+		}
 		s.pool.Close()
 		close(s.released)
 	})
