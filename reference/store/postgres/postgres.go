@@ -180,8 +180,7 @@ var (
 //
 // Errors: *store.SchemaError (matching store.ErrSchemaNewer) when the database was migrated by a
 // newer engine; an error naming the cause when the schema name is not valid, url does not parse,
-// the server cannot be reached, or the role may not create
-// the schema or its tables.
+// the server cannot be reached, or the role may not create the schema or its tables.
 //
 // Open may run on several nodes at once against one database: the migrations run once.
 //
