@@ -59,7 +59,7 @@ build:
 #                            PGPASSWORD and PGDATABASE (eval "$$(.ci/postgres)" starts a throwaway one)
 # OUT defaults to latest for the in-process SQLite run and to $(SUT)-$(STORE) otherwise.
 # CONCURRENCY, when set, is how many scenarios run at once (loomcheck run --concurrency; its
-# default is 8, or the number of CPUs with SUT=nodes).
+# default is 8, or twice the number of CPUs with SUT=nodes).
 SUT ?= inprocess
 STORE ?= sqlite
 NODES ?= 2

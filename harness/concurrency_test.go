@@ -9,12 +9,12 @@ import (
 )
 
 // TestDefaultConcurrency: unset, an in-process or process run takes 8 scenarios at once (or the
-// number of CPUs when that is more, and the CPUs alone under the race detector or with several
-// nodes); a value set is kept.
+// number of CPUs when that is more, twice the CPUs with several nodes, and the CPUs alone under
+// the race detector); a value set is kept.
 func TestDefaultConcurrency(t *testing.T) {
-	want := max(8, runtime.NumCPU())
+	want, nodes := max(8, runtime.NumCPU()), 2*runtime.NumCPU()
 	if raceBuild {
-		want = runtime.NumCPU()
+		want, nodes = runtime.NumCPU(), runtime.NumCPU()
 	}
 	factory := func(context.Context, sutconfig.SUTConfig) (Instance, error) { return nil, nil }
 	cases := []struct {
@@ -24,7 +24,7 @@ func TestDefaultConcurrency(t *testing.T) {
 	}{
 		{"in-process", Options{Factory: factory}, want},
 		{"process", Options{Command: "true"}, want},
-		{"nodes", Options{Command: "true", Nodes: 3, Databases: noDatabases{}}, runtime.NumCPU()},
+		{"nodes", Options{Command: "true", Nodes: 3, Databases: noDatabases{}}, nodes},
 		{"set", Options{Factory: factory, Concurrency: 3}, 3},
 	}
 	for _, c := range cases {

@@ -24,7 +24,7 @@ const nodeHeader = "Loom-Node"
 // it to the next live node in turn. A crash SIGKILLs the node that holds the lease (the one
 // whose answers carry its name in Loom-Node), so that another must take the executions over;
 // a restart waits until another node serves as the holder, then launches the killed node again,
-// as a follower. A changed configuration restarts every node.
+// as a follower. The nodes start at once; a changed configuration restarts every node.
 type nodes struct {
 	command string
 	n       int
@@ -71,11 +71,20 @@ func (d *nodes) nodeConfig(i int) sutconfig.SUTConfig {
 	return c
 }
 
-// launchAll launches every node, one after the other: the first takes the lease, the others
-// follow it.
+// launchAll launches every node at once: whichever is granted the lease first leads, and the
+// others follow it. Each launch ends once its node answers, which a follower does once some node
+// leads; one after the other, the scenario would wait for every node's start in turn. The first
+// launch that failed, in the nodes' order, is the answer (the nodes that started are stopped
+// with the others at Stop).
 func (d *nodes) launchAll(ctx context.Context) error {
+	errs := make([]error, len(d.procs))
+	var wg sync.WaitGroup
 	for i, p := range d.procs {
-		if err := d.launchNode(ctx, i, p); err != nil {
+		wg.Go(func() { errs[i] = d.launchNode(ctx, i, p) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
 			return err
 		}
 	}

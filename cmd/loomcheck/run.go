@@ -63,7 +63,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, *harness.Baselin
 	f.tags = fs.String("tags", "", "run only scenarios matching this tag expression (e.g. \"@profile:core && ~@crash\")")
 	f.profiles = fs.String("profile", "", "judge only these profiles (comma-separated)")
 	f.out = fs.String("out", "reports/latest", "directory the reports are written to")
-	f.conc = fs.Int("concurrency", 0, "scenarios run at once (default: 8, or the number of CPUs when more; the number of CPUs with --nodes or the race detector; always 1 with --target)")
+	f.conc = fs.Int("concurrency", 0, "scenarios run at once (default: 8, or the number of CPUs when more; twice the number of CPUs with --nodes; the number of CPUs with the race detector; always 1 with --target)")
 	f.timeout = fs.Duration("step-timeout", harness.DefaultStepTimeout(), "the longest any step waits for the system (default: LOOMCHECK_STEP_TIMEOUT, else 10s)")
 	f.baseline = fs.String("baseline", "", "a JSON file of expected failures (requirement or scenario ids, each with a reason)")
 	f.certify = fs.Bool("certify", false, "a certification run: refuses a baseline and any skipped scenario of a claimed profile")

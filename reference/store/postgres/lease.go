@@ -18,8 +18,25 @@ import (
 // (clock_timestamp(), the time the statement runs, so a grant that waited for a row lock is
 // measured from when it was made), the one clock every node shares.
 
-// Lease changes do not wait for the handle's writes (a renewal must not queue behind them), but
-// Close and Kill wait for the changes in flight, so that none reaches the database after them.
+// Lease changes, and Holder, do not wait for the handle's reads and writes (a renewal must not
+// queue behind them): they take the pool's connections without a token of usem, and the pool
+// always has leaseConns connections the reads and writes cannot hold. Close and Kill wait for the changes
+// in flight, so that none reaches the database after them.
+
+// leaseConns is how many connections of the pool only lease changes and Holder may take when the
+// reads and writes hold all of theirs.
+const leaseConns = 2
+
+// use takes one of the Conns connections the reads and writes share (a token of usem), waiting
+// within ctx; done gives it back.
+func (s *Postgres) use(ctx context.Context) (done func(), err error) {
+	select {
+	case s.usem <- struct{}{}:
+		return func() { <-s.usem }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
 
 // beginLeaseChange admits a lease change unless the store is closed or killed.
 func (s *Postgres) beginLeaseChange() error {
@@ -60,7 +77,7 @@ func (s *Postgres) Acquire(ctx context.Context, name, holder, note string, ttl t
 // acquire is one attempt; retry is true when another node created the name's row meanwhile.
 func (s *Postgres) acquire(ctx context.Context, name, holder, note string, ttl time.Duration) (l store.Lease, retry bool, err error) {
 	l = store.Lease{Name: name, Holder: holder, Note: note}
-	err = pgx.BeginFunc(ctx, s.leasePool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var cur store.Lease
 		var h, n []byte
 		var lapsed bool
@@ -104,7 +121,7 @@ func (s *Postgres) Renew(ctx context.Context, l store.Lease, ttl time.Duration) 
 	}
 	defer s.endLeaseChange()
 	var h, n []byte
-	err := s.leasePool.QueryRow(ctx, s.q.leaseRenew, bs(l.Name), l.Token, ttl.Microseconds()).Scan(&h, &n, &l.Expires)
+	err := s.pool.QueryRow(ctx, s.q.leaseRenew, bs(l.Name), l.Token, ttl.Microseconds()).Scan(&h, &n, &l.Expires)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Lease{}, fmt.Errorf("%w: lease %q token %d is not the newest grant", store.ErrFenced, l.Name, l.Token)
 	}
@@ -124,7 +141,7 @@ func (s *Postgres) Release(ctx context.Context, l store.Lease) error {
 		return err
 	}
 	defer s.endLeaseChange()
-	if _, err := s.leasePool.Exec(ctx, s.q.leaseRelease, bs(l.Name), l.Token); err != nil {
+	if _, err := s.pool.Exec(ctx, s.q.leaseRelease, bs(l.Name), l.Token); err != nil {
 		return s.writeErr("release "+l.Name, err)
 	}
 	return nil
@@ -138,6 +155,8 @@ func (s *Postgres) Holder(ctx context.Context, name string) (store.Lease, bool, 
 	if err := s.alive(); err != nil {
 		return store.Lease{}, false, err
 	}
+	// A look at the holder, as a lease change, takes no token: it never waits behind the reads
+	// and writes (a follower asks before it forwards each request).
 	l := store.Lease{Name: name}
 	var h, n []byte
 	err := s.pool.QueryRow(ctx, s.q.leaseHolder, bs(name)).Scan(&h, &n, &l.Token, &l.Expires)

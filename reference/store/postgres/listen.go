@@ -10,15 +10,40 @@ import (
 )
 
 // The listener is one connection per store handle, outside the pool, that LISTENs on the store's
-// channel and wakes the handle's subscribers of the stream each notification names. It is only
-// the wake-up: when its connection is lost it reconnects (retrying with a growing pause, at most
-// listenRetryMax apart) and, once listening again, wakes every subscriber once, since a commit may
-// have gone unannounced meanwhile. A silently dropped connection is noticed by TCP keep-alive.
+// channel and wakes the handle's subscribers of the stream each notification names. It is opened
+// at the first Subscribe, which returns once it listens: a handle no one subscribes to (a
+// follower node's, which forwards every request) never opens it. It is only the wake-up: when
+// its connection is lost, or could not be made at the first Subscribe within listenFirstWait, it
+// connects in the background (retrying with a growing pause, at most listenRetryMax apart) and,
+// once listening, wakes every subscriber once, since a commit may have gone unannounced
+// meanwhile. A silently dropped connection is noticed by TCP keep-alive.
 
 const (
-	listenRetryMin = 50 * time.Millisecond
-	listenRetryMax = 2 * time.Second
+	listenRetryMin  = 50 * time.Millisecond
+	listenRetryMax  = 2 * time.Second
+	listenFirstWait = 5 * time.Second
 )
+
+// startListening starts the listener unless it was started or the store let go of its
+// connections: it connects and LISTENs (within listenFirstWait; past it, or on an error, the
+// listener goes on connecting in the background).
+func (s *Postgres) startListening() {
+	s.listenMu.Lock()
+	defer s.listenMu.Unlock()
+	if s.listening {
+		return
+	}
+	s.listening = true
+	ctx, cancel := context.WithTimeout(context.Background(), listenFirstWait)
+	conn, err := s.connectListener(ctx)
+	cancel()
+	if err != nil {
+		conn = nil
+	}
+	lctx, stop := context.WithCancel(context.Background())
+	s.stopListen = stop
+	go s.listen(lctx, conn)
+}
 
 // connectListener opens the listening connection and LISTENs.
 func (s *Postgres) connectListener(ctx context.Context) (*pgx.Conn, error) {
@@ -34,10 +59,19 @@ func (s *Postgres) connectListener(ctx context.Context) (*pgx.Conn, error) {
 	return conn, nil
 }
 
-// listen serves notifications until ctx ends, reconnecting when the connection is lost.
+// listen serves notifications until ctx ends, reconnecting when the connection is lost (and
+// connecting first when conn is nil).
 func (s *Postgres) listen(ctx context.Context, conn *pgx.Conn) {
 	defer close(s.listenDone)
 	for {
+		if conn == nil {
+			if conn = s.reconnectListener(ctx); conn == nil {
+				return
+			}
+			// Listening: whatever was committed meanwhile is in the tables, and each woken
+			// subscriber reads it.
+			s.wakeAll()
+		}
 		for {
 			n, err := conn.WaitForNotification(ctx)
 			if err != nil {
@@ -54,23 +88,25 @@ func (s *Postgres) listen(ctx context.Context, conn *pgx.Conn) {
 		closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
 		conn.Close(closeCtx)
 		cancel()
+		conn = nil
 		if ctx.Err() != nil {
 			return
 		}
-		for pause := listenRetryMin; ; pause = min(2*pause, listenRetryMax) {
-			var err error
-			if conn, err = s.connectListener(ctx); err == nil {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(pause):
-			}
+	}
+}
+
+// reconnectListener connects and LISTENs until it succeeds (nil once ctx ends), with a growing
+// pause between tries.
+func (s *Postgres) reconnectListener(ctx context.Context) *pgx.Conn {
+	for pause := listenRetryMin; ; pause = min(2*pause, listenRetryMax) {
+		if conn, err := s.connectListener(ctx); err == nil {
+			return conn
 		}
-		// Listening again: whatever was committed meanwhile is in the tables, and each woken
-		// subscriber reads it.
-		s.wakeAll()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(pause):
+		}
 	}
 }
 
@@ -78,9 +114,9 @@ func (s *Postgres) listen(ctx context.Context, conn *pgx.Conn) {
 // each commit that appended to stream, whoever committed it: this handle (the channel is
 // signalled before its Update returns) or another handle or node on the same store (signalled
 // when the notification arrives). It also receives one value whenever the store's listening
-// connection was lost and is back, since a commit may have gone unannounced meanwhile. cancel
-// ends the subscription; calling it twice is harmless. After Close or Kill the channel never
-// fires.
+// connection was lost and is back, since a commit may have gone unannounced meanwhile. The first
+// Subscribe of a handle opens that connection and returns once it listens. cancel ends the
+// subscription; calling it twice is harmless. After Close or Kill the channel never fires.
 //
 //	ch, cancel := st.Subscribe("x/exec-1")
 //	defer cancel()
@@ -99,6 +135,7 @@ func (s *Postgres) Subscribe(stream string) (<-chan struct{}, func()) {
 	}
 	m[sb] = struct{}{}
 	s.subMu.Unlock()
+	s.startListening()
 	var once sync.Once
 	return sb.ch, func() {
 		once.Do(func() {

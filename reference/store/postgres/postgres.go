@@ -61,7 +61,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"strconv"
@@ -78,11 +77,13 @@ import (
 
 // Options tune the PostgreSQL store. The zero value is ready to use.
 type Options struct {
-	// Conns is the size of the connection pool the store's reads, writes and lease changes share
-	// (default 16), each on a connection of its own (connections are opened as they are needed):
-	// at most half of them (at least one) run writes at once, so that reads and lease renewals
-	// always find one soon. The store opens one more connection, outside the pool, to listen for
-	// other nodes' commits.
+	// Conns is how many connections the store's reads and writes use at once (default 16), each
+	// on a connection of its own (connections are opened as they are needed and kept): at most
+	// half of them (at least one) run writes at once, so that reads always find one soon. Lease
+	// changes share the same pool, which holds two connections more than Conns, so that a
+	// renewal never waits behind the reads and writes (they never hold more than Conns). The
+	// store opens one more connection, outside the pool, to listen for other nodes' commits, at
+	// the first Subscribe.
 	Conns int
 	// Schema is the PostgreSQL schema the store's tables live in (default "public"); Open
 	// creates it if it is missing. Names of lowercase letters, digits and underscores only, at
@@ -106,15 +107,18 @@ const (
 // Postgres is a store on a PostgreSQL server. Several handles, in one process or many, may be
 // open on the same database and schema at once; that is what it is for.
 type Postgres struct {
-	pool *pgxpool.Pool
-	// leasePool serves lease changes alone (two connections, opened when needed): a renewal
-	// never waits for a connection behind the handle's writes and reads.
-	leasePool *pgxpool.Pool
-	listenC   *pgx.ConnConfig // the listening connection's configuration
-	opt       Options
-	where     string // names the store in errors
-	q         queries
-	channel   string // the notification channel of the store's schema
+	// pool serves reads, writes and lease changes: it holds up to Conns+leaseConns connections,
+	// of which reads and writes take at most Conns at once (a token of usem each), so that a
+	// lease change always finds one (an idle connection, or room for a new one) at once. Lease
+	// changes thus never wait behind the handle's reads and writes, and need no connection of
+	// their own while the pool has an idle one (a follower node's only connection, say).
+	pool    *pgxpool.Pool
+	usem    chan struct{}   // a token per read or write holding a connection: at most Conns
+	listenC *pgx.ConnConfig // the listening connection's configuration
+	opt     Options
+	where   string // names the store in errors
+	q       queries
+	channel string // the notification channel of the store's schema
 	// writeKey and migrateKey are the advisory lock keys of the store's schema.
 	writeKey, migrateKey int64
 
@@ -141,8 +145,11 @@ type Postgres struct {
 	released chan struct{}
 	stopOnce sync.Once
 
-	// The listener: stopListen ends it, listenDone is closed when it has, listenPID is the
-	// backend process id of its connection (0 while it reconnects).
+	// The listener, started at the first Subscribe (listening, under listenMu, also set once the
+	// store let go of its connections): stopListen ends it, listenDone is closed when it has,
+	// listenPID is the backend process id of its connection (0 while it connects).
+	listenMu   sync.Mutex
+	listening  bool
 	stopListen context.CancelFunc
 	listenDone chan struct{}
 	listenPID  atomic.Uint32
@@ -173,8 +180,7 @@ var (
 //
 // Errors: *store.SchemaError (matching store.ErrSchemaNewer) when the database was migrated by a
 // newer engine; an error naming the cause when the schema name is not valid, url does not parse,
-// the server cannot be reached (the listening connection included), or the role may not create
-// the schema or its tables.
+// the server cannot be reached, or the role may not create the schema or its tables.
 //
 // Open may run on several nodes at once against one database: the migrations run once.
 //
@@ -198,7 +204,7 @@ func Open(ctx context.Context, url string, opt Options) (*Postgres, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: postgres connection string: %w", err)
 	}
-	cfg.MaxConns = int32(opt.Conns)
+	cfg.MaxConns = int32(opt.Conns + leaseConns)
 	cc := cfg.ConnConfig
 	if _, ok := cc.RuntimeParams["application_name"]; !ok {
 		cc.RuntimeParams["application_name"] = "loom store " + opt.Schema
@@ -215,6 +221,7 @@ func Open(ctx context.Context, url string, opt Options) (*Postgres, error) {
 		writeKey:   lockKey("write", opt.Schema),
 		migrateKey: lockKey("migrate", opt.Schema),
 		wsem:       make(chan struct{}, max(1, opt.Conns/2)),
+		usem:       make(chan struct{}, opt.Conns),
 		released:   make(chan struct{}),
 		listenDone: make(chan struct{}),
 		pids:       map[uint32]struct{}{},
@@ -238,28 +245,10 @@ func Open(ctx context.Context, url string, opt Options) (*Postgres, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: %s: %w", s.where, err)
 	}
-	lcfg := cfg.Copy()
-	lcfg.MaxConns = 2
-	lcfg.AfterConnect, lcfg.BeforeClose = nil, nil
-	s.leasePool, err = pgxpool.NewWithConfig(ctx, lcfg)
-	if err != nil {
-		s.pool.Close()
-		return nil, fmt.Errorf("store: %s: %w", s.where, err)
-	}
 	if err := s.migrate(ctx, migrations); err != nil {
 		s.pool.Close()
-		s.leasePool.Close()
 		return nil, err
 	}
-	conn, err := s.connectListener(ctx)
-	if err != nil {
-		s.pool.Close()
-		s.leasePool.Close()
-		return nil, err
-	}
-	lctx, stop := context.WithCancel(context.Background())
-	s.stopListen = stop
-	go s.listen(lctx, conn)
 	return s, nil
 }
 
@@ -325,10 +314,15 @@ func (s *Postgres) Released() <-chan struct{} { return s.released }
 // released.
 func (s *Postgres) release() {
 	s.stopOnce.Do(func() {
-		s.stopListen()
-		<-s.listenDone
+		s.listenMu.Lock()
+		started := s.listening
+		s.listening = true // no listener starts from now on
+		s.listenMu.Unlock()
+		if started {
+			s.stopListen()
+			<-s.listenDone
+		}
 		s.pool.Close()
-		s.leasePool.Close()
 		close(s.released)
 	})
 }
@@ -443,163 +437,6 @@ func (s *Postgres) readErr(what string, err error) error {
 		return store.ErrClosed
 	}
 	return fmt.Errorf("store: %s: %w", what, err)
-}
-
-// ReadForward returns up to limit events (at most store.MaxRead; limit <= 0 means the most) of
-// (stream, gen) with Seq > after, oldest first. It sees every commit made before it began, by
-// any handle.
-//
-// Errors: a *store.CorruptError (store.ErrCorrupt) when the events read are not consecutive
-// (a gap); store.ErrClosed after Close or Kill; ctx's error when ctx ends first.
-//
-//	evs, err := st.ReadForward(ctx, "x/exec-1", 0, seen, 256)
-func (s *Postgres) ReadForward(ctx context.Context, stream string, gen, after int64, limit int) ([]store.Event, error) {
-	if err := s.alive(); err != nil {
-		return nil, err
-	}
-	evs, err := s.readEvents(ctx, s.q.readForward, stream, gen, after, clampLimit(limit))
-	if err != nil {
-		return nil, err
-	}
-	// Sequences run 1, 2, 3... without a gap: the first event after `after` is after+1.
-	next := max(after, 0) + 1
-	for _, e := range evs {
-		if e.Seq != next {
-			return nil, &store.CorruptError{Path: s.where, Table: "events", Stream: stream, Gen: gen, Seq: e.Seq,
-				Reason: fmt.Sprintf("read in place of seq %d", next)}
-		}
-		next++
-	}
-	return evs, nil
-}
-
-// ReadBackward returns up to limit events (at most store.MaxRead) of (stream, gen) with
-// Seq < before, newest first. Errors as ReadForward; a read that reaches the stream's oldest
-// event checks that it is seq 1.
-//
-//	evs, err := st.ReadBackward(ctx, "x/exec-1", 0, math.MaxInt64, 50)
-func (s *Postgres) ReadBackward(ctx context.Context, stream string, gen, before int64, limit int) ([]store.Event, error) {
-	if err := s.alive(); err != nil {
-		return nil, err
-	}
-	limit = clampLimit(limit)
-	evs, err := s.readEvents(ctx, s.q.readBackward, stream, gen, before, limit)
-	if err != nil {
-		return nil, err
-	}
-	for i := 1; i < len(evs); i++ {
-		if evs[i].Seq != evs[i-1].Seq-1 {
-			return nil, &store.CorruptError{Path: s.where, Table: "events", Stream: stream, Gen: gen, Seq: evs[i].Seq,
-				Reason: fmt.Sprintf("read in place of seq %d", evs[i-1].Seq-1)}
-		}
-	}
-	if n := len(evs); n > 0 && evs[n-1].Seq != 1 && n < limit {
-		return nil, &store.CorruptError{Path: s.where, Table: "events", Stream: stream, Gen: gen, Seq: evs[n-1].Seq,
-			Reason: "the stream's oldest event is not seq 1"}
-	}
-	return evs, nil
-}
-
-func (s *Postgres) readEvents(ctx context.Context, q, stream string, gen, bound int64, limit int) ([]store.Event, error) {
-	rows, err := s.pool.Query(ctx, q, bs(stream), gen, bound, limit)
-	if err != nil {
-		return nil, s.readErr("read "+stream, err)
-	}
-	defer rows.Close()
-	out := make([]store.Event, 0, min(limit, 64))
-	var kind []byte
-	for rows.Next() {
-		e := store.Event{Stream: stream, Gen: gen}
-		if err := rows.Scan(&e.Seq, &kind, &e.Data, &e.Time); err != nil {
-			return nil, s.readErr("read "+stream, err)
-		}
-		e.Kind = string(kind)
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.readErr("read "+stream, err)
-	}
-	return out, nil
-}
-
-// Head returns the newest Seq of (stream, gen), 0 when it is empty. Errors: store.ErrClosed after
-// Close or Kill; ctx's error.
-//
-//	h, err := st.Head(ctx, "x/exec-1", 0)
-func (s *Postgres) Head(ctx context.Context, stream string, gen int64) (int64, error) {
-	if err := s.alive(); err != nil {
-		return 0, err
-	}
-	var h int64
-	if err := s.pool.QueryRow(ctx, s.q.head, bs(stream), gen).Scan(&h); err != nil {
-		return 0, s.readErr("head "+stream, err)
-	}
-	return h, nil
-}
-
-// Meta returns the metadata value stored under key; ok is false when there is none. Errors:
-// store.ErrClosed after Close or Kill; ctx's error.
-//
-//	v, ok, err := st.Meta(ctx, "exec/exec-1")
-func (s *Postgres) Meta(ctx context.Context, key string) ([]byte, bool, error) {
-	if err := s.alive(); err != nil {
-		return nil, false, err
-	}
-	var v []byte
-	err := s.pool.QueryRow(ctx, s.q.meta, bs(key)).Scan(&v)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, s.readErr("meta", err)
-	}
-	return v, true, nil
-}
-
-// MetaPrefix returns every metadata pair whose key starts with prefix, in byte order of the
-// keys (as SQLite orders them; keys are stored as bytes, so any Go string is a key). Errors as
-// Meta.
-//
-//	kvs, err := st.MetaPrefix(ctx, "exec/")
-func (s *Postgres) MetaPrefix(ctx context.Context, prefix string) ([]store.KV, error) {
-	if err := s.alive(); err != nil {
-		return nil, err
-	}
-	q, args := s.q.metaFrom, []any{bs(prefix)}
-	if end, ok := prefixEnd(prefix); ok {
-		q, args = s.q.metaRange, []any{bs(prefix), bs(end)}
-	}
-	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, s.readErr("meta", err)
-	}
-	defer rows.Close()
-	var out []store.KV
-	var key []byte
-	for rows.Next() {
-		var kv store.KV
-		if err := rows.Scan(&key, &kv.Val); err != nil {
-			return nil, s.readErr("meta", err)
-		}
-		kv.Key = string(key)
-		out = append(out, kv)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.readErr("meta", err)
-	}
-	return out, nil
-}
-
-// prefixEnd is the smallest key greater than every key with prefix (byte order), if there is one.
-func prefixEnd(prefix string) (string, bool) {
-	b := []byte(prefix)
-	for i := len(b) - 1; i >= 0; i-- {
-		if b[i] < 0xff {
-			b[i]++
-			return string(b[:i+1]), true
-		}
-	}
-	return "", false
 }
 
 // bs is s as bytes, never nil (a nil []byte is SQL NULL).

@@ -663,6 +663,10 @@ func TestKillClosesTheConnections(t *testing.T) {
 	url := pgtest.TempDatabase(t)
 	st := open(t, url, postgres.Options{Schema: "killed"})
 	other := open(t, url, postgres.Options{Schema: "killed"})
+	for _, h := range []*postgres.Postgres{st, other} {
+		_, cancel := h.Subscribe("s") // which opens the handle's listening connection
+		defer cancel()
+	}
 	appendKinds(t, st, "s", 0, "a")
 	sessions := func() int {
 		var n int

@@ -69,14 +69,20 @@ var ErrContended = errors.New("store: postgres: the write was aborted by the dat
 
 func (s *Postgres) update(ctx context.Context, fence *store.Lease, fn func(store.Tx) error) error {
 	// A write holds its connection until it commits, and may wait meanwhile for a lock, or for a
-	// read of its own: at most half the pool writes at once, so reads and lease changes always
-	// find a connection soon (a pool of writes each waiting for a read would wait forever).
+	// read of its own: at most half the reads' and writes' connections write at once, so reads
+	// always find a connection soon (a pool of writes each waiting for a read would wait
+	// forever); lease changes have connections no write takes (leaseConns).
 	select {
 	case s.wsem <- struct{}{}:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	defer func() { <-s.wsem }()
+	done, err := s.use(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
 	s.upd.RLock()
 	defer s.upd.RUnlock()
 	var last error
