@@ -39,7 +39,7 @@ Feature: An edit in a shared conversation is classified like the words it quotes
       | 6   | 3    | assistant | complete | bob   | incident |        |
     And the last user message of request 4 to the model quotes "what do the pump logs say?" and says "what do the pump logs say now?"
 
-  @profile:shared @req:ADR0122-R17b-06 @configures
+  @profile:shared @req:ADR0122-R17b-22 @configures
   Scenario: A participant's edit of another participant's message is one rejected record
     # spec/http.md: an edit names one of the sender's own earlier accepted user records; another
     # participant's is not one, so nothing of it is quoted and no turn runs.
