@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/cucumber/godog"
 
@@ -167,19 +166,15 @@ func (s *agentSteps) toolFailsLong(name string, status, n int, ch, tail string) 
 	return nil
 }
 
-// toolMessageCut expects request N to the model to hold the tool message cut to N bytes.
+// toolMessageCut expects request N to the model to hold the tool message cut to its first n
+// characters (Unicode code points, spec/prompt.md).
 func (s *agentSteps) toolMessageCut(i, n int) error {
-	// The longest prefix of at most n bytes that ends at a character boundary.
-	msg := s.saved["tool message"]
-	cut := min(n, len(msg))
-	for cut > 0 && cut < len(msg) && !utf8.RuneStart(msg[cut]) {
-		cut--
-	}
-	msg = msg[:cut]
+	msg := []rune(s.saved["tool message"])
+	msg = msg[:min(n, len(msg))]
 	// A failure fed back is fenced as data under its tool's name (spec/http.md, Runs: tool
 	// failures and authority).
 	b, _ := json.Marshal(map[string]any{"untrusted": map[string]any{
-		"source": "tool-error:" + s.saved["tool message of"], "data": map[string]string{"error": msg}}})
+		"source": "tool-error:" + s.saved["tool message of"], "data": map[string]string{"error": string(msg)}}})
 	want := canonJSON(string(b))
 	req, err := s.modelRequest(i)
 	if err != nil {
@@ -189,7 +184,7 @@ func (s *agentSteps) toolMessageCut(i, n int) error {
 		if m.Role == "tool" {
 			if got := canonJSON(m.Content); got != want {
 				return fail(fmt.Sprintf("the tool message of request %d to the model", i), clip(got, 80)+fmt.Sprintf(" (%d bytes)", len(m.Content)),
-					fmt.Sprintf("{\"untrusted\": {\"source\": \"tool-error:%s\", \"data\": {\"error\": the tool's message cut to %d bytes at a character boundary}}} (spec/prompt.md)", s.saved["tool message of"], len(msg)))
+					fmt.Sprintf("{\"untrusted\": {\"source\": \"tool-error:%s\", \"data\": {\"error\": the tool's message cut to its first %d characters}}} (spec/prompt.md)", s.saved["tool message of"], len(msg)))
 			}
 			return nil
 		}
@@ -347,7 +342,7 @@ func commonAgentVocabulary(a areas) []stepDef {
 		{`^the tool "([\w-]+)" was never called$`, a.agent.toolNeverCalled, "expects the tool never to have been called"},
 		{`^every call to "([\w-]+)" carried the same idempotency key$`, a.agent.sameIdempotencyKey, "expects every call of the tool to have carried one idempotency key"},
 		{`^the tool "([\w-]+)" fails with status (\d+) and says (\d+) characters of "([^"]+)"(?: and then "([^"]*)")?$`, a.agent.toolFailsLong, "scripts the tool's next call to fail with the status and N characters of the text"},
-		{`^request (\d+) to the model holds that tool message cut to (\d+) bytes$`, a.agent.toolMessageCut, "expects request N to the model to hold the tool message cut to N bytes"},
+		{`^request (\d+) to the model holds that tool message cut to (\d+) characters$`, a.agent.toolMessageCut, "expects request N to the model to hold the tool message cut to its first N characters (Unicode code points)"},
 		{`^request (\d+) to the model holds a tool error for "([\w-]+)"$`, a.agent.holdsToolError, "expects request N to the model to hold a tool error for the tool"},
 		{`^request (\d+) to the model holds the tool results in the order (.+)$`, a.agent.toolResultsInOrder, "expects request N to the model to hold the tool results in the listed order"},
 	}

@@ -358,20 +358,30 @@ var frameKinds = map[string]bool{"text-delta": true, "text-done": true, "tool-st
 	"participant-joined": true, "participant-left": true, "reaction": true, "pin": true, "mention": true,
 	"fanout": true, "fanout-keep": true, "text-cut": true, "presence": false, "read-marker": false}
 
-// shapes expects every frame received to have the frame's shape and the cursors to run from 1.
-func (s *streamSteps) shapes(who, transport string) error {
+// received returns the reader and what it has received so far, for a step that judges it: the
+// kit's own error when its reader broke, and a harness error when nothing came to judge.
+func (s *streamSteps) received(who, transport string) (*follower, followed, error) {
 	f, err := s.reader(who, transport)
 	if err != nil {
-		return err
+		return nil, followed{}, err
 	}
 	fw := f.snapshot()
 	if fw.kitErr != nil {
-		return fw.kitErr
+		return nil, followed{}, fw.kitErr
+	}
+	if len(fw.raw) == 0 {
+		return nil, followed{}, harnessErr("%s's %s reader received nothing to judge", who, transport)
+	}
+	return f, fw, nil
+}
+
+// shapes expects every frame received to have the frame's shape and the cursors to run from 1.
+func (s *streamSteps) shapes(who, transport string) error {
+	f, fw, err := s.received(who, transport)
+	if err != nil {
+		return err
 	}
 	op := who + "'s " + transport + " reader"
-	if len(fw.raw) == 0 {
-		return harnessErr("%s received nothing to judge", op)
-	}
 	ids := map[int64]string{}
 	seen := map[string]int64{}
 	for _, r := range fw.raw {

@@ -117,16 +117,9 @@ func (s *streamSteps) sameFrames(who1, tr1, who2, tr2 string) error {
 // frame as it is logged, and a live frame is never merged (spec/stream.md, Replay). How many
 // deltas a reply streams in is the system's own: the fold of the deltas judges their text.
 func (s *streamSteps) noMergedFrame(who, transport string) error {
-	f, err := s.reader(who, transport)
+	_, fw, err := s.received(who, transport)
 	if err != nil {
 		return err
-	}
-	fw := f.snapshot()
-	if fw.kitErr != nil {
-		return fw.kitErr
-	}
-	if len(fw.raw) == 0 {
-		return harnessErr("%s's %s reader received nothing to judge", who, transport)
 	}
 	for _, fr := range fw.raw {
 		if fr.Span > 1 || fr.data().Parts != nil {

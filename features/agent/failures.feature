@@ -719,8 +719,10 @@ Feature: A run's tool failures: authority, terminal stops, failures fed back as 
     And call 2 to "lookup" carried the single-frame key of model call 1, position 0, for {"pump": 4}
 
   @profile:agent @req:ADR0121-D1-01
-  Scenario Outline: A failing tool's message is cut to 2 000 bytes, never characters or UTF-16 units (<what>)
-    # spec/prompt.md: the longest prefix of at most 2 000 bytes that ends at a character boundary.
+  Scenario Outline: A failing tool's message is cut to 2 000 characters, never bytes or UTF-16 units (<what>)
+    # spec/prompt.md: the first 2 000 characters (Unicode code points), whatever their length in
+    # UTF-8 (a byte counter cuts the two-, three- and four-byte rows) or in UTF-16 (a UTF-16 counter
+    # cuts the emoji rows: each is two units).
     Given the model calls "lookup" with {"pump": 3}
     And the tool "lookup" fails with status 500 and says <n> characters of "<ch>" and then "<tail>"
     And the model replies "noted"
@@ -729,14 +731,15 @@ Feature: A run's tool failures: authority, terminal stops, failures fed back as 
       {"prompt": "check pump 3"}
       """
     Then the run ends completed
-    And request 2 to the model holds that tool message cut to 2000 bytes
+    And request 2 to the model holds that tool message cut to 2000 characters
 
     Examples:
       | what                                        | n    | ch | tail |
-      | 1 000 two-byte characters, 2 000 bytes      | 1000 | é  |      |
-      | 1 001 two-byte characters, cut to 1 000     | 1001 | é  |      |
-      | a three-byte character ending at 2 000      | 1997 | x  | 中   |
-      | a three-byte character across 2 000         | 1998 | x  | 中   |
-      | 667 three-byte characters, cut to 666       | 667  | 中 |      |
-      | an emoji ending at 2 000                    | 1996 | x  | 😀   |
-      | an emoji across 2 000                       | 1997 | x  | 😀   |
+      | 2 000 two-byte characters, whole            | 2000 | é  |      |
+      | 2 001 two-byte characters, cut to 2 000     | 2001 | é  |      |
+      | a three-byte character as the 2 000th       | 1999 | x  | 中   |
+      | a three-byte character as the 2 001st       | 2000 | x  | 中   |
+      | 2 000 three-byte characters, whole          | 2000 | 中 |      |
+      | an emoji as the 2 000th                     | 1999 | x  | 😀   |
+      | 2 000 emoji, whole                          | 2000 | 😀 |      |
+      | 2 001 emoji, cut to 2 000                   | 2001 | 😀 |      |

@@ -285,19 +285,20 @@ Feature: A turn runs the canonical agent loop
       | assistant | re: thanks |
 
   @profile:agent @req:ADR0121-D1-01 @configures
-  Scenario Outline: A failing tool's message reaches the model cut to 2 000 bytes at a character boundary (<what>)
+  Scenario Outline: A failing tool's message reaches the model cut to its first 2 000 characters (<what>)
     Given alice has started a conversation
     And the model calls "lookup" with {"pump": 3}
     And the tool "lookup" fails with status 500 and says <n> characters of "x" and then "<tail>"
     When alice sends "check pump 3"
     Then turn 1 is answered "re: check pump 3"
-    And request 2 to the model holds that tool message cut to 2000 bytes
+    And request 2 to the model holds that tool message cut to 2000 characters
 
     Examples:
-      | what                              | n    | tail |
-      | 2000 bytes, whole                 | 2000 |      |
-      | 2001 bytes                        | 2001 |      |
-      | a two-byte character across 2 000 | 1999 | é    |
+      | what                                            | n    | tail |
+      | 2 000 characters, whole                         | 2000 |      |
+      | 2 001 characters                                | 2001 |      |
+      | a two-byte character as the 2 000th, whole      | 1999 | é    |
+      | a two-byte character as the 2 001st             | 2000 | é    |
 
   @profile:agent @req:ADR0121-D1-01
   Scenario: A call to a tool that was never declared is refused without reaching the tool server

@@ -128,36 +128,17 @@ func takeover(e *env, tag string, l time.Duration) (time.Duration, error) {
 func pgNode(e *env) ([]Row, error) {
 	window := e.span(10*time.Second, time.Second)
 	settle := e.span(time.Second, 200*time.Millisecond)
-	base := "engine on SQLite at rest"
-	rows := []Row{
-		{Measure: "heap of a holder node at rest", Unit: "bytes", BaselineName: base,
-			Note: "live Go heap (HeapAlloc after GC) the node added once it took the lease, no conversations; SQLite's own page cache is outside the Go heap"},
-		{Measure: "goroutines of a holder node at rest", BaselineName: base},
-		{Measure: "heap of a follower node at rest", Unit: "bytes", BaselineName: base},
-		{Measure: "goroutines of a follower node at rest", BaselineName: base},
-		{Measure: "database connections of the holder"},
-		{Measure: "database connections of the follower"},
-		{Measure: "transactions/s while idle, the holder alone", Unit: "tx/s",
-			Note: fmt.Sprintf("xact_commit + xact_rollback of pg_stat_database over %v (the server publishes them up to a second late, an idle session's within about ten); default lease 10 s", window)},
-		{Measure: "transactions/s while idle, holder and follower", Unit: "tx/s"},
-	}
+	rows := pgNodeRows(window)
 	for r := range e.rounds() {
-		// The baseline: an engine on SQLite, open and idle.
-		before := measureFootprint(-1)
-		lite, _, err := e.openEngine(filepath.Join(e.dir, fmt.Sprintf("lite-%d", r)), "", nil)
+		liteHeap, liteG, idle, err := liteAtRest(e, r, settle)
 		if err != nil {
 			return nil, err
 		}
-		time.Sleep(settle)
-		after := measureFootprint(-1)
-		lite.close()
-		liteHeap, liteG := perLive(before, after)
-
 		db, err := e.database()
 		if err != nil {
 			return nil, err
 		}
-		before = measureFootprint(before.goroutines)
+		before := measureFootprint(idle)
 		a, an, err := e.openNode(filepath.Join(e.dir, fmt.Sprintf("a-%d", r)), db.url, "perf-a", 0)
 		if err != nil {
 			return nil, err
@@ -168,7 +149,7 @@ func pgNode(e *env) ([]Row, error) {
 			return nil, err
 		}
 		time.Sleep(settle)
-		after = measureFootprint(-1)
+		after := measureFootprint(-1)
 		ah, ag := perLive(before, after)
 		actA, err := postgres.DatabaseActivity(e.ctx, "", db.name)
 		if err != nil {
@@ -210,6 +191,39 @@ func pgNode(e *env) ([]Row, error) {
 			r+1, liteHeap, liteG, ah, ag, actA.Connections, txA, bh, bg, actB.Connections-actA.Connections, txAB)
 	}
 	return rows, nil
+}
+
+// pgNodeRows are the rows of the pg-node figure, each measured over window where it is a rate.
+func pgNodeRows(window time.Duration) []Row {
+	base := "engine on SQLite at rest"
+	return []Row{
+		{Measure: "heap of a holder node at rest", Unit: "bytes", BaselineName: base,
+			Note: "live Go heap (HeapAlloc after GC) the node added once it took the lease, no conversations; SQLite's own page cache is outside the Go heap"},
+		{Measure: "goroutines of a holder node at rest", BaselineName: base},
+		{Measure: "heap of a follower node at rest", Unit: "bytes", BaselineName: base},
+		{Measure: "goroutines of a follower node at rest", BaselineName: base},
+		{Measure: "database connections of the holder"},
+		{Measure: "database connections of the follower"},
+		{Measure: "transactions/s while idle, the holder alone", Unit: "tx/s",
+			Note: fmt.Sprintf("xact_commit + xact_rollback of pg_stat_database over %v (the server publishes them up to a second late, an idle session's within about ten); default lease 10 s", window)},
+		{Measure: "transactions/s while idle, holder and follower", Unit: "tx/s"},
+	}
+}
+
+// liteAtRest is the pg-node figure's baseline: the heap and goroutines an engine on SQLite adds,
+// open and idle, settled for settle; idle is the goroutines before it opened, which what follows
+// winds down to before it is measured.
+func liteAtRest(e *env, round int, settle time.Duration) (heap, goroutines float64, idle int, err error) {
+	before := measureFootprint(-1)
+	lite, _, err := e.openEngine(filepath.Join(e.dir, fmt.Sprintf("lite-%d", round)), "", nil)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	time.Sleep(settle)
+	after := measureFootprint(-1)
+	lite.close()
+	heap, goroutines = perLive(before, after)
+	return heap, goroutines, before.goroutines, nil
 }
 
 // idleRate is the transactions per second the database name counts over window.

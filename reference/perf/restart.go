@@ -62,46 +62,14 @@ func restart(e *env) ([]Row, error) {
 		return nil, &skipError{fmt.Sprintf("no cmd/loomcheck in %s to build loomcheck serve from", mod)}
 	}
 	start := time.Now()
-	bareDir := filepath.Join(e.dir, "bare")
-	if err := os.MkdirAll(bareDir, 0o700); err != nil {
+	bareArgs, err := buildBareHTTP(e, goBin)
+	if err != nil {
 		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(bareDir, "main.go"), []byte(bareMain), 0o600); err != nil {
-		return nil, err
-	}
-	bareBin := filepath.Join(e.dir, "bare-http")
-	if err := build(e.ctx, goBin, bareDir, bareBin, "main.go"); err != nil {
-		return nil, err
-	}
-	bareArgs := func(addr string) []string { return []string{bareBin, "--listen", addr} }
-	type server struct {
-		name string
-		args func(addr string) []string
-		row  Row
 	}
 	per := e.size(5, 1)
-	note := fmt.Sprintf("each round's value is the median of %d starts of each, alternating, on a data directory the binary made", per)
-	var servers []*server
-	for _, s := range []struct{ pkg, name string }{{"./cmd/loomcheck", "loomcheck serve"}, {"./cmd/loom", "loom"}} {
-		if _, err := os.Stat(filepath.Join(mod, filepath.FromSlash(s.pkg))); err != nil {
-			continue
-		}
-		bin := filepath.Join(e.dir, filepath.Base(s.pkg))
-		if err := build(e.ctx, goBin, mod, bin, s.pkg); err != nil {
-			return nil, err
-		}
-		data := filepath.Join(e.dir, "data-"+filepath.Base(s.pkg))
-		args := []string{bin}
-		if s.name == "loomcheck serve" {
-			args = append(args, "serve")
-		}
-		servers = append(servers, &server{name: s.name,
-			args: func(addr string) []string {
-				return append(args[:len(args):len(args)], "--listen", addr, "--data", data)
-			},
-			row: Row{Measure: s.name + ": exec to ready (GET /.well-known/loom answers) after a SIGKILL", Unit: "ms",
-				BaselineName: "bare Go HTTP binary", Goal: Goal{Text: "<= 2x", Of: "ratio", AtMost: true, Bound: 2}, Note: note}})
-		note = ""
+	servers, err := buildRestartServers(e, goBin, mod, per)
+	if err != nil {
+		return nil, err
 	}
 	e.logf("built the binaries in %v", time.Since(start).Round(time.Millisecond))
 	// The first start makes the data directory; the measured ones are restarts.
@@ -140,6 +108,59 @@ func restart(e *env) ([]Row, error) {
 		rows = append(rows, s.row)
 	}
 	return rows, nil
+}
+
+// restartServer is one binary the restart figure starts again and again, with its row.
+type restartServer struct {
+	name string
+	args func(addr string) []string
+	row  Row
+}
+
+// buildBareHTTP builds the bare Go HTTP binary, the restart figure's baseline, and returns its
+// command line for an address.
+func buildBareHTTP(e *env, goBin string) (func(addr string) []string, error) {
+	bareDir := filepath.Join(e.dir, "bare")
+	if err := os.MkdirAll(bareDir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(bareDir, "main.go"), []byte(bareMain), 0o600); err != nil {
+		return nil, err
+	}
+	bareBin := filepath.Join(e.dir, "bare-http")
+	if err := build(e.ctx, goBin, bareDir, bareBin, "main.go"); err != nil {
+		return nil, err
+	}
+	return func(addr string) []string { return []string{bareBin, "--listen", addr} }, nil
+}
+
+// buildRestartServers builds loomcheck serve and loom (those the module has), each with a data
+// directory of its own, and the rows they are measured in.
+func buildRestartServers(e *env, goBin, mod string, per int) ([]*restartServer, error) {
+	note := fmt.Sprintf("each round's value is the median of %d starts of each, alternating, on a data directory the binary made", per)
+	var servers []*restartServer
+	for _, s := range []struct{ pkg, name string }{{"./cmd/loomcheck", "loomcheck serve"}, {"./cmd/loom", "loom"}} {
+		if _, err := os.Stat(filepath.Join(mod, filepath.FromSlash(s.pkg))); err != nil {
+			continue
+		}
+		bin := filepath.Join(e.dir, filepath.Base(s.pkg))
+		if err := build(e.ctx, goBin, mod, bin, s.pkg); err != nil {
+			return nil, err
+		}
+		data := filepath.Join(e.dir, "data-"+filepath.Base(s.pkg))
+		args := []string{bin}
+		if s.name == "loomcheck serve" {
+			args = append(args, "serve")
+		}
+		servers = append(servers, &restartServer{name: s.name,
+			args: func(addr string) []string {
+				return append(args[:len(args):len(args)], "--listen", addr, "--data", data)
+			},
+			row: Row{Measure: s.name + ": exec to ready (GET /.well-known/loom answers) after a SIGKILL", Unit: "ms",
+				BaselineName: "bare Go HTTP binary", Goal: Goal{Text: "<= 2x", Of: "ratio", AtMost: true, Bound: 2}, Note: note}})
+		note = ""
+	}
+	return servers, nil
 }
 
 // moduleDir finds the go command and the loomcheck module to build binaries from (a *skipError

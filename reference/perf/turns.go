@@ -291,16 +291,7 @@ func durableTurns(e *env) ([]Row, error) {
 	}
 	rows[0].Note = fmt.Sprintf("the bare server makes the %d durable commits a turn requires, one before its 202 and the rest before the reply; the engine's store counts %d durable writes per turn (%s) and %d (%s); %v per run",
 		durableCommits, settings[0].writes, settings[0].name, settings[1].writes, settings[1].name, window)
-	var gc, written []Row
-	for _, s := range settings {
-		g, c := garbageRows(one+", "+s.name, fmt.Sprintf("bare server with %d commits", durableCommits))
-		w := writtenRow(one+", "+s.name, fmt.Sprintf("bare server with %d commits", durableCommits))
-		if len(gc) > 0 {
-			g.Note, w.Note = "", ""
-		}
-		gc = append(gc, g, c)
-		written = append(written, w)
-	}
+	gc, written := durableCostRows(one, settings[0].name, settings[1].name)
 	for r := range e.rounds() {
 		line := fmt.Sprintf("round %d:", r+1)
 		for i, s := range settings {
@@ -326,6 +317,21 @@ func durableTurns(e *env) ([]Row, error) {
 		rows = append(rows, written...)
 	}
 	return rows, nil
+}
+
+// durableCostRows are the turns-durable figure's garbage rows (two per setting) and bytes-written
+// rows (one per setting), for the settings named, the note on the first of each only.
+func durableCostRows(one string, settings ...string) (gc, written []Row) {
+	for _, name := range settings {
+		g, c := garbageRows(one+", "+name, fmt.Sprintf("bare server with %d commits", durableCommits))
+		w := writtenRow(one+", "+name, fmt.Sprintf("bare server with %d commits", durableCommits))
+		if len(gc) > 0 {
+			g.Note, w.Note = "", ""
+		}
+		gc = append(gc, g, c)
+		written = append(written, w)
+	}
+	return gc, written
 }
 
 // pgTurns: engine turns/s on PostgreSQL beside the same engine on SQLite, at 1 and 8

@@ -34,7 +34,8 @@ const (
 	Failed      = loomtype.StatusFailed
 )
 
-// MaxErrorText bounds the text of a tool failure fed back to the model.
+// MaxErrorText bounds the text of a tool failure fed back to the model, in characters (Unicode
+// code points, as ADR 0121 counts them): whatever the encoding, at most the first 2 000.
 const MaxErrorText = 2000
 
 // MaxResponseChars bounds the text of a recorded model response; past it the text is cut, the
@@ -583,15 +584,17 @@ func toolContent(o toolOutcome) string {
 	return string(b)
 }
 
+// bound keeps the first MaxErrorText characters of s. A byte that is not part of a well-formed
+// character counts as one (the JSON the model reads holds it as one U+FFFD).
 func bound(s string) string {
-	if len(s) <= MaxErrorText {
-		return s
+	n := 0
+	for i := range s {
+		if n == MaxErrorText {
+			return s[:i]
+		}
+		n++
 	}
-	cut := MaxErrorText
-	for cut > 0 && (s[cut]&0xC0) == 0x80 {
-		cut--
-	}
-	return s[:cut]
+	return s
 }
 
 // idempotencyKey is the same for every attempt of one call at one position, and differs for a

@@ -30,19 +30,19 @@ func TestCutText(t *testing.T) {
 	require.Equal(t, "short", cutText("short"))
 }
 
-// bound keeps at most MaxErrorText bytes, backing off to a character boundary.
+// bound keeps the first MaxErrorText characters, whatever their encoding: N kept, N+1 cut to N,
+// in one-, two-, three- and four-byte characters, and a two-byte character at the very end.
 func TestBound(t *testing.T) {
 	n := MaxErrorText
-	require.Equal(t, strings.Repeat("a", n), bound(strings.Repeat("a", n)), "N bytes: kept")
-	require.Equal(t, strings.Repeat("a", n), bound(strings.Repeat("a", n+1)), "N+1 bytes: the first N")
-	// "a" then two-byte characters: byte N is the middle of a character, so the cut backs off one.
-	s := "a" + strings.Repeat("é", n/2)
-	require.Len(t, s, n+1)
-	require.Equal(t, "a"+strings.Repeat("é", n/2-1), bound(s))
-	// Three-byte characters: the cut backs off to the start of the one it would split.
-	s = strings.Repeat("€", n) // 3 bytes each
-	got := bound(s)
-	require.Equal(t, strings.Repeat("€", n/3), got)
-	// Nothing but continuation bytes: no boundary at all, so nothing is kept (and nothing panics).
-	require.Equal(t, "", bound(strings.Repeat("\x80", n+1)))
+	for _, ch := range []string{"a", "é", "€", "😀"} {
+		require.Equal(t, strings.Repeat(ch, n), bound(strings.Repeat(ch, n)), "%q: N characters kept", ch)
+		require.Equal(t, strings.Repeat(ch, n), bound(strings.Repeat(ch, n+1)), "%q: N+1 characters, the first N", ch)
+		require.Equal(t, strings.Repeat(ch, n-1), bound(strings.Repeat(ch, n-1)), "%q: N-1 characters kept", ch)
+	}
+	s := strings.Repeat("a", n-1) + "é"
+	require.Equal(t, s, bound(s), "N characters, N+1 bytes: kept")
+	require.Equal(t, s, bound(s+"x"), "N+1 characters: the first N")
+	// Bytes that are no character count one each.
+	require.Equal(t, strings.Repeat("\x80", n), bound(strings.Repeat("\x80", n+1)))
+	require.Equal(t, "", bound(""))
 }
