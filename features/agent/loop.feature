@@ -72,6 +72,27 @@ Feature: A turn runs the canonical agent loop
       | assistant | [calls transfer {"amount":10}] |
       | tool      | {"done": true} [for transfer]  |
 
+  @profile:agent @req:ADR0121-D1-25
+  Scenario: The same call in a later turn is another call, under a key of its own, with its own answer
+    Given alice has started a conversation
+    And the model calls "lookup" with {"pump": 3}
+    And the next call of the tool "lookup" answers {"pressure": 7}
+    When alice sends "check pump 3"
+    Then turn 1 is answered "re: check pump 3"
+    Given the model calls "lookup" with {"pump": 3}
+    And the next call of the tool "lookup" answers {"pressure": 9}
+    When alice sends "check pump 3 again"
+    Then turn 2 is answered "re: check pump 3 again"
+    And the tool "lookup" has been called 2 times in all
+    And every call to "lookup" carried an idempotency key of its own
+    And request 4 to the model holds the messages:
+      | role      | content                      |
+      | user      | check pump 3                 |
+      | assistant | re: check pump 3             |
+      | user      | check pump 3 again           |
+      | assistant | [calls lookup {"pump":3}]    |
+      | tool      | {"pressure": 9} [for lookup] |
+
   @profile:agent @req:ADR0121-D1-24 @crash @configures
   Scenario: A call of a tool declared not idempotent in flight at a crash is in doubt, never run again
     Given the tool "transfer" is declared not idempotent
