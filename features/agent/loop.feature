@@ -232,6 +232,34 @@ Feature: A turn runs the canonical agent loop
       | user      | and pump 4?      |
       | assistant | pump 4 is fine   |
 
+  @profile:agent @req:ADR0121-D4-01 @configures
+  Scenario: Two turns with the same prompt and the same answer are two write-backs, both remembered
+    Given the agent has memory
+    And alice has started a conversation
+    And the model replies "pump 3 is fine"
+    When alice sends "check pump 3"
+    Then turn 1 is answered "pump 3 is fine"
+    Given the model replies "pump 3 is fine"
+    When alice sends "check pump 3"
+    Then turn 2 is answered "pump 3 is fine"
+    Given the model replies "noted"
+    When alice sends "that is all"
+    Then turn 3 is answered "noted"
+    And alice's memory held exactly, when the turn "that is all" recalled it:
+      | role      | text             |
+      | user      | check pump 3     |
+      | assistant | pump 3 is fine   |
+      | user      | check pump 3     |
+      | assistant | pump 3 is fine   |
+    And alice's memory scope holds exactly:
+      | role      | text             | tainted |
+      | user      | check pump 3     | false   |
+      | assistant | pump 3 is fine   | false   |
+      | user      | check pump 3     | false   |
+      | assistant | pump 3 is fine   | false   |
+      | user      | that is all      | false   |
+      | assistant | noted            | false   |
+
   @profile:agent @req:ADR0121-D4-25 @configures
   Scenario Outline: A turn's answer is remembered tainted when the turn was fed a tool's error text (<tool>)
     Given the agent has memory
