@@ -183,6 +183,7 @@ Feature: An agent run is its own durable execution of the canonical loop
 
     Examples:
       | bound | inflight | options                  |
+      | 1     | 1        |                          |
       | 2     | 2        |                          |
       | 3     | 3        |                          |
       | 2     | 2        | , "needsApproval": {"north": false, "south": false, "lookup": false} |
