@@ -108,20 +108,6 @@ func (s *modelSteps) modelCallsAtOnce(t *godog.Table) error {
 	return s.modelSaysAndCallsAtOnce("", t)
 }
 
-// modelSaysAndCallsAtOnce scripts the model's next answer as the text followed by the table's
-// tool calls, all at once.
-func (s *modelSteps) modelSaysAndCallsAtOnce(text string, t *godog.Table) error {
-	var calls []world.ToolCall
-	for _, row := range t.Rows[1:] {
-		args := "{}"
-		if len(row.Cells) > 1 {
-			args = row.Cells[1].Value
-		}
-		calls = append(calls, world.ToolCall{ID: s.callID(), Name: row.Cells[0].Value, Arguments: args})
-	}
-	return s.enqueue(world.Reply{Text: unescape(text), ToolCalls: calls})
-}
-
 // modelAsked waits until the model has been asked at least N times.
 func (s *modelSteps) modelAsked(n int) error {
 	ctx, cancel := s.wait()
@@ -464,7 +450,6 @@ func commonModelVocabulary(a areas) []stepDef {
 		{`^the model calls "([\w-]+)" with (\{.*\})$`, a.model.modelCalls, "scripts the model's next answer as one call of the tool with the arguments"},
 		{`^the model calls "([\w-]+)" (\d+) times in a row$`, a.model.modelCallsInARow, "scripts the model's next N answers as calls of the tool"},
 		{`^the model calls at once:$`, a.model.modelCallsAtOnce, "scripts the model's next answer as the table's tool calls, all at once"},
-		{`^the model says "((?:[^"\\]|\\.)*)" and calls at once:$`, a.model.modelSaysAndCallsAtOnce, "scripts the model's next answer as the text followed by the table's tool calls, all at once"},
 		{`^the model has been asked (\d+) times?$`, a.model.modelAsked, "waits until the model has been asked at least N times"},
 		{`^the model has been asked (\d+) times? in all$`, a.model.modelAskedInAll, "expects the model to have been asked exactly N times over the whole scenario"},
 		{`^request (\d+) to the model holds the messages:$`, a.model.requestHoldsMessages, "expects request N to the model to hold exactly the messages of the table"},
