@@ -462,6 +462,7 @@ func agentRunsVocabulary(a areas) []stepDef {
 		{`^the run ends (running|completed|failed|aborted|canceled)$`, a.runs.runEnds, "waits until the run is no longer running and expects the status (the whole run is kept)"},
 		{`^the run's output is "((?:[^"\\]|\\.)*)"$`, a.runs.runOutput, "expects the ended run's output to be exactly the text"},
 		{`^the run's reason is "([\w-]+)"$`, a.runs.runReason, "expects the ended run's reason to be exactly the word"},
+		{`^the model says "((?:[^"\\]|\\.)*)" and calls at once:$`, a.model.modelSaysAndCallsAtOnce, "scripts the model's next answer as the text followed by the table's tool calls, all at once"},
 		{`^the run's tool-call log is empty$`, a.runs.runLogEmpty, "expects the ended run's tool-call log to hold nothing"},
 		{`^the run was interrupted with "((?:[^"\\]|\\.)*)" after (\d+) model calls?, having completed:$`, a.runs.runInterrupted, "expects the ended run's interrupted payload: the content, the model calls and exactly the table's completed calls"},
 		{`^the run was interrupted with "((?:[^"\\]|\\.)*)" after (\d+) model calls?, having completed nothing$`, a.runs.runInterruptedNothing, "expects the ended run's interrupted payload: the content, the model calls and no completed call"},
@@ -474,4 +475,18 @@ func agentRunsVocabulary(a areas) []stepDef {
 		{`^(\d+) of the tools ((?:"[\w-]+"(?:, | and )?)+) are in flight at once, and no more until they are released$`, a.runs.boundedInFlight, "waits until N calls of the tools are in flight, expects no more, releases them all and expects every other call to arrive only after that"},
 		{`^the tool "([\w-]+)" was called and its request was aborted$`, a.runs.toolAborted, "waits until a call of the tool has ended and expects the system to have aborted its request"},
 	}
+}
+
+// modelSaysAndCallsAtOnce scripts the model's next answer as the text followed by the table's
+// tool calls, all at once.
+func (s *modelSteps) modelSaysAndCallsAtOnce(text string, t *godog.Table) error {
+	var calls []world.ToolCall
+	for _, row := range t.Rows[1:] {
+		args := "{}"
+		if len(row.Cells) > 1 {
+			args = row.Cells[1].Value
+		}
+		calls = append(calls, world.ToolCall{ID: s.callID(), Name: row.Cells[0].Value, Arguments: args})
+	}
+	return s.enqueue(world.Reply{Text: unescape(text), ToolCalls: calls})
 }

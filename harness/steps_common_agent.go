@@ -48,6 +48,22 @@ func (s *agentSteps) toolAnswers(name, raw string) error {
 	return nil
 }
 
+// toolAnswersNext scripts the answer of the tool's next call alone; later calls take what follows
+// in its queue, then its default answer.
+func (s *agentSteps) toolAnswersNext(name, raw string) error {
+	var v any
+	if err := json.Unmarshal([]byte(raw), &v); err != nil {
+		return harnessErr("the answer of %s is not JSON: %s", name, raw)
+	}
+	if err := s.declareTool(name); err != nil {
+		return err
+	}
+	if err := s.world.Tools().Enqueue(name, world.Behavior{Result: v}); err != nil {
+		return harnessErr("script the tool: %v", err)
+	}
+	return nil
+}
+
 // toolWaits scripts the tool's next call to wait until released.
 func (s *agentSteps) toolWaits(name string) error {
 	if err := s.declareTool(name); err != nil {
@@ -148,6 +164,26 @@ func (s *agentSteps) sameIdempotencyKey(name string) error {
 		if c.IdempotencyKey == "" || c.IdempotencyKey != key {
 			return fail(fmt.Sprintf("call %d to %s", i+1, name), fmt.Sprintf("Idempotency-Key %q", c.IdempotencyKey), fmt.Sprintf("%q as on the first call", key))
 		}
+	}
+	return nil
+}
+
+// ownIdempotencyKeys expects every call of the tool to have carried an idempotency key that no
+// other call of it carried.
+func (s *agentSteps) ownIdempotencyKeys(name string) error {
+	calls := s.world.Tools().CallsOf(name)
+	if len(calls) < 2 {
+		return fail("the tool "+name, fmt.Sprintf("%d calls", len(calls)), "at least 2 calls")
+	}
+	first := map[string]int{}
+	for i, c := range calls {
+		if c.IdempotencyKey == "" {
+			return fail(fmt.Sprintf("call %d to %s", i+1, name), "no Idempotency-Key", "a key of its own")
+		}
+		if j, ok := first[c.IdempotencyKey]; ok {
+			return fail(fmt.Sprintf("call %d to %s", i+1, name), fmt.Sprintf("Idempotency-Key %q, as call %d", c.IdempotencyKey, j+1), "a key of its own")
+		}
+		first[c.IdempotencyKey] = i
 	}
 	return nil
 }
@@ -333,6 +369,7 @@ func commonAgentVocabulary(a areas) []stepDef {
 		{`^the agent has memory$`, a.agent.agentHasMemory, "configures the agent with the world's memory service"},
 		{`^(\w+)'s memory holds "((?:[^"\\]|\\.)*)"$`, a.agent.memoryHolds, "puts the text into who's memory"},
 		{`^the tool "([\w-]+)" answers (.+)$`, a.agent.toolAnswers, "scripts the tool's next answer"},
+		{`^the next call of the tool "([\w-]+)" answers (\{.*\})$`, a.agent.toolAnswersNext, "scripts the answer of the tool's next call alone (queued after the calls scripted before it)"},
 		{`^the tool "([\w-]+)" waits$`, a.agent.toolWaits, "scripts the tool's next call to wait until released"},
 		{`^the tool "([\w-]+)" is released$`, a.agent.toolReleased, "releases every call of the tool that waits"},
 		{`^the tool "([\w-]+)" needs approval$`, a.agent.toolNeedsApproval, "declares the tool to the system as one that needs approval"},
@@ -341,6 +378,7 @@ func commonAgentVocabulary(a areas) []stepDef {
 		{`^the tool "([\w-]+)" answered (\d+) times?$`, a.agent.toolAnswered, "waits until N calls of the tool have ended"},
 		{`^the tool "([\w-]+)" was never called$`, a.agent.toolNeverCalled, "expects the tool never to have been called"},
 		{`^every call to "([\w-]+)" carried the same idempotency key$`, a.agent.sameIdempotencyKey, "expects every call of the tool to have carried one idempotency key"},
+		{`^every call to "([\w-]+)" carried an idempotency key of its own$`, a.agent.ownIdempotencyKeys, "expects the tool to have been called at least twice, every call under an Idempotency-Key no other call of it carried"},
 		{`^the tool "([\w-]+)" fails with status (\d+) and says (\d+) characters of "([^"]+)"(?: and then "([^"]*)")?$`, a.agent.toolFailsLong, "scripts the tool's next call to fail with the status and N characters of the text"},
 		{`^request (\d+) to the model holds that tool message cut to (\d+) characters$`, a.agent.toolMessageCut, "expects request N to the model to hold the tool message cut to its first N characters (Unicode code points)"},
 		{`^request (\d+) to the model holds a tool error for "([\w-]+)"$`, a.agent.holdsToolError, "expects request N to the model to hold a tool error for the tool"},

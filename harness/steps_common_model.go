@@ -105,15 +105,7 @@ func (s *modelSteps) modelCallsInARow(name string, n int) error {
 
 // modelCallsAtOnce scripts the model's next answer as the table's tool calls, all at once.
 func (s *modelSteps) modelCallsAtOnce(t *godog.Table) error {
-	var calls []world.ToolCall
-	for _, row := range t.Rows[1:] {
-		args := "{}"
-		if len(row.Cells) > 1 {
-			args = row.Cells[1].Value
-		}
-		calls = append(calls, world.ToolCall{ID: s.callID(), Name: row.Cells[0].Value, Arguments: args})
-	}
-	return s.enqueue(world.Reply{ToolCalls: calls})
+	return s.modelSaysAndCallsAtOnce("", t)
 }
 
 // modelAsked waits until the model has been asked at least N times.

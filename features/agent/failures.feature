@@ -136,6 +136,31 @@ Feature: A run's tool failures: authority, terminal stops, failures fed back as 
       | VendorQuota            | ["QuotaExceededError"]     | QuotaExceededError     |
       | VendorRateLimit        | ["RateLimitExceededError"] | RateLimitExceededError |
 
+  @profile:agent @req:ADR0121-D1-12
+  Scenario Outline: A quota or rate limit that says retryable true is still terminal (<class>)
+    Given the model calls "transfer" with {"amount": 5}
+    And the tool "transfer" fails with the typed failure {"class": "<class>", "extends": <extends>, "message": "over quota", "retryable": true}
+    And the model replies "I will try something else."
+    When alice starts a run with:
+      """
+      {"prompt": "move 5"}
+      """
+    Then the kit classifies the failure scripted for "transfer" as terminal
+    And the run ends failed
+    And the run's reason is "tool-terminal"
+    And the run was ended by "transfer" raising "<class>" as "<terminal>" at depth 0
+    And the run's tool-call log is:
+      | name     | arguments    | ok    | result     |
+      | transfer | {"amount":5} | false | over quota |
+    And the model has been asked 1 time in all
+    And the tool "transfer" has been called 1 time in all
+
+    Examples:
+      | class                  | extends                    | terminal               |
+      | RateLimitExceededError | []                         | RateLimitExceededError |
+      | QuotaExceededError     | []                         | QuotaExceededError     |
+      | VendorRateLimit        | ["RateLimitExceededError"] | RateLimitExceededError |
+
   @profile:agent @req:ADR0121-D1-13
   Scenario Outline: A cancellation or a park raised by a tool ends the run and is never fed back (<class>)
     Given the model calls "transfer" with {"amount": 5}
@@ -208,6 +233,27 @@ Feature: A run's tool failures: authority, terminal stops, failures fed back as 
     And the model has been asked 1 time in all
 
   @profile:agent @req:ADR0121-D1-15
+  Scenario Outline: A terminal class that also says retryable false is named by its class (<class>)
+    Given the model calls "transfer" with {"amount": 5}
+    And the tool "transfer" fails with the typed failure {"class": "<class>", "extends": <extends>, "message": "over quota", "retryable": false}
+    When alice starts a run with:
+      """
+      {"prompt": "move 5"}
+      """
+    Then the run ends failed
+    And the run's reason is "tool-terminal"
+    And the run was ended by "transfer" raising "<class>" as "<terminal>" at depth 0
+    And the run's tool-call log is:
+      | name     | arguments    | ok    | result     |
+      | transfer | {"amount":5} | false | over quota |
+    And the model has been asked 1 time in all
+
+    Examples:
+      | class              | extends                | terminal           |
+      | QuotaExceededError | []                     | QuotaExceededError |
+      | VendorQuota        | ["QuotaExceededError"] | QuotaExceededError |
+
+  @profile:agent @req:ADR0121-D1-15
   Scenario Outline: An ordinary typed failure is fed back and the run goes on (<what>)
     Given the model calls "transfer" with {"amount": 5}
     And the tool "transfer" fails with the typed failure <failure>
@@ -254,6 +300,46 @@ Feature: A run's tool failures: authority, terminal stops, failures fed back as 
       | CapabilityDeniedError | 6     | feedback | completed | 2     |
       | QuotaExceededError    | 5     | terminal | failed    | 1     |
       | QuotaExceededError    | 6     | feedback | completed | 2     |
+
+  @profile:agent @req:ADR0121-D1-16
+  Scenario Outline: A cause is judged by its own ancestors, down to depth 5 (depth <depth>)
+    Given the model calls "transfer" with {"amount": 5}
+    And the tool "transfer" fails with the typed failure {"class": "VendorGuard", "extends": ["SafetyViolationError"], "message": "deep"} buried at depth <depth>
+    When alice starts a run with:
+      """
+      {"prompt": "move 5"}
+      """
+    Then the kit classifies the failure scripted for "transfer" as terminal
+    And the run ends failed
+    And the run's reason is "tool-terminal"
+    And the run was ended by "transfer" raising "VendorGuard" as "SafetyViolationError" at depth <depth>
+    And the run's tool-call log is:
+      | name     | arguments    | ok    | result             |
+      | transfer | {"amount":5} | false | wrapper at depth 0 |
+    And the model has been asked 1 time in all
+
+    Examples:
+      | depth |
+      | 1     |
+      | 5     |
+
+  @profile:agent @req:ADR0121-D1-16
+  Scenario: A cause whose ancestors are terminal is an ordinary failure at depth 6
+    Given the model calls "transfer" with {"amount": 5}
+    And the tool "transfer" fails with the typed failure {"class": "VendorGuard", "extends": ["SafetyViolationError"], "message": "deep"} buried at depth 6
+    And the model replies "The transfer failed."
+    When alice starts a run with:
+      """
+      {"prompt": "move 5"}
+      """
+    Then the kit classifies the failure scripted for "transfer" as feedback
+    And the run ends completed
+    And the run has no terminal failure
+    And request 2 to the model holds the messages:
+      | role      | content                                                                                                  |
+      | user      | move 5                                                                                                   |
+      | assistant | [calls transfer {"amount":5}]                                                                            |
+      | tool      | {"untrusted": {"source": "tool-error:transfer", "data": {"error": "wrapper at depth 0"}}} [for transfer] |
 
   @profile:agent @req:ADR0121-D1-16
   Scenario: A terminal failure at depth 5 is named with its depth

@@ -105,6 +105,53 @@ Feature: A principal calls only the tools it is granted, and one request starts 
     Then the run ends completed
     And the run's output is "re: hi"
 
+  @profile:agent @req:ADR0121-GRANT-04 @crash @configures
+  Scenario: A restart that takes a grant away does not take it from a run started before it
+    Given the setting "identity.principals" is {"tok-bob": {"tenant": "acme", "actor": "bob", "grants": ["lookup", "transfer"]}}
+    And the model calls "transfer" with {"amount": 10}
+    And the tool "transfer" answers {"moved": 10}
+    And the model replies "Moved."
+    When bob starts a run with:
+      """
+      {"prompt": "move the money", "needsApproval": true}
+      """
+    Then the run waits for a person on:
+      | kind     | id    | name     | arguments     |
+      | approval | t1-c0 | transfer | {"amount":10} |
+    When the system is killed and restarted with the setting "identity.principals" at {"tok-bob": {"tenant": "acme", "actor": "bob", "grants": ["lookup"]}}
+    And bob approves the gate "t1-c0"
+    Then the run ends completed
+    And the run's output is "Moved."
+    And the run's tool-call log is:
+      | name     | arguments     | ok   | result      |
+      | transfer | {"amount":10} | true | {"moved":10} |
+    And the tool "transfer" has been called 1 time in all
+    And the model has been asked 2 times in all
+
+  @profile:agent @req:ADR0121-GRANT-04 @crash @configures
+  Scenario: A restart that adds a grant does not give it to a run started before it
+    Given the setting "identity.principals" is {"tok-bob": {"tenant": "acme", "actor": "bob", "grants": ["lookup"]}}
+    And the model calls "lookup" with {"pump": 3}
+    And the tool "lookup" answers {"pressure": 7}
+    And the model calls "transfer" with {"amount": 10}
+    And the model replies "Moved."
+    When bob starts a run with:
+      """
+      {"prompt": "check pump 3, then move the money", "needsApproval": {"lookup": true, "transfer": false}}
+      """
+    Then the run waits for a person on:
+      | kind     | id    | name   | arguments  |
+      | approval | t1-c0 | lookup | {"pump":3} |
+    When the system is killed and restarted with the setting "identity.principals" at {"tok-bob": {"tenant": "acme", "actor": "bob", "grants": ["lookup", "transfer"]}}
+    And bob approves the gate "t1-c0"
+    Then the run ends failed
+    And the run's reason is "denied"
+    And the run's tool-call log is:
+      | name   | arguments  | ok   | result         |
+      | lookup | {"pump":3} | true | {"pressure":7} |
+    And the tool "transfer" was never called
+    And the model has been asked 2 times in all
+
   @profile:agent @req:ADR0121-RUN-04
   Scenario Outline: A run may ask for at most 64 model calls by default
     Then alice starting a run with {"prompt": "hi", "maxIterations": <n>} is refused naming "maxIterations"

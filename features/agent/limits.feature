@@ -43,6 +43,45 @@ Feature: A run's model calls are cached per principal and scope, capped, and bou
       | alice               |
       | alice's other token |
 
+  @profile:agent @req:ADR0121-D5-11 @configures
+  Scenario: A model call that failed part way is not kept, so the same question asks the model again
+    Given the system caches model responses
+    And the model streams "Pump 3 is" then fails with status 500
+    When alice starts a run with:
+      """
+      {"prompt": "check pump 3", "cacheScope": "acme"}
+      """
+    Then the run ends failed
+    When alice starts a run with:
+      """
+      {"prompt": "check pump 3", "cacheScope": "acme"}
+      """
+    Then the run ends completed
+    And the run's output is "re: check pump 3"
+    And the model has been asked 2 times in all
+    And request 2 to the model holds the same messages as request 1
+
+  @profile:agent @req:ADR0121-D5-11 @configures
+  Scenario: A model call cut off by an abort is not kept, so the same question asks the model again
+    Given the system caches model responses
+    And the model streams "Pump 3 is" and waits
+    When alice starts a run with:
+      """
+      {"prompt": "check pump 3", "cacheScope": "acme"}
+      """
+    And the model has streamed its first words
+    And alice aborts the run
+    Then the run ends aborted
+    And the run was interrupted with "Pump 3 is" after 1 model call, having completed nothing
+    When alice starts a run with:
+      """
+      {"prompt": "check pump 3", "cacheScope": "acme"}
+      """
+    Then the run ends completed
+    And the run's output is "re: check pump 3"
+    And the model has been asked 2 times in all
+    And request 2 to the model holds the same messages as request 1
+
   @profile:agent @req:ADR0121-D5-05 @configures
   Scenario Outline: A principal that differs in one identity field alone asks the model itself (<who>)
     Given the system caches model responses

@@ -72,6 +72,27 @@ Feature: A turn runs the canonical agent loop
       | assistant | [calls transfer {"amount":10}] |
       | tool      | {"done": true} [for transfer]  |
 
+  @profile:agent @req:ADR0121-D1-25
+  Scenario: The same call in a later turn is another call, under a key of its own, with its own answer
+    Given alice has started a conversation
+    And the model calls "lookup" with {"pump": 3}
+    And the next call of the tool "lookup" answers {"pressure": 7}
+    When alice sends "check pump 3"
+    Then turn 1 is answered "re: check pump 3"
+    Given the model calls "lookup" with {"pump": 3}
+    And the next call of the tool "lookup" answers {"pressure": 9}
+    When alice sends "check pump 3 again"
+    Then turn 2 is answered "re: check pump 3 again"
+    And the tool "lookup" has been called 2 times in all
+    And every call to "lookup" carried an idempotency key of its own
+    And request 4 to the model holds the messages:
+      | role      | content                      |
+      | user      | check pump 3                 |
+      | assistant | re: check pump 3             |
+      | user      | check pump 3 again           |
+      | assistant | [calls lookup {"pump":3}]    |
+      | tool      | {"pressure": 9} [for lookup] |
+
   @profile:agent @req:ADR0121-D1-24 @crash @configures
   Scenario: A call of a tool declared not idempotent in flight at a crash is in doubt, never run again
     Given the tool "transfer" is declared not idempotent
@@ -210,6 +231,34 @@ Feature: A turn runs the canonical agent loop
       | assistant | re: check pump 3 |
       | user      | and pump 4?      |
       | assistant | pump 4 is fine   |
+
+  @profile:agent @req:ADR0121-D4-01 @configures
+  Scenario: Two turns with the same prompt and the same answer are two write-backs, both remembered
+    Given the agent has memory
+    And alice has started a conversation
+    And the model replies "pump 3 is fine"
+    When alice sends "check pump 3"
+    Then turn 1 is answered "pump 3 is fine"
+    Given the model replies "pump 3 is fine"
+    When alice sends "check pump 3"
+    Then turn 2 is answered "pump 3 is fine"
+    Given the model replies "noted"
+    When alice sends "that is all"
+    Then turn 3 is answered "noted"
+    And alice's memory held exactly, when the turn "that is all" recalled it:
+      | role      | text             |
+      | user      | check pump 3     |
+      | assistant | pump 3 is fine   |
+      | user      | check pump 3     |
+      | assistant | pump 3 is fine   |
+    And alice's memory scope holds exactly:
+      | role      | text             | tainted |
+      | user      | check pump 3     | false   |
+      | assistant | pump 3 is fine   | false   |
+      | user      | check pump 3     | false   |
+      | assistant | pump 3 is fine   | false   |
+      | user      | that is all      | false   |
+      | assistant | noted            | false   |
 
   @profile:agent @req:ADR0121-D4-25 @configures
   Scenario Outline: A turn's answer is remembered tainted when the turn was fed a tool's error text (<tool>)

@@ -302,6 +302,53 @@ Feature: A run remembers its prompt and its answer in its owner's memory, exactl
       | user      | check pump 3     | false   |
       | assistant | re: check pump 3 | false   |
 
+  @profile:agent @req:ADR0121-D4-27 @crash @configures
+  Scenario: A write-back is held to the grants its owner had when the run started, whatever a restart changed
+    Given the setting "identity.principals" is {"tok-bob": {"tenant": "acme", "actor": "bob", "grants": ["lookup", "remember"]}}
+    And the agent has memory
+    And the tool "remember" answers {"stored": 2}
+    And the model calls "lookup" with {"pump": 3}
+    And the tool "lookup" answers {"pressure": 7}
+    And the model replies "pump 3 is fine"
+    When bob starts a run with:
+      """
+      {"prompt": "check pump 3", "writeBack": {"toolId": "remember"}, "needsApproval": {"lookup": true, "remember": false}}
+      """
+    Then the run waits for a person on:
+      | kind     | id    | name   | arguments  |
+      | approval | t1-c0 | lookup | {"pump":3} |
+    When the system is killed and restarted with the setting "identity.principals" at {"tok-bob": {"tenant": "acme", "actor": "bob", "grants": ["lookup"]}}
+    And bob approves the gate "t1-c0"
+    Then the run ends completed
+    And the run's output is "pump 3 is fine"
+    And the tool "remember" has been called 1 time in all
+    And the tool "remember" was asked to write to bob's memory scope:
+      | role      | text           | tainted |
+      | user      | check pump 3   | false   |
+      | assistant | pump 3 is fine | false   |
+
+  @profile:agent @req:ADR0121-D4-27 @crash @configures
+  Scenario: A write-back through a tool granted only after a restart is still denied to a run started before it
+    Given the setting "identity.principals" is {"tok-bob": {"tenant": "acme", "actor": "bob", "grants": ["lookup"]}}
+    And the agent has memory
+    And the tool "remember" answers {"stored": 2}
+    And the model calls "lookup" with {"pump": 3}
+    And the tool "lookup" answers {"pressure": 7}
+    And the model replies "pump 3 is fine"
+    When bob starts a run with:
+      """
+      {"prompt": "check pump 3", "writeBack": {"toolId": "remember"}, "needsApproval": {"lookup": true, "remember": false}}
+      """
+    Then the run waits for a person on:
+      | kind     | id    | name   | arguments  |
+      | approval | t1-c0 | lookup | {"pump":3} |
+    When the system is killed and restarted with the setting "identity.principals" at {"tok-bob": {"tenant": "acme", "actor": "bob", "grants": ["lookup", "remember"]}}
+    And bob approves the gate "t1-c0"
+    Then the run ends failed
+    And the run's reason is "denied"
+    And the tool "remember" was never called
+    And the memory log is empty
+
   @profile:agent @req:ADR0121-D4-12 @configures
   Scenario: A run its host did not rule out (unless false) is remembered
     Given the agent has memory

@@ -183,6 +183,7 @@ Feature: An agent run is its own durable execution of the canonical loop
 
     Examples:
       | bound | inflight | options                  |
+      | 1     | 1        |                          |
       | 2     | 2        |                          |
       | 3     | 3        |                          |
       | 2     | 2        | , "needsApproval": {"north": false, "south": false, "lookup": false} |
@@ -247,6 +248,77 @@ Feature: An agent run is its own durable execution of the canonical loop
       | north | {}        | true | {"ok": true} |
     And the tool "south" was never called
     And the model has been asked 1 time in all
+
+  @profile:agent @req:ADR0121-D3-03
+  Scenario Outline: An abort during a tool call of a run with an approval rule that lets it run still runs no further call (<rule>)
+    Given the model calls at once:
+      | tool  | arguments |
+      | north | {}        |
+      | south | {}        |
+    And the tool "north" waits
+    When alice starts a run with:
+      """
+      {"prompt": "check both zones", "needsApproval": <rule>}
+      """
+    And the tools "north" are in flight at once
+    And alice aborts the run
+    And the tool "north" is released
+    Then the run ends aborted
+    And the run was interrupted with "" after 1 model call, having completed:
+      | name  | arguments | ok   | result       |
+      | north | {}        | true | {"ok": true} |
+    And the run's tool-call log is:
+      | name  | arguments | ok   | result       |
+      | north | {}        | true | {"ok": true} |
+    And the tool "south" was never called
+    And the model has been asked 1 time in all
+
+    Examples:
+      | rule                              |
+      | false                             |
+      | {"north": false, "south": false}  |
+
+  @profile:agent @req:ADR0121-D1-25
+  Scenario: The same call asked again in a later response is another call, under a key of its own
+    Given the model calls "lookup" with {"pump": 3}
+    And the next call of the tool "lookup" answers {"pressure": 7}
+    And the model calls "lookup" with {"pump": 3}
+    And the next call of the tool "lookup" answers {"pressure": 9}
+    And the model replies "Pump 3 rose."
+    When alice starts a run with:
+      """
+      {"prompt": "watch pump 3"}
+      """
+    Then the run ends completed
+    And the run's tool-call log is:
+      | name   | arguments  | ok   | result         |
+      | lookup | {"pump":3} | true | {"pressure":7} |
+      | lookup | {"pump":3} | true | {"pressure":9} |
+    And the tool "lookup" has been called 2 times in all
+    And every call to "lookup" carried an idempotency key of its own
+    And the model has been asked 3 times in all
+
+  @profile:agent @req:ADR0121-D1-25
+  Scenario: Two equal calls of one response are two calls, each under a key of its own
+    Given the model calls at once:
+      | tool   | arguments  |
+      | lookup | {"pump":3} |
+      | lookup | {"pump":3} |
+    And the next call of the tool "lookup" answers {"pressure": 7}
+    And the next call of the tool "lookup" answers {"pressure": 9}
+    And the model replies "Pump 3 read twice."
+    When alice starts a run with:
+      """
+      {"prompt": "read pump 3 twice"}
+      """
+    Then the run ends completed
+    And the run's tool-call log is:
+      | name   | arguments  | ok   | result         |
+      | lookup | {"pump":3} | true | {"pressure":7} |
+      | lookup | {"pump":3} | true | {"pressure":9} |
+    And the tool "lookup" has been called 2 times in all
+    And every call to "lookup" carried an idempotency key of its own
+    And the model has been asked 2 times in all
 
   @profile:agent @req:ADR0121-D3-03 @crash
   Scenario: An abort that a crash interrupted still stops the run after the restart
@@ -367,6 +439,30 @@ Feature: An agent run is its own durable execution of the canonical loop
     And the tool "north" is released
     Then the run ends aborted
     And the run was interrupted with "" after 1 model call, having completed:
+      | name  | arguments | ok   | result       |
+      | north | {}        | true | {"ok": true} |
+    And the tool "south" was never called
+    And the tool "lookup" was never called
+    And the model has been asked 1 time in all
+
+  @profile:agent @req:ADR0121-D3-11
+  Scenario: An abort that leaves calls of a response unrun stops the run there, with that response's text as its partial
+    Given the model says "Checking the three zones." and calls at once:
+      | tool   | arguments |
+      | north  | {}        |
+      | south  | {}        |
+      | lookup | {}        |
+    And the tool "north" waits
+    And the model replies "never asked"
+    When alice starts a run with:
+      """
+      {"prompt": "check three zones", "parallelTools": 1}
+      """
+    And the tools "north" are in flight at once
+    And alice aborts the run
+    And the tool "north" is released
+    Then the run ends aborted
+    And the run was interrupted with "Checking the three zones." after 1 model call, having completed:
       | name  | arguments | ok   | result       |
       | north | {}        | true | {"ok": true} |
     And the tool "south" was never called
