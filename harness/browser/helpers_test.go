@@ -72,23 +72,51 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// buildLoomcheck builds ./cmd/loomcheck of this module into a temporary directory, with the race
+// built is the one build of ./cmd/loomcheck the package's tests share (each used to build its
+// own: under the race detector a link of several seconds each), in a directory TestMain removes.
+var built struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// buildLoomcheck builds ./cmd/loomcheck of this module once for the package's tests, with the race
 // detector when the test binary itself has it, so the server is checked under the same load.
 func buildLoomcheck(t *testing.T, ctx context.Context) string {
 	t.Helper()
+	built.once.Do(func() { built.bin, built.err = buildOnce(ctx) })
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.bin
+}
+
+func buildOnce(ctx context.Context) (string, error) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		t.Fatalf("go not on PATH: %v", err)
+		return "", fmt.Errorf("go not on PATH: %w", err)
 	}
 	out, err := exec.CommandContext(ctx, goBin, "env", "GOMOD").Output()
 	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
+		return "", fmt.Errorf("go env GOMOD: %w", err)
 	}
 	gomod := strings.TrimSpace(string(out))
 	if gomod == "" || gomod == os.DevNull {
-		t.Fatalf("go env GOMOD: not inside a module (%q)", gomod)
+		return "", fmt.Errorf("go env GOMOD: not inside a module (%q)", gomod)
 	}
-	bin := filepath.Join(t.TempDir(), "loomcheck")
+	if built.dir, err = os.MkdirTemp("", "loomcheck-browser-*"); err != nil {
+		return "", err
+	}
+	bin := filepath.Join(built.dir, "loomcheck")
 	args := []string{"build", "-o", bin}
 	if raceEnabled {
 		args = append(args, "-race")
@@ -97,9 +125,9 @@ func buildLoomcheck(t *testing.T, ctx context.Context) string {
 	cmd := exec.CommandContext(ctx, goBin, args...)
 	cmd.Dir = filepath.Dir(gomod)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, b)
+		return "", fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, b)
 	}
-	return bin
+	return bin, nil
 }
 
 // server is `loomcheck serve` run as a child process from one configuration document. Its listen
