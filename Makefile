@@ -14,7 +14,7 @@ all: test conformance
 # Under RACE=1 the corpus tests (CORPUS_TESTS: single-goroutine checks over a corpus, which the
 # race detector makes three times dearer and finds nothing in) judge a share of their corpus,
 # hostile-answer fuzzing a share of its seeds, and the storage growth tests of
-# reference/internal/threads send a quarter of their texts; a pass without the race detector
+# reference/internal/threads send 10 and 20 texts; a pass without the race detector
 # (CORPUS_PACKAGES) then judges all of them. CORPUS= leaves that pass out (CI runs it as a step of
 # its own).
 RACE ?=
