@@ -12,16 +12,19 @@ all: test conformance
 # RACE=1 runs the same tests under the race detector (what CI runs; the kit's step timeout is
 # then 40 s: LOOMCHECK_STEP_TIMEOUT raises it).
 # Under RACE=1 the corpus tests (CORPUS_TESTS: single-goroutine checks over a corpus, which the
-# race detector makes three times dearer and finds nothing in) judge a share of their corpus, and
-# hostile-answer fuzzing a share of its seeds; a pass without the race detector then judges all of
-# them. CORPUS= leaves that pass out (CI runs it as a step of its own).
+# race detector makes three times dearer and finds nothing in) judge a share of their corpus,
+# hostile-answer fuzzing a share of its seeds, and the storage growth tests of
+# reference/internal/threads send 10 and 20 texts; a pass without the race detector
+# (CORPUS_PACKAGES) then judges all of them. CORPUS= leaves that pass out (CI runs it as a step of
+# its own).
 RACE ?=
 CORPUS ?= $(RACE)
-CORPUS_TESTS = ^(TestJudgedAsBefore|TestEverySchemaJudgedAsBefore|TestComponentsAgreeWithSchemas|FuzzHostileSUT|TestEveryDefectTypeChecks)$$
+CORPUS_TESTS = ^(TestJudgedAsBefore|TestEverySchemaJudgedAsBefore|TestComponentsAgreeWithSchemas|FuzzHostileSUT|TestEveryDefectTypeChecks|TestStorageGrowsLinearlyWithAPeerThread|TestAPersonsConversationSendsTheWindowAndGrowsLinearly)$$
+CORPUS_PACKAGES = ./harness/contract ./harness ./harness/selftest ./reference/internal/threads
 TEST_TIMEOUT ?= 20m
 test: check
 	$(GO) test -count=1 $(if $(RACE),-race) -timeout $(TEST_TIMEOUT) ./...
-	$(if $(CORPUS),$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '$(CORPUS_TESTS)' ./harness/contract ./harness ./harness/selftest)
+	$(if $(CORPUS),$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '$(CORPUS_TESTS)' $(CORPUS_PACKAGES))
 
 # gofmt, go vet and staticcheck (fetched by version from the module proxy, not a dependency).
 STATICCHECK_VERSION ?= v0.8.2

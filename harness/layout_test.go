@@ -71,15 +71,24 @@ func layoutProblems(featureFiles, stepFiles []string, voc []Step, uses []stepUse
 			out = append(out, fmt.Sprintf("steps of area %s have no file harness/steps_%s.go", name, name))
 		}
 	}
-	for _, st := range voc {
-		re := regexp.MustCompile(st.Pattern)
-		users := map[string]bool{}
-		for _, u := range uses {
-			if mayMatch(re, u.text) && re.MatchString(u.text) {
-				file, _, _ := strings.Cut(u.where, ":")
-				users[strings.ReplaceAll(strings.TrimSuffix(file, ".feature"), "/", "_")] = true
+	// The features that use each pattern, from the patterns each distinct text matches.
+	res := make([]*regexp.Regexp, len(voc))
+	for i, st := range voc {
+		res[i] = regexp.MustCompile(st.Pattern)
+	}
+	hitsOf := patternHits(res, uses)
+	usersOf := make([]map[string]bool, len(voc))
+	for _, u := range uses {
+		file, _, _ := strings.Cut(u.where, ":")
+		for _, i := range hitsOf[u.text] {
+			if usersOf[i] == nil {
+				usersOf[i] = map[string]bool{}
 			}
+			usersOf[i][strings.ReplaceAll(strings.TrimSuffix(file, ".feature"), "/", "_")] = true
 		}
+	}
+	for i, st := range voc {
+		users := usersOf[i]
 		if len(users) == 1 {
 			for only := range users {
 				if ofFeature(st.Area) != only && served[only] {

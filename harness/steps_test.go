@@ -106,18 +106,9 @@ func vocabularyProblems(voc []Step, uses []stepUse) []string {
 	}
 	used := make([]int, len(voc))
 	ambiguous := map[string]bool{}
-	// Most step texts recur across the features: each distinct text is matched once.
-	hitsOf := map[string][]int{}
+	hitsOf := patternHits(res, uses)
 	for _, u := range uses {
-		hits, ok := hitsOf[u.text]
-		if !ok {
-			for i, re := range res {
-				if mayMatch(re, u.text) && re.MatchString(u.text) {
-					hits = append(hits, i)
-				}
-			}
-			hitsOf[u.text] = hits
-		}
+		hits := hitsOf[u.text]
 		for _, i := range hits {
 			used[i]++
 		}
@@ -144,15 +135,40 @@ func vocabularyProblems(voc []Step, uses []stepUse) []string {
 	return problems
 }
 
-// mayMatch is false when re cannot match text: its match must begin with a literal prefix that
-// text does not hold (at its start, for a pattern anchored there). It spares the matcher most of
-// the patterns a text is checked against.
-func mayMatch(re *regexp.Regexp, text string) bool {
-	prefix, _ := re.LiteralPrefix()
-	if strings.HasPrefix(re.String(), "^") {
-		return strings.HasPrefix(text, prefix)
+// patternHits maps each distinct text of uses to the patterns of res (their indices, in order)
+// that match it. Most step texts recur across the features, so each distinct text is matched
+// once; and a pattern is tried only when the text holds its literal prefix (at its start, for a
+// pattern anchored there), which any match must begin with: that spares the matcher most of the
+// patterns a text is checked against.
+func patternHits(res []*regexp.Regexp, uses []stepUse) map[string][]int {
+	type guard struct {
+		prefix   string
+		anchored bool
 	}
-	return strings.Contains(text, prefix)
+	guards := make([]guard, len(res))
+	for i, re := range res {
+		prefix, _ := re.LiteralPrefix()
+		guards[i] = guard{prefix: prefix, anchored: strings.HasPrefix(re.String(), "^")}
+	}
+	hitsOf := map[string][]int{}
+	for _, u := range uses {
+		if _, ok := hitsOf[u.text]; ok {
+			continue
+		}
+		var hits []int
+		for i, re := range res {
+			g := guards[i]
+			may := strings.Contains(u.text, g.prefix)
+			if g.anchored {
+				may = strings.HasPrefix(u.text, g.prefix)
+			}
+			if may && re.MatchString(u.text) {
+				hits = append(hits, i)
+			}
+		}
+		hitsOf[u.text] = hits
+	}
+	return hitsOf
 }
 
 // TestStepVocabulary: every step pattern is registered once, every step text of features/ is

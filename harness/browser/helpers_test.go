@@ -72,36 +72,6 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// buildLoomcheck builds ./cmd/loomcheck of this module into a temporary directory, with the race
-// detector when the test binary itself has it, so the server is checked under the same load.
-func buildLoomcheck(t *testing.T, ctx context.Context) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("go not on PATH: %v", err)
-	}
-	out, err := exec.CommandContext(ctx, goBin, "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		t.Fatalf("go env GOMOD: not inside a module (%q)", gomod)
-	}
-	bin := filepath.Join(t.TempDir(), "loomcheck")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	args = append(args, "./cmd/loomcheck")
-	cmd := exec.CommandContext(ctx, goBin, args...)
-	cmd.Dir = filepath.Dir(gomod)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, b)
-	}
-	return bin
-}
-
 // server is `loomcheck serve` run as a child process from one configuration document. Its listen
 // is 127.0.0.1:0: every run binds a port of the kernel's choosing and start reads the address from
 // the line the server prints once it listens ("serving http://ADDR"), so no port is picked here

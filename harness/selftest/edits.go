@@ -2,6 +2,7 @@ package selftest
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"go/ast"
@@ -14,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v4"
 )
@@ -202,21 +204,17 @@ func findDecl(root, dir, decl string, read func(string) ([]byte, error)) (rel st
 		if err != nil {
 			return "", nil, 0, 0, fmt.Errorf("%w: %v", ErrPackage, err)
 		}
-		fset := token.NewFileSet()
-		f, err := parser.ParseFile(fset, r, b, parser.ParseComments|parser.SkipObjectResolution)
+		idx, err := indexDecls(r, b)
 		if err != nil {
 			return r, nil, 0, 0, fmt.Errorf("%w: %v", ErrPackage, err)
 		}
-		for _, d := range f.Decls {
-			if !declares(d, decl) {
-				continue
-			}
+		for _, rg := range idx[decl] {
 			found++
 			if found > 1 {
 				return r, nil, 0, 0, ErrDuplicateDeclaration
 			}
 			rel, src = r, b
-			start, end = declRange(fset, f, d, b)
+			start, end = rg[0], rg[1]
 		}
 	}
 	if found == 0 {
@@ -225,31 +223,66 @@ func findDecl(root, dir, decl string, read func(string) ([]byte, error)) (rel st
 	return rel, src, start, end, nil
 }
 
-// declares reports whether d is the declaration the name names.
-func declares(d ast.Decl, name string) bool {
+// declIndex is the top-level declarations of one Go file: for each name a declaration declares
+// (declNames), the byte range (declRange) of each declaration that declares it.
+type declIndex map[string][][2]int
+
+// declIndexes holds the index of each file read so far, by its path and a hash of its content:
+// every edit of the named defects looks its declaration up among all the files of its package,
+// and most packages hold many edits, so parsing each file again for each edit was most of what
+// applying the defects cost.
+var declIndexes sync.Map // string: path, NUL, SHA-256 of the content -> declIndex
+
+// indexDecls is the index of the file at rel (from the module root) whose content is src.
+func indexDecls(rel string, src []byte) (declIndex, error) {
+	sum := sha256.Sum256(src)
+	key := rel + "\x00" + string(sum[:])
+	if idx, ok := declIndexes.Load(key); ok {
+		return idx.(declIndex), nil
+	}
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, rel, src, parser.ParseComments|parser.SkipObjectResolution)
+	if err != nil {
+		return nil, err
+	}
+	idx := declIndex{}
+	for _, d := range f.Decls {
+		for _, name := range declNames(d) {
+			start, end := declRange(fset, f, d, src)
+			idx[name] = append(idx[name], [2]int{start, end})
+		}
+	}
+	declIndexes.Store(key, idx)
+	return idx, nil
+}
+
+// declNames is the names the declaration d declares, each once: a function's funcName, the types,
+// constants and variables of a declaration other than an import ("_" left out).
+func declNames(d ast.Decl) []string {
 	switch d := d.(type) {
 	case *ast.FuncDecl:
-		return funcName(d) == name
+		return []string{funcName(d)}
 	case *ast.GenDecl:
 		if d.Tok == token.IMPORT {
-			return false
+			return nil
 		}
+		var names []string
 		for _, s := range d.Specs {
 			switch s := s.(type) {
 			case *ast.TypeSpec:
-				if s.Name.Name == name {
-					return true
-				}
+				names = append(names, s.Name.Name)
 			case *ast.ValueSpec:
 				for _, n := range s.Names {
-					if n.Name == name && n.Name != "_" {
-						return true
+					if n.Name != "_" {
+						names = append(names, n.Name)
 					}
 				}
 			}
 		}
+		slices.Sort(names)
+		return slices.Compact(names)
 	}
-	return false
+	return nil
 }
 
 // funcName is "Name" for a function and "Type.Name" for a method, whatever its receiver's form

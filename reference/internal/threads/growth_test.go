@@ -68,6 +68,14 @@ func storedBytes(t *testing.T, dir string) int64 {
 	return total
 }
 
+// growthUnderRace is how many texts or turns the growth tests send first (then twice as many)
+// under the race detector, where a turn costs about ten times the CPU it costs without it. Ten
+// still tells linear growth from quadratic: a turn that stored every earlier text again would
+// store about 3.8 times as much after 20 as after 10, where the bound is 2.3. The full counts run
+// without the race detector in the corpus pass (CORPUS_TESTS in the Makefile; the test-corpus
+// step of .ci/run).
+const growthUnderRace = 10
+
 // TestStorageGrowsLinearlyWithAPeerThread: a turn's input refers to the texts already stored
 // and its context is a bounded window, so twice the texts take about twice the bytes, not four
 // times as many.
@@ -76,6 +84,9 @@ func TestStorageGrowsLinearlyWithAPeerThread(t *testing.T) {
 		t.Skip("sends a hundred texts")
 	}
 	n, size := 40, 4096
+	if raceEnabled {
+		n = growthUnderRace
+	}
 	if v, err := strconv.Atoi(os.Getenv("THREADS_GROWTH_N")); err == nil && v > 0 {
 		n = v
 	}
@@ -132,6 +143,9 @@ func TestAPersonsConversationSendsTheWindowAndGrowsLinearly(t *testing.T) {
 		return
 	}
 	n, size := 20, 16000
+	if raceEnabled {
+		n = growthUnderRace
+	}
 	if v, err := strconv.Atoi(os.Getenv("THREADS_GROWTH_N")); err == nil && v > 0 {
 		n = v
 	}
