@@ -251,7 +251,9 @@ func judgeVariant(ctx context.Context, opt VariantOptions, v Variant, editsName 
 	if err != nil {
 		return fail(err.Error())
 	}
-	rep, err := harness.Execute(ctx, harness.Options{Command: bin + " serve", Tags: v.Tags, Profiles: v.Profiles,
+	// The run is handed its selection as a tag filter as well as its profiles, so that it walks
+	// only the scenarios it judges rather than skipping every other profile's one by one.
+	rep, err := harness.Execute(ctx, harness.Options{Command: bin + " serve", Tags: strings.Join(selection(v), ","), Profiles: v.Profiles,
 		StepTimeout: opt.StepTimeout, Describe: "variant " + v.Name})
 	switch {
 	case err != nil:
