@@ -291,6 +291,8 @@ func (a areas) vocabulary() []area {
 		{"agent_memory", agentMemoryVocabulary(a)},
 		{"agent_recall", agentRecallVocabulary(a)},
 		{"agent_runs", agentRunsVocabulary(a)},
+		{"agent_single_frame", agentSingleFrameVocabulary(a)},
+		{"agent_terminal_failures", agentTerminalFailuresVocabulary(a)},
 		{"agent_turn_failures", agentTurnFailuresVocabulary(a)},
 		{"common_agent", commonAgentVocabulary(a)},
 		{"common_conversation", commonConversationVocabulary(a)},
