@@ -318,6 +318,7 @@ func (a areas) vocabulary() []area {
 		{"gateway_live", gatewayLiveVocabulary(a)},
 		{"shared_edit_classes", sharedEditClassesVocabulary(a)},
 		{"shared_participants", sharedParticipantsVocabulary(a)},
+		{"shared_views", sharedViewsVocabulary(a)},
 		{"stream_frames", streamFramesVocabulary(a)},
 		{"stream_group", streamGroupVocabulary(a)},
 		{"stream_handle", streamHandleVocabulary(a)},
