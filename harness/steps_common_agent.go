@@ -365,6 +365,7 @@ func (s *scenario) toolsEnded(name string) (answered int) {
 // commonAgentVocabulary lists the steps that several features share (agent).
 func commonAgentVocabulary(a areas) []stepDef {
 	return []stepDef{
+		{`^the run was ended by "([\w-]+)" raising "(\w+)" as "([\w:]+)" at depth (\d+)$`, a.failures.endedByTerminal, "expects the ended run's terminal failure to be exactly the tool, the failure's class, the class that made it terminal and its depth, as the kit classifies the scripted failure"},
 		{`^(\w[\w' ]*?)'s memory held exactly, when the turn "((?:[^"\\]|\\.)*)" recalled it:$`, a.agent.memoryHeldWhenRecalled, "expects who's memory to have held exactly the table when the turn recalled it"},
 		{`^the agent has memory$`, a.agent.agentHasMemory, "configures the agent with the world's memory service"},
 		{`^(\w+)'s memory holds "((?:[^"\\]|\\.)*)"$`, a.agent.memoryHolds, "puts the text into who's memory"},
@@ -384,4 +385,82 @@ func commonAgentVocabulary(a areas) []stepDef {
 		{`^request (\d+) to the model holds a tool error for "([\w-]+)"$`, a.agent.holdsToolError, "expects request N to the model to hold a tool error for the tool"},
 		{`^request (\d+) to the model holds the tool results in the order (.+)$`, a.agent.toolResultsInOrder, "expects request N to the model to hold the tool results in the listed order"},
 	}
+}
+
+// terminalView is the terminal member of a run (spec/http.md, Runs: tool failures).
+type terminalView struct {
+	Tool    string `json:"tool"`
+	Class   string `json:"class"`
+	Failure string `json:"failure"`
+	Depth   int    `json:"depth"`
+}
+
+// retryableFalse is what a terminal view names as the class when an ordinary class said
+// retryable: false.
+const retryableFalse = "retryable:false"
+
+// classify is the kit's own reading of the record: the shallowest failure of the chain, at depth
+// 0 to world.CauseDepth, whose class or an ancestor is terminal, or that says retryable false.
+func classify(e *world.ToolError) (terminalView, bool) {
+	terminal := map[string]bool{}
+	for _, c := range world.TerminalClasses {
+		terminal[c] = true
+	}
+	for c, d := e, 0; c != nil && d <= world.CauseDepth; c, d = c.Cause, d+1 {
+		if terminal[c.Class] {
+			return terminalView{Class: c.Class, Failure: c.Class, Depth: d}, true
+		}
+		for _, a := range c.Extends {
+			if terminal[a] {
+				return terminalView{Class: a, Failure: c.Class, Depth: d}, true
+			}
+		}
+		if c.Retryable != nil && !*c.Retryable {
+			return terminalView{Class: retryableFalse, Failure: c.Class, Depth: d}, true
+		}
+	}
+	return terminalView{}, false
+}
+
+// endedTerminal reads the terminal member of the ended run (nil when it has none).
+func (s *failuresSteps) endedTerminal() (*terminalView, error) {
+	if _, err := s.areas.runs.endedRun(); err != nil {
+		return nil, err
+	}
+	var v struct {
+		Terminal *terminalView `json:"terminal"`
+	}
+	if err := json.Unmarshal(s.areas.runs.endedBody, &v); err != nil {
+		return nil, fail("GET "+runPath(s.areas.runs.runID, ""), clip(string(s.areas.runs.endedBody), 200), "a run")
+	}
+	return v.Terminal, nil
+}
+
+// endedByTerminal expects the ended run's terminal failure to be exactly the tool, the failure's
+// class, the class that made it terminal and its depth, as the kit classifies the scripted failure.
+func (s *failuresSteps) endedByTerminal(tool, failure, class string, depth int) error {
+	want := terminalView{Tool: tool, Class: class, Failure: failure, Depth: depth}
+	if scripted := s.lastFailure[tool]; scripted != nil {
+		kit, ok := classify(scripted)
+		kit.Tool = tool
+		if !ok || kit != want || !scripted.Terminal() {
+			return harnessErr("the scenario expects %+v, but the kit classifies the failure scripted for %s as %+v (terminal %v)", want, tool, kit, ok)
+		}
+	} else if want != (terminalView{Tool: tool, Class: world.ClassIdempotentToolRefused, Failure: world.ClassIdempotentToolRefused}) {
+		// No failure was scripted: the only terminal stop a system raises of its own is the
+		// single-frame runner's refusal of a tool declared not idempotent.
+		return harnessErr("no failure was scripted for %s, and %+v is not the single-frame refusal", tool, want)
+	}
+	got, err := s.endedTerminal()
+	if err != nil {
+		return err
+	}
+	op := "GET " + runPath(s.areas.runs.runID, "") + ": the terminal failure"
+	if got == nil {
+		return fail(op, "none: "+clip(string(s.areas.runs.endedBody), 300), fmt.Sprintf("%+v", want))
+	}
+	if *got != want {
+		return fail(op, fmt.Sprintf("%+v", *got), fmt.Sprintf("%+v", want))
+	}
+	return nil
 }

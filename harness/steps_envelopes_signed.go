@@ -67,66 +67,6 @@ func (s *envelopesSteps) putsUnsignedEnvelopes(who string, n int) error {
 	return nil
 }
 
-// floodsInbox puts N signed empty envelopes into the inbox as who.
-func (s *envelopesSteps) floodsInbox(who string, n int) error {
-	for range n {
-		payload, err := s.buildEnvelope(who, map[string]string{"text": ""})
-		if err != nil {
-			return err
-		}
-		if err := s.mustPut(who, payload); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// putsEnvelopesCapturingFirst puts the envelopes of the table, one a row and in its order, into
-// the inbox as who, and keeps the first as the captured envelope.
-func (s *envelopesSteps) putsEnvelopesCapturingFirst(who string, t *godog.Table) error {
-	head := t.Rows[0].Cells
-	for i, row := range t.Rows[1:] {
-		fields := map[string]string{}
-		for j, c := range row.Cells {
-			fields[head[j].Value] = c.Value
-		}
-		payload, err := s.buildEnvelope(who, fields)
-		if err != nil {
-			return err
-		}
-		if i == 0 {
-			s.captured = payload
-		}
-		if err := s.mustPut(who, payload); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// capturesEnvelope reads turn N's envelope from the conversation's log as who and keeps it.
-func (s *envelopesSteps) capturesEnvelope(who string, turn int64) error {
-	text, err := s.userText(turn)
-	if err != nil {
-		return err
-	}
-	s.captured, err = s.captureEnvelope(who, text)
-	return err
-}
-
-// putsCapturedAgain puts the captured envelope into the inbox again as who.
-func (s *envelopesSteps) putsCapturedAgain(who string) error {
-	if s.captured == nil {
-		return harnessErr("no envelope has been captured")
-	}
-	return s.mustPut(who, s.captured)
-}
-
-// keyRotated rotates the signing key, keeping the old one as previous, and restarts the system.
-func (s *envelopesSteps) keyRotated() error {
-	return s.rotateKey(true)
-}
-
 // keyReplaced replaces the signing key (the old one forgotten) and restarts the system.
 func (s *envelopesSteps) keyReplaced() error { return s.rotateKey(false) }
 
@@ -229,59 +169,6 @@ func (s *envelopesSteps) appearsNowhere(secret, who string) error {
 	return s.nowhere(who, unescape(secret))
 }
 
-// floodsInboxAtCaptured puts N signed empty envelopes, each issued at the captured envelope's
-// issue time, into the inbox as who: once they evict it from the replay set, the floor equals
-// its issue time exactly.
-func (s *envelopesSteps) floodsInboxAtCaptured(who string, n int) error {
-	if s.captured == nil {
-		return harnessErr("no envelope has been captured")
-	}
-	captured, err := oracle.Parse(s.captured)
-	if err != nil {
-		return harnessErr("the captured envelope does not parse: %v", err)
-	}
-	c, err := s.conv("")
-	if err != nil {
-		return err
-	}
-	for range n {
-		e := s.draftEnvelope(c)
-		e.Text, e.IAT = "", captured.IAT
-		if err := s.mustPut(who, oracle.Sign(decodeKey(s.cfg.Signing.Key), e).Wire()); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// putsEnvelopeOutlived puts an envelope with the text, issued two seconds short of
-// maxEnvelopeAgeMs ago (fresh when it is received), into the inbox as who, then waits until the
-// clock has passed the instant it would be stale if judged then.
-func (s *envelopesSteps) putsEnvelopeOutlived(who, text string) error {
-	c, err := s.conv("")
-	if err != nil {
-		return err
-	}
-	maxAge := s.cfg.Conversation.MaxEnvelopeAgeMs
-	if maxAge <= 0 {
-		maxAge = 600_000 // spec/envelopes.md §5, the default
-	}
-	e := s.draftEnvelope(c)
-	e.Text, e.IAT = unescape(text), time.Now().UnixMilli()-maxAge+2_000
-	if err := s.mustPut(who, oracle.Sign(decodeKey(s.cfg.Signing.Key), e).Wire()); err != nil {
-		return err
-	}
-	ctx, cancel := s.wait()
-	defer cancel()
-	stale := time.UnixMilli(e.IAT + maxAge + 1)
-	select {
-	case <-time.After(time.Until(stale)):
-		return nil
-	case <-ctx.Done():
-		return fail("the wait for the envelope to age", "no time left in the step", fmt.Sprintf("the clock past %s", stale.Format(time.RFC3339Nano)))
-	}
-}
-
 // errorHookToldOnceEach expects one report of each listed failed turn's error id, and no other
 // report of those turns. Reports arrive in the order they were made (spec/world.md), so once the
 // last turn's report is in, any report made before it, a replay's included, is in too.
@@ -338,13 +225,6 @@ func envelopesSignedVocabulary(a areas) []stepDef {
 		{`^(\w[\w' ]*?) signs an envelope with (\w[\w ]*?) "([^"]*)" and puts it into the inbox with (\w[\w ]*?) "([^"]*)"$`, a.envelopes.signsAndPuts, "signs an envelope with one value of a field and puts it in with another value"},
 		{`^(\w[\w' ]*?) puts an envelope into the conversation's inbox whose MAC is (.+)$`, a.envelopes.putsEnvelopeWithMAC, "puts an envelope into the inbox as who whose MAC is the given one"},
 		{`^(\w[\w' ]*?) puts (\d+) envelopes signed with a key nobody holds into the conversation's inbox$`, a.envelopes.putsUnsignedEnvelopes, "puts N envelopes signed with a key nobody holds into the inbox as who"},
-		{`^(\w[\w' ]*?) floods the conversation's inbox with (\d+) signed empty envelopes$`, a.envelopes.floodsInbox, "puts N signed empty envelopes into the inbox as who"},
-		{`^(\w[\w' ]*?) floods the conversation's inbox with (\d+) signed empty envelopes issued when the captured one was$`, a.envelopes.floodsInboxAtCaptured, "puts N signed empty envelopes issued at the captured envelope's issue time into the inbox as who"},
-		{`^(\w[\w' ]*?) puts an envelope saying "([^"]*)" into the inbox and waits until its issue time is older than maxEnvelopeAgeMs$`, a.envelopes.putsEnvelopeOutlived, "puts an envelope issued two seconds short of maxEnvelopeAgeMs ago, then waits until the clock passes its staleness"},
-		{`^(\w[\w' ]*?) puts these envelopes into the conversation's inbox in turn, capturing the first:$`, a.envelopes.putsEnvelopesCapturingFirst, "puts the envelopes of the table, one a row and in order, into the inbox as who, and keeps the first as the captured one"},
-		{`^(\w[\w' ]*?) captures the envelope of turn (\d+) from the log$`, a.envelopes.capturesEnvelope, "reads turn N's envelope from the conversation's log as who and keeps it"},
-		{`^(\w[\w' ]*?) puts the captured envelope into the conversation's inbox again$`, a.envelopes.putsCapturedAgain, "puts the captured envelope into the inbox again as who"},
-		{`^the signing key is rotated, keeping the old one as a previous key, and the system restarted$`, a.envelopes.keyRotated, "rotates the signing key, keeping the old one as previous, and restarts the system"},
 		{`^the signing key is replaced and the system restarted$`, a.envelopes.keyReplaced, "replaces the signing key (the old one forgotten) and restarts the system"},
 		{`^the dropped key is listed again as a previous key and the system restarted$`, a.envelopes.droppedKeyListedAgain, "lists the key the last rotation dropped as a previous key again and restarts the system"},
 		{`^the envelope of turn (\d+) is signed with the current key$`, a.envelopes.envelopeSignedWithCurrentKey, "expects turn N's envelope to verify with the current key"},
