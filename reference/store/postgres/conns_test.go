@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/loomcheck/loomcheck/reference/store"
 	"github.com/loomcheck/loomcheck/reference/store/postgres"
 	"github.com/loomcheck/loomcheck/reference/store/postgres/pgtest"
 )
@@ -23,20 +22,7 @@ func TestLeaseChangesDoNotWaitForBusyConnections(t *testing.T) {
 	l, err := st.Acquire(bg, "engine", "node-1", "", time.Minute)
 	require.NoError(t, err)
 
-	inside := make(chan struct{})
-	release, free := gate(t)
-	wrote := make(chan error, 1)
-	go func() {
-		wrote <- st.Update(bg, func(tx store.Tx) error {
-			if _, err := tx.Append("s", 0, -1, store.NewEvent{Kind: "long"}); err != nil {
-				return err
-			}
-			close(inside)
-			<-release
-			return nil
-		})
-	}()
-	<-inside
+	free, wrote := heldWrite(t, st, "long", -1)
 
 	// Another session holds the metadata table, so a read of it waits on its connection.
 	locker := raw(t, url)

@@ -105,6 +105,33 @@ func gate(t testing.TB) (<-chan struct{}, func()) {
 	return ch, open
 }
 
+// heldWrite runs an Update through st that appends one event of kind to the stream "s" expecting
+// head expect (nothing when kind is ""), then keeps its transaction open until free is called. It
+// returns once the write is inside its transaction; done answers the Update's error.
+func heldWrite(t testing.TB, st store.Store, kind string, expect int64) (free func(), done <-chan error) {
+	inside := make(chan struct{})
+	release, free := gate(t)
+	ch := make(chan error, 1)
+	go func() {
+		ch <- st.Update(bg, func(tx store.Tx) error {
+			if kind != "" {
+				if _, err := tx.Append("s", 0, expect, store.NewEvent{Kind: kind}); err != nil {
+					return err
+				}
+			}
+			close(inside)
+			<-release
+			return nil
+		})
+	}()
+	select {
+	case <-inside:
+	case err := <-ch:
+		t.Fatalf("the held write ended before it was let go: %v", err)
+	}
+	return free, ch
+}
+
 // pgCode is the SQLSTATE of a PostgreSQL error, "" for another error.
 func pgCode(err error) string {
 	var pe *pgconn.PgError
@@ -274,17 +301,7 @@ func TestSchemasAreSeparateStores(t *testing.T) {
 	require.EqualValues(t, 1, appendKinds(t, b, "s", 0, "b1"), "numbering is the schema's own")
 
 	// A write of schema a held open does not hold up schema b's writers.
-	inside := make(chan struct{})
-	release, free := gate(t)
-	done := make(chan error, 1)
-	go func() {
-		done <- a.Update(bg, func(tx store.Tx) error {
-			close(inside)
-			<-release
-			return nil
-		})
-	}()
-	<-inside
+	free, done := heldWrite(t, a, "", 0)
 	require.EqualValues(t, 2, appendKinds(t, b, "s", 0, "b2"))
 	free()
 	require.NoError(t, <-done)
@@ -429,20 +446,7 @@ func TestAStalledWriterReleasesItsLocks(t *testing.T) {
 	url := pgtest.TempDatabase(t)
 	stalled := open(t, url, postgres.Options{WriteTimeout: 300 * time.Millisecond})
 	other := open(t, url, postgres.Options{})
-	inside := make(chan struct{})
-	release, free := gate(t)
-	done := make(chan error, 1)
-	go func() {
-		done <- stalled.Update(bg, func(tx store.Tx) error {
-			if _, err := tx.Append("s", 0, -1, store.NewEvent{Kind: "stalled"}); err != nil {
-				return err
-			}
-			close(inside)
-			<-release
-			return nil
-		})
-	}()
-	<-inside
+	free, done := heldWrite(t, stalled, "stalled", -1)
 	ctx, cancel := context.WithTimeout(bg, 10*time.Second)
 	defer cancel()
 	require.NoError(t, other.Update(ctx, func(tx store.Tx) error {
@@ -499,20 +503,7 @@ func TestContextGovernsTheWaitForTheWriteLock(t *testing.T) {
 func TestWritesOfTwoHandlesToOneStreamAreSerialised(t *testing.T) {
 	url := pgtest.TempDatabase(t)
 	a, b := open(t, url, postgres.Options{}), open(t, url, postgres.Options{})
-	inside := make(chan struct{})
-	release, free := gate(t)
-	done := make(chan error, 1)
-	go func() {
-		done <- a.Update(bg, func(tx store.Tx) error {
-			if _, err := tx.Append("s", 0, 0, store.NewEvent{Kind: "a"}); err != nil {
-				return err
-			}
-			close(inside)
-			<-release
-			return nil
-		})
-	}()
-	<-inside
+	free, done := heldWrite(t, a, "a", 0)
 	second := make(chan error, 1)
 	go func() {
 		second <- b.Update(bg, func(tx store.Tx) error {
@@ -541,20 +532,7 @@ func TestAGrantWaitsForAFencedWriteInFlight(t *testing.T) {
 	require.NoError(t, err)
 	view := node1.Fence(l1)
 
-	inside := make(chan struct{})
-	release, free := gate(t)
-	done := make(chan error, 1)
-	go func() {
-		done <- view.Update(bg, func(tx store.Tx) error {
-			if _, err := tx.Append("s", 0, -1, store.NewEvent{Kind: "fenced"}); err != nil {
-				return err
-			}
-			close(inside)
-			<-release
-			return nil
-		})
-	}()
-	<-inside
+	free, done := heldWrite(t, view, "fenced", -1)
 	type grant struct {
 		l   store.Lease
 		err error
@@ -590,20 +568,7 @@ func TestRenewalDoesNotWaitForWrites(t *testing.T) {
 	st := open(t, url, postgres.Options{})
 	l, err := st.Acquire(bg, "engine", "node-1", "", time.Minute)
 	require.NoError(t, err)
-	inside := make(chan struct{})
-	release, free := gate(t)
-	done := make(chan error, 1)
-	go func() {
-		done <- st.Fence(l).Update(bg, func(tx store.Tx) error {
-			if _, err := tx.Append("s", 0, -1, store.NewEvent{Kind: "long"}); err != nil {
-				return err
-			}
-			close(inside)
-			<-release
-			return nil
-		})
-	}()
-	<-inside
+	free, done := heldWrite(t, st.Fence(l), "long", -1)
 	ctx, cancel := context.WithTimeout(bg, 2*time.Second)
 	defer cancel()
 	r, err := st.Renew(ctx, l, time.Minute)
