@@ -15,6 +15,7 @@ import (
 
 	"github.com/loomcheck/loomcheck/reference/internal/partition"
 	"github.com/loomcheck/loomcheck/reference/internal/transcript"
+	"github.com/loomcheck/loomcheck/reference/kernel"
 )
 
 // TestOfIsPinned: a key's partition is part of the database's layout, so these values may never
@@ -171,4 +172,46 @@ func TestTranscripts(t *testing.T) {
 			return "unknown command " + cmd
 		}
 	})
+}
+
+// TestKeyOf: the key of every shape of execution id the engine makes, and of the shapes around
+// them (each part varied alone).
+func TestKeyOf(t *testing.T) {
+	long := strings.Repeat("r", 127) + "é" // 129 bytes: the cut falls inside é
+	for _, c := range []struct{ id, want string }{
+		{"c_0123456789abcdef01234567", "c_0123456789abcdef01234567"},
+		{"chosen.0123456789abcdef01234567", "chosen.0123456789abcdef01234567"},
+		{"turn:c_1:o7:0a1b2c3d4e5f60718293a4b5", "c_1"},
+		{"turn:c_1:o8:ffffffffffffffffffffffff", "c_1"},
+		{"turn:c_2:o7:0a1b2c3d4e5f60718293a4b5", "c_2"},
+		{"turn:", ""},
+		{"turns:c_1:o7", "turns:c_1:o7"},
+		{"thr:agent:ac_1:3", partition.ThreadsKey},
+		{"thr:", partition.ThreadsKey},
+		{"thread:ac_1", "thread:ac_1"},
+		{"run:0123456789abcdef01234567", "run:0123456789abcdef01234567"},
+		{"run:0123456789abcdef01234567/search~0011223344556677", "run:0123456789abcdef01234567"},
+		{"run:0123456789abcdef01234567/search~0011223344556677/deeper~8899aabbccddeeff", "run:0123456789abcdef01234567"},
+		{"turn:c_1:o7:0a1b/tool~0011223344556677", "c_1"},
+		{long, strings.Repeat("r", 127)},
+		{long + "/child~0011223344556677", strings.Repeat("r", 127)},
+		{strings.Repeat("s", 128), strings.Repeat("s", 128)},
+		{strings.Repeat("s", 129), strings.Repeat("s", 128)},
+		{"", ""},
+	} {
+		assert.Equal(t, c.want, partition.KeyOf(c.id), "KeyOf(%q)", c.id)
+	}
+}
+
+// TestAChildLivesWithItsRoot: whatever its root and name (long, multi-byte, holding "/"), a
+// child that kernel.ChildID names, and its children, have their root's key.
+func TestAChildLivesWithItsRoot(t *testing.T) {
+	roots := []string{"c_1", "turn:c_1:o2:ab", "thr:agent:ac_1:1", "run:x", strings.Repeat("é", 70), strings.Repeat("r", 127) + "𝄞", "a/b"}
+	for _, root := range roots {
+		for _, name := range []string{"search", "a/b", strings.Repeat("n", 80)} {
+			child := kernel.ChildID(root, name)
+			assert.Equal(t, partition.KeyOf(root), partition.KeyOf(child), "root %q, child %q", root, child)
+			assert.Equal(t, partition.KeyOf(root), partition.KeyOf(kernel.ChildID(child, name)), "root %q, grandchild", root)
+		}
+	}
 }
