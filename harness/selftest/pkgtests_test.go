@@ -1,10 +1,36 @@
 package selftest
 
 import (
+	"context"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
+
+// A defect judged by a package's tests is, like one judged by scenarios, not judged when the
+// self-test is cancelled, and the control run of its tests comes first.
+func TestCancelledTestsDefectIsNotJudged(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	opt := Options{Root: root, Defects: filepath.Join(root, "fixtures", "defects")}
+	defects, err := Load(opt.Defects)
+	require.NoError(t, err)
+	var d Defect
+	for _, x := range defects {
+		if x.Tests != "" {
+			d = x
+			break
+		}
+	}
+	require.NotEmpty(t, d.Name, "a defect judged by a package's tests")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res := judge(ctx, opt, d)
+	require.True(t, res.Interrupted)
+	require.Equal(t, NotJudged, res.Error)
+	require.ErrorIs(t, controlTests(ctx, opt, []Defect{d}), ErrInterrupted)
+}
 
 // readTestRun tells a failed test, a binary that failed once a test ran (a time limit), a build
 // that failed, and a run where every test skipped apart.
