@@ -145,11 +145,33 @@ func describePrincipal(p sutconfig.Principal) string {
 	return string(b)
 }
 
+// logHoldsMessageCut expects the ended run's tool-call log to hold one failed call whose error is
+// the tool message the scenario scripted, cut to its first n characters: the text recorded with
+// the call is the text the model read (spec/http.md, Runs; spec/prompt.md).
+func (s *runsSteps) logHoldsMessageCut(n int) error {
+	v, err := s.endedRun()
+	if err != nil {
+		return err
+	}
+	msg := []rune(s.saved["tool message"])
+	want := string(msg[:min(n, len(msg))])
+	op := "GET " + runPath(s.runID, "") + ": the tool-call log"
+	if len(v.ToolCalls) != 1 || v.ToolCalls[0].OK {
+		return fail(op, fmt.Sprintf("%d calls", len(v.ToolCalls)), "one failed call")
+	}
+	if got := v.ToolCalls[0].Error; got != want {
+		return fail(op+": the call's error", fmt.Sprintf("%d characters", len([]rune(got))),
+			fmt.Sprintf("the tool's message cut to its first %d characters", len([]rune(want))))
+	}
+	return nil
+}
+
 // agentFailuresVocabulary lists the steps of features/agent/failures.feature.
 func agentFailuresVocabulary(a areas) []stepDef {
 	return []stepDef{
 		{`^the tool "([\w-]+)" waits, then fails with status (\d+) and says "((?:[^"\\]|\\.)*)"$`, a.failures.toolWaitsThenFails, "scripts the tool's next call to wait until released, then fail with the status and the words"},
 		{`^the tool "([\w-]+)" is declared not idempotent$`, a.failures.declaredNotIdempotent, "declares the tool idempotent: false to the system and to the tool server (every attempt runs and is counted)"},
+		{`^the run's tool-call log holds that tool message cut to (\d+) characters$`, a.runs.logHoldsMessageCut, "expects the ended run's tool-call log to hold one failed call whose error is the scripted tool message cut to its first N characters (Unicode code points)"},
 		{`^the run has no terminal failure$`, a.failures.noTerminal, "expects the ended run to name no terminal failure"},
 		{`^every call to "([\w-]+)" was made for (\w[\w' ]*?)$`, a.failures.callsMadeFor, "expects every call of the tool to have carried exactly who's principal headers, percent-encoded, one per present field"},
 		{`^every call to "([\w-]+)" was made for the principal (\{.*\})$`, a.failures.callsMadeForPrincipal, "expects every call of the tool to have carried exactly the principal's headers, percent-encoded, one per present field"},

@@ -221,7 +221,11 @@ Feature: A run's tool calls: whom they act for, failures fed back as data
   Scenario Outline: A failing tool's message is cut to 2 000 characters, never bytes or UTF-16 units (<what>)
     # spec/prompt.md: the first 2 000 characters (Unicode code points), whatever their length in
     # UTF-8 (a byte counter cuts the two-, three- and four-byte rows) or in UTF-16 (a UTF-16 counter
-    # cuts the emoji rows: each is two units).
+    # cuts the emoji rows: each is two units), whatever JSON makes of them (a counter of the escaped
+    # text cuts the angle brackets, six characters each as \u003c), and a combining mark is a code
+    # point of its own (the accented rows write each accent apart, e then U+0301: a counter of
+    # letters keeps them all). The call's recorded error, in the tool-call log, is the text the
+    # model read (spec/http.md, Runs).
     Given the model calls "lookup" with {"pump": 3}
     And the tool "lookup" fails with status 500 and says <n> characters of "<ch>" and then "<tail>"
     And the model replies "noted"
@@ -231,6 +235,7 @@ Feature: A run's tool calls: whom they act for, failures fed back as data
       """
     Then the run ends completed
     And request 2 to the model holds that tool message cut to 2000 characters
+    And the run's tool-call log holds that tool message cut to 2000 characters
 
     Examples:
       | what                                        | n    | ch | tail |
@@ -242,3 +247,8 @@ Feature: A run's tool calls: whom they act for, failures fed back as data
       | an emoji as the 2 000th                     | 1999 | x  | 😀   |
       | 2 000 emoji, whole                          | 2000 | 😀 |      |
       | 2 001 emoji, cut to 2 000                   | 2001 | 😀 |      |
+      | 2 000 angle brackets, whole                 | 2000 | <  |      |
+      | 2 001 angle brackets, cut to 2 000          | 2001 | <  |      |
+      | 1 000 accented e, 2 000 code points, whole  | 1000 | é |      |
+      | 1 001 accented e, 2 002 code points, cut    | 1001 | é |      |
+      | a combining accent as the 2 001st           | 2000 | x  | ́ |

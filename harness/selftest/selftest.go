@@ -51,6 +51,14 @@ type Defect struct {
 	// Edits names the defect whose edits this one applies (default Name): one bug may break
 	// several rules, each a defect of its own judged by its own requirement.
 	Edits string `yaml:"edits,omitempty" json:"edits,omitempty"`
+	// Tests, when set, judges the variant by the Go tests of this package (its directory from
+	// the module root) instead of by scenarios: a store backend's own rules (its listening
+	// connection, its pool) are proved by its tests, not by the suite, which runs on SQLite.
+	// Requirement then names the part of spec/ the tests prove. The tests of
+	// reference/store/postgres need the server the PG* variables name.
+	Tests string `yaml:"tests,omitempty" json:"tests,omitempty"`
+	// Run narrows Tests to the tests whose names it matches (go test -run).
+	Run string `yaml:"run,omitempty" json:"run,omitempty"`
 }
 
 // editsName is the name of the defect's edit file, without .yaml.
@@ -235,9 +243,12 @@ func Run(ctx context.Context, opt Options) ([]Result, error) {
 		defects = Sampled(defects, opt.Sample, opt.Seed)
 		fmt.Fprintf(opt.Log, "sample: %d of the %d defects (seed %d)\n", len(defects), all, opt.Seed)
 	}
-	// The unbroken reference must pass every scenario the defects are judged by; otherwise a
-	// "caught" defect could be a scenario that fails anyway.
+	// The unbroken reference must pass every scenario and test the defects are judged by;
+	// otherwise a "caught" defect could be a scenario or a test that fails anyway.
 	if err := control(ctx, opt, defects); err != nil {
+		return nil, err
+	}
+	if err := controlTests(ctx, opt, defects); err != nil {
 		return nil, err
 	}
 	results := make([]Result, len(defects))
@@ -291,7 +302,12 @@ func tagsOf(d Defect) string {
 func control(ctx context.Context, opt Options, defects []Defect) error {
 	var tags []string
 	for _, d := range defects {
-		tags = append(tags, tagsOf(d))
+		if d.Tests == "" {
+			tags = append(tags, tagsOf(d))
+		}
+	}
+	if len(tags) == 0 {
+		return nil
 	}
 	// A godog tag filter: "," is "or".
 	res := judge(ctx, opt, Defect{Name: "control", Tags: strings.Join(tags, ",")})
@@ -330,6 +346,10 @@ func judge(ctx context.Context, opt Options, d Defect) (res Result) {
 	editsName := d.editsName()
 	if d.Name == "control" {
 		editsName = ""
+	}
+	if d.Tests != "" {
+		judgeTests(ctx, opt, d, editsName, dir, &res)
+		return res
 	}
 	bin, err := buildVariant(ctx, opt.Root, opt.Defects, editsName, dir)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/loomcheck/loomcheck/reference/store"
 	"github.com/loomcheck/loomcheck/reference/store/postgres"
 	"github.com/loomcheck/loomcheck/reference/store/postgres/pgtest"
 )
@@ -59,6 +60,34 @@ func TestLeaseChangesDoNotWaitForBusyConnections(t *testing.T) {
 	}
 }
 
+// A write waiting for its write slot holds no connection meanwhile: with Conns 2 (one write at
+// a time), one write held open and a second queued for the slot, a read still finds a connection
+// (were the queued write holding one, the read would wait for the held write, and a held write
+// that reads through the store before it commits would wait for ever).
+func TestAWriteWaitingForItsSlotHoldsNoConnection(t *testing.T) {
+	url := pgtest.TempDatabase(t)
+	st := open(t, url, postgres.Options{Conns: 2})
+	free, wrote := heldWrite(t, st, "long", -1)
+	queued := make(chan error, 1)
+	go func() {
+		queued <- st.Update(bg, func(tx store.Tx) error {
+			_, err := tx.Append("other", 0, -1, store.NewEvent{Kind: "b"})
+			return err
+		})
+	}()
+	require.Eventually(t, func() bool { return st.WritesWaitingForASlot() == 1 },
+		10*time.Second, time.Millisecond, "the second write waits for the slot")
+
+	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+	defer cancel()
+	_, err := st.Head(ctx, "other", 0)
+	require.NoError(t, err, "a read answered while one write held the slot and another waited for it")
+
+	free()
+	require.NoError(t, <-wrote)
+	require.NoError(t, <-queued)
+}
+
 // A handle opens its listening connection at its first Subscribe, not before: one that reads,
 // writes and holds a lease without subscribing (a follower node's) keeps no session listening.
 // Once the first Subscribe has returned, the handle listens: another handle's commit wakes it.
@@ -86,4 +115,21 @@ func TestTheListenerWaitsForTheFirstSubscriber(t *testing.T) {
 	require.Equal(t, 1, listening())
 	appendKinds(t, other, "s", 0, "b")
 	woken(t, ch, "a commit of the other handle")
+}
+
+// The listening connection, once open, lasts as long as the handle: after every subscription of
+// the handle has ended, a new one is still woken by another handle's commit.
+func TestTheListenerOutlivesTheSubscriptions(t *testing.T) {
+	url := pgtest.TempDatabase(t)
+	st := open(t, url, postgres.Options{})
+	other := open(t, url, postgres.Options{})
+	ch, cancel := st.Subscribe("s")
+	appendKinds(t, other, "s", 0, "a")
+	woken(t, ch, "a commit of the other handle")
+	cancel()
+
+	ch, cancel = st.Subscribe("s")
+	defer cancel()
+	appendKinds(t, other, "s", 0, "b")
+	woken(t, ch, "a commit of the other handle, after the handle's every earlier subscription ended")
 }

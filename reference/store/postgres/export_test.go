@@ -12,3 +12,6 @@ var PayloadOf = payloadOf
 
 // LayoutOf is layoutOf; StoreLayout is layout.
 var LayoutOf, StoreLayout = layoutOf, layout
+
+// WritesWaitingForASlot is how many writes wait for a write slot, for tests that queue one.
+func (s *Postgres) WritesWaitingForASlot() int32 { return s.slotWaits.Load() }

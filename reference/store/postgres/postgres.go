@@ -124,9 +124,11 @@ type Postgres struct {
 
 	// upd is held shared by each Update in progress; Close and Kill take it to wait for them.
 	// closed is set (by Close, Kill or the crash hook) before anything else of the shutdown.
-	upd    sync.RWMutex
-	wsem   chan struct{} // a token per write in progress: at most half the pool's connections
-	closed atomic.Bool
+	upd  sync.RWMutex
+	wsem chan struct{} // a token per write in progress: at most half the pool's connections
+	// slotWaits counts the writes waiting for a token of wsem (holding no connection meanwhile).
+	slotWaits atomic.Int32
+	closed    atomic.Bool
 	// leaseOps is held shared by each lease change in flight; Close and Kill take it to wait for
 	// them (after setting shut, which refuses new ones).
 	leaseOps sync.RWMutex

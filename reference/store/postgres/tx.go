@@ -72,9 +72,12 @@ func (s *Postgres) update(ctx context.Context, fence *store.Lease, fn func(store
 	// read of its own: at most half the reads' and writes' connections write at once, so reads
 	// always find a connection soon (a pool of writes each waiting for a read would wait
 	// forever); lease changes have connections no write takes (leaseConns).
+	s.slotWaits.Add(1)
 	select {
 	case s.wsem <- struct{}{}:
+		s.slotWaits.Add(-1)
 	case <-ctx.Done():
+		s.slotWaits.Add(-1)
 		return ctx.Err()
 	}
 	defer func() { <-s.wsem }()
