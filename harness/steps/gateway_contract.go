@@ -1,0 +1,154 @@
+package steps
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// readsPageWithLimit reads one page of the history with the limit as who.
+func (s *contractSteps) readsPageWithLimit(who string, n int) error {
+	p, _, err := s.convPath("")
+	if err != nil {
+		return err
+	}
+	r, err := s.cl.do(s.ctx, who, http.MethodGet, fmt.Sprintf("%s/history?limit=%d", p, n), nil, reqOpts{offSpec: n < 1 || n > 500})
+	s.last = r
+	return err
+}
+
+// pageHoldsRecords expects the last page to hold exactly N records.
+func (s *contractSteps) pageHoldsRecords(n int) error {
+	if s.last == nil || s.last.status != http.StatusOK {
+		return fail(opOf(s.last), fmt.Sprintf("%d %s", statusOf(s.last), clip(string(s.last.body), 160)), "200 and a page")
+	}
+	var pg page
+	if err := s.last.json(&pg); err != nil {
+		return err
+	}
+	if len(pg.Entries) != n {
+		return fail(s.last.op, fmt.Sprintf("a page of %d records", len(pg.Entries)), fmt.Sprintf("%d", n))
+	}
+	return nil
+}
+
+// walksEveryRoute calls every route of the conversation as who, errors included, each checked against the contract.
+func (s *contractSteps) walksEveryRoute(who string) error {
+	p, _, err := s.convPath("")
+	if err != nil {
+		return err
+	}
+	// Each call names the answer it must get: the status and, for an error, its code.
+	type call struct {
+		who, method, path string
+		body              any
+		opts              reqOpts
+		status            int
+		code              string
+	}
+	calls := []call{
+		{"", http.MethodGet, "/.well-known/loom", nil, reqOpts{}, http.StatusOK, ""},
+		{who, http.MethodGet, p, nil, reqOpts{}, http.StatusOK, ""},
+		{who, http.MethodGet, p + "/history?direction=backward&limit=1", nil, reqOpts{}, http.StatusOK, ""},
+		{who, http.MethodGet, p + "/history?cursor=not-a-cursor", nil, reqOpts{offSpec: true}, http.StatusBadRequest, "invalid cursor"},
+		{who, http.MethodGet, p + "/participants", nil, reqOpts{}, http.StatusOK, ""},
+		{who, http.MethodPost, p + "/turns", map[string]any{"text": "walking", "messageId": "walk-1"}, reqOpts{}, http.StatusAccepted, ""},
+		{who, http.MethodPost, p + "/turns", nil, reqOpts{rawBody: []byte(`{"text": 5}`), offSpec: true}, http.StatusBadRequest, "bad request"},
+		{who, http.MethodPost, p + "/turns", nil, reqOpts{rawBody: []byte("walk"), contentType: "text/plain", offSpec: true}, http.StatusUnsupportedMediaType, "unsupported media type"},
+		{"", http.MethodGet, p, nil, reqOpts{}, http.StatusUnauthorized, "unauthenticated"},
+		{"mallory", http.MethodGet, p + "/history", nil, reqOpts{}, http.StatusNotFound, "not found"},
+		{who, http.MethodPost, "/conversations", map[string]any{"id": "bad~id"}, reqOpts{offSpec: true}, http.StatusBadRequest, "invalid id"},
+		{who, http.MethodPost, p + "/close", map[string]any{}, reqOpts{}, http.StatusAccepted, ""},
+	}
+	if s.run.Door {
+		calls = append(calls, call{who, http.MethodGet, "/runtime/executions/" + url.PathEscape(s.current.id) + "/log?limit=5", nil, reqOpts{}, http.StatusOK, ""})
+	}
+	for _, c := range calls {
+		r, err := s.cl.do(s.ctx, c.who, c.method, c.path, c.body, c.opts)
+		if err != nil {
+			return err
+		}
+		s.last = r
+		var e struct {
+			Error string `json:"error"`
+		}
+		_ = json.Unmarshal(r.body, &e)
+		if r.status != c.status || e.Error != c.code {
+			want := fmt.Sprint(c.status)
+			if c.code != "" {
+				want += fmt.Sprintf(" %q", c.code)
+			}
+			return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 160)), want)
+		}
+	}
+	st, err := s.cl.openStream(s.ctx, who, p+"/events", nil)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	ctx, cancel := s.wait()
+	defer cancel()
+	_, err = st.waitFor(ctx, "the closed event", func(evs []sseEvent, ended bool) bool {
+		for _, e := range evs {
+			if e.Event == "closed" {
+				return true
+			}
+		}
+		return false
+	})
+	return err
+}
+
+// followedContract expects every exchange of the scenario so far to follow spec/openapi.yaml.
+func (s *contractSteps) followedContract() error {
+	s.cl.mu.Lock()
+	n, v := s.cl.validated, len(s.cl.violations)
+	s.cl.mu.Unlock()
+	if v > 0 {
+		return fail("the exchanges of this scenario", fmt.Sprintf("%d violations", v), "none")
+	}
+	if n < 10 {
+		return harnessErr("only %d exchanges were validated", n)
+	}
+	return nil
+}
+
+// eachStreamEndsClosed expects each of who's streams of the conversation to end right after a "closed" event.
+func (s *liveSteps) eachStreamEndsClosed(who, name string) error {
+	s.mu.Lock()
+	var sts []*stream
+	for _, k := range sortedKeys(s.named) {
+		if strings.HasPrefix(k, who+"/"+name+"#") {
+			sts = append(sts, s.named[k])
+		}
+	}
+	s.mu.Unlock()
+	if len(sts) == 0 {
+		return harnessErr("%s has no streams of conversation %s", who, name)
+	}
+	ctx, cancel := s.wait()
+	defer cancel()
+	for _, st := range sts {
+		evs, err := st.waitFor(ctx, "the end of the stream after the closed event", func(_ []sseEvent, ended bool) bool { return ended })
+		if err != nil {
+			return err
+		}
+		if len(evs) == 0 || evs[len(evs)-1].Event != "closed" {
+			return fail(st.op, "the stream ended after "+summarize(evs), `a final "closed" event`)
+		}
+	}
+	return nil
+}
+
+// gatewayContractVocabulary lists the steps of features/gateway/contract.feature.
+func gatewayContractVocabulary(a areas) []stepDef {
+	return []stepDef{
+		{`^(\w[\w' ]*?) reads a page of the history with limit (-?\d+)$`, a.contract.readsPageWithLimit, "reads one page of the history with the limit as who"},
+		{`^the page holds (\d+) records?$`, a.contract.pageHoldsRecords, "expects the last page to hold exactly N records"},
+		{`^(\w[\w' ]*?) walks every route of the conversation, errors included$`, a.contract.walksEveryRoute, "calls every route of the conversation as who, errors included, each checked against the contract"},
+		{`^every exchange so far followed the contract$`, a.contract.followedContract, "expects every exchange of the scenario so far to follow spec/openapi.yaml"},
+		{`^each of (\w[\w' ]*?)'s streams of conversation "([^"]*)" ends right after a "closed" event$`, a.live.eachStreamEndsClosed, "expects each of who's streams of the conversation to end right after a \"closed\" event"},
+	}
+}
