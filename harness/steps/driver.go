@@ -58,7 +58,7 @@ type DriverKind struct {
 }
 
 // InProcess runs each scenario's system in the kit's process, opened by factory.
-func InProcess(factory Factory) DriverKind {
+func InProcess(factory sut.Factory) DriverKind {
 	return DriverKind{Name: "in-process", Describe: "in-process", CanCrash: true, Configurable: true,
 		newDriver: func() driver { return &inProcess{factory: factory} }}
 }
@@ -82,11 +82,11 @@ func Remote(url string) DriverKind {
 		newDriver: func() driver { return &remote{url: url} }}
 }
 
-// inProcess serves a Factory's instance on a loopback listener.
+// inProcess serves a sut.Factory's instance on a loopback listener.
 type inProcess struct {
-	factory Factory
+	factory sut.Factory
 	cfg     sutconfig.SUTConfig
-	inst    Instance
+	inst    sut.Instance
 	srv     *http.Server
 	// addr is where the instance listens; addrMu guards it, since readers of a stream ask for
 	// the URL while a step restarts the instance.

@@ -1,21 +1,15 @@
 package steps
 
 import (
-	"github.com/loomcheck/loomcheck/harness/sut"
 	"github.com/loomcheck/loomcheck/harness/verdict"
 )
 
-// The outcomes a step returns and the system it drives, by the names the steps use (the same
-// types as package harness's).
+// The outcomes a step returns, by the names the steps use (the same types as package harness's).
 type (
 	// Failure is the system breaking a rule.
 	Failure = verdict.Failure
 	// HarnessError is a fault of the kit.
 	HarnessError = verdict.HarnessError
-	// Factory opens an in-process instance.
-	Factory = sut.Factory
-	// Instance is an in-process instance.
-	Instance = sut.Instance
 )
 
 var (
