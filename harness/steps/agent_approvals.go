@@ -60,14 +60,14 @@ func (s *approvalsSteps) readWaiting(quiet bool) (*response, runWaiting, error) 
 	if rs.runID == "" {
 		return nil, v, harnessErr("no run was started")
 	}
-	r, err := s.cl.do(s.ctx, rs.runOwner, http.MethodGet, runPath(rs.runID, ""), nil, reqOpts{quiet: quiet})
+	r, err := s.cl.Do(s.ctx, rs.runOwner, http.MethodGet, runPath(rs.runID, ""), nil, reqOpts{Quiet: quiet})
 	if err != nil {
 		return r, v, err
 	}
-	if r.status != http.StatusOK {
-		return r, v, fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "200: the run")
+	if r.Status != http.StatusOK {
+		return r, v, fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), "200: the run")
 	}
-	return r, v, r.json(&v)
+	return r, v, r.JSON(&v)
 }
 
 func renderPending(ps []runPending) string {
@@ -110,11 +110,11 @@ func (s *approvalsSteps) runWaitsOn(t *godog.Table) error {
 		case v.Status == "waiting" && got == renderPending(want):
 			return nil
 		case v.Status != "waiting" && v.Status != "running":
-			return fail(r.op, "status "+v.Status+": "+clip(string(r.body), 300), "waiting on "+renderPending(want))
+			return fail(r.Op, "status "+v.Status+": "+clip(string(r.Body), 300), "waiting on "+renderPending(want))
 		}
 		select {
 		case <-ctx.Done():
-			return fail(r.op, "status "+v.Status+", "+got, "waiting on "+renderPending(want))
+			return fail(r.Op, "status "+v.Status+", "+got, "waiting on "+renderPending(want))
 		case <-tick.C:
 		}
 	}
@@ -126,7 +126,7 @@ func (s *approvalsSteps) answer(who, route, id string, body any) (*response, err
 	if rs.runID == "" {
 		return nil, harnessErr("no run was started")
 	}
-	r, err := s.cl.do(s.ctx, who, http.MethodPost, runPath(rs.runID, "/"+route+"/"+id), body, reqOpts{})
+	r, err := s.cl.Do(s.ctx, who, http.MethodPost, runPath(rs.runID, "/"+route+"/"+id), body, reqOpts{})
 	s.last = r
 	return r, err
 }
@@ -139,11 +139,11 @@ func gateBody(verb string) map[string]string {
 }
 
 func expect200Run(r *response) error {
-	if r.status != http.StatusOK {
-		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "200: the run")
+	if r.Status != http.StatusOK {
+		return fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), "200: the run")
 	}
 	var v runView
-	return r.json(&v)
+	return r.JSON(&v)
 }
 
 // answersGate answers the run's approval gate as who and expects 200 and the run.
@@ -175,8 +175,8 @@ func (s *approvalsSteps) humanAnswer(who, call, result string) (*response, error
 func expectNotPending(r *response) error {
 	want := map[string]any{"error": "conflict", "detail": "not pending"}
 	var got any
-	if r.status != http.StatusConflict || json.Unmarshal(r.body, &got) != nil || !reflect.DeepEqual(got, want) {
-		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), `409 {"error":"conflict","detail":"not pending"}`)
+	if r.Status != http.StatusConflict || json.Unmarshal(r.Body, &got) != nil || !reflect.DeepEqual(got, want) {
+		return fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), `409 {"error":"conflict","detail":"not pending"}`)
 	}
 	return nil
 }
@@ -217,7 +217,7 @@ func (s *approvalsSteps) approvesEveryGate(who string) error {
 		if v.Status == "waiting" {
 			for _, p := range v.Pending {
 				if p.Kind != "approval" {
-					return fail(r.op, renderPending(v.Pending), "only approval gates pending")
+					return fail(r.Op, renderPending(v.Pending), "only approval gates pending")
 				}
 				if err := s.answersGate(who, "approves", p.ID); err != nil {
 					return err
@@ -226,7 +226,7 @@ func (s *approvalsSteps) approvesEveryGate(who string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fail(r.op, "status "+v.Status, "the run ended once every gate was approved")
+			return fail(r.Op, "status "+v.Status, "the run ended once every gate was approved")
 		case <-tick.C:
 		}
 	}
@@ -235,10 +235,10 @@ func (s *approvalsSteps) approvesEveryGate(who string) error {
 func (s *approvalsSteps) lastStart() (*response, runWaiting, error) {
 	var v runWaiting
 	r := s.last
-	if r == nil || !strings.HasPrefix(r.op, "POST /runs") || strings.Count(r.op, "/") > 2 {
+	if r == nil || !strings.HasPrefix(r.Op, "POST /runs") || strings.Count(r.Op, "/") > 2 {
 		return nil, v, harnessErr("the last answer is not a run's start")
 	}
-	return r, v, r.json(&v)
+	return r, v, r.JSON(&v)
 }
 
 // startWarns expects the last start answer to carry exactly one warning, with the code and a message.
@@ -248,7 +248,7 @@ func (s *approvalsSteps) startWarns(code string) error {
 		return err
 	}
 	if len(v.Warnings) != 1 || v.Warnings[0].Code != code || v.Warnings[0].Message == "" {
-		return fail(r.op, clip(string(r.body), 300), "exactly one warning, code "+code+", with a message")
+		return fail(r.Op, clip(string(r.Body), 300), "exactly one warning, code "+code+", with a message")
 	}
 	return nil
 }
@@ -260,11 +260,11 @@ func (s *approvalsSteps) startNoWarning() error {
 		return err
 	}
 	var m map[string]json.RawMessage
-	if err := json.Unmarshal(r.body, &m); err != nil {
-		return fail(r.op, clip(string(r.body), 200), "a JSON object")
+	if err := json.Unmarshal(r.Body, &m); err != nil {
+		return fail(r.Op, clip(string(r.Body), 200), "a JSON object")
 	}
 	if w, ok := m["warnings"]; ok {
-		return fail(r.op, "warnings "+string(w), "no warnings member")
+		return fail(r.Op, "warnings "+string(w), "no warnings member")
 	}
 	return nil
 }
@@ -306,15 +306,15 @@ func (s *approvalsSteps) stopsWaitingAndEnds(status string) error {
 			return err
 		}
 		if v.Status != "running" && v.Status != "waiting" {
-			rs.ended, rs.endedBody = &v, r.body
+			rs.ended, rs.endedBody = &v, r.Body
 			if v.Status != status {
-				return fail(r.op, "status "+v.Status+": "+clip(string(r.body), 300), "status "+status)
+				return fail(r.Op, "status "+v.Status+": "+clip(string(r.Body), 300), "status "+status)
 			}
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fail(r.op, "still "+v.Status+": "+clip(string(r.body), 300), "status "+status)
+			return fail(r.Op, "still "+v.Status+": "+clip(string(r.Body), 300), "status "+status)
 		case <-tick.C:
 		}
 	}
@@ -334,15 +334,15 @@ func (s *approvalsSteps) answerBodyRefused(who, route, id, raw, member string) e
 	if route == "human call" {
 		seg = "/human/"
 	}
-	r, err := s.cl.do(s.ctx, who, http.MethodPost, runPath(rs.runID, seg+id), nil, reqOpts{rawBody: []byte(raw), offSpec: true})
+	r, err := s.cl.Do(s.ctx, who, http.MethodPost, runPath(rs.runID, seg+id), nil, reqOpts{RawBody: []byte(raw), OffSpec: true})
 	s.last = r
 	if err != nil {
 		return err
 	}
 	want := map[string]any{"error": "bad request", "detail": member}
 	var got any
-	if r.status != http.StatusBadRequest || json.Unmarshal(r.body, &got) != nil || !reflect.DeepEqual(got, want) {
-		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), fmt.Sprintf(`400 {"error":"bad request","detail":%q}`, member))
+	if r.Status != http.StatusBadRequest || json.Unmarshal(r.Body, &got) != nil || !reflect.DeepEqual(got, want) {
+		return fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), fmt.Sprintf(`400 {"error":"bad request","detail":%q}`, member))
 	}
 	return nil
 }

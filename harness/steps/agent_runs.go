@@ -50,16 +50,16 @@ func (s *runsSteps) startsRun(who string, doc *godog.DocString) error {
 	if id, ok := opts["id"].(string); ok {
 		opts["id"] = s.own(id)
 	}
-	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runs", opts, reqOpts{})
+	r, err := s.cl.Do(s.ctx, who, http.MethodPost, "/runs", opts, reqOpts{})
 	s.last = r
 	if err != nil {
 		return err
 	}
-	if r.status != http.StatusCreated {
-		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "201: a run started")
+	if r.Status != http.StatusCreated {
+		return fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), "201: a run started")
 	}
 	var v runView
-	if err := r.json(&v); err != nil {
+	if err := r.JSON(&v); err != nil {
 		return err
 	}
 	s.runID, s.runOwner, s.options, s.ended = v.ID, who, opts, nil
@@ -71,20 +71,20 @@ func (s *runsSteps) startsSameRunAgain(who string) error {
 	if s.runID == "" {
 		return harnessErr("no run was started")
 	}
-	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runs", s.options, reqOpts{})
+	r, err := s.cl.Do(s.ctx, who, http.MethodPost, "/runs", s.options, reqOpts{})
 	s.last = r
 	if err != nil {
 		return err
 	}
-	if r.status != http.StatusOK {
-		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "200: the run that exists")
+	if r.Status != http.StatusOK {
+		return fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), "200: the run that exists")
 	}
 	var v runView
-	if err := r.json(&v); err != nil {
+	if err := r.JSON(&v); err != nil {
 		return err
 	}
 	if v.ID != s.runID {
-		return fail(r.op, "run "+v.ID, "the run started before, "+s.runID)
+		return fail(r.Op, "run "+v.ID, "the run started before, "+s.runID)
 	}
 	return nil
 }
@@ -97,7 +97,7 @@ func (s *runsSteps) runRefused(who, raw, field string) error {
 	if !json.Valid([]byte(raw)) {
 		return harnessErr("the options are not JSON: %s", raw)
 	}
-	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runs", nil, reqOpts{rawBody: []byte(raw), offSpec: true})
+	r, err := s.cl.Do(s.ctx, who, http.MethodPost, "/runs", nil, reqOpts{RawBody: []byte(raw), OffSpec: true})
 	s.last = r
 	if err != nil {
 		return err
@@ -105,8 +105,8 @@ func (s *runsSteps) runRefused(who, raw, field string) error {
 	want, _ := json.Marshal(map[string]string{"error": "bad request", "detail": field})
 	var got, exp any
 	_ = json.Unmarshal(want, &exp)
-	if r.status != http.StatusBadRequest || json.Unmarshal(r.body, &got) != nil || !reflect.DeepEqual(got, exp) {
-		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "400 "+string(want))
+	if r.Status != http.StatusBadRequest || json.Unmarshal(r.Body, &got) != nil || !reflect.DeepEqual(got, exp) {
+		return fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), "400 "+string(want))
 	}
 	return nil
 }
@@ -126,15 +126,15 @@ func (s *runsSteps) runEnds(status string) error {
 			return err
 		}
 		if v.Status != "running" || status == "running" {
-			s.ended, s.endedBody = &v, r.body
+			s.ended, s.endedBody = &v, r.Body
 			if v.Status != status {
-				return fail(r.op, "status "+v.Status+": "+clip(string(r.body), 300), "status "+status)
+				return fail(r.Op, "status "+v.Status+": "+clip(string(r.Body), 300), "status "+status)
 			}
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fail(r.op, "still running: "+clip(string(r.body), 300), "status "+status)
+			return fail(r.Op, "still running: "+clip(string(r.Body), 300), "status "+status)
 		case <-tick.C:
 		}
 	}
@@ -220,13 +220,13 @@ func (s *runsSteps) steersRun(who, verb string) error {
 	if verb == "cancels" {
 		route = "/cancel"
 	}
-	r, err := s.cl.do(s.ctx, who, http.MethodPost, runPath(s.runID, route), nil, reqOpts{})
+	r, err := s.cl.Do(s.ctx, who, http.MethodPost, runPath(s.runID, route), nil, reqOpts{})
 	s.last = r
 	if err != nil {
 		return err
 	}
-	if r.status != http.StatusAccepted {
-		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "202")
+	if r.Status != http.StatusAccepted {
+		return fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), "202")
 	}
 	return nil
 }
@@ -252,20 +252,20 @@ func (s *runsSteps) runMissingEverywhere(who string) error {
 
 // readsRunAsOwner reads the run as who and expects the same status and body as the owner gets.
 func (s *runsSteps) readsRunAsOwner(who, owner string) error {
-	want, err := s.cl.do(s.ctx, owner, http.MethodGet, runPath(s.runID, ""), nil, reqOpts{})
+	want, err := s.cl.Do(s.ctx, owner, http.MethodGet, runPath(s.runID, ""), nil, reqOpts{})
 	if err != nil {
 		return err
 	}
-	got, err := s.cl.do(s.ctx, who, http.MethodGet, runPath(s.runID, ""), nil, reqOpts{})
+	got, err := s.cl.Do(s.ctx, who, http.MethodGet, runPath(s.runID, ""), nil, reqOpts{})
 	if err != nil {
 		return err
 	}
-	if want.status != http.StatusOK {
-		return fail(want.op+" as "+owner, fmt.Sprint(want.status), "200")
+	if want.Status != http.StatusOK {
+		return fail(want.Op+" as "+owner, fmt.Sprint(want.Status), "200")
 	}
-	if got.status != want.status || !bytes.Equal(got.body, want.body) {
-		return fail(got.op+" as "+who, fmt.Sprintf("%d %s", got.status, clip(string(got.body), 200)),
-			fmt.Sprintf("what %s gets: %d %s", owner, want.status, clip(string(want.body), 200)))
+	if got.Status != want.Status || !bytes.Equal(got.Body, want.Body) {
+		return fail(got.Op+" as "+who, fmt.Sprintf("%d %s", got.Status, clip(string(got.Body), 200)),
+			fmt.Sprintf("what %s gets: %d %s", owner, want.Status, clip(string(want.Body), 200)))
 	}
 	return nil
 }
@@ -279,8 +279,8 @@ func (s *runsSteps) runReadsAsEnded() error {
 	if err != nil {
 		return err
 	}
-	if canonicalJSON(r.body) != canonicalJSON(s.endedBody) {
-		return fail(r.op, clip(string(r.body), 300), clip(string(s.endedBody), 300))
+	if canonicalJSON(r.Body) != canonicalJSON(s.endedBody) {
+		return fail(r.Op, clip(string(r.Body), 300), clip(string(s.endedBody), 300))
 	}
 	return nil
 }

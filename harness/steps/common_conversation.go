@@ -71,13 +71,13 @@ func (s *conversationSteps) closesConversation(who string) error {
 	if err != nil {
 		return err
 	}
-	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/conversations/"+url.PathEscape(c.id)+"/close", map[string]any{}, reqOpts{})
+	r, err := s.cl.Do(s.ctx, who, http.MethodPost, "/conversations/"+url.PathEscape(c.id)+"/close", map[string]any{}, reqOpts{})
 	s.last = r
 	if err != nil {
 		return err
 	}
-	if r.status != http.StatusAccepted {
-		return fail(r.op, fmt.Sprint(r.status), "202")
+	if r.Status != http.StatusAccepted {
+		return fail(r.Op, fmt.Sprint(r.Status), "202")
 	}
 	return nil
 }
@@ -87,18 +87,18 @@ func (s *conversationSteps) answerIs(code int, errCode string) error {
 	if s.last == nil {
 		return harnessErr("no request has been sent")
 	}
-	if s.last.status != code {
-		return fail(s.last.op, fmt.Sprintf("%d %s", s.last.status, clip(string(s.last.body), 200)), fmt.Sprint(code))
+	if s.last.Status != code {
+		return fail(s.last.Op, fmt.Sprintf("%d %s", s.last.Status, clip(string(s.last.Body), 200)), fmt.Sprint(code))
 	}
 	if errCode != "" {
 		var e struct {
 			Error string `json:"error"`
 		}
-		if err := s.last.json(&e); err != nil {
+		if err := s.last.JSON(&e); err != nil {
 			return err
 		}
 		if e.Error != errCode {
-			return fail(s.last.op, fmt.Sprintf("error %q", e.Error), fmt.Sprintf("error %q", errCode))
+			return fail(s.last.Op, fmt.Sprintf("error %q", e.Error), fmt.Sprintf("error %q", errCode))
 		}
 	}
 	return nil
@@ -109,11 +109,11 @@ func (s *conversationSteps) secondSendNotDelivered() error {
 	var r struct {
 		Delivered *bool `json:"delivered"`
 	}
-	if err := s.last.json(&r); err != nil {
+	if err := s.last.JSON(&r); err != nil {
 		return err
 	}
 	if r.Delivered == nil || *r.Delivered {
-		return fail(s.last.op, string(s.last.body), `"delivered": false for a retry`)
+		return fail(s.last.Op, string(s.last.Body), `"delivered": false for a retry`)
 	}
 	return nil
 }
@@ -180,17 +180,17 @@ func (s *conversationSteps) statusSaysAfterTurns(state string, turns int64, gen 
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		r, err := s.cl.do(ctx, s.owner(), http.MethodGet, "/conversations/"+url.PathEscape(c.id), nil, reqOpts{quiet: true})
+		r, err := s.cl.Do(ctx, s.owner(), http.MethodGet, "/conversations/"+url.PathEscape(c.id), nil, reqOpts{Quiet: true})
 		if err != nil {
 			if ctx.Err() != nil {
 				return fail("GET /conversations/"+c.id, fmt.Sprintf("state %q, %d turns, generation %d", st.State, st.Turns, st.Generation), what)
 			}
 			return err
 		}
-		if r.status != http.StatusOK {
-			return fail(r.op, fmt.Sprint(r.status), "200")
+		if r.Status != http.StatusOK {
+			return fail(r.Op, fmt.Sprint(r.Status), "200")
 		}
-		if err := r.json(&st); err != nil {
+		if err := r.JSON(&st); err != nil {
 			return err
 		}
 		if st.State == state && st.Turns == turns && st.Generation >= minGen {
@@ -198,7 +198,7 @@ func (s *conversationSteps) statusSaysAfterTurns(state string, turns int64, gen 
 		}
 		select {
 		case <-ctx.Done():
-			return fail(r.op, fmt.Sprintf("state %q, %d turns, generation %d", st.State, st.Turns, st.Generation), what)
+			return fail(r.Op, fmt.Sprintf("state %q, %d turns, generation %d", st.State, st.Turns, st.Generation), what)
 		case <-tick.C:
 		}
 	}
@@ -302,14 +302,14 @@ func (s *scenario) start(who, id string, extra map[string]any) (*response, error
 	for k, v := range extra {
 		body[k] = v
 	}
-	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/conversations", body, reqOpts{offSpec: id != "" && !validID(id)})
+	r, err := s.cl.Do(s.ctx, who, http.MethodPost, "/conversations", body, reqOpts{OffSpec: id != "" && !validID(id)})
 	s.last = r
 	if err != nil {
 		return r, err
 	}
-	if r.status == http.StatusCreated || r.status == http.StatusOK {
+	if r.Status == http.StatusCreated || r.Status == http.StatusOK {
 		var st status
-		if err := r.json(&st); err != nil {
+		if err := r.JSON(&st); err != nil {
 			return r, err
 		}
 		c := &conv{name: st.ID, id: st.ID, owner: who}
@@ -337,8 +337,8 @@ func (s *scenario) mustStart(who, id string, extra map[string]any) error {
 	if err != nil {
 		return err
 	}
-	if r.status != http.StatusCreated {
-		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "201 and a new conversation")
+	if r.Status != http.StatusCreated {
+		return fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), "201 and a new conversation")
 	}
 	return nil
 }
@@ -356,12 +356,12 @@ func (s *scenario) send(who, text, msgID string, extra map[string]any) (*respons
 	for k, v := range extra {
 		body[k] = v
 	}
-	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/conversations/"+url.PathEscape(c.id)+"/turns", body, reqOpts{})
+	r, err := s.cl.Do(s.ctx, who, http.MethodPost, "/conversations/"+url.PathEscape(c.id)+"/turns", body, reqOpts{})
 	s.last = r
 	if err != nil {
 		return r, err
 	}
-	if r.status == http.StatusAccepted && msgID != "" {
+	if r.Status == http.StatusAccepted && msgID != "" {
 		s.acked = append(s.acked, ackedMsg{who: who, conv: c.id, text: text, id: msgID, extra: extra})
 	}
 	return r, nil
@@ -372,8 +372,8 @@ func (s *scenario) mustSend(who, text, msgID string, extra map[string]any) error
 	if err != nil {
 		return err
 	}
-	if r.status != http.StatusAccepted {
-		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "202")
+	if r.Status != http.StatusAccepted {
+		return fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), "202")
 	}
 	return nil
 }
@@ -396,15 +396,15 @@ func (s *scenario) historyOf(ctx context.Context, who, id string, quiet bool) ([
 		if cursor != "" {
 			q += "&cursor=" + url.QueryEscape(cursor)
 		}
-		r, err := s.cl.do(ctx, who, http.MethodGet, "/conversations/"+url.PathEscape(id)+"/history"+q, nil, reqOpts{quiet: quiet})
+		r, err := s.cl.Do(ctx, who, http.MethodGet, "/conversations/"+url.PathEscape(id)+"/history"+q, nil, reqOpts{Quiet: quiet})
 		if err != nil {
 			return nil, err
 		}
-		if r.status != http.StatusOK {
-			return nil, fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "200 and a page")
+		if r.Status != http.StatusOK {
+			return nil, fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), "200 and a page")
 		}
 		var p page
-		if err := r.json(&p); err != nil {
+		if err := r.JSON(&p); err != nil {
 			return nil, err
 		}
 		all = append(all, p.Entries...)
@@ -412,7 +412,7 @@ func (s *scenario) historyOf(ctx context.Context, who, id string, quiet bool) ([
 			return decodeEntries(all)
 		}
 		if p.NextCursor == cursor && len(p.Entries) == 0 {
-			return nil, fail(r.op, "a page that does not move (nextCursor "+cursor+")", "progress towards the end")
+			return nil, fail(r.Op, "a page that does not move (nextCursor "+cursor+")", "progress towards the end")
 		}
 		cursor = p.NextCursor
 	}
@@ -521,14 +521,14 @@ func (s *scenario) statusOf(who string) (status, error) {
 	if err != nil {
 		return st, err
 	}
-	r, err := s.cl.do(s.ctx, who, http.MethodGet, "/conversations/"+url.PathEscape(c.id), nil, reqOpts{})
+	r, err := s.cl.Do(s.ctx, who, http.MethodGet, "/conversations/"+url.PathEscape(c.id), nil, reqOpts{})
 	if err != nil {
 		return st, err
 	}
-	if r.status != http.StatusOK {
-		return st, fail(r.op, fmt.Sprint(r.status), "200 and the status")
+	if r.Status != http.StatusOK {
+		return st, fail(r.Op, fmt.Sprint(r.Status), "200 and the status")
 	}
-	return st, r.json(&st)
+	return st, r.JSON(&st)
 }
 
 func (s *scenario) convPath(name string) (string, *conv, error) {
@@ -553,14 +553,14 @@ func opOf(r *response) string {
 	if r == nil {
 		return "the last request"
 	}
-	return r.op
+	return r.Op
 }
 
 func statusOf(r *response) int {
 	if r == nil {
 		return 0
 	}
-	return r.status
+	return r.Status
 }
 
 // commonConversationVocabulary lists the steps that several features share (conversation).

@@ -44,7 +44,7 @@ func (s *streamSteps) opens(who, name, from, device string) error {
 		return err
 	}
 	if a == nil {
-		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "200 with a ticket")
+		return fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), "200 with a ticket")
 	}
 	s.opened, s.openedBy, s.openedAt, s.openedArgs = a, who, time.Now(), [4]string{who, name, from, device}
 	s.openSent = sent

@@ -106,13 +106,13 @@ func (s *threadsSteps) answerUniform404() error {
 	if err != nil {
 		return err
 	}
-	want := fmt.Sprintf("404 %s", canonJSON(string(m.body)))
-	got := fmt.Sprintf("%d %s", r.status, canonJSON(string(r.body)))
-	if m.status != http.StatusNotFound {
-		return fail(m.op, fmt.Sprintf("%d", m.status), "404 at an id nothing holds")
+	want := fmt.Sprintf("404 %s", canonJSON(string(m.Body)))
+	got := fmt.Sprintf("%d %s", r.Status, canonJSON(string(r.Body)))
+	if m.Status != http.StatusNotFound {
+		return fail(m.Op, fmt.Sprintf("%d", m.Status), "404 at an id nothing holds")
 	}
 	if got != want {
-		return fail(r.op, got, "the answer at an id nothing holds: "+want)
+		return fail(r.Op, got, "the answer at an id nothing holds: "+want)
 	}
 	return nil
 }
@@ -134,14 +134,14 @@ func (s *threadsSteps) saysToRole(who, txt, role string) error {
 		Conversation string `json:"conversation"`
 		Turn         any    `json:"turn"`
 	}
-	if r.status != http.StatusAccepted {
-		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "202 {conversation, turn}")
+	if r.Status != http.StatusAccepted {
+		return fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), "202 {conversation, turn}")
 	}
-	if err := r.json(&body); err != nil {
+	if err := r.JSON(&body); err != nil {
 		return err
 	}
 	if body.Conversation != s.bound[key] || body.Turn == nil {
-		return fail(r.op, string(r.body), fmt.Sprintf("conversation %s and its turn", s.bound[key]))
+		return fail(r.Op, string(r.Body), fmt.Sprintf("conversation %s and its turn", s.bound[key]))
 	}
 	return nil
 }
@@ -345,18 +345,18 @@ func (s *threadsSteps) seesAgentConversation(who, alias string, doc *godog.DocSt
 	}
 	var last *response
 	ok, err := s.poll(1, func() (bool, error) {
-		r, err := s.request(who, http.MethodGet, byThread(id), nil, reqOpts{quiet: true})
+		r, err := s.request(who, http.MethodGet, byThread(id), nil, reqOpts{Quiet: true})
 		if err != nil {
 			return false, err
 		}
 		last = r
-		return r.status == http.StatusOK && s.match(want, canonJSON(string(r.body))), nil
+		return r.Status == http.StatusOK && s.match(want, canonJSON(string(r.Body))), nil
 	})
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return fail(last.op, fmt.Sprintf("%d %s", last.status, last.body), "200 "+s.substitute(want))
+		return fail(last.Op, fmt.Sprintf("%d %s", last.Status, last.Body), "200 "+s.substitute(want))
 	}
 	return nil
 }
@@ -479,8 +479,8 @@ func (s *threadsSteps) answerExactly(status int, body string) error {
 		return err
 	}
 	want := fmt.Sprintf("%d %s", status, canonJSON(body))
-	if !s.match(want, fmt.Sprintf("%d %s", r.status, canonJSON(string(r.body)))) {
-		return fail(r.op, fmt.Sprintf("%d %s", r.status, r.body), s.substitute(want))
+	if !s.match(want, fmt.Sprintf("%d %s", r.Status, canonJSON(string(r.Body)))) {
+		return fail(r.Op, fmt.Sprintf("%d %s", r.Status, r.Body), s.substitute(want))
 	}
 	return nil
 }

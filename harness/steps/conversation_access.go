@@ -33,26 +33,26 @@ func (s *accessSteps) startsDoorTurnClaimingOwn(who, id string) error {
 	if err != nil {
 		return err
 	}
-	if own.status != http.StatusCreated {
-		return fail(own.op, fmt.Sprintf("%d %s", own.status, clip(string(own.body), 200)), "201: a conversation of her own")
+	if own.Status != http.StatusCreated {
+		return fail(own.Op, fmt.Sprintf("%d %s", own.Status, clip(string(own.Body), 200)), "201: a conversation of her own")
 	}
 	input := map[string]any{"v": 1, "owner": identityJSON(who), "mode": "owner", "conversationId": s.current.id}
-	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{})
+	r, err := s.cl.Do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{})
 	s.last = r
 	if err != nil {
 		return err
 	}
-	if r.status != http.StatusCreated {
+	if r.Status != http.StatusCreated {
 		// A system may confine the door to the named conversation's own turn ids, where
 		// no conversation id can be: the pretender is then made there.
 		id = "turn:" + s.current.id + ":" + id
-		if r, err = s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{}); err != nil {
+		if r, err = s.cl.Do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{}); err != nil {
 			return err
 		}
 		s.last = r
 	}
-	if r.status != http.StatusCreated {
-		return &HarnessError{Err: fmt.Errorf("%w: the system lets nobody start a turn execution through the runtime door (%d)", ErrNotApplicable, r.status)}
+	if r.Status != http.StatusCreated {
+		return &HarnessError{Err: fmt.Errorf("%w: the system lets nobody start a turn execution through the runtime door (%d)", ErrNotApplicable, r.Status)}
 	}
 	c := &conv{name: id, id: id, owner: who}
 	s.convs[id] = c
@@ -70,7 +70,7 @@ func (s *accessSteps) sendsToRoute(who, method, suffix string) error {
 	if method != http.MethodGet {
 		body = []byte("{}")
 	}
-	r, err := s.cl.do(s.ctx, who, method, p+suffix, nil, reqOpts{rawBody: body, offSpec: true, unrouted: true})
+	r, err := s.cl.Do(s.ctx, who, method, p+suffix, nil, reqOpts{RawBody: body, OffSpec: true, Unrouted: true})
 	s.last = r
 	return err
 }
@@ -89,8 +89,8 @@ func (s *accessSteps) wrongMethod(who, method, suffix string) error {
 		body = []byte("{}")
 	}
 	ask := func(id string) (*response, error) {
-		return s.cl.do(s.ctx, who, method, "/conversations/"+url.PathEscape(id)+suffix, nil,
-			reqOpts{rawBody: body, offSpec: true, unrouted: true})
+		return s.cl.Do(s.ctx, who, method, "/conversations/"+url.PathEscape(id)+suffix, nil,
+			reqOpts{RawBody: body, OffSpec: true, Unrouted: true})
 	}
 	got, err := ask(c.id)
 	if err != nil {
@@ -101,18 +101,18 @@ func (s *accessSteps) wrongMethod(who, method, suffix string) error {
 	if err != nil {
 		return err
 	}
-	op := got.op + " as " + who
-	gotText := fmt.Sprintf("%d Allow %q %s", got.status, got.header.Get("Allow"), clip(string(got.body), 120))
-	switch b := compact(got.body); {
-	case got.status == http.StatusNotFound && bytes.Equal(b, []byte(`{"error":"not found"}`)):
-	case got.status == http.StatusMethodNotAllowed && bytes.Equal(b, []byte(`{"error":"method not allowed"}`)) &&
-		allowOmits(got.header.Get("Allow"), method):
+	op := got.Op + " as " + who
+	gotText := fmt.Sprintf("%d Allow %q %s", got.Status, got.Header.Get("Allow"), clip(string(got.Body), 120))
+	switch b := compact(got.Body); {
+	case got.Status == http.StatusNotFound && bytes.Equal(b, []byte(`{"error":"not found"}`)):
+	case got.Status == http.StatusMethodNotAllowed && bytes.Equal(b, []byte(`{"error":"method not allowed"}`)) &&
+		allowOmits(got.Header.Get("Allow"), method):
 	default:
 		return fail(op, gotText, `404 {"error":"not found"}, or 405 {"error":"method not allowed"} with an Allow naming the route's methods, not `+method)
 	}
-	if got.status != want.status || got.header.Get("Allow") != want.header.Get("Allow") || !bytes.Equal(compact(got.body), compact(want.body)) {
+	if got.Status != want.Status || got.Header.Get("Allow") != want.Header.Get("Allow") || !bytes.Equal(compact(got.Body), compact(want.Body)) {
 		return fail(op, gotText, fmt.Sprintf("the answer at a conversation that does not exist: %d Allow %q %s",
-			want.status, want.header.Get("Allow"), clip(string(want.body), 120)))
+			want.Status, want.Header.Get("Allow"), clip(string(want.Body), 120)))
 	}
 	return nil
 }
@@ -135,8 +135,8 @@ func (s *accessSteps) answerIsMissingConversations() error {
 	if s.last == nil {
 		return harnessErr("no request has been sent")
 	}
-	if s.last.status != http.StatusNotFound || !bytes.Equal(compact(s.last.body), []byte(`{"error":"not found"}`)) {
-		return fail(s.last.op, fmt.Sprintf("%d %s %s", s.last.status, s.last.header.Get("Content-Type"), clip(string(s.last.body), 120)), `404 {"error":"not found"}`)
+	if s.last.Status != http.StatusNotFound || !bytes.Equal(compact(s.last.Body), []byte(`{"error":"not found"}`)) {
+		return fail(s.last.Op, fmt.Sprintf("%d %s %s", s.last.Status, s.last.Header.Get("Content-Type"), clip(string(s.last.Body), 120)), `404 {"error":"not found"}`)
 	}
 	return nil
 }
@@ -177,20 +177,20 @@ func probes(id string, door bool) []probe {
 // try sends one probe and returns its status and body.
 func (s *scenario) try(who string, p probe) (int, []byte, error) {
 	if p.stream {
-		st, err := s.cl.openStream(s.ctx, who, p.path, nil)
+		st, err := s.cl.OpenStream(s.ctx, who, p.path, nil)
 		if err != nil {
 			return 0, nil, err
 		}
-		if st.status == http.StatusOK {
-			st.close()
+		if st.Status == http.StatusOK {
+			st.Close()
 		}
-		return st.status, st.body, nil
+		return st.Status, st.Body, nil
 	}
-	r, err := s.cl.do(s.ctx, who, p.method, p.path, p.body, reqOpts{})
+	r, err := s.cl.Do(s.ctx, who, p.method, p.path, p.body, reqOpts{})
 	if err != nil {
 		return 0, nil, err
 	}
-	return r.status, r.body, nil
+	return r.Status, r.Body, nil
 }
 
 // sameNotFound checks that who gets, on every route of the current conversation, exactly the
@@ -240,7 +240,7 @@ func (s *accessSteps) sameAsOwner(who, owner string) error {
 	}
 	shared := false
 	for _, path := range reads {
-		want, err := s.cl.do(s.ctx, owner, http.MethodGet, path, nil, reqOpts{})
+		want, err := s.cl.Do(s.ctx, owner, http.MethodGet, path, nil, reqOpts{})
 		if err != nil {
 			return err
 		}
@@ -248,28 +248,28 @@ func (s *accessSteps) sameAsOwner(who, owner string) error {
 			var st struct {
 				Mode string `json:"mode"`
 			}
-			_ = json.Unmarshal(want.body, &st)
+			_ = json.Unmarshal(want.Body, &st)
 			shared = st.Mode == "shared"
 		}
-		got, err := s.cl.do(s.ctx, who, http.MethodGet, path, nil, reqOpts{})
+		got, err := s.cl.Do(s.ctx, who, http.MethodGet, path, nil, reqOpts{})
 		if err != nil {
 			return err
 		}
-		if want.status != http.StatusOK && !(shared && strings.HasPrefix(path, "/runtime/")) {
-			return fail(want.op+" as "+owner, fmt.Sprintf("%d %s", want.status, clip(string(want.body), 200)), "200: the owner reads")
+		if want.Status != http.StatusOK && !(shared && strings.HasPrefix(path, "/runtime/")) {
+			return fail(want.Op+" as "+owner, fmt.Sprintf("%d %s", want.Status, clip(string(want.Body), 200)), "200: the owner reads")
 		}
-		if got.status != want.status || !bytes.Equal(compact(got.body), compact(want.body)) {
-			return fail(got.op+" as "+who, fmt.Sprintf("%d %s", got.status, clip(string(got.body), 200)),
-				fmt.Sprintf("what %s gets, the same identity: %d %s", owner, want.status, clip(string(want.body), 200)))
+		if got.Status != want.Status || !bytes.Equal(compact(got.Body), compact(want.Body)) {
+			return fail(got.Op+" as "+who, fmt.Sprintf("%d %s", got.Status, clip(string(got.Body), 200)),
+				fmt.Sprintf("what %s gets, the same identity: %d %s", owner, want.Status, clip(string(want.Body), 200)))
 		}
 	}
-	st, err := s.cl.openStream(s.ctx, who, p+"/events", nil)
+	st, err := s.cl.OpenStream(s.ctx, who, p+"/events", nil)
 	if err != nil {
 		return err
 	}
-	defer st.close()
-	if st.status != http.StatusOK {
-		return fail(st.op+" as "+who, fmt.Sprintf("%d %s", st.status, clip(string(st.body), 200)), "200 and an event stream: the owner's identity")
+	defer st.Close()
+	if st.Status != http.StatusOK {
+		return fail(st.Op+" as "+who, fmt.Sprintf("%d %s", st.Status, clip(string(st.Body), 200)), "200 and an event stream: the owner's identity")
 	}
 	return nil
 }
@@ -294,7 +294,7 @@ func (s *accessSteps) injectTurn(who string, turn int64, text string) error {
 	text = unescape(text)
 	input := map[string]any{"v": 1, "conversationId": c.id, "ord": turn, "turn": turn, "asker": identityJSON(who),
 		"messageId": id, "text": text, "messages": []map[string]string{{"role": "user", "content": text}}}
-	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{})
+	r, err := s.cl.Do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{})
 	s.last = r
 	if err != nil {
 		return err
@@ -313,7 +313,7 @@ func (s *accessSteps) injectionSettled() error {
 	if s.last == nil || s.injected == "" {
 		return harnessErr("no turn execution has been started through the runtime door")
 	}
-	if s.last.status != http.StatusCreated {
+	if s.last.Status != http.StatusCreated {
 		return nil
 	}
 	ctx, cancel := s.wait()
@@ -346,18 +346,18 @@ func (s *scenario) executionDone(ctx context.Context, who, id string) error {
 		if cursor != "" {
 			q += "&cursor=" + url.QueryEscape(cursor)
 		}
-		r, err := s.cl.do(ctx, who, http.MethodGet, "/runtime/executions/"+url.PathEscape(id)+"/log"+q, nil, reqOpts{})
+		r, err := s.cl.Do(ctx, who, http.MethodGet, "/runtime/executions/"+url.PathEscape(id)+"/log"+q, nil, reqOpts{})
 		if err != nil {
 			return err
 		}
-		if r.status != http.StatusOK {
-			return fail(op, fmt.Sprint(r.status), "200: the starter reads its own execution's log")
+		if r.Status != http.StatusOK {
+			return fail(op, fmt.Sprint(r.Status), "200: the starter reads its own execution's log")
 		}
 		var p struct {
 			NextCursor string `json:"nextCursor"`
 			Done       bool   `json:"done"`
 		}
-		if err := r.json(&p); err != nil {
+		if err := r.JSON(&p); err != nil {
 			return err
 		}
 		if p.Done {
@@ -431,17 +431,17 @@ func (s *accessSteps) doorIDProbe(who, owner string) error {
 	if err != nil {
 		return err
 	}
-	if own.status != http.StatusCreated {
-		return fail(own.op, fmt.Sprintf("%d %s", own.status, clip(string(own.body), 200)), "201: a conversation of her own")
+	if own.Status != http.StatusCreated {
+		return fail(own.Op, fmt.Sprintf("%d %s", own.Status, clip(string(own.Body), 200)), "201: a conversation of her own")
 	}
 	var st status
-	if err := own.json(&st); err != nil {
+	if err := own.JSON(&st); err != nil {
 		return err
 	}
 	try := func(id string) (*response, error) {
 		input := map[string]any{"v": 1, "conversationId": st.ID, "ord": 1, "turn": 1, "asker": identityJSON(who),
 			"messageId": "probe", "text": "probe", "messages": []map[string]string{{"role": "user", "content": "probe"}}}
-		return s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{})
+		return s.cl.Do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{})
 	}
 	taken, err := try(victim.id)
 	if err != nil {
@@ -452,9 +452,9 @@ func (s *accessSteps) doorIDProbe(who, owner string) error {
 		return err
 	}
 	s.last = taken
-	if taken.status != free.status || !bytes.Equal(compact(taken.body), compact(free.body)) {
-		return fail(taken.op+" as "+who+" at the id of "+owner+"'s conversation", fmt.Sprintf("%d %s", taken.status, clip(string(taken.body), 200)),
-			fmt.Sprintf("what an id nothing holds gets: %d %s", free.status, clip(string(free.body), 200)))
+	if taken.Status != free.Status || !bytes.Equal(compact(taken.Body), compact(free.Body)) {
+		return fail(taken.Op+" as "+who+" at the id of "+owner+"'s conversation", fmt.Sprintf("%d %s", taken.Status, clip(string(taken.Body), 200)),
+			fmt.Sprintf("what an id nothing holds gets: %d %s", free.Status, clip(string(free.Body), 200)))
 	}
 	return nil
 }
@@ -495,7 +495,7 @@ func (s *accessSteps) startsNamingOwner(who, id, owner string) error {
 	if id != "" {
 		body["id"] = s.own(id)
 	}
-	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/conversations", body, reqOpts{offSpec: true})
+	r, err := s.cl.Do(s.ctx, who, http.MethodPost, "/conversations", body, reqOpts{OffSpec: true})
 	s.last = r
 	return err
 }

@@ -31,19 +31,19 @@ func (s *conversationSteps) distinctIDsStatusRepeats(a, b string) error {
 		return fail("POST /conversations (twice, without an id)", fmt.Sprintf("ids %q and %q", ca.id, cb.id), "two distinct, non-empty ids")
 	}
 	for _, c := range []*conv{ca, cb} {
-		r, err := s.cl.do(s.ctx, c.owner, http.MethodGet, "/conversations/"+url.PathEscape(c.id), nil, reqOpts{})
+		r, err := s.cl.Do(s.ctx, c.owner, http.MethodGet, "/conversations/"+url.PathEscape(c.id), nil, reqOpts{})
 		if err != nil {
 			return err
 		}
 		var st status
-		if r.status != http.StatusOK {
-			return fail(r.op, fmt.Sprint(r.status), "200 and the status of the conversation just started")
+		if r.Status != http.StatusOK {
+			return fail(r.Op, fmt.Sprint(r.Status), "200 and the status of the conversation just started")
 		}
-		if err := r.json(&st); err != nil {
+		if err := r.JSON(&st); err != nil {
 			return err
 		}
 		if st.ID != c.id {
-			return fail(r.op, fmt.Sprintf("id %q", st.ID), fmt.Sprintf("id %q, as the start answered", c.id))
+			return fail(r.Op, fmt.Sprintf("id %q", st.ID), fmt.Sprintf("id %q, as the start answered", c.id))
 		}
 	}
 	return nil
@@ -94,19 +94,19 @@ func (s *accessSteps) sameAsFreeID(who string) error {
 	if err != nil {
 		return err
 	}
-	if want.status != http.StatusCreated {
-		return fail(want.op+" as "+who, fmt.Sprintf("%d %s", want.status, clip(string(want.body), 200)), "201: an id nobody took starts a conversation")
+	if want.Status != http.StatusCreated {
+		return fail(want.Op+" as "+who, fmt.Sprintf("%d %s", want.Status, clip(string(want.Body), 200)), "201: an id nobody took starts a conversation")
 	}
-	op := got.op + " as " + who
-	if got.status != want.status {
-		return fail(op, fmt.Sprintf("%d %s", got.status, clip(string(got.body), 200)),
-			fmt.Sprintf("what an id nobody took gives: %d %s", want.status, clip(string(want.body), 200)))
+	op := got.Op + " as " + who
+	if got.Status != want.Status {
+		return fail(op, fmt.Sprintf("%d %s", got.Status, clip(string(got.Body), 200)),
+			fmt.Sprintf("what an id nobody took gives: %d %s", want.Status, clip(string(want.Body), 200)))
 	}
 	var gb, wb map[string]any
-	if err := got.json(&gb); err != nil {
+	if err := got.JSON(&gb); err != nil {
 		return err
 	}
-	if err := want.json(&wb); err != nil {
+	if err := want.JSON(&wb); err != nil {
 		return err
 	}
 	gid, _ := gb["id"].(string)
@@ -125,8 +125,8 @@ func (s *accessSteps) sameAsFreeID(who string) error {
 	if gj, wj := mustJSON(gb), mustJSON(wb); gj != wj {
 		return fail(op, gj, "what an id nobody took gives, but for the id: "+wj)
 	}
-	for _, h := range headerNames(got.header, want.header) {
-		g, w := got.header.Values(h), want.header.Values(h)
+	for _, h := range headerNames(got.Header, want.Header) {
+		g, w := got.Header.Values(h), want.Header.Values(h)
 		switch h {
 		case "Date":
 			continue
@@ -173,7 +173,7 @@ func (s *transcriptSteps) sendsUnderRepeatedID(who, text, unit string, n int, ta
 	}
 	// An id outside the contract's 1 to 128 printable ASCII characters is sent on purpose.
 	body := map[string]any{"text": unescape(text), "messageId": id}
-	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/conversations/"+url.PathEscape(c.id)+"/turns", body, reqOpts{offSpec: !contractMessageID.MatchString(id)})
+	r, err := s.cl.Do(s.ctx, who, http.MethodPost, "/conversations/"+url.PathEscape(c.id)+"/turns", body, reqOpts{OffSpec: !contractMessageID.MatchString(id)})
 	s.last = r
 	return err
 }

@@ -24,8 +24,8 @@ func (s *editsSteps) sendsWithEditOf(who, text, raw string) error {
 	if err != nil {
 		return err
 	}
-	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/conversations/"+url.PathEscape(c.id)+"/turns",
-		map[string]any{"text": unescape(text), "editOf": v}, reqOpts{offSpec: true})
+	r, err := s.cl.Do(s.ctx, who, http.MethodPost, "/conversations/"+url.PathEscape(c.id)+"/turns",
+		map[string]any{"text": unescape(text), "editOf": v}, reqOpts{OffSpec: true})
 	s.last = r
 	return err
 }

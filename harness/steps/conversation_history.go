@@ -59,23 +59,23 @@ func (s *historySteps) readsPagesOf(who, dir string, n int) error {
 		if cursor != "" {
 			q.Set("cursor", cursor)
 		}
-		r, err := s.cl.do(s.ctx, who, http.MethodGet, "/conversations/"+url.PathEscape(c.id)+"/history?"+q.Encode(), nil, reqOpts{})
+		r, err := s.cl.Do(s.ctx, who, http.MethodGet, "/conversations/"+url.PathEscape(c.id)+"/history?"+q.Encode(), nil, reqOpts{})
 		if err != nil {
 			return err
 		}
-		if r.status != http.StatusOK {
-			return fail(r.op, fmt.Sprint(r.status), "200")
+		if r.Status != http.StatusOK {
+			return fail(r.Op, fmt.Sprint(r.Status), "200")
 		}
 		var p page
-		if err := r.json(&p); err != nil {
+		if err := r.JSON(&p); err != nil {
 			return err
 		}
 		es, err := decodeEntries(p.Entries)
 		if err != nil {
-			return fail(r.op, "entries that do not decode", "entries")
+			return fail(r.Op, "entries that do not decode", "entries")
 		}
 		if len(es) > n {
-			return fail(r.op, fmt.Sprintf("%d entries", len(es)), fmt.Sprintf("at most %d", n))
+			return fail(r.Op, fmt.Sprintf("%d entries", len(es)), fmt.Sprintf("at most %d", n))
 		}
 		if len(es) < n && !p.Done {
 			s.shortNotDone = true
@@ -92,7 +92,7 @@ func (s *historySteps) readsPagesOf(who, dir string, n int) error {
 			return nil
 		}
 		if p.NextCursor == "" {
-			return fail(r.op, "no nextCursor on a page that is not done", "a nextCursor")
+			return fail(r.Op, "no nextCursor on a page that is not done", "a nextCursor")
 		}
 		cursor = p.NextCursor
 	}
@@ -153,7 +153,7 @@ func (s *historySteps) answerIsPageOf(from, to int, done string) error {
 		want = append(want, strconv.Itoa(i))
 	}
 	w := strings.Join(want, ",")
-	if s.last == nil || s.last.status != http.StatusOK || ords(s.lastPage) != w || s.lastPageDone != (done == "done") {
+	if s.last == nil || s.last.Status != http.StatusOK || ords(s.lastPage) != w || s.lastPageDone != (done == "done") {
 		return fail(opOf(s.last), fmt.Sprintf("%d, records [%s], done %v", statusOf(s.last), ords(s.lastPage), s.lastPageDone),
 			fmt.Sprintf("200, records %d to %d, %s", from, to, done))
 	}
@@ -211,7 +211,7 @@ func (s *historySteps) readsDirectionFromCursor(who, dir, cursor string) error {
 
 // answerIsEmptyDonePage expects the kept page to be done with no records.
 func (s *historySteps) answerIsEmptyDonePage() error {
-	if s.last == nil || s.last.status != http.StatusOK || len(s.lastPage) != 0 || !s.lastPageDone {
+	if s.last == nil || s.last.Status != http.StatusOK || len(s.lastPage) != 0 || !s.lastPageDone {
 		return fail(opOf(s.last), fmt.Sprintf("%d, records [%s], done %v", statusOf(s.last), ords(s.lastPage), s.lastPageDone), "200, no records, done")
 	}
 	return nil
@@ -219,7 +219,7 @@ func (s *historySteps) answerIsEmptyDonePage() error {
 
 // answerIsPageHolding expects the kept page to hold exactly the listed records.
 func (s *historySteps) answerIsPageHolding(want string) error {
-	if s.last == nil || s.last.status != http.StatusOK || ords(s.lastPage) != strings.ReplaceAll(want, " ", "") {
+	if s.last == nil || s.last.Status != http.StatusOK || ords(s.lastPage) != strings.ReplaceAll(want, " ", "") {
 		return fail(opOf(s.last), fmt.Sprintf("%d, records [%s]", statusOf(s.last), ords(s.lastPage)), "200, records ["+want+"]")
 	}
 	return nil
@@ -280,7 +280,7 @@ func (s *historySteps) everyRecordBelongs(name string) error {
 	for _, e := range own {
 		mine[string(compact(e.raw))] = true
 	}
-	if s.last == nil || s.last.status != http.StatusOK {
+	if s.last == nil || s.last.Status != http.StatusOK {
 		return fail(opOf(s.last), fmt.Sprint(statusOf(s.last)), "200")
 	}
 	if len(s.lastPage) == 0 {
@@ -436,21 +436,21 @@ func (s *historySteps) rememberedThen(t *godog.Table) error {
 }
 
 func (s *historySteps) readPage(who, convID, query string, offSpec bool) (*response, []entry, page, error) {
-	r, err := s.cl.do(s.ctx, who, http.MethodGet, "/conversations/"+url.PathEscape(convID)+"/history"+query, nil, reqOpts{offSpec: offSpec})
+	r, err := s.cl.Do(s.ctx, who, http.MethodGet, "/conversations/"+url.PathEscape(convID)+"/history"+query, nil, reqOpts{OffSpec: offSpec})
 	s.last = r
 	if err != nil {
 		return r, nil, page{}, err
 	}
 	var p page
-	if r.status != http.StatusOK {
+	if r.Status != http.StatusOK {
 		return r, nil, p, nil
 	}
-	if err := r.json(&p); err != nil {
+	if err := r.JSON(&p); err != nil {
 		return r, nil, p, err
 	}
 	es, err := decodeEntries(p.Entries)
 	if err != nil {
-		return r, nil, p, fail(r.op, "entries that do not decode", "entries per spec")
+		return r, nil, p, fail(r.Op, "entries that do not decode", "entries per spec")
 	}
 	s.lastPage = es
 	s.lastPageDone = p.Done

@@ -17,16 +17,16 @@ func (s *transcriptSteps) putsRawEnvelope(who, payload string) error {
 		return err
 	}
 	body := map[string]any{"messageId": s.nextMessageID(), "payload": jsonRaw(payload)}
-	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions/"+url.PathEscape(c.id)+"/messages", body, reqOpts{})
+	r, err := s.cl.Do(s.ctx, who, http.MethodPost, "/runtime/executions/"+url.PathEscape(c.id)+"/messages", body, reqOpts{})
 	s.last = r
 	if err != nil {
 		return err
 	}
-	if r.status == http.StatusNotFound && !s.run.Door {
+	if r.Status == http.StatusNotFound && !s.run.Door {
 		return &HarnessError{Err: fmt.Errorf("%w: the system has no runtime door", ErrNotApplicable)}
 	}
-	if r.status != http.StatusAccepted {
-		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "202")
+	if r.Status != http.StatusAccepted {
+		return fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), "202")
 	}
 	return nil
 }
@@ -136,16 +136,16 @@ func (s *transcriptSteps) statusIs(who, state string, turns, gen int64, owner st
 	if err != nil {
 		return err
 	}
-	r, err := s.cl.do(s.ctx, who, http.MethodGet, "/conversations/"+url.PathEscape(c.id), nil, reqOpts{})
+	r, err := s.cl.Do(s.ctx, who, http.MethodGet, "/conversations/"+url.PathEscape(c.id), nil, reqOpts{})
 	if err != nil {
 		return err
 	}
-	if r.status != http.StatusOK {
-		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "200 and the status")
+	if r.Status != http.StatusOK {
+		return fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), "200 and the status")
 	}
 	// Every member the contract documents, compared as one object.
 	var got map[string]json.RawMessage
-	if err := r.json(&got); err != nil {
+	if err := r.JSON(&got); err != nil {
 		return err
 	}
 	documented := map[string]json.RawMessage{}
@@ -163,7 +163,7 @@ func (s *transcriptSteps) statusIs(who, state string, turns, gen int64, owner st
 	_ = json.Unmarshal(wb, &w)
 	wb, _ = json.Marshal(w)
 	if string(gb) != string(wb) {
-		return fail(r.op, string(gb), string(wb))
+		return fail(r.Op, string(gb), string(wb))
 	}
 	return nil
 }

@@ -112,14 +112,14 @@ func (s *durabilitySteps) rememberAnswers() error {
 	for _, name := range sortedKeys(s.convs) {
 		c := s.convs[name]
 		for _, path := range damageReads(c.id) {
-			r, err := s.cl.do(s.ctx, c.owner, http.MethodGet, path, nil, reqOpts{})
+			r, err := s.cl.Do(s.ctx, c.owner, http.MethodGet, path, nil, reqOpts{})
 			if err != nil {
 				return err
 			}
-			if r.status != http.StatusOK {
-				return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "200 (before any damage)")
+			if r.Status != http.StatusOK {
+				return fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), "200 (before any damage)")
 			}
-			s.damaged.answers = append(s.damaged.answers, rememberedRead{who: c.owner, path: path, status: r.status, body: r.body})
+			s.damaged.answers = append(s.damaged.answers, rememberedRead{who: c.owner, path: path, status: r.Status, body: r.Body})
 		}
 	}
 	if len(s.damaged.answers) == 0 {
@@ -276,7 +276,7 @@ func (s *durabilitySteps) compareAnswers() error {
 		return harnessErr("no answers were remembered before the damage")
 	}
 	for _, a := range s.damaged.answers {
-		r, err := s.cl.do(s.ctx, a.who, http.MethodGet, a.path, nil, reqOpts{})
+		r, err := s.cl.Do(s.ctx, a.who, http.MethodGet, a.path, nil, reqOpts{})
 		if err != nil {
 			return err
 		}
@@ -286,8 +286,8 @@ func (s *durabilitySteps) compareAnswers() error {
 			}
 			continue
 		}
-		if r.status != a.status || string(r.body) != string(a.body) {
-			return fail(r.op+" after the stored files were damaged", fmt.Sprintf("%d %s", r.status, clip(string(r.body), 400)),
+		if r.Status != a.status || string(r.Body) != string(a.body) {
+			return fail(r.Op+" after the stored files were damaged", fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 400)),
 				fmt.Sprintf("the answer before the damage (%d %s), or 500 %q", a.status, clip(string(a.body), 400), storageDamaged))
 		}
 	}
@@ -311,7 +311,7 @@ func (s *durabilitySteps) resendAcked() error {
 		for k, v := range m.extra {
 			body[k] = v
 		}
-		r, err := s.cl.do(s.ctx, m.who, http.MethodPost, "/conversations/"+url.PathEscape(m.conv)+"/turns", body, reqOpts{})
+		r, err := s.cl.Do(s.ctx, m.who, http.MethodPost, "/conversations/"+url.PathEscape(m.conv)+"/turns", body, reqOpts{})
 		if err != nil {
 			return err
 		}
@@ -324,8 +324,8 @@ func (s *durabilitySteps) resendAcked() error {
 		var ack struct {
 			Delivered *bool `json:"delivered"`
 		}
-		if r.status != http.StatusAccepted || json.Unmarshal(r.body, &ack) != nil || ack.Delivered == nil || *ack.Delivered {
-			return fail(r.op+" (message id "+m.id+" again, after the damage)", fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)),
+		if r.Status != http.StatusAccepted || json.Unmarshal(r.Body, &ack) != nil || ack.Delivered == nil || *ack.Delivered {
+			return fail(r.Op+" (message id "+m.id+" again, after the damage)", fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)),
 				fmt.Sprintf(`202 {"delivered": false} (a repeat) or 500 %q`, storageDamaged))
 		}
 		if !slices.ContainsFunc(repeated, func(o ackedMsg) bool { return o.conv == m.conv }) {

@@ -132,8 +132,8 @@ func (s *envelopesSteps) cannotReadLog(who, owner string) error {
 	if err != nil {
 		return err
 	}
-	if r == nil || r.status != http.StatusNotFound || string(compact(r.body)) != `{"error":"not found"}` {
-		return fail(opOf(r), fmt.Sprintf("%d %s", statusOf(r), clip(string(r.body), 100)), `404 {"error":"not found"}`)
+	if r == nil || r.Status != http.StatusNotFound || string(compact(r.Body)) != `{"error":"not found"}` {
+		return fail(opOf(r), fmt.Sprintf("%d %s", statusOf(r), clip(string(r.Body), 100)), `404 {"error":"not found"}`)
 	}
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/loomcheck/loomcheck/harness/sutclient"
 )
 
 // readsPageWithLimit reads one page of the history with the limit as who.
@@ -14,22 +16,22 @@ func (s *contractSteps) readsPageWithLimit(who string, n int) error {
 	if err != nil {
 		return err
 	}
-	r, err := s.cl.do(s.ctx, who, http.MethodGet, fmt.Sprintf("%s/history?limit=%d", p, n), nil, reqOpts{offSpec: n < 1 || n > 500})
+	r, err := s.cl.Do(s.ctx, who, http.MethodGet, fmt.Sprintf("%s/history?limit=%d", p, n), nil, reqOpts{OffSpec: n < 1 || n > 500})
 	s.last = r
 	return err
 }
 
 // pageHoldsRecords expects the last page to hold exactly N records.
 func (s *contractSteps) pageHoldsRecords(n int) error {
-	if s.last == nil || s.last.status != http.StatusOK {
-		return fail(opOf(s.last), fmt.Sprintf("%d %s", statusOf(s.last), clip(string(s.last.body), 160)), "200 and a page")
+	if s.last == nil || s.last.Status != http.StatusOK {
+		return fail(opOf(s.last), fmt.Sprintf("%d %s", statusOf(s.last), clip(string(s.last.Body), 160)), "200 and a page")
 	}
 	var pg page
-	if err := s.last.json(&pg); err != nil {
+	if err := s.last.JSON(&pg); err != nil {
 		return err
 	}
 	if len(pg.Entries) != n {
-		return fail(s.last.op, fmt.Sprintf("a page of %d records", len(pg.Entries)), fmt.Sprintf("%d", n))
+		return fail(s.last.Op, fmt.Sprintf("a page of %d records", len(pg.Entries)), fmt.Sprintf("%d", n))
 	}
 	return nil
 }
@@ -52,21 +54,21 @@ func (s *contractSteps) walksEveryRoute(who string) error {
 		{"", http.MethodGet, "/.well-known/loom", nil, reqOpts{}, http.StatusOK, ""},
 		{who, http.MethodGet, p, nil, reqOpts{}, http.StatusOK, ""},
 		{who, http.MethodGet, p + "/history?direction=backward&limit=1", nil, reqOpts{}, http.StatusOK, ""},
-		{who, http.MethodGet, p + "/history?cursor=not-a-cursor", nil, reqOpts{offSpec: true}, http.StatusBadRequest, "invalid cursor"},
+		{who, http.MethodGet, p + "/history?cursor=not-a-cursor", nil, reqOpts{OffSpec: true}, http.StatusBadRequest, "invalid cursor"},
 		{who, http.MethodGet, p + "/participants", nil, reqOpts{}, http.StatusOK, ""},
 		{who, http.MethodPost, p + "/turns", map[string]any{"text": "walking", "messageId": "walk-1"}, reqOpts{}, http.StatusAccepted, ""},
-		{who, http.MethodPost, p + "/turns", nil, reqOpts{rawBody: []byte(`{"text": 5}`), offSpec: true}, http.StatusBadRequest, "bad request"},
-		{who, http.MethodPost, p + "/turns", nil, reqOpts{rawBody: []byte("walk"), contentType: "text/plain", offSpec: true}, http.StatusUnsupportedMediaType, "unsupported media type"},
+		{who, http.MethodPost, p + "/turns", nil, reqOpts{RawBody: []byte(`{"text": 5}`), OffSpec: true}, http.StatusBadRequest, "bad request"},
+		{who, http.MethodPost, p + "/turns", nil, reqOpts{RawBody: []byte("walk"), ContentType: "text/plain", OffSpec: true}, http.StatusUnsupportedMediaType, "unsupported media type"},
 		{"", http.MethodGet, p, nil, reqOpts{}, http.StatusUnauthorized, "unauthenticated"},
 		{"mallory", http.MethodGet, p + "/history", nil, reqOpts{}, http.StatusNotFound, "not found"},
-		{who, http.MethodPost, "/conversations", map[string]any{"id": "bad~id"}, reqOpts{offSpec: true}, http.StatusBadRequest, "invalid id"},
+		{who, http.MethodPost, "/conversations", map[string]any{"id": "bad~id"}, reqOpts{OffSpec: true}, http.StatusBadRequest, "invalid id"},
 		{who, http.MethodPost, p + "/close", map[string]any{}, reqOpts{}, http.StatusAccepted, ""},
 	}
 	if s.run.Door {
 		calls = append(calls, call{who, http.MethodGet, "/runtime/executions/" + url.PathEscape(s.current.id) + "/log?limit=5", nil, reqOpts{}, http.StatusOK, ""})
 	}
 	for _, c := range calls {
-		r, err := s.cl.do(s.ctx, c.who, c.method, c.path, c.body, c.opts)
+		r, err := s.cl.Do(s.ctx, c.who, c.method, c.path, c.body, c.opts)
 		if err != nil {
 			return err
 		}
@@ -74,23 +76,23 @@ func (s *contractSteps) walksEveryRoute(who string) error {
 		var e struct {
 			Error string `json:"error"`
 		}
-		_ = json.Unmarshal(r.body, &e)
-		if r.status != c.status || e.Error != c.code {
+		_ = json.Unmarshal(r.Body, &e)
+		if r.Status != c.status || e.Error != c.code {
 			want := fmt.Sprint(c.status)
 			if c.code != "" {
 				want += fmt.Sprintf(" %q", c.code)
 			}
-			return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 160)), want)
+			return fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 160)), want)
 		}
 	}
-	st, err := s.cl.openStream(s.ctx, who, p+"/events", nil)
+	st, err := s.cl.OpenStream(s.ctx, who, p+"/events", nil)
 	if err != nil {
 		return err
 	}
-	defer st.close()
+	defer st.Close()
 	ctx, cancel := s.wait()
 	defer cancel()
-	_, err = st.waitFor(ctx, "the closed event", func(evs []sseEvent, ended bool) bool {
+	_, err = st.WaitFor(ctx, "the closed event", func(evs []sseEvent, ended bool) bool {
 		for _, e := range evs {
 			if e.Event == "closed" {
 				return true
@@ -103,9 +105,8 @@ func (s *contractSteps) walksEveryRoute(who string) error {
 
 // followedContract expects every exchange of the scenario so far to follow spec/openapi.yaml.
 func (s *contractSteps) followedContract() error {
-	s.cl.mu.Lock()
-	n, v := s.cl.validated, len(s.cl.violations)
-	s.cl.mu.Unlock()
+	seen := s.cl.Observed()
+	n, v := seen.Validated, seen.Violations
 	if v > 0 {
 		return fail("the exchanges of this scenario", fmt.Sprintf("%d violations", v), "none")
 	}
@@ -131,12 +132,12 @@ func (s *liveSteps) eachStreamEndsClosed(who, name string) error {
 	ctx, cancel := s.wait()
 	defer cancel()
 	for _, st := range sts {
-		evs, err := st.waitFor(ctx, "the end of the stream after the closed event", func(_ []sseEvent, ended bool) bool { return ended })
+		evs, err := st.WaitFor(ctx, "the end of the stream after the closed event", func(_ []sseEvent, ended bool) bool { return ended })
 		if err != nil {
 			return err
 		}
 		if len(evs) == 0 || evs[len(evs)-1].Event != "closed" {
-			return fail(st.op, "the stream ended after "+summarize(evs), `a final "closed" event`)
+			return fail(st.Op, "the stream ended after "+sutclient.Summarize(evs), `a final "closed" event`)
 		}
 	}
 	return nil

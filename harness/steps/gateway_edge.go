@@ -83,7 +83,7 @@ func (s *edgeSteps) errorHookGotOnlyThatID() error {
 	// The sentinel: a second deliberate 500 for bob, made after the first was answered. A system
 	// delivers its reports in the order it made them (spec/world.md), so once the second report
 	// has arrived, every report made before it has arrived too.
-	r, err := s.cl.do(s.ctx, "bob", http.MethodGet, "/conversations/the-end-marker", nil, reqOpts{})
+	r, err := s.cl.Do(s.ctx, "bob", http.MethodGet, "/conversations/the-end-marker", nil, reqOpts{})
 	if err != nil {
 		return err
 	}
@@ -91,8 +91,8 @@ func (s *edgeSteps) errorHookGotOnlyThatID() error {
 		Error   string `json:"error"`
 		ErrorID string `json:"errorId"`
 	}
-	if r.status != http.StatusInternalServerError || json.Unmarshal(r.body, &body) != nil || body.Error != "internal" || body.ErrorID == "" || body.ErrorID == id {
-		return fail(r.op+" (bob again, the end marker)", fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), `500 {"error":"internal","errorId":...} with an error id of its own`)
+	if r.Status != http.StatusInternalServerError || json.Unmarshal(r.Body, &body) != nil || body.Error != "internal" || body.ErrorID == "" || body.ErrorID == id {
+		return fail(r.Op+" (bob again, the end marker)", fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), `500 {"error":"internal","errorId":...} with an error id of its own`)
 	}
 	end := body.ErrorID
 	tick := time.NewTicker(5 * time.Millisecond)
@@ -165,7 +165,7 @@ func (s *edgeSteps) stalledRequestAnswered(code int, errCode, when string) error
 	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	resp.Body.Close()
-	s.last = &response{op: e.stalledOp, status: resp.StatusCode, header: resp.Header, body: b}
+	s.last = &response{Op: e.stalledOp, Status: resp.StatusCode, Header: resp.Header, Body: b}
 	var eb struct {
 		Error string `json:"error"`
 	}
@@ -278,7 +278,7 @@ func (s *edgeSteps) sendsInTwoHalves(who, text string, gap int) error {
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
-	s.last = &response{op: op, status: resp.StatusCode, header: resp.Header, body: body}
+	s.last = &response{Op: op, Status: resp.StatusCode, Header: resp.Header, Body: body}
 	return nil
 }
 

@@ -69,7 +69,7 @@ func (s *gatewaySteps) postsBodyToRoute(who, body, route, ct string) error {
 	if ct == "" {
 		ct = "application/json"
 	}
-	r, err := s.cl.do(s.ctx, who, http.MethodPost, path, nil, reqOpts{rawBody: raw, contentType: ct, offSpec: true})
+	r, err := s.cl.Do(s.ctx, who, http.MethodPost, path, nil, reqOpts{RawBody: raw, ContentType: ct, OffSpec: true})
 	s.last = r
 	if err != nil {
 		return err
@@ -90,8 +90,8 @@ func (s *gatewaySteps) answerHasBody(code int, want string) error {
 		return harnessErr("the expected body %s is not JSON: %v", want, err)
 	}
 	var g any
-	if s.last.status != code || json.Unmarshal(s.last.body, &g) != nil || !reflect.DeepEqual(g, w) {
-		return fail(s.last.op, fmt.Sprintf("%d %s", s.last.status, clip(string(s.last.body), 300)), fmt.Sprintf("%d %s", code, want))
+	if s.last.Status != code || json.Unmarshal(s.last.Body, &g) != nil || !reflect.DeepEqual(g, w) {
+		return fail(s.last.Op, fmt.Sprintf("%d %s", s.last.Status, clip(string(s.last.Body), 300)), fmt.Sprintf("%d %s", code, want))
 	}
 	return nil
 }
@@ -115,7 +115,7 @@ func (s *gatewaySteps) discoveryWithHost(host string) error {
 	if err := s.sut(); err != nil {
 		return err
 	}
-	r, err := s.cl.do(s.ctx, "", http.MethodGet, "/.well-known/loom", nil, reqOpts{host: host})
+	r, err := s.cl.Do(s.ctx, "", http.MethodGet, "/.well-known/loom", nil, reqOpts{Host: host})
 	s.last = r
 	return err
 }
@@ -128,7 +128,7 @@ func (s *gatewaySteps) startsWithHost(who, host string) error {
 	if who == "someone" {
 		who = ""
 	}
-	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/conversations", map[string]any{}, reqOpts{host: host})
+	r, err := s.cl.Do(s.ctx, who, http.MethodPost, "/conversations", map[string]any{}, reqOpts{Host: host})
 	s.last = r
 	return err
 }
@@ -138,18 +138,18 @@ func (s *gatewaySteps) startsPresenting(who, how string) error {
 	if err := s.sut(); err != nil {
 		return err
 	}
-	o := reqOpts{headers: map[string]string{}}
+	o := reqOpts{Headers: map[string]string{}}
 	path := "/conversations"
 	switch how {
 	case "an unknown bearer token":
-		o.headers["Authorization"] = "Bearer tok-nobody-knows"
+		o.Headers["Authorization"] = "Bearer tok-nobody-knows"
 	case "her token as a query parameter":
 		path += "?access_token=" + url.QueryEscape(tokenOf(who))
-		o.offSpec = true
+		o.OffSpec = true
 	case "her token in a session cookie":
-		o.headers["Cookie"] = "session=" + tokenOf(who)
+		o.Headers["Cookie"] = "session=" + tokenOf(who)
 	}
-	r, err := s.cl.do(s.ctx, "", http.MethodPost, path, map[string]any{}, o)
+	r, err := s.cl.Do(s.ctx, "", http.MethodPost, path, map[string]any{}, o)
 	s.last = r
 	return err
 }
@@ -159,8 +159,8 @@ func (s *gatewaySteps) startsPresentingScheme(who, scheme string) error {
 	if err := s.sut(); err != nil {
 		return err
 	}
-	o := reqOpts{headers: map[string]string{"Authorization": scheme + " " + tokenOf(who)}}
-	r, err := s.cl.do(s.ctx, "", http.MethodPost, "/conversations", map[string]any{}, o)
+	o := reqOpts{Headers: map[string]string{"Authorization": scheme + " " + tokenOf(who)}}
+	r, err := s.cl.Do(s.ctx, "", http.MethodPost, "/conversations", map[string]any{}, o)
 	s.last = r
 	return err
 }
@@ -174,9 +174,9 @@ func (s *gatewaySteps) streamRefused429() error {
 	var body struct {
 		Error string `json:"error"`
 	}
-	_ = json.Unmarshal(st.body, &body)
-	if st.status != http.StatusTooManyRequests || body.Error != "too many requests" {
-		return fail(st.op, fmt.Sprintf("%d %s", st.status, clip(string(st.body), 120)), `429 {"error":"too many requests"}: the limit is reached`)
+	_ = json.Unmarshal(st.Body, &body)
+	if st.Status != http.StatusTooManyRequests || body.Error != "too many requests" {
+		return fail(st.Op, fmt.Sprintf("%d %s", st.Status, clip(string(st.Body), 120)), `429 {"error":"too many requests"}: the limit is reached`)
 	}
 	return nil
 }
@@ -193,7 +193,7 @@ func (s *gatewaySteps) sendsBodyOfBytes(who string, size int, how string) error 
 		return harnessErr("a turn needs at least %d bytes", len(body))
 	}
 	body = append(body[:len(body)-1], append([]byte(strings.Repeat(" ", size-len(body))), '}')...)
-	r, err := s.cl.do(s.ctx, who, http.MethodPost, p+"/turns", nil, reqOpts{rawBody: body, offSpec: true, chunked: how == "without a"})
+	r, err := s.cl.Do(s.ctx, who, http.MethodPost, p+"/turns", nil, reqOpts{RawBody: body, OffSpec: true, Chunked: how == "without a"})
 	s.last = r
 	return err
 }
@@ -206,7 +206,7 @@ func (s *gatewaySteps) sendsTwice(who, text, owner string) error {
 	}
 	s.answers = nil
 	for i := range 2 {
-		r, err := s.cl.do(s.ctx, who, http.MethodPost, p+"/turns", map[string]any{"text": unescape(text), "messageId": fmt.Sprintf("probe-%d", i)}, reqOpts{})
+		r, err := s.cl.Do(s.ctx, who, http.MethodPost, p+"/turns", map[string]any{"text": unescape(text), "messageId": fmt.Sprintf("probe-%d", i)}, reqOpts{})
 		if err != nil {
 			return err
 		}
@@ -221,9 +221,9 @@ func (s *gatewaySteps) bothAnswersAre(code int, e string) error {
 		var body struct {
 			Error string `json:"error"`
 		}
-		_ = json.Unmarshal(r.body, &body)
-		if r.status != code || body.Error != e {
-			return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 100)), fmt.Sprintf("%d %q", code, e))
+		_ = json.Unmarshal(r.Body, &body)
+		if r.Status != code || body.Error != e {
+			return fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 100)), fmt.Sprintf("%d %q", code, e))
 		}
 	}
 	return nil
@@ -235,8 +235,8 @@ func (s *gatewaySteps) sendsFromOrigin(who, text, origin string) error {
 	if err != nil {
 		return err
 	}
-	r, err := s.cl.do(s.ctx, who, http.MethodPost, p+"/turns", map[string]any{"text": unescape(text), "messageId": s.nextMessageID()},
-		reqOpts{headers: map[string]string{"Origin": origin}})
+	r, err := s.cl.Do(s.ctx, who, http.MethodPost, p+"/turns", map[string]any{"text": unescape(text), "messageId": s.nextMessageID()},
+		reqOpts{Headers: map[string]string{"Origin": origin}})
 	s.last = r
 	return err
 }
@@ -251,8 +251,8 @@ func (s *gatewaySteps) sendsFromOriginNamedInConnection(who, text, origin string
 	}
 	s.answers = nil
 	for range times {
-		r, err := s.cl.do(s.ctx, who, http.MethodPost, p+"/turns", map[string]any{"text": unescape(text), "messageId": s.nextMessageID()},
-			reqOpts{headers: map[string]string{"Origin": origin, "Connection": "Origin, close"}})
+		r, err := s.cl.Do(s.ctx, who, http.MethodPost, p+"/turns", map[string]any{"text": unescape(text), "messageId": s.nextMessageID()},
+			reqOpts{Headers: map[string]string{"Origin": origin, "Connection": "Origin, close"}})
 		if err != nil {
 			return err
 		}
@@ -271,8 +271,8 @@ func (s *gatewaySteps) startsClaimingForwarded(who string, times int, by string)
 	}
 	s.answers = nil
 	for range times {
-		r, err := s.cl.do(s.ctx, who, http.MethodPost, "/conversations", map[string]any{},
-			reqOpts{headers: map[string]string{"Loom-Forwarded-By": by, "Connection": "close"}})
+		r, err := s.cl.Do(s.ctx, who, http.MethodPost, "/conversations", map[string]any{},
+			reqOpts{Headers: map[string]string{"Loom-Forwarded-By": by, "Connection": "close"}})
 		if err != nil {
 			return err
 		}
@@ -288,8 +288,8 @@ func (s *gatewaySteps) everyAnswerIs(code int) error {
 		return harnessErr("no answer was kept")
 	}
 	for _, r := range s.answers {
-		if r.status != code {
-			return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 100)), fmt.Sprint(code))
+		if r.Status != code {
+			return fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 100)), fmt.Sprint(code))
 		}
 	}
 	return nil
@@ -300,7 +300,7 @@ func (s *gatewaySteps) statusFromOrigin(who, origin string) error {
 	if err := s.sut(); err != nil {
 		return err
 	}
-	r, err := s.cl.do(s.ctx, who, http.MethodGet, "/conversations/no-such-conversation", nil, reqOpts{headers: map[string]string{"Origin": origin}})
+	r, err := s.cl.Do(s.ctx, who, http.MethodGet, "/conversations/no-such-conversation", nil, reqOpts{Headers: map[string]string{"Origin": origin}})
 	s.last = r
 	return err
 }
@@ -311,7 +311,7 @@ func (s *gatewaySteps) preflightFromOrigin(origin string) error {
 	if err != nil {
 		return err
 	}
-	r, err := s.cl.do(s.ctx, "", http.MethodOptions, p+"/turns", nil, reqOpts{headers: map[string]string{
+	r, err := s.cl.Do(s.ctx, "", http.MethodOptions, p+"/turns", nil, reqOpts{Headers: map[string]string{
 		"Origin": origin, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization, content-type"}})
 	s.last = r
 	return err
@@ -319,9 +319,9 @@ func (s *gatewaySteps) preflightFromOrigin(origin string) error {
 
 // noCORSHeaders expects the last answer to carry no CORS header.
 func (s *gatewaySteps) noCORSHeaders() error {
-	for k := range s.last.header {
+	for k := range s.last.Header {
 		if strings.HasPrefix(strings.ToLower(k), "access-control-") {
-			return fail(s.last.op, "the header "+k, "no CORS header for an origin that is not allowed")
+			return fail(s.last.Op, "the header "+k, "no CORS header for an origin that is not allowed")
 		}
 	}
 	return nil
@@ -329,13 +329,13 @@ func (s *gatewaySteps) noCORSHeaders() error {
 
 // allowsOrigin expects the last answer to allow the origin, with or without credentials.
 func (s *gatewaySteps) allowsOrigin(origin, with string) error {
-	h := s.last.header
+	h := s.last.Header
 	if h.Get("Access-Control-Allow-Origin") != origin {
-		return fail(s.last.op, fmt.Sprintf("Access-Control-Allow-Origin %q", h.Get("Access-Control-Allow-Origin")), fmt.Sprintf("%q", origin))
+		return fail(s.last.Op, fmt.Sprintf("Access-Control-Allow-Origin %q", h.Get("Access-Control-Allow-Origin")), fmt.Sprintf("%q", origin))
 	}
 	creds := h.Get("Access-Control-Allow-Credentials") == "true"
 	if creds != (with == "with") {
-		return fail(s.last.op, fmt.Sprintf("Access-Control-Allow-Credentials %q", h.Get("Access-Control-Allow-Credentials")),
+		return fail(s.last.Op, fmt.Sprintf("Access-Control-Allow-Credentials %q", h.Get("Access-Control-Allow-Credentials")),
 			map[bool]string{true: `"true" (configured)`, false: "no credentials header (not configured)"}[with == "with"])
 	}
 	return nil
@@ -347,7 +347,7 @@ func (s *gatewaySteps) sendsAsContentType(who, body, ct string) error {
 	if err != nil {
 		return err
 	}
-	r, err := s.cl.do(s.ctx, who, http.MethodPost, p+"/turns", nil, reqOpts{rawBody: []byte(unescape(body)), contentType: ct, offSpec: true})
+	r, err := s.cl.Do(s.ctx, who, http.MethodPost, p+"/turns", nil, reqOpts{RawBody: []byte(unescape(body)), ContentType: ct, OffSpec: true})
 	s.last = r
 	return err
 }
@@ -359,15 +359,15 @@ func (s *gatewaySteps) sendsBodyOfKiB(who string, kib int) error {
 		return err
 	}
 	body, _ := json.Marshal(map[string]any{"text": strings.Repeat("x", kib<<10)})
-	r, err := s.cl.do(s.ctx, who, http.MethodPost, p+"/turns", nil, reqOpts{rawBody: body, offSpec: true})
+	r, err := s.cl.Do(s.ctx, who, http.MethodPost, p+"/turns", nil, reqOpts{RawBody: body, OffSpec: true})
 	s.last = r
 	return err
 }
 
 // saysWhenToRetry expects the last answer to carry a Retry-After header.
 func (s *gatewaySteps) saysWhenToRetry() error {
-	if s.last.header.Get("Retry-After") == "" {
-		return fail(s.last.op, "no Retry-After header", "a Retry-After header")
+	if s.last.Header.Get("Retry-After") == "" {
+		return fail(s.last.Op, "no Retry-After header", "a Retry-After header")
 	}
 	return nil
 }
@@ -412,12 +412,12 @@ func (s *gatewaySteps) identityFails(who, msg string) error {
 // answerIs500WithErrorID expects the last answer to be a 500 whose body is only an error id.
 func (s *gatewaySteps) answerIs500WithErrorID() error {
 	var body map[string]any
-	if s.last == nil || s.last.status != 500 || json.Unmarshal(s.last.body, &body) != nil {
-		return fail(opOf(s.last), fmt.Sprintf("%d %s", statusOf(s.last), clip(string(s.last.body), 200)), `500 {"error":"internal","errorId":...}`)
+	if s.last == nil || s.last.Status != 500 || json.Unmarshal(s.last.Body, &body) != nil {
+		return fail(opOf(s.last), fmt.Sprintf("%d %s", statusOf(s.last), clip(string(s.last.Body), 200)), `500 {"error":"internal","errorId":...}`)
 	}
 	id, _ := body["errorId"].(string)
 	if len(body) != 2 || body["error"] != "internal" || id == "" {
-		return fail(s.last.op, string(s.last.body), `exactly {"error":"internal","errorId":"..."}`)
+		return fail(s.last.Op, string(s.last.Body), `exactly {"error":"internal","errorId":"..."}`)
 	}
 	s.saved["errorId"] = id
 	return nil

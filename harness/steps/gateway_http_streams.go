@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/loomcheck/loomcheck/harness/sutclient"
 )
 
 // triesToOpenStream opens another event stream of the named conversation as who; the answer is kept.
@@ -32,14 +34,14 @@ func (s *liveSteps) opensStreamAgain(who, name string) error {
 			return err
 		}
 		switch {
-		case st.status == http.StatusOK:
+		case st.Status == http.StatusOK:
 			return nil
-		case st.status != http.StatusTooManyRequests:
-			return fail(st.op, fmt.Sprintf("%d %s", st.status, clip(string(st.body), 120)), "200, or 429 until the closed stream's slot is released")
+		case st.Status != http.StatusTooManyRequests:
+			return fail(st.Op, fmt.Sprintf("%d %s", st.Status, clip(string(st.Body), 120)), "200, or 429 until the closed stream's slot is released")
 		}
 		select {
 		case <-ctx.Done():
-			return fail(st.op, "429 until the step timeout", "the closed stream's slot released")
+			return fail(st.Op, "429 until the step timeout", "the closed stream's slot released")
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -53,10 +55,10 @@ func (s *liveSteps) closesNthStream(who string, n int, name string) error {
 	if st == nil {
 		return harnessErr("%s has no stream %d of conversation %s", who, n, name)
 	}
-	st.close()
+	st.Close()
 	ctx, cancel := s.wait()
 	defer cancel()
-	_, err := st.waitFor(ctx, "the stream to close", func(_ []sseEvent, ended bool) bool { return ended })
+	_, err := st.WaitFor(ctx, "the stream to close", func(_ []sseEvent, ended bool) bool { return ended })
 	return err
 }
 
@@ -66,14 +68,14 @@ func (s *liveSteps) replaysAsTwoMessages(who string) error {
 	if err != nil {
 		return err
 	}
-	st, err := s.cl.openStream(s.ctx, who, p+"/events", nil)
+	st, err := s.cl.OpenStream(s.ctx, who, p+"/events", nil)
 	if err != nil {
 		return err
 	}
-	defer st.close()
+	defer st.Close()
 	ctx, cancel := s.wait()
 	defer cancel()
-	if _, err := st.waitFor(ctx, "two message events", func(evs []sseEvent, _ bool) bool { return len(messageEvents(evs)) >= 2 }); err != nil {
+	if _, err := st.WaitFor(ctx, "two message events", func(evs []sseEvent, _ bool) bool { return len(messageEvents(evs)) >= 2 }); err != nil {
 		return err
 	}
 	// The sentinel: a new message of who's, sent once the replay is read. The stream carries
@@ -92,18 +94,18 @@ func (s *liveSteps) replaysAsTwoMessages(who string) error {
 		}
 		return -1
 	}
-	evs, err := st.waitFor(ctx, "two message events, then the user's message "+strconv.Quote(sentinel), func(evs []sseEvent, _ bool) bool { return at(evs) >= 0 })
+	evs, err := st.WaitFor(ctx, "two message events, then the user's message "+strconv.Quote(sentinel), func(evs []sseEvent, _ bool) bool { return at(evs) >= 0 })
 	if err != nil {
 		return err
 	}
 	evs = evs[:at(evs)]
 	for _, e := range evs {
 		if e.Event == "error" || (e.Event != "status" && e.Event != "message" && e.Event != "delta" && e.Event != "partial") {
-			return fail(st.op, fmt.Sprintf("an event %q", e.Event), "only status and message events before the next turn's message")
+			return fail(st.Op, fmt.Sprintf("an event %q", e.Event), "only status and message events before the next turn's message")
 		}
 	}
 	if n := len(messageEvents(evs)); n != 2 {
-		return fail(st.op, fmt.Sprintf("%d message events before the next turn's message", n), "2")
+		return fail(st.Op, fmt.Sprintf("%d message events before the next turn's message", n), "2")
 	}
 	s.replayed = messageEvents(evs)
 	return nil
@@ -134,7 +136,7 @@ func (s *liveSteps) streamEndsReconnectAfterLifetime(who, reason string) error {
 	}
 	ctx, cancel := s.wait()
 	defer cancel()
-	evs, err := st.waitFor(ctx, "the end of the stream", func(_ []sseEvent, ended bool) bool { return ended })
+	evs, err := st.WaitFor(ctx, "the end of the stream", func(_ []sseEvent, ended bool) bool { return ended })
 	if err != nil {
 		return err
 	}
@@ -142,13 +144,11 @@ func (s *liveSteps) streamEndsReconnectAfterLifetime(who, reason string) error {
 		Reason string `json:"reason"`
 	}
 	if len(evs) == 0 || evs[len(evs)-1].Event != "reconnect" || json.Unmarshal([]byte(evs[len(evs)-1].Data), &d) != nil || d.Reason != reason {
-		return fail(st.op, fmt.Sprintf("the stream ended after %s", summarize(evs)), fmt.Sprintf("a final reconnect event saying %q", reason))
+		return fail(st.Op, fmt.Sprintf("the stream ended after %s", sutclient.Summarize(evs)), fmt.Sprintf("a final reconnect event saying %q", reason))
 	}
-	st.mu.Lock()
-	lived := st.endedAt.Sub(st.start)
-	st.mu.Unlock()
+	lived := st.Lived()
 	if lived < life {
-		return fail(st.op, fmt.Sprintf("the stream ended after %s", lived.Round(time.Millisecond)), fmt.Sprintf("no sooner than its lifetime, %s", life))
+		return fail(st.Op, fmt.Sprintf("the stream ended after %s", lived.Round(time.Millisecond)), fmt.Sprintf("no sooner than its lifetime, %s", life))
 	}
 	return nil
 }
@@ -156,8 +156,8 @@ func (s *liveSteps) streamEndsReconnectAfterLifetime(who, reason string) error {
 // reconnectsLastEventID opens a new stream as who with Last-Event-ID set to the last id seen.
 func (s *liveSteps) reconnectsLastEventID(who string) error {
 	st, err := s.openNamed(who, "", who+"/resumed", map[string]string{"Last-Event-ID": s.saved["lastEventId"]}, "")
-	if err == nil && st.status != http.StatusOK {
-		return fail(st.op, fmt.Sprint(st.status), "200")
+	if err == nil && st.Status != http.StatusOK {
+		return fail(st.Op, fmt.Sprint(st.Status), "200")
 	}
 	return err
 }
@@ -175,8 +175,8 @@ func (s *liveSteps) reconnectsWithCursor(who string, ord int64) error {
 		}
 	}
 	st, err := s.openNamed(who, "", who+"/resumed", nil, "?cursor="+url.QueryEscape(cursor))
-	if err == nil && st.status != http.StatusOK {
-		return fail(st.op, fmt.Sprint(st.status), "200")
+	if err == nil && st.Status != http.StatusOK {
+		return fail(st.Op, fmt.Sprint(st.Status), "200")
 	}
 	return err
 }
@@ -196,7 +196,7 @@ func (s *liveSteps) newStreamDelivers(who, list string) error {
 	}
 	ctx, cancel := s.wait()
 	defer cancel()
-	evs, err := st.waitFor(ctx, fmt.Sprintf("the messages of records %v", want), func(evs []sseEvent, _ bool) bool {
+	evs, err := st.WaitFor(ctx, fmt.Sprintf("the messages of records %v", want), func(evs []sseEvent, _ bool) bool {
 		return len(messageEvents(evs)) >= len(want)
 	})
 	if err != nil {
@@ -216,11 +216,11 @@ func (s *liveSteps) newStreamDelivers(who, list string) error {
 		_ = json.Unmarshal([]byte(ev.Data), &e)
 		got = append(got, e.Ord)
 		if ev.ID != cursors[e.Ord] {
-			return fail(st.op, fmt.Sprintf("record %d with event id %q", e.Ord, ev.ID), fmt.Sprintf("its history cursor %q", cursors[e.Ord]))
+			return fail(st.Op, fmt.Sprintf("record %d with event id %q", e.Ord, ev.ID), fmt.Sprintf("its history cursor %q", cursors[e.Ord]))
 		}
 	}
 	if !slices.Equal(got, want) {
-		return fail(st.op, fmt.Sprintf("records %v", got), fmt.Sprintf("records %v, each once", want))
+		return fail(st.Op, fmt.Sprintf("records %v", got), fmt.Sprintf("records %v, each once", want))
 	}
 	return nil
 }
@@ -288,15 +288,15 @@ func (s *liveSteps) resumeDeliversOnce(who string, turn int64) error {
 	if err != nil {
 		return err
 	}
-	defer st.close()
+	defer st.Close()
 	ctx, cancel := s.wait()
 	defer cancel()
-	evs, err := st.waitFor(ctx, "the status event", func(evs []sseEvent, _ bool) bool { return len(evs) > 0 })
+	evs, err := st.WaitFor(ctx, "the status event", func(evs []sseEvent, _ bool) bool { return len(evs) > 0 })
 	if err != nil {
 		return err
 	}
 	if seen == 0 {
-		evs, err = st.waitFor(ctx, fmt.Sprintf("the reply of turn %d", turn), func(evs []sseEvent, _ bool) bool {
+		evs, err = st.WaitFor(ctx, fmt.Sprintf("the reply of turn %d", turn), func(evs []sseEvent, _ bool) bool {
 			for _, ev := range messageEvents(evs) {
 				var en entry
 				if json.Unmarshal([]byte(ev.Data), &en) == nil && en.Role == "assistant" && en.Turn == turn {

@@ -21,8 +21,8 @@ func (s *liveSteps) opensStreamOf(who, name string) error {
 	if err != nil {
 		return err
 	}
-	if st.status != http.StatusOK {
-		return fail(st.op, fmt.Sprintf("%d %s", st.status, clip(string(st.body), 120)), "200 and an event stream")
+	if st.Status != http.StatusOK {
+		return fail(st.Op, fmt.Sprintf("%d %s", st.Status, clip(string(st.Body), 120)), "200 and an event stream")
 	}
 	return nil
 }
@@ -40,8 +40,8 @@ func (s *liveSteps) opensStreams(who string, n int, name string) error {
 		if err != nil {
 			return err
 		}
-		if st.status != http.StatusOK {
-			return fail(st.op, fmt.Sprintf("stream %d of %d: %d %s", i+1, n, st.status, clip(string(st.body), 120)), "200 and an event stream: within the limit")
+		if st.Status != http.StatusOK {
+			return fail(st.Op, fmt.Sprintf("stream %d of %d: %d %s", i+1, n, st.Status, clip(string(st.Body), 120)), "200 and an event stream: within the limit")
 		}
 	}
 	return nil
@@ -55,7 +55,7 @@ func (s *liveSteps) streamEnds(who string) error {
 	}
 	ctx, cancel := s.wait()
 	defer cancel()
-	_, err = st.waitFor(ctx, "the stream to end", func(_ []sseEvent, ended bool) bool { return ended })
+	_, err = st.WaitFor(ctx, "the stream to end", func(_ []sseEvent, ended bool) bool { return ended })
 	return err
 }
 
@@ -67,7 +67,7 @@ func (s *liveSteps) streamDeliveredMessages(who string, n int) error {
 	}
 	ctx, cancel := s.wait()
 	defer cancel()
-	_, err = st.waitFor(ctx, fmt.Sprintf("%d message events", n), func(evs []sseEvent, _ bool) bool { return len(messageEvents(evs)) >= n })
+	_, err = st.WaitFor(ctx, fmt.Sprintf("%d message events", n), func(evs []sseEvent, _ bool) bool { return len(messageEvents(evs)) >= n })
 	return err
 }
 
@@ -77,11 +77,11 @@ func (s *liveSteps) closesStream(who string) error {
 	if err != nil {
 		return err
 	}
-	evs, _ := st.snapshot()
+	evs, _ := st.Snapshot()
 	for _, e := range messageEvents(evs) {
 		s.saved["lastEventId"] = e.ID
 	}
-	st.close()
+	st.Close()
 	s.mu.Lock()
 	delete(s.named, who+"/")
 	s.mu.Unlock()
@@ -117,7 +117,7 @@ func (s *liveSteps) streamShowsPartial(who, text string, turn int64) error {
 	}
 	ctx, cancel := s.wait()
 	defer cancel()
-	_, err = st.waitFor(ctx, fmt.Sprintf("a partial event for turn %d, then live text up to %q", turn, text), func(evs []sseEvent, _ bool) bool {
+	_, err = st.WaitFor(ctx, fmt.Sprintf("a partial event for turn %d, then live text up to %q", turn, text), func(evs []sseEvent, _ bool) bool {
 		seen := false
 		for _, e := range evs {
 			var d struct {
@@ -140,7 +140,7 @@ func (s *liveSteps) streamDeliversReply(who string, turn int64, text string) err
 	}
 	ctx, cancel := s.wait()
 	defer cancel()
-	_, err = st.waitFor(ctx, fmt.Sprintf("the reply of turn %d", turn), func(evs []sseEvent, _ bool) bool {
+	_, err = st.WaitFor(ctx, fmt.Sprintf("the reply of turn %d", turn), func(evs []sseEvent, _ bool) bool {
 		for _, ev := range messageEvents(evs) {
 			var e entry
 			if json.Unmarshal([]byte(ev.Data), &e) == nil && e.Role == "assistant" && e.Turn == turn && e.text() == unescape(text) {
@@ -160,7 +160,7 @@ func (s *liveSteps) streamShowsReset(who string, turn int64) error {
 	}
 	ctx, cancel := s.wait()
 	defer cancel()
-	evs, err := st.waitFor(ctx, "a reset event", func(evs []sseEvent, _ bool) bool {
+	evs, err := st.WaitFor(ctx, "a reset event", func(evs []sseEvent, _ bool) bool {
 		for _, e := range evs {
 			if e.Event == "reset" {
 				return true
@@ -173,7 +173,7 @@ func (s *liveSteps) streamShowsReset(who string, turn int64) error {
 	}
 	for _, e := range evs {
 		if e.Event == "partial" || e.Event == "delta" {
-			return fail(st.op, "a "+e.Event+" before the reset", "the reset first")
+			return fail(st.Op, "a "+e.Event+" before the reset", "the reset first")
 		}
 		if e.Event == "reset" {
 			var d struct {
@@ -181,7 +181,7 @@ func (s *liveSteps) streamShowsReset(who string, turn int64) error {
 			}
 			_ = json.Unmarshal([]byte(e.Data), &d)
 			if d.Turn != turn {
-				return fail(st.op, fmt.Sprintf("a reset of turn %d", d.Turn), fmt.Sprintf("turn %d", turn))
+				return fail(st.Op, fmt.Sprintf("a reset of turn %d", d.Turn), fmt.Sprintf("turn %d", turn))
 			}
 			return nil
 		}
@@ -198,7 +198,7 @@ func (s *liveSteps) streamShows(who, text string) error {
 	ctx, cancel := s.wait()
 	defer cancel()
 	want := unescape(text)
-	_, err = st.waitFor(ctx, fmt.Sprintf("live text %q (delta or partial events)", want), func(evs []sseEvent, _ bool) bool {
+	_, err = st.WaitFor(ctx, fmt.Sprintf("live text %q (delta or partial events)", want), func(evs []sseEvent, _ bool) bool {
 		return strings.Contains(liveText(evs), want)
 	})
 	return err

@@ -13,8 +13,8 @@ import (
 	"github.com/cucumber/godog"
 
 	"github.com/loomcheck/loomcheck/harness/contract"
-	"github.com/loomcheck/loomcheck/harness/report"
 	"github.com/loomcheck/loomcheck/harness/sut"
+	"github.com/loomcheck/loomcheck/harness/sutclient"
 	"github.com/loomcheck/loomcheck/harness/world"
 	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
@@ -120,27 +120,15 @@ func (sc *Scenario) Logs(n int) string {
 	return tail(sc.s.drv.Logs(), n)
 }
 
-// Observed is what a scenario's client saw: the exchanges kept for the report, how many exchanges
-// and events it validated against the contract, how many violations, and each violation with
-// the exchange that showed it.
-type Observed struct {
-	Exchanges  []report.Exchange
-	Validated  int
-	Events     int
-	Violations int
-	Seen       []SeenViolation
-}
+// Observed is what a scenario's client saw (sutclient.Observed).
+type Observed = sutclient.Observed
 
 // Observed is what the scenario's client saw so far; ok is false when it never had a client.
 func (sc *Scenario) Observed() (o Observed, ok bool) {
-	c := sc.s.cl
-	if c == nil {
+	if sc.s.cl == nil {
 		return Observed{}, false
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return Observed{Exchanges: append([]report.Exchange(nil), c.exchanges...), Validated: c.validated, Events: c.events,
-		Violations: len(c.violations), Seen: append([]SeenViolation(nil), c.seen...)}, true
+	return sc.s.cl.Observed(), true
 }
 
 // ErrNoDiscovery is a system that started but did not answer GET /.well-known/loom with its
@@ -167,7 +155,7 @@ func Discover(ctx context.Context, run *Run) (*Discovery, error) {
 	if err := s.sut(); err != nil {
 		return nil, err
 	}
-	resp, err := s.cl.do(ctx, "", http.MethodGet, "/.well-known/loom", nil, reqOpts{})
+	resp, err := s.cl.Do(ctx, "", http.MethodGet, "/.well-known/loom", nil, reqOpts{})
 	var f *Failure
 	if err != nil && !(errors.As(err, &f) && resp != nil) {
 		// No answer at all: the run cannot be made. An answer that breaks the contract is
@@ -189,8 +177,8 @@ func Discover(ctx context.Context, run *Run) (*Discovery, error) {
 			Version string `json:"version"`
 		} `json:"implementation"`
 	}
-	if resp.status != http.StatusOK || json.Unmarshal(resp.body, &d) != nil {
-		return nil, fmt.Errorf("%w: it answered %d: %s", ErrNoDiscovery, resp.status, clip(string(resp.body), 200))
+	if resp.Status != http.StatusOK || json.Unmarshal(resp.Body, &d) != nil {
+		return nil, fmt.Errorf("%w: it answered %d: %s", ErrNoDiscovery, resp.Status, clip(string(resp.Body), 200))
 	}
 	return &Discovery{Profiles: d.Profiles, RuntimeDoor: d.RuntimeDoor, Extensions: d.Extensions,
 		Implementation: strings.TrimSpace(d.Implementation.Name + " " + d.Implementation.Version)}, nil

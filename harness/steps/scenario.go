@@ -16,6 +16,7 @@ import (
 
 	"github.com/loomcheck/loomcheck/harness/contract"
 	"github.com/loomcheck/loomcheck/harness/oracle"
+	"github.com/loomcheck/loomcheck/harness/sutclient"
 	"github.com/loomcheck/loomcheck/harness/world"
 	"github.com/loomcheck/loomcheck/spec/sutconfig"
 )
@@ -162,7 +163,9 @@ func (s *scenario) setup() error {
 	s.contract = s.run.Contract
 	s.transport = &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 10 * time.Second}
 	s.streamTr = &http.Transport{DisableKeepAlives: true}
-	s.cl = &client{s: s, hc: &http.Client{Timeout: 30 * time.Second, Transport: s.transport}}
+	s.cl = sutclient.New(sutclient.Config{URL: s.sutURL, Token: s.token, Contract: s.contract, Context: s.ctx,
+		HTTP: &http.Client{Timeout: 30 * time.Second, Transport: s.transport}, StreamTransport: s.streamTr,
+		JudgesContract: s.judgesContract, AsyncFailure: s.asyncFailure, Opened: s.addStream})
 	if s.run.RemoteCfg != nil {
 		s.run.mu.Lock()
 		s.run.scenarios++
@@ -278,7 +281,7 @@ func (s *scenario) teardown() {
 		_ = c.Close()
 	}
 	for _, st := range streams {
-		st.close()
+		st.Close()
 	}
 	if s.drv != nil && s.started {
 		_ = s.drv.Stop()

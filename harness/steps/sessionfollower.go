@@ -160,7 +160,7 @@ func (f *follower) connect(ctx context.Context) (conn, error) {
 			return nil, err
 		}
 		if a == nil {
-			return nil, &refusedErr{status: r.status, body: r.body}
+			return nil, &refusedErr{status: r.Status, body: r.Body}
 		}
 		o.ticket = a.Ticket
 	} else if from > 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/loomcheck/loomcheck/harness/resume"
+	"github.com/loomcheck/loomcheck/harness/sutclient"
 )
 
 // The kit's client of the session stream (spec/stream.md, spec/http.md "The session stream"):
@@ -97,16 +98,16 @@ func (s *scenario) openSession(ctx context.Context, who, id string, from int64, 
 	if device != "" {
 		body["device"] = device
 	}
-	r, err := s.cl.do(ctx, who, http.MethodPost, streamOpenPath(id), body, reqOpts{})
-	if err != nil || r.status != http.StatusOK {
+	r, err := s.cl.Do(ctx, who, http.MethodPost, streamOpenPath(id), body, reqOpts{})
+	if err != nil || r.Status != http.StatusOK {
 		return r, nil, err
 	}
 	var a openAnswer
-	if err := r.json(&a); err != nil {
+	if err := r.JSON(&a); err != nil {
 		return r, nil, err
 	}
 	if a.Ticket == "" || a.Session != id || a.From != from || a.ExpiresIn <= 0 || a.ExpiresIn > 15 || a.Floor < 1 || a.Head < a.Floor-1 {
-		return r, nil, fail(r.op, clip(string(r.body), 300), "200 {ticket, expiresIn (at most 15), session, from, head, floor} with floor >= 1 and head >= floor-1")
+		return r, nil, fail(r.Op, clip(string(r.Body), 300), "200 {ticket, expiresIn (at most 15), session, from, head, floor} with floor >= 1 and head >= floor-1")
 	}
 	return r, &a, nil
 }
@@ -206,7 +207,7 @@ func (s *scenario) dialSession(ctx context.Context, who, id string, o dialOpts) 
 	go func() {
 		defer close(sc.done)
 		defer resp.Body.Close()
-		sc.err = readSSE(resp.Body, func(ev sseEvent) bool {
+		sc.err = sutclient.ReadSSE(resp.Body, func(ev sseEvent) bool {
 			select {
 			case sc.events <- ev:
 				return true

@@ -107,9 +107,9 @@ func (s *sharedSteps) changesParticipant(who, op, other string) error {
 	}
 	wire := map[string]string{"adds": "add", "removes": "remove"}[op]
 	body := map[string]any{"op": wire, "identity": ident}
-	r, err := s.cl.do(s.ctx, who, http.MethodPost, p+"/participants", body, reqOpts{})
+	r, err := s.cl.Do(s.ctx, who, http.MethodPost, p+"/participants", body, reqOpts{})
 	s.last = r
-	if err == nil && r.status == http.StatusOK {
+	if err == nil && r.Status == http.StatusOK {
 		s.partChanges = append(s.partChanges, partChange{Op: wire, Identity: ident, By: identityJSON(who)})
 	}
 	return err
@@ -124,7 +124,7 @@ func (s *sharedSteps) changesParticipantsWith(who, raw string) error {
 	if !json.Valid([]byte(raw)) {
 		return harnessErr("%s is not JSON", raw)
 	}
-	r, err := s.cl.do(s.ctx, who, http.MethodPost, p+"/participants", nil, reqOpts{rawBody: []byte(raw), offSpec: true})
+	r, err := s.cl.Do(s.ctx, who, http.MethodPost, p+"/participants", nil, reqOpts{RawBody: []byte(raw), OffSpec: true})
 	s.last = r
 	return err
 }
@@ -135,18 +135,18 @@ func (s *sharedSteps) hasParticipants(n int) error {
 	if err != nil {
 		return err
 	}
-	r, err := s.cl.do(s.ctx, c.owner, http.MethodGet, p+"/participants", nil, reqOpts{})
+	r, err := s.cl.Do(s.ctx, c.owner, http.MethodGet, p+"/participants", nil, reqOpts{})
 	if err != nil {
 		return err
 	}
 	var pl struct {
 		Participants []map[string]string `json:"participants"`
 	}
-	if err := r.json(&pl); err != nil {
+	if err := r.JSON(&pl); err != nil {
 		return err
 	}
 	if len(pl.Participants) != n {
-		return fail(r.op, fmt.Sprintf("%d participants", len(pl.Participants)), fmt.Sprintf("%d, the owner included", n))
+		return fail(r.Op, fmt.Sprintf("%d participants", len(pl.Participants)), fmt.Sprintf("%d, the owner included", n))
 	}
 	return nil
 }
@@ -169,12 +169,12 @@ func (s *sharedSteps) canRead(who string) error {
 	if err != nil {
 		return err
 	}
-	r, err := s.cl.do(s.ctx, who, http.MethodGet, p, nil, reqOpts{})
+	r, err := s.cl.Do(s.ctx, who, http.MethodGet, p, nil, reqOpts{})
 	if err != nil {
 		return err
 	}
-	if r.status != http.StatusOK {
-		return fail(r.op+" as "+who, fmt.Sprint(r.status), "200: a participant reads the conversation")
+	if r.Status != http.StatusOK {
+		return fail(r.Op+" as "+who, fmt.Sprint(r.Status), "200: a participant reads the conversation")
 	}
 	return nil
 }
@@ -185,18 +185,18 @@ func (s *sharedSteps) participantsAre(list string) error {
 	if err != nil {
 		return err
 	}
-	r, err := s.cl.do(s.ctx, c.owner, http.MethodGet, p+"/participants", nil, reqOpts{})
+	r, err := s.cl.Do(s.ctx, c.owner, http.MethodGet, p+"/participants", nil, reqOpts{})
 	if err != nil {
 		return err
 	}
-	if r.status != http.StatusOK {
-		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "200 and the participants")
+	if r.Status != http.StatusOK {
+		return fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), "200 and the participants")
 	}
 	var pl struct {
 		Participants []map[string]string `json:"participants"`
 		Changes      []partChange        `json:"changes"`
 	}
-	if err := r.json(&pl); err != nil {
+	if err := r.JSON(&pl); err != nil {
 		return err
 	}
 	var got, want []string
@@ -212,7 +212,7 @@ func (s *sharedSteps) participantsAre(list string) error {
 	slices.Sort(got)
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
-		return fail(r.op, fmt.Sprintf("participants %v", got), fmt.Sprintf("%v", want))
+		return fail(r.Op, fmt.Sprintf("participants %v", got), fmt.Sprintf("%v", want))
 	}
 	// A system may or may not record the participants a conversation started with (as adds by
 	// the owner, first); after them come exactly the changes this scenario made.
@@ -223,7 +223,7 @@ func (s *sharedSteps) participantsAre(list string) error {
 	}
 	gotC, wantC := changesText(changes), changesText(s.partChanges)
 	if !slices.Equal(gotC, wantC) {
-		return fail(r.op, fmt.Sprintf("changes %v", changesText(pl.Changes)), fmt.Sprintf("the changes made, each with who made it: %v", wantC))
+		return fail(r.Op, fmt.Sprintf("changes %v", changesText(pl.Changes)), fmt.Sprintf("the changes made, each with who made it: %v", wantC))
 	}
 	return nil
 }
@@ -315,13 +315,13 @@ func (s *sharedSteps) plantTurn(who string, msg, turn int64, messageID, text, to
 	id := oracle.TurnExecutionID(decodeKey(s.cfg.Signing.Key), c.id, msg)
 	input := map[string]any{"v": 1, "conversationId": c.id, "ord": msg, "turn": turn, "asker": identityJSON(who),
 		"messageId": messageID, "text": text, "messages": []map[string]string{{"role": "user", "content": told}}}
-	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{})
+	r, err := s.cl.Do(s.ctx, who, http.MethodPost, "/runtime/executions", map[string]any{"id": id, "flow": "conversation.turn", "input": input}, reqOpts{})
 	s.last = r
 	if err != nil {
 		return err
 	}
-	if r.status != http.StatusCreated {
-		return &HarnessError{Err: fmt.Errorf("%w: the system lets nobody start a turn execution through the runtime door (%d)", ErrNotApplicable, r.status)}
+	if r.Status != http.StatusCreated {
+		return &HarnessError{Err: fmt.Errorf("%w: the system lets nobody start a turn execution through the runtime door (%d)", ErrNotApplicable, r.Status)}
 	}
 	return nil
 }

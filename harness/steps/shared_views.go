@@ -86,7 +86,7 @@ func (s *sharedSteps) streamShowsPlaceholder(viewer string, turn int64) error {
 	}
 	ctx, cancel := s.wait()
 	defer cancel()
-	evs, err := st.waitFor(ctx, fmt.Sprintf("the reply to turn %d", turn), func(evs []sseEvent, _ bool) bool {
+	evs, err := st.WaitFor(ctx, fmt.Sprintf("the reply to turn %d", turn), func(evs []sseEvent, _ bool) bool {
 		for _, ev := range messageEvents(evs) {
 			var e entry
 			if json.Unmarshal([]byte(ev.Data), &e) == nil && e.Role == "assistant" && e.Turn == turn {
@@ -100,7 +100,7 @@ func (s *sharedSteps) streamShowsPlaceholder(viewer string, turn int64) error {
 	}
 	for _, ev := range evs {
 		if ev.Event == "delta" || ev.Event == "partial" {
-			return fail(st.op, "live text of another asker's turn", "nothing but the placeholder")
+			return fail(st.Op, "live text of another asker's turn", "nothing but the placeholder")
 		}
 		var e entry
 		if ev.Event == "message" && json.Unmarshal([]byte(ev.Data), &e) == nil && e.Role == "assistant" && e.Turn == turn {
@@ -108,11 +108,11 @@ func (s *sharedSteps) streamShowsPlaceholder(viewer string, turn int64) error {
 			_ = json.Unmarshal([]byte(ev.Data), &m)
 			for k := range m {
 				if !slices.Contains([]string{"turn", "role", "status", "cursor", "ord", "time", "asker"}, k) {
-					return fail(st.op, ev.Data, "a restricted placeholder holding only turn, role, status, cursor, ord, time and asker")
+					return fail(st.Op, ev.Data, "a restricted placeholder holding only turn, role, status, cursor, ord, time and asker")
 				}
 			}
 			if e.Status != "restricted" || e.Text != nil || len(e.Classes) > 0 || e.TurnExecutionID != "" {
-				return fail(st.op, ev.Data, "a restricted placeholder")
+				return fail(st.Op, ev.Data, "a restricted placeholder")
 			}
 		}
 	}
@@ -126,8 +126,8 @@ func (s *sharedSteps) reconnectsFromFirst(who string) error {
 		return harnessErr("no first record")
 	}
 	st, err := s.openNamed(who, "", who+"/resumed", map[string]string{"Last-Event-ID": es[0].Cursor}, "")
-	if err == nil && st.status != http.StatusOK {
-		return fail(st.op, fmt.Sprint(st.status), "200")
+	if err == nil && st.Status != http.StatusOK {
+		return fail(st.Op, fmt.Sprint(st.Status), "200")
 	}
 	return err
 }

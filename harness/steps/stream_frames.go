@@ -121,7 +121,7 @@ func (s *streamSteps) fillLog(who string, n int) error {
 			defer wg.Done()
 			var prev int64
 			for i := range lines {
-				r, err := s.cl.do(ctx, who, http.MethodPost, path, map[string]any{"line": "line " + strconv.Itoa(i)}, reqOpts{quiet: true})
+				r, err := s.cl.Do(ctx, who, http.MethodPost, path, map[string]any{"line": "line " + strconv.Itoa(i)}, reqOpts{Quiet: true})
 				if err != nil {
 					errs <- err
 					cancel()
@@ -131,8 +131,8 @@ func (s *streamSteps) fillLog(who string, n int) error {
 					Logged bool  `json:"logged"`
 					Cur    int64 `json:"cur"`
 				}
-				if r.status != http.StatusAccepted || r.json(&a) != nil || !a.Logged || a.Cur <= prev {
-					errs <- fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)),
+				if r.Status != http.StatusAccepted || r.JSON(&a) != nil || !a.Logged || a.Cur <= prev {
+					errs <- fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)),
 						fmt.Sprintf("202 {logged: true, cur} with cur past %d, the cursor of this sender's line before (line %d)", prev, i))
 					cancel()
 					return

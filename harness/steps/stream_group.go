@@ -53,7 +53,7 @@ func (s *groupSteps) posts(who, route, outside, body string) error {
 	}
 	ctx, cancel := s.wait()
 	defer cancel()
-	r, err := s.cl.do(ctx, who, http.MethodPost, sessionRoutePath(c.id, route), nil, reqOpts{rawBody: []byte(body), offSpec: outside != ""})
+	r, err := s.cl.Do(ctx, who, http.MethodPost, sessionRoutePath(c.id, route), nil, reqOpts{RawBody: []byte(body), OffSpec: outside != ""})
 	if err != nil {
 		return err
 	}
@@ -104,9 +104,9 @@ func (s *groupSteps) answersExactly(status int, body string) error {
 	if !ok {
 		return harnessErr("the expected body is not JSON: %s", body)
 	}
-	got, _ := groupJSON(s.last.body)
-	if s.last.status != status || got != want {
-		return fail(s.last.op, fmt.Sprintf("%d %s", s.last.status, clip(string(s.last.body), 300)), fmt.Sprintf("%d %s", status, want))
+	got, _ := groupJSON(s.last.Body)
+	if s.last.Status != status || got != want {
+		return fail(s.last.Op, fmt.Sprintf("%d %s", s.last.Status, clip(string(s.last.Body), 300)), fmt.Sprintf("%d %s", status, want))
 	}
 	return nil
 }

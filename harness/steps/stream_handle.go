@@ -26,12 +26,12 @@ func (s *streamSteps) openRefusedAsMissing(who string) error {
 	if err != nil {
 		return err
 	}
-	if missing.status != http.StatusNotFound {
-		return fail(missing.op, fmt.Sprintf("%d %s", missing.status, clip(string(missing.body), 200)), "404 for a session nothing holds")
+	if missing.Status != http.StatusNotFound {
+		return fail(missing.Op, fmt.Sprintf("%d %s", missing.Status, clip(string(missing.Body), 200)), "404 for a session nothing holds")
 	}
-	if got.status != missing.status || !bytes.Equal(got.body, missing.body) {
-		return fail(got.op, fmt.Sprintf("%d %s", got.status, clip(string(got.body), 200)),
-			fmt.Sprintf("exactly the missing session's answer: %d %s", missing.status, clip(string(missing.body), 200)))
+	if got.Status != missing.Status || !bytes.Equal(got.Body, missing.Body) {
+		return fail(got.Op, fmt.Sprintf("%d %s", got.Status, clip(string(got.Body), 200)),
+			fmt.Sprintf("exactly the missing session's answer: %d %s", missing.Status, clip(string(missing.Body), 200)))
 	}
 	return nil
 }
@@ -48,11 +48,11 @@ func (s *streamSteps) presentsRefusedAsMissing(who, transport string) error {
 	if err != nil {
 		return err
 	}
-	if missing.status != http.StatusNotFound {
-		return fail(missing.op, fmt.Sprintf("%d %s", missing.status, clip(string(missing.body), 200)), "404 for a session nothing holds")
+	if missing.Status != http.StatusNotFound {
+		return fail(missing.Op, fmt.Sprintf("%d %s", missing.Status, clip(string(missing.Body), 200)), "404 for a session nothing holds")
 	}
 	op := "GET /sessions/{id}/stream (" + transport + ") with the ticket"
-	want := fmt.Sprintf("exactly the missing session's answer: %d %s", missing.status, clip(string(missing.body), 200))
+	want := fmt.Sprintf("exactly the missing session's answer: %d %s", missing.Status, clip(string(missing.Body), 200))
 	c, err := s.present(who, tk, transport, "", "")
 	if err == nil {
 		c.close()
@@ -62,7 +62,7 @@ func (s *streamSteps) presentsRefusedAsMissing(who, transport string) error {
 	if !errors.As(err, &r) {
 		return err
 	}
-	if r.status != missing.status || !bytes.Equal(bytes.TrimSpace(r.body), bytes.TrimSpace(missing.body)) {
+	if r.status != missing.Status || !bytes.Equal(bytes.TrimSpace(r.body), bytes.TrimSpace(missing.Body)) {
 		return fail(op, r.Error(), want)
 	}
 	return nil

@@ -28,7 +28,7 @@ func (s *streamLimitsSteps) asksToOpen(who, name string) error {
 	}
 	ctx, cancel := s.wait()
 	defer cancel()
-	r, err := s.cl.do(ctx, who, http.MethodPost, streamOpenPath(c.id), map[string]any{"from": 0}, reqOpts{})
+	r, err := s.cl.Do(ctx, who, http.MethodPost, streamOpenPath(c.id), map[string]any{"from": 0}, reqOpts{})
 	if err != nil {
 		return err
 	}
@@ -53,7 +53,7 @@ func (s *streamLimitsSteps) opensOnceReleased(who, name string) error {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		r, err := s.cl.do(ctx, who, http.MethodPost, streamOpenPath(c.id), map[string]any{"from": 0}, reqOpts{})
+		r, err := s.cl.Do(ctx, who, http.MethodPost, streamOpenPath(c.id), map[string]any{"from": 0}, reqOpts{})
 		if err != nil {
 			return err
 		}
@@ -61,15 +61,15 @@ func (s *streamLimitsSteps) opensOnceReleased(who, name string) error {
 		var body struct {
 			Reason string `json:"reason"`
 		}
-		if r.status != http.StatusTooManyRequests || json.Unmarshal(r.body, &body) != nil || body.Reason != "resident" {
-			if r.status != http.StatusOK {
-				return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "200 with a ticket")
+		if r.Status != http.StatusTooManyRequests || json.Unmarshal(r.Body, &body) != nil || body.Reason != "resident" {
+			if r.Status != http.StatusOK {
+				return fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), "200 with a ticket")
 			}
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fail(r.op, fmt.Sprintf("%d %s until the step's deadline", r.status, clip(string(r.body), 200)), "200 once the stopped reader no longer holds its session")
+			return fail(r.Op, fmt.Sprintf("%d %s until the step's deadline", r.Status, clip(string(r.Body), 200)), "200 once the stopped reader no longer holds its session")
 		case <-tick.C:
 		}
 	}
@@ -101,7 +101,7 @@ func (s *streamLimitsSteps) typesEach(who, readerWho, transport string, t *godog
 		if err != nil {
 			return harnessErr("encode: %v", err)
 		}
-		r, err := s.cl.do(ctx, who, http.MethodPost, sessionRoutePath(c.id, "terminal"), nil, reqOpts{rawBody: body})
+		r, err := s.cl.Do(ctx, who, http.MethodPost, sessionRoutePath(c.id, "terminal"), nil, reqOpts{RawBody: body})
 		if err != nil {
 			return err
 		}
@@ -110,8 +110,8 @@ func (s *streamLimitsSteps) typesEach(who, readerWho, transport string, t *godog
 			Logged bool  `json:"logged"`
 			Cur    int64 `json:"cur"`
 		}
-		if r.status != http.StatusAccepted || r.json(&a) != nil || !a.Logged || a.Cur <= head {
-			return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), fmt.Sprintf("202 {logged: true, cur} with cur above %d for the line %q", head, line))
+		if r.Status != http.StatusAccepted || r.JSON(&a) != nil || !a.Logged || a.Cur <= head {
+			return fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), fmt.Sprintf("202 {logged: true, cur} with cur above %d for the line %q", head, line))
 		}
 		head = a.Cur
 		d, _ := json.Marshal(map[string]string{"command": command, "via": "terminal"})

@@ -30,7 +30,7 @@ func (s *steerSteps) post(who, suffix string, body any, o reqOpts) error {
 	if err != nil {
 		return err
 	}
-	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/sessions/"+url.PathEscape(c.id)+suffix, body, o)
+	r, err := s.cl.Do(s.ctx, who, http.MethodPost, "/sessions/"+url.PathEscape(c.id)+suffix, body, o)
 	if err != nil {
 		return err
 	}
@@ -52,12 +52,12 @@ func (s *steerSteps) steersBody(who, raw string) error {
 	if !json.Valid([]byte(raw)) {
 		return harnessErr("the body %s is not JSON", raw)
 	}
-	return s.post(who, "/messages", nil, reqOpts{rawBody: []byte(raw), offSpec: true})
+	return s.post(who, "/messages", nil, reqOpts{RawBody: []byte(raw), OffSpec: true})
 }
 
 // edits asks to edit message id to text (retry: re-ask it as it was) as who, under key.
 func (s *steerSteps) edits(who, verb, id, text, key string) error {
-	o := reqOpts{headers: map[string]string{"Idempotency-Key": key}}
+	o := reqOpts{Headers: map[string]string{"Idempotency-Key": key}}
 	if verb == "retries" {
 		return s.post(who, "/messages/"+url.PathEscape(id)+"/retry", nil, o)
 	}
@@ -80,12 +80,12 @@ func (s *steerSteps) takeBackRefusedAsMissing(who, id string) error {
 		return err
 	}
 	got := s.last
-	if missing.status != http.StatusNotFound {
-		return fail(missing.op, fmt.Sprintf("%d %s", missing.status, clip(string(missing.body), 200)), "404 for a message never sent")
+	if missing.Status != http.StatusNotFound {
+		return fail(missing.Op, fmt.Sprintf("%d %s", missing.Status, clip(string(missing.Body), 200)), "404 for a message never sent")
 	}
-	if got.status != missing.status || !bytes.Equal(got.body, missing.body) {
-		return fail(got.op, fmt.Sprintf("%d %s", got.status, clip(string(got.body), 200)),
-			fmt.Sprintf("exactly a never-sent message's answer: %d %s", missing.status, clip(string(missing.body), 200)))
+	if got.Status != missing.Status || !bytes.Equal(got.Body, missing.Body) {
+		return fail(got.Op, fmt.Sprintf("%d %s", got.Status, clip(string(got.Body), 200)),
+			fmt.Sprintf("exactly a never-sent message's answer: %d %s", missing.Status, clip(string(missing.Body), 200)))
 	}
 	return nil
 }
@@ -105,9 +105,9 @@ func (s *steerSteps) answers(status int, body string) error {
 		return harnessErr("the expected body %s is not JSON: %v", body, err)
 	}
 	var got any
-	gerr := json.Unmarshal(s.last.body, &got)
-	if s.last.status != status || gerr != nil || !reflect.DeepEqual(got, want) {
-		return fail(s.last.op, fmt.Sprintf("%d %s", s.last.status, clip(string(s.last.body), 300)), fmt.Sprintf("exactly %d %s", status, canonical(want)))
+	gerr := json.Unmarshal(s.last.Body, &got)
+	if s.last.Status != status || gerr != nil || !reflect.DeepEqual(got, want) {
+		return fail(s.last.Op, fmt.Sprintf("%d %s", s.last.Status, clip(string(s.last.Body), 300)), fmt.Sprintf("exactly %d %s", status, canonical(want)))
 	}
 	return nil
 }

@@ -13,9 +13,9 @@ import (
 // branches asks to branch the current session at message id as who, with the key unless
 // without is said.
 func (s *steerSteps) branches(who, id, key, without string) error {
-	o := reqOpts{offSpec: without != ""} // the contract requires the key: none is sent on purpose
+	o := reqOpts{OffSpec: without != ""} // the contract requires the key: none is sent on purpose
 	if without == "" {
-		o.headers = map[string]string{"Idempotency-Key": key}
+		o.Headers = map[string]string{"Idempotency-Key": key}
 	}
 	return s.post(who, "/messages/"+url.PathEscape(id)+"/branch", nil, o)
 }
@@ -32,17 +32,17 @@ func (s *steerSteps) branchAnswered(who, id string) error {
 		return err
 	}
 	var got map[string]any
-	_ = json.Unmarshal(s.last.body, &got)
+	_ = json.Unmarshal(s.last.Body, &got)
 	sess, _ := got["session"].(string)
 	want := fmt.Sprintf(`201 {"from": %q, "message": %q, "session": <a conversation id other than %q>}`, c.id, id, c.id)
-	if s.last.status != http.StatusCreated || len(got) != 3 || got["from"] != c.id || got["message"] != id || sess == "" || sess == c.id {
-		return fail(s.last.op, fmt.Sprintf("%d %s", s.last.status, clip(string(s.last.body), 300)), want)
+	if s.last.Status != http.StatusCreated || len(got) != 3 || got["from"] != c.id || got["message"] != id || sess == "" || sess == c.id {
+		return fail(s.last.Op, fmt.Sprintf("%d %s", s.last.Status, clip(string(s.last.Body), 300)), want)
 	}
 	if _, ok := s.convs["the original"]; !ok {
 		s.convs["the original"] = c
 	}
 	s.convs["the branch"] = &conv{name: "the branch", id: sess, owner: who}
-	s.saved["first branch answer"] = strconv.Itoa(s.last.status) + " " + string(s.last.body)
+	s.saved["first branch answer"] = strconv.Itoa(s.last.Status) + " " + string(s.last.Body)
 	return nil
 }
 
@@ -55,9 +55,9 @@ func (s *steerSteps) sameAsFirstBranch() error {
 	code, body, _ := strings.Cut(first, " ")
 	var want, got any
 	_ = json.Unmarshal([]byte(body), &want)
-	gerr := json.Unmarshal(s.last.body, &got)
-	if strconv.Itoa(s.last.status) != code || gerr != nil || !reflect.DeepEqual(got, want) {
-		return fail(s.last.op, fmt.Sprintf("%d %s", s.last.status, clip(string(s.last.body), 300)), first)
+	gerr := json.Unmarshal(s.last.Body, &got)
+	if strconv.Itoa(s.last.Status) != code || gerr != nil || !reflect.DeepEqual(got, want) {
+		return fail(s.last.Op, fmt.Sprintf("%d %s", s.last.Status, clip(string(s.last.Body), 300)), first)
 	}
 	return nil
 }

@@ -98,18 +98,18 @@ func flipByte(path string, off int64) (bool, error) {
 // damagedRefusal reports whether r is the typed refusal of a request whose stored data is
 // damaged. Such a refusal names its incident (errorId), which the error hook must have got too.
 func (s *scenario) damagedRefusal(r *response) (bool, error) {
-	if r.status != http.StatusInternalServerError {
+	if r.Status != http.StatusInternalServerError {
 		return false, nil
 	}
 	var e struct {
 		Error   string `json:"error"`
 		ErrorID string `json:"errorId"`
 	}
-	if json.Unmarshal(r.body, &e) != nil || e.Error != storageDamaged {
+	if json.Unmarshal(r.Body, &e) != nil || e.Error != storageDamaged {
 		return false, nil
 	}
 	if e.ErrorID == "" {
-		return false, fail(r.op, clip(string(r.body), 200), fmt.Sprintf(`500 {"error":%q,"errorId":"..."}`, storageDamaged))
+		return false, fail(r.Op, clip(string(r.Body), 200), fmt.Sprintf(`500 {"error":%q,"errorId":"..."}`, storageDamaged))
 	}
 	ctx, cancel := s.wait()
 	defer cancel()
@@ -124,7 +124,7 @@ func (s *scenario) damagedRefusal(r *response) (bool, error) {
 		select {
 		case <-ctx.Done():
 			return false, fail("the error hook", fmt.Sprintf("%d reports, none with errorId %s", len(s.world.ErrorHook().Errors()), e.ErrorID),
-				"a report of the "+storageDamaged+" refusal "+r.op+" answered")
+				"a report of the "+storageDamaged+" refusal "+r.Op+" answered")
 		case <-tick.C:
 		}
 	}
@@ -159,7 +159,7 @@ func (s *durabilitySteps) sentinelAfterRepeats(m ackedMsg) error {
 		return err
 	}
 	text := "a new message after the repeats"
-	r, err := s.cl.do(s.ctx, m.who, http.MethodPost, base+"/turns", map[string]any{"text": text, "messageId": s.nextMessageID()}, reqOpts{})
+	r, err := s.cl.Do(s.ctx, m.who, http.MethodPost, base+"/turns", map[string]any{"text": text, "messageId": s.nextMessageID()}, reqOpts{})
 	if err != nil {
 		return err
 	}
@@ -171,8 +171,8 @@ func (s *durabilitySteps) sentinelAfterRepeats(m ackedMsg) error {
 		// a repeat included, yet the kit has no sentinel to prove it.
 		return &HarnessError{Err: fmt.Errorf("%w: the conversation refused a new message as damaged, so nothing orders a repeat's turn before an observation", ErrNotApplicable)}
 	}
-	if r.status != http.StatusAccepted {
-		return fail(r.op+" (a new message after the repeats)", fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "202")
+	if r.Status != http.StatusAccepted {
+		return fail(r.Op+" (a new message after the repeats)", fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), "202")
 	}
 	pastEs, err := decodeEntries(past)
 	if err != nil {

@@ -248,12 +248,12 @@ func (s *scenario) putInbox(who string, payload json.RawMessage) (*response, err
 		return nil, err
 	}
 	body := map[string]any{"messageId": s.nextMessageID(), "payload": jsonRaw(payload)}
-	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/runtime/executions/"+url.PathEscape(c.id)+"/messages", body, reqOpts{})
+	r, err := s.cl.Do(s.ctx, who, http.MethodPost, "/runtime/executions/"+url.PathEscape(c.id)+"/messages", body, reqOpts{})
 	s.last = r
 	if err != nil {
 		return r, err
 	}
-	if r.status == http.StatusNotFound && !s.run.Door {
+	if r.Status == http.StatusNotFound && !s.run.Door {
 		return r, &HarnessError{Err: fmt.Errorf("%w: the system has no runtime door", ErrNotApplicable)}
 	}
 	return r, nil
@@ -264,8 +264,8 @@ func (s *scenario) mustPut(who string, payload json.RawMessage) error {
 	if err != nil {
 		return err
 	}
-	if r.status != http.StatusAccepted {
-		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "202")
+	if r.Status != http.StatusAccepted {
+		return fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), "202")
 	}
 	return nil
 }
@@ -293,11 +293,11 @@ func (s *scenario) rawLog(who string) ([]json.RawMessage, *response, error) {
 		if cursor != "" {
 			q += "&cursor=" + url.QueryEscape(cursor)
 		}
-		r, err := s.cl.do(s.ctx, who, http.MethodGet, "/runtime/executions/"+url.PathEscape(c.id)+"/log"+q, nil, reqOpts{})
+		r, err := s.cl.Do(s.ctx, who, http.MethodGet, "/runtime/executions/"+url.PathEscape(c.id)+"/log"+q, nil, reqOpts{})
 		if err != nil {
 			return nil, r, err
 		}
-		if r.status != http.StatusOK {
+		if r.Status != http.StatusOK {
 			return nil, r, nil
 		}
 		var p struct {
@@ -307,7 +307,7 @@ func (s *scenario) rawLog(who string) ([]json.RawMessage, *response, error) {
 			NextCursor string `json:"nextCursor"`
 			Done       bool   `json:"done"`
 		}
-		if err := r.json(&p); err != nil {
+		if err := r.JSON(&p); err != nil {
 			return nil, r, err
 		}
 		for _, e := range p.Events {
@@ -346,8 +346,8 @@ func (s *scenario) captureEnvelope(who, text string) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r != nil && r.status != http.StatusOK {
-		return nil, fail(r.op, fmt.Sprint(r.status), "200 and the owner's log")
+	if r != nil && r.Status != http.StatusOK {
+		return nil, fail(r.Op, fmt.Sprint(r.Status), "200 and the owner's log")
 	}
 	for _, d := range events {
 		var v any
@@ -407,11 +407,11 @@ func (s *scenario) nowhere(who, secret string) error {
 		return nil
 	}
 	for _, path := range []string{"/conversations/" + url.PathEscape(c.id), "/conversations/" + url.PathEscape(c.id) + "/history?limit=500"} {
-		r, err := s.cl.do(s.ctx, who, http.MethodGet, path, nil, reqOpts{})
+		r, err := s.cl.Do(s.ctx, who, http.MethodGet, path, nil, reqOpts{})
 		if err != nil {
 			return err
 		}
-		if err := check("GET "+path, r.body); err != nil {
+		if err := check("GET "+path, r.Body); err != nil {
 			return err
 		}
 	}
@@ -424,14 +424,14 @@ func (s *scenario) nowhere(who, secret string) error {
 			return err
 		}
 	}
-	st, err := s.cl.openStream(s.ctx, who, "/conversations/"+url.PathEscape(c.id)+"/events", nil)
+	st, err := s.cl.OpenStream(s.ctx, who, "/conversations/"+url.PathEscape(c.id)+"/events", nil)
 	if err != nil {
 		return err
 	}
-	defer st.close()
+	defer st.Close()
 	ctx, cancel := s.wait()
 	defer cancel()
-	evs, err := st.waitFor(ctx, "the failed reply on the stream", func(evs []sseEvent, _ bool) bool {
+	evs, err := st.WaitFor(ctx, "the failed reply on the stream", func(evs []sseEvent, _ bool) bool {
 		for _, e := range evs {
 			if e.Event == "message" && strings.Contains(e.Data, `"failed"`) {
 				return true

@@ -43,15 +43,15 @@ func (s *scenario) hold(who string) (holding, error) {
 		if cursor != "" {
 			q += "&cursor=" + url.QueryEscape(cursor)
 		}
-		r, err := s.cl.do(s.ctx, who, http.MethodGet, p+"/history"+q, nil, reqOpts{})
+		r, err := s.cl.Do(s.ctx, who, http.MethodGet, p+"/history"+q, nil, reqOpts{})
 		if err != nil {
 			return holding{}, err
 		}
-		if r.status != http.StatusOK {
-			return holding{}, fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "200 and a page")
+		if r.Status != http.StatusOK {
+			return holding{}, fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), "200 and a page")
 		}
 		var pg page
-		if err := r.json(&pg); err != nil {
+		if err := r.JSON(&pg); err != nil {
 			return holding{}, err
 		}
 		for _, e := range pg.Entries {
@@ -68,14 +68,14 @@ func (s *scenario) hold(who string) (holding, error) {
 		path string
 		into *string
 	}{{p, &h.status}, {p + "/participants", &h.participants}} {
-		r, err := s.cl.do(s.ctx, who, http.MethodGet, read.path, nil, reqOpts{})
+		r, err := s.cl.Do(s.ctx, who, http.MethodGet, read.path, nil, reqOpts{})
 		if err != nil {
 			return holding{}, err
 		}
-		if r.status != http.StatusOK {
-			return holding{}, fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "200")
+		if r.Status != http.StatusOK {
+			return holding{}, fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), "200")
 		}
-		*read.into = string(r.body)
+		*read.into = string(r.Body)
 	}
 	return h, nil
 }

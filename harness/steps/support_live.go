@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	"github.com/cucumber/godog"
+
+	"github.com/loomcheck/loomcheck/harness/sutclient"
 )
 
 // liveAtMost reports whether got is want with each delta row's text cut to a beginning of it
@@ -36,7 +38,7 @@ func liveAtMost(got, want []eventRow) bool {
 
 // streamResponse turns a refused stream into a response for "the answer is ..." steps.
 func streamResponse(st *stream) *response {
-	return &response{op: st.op, status: st.status, header: st.header, body: st.body}
+	return &response{Op: st.Op, Status: st.Status, Header: st.Header, Body: st.Body}
 }
 
 // openNamed opens a stream of a conversation as who and files it under key.
@@ -45,12 +47,12 @@ func (s *scenario) openNamed(who, convName, key string, headers map[string]strin
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.cl.openStream(s.ctx, who, p+"/events"+query, headers)
+	st, err := s.cl.OpenStream(s.ctx, who, p+"/events"+query, headers)
 	if err != nil {
 		return st, err
 	}
 	s.mu.Lock()
-	if st.status == http.StatusOK {
+	if st.Status == http.StatusOK {
 		s.named[key] = st
 	}
 	s.areas.live.lastStream = st
@@ -84,7 +86,7 @@ func messageEvents(evs []sseEvent) []sseEvent {
 func (s *scenario) waitLive(st *stream, want string) error {
 	ctx, cancel := s.wait()
 	defer cancel()
-	_, err := st.waitFor(ctx, fmt.Sprintf("live text %q", want), func(evs []sseEvent, _ bool) bool {
+	_, err := st.WaitFor(ctx, fmt.Sprintf("live text %q", want), func(evs []sseEvent, _ bool) bool {
 		return strings.Contains(liveText(evs), want)
 	})
 	return err
@@ -130,7 +132,7 @@ func (s *liveSteps) readSlow() error {
 	}
 	defer resp.Body.Close()
 	s.slowEnd = ""
-	err = readSSE(resp.Body, func(ev sseEvent) bool {
+	err = sutclient.ReadSSE(resp.Body, func(ev sseEvent) bool {
 		s.slowEvents = append(s.slowEvents, ev)
 		if ev.Event == "message" && strings.Contains(ev.Data, `"assistant"`) {
 			s.slowEnd = "reply"
@@ -174,12 +176,12 @@ func (s *scenario) streamOf(who, name string) (*stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err = s.cl.openStream(s.ctx, who, "/conversations/"+url.PathEscape(c.id)+"/events", nil)
+	st, err = s.cl.OpenStream(s.ctx, who, "/conversations/"+url.PathEscape(c.id)+"/events", nil)
 	if err != nil {
 		return nil, err
 	}
-	if st.status != http.StatusOK {
-		return nil, fail(st.op, fmt.Sprintf("%d %s", st.status, clip(string(st.body), 200)), "200 and an event stream")
+	if st.Status != http.StatusOK {
+		return nil, fail(st.Op, fmt.Sprintf("%d %s", st.Status, clip(string(st.Body), 200)), "200 and an event stream")
 	}
 	s.mu.Lock()
 	s.named[key] = st
@@ -296,7 +298,7 @@ func (s *scenario) exactEvents(st *stream, t *godog.Table) error {
 	defer cancel()
 	want = coalesced(want)
 	n := len(want)
-	evs, err := st.waitFor(ctx, fmt.Sprintf("the events %s", rowsText(want)), func(evs []sseEvent, ended bool) bool {
+	evs, err := st.WaitFor(ctx, fmt.Sprintf("the events %s", rowsText(want)), func(evs []sseEvent, ended bool) bool {
 		rs := make([]eventRow, len(evs))
 		for i, e := range evs {
 			rs[i] = rowOf(e)
@@ -318,7 +320,7 @@ func (s *scenario) exactEvents(st *stream, t *godog.Table) error {
 	}
 	got = coalesced(got)
 	if !slices.Equal(got, want) {
-		return fail(st.op, rowsText(got), "exactly "+rowsText(want))
+		return fail(st.Op, rowsText(got), "exactly "+rowsText(want))
 	}
 	return nil
 }
@@ -375,7 +377,7 @@ func (s *scenario) eventsBefore(st *stream, t *godog.Table, turn int64, match fu
 	}
 	ctx, cancel := s.wait()
 	defer cancel()
-	evs, err := st.waitFor(ctx, fmt.Sprintf("the events %s, then the first event of turn %d", rowsText(want), turn),
+	evs, err := st.WaitFor(ctx, fmt.Sprintf("the events %s, then the first event of turn %d", rowsText(want), turn),
 		func(evs []sseEvent, _ bool) bool { return at(evs) >= 0 })
 	if err != nil {
 		return err
@@ -387,7 +389,7 @@ func (s *scenario) eventsBefore(st *stream, t *godog.Table, turn int64, match fu
 	}
 	got = coalesced(got)
 	if !match(got, want) {
-		return fail(st.op, rowsText(got)+fmt.Sprintf(" before the first event of turn %d", turn), "exactly "+rowsText(want))
+		return fail(st.Op, rowsText(got)+fmt.Sprintf(" before the first event of turn %d", turn), "exactly "+rowsText(want))
 	}
 	return nil
 }

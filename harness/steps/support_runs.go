@@ -17,14 +17,14 @@ func runPath(id, suffix string) string { return "/runs/" + url.PathEscape(id) + 
 // read reads the run as who.
 func (s *runsSteps) read(who string, quiet bool) (*response, runView, error) {
 	var v runView
-	r, err := s.cl.do(s.ctx, who, http.MethodGet, runPath(s.runID, ""), nil, reqOpts{quiet: quiet})
+	r, err := s.cl.Do(s.ctx, who, http.MethodGet, runPath(s.runID, ""), nil, reqOpts{Quiet: quiet})
 	if err != nil {
 		return r, v, err
 	}
-	if r.status != http.StatusOK {
-		return r, v, fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "200: the run")
+	if r.Status != http.StatusOK {
+		return r, v, fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), "200: the run")
 	}
-	return r, v, r.json(&v)
+	return r, v, r.JSON(&v)
 }
 
 func (s *runsSteps) endedRun() (*runView, error) {
@@ -119,20 +119,20 @@ func (s *runsSteps) interrupted(content string, n int) (*runView, error) {
 // answeredAsMissing asks route suffix of the run as who, and of a run that does not exist, and
 // expects the second to be a 404 and the first to equal it byte for byte.
 func (s *runsSteps) answeredAsMissing(who, method, suffix string, body any) error {
-	want, err := s.cl.do(s.ctx, who, method, runPath("run:missing-"+s.runID, suffix), body, reqOpts{})
+	want, err := s.cl.Do(s.ctx, who, method, runPath("run:missing-"+s.runID, suffix), body, reqOpts{})
 	if err != nil {
 		return err
 	}
-	got, err := s.cl.do(s.ctx, who, method, runPath(s.runID, suffix), body, reqOpts{})
+	got, err := s.cl.Do(s.ctx, who, method, runPath(s.runID, suffix), body, reqOpts{})
 	if err != nil {
 		return err
 	}
-	if want.status != http.StatusNotFound {
-		return fail(want.op, fmt.Sprintf("%d %s", want.status, clip(string(want.body), 200)), "404 for a run that does not exist")
+	if want.Status != http.StatusNotFound {
+		return fail(want.Op, fmt.Sprintf("%d %s", want.Status, clip(string(want.Body), 200)), "404 for a run that does not exist")
 	}
-	if got.status != want.status || !bytes.Equal(got.body, want.body) {
-		return fail(got.op+" as "+who, fmt.Sprintf("%d %s", got.status, clip(string(got.body), 200)),
-			fmt.Sprintf("what a missing run gets: %d %s", want.status, clip(string(want.body), 200)))
+	if got.Status != want.Status || !bytes.Equal(got.Body, want.Body) {
+		return fail(got.Op+" as "+who, fmt.Sprintf("%d %s", got.Status, clip(string(got.Body), 200)),
+			fmt.Sprintf("what a missing run gets: %d %s", want.Status, clip(string(want.Body), 200)))
 	}
 	return nil
 }

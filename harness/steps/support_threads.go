@@ -46,7 +46,7 @@ func (s *threadsSteps) postText(body any, raw []byte, auth string) (*response, e
 	}
 	// The kit sends malformed and unauthorized texts on purpose: the request is not checked
 	// against the contract, the answer is.
-	return s.request("", http.MethodPost, world.PathPeerTexts, body, reqOpts{offSpec: true, headers: h, rawBody: raw})
+	return s.request("", http.MethodPost, world.PathPeerTexts, body, reqOpts{OffSpec: true, Headers: h, RawBody: raw})
 }
 
 func (s *threadsSteps) lastAnswer() (*response, error) {
@@ -64,9 +64,9 @@ func (s *threadsSteps) exactly(status int, body any) error {
 	}
 	b, _ := json.Marshal(body)
 	want := fmt.Sprintf("%d %s", status, canonJSON(string(b)))
-	got := fmt.Sprintf("%d %s", r.status, canonJSON(string(r.body)))
+	got := fmt.Sprintf("%d %s", r.Status, canonJSON(string(r.Body)))
 	if got != want {
-		return fail(r.op, got, want)
+		return fail(r.Op, got, want)
 	}
 	return nil
 }
@@ -121,14 +121,14 @@ func (s *threadsSteps) createTask(who, alias, title, list, parent string) error 
 	var got struct {
 		ID string `json:"id"`
 	}
-	if r.status != http.StatusCreated {
-		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "201 with the task's id")
+	if r.Status != http.StatusCreated {
+		return fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), "201 with the task's id")
 	}
-	if err := r.json(&got); err != nil {
+	if err := r.JSON(&got); err != nil {
 		return err
 	}
 	if got.ID == "" {
-		return fail(r.op, string(r.body), "the task's id")
+		return fail(r.Op, string(r.Body), "the task's id")
 	}
 	s.bound["task "+alias] = got.ID
 	return nil
@@ -210,24 +210,24 @@ func (s *threadsSteps) acID(alias string) (string, error) {
 	p := s.pairs[alias]
 	var last *response
 	ok, err := s.poll(1, func() (bool, error) {
-		r, err := s.request("role:"+p.role, http.MethodGet, byThread(th), nil, reqOpts{quiet: true})
+		r, err := s.request("role:"+p.role, http.MethodGet, byThread(th), nil, reqOpts{Quiet: true})
 		if err != nil {
 			return false, err
 		}
 		last = r
-		return r.status == http.StatusOK, nil
+		return r.Status == http.StatusOK, nil
 	})
 	if err != nil {
 		return "", err
 	}
 	if !ok {
-		return "", fail(last.op, fmt.Sprintf("%d %s", last.status, clip(string(last.body), 200)), "200: the role reads its own agent conversation")
+		return "", fail(last.Op, fmt.Sprintf("%d %s", last.Status, clip(string(last.Body), 200)), "200: the role reads its own agent conversation")
 	}
 	var got struct {
 		ID string `json:"id"`
 	}
-	if err := last.json(&got); err != nil || got.ID == "" {
-		return "", fail(last.op, string(last.body), "the agent conversation's id")
+	if err := last.JSON(&got); err != nil || got.ID == "" {
+		return "", fail(last.Op, string(last.Body), "the agent conversation's id")
 	}
 	s.bound["ac "+alias] = got.ID
 	return got.ID, nil
@@ -239,15 +239,15 @@ func (s *threadsSteps) agentConversation(alias string) (*agentConv, error) {
 		return nil, err
 	}
 	th, _ := s.thread(alias)
-	r, err := s.request("role:"+s.pairs[alias].role, http.MethodGet, byThread(th), nil, reqOpts{quiet: true})
+	r, err := s.request("role:"+s.pairs[alias].role, http.MethodGet, byThread(th), nil, reqOpts{Quiet: true})
 	if err != nil {
 		return nil, err
 	}
-	if r.status != http.StatusOK {
-		return nil, fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "200")
+	if r.Status != http.StatusOK {
+		return nil, fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), "200")
 	}
 	var ac agentConv
-	if err := r.json(&ac); err != nil {
+	if err := r.JSON(&ac); err != nil {
 		return nil, err
 	}
 	return &ac, nil

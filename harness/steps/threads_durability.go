@@ -48,7 +48,7 @@ func (s *threadsSteps) saysUnderKey(who, txt, role, key string) error {
 		}
 	}
 	_, err := s.request(who, http.MethodPost, "/roles/"+role+"/conversation/messages", map[string]string{"text": unescape(txt)},
-		reqOpts{headers: map[string]string{"Idempotency-Key": s.own(key)}})
+		reqOpts{Headers: map[string]string{"Idempotency-Key": s.own(key)}})
 	return err
 }
 
@@ -56,7 +56,7 @@ func (s *threadsSteps) saysUnderKey(who, txt, role, key string) error {
 // placeholder of the step that checks the answer.
 func (s *threadsSteps) createsTaskUnderKey(who, title, key string) error {
 	s.ready()
-	_, err := s.request(who, http.MethodPost, "/tasks", map[string]any{"title": unescape(title)}, reqOpts{headers: map[string]string{"Idempotency-Key": s.own(key)}})
+	_, err := s.request(who, http.MethodPost, "/tasks", map[string]any{"title": unescape(title)}, reqOpts{Headers: map[string]string{"Idempotency-Key": s.own(key)}})
 	return err
 }
 
@@ -67,7 +67,7 @@ func (s *threadsSteps) startsRunUnderKey(who, role, alias, prompt, key string) e
 		return err
 	}
 	_, err = s.request(who, http.MethodPost, "/tasks/"+id+"/runs", map[string]string{"role": role, "prompt": unescape(prompt)},
-		reqOpts{headers: map[string]string{"Idempotency-Key": s.own(key)}})
+		reqOpts{Headers: map[string]string{"Idempotency-Key": s.own(key)}})
 	return err
 }
 

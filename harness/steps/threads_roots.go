@@ -17,18 +17,18 @@ func (s *threadsSteps) opensConversation(who, role string) error {
 		Role   string          `json:"role"`
 		Person json.RawMessage `json:"person"`
 	}
-	if r.status != http.StatusOK {
-		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "200 {id, role, person}")
+	if r.Status != http.StatusOK {
+		return fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), "200 {id, role, person}")
 	}
-	if err := r.json(&body); err != nil {
+	if err := r.JSON(&body); err != nil {
 		return err
 	}
 	if body.ID == "" || body.Role != role || !s.isPerson(body.Person, who) {
-		return fail(r.op, string(r.body), fmt.Sprintf("an id, role %q and person %s", role, who))
+		return fail(r.Op, string(r.Body), fmt.Sprintf("an id, role %q and person %s", role, who))
 	}
 	key := "conv " + who + " " + role
 	if old, ok := s.bound[key]; ok && old != body.ID {
-		return fail(r.op, "another conversation "+body.ID, "the one there is: "+old)
+		return fail(r.Op, "another conversation "+body.ID, "the one there is: "+old)
 	}
 	s.bound[key] = body.ID
 	return nil
@@ -110,14 +110,14 @@ func (s *threadsSteps) startsTaskRun(who, role, alias, prompt string) error {
 	var got struct {
 		Run string `json:"run"`
 	}
-	if r.status != http.StatusAccepted {
-		return fail(r.op, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "202 {run}")
+	if r.Status != http.StatusAccepted {
+		return fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), "202 {run}")
 	}
-	if err := r.json(&got); err != nil {
+	if err := r.JSON(&got); err != nil {
 		return err
 	}
 	if got.Run == "" {
-		return fail(r.op, string(r.body), "202 {run}")
+		return fail(r.Op, string(r.Body), "202 {run}")
 	}
 	s.bound["run "+alias] = got.Run
 	return nil

@@ -32,7 +32,7 @@ func (s *threadsSteps) runIs(who, task, status string) error {
 	}
 	var last *response
 	done, err := s.poll(1, func() (bool, error) {
-		r, err := s.request(who, http.MethodGet, "/threads/runs/"+url.PathEscape(id), nil, reqOpts{quiet: true})
+		r, err := s.request(who, http.MethodGet, "/threads/runs/"+url.PathEscape(id), nil, reqOpts{Quiet: true})
 		if err != nil {
 			return false, err
 		}
@@ -40,13 +40,13 @@ func (s *threadsSteps) runIs(who, task, status string) error {
 		var got struct {
 			Status string `json:"status"`
 		}
-		return r.status == http.StatusOK && json.Unmarshal(r.body, &got) == nil && got.Status == status, nil
+		return r.Status == http.StatusOK && json.Unmarshal(r.Body, &got) == nil && got.Status == status, nil
 	})
 	if err != nil {
 		return err
 	}
 	if !done {
-		return fail(last.op+" as "+who, fmt.Sprintf("%d %s", last.status, clip(string(last.body), 200)), "200 with status "+status)
+		return fail(last.Op+" as "+who, fmt.Sprintf("%d %s", last.Status, clip(string(last.Body), 200)), "200 with status "+status)
 	}
 	return nil
 }
@@ -69,14 +69,14 @@ func (s *threadsSteps) personTurnIs(n int, who, role, status string) error {
 		if err != nil {
 			return false, err
 		}
-		seen = fmt.Sprintf("%d %s", r.status, clip(string(r.body), 300))
+		seen = fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 300))
 		var body struct {
 			Turns []struct {
 				Turn   int    `json:"turn"`
 				Status string `json:"status"`
 			} `json:"turns"`
 		}
-		if r.status != http.StatusOK || r.json(&body) != nil {
+		if r.Status != http.StatusOK || r.JSON(&body) != nil {
 			return false, nil
 		}
 		return len(body.Turns) >= n && body.Turns[n-1].Turn == n && body.Turns[n-1].Status == status, nil

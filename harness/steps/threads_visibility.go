@@ -37,8 +37,8 @@ func (s *threadsSteps) historyHolds(list string) error {
 		Conversations []json.RawMessage `json:"conversations"`
 	}
 	role, peer := s.bound["history role"], s.bound["history peer"]
-	if r.status != http.StatusOK || json.Unmarshal(r.body, &got) != nil || got.Conversations == nil || got.Role != role || got.Peer != peer {
-		return fail(r.op, fmt.Sprintf("%d %s", r.status, r.body), fmt.Sprintf("200 {role: %q, peer: %q, conversations}", role, peer))
+	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &got) != nil || got.Conversations == nil || got.Role != role || got.Peer != peer {
+		return fail(r.Op, fmt.Sprintf("%d %s", r.Status, r.Body), fmt.Sprintf("200 {role: %q, peer: %q, conversations}", role, peer))
 	}
 	type entry struct{ thread, alias string }
 	var want []entry
@@ -51,7 +51,7 @@ func (s *threadsSteps) historyHolds(list string) error {
 	}
 	sort.Slice(want, func(i, j int) bool { return want[i].thread < want[j].thread })
 	if len(got.Conversations) != len(want) {
-		return fail(r.op, fmt.Sprintf("%d conversations: %s", len(got.Conversations), r.body), fmt.Sprintf("%d", len(want)))
+		return fail(r.Op, fmt.Sprintf("%d conversations: %s", len(got.Conversations), r.Body), fmt.Sprintf("%d", len(want)))
 	}
 	// The history and each conversation read alone are two reads; a conversation still moving
 	// (a text delivered, a turn settling) may differ between them, so the two are read again
@@ -59,25 +59,25 @@ func (s *threadsSteps) historyHolds(list string) error {
 	var mismatch error
 	ok, err := s.poll(1, func() (bool, error) {
 		if mismatch != nil {
-			again, err := s.ask(s.bound["history reader"], http.MethodGet, historyPath(role, peer), nil, reqOpts{quiet: true})
+			again, err := s.ask(s.bound["history reader"], http.MethodGet, historyPath(role, peer), nil, reqOpts{Quiet: true})
 			if err != nil {
 				return false, err
 			}
-			if json.Unmarshal(again.body, &got) != nil || len(got.Conversations) != len(want) {
-				return false, fail(again.op, fmt.Sprintf("%d %s", again.status, again.body), fmt.Sprintf("%d conversations", len(want)))
+			if json.Unmarshal(again.Body, &got) != nil || len(got.Conversations) != len(want) {
+				return false, fail(again.Op, fmt.Sprintf("%d %s", again.Status, again.Body), fmt.Sprintf("%d conversations", len(want)))
 			}
 		}
 		mismatch = nil
 		for i, e := range want {
-			one, err := s.ask("role:"+role, http.MethodGet, byThread(e.thread), nil, reqOpts{quiet: true})
+			one, err := s.ask("role:"+role, http.MethodGet, byThread(e.thread), nil, reqOpts{Quiet: true})
 			if err != nil {
 				return false, err
 			}
-			if one.status != http.StatusOK {
-				return false, fail(one.op, fmt.Sprintf("%d %s", one.status, one.body), "200")
+			if one.Status != http.StatusOK {
+				return false, fail(one.Op, fmt.Sprintf("%d %s", one.Status, one.Body), "200")
 			}
-			if a, b := canonJSON(string(got.Conversations[i])), canonJSON(string(one.body)); a != b {
-				mismatch = fail(r.op, fmt.Sprintf("conversation %d: %s", i+1, a), fmt.Sprintf("thread %q as its role reads it: %s", e.alias, b))
+			if a, b := canonJSON(string(got.Conversations[i])), canonJSON(string(one.Body)); a != b {
+				mismatch = fail(r.Op, fmt.Sprintf("conversation %d: %s", i+1, a), fmt.Sprintf("thread %q as its role reads it: %s", e.alias, b))
 				return false, nil
 			}
 		}
@@ -106,14 +106,14 @@ func (s *threadsSteps) canRead(who, can, alias string) error {
 			return err
 		}
 		if can == "can" {
-			if r.status != http.StatusOK {
-				return fail(r.op+" as "+who, fmt.Sprintf("%d %s", r.status, clip(string(r.body), 200)), "200: "+who+" reads it")
+			if r.Status != http.StatusOK {
+				return fail(r.Op+" as "+who, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), "200: "+who+" reads it")
 			}
 			var got struct {
 				ID string `json:"id"`
 			}
-			if err := r.json(&got); err != nil || got.ID != id {
-				return fail(r.op, string(r.body), "agent conversation "+id)
+			if err := r.JSON(&got); err != nil || got.ID != id {
+				return fail(r.Op, string(r.Body), "agent conversation "+id)
 			}
 			continue
 		}
@@ -143,19 +143,19 @@ func (s *threadsSteps) seesGone(who, alias string) error {
 	}
 	var last *response
 	ok, err := s.poll(1, func() (bool, error) {
-		r, err := s.request(who, http.MethodGet, byThread(th), nil, reqOpts{quiet: true})
+		r, err := s.request(who, http.MethodGet, byThread(th), nil, reqOpts{Quiet: true})
 		if err != nil {
 			return false, err
 		}
 		last = r
 		var ac agentConv
-		return r.status == http.StatusOK && json.Unmarshal(r.body, &ac) == nil && ac.Root.Kind == "gone", nil
+		return r.Status == http.StatusOK && json.Unmarshal(r.Body, &ac) == nil && ac.Root.Kind == "gone", nil
 	})
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return fail(last.op+" as "+who, fmt.Sprintf("%d %s", last.status, clip(string(last.body), 300)), `200 with root {"kind": "gone"}`)
+		return fail(last.Op+" as "+who, fmt.Sprintf("%d %s", last.Status, clip(string(last.Body), 300)), `200 with root {"kind": "gone"}`)
 	}
 	return nil
 }

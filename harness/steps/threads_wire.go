@@ -64,10 +64,10 @@ func (s *threadsSteps) answerSame() error {
 	if s.prev == nil || s.last == nil {
 		return harnessErr("two answers are needed")
 	}
-	want := fmt.Sprintf("%d %s", s.prev.status, canonJSON(string(s.prev.body)))
-	got := fmt.Sprintf("%d %s", s.last.status, canonJSON(string(s.last.body)))
+	want := fmt.Sprintf("%d %s", s.prev.Status, canonJSON(string(s.prev.Body)))
+	got := fmt.Sprintf("%d %s", s.last.Status, canonJSON(string(s.last.Body)))
 	if got != want {
-		return fail(s.last.op, got, "the answer before it: "+want)
+		return fail(s.last.Op, got, "the answer before it: "+want)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package steps
+package sutclient
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ type strictEvent struct {
 	Event, Data, ID string
 }
 
-// strictSSE interprets an event stream by the HTML standard, independently of readSSE: UTF-8
+// strictSSE interprets an event stream by the HTML standard, independently of ReadSSE: UTF-8
 // with U+FFFD for bad bytes, a leading BOM dropped, lines ended by CRLF, LF or CR, one leading
 // space of a value removed, an id holding NUL ignored, an event without a data line not
 // dispatched, an unterminated last event discarded.
@@ -96,17 +96,17 @@ func FuzzReadSSE(f *testing.F) {
 		}
 		r := bytes.NewReader(raw)
 		var err error
-		collect := func(ev sseEvent) bool {
+		collect := func(ev Event) bool {
 			got = append(got, strictEvent{Event: ev.Event, Data: ev.Data, ID: ev.ID})
 			return len(got)-1 != stopAt
 		}
 		if mode&2 == 2 {
-			err = readSSE(iotest.OneByteReader(r), collect)
+			err = ReadSSE(iotest.OneByteReader(r), collect)
 		} else {
-			err = readSSE(r, collect)
+			err = ReadSSE(r, collect)
 		}
 		if err != nil {
-			t.Fatalf("readSSE of %q: %v", raw, err)
+			t.Fatalf("ReadSSE of %q: %v", raw, err)
 		}
 		if stopAt >= 0 {
 			want = want[:stopAt+1]
@@ -121,7 +121,7 @@ func FuzzReadSSE(f *testing.F) {
 		}
 		// A failing reader's error comes back.
 		boom := errors.New("boom")
-		if err := readSSE(iotest.ErrReader(boom), func(sseEvent) bool { return true }); !errors.Is(err, boom) {
+		if err := ReadSSE(iotest.ErrReader(boom), func(Event) bool { return true }); !errors.Is(err, boom) {
 			t.Fatalf("read error %v, want boom", err)
 		}
 	})
