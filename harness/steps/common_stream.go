@@ -73,7 +73,7 @@ func (s *streamSteps) present(who, tk, transport, device, name string) (conn, er
 	}
 	ctx, cancel := s.wait()
 	defer cancel()
-	cn, err := s.dialSession(ctx, who, c.id, dialOpts{transport: transport, ticket: tk, device: device})
+	cn, err := s.dialSession(ctx, who, c.id, dialOpts{Transport: transport, Ticket: tk, Device: device})
 	var ref *refusedErr
 	var he *HarnessError
 	var fl *Failure
@@ -102,7 +102,7 @@ func (s *streamSteps) presentsServed(who, transport, device, name string) error 
 		}
 		c, err := s.present(who, tk, transport, device, name)
 		if err == nil {
-			c.close()
+			c.Close()
 			return nil
 		}
 		var r *refusedErr
@@ -134,7 +134,7 @@ const ticketTries = 3
 // span. Within the lifetime, "expired" is the system's fault.
 func (s *streamSteps) expiredOnTheKitsClock(r *refusedErr) bool {
 	var body map[string]any
-	if json.Unmarshal(r.body, &body) != nil || body["reason"] != "expired" || s.openSent.IsZero() {
+	if json.Unmarshal(r.Body, &body) != nil || body["reason"] != "expired" || s.openSent.IsZero() {
 		return false
 	}
 	return time.Since(s.openSent) >= time.Duration(s.ticketMs())*time.Millisecond
@@ -385,7 +385,7 @@ func (s *streamSteps) shapes(who, transport string) error {
 	ids := map[int64]string{}
 	seen := map[string]int64{}
 	for _, r := range fw.raw {
-		logged, known := frameKinds[r.kind()]
+		logged, known := frameKinds[r.Kind()]
 		bad := ""
 		t, terr := time.Parse(time.RFC3339Nano, r.Time)
 		switch {
@@ -414,18 +414,18 @@ func (s *streamSteps) shapes(who, transport string) error {
 			ids[r.Cur], seen[r.ID] = r.ID, r.Cur
 		}
 		if bad != "" {
-			return fail(op, bad+" in "+clip(string(r.raw), 300), "a frame per spec/stream.md: v 1, id, cur, session, type session.<kind>, time in UTC")
+			return fail(op, bad+" in "+clip(string(r.Raw), 300), "a frame per spec/stream.md: v 1, id, cur, session, type session.<kind>, time in UTC")
 		}
 	}
 	next := int64(1)
 	for _, d := range fw.delivered {
 		if d.Cur == 0 {
-			if fl := d.data().Floor; d.kind() == "reset" && fl != nil {
+			if fl := d.Payload().Floor; d.Kind() == "reset" && fl != nil {
 				next = *fl
 			}
 			continue
 		}
-		first := d.resumeFrame().First()
+		first := d.ResumeFrame().First()
 		if first != next {
 			return fail(op, fmt.Sprintf("delivered cursors %d..%d where %d was next", first, d.Cur, next), "cursors gapless from 1")
 		}

@@ -39,8 +39,9 @@ func (s *scenario) judgesContract() bool { return slices.Contains(s.reqs, Contra
 //   - the scenario's client (s.cl, a sutclient.Client) does the exchange beneath both with Do: it
 //     checks the request and the answer against the contract and records the exchange for the
 //     report;
-//   - its OpenStream follows an event stream (SSE) of a conversation, and the session stream's
-//     readers (sessionstream.go; their follower, sessionfollower.go) follow SSE and WebSocket.
+//   - its OpenStream follows an event stream (SSE) of a conversation, and its DialSession
+//     connects to a session stream over SSE or WebSocket (sessionstream.go opens one; the
+//     follower that reads it across reconnects is sessionfollower.go).
 
 // request sends one request to the system as who, starting the system first when it is not
 // running, and keeps the answer as the scenario's last (and the one before it as prev). who is

@@ -92,7 +92,7 @@ func (f *follower) run(ctx context.Context) {
 			case errors.As(err, &fl):
 				f.setErr(err, nil)
 				return
-			case errors.As(err, &ref) && ref.status < 500 && ref.status != http.StatusTooManyRequests:
+			case errors.As(err, &ref) && ref.Status < 500 && ref.Status != http.StatusTooManyRequests:
 				f.setErr(fail("open and read the session stream", ref.Error(), "the stream served"), nil)
 				return
 			}
@@ -103,7 +103,7 @@ func (f *follower) run(ctx context.Context) {
 			continue
 		}
 		delivered, stop := f.read(ctx, c)
-		c.close()
+		c.Close()
 		if stop || f.once {
 			return
 		}
@@ -144,7 +144,7 @@ func (f *follower) connect(ctx context.Context) (conn, error) {
 	f.mu.Lock()
 	from := f.r.Last
 	f.mu.Unlock()
-	o := dialOpts{transport: f.transport, device: f.device}
+	o := dialOpts{Transport: f.transport, Device: f.device}
 	if f.askFrom != nil {
 		from = *f.askFrom
 	}
@@ -160,11 +160,11 @@ func (f *follower) connect(ctx context.Context) (conn, error) {
 			return nil, err
 		}
 		if a == nil {
-			return nil, &refusedErr{status: r.Status, body: r.Body}
+			return nil, &refusedErr{Status: r.Status, Body: r.Body}
 		}
-		o.ticket = a.Ticket
+		o.Ticket = a.Ticket
 	} else if from > 0 {
-		o.lastEvent = &from
+		o.LastEvent = &from
 	}
 	c, err := f.s.dialSession(ctx, f.who, f.id, o)
 	if err == nil {
@@ -182,7 +182,7 @@ func (f *follower) read(ctx context.Context, c conn) (delivered, stop bool) {
 	asked := f.askFrom == nil // the connection asked from Last: a drop is a repeat
 	f.mu.Unlock()
 	for {
-		fr, err := c.next(ctx)
+		fr, err := c.Next(ctx)
 		if err != nil {
 			var fl *Failure
 			if errors.As(err, &fl) {
@@ -191,27 +191,27 @@ func (f *follower) read(ctx context.Context, c conn) (delivered, stop bool) {
 			}
 			return delivered, ctx.Err() != nil
 		}
-		fr.at = time.Now()
+		fr.At = time.Now()
 		f.mu.Lock()
 		last := f.r.Last
-		out, v := f.r.Take(fr.resumeFrame())
+		out, v := f.r.Take(fr.ResumeFrame())
 		f.raw = append(f.raw, fr)
 		f.verdicts = append(f.verdicts, v)
 		now := time.Now()
 		gap := false
 		switch v {
 		case resume.Pass:
-			if fr.kind() == "heartbeat" {
+			if fr.Kind() == "heartbeat" {
 				f.beats = append(f.beats, now)
 				f.mu.Unlock()
 				f.wake()
 				continue
 			}
 			f.delivered = append(f.delivered, fr)
-			if d := fr.data(); fr.kind() == "reset" && d.Floor != nil {
+			if d := fr.Payload(); fr.Kind() == "reset" && d.Floor != nil {
 				f.r.Last = *d.Floor - 1
 			}
-			if fr.kind() == "end" {
+			if fr.Kind() == "end" {
 				// The stream ended for good (spec/stream.md): the reader does not resume.
 				f.lastFrame = now
 				f.mu.Unlock()
@@ -220,17 +220,17 @@ func (f *follower) read(ctx context.Context, c conn) (delivered, stop bool) {
 			}
 		case resume.Drop:
 			if asked {
-				f.problems = append(f.problems, resume.Problem{What: "repeat", Last: last, First: fr.resumeFrame().First(), Cur: fr.Cur})
+				f.problems = append(f.problems, resume.Problem{What: "repeat", Last: last, First: fr.ResumeFrame().First(), Cur: fr.Cur})
 			}
 		case resume.Gap:
-			f.problems = append(f.problems, resume.Problem{What: "gap", Last: last, First: fr.resumeFrame().First(), Cur: fr.Cur})
+			f.problems = append(f.problems, resume.Problem{What: "gap", Last: last, First: fr.ResumeFrame().First(), Cur: fr.Cur})
 			gap = true
 		default:
 			d := fr
 			d.Span, d.Data = out.Span, out.Data
 			f.delivered = append(f.delivered, d)
 			f.foldLocked(d)
-			f.view.Take(d.resumeFrame())
+			f.view.Take(d.ResumeFrame())
 			delivered = true
 		}
 		f.lastFrame = now
@@ -244,7 +244,7 @@ func (f *follower) read(ctx context.Context, c conn) (delivered, stop bool) {
 
 // foldLocked folds a delivered frame into its message's text.
 func (f *follower) foldLocked(fr sframe) {
-	d := fr.data()
+	d := fr.Payload()
 	key := fr.Message
 	if key == "" {
 		key = d.Message
@@ -257,7 +257,7 @@ func (f *follower) foldLocked(fr sframe) {
 		m = &folded{}
 		f.fold[key] = m
 	}
-	switch fr.kind() {
+	switch fr.Kind() {
 	case "text-delta":
 		if d.Text != nil {
 			m.deltas += *d.Text

@@ -5,21 +5,23 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/loomcheck/loomcheck/harness/sutclient"
 )
 
 // fakeConn hands out frames given as JSON, then ends.
 type fakeConn struct{ frames []string }
 
-func (c *fakeConn) next(context.Context) (sframe, error) {
+func (c *fakeConn) Next(context.Context) (sframe, error) {
 	if len(c.frames) == 0 {
 		return sframe{}, io.EOF
 	}
 	b := c.frames[0]
 	c.frames = c.frames[1:]
-	return parseFrame("test", []byte(b))
+	return sutclient.ParseFrame("test", []byte(b))
 }
 
-func (c *fakeConn) close() {}
+func (c *fakeConn) Close() {}
 
 // The follower's reading of two connections, as a transcript: each frame's row and the reader's
 // verdict, then the problems it saw and the text it folded. The first connection ends at the
@@ -60,7 +62,7 @@ folded a:1: "All fine" after deltas "All fine"`
 	fw := f.snapshot()
 	var got []string
 	for i, r := range fw.raw {
-		if r.kind() == "heartbeat" {
+		if r.Kind() == "heartbeat" {
 			continue
 		}
 		got = append(got, strings.Join(append(frameRow(r), fw.verdicts[i].String()), " "))

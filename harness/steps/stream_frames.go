@@ -36,13 +36,13 @@ func (s *streamSteps) heartbeats(who, transport string, ms int) error {
 	idleSince := func(fw followed) (time.Time, []sframe) {
 		var lastAt time.Time
 		for _, r := range fw.raw {
-			if r.kind() != "heartbeat" {
-				lastAt = r.at
+			if r.Kind() != "heartbeat" {
+				lastAt = r.At
 			}
 		}
 		var out []sframe
 		for _, r := range fw.raw {
-			if r.kind() == "heartbeat" && r.at.After(lastAt) {
+			if r.Kind() == "heartbeat" && r.At.After(lastAt) {
 				out = append(out, r)
 			}
 		}
@@ -55,7 +55,7 @@ func (s *streamSteps) heartbeats(who, transport string, ms int) error {
 	// the last heartbeat; the wait ends early once that is already too long.
 	silent := func(idle time.Time, beats []sframe) (time.Duration, string) {
 		if len(beats) > 0 {
-			return time.Since(beats[len(beats)-1].at), "the last heartbeat"
+			return time.Since(beats[len(beats)-1].At), "the last heartbeat"
 		}
 		if idle.IsZero() {
 			return 0, ""
@@ -85,7 +85,7 @@ func (s *streamSteps) heartbeats(who, transport string, ms int) error {
 		if b.Cur != 0 {
 			return fail(op, fmt.Sprintf("a heartbeat with cursor %d", b.Cur), "cursor 0")
 		}
-		at[i] = b.at
+		at[i] = b.At
 	}
 	if got, want := judgeHeartbeats(idle, at, period); got != "" {
 		return fail(op, got, want)

@@ -159,8 +159,8 @@ type envelope struct {
 // groupCells is one delivered frame's cells by column.
 func groupCells(f sframe) map[string]string {
 	var e envelope
-	_ = json.Unmarshal(f.raw, &e)
-	m := map[string]string{"cur": strconv.FormatInt(f.Cur, 10), "type": f.kind(), "author": e.Author,
+	_ = json.Unmarshal(f.Raw, &e)
+	m := map[string]string{"cur": strconv.FormatInt(f.Cur, 10), "type": f.Kind(), "author": e.Author,
 		"acts_for": e.ActsFor, "message": f.Message, "rid": e.Rid}
 	if e.Ver != nil {
 		m["ver"] = strconv.FormatInt(*e.Ver, 10)
@@ -231,7 +231,7 @@ func (s *groupSteps) blockOf(who, transport, call string) (string, string, error
 	find := func(fw followed) *finished {
 		for _, d := range fw.delivered {
 			var x finished
-			if d.kind() == "tool-finished" && json.Unmarshal(d.Data, &x) == nil && x.Call == call {
+			if d.Kind() == "tool-finished" && json.Unmarshal(d.Data, &x) == nil && x.Call == call {
 				return &x
 			}
 		}

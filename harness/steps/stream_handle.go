@@ -55,14 +55,14 @@ func (s *streamSteps) presentsRefusedAsMissing(who, transport string) error {
 	want := fmt.Sprintf("exactly the missing session's answer: %d %s", missing.Status, clip(string(missing.Body), 200))
 	c, err := s.present(who, tk, transport, "", "")
 	if err == nil {
-		c.close()
+		c.Close()
 		return fail(op, "the stream served", want)
 	}
 	var r *refusedErr
 	if !errors.As(err, &r) {
 		return err
 	}
-	if r.status != missing.Status || !bytes.Equal(bytes.TrimSpace(r.body), bytes.TrimSpace(missing.Body)) {
+	if r.Status != missing.Status || !bytes.Equal(bytes.TrimSpace(r.Body), bytes.TrimSpace(missing.Body)) {
 		return fail(op, r.Error(), want)
 	}
 	return nil

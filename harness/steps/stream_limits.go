@@ -123,8 +123,8 @@ func (s *streamLimitsSteps) typesEach(who, readerWho, transport string, t *godog
 	}
 	var got []string
 	for _, fr := range fw.delivered {
-		if fr.kind() != "term-command" {
-			got = append(got, fr.kind()+" "+string(fr.Data))
+		if fr.Kind() != "term-command" {
+			got = append(got, fr.Kind()+" "+string(fr.Data))
 			continue
 		}
 		got = append(got, termRow(fr.Data))

@@ -21,7 +21,7 @@ func (s *streamSteps) receivedExactly(who, transport string, t *godog.Table) err
 	count := func(fw followed) int {
 		k := 0
 		for _, r := range fw.raw {
-			if r.kind() != "heartbeat" {
+			if r.Kind() != "heartbeat" {
 				k++
 			}
 		}
@@ -33,7 +33,7 @@ func (s *streamSteps) receivedExactly(who, transport string, t *godog.Table) err
 	}
 	var rows []map[string]string
 	for i, r := range fw.raw {
-		if r.kind() != "heartbeat" {
+		if r.Kind() != "heartbeat" {
 			rows = append(rows, frameCells(r, &fw.verdicts[i]))
 		}
 	}
@@ -85,11 +85,11 @@ func (s *streamSteps) sameFrames(who1, tr1, who2, tr2 string) error {
 		}
 		var out []string
 		for _, r := range fw.raw {
-			if r.kind() == "heartbeat" {
+			if r.Kind() == "heartbeat" {
 				continue
 			}
 			var v any
-			_ = json.Unmarshal(r.raw, &v)
+			_ = json.Unmarshal(r.Raw, &v)
 			c, _ := json.Marshal(v)
 			out = append(out, string(c))
 		}
@@ -122,7 +122,7 @@ func (s *streamSteps) noMergedFrame(who, transport string) error {
 		return err
 	}
 	for _, fr := range fw.raw {
-		if fr.Span > 1 || fr.data().Parts != nil {
+		if fr.Span > 1 || fr.Payload().Parts != nil {
 			return fail(who+"'s "+transport+" reader", "a merged frame: "+strings.Join(frameRow(fr), " "),
 				"no merged frame: every frame it received was sent live, as it was logged")
 		}

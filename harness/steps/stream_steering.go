@@ -125,8 +125,8 @@ func canonical(v any) string {
 
 // steerCells is one delivered frame's cells by column name.
 func steerCells(f sframe) map[string]string {
-	m := map[string]string{"cur": strconv.FormatInt(f.Cur, 10), "type": f.kind(), "message": f.Message, "author": "", "turn": "", "data": "", "state": "", "text": ""}
-	d := f.data()
+	m := map[string]string{"cur": strconv.FormatInt(f.Cur, 10), "type": f.Kind(), "message": f.Message, "author": "", "turn": "", "data": "", "state": "", "text": ""}
+	d := f.Payload()
 	switch {
 	case d.State != "":
 		m["state"] = d.State
@@ -142,7 +142,7 @@ func steerCells(f sframe) map[string]string {
 	var env struct {
 		Author string `json:"author"`
 	}
-	_ = json.Unmarshal(f.raw, &env)
+	_ = json.Unmarshal(f.Raw, &env)
 	m["author"] = env.Author
 	if len(f.Data) > 0 {
 		var d any

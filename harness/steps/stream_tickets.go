@@ -47,7 +47,7 @@ func (s *streamSteps) presentsRefused(who, which, transport, device, name, reaso
 	want := fmt.Sprintf(`401 {"error":"ticket refused","reason":%q}`, reason)
 	c, err := s.present(who, tk, transport, device, name)
 	if err == nil {
-		c.close()
+		c.Close()
 		return fail(op, "the stream served", want)
 	}
 	var r *refusedErr
@@ -55,8 +55,8 @@ func (s *streamSteps) presentsRefused(who, which, transport, device, name, reaso
 		return err
 	}
 	var body map[string]any
-	_ = json.Unmarshal(r.body, &body)
-	if r.status != http.StatusUnauthorized || !reflect.DeepEqual(body, map[string]any{"error": "ticket refused", "reason": reason}) {
+	_ = json.Unmarshal(r.Body, &body)
+	if r.Status != http.StatusUnauthorized || !reflect.DeepEqual(body, map[string]any{"error": "ticket refused", "reason": reason}) {
 		return fail(op, r.Error(), want)
 	}
 	return nil

@@ -1,11 +1,14 @@
 // Package sutclient is the kit's client of a system under test: HTTP requests and event streams
-// (SSE), each exchange checked against spec/openapi.yaml and kept, bounded, for the report. A
-// scenario makes one Client (New) and sends through it:
+// (SSE), each exchange checked against spec/openapi.yaml and kept, bounded, for the report, and
+// connections to a session stream over SSE or WebSocket. A scenario makes one Client (New) and
+// sends through it:
 //
 //	c := sutclient.New(sutclient.Config{URL: url, Token: token, Contract: v, Context: ctx, ...})
 //	r, err := c.Do(ctx, "alice", http.MethodGet, "/conversations/c1", nil, sutclient.Opts{})
 //	st, err := c.OpenStream(ctx, "alice", "/conversations/c1/events", nil)
 //	evs, err := st.WaitFor(ctx, "a turn.completed event", pred)
+//	cn, err := c.DialSession(ctx, "alice", "s1", sutclient.DialOpts{Transport: sutclient.OverWebSocket, Ticket: tk})
+//	f, err := cn.Next(ctx)
 //
 // An error is a *verdict.Failure when the system broke a rule (no answer, a body cut short, a
 // contract violation in a scenario that judges the contract) and a *verdict.HarnessError when the
