@@ -20,7 +20,6 @@ import (
 // The session stream's pieces, by the names the steps use.
 type (
 	sframe     = sutclient.Frame
-	frameData  = sutclient.FrameData
 	conn       = sutclient.Conn
 	dialOpts   = sutclient.DialOpts
 	refusedErr = sutclient.RefusedError
