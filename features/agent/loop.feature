@@ -184,6 +184,44 @@ Feature: A turn runs the canonical agent loop
     And the tool "lookup" was never called
     And the model has been asked 1 time in all
 
+  @profile:agent @req:ADR0121-D2-14 @crash @configures
+  Scenario Outline: A turn cut off by a crash resumes from its journal after parallelTools changed from <before> to <after>
+    Both ways of running one response's calls record them alike, so the restarted system serves
+    every call and answer the journal holds and asks again only for what the crash cut off.
+
+    Given the setting "conversation.parallelTools" is <before>
+    And alice has started a conversation
+    And the model calls at once:
+      | tool  | arguments  |
+      | north | {"zone":1} |
+      | south | {"zone":2} |
+    And the tool "north" answers {"zone": "north ok"}
+    And the tool "south" answers {"zone": "south ok"}
+    And the model streams "Both zones" and waits
+    When alice sends "check both zones"
+    And the model has been asked 2 times
+    And the system is killed and restarted with the setting "conversation.parallelTools" at <after>
+    Then turn 1 is answered "re: check both zones"
+    And the history holds:
+      | ord | turn | role      | status   | text                  |
+      | 1   | 1    | user      | accepted | check both zones      |
+      | 2   | 1    | assistant | complete | re: check both zones  |
+    And the tool "north" has been called 1 time in all
+    And the tool "south" has been called 1 time in all
+    And the model has been asked 3 times in all
+    And request 3 to the model holds the same messages as request 2
+    And request 2 to the model holds the messages:
+      | role      | content                                    |
+      | user      | check both zones                           |
+      | assistant | [calls north {"zone":1}, south {"zone":2}] |
+      | tool      | {"zone": "north ok"} [for north]           |
+      | tool      | {"zone": "south ok"} [for south]           |
+
+    Examples:
+      | before | after |
+      | true   | false |
+      | false  | true  |
+
   @profile:agent @req:ADR0121-D2-01 @configures
   Scenario: Parallel tool calls run together and come back in the model's order
     Given the setting "conversation.parallelTools" is true

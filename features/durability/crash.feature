@@ -99,6 +99,39 @@ Feature: A conversation survives a crash at any point
       | 9   | 5    | user      | accepted | question 5     |
       | 10  | 5    | assistant | complete | re: question 5 |
 
+  @profile:durability @req:ADR0122-D4-01 @req:ADR0122-D1-08 @crash @configures
+  Scenario: A crash right after a rotation, with the carried message's turn in flight, loses and repeats nothing
+    The message consumed at the rotation point is the first the next generation answers; the
+    process dies while the model answers it, after the rotation is recorded.
+
+    Given the conversation rotates every 1 turn
+    And alice has started a conversation
+    And alice has had 1 turn answered
+    And the model streams "Let me" and waits
+    When alice sends "check the pumps"
+    And the model has been asked 2 times
+    And the system is killed and restarted
+    Then turn 2 is answered "re: check the pumps"
+    And the history holds:
+      | ord | turn | role      | status   | text                |
+      | 1   | 1    | user      | accepted | question 1          |
+      | 2   | 1    | assistant | complete | re: question 1      |
+      | 3   | 2    | user      | accepted | check the pumps     |
+      | 4   | 2    | assistant | complete | re: check the pumps |
+    And the status says the conversation is "open" after 2 turns in generation 1 or later
+    And the model has been asked 3 times in all
+    And request 3 to the model holds the same messages as request 2
+    When alice sends "and the valves"
+    Then turn 3 is answered "re: and the valves"
+    And the model has been asked 4 times in all
+    And request 4 to the model holds the messages:
+      | role      | content             |
+      | user      | question 1          |
+      | assistant | re: question 1      |
+      | user      | check the pumps     |
+      | assistant | re: check the pumps |
+      | user      | and the valves      |
+
   @profile:durability @req:ADR0122-D4-03 @configures
   Scenario: After rotation a stranger is still refused
     Given the conversation rotates every 1 turn

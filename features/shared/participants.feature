@@ -62,7 +62,7 @@ Feature: A shared conversation: its participants, and turns run as their asker
     Then the answer is 404 with error "not found"
     When <principal> removes bob from the participants
     Then the answer is 404 with error "not found"
-    And dave gets the same 404 as for a missing conversation on every route
+    And dave gets the same 404 as for a missing conversation on the conversation routes of it
     And the participants are alice, <principal>, bob, each change recorded with who made it
 
     Examples:
@@ -220,6 +220,22 @@ Feature: A shared conversation: its participants, and turns run as their asker
     Given alice has started a shared conversation with bob
     And alice has had 1 turn answered
     Then the service's other token gets the same 404 as for a missing conversation on the conversation routes
+
+  @profile:shared @req:ADR0122-D10-04 @crash @configures
+  Scenario: A coordinator running under an end user, whatever owner it names, matches nobody
+    While dave was the service principal, alice's coordinator was started under him; after a
+    restart that names the host's own service principal, dave is an end user again.
+
+    Given the setting "shared.servicePrincipal" is {"tenant": "acme", "actor": "dave"}
+    And alice has started a shared conversation with bob
+    And alice has had 1 turn answered
+    When the system is killed and restarted with the setting "shared.servicePrincipal" at {"tenant": "acme", "actor": "loom-service"}
+    Then alice gets the same 404 as for a missing conversation on every route
+    And bob gets the same 404 as for a missing conversation on every route
+    And dave gets the same 404 as for a missing conversation on the conversation routes of it
+    And the service gets the same 404 as for a missing conversation on the conversation routes
+    When alice starts a shared conversation with bob
+    Then the answer is 201
 
   @profile:shared @req:ADR0122-D10-07 @configures
   Scenario Outline: Only the very delegation the host maps may ask

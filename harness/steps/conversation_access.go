@@ -500,6 +500,22 @@ func (s *accessSteps) startsNamingOwner(who, id, owner string) error {
 	return err
 }
 
+// startsWithMembers asks to start a conversation as who under the chosen id, the body holding
+// the given members beside the id; the answer is kept.
+func (s *accessSteps) startsWithMembers(who, id, members string) error {
+	var body map[string]any
+	if err := json.Unmarshal([]byte(members), &body); err != nil {
+		return harnessErr("the members %s are not a JSON object: %v", members, err)
+	}
+	if err := s.sut(); err != nil {
+		return err
+	}
+	body["id"] = s.own(id)
+	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/conversations", body, reqOpts{offSpec: true})
+	s.last = r
+	return err
+}
+
 // conversationAccessVocabulary lists the steps of features/conversation/access.feature.
 func conversationAccessVocabulary(a areas) []stepDef {
 	return []stepDef{
@@ -508,6 +524,7 @@ func conversationAccessVocabulary(a areas) []stepDef {
 		{`^(\w[\w' ]*?) is answered on every route exactly as (\w+) is$`, a.access.sameAsOwner, "asks every conversation route as who and expects each answer to equal the one the owner gets"},
 		{`^(\w[\w' ]*?) starts a turn execution "([^"]*)" through the runtime door, its input claiming to be (?:her|his) own conversation$`, a.access.startsDoorTurnClaimingOwn, "starts a turn execution with the given id through the runtime door, its input naming who's own conversation"},
 		{`^(\w[\w' ]*?) starts a conversation(?: with id "([^"]*)")? naming (\w[\w' ]*?) as its owner$`, a.access.startsNamingOwner, "asks to start a conversation as who, under the chosen id if given, with a body naming another principal as its owner; the answer is kept"},
+		{`^(\w[\w' ]*?) starts a conversation with id "([^"]*)" and the members (\{.*\})$`, a.access.startsWithMembers, "asks to start a conversation as who under the chosen id, with the given members beside the id in its body; the answer is kept"},
 		{`^(\w[\w' ]*?) sends (GET|POST|PUT|DELETE|PATCH) to the conversation's route "([^"]*)"$`, a.access.sendsToRoute, "sends the method to the named route of the current conversation as who"},
 		{`^(\w[\w' ]*?) sending (GET|POST|PUT|DELETE|PATCH) to the conversation's route "([^"]*)" is answered exactly as at a conversation that does not exist, with the uniform 404 or a 405$`, a.access.wrongMethod, "sends the method to the route of the current conversation and of a missing one as who, and expects the same answer, the uniform 404 or a 405 with Allow"},
 		{`^the answer is exactly the one a conversation that does not exist gets$`, a.access.answerIsMissingConversations, "expects the last answer to be exactly the 404 {\"error\":\"not found\"} a missing conversation gets"},

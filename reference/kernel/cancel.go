@@ -82,6 +82,9 @@ func cancelKey(id string) string { return "cancel/" + id }
 //		// too late: it ended on its own
 //	}
 func (k *Kernel) Cancel(ctx context.Context, id, reason string) error {
+	if err := k.here(id); err != nil {
+		return err
+	}
 	k.need(ctx, id)
 	if _, err := k.Info(ctx, id); err != nil {
 		return err

@@ -85,6 +85,11 @@ type Options struct {
 	BeforeBackgroundRecovery func(id string)
 	// Clock, if set, is the time timers are measured against (default: the system clock).
 	Clock Clock
+	// Owns, if set, says which executions this kernel may run: an engine that runs one partition
+	// of a shared store answers for the ids of its partition alone. Start, Info, Send, Signal,
+	// Cancel and Await of an id it does not own answer ErrNotHere and touch nothing, and the
+	// recovery passes such an id by. Nil: every id.
+	Owns func(id string) bool
 }
 
 // Execution states.
@@ -133,7 +138,18 @@ var (
 	ErrBadID = errors.New("kernel: invalid execution id")
 	// ErrStopped: the kernel is closed or killed.
 	ErrStopped = errors.New("kernel: stopped")
+	// ErrNotHere: the id belongs to executions another kernel runs (Options.Owns): a request
+	// sent to the wrong partition, never an answer about the execution.
+	ErrNotHere = errors.New("kernel: execution not run here")
 )
+
+// here answers ErrNotHere for an id the kernel does not own.
+func (k *Kernel) here(id string) error {
+	if k.opt.Owns != nil && !k.opt.Owns(id) {
+		return fmt.Errorf("%w: %q", ErrNotHere, id)
+	}
+	return nil
+}
 
 // StepError is a journaled step that failed. Replays serve the same failure.
 type StepError struct {
@@ -290,6 +306,9 @@ func (k *Kernel) start(ctx context.Context, req StartRequest, extra func(store.T
 	if !validName(req.ID) || !utf8.ValidString(req.ID) {
 		return Info{}, ErrBadID
 	}
+	if err := k.here(req.ID); err != nil {
+		return Info{}, err
+	}
 	fl, ok := k.opt.Flows[req.Flow]
 	if !ok {
 		return Info{}, fmt.Errorf("%w: %q", ErrUnknownFlow, req.Flow)
@@ -345,6 +364,9 @@ func putInfo(tx store.Tx, in Info) error {
 // Info returns what is known about an execution; a missing one is loomtype.ErrNotFound, one
 // whose stored data was found damaged is that damage (matching loomtype.ErrCorrupt).
 func (k *Kernel) Info(ctx context.Context, id string) (Info, error) {
+	if err := k.here(id); err != nil {
+		return Info{}, err
+	}
 	k.mu.Lock()
 	in, ok := k.infos[id]
 	derr := k.damaged[id]
@@ -386,6 +408,9 @@ func (k *Kernel) Send(ctx context.Context, id string, sender loomtype.Identity, 
 //
 //	delivered, err := k.SendInShare(ctx, "c1", host, bob, key, payload)
 func (k *Kernel) SendInShare(ctx context.Context, id string, sender, share loomtype.Identity, messageID string, payload json.RawMessage) (bool, error) {
+	if err := k.here(id); err != nil {
+		return false, err
+	}
 	k.need(ctx, id)
 	in, err := k.Info(ctx, id)
 	if err != nil {
@@ -411,6 +436,9 @@ func (k *Kernel) SendInShare(ctx context.Context, id string, sender, share loomt
 // Await waits until the execution has ended and returns its final Info. An open execution not
 // replayed yet is replayed now.
 func (k *Kernel) Await(ctx context.Context, id string) (Info, error) {
+	if err := k.here(id); err != nil {
+		return Info{}, err
+	}
 	if e := k.wake(ctx, id); e != nil {
 		select {
 		case <-e.done:

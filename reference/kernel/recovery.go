@@ -136,7 +136,11 @@ func (k *Kernel) adoptStored() error {
 		if k.ctx.Err() != nil {
 			return k.ctx.Err()
 		}
-		in, ok := k.decodeRecord(strings.TrimPrefix(kv.Key, metaPrefix), kv.Val)
+		id := strings.TrimPrefix(kv.Key, metaPrefix)
+		if k.here(id) != nil {
+			continue
+		}
+		in, ok := k.decodeRecord(id, kv.Val)
 		if !ok {
 			continue
 		}

@@ -50,6 +50,9 @@ func (k *Kernel) Signal(ctx context.Context, id, name, key string, payload json.
 	if !validName(name) || key == "" || (len(payload) > 0 && !json.Valid(payload)) {
 		return false, ErrBadSignal
 	}
+	if err := k.here(id); err != nil {
+		return false, err
+	}
 	k.need(ctx, id)
 	if _, err := k.Info(ctx, id); err != nil {
 		return false, err

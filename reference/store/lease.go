@@ -45,6 +45,18 @@ type Leases interface {
 	Release(ctx context.Context, l Lease) error
 	// Holder returns the newest grant of name; ok is false when the name was never granted.
 	Holder(ctx context.Context, name string) (l Lease, ok bool, err error)
+	// Grants returns the newest grant of every name that starts with prefix ("" for every
+	// name), in byte order of the names, as one read at one moment: each name once, with its
+	// newest token, lapsed and released grants included with their Expires (the caller judges
+	// them against its own clock or the next Acquire). Names never granted are absent; an empty
+	// answer is no error. Errors: ErrClosed.
+	//
+	// Grants belongs to Leases rather than standing beside it as a capability of its own: a
+	// node sharing out partitions reads every grant of a prefix before it routes a request or
+	// frees a lost holder's slots, and a backend that keeps grants at all keeps them where one
+	// query lists them; the alternative, Holder name after name, reads no single moment and
+	// would be a second path nothing uses.
+	Grants(ctx context.Context, prefix string) ([]Lease, error)
 	// Fence returns a view of the store whose every Update is refused with ErrFenced, writing
 	// nothing, once a grant of l.Name newer than l exists. Reads and subscriptions pass through.
 	Fence(l Lease) Store

@@ -285,10 +285,15 @@ func Run(c *kernel.Context, cfg Config, messages []model.Message) (Result, error
 			return res, nil
 		}
 	}
-	// Out of iterations: an id derived from the loop, so a replay names the same incident.
+	return outOfIterations(c, cfg, res), nil
+}
+
+// outOfIterations fails a run that used every iteration, with an incident id derived from the
+// loop, so a replay names the same incident.
+func outOfIterations(c *kernel.Context, cfg Config, res Result) Result {
 	res.Status, res.Reason = Failed, loomtype.ReasonTurnFailed
 	res.ErrorID = "err_" + idempotencyKey(c.ID(), cfg.LoopID, model.ToolCall{Name: maxIterName})[:24]
-	return res, nil
+	return res
 }
 
 // checkpoint records whether the signal has fired. Without a signal it records nothing.

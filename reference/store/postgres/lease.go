@@ -170,6 +170,44 @@ func (s *Postgres) Holder(ctx context.Context, name string) (store.Lease, bool, 
 	return l, true, nil
 }
 
+// Grants returns the newest grant of every name starting with prefix, lapsed and released ones
+// included, by name in byte order (store.Leases), from one statement, so one snapshot: a grant
+// committed while it reads is wholly in the answer or wholly out. Like Holder it takes none of
+// the reads' and writes' connections: a router asks it while they are busy.
+//
+// Errors: store.ErrClosed; ctx's error.
+//
+//	ls, err := st.Grants(ctx, "partition/")
+//	for _, l := range ls { owners[l.Name] = l.Note }
+func (s *Postgres) Grants(ctx context.Context, prefix string) ([]store.Lease, error) {
+	if err := s.alive(); err != nil {
+		return nil, err
+	}
+	q, args := s.q.grantsFrom, []any{bs(prefix)}
+	if end, ok := prefixEnd(prefix); ok {
+		q, args = s.q.grantsRange, []any{bs(prefix), bs(end)}
+	}
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, s.readErr("grants "+prefix, err)
+	}
+	defer rows.Close()
+	out := []store.Lease{}
+	var name, h, n []byte
+	for rows.Next() {
+		var l store.Lease
+		if err := rows.Scan(&name, &h, &n, &l.Token, &l.Expires); err != nil {
+			return nil, s.readErr("grants "+prefix, err)
+		}
+		l.Name, l.Holder, l.Note = string(name), string(h), string(n)
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.readErr("grants "+prefix, err)
+	}
+	return out, nil
+}
+
 // Fence returns a view of the store whose every Update first checks, in its own transaction and
 // holding a share lock on the lease's row until the commit (FOR KEY SHARE: it holds grants, which
 // change the row's token, and not renewals), that l.Token is still the newest grant of l.Name; if

@@ -173,6 +173,7 @@ type queries struct {
 	fence                                 string
 	leaseGet, leaseInsert, leaseGrant     string
 	leaseRenew, leaseRelease, leaseHolder string
+	grantsFrom, grantsRange               string
 }
 
 func newQueries(schema string) queries {
@@ -226,5 +227,9 @@ SELECT count(*) FROM ins`),
 		leaseRenew:   q(`UPDATE {s}.leases SET expires = clock_timestamp() + $3::bigint * interval '1 microsecond' WHERE name = $1 AND token = $2 RETURNING holder, note, expires`),
 		leaseRelease: q(`UPDATE {s}.leases SET expires = clock_timestamp() WHERE name = $1 AND token = $2 AND expires > clock_timestamp()`),
 		leaseHolder:  q(`SELECT holder, note, token, expires FROM {s}.leases WHERE name = $1`),
+		// The grants of a prefix: from the prefix to the first name past every name it starts
+		// (prefixEnd), or to the end when no such name exists.
+		grantsFrom:  q(`SELECT name, holder, note, token, expires FROM {s}.leases WHERE name >= $1 ORDER BY name`),
+		grantsRange: q(`SELECT name, holder, note, token, expires FROM {s}.leases WHERE name >= $1 AND name < $2 ORDER BY name`),
 	}
 }

@@ -119,6 +119,45 @@ func (s *SQLite) Holder(ctx context.Context, name string) (store.Lease, bool, er
 	return l, ok, err
 }
 
+// Grants implements store.Leases: the newest grant of every name starting with prefix, lapsed
+// and released ones included, by name in byte order, from one SELECT (so one snapshot of the
+// database: a grant committed while it reads is wholly in the answer or wholly out).
+//
+// Errors: store.ErrClosed, *store.CorruptError for a lease row whose checksum does not match.
+// Safe for concurrent use; it reads every grant committed before it began.
+//
+//	ls, err := st.Grants(ctx, "partition/")
+//	for _, l := range ls { owners[l.Name] = l.Note }
+func (s *SQLite) Grants(ctx context.Context, prefix string) ([]store.Lease, error) {
+	if err := s.alive(); err != nil {
+		return nil, err
+	}
+	q, args := s.rs.grantsFrom, []any{prefix}
+	if end, ok := prefixEnd(prefix); ok {
+		q, args = s.rs.grantsRange, []any{prefix, end}
+	}
+	rows, err := q.QueryContext(ctx, args...)
+	if err != nil {
+		return nil, s.readErr(err)
+	}
+	defer rows.Close()
+	out := []store.Lease{}
+	for rows.Next() {
+		var l store.Lease
+		var exp int64
+		var sum sql.NullInt64
+		if err := rows.Scan(&l.Name, &l.Holder, &l.Note, &l.Token, &exp, &sum); err != nil {
+			return nil, s.readErr(err)
+		}
+		if !checkSum(sum, leaseSum(l.Name, l.Holder, l.Note, l.Token, exp)) {
+			return nil, &store.CorruptError{Path: s.path, Table: "leases", Key: l.Name, Reason: "checksum does not match"}
+		}
+		l.Expires = time.UnixMilli(exp)
+		out = append(out, l)
+	}
+	return out, s.rowsErr(rows)
+}
+
 // Fence implements store.Leases: a view of the store whose every Update first checks, inside its
 // own write transaction, that l.Token is still the newest grant of l.Name; if it is not (or l
 // was never granted), fn does not run, nothing is written and Update answers store.ErrFenced.

@@ -28,12 +28,14 @@ type writeStmts struct {
 // first time it runs there, and keeps it for that connection's life.
 type readStmts struct {
 	forward, backward, head, meta, metaFrom, metaRange, lease *sql.Stmt
+	grantsFrom, grantsRange                                   *sql.Stmt
 }
 
 const (
 	sqlHead    = `SELECT COALESCE(MAX(seq), 0) FROM events WHERE stream = ? AND gen = ?`
 	sqlMeta    = `SELECT val, sum FROM meta WHERE key = ?`
 	leaseQuery = `SELECT holder, note, token, expires, sum FROM leases WHERE name = ?`
+	grantsCols = `SELECT name, holder, note, token, expires, sum FROM leases `
 )
 
 // preparer is what statements are prepared on: the writer's connection, or the reader pool.
@@ -115,11 +117,15 @@ func (r *readStmts) prepare(ctx context.Context, p preparer) error {
 		&r.metaFrom:  `SELECT key, val, sum FROM meta WHERE key >= ? ORDER BY key`,
 		&r.metaRange: `SELECT key, val, sum FROM meta WHERE key >= ? AND key < ? ORDER BY key`,
 		&r.lease:     leaseQuery,
+		// The grants of a prefix: from the prefix to the first name past every name it starts
+		// (prefixEnd), or to the end when no such name exists.
+		&r.grantsFrom:  grantsCols + `WHERE name >= ? ORDER BY name`,
+		&r.grantsRange: grantsCols + `WHERE name >= ? AND name < ? ORDER BY name`,
 	})
 }
 
 func (r *readStmts) close() error {
-	return closeAll(r.forward, r.backward, r.head, r.meta, r.metaFrom, r.metaRange, r.lease)
+	return closeAll(r.forward, r.backward, r.head, r.meta, r.metaFrom, r.metaRange, r.lease, r.grantsFrom, r.grantsRange)
 }
 
 func closeAll(stmts ...*sql.Stmt) error {

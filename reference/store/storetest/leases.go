@@ -3,7 +3,6 @@ package storetest
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -178,7 +177,15 @@ func requireNothingOf(t *testing.T, st store.Store, tag string) {
 // in st (a handle on the same storage, not fenced), no wake-up, no durable write counted.
 func requireFenced(t *testing.T, st, view store.Store, tag string) {
 	t.Helper()
-	ch, cancel := st.Subscribe("f/" + tag)
+	requireFencedAt(t, st, st, view, tag)
+}
+
+// requireFencedAt is requireFenced for a view whose writes land where seen (a view of st, such
+// as a namespace) looks: nothing of the write through seen, no wake-up of seen's subscribers,
+// no durable write counted by st.
+func requireFencedAt(t *testing.T, st, seen, view store.Store, tag string) {
+	t.Helper()
+	ch, cancel := seen.Subscribe("f/" + tag)
 	defer cancel()
 	c, counts := st.(store.WriteCrasher)
 	var writes int64
@@ -191,7 +198,7 @@ func requireFenced(t *testing.T, st, view store.Store, tag string) {
 	if counts {
 		require.Equal(t, writes, c.Writes(), "a fenced write is no durable write")
 	}
-	requireNothingOf(t, st, tag)
+	requireNothingOf(t, seen, tag)
 }
 
 func testLeaseGrantsAFreeName(t *testing.T, e *env) {
@@ -449,82 +456,26 @@ func testFenceRacesANewerGrant(t *testing.T, e *env) {
 // fenced. It returns the new grant.
 func raceFence(t *testing.T, st, view store.Store, acquirer store.Leases, old store.Lease) store.Lease {
 	t.Helper()
-	var once, releaseOnce sync.Once
-	inside, release := make(chan struct{}), make(chan struct{})
-	free := func() { releaseOnce.Do(func() { close(release) }) }
-	defer free() // a failing test lets the write end before its handle is closed
-	done := make(chan error, 1)
-	go func() {
-		done <- view.Update(bg, func(tx store.Tx) error {
-			if _, err := tx.Append("race", 0, -1, store.NewEvent{Kind: "raced"}); err != nil {
-				return err
-			}
-			if err := tx.PutMeta("race", []byte("raced")); err != nil {
-				return err
-			}
-			once.Do(func() { close(inside) })
-			<-release
-			return nil
-		})
-	}()
-	select {
-	case <-inside:
-	case err := <-done:
-		t.Fatalf("the fenced write ended before the race: %v", err)
-	case <-time.After(waitBound):
-		t.Fatal("the fenced write never began")
-	}
-
-	type grant struct {
-		l   store.Lease
-		err error
-	}
-	granted := make(chan grant, 1)
-	go func() {
-		l, err := acquirer.Acquire(bg, old.Name, old.Holder, old.Note, time.Minute)
-		granted <- grant{l, err}
-	}()
-	var g grant
-	grantFirst := false
-	select {
-	case g = <-granted:
-		grantFirst = true
-	case <-time.After(notYet):
-	}
-	free()
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(waitBound):
-		t.Fatal("the fenced write never ended")
-	}
-	if !grantFirst {
-		select {
-		case g = <-granted:
-		case <-time.After(waitBound):
-			t.Fatal("the new grant never came")
-		}
-	}
-	require.NoError(t, g.err)
-	require.Greater(t, g.l.Token, old.Token)
+	r := raceGrant(t, view, acquirer, old, "race")
+	require.Greater(t, r.grant.Token, old.Token)
 
 	evs, meta := streamLines(t, st, "race", 0), metaOf(t, st, "race")
 	switch {
-	case grantFirst:
-		require.ErrorIs(t, err, store.ErrFenced, "a write still open when a newer grant was made")
+	case r.grantFirst:
+		require.ErrorIs(t, r.err, store.ErrFenced, "a write still open when a newer grant was made")
 		require.Equal(t, []string{}, evs, "nothing of the refused write")
 		require.Equal(t, "<none>", meta, "nothing of the refused write")
-	case err == nil:
+	case r.err == nil:
 		t.Log("the grant waited for the write in progress")
 		require.Equal(t, []string{"1 raced"}, evs, "the write committed whole before the grant")
 		require.Equal(t, "raced", meta, "the write committed whole before the grant")
 	default:
-		require.ErrorIs(t, err, store.ErrFenced)
+		require.ErrorIs(t, r.err, store.ErrFenced)
 		require.Equal(t, []string{}, evs, "nothing of the refused write")
 		require.Equal(t, "<none>", meta, "nothing of the refused write")
 	}
 	requireFenced(t, st, view, "after-race")
-	return g.l
+	return r.grant
 }
 
 func testLapsedGrantNobodyTookStillWrites(t *testing.T, e *env) {
@@ -562,6 +513,8 @@ func testLeaseCallsAfterCloseAreErrClosed(t *testing.T, e *env) {
 	require.ErrorIs(t, ls.Release(bg, l), store.ErrClosed, "Release")
 	_, _, err = ls.Holder(bg, "engine")
 	require.ErrorIs(t, err, store.ErrClosed, "Holder")
+	_, err = ls.Grants(bg, "")
+	require.ErrorIs(t, err, store.ErrClosed, "Grants")
 	requireAllClosed(t, view)
 	requireAllClosed(t, ls.Fence(l))
 
@@ -570,6 +523,7 @@ func testLeaseCallsAfterCloseAreErrClosed(t *testing.T, e *env) {
 	re := e.handle(t)
 	rls := leasesOf(t, re)
 	requireHolder(t, rls, l)
+	requireGrants(t, rls, "", l)
 	got, err := rls.Acquire(bg, "engine", "node-2", "", time.Minute)
 	requireHeld(t, got, err, l)
 	l2 := acquire(t, rls, "engine", "node-1", "", time.Minute)

@@ -96,11 +96,18 @@ func testDeleteMeta(t *testing.T, e *env) {
 		return tx.PutMeta("d/c", []byte("again"))
 	}))
 	require.Equal(t, "again", metaOf(t, st, "d/c"), "a deleted key can be stored again")
-	if c, ok := st.(store.WriteCrasher); ok {
-		before := c.Writes()
-		require.NoError(t, st.Update(bg, func(tx store.Tx) error { return tx.DeleteMeta("d/none") }))
+	// A store that counts its writes (WriteCrasher) counts a delete, and not a delete of nothing.
+	c, counts := st.(store.WriteCrasher)
+	var before int64
+	if counts {
+		before = c.Writes()
+	}
+	require.NoError(t, st.Update(bg, func(tx store.Tx) error { return tx.DeleteMeta("d/none") }))
+	if counts {
 		require.Equal(t, before, c.Writes(), "deleting a key that is not there changes nothing")
-		require.NoError(t, st.Update(bg, func(tx store.Tx) error { return tx.DeleteMeta("d/a") }))
+	}
+	require.NoError(t, st.Update(bg, func(tx store.Tx) error { return tx.DeleteMeta("d/a") }))
+	if counts {
 		require.Equal(t, before+1, c.Writes(), "deleting a key is a durable write")
 	}
 	require.NoError(t, st.Close())

@@ -1,0 +1,217 @@
+package partition_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loomcheck/loomcheck/reference/internal/partition"
+	"github.com/loomcheck/loomcheck/reference/internal/transcript"
+	"github.com/loomcheck/loomcheck/reference/kernel"
+)
+
+// TestOfIsPinned: a key's partition is part of the database's layout, so these values may never
+// change (FNV-1a 64 of the key's bytes, modulo P, computed by hand beside the function's own).
+func TestOfIsPinned(t *testing.T) {
+	for _, c := range []struct {
+		key  string
+		p    int
+		want int
+	}{
+		{"", 7, int(14695981039346656037 % 7)},
+		{"a", 16, int(0xaf63dc4c8601ec8c % 16)},
+		{"conv-1", 1, 0},
+		{"conv-1", 12, int(fnv64a("conv-1") % 12)},
+		{"é𝄞", 31, int(fnv64a("é𝄞") % 31)},
+	} {
+		got, err := partition.Of(c.key, c.p)
+		require.NoError(t, err)
+		assert.Equal(t, c.want, got, "Of(%q, %d)", c.key, c.p)
+	}
+	for _, p := range []int{0, -1, partition.MaxPartitions + 1} {
+		_, err := partition.Of("x", p)
+		assert.True(t, errors.Is(err, partition.ErrCount), "Of with %d partitions: %v", p, err)
+		_, err = partition.Assign(p, []string{"a"})
+		assert.True(t, errors.Is(err, partition.ErrCount), "Assign with %d partitions: %v", p, err)
+	}
+	_, err := partition.Of("x", partition.MaxPartitions)
+	assert.NoError(t, err)
+}
+
+// fnv64a is this test's own FNV-1a, written out, not the package's.
+func fnv64a(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for _, b := range []byte(s) {
+		h ^= uint64(b)
+		h *= 1099511628211
+	}
+	return h
+}
+
+// TestAssignIsBalancedAndTheSameEverywhere: for every count of partitions and nodes tried, every
+// partition has an owner among the nodes, each node owns P/N or one more, and the plan does not
+// depend on the order the nodes are listed in, on repeats, or on an empty name.
+func TestAssignIsBalancedAndTheSameEverywhere(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for p := 1; p <= 40; p++ {
+		for n := 1; n <= 9; n++ {
+			nodes := names(n)
+			plan, err := partition.Assign(p, nodes)
+			require.NoError(t, err)
+			require.Len(t, plan, p)
+			loads := map[string]int{}
+			for i, o := range plan {
+				require.Contains(t, nodes, o, "p=%d n=%d partition %d", p, n, i)
+				loads[o]++
+			}
+			atCeil := 0
+			for _, node := range nodes {
+				l := loads[node]
+				assert.True(t, l == p/n || l == p/n+1, "p=%d n=%d: node %s owns %d", p, n, node, l)
+				if l == p/n+1 {
+					atCeil++
+				}
+				assert.Equal(t, l, len(plan.Owned(node)))
+			}
+			assert.Equal(t, p%n, atCeil, "p=%d n=%d", p, n)
+			shuffled := append(slices.Clone(nodes), nodes[r.IntN(n)], "")
+			r.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+			again, err := partition.Assign(p, shuffled)
+			require.NoError(t, err)
+			assert.Equal(t, plan, again, "p=%d n=%d, nodes %v", p, n, shuffled)
+		}
+	}
+	empty, err := partition.Assign(3, nil)
+	require.NoError(t, err)
+	assert.Equal(t, partition.Plan{"", "", ""}, empty)
+	assert.Empty(t, empty.Owned(""))
+}
+
+// TestAssignMovesLittle: a node joining or leaving moves a bounded share of the partitions
+// (at most twice the share one node owns after the change, plus one, over many sets: 1.5 shares
+// at most for 64 and 256 partitions, more where P is near N), where a plan by
+// position (partition i to node i mod N) would move most of them.
+func TestAssignMovesLittle(t *testing.T) {
+	for _, p := range []int{8, 12, 64, 256} {
+		worst := 0.0
+		for n := 1; n <= 8; n++ {
+			before, _ := partition.Assign(p, names(n))
+			after, _ := partition.Assign(p, names(n+1))
+			share := (p + n) / (n + 1) // ceil(p/(n+1))
+			moved := partition.Moves(before, after)
+			assert.LessOrEqual(t, moved, 2*share+1, "p=%d: %d to %d nodes moved %d", p, n, n+1, moved)
+			back := partition.Moves(after, before)
+			assert.Equal(t, moved, back)
+			worst = max(worst, float64(moved)/float64(share))
+		}
+		t.Logf("p=%d: worst moves on a join, in shares of one node: %.2f", p, worst)
+	}
+	assert.Equal(t, 2, partition.Moves(partition.Plan{"a", "b"}, partition.Plan{"a", "b", "c", "d"}))
+}
+
+func names(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = "node-" + strconv.Itoa(i+1)
+	}
+	return out
+}
+
+// TestTranscripts replays testdata/transcripts: a cluster's plan as nodes join and leave.
+//
+//	plan p=8 nodes=a,b    the plan for the nodes, and what moved since the last plan
+//	key key=conv-1 p=8    the partition of a key
+func TestTranscripts(t *testing.T) {
+	transcript.Files(t, filepath.Join("testdata", "transcripts", "*.txt"), func(t *testing.T) func(string) string {
+		var last partition.Plan
+		return func(command string) string {
+			cmd, args, err := transcript.Fields(command)
+			if err != nil {
+				return "error: " + err.Error()
+			}
+			p, _ := strconv.Atoi(args["p"])
+			switch cmd {
+			case "plan":
+				var nodes []string
+				if args["nodes"] != "" {
+					nodes = strings.Split(args["nodes"], ",")
+				}
+				plan, err := partition.Assign(p, nodes)
+				if err != nil {
+					return "error: " + err.Error()
+				}
+				var b strings.Builder
+				for i, o := range plan {
+					fmt.Fprintf(&b, "%d:%s ", i, o)
+				}
+				b.WriteString("\n")
+				slices.Sort(nodes)
+				for _, n := range slices.Compact(nodes) {
+					fmt.Fprintf(&b, "%s owns %v\n", n, plan.Owned(n))
+				}
+				if last != nil {
+					fmt.Fprintf(&b, "moved %d\n", partition.Moves(last, plan))
+				}
+				last = plan
+				return strings.TrimRight(b.String(), "\n ")
+			case "key":
+				got, err := partition.Of(args["key"], p)
+				if err != nil {
+					return "error: " + err.Error()
+				}
+				return strconv.Itoa(got)
+			}
+			return "unknown command " + cmd
+		}
+	})
+}
+
+// TestKeyOf: the key of every shape of execution id the engine makes, and of the shapes around
+// them (each part varied alone).
+func TestKeyOf(t *testing.T) {
+	long := strings.Repeat("r", 127) + "é" // 129 bytes: the cut falls inside é
+	for _, c := range []struct{ id, want string }{
+		{"c_0123456789abcdef01234567", "c_0123456789abcdef01234567"},
+		{"chosen.0123456789abcdef01234567", "chosen.0123456789abcdef01234567"},
+		{"turn:c_1:o7:0a1b2c3d4e5f60718293a4b5", "c_1"},
+		{"turn:c_1:o8:ffffffffffffffffffffffff", "c_1"},
+		{"turn:c_2:o7:0a1b2c3d4e5f60718293a4b5", "c_2"},
+		{"turn:", ""},
+		{"turns:c_1:o7", "turns:c_1:o7"},
+		{"thr:agent:ac_1:3", partition.ThreadsKey},
+		{"thr:", partition.ThreadsKey},
+		{"thread:ac_1", "thread:ac_1"},
+		{"run:0123456789abcdef01234567", "run:0123456789abcdef01234567"},
+		{"run:0123456789abcdef01234567/search~0011223344556677", "run:0123456789abcdef01234567"},
+		{"run:0123456789abcdef01234567/search~0011223344556677/deeper~8899aabbccddeeff", "run:0123456789abcdef01234567"},
+		{"turn:c_1:o7:0a1b/tool~0011223344556677", "c_1"},
+		{long, strings.Repeat("r", 127)},
+		{long + "/child~0011223344556677", strings.Repeat("r", 127)},
+		{strings.Repeat("s", 128), strings.Repeat("s", 128)},
+		{strings.Repeat("s", 129), strings.Repeat("s", 128)},
+		{"", ""},
+	} {
+		assert.Equal(t, c.want, partition.KeyOf(c.id), "KeyOf(%q)", c.id)
+	}
+}
+
+// TestAChildLivesWithItsRoot: whatever its root and name (long, multi-byte, holding "/"), a
+// child that kernel.ChildID names, and its children, have their root's key.
+func TestAChildLivesWithItsRoot(t *testing.T) {
+	roots := []string{"c_1", "turn:c_1:o2:ab", "thr:agent:ac_1:1", "run:x", strings.Repeat("é", 70), strings.Repeat("r", 127) + "𝄞", "a/b"}
+	for _, root := range roots {
+		for _, name := range []string{"search", "a/b", strings.Repeat("n", 80)} {
+			child := kernel.ChildID(root, name)
+			assert.Equal(t, partition.KeyOf(root), partition.KeyOf(child), "root %q, child %q", root, child)
+			assert.Equal(t, partition.KeyOf(root), partition.KeyOf(kernel.ChildID(child, name)), "root %q, grandchild", root)
+		}
+	}
+}
