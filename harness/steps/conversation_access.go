@@ -511,7 +511,7 @@ func (s *accessSteps) startsWithMembers(who, id, members string) error {
 		return err
 	}
 	body["id"] = s.own(id)
-	r, err := s.cl.do(s.ctx, who, http.MethodPost, "/conversations", body, reqOpts{offSpec: true})
+	r, err := s.cl.Do(s.ctx, who, http.MethodPost, "/conversations", body, reqOpts{OffSpec: true})
 	s.last = r
 	return err
 }
