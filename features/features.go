@@ -1,6 +1,6 @@
 // Package features embeds the Gherkin features of the kit, so the loomcheck binary carries them.
 // Each feature is executable documentation of one part of the design records, kept as
-// <area>/<topic>.feature; its steps live in harness/steps_<area>_<topic>.go.
+// <area>/<topic>.feature; its steps live in harness/steps/<area>_<topic>.go.
 package features
 
 import (

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/loomcheck/loomcheck/harness/report"
+	"github.com/loomcheck/loomcheck/harness/steps"
 )
 
 // findingKey tells one contract violation from another: the same break on the same route is one
@@ -13,16 +14,16 @@ type findingKey struct{ route, location, message string }
 
 // addFindings folds the violations scenario id saw into the run's findings: each distinct one
 // once, with the first exchange that showed it. The caller holds r.mu.
-func (r *runner) addFindings(id string, seen []seenViolation) {
+func (r *runner) addFindings(id string, seen []steps.SeenViolation) {
 	for _, sv := range seen {
-		k := findingKey{sv.v.Route, sv.v.Pointer, sv.v.Message}
+		k := findingKey{sv.Violation.Route, sv.Violation.Pointer, sv.Violation.Message}
 		if r.findings == nil {
 			r.findings = map[findingKey]*report.ContractFinding{}
 		}
 		f := r.findings[k]
 		if f == nil {
-			ex := sv.ex
-			f = &report.ContractFinding{Route: k.route, Location: k.location, Schema: sv.v.Schema,
+			ex := sv.Exchange
+			f = &report.ContractFinding{Route: k.route, Location: k.location, Schema: sv.Violation.Schema,
 				Message: k.message, Scenarios: []string{}, Example: &ex}
 			r.findings[k] = f
 		}
@@ -56,16 +57,16 @@ func (r *runner) sortedFindings() []report.ContractFinding {
 
 // contractNotes is what a scenario's report says of the violations it saw: each distinct one
 // once, pointing at the run's finding rather than standing for the scenario's verdict.
-func contractNotes(seen []seenViolation) []string {
+func contractNotes(seen []steps.SeenViolation) []string {
 	var notes []string
 	done := map[findingKey]bool{}
 	for _, sv := range seen {
-		k := findingKey{sv.v.Route, sv.v.Pointer, sv.v.Message}
+		k := findingKey{sv.Violation.Route, sv.Violation.Pointer, sv.Violation.Message}
 		if done[k] {
 			continue
 		}
 		done[k] = true
-		notes = append(notes, fmt.Sprintf("contract violation (reported once among the contract findings, under %s): %s", ContractRequirement, sv.v.String()))
+		notes = append(notes, fmt.Sprintf("contract violation (reported once among the contract findings, under %s): %s", ContractRequirement, sv.Violation.String()))
 	}
 	return notes
 }

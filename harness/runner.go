@@ -2,12 +2,11 @@ package harness
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
+	"maps"
 	"os"
 	"runtime"
 	"slices"
@@ -23,6 +22,7 @@ import (
 	"github.com/loomcheck/loomcheck/features"
 	"github.com/loomcheck/loomcheck/harness/contract"
 	"github.com/loomcheck/loomcheck/harness/report"
+	"github.com/loomcheck/loomcheck/harness/steps"
 	"github.com/loomcheck/loomcheck/harness/world"
 	"github.com/loomcheck/loomcheck/spec"
 	"github.com/loomcheck/loomcheck/spec/sutconfig"
@@ -82,43 +82,18 @@ type Options struct {
 	NodeLease time.Duration
 }
 
-// Databases makes and removes the server databases of Options.Databases. Names are lower-case
-// letters, digits and underscores. An implementation may hand out, under a new name, a database
-// it emptied after an earlier scenario (loomcheck run --store does: making a database costs the
-// server far more), so long as what Create returns holds nothing and no one is connected to it.
-//
-//	opt.Databases = myDatabases{admin: "postgres://loom@127.0.0.1/postgres"}
-type Databases interface {
-	// Create gives the scenario an empty database under name and returns the URL a system opens
-	// it with.
-	Create(ctx context.Context, name string) (url string, err error)
-	// Drop is done with the database given under name, whoever is still connected to it: it is
-	// removed, or emptied for a later Create.
-	Drop(ctx context.Context, name string) error
-}
-
 // runner is the state of one run.
 type runner struct {
-	opt      Options
-	kind     driverKind
-	contract *contract.Validator
-	cat      *spec.Catalogue
-	claimed  map[string]bool
-	impl     string
-	door     bool
-	// extensions are the optional behaviours the SUT claims in discovery ("chosen-id").
-	extensions map[string]bool
+	opt     Options
+	cat     *spec.Catalogue
+	claimed map[string]bool
+	impl    string
+	// shared is what the scenarios share: the driver, the contract, what discovery claimed.
+	shared *steps.Run
 	// unstarted is why the system could not be started or answer discovery ("": it did).
 	unstarted string
-	tmp       string
-
-	sharedWorld *world.World
-	remoteCfg   *sutconfig.SUTConfig
-	runID       string
 
 	mu            sync.Mutex
-	databases     int // scenario databases made (Options.Databases)
-	scenarios     int // scenarios set up, numbering their nonces (scenario.own)
 	results       map[string]*report.Scenario
 	total         int
 	judgeable     int // selected scenarios of a claimed profile
@@ -153,8 +128,8 @@ func Execute(ctx context.Context, opt Options) (*report.Report, error) {
 	}
 	defer r.cleanup()
 	if err := r.probe(ctx); err != nil {
-		var se *startError
-		if !errors.As(err, &se) && !errors.Is(err, errNoDiscovery) {
+		var se *steps.StartError
+		if !errors.As(err, &se) && !errors.Is(err, steps.ErrNoDiscovery) {
 			return nil, err
 		}
 		// The system's failure, not the kit's: a report that says so, every format written.
@@ -192,10 +167,10 @@ func newRunner(opt Options) (*runner, error) {
 	}
 	r := &runner{opt: opt, results: map[string]*report.Scenario{}, lines: map[string]int{},
 		keywords: map[string]string{}, features: map[string]string{}}
+	r.shared = &steps.Run{StepTimeout: opt.StepTimeout, Databases: opt.Databases}
 	switch {
 	case opt.Factory != nil && opt.Command == "" && opt.Target == "":
-		r.kind = driverKind{name: "in-process", describe: "in-process", canCrash: true, configurable: true,
-			newDriver: func() driver { return &inProcess{factory: opt.Factory} }}
+		r.shared.Kind = steps.InProcess(opt.Factory)
 	case opt.Command != "" && opt.Factory == nil && opt.Target == "" && opt.Nodes > 1:
 		if opt.Databases == nil {
 			return nil, fmt.Errorf("%w: several nodes need a database they share (--store)", ErrUsage)
@@ -204,33 +179,31 @@ func newRunner(opt Options) (*runner, error) {
 		if lease <= 0 {
 			lease = time.Second
 		}
-		r.kind = driverKind{name: "nodes", describe: fmt.Sprintf("%d nodes of %s", opt.Nodes, opt.Command), canCrash: true, configurable: true,
-			newDriver: func() driver { return &nodes{command: opt.Command, n: opt.Nodes, lease: lease} }}
+		r.shared.Kind = steps.Nodes(opt.Command, opt.Nodes, lease)
 	case opt.Command != "" && opt.Factory == nil && opt.Target == "":
-		r.kind = driverKind{name: "process", describe: opt.Command, canCrash: true, configurable: true,
-			newDriver: func() driver { return &process{command: opt.Command} }}
+		r.shared.Kind = steps.Process(opt.Command)
 	case opt.Target != "" && opt.Factory == nil && opt.Command == "":
 		if opt.Databases != nil {
 			return nil, fmt.Errorf("%w: a remote target keeps its own database; --store is for a system the kit starts", ErrUsage)
 		}
-		r.kind = driverKind{name: "remote", describe: opt.Target, shared: true,
-			newDriver: func() driver { return &remote{url: strings.TrimRight(opt.Target, "/")} }}
+		r.shared.Kind = steps.Remote(strings.TrimRight(opt.Target, "/"))
+		r.shared.Kind.Describe = opt.Target
 		if opt.World == nil || opt.RemoteConfig == nil {
 			return nil, fmt.Errorf("%w: a remote target needs the world and the configuration it was started with", ErrUsage)
 		}
-		r.sharedWorld, r.remoteCfg = opt.World, opt.RemoteConfig
+		r.shared.SharedWorld, r.shared.RemoteCfg = opt.World, opt.RemoteConfig
 		r.opt.Concurrency = 1
 	default:
 		return nil, fmt.Errorf("%w: choose exactly one of an in-process factory, a command or a target", ErrUsage)
 	}
 	if opt.Describe != "" {
-		r.kind.describe = opt.Describe
+		r.shared.Kind.Describe = opt.Describe
 	}
 	if r.opt.Concurrency <= 0 {
 		r.opt.Concurrency = defaultConcurrency(opt.Nodes > 1)
 	}
 	var err error
-	if r.contract, err = contract.New(); err != nil {
+	if r.shared.Contract, err = contract.New(); err != nil {
 		return nil, harnessErr("load the contract: %v", err)
 	}
 	if r.cat, err = spec.LoadCatalogue(); err != nil {
@@ -241,11 +214,10 @@ func newRunner(opt Options) (*runner, error) {
 			return nil, fmt.Errorf("%w: --profile %q is not a profile of the catalogue%s", ErrUsage, p, DidYouMean(p, r.cat.ProfileNames()))
 		}
 	}
-	if r.tmp, err = os.MkdirTemp("", "loomcheck-*"); err != nil {
+	if r.shared.Tmp, err = os.MkdirTemp("", "loomcheck-*"); err != nil {
 		return nil, harnessErr("temporary directory: %v", err)
 	}
-	r.runID = strings.TrimPrefix(randomKey()[:8], "+")
-	r.runID = strings.NewReplacer("+", "a", "/", "b", "=", "c").Replace(r.runID)
+	r.shared.ID = steps.NewRunID()
 	return r, nil
 }
 
@@ -294,48 +266,15 @@ const nodesPerCPU = 2
 var ErrUsage = errors.New("usage")
 
 func (r *runner) cleanup() {
-	_ = os.RemoveAll(r.tmp)
+	_ = os.RemoveAll(r.shared.Tmp)
 }
 
 // probe starts one instance to read the discovery document: which profiles the SUT claims. A
 // SUT that cannot be started or does not answer is a harness error, not a failure.
-// errNoDiscovery: the system started but did not answer GET /.well-known/loom with its discovery
-// document.
-var errNoDiscovery = errors.New("the system under test did not answer its discovery document (GET /.well-known/loom)")
-
 func (r *runner) probe(ctx context.Context) error {
-	s := &scenario{run: r, ctx: ctx}
-	if err := s.setup(); err != nil {
+	d, err := steps.Discover(ctx, r.shared)
+	if err != nil {
 		return err
-	}
-	defer s.teardown()
-	if err := s.sut(); err != nil {
-		return err
-	}
-	resp, err := s.cl.do(ctx, "", http.MethodGet, "/.well-known/loom", nil, reqOpts{})
-	var f *Failure
-	if err != nil && !(errors.As(err, &f) && resp != nil) {
-		// No answer at all: the run cannot be made. An answer that breaks the contract is
-		// read anyway; the scenarios that check the contract report it.
-		if r.kind.name == "remote" {
-			// A running system the kit was pointed at and never reached: the address may be
-			// wrong, which is the caller's to fix, not the system's failure.
-			return harnessErr("discovery: %v", err)
-		}
-		return fmt.Errorf("%w: %v", errNoDiscovery, err)
-	}
-	var d struct {
-		SpecVersion    string   `json:"specVersion"`
-		Profiles       []string `json:"profiles"`
-		RuntimeDoor    bool     `json:"runtimeDoor"`
-		Extensions     []string `json:"extensions"`
-		Implementation struct {
-			Name    string `json:"name"`
-			Version string `json:"version"`
-		} `json:"implementation"`
-	}
-	if resp.status != http.StatusOK || json.Unmarshal(resp.body, &d) != nil {
-		return fmt.Errorf("%w: it answered %d: %s", errNoDiscovery, resp.status, clip(string(resp.body), 200))
 	}
 	r.claimed = map[string]bool{}
 	for _, p := range d.Profiles {
@@ -343,11 +282,11 @@ func (r *runner) probe(ctx context.Context) error {
 			r.claimed[p] = true
 		}
 	}
-	r.impl = strings.TrimSpace(d.Implementation.Name + " " + d.Implementation.Version)
-	r.door = d.RuntimeDoor
-	r.extensions = map[string]bool{}
+	r.impl = d.Implementation
+	r.shared.Door = d.RuntimeDoor
+	r.shared.Extensions = map[string]bool{}
 	for _, e := range d.Extensions {
-		r.extensions[e] = true
+		r.shared.Extensions[e] = true
 	}
 	return nil
 }
@@ -357,7 +296,7 @@ func (r *runner) build(started time.Time) *report.Report {
 	rep := &report.Report{
 		Kit:         report.Kit{Name: "loomcheck", Version: KitVersion},
 		SpecVersion: r.cat.Version,
-		Target:      report.Target{Driver: r.kind.name, Description: r.kind.describe, Implementation: r.impl, Profiles: []string{}},
+		Target:      report.Target{Driver: r.shared.Kind.Name, Description: r.shared.Kind.Describe, Implementation: r.impl, Profiles: []string{}},
 		StartedAt:   started.UTC().Truncate(time.Millisecond), // what a reader needs; no nanoseconds
 		DurationMs:  time.Since(started).Milliseconds(),
 		Scenarios:   []report.Scenario{},
@@ -369,7 +308,7 @@ func (r *runner) build(started time.Time) *report.Report {
 		rep.Target.Profiles = append(rep.Target.Profiles, p)
 	}
 	sort.Strings(rep.Target.Profiles)
-	ids := sortedKeys(r.results)
+	ids := slices.Sorted(maps.Keys(r.results))
 	sort.SliceStable(ids, func(i, j int) bool { return idLess(ids[i], ids[j]) })
 	for _, id := range ids {
 		rep.Scenarios = append(rep.Scenarios, *r.results[id])

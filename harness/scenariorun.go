@@ -11,26 +11,29 @@ import (
 	"github.com/cucumber/godog"
 
 	"github.com/loomcheck/loomcheck/harness/report"
+	"github.com/loomcheck/loomcheck/harness/steps"
 )
 
 type scenarioKey struct{}
 
-// scenarioRun is the state one pickle's hooks share: the scenario, its entry in the report, when
-// it began, why it does not apply (empty when it does) and the step being run.
+// scenarioRun is the state one pickle's hooks share: the scenario, the requirements it judges, its
+// entry in the report, when it began, why it does not apply (empty when it does) and the step being
+// run.
 type scenarioRun struct {
 	r         *runner
-	s         *scenario
+	s         *steps.Scenario
 	sc        *godog.ScenarioContext
 	res       *report.Scenario
 	begun     time.Time
 	na        string
 	stepIndex int
 	stepStart time.Time
+	reqs      []string
 }
 
 // initScenario binds a fresh scenario state to one pickle.
 func (r *runner) initScenario(sc *godog.ScenarioContext) {
-	sr := &scenarioRun{r: r, s: &scenario{run: r}, sc: sc}
+	sr := &scenarioRun{r: r, s: steps.NewScenario(r.shared), sc: sc}
 	sc.Before(sr.beginScenario)
 	sc.StepContext().Before(sr.beginStep)
 	sc.StepContext().After(sr.endStep)
@@ -48,21 +51,21 @@ func (sr *scenarioRun) beginScenario(ctx context.Context, p *godog.Scenario) (co
 	for i, st := range p.Steps {
 		texts[i] = st.Text
 	}
-	s.register(sr.sc, texts)
-	s.ctx = ctx
-	s.id, s.name, s.tags = r.scenarioID(p), p.Name, tagNames(p)
-	var needs []string
-	s.profile, s.reqs, needs = meta(s.tags)
-	sr.res = r.reportEntry(s, p)
-	if s.profile == "" {
+	s.Register(sr.sc, texts)
+	id, tags := r.scenarioID(p), tagNames(p)
+	profile, reqs, needs := meta(tags)
+	s.Begin(ctx, id, p.Name, tags, profile, reqs)
+	sr.reqs = reqs
+	sr.res = r.reportEntry(id, tags, profile, reqs, p)
+	if profile == "" {
 		sr.na = ""
 		return ctx, harnessErr("the scenario has no @profile tag")
 	}
-	sr.na = r.notApplicable(s.profile, needs)
+	sr.na = r.notApplicable(profile, needs)
 	if sr.na != "" {
 		return ctx, godog.ErrSkip
 	}
-	if err := s.setup(); err != nil {
+	if err := s.Setup(); err != nil {
 		return ctx, err
 	}
 	return context.WithValue(ctx, scenarioKey{}, s), nil
@@ -70,9 +73,9 @@ func (sr *scenarioRun) beginScenario(ctx context.Context, p *godog.Scenario) (co
 
 // reportEntry is the report's entry for the scenario before it runs: every step skipped, with its
 // keyword, line, doc string and table.
-func (r *runner) reportEntry(s *scenario, p *godog.Scenario) *report.Scenario {
-	res := &report.Scenario{ID: s.id, Feature: r.features[p.Uri], Name: p.Name, Tags: s.tags, Profile: s.profile,
-		Requirements: append([]string{}, s.reqs...), Steps: []report.Step{}}
+func (r *runner) reportEntry(id string, tags []string, profile string, reqs []string, p *godog.Scenario) *report.Scenario {
+	res := &report.Scenario{ID: id, Feature: r.features[p.Uri], Name: p.Name, Tags: tags, Profile: profile,
+		Requirements: append([]string{}, reqs...), Steps: []report.Step{}}
 	if res.Feature == "" {
 		res.Feature = p.Uri
 	}
@@ -103,11 +106,11 @@ func (r *runner) notApplicable(profile string, needs []string) string {
 	switch {
 	case !r.claimed[profile]:
 		return fmt.Sprintf("the system does not claim profile %q", profile)
-	case slices.Contains(needs, "crash") && !r.kind.canCrash:
+	case slices.Contains(needs, "crash") && !r.shared.Kind.CanCrash:
 		return "the scenario crashes the system, which a remote target does not allow"
-	case slices.Contains(needs, "configures") && !r.kind.configurable:
+	case slices.Contains(needs, "configures") && !r.shared.Kind.Configurable:
 		return "the scenario configures the system, which a remote target does not allow"
-	case slices.Contains(needs, "fresh-system") && r.kind.shared:
+	case slices.Contains(needs, "fresh-system") && r.shared.Kind.Shared:
 		return "the scenario judges what the system keeps once for all its callers, which other scenarios on a shared remote target have already used"
 	}
 	return ""
@@ -116,7 +119,7 @@ func (r *runner) notApplicable(profile string, needs []string) string {
 // beginStep notes when a step starts.
 func (sr *scenarioRun) beginStep(ctx context.Context, st *godog.Step) (context.Context, error) {
 	sr.stepStart = time.Now()
-	sr.s.stepBegins()
+	sr.s.StepBegins()
 	return ctx, nil
 }
 
@@ -125,13 +128,13 @@ func (sr *scenarioRun) beginStep(ctx context.Context, st *godog.Step) (context.C
 func (sr *scenarioRun) endStep(ctx context.Context, st *godog.Step, status godog.StepResultStatus, err error) (context.Context, error) {
 	s, res := sr.s, sr.res
 	if err == nil && status == godog.StepPassed {
-		err = s.takeAsync()
+		err = s.TakeAsync()
 		if err != nil {
 			status = godog.StepFailed
 		}
 	}
 	if err != nil {
-		s.markTimeout(err)
+		s.MarkTimeout(err)
 	}
 	if res != nil && sr.stepIndex < len(res.Steps) {
 		rs := &res.Steps[sr.stepIndex]
@@ -149,7 +152,7 @@ func (sr *scenarioRun) endStep(ctx context.Context, st *godog.Step, status godog
 // exchanges, records the result and tears the scenario down.
 func (sr *scenarioRun) endScenario(ctx context.Context, p *godog.Scenario, err error) (context.Context, error) {
 	r, s, res := sr.r, sr.s, sr.res
-	defer s.teardown()
+	defer s.Teardown()
 	if res == nil {
 		return ctx, err
 	}
@@ -157,25 +160,19 @@ func (sr *scenarioRun) endScenario(ctx context.Context, p *godog.Scenario, err e
 	if err == nil && sr.na == "" {
 		err = unfinishedStep(res.Steps)
 	}
-	res.Status, res.Message, res.Failure = r.classify(s, sr.na, err)
+	res.Status, res.Message, res.Failure = r.classify(sr.reqs, sr.na, err)
 	if res.Status == report.Failed || res.Status == report.HarnessError {
-		if logs := ""; s.drv != nil {
-			logs = s.drv.Logs()
-			if logs != "" && res.Status == report.HarnessError {
-				res.Message += "; the system printed: " + tail(logs, 800)
-			}
-			if logs != "" {
-				res.SystemOutput = tail(logs, report.SystemOutputBytes)
-			}
+		if logs := s.Logs(800); logs != "" && res.Status == report.HarnessError {
+			res.Message += "; the system printed: " + logs
 		}
+		res.SystemOutput = s.Logs(report.SystemOutputBytes)
 	}
-	if s.cl != nil {
-		s.cl.mu.Lock()
-		res.Exchanges = append([]report.Exchange(nil), s.cl.exchanges...)
-		res.Notes = contractNotes(s.cl.seen)
-		s.cl.mu.Unlock()
+	seen, observed := s.Observed()
+	if observed {
+		res.Exchanges = seen.Exchanges
+		res.Notes = contractNotes(seen.Seen)
 	}
-	r.finish(res, s)
+	r.finish(res, seen)
 	return ctx, err
 }
 
@@ -221,7 +218,7 @@ func stepStatus(st godog.StepResultStatus, err error) report.Status {
 
 // classify turns a scenario's error into its outcome. Only a *Failure is the SUT's fault;
 // anything the kit did not classify (a panic, an unexpected error) is a harness error.
-func (r *runner) classify(s *scenario, na string, err error) (report.Status, string, *report.Failure) {
+func (r *runner) classify(reqs []string, na string, err error) (report.Status, string, *report.Failure) {
 	var f *Failure
 	switch {
 	case na != "":
@@ -238,9 +235,9 @@ func (r *runner) classify(s *scenario, na string, err error) (report.Status, str
 		return report.Skipped, "skipped", nil
 	case errors.As(err, &f):
 		rf := &report.Failure{Requirement: f.Requirement, Rule: f.Rule, Operation: f.Op, Got: f.Got, Want: f.Want}
-		named := s.reqs
-		if rf.Requirement == "" && len(s.reqs) > 0 {
-			rf.Requirement = strings.Join(s.reqs, ", ")
+		named := reqs
+		if rf.Requirement == "" && len(reqs) > 0 {
+			rf.Requirement = strings.Join(reqs, ", ")
 		} else if rf.Requirement != "" {
 			named = []string{rf.Requirement} // the rule quoted is the requirement's named
 		}
@@ -262,19 +259,16 @@ func (r *runner) classify(s *scenario, na string, err error) (report.Status, str
 	}
 }
 
-func (r *runner) finish(res *report.Scenario, s *scenario) {
+// finish records a scenario's result and what its client saw (seen: nothing when it had none).
+func (r *runner) finish(res *report.Scenario, seen steps.Observed) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.results[res.ID] = res
 	r.done++
-	if s.cl != nil {
-		s.cl.mu.Lock()
-		r.contractStats.ExchangesValidated += s.cl.validated
-		r.contractStats.EventsValidated += s.cl.events
-		r.contractStats.Violations += len(s.cl.violations)
-		r.addFindings(res.ID, s.cl.seen)
-		s.cl.mu.Unlock()
-	}
+	r.contractStats.ExchangesValidated += seen.Validated
+	r.contractStats.EventsValidated += seen.Events
+	r.contractStats.Violations += seen.Violations
+	r.addFindings(res.ID, seen.Seen)
 	switch res.Status {
 	case report.Failed:
 		r.failed++

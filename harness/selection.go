@@ -3,6 +3,8 @@ package harness
 import (
 	"fmt"
 	"io/fs"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -60,7 +62,7 @@ func (r *runner) selected() error {
 		return fmt.Errorf("%w: the system claims no profile, so a filtered run judges nothing", ErrUsage)
 	case filtered && r.judgeable == 0:
 		return fmt.Errorf("%w: the filters select %d scenarios, none of a profile this run judges (%s)", ErrUsage, r.total,
-			strings.Join(sortedKeys(r.claimed), ", "))
+			strings.Join(slices.Sorted(maps.Keys(r.claimed)), ", "))
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 	"sort"
 
 	"github.com/loomcheck/loomcheck/harness/report"
+	"github.com/loomcheck/loomcheck/harness/steps"
 	"github.com/loomcheck/loomcheck/spec"
 )
 
@@ -190,7 +192,7 @@ func judgeProfiles(rep *report.Report, cat *spec.Catalogue, claimed, blocking ma
 	}
 	rep.Profiles = rep.Profiles[:0]
 	conformant := true
-	for _, name := range sortedKeys(names) {
+	for _, name := range slices.Sorted(maps.Keys(names)) {
 		pr := report.ProfileResult{Name: name, Claimed: claimed[name]}
 		for _, sc := range rep.Scenarios {
 			if sc.Profile == name {
@@ -360,10 +362,4 @@ func Certify(rep *report.Report) {
 }
 
 // Secrets lists the credentials the kit uses, for redaction in reports.
-func Secrets() []string {
-	out := make([]string, 0, len(principals))
-	for name := range principals {
-		out = append(out, tokenOf(name))
-	}
-	return out
-}
+func Secrets() []string { return steps.Secrets() }

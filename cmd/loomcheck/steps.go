@@ -13,7 +13,7 @@ import (
 const usageSteps = `usage: loomcheck steps [WORD...] [--area NAME] [--format text|json]
 
 Prints the step vocabulary of the kit: every pattern a feature's step may use, the area it
-belongs to (its definitions are in harness/steps_<area>.go: <area>_<topic> for the steps of
+belongs to (its definitions are in harness/steps/<area>.go: <area>_<topic> for the steps of
 features/<area>/<topic>.feature, common_<name> for shared ones) and one line of what it does. With
 words, only the steps whose pattern or meaning holds every word (any case). Look here for a step
 before writing a new one: a pattern that two steps match, or that no feature uses, fails the
@@ -68,7 +68,7 @@ func cmdSteps(args []string, stdout, stderr io.Writer) int {
 				n++
 			}
 		}
-		fmt.Fprintf(stdout, "%s (%d, harness/steps_%s.go)\n", a, n, a)
+		fmt.Fprintf(stdout, "%s (%d, harness/steps/%s.go)\n", a, n, a)
 		for _, st := range steps {
 			if st.Area == a {
 				fmt.Fprintf(stdout, "  %s\n      %s\n", st.Pattern, st.Meaning)

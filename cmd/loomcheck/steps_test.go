@@ -32,7 +32,7 @@ func TestStepsListsTheVocabulary(t *testing.T) {
 	}
 	for _, a := range areasOf(want) {
 		require.Contains(t, text, a+" (")
-		_, err := os.Stat("../../harness/steps_" + a + ".go")
+		_, err := os.Stat("../../harness/steps/" + a + ".go")
 		require.NoError(t, err, "the area %s has its file", a)
 	}
 
