@@ -3,6 +3,7 @@ package sessions
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	"github.com/loomcheck/loomcheck/reference/internal/stream"
 	"github.com/loomcheck/loomcheck/reference/kernel"
@@ -54,6 +55,18 @@ func (ss *session) reserveLocked(rec *posRecord) bool {
 	return true
 }
 
+// errLossEpoch: the store may have lost frames of the session while it was loaded (a server
+// under it started again): the session is loaded afresh, which fills what was lost.
+var errLossEpoch = errors.New("sessions: the store may have lost frames since the session was loaded")
+
+// sameEpochLocked refuses a commit after the store's loss epoch moved (ss.mu held).
+func (ss *session) sameEpochLocked() error {
+	if ss.svc.k.LossEpoch() != ss.epoch {
+		return errLossEpoch
+	}
+	return nil
+}
+
 // write runs fn as one kernel transaction, relaxed unless synced.
 func (ss *session) write(ctx context.Context, synced bool, fn func(*kernel.Tx) error) error {
 	if synced {
@@ -85,6 +98,7 @@ var lostFrame = stream.Spec{Kind: stream.KindStatus, Data: map[string]string{"st
 // position of the store's epoch, or one with nothing reserved past the head, changes nothing.
 func (ss *session) fillLost(ctx context.Context, p posRecord, ok bool) error {
 	epoch := ss.svc.k.LossEpoch()
+	ss.epoch = epoch
 	head := ss.log.Head()
 	if !ok || p.Epoch == epoch || head >= ss.reserved {
 		return nil

@@ -30,9 +30,10 @@ type session struct {
 	guards        map[int64]guard
 	pos           loomtype.Cursor
 	lastReplyTurn int64
-	// reserved is the newest cursor a reader may be given before a synced commit raises it, and
-	// floor the floor the position keeps (0: the log's own); see reserve.go.
-	reserved, floor int64
+	// reserved is the newest cursor a reader may be given before a synced commit raises it,
+	// floor the floor the position keeps (0: the log's own), and epoch the store's loss epoch the
+	// session was loaded under; see reserve.go.
+	reserved, floor, epoch int64
 	liveBytes       map[int64]int // bytes of live text logged per turn since its last restart
 	subs            map[*Sub]struct{}
 	lastAskedTurn   int64
@@ -341,6 +342,9 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 	if len(specs) == 0 && ss.extraQueue == nil {
 		ss.pos, ss.lastReplyTurn = next, reply
 		return nil, nil
+	}
+	if err := ss.sameEpochLocked(); err != nil {
+		return nil, ss.failLocked(err)
 	}
 	now := ss.svc.cfg.Now()
 	expect := ss.log.Head()
