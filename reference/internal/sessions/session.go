@@ -34,9 +34,9 @@ type session struct {
 	// floor the floor the position keeps (0: the log's own), and epoch the store's loss epoch the
 	// session was loaded under; see reserve.go.
 	reserved, floor, epoch int64
-	liveBytes       map[int64]int // bytes of live text logged per turn since its last restart
-	subs            map[*Sub]struct{}
-	lastAskedTurn   int64
+	liveBytes              map[int64]int // bytes of live text logged per turn since its last restart
+	subs                   map[*Sub]struct{}
+	lastAskedTurn          int64
 	// lastAsker is the identity key of the person who asked lastAskedTurn ("" when unknown).
 	lastAsker   string
 	queue       queueRecord
