@@ -10,7 +10,8 @@
 //
 // Besides Store, a backend may offer optional capabilities, found with a type assertion:
 // Killer (a crash in-process, for crash tests), WriteCrasher (a crash right after a chosen
-// write), and Leases (ownership with fencing, for several nodes on one store).
+// write), Leases (ownership with fencing, for several nodes on one store), and Relaxed (a
+// commit that does not wait for the disk, with the count of the opens that may have lost one).
 package store
 
 import (
