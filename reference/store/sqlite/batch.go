@@ -239,8 +239,8 @@ func (s *SQLite) lead(me *request) {
 	returned = true
 	s.counted(me)
 	for b.broken == nil && b.armed == nil && len(b.members) < batchMaxUpdates && b.bytes < batchMaxBytes {
-		if b.relaxed && s.nextWaits() {
-			break // it leads the next batch, which waits for the disk
+		if b.relaxed && !s.normal && s.nextWaits() {
+			break // it leads the next batch, which waits for the disk (a SyncNormal store never does)
 		}
 		r := s.pop()
 		if r == nil {

@@ -147,35 +147,50 @@ func parseEpoch(b []byte) (n int64, boot string, ok bool) {
 	return n, boot, string(epochRecord(n, boot)) == string(b)
 }
 
-// openEpoch reads the epoch file, raises the loss epoch when relaxed commits may have been lost
-// since the last open (clean says the last run closed the store cleanly; dbThere that a store
-// was there), and records it with this boot. A store with no epoch file never committed relaxed
+// epochState is what Open learnt of the loss epoch: the count, the boot it is recorded with,
+// whether this open raised it, and the epoch file as it was read.
+type epochState struct {
+	n      int64
+	boot   string
+	raised bool
+	was    []byte
+}
+
+// readEpoch reads the epoch file of the store at db and raises the loss epoch when relaxed
+// commits may have been lost since the last open (clean says the last run closed the store
+// cleanly; dbThere that a store was there). A store with no epoch file never committed relaxed
 // (it was written before them, or is new): its epoch is 0.
-func (s *SQLite) openEpoch(opt Options, dbThere, clean bool) error {
-	boot := bootID(opt)
-	b, err := os.ReadFile(epochPath(s.path))
-	var n int64
-	var was string
+func readEpoch(db string, opt Options, dbThere, clean bool) (epochState, error) {
+	e := epochState{boot: bootID(opt)}
+	b, err := os.ReadFile(epochPath(db))
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		was = boot
+		return e, nil
 	case err != nil:
-		return fmt.Errorf("store: epoch of %s: %w", s.path, err)
-	default:
-		var ok bool
-		if n, was, ok = parseEpoch(b); !ok {
-			return &store.CorruptError{Path: s.path, Table: "epoch", Reason: fmt.Sprintf("the epoch file %s does not check", epochPath(s.path))}
-		}
-		if dbThere && !clean && (boot == "" || boot != was) {
-			n++ // the machine may have lost relaxed commits: see above
-		}
+		return e, fmt.Errorf("store: epoch of %s: %w", db, err)
 	}
-	s.epoch = n
-	if string(b) == string(epochRecord(n, boot)) {
+	e.was = b
+	n, was, ok := parseEpoch(b)
+	if !ok {
+		return e, &store.CorruptError{Path: db, Table: "epoch", Reason: fmt.Sprintf("the epoch file %s does not check", epochPath(db))}
+	}
+	e.n = n
+	if dbThere && !clean && (e.boot == "" || e.boot != was) {
+		e.n++ // the machine may have lost relaxed commits: see above
+		e.raised = true
+	}
+	return e, nil
+}
+
+// write records e (with this boot) in the epoch file of the store at db, when the file does not
+// say so already.
+func (e epochState) write(db string) error {
+	rec := epochRecord(e.n, e.boot)
+	if string(e.was) == string(rec) {
 		return nil
 	}
-	if err := writeFileSync(epochPath(s.path), epochRecord(n, boot)); err != nil {
-		return fmt.Errorf("store: epoch of %s: %w", s.path, err)
+	if err := writeFileSync(epochPath(db), rec); err != nil {
+		return fmt.Errorf("store: epoch of %s: %w", db, err)
 	}
 	return nil
 }

@@ -233,8 +233,12 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
+	epoch, err := readEpoch(path, opt, dbThere, clean)
+	if err != nil {
+		return nil, err
+	}
 	if dbThere && !clean {
-		if err := checkWAL(path); err != nil {
+		if err := checkWAL(path, epoch.raised); err != nil {
 			return nil, err
 		}
 	}
@@ -270,7 +274,8 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 		w.Close()
 		return nil, err
 	}
-	if err := s.openEpoch(opt, dbThere, clean); err != nil {
+	s.epoch = epoch.n
+	if err := epoch.write(path); err != nil {
 		s.head.Close()
 		s.newestF.Close()
 		w.Close()
