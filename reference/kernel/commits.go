@@ -121,11 +121,27 @@ func (t *commitTap) watch(id string, fn func(LogCommit)) func() {
 // Update runs fn through the store; while anyone watches, it notes what fn appended to
 // execution logs and, once the commit is durable, tells their watchers.
 func (t *commitTap) Update(ctx context.Context, fn func(store.Tx) error) error {
+	return t.update(ctx, t.Store.Update, fn)
+}
+
+// UpdateRelaxed is Update as a relaxed commit of the store (store.UpdateRelaxed), told to the
+// watchers once it is committed.
+func (t *commitTap) UpdateRelaxed(ctx context.Context, fn func(store.Tx) error) error {
+	return t.update(ctx, func(ctx context.Context, fn func(store.Tx) error) error {
+		return store.UpdateRelaxed(t.Store, ctx, fn)
+	}, fn)
+}
+
+// LossEpoch is the store's (store.LossEpoch).
+func (t *commitTap) LossEpoch() int64 { return store.LossEpoch(t.Store) }
+
+// update runs fn through commit (the store's Update or its relaxed one), telling the watchers.
+func (t *commitTap) update(ctx context.Context, commit func(context.Context, func(store.Tx) error) error, fn func(store.Tx) error) error {
 	if t.n.Load() == 0 {
-		return t.Store.Update(ctx, fn)
+		return commit(ctx, fn)
 	}
 	var rec tapTx
-	err := t.Store.Update(ctx, func(tx store.Tx) error {
+	err := commit(ctx, func(tx store.Tx) error {
 		rec = tapTx{Tx: tx} // a store may run fn again: only its last run committed
 		return fn(&rec)
 	})

@@ -95,6 +95,25 @@ func (k *Kernel) Update(ctx context.Context, fn func(*Tx) error) error {
 	return k.st.Update(ctx, func(tx store.Tx) error { return fn(&Tx{tx: tx}) })
 }
 
+// UpdateRelaxed is Update committing without waiting for the disk, when the kernel's store can
+// (store.Relaxed; otherwise it is Update): a crash of the process keeps the commit, a crash of the
+// machine may lose it and the relaxed commits after it, never a commit Update made nor anything
+// before one. The transaction and its fencing are Update's. Use it for what can be made again or
+// given up (a resume buffer), with LossEpoch to notice a loss.
+//
+// Errors: Update's.
+//
+//	err := k.UpdateRelaxed(ctx, func(tx *kernel.Tx) error { _, err := tx.AppendAux(id, "frames", h, evs...); return err })
+func (k *Kernel) UpdateRelaxed(ctx context.Context, fn func(*Tx) error) error {
+	return store.UpdateRelaxed(k.st, ctx, func(tx store.Tx) error { return fn(&Tx{tx: tx}) })
+}
+
+// LossEpoch is the loss epoch of the kernel's store (store.Relaxed): it goes up at an open after
+// relaxed commits may have been lost. 0 for a store without relaxed commits.
+//
+//	if rec.Epoch != k.LossEpoch() { /* written before a possible loss */ }
+func (k *Kernel) LossEpoch() int64 { return store.LossEpoch(k.st) }
+
 // Reader is what a record is read through: a *Kernel reads what is committed, a *Tx reads inside
 // its transaction (its own writes included).
 type Reader interface {

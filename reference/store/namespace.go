@@ -24,8 +24,9 @@ func PartitionNamespace(i int) string { return "partition/" + strconv.Itoa(i) + 
 // prefix of the other share nothing; PartitionNamespace makes such namespaces.
 //
 // Closing the view ends the view alone (its calls answer ErrClosed from then on); st stays
-// open. The view offers none of st's optional capabilities (Killer, WriteCrasher, Leases): they
-// are the whole store's, and stay with st.
+// open. The view offers Relaxed when st does (a relaxed commit and the loss epoch pass through);
+// it offers none of st's other capabilities (Killer, WriteCrasher, Leases): they are the whole
+// store's, and stay with st.
 //
 // Errors: ErrNamespace.
 //
@@ -58,6 +59,18 @@ func (v *namespaced) Update(ctx context.Context, fn func(Tx) error) error {
 	}
 	return v.st.Update(ctx, func(tx Tx) error { return fn(namespacedTx{tx: tx, ns: v.ns}) })
 }
+
+// UpdateRelaxed is Update as a relaxed commit of st (store.UpdateRelaxed: an ordinary Update when
+// st has none).
+func (v *namespaced) UpdateRelaxed(ctx context.Context, fn func(Tx) error) error {
+	if err := v.alive(); err != nil {
+		return err
+	}
+	return UpdateRelaxed(v.st, ctx, func(tx Tx) error { return fn(namespacedTx{tx: tx, ns: v.ns}) })
+}
+
+// LossEpoch is st's (0 when st has no relaxed commits).
+func (v *namespaced) LossEpoch() int64 { return LossEpoch(v.st) }
 
 func (v *namespaced) ReadForward(ctx context.Context, stream string, gen, after int64, limit int) ([]Event, error) {
 	if err := v.alive(); err != nil {

@@ -26,6 +26,14 @@ func (v viewAndStore) Close() error {
 	return errors.Join(err, v.raw.Close())
 }
 
+// UpdateRelaxed and LossEpoch are the view's (it passes the store's relaxed commits through),
+// so that the suite's cases of store.Relaxed run on the view.
+func (v viewAndStore) UpdateRelaxed(ctx context.Context, fn func(store.Tx) error) error {
+	return v.Store.(store.Relaxed).UpdateRelaxed(ctx, fn)
+}
+
+func (v viewAndStore) LossEpoch() int64 { return v.Store.(store.Relaxed).LossEpoch() }
+
 // TestNamespaceIsAStore runs the shared store suite on a partition's view of a SQLite store in
 // which another partition already keeps streams, keys and remembered ids: every rule of a store
 // holds within the view, and nothing of the neighbour shows through (a listing, a head, a

@@ -10,10 +10,11 @@
 //
 // Besides Store, a backend may offer optional capabilities, found with a type assertion:
 // Killer (a crash in-process, for crash tests), WriteCrasher (a crash right after a chosen
-// write), and Leases (ownership with fencing, for several nodes on one store). Leases are per
-// name: a grant of one name fences the writes under that name alone, so a store shared out in
-// partitions gives each its own name ("partition/<i>"), and Leases.Grants reads every grant under
-// a prefix at once, for whoever routes requests to the holders.
+// write), Leases (ownership with fencing, for several nodes on one store), and Relaxed (a
+// commit that does not wait for the disk, with the count of the opens that may have lost one).
+// Leases are per name: a grant of one name fences the writes under that name alone, so a store
+// shared out in partitions gives each its own name ("partition/<i>"), and Leases.Grants reads
+// every grant under a prefix at once, for whoever routes requests to the holders.
 package store
 
 import (

@@ -47,6 +47,11 @@ var (
 	goldenLegacyKeys = []string{"stream/pos/", "stream/queue/"}
 )
 
+// goldenStreamTablesV1 is the current layout with a version 1 position, written before cursors
+// were reserved (no reserved, epoch or floor): it is never rewritten, and must still load and
+// serve its frames as they were.
+const goldenStreamTablesV1 = "testdata/golden-stream/frames-tables-v1.json"
+
 // goldenStreamBeforeHandles is a frame log written before frames carried a reply handle (no rid,
 // no ver, no room in the position); it is never rewritten: such a log must still load and serve
 // its frames as they were.
@@ -70,7 +75,7 @@ func TestGoldenStreamLog(t *testing.T) {
 	if transcript.Rewrite() {
 		writeStreamGolden(t, conv)
 	}
-	for _, path := range []string{goldenStreamPath, goldenStreamMeta, goldenStreamBeforeHandles} {
+	for _, path := range []string{goldenStreamPath, goldenStreamTablesV1, goldenStreamMeta, goldenStreamBeforeHandles} {
 		t.Run(filepath.Base(path), func(t *testing.T) { checkStreamGolden(t, conv, path) })
 	}
 }

@@ -31,7 +31,9 @@ const framesStream = "frames"
 
 // The tables of the service.
 var (
-	positions = kernel.NewTable[posRecord]("sessions.pos", 1)
+	// Version 2 of sessions.pos reserves cursors ahead of the frames (Reserved, Epoch, Floor): a
+	// version 1 engine would serve the frames a version 2 one put below the floor.
+	positions = kernel.NewTable[posRecord]("sessions.pos", 2)
 	queues    = kernel.NewTable[queueRecord]("sessions.queue", 1)
 	branches  = kernel.NewTable[branchRecord]("sessions.branch", 1)
 	markers   = kernel.NewTable[int64]("sessions.read", 1)

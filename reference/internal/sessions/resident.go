@@ -196,6 +196,10 @@ func (s *Service) load(ctx context.Context, id string) (*session, error) {
 			s.owners.put(id, *p.Owner)
 		}
 	}
+	ss.restorePosition(p, ok)
+	if err := ss.fillLost(ctx, p, ok); err != nil {
+		return nil, err
+	}
 	if ss.queue, err = s.loadQueue(ctx, id); err != nil {
 		return nil, err
 	}

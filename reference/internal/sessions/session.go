@@ -30,9 +30,13 @@ type session struct {
 	guards        map[int64]guard
 	pos           loomtype.Cursor
 	lastReplyTurn int64
-	liveBytes     map[int64]int // bytes of live text logged per turn since its last restart
-	subs          map[*Sub]struct{}
-	lastAskedTurn int64
+	// reserved is the newest cursor a reader may be given before a synced commit raises it,
+	// floor the floor the position keeps (0: the log's own), and epoch the store's loss epoch the
+	// session was loaded under; see reserve.go.
+	reserved, floor, epoch int64
+	liveBytes              map[int64]int // bytes of live text logged per turn since its last restart
+	subs                   map[*Sub]struct{}
+	lastAskedTurn          int64
 	// lastAsker is the identity key of the person who asked lastAskedTurn ("" when unknown).
 	lastAsker   string
 	queue       queueRecord
@@ -339,6 +343,9 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 		ss.pos, ss.lastReplyTurn = next, reply
 		return nil, nil
 	}
+	if err := ss.sameEpochLocked(); err != nil {
+		return nil, ss.failLocked(err)
+	}
 	now := ss.svc.cfg.Now()
 	expect := ss.log.Head()
 	frames := make([]stream.Frame, 0, len(specs))
@@ -371,14 +378,13 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 			ss.guards[f.Cur] = g
 		}
 	}
-	room := ss.room
-	rec := posRecord{Next: next.String(), LastReply: reply, LastAsked: ss.lastAskedTurn, LastAsker: ss.lastAsker, Room: &room, Handles: ss.handles}
-	if t, ok := ss.svc.owners.get(ss.id); ok {
-		rec.Owner = &t
-	}
+	rec := ss.posRecordLocked(next, reply)
+	// A queued message the sender was told is kept waits for the disk; frames alone do not,
+	// unless they go past the cursors reserved (reserve.go).
+	synced := ss.extraQueue != nil || ss.reserveLocked(&rec)
 	// The frames are the session's, not the caller's: a request that goes away mid-commit
 	// must not cut the session's log short (a failed commit breaks the session).
-	err := ss.svc.k.Update(context.WithoutCancel(ctx), func(tx *kernel.Tx) error {
+	err := ss.write(context.WithoutCancel(ctx), synced, func(tx *kernel.Tx) error {
 		if len(evs) > 0 {
 			if _, err := tx.AppendAux(ss.id, framesStream, expect, evs...); err != nil {
 				return err
@@ -394,7 +400,7 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 	if err != nil {
 		return nil, ss.failLocked(err)
 	}
-	ss.pos, ss.lastReplyTurn = next, reply
+	ss.pos, ss.lastReplyTurn, ss.reserved = next, reply, rec.Reserved
 	for cur := range ss.guards {
 		if cur < ss.log.Floor() {
 			delete(ss.guards, cur)

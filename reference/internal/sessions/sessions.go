@@ -466,6 +466,14 @@ type posRecord struct {
 	// Owner is the tenant of the session's owner once learnt (names are drawn with it), so
 	// that a session loaded again draws them alike before any caller touches it.
 	Owner *string `json:"owner,omitempty"`
+	// Reserved is the newest cursor the session may hand out before a synced commit raises it;
+	// Epoch the store's loss epoch when the position was written; Floor the oldest cursor the log
+	// serves, once raised over the cursors a crash of the machine took (reserve.go). A position
+	// written before them has none: its frames were all synced (Reserved is the head), and the
+	// floor is the log's own.
+	Reserved int64 `json:"reserved,omitempty"`
+	Epoch    int64 `json:"epoch,omitempty"`
+	Floor    int64 `json:"floor,omitempty"`
 }
 
 // hubSub is what a pump reads of the live channel.

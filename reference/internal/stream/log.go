@@ -178,6 +178,19 @@ func (l *Log) Restore(frames []Frame) error {
 	return nil
 }
 
+// DropBelow raises the floor to floor: the frames below it are no longer held, so a replay from
+// a cursor below floor-1 answers a reset. The floor never goes down, nor above Head+1 (then the
+// log holds no frame; the next one appended is held as ever).
+//
+//	l.DropBelow(l.Head() + 1) // every reader with a cursor below the head is reset
+func (l *Log) DropBelow(floor int64) {
+	floor = min(floor, l.head+1)
+	for len(l.frames) > 0 && l.Floor() < floor {
+		l.bytes -= l.sizes[0]
+		l.frames, l.sizes = l.frames[1:], l.sizes[1:]
+	}
+}
+
 // ErrRestore is returned by Restore for a log that is not empty or frames that are not
 // consecutive.
 var ErrRestore = errors.New("stream: restore needs an empty log and consecutive frames")

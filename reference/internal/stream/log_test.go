@@ -102,3 +102,43 @@ func ExampleLog_Replay() {
 	// live 3 {"text":" is fine."}
 	// replay 1 1 3 {"parts":["Pump"," 3"," is fine."]} false
 }
+
+// DropBelow raises the floor and never lowers it: a replay from below the new floor is a reset,
+// one from floor-1 on is what the log holds after it, and a floor past the head leaves the log
+// empty until the next append, which it holds.
+func TestDropBelowRaisesTheFloor(t *testing.T) {
+	l := stream.NewLog("c1", stream.DefaultLimits)
+	for i := 0; i < 5; i++ {
+		if _, err := l.Append(stream.Spec{Kind: stream.KindStatus, Data: map[string]int{"i": i}}, time.Unix(0, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.DropBelow(4)
+	if l.Floor() != 4 || l.Head() != 5 || len(l.Frames()) != 2 || l.Frames()[0].Cur != 4 {
+		t.Fatalf("floor %d head %d frames %d", l.Floor(), l.Head(), len(l.Frames()))
+	}
+	if _, reset := l.Replay(2); !reset {
+		t.Fatal("a replay from 2 below floor 4 is not a reset")
+	}
+	if frames, reset := l.Replay(3); reset || len(frames) != 2 {
+		t.Fatalf("replay from 3: %d frames, reset %v", len(frames), reset)
+	}
+	l.DropBelow(2) // never down
+	if l.Floor() != 4 {
+		t.Fatalf("floor went down to %d", l.Floor())
+	}
+	l.DropBelow(100) // past the head: empty, floor head+1
+	if l.Floor() != 6 || len(l.Frames()) != 0 {
+		t.Fatalf("floor %d frames %d", l.Floor(), len(l.Frames()))
+	}
+	if _, reset := l.Replay(4); !reset {
+		t.Fatal("a replay from 4 below floor 6 is not a reset")
+	}
+	f, err := l.Append(stream.Spec{Kind: stream.KindStatus, Data: map[string]int{"i": 5}}, time.Unix(0, 0))
+	if err != nil || f.Cur != 6 || l.Floor() != 6 {
+		t.Fatalf("append after: cur %d floor %d err %v", f.Cur, l.Floor(), err)
+	}
+	if frames, reset := l.Replay(5); reset || len(frames) != 1 || frames[0].Cur != 6 {
+		t.Fatalf("replay from 5: %v reset %v", frames, reset)
+	}
+}

@@ -86,6 +86,14 @@ CREATE TRIGGER leases_no_truncate BEFORE TRUNCATE ON {s}.leases
 	// grant) needs the row's exclusive lock and waits for the FOR KEY SHARE a fenced write holds,
 	// while an UPDATE of the expiry alone (a renewal, a release) does not.
 	SQL: `ALTER TABLE {s}.leases ADD CONSTRAINT leases_name_token UNIQUE (name, token);`,
+}, {
+	Version: 3,
+	What:    "the loss epoch of relaxed commits, and the server start it was counted at",
+	SQL: `CREATE TABLE {s}.loss (
+	one     int         PRIMARY KEY CHECK (one = 1),
+	epoch   bigint      NOT NULL CHECK (epoch >= 0),
+	started timestamptz NOT NULL
+);`,
 }}
 
 // SchemaVersion is the newest schema version this package knows: a store whose schema is newer

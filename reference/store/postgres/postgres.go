@@ -163,6 +163,11 @@ type Postgres struct {
 
 	subMu sync.Mutex
 	subs  map[string]map[*sub]struct{} // by notification payload (see payloadOf)
+
+	// epoch is the loss epoch of relaxed commits (relaxed.go); migrated says the loss table is
+	// there, so that each new connection checks the server's start against it.
+	epoch    atomic.Int64
+	migrated atomic.Bool
 }
 
 type sub struct{ ch chan struct{} }
@@ -232,7 +237,14 @@ func Open(ctx context.Context, url string, opt Options) (*Postgres, error) {
 	s.listenC = cc.Copy()
 	s.listenC.RuntimeParams["application_name"] = "loom store listener " + opt.Schema
 	delete(s.listenC.RuntimeParams, "idle_in_transaction_session_timeout")
-	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		if s.migrated.Load() {
+			// A connection after the server started again sees the loss epoch raised before it
+			// serves anything.
+			if err := s.checkEpoch(ctx, c); err != nil {
+				return err
+			}
+		}
 		s.pidMu.Lock()
 		s.pids[c.PgConn().PID()] = struct{}{}
 		s.pidMu.Unlock()
@@ -248,6 +260,11 @@ func Open(ctx context.Context, url string, opt Options) (*Postgres, error) {
 		return nil, fmt.Errorf("store: %s: %w", s.where, err)
 	}
 	if err := s.migrate(ctx, migrations); err != nil {
+		s.pool.Close()
+		return nil, err
+	}
+	s.migrated.Store(true)
+	if err := s.pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error { return s.checkEpoch(ctx, c.Conn()) }); err != nil {
 		s.pool.Close()
 		return nil, err
 	}

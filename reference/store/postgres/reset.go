@@ -63,6 +63,7 @@ func (e *Emptier) reset(ctx context.Context) error {
 		`DELETE FROM public.meta`,
 		`DELETE FROM public.remembered`,
 		`DELETE FROM public.leases`,
+		`DELETE FROM public.loss`,
 		`ALTER TABLE public.events ENABLE TRIGGER events_append_only`,
 		`ALTER TABLE public.leases ENABLE TRIGGER leases_tokens_grow`,
 	} {
@@ -122,13 +123,16 @@ UNION ALL SELECT 'type ' || ns.nspname || '.' || y.typname
 	FROM pg_type y JOIN ns ON ns.oid = y.typnamespace
 UNION ALL SELECT 'large objects ' || count(*) FROM pg_largeobject_metadata`
 
-// layout is what layoutOf finds in a database a store of this package made at schema version 2
+// layout is what layoutOf finds in a database a store of this package made at schema version 3
 // and nothing else touched (TestResetKnowsTheStoresLayout holds it to the migrations).
 const layout = `constraint public.events_pkey p
 constraint public.events_seq_check c
 constraint public.leases_name_token u
 constraint public.leases_pkey p
 constraint public.leases_token_check c
+constraint public.loss_epoch_check c
+constraint public.loss_one_check c
+constraint public.loss_pkey p
 constraint public.meta_pkey p
 constraint public.remembered_pkey p
 constraint public.schema_version_pkey p
@@ -140,6 +144,8 @@ relation public.events_pkey i
 relation public.leases r
 relation public.leases_name_token i
 relation public.leases_pkey i
+relation public.loss r
+relation public.loss_pkey i
 relation public.meta r
 relation public.meta_pkey i
 relation public.remembered r
@@ -153,13 +159,16 @@ trigger public.leases leases_no_truncate O 34
 trigger public.leases leases_tokens_grow O 27
 type public._events
 type public._leases
+type public._loss
 type public._meta
 type public._remembered
 type public._schema_version
 type public.events
 type public.leases
+type public.loss
 type public.meta
 type public.remembered
 type public.schema_version
 version 1
-version 2`
+version 2
+version 3`

@@ -68,6 +68,11 @@ const maxAttempts = 8
 var ErrContended = errors.New("store: postgres: the write was aborted by the database on every attempt (deadlock or serialization failure)")
 
 func (s *Postgres) update(ctx context.Context, fence *store.Lease, fn func(store.Tx) error) error {
+	return s.updateMode(ctx, fence, false, fn)
+}
+
+// updateMode is update, relaxed (synchronous_commit off) or not.
+func (s *Postgres) updateMode(ctx context.Context, fence *store.Lease, relaxed bool, fn func(store.Tx) error) error {
 	// A write holds its connection until it commits, and may wait meanwhile for a lock, or for a
 	// read of its own: at most half the reads' and writes' connections write at once, so reads
 	// always find a connection soon (a pool of writes each waiting for a read would wait
@@ -96,7 +101,7 @@ func (s *Postgres) update(ctx context.Context, fence *store.Lease, fn func(store
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		again, err := s.attempt(ctx, fence, fn)
+		again, err := s.attempt(ctx, fence, relaxed, fn)
 		if !again {
 			return err
 		}
@@ -116,7 +121,7 @@ func backoff(attempt int) {
 
 // attempt is one transaction of an Update; again reports that the database aborted it and fn
 // must run again.
-func (s *Postgres) attempt(ctx context.Context, fence *store.Lease, fn func(store.Tx) error) (again bool, err error) {
+func (s *Postgres) attempt(ctx context.Context, fence *store.Lease, relaxed bool, fn func(store.Tx) error) (again bool, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return false, s.writeErr("begin", err)
@@ -125,6 +130,12 @@ func (s *Postgres) attempt(ctx context.Context, fence *store.Lease, fn func(stor
 	if _, err := conn.Exec(ctx, s.q.begin); err != nil {
 		s.rollback(conn)
 		return retryable(err), s.writeErr("begin", err)
+	}
+	if relaxed {
+		if _, err := conn.Exec(ctx, relaxedSQL); err != nil {
+			s.rollback(conn)
+			return retryable(err), s.writeErr("begin", err)
+		}
 	}
 	t := &tx{s: s, c: conn.Conn(), now: time.Now().UnixMilli(), touched: map[string]struct{}{}, locks: map[int64]struct{}{}}
 	done := false

@@ -74,12 +74,17 @@ type request struct {
 	err  error
 	// ok: fn returned nil and its work stands in the transaction in progress.
 	ok bool
+	// relaxed: the Update does not wait for the disk (UpdateRelaxed).
+	relaxed bool
 }
 
 // batch is the state of the transaction in progress, owned by whoever holds the transaction:
 // the leader (holding wmu), or a member running its fn while the leader waits on back.
 type batch struct {
 	inTx bool
+	// relaxed: every member so far is relaxed, and the transaction commits without waiting for
+	// the disk (relaxed.go); a batch led by an Update that waits takes relaxed members too.
+	relaxed bool
 	// broken is set when the transaction can no longer be trusted to commit what it holds: it
 	// is rolled back, and every member that had succeeded in it fails with this error.
 	broken error
@@ -126,10 +131,15 @@ func (s *SQLite) Update(ctx context.Context, fn func(store.Tx) error) error {
 // update runs fn as one Update: Update, the fenced views' Update and the lease writes all go
 // through it. It returns fn's error, or the error of the transaction fn ran in.
 func (s *SQLite) update(ctx context.Context, fn func(*tx) error) error {
+	return s.submit(ctx, false, fn)
+}
+
+// submit queues fn as one Update, relaxed or not, and returns its outcome.
+func (s *SQLite) submit(ctx context.Context, relaxed bool, fn func(*tx) error) error {
 	if err := s.chk.refused(); err != nil {
 		return err // the check in the background found damage: nothing more is written
 	}
-	r := &request{ctx: ctx, fn: fn}
+	r := &request{ctx: ctx, fn: fn, relaxed: relaxed}
 	s.qmu.Lock()
 	lead := !s.leading
 	if !lead {
@@ -180,6 +190,14 @@ func (s *SQLite) pop() *request {
 	return r
 }
 
+// nextWaits reports whether the request at the front of the queue waits for the disk: it does
+// not join a relaxed batch, whose durability is settled before its transaction begins.
+func (s *SQLite) nextWaits() bool {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	return s.qhead < len(s.queue) && !s.queue[s.qhead].relaxed
+}
+
 // handOff gives the lead to the request at the front of the queue, if any.
 func (s *SQLite) handOff() {
 	s.qmu.Lock()
@@ -206,6 +224,8 @@ func (s *SQLite) lead(me *request) {
 	b := &s.b
 	b.members = append(b.members[:0], me)
 	b.bytes, b.writes, b.armed, b.broken = 0, 0, nil, nil
+	b.relaxed = me.relaxed
+	s.syncMode(b.relaxed)
 	returned := false
 	defer func() {
 		if !returned {
@@ -219,6 +239,9 @@ func (s *SQLite) lead(me *request) {
 	returned = true
 	s.counted(me)
 	for b.broken == nil && b.armed == nil && len(b.members) < batchMaxUpdates && b.bytes < batchMaxBytes {
+		if b.relaxed && !s.normal && s.nextWaits() {
+			break // it leads the next batch, which waits for the disk (a SyncNormal store never does)
+		}
 		r := s.pop()
 		if r == nil {
 			break
@@ -428,10 +451,8 @@ func (s *SQLite) finish() {
 			appended += r.t.appended
 		}
 	}
-	if appended > 0 {
-		s.events += appended
-		s.writeHead()
-	}
+	s.events += appended
+	s.noteHead(appended > 0, b.writes > 0, b.relaxed)
 	s.writes.Add(b.writes)
 	s.subMu.Lock()
 	for _, r := range b.members {

@@ -99,7 +99,13 @@ func isCorruption(err error) bool {
 // frames of the same salts after that frame, or frames after a header that does not check, was
 // damaged and would come up as a shorter past. (Damage to the very last frame looks like a torn
 // write and is not found here.)
-func checkWAL(dbPath string) error {
+//
+// After a crash of the machine that may have lost relaxed commits (torn is set: see relaxed.go)
+// the pages of the log's unsynced tail may have reached the disk in any order, so frames after
+// the first that does not check are what such a crash leaves, not damage: they are not refused.
+// What was synced is still held to its count by the head file, written after synced commits
+// only (openHead).
+func checkWAL(dbPath string, torn bool) error {
 	path := dbPath + "-wal"
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -136,7 +142,7 @@ func checkWAL(dbPath string) error {
 	salt1, salt2 := binary.BigEndian.Uint32(b[16:]), binary.BigEndian.Uint32(b[20:])
 	s0, s1 := walSum(order, 0, 0, b[:24])
 	if s0 != binary.BigEndian.Uint32(b[24:]) || s1 != binary.BigEndian.Uint32(b[28:]) {
-		if len(b) >= 32+frame {
+		if len(b) >= 32+frame && !torn {
 			return bad("the log's header checksum does not match and frames follow it")
 		}
 		return nil
@@ -154,7 +160,7 @@ func checkWAL(dbPath string) error {
 		}
 	}
 	// off is the first frame SQLite will not read. Frames of this log after it mean damage.
-	for later := off + frame; later+frame <= len(b); later += frame {
+	for later := off + frame; !torn && later+frame <= len(b); later += frame {
 		f := b[later : later+frame]
 		if binary.BigEndian.Uint32(f[8:]) == salt1 && binary.BigEndian.Uint32(f[12:]) == salt2 {
 			return bad(fmt.Sprintf("frame %d does not check and frame %d of the same log follows it", (off-32)/frame+1, (later-32)/frame+1))

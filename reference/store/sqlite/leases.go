@@ -188,10 +188,22 @@ func (f *fenced) alive() error {
 }
 
 func (f *fenced) Update(ctx context.Context, fn func(store.Tx) error) error {
+	return f.submit(ctx, false, fn)
+}
+
+// UpdateRelaxed is the store's UpdateRelaxed, fenced as Update is (store.Relaxed).
+func (f *fenced) UpdateRelaxed(ctx context.Context, fn func(store.Tx) error) error {
+	return f.submit(ctx, true, fn)
+}
+
+// LossEpoch is the store's (store.Relaxed).
+func (f *fenced) LossEpoch() int64 { return f.s.LossEpoch() }
+
+func (f *fenced) submit(ctx context.Context, relaxed bool, fn func(store.Tx) error) error {
 	if err := f.alive(); err != nil {
 		return err
 	}
-	return f.s.update(ctx, func(t *tx) error {
+	return f.s.submit(ctx, relaxed, func(t *tx) error {
 		cur, ok, err := t.lease(f.l.Name)
 		if err != nil {
 			return err

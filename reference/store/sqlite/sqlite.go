@@ -96,6 +96,11 @@ type Options struct {
 	// and the rest is checked in the background, every stream and remembered scope checked
 	// whole before it is first served (check.go). 0 checks every database whole at Open.
 	CheckInBackgroundOver int64
+	// BootID names the machine's current boot, for the loss epoch of relaxed commits (relaxed.go):
+	// one word, compared with the one recorded at the last open. Empty reads Linux's boot id; where
+	// there is none, every open after an unclean close counts as a possible loss. Tests set it to
+	// play a machine that started again.
+	BootID string
 
 	// restoring is set by Restore alone: the database was copied here without its head file,
 	// which Open then writes from what the copy holds.
@@ -171,6 +176,13 @@ type SQLite struct {
 
 	// chk is the check in the background (check.go).
 	chk checks
+
+	// Relaxed commits (relaxed.go), under wmu: normal is Options.SyncNormal, relaxedConn that the
+	// writer's connection is set to commit without a sync, unsynced that a relaxed commit awaits
+	// one, headBehind that the head file leaves out events of relaxed commits. epoch is the loss
+	// epoch, fixed at Open.
+	normal, relaxedConn, unsynced, headBehind bool
+	epoch                                     int64
 }
 
 type sub struct{ ch chan struct{} }
@@ -221,8 +233,12 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
+	epoch, err := readEpoch(path, opt, dbThere, clean)
+	if err != nil {
+		return nil, err
+	}
 	if dbThere && !clean {
-		if err := checkWAL(path); err != nil {
+		if err := checkWAL(path, epoch.raised); err != nil {
 			return nil, err
 		}
 	}
@@ -235,7 +251,7 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	s := &SQLite{w: w, path: path, subs: map[string]map[*sub]struct{}{}, released: make(chan struct{}), view: newView(opt.Cached),
-		b: batch{back: make(chan struct{})}}
+		b: batch{back: make(chan struct{})}, normal: opt.SyncNormal}
 	version, err := s.prepareSchema(ctx)
 	if err != nil {
 		w.Close()
@@ -255,6 +271,13 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 	// without it nothing tells a whole log from one cut short. A store written before head files
 	// (an older schema), one new to this path and one being restored start theirs here.
 	if err := s.openHead(ctx, version == schemaVersion && !fresh && !opt.restoring, counted); err != nil {
+		w.Close()
+		return nil, err
+	}
+	s.epoch = epoch.n
+	if err := epoch.write(path); err != nil {
+		s.head.Close()
+		s.newestF.Close()
 		w.Close()
 		return nil, err
 	}
@@ -481,7 +504,7 @@ func (s *SQLite) Close() error {
 	if s.dead.Load() {
 		return nil
 	}
-	err1 := errors.Join(s.rs.close(), s.r.Close())
+	err1 := errors.Join(s.rs.close(), s.r.Close(), s.syncRelaxed())
 	err2 := s.closeWriter()
 	defer close(s.released)
 	if err := errors.Join(err1, err2); err != nil {

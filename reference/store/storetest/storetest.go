@@ -2,8 +2,9 @@
 // reference/store runs it from a test of its own package, and passes it whole.
 //
 // The suite checks the contract of store.Store, and of each optional capability the backend
-// offers (store.Killer, store.WriteCrasher, store.Leases), found with a type assertion on the
-// stores the backend opens; a test of a capability the backend does not offer is skipped. A
+// offers (store.Killer, store.WriteCrasher, store.Leases, store.Relaxed), found with a type
+// assertion on the stores the backend opens; a test of a capability the backend does not offer
+// is skipped. A
 // backend whose storage several handles may share at once (Backend.Shared) is also checked
 // across handles: wake-ups, gapless appends, whole transactions and fencing between two engine
 // nodes on one database.
