@@ -294,15 +294,12 @@ func (s *edgeSteps) twiceRequestDeadline() error {
 	return nil
 }
 
-// notApplicableCap is the verdict of a scenario of the connection cap run on n nodes.
-func notApplicableCap(n int) error {
-	return &HarnessError{Err: fmt.Errorf("%w: the connection cap is each node's own, so one address in front of %d nodes admits %d times it", ErrNotApplicable, n, n)}
-}
-
 // holdsMoreConnections opens N more connections, each answered and held open.
 func (s *edgeSteps) holdsMoreConnections(n int) error {
-	if d, ok := s.drv.(*nodes); ok {
-		return notApplicableCap(d.n)
+	if l, ok := s.drv.(settingLimits); ok {
+		if err := l.unhonoured("gateway.maxConnections"); err != nil {
+			return err
+		}
 	}
 	// The kit's own idle connections would take slots the scenario counts.
 	s.transport.CloseIdleConnections()

@@ -37,6 +37,24 @@ type nodes struct {
 	stale bool
 }
 
+// settingLimits is a driver that cannot honour some settings of the configuration document: a
+// scenario that sets one, or counts on it, is not applicable there, for the driver's reason.
+type settingLimits interface {
+	// unhonoured returns the not-applicable verdict of a scenario that sets path (a JSON path of
+	// the configuration document), or nil when the driver honours it.
+	unhonoured(path string) error
+}
+
+// unhonoured: the connection cap (gateway.maxConnections) is each node's own, so one address in
+// front of n nodes admits n times it; and with a cap that small, the kit's own connections to the
+// nodes and the nodes' forwards could take its slots first.
+func (d *nodes) unhonoured(path string) error {
+	if path == "gateway.maxConnections" {
+		return &HarnessError{Err: fmt.Errorf("%w: the connection cap is each node's own, so one address in front of %d nodes admits %d times it", ErrNotApplicable, d.n, d.n)}
+	}
+	return nil
+}
+
 func (d *nodes) Start(ctx context.Context, cfg sutconfig.SUTConfig) error {
 	if cfg.Storage.URL == "" {
 		return harnessErr("nodes share a database, and the scenario has none (Options.Databases)")
