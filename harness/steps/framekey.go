@@ -47,71 +47,73 @@ func frameCanonical(text string) (string, error) {
 	if _, ok := v.(map[string]any); !ok {
 		return "", errFrameArgs
 	}
-	var out []byte
-	var enc func(v any)
-	str := func(s string) {
-		out = append(out, '"')
-		for _, r := range s {
-			switch r {
-			case '"', '\\':
-				out = append(out, '\\', byte(r))
-			case '\b':
-				out = append(out, `\b`...)
-			case '\t':
-				out = append(out, `\t`...)
-			case '\n':
-				out = append(out, `\n`...)
-			case '\f':
-				out = append(out, `\f`...)
-			case '\r':
-				out = append(out, `\r`...)
-			default:
-				if r < 0x20 {
-					out = append(out, fmt.Sprintf(`\u%04x`, r)...)
-				} else {
-					out = utf8.AppendRune(out, r)
-				}
-			}
+	return string(appendCanonical(nil, v)), nil
+}
+
+// appendCanonical appends v (as encoding/json decodes with UseNumber) in the canonical form:
+// object keys sorted, no space, numbers as written.
+func appendCanonical(out []byte, v any) []byte {
+	switch x := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
 		}
-		out = append(out, '"')
+		sort.Strings(keys)
+		out = append(out, '{')
+		for i, k := range keys {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = appendCanonicalString(out, k)
+			out = append(out, ':')
+			out = appendCanonical(out, x[k])
+		}
+		return append(out, '}')
+	case []any:
+		out = append(out, '[')
+		for i, e := range x {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = appendCanonical(out, e)
+		}
+		return append(out, ']')
+	case string:
+		return appendCanonicalString(out, x)
+	case json.Number:
+		return append(out, x...)
+	case bool:
+		return strconv.AppendBool(out, x)
 	}
-	enc = func(v any) {
-		switch x := v.(type) {
-		case map[string]any:
-			keys := make([]string, 0, len(x))
-			for k := range x {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			out = append(out, '{')
-			for i, k := range keys {
-				if i > 0 {
-					out = append(out, ',')
-				}
-				str(k)
-				out = append(out, ':')
-				enc(x[k])
-			}
-			out = append(out, '}')
-		case []any:
-			out = append(out, '[')
-			for i, e := range x {
-				if i > 0 {
-					out = append(out, ',')
-				}
-				enc(e)
-			}
-			out = append(out, ']')
-		case string:
-			str(x)
-		case json.Number:
-			out = append(out, x...)
-		case bool:
-			out = strconv.AppendBool(out, x)
+	return append(out, "null"...)
+}
+
+// appendCanonicalString appends s as a JSON string: the short escapes where JSON has them,
+// \u00XX for the other control characters, every other character as itself.
+func appendCanonicalString(out []byte, s string) []byte {
+	out = append(out, '"')
+	for _, r := range s {
+		switch r {
+		case '"', '\\':
+			out = append(out, '\\', byte(r))
+		case '\b':
+			out = append(out, `\b`...)
+		case '\t':
+			out = append(out, `\t`...)
+		case '\n':
+			out = append(out, `\n`...)
+		case '\f':
+			out = append(out, `\f`...)
+		case '\r':
+			out = append(out, `\r`...)
 		default:
-			out = append(out, "null"...)
+			if r < 0x20 {
+				out = append(out, fmt.Sprintf(`\u%04x`, r)...)
+			} else {
+				out = utf8.AppendRune(out, r)
+			}
 		}
 	}
-	enc(v)
-	return string(out), nil
+	return append(out, '"')
 }
