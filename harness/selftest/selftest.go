@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -59,6 +60,46 @@ type Defect struct {
 	Tests string `yaml:"tests,omitempty" json:"tests,omitempty"`
 	// Run narrows Tests to the tests whose names it matches (go test -run).
 	Run string `yaml:"run,omitempty" json:"run,omitempty"`
+	// Class is the way of breaking a rule the defect stands for (one of Classes; "" counts as
+	// ClassRule), so that the report can say how each way is covered across the records.
+	Class string `yaml:"class,omitempty" json:"class,omitempty"`
+}
+
+// The ways of breaking a rule a defect may stand for (docs/proving.md): what each class of
+// plausible bug gets wrong, whichever rule it breaks.
+const (
+	// ClassRule: the rule broken outright (checked the wrong way, not at all, or in the wrong
+	// place).
+	ClassRule = "rule"
+	// ClassRestart: a verdict recorded before a restart judged again afterwards against
+	// something that changed (the clock, a counter, a setting), or not recorded at all.
+	ClassRestart = "restart"
+	// ClassBoundary: a bound compared wrongly at equality, or counted in the wrong unit (bytes
+	// for characters, one encoding for another).
+	ClassBoundary = "boundary"
+	// ClassShape: a wrong rule that inputs of one shape cannot tell from the right one (sizes
+	// that differ, an order, a window that misses a kind of message).
+	ClassShape = "shape"
+	// ClassBookkeeping: state only a later request or stream sees (a slot not released, a stale
+	// partial, an id on the wrong event).
+	ClassBookkeeping = "bookkeeping"
+	// ClassRevocation: a removal, revocation or stop that takes effect late, or not for what
+	// is already in flight.
+	ClassRevocation = "revocation"
+	// ClassCombination: rules that hold alone and break together (approvals with parallel
+	// calls, a deadline per call, a flag deep in a cause chain).
+	ClassCombination = "combination"
+)
+
+// Classes are the classes a defect may name, in the report's order.
+var Classes = []string{ClassRule, ClassRestart, ClassBoundary, ClassShape, ClassBookkeeping, ClassRevocation, ClassCombination}
+
+// classOf is d's class, ClassRule when it names none.
+func (d Defect) classOf() string {
+	if d.Class == "" {
+		return ClassRule
+	}
+	return d.Class
 }
 
 // editsName is the name of the defect's edit file, without .yaml.
@@ -165,6 +206,9 @@ func Load(dir string) ([]Defect, error) {
 			return nil, fmt.Errorf("%w: defect %q needs a unique name (not %q), a bug and a requirement", ErrManifest, d.Name, manifestName)
 		}
 		seen[d.Name] = true
+		if !slices.Contains(Classes, d.classOf()) {
+			return nil, fmt.Errorf("%w: defect %s: class %q is none of %s", ErrManifest, d.Name, d.Class, strings.Join(Classes, ", "))
+		}
 		if used[d.editsName()] {
 			continue
 		}
@@ -491,6 +535,7 @@ func Write(dir string, results []Result) error {
 	if n := Interrupted(results); n > 0 {
 		fmt.Fprintf(&md, "**%d defects %s**: the self-test was cancelled before it reached them; the run fails.\n\n", n, NotJudged)
 	}
+	writeClasses(&md, results)
 	md.WriteString("| defect | the bug | caught by requirement | scenarios |\n|---|---|---|---|\n")
 	for _, r := range results {
 		by := strings.Join(r.CaughtBy, " ")
@@ -503,4 +548,51 @@ func Write(dir string, results []Result) error {
 		fmt.Fprintf(&md, "| %s | %s | %s | %s |\n", r.Defect.Name, strings.ReplaceAll(r.Defect.Bug, "|", "/"), r.Defect.Requirement, by)
 	}
 	return os.WriteFile(filepath.Join(dir, "selftest.md"), []byte(md.String()), 0o644)
+}
+
+// record is the record a requirement belongs to ("ADR 0122" for ADR0122-D1-01), or "spec" for a
+// rule of spec/ alone.
+func record(requirement string) string {
+	if len(requirement) >= 7 && strings.HasPrefix(requirement, "ADR") {
+		return "ADR " + requirement[3:7]
+	}
+	return "spec"
+}
+
+// writeClasses writes the table of defects caught per class and record: "caught/judged".
+func writeClasses(md *strings.Builder, results []Result) {
+	type cell struct{ caught, all int }
+	counts := map[[2]string]*cell{}
+	records := map[string]bool{}
+	for _, r := range results {
+		k := [2]string{r.Defect.classOf(), record(r.Defect.Requirement)}
+		records[k[1]] = true
+		c := counts[k]
+		if c == nil {
+			c = &cell{}
+			counts[k] = c
+		}
+		c.all++
+		if r.Caught {
+			c.caught++
+		}
+	}
+	cols := slices.Sorted(maps.Keys(records))
+	md.WriteString("Caught of judged, by the way each defect breaks its rule and by record:\n\n| class |")
+	for _, c := range cols {
+		md.WriteString(" " + c + " |")
+	}
+	md.WriteString("\n|---|" + strings.Repeat("---|", len(cols)) + "\n")
+	for _, cl := range Classes {
+		fmt.Fprintf(md, "| %s |", cl)
+		for _, rec := range cols {
+			if c := counts[[2]string{cl, rec}]; c != nil {
+				fmt.Fprintf(md, " %d/%d |", c.caught, c.all)
+			} else {
+				md.WriteString(" |")
+			}
+		}
+		md.WriteString("\n")
+	}
+	md.WriteString("\n")
 }

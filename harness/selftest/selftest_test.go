@@ -157,3 +157,53 @@ func eachDefectEdit(t *testing.T, root string, fn func(name string, files map[st
 	}
 	return len(seen)
 }
+
+// TestTheReportCountsEachClassByRecord: the table above the defects counts caught of judged per
+// class and record, a defect naming no class counted as a broken rule; a class outside Classes is
+// refused when the manifest is read.
+func TestTheReportCountsEachClassByRecord(t *testing.T) {
+	results := []Result{
+		{Defect: Defect{Name: "a", Requirement: "ADR0122-D1-01", Class: ClassRestart}, Caught: true},
+		{Defect: Defect{Name: "b", Requirement: "ADR0122-D2-01", Class: ClassRestart}},
+		{Defect: Defect{Name: "c", Requirement: "ADR0035-P-02"}, Caught: true},
+		{Defect: Defect{Name: "d", Requirement: "spec/nodes.md Wake-ups", Class: ClassBoundary}, Caught: true},
+	}
+	dir := t.TempDir()
+	if err := Write(dir, results); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "selftest.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| class | ADR 0035 | ADR 0122 | spec |",
+		"| rule | 1/1 | | |",
+		"| restart | | 1/2 | |",
+		"| boundary | | | 1/1 |",
+		"| combination | | | |",
+	} {
+		if !strings.Contains(string(md), want+"\n") {
+			t.Errorf("selftest.md lacks the line %q:\n%s", want, md)
+		}
+	}
+
+	for class, ok := range map[string]bool{"restart": true, "": true, "restarts": false, "Rule": false} {
+		dir := t.TempDir()
+		manifest := "defects:\n  - name: x\n    bug: b\n    requirement: r\n    class: \"" + class + "\"\n"
+		edit := "edits:\n  - package: reference/kernel\n    decl: Kernel.Start\n    old: a\n    new: b\n"
+		if err := os.WriteFile(filepath.Join(dir, "defects.yaml"), []byte(manifest), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "x.yaml"), []byte(edit), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load(dir)
+		if ok && err != nil {
+			t.Errorf("class %q: %v", class, err)
+		}
+		if !ok && !errors.Is(err, ErrManifest) {
+			t.Errorf("class %q: got %v, want ErrManifest", class, err)
+		}
+	}
+}
