@@ -13,8 +13,10 @@ import (
 
 	"github.com/loomcheck/loomcheck/reference/internal/conversation"
 	"github.com/loomcheck/loomcheck/reference/internal/conversation/live"
+	"github.com/loomcheck/loomcheck/reference/internal/scriptmodel"
 	"github.com/loomcheck/loomcheck/reference/internal/stream"
 	"github.com/loomcheck/loomcheck/reference/kernel"
+	"github.com/loomcheck/loomcheck/reference/model"
 	"github.com/loomcheck/loomcheck/reference/store"
 	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
@@ -80,20 +82,22 @@ type crashRig struct {
 	svc *Service
 	k   *kernel.Kernel
 	id  string
+	p   model.Provider
 }
 
-// newCrashRig opens a service over st; id names the session to use ("" starts a conversation).
-func newCrashRig(t *testing.T, st *diskStore, id string) *crashRig {
+// newCrashRig opens a service over st, its conversations completing through p (nil: the built-in
+// model); id names the session to use ("" starts a conversation).
+func newCrashRig(t *testing.T, st *diskStore, id string, p model.Provider) *crashRig {
 	t.Helper()
 	ctx := context.Background()
-	dl, err := conversation.New(conversation.Config{Keys: [][]byte{[]byte(strings.Repeat("k", 32))}}, conversation.Deps{}, live.NewHub(0))
+	dl, err := conversation.New(conversation.Config{Keys: [][]byte{[]byte(strings.Repeat("k", 32))}}, conversation.Deps{Provider: p}, live.NewHub(0))
 	require.NoError(t, err)
 	k, err := kernel.Open(ctx, st, kernel.Options{Flows: dl.Flows()})
 	require.NoError(t, err)
 	cv := dl.Client(k)
 	now := func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
 	svc := New(k, cv, Config{Poll: time.Hour, Now: now})
-	r := &crashRig{t: t, st: st, svc: svc, k: k, id: id}
+	r := &crashRig{t: t, st: st, svc: svc, k: k, id: id, p: p}
 	t.Cleanup(r.stop)
 	if id == "" {
 		started, _, err := cv.Start(ctx, qAlice, conversation.StartOptions{})
@@ -117,7 +121,7 @@ func (r *crashRig) crash() *crashRig {
 	r.st.mu.Lock()
 	disk := r.st.disk
 	r.st.mu.Unlock()
-	return newCrashRig(r.t, openDisk(r.t, disk, "another-boot"), r.id)
+	return newCrashRig(r.t, openDisk(r.t, disk, "another-boot"), r.id, r.p)
 }
 
 func (r *crashRig) status(n int) stream.Frame {
@@ -143,7 +147,7 @@ func (r *crashRig) replay(from int64) ([]stream.Frame, bool, int64, int64) {
 // out. The crash comes after one frame, a few, and more than a reservation's worth of them.
 func TestAMachineThatLosesRelaxedCommitsTakesBackNoCursor(t *testing.T) {
 	for _, n := range []int{1, 3, 300} {
-		r := newCrashRig(t, openDisk(t, t.TempDir(), "a-boot"), "")
+		r := newCrashRig(t, openDisk(t, t.TempDir(), "a-boot"), "", nil)
 		held := map[int64]stream.Frame{}
 		var top int64
 		for i := 1; i <= n; i++ {
@@ -174,4 +178,28 @@ func TestAMachineThatLosesRelaxedCommitsTakesBackNoCursor(t *testing.T) {
 		next := r.status(n + 1)
 		require.Greater(t, next.Cur, top, "n=%d: the log goes on above every cursor handed out", n)
 	}
+}
+
+// A message queued while the assistant works was answered as kept (spec/stream.md: the commit
+// that stores the steering queue waits for the disk), so a crash of the machine right after it
+// keeps it queued, though the frames of the turn in progress may be lost.
+func TestAQueuedMessageOutlivesAMachineCrash(t *testing.T) {
+	ctx := context.Background()
+	gate := scriptmodel.Gated()
+	r := newCrashRig(t, openDisk(t, t.TempDir(), "a-boot"), "", gate)
+	sent, err := r.svc.Send(ctx, qAlice, r.id, "first", "m1")
+	require.NoError(t, err)
+	require.Equal(t, StateSent, sent.State)
+	require.Eventually(t, func() bool { return gate.Waited() == 1 }, 5*time.Second, time.Millisecond, "the model works on the first")
+	sent, err = r.svc.Send(ctx, qAlice, r.id, "second", "m2")
+	require.NoError(t, err)
+	require.Equal(t, StateQueued, sent.State, "the assistant works on the first")
+	r = r.crash()
+	q, err := r.svc.loadQueue(ctx, r.id)
+	require.NoError(t, err)
+	var kept []string
+	for _, it := range q.Items {
+		kept = append(kept, it.Message+" "+it.State)
+	}
+	require.Contains(t, kept, "m2 "+StateQueued)
 }
