@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,18 +26,21 @@ import (
 // are copied aside, as the disk holds them, after every commit that waits for it (store.Relaxed:
 // such a commit makes the relaxed ones before it durable too), and not after a relaxed one. A
 // crash of the machine is the copy: the relaxed commits since the last synced one are not in it.
+// A crash of the store's server under a running engine is the store swapped for the copy.
 type diskStore struct {
-	*sqlite.SQLite
+	cur       atomic.Pointer[sqlite.SQLite]
 	t         *testing.T
 	dir, disk string
 
 	mu sync.Mutex
 }
 
+func (d *diskStore) s() *sqlite.SQLite { return d.cur.Load() }
+
 func (d *diskStore) Update(ctx context.Context, fn func(store.Tx) error) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.SQLite.Update(ctx, fn); err != nil {
+	if err := d.s().Update(ctx, fn); err != nil {
 		return err
 	}
 	copyFiles(d.t, d.dir, d.disk)
@@ -46,7 +50,49 @@ func (d *diskStore) Update(ctx context.Context, fn func(store.Tx) error) error {
 func (d *diskStore) UpdateRelaxed(ctx context.Context, fn func(store.Tx) error) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.SQLite.UpdateRelaxed(ctx, fn)
+	return d.s().UpdateRelaxed(ctx, fn)
+}
+
+func (d *diskStore) LossEpoch() int64 { return d.s().LossEpoch() }
+
+func (d *diskStore) ReadForward(ctx context.Context, stream string, gen, after int64, limit int) ([]store.Event, error) {
+	return d.s().ReadForward(ctx, stream, gen, after, limit)
+}
+
+func (d *diskStore) ReadBackward(ctx context.Context, stream string, gen, before int64, limit int) ([]store.Event, error) {
+	return d.s().ReadBackward(ctx, stream, gen, before, limit)
+}
+
+func (d *diskStore) Head(ctx context.Context, stream string, gen int64) (int64, error) {
+	return d.s().Head(ctx, stream, gen)
+}
+
+func (d *diskStore) Meta(ctx context.Context, key string) ([]byte, bool, error) {
+	return d.s().Meta(ctx, key)
+}
+
+func (d *diskStore) MetaPrefix(ctx context.Context, prefix string) ([]store.KV, error) {
+	return d.s().MetaPrefix(ctx, prefix)
+}
+
+func (d *diskStore) Subscribe(stream string) (<-chan struct{}, func()) {
+	return d.s().Subscribe(stream)
+}
+
+func (d *diskStore) Close() error { return d.s().Close() }
+
+// restartServer swaps the store for its disk copy, opened on another boot as the store of a
+// server that started again after a crash would be.
+func (d *diskStore) restartServer() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	dir := d.t.TempDir()
+	copyFiles(d.t, d.disk, dir)
+	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "loom.db"), sqlite.Options{BootID: "after-a-restart"})
+	require.NoError(d.t, err)
+	d.t.Cleanup(func() { st.Close() })
+	d.cur.Store(st)
+	d.dir = dir
 }
 
 // copyFiles puts a copy of the store's files in dir src (its shared-memory index aside) in dir
@@ -72,7 +118,9 @@ func openDisk(t *testing.T, dir, boot string) *diskStore {
 	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "loom.db"), sqlite.Options{BootID: boot})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
-	return &diskStore{SQLite: st, t: t, dir: dir, disk: filepath.Join(t.TempDir(), "disk")}
+	d := &diskStore{t: t, dir: dir, disk: filepath.Join(t.TempDir(), "disk")}
+	d.cur.Store(st)
+	return d
 }
 
 // crashRig is a session service over a diskStore.
@@ -202,4 +250,43 @@ func TestAQueuedMessageOutlivesAMachineCrash(t *testing.T) {
 		kept = append(kept, it.Message+" "+it.State)
 	}
 	require.Contains(t, kept, "m2 "+StateQueued)
+}
+
+// The store's server may start again under a running engine and lose the relaxed commits since
+// its last synced one while the session stays loaded. Whatever the session commits next (here
+// first a thread note, a commit of the steering queue alone, which appends no frame), the log
+// then goes on above every cursor it handed out (spec/stream.md, "What a cursor promises across
+// a crash").
+func TestALossUnderALoadedSessionTakesBackNoCursor(t *testing.T) {
+	ctx := context.Background()
+	r := newCrashRig(t, openDisk(t, t.TempDir(), "a-boot"), "", nil)
+	sent, err := r.svc.Send(ctx, qAlice, r.id, "first", "m1")
+	require.NoError(t, err)
+	require.Equal(t, StateSent, sent.State)
+	require.Eventually(t, func() bool {
+		fs, _, _, _ := r.replay(0)
+		for _, f := range fs {
+			if f.Kind() == stream.KindTextDone {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, time.Millisecond, "the reply to the first message is logged")
+	var top int64
+	for i := 1; i <= 3; i++ {
+		top = r.status(i).Cur
+	}
+	r.st.restartServer()
+	require.EqualValues(t, 1, r.k.LossEpoch(), "the store counts the possible loss")
+	_, _ = r.svc.SendThread(ctx, qAlice, r.id, "and then?", "m2", "m1") // either answer is the spec's
+	// A commit may fail on what the store lost (the session is then loaded again): the next one
+	// is judged.
+	spec := stream.Spec{Kind: stream.KindStatus, Data: map[string]int{"n": 4}}
+	fs, err := r.svc.Append(ctx, qAlice, r.id, spec)
+	if err != nil {
+		fs, err = r.svc.Append(ctx, qAlice, r.id, spec)
+	}
+	require.NoError(t, err)
+	require.Len(t, fs, 1)
+	require.Greater(t, fs[0].Cur, top, "the log goes on above every cursor handed out")
 }
