@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomcheck/loomcheck/reference/store"
@@ -12,7 +13,8 @@ import (
 // The loss epoch goes up when the server's start differs from the one the loss row was counted
 // at (the row is moved to an earlier start, as a server that started again leaves it): at Open,
 // and at the next connection of a store already open; once per start, not per connection. A
-// relaxed commit sets synchronous_commit off for its own transaction alone.
+// relaxed commit sets synchronous_commit off for its own transaction alone, leaving no connection
+// set so after it.
 func TestTheLossEpochCountsServerStarts(t *testing.T) {
 	ctx := context.Background()
 	url := tempDatabase(t)
@@ -51,4 +53,23 @@ func TestTheLossEpochCountsServerStarts(t *testing.T) {
 	require.NoError(t, s.pool.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&after))
 	require.Equal(t, "off", inside)
 	require.Equal(t, before, after, "SET LOCAL ends with the transaction (the server's setting is %s)", before)
+
+	// Whichever connection a relaxed commit took, none keeps its setting: with the database set
+	// to wait for the flush, every idle connection of the pool after a relaxed commit (its own,
+	// given back, among them) still waits.
+	var db string
+	require.NoError(t, s.pool.QueryRow(ctx, `SELECT current_database()`).Scan(&db))
+	_, err = s.pool.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{db}.Sanitize()+` SET synchronous_commit TO on`)
+	require.NoError(t, err)
+	s.pool.Reset() // the connections from now on take the database's setting
+	require.NoError(t, s.UpdateRelaxed(ctx, func(tx store.Tx) error { return tx.PutMeta("k", []byte("x")) }))
+	idle := s.pool.AcquireAllIdle(ctx)
+	require.NotEmpty(t, idle)
+	for _, c := range idle {
+		var now string
+		err := c.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&now)
+		c.Release()
+		require.NoError(t, err)
+		require.Equal(t, "on", now, "a connection after a relaxed commit")
+	}
 }

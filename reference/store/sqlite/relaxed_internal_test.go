@@ -209,13 +209,20 @@ func tornImage(t *testing.T, boot string) string {
 }
 
 // A log whose tail is torn is damage after a crash of the process (nothing relaxed may be lost
-// then), and what a crash of the machine leaves after relaxed commits: the store opens, with its
+// then, whatever the loss epoch already counts), and what a crash of the machine leaves after relaxed commits: the store opens, with its
 // synced commits whole and the relaxed tail cut, and its loss epoch raised.
 func TestATornRelaxedTailOpensOnlyAfterAMachineCrash(t *testing.T) {
 	ctx := context.Background()
 	path := tornImage(t, "boot-a")
 	_, err := Open(ctx, path, Options{BootID: "boot-a"})
 	require.ErrorIs(t, err, store.ErrCorrupt, "the same boot: the process crashed, and the log is damaged")
+
+	// A store that counted a crash of the machine at an earlier open is held to the same rule when
+	// only the process crashes: the earlier loss forgives nothing now.
+	path = tornImage(t, "boot-a")
+	require.NoError(t, os.WriteFile(epochPath(path), epochRecord(1, "boot-a"), 0o600))
+	_, err = Open(ctx, path, Options{BootID: "boot-a"})
+	require.ErrorIs(t, err, store.ErrCorrupt, "the same boot after an earlier loss: the log is damaged")
 
 	path = tornImage(t, "boot-a")
 	st, err := Open(ctx, path, Options{BootID: "boot-b"})

@@ -1,0 +1,292 @@
+package sessions
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/loomcheck/loomcheck/reference/internal/conversation"
+	"github.com/loomcheck/loomcheck/reference/internal/conversation/live"
+	"github.com/loomcheck/loomcheck/reference/internal/scriptmodel"
+	"github.com/loomcheck/loomcheck/reference/internal/stream"
+	"github.com/loomcheck/loomcheck/reference/kernel"
+	"github.com/loomcheck/loomcheck/reference/model"
+	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/sqlite"
+)
+
+// diskStore plays a machine that may lose what did not wait for the disk: a store whose files
+// are copied aside, as the disk holds them, after every commit that waits for it (store.Relaxed:
+// such a commit makes the relaxed ones before it durable too), and not after a relaxed one. A
+// crash of the machine is the copy: the relaxed commits since the last synced one are not in it.
+// A crash of the store's server under a running engine is the store swapped for the copy.
+type diskStore struct {
+	cur       atomic.Pointer[sqlite.SQLite]
+	t         *testing.T
+	dir, disk string
+
+	mu sync.Mutex
+}
+
+func (d *diskStore) s() *sqlite.SQLite { return d.cur.Load() }
+
+func (d *diskStore) Update(ctx context.Context, fn func(store.Tx) error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.s().Update(ctx, fn); err != nil {
+		return err
+	}
+	copyFiles(d.t, d.dir, d.disk)
+	return nil
+}
+
+func (d *diskStore) UpdateRelaxed(ctx context.Context, fn func(store.Tx) error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.s().UpdateRelaxed(ctx, fn)
+}
+
+func (d *diskStore) LossEpoch() int64 { return d.s().LossEpoch() }
+
+func (d *diskStore) ReadForward(ctx context.Context, stream string, gen, after int64, limit int) ([]store.Event, error) {
+	return d.s().ReadForward(ctx, stream, gen, after, limit)
+}
+
+func (d *diskStore) ReadBackward(ctx context.Context, stream string, gen, before int64, limit int) ([]store.Event, error) {
+	return d.s().ReadBackward(ctx, stream, gen, before, limit)
+}
+
+func (d *diskStore) Head(ctx context.Context, stream string, gen int64) (int64, error) {
+	return d.s().Head(ctx, stream, gen)
+}
+
+func (d *diskStore) Meta(ctx context.Context, key string) ([]byte, bool, error) {
+	return d.s().Meta(ctx, key)
+}
+
+func (d *diskStore) MetaPrefix(ctx context.Context, prefix string) ([]store.KV, error) {
+	return d.s().MetaPrefix(ctx, prefix)
+}
+
+func (d *diskStore) Subscribe(stream string) (<-chan struct{}, func()) {
+	return d.s().Subscribe(stream)
+}
+
+func (d *diskStore) Close() error { return d.s().Close() }
+
+// restartServer swaps the store for its disk copy, opened on another boot as the store of a
+// server that started again after a crash would be.
+func (d *diskStore) restartServer() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	dir := d.t.TempDir()
+	copyFiles(d.t, d.disk, dir)
+	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "loom.db"), sqlite.Options{BootID: "after-a-restart"})
+	require.NoError(d.t, err)
+	d.t.Cleanup(func() { st.Close() })
+	d.cur.Store(st)
+	d.dir = dir
+}
+
+// copyFiles puts a copy of the store's files in dir src (its shared-memory index aside) in dir
+// dst, made anew.
+func copyFiles(t *testing.T, src, dst string) {
+	require.NoError(t, os.RemoveAll(dst))
+	require.NoError(t, os.MkdirAll(dst, 0o700))
+	entries, err := os.ReadDir(src)
+	require.NoError(t, err)
+	for _, e := range entries {
+		if !e.Type().IsRegular() || strings.HasSuffix(e.Name(), "-shm") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dst, e.Name()), b, 0o600))
+	}
+}
+
+// openDisk opens the store in dir on the given boot, its disk copy kept in a directory of its own.
+func openDisk(t *testing.T, dir, boot string) *diskStore {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "loom.db"), sqlite.Options{BootID: boot})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	d := &diskStore{t: t, dir: dir, disk: filepath.Join(t.TempDir(), "disk")}
+	d.cur.Store(st)
+	return d
+}
+
+// crashRig is a session service over a diskStore.
+type crashRig struct {
+	t   *testing.T
+	st  *diskStore
+	svc *Service
+	k   *kernel.Kernel
+	id  string
+	p   model.Provider
+}
+
+// newCrashRig opens a service over st, its conversations completing through p (nil: the built-in
+// model); id names the session to use ("" starts a conversation).
+func newCrashRig(t *testing.T, st *diskStore, id string, p model.Provider) *crashRig {
+	t.Helper()
+	ctx := context.Background()
+	dl, err := conversation.New(conversation.Config{Keys: [][]byte{[]byte(strings.Repeat("k", 32))}}, conversation.Deps{Provider: p}, live.NewHub(0))
+	require.NoError(t, err)
+	k, err := kernel.Open(ctx, st, kernel.Options{Flows: dl.Flows()})
+	require.NoError(t, err)
+	cv := dl.Client(k)
+	now := func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
+	svc := New(k, cv, Config{Poll: time.Hour, Now: now})
+	r := &crashRig{t: t, st: st, svc: svc, k: k, id: id, p: p}
+	t.Cleanup(r.stop)
+	if id == "" {
+		started, _, err := cv.Start(ctx, qAlice, conversation.StartOptions{})
+		require.NoError(t, err)
+		r.id = started.ID
+	}
+	_, err = svc.Open(ctx, qAlice, r.id, 0, "")
+	require.NoError(t, err)
+	return r
+}
+
+func (r *crashRig) stop() {
+	r.svc.Close()
+	r.k.Close()
+}
+
+// crash stops the service on a machine that then loses what the disk does not hold, and opens
+// it again on the disk, whose store counts one more possible loss.
+func (r *crashRig) crash() *crashRig {
+	r.stop()
+	r.st.mu.Lock()
+	disk := r.st.disk
+	r.st.mu.Unlock()
+	return newCrashRig(r.t, openDisk(r.t, disk, "another-boot"), r.id, r.p)
+}
+
+func (r *crashRig) status(n int) stream.Frame {
+	fs, err := r.svc.Append(context.Background(), qAlice, r.id, stream.Spec{Kind: stream.KindStatus, Data: map[string]int{"n": n}})
+	require.NoError(r.t, err)
+	require.Len(r.t, fs, 1)
+	return fs[0]
+}
+
+// replay subscribes after cursor from: what is served, whether it is a reset, the head and the
+// floor.
+func (r *crashRig) replay(from int64) ([]stream.Frame, bool, int64, int64) {
+	sub, fs, reset, head, floor, err := r.svc.Subscribe(context.Background(), r.id, from)
+	require.NoError(r.t, err)
+	sub.Close()
+	return fs, reset, head, floor
+}
+
+// A machine that loses every commit that did not wait for the disk takes back no cursor a reader
+// holds (spec/stream.md, "What a cursor promises across a crash"): a reader holding a cursor it
+// was served is reset, or the log still reaches its cursor and holds, at every cursor of its that
+// the log still serves, the frame it was served; and the next frame goes above every cursor handed
+// out. The crash comes after one frame, a few, and more than a reservation's worth of them.
+func TestAMachineThatLosesRelaxedCommitsTakesBackNoCursor(t *testing.T) {
+	for _, n := range []int{1, 3, 300} {
+		r := newCrashRig(t, openDisk(t, t.TempDir(), "a-boot"), "", nil)
+		held := map[int64]stream.Frame{}
+		var top int64
+		for i := 1; i <= n; i++ {
+			f := r.status(i)
+			held[f.Cur], top = f, f.Cur
+		}
+		r = r.crash()
+		require.EqualValues(t, 1, r.k.LossEpoch(), "n=%d: the store counts the possible loss", n)
+		_, _, _, floor := r.replay(0)
+		kept, reset, _, _ := r.replay(floor - 1)
+		require.False(t, reset, "n=%d: a replay from the floor", n)
+		now := map[int64]stream.Frame{}
+		for _, f := range kept {
+			now[f.Cur] = f
+		}
+		for c := range held {
+			_, reset, head, _ := r.replay(c)
+			if reset {
+				continue
+			}
+			require.GreaterOrEqual(t, head, c, "n=%d: a reader at %d is not reset, so the log reaches its cursor", n, c)
+			for cur, f := range held {
+				if g, ok := now[cur]; ok && cur <= c {
+					require.Equal(t, f, g, "n=%d: a reader at %d holds frame %d as it was served", n, c, cur)
+				}
+			}
+		}
+		next := r.status(n + 1)
+		require.Greater(t, next.Cur, top, "n=%d: the log goes on above every cursor handed out", n)
+	}
+}
+
+// A message queued while the assistant works was answered as kept (spec/stream.md: the commit
+// that stores the steering queue waits for the disk), so a crash of the machine right after it
+// keeps it queued, though the frames of the turn in progress may be lost.
+func TestAQueuedMessageOutlivesAMachineCrash(t *testing.T) {
+	ctx := context.Background()
+	gate := scriptmodel.Gated()
+	r := newCrashRig(t, openDisk(t, t.TempDir(), "a-boot"), "", gate)
+	sent, err := r.svc.Send(ctx, qAlice, r.id, "first", "m1")
+	require.NoError(t, err)
+	require.Equal(t, StateSent, sent.State)
+	require.Eventually(t, func() bool { return gate.Waited() == 1 }, 5*time.Second, time.Millisecond, "the model works on the first")
+	sent, err = r.svc.Send(ctx, qAlice, r.id, "second", "m2")
+	require.NoError(t, err)
+	require.Equal(t, StateQueued, sent.State, "the assistant works on the first")
+	r = r.crash()
+	q, err := r.svc.loadQueue(ctx, r.id)
+	require.NoError(t, err)
+	var kept []string
+	for _, it := range q.Items {
+		kept = append(kept, it.Message+" "+it.State)
+	}
+	require.Contains(t, kept, "m2 "+StateQueued)
+}
+
+// The store's server may start again under a running engine and lose the relaxed commits since
+// its last synced one while the session stays loaded. Whatever the session commits next (here
+// first a thread note, a commit of the steering queue alone, which appends no frame), the log
+// then goes on above every cursor it handed out (spec/stream.md, "What a cursor promises across
+// a crash").
+func TestALossUnderALoadedSessionTakesBackNoCursor(t *testing.T) {
+	ctx := context.Background()
+	r := newCrashRig(t, openDisk(t, t.TempDir(), "a-boot"), "", nil)
+	sent, err := r.svc.Send(ctx, qAlice, r.id, "first", "m1")
+	require.NoError(t, err)
+	require.Equal(t, StateSent, sent.State)
+	require.Eventually(t, func() bool {
+		fs, _, _, _ := r.replay(0)
+		for _, f := range fs {
+			if f.Kind() == stream.KindTextDone {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, time.Millisecond, "the reply to the first message is logged")
+	var top int64
+	for i := 1; i <= 3; i++ {
+		top = r.status(i).Cur
+	}
+	r.st.restartServer()
+	require.EqualValues(t, 1, r.k.LossEpoch(), "the store counts the possible loss")
+	_, _ = r.svc.SendThread(ctx, qAlice, r.id, "and then?", "m2", "m1") // either answer is the spec's
+	// A commit may fail on what the store lost (the session is then loaded again): the next one
+	// is judged.
+	spec := stream.Spec{Kind: stream.KindStatus, Data: map[string]int{"n": 4}}
+	fs, err := r.svc.Append(ctx, qAlice, r.id, spec)
+	if err != nil {
+		fs, err = r.svc.Append(ctx, qAlice, r.id, spec)
+	}
+	require.NoError(t, err)
+	require.Len(t, fs, 1)
+	require.Greater(t, fs[0].Cur, top, "the log goes on above every cursor handed out")
+}
