@@ -44,6 +44,9 @@ func TestOfIsPinned(t *testing.T) {
 	}
 	_, err := partition.Of("x", partition.MaxPartitions)
 	assert.NoError(t, err)
+	plan, err := partition.Assign(partition.MaxPartitions, []string{"a"})
+	require.NoError(t, err)
+	assert.Len(t, plan.Owned("a"), partition.MaxPartitions)
 }
 
 // fnv64a is this test's own FNV-1a, written out, not the package's.
@@ -89,10 +92,15 @@ func TestAssignIsBalancedAndTheSameEverywhere(t *testing.T) {
 			assert.Equal(t, plan, again, "p=%d n=%d, nodes %v", p, n, shuffled)
 		}
 	}
-	empty, err := partition.Assign(3, nil)
+	for _, none := range [][]string{nil, {""}, {"", ""}} {
+		empty, err := partition.Assign(3, none)
+		require.NoError(t, err)
+		assert.Equal(t, partition.Plan{"", "", ""}, empty, "nodes %q", none)
+		assert.Empty(t, empty.Owned(""))
+	}
+	withEmpty, err := partition.Assign(4, []string{"", "a"})
 	require.NoError(t, err)
-	assert.Equal(t, partition.Plan{"", "", ""}, empty)
-	assert.Empty(t, empty.Owned(""))
+	assert.Equal(t, partition.Plan{"a", "a", "a", "a"}, withEmpty, "an empty name is no node")
 }
 
 // TestAssignMovesLittle: a node joining or leaving moves a bounded share of the partitions
