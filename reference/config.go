@@ -94,7 +94,7 @@ func storageOptions(c sutconfig.SUTConfig, opt *Options) error {
 		if opt.StoreURL == "" {
 			return fmt.Errorf("%w: node needs storage.url, the database the nodes share", loomtype.ErrConfig)
 		}
-		opt.Node = NodeOptions{ID: n.ID, Advertise: n.Advertise, Lease: time.Duration(n.LeaseMs) * time.Millisecond}
+		opt.Node = NodeOptions{ID: n.ID, Advertise: n.Advertise, Lease: time.Duration(n.LeaseMs) * time.Millisecond, Partitions: n.Partitions}
 		if opt.Node.Advertise == "" {
 			opt.Node.Advertise = "http://" + c.Listen
 		}

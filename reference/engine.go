@@ -162,8 +162,13 @@ const dbFile = "loom.db"
 //
 // Errors: ErrLocked, loomtype.ErrConfig (wrapped) for a bad configuration, ErrDataGone (wrapped),
 // *store.CorruptError (matching ErrCorrupt) for damaged storage, ErrLeaseHeld (*store.HeldError),
-// *store.SchemaError for a database written by a newer engine, other store errors.
+// *store.SchemaError for a database written by a newer engine, ErrPartitionsDiffer for a
+// database made with another partition count than opt.Node.Partitions, ErrPartitionRouting for
+// more than one, other store errors.
 func Open(ctx context.Context, opt Options) (*Engine, error) {
+	if err := onePartition(opt); err != nil {
+		return nil, err
+	}
 	lock, err := lockDataDir(opt)
 	if err != nil {
 		return nil, err
@@ -175,6 +180,10 @@ func Open(ctx context.Context, opt Options) (*Engine, error) {
 	logErrors(&opt)
 	raw, err := openStore(ctx, opt)
 	if err != nil {
+		return fail(err)
+	}
+	if _, err := partitionCount(ctx, raw, opt); err != nil {
+		raw.Close()
 		return fail(err)
 	}
 	e := &Engine{lock: lock, raw: raw, st: raw, dir: opt.DataDir, edge: opt.Edge, logger: opt.Logger}

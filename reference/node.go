@@ -142,7 +142,8 @@ type Node struct {
 //
 // Errors: loomtype.ErrConfig (wrapped) for a missing store URL or advertised address or a
 // conversation configuration Open would refuse (conversation.ErrApproval among them), ErrLocked,
-// ErrDataGone, store errors.
+// ErrDataGone, ErrPartitionsDiffer for a database made with another partition count than
+// opt.Node.Partitions, ErrPartitionRouting for more than one, store errors.
 func OpenNode(ctx context.Context, opt Options) (*Node, error) {
 	if !isServerURL(opt.StoreURL) {
 		return nil, fmt.Errorf("%w: a node needs a postgres:// store URL that other nodes share", loomtype.ErrConfig)
@@ -153,6 +154,9 @@ func OpenNode(ctx context.Context, opt Options) (*Node, error) {
 	// A configuration the engine refuses would be refused only once the node leads, and then at
 	// every try: refused here, the node does not start, as Open does not.
 	if _, err := conversation.New(opt.Conversation, opt.Deps, nil); err != nil {
+		return nil, err
+	}
+	if err := onePartition(opt); err != nil {
 		return nil, err
 	}
 	lock, err := lockDataDir(opt)
@@ -176,6 +180,11 @@ func OpenNode(ctx context.Context, opt Options) (*Node, error) {
 		raw.Close()
 		lock.Close()
 		return nil, fmt.Errorf("%w: the store cannot be shared (it has no leases)", loomtype.ErrConfig)
+	}
+	if _, err := partitionCount(ctx, raw, opt); err != nil {
+		raw.Close()
+		lock.Close()
+		return nil, err
 	}
 	dial := (&net.Dialer{Timeout: 2 * time.Second}).DialContext
 	tr := &http.Transport{Proxy: nil, DialContext: dial, MaxIdleConnsPerHost: 32, IdleConnTimeout: 30 * time.Second}

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/loomcheck/loomcheck/reference/internal/partition"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/store"
@@ -38,10 +39,25 @@ type NodeOptions struct {
 	// node renews every Lease/4; a node that dies has its executions taken over by another
 	// about Lease after its last renewal.
 	Lease time.Duration
+	// Partitions is how many partitions the executions are shared out in (default
+	// DefaultPartitions), each held through a lease of its own, "partition/<i>", by one node at
+	// a time. The count is part of the database's layout: recorded when the database is made,
+	// and a node configured with another count than the one recorded refuses to start
+	// (ErrPartitionsDiffer). A database made before partitions has one.
+	Partitions int
 }
 
 // DefaultLease is NodeOptions.Lease's default.
 const DefaultLease = 10 * time.Second
+
+// DefaultPartitions is NodeOptions.Partitions's default: one partition, held through the lease
+// "engine" as before partitions existed.
+const DefaultPartitions = 1
+
+// ErrPartitionsDiffer: the configured partition count is not the one the database was made with.
+// The engine refuses to start rather than share the executions out anew. It matches
+// loomtype.ErrConfig too.
+var ErrPartitionsDiffer = fmt.Errorf("%w: the partition count differs from the database's", loomtype.ErrConfig)
 
 // leaseName is the lease a node must hold to run the executions: one lease for them all, since
 // a node keeps what it runs in memory (live output, subscriptions, the executions it drives) and
@@ -78,6 +94,58 @@ func openStore(ctx context.Context, opt Options) (store.Store, error) {
 // before Open returns, a read of a few tens of milliseconds; a larger one is checked in the
 // background, each conversation's log checked whole before it is first served (sqlite.Options).
 const checkAtOpenBytes = 1 << 20
+
+// ErrPartitionRouting: more than one partition is configured, and the engine cannot serve them
+// yet (a request must reach the engine of its execution's partition, and that routing is not
+// built). It matches errors.ErrUnsupported.
+var ErrPartitionRouting = fmt.Errorf("%w: more than one partition needs the routing of requests between partitions, which is not built yet", errors.ErrUnsupported)
+
+// configuredPartitions is opt's partition count, its default filled in.
+func configuredPartitions(opt Options) (int, error) {
+	want := opt.Node.Partitions
+	if want == 0 {
+		want = DefaultPartitions
+	}
+	if want < 1 || want > partition.MaxPartitions {
+		return 0, fmt.Errorf("%w: node.partitions must be 1 to %d", loomtype.ErrConfig, partition.MaxPartitions)
+	}
+	return want, nil
+}
+
+// onePartition refuses, before anything is read or recorded, a configuration of more than one
+// partition (ErrPartitionRouting).
+func onePartition(opt Options) error {
+	want, err := configuredPartitions(opt)
+	if err == nil && want > 1 {
+		err = fmt.Errorf("%w (%d configured)", ErrPartitionRouting, want)
+	}
+	return err
+}
+
+// partitionCount is the partition count of the database raw, checked against opt's: the count
+// the database recorded (opt's, when it had none yet), or ErrPartitionsDiffer when they disagree.
+// An embedded store is one partition.
+func partitionCount(ctx context.Context, raw store.Store, opt Options) (int, error) {
+	want, err := configuredPartitions(opt)
+	if err != nil {
+		return 0, err
+	}
+	l, ok := raw.(store.Layout)
+	if !ok {
+		if want != 1 {
+			return 0, fmt.Errorf("%w: the embedded store is one partition (partitions need a shared database)", loomtype.ErrConfig)
+		}
+		return 1, nil
+	}
+	got, err := l.Partitions(ctx, want)
+	if err != nil {
+		return 0, err
+	}
+	if got != want {
+		return 0, fmt.Errorf("%w: configured %d, the database was made with %d", ErrPartitionsDiffer, want, got)
+	}
+	return got, nil
+}
 
 var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 

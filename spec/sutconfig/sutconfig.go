@@ -296,4 +296,9 @@ type NodeConfig struct {
 	// has its executions taken over by another this long after its last renewal (0: the
 	// system's default).
 	LeaseMs int `json:"leaseMs,omitempty"`
+	// Partitions is how many partitions the executions are shared out in, each held by one node
+	// through a lease of its own (default 1: one lease for them all). It is fixed when the
+	// database is made: a node configured with another count than the database's refuses to
+	// start.
+	Partitions int `json:"partitions,omitempty"`
 }

@@ -223,3 +223,28 @@ func TestAChildLivesWithItsRoot(t *testing.T) {
 		}
 	}
 }
+
+// TestPartitionOfAnID is the golden table of where an execution lives: (id, key, P, partition),
+// the partitions worked out by hand from FNV-1a (64 bits) of the key, so that a change to KeyOf
+// or Of, which would move stored executions, shows here.
+func TestPartitionOfAnID(t *testing.T) {
+	const conv = "c_0123456789abcdef01234567"
+	for _, c := range []struct {
+		id, key string
+		at      [3]int // the partition at P = 1, 4 and 12
+	}{
+		{conv, conv, [3]int{0, 3, 11}},
+		{"turn:" + conv + ":o3:0a1b2c3d4e5f60718293a4b5", conv, [3]int{0, 3, 11}},
+		{conv + "/search~0011223344556677", conv, [3]int{0, 3, 11}},
+		{"run:0123456789abcdef01234567", "run:0123456789abcdef01234567", [3]int{0, 0, 8}},
+		{"thr:agent:ac_1:3", partition.ThreadsKey, [3]int{0, 2, 6}},
+		{"chosen.0123456789abcdef01234567", "chosen.0123456789abcdef01234567", [3]int{0, 3, 7}},
+	} {
+		assert.Equal(t, c.key, partition.KeyOf(c.id), "KeyOf(%q)", c.id)
+		for i, p := range []int{1, 4, 12} {
+			got, err := partition.Of(partition.KeyOf(c.id), p)
+			require.NoError(t, err)
+			assert.Equal(t, c.at[i], got, "%q at P = %d", c.id, p)
+		}
+	}
+}

@@ -320,3 +320,30 @@ func (f *Fenced) Close() error {
 	f.closed.Store(true)
 	return nil
 }
+
+// Partitions returns the number of partitions the store's executions are shared out in
+// (store.Layout): propose, recorded for good, when the database has none recorded yet (it was
+// created empty and nothing asked before), else the count recorded. A database that held
+// anything when the schema learnt partitions is at 1. Two handles asking at once on a new
+// database agree: the first record wins and both read it.
+//
+// Errors: store.ErrClosed; a propose below 1 (store.ErrPartitionCount); ctx's error.
+//
+//	p, err := st.Partitions(ctx, 12)
+//	if p != 12 { /* the database was made with another count */ }
+func (s *Postgres) Partitions(ctx context.Context, propose int) (int, error) {
+	if err := s.alive(); err != nil {
+		return 0, err
+	}
+	if propose < 1 {
+		return 0, fmt.Errorf("%w: %d", store.ErrPartitionCount, propose)
+	}
+	if _, err := s.pool.Exec(ctx, s.q.layoutPut, propose); err != nil {
+		return 0, s.readErr("record the partition count", err)
+	}
+	var p int
+	if err := s.pool.QueryRow(ctx, s.q.layoutGet).Scan(&p); err != nil {
+		return 0, s.readErr("read the partition count", err)
+	}
+	return p, nil
+}

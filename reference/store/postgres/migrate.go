@@ -94,6 +94,19 @@ CREATE TRIGGER leases_no_truncate BEFORE TRUNCATE ON {s}.leases
 	epoch   bigint      NOT NULL CHECK (epoch >= 0),
 	started timestamptz NOT NULL
 );`,
+}, {
+	Version: 4,
+	What:    "the partition count the executions are shared out in; a database holding anything already is at 1",
+	// The count is recorded once, by the first store that asks with the table empty
+	// (Postgres.Partitions); a database written before partitions existed holds its executions
+	// at the root, which is one partition, and says so here. Raising the version makes an engine
+	// from before partitions refuse the database rather than run beside partitioned nodes.
+	SQL: `CREATE TABLE {s}.layout (
+	one        int PRIMARY KEY CHECK (one = 1),
+	partitions int NOT NULL CHECK (partitions >= 1)
+);
+INSERT INTO {s}.layout (one, partitions) SELECT 1, 1
+	WHERE EXISTS (SELECT 1 FROM {s}.events) OR EXISTS (SELECT 1 FROM {s}.meta) OR EXISTS (SELECT 1 FROM {s}.leases);`,
 }}
 
 // SchemaVersion is the newest schema version this package knows: a store whose schema is newer
@@ -182,6 +195,7 @@ type queries struct {
 	leaseGet, leaseInsert, leaseGrant     string
 	leaseRenew, leaseRelease, leaseHolder string
 	grantsFrom, grantsRange               string
+	layoutPut, layoutGet                  string
 }
 
 func newQueries(schema string) queries {
@@ -239,5 +253,7 @@ SELECT count(*) FROM ins`),
 		// (prefixEnd), or to the end when no such name exists.
 		grantsFrom:  q(`SELECT name, holder, note, token, expires FROM {s}.leases WHERE name >= $1 ORDER BY name`),
 		grantsRange: q(`SELECT name, holder, note, token, expires FROM {s}.leases WHERE name >= $1 AND name < $2 ORDER BY name`),
+		layoutPut:   q(`INSERT INTO {s}.layout (one, partitions) VALUES (1, $1) ON CONFLICT (one) DO NOTHING`),
+		layoutGet:   q(`SELECT partitions FROM {s}.layout WHERE one = 1`),
 	}
 }

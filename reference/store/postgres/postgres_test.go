@@ -348,3 +348,26 @@ func TestOpenRefusesBadOptions(t *testing.T) {
 	_, err := postgres.Open(bg, "postgres://%zz", postgres.Options{})
 	require.Error(t, err)
 }
+
+// The first count proposed on a new database is recorded for good: a second handle proposing
+// another reads the first, and so does the first handle when it asks again.
+func TestThePartitionCountIsRecordedOnce(t *testing.T) {
+	url := pgtest.TempDatabase(t)
+	a, b := open(t, url, postgres.Options{}), open(t, url, postgres.Options{})
+	p, err := a.Partitions(bg, 4)
+	require.NoError(t, err)
+	require.Equal(t, 4, p)
+	for _, propose := range []int{1, 3, 5, 12} {
+		p, err = b.Partitions(bg, propose)
+		require.NoError(t, err)
+		require.Equal(t, 4, p, "proposed %d", propose)
+	}
+	p, err = a.Partitions(bg, 1)
+	require.NoError(t, err)
+	require.Equal(t, 4, p)
+	_, err = a.Partitions(bg, 0)
+	require.ErrorIs(t, err, store.ErrPartitionCount)
+	require.NoError(t, b.Close())
+	_, err = b.Partitions(bg, 4)
+	require.ErrorIs(t, err, store.ErrClosed)
+}

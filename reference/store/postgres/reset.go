@@ -64,6 +64,7 @@ func (e *Emptier) reset(ctx context.Context) error {
 		`DELETE FROM public.remembered`,
 		`DELETE FROM public.leases`,
 		`DELETE FROM public.loss`,
+		`DELETE FROM public.layout`,
 		`ALTER TABLE public.events ENABLE TRIGGER events_append_only`,
 		`ALTER TABLE public.leases ENABLE TRIGGER leases_tokens_grow`,
 	} {
@@ -123,10 +124,13 @@ UNION ALL SELECT 'type ' || ns.nspname || '.' || y.typname
 	FROM pg_type y JOIN ns ON ns.oid = y.typnamespace
 UNION ALL SELECT 'large objects ' || count(*) FROM pg_largeobject_metadata`
 
-// layout is what layoutOf finds in a database a store of this package made at schema version 3
+// layout is what layoutOf finds in a database a store of this package made at schema version 4
 // and nothing else touched (TestResetKnowsTheStoresLayout holds it to the migrations).
 const layout = `constraint public.events_pkey p
 constraint public.events_seq_check c
+constraint public.layout_one_check c
+constraint public.layout_partitions_check c
+constraint public.layout_pkey p
 constraint public.leases_name_token u
 constraint public.leases_pkey p
 constraint public.leases_token_check c
@@ -141,6 +145,8 @@ function public.leases_tokens_grow b2311440d03697f57c3b61f8a1512f18
 large objects 0
 relation public.events r
 relation public.events_pkey i
+relation public.layout r
+relation public.layout_pkey i
 relation public.leases r
 relation public.leases_name_token i
 relation public.leases_pkey i
@@ -158,12 +164,14 @@ trigger public.events events_append_only O 58
 trigger public.leases leases_no_truncate O 34
 trigger public.leases leases_tokens_grow O 27
 type public._events
+type public._layout
 type public._leases
 type public._loss
 type public._meta
 type public._remembered
 type public._schema_version
 type public.events
+type public.layout
 type public.leases
 type public.loss
 type public.meta
@@ -171,4 +179,5 @@ type public.remembered
 type public.schema_version
 version 1
 version 2
-version 3`
+version 3
+version 4`
