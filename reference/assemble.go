@@ -38,6 +38,9 @@ func (e *Engine) assemble(ctx context.Context, opt Options) error {
 	runs := newRuns(opt)
 	flows := dl.Flows()
 	maps.Copy(flows, runs.Flows())
+	if e.owns != nil && !e.owns(threadsProbe) {
+		opt.Threads = nil // profile threads lives in one partition, another engine's
+	}
 	th, err := newThreads(opt, flows)
 	if err != nil {
 		return err
@@ -47,7 +50,7 @@ func (e *Engine) assemble(ctx context.Context, opt Options) error {
 		prepare = th.Prepare
 	}
 	k, err := kernel.Open(ctx, st, kernel.Options{Flows: flows, Divergence: opt.Divergence, Logger: opt.Logger,
-		OnCorrupt: onCorrupt, BeforeRecovery: runs.Bind, Prepare: prepare})
+		OnCorrupt: onCorrupt, BeforeRecovery: runs.Bind, Prepare: prepare, Owns: e.owns})
 	if err != nil {
 		if th != nil {
 			th.Close()
@@ -56,6 +59,10 @@ func (e *Engine) assemble(ctx context.Context, opt Options) error {
 	}
 	return e.startParts(ctx, opt, k, dl, runs, th)
 }
+
+// threadsProbe is an execution id of profile threads: the partition that owns it is the one
+// every execution and record of the profile lives in (partition.KeyOf).
+const threadsProbe = "thr:"
 
 // newRuns makes the runs' service of opt: its flow is in the kernel's flows, so it is made before
 // the kernel opens.

@@ -105,6 +105,8 @@ type Engine struct {
 	raw  store.Store
 	st   store.Store
 	hold *leaseHold
+	// owns, if set, is the executions the engine runs: those of its partition (kernel.Options.Owns).
+	owns func(id string) bool
 	k    *kernel.Kernel
 	cv   *conversation.Conversations
 	runs *run.Runs

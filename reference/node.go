@@ -54,6 +54,13 @@ var unavailableBody = []byte(`{"error":"unavailable"}`)
 // (bounded) for one and is then served; every write of a node whose lease was superseded is
 // refused by the database, so two nodes never both run an execution.
 //
+// With NodeOptions.Partitions P above 1 the executions are shared out in P partitions, each
+// with a lease of its own ("partition/<i>") and a namespace of its own in the store: the node
+// runs one engine for each partition whose lease it holds, on that partition's namespace, its
+// writes fenced by that partition's token alone, and takes every partition lease it can. At one
+// partition (the default) the lease is "engine" and the namespace the store's root, as before
+// partitions existed.
+//
 // Node's methods are safe for concurrent use.
 //
 //	n, err := reference.OpenNode(ctx, reference.Options{DataDir: dir, StoreURL: "postgres://loom@db/loom",
@@ -75,11 +82,12 @@ type Node struct {
 	proxy  *httputil.ReverseProxy
 	tr     *http.Transport
 
+	// want says which partitions the node asks for (nil: every one).
+	want func(i int) bool
+
 	mu      sync.Mutex
-	eng     *Engine
-	changed chan struct{} // closed and replaced whenever eng changes
-	holder  store.Lease   // the newest grant seen, and when it was read
-	seenAt  time.Time
+	parts   []nodePart    // by partition; the lease and namespace of each never change
+	changed chan struct{} // closed and replaced whenever a part's engine changes
 	servers []*http.Server
 	closed  bool
 
@@ -99,6 +107,15 @@ type Node struct {
 // ErrDataGone, ErrPartitionsDiffer for a database made with another partition count than
 // opt.Node.Partitions, ErrPartitionRouting for more than one, store errors.
 func OpenNode(ctx context.Context, opt Options) (*Node, error) {
+	if err := onePartition(opt); err != nil {
+		return nil, err
+	}
+	return openNode(ctx, opt, nil)
+}
+
+// openNode is OpenNode for any partition count, the node asking for the partitions want admits
+// (nil: every one).
+func openNode(ctx context.Context, opt Options, want func(int) bool) (*Node, error) {
 	if !isServerURL(opt.StoreURL) {
 		return nil, fmt.Errorf("%w: a node needs a postgres:// store URL that other nodes share", loomtype.ErrConfig)
 	}
@@ -108,9 +125,6 @@ func OpenNode(ctx context.Context, opt Options) (*Node, error) {
 	// A configuration the engine refuses would be refused only once the node leads, and then at
 	// every try: refused here, the node does not start, as Open does not.
 	if _, err := conversation.New(opt.Conversation, opt.Deps, nil); err != nil {
-		return nil, err
-	}
-	if err := onePartition(opt); err != nil {
 		return nil, err
 	}
 	lock, err := lockDataDir(opt)
@@ -135,7 +149,8 @@ func OpenNode(ctx context.Context, opt Options) (*Node, error) {
 		lock.Close()
 		return nil, fmt.Errorf("%w: the store cannot be shared (it has no leases)", loomtype.ErrConfig)
 	}
-	if _, err := partitionCount(ctx, raw, opt); err != nil {
+	p, err := partitionCount(ctx, raw, opt)
+	if err != nil {
 		raw.Close()
 		lock.Close()
 		return nil, err
@@ -144,7 +159,7 @@ func OpenNode(ctx context.Context, opt Options) (*Node, error) {
 	tr := &http.Transport{Proxy: nil, DialContext: dial, MaxIdleConnsPerHost: 32, IdleConnTimeout: 30 * time.Second}
 	fresh := &http.Transport{Proxy: nil, DialContext: dial, DisableKeepAlives: true}
 	n := &Node{opt: opt, id: id, keys: opt.Conversation.Keys, ttl: leaseTTL(opt), lock: lock, raw: raw, leases: ls, logger: opt.Logger,
-		edge: opt.Edge, tr: tr, changed: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}, 1)}
+		edge: opt.Edge, tr: tr, want: want, parts: newParts(p), changed: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	n.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			target := pr.In.Context().Value(targetKey{}).(*url.URL)
@@ -174,100 +189,8 @@ type (
 	failedKey struct{}
 )
 
-// run takes the lease whenever it is free, until the node closes.
-func (n *Node) run() {
-	tick := time.NewTicker(n.ttl / 4)
-	defer tick.Stop()
-	for {
-		n.mu.Lock()
-		active := n.eng != nil
-		n.mu.Unlock()
-		if !active {
-			n.tryLead()
-		}
-		select {
-		case <-n.done:
-			return
-		case <-tick.C:
-		case <-n.wake:
-		}
-	}
-}
-
-// tryLead asks for the lease and, granted it, opens the engine on it (which recovers the open
-// executions) and starts serving from it.
-func (n *Node) tryLead() {
-	ctx, cancel := context.WithTimeout(context.Background(), n.ttl)
-	defer cancel()
-	l, err := n.leases.Acquire(ctx, leaseName, n.id, n.opt.Node.Advertise, n.ttl)
-	var held *store.HeldError
-	switch {
-	case errors.As(err, &held):
-		n.mu.Lock()
-		n.holder, n.seenAt = held.Lease, time.Now()
-		n.mu.Unlock()
-		return
-	case err != nil:
-		if !errors.Is(err, store.ErrClosed) {
-			n.logger.Warn("node: asking for the lease failed", "error", err)
-		}
-		return
-	}
-	n.logger.Info("node: granted the lease; recovering the executions", "node", n.id, "token", l.Token)
-	hold := newHold(n.leases, l, n.ttl, n.logger)
-	e := &Engine{node: true, raw: n.raw, st: hold.fenced, hold: hold, dir: n.opt.DataDir, edge: n.edge, logger: n.logger}
-	e.onLost = n.lost
-	// Recovery may take a while; the hold is renewed meanwhile.
-	hold.keep(e.lose)
-	if err := e.assemble(context.Background(), n.opt); err != nil {
-		hold.release()
-		n.logger.Error("node: the executions could not be recovered; giving the lease back", "error", err)
-		return
-	}
-	n.mu.Lock()
-	if n.closed {
-		n.mu.Unlock()
-		e.Close()
-		return
-	}
-	n.eng = e
-	n.holder, n.seenAt = l, time.Now()
-	close(n.changed)
-	n.changed = make(chan struct{})
-	n.mu.Unlock()
-	n.logger.Info("node: serving as the lease holder", "node", n.id)
-}
-
-// lost is called by the engine once it lost the lease: the node follows again.
-func (n *Node) lost() {
-	n.mu.Lock()
-	n.eng = nil
-	n.seenAt = time.Time{}
-	close(n.changed)
-	n.changed = make(chan struct{})
-	n.mu.Unlock()
-	select {
-	case n.wake <- struct{}{}:
-	default:
-	}
-}
-
 // ID is the node's name.
 func (n *Node) ID() string { return n.id }
-
-// Leading reports whether this node holds the lease and runs the executions now.
-func (n *Node) Leading() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.eng != nil
-}
-
-// Engine is the engine this node runs while it holds the lease, else nil.
-func (n *Node) Engine() *Engine {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.eng
-}
 
 // Handler is the node's HTTP surface: served here while it holds the lease, forwarded to the
 // holder otherwise.
@@ -292,11 +215,13 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	marks := r.Header.Values(forwardedHeader)
 	forwarded := len(marks) == 1 && n.fromNode(marks[0])
 	r.Header.Del(forwardedHeader)
+	i := n.partitionOf(r)
 	deadline := time.NewTimer(n.followWait())
 	defer deadline.Stop()
 	for {
 		n.mu.Lock()
-		eng, changed, holder, seenAt := n.eng, n.changed, n.holder, n.seenAt
+		pt := n.parts[i]
+		eng, changed, holder, seenAt := pt.eng, n.changed, pt.holder, pt.seenAt
 		n.mu.Unlock()
 		if eng != nil {
 			w.Header().Set(NodeHeader, n.id)
@@ -305,7 +230,7 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if !forwarded {
 			if time.Since(seenAt) > n.ttl/8 {
-				holder = n.refreshHolder(r.Context())
+				holder = n.refreshHolder(r.Context(), i)
 			}
 			if holder.Holder != "" && holder.Holder != n.id && holder.Note != "" && time.Until(holder.Expires) > 0 {
 				done, err := n.forward(w, r, holder.Note)
@@ -327,7 +252,7 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				}
 				n.logger.Debug("node: the holder did not answer; waiting for the next", "holder", holder.Holder, "error", err)
 				n.mu.Lock()
-				n.seenAt = time.Time{}
+				n.parts[i].seenAt = time.Time{}
 				n.mu.Unlock()
 			}
 		}
@@ -366,22 +291,21 @@ func (n *Node) Serve(ln net.Listener) error {
 }
 
 // shut marks the node closed, ends its loop and its servers (gracefully for up to grace), and
-// returns the engine it ran, if any.
-func (n *Node) shut(grace time.Duration) *Engine {
+// returns the engines it ran.
+func (n *Node) shut(grace time.Duration) []*Engine {
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
 		return nil
 	}
 	n.closed = true
-	eng := n.eng
-	n.eng = nil
+	engs := n.takeEngines()
 	servers := n.servers
 	n.servers = nil
 	n.mu.Unlock()
 	close(n.done)
 	n.wg.Wait()
-	if eng != nil {
+	for _, eng := range engs {
 		eng.mu.Lock()
 		gw := eng.gw
 		eng.mu.Unlock()
@@ -402,14 +326,13 @@ func (n *Node) shut(grace time.Duration) *Engine {
 	}
 	wg.Wait()
 	n.tr.CloseIdleConnections()
-	return eng
+	return engs
 }
 
 // Close stops serving (requests in flight get a moment), stops the executions this node runs and
-// gives the lease up, so that another node takes them over at once; then closes the store.
+// gives its leases up, so that another node takes them over at once; then closes the store.
 func (n *Node) Close() error {
-	eng := n.shut(closeGrace)
-	if eng != nil {
+	for _, eng := range n.shut(closeGrace) {
 		_ = eng.Close()
 	}
 	err := n.raw.Close()
@@ -425,8 +348,7 @@ func (n *Node) Kill() {
 	if killable {
 		k.Kill()
 	}
-	eng := n.shut(0)
-	if eng != nil {
+	for _, eng := range n.shut(0) {
 		eng.stopParts(0)
 	}
 	if killable {

@@ -139,14 +139,14 @@ func (b *forwardBody) stop() {
 	b.mu.Unlock()
 }
 
-// refreshHolder reads the newest grant of the lease.
-func (n *Node) refreshHolder(ctx context.Context) store.Lease {
-	l, ok, err := n.leases.Holder(ctx, leaseName)
+// refreshHolder reads the newest grant of partition i's lease.
+func (n *Node) refreshHolder(ctx context.Context, i int) store.Lease {
+	l, ok, err := n.leases.Holder(ctx, n.parts[i].lease)
 	if err != nil || !ok {
 		return store.Lease{}
 	}
 	n.mu.Lock()
-	n.holder, n.seenAt = l, time.Now()
+	n.parts[i].holder, n.parts[i].seenAt = l, time.Now()
 	n.mu.Unlock()
 	return l
 }
