@@ -18,6 +18,7 @@ import (
 	"github.com/loomcheck/loomcheck/reference/internal/conversation"
 	"github.com/loomcheck/loomcheck/reference/internal/gateway"
 	"github.com/loomcheck/loomcheck/reference/internal/partition"
+	"github.com/loomcheck/loomcheck/reference/internal/threads"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/store"
@@ -29,8 +30,9 @@ import (
 var anonymous = loomtype.Identity{Actor: "anonymous"}
 
 // partitionedNode opens, on url, a node named name of p partitions that asks for the partitions
-// want admits, serves it on a loopback listener, and closes it when the test ends.
-func partitionedNode(t *testing.T, url, name string, p int, want func(int) bool) (*Node, string) {
+// want admits, its options changed by edit (when not nil), serves it on a loopback listener, and
+// closes it when the test ends.
+func partitionedNode(t *testing.T, url, name string, p int, want func(int) bool, edit func(*Options)) (*Node, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -40,6 +42,9 @@ func partitionedNode(t *testing.T, url, name string, p int, want func(int) bool)
 		Node:         NodeOptions{ID: name, Advertise: base, Lease: 800 * time.Millisecond, Partitions: p},
 		Conversation: conversation.Config{Keys: [][]byte{[]byte("0123456789abcdef0123456789abcdef")}},
 		Gateway:      gateway.Config{Insecure: true},
+	}
+	if edit != nil {
+		edit(&opt)
 	}
 	n, err := openNode(context.Background(), opt, want)
 	require.NoError(t, err)
@@ -148,9 +153,9 @@ func TestTwoNodesShareFourPartitions(t *testing.T) {
 	const p = 4
 	ctx := context.Background()
 	url := pgtest.TempDatabase(t)
-	a, _ := partitionedNode(t, url, "node-a", p, func(i int) bool { return i < 2 })
+	a, _ := partitionedNode(t, url, "node-a", p, func(i int) bool { return i < 2 }, nil)
 	waitHeld(t, a, 0, 1)
-	b, baseB := partitionedNode(t, url, "node-b", p, nil)
+	b, baseB := partitionedNode(t, url, "node-b", p, nil, nil)
 	waitHeld(t, b, 2, 3)
 	require.Equal(t, []int{0, 1}, a.held())
 	owner := func(i int) *Node { return [...]*Node{a, a, b, b}[i] }
@@ -250,5 +255,82 @@ func TestAPartitionedNodeRefusesAnotherCount(t *testing.T) {
 			n.Close()
 		}
 		require.ErrorIs(t, err, ErrPartitionsDiffer, "made %d, configured %d", c.made, c.configured)
+	}
+}
+
+// TestOnePartitionIsTheNodeOfBefore: at one partition a node holds the lease "engine", asks for
+// no partition lease, and writes at the store's root.
+func TestOnePartitionIsTheNodeOfBefore(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.TempDatabase(t)
+	n, _ := partitionedNode(t, url, "solo", 0, nil, nil)
+	waitHeld(t, n, 0)
+	require.Nil(t, n.engineOf(0).owns, "the engine runs every execution")
+	s, _, err := n.Engine().Conversations().Start(ctx, anonymous, conversation.StartOptions{ID: "root"})
+	require.NoError(t, err)
+
+	st, err := postgres.Open(ctx, url, postgres.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	l, granted, err := st.Holder(ctx, leaseName)
+	require.NoError(t, err)
+	require.True(t, granted)
+	require.Equal(t, "solo", l.Holder)
+	require.Equal(t, l.Token, token(n.Engine()))
+	ls, err := st.Grants(ctx, "partition/")
+	require.NoError(t, err)
+	require.Empty(t, ls)
+	_, found, err := st.Meta(ctx, "exec/"+s.ID)
+	require.NoError(t, err)
+	require.True(t, found, "the conversation is recorded at the root")
+	ps, err := st.MetaPrefix(ctx, "partition/")
+	require.NoError(t, err)
+	require.Empty(t, ps)
+}
+
+// TestThreadsLiveInOnePartition: of a node's engines, only the one of the partition the threads
+// key falls in runs the threads' service.
+func TestThreadsLiveInOnePartition(t *testing.T) {
+	const p = 4
+	url := pgtest.TempDatabase(t)
+	n, _ := partitionedNode(t, url, "n", p, nil, func(o *Options) {
+		o.Threads = &ThreadsConfig{Roles: []threads.Role{{Name: "planner", Prompt: "P"}}, Members: []loomtype.Identity{{Tenant: "acme", Actor: "dana"}}}
+	})
+	waitHeld(t, n, 0, 1, 2, 3)
+	home, err := partition.Of(partition.ThreadsKey, p)
+	require.NoError(t, err)
+	for i := range p {
+		require.Equal(t, i == home, n.engineOf(i).Threads() != nil, "partition %d (threads in %d)", i, home)
+	}
+}
+
+// TestPathKey: the partition key of each route that names an execution, or of the threads; none
+// for the routes that name no execution yet.
+func TestPathKey(t *testing.T) {
+	const c = "c_0123456789abcdef01234567"
+	for _, tc := range []struct {
+		path, key string
+		ok        bool
+	}{
+		{"/conversations/" + c, c, true},
+		{"/conversations/" + c + "/turns", c, true},
+		{"/sessions/" + c + "/stream", c, true},
+		{"/runs/run:0123/abort", "run:0123", true},
+		{"/runtime/executions/x1/log", "x1", true},
+		{"/conversations/turn:" + c + ":o1:ab", c, true},
+		{"/tasks/tk_1", partition.ThreadsKey, true},
+		{"/peer/v1/texts", partition.ThreadsKey, true},
+		{"/agent-conversations", partition.ThreadsKey, true},
+		{"/conversations", "", false},
+		{"/conversations/", "", false},
+		{"/runs", "", false},
+		{"/runtime/executions", "", false},
+		{"/runtime/other/x", "", false},
+		{"/.well-known/loom", "", false},
+		{"/", "", false},
+	} {
+		key, ok := pathKey(tc.path)
+		require.Equal(t, tc.ok, ok, tc.path)
+		require.Equal(t, tc.key, key, tc.path)
 	}
 }
