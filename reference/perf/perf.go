@@ -87,7 +87,7 @@ func Figures() []Figure {
 		{Name: "restart", About: "exec to ready of a `loomcheck serve` process, and of `loom` when the module has cmd/loom, beside a bare Go HTTP binary", run: restart},
 		{Name: "delta-sse", About: "model delta to SSE client latency p50 and p99 through the engine beside a bare SSE echo", run: deltaSSE},
 		{Name: "stream-emit", About: "session frame append to WebSocket client p50 and p99, idle and beside a job syncing the disk, beside a bare WebSocket server sending the same bytes", run: streamEmit},
-		{Name: "stream-resume", About: "kill of an in-process engine to the first frame a resuming WebSocket client receives, beside a bare WebSocket server killed and started again", run: streamResume},
+		{Name: "stream-resume", About: "kill of an in-process engine to the first frame a resuming WebSocket client receives, beside a bare WebSocket server killed and started again; and of a loom process, beside the in-process engine", run: streamResume},
 		{Name: "memory", About: "heap and goroutines per open SSE stream (beside a bare SSE server) and per open conversation at rest", run: memory},
 		{Name: "pg-store", About: "single-event commits/s and 8 appenders' events/s of the PostgreSQL store beside the SQLite store", Postgres: true, run: pgStore},
 		{Name: "pg-turns", About: "engine turns/s on PostgreSQL beside SQLite at 1 and 8 conversations", Postgres: true, run: pgTurns},

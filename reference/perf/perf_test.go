@@ -176,7 +176,7 @@ func TestEveryFigureRunsQuick(t *testing.T) {
 			if f.Postgres && os.Getenv("PGHOST") == "" {
 				t.Skip("PGHOST is unset")
 			}
-			if testing.Short() && (f.Name == "restart" || f.Name == "open-10000" || f.Postgres) {
+			if testing.Short() && (f.Name == "restart" || f.Name == "open-10000" || f.Name == "stream-resume" || f.Postgres) {
 				t.Skip("builds binaries or starts nodes: not short")
 			}
 			var log bytes.Buffer
