@@ -138,7 +138,7 @@ func (b *broadcaster) send(p []byte) {
 // per viewer, beside a bare broadcaster writing the same bytes to as many connections read by
 // the same client.
 func fanout(e *env) ([]Row, error) {
-	n := e.size(200, 10)
+	n := e.size(500, 10)
 	viewers := e.size(fanoutViewers, 8)
 	t, eng, err := e.openEngine(filepath.Join(e.dir, "data"), "", nil, func(o *reference.Options) {
 		o.Stream.MaxSubscribers = max(o.Stream.MaxSubscribers, viewers)
