@@ -420,6 +420,10 @@ func (ss *session) publish(frames []stream.Frame, rooms []stream.Room, sizes []i
 		if i < len(guards) {
 			it.g = guards[i]
 		}
+		if len(ss.subs) > 0 {
+			// Encoded once here rather than once per reader (a failure leaves it to each).
+			it.enc, _ = json.Marshal(f)
+		}
 		for s := range ss.subs {
 			if !s.push(it) {
 				delete(ss.subs, s)
