@@ -87,6 +87,7 @@ func Figures() []Figure {
 		{Name: "restart", About: "exec to ready of a `loomcheck serve` process, and of `loom` when the module has cmd/loom, beside a bare Go HTTP binary", run: restart},
 		{Name: "delta-sse", About: "model delta to SSE client latency p50 and p99 through the engine beside a bare SSE echo", run: deltaSSE},
 		{Name: "stream-emit", About: "session frame append to WebSocket client p50 and p99, idle and beside a job syncing the disk, beside a bare WebSocket server sending the same bytes", run: streamEmit},
+		{Name: "fanout", About: "a session frame to each of 100 viewers of a shared conversation over WebSocket, p50 and p99, and the CPU time per frame per viewer, beside a bare broadcaster writing the same bytes to as many connections", run: fanout},
 		{Name: "stream-resume", About: "kill of an in-process engine to the first frame a resuming WebSocket client receives, beside a bare WebSocket server killed and started again; and of a loom process, beside the in-process engine", run: streamResume},
 		{Name: "memory", About: "heap and goroutines per open SSE stream (beside a bare SSE server) and per open conversation at rest", run: memory},
 		{Name: "pg-store", About: "single-event commits/s and 8 appenders' events/s of the PostgreSQL store beside the SQLite store", Postgres: true, run: pgStore},

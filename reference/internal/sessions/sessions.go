@@ -461,7 +461,7 @@ type posRecord struct {
 	// Room is who is in the chat by room version, and Handles the reply handles opened (turn to
 	// room version), as of the last frame; a position written before they existed has neither,
 	// and the room is then counted again from the frames restored.
-	Room    *stream.Room    `json:"room,omitempty"`
+	Room    *storedRoom     `json:"room,omitempty"`
 	Handles map[int64]int64 `json:"handles,omitempty"`
 	// Owner is the tenant of the session's owner once learnt (names are drawn with it), so
 	// that a session loaded again draws them alike before any caller touches it.
