@@ -76,6 +76,17 @@ func (s *ReplaySet) Len() int {
 	return len(s.queue)
 }
 
+// Back returns the id held i places back from the newest (0 is the newest), and false when the
+// set holds no id that far back.
+//
+//	id, ok := seen.Back(0) // the id added last
+func (s *ReplaySet) Back(i int) (string, bool) {
+	if s == nil || i < 0 || i >= len(s.queue) {
+		return "", false
+	}
+	return s.queue[len(s.queue)-1-i].id, true
+}
+
 // Floor returns the largest issue time of any id evicted so far (or restored as the floor), 0 if
 // none. [Check] treats an issue time at or below it as stale.
 //
