@@ -39,8 +39,8 @@ import (
 // goldenDir holds the journals of version 1 (a consumed event and a verdict each a copy of the
 // message), written by the engines before version 2; goldenV2Dir those of version 2 (each fact
 // stored once in the log and the inbox); goldenV3Dir those of version 3 (a rotation's carry names
-// the keys its replay set holds by their place in it, instead of writing each id twice), which
-// -rewrite writes. All replay: a journal already written is never rewritten.
+// the accepted envelopes of its replay set and its pending message by their inbox positions, and
+// its recent keys by their places in the set, instead of copying them), which -rewrite writes. All replay: a journal already written is never rewritten.
 const (
 	goldenDir   = "testdata/golden"
 	goldenV2Dir = "testdata/golden/v2"
