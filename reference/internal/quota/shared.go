@@ -42,7 +42,10 @@ var ErrHolder = errors.New("quota: empty holder name")
 
 // Shared counts slots in the store, exact across every engine of the store: each admission reads
 // and rewrites the principal's record in one transaction, which the store serializes with any
-// other on the same record. Safe for concurrent use.
+// other on the same record. Admissions and releases commit relaxed (kernel.UpdateRelaxed: no
+// wait for the disk where the store can): a machine crash may lose the newest of them, and what
+// it loses is slots of engines that the crash ended, which the next epoch frees anyway. The epoch
+// itself is raised by a commit that waits for the disk. Safe for concurrent use.
 type Shared struct {
 	k      *kernel.Kernel
 	holder string
@@ -127,7 +130,7 @@ func put(tx *kernel.Tx, key string, slots []heldSlot) error {
 func (s *Shared) Admit(ctx context.Context, sl Slot, max int, now int64) error {
 	key := recordKey(sl.Kind, sl.Who)
 	var refused error
-	err := s.k.Update(ctx, func(tx *kernel.Tx) error {
+	err := s.k.UpdateRelaxed(ctx, func(tx *kernel.Tx) error {
 		refused = nil
 		rec, _, err := slotTable.Get(ctx, tx, key)
 		if err != nil {
@@ -159,7 +162,7 @@ func (s *Shared) Admit(ctx context.Context, sl Slot, max int, now int64) error {
 // Release is Counter.Release.
 func (s *Shared) Release(ctx context.Context, sl Slot) error {
 	key := recordKey(sl.Kind, sl.Who)
-	return s.k.Update(ctx, func(tx *kernel.Tx) error {
+	return s.k.UpdateRelaxed(ctx, func(tx *kernel.Tx) error {
 		rec, ok, err := slotTable.Get(ctx, tx, key)
 		if err != nil || !ok {
 			return err
