@@ -76,8 +76,8 @@ type Config struct {
 	AllowCredentials       bool
 	MaxStreams             int
 	MaxStreamsPerPrincipal int
-	// Quotas counts each principal's open streams against MaxStreamsPerPrincipal, on every
-	// engine that shares it (nil: this gateway's memory alone).
+	// Quotas counts each principal's open streams against MaxStreamsPerPrincipal and its POSTs
+	// against PostsPerMinute, on every engine that shares it (nil: this gateway's memory alone).
 	Quotas quota.Counter
 	// MaxSubscribers bounds the live subscribers of one conversation (the engine sizes the hub
 	// with it; default 64).
@@ -117,7 +117,6 @@ type Gateway struct {
 
 	mu         sync.Mutex
 	streams    int
-	buckets    map[loomtype.Identity]*bucket
 	shutdownCh chan struct{}
 	closeOnce  sync.Once
 }
@@ -160,7 +159,7 @@ func New(cv *conversation.Conversations, cfg Config) (*Gateway, error) {
 		cfg.Quotas = &quota.Memory{}
 	}
 	g := &Gateway{cfg: cfg, cv: cv, mux: http.NewServeMux(), log: cfg.Logger,
-		buckets: map[loomtype.Identity]*bucket{}, shutdownCh: make(chan struct{})}
+		shutdownCh: make(chan struct{})}
 	g.routes()
 	return g, nil
 }

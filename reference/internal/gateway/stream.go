@@ -62,6 +62,7 @@ func (g *Gateway) releaseStream(ctx context.Context, slot quota.Slot) {
 func (g *Gateway) admitStream(w http.ResponseWriter, r *http.Request, who loomtype.Identity) (slot quota.Slot, ok bool) {
 	slot, ok, err := g.acquireStream(r.Context(), who)
 	switch {
+	case err != nil && r.Context().Err() != nil: // the client went away: no internal error
 	case err != nil:
 		g.fail(w, err)
 	case !ok:

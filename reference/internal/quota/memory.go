@@ -15,8 +15,9 @@ type owner struct {
 // Memory counts slots in the memory of one process: exact for an engine alone on its store,
 // and what a bound the specification makes per process keeps. The zero value is ready to use.
 type Memory struct {
-	mu    sync.Mutex
-	slots map[owner]map[string]int64 // slot id -> expiry (0: none)
+	mu      sync.Mutex
+	slots   map[owner]map[string]int64 // slot id -> expiry (0: none)
+	buckets map[loomtype.Identity]*bucket
 }
 
 var _ Counter = (*Memory)(nil)

@@ -1,6 +1,6 @@
 // Package quota keeps the bounds one principal meets on the whole system, whichever engine
-// serves it: the event and session streams it has open and the session tickets it has waiting
-// (spec/http.md, The event stream; spec/stream.md, Limits).
+// serves it: the event and session streams it has open, the session tickets it has waiting and
+// its POSTs a minute (spec/http.md, Configuration and The event stream; spec/stream.md, Limits).
 //
 // A node may run one engine per partition of a store, and a principal's requests land on any of
 // them; a count kept in one engine's memory would let a principal hold the bound once per engine.
@@ -72,4 +72,9 @@ type Counter interface {
 	//
 	// Errors: store errors.
 	Held(ctx context.Context, kind Kind, who loomtype.Identity, now int64) (int, error)
+	// Take takes one of who's POSTs at now (Unix milliseconds) from its allowance of perMinute a
+	// minute, and at once (the Posts bound).
+	//
+	// Errors: *Refusal (Kind Posts, Max perMinute), store errors.
+	Take(ctx context.Context, who loomtype.Identity, perMinute int, now int64) error
 }

@@ -204,3 +204,46 @@ func TestMemoryCountsTheBound(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTwoEnginesShareAPostAllowance: two engines on one store take one principal's POSTs from
+// one allowance: perMinute at once between them, the next refused on both; another principal
+// has its own; a second later one more token has come back (perMinute a minute).
+func TestTwoEnginesShareAPostAllowance(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	a, b := engine(t, st, "partition/0"), engine(t, st, "partition/1")
+	const perMinute = 6
+	const t0 = int64(1_000_000)
+	for i := range perMinute {
+		if err := []*quota.Shared{a, b}[i%2].Take(ctx, alice, perMinute, t0); err != nil {
+			t.Fatalf("post %d of %d: %v", i+1, perMinute, err)
+		}
+	}
+	refusedAt(t, a.Take(ctx, alice, perMinute, t0), quota.Posts, perMinute)
+	refusedAt(t, b.Take(ctx, alice, perMinute, t0), quota.Posts, perMinute)
+	if err := b.Take(ctx, bob, perMinute, t0); err != nil {
+		t.Fatalf("another principal: %v", err)
+	}
+	// One token comes back every 60 000 / perMinute ms: not a millisecond before.
+	back := t0 + 60_000/perMinute
+	refusedAt(t, a.Take(ctx, alice, perMinute, back-1), quota.Posts, perMinute)
+	if err := b.Take(ctx, alice, perMinute, back); err != nil {
+		t.Fatalf("a token later: %v", err)
+	}
+	refusedAt(t, a.Take(ctx, alice, perMinute, back), quota.Posts, perMinute)
+}
+
+// TestMemoryPostAllowance: the in-memory allowance admits perMinute at once and refuses the next.
+func TestMemoryPostAllowance(t *testing.T) {
+	ctx := context.Background()
+	var m quota.Memory
+	for i := range 3 {
+		if err := m.Take(ctx, alice, 3, 0); err != nil {
+			t.Fatalf("post %d: %v", i+1, err)
+		}
+	}
+	refusedAt(t, m.Take(ctx, alice, 3, 0), quota.Posts, 3)
+	if err := m.Take(ctx, bob, 3, 0); err != nil {
+		t.Fatal(err)
+	}
+}
