@@ -12,6 +12,8 @@ import (
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/postgres"
+	"github.com/loomcheck/loomcheck/reference/store/postgres/pgtest"
 	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
 
@@ -29,6 +31,25 @@ func openStore(t *testing.T) store.Store {
 	}
 	t.Cleanup(func() { st.Close() })
 	return st
+}
+
+// backends open, for each store, the handles two engines of one store write through: one SQLite
+// store shared in the process; two handles (two nodes) on one PostgreSQL database of the test's
+// own, when a server is configured (pgtest).
+var backends = map[string]func(t *testing.T) (a, b store.Store){
+	"sqlite": func(t *testing.T) (store.Store, store.Store) { st := openStore(t); return st, st },
+	"postgres": func(t *testing.T) (store.Store, store.Store) {
+		url := pgtest.TempDatabase(t)
+		open := func() store.Store {
+			st, err := postgres.Open(context.Background(), url, postgres.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			return st
+		}
+		return open(), open()
+	},
 }
 
 // engine opens the shared counts as the engine of holder on st would: a kernel of its own on the
@@ -71,42 +92,58 @@ func refusedAt(t *testing.T, err error, kind quota.Kind, max int) {
 func TestTwoEnginesShareEachBound(t *testing.T) {
 	ctx := context.Background()
 	for _, kind := range []quota.Kind{quota.Streams, quota.Tickets} {
-		t.Run(string(kind), func(t *testing.T) {
-			st := openStore(t)
-			a, b := engine(t, st, "partition/0"), engine(t, st, "partition/1")
-			const n = 5
-			for i := range n {
-				if err := []*quota.Shared{a, b}[i%2].Admit(ctx, slot(kind, alice, i), n, 0); err != nil {
-					t.Fatalf("slot %d of %d: %v", i+1, n, err)
-				}
-			}
-			refusedAt(t, a.Admit(ctx, slot(kind, alice, n), n, 0), kind, n)
-			refusedAt(t, b.Admit(ctx, slot(kind, alice, n), n, 0), kind, n)
-			if err := a.Admit(ctx, slot(kind, alice, 0), n, 0); err != nil {
-				t.Fatalf("a slot held already, taken again: %v", err)
-			}
-			if err := b.Admit(ctx, slot(kind, bob, 0), n, 0); err != nil {
-				t.Fatalf("another principal: %v", err)
-			}
-			if err := b.Release(ctx, slot(kind, alice, 0)); err != nil {
-				t.Fatal(err)
-			}
-			if err := a.Admit(ctx, slot(kind, alice, n), n, 0); err != nil {
-				t.Fatalf("after a release on the other engine: %v", err)
-			}
-			if got, err := b.Held(ctx, kind, alice, 0); err != nil || got != n {
-				t.Fatalf("held = %d, %v; want %d", got, err, n)
-			}
-		})
+		for name, open := range backends {
+			t.Run(string(kind)+"/"+name, func(t *testing.T) {
+				sa, sb := open(t)
+				a, b := engine(t, sa, "partition/0"), engine(t, sb, "partition/1")
+				twoEngines(t, ctx, kind, a, b)
+			})
+		}
+	}
+}
+
+// twoEngines is TestTwoEnginesShareEachBound on the engines a and b of one store.
+func twoEngines(t *testing.T, ctx context.Context, kind quota.Kind, a, b *quota.Shared) {
+	t.Helper()
+	const n = 5
+	for i := range n {
+		if err := []*quota.Shared{a, b}[i%2].Admit(ctx, slot(kind, alice, i), n, 0); err != nil {
+			t.Fatalf("slot %d of %d: %v", i+1, n, err)
+		}
+	}
+	refusedAt(t, a.Admit(ctx, slot(kind, alice, n), n, 0), kind, n)
+	refusedAt(t, b.Admit(ctx, slot(kind, alice, n), n, 0), kind, n)
+	if err := a.Admit(ctx, slot(kind, alice, 0), n, 0); err != nil {
+		t.Fatalf("a slot held already, taken again: %v", err)
+	}
+	if err := b.Admit(ctx, slot(kind, bob, 0), n, 0); err != nil {
+		t.Fatalf("another principal: %v", err)
+	}
+	if err := b.Release(ctx, slot(kind, alice, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Admit(ctx, slot(kind, alice, n), n, 0); err != nil {
+		t.Fatalf("after a release on the other engine: %v", err)
+	}
+	if got, err := b.Held(ctx, kind, alice, 0); err != nil || got != n {
+		t.Fatalf("held = %d, %v; want %d", got, err, n)
 	}
 }
 
 // TestRacingEnginesAdmitExactlyTheBound: two engines admitting one principal's slots at once
 // admit exactly the bound between them.
 func TestRacingEnginesAdmitExactlyTheBound(t *testing.T) {
+	for name, open := range backends {
+		t.Run(name, func(t *testing.T) {
+			sa, sb := open(t)
+			racing(t, engine(t, sa, "partition/0"), engine(t, sb, "partition/1"))
+		})
+	}
+}
+
+// racing is TestRacingEnginesAdmitExactlyTheBound on the engines of one store.
+func racing(t *testing.T, engines ...*quota.Shared) {
 	ctx := context.Background()
-	st := openStore(t)
-	engines := []*quota.Shared{engine(t, st, "partition/0"), engine(t, st, "partition/1")}
 	const n, tries = 4, 12
 	var mu sync.Mutex
 	admitted, refused := 0, 0
@@ -140,28 +177,38 @@ func TestRacingEnginesAdmitExactlyTheBound(t *testing.T) {
 func TestADeadEnginesSlotsAreFreedByTheNextAdmission(t *testing.T) {
 	ctx := context.Background()
 	for _, kind := range []quota.Kind{quota.Streams, quota.Tickets} {
-		t.Run(string(kind), func(t *testing.T) {
-			st := openStore(t)
-			dead, b := engine(t, st, "partition/0"), engine(t, st, "partition/1")
-			const n = 3
-			for i := range n {
-				if err := dead.Admit(ctx, slot(kind, alice, i), n, 0); err != nil {
-					t.Fatal(err)
-				}
-			}
-			refusedAt(t, b.Admit(ctx, slot(kind, alice, n), n, 0), kind, n)
-			next := engine(t, st, "partition/0") // the partition's next engine
-			if next.Epoch() != dead.Epoch()+1 {
-				t.Fatalf("epoch %d after %d", next.Epoch(), dead.Epoch())
-			}
-			for i := range n {
-				if err := b.Admit(ctx, slot(kind, alice, n+i), n, 0); err != nil {
-					t.Fatalf("slot %d after the takeover: %v", i+1, err)
-				}
-			}
-			refusedAt(t, next.Admit(ctx, slot(kind, alice, 2*n), n, 0), kind, n)
-		})
+		for name, open := range backends {
+			t.Run(string(kind)+"/"+name, func(t *testing.T) {
+				sa, sb := open(t)
+				deadEngine(t, ctx, kind, sa, sb)
+			})
+		}
 	}
+}
+
+// deadEngine is TestADeadEnginesSlotsAreFreedByTheNextAdmission on the handles sa and sb of one
+// store: the dead engine and its successor write through sa.
+func deadEngine(t *testing.T, ctx context.Context, kind quota.Kind, sa, sb store.Store) {
+	t.Helper()
+	st := sa
+	dead, b := engine(t, st, "partition/0"), engine(t, sb, "partition/1")
+	const n = 3
+	for i := range n {
+		if err := dead.Admit(ctx, slot(kind, alice, i), n, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refusedAt(t, b.Admit(ctx, slot(kind, alice, n), n, 0), kind, n)
+	next := engine(t, sa, "partition/0") // the partition's next engine
+	if next.Epoch() != dead.Epoch()+1 {
+		t.Fatalf("epoch %d after %d", next.Epoch(), dead.Epoch())
+	}
+	for i := range n {
+		if err := b.Admit(ctx, slot(kind, alice, n+i), n, 0); err != nil {
+			t.Fatalf("slot %d after the takeover: %v", i+1, err)
+		}
+	}
+	refusedAt(t, next.Admit(ctx, slot(kind, alice, 2*n), n, 0), kind, n)
 }
 
 // TestExpiredSlotsStopCounting: a slot counts until its expiry, and not at it.
@@ -209,9 +256,17 @@ func TestMemoryCountsTheBound(t *testing.T) {
 // one allowance: perMinute at once between them, the next refused on both; another principal
 // has its own; a second later one more token has come back (perMinute a minute).
 func TestTwoEnginesShareAPostAllowance(t *testing.T) {
+	for name, open := range backends {
+		t.Run(name, func(t *testing.T) {
+			sa, sb := open(t)
+			postAllowance(t, engine(t, sa, "partition/0"), engine(t, sb, "partition/1"))
+		})
+	}
+}
+
+// postAllowance is TestTwoEnginesShareAPostAllowance on the engines a and b of one store.
+func postAllowance(t *testing.T, a, b *quota.Shared) {
 	ctx := context.Background()
-	st := openStore(t)
-	a, b := engine(t, st, "partition/0"), engine(t, st, "partition/1")
 	const perMinute = 6
 	const t0 = int64(1_000_000)
 	for i := range perMinute {
