@@ -1,6 +1,7 @@
 // Package quota keeps the bounds one principal meets on the whole system, whichever engine
 // serves it: the event and session streams it has open, the session tickets it has waiting and
-// its POSTs a minute (spec/http.md, Configuration and The event stream; spec/stream.md, Limits).
+// its POSTs a minute (spec/http.md, Settings and their defaults and The event stream;
+// spec/stream.md, Limits).
 //
 // A node may run one engine per partition of a store, and a principal's requests land on any of
 // them; a count kept in one engine's memory would let a principal hold the bound once per engine.
