@@ -14,9 +14,12 @@ import (
 
 	"github.com/loomcheck/loomcheck/reference/internal/conversation"
 	"github.com/loomcheck/loomcheck/reference/internal/gateway"
+	"github.com/loomcheck/loomcheck/reference/internal/quota"
 	"github.com/loomcheck/loomcheck/reference/internal/sessions"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/postgres"
+	"github.com/loomcheck/loomcheck/reference/store/postgres/pgtest"
 	"github.com/loomcheck/loomcheck/reference/store/sqlite"
 )
 
@@ -186,4 +189,58 @@ func TestStreamsOpenAreCountedAcrossPartitions(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "the closed stream's slot was never given back")
 	}
 	require.Equal(t, http.StatusTooManyRequests, openEvents(t, ctx, sa.URL, "alice", ca).StatusCode)
+}
+
+// Two nodes on one PostgreSQL database of four partitions: a principal's tickets waiting, made on
+// engines of different partitions and nodes, count against one stream.principalTickets, kept at
+// the store's root under global/; once a node is gone and the other has taken its partitions
+// over, the tickets its engines made no longer count.
+func TestTicketsAcrossTheNodesOfAPartitionedDatabase(t *testing.T) {
+	const p = 4
+	ctx := context.Background()
+	url := pgtest.TempDatabase(t)
+	edit := func(o *Options) { o.Stream.PrincipalTickets = qTickets }
+	a, _ := partitionedNode(t, url, "node-a", p, func(i int) bool { return i < 2 }, edit)
+	waitHeld(t, a, 0, 1)
+	b, _ := partitionedNode(t, url, "node-b", p, nil, edit)
+	waitHeld(t, b, 2, 3)
+	conv := func(n *Node, i int) string {
+		s, _, err := n.engineOf(i).Conversations().Start(ctx, anonymous, conversation.StartOptions{ID: chosenIn(t, i, p)})
+		require.NoError(t, err)
+		return s.ID
+	}
+	open := func(n *Node, i int, id string) error {
+		_, err := n.engineOf(i).ss.Open(ctx, anonymous, id, 0, "")
+		return err
+	}
+	refused := func(err error) {
+		t.Helper()
+		var qe *sessions.QuotaError
+		require.ErrorAs(t, err, &qe)
+		require.Equal(t, sessions.QuotaTickets, qe.Reason)
+	}
+	c0, c1, c2 := conv(a, 0), conv(a, 1), conv(b, 2)
+	require.NoError(t, open(a, 0, c0))
+	require.NoError(t, open(a, 1, c1))
+	require.NoError(t, open(a, 0, c0))
+	refused(open(b, 2, c2))
+
+	st, err := postgres.Open(ctx, url, postgres.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	kept, err := st.MetaPrefix(ctx, quota.Namespace+"tbl/")
+	require.NoError(t, err)
+	require.NotEmpty(t, kept, "the counts are kept at the root's global namespace")
+	for i := range p {
+		kvs, err := st.MetaPrefix(ctx, store.PartitionNamespace(i)+quota.Namespace)
+		require.NoError(t, err)
+		require.Empty(t, kvs, "partition %d keeps no counts of its own", i)
+	}
+
+	require.NoError(t, a.Close()) // its tickets are never presented
+	waitHeld(t, b, 0, 1, 2, 3)
+	for range qTickets {
+		require.NoError(t, open(b, 2, c2))
+	}
+	refused(open(b, 0, c0))
 }
