@@ -25,10 +25,11 @@ func (g *Gateway) sessionStream(w http.ResponseWriter, r *http.Request, who loom
 	if !ok {
 		return
 	}
-	if !g.admitStream(w, who) {
+	slot, admitted := g.admitStream(w, r, who)
+	if !admitted {
 		return
 	}
-	defer g.releaseStream(who)
+	defer g.releaseStream(r.Context(), slot)
 	if err := g.cfg.Sessions.Hold(r.Context(), who, id); err != nil {
 		if !quotaRefused(w, err) {
 			g.fail(w, err)

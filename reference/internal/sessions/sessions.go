@@ -46,6 +46,7 @@ import (
 
 	"github.com/loomcheck/loomcheck/reference/internal/conversation"
 	"github.com/loomcheck/loomcheck/reference/internal/conversation/live"
+	"github.com/loomcheck/loomcheck/reference/internal/quota"
 	"github.com/loomcheck/loomcheck/reference/internal/stream"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
@@ -112,6 +113,9 @@ type Config struct {
 	// it the turn is given up: status {state: failed, note} is logged, the turn is stopped, and
 	// nothing more of it is shown (DefaultResumeWait, 60 s).
 	ResumeWait time.Duration
+	// Quotas counts each caller's tickets waiting against PrincipalTickets, on every engine that
+	// shares it (nil: this service's memory alone).
+	Quotas quota.Counter
 	// Now is the clock (time.Now).
 	Now func() time.Time
 	// Logger receives the errors a pump meets (slog.Default()).
@@ -229,6 +233,9 @@ func New(k *kernel.Kernel, cv *conversation.Conversations, cfg Config) *Service 
 	if cfg.Poll <= 0 {
 		cfg.Poll = DefaultPoll
 	}
+	if cfg.Quotas == nil {
+		cfg.Quotas = &quota.Memory{}
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -310,9 +317,19 @@ func (s *Service) Open(ctx context.Context, who loomtype.Identity, id string, fr
 		return Opened{}, err
 	}
 	head, floor := ss.bounds()
+	return s.mint(ctx, Grant{Who: who, Session: id, From: from, Device: device}, head, floor)
+}
+
+// mint makes a ticket for g within the service's table of tickets (this process's, in memory)
+// and g.Who's tickets waiting (Config.Quotas: every engine's). The ticket takes its place in the
+// table before the caller's bound is asked, and leaves it when that refuses it.
+func (s *Service) mint(ctx context.Context, g Grant, head, floor int64) (Opened, error) {
 	now := s.cfg.Now()
+	var b [ticketBytes]byte
+	_, _ = rand.Read(b[:])
+	tk := base64.RawURLEncoding.EncodeToString(b[:])
+	exp := now.Add(s.cfg.TicketTTL)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if len(s.tickets) >= s.cfg.MaxTickets {
 		for k, t := range s.tickets {
 			if t.used || !now.Before(t.expires) {
@@ -320,18 +337,22 @@ func (s *Service) Open(ctx context.Context, who loomtype.Identity, id string, fr
 			}
 		}
 		if len(s.tickets) >= s.cfg.MaxTickets {
+			s.mu.Unlock()
 			return Opened{}, &loomtype.LimitError{Limit: "tickets", Max: int64(s.cfg.MaxTickets)}
 		}
 	}
-	if s.waitingTicketsLocked(who) >= s.cfg.PrincipalTickets {
-		return Opened{}, &QuotaError{Reason: QuotaTickets, Max: int64(s.cfg.PrincipalTickets)}
+	s.tickets[tk] = &ticket{Grant: g, expires: exp}
+	s.mu.Unlock()
+	if err := s.cfg.Quotas.Admit(ctx, ticketSlot(tk, g.Who, exp), s.cfg.PrincipalTickets, now.UnixMilli()); err != nil {
+		s.mu.Lock()
+		delete(s.tickets, tk)
+		s.mu.Unlock()
+		if errors.Is(err, loomtype.ErrLimit) {
+			return Opened{}, &QuotaError{Reason: QuotaTickets, Max: int64(s.cfg.PrincipalTickets)}
+		}
+		return Opened{}, err
 	}
-	var b [ticketBytes]byte
-	_, _ = rand.Read(b[:])
-	tk := base64.RawURLEncoding.EncodeToString(b[:])
-	exp := now.Add(s.cfg.TicketTTL)
-	s.tickets[tk] = &ticket{Grant: Grant{Who: who, Session: id, From: from, Device: device}, expires: exp}
-	return Opened{Ticket: tk, Expires: exp, Session: id, From: from, Head: head, Floor: floor}, nil
+	return Opened{Ticket: tk, Expires: exp, Session: g.Session, From: g.From, Head: head, Floor: floor}, nil
 }
 
 // Redeem spends ticket tk for caller who on device: a ticket is spent by its first
@@ -339,26 +360,42 @@ func (s *Service) Open(ctx context.Context, who loomtype.Identity, id string, fr
 //
 // Errors: *TicketError (matching ErrTicket) with its reason.
 func (s *Service) Redeem(tk string, who loomtype.Identity, device string) (Grant, error) {
+	g, owner, spent, err := s.spend(tk, who, device)
+	if !spent {
+		return g, err
+	}
+	// Presented now: it no longer counts against the caller it was made for, whatever the outcome.
+	if rerr := s.cfg.Quotas.Release(context.Background(), ticketSlot(tk, owner, time.Time{})); rerr != nil {
+		s.log.Warn("a spent ticket's slot was not given back; it expires by itself", "error", rerr)
+	}
+	return g, err
+}
+
+// spend marks ticket tk presented and judges the presentation (Redeem). spent is true when this
+// presentation was its first, owner the caller it was made for.
+func (s *Service) spend(tk string, who loomtype.Identity, device string) (g Grant, owner loomtype.Identity, spent bool, err error) {
 	now := s.cfg.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.tickets[tk]
 	switch {
 	case !ok:
-		return Grant{}, &TicketError{Reason: TicketUnknown}
+		return Grant{}, owner, false, &TicketError{Reason: TicketUnknown}
 	case t.used:
-		return Grant{}, &TicketError{Reason: TicketUsed}
+		return Grant{}, owner, false, &TicketError{Reason: TicketUsed}
 	}
 	t.used = true
 	switch {
 	case !now.Before(t.expires):
-		return Grant{}, &TicketError{Reason: TicketExpired}
+		err = &TicketError{Reason: TicketExpired}
 	case !t.Who.Equal(who):
-		return Grant{}, &TicketError{Reason: TicketCaller}
+		err = &TicketError{Reason: TicketCaller}
 	case t.Device != "" && t.Device != device:
-		return Grant{}, &TicketError{Reason: TicketDevice}
+		err = &TicketError{Reason: TicketDevice}
+	default:
+		g = t.Grant
 	}
-	return t.Grant, nil
+	return g, t.Who, true, err
 }
 
 // Bounds returns the head and floor of session id's log as the service holds it now, after
