@@ -123,7 +123,7 @@ UNION ALL SELECT 'type ' || ns.nspname || '.' || y.typname
 	FROM pg_type y JOIN ns ON ns.oid = y.typnamespace
 UNION ALL SELECT 'large objects ' || count(*) FROM pg_largeobject_metadata`
 
-// layout is what layoutOf finds in a database a store of this package made at schema version 3
+// layout is what layoutOf finds in a database a store of this package made at schema version 4
 // and nothing else touched (TestResetKnowsTheStoresLayout holds it to the migrations).
 const layout = `constraint public.events_pkey p
 constraint public.events_seq_check c
@@ -171,4 +171,5 @@ type public.remembered
 type public.schema_version
 version 1
 version 2
-version 3`
+version 3
+version 4`

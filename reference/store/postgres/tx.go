@@ -25,12 +25,13 @@ import (
 // per remembered-key scope): a stream's head read inside fn cannot change before the commit, so
 // sequences stay gapless, and a metadata value read inside fn is the one fn's write replaces.
 // Transactions that touch nothing in common do not wait for each other; those that do run one
-// after the other, the later one seeing the earlier one's commit. Every transaction also holds
-// the store's write lock shared (a transaction that would hold too many locks of its own takes it
-// alone instead, and so does a writer of an older engine).
+// after the other, the later one seeing the earlier one's commit. No lock is held beside these:
+// nothing the store takes is shared by writes of unrelated streams and keys. A transaction holds
+// one lock per thing it touches, in the server's lock table (sized by max_locks_per_transaction
+// times max_connections); a write of thousands of things at once may find it full and fail,
+// keeping nothing.
 //
-// ctx governs the wait for a connection and for the store's write lock; once the transaction
-// has begun it is no longer the caller's to abandon: every statement runs under
+// ctx governs the wait for a write slot and a connection; once the transaction has begun it is no longer the caller's to abandon: every statement runs under
 // Options.WriteTimeout instead (a cancelled caller cannot leave a commit half made, and a stuck
 // database cannot hold the writer forever).
 //
@@ -270,21 +271,14 @@ type tx struct {
 	now     int64
 	touched map[string]struct{}
 	wrote   bool // something durable changed
-	// locks are the advisory locks this transaction holds, by key; alone, that it holds the
-	// store's write lock alone (and needs no other).
+	// locks are the advisory locks this transaction holds, by key.
 	locks map[int64]struct{}
-	alone bool
 	// aborted: a statement failed because the database aborted the transaction to break a
 	// deadlock (or a serialization failure); the Update runs fn again.
 	aborted bool
 }
 
 var _ store.Tx = (*tx)(nil)
-
-// maxLocks is how many locks of its own a transaction takes at most; one that needs more takes
-// the store's write lock alone instead (waiting for every other write), so that no transaction
-// fills the server's lock table (its share is max_locks_per_transaction, 64 by default).
-const maxLocks = 32
 
 // The things a transaction locks: a stream's generation, a metadata key, a remembered-key scope.
 const (
@@ -312,19 +306,11 @@ func resourceKey(schema, what, name string, gen int64) int64 {
 }
 
 // lockFor is the statement that takes the lock of (what, name, gen) before a statement that
-// reads or writes it, "" when the transaction holds it already (or holds the store alone).
+// reads or writes it, "" when the transaction holds it already.
 func (t *tx) lockFor(what, name string, gen int64) (q string, key int64) {
-	if t.alone {
-		return "", 0
-	}
 	key = resourceKey(t.s.opt.Schema, what, name, gen)
 	if _, ok := t.locks[key]; ok {
 		return "", 0
-	}
-	if len(t.locks) >= maxLocks {
-		// The store's write lock alone: this transaction holds it shared already, and takes it
-		// exclusively once every other write has ended.
-		return lockSQL, t.s.writeKey
 	}
 	return lockSQL, key
 }
@@ -334,10 +320,6 @@ const lockSQL = `SELECT pg_advisory_xact_lock($1)`
 
 // took records that the transaction holds the lock of key.
 func (t *tx) took(key int64) {
-	if key == t.s.writeKey {
-		t.alone = true
-		return
-	}
 	t.locks[key] = struct{}{}
 }
 
