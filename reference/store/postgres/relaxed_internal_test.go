@@ -48,6 +48,10 @@ func TestTheLossEpochCountsServerStarts(t *testing.T) {
 	var before, inside, after string
 	require.NoError(t, s.pool.QueryRow(ctx, `SELECT reset_val FROM pg_settings WHERE name = 'synchronous_commit'`).Scan(&before))
 	require.NoError(t, s.UpdateRelaxed(ctx, func(x store.Tx) error {
+		// The transaction, and its setting, start with its first statement.
+		if _, _, err := x.Meta("k"); err != nil {
+			return err
+		}
 		return x.(*tx).c.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&inside)
 	}))
 	require.NoError(t, s.pool.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&after))

@@ -128,17 +128,12 @@ func (s *Postgres) attempt(ctx context.Context, fence *store.Lease, relaxed bool
 		return false, s.writeErr("begin", err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, s.q.begin); err != nil {
-		s.rollback(conn)
-		return retryable(err), s.writeErr("begin", err)
-	}
+	// The transaction starts with its first statement, in the same round trip (see tx.start).
+	start := []string{s.q.begin}
 	if relaxed {
-		if _, err := conn.Exec(ctx, relaxedSQL); err != nil {
-			s.rollback(conn)
-			return retryable(err), s.writeErr("begin", err)
-		}
+		start = append(start, relaxedSQL)
 	}
-	t := &tx{s: s, c: conn.Conn(), now: time.Now().UnixMilli(), touched: map[string]struct{}{}, locks: map[int64]struct{}{}}
+	t := &tx{s: s, c: conn.Conn(), now: time.Now().UnixMilli(), start: start, touched: map[string]struct{}{}, locks: map[int64]struct{}{}}
 	done := false
 	defer func() {
 		if !done {
@@ -175,6 +170,9 @@ func (s *Postgres) commit(conn *pgxpool.Conn, t *tx) (again bool, err error) {
 	if s.closed.Load() {
 		s.rollback(conn)
 		return false, store.ErrClosed
+	}
+	if t.start != nil {
+		return false, nil // fn ran no statement: the transaction never started, nothing to commit
 	}
 	tag, err := s.commitAndNotify(conn, t)
 	if err != nil {
@@ -266,9 +264,13 @@ func (s *Postgres) writeErr(what string, err error) error {
 }
 
 type tx struct {
-	s       *Postgres
-	c       *pgx.Conn
-	now     int64
+	s   *Postgres
+	c   *pgx.Conn
+	now int64
+	// start are the statements that start the transaction (BEGIN, and the relaxed setting), nil
+	// once they went to the server: they go ahead of the transaction's first statement, in its
+	// round trip, so that a write costs no round trip of its own to begin.
+	start   []string
 	touched map[string]struct{}
 	wrote   bool // something durable changed
 	// locks are the advisory locks this transaction holds, by key.
@@ -332,30 +334,17 @@ func (t *tx) failed(err error) error {
 }
 
 // queryRow runs q, after taking the lock of (what, name, gen) when the transaction does not hold
-// it yet, and scans its one row into dest. Both go in one round trip; the query reads what the
-// lock's previous holder committed (under READ COMMITTED each statement sees the commits made
-// before it began).
+// it yet, and scans its one row into dest. The lock and the query go in one round trip (with the
+// transaction's start, for its first statement); the query reads what the lock's previous holder
+// committed (under READ COMMITTED each statement sees the commits made before it began).
 func (t *tx) queryRow(what, name string, gen int64, dest []any, q string, args ...any) error {
 	ctx, cancel := t.s.stmtCtx()
 	defer cancel()
 	lq, key := t.lockFor(what, name, gen)
-	if lq == "" {
+	if lq == "" && t.start == nil {
 		return t.failed(t.c.QueryRow(ctx, q, args...).Scan(dest...))
 	}
-	b := &pgx.Batch{}
-	b.Queue(lq, key)
-	b.Queue(q, args...)
-	br := t.c.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return t.failed(err)
-	}
-	t.took(key)
-	err := br.QueryRow().Scan(dest...)
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	return t.failed(err)
+	return t.batch(ctx, lq, key, q, args, func(br pgx.BatchResults) error { return br.QueryRow().Scan(dest...) })
 }
 
 // exec is queryRow for a statement without rows; it returns the rows the statement touched.
@@ -363,24 +352,50 @@ func (t *tx) exec(what, name string, gen int64, q string, args ...any) (int64, e
 	ctx, cancel := t.s.stmtCtx()
 	defer cancel()
 	lq, key := t.lockFor(what, name, gen)
-	if lq == "" {
+	if lq == "" && t.start == nil {
 		tag, err := t.c.Exec(ctx, q, args...)
 		return tag.RowsAffected(), t.failed(err)
 	}
+	var n int64
+	err := t.batch(ctx, lq, key, q, args, func(br pgx.BatchResults) error {
+		tag, err := br.Exec()
+		n = tag.RowsAffected()
+		return err
+	})
+	return n, err
+}
+
+// batch sends, in one round trip, the transaction's start when it has not gone yet, the lock lq
+// of key unless lq is "", and q, whose results read takes.
+func (t *tx) batch(ctx context.Context, lq string, key int64, q string, args []any, read func(pgx.BatchResults) error) error {
 	b := &pgx.Batch{}
-	b.Queue(lq, key)
+	for _, st := range t.start {
+		b.Queue(st)
+	}
+	if lq != "" {
+		b.Queue(lq, key)
+	}
 	b.Queue(q, args...)
 	br := t.c.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return 0, t.failed(err)
+	for range t.start {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return t.failed(err)
+		}
 	}
-	t.took(key)
-	tag, err := br.Exec()
+	t.start = nil
+	if lq != "" {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return t.failed(err)
+		}
+		t.took(key)
+	}
+	err := read(br)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	return tag.RowsAffected(), t.failed(err)
+	return t.failed(err)
 }
 
 func (t *tx) checkFence(l store.Lease) error {
@@ -391,7 +406,7 @@ func (t *tx) checkFence(l store.Lease) error {
 	// column) waits for this transaction, and this one waits for a grant in progress, so the two
 	// are ordered and the check holds until the commit. A renewal or a release (an update of the
 	// expiry alone) does not conflict with it: a node's renewals never wait for its writes.
-	err := t.c.QueryRow(ctx, t.s.q.fence, bs(l.Name)).Scan(&token)
+	err := t.batch(ctx, "", 0, t.s.q.fence, []any{bs(l.Name)}, func(br pgx.BatchResults) error { return br.QueryRow().Scan(&token) })
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("%w: lease %q was never granted", store.ErrFenced, l.Name)
 	}
