@@ -31,9 +31,11 @@ import (
 // times max_connections); a write of thousands of things at once may find it full and fail,
 // keeping nothing.
 //
-// ctx governs the wait for a write slot and a connection; once the transaction has begun it is no longer the caller's to abandon: every statement runs under
-// Options.WriteTimeout instead (a cancelled caller cannot leave a commit half made, and a stuck
-// database cannot hold the writer forever).
+// ctx governs the wait for a write slot and a connection; once the transaction has begun (with
+// fn's first statement, which carries it to the server) it is no longer the caller's to abandon:
+// every statement runs under Options.WriteTimeout instead (a cancelled caller cannot leave a
+// commit half made, and a stuck database cannot hold the writer forever). An fn that runs no
+// statement begins nothing and commits nothing.
 //
 // A transaction the database aborts to break a deadlock (two transactions each waiting for what
 // the other locked) is rolled back and fn runs again, in a new transaction, up to maxAttempts
