@@ -4,9 +4,6 @@ package postgres
 // reconnects), for tests that end it from the server's side.
 func (s *Postgres) ListenerPID() uint32 { return s.listenPID.Load() }
 
-// WriteLockKey is the advisory lock key every write transaction of the store takes first.
-func (s *Postgres) WriteLockKey() int64 { return s.writeKey }
-
 // PayloadOf is payloadOf.
 var PayloadOf = payloadOf
 

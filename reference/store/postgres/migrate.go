@@ -107,6 +107,14 @@ CREATE TRIGGER leases_no_truncate BEFORE TRUNCATE ON {s}.leases
 );
 INSERT INTO {s}.layout (one, partitions) SELECT 1, 1
 	WHERE EXISTS (SELECT 1 FROM {s}.events) OR EXISTS (SELECT 1 FROM {s}.meta) OR EXISTS (SELECT 1 FROM {s}.leases);`,
+}, {
+	Version: 5,
+	What:    "writers lock only what they touch, with no store-wide write lock beside",
+	// Nothing of the tables changes. Engines of versions 1 to 4 take a store-wide write lock (some
+	// of their writes take it alone, in place of the locks of what they touch), which writers of
+	// this version no longer take: recording the step makes those engines refuse the store
+	// rather than write beside writers that would not wait for them.
+	SQL: `SELECT 1`,
 }}
 
 // SchemaVersion is the newest schema version this package knows: a store whose schema is newer
@@ -185,7 +193,7 @@ func (s *Postgres) migrate(ctx context.Context, list []migration) error {
 
 // queries are the store's statements, with its schema in them.
 type queries struct {
-	begin                                 string // the write transaction's start (with the store's write lock, shared)
+	begin                                 string // the write transaction's start
 	readForward, readBackward, head       string
 	meta, metaFrom, metaRange             string
 	appendEvents, notify, putMeta         string
@@ -201,10 +209,9 @@ type queries struct {
 func newQueries(schema string) queries {
 	q := func(s string) string { return sqlFor(schema, s) }
 	return queries{
-		// Shared: writers run at once, each locking what it touches (tx.go); a writer that takes
-		// the lock alone (a transaction that would hold too many locks of its own, or a writer of
-		// an engine from before the shared lock) waits for them, and they for it.
-		begin:        fmt.Sprintf(`BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE; SELECT pg_advisory_xact_lock_shared(%d)`, lockKey("write", schema)),
+		// Writers run at once, each locking what it touches and nothing else (tx.go). The start
+		// goes to the server with the transaction's first statement, in the same round trip.
+		begin:        `BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE`,
 		readForward:  q(`SELECT seq, kind, data, time FROM {s}.events WHERE stream = $1 AND gen = $2 AND seq > $3 ORDER BY seq ASC LIMIT $4`),
 		readBackward: q(`SELECT seq, kind, data, time FROM {s}.events WHERE stream = $1 AND gen = $2 AND seq < $3 ORDER BY seq DESC LIMIT $4`),
 		head:         q(`SELECT COALESCE(MAX(seq), 0) FROM {s}.events WHERE stream = $1 AND gen = $2`),

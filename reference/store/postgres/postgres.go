@@ -37,8 +37,8 @@
 // lost listening connection is reconnected and wakes every subscriber once, so a missed
 // notification costs one read, never an event.
 //
-// A caller's context governs an Update until its transaction has begun (the wait for the store's
-// write lock, held shared by every write, included); from then on the transaction is bounded by
+// A caller's context governs an Update until its transaction has begun (the wait for a write slot
+// and a connection); from then on the transaction is bounded by
 // Options.WriteTimeout instead, on the client (every statement, lock waits included) and on the
 // server (a transaction left idle is ended, releasing its locks), so a node that stalls cannot
 // hold other nodes' writes.
@@ -119,8 +119,8 @@ type Postgres struct {
 	where   string // names the store in errors
 	q       queries
 	channel string // the notification channel of the store's schema
-	// writeKey and migrateKey are the advisory lock keys of the store's schema.
-	writeKey, migrateKey int64
+	// migrateKey is the advisory lock key of the store's schema that migrations take.
+	migrateKey int64
 
 	// upd is held shared by each Update in progress; Close and Kill take it to wait for them.
 	// closed is set (by Close, Kill or the crash hook) before anything else of the shutdown.
@@ -225,7 +225,6 @@ func Open(ctx context.Context, url string, opt Options) (*Postgres, error) {
 		where:      fmt.Sprintf("postgres %s:%d/%s schema %s", cc.Host, cc.Port, cc.Database, opt.Schema),
 		q:          newQueries(opt.Schema),
 		channel:    channelOf(opt.Schema),
-		writeKey:   lockKey("write", opt.Schema),
 		migrateKey: lockKey("migrate", opt.Schema),
 		wsem:       make(chan struct{}, max(1, opt.Conns/2)),
 		usem:       make(chan struct{}, opt.Conns),

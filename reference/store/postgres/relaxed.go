@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -55,7 +56,26 @@ func (f *Fenced) LossEpoch() int64 { return f.s.LossEpoch() }
 
 // checkEpoch reads the loss epoch through c, raising it first when the server started since
 // the row was written (or creating the row), and keeps it; the store keeps the highest it saw.
+// A connection to a server that has not started since (every one but the first after a start)
+// only reads the row: the connections of every node do not queue for it, each with a commit of
+// its own.
 func (s *Postgres) checkEpoch(ctx context.Context, c *pgx.Conn) error {
+	var epoch int64
+	var same bool
+	err := c.QueryRow(ctx, sqlFor(s.opt.Schema, `SELECT epoch, started = pg_postmaster_start_time() FROM {s}.loss WHERE one = 1`)).Scan(&epoch, &same)
+	switch {
+	case err == nil && same:
+		s.keepEpoch(epoch)
+		return nil
+	case err != nil && !errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("store: %s: loss epoch: %w", s.where, err)
+	}
+	return s.raiseEpoch(ctx, c)
+}
+
+// raiseEpoch is checkEpoch's write: it raises the loss epoch when the server's start differs
+// from the row's (once per start, whoever sees it first), or creates the row.
+func (s *Postgres) raiseEpoch(ctx context.Context, c *pgx.Conn) error {
 	tx, err := c.BeginTx(ctx, pgx.TxOptions{})
 	if err != nil {
 		return fmt.Errorf("store: %s: loss epoch: %w", s.where, err)
@@ -77,10 +97,16 @@ RETURNING epoch`)).Scan(&epoch)
 	if err != nil {
 		return fmt.Errorf("store: %s: loss epoch: %w", s.where, err)
 	}
+	s.keepEpoch(epoch)
+	return nil
+}
+
+// keepEpoch keeps epoch unless the store saw a higher one.
+func (s *Postgres) keepEpoch(epoch int64) {
 	for {
 		have := s.epoch.Load()
 		if epoch <= have || s.epoch.CompareAndSwap(have, epoch) {
-			return nil
+			return
 		}
 	}
 }

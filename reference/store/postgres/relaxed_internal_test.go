@@ -45,9 +45,23 @@ func TestTheLossEpochCountsServerStarts(t *testing.T) {
 	require.NoError(t, s.Update(ctx, func(tx store.Tx) error { return tx.PutMeta("k", []byte("w")) }))
 	require.EqualValues(t, 2, s.LossEpoch(), "once per start")
 
+	// A new connection to a server that has not started since only reads the row: it neither
+	// locks nor writes it (its xmax, set by a lock or an update, stays).
+	var xmax, xmaxAfter string
+	require.NoError(t, s.pool.QueryRow(ctx, `SELECT xmax::text FROM loss`).Scan(&xmax))
+	s.pool.Reset()
+	require.NoError(t, s.Update(ctx, func(tx store.Tx) error { return tx.PutMeta("k", []byte("w")) }))
+	require.NoError(t, s.pool.QueryRow(ctx, `SELECT xmax::text FROM loss`).Scan(&xmaxAfter))
+	require.Equal(t, xmax, xmaxAfter, "the loss row after new connections of the same server start")
+	require.EqualValues(t, 2, s.LossEpoch())
+
 	var before, inside, after string
 	require.NoError(t, s.pool.QueryRow(ctx, `SELECT reset_val FROM pg_settings WHERE name = 'synchronous_commit'`).Scan(&before))
 	require.NoError(t, s.UpdateRelaxed(ctx, func(x store.Tx) error {
+		// The transaction, and its setting, start with its first statement.
+		if _, _, err := x.Meta("k"); err != nil {
+			return err
+		}
 		return x.(*tx).c.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&inside)
 	}))
 	require.NoError(t, s.pool.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&after))

@@ -124,7 +124,7 @@ UNION ALL SELECT 'type ' || ns.nspname || '.' || y.typname
 	FROM pg_type y JOIN ns ON ns.oid = y.typnamespace
 UNION ALL SELECT 'large objects ' || count(*) FROM pg_largeobject_metadata`
 
-// layout is what layoutOf finds in a database a store of this package made at schema version 4
+// layout is what layoutOf finds in a database a store of this package made at schema version 5
 // and nothing else touched (TestResetKnowsTheStoresLayout holds it to the migrations).
 const layout = `constraint public.events_pkey p
 constraint public.events_seq_check c
@@ -180,4 +180,5 @@ type public.schema_version
 version 1
 version 2
 version 3
-version 4`
+version 4
+version 5`

@@ -25,14 +25,17 @@ import (
 // per remembered-key scope): a stream's head read inside fn cannot change before the commit, so
 // sequences stay gapless, and a metadata value read inside fn is the one fn's write replaces.
 // Transactions that touch nothing in common do not wait for each other; those that do run one
-// after the other, the later one seeing the earlier one's commit. Every transaction also holds
-// the store's write lock shared (a transaction that would hold too many locks of its own takes it
-// alone instead, and so does a writer of an older engine).
+// after the other, the later one seeing the earlier one's commit. No lock is held beside these:
+// nothing the store takes is shared by writes of unrelated streams and keys. A transaction holds
+// one lock per thing it touches, in the server's lock table (sized by max_locks_per_transaction
+// times max_connections); a write of thousands of things at once may find it full and fail,
+// keeping nothing.
 //
-// ctx governs the wait for a connection and for the store's write lock; once the transaction
-// has begun it is no longer the caller's to abandon: every statement runs under
-// Options.WriteTimeout instead (a cancelled caller cannot leave a commit half made, and a stuck
-// database cannot hold the writer forever).
+// ctx governs the wait for a write slot and a connection; once the transaction has begun (with
+// fn's first statement, which carries it to the server) it is no longer the caller's to abandon:
+// every statement runs under Options.WriteTimeout instead (a cancelled caller cannot leave a
+// commit half made, and a stuck database cannot hold the writer forever). An fn that runs no
+// statement begins nothing and commits nothing.
 //
 // A transaction the database aborts to break a deadlock (two transactions each waiting for what
 // the other locked) is rolled back and fn runs again, in a new transaction, up to maxAttempts
@@ -127,17 +130,12 @@ func (s *Postgres) attempt(ctx context.Context, fence *store.Lease, relaxed bool
 		return false, s.writeErr("begin", err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, s.q.begin); err != nil {
-		s.rollback(conn)
-		return retryable(err), s.writeErr("begin", err)
-	}
+	// The transaction starts with its first statement, in the same round trip (see tx.start).
+	start := []string{s.q.begin}
 	if relaxed {
-		if _, err := conn.Exec(ctx, relaxedSQL); err != nil {
-			s.rollback(conn)
-			return retryable(err), s.writeErr("begin", err)
-		}
+		start = append(start, relaxedSQL)
 	}
-	t := &tx{s: s, c: conn.Conn(), now: time.Now().UnixMilli(), touched: map[string]struct{}{}, locks: map[int64]struct{}{}}
+	t := &tx{s: s, c: conn.Conn(), now: time.Now().UnixMilli(), start: start, touched: map[string]struct{}{}, locks: map[int64]struct{}{}}
 	done := false
 	defer func() {
 		if !done {
@@ -174,6 +172,9 @@ func (s *Postgres) commit(conn *pgxpool.Conn, t *tx) (again bool, err error) {
 	if s.closed.Load() {
 		s.rollback(conn)
 		return false, store.ErrClosed
+	}
+	if t.start != nil {
+		return false, nil // fn ran no statement: the transaction never started, nothing to commit
 	}
 	tag, err := s.commitAndNotify(conn, t)
 	if err != nil {
@@ -265,26 +266,23 @@ func (s *Postgres) writeErr(what string, err error) error {
 }
 
 type tx struct {
-	s       *Postgres
-	c       *pgx.Conn
-	now     int64
+	s   *Postgres
+	c   *pgx.Conn
+	now int64
+	// start are the statements that start the transaction (BEGIN, and the relaxed setting), nil
+	// once they went to the server: they go ahead of the transaction's first statement, in its
+	// round trip, so that a write costs no round trip of its own to begin.
+	start   []string
 	touched map[string]struct{}
 	wrote   bool // something durable changed
-	// locks are the advisory locks this transaction holds, by key; alone, that it holds the
-	// store's write lock alone (and needs no other).
+	// locks are the advisory locks this transaction holds, by key.
 	locks map[int64]struct{}
-	alone bool
 	// aborted: a statement failed because the database aborted the transaction to break a
 	// deadlock (or a serialization failure); the Update runs fn again.
 	aborted bool
 }
 
 var _ store.Tx = (*tx)(nil)
-
-// maxLocks is how many locks of its own a transaction takes at most; one that needs more takes
-// the store's write lock alone instead (waiting for every other write), so that no transaction
-// fills the server's lock table (its share is max_locks_per_transaction, 64 by default).
-const maxLocks = 32
 
 // The things a transaction locks: a stream's generation, a metadata key, a remembered-key scope.
 const (
@@ -312,19 +310,11 @@ func resourceKey(schema, what, name string, gen int64) int64 {
 }
 
 // lockFor is the statement that takes the lock of (what, name, gen) before a statement that
-// reads or writes it, "" when the transaction holds it already (or holds the store alone).
+// reads or writes it, "" when the transaction holds it already.
 func (t *tx) lockFor(what, name string, gen int64) (q string, key int64) {
-	if t.alone {
-		return "", 0
-	}
 	key = resourceKey(t.s.opt.Schema, what, name, gen)
 	if _, ok := t.locks[key]; ok {
 		return "", 0
-	}
-	if len(t.locks) >= maxLocks {
-		// The store's write lock alone: this transaction holds it shared already, and takes it
-		// exclusively once every other write has ended.
-		return lockSQL, t.s.writeKey
 	}
 	return lockSQL, key
 }
@@ -334,10 +324,6 @@ const lockSQL = `SELECT pg_advisory_xact_lock($1)`
 
 // took records that the transaction holds the lock of key.
 func (t *tx) took(key int64) {
-	if key == t.s.writeKey {
-		t.alone = true
-		return
-	}
 	t.locks[key] = struct{}{}
 }
 
@@ -350,30 +336,17 @@ func (t *tx) failed(err error) error {
 }
 
 // queryRow runs q, after taking the lock of (what, name, gen) when the transaction does not hold
-// it yet, and scans its one row into dest. Both go in one round trip; the query reads what the
-// lock's previous holder committed (under READ COMMITTED each statement sees the commits made
-// before it began).
+// it yet, and scans its one row into dest. The lock and the query go in one round trip (with the
+// transaction's start, for its first statement); the query reads what the lock's previous holder
+// committed (under READ COMMITTED each statement sees the commits made before it began).
 func (t *tx) queryRow(what, name string, gen int64, dest []any, q string, args ...any) error {
 	ctx, cancel := t.s.stmtCtx()
 	defer cancel()
 	lq, key := t.lockFor(what, name, gen)
-	if lq == "" {
+	if lq == "" && t.start == nil {
 		return t.failed(t.c.QueryRow(ctx, q, args...).Scan(dest...))
 	}
-	b := &pgx.Batch{}
-	b.Queue(lq, key)
-	b.Queue(q, args...)
-	br := t.c.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return t.failed(err)
-	}
-	t.took(key)
-	err := br.QueryRow().Scan(dest...)
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	return t.failed(err)
+	return t.batch(ctx, lq, key, q, args, func(br pgx.BatchResults) error { return br.QueryRow().Scan(dest...) })
 }
 
 // exec is queryRow for a statement without rows; it returns the rows the statement touched.
@@ -381,24 +354,50 @@ func (t *tx) exec(what, name string, gen int64, q string, args ...any) (int64, e
 	ctx, cancel := t.s.stmtCtx()
 	defer cancel()
 	lq, key := t.lockFor(what, name, gen)
-	if lq == "" {
+	if lq == "" && t.start == nil {
 		tag, err := t.c.Exec(ctx, q, args...)
 		return tag.RowsAffected(), t.failed(err)
 	}
+	var n int64
+	err := t.batch(ctx, lq, key, q, args, func(br pgx.BatchResults) error {
+		tag, err := br.Exec()
+		n = tag.RowsAffected()
+		return err
+	})
+	return n, err
+}
+
+// batch sends, in one round trip, the transaction's start when it has not gone yet, the lock lq
+// of key unless lq is "", and q, whose results read takes.
+func (t *tx) batch(ctx context.Context, lq string, key int64, q string, args []any, read func(pgx.BatchResults) error) error {
 	b := &pgx.Batch{}
-	b.Queue(lq, key)
+	for _, st := range t.start {
+		b.Queue(st)
+	}
+	if lq != "" {
+		b.Queue(lq, key)
+	}
 	b.Queue(q, args...)
 	br := t.c.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return 0, t.failed(err)
+	for range t.start {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return t.failed(err)
+		}
 	}
-	t.took(key)
-	tag, err := br.Exec()
+	t.start = nil
+	if lq != "" {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return t.failed(err)
+		}
+		t.took(key)
+	}
+	err := read(br)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	return tag.RowsAffected(), t.failed(err)
+	return t.failed(err)
 }
 
 func (t *tx) checkFence(l store.Lease) error {
@@ -409,7 +408,7 @@ func (t *tx) checkFence(l store.Lease) error {
 	// column) waits for this transaction, and this one waits for a grant in progress, so the two
 	// are ordered and the check holds until the commit. A renewal or a release (an update of the
 	// expiry alone) does not conflict with it: a node's renewals never wait for its writes.
-	err := t.c.QueryRow(ctx, t.s.q.fence, bs(l.Name)).Scan(&token)
+	err := t.batch(ctx, "", 0, t.s.q.fence, []any{bs(l.Name)}, func(br pgx.BatchResults) error { return br.QueryRow().Scan(&token) })
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("%w: lease %q was never granted", store.ErrFenced, l.Name)
 	}

@@ -140,11 +140,12 @@ func TestADeadlockIsRetried(t *testing.T) {
 	require.Equal(t, "v", metaOf(t, st, "y-then-x"))
 }
 
-// A transaction that touches more keys than it may lock one by one takes the store's write lock
-// alone instead: it commits whole, and holds few locks of the server's table.
-func TestAWriteOfManyKeysTakesTheStoreAlone(t *testing.T) {
+// A transaction that touches many things locks each of them, and nothing else: while it is open,
+// writes of other keys and streams commit, and a write of one of its keys (the last it touched)
+// waits for its commit and then reads its value.
+func TestAWriteOfManyKeysLocksEachAndNothingElse(t *testing.T) {
 	url := pgtest.TempDatabase(t)
-	st := open(t, url, postgres.Options{})
+	st, other := open(t, url, postgres.Options{}), open(t, url, postgres.Options{})
 	const keys = 200
 	free, wait := holdOpen(t, st, func(tx store.Tx) error {
 		for i := range keys {
@@ -157,22 +158,52 @@ func TestAWriteOfManyKeysTakesTheStoreAlone(t *testing.T) {
 		}
 		return nil
 	})
-	var n, alone int
-	require.NoError(t, raw(t, url).QueryRow(bg, `SELECT count(*), count(*) FILTER (WHERE mode = 'ExclusiveLock' AND
-		((classid::bigint << 32) | objid::bigint) = $1::bigint) FROM pg_locks WHERE locktype = 'advisory' AND database =
-		(SELECT oid FROM pg_database WHERE datname = current_database())`, st.WriteLockKey()).Scan(&n, &alone))
-	require.LessOrEqual(t, n, 40, "advisory locks held by the write of %d keys", 2*keys)
-	require.Equal(t, 1, alone, "the store's write lock, held alone")
-	other := make(chan error, 1)
-	go func() { other <- st.Update(bg, func(tx store.Tx) error { return tx.PutMeta("other", []byte("v")) }) }()
+	db := raw(t, url)
+	advisory := func(granted bool) int {
+		var n int
+		require.NoError(t, db.QueryRow(bg, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted = $1
+			AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`, granted).Scan(&n))
+		return n
+	}
+	require.Equal(t, 2*keys, advisory(true), "one lock per key and per stream, and no other")
+
+	for i, h := range []store.Store{st, other} {
+		ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+		err := h.Update(ctx, func(tx store.Tx) error {
+			if _, err := tx.Append(fmt.Sprintf("elsewhere/%d", i), 0, 0, store.NewEvent{Kind: "y"}); err != nil {
+				return err
+			}
+			return tx.PutMeta(fmt.Sprintf("elsewhere/%d", i), []byte("y"))
+		})
+		cancel()
+		require.NoError(t, err, "handle %d wrote elsewhere while the write of many keys was open", i)
+	}
+
+	last := fmt.Sprintf("k/%03d", keys-1)
+	same := make(chan error, 1)
+	go func() {
+		same <- other.Update(bg, func(tx store.Tx) error {
+			v, ok, err := tx.Meta(last)
+			if err == nil && (!ok || string(v) != "v") {
+				err = fmt.Errorf("read %q (%v) in place of the held write's value", v, ok)
+			}
+			if err != nil {
+				return err
+			}
+			return tx.PutMeta(last, []byte("w"))
+		})
+	}()
+	require.Eventually(t, func() bool { return advisory(false) == 1 }, 10*time.Second, time.Millisecond,
+		"the write of a held key waits for its lock")
 	select {
-	case err := <-other:
-		t.Fatalf("wrote while a write held the store alone: %v", err)
-	case <-time.After(300 * time.Millisecond):
+	case err := <-same:
+		t.Fatalf("wrote a held key while its write was open: %v", err)
+	default:
 	}
 	free()
 	require.NoError(t, wait())
-	require.NoError(t, <-other)
+	require.NoError(t, <-same)
+	require.Equal(t, "w", metaOf(t, st, last))
 	kvs, err := st.MetaPrefix(bg, "k/")
 	require.NoError(t, err)
 	require.Len(t, kvs, keys)
