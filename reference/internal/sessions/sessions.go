@@ -326,9 +326,13 @@ func (s *Service) Open(ctx context.Context, who loomtype.Identity, id string, fr
 	if s.waitingTicketsLocked(who) >= s.cfg.PrincipalTickets {
 		return Opened{}, &QuotaError{Reason: QuotaTickets, Max: int64(s.cfg.PrincipalTickets)}
 	}
-	var b [ticketBytes]byte
-	_, _ = rand.Read(b[:])
-	tk := base64.RawURLEncoding.EncodeToString(b[:])
+	// A ticket is drawn in the session's partition, so a node routes its presentation by the
+	// ticket alone (kernel.Mint).
+	tk := s.k.Mint(func() string {
+		var b [ticketBytes]byte
+		_, _ = rand.Read(b[:])
+		return base64.RawURLEncoding.EncodeToString(b[:])
+	})
 	exp := now.Add(s.cfg.TicketTTL)
 	s.tickets[tk] = &ticket{Grant: Grant{Who: who, Session: id, From: from, Device: device}, expires: exp}
 	return Opened{Ticket: tk, Expires: exp, Session: id, From: from, Head: head, Floor: floor}, nil
