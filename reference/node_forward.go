@@ -167,6 +167,9 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, base string) (don
 	if failed == nil {
 		return true, nil
 	}
+	if errors.Is(failed, errMisdirected) {
+		return false, failed // answered before the body was read: asked again of the holder
+	}
 	if r.Context().Err() != nil {
 		return true, failed // the client went away
 	}
