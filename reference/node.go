@@ -232,6 +232,10 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	forwarded := len(marks) == 1 && n.fromNode(marks[0])
 	r.Header.Del(forwardedHeader)
 	dest, buffered := n.destinationOf(r, len(n.parts), n.maxBody())
+	if forwarded && r.URL.Path == branchPath && r.Method == http.MethodPost {
+		n.serveBranch(w, r)
+		return
+	}
 	if forwarded {
 		n.serveForwarded(w, r, dest)
 		return

@@ -109,7 +109,11 @@ func (n *Node) tryLead(i int) {
 	e.onLost = func() { n.lost(i, e) }
 	// Recovery may take a while; the hold is renewed meanwhile.
 	hold.keep(e.lose)
-	if err := e.assemble(context.Background(), n.opt); err != nil {
+	opt := n.opt
+	if len(n.parts) > 1 {
+		opt.Stream.Elsewhere = n.branchElsewhere // a branch may fall in another partition
+	}
+	if err := e.assemble(context.Background(), opt); err != nil {
 		hold.release()
 		n.logger.Error("node: the executions could not be recovered; giving the lease back", "lease", name, "error", err)
 		return

@@ -287,3 +287,51 @@ func TestAForwardToAFormerOwnerIsAskedAgain(t *testing.T) {
 	require.Equal(t, []string{"user moved", "assistant You said: \"moved\""}, h)
 	require.True(t, slices.Equal(a.held(), []int{0, 1, 3}), strconv.Itoa(len(a.held())))
 }
+
+// TestABranchIsMadeWhereItsConversationRuns: a session's branch whose conversation falls in
+// another partition is made by that partition's engine, on this node or on the holder, and its
+// first turn is answered there once, a retry under the same key finding the same branch.
+func TestABranchIsMadeWhereItsConversationRuns(t *testing.T) {
+	const p = 4
+	url := pgtest.TempDatabase(t)
+	a, baseA := partitionedNode(t, url, "node-a", p, func(i int) bool { return i < 2 }, nil)
+	waitHeld(t, a, 0, 1)
+	b, baseB := partitionedNode(t, url, "node-b", p, nil, nil)
+	waitHeld(t, b, 2, 3)
+	owner := func(i int) string { return [...]string{"node-a", "node-a", "node-b", "node-b"}[i] }
+
+	code, _, body := send(t, "POST", baseA+"/conversations", `{}`)
+	require.Equal(t, 201, code)
+	id := idOf(t, body)
+	code, _, _ = send(t, "POST", baseA+"/conversations/"+id+"/turns", `{"text":"hello","messageId":"m1"}`)
+	require.Equal(t, 202, code)
+	waitHistory(t, baseA, id, 2)
+
+	seen := map[int]bool{}
+	for k := 0; len(seen) < p && k < 64; k++ {
+		key := "k" + strconv.Itoa(k)
+		var branch string
+		for try := range 2 { // a retry under the same key finds the same branch
+			req, err := http.NewRequest("POST", baseB+"/sessions/"+id+"/messages/m1/branch", nil)
+			require.NoError(t, err)
+			req.Header.Set("Idempotency-Key", key)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			out, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.Equal(t, 201, resp.StatusCode, string(out))
+			var res struct{ Session string }
+			require.NoError(t, json.Unmarshal(out, &res))
+			if try == 1 {
+				require.Equal(t, branch, res.Session)
+			}
+			branch = res.Session
+		}
+		i := partOf(t, branch, p)
+		seen[i] = true
+		h, served := waitHistory(t, baseB, branch, 2)
+		require.Equal(t, []string{"user hello", "assistant You said: \"hello\""}, h, "branch %s in partition %d", branch, i)
+		require.Equal(t, owner(i), served)
+	}
+	require.Len(t, seen, p, "branches fell in every partition")
+}

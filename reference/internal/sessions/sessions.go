@@ -74,6 +74,10 @@ const DefaultSubQueueBytes = 4 << 20
 type Config struct {
 	// Limits bound each session's frame log (stream.DefaultLimits).
 	Limits stream.Limits
+	// Elsewhere, if set, makes a branch whose conversation this service's kernel does not run
+	// (kernel.Owns: it falls in another partition): it starts the conversation and sends its
+	// first turn where that conversation runs. Nil: every branch is made here.
+	Elsewhere BranchElsewhere
 	// TicketTTL is how long a ticket may wait for its upgrade (15 s).
 	TicketTTL time.Duration
 	// MaxTickets bounds the tickets waiting at once; an open beyond it is a *loomtype.LimitError.
