@@ -102,6 +102,7 @@ type Node struct {
 	changed chan struct{} // closed and replaced whenever a part's engine changes
 	servers []*http.Server
 	closed  bool
+	member  store.Lease // this node's membership, when it shares partitions out (balancing)
 
 	done chan struct{}
 	wake chan struct{}
@@ -410,6 +411,7 @@ func (n *Node) Close() error {
 	for _, eng := range n.shut(closeGrace) {
 		_ = eng.Close()
 	}
+	n.leaveMembership()
 	err := n.raw.Close()
 	n.lock.Close()
 	return err

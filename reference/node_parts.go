@@ -50,24 +50,18 @@ func (n *Node) owns(i int) func(string) bool {
 	}
 }
 
-// run takes every partition lease it is to take whenever it is free, until the node closes.
+// run takes the partition leases it is to take whenever they are free, until the node closes:
+// every one it wants, or, sharing them out with other nodes (balancing), those the plan of the
+// live members gives it, releasing those the plan gives another.
 func (n *Node) run() {
 	tick := time.NewTicker(n.ttl / 4)
 	defer tick.Stop()
 	for {
-		for i := range n.parts {
-			if n.want != nil && !n.want(i) {
-				continue
-			}
-			if n.engineOf(i) == nil {
-				n.tryLead(i)
-			}
-			select {
-			case <-n.done:
-				return
-			default:
-			}
+		var plan partition.Plan
+		if n.balancing() {
+			plan = n.plan()
 		}
+		n.step(plan)
 		select {
 		case <-n.done:
 			return
@@ -233,7 +227,7 @@ func (n *Node) holderOf(ctx context.Context, i int) store.Lease {
 	if time.Since(seenAt) > n.ttl/8 {
 		holder = n.refreshHolder(ctx, i)
 	}
-	if holder.Holder == "" || holder.Holder == n.id || holder.Note == "" || time.Until(holder.Expires) <= 0 {
+	if !holderLive(holder) || holder.Holder == n.id || holder.Note == "" {
 		return store.Lease{}
 	}
 	return holder
