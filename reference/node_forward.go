@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -163,7 +164,7 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, base string) (don
 	}
 	var failed error
 	ctx := context.WithValue(context.WithValue(r.Context(), targetKey{}, target), failedKey{}, &failed)
-	n.proxy.ServeHTTP(w, r.WithContext(ctx))
+	n.proxy.ServeHTTP(&proxyWriter{w: w, h: w.Header().Clone()}, r.WithContext(ctx))
 	if failed == nil {
 		return true, nil
 	}
@@ -188,3 +189,47 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, base string) (don
 	// connection ends without an answer.
 	panic(http.ErrAbortHandler)
 }
+
+// proxyWriter is what the proxy answers the client through. It keeps the holder's interim
+// answers (1xx: the 100 Continue that answers this node's own Expect) from the client, and gives
+// the proxy a header map of its own until the final answer, so that nothing the proxy does while
+// the body is still being sent to the holder touches the client's writer.
+type proxyWriter struct {
+	w     http.ResponseWriter
+	h     http.Header
+	wrote bool
+}
+
+func (p *proxyWriter) Header() http.Header {
+	if p.wrote {
+		return p.w.Header()
+	}
+	return p.h
+}
+
+func (p *proxyWriter) WriteHeader(code int) {
+	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		return
+	}
+	p.commit()
+	p.w.WriteHeader(code)
+}
+
+func (p *proxyWriter) Write(b []byte) (int, error) {
+	p.commit()
+	return p.w.Write(b)
+}
+
+// commit makes the proxy's headers the client's, once.
+func (p *proxyWriter) commit() {
+	if p.wrote {
+		return
+	}
+	p.wrote = true
+	h := p.w.Header()
+	clear(h)
+	maps.Copy(h, p.h)
+}
+
+// Unwrap lets the proxy flush and hijack the client's connection (http.ResponseController).
+func (p *proxyWriter) Unwrap() http.ResponseWriter { return p.w }
