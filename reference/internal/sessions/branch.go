@@ -95,7 +95,10 @@ func (s *Service) Branch(ctx context.Context, who loomtype.Identity, id, message
 		}
 		return out, nil
 	}
-	if err := StartBranch(ctx, s.cv, BranchStart{Who: who, Chosen: chosen, Seed: seed, Text: text, MessageID: key}); err != nil {
+	if _, _, err := s.cv.Start(ctx, who, conversation.StartOptions{ID: chosen, Seed: seed}); err != nil {
+		return Branched{}, err
+	}
+	if _, err := s.cv.SendTurn(ctx, who, out.Session, text, conversation.SendOptions{MessageID: key}); err != nil {
 		return Branched{}, err
 	}
 	return out, nil
@@ -115,7 +118,8 @@ type BranchStart struct {
 type BranchElsewhere func(ctx context.Context, b BranchStart) error
 
 // StartBranch starts b's conversation on cv (or finds it started) and sends its first turn
-// (once: under its message id). Both are idempotent, so a retry finishes a branch.
+// (once: under its message id), as Branch does for a branch of its own partition. Both are
+// idempotent, so a retry finishes a branch.
 //
 // Errors: those of conversation.Start and SendTurn.
 func StartBranch(ctx context.Context, cv *conversation.Conversations, b BranchStart) error {
