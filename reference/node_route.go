@@ -99,14 +99,23 @@ var routes = []routeRule{
 	{"POST", "/connections/{id}/revoke", keyThreads},
 }
 
+// routeSegments are the segments of each rule's pattern, by the rule's index in routes.
+var routeSegments = func() [][]string {
+	out := make([][]string, len(routes))
+	for i, rule := range routes {
+		out[i] = strings.Split(strings.TrimPrefix(rule.pattern, "/"), "/")
+	}
+	return out
+}()
+
 // ruleOf is the rule of r's method and path, and the path's {id} ("" when it has none).
 func ruleOf(method, path string) (routeRule, string, bool) {
 	seg := strings.Split(strings.TrimPrefix(path, "/"), "/")
-	for _, rule := range routes {
+	for i, rule := range routes {
 		if rule.method != method && !(method == http.MethodHead && rule.method == http.MethodGet) {
 			continue
 		}
-		if id, ok := matchPattern(strings.Split(strings.TrimPrefix(rule.pattern, "/"), "/"), seg); ok {
+		if id, ok := matchPattern(routeSegments[i], seg); ok {
 			return rule, id, true
 		}
 	}
