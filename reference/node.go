@@ -174,7 +174,15 @@ func openNode(ctx context.Context, opt Options, want func(int) bool) (*Node, err
 	fresh := &http.Transport{Proxy: nil, DialContext: dial, DisableKeepAlives: true, ExpectContinueTimeout: expectContinue}
 	n := &Node{opt: opt, id: id, keys: opt.Conversation.Keys, ttl: leaseTTL(opt), lock: lock, raw: raw, leases: ls, logger: opt.Logger,
 		edge: opt.Edge, tr: tr, want: want, parts: newParts(p), changed: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}, 1)}
-	n.proxy = &httputil.ReverseProxy{
+	n.proxy = n.newProxy(tr, fresh)
+	n.wg.Go(n.run)
+	return n, nil
+}
+
+// newProxy is the proxy that forwards requests to a partition's holder: GETs without a body over
+// the kept-alive connections of reuse, every other request over a connection of its own (fresh).
+func (n *Node) newProxy(reuse, fresh *http.Transport) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			target := pr.In.Context().Value(targetKey{}).(*url.URL)
 			pr.SetURL(target)
@@ -199,14 +207,12 @@ func openNode(ctx context.Context, opt Options, want func(int) bool) (*Node, err
 			}
 			return nil
 		},
-		Transport:     forwardTransport{reuse: tr, fresh: fresh},
+		Transport:     forwardTransport{reuse: reuse, fresh: fresh},
 		FlushInterval: -1, // event streams: every write goes through at once
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			*r.Context().Value(failedKey{}).(*error) = err
 		},
 	}
-	n.wg.Go(n.run)
-	return n, nil
 }
 
 type (

@@ -200,8 +200,15 @@ func TestTheRouterSendsEachRouteToItsOwner(t *testing.T) {
 	_, served = history(t, baseA, id)
 	require.Equal(t, "node-a", served, "the owner serves without forwarding")
 
+	checkTickets(t, baseB, id, p)
+}
+
+// checkTickets: a session's ticket, opened through base on a node that does not own the
+// session's partition, is minted in that partition, and its presentation is routed by it, on the
+// session's path (served) and on another session's (refused, as one engine refuses it).
+func checkTickets(t *testing.T, baseB, id string, p int) {
 	// The ticket is minted in the session's partition and routed by it, even on another path.
-	code, served, body = send(t, "POST", baseB+"/sessions/"+id+"/stream/open", `{}`)
+	code, served, body := send(t, "POST", baseB+"/sessions/"+id+"/stream/open", `{}`)
 	require.Equal(t, 200, code, string(body))
 	require.Equal(t, "node-a", served)
 	var opened struct{ Ticket string }
