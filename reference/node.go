@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,10 @@ const (
 	// NodeHeader names, on every response, the node that served it (the lease holder), so an
 	// operator, or the kit's nodes driver, can tell which node runs the executions.
 	NodeHeader = "Loom-Node"
+	// partitionHeader, on a forward, names the partition the sender routed the request by
+	// (absent: any partition the receiver holds). It is read only beside a valid forwardedHeader
+	// and removed from every request.
+	partitionHeader = "Loom-Partition"
 	// forwardedHeader marks a request one node forwarded to another: the receiver serves it or
 	// waits, and never forwards it again. Its value is the forwarding node's name and a proof made
 	// with the signing keys the nodes share (see mark), so that no client can make one: a value
@@ -195,6 +200,10 @@ func (n *Node) newProxy(reuse, fresh *http.Transport) *httputil.ReverseProxy {
 				}
 			}
 			pr.Out.Header.Set(forwardedHeader, n.mark())
+			pr.Out.Header.Del(partitionHeader)
+			if dest, _ := pr.In.Context().Value(destKey{}).(destination); !dest.anyPart {
+				pr.Out.Header.Set(partitionHeader, strconv.Itoa(dest.part))
+			}
 			if pr.In.Body != nil && pr.In.Body != http.NoBody {
 				// The body goes once the receiver reads it: a node that no longer holds the
 				// partition answers 421 first, and the body is still whole for the holder.
@@ -218,6 +227,7 @@ func (n *Node) newProxy(reuse, fresh *http.Transport) *httputil.ReverseProxy {
 type (
 	targetKey struct{}
 	failedKey struct{}
+	destKey   struct{}
 )
 
 // ID is the node's name.
@@ -238,15 +248,18 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	marks := r.Header.Values(forwardedHeader)
 	forwarded := len(marks) == 1 && n.fromNode(marks[0])
 	r.Header.Del(forwardedHeader)
-	dest, buffered := n.destinationOf(r, len(n.parts), n.maxBody())
+	part := r.Header.Get(partitionHeader)
+	r.Header.Del(partitionHeader)
 	if forwarded && r.URL.Path == branchPath && r.Method == http.MethodPost {
 		n.serveBranch(w, r)
 		return
 	}
 	if forwarded {
-		n.serveForwarded(w, r, dest)
+		// The sender routed it; the body is not read before the partition is found held.
+		n.serveForwarded(w, r, n.forwardedTo(part))
 		return
 	}
+	dest, buffered := n.destinationOf(r, len(n.parts), n.maxBody())
 	// The body is passed on as it arrives (the holder may answer before it, as it would
 	// directly); a forward refused before the holder was reached read none of it, so it can be
 	// tried again, on the next holder or here once this node leads. A body the route read whole
@@ -273,7 +286,7 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if buffered != nil {
 				r.Body = io.NopCloser(bytes.NewReader(buffered))
 			}
-			done, err := n.forward(w, r, holder.Note)
+			done, err := n.forward(w, r, holder.Note, dest)
 			if done {
 				if body != nil && !body.eof.Load() {
 					// The holder answered before the whole body came (a refusal) and the

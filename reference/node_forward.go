@@ -152,18 +152,19 @@ func (n *Node) refreshHolder(ctx context.Context, i int) store.Lease {
 	return l
 }
 
-// forward sends r to the holder at base. done is false when nothing was written to w and the
+// forward sends r, routed to dest, to the holder at base. done is false when nothing was written to w and the
 // request may be tried again: the holder could not be reached before it saw the request (its
 // connection was refused), or the request changes nothing (replayable, not an upgrade) and no
 // answer came. A holder that dies after it saw any other request ends w's connection, as the
 // holder's own crash would have.
-func (n *Node) forward(w http.ResponseWriter, r *http.Request, base string) (done bool, err error) {
+func (n *Node) forward(w http.ResponseWriter, r *http.Request, base string, dest destination) (done bool, err error) {
 	target, perr := url.Parse(base)
 	if perr != nil {
 		return false, perr
 	}
 	var failed error
 	ctx := context.WithValue(context.WithValue(r.Context(), targetKey{}, target), failedKey{}, &failed)
+	ctx = context.WithValue(ctx, destKey{}, dest)
 	n.proxy.ServeHTTP(&proxyWriter{w: w, h: w.Header().Clone()}, r.WithContext(ctx))
 	if failed == nil {
 		return true, nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/loomcheck/loomcheck/reference/internal/conversation"
@@ -195,6 +196,16 @@ func (n *Node) destinationOf(r *http.Request, p int, max int64) (destination, []
 		return of(partition.KeyOf(conversation.ChosenID(who, chosen))), body
 	}
 	return destination{anyPart: true}, nil
+}
+
+// forwardedTo is the destination of a forward whose partitionHeader says part: that partition,
+// or any this node holds when it names none (or none there is).
+func (n *Node) forwardedTo(part string) destination {
+	i, err := strconv.Atoi(part)
+	if err != nil || i < 0 || i >= len(n.parts) {
+		return destination{anyPart: true}
+	}
+	return destination{part: i}
 }
 
 // readChosen reads r's body (at most max bytes) and returns it with the id it chooses, if any;

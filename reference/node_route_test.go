@@ -277,6 +277,7 @@ func TestAForwardToAFormerOwnerIsAskedAgain(t *testing.T) {
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(forwardedHeader, c.mark())
+	req.Header.Set(partitionHeader, "3")
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
