@@ -129,7 +129,9 @@ explore:
 # The performance figures as a user meets them, each beside its baseline in the same process
 # (loomcheck bench, docs/performance.md): FIGURES (a comma list, default all) over ROUNDS rounds
 # (default 5); the figures on PostgreSQL run when PGHOST is set. Nothing fails for being slow.
+# DOCS=docs/performance.md rewrites that page's latest table with what was measured.
 ROUNDS ?= 5
 FIGURES ?=
+DOCS ?=
 bench:
-	$(GO) run ./cmd/loomcheck bench --rounds $(ROUNDS) $(if $(FIGURES),--figures $(FIGURES))
+	$(GO) run ./cmd/loomcheck bench --rounds $(ROUNDS) $(if $(FIGURES),--figures $(FIGURES)) $(if $(DOCS),--docs $(DOCS))

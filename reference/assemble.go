@@ -49,15 +49,40 @@ func (e *Engine) assemble(ctx context.Context, opt Options) error {
 	if th != nil {
 		prepare = th.Prepare
 	}
-	k, err := kernel.Open(ctx, st, kernel.Options{Flows: flows, Divergence: opt.Divergence, Logger: opt.Logger,
-		OnCorrupt: onCorrupt, BeforeRecovery: runs.Bind, Prepare: prepare, Owns: e.owns})
+	root, holder := e.root, e.holder
+	if root == nil {
+		root = st
+	}
+	if holder == "" {
+		holder = leaseName
+	}
+	gk, quotas, err := openQuotas(ctx, root, holder, opt)
 	if err != nil {
 		if th != nil {
 			th.Close()
 		}
 		return err
 	}
-	return e.startParts(ctx, opt, k, dl, runs, th)
+	opt.Gateway.Quotas, opt.Stream.Quotas = quotas, quotas
+	k, err := kernel.Open(ctx, st, kernel.Options{Flows: flows, Divergence: opt.Divergence, Logger: opt.Logger,
+		OnCorrupt: onCorrupt, BeforeRecovery: runs.Bind, Prepare: prepare, Owns: e.owns})
+	if err != nil {
+		if th != nil {
+			th.Close()
+		}
+		gk.Close()
+		return err
+	}
+	// Installed before the parts, so that a stopParts from now on closes it (Close twice is
+	// harmless).
+	e.mu.Lock()
+	e.gk = gk
+	e.mu.Unlock()
+	if err := e.startParts(ctx, opt, k, dl, runs, th); err != nil {
+		gk.Close()
+		return err
+	}
+	return nil
 }
 
 // threadsProbe is an execution id of profile threads: the partition that owns it is the one

@@ -116,6 +116,14 @@ type Engine struct {
 	dir  string
 	edge gateway.Edge
 
+	// gk is the kernel of the store's global namespace, where the per-principal bounds are kept
+	// (openQuotas); root is the store they are kept in (nil: st) and holder the name they are
+	// taken as (empty: leaseName). An engine of one partition gets the store's root, fenced by
+	// its partition's lease, and that lease's name.
+	gk     *kernel.Kernel
+	root   store.Store
+	holder string
+
 	logger *slog.Logger
 	// node: the engine is run by a Node, which owns the store, the data directory's lock and
 	// the lease; onLost tells the node the lease was lost.
@@ -371,7 +379,7 @@ func (e *Engine) stopParts(grace time.Duration) {
 		}
 		e.mu.Lock()
 		e.partsStopped = true
-		gw, ss, th, k := e.gw, e.ss, e.th, e.k
+		gw, ss, th, k, gk := e.gw, e.ss, e.th, e.k, e.gk
 		e.mu.Unlock()
 		if gw != nil {
 			gw.Shutdown()
@@ -385,6 +393,9 @@ func (e *Engine) stopParts(grace time.Duration) {
 		}
 		if k != nil {
 			k.Close()
+		}
+		if gk != nil {
+			gk.Close()
 		}
 	})
 }

@@ -99,7 +99,10 @@ func (n *Node) tryLead(i int) {
 	if ns != "" {
 		st, _ = store.Namespace(st, ns) // ns is a namespace: no error
 	}
-	e := &Engine{node: true, raw: n.raw, st: st, hold: hold, owns: n.owns(i), dir: n.opt.DataDir, edge: n.edge, logger: n.logger}
+	// The per-principal bounds are shared by every partition: kept at the root, fenced by this
+	// partition's lease and taken as it (openQuotas).
+	e := &Engine{node: true, raw: n.raw, st: st, hold: hold, owns: n.owns(i), dir: n.opt.DataDir, edge: n.edge, logger: n.logger,
+		root: hold.fenced, holder: name}
 	e.onLost = func() { n.lost(i, e) }
 	// Recovery may take a while; the hold is renewed meanwhile.
 	hold.keep(e.lose)

@@ -25,7 +25,10 @@ baseline doing the same work without the engine (raw SQLite, a bare net/http ser
 binary, a bare SSE echo), in this process, baseline and figure runs alternating round after round
 so that the machine's noise hits both. Prints a Markdown table: the medians over the rounds, the
 ratio's min / median / max, the goal and whether the median meets it. Nothing is failed for being
-slow. The figures on PostgreSQL run when PGHOST is set (the PG* variables name the server; the
+slow. With --docs FILE the section of FILE between its markers (docs/performance.md, "The
+latest table") is rewritten with the table, the date, the commit (git's short hash, "-dirty"
+when tracked files differ from it) and the command line, once every figure asked for was
+measured; the rest of FILE is left as it is. The figures on PostgreSQL run when PGHOST is set (the PG* variables name the server; the
 role must be allowed to create databases) and are skipped with a note otherwise. The restart
 figure builds loomcheck from the module of the working directory.
 
@@ -42,6 +45,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("out", "", "also write the Markdown table to this file")
 	asJSON := fs.Bool("json", false, "print the result as JSON (every round's values) instead of the table")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
+	docs := fs.String("docs", "", "rewrite the latest table of this document (docs/performance.md) between its markers with the table measured, its date, commit and command")
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
 	}
@@ -52,6 +56,14 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	if *rounds < 1 {
 		fmt.Fprintln(stderr, "loomcheck bench: --rounds must be at least 1")
 		return exitUsage
+	}
+	var commit string
+	if *docs != "" {
+		var err error
+		if commit, err = checkDocs(*docs, *quick); err != nil {
+			fmt.Fprintf(stderr, "loomcheck bench: %v\n", err)
+			return exitUsage
+		}
 	}
 	cfg := perf.Config{Rounds: *rounds, Quick: *quick, Postgres: os.Getenv("PGHOST") != "", Log: stderr}
 	if *figures != "" {
@@ -107,7 +119,32 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
+	if *docs != "" && code == exitConformant {
+		var md bytes.Buffer
+		_ = res.Markdown(&md)
+		if err := writeDocs(*docs, docsSection(res.Started, commit, "loomcheck bench"+flagsLine(args), md.String())); err != nil {
+			fmt.Fprintf(stderr, "loomcheck bench: %v\n", err)
+			return exitUsage
+		}
+		fmt.Fprintf(stderr, "loomcheck bench: wrote the latest table of %s\n", *docs)
+	}
 	return code
+}
+
+// checkDocs checks, before anything is measured, that the document exists and has its markers
+// and that the run measures figures, and returns the commit the table will be said to come from.
+func checkDocs(path string, quick bool) (string, error) {
+	if quick {
+		return "", errDocsQuick
+	}
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	if _, err := rewriteBetweenMarkers(doc, ""); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return gitCommit()
 }
 
 // flagsLine is args as typed, for quoting the command that made a table.

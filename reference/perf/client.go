@@ -26,7 +26,7 @@ import (
 const stallGuard = time.Minute
 
 // users is the number of principals an engine of the figures knows (token i is user i).
-const users = 64
+const users = 128
 
 // target is a server the figures talk to over loopback HTTP: an engine, a node, or a bare server
 // answering the same routes.

@@ -18,13 +18,19 @@ import (
 )
 
 // resumer is a client of one session stream that resumes after every drop: at once the first
-// time, then after 10 ms doubling up to 1 s (spec/stream.md, the reader), each time from the
-// newest cursor it delivered. It starts after the stream's head (ready is closed once it
-// follows); frames above that cursor go to got.
+// time, then after each wait retry gives from the one before (specRetry: 10 ms doubling up to 1
+// s), each time from the newest cursor it delivered. It starts after the stream's head (ready is
+// closed once it follows); frames above that cursor go to got.
 type resumer struct {
 	dial  func(ctx context.Context, from int64) (*websocket.Conn, error)
+	retry func(prev time.Duration) time.Duration
 	got   chan arrival
 	ready chan struct{}
+}
+
+// specRetry is the reader's schedule of spec/stream.md: 10 ms doubling up to 1 s.
+func specRetry(prev time.Duration) time.Duration {
+	return min(max(2*prev, 10*time.Millisecond), time.Second)
 }
 
 func (r *resumer) run(ctx context.Context) {
@@ -39,7 +45,7 @@ func (r *resumer) run(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			}
-			delay = min(max(2*delay, 10*time.Millisecond), time.Second)
+			delay = r.retry(delay)
 			continue
 		}
 		delay = 0
@@ -210,6 +216,8 @@ func (e *env) killsPerRound() int { return e.size(15, 3) }
 // same data directory and listening socket (kept open across the kill) and logging a frame as
 // soon as it is open, beside a bare server killed and started again the same way, with the same
 // client.
+// And the same of a `loom` process (SIGKILL, exec'd again on the same data directory and
+// address), beside the in-process engine of the same round, when the module has cmd/loom.
 func streamResume(e *env) ([]Row, error) {
 	opt, err := e.options(filepath.Join(e.dir, "data"), "", nil)
 	if err != nil {
@@ -245,34 +253,58 @@ func streamResume(e *env) ([]Row, error) {
 	btr := newTransport()
 	bt := &target{base: "http://" + bsock.ln.Addr().String(), hc: &http.Client{Transport: btr}, tr: btr, stop: func() error { return nil }}
 
+	lk, err := newLoomKill(e)
+	var skip *skipError
+	switch {
+	case errors.As(err, &skip):
+		e.logf("loom process: %v", err)
+	case err != nil:
+		return nil, err
+	default:
+		defer func() { _ = lk.t.close() }()
+	}
 	n := e.killsPerRound()
+	lrow := loomRow(n)
 	p50 := Row{Measure: "kill to first resumed frame, p50, in-process", Unit: "ms", BaselineName: "bare WebSocket server killed and started again",
 		Goal: Goal{Text: "<= 6 ms (ADR 0052: 6.08 ms)", Of: "measured", AtMost: true, Bound: 6},
 		Note: fmt.Sprintf("%d kills per run; the listening socket is kept across the kill, as a supervisor holding it keeps it, so the client's reconnect at once waits for the next server instead of failing into its 10 ms backoff; the server logs one frame as soon as it is open again", n)}
 	p95 := Row{Measure: "kill to first resumed frame, p95, in-process", Unit: "ms", BaselineName: "bare WebSocket server killed and started again"}
 	for r := range e.rounds() {
-		b, err := killRounds(e.ctx, bk, bt, "bare", n)
+		b, err := killRounds(e.ctx, bk, bt, "bare", n, specRetry)
 		if err != nil {
 			return nil, fmt.Errorf("bare: %w", err)
 		}
-		m, err := killRounds(e.ctx, ek, et, c.id, n)
+		m, err := killRounds(e.ctx, ek, et, c.id, n, specRetry)
 		if err != nil {
 			return nil, err
 		}
 		p50.Baseline, p50.Measured = append(p50.Baseline, ms(Percentile(b, 0.5))), append(p50.Measured, ms(Percentile(m, 0.5)))
 		p95.Baseline, p95.Measured = append(p95.Baseline, ms(Percentile(b, 0.95))), append(p95.Measured, ms(Percentile(m, 0.95)))
 		e.logf("round %d: bare p50 %v, engine p50 %v p95 %v", r+1, Percentile(b, 0.5), Percentile(m, 0.5), Percentile(m, 0.95))
+		if lk == nil {
+			continue
+		}
+		l, err := killRounds(e.ctx, lk, lk.t, lk.id, n, processRetry)
+		if err != nil {
+			return nil, fmt.Errorf("loom: %w", err)
+		}
+		lrow.Baseline, lrow.Measured = append(lrow.Baseline, ms(Percentile(m, 0.5))), append(lrow.Measured, ms(Percentile(l, 0.5)))
+		e.logf("round %d: loom p50 %v p95 %v", r+1, Percentile(l, 0.5), Percentile(l, 0.95))
 	}
-	return []Row{p50, p95}, nil
+	if lk == nil {
+		return []Row{p50, p95}, nil
+	}
+	return []Row{p50, p95, lrow}, nil
 }
 
-// killRounds follows session id of srv (served at t) with a resumer and kills srv n times, each
-// time measuring from the kill to the first frame the client receives after it.
-func killRounds(ctx context.Context, srv killable, t *target, id string, n int) ([]time.Duration, error) {
+// killRounds follows session id of srv (served at t) with a resumer that retries on retry's
+// schedule and kills srv n times, each time measuring from the kill to the first frame the
+// client receives after it.
+func killRounds(ctx context.Context, srv killable, t *target, id string, n int, retry func(time.Duration) time.Duration) ([]time.Duration, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
-	rs := &resumer{got: make(chan arrival, 16), ready: make(chan struct{}), dial: func(ctx context.Context, from int64) (*websocket.Conn, error) {
+	rs := &resumer{retry: retry, got: make(chan arrival, 16), ready: make(chan struct{}), dial: func(ctx context.Context, from int64) (*websocket.Conn, error) {
 		return dialSession(ctx, t, streamUser, id, from)
 	}}
 	wg.Go(func() { rs.run(ctx) })

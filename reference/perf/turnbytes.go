@@ -74,7 +74,6 @@ func turnBytes(e *env) ([]Row, error) {
 			return nil, err
 		}
 	}
-	db := filepath.Join(dir, "loom.db")
 	info := float64(turnInformation(ec.id, "user-0", "m-00000000", `You said: "`+turnText+`"`))
 	stored := Row{Measure: "rows stored per turn", Unit: "bytes", BaselineName: "what the turn means",
 		Goal: Goal{Text: "<= 2x", Of: "ratio", AtMost: true, Bound: 2},
@@ -83,37 +82,93 @@ func turnBytes(e *env) ([]Row, error) {
 		BaselineName: fmt.Sprintf("bare net/http + %d raw SQLite INSERT commits per turn", durableCommits),
 		Goal:         Goal{Text: "<= 1.5x", Of: "ratio", AtMost: true, Bound: 1.5},
 		Note:         "write_bytes of /proc/self/io over the turns, a page counted each time a clean page is dirtied"}
+	pages := Row{Measure: "pages appended to the write-ahead log per turn", Unit: "pages",
+		BaselineName: fmt.Sprintf("bare net/http + %d raw SQLite INSERT commits per turn", durableCommits),
+		Note: "frames SQLite appended to the database's write-ahead log over the turns (one page each, counted from the log itself); " +
+			"a round in which a checkpoint started the log again is left out"}
 	_, counted := storageWritten()
 	for r := range e.rounds() {
-		bw, err := writtenOver(func() error { return turnsOf(e, bc, turns) }, turns)
-		if err != nil {
-			return nil, fmt.Errorf("bare: %w", err)
-		}
-		r0, err := sqlite.RowBytes(e.ctx, db)
+		rd, err := bytesRoundOf(e, ec, bc, turns)
 		if err != nil {
 			return nil, err
 		}
-		ew, err := writtenOver(func() error { return turnsOf(e, ec, turns) }, turns)
-		if err != nil {
-			return nil, err
-		}
-		r1, err := sqlite.RowBytes(e.ctx, db)
-		if err != nil {
-			return nil, err
-		}
-		stored.Measured = append(stored.Measured, float64(r1-r0)/float64(turns))
+		stored.Measured = append(stored.Measured, rd.rows)
 		stored.Baseline = append(stored.Baseline, info)
 		if counted {
-			written.Measured = append(written.Measured, ew)
-			written.Baseline = append(written.Baseline, bw)
+			written.Measured = append(written.Measured, rd.engine.written)
+			written.Baseline = append(written.Baseline, rd.bare.written)
 		}
-		e.logf("round %d: rows %.0f bytes per turn for %.0f of information; written: bare %.0f, engine %.0f bytes per turn",
-			r+1, float64(r1-r0)/float64(turns), info, bw, ew)
+		if rd.pagesOK {
+			pages.Measured = append(pages.Measured, rd.engine.pages)
+			pages.Baseline = append(pages.Baseline, rd.bare.pages)
+		}
+		e.logf("round %d: rows %.0f bytes per turn for %.0f of information; written: bare %.0f, engine %.0f bytes per turn; "+
+			"log pages per turn: bare %.2f, engine %.2f (%v); commits per turn: bare %.2f, engine %.2f",
+			r+1, rd.rows, info, rd.bare.written, rd.engine.written, rd.bare.pages, rd.engine.pages, rd.pagesOK, rd.bare.commits, rd.engine.commits)
 	}
-	if !counted {
-		return []Row{stored}, nil
+	out := []Row{stored}
+	if counted {
+		out = append(out, written)
 	}
-	return []Row{stored, written}, nil
+	if len(pages.Measured) > 0 {
+		out = append(out, pages)
+	}
+	return out, nil
+}
+
+// turnSide is what one side's turns of a round cost per turn: bytes written to storage, and the
+// pages and commits appended to its write-ahead log.
+type turnSide struct {
+	written, pages, commits float64
+}
+
+// bytesRound is one round of the byte figure: the bare server's turns, then the engine's.
+type bytesRound struct {
+	rows         float64
+	bare, engine turnSide
+	pagesOK      bool // both logs were counted over their turns
+}
+
+func bytesRoundOf(e *env, ec, bc *conv, turns int) (bytesRound, error) {
+	var rd bytesRound
+	db := filepath.Join(e.dir, "bytes", "loom.db")
+	bare, bareOK, err := sideOf(filepath.Join(e.dir, "bytes-raw.db-wal"), func() error { return turnsOf(e, bc, turns) }, turns)
+	if err != nil {
+		return rd, fmt.Errorf("bare: %w", err)
+	}
+	r0, err := sqlite.RowBytes(e.ctx, db)
+	if err != nil {
+		return rd, err
+	}
+	engine, engineOK, err := sideOf(db+"-wal", func() error { return turnsOf(e, ec, turns) }, turns)
+	if err != nil {
+		return rd, err
+	}
+	r1, err := sqlite.RowBytes(e.ctx, db)
+	if err != nil {
+		return rd, err
+	}
+	rd.rows, rd.bare, rd.engine, rd.pagesOK = float64(r1-r0)/float64(turns), bare, engine, bareOK && engineOK
+	return rd, nil
+}
+
+// sideOf runs one side's turns and measures them; ok reports that the log at wal was counted
+// (no checkpoint started it again meanwhile).
+func sideOf(wal string, run func() error, turns int) (turnSide, bool, error) {
+	before, err := readWAL(wal)
+	if err != nil {
+		return turnSide{}, false, err
+	}
+	written, err := writtenOver(run, turns)
+	if err != nil {
+		return turnSide{}, false, err
+	}
+	after, err := readWAL(wal)
+	if err != nil {
+		return turnSide{}, false, err
+	}
+	frames, commits, ok := walAppended(before, after)
+	return turnSide{written: written, pages: float64(frames) / float64(turns), commits: float64(commits) / float64(turns)}, ok, nil
 }
 
 // turnsOf has c send n turns, one after the other, each waiting for its reply.

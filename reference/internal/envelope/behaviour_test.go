@@ -302,3 +302,27 @@ func TestStaleArithmeticDoesNotOverflow(t *testing.T) {
 	in.MaxAgeMs = 1<<63 - 1
 	assert.True(t, Check(in).OK)
 }
+
+// TestReplaySetBack: Back counts from the newest id held, follows evictions, and answers false
+// past the oldest, below zero and on a nil set.
+func TestReplaySetBack(t *testing.T) {
+	var nilSet *ReplaySet
+	_, ok := nilSet.Back(0)
+	assert.False(t, ok)
+	s := NewReplaySet(3)
+	_, ok = s.Back(0)
+	assert.False(t, ok, "empty")
+	for _, id := range []string{"a", "b", "c", "d"} {
+		s.Add(id, 1)
+	}
+	for i, want := range []string{"d", "c", "b"} {
+		got, ok := s.Back(i)
+		require.True(t, ok, i)
+		assert.Equal(t, want, got, i)
+	}
+	for _, i := range []int{3, -1} {
+		got, ok := s.Back(i)
+		assert.False(t, ok, i)
+		assert.Empty(t, got, i)
+	}
+}

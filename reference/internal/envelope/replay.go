@@ -36,6 +36,7 @@ type ReplaySet struct {
 type replayEntry struct {
 	id  string
 	iat int64
+	ref int64 // where the caller keeps the envelope (AddRef), 0 for none
 }
 
 // NewReplaySet returns an empty set holding up to capacity ids; capacity <= 0 selects
@@ -76,6 +77,39 @@ func (s *ReplaySet) Len() int {
 	return len(s.queue)
 }
 
+// Back returns the id held i places back from the newest (0 is the newest), and false when the
+// set holds no id that far back.
+//
+//	id, ok := seen.Back(0) // the id added last
+func (s *ReplaySet) Back(i int) (string, bool) {
+	if s == nil || i < 0 || i >= len(s.queue) {
+		return "", false
+	}
+	return s.queue[len(s.queue)-1-i].id, true
+}
+
+// EntryAt returns the i-th id held, oldest first (0 is the oldest), with its issue time and the
+// ref AddRef noted (0 for none); ok is false past the newest.
+//
+//	id, iat, ref, ok := seen.EntryAt(0)
+func (s *ReplaySet) EntryAt(i int) (id string, iat, ref int64, ok bool) {
+	if s == nil || i < 0 || i >= len(s.queue) {
+		return "", 0, 0, false
+	}
+	e := s.queue[i]
+	return e.id, e.iat, e.ref, true
+}
+
+// RaiseFloor sets the floor to f when f is above it: a set restored entry by entry gets back the
+// floor of the set it was carried from.
+//
+//	seen.RaiseFloor(carriedFloor)
+func (s *ReplaySet) RaiseFloor(f int64) {
+	if f > s.floor {
+		s.floor = f
+	}
+}
+
 // Floor returns the largest issue time of any id evicted so far (or restored as the floor), 0 if
 // none. [Check] treats an issue time at or below it as stale.
 //
@@ -105,7 +139,14 @@ func (s *ReplaySet) Contains(id string) bool {
 // max(floor, evicted iat).
 //
 //	if v.OK { seen.Add(v.Envelope.ID, v.Envelope.IAT) }
-func (s *ReplaySet) Add(id string, iat int64) bool {
+func (s *ReplaySet) Add(id string, iat int64) bool { return s.AddRef(id, iat, 0) }
+
+// AddRef is Add, with ref (a positive number) noted beside the id: where the caller keeps the
+// envelope, so that a carry may name it there instead of copying it (EntryAt reads it back). The
+// carry form of MarshalJSON does not hold it.
+//
+//	seen.AddRef(e.ID, e.IAT, inboxSeq)
+func (s *ReplaySet) AddRef(id string, iat, ref int64) bool {
 	if !ValidID(id) {
 		return false
 	}
@@ -118,7 +159,7 @@ func (s *ReplaySet) Add(id string, iat int64) bool {
 	for len(s.queue) >= s.capacity {
 		s.evict()
 	}
-	s.queue = append(s.queue, replayEntry{id: id, iat: iat})
+	s.queue = append(s.queue, replayEntry{id: id, iat: iat, ref: ref})
 	s.index[id] = struct{}{}
 	return true
 }

@@ -77,7 +77,7 @@ func (g *Gateway) answerRun(human bool) func(http.ResponseWriter, *http.Request,
 			g.fail(w, err)
 			return
 		}
-		if !g.limitPost(w, who) {
+		if !g.limitPost(w, r, who) {
 			return
 		}
 		var v run.View

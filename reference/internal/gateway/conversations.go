@@ -16,7 +16,7 @@ type startBody struct {
 }
 
 func (g *Gateway) start(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
-	if !g.limitPost(w, who) {
+	if !g.limitPost(w, r, who) {
 		return
 	}
 	var b startBody
@@ -68,7 +68,7 @@ func (g *Gateway) admitPost(w http.ResponseWriter, r *http.Request, who loomtype
 		g.fail(w, err)
 		return "", false
 	}
-	if !g.limitPost(w, who) {
+	if !g.limitPost(w, r, who) {
 		return "", false
 	}
 	if !g.readBody(w, r, body, allowEmpty) {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/loomcheck/loomcheck/reference/internal/conversation"
+	"github.com/loomcheck/loomcheck/reference/internal/quota"
 	"github.com/loomcheck/loomcheck/reference/internal/run"
 	"github.com/loomcheck/loomcheck/reference/internal/sessions"
 	"github.com/loomcheck/loomcheck/reference/internal/threads"
@@ -75,6 +76,9 @@ type Config struct {
 	AllowCredentials       bool
 	MaxStreams             int
 	MaxStreamsPerPrincipal int
+	// Quotas counts each principal's open streams against MaxStreamsPerPrincipal and its POSTs
+	// against PostsPerMinute, on every engine that shares it (nil: this gateway's memory alone).
+	Quotas quota.Counter
 	// MaxSubscribers bounds the live subscribers of one conversation (the engine sizes the hub
 	// with it; default 64).
 	MaxSubscribers  int
@@ -113,8 +117,6 @@ type Gateway struct {
 
 	mu         sync.Mutex
 	streams    int
-	perPrinc   map[loomtype.Identity]int
-	buckets    map[loomtype.Identity]*bucket
 	shutdownCh chan struct{}
 	closeOnce  sync.Once
 }
@@ -153,8 +155,11 @@ func New(cv *conversation.Conversations, cfg Config) (*Gateway, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Quotas == nil {
+		cfg.Quotas = &quota.Memory{}
+	}
 	g := &Gateway{cfg: cfg, cv: cv, mux: http.NewServeMux(), log: cfg.Logger,
-		perPrinc: map[loomtype.Identity]int{}, buckets: map[loomtype.Identity]*bucket{}, shutdownCh: make(chan struct{})}
+		shutdownCh: make(chan struct{})}
 	g.routes()
 	return g, nil
 }

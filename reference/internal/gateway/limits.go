@@ -13,29 +13,20 @@ import (
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 )
 
-// limitPost applies the per-principal POST rate (a token bucket refilled over a minute).
-func (g *Gateway) limitPost(w http.ResponseWriter, who loomtype.Identity) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	now := time.Now()
-	b := g.buckets[who]
-	if b == nil {
-		if len(g.buckets) > 10_000 {
-			for k, v := range g.buckets {
-				if v.full(now, g.cfg.PostsPerMinute) {
-					delete(g.buckets, k)
-				}
-			}
-		}
-		b = &bucket{tokens: float64(g.cfg.PostsPerMinute), at: now}
-		g.buckets[who] = b
-	}
-	if !b.take(now, g.cfg.PostsPerMinute) {
+// limitPost applies the per-principal POST rate (a token bucket refilled over a minute, kept by
+// Config.Quotas so that every engine draws on one allowance). A store error is a 500.
+func (g *Gateway) limitPost(w http.ResponseWriter, r *http.Request, who loomtype.Identity) bool {
+	err := g.cfg.Quotas.Take(r.Context(), who, g.cfg.PostsPerMinute, time.Now().UnixMilli())
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, loomtype.ErrLimit):
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusTooManyRequests, "too many requests", "")
-		return false
+	case r.Context().Err() == nil: // a client that went away is no internal error
+		g.fail(w, err)
 	}
-	return true
+	return false
 }
 
 // quotaRefused answers a caller past one of its own stream bounds (a *sessions.QuotaError): 429
@@ -48,30 +39,6 @@ func quotaRefused(w http.ResponseWriter, err error) bool {
 	w.Header().Set("Retry-After", "1")
 	writeJSON(w, http.StatusTooManyRequests, map[string]string{"error": "too many requests", "reason": string(qe.Reason)})
 	return true
-}
-
-type bucket struct {
-	tokens float64
-	at     time.Time
-}
-
-func (b *bucket) refill(now time.Time, perMinute int) {
-	b.tokens = min(float64(perMinute), b.tokens+now.Sub(b.at).Minutes()*float64(perMinute))
-	b.at = now
-}
-
-func (b *bucket) take(now time.Time, perMinute int) bool {
-	b.refill(now, perMinute)
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
-}
-
-func (b *bucket) full(now time.Time, perMinute int) bool {
-	b.refill(now, perMinute)
-	return b.tokens >= float64(perMinute)
 }
 
 // readBody enforces the JSON content type (a charset, if given, must be utf-8) and the size

@@ -117,7 +117,7 @@ func runOptions(b runBody) (run.Options, string) {
 }
 
 func (g *Gateway) startRun(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
-	if !g.limitPost(w, who) {
+	if !g.limitPost(w, r, who) {
 		return
 	}
 	var b runBody
@@ -155,7 +155,7 @@ func (g *Gateway) steerRun(op func(*run.Runs) func(r *http.Request, who loomtype
 			g.fail(w, err)
 			return
 		}
-		if !g.limitPost(w, who) {
+		if !g.limitPost(w, r, who) {
 			return
 		}
 		var b closeBody

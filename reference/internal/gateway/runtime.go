@@ -16,7 +16,7 @@ type rawStartBody struct {
 }
 
 func (g *Gateway) rawStart(w http.ResponseWriter, r *http.Request, who loomtype.Identity) {
-	if !g.limitPost(w, who) {
+	if !g.limitPost(w, r, who) {
 		return
 	}
 	var b rawStartBody
@@ -45,7 +45,7 @@ func (g *Gateway) rawSend(w http.ResponseWriter, r *http.Request, who loomtype.I
 		g.fail(w, err)
 		return
 	}
-	if !g.limitPost(w, who) {
+	if !g.limitPost(w, r, who) {
 		return
 	}
 	var b rawSendBody

@@ -150,7 +150,7 @@ func (g *Gateway) unqueue(w http.ResponseWriter, r *http.Request, who loomtype.I
 		g.fail(w, err)
 		return
 	}
-	if !g.limitPost(w, who) {
+	if !g.limitPost(w, r, who) {
 		return
 	}
 	res, err := g.cfg.Sessions.Cancel(r.Context(), who, id, r.PathValue("message"))
@@ -186,7 +186,7 @@ func (g *Gateway) stopTurn(w http.ResponseWriter, r *http.Request, who loomtype.
 		g.fail(w, err)
 		return
 	}
-	if !g.limitPost(w, who) {
+	if !g.limitPost(w, r, who) {
 		return
 	}
 	turn, err := g.cfg.Sessions.Stop(r.Context(), who, id)

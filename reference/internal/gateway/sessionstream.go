@@ -25,10 +25,11 @@ func (g *Gateway) sessionStream(w http.ResponseWriter, r *http.Request, who loom
 	if !ok {
 		return
 	}
-	if !g.admitStream(w, who) {
+	slot, admitted := g.admitStream(w, r, who)
+	if !admitted {
 		return
 	}
-	defer g.releaseStream(who)
+	defer g.releaseStream(r.Context(), slot)
 	if err := g.cfg.Sessions.Hold(r.Context(), who, id); err != nil {
 		if !quotaRefused(w, err) {
 			g.fail(w, err)
@@ -60,7 +61,9 @@ func (g *Gateway) sessionStream(w http.ResponseWriter, r *http.Request, who loom
 		}
 		defer c.CloseNow()
 		ctx = c.CloseRead(ctx) // nothing is read from the client: it acks nothing
-		sf.out = wsSender{c}
+		out := newWSSender(c)
+		defer out.stop()
+		sf.out = out
 	} else {
 		s := startSSE(w)
 		if s.retry() != nil || s.rc.Flush() != nil { // the answer starts now, even with nothing to send yet
@@ -148,32 +151,32 @@ func (s *sessionFollow) Signals() stream.Signals[sessions.Item] {
 func (s *sessionFollow) Start(ctx context.Context) stream.Ending {
 	if s.reset {
 		f := stream.Control(stream.KindReset, s.id, time.Now(), map[string]int64{"floor": s.floor, "head": s.head})
-		if s.out.send(ctx, f) != nil {
+		if s.out.send(ctx, f, nil) != nil {
 			return stream.EndGone
 		}
 	}
 	for _, f := range s.replay {
 		v, err := s.g.cfg.Sessions.Render(ctx, s.id, s.viewer, s.sub.GuardOf(f))
-		if err != nil || s.out.send(ctx, v) != nil {
+		if err != nil || s.out.send(ctx, v, nil) != nil {
 			return stream.EndGone
 		}
 	}
 	// The reader's own read marker as it stood when the subscription started, after the frames
 	// it refers to; the live markers queued since move it further.
 	if f, ok := s.sub.ReadMarker(); ok {
-		if s.send(ctx, f) != nil {
+		if s.send(ctx, f, nil) != nil {
 			return stream.EndGone
 		}
 	}
 	return stream.EndNone
 }
 
-// send sends f unless it is a read marker the gate holds back.
-func (s *sessionFollow) send(ctx context.Context, f stream.Frame) error {
+// send sends f (enc: its encoding, when known) unless it is a read marker the gate holds back.
+func (s *sessionFollow) send(ctx context.Context, f stream.Frame, enc []byte) error {
 	if !s.gate.Pass(f) {
 		return nil
 	}
-	return s.out.send(ctx, f)
+	return s.out.send(ctx, f, enc)
 }
 
 // Live sends a live frame meant for the reader, drawn for its viewer.
@@ -181,8 +184,8 @@ func (s *sessionFollow) Live(ctx context.Context, it sessions.Item) (stream.Endi
 	if !it.For(s.who) {
 		return stream.EndNone, false
 	}
-	v, err := s.g.cfg.Sessions.Render(ctx, s.id, s.viewer, it)
-	if err != nil || s.send(ctx, v) != nil {
+	v, enc, err := s.g.cfg.Sessions.Draw(ctx, s.id, s.viewer, it)
+	if err != nil || s.send(ctx, v, enc) != nil {
 		return stream.EndGone, false
 	}
 	return stream.EndNone, true
@@ -212,7 +215,7 @@ func (s *sessionFollow) Cut(ctx context.Context) stream.Ending {
 }
 
 func (s *sessionFollow) Beat(ctx context.Context, now time.Time) stream.Ending {
-	if s.out.send(ctx, stream.Control(stream.KindHeartbeat, s.id, now, struct{}{})) != nil {
+	if s.out.send(ctx, stream.Control(stream.KindHeartbeat, s.id, now, struct{}{}), nil) != nil {
 		return stream.EndGone
 	}
 	return stream.EndNone
@@ -222,6 +225,6 @@ func (s *sessionFollow) Beat(ctx context.Context, now time.Time) stream.Ending {
 // other endings.
 func (s *sessionFollow) Finish(ctx context.Context, end stream.Ending) {
 	if end == stream.EndFinished {
-		_ = s.out.send(ctx, stream.Control(KindEnd, s.id, time.Now(), map[string]string{"reason": string(s.sub.Ended())}))
+		_ = s.out.send(ctx, stream.Control(KindEnd, s.id, time.Now(), map[string]string{"reason": string(s.sub.Ended())}), nil)
 	}
 }

@@ -125,27 +125,54 @@ func (s *sse) sendEvents(evs []stream.ConvEvent) error {
 	return nil
 }
 
-// frameSender writes session frames to one transport.
+// frameSender writes session frames to one transport. enc is f encoded as JSON when the caller
+// has it (a live frame encoded once for all its readers), nil otherwise.
 type frameSender interface {
-	send(ctx context.Context, f stream.Frame) error
+	send(ctx context.Context, f stream.Frame, enc []byte) error
 }
 
-type wsSender struct{ c *websocket.Conn }
+// encodeFrame is enc, or f encoded when enc is nil.
+func encodeFrame(f stream.Frame, enc []byte) ([]byte, error) {
+	if enc != nil {
+		return enc, nil
+	}
+	return json.Marshal(f)
+}
 
-func (s wsSender) send(ctx context.Context, f stream.Frame) error {
-	b, err := json.Marshal(f)
+// wsWriteTimeout bounds one WebSocket write: a client that takes no more for that long has its
+// connection closed.
+const wsWriteTimeout = 10 * time.Second
+
+// wsSender writes frames as WebSocket messages. One timer per connection bounds each write
+// (rather than a context with a deadline per write): when it fires, the connection is closed and
+// the write fails. stop releases it.
+type wsSender struct {
+	c     *websocket.Conn
+	guard *time.Timer
+}
+
+func newWSSender(c *websocket.Conn) *wsSender {
+	t := time.AfterFunc(time.Hour, func() { c.CloseNow() })
+	t.Stop()
+	return &wsSender{c: c, guard: t}
+}
+
+func (s *wsSender) send(ctx context.Context, f stream.Frame, enc []byte) error {
+	b, err := encodeFrame(f, enc)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
+	s.guard.Reset(wsWriteTimeout)
+	defer s.guard.Stop()
 	return s.c.Write(ctx, websocket.MessageText, b)
 }
 
+func (s *wsSender) stop() { s.guard.Stop() }
+
 type sseFrames struct{ s *sse }
 
-func (s sseFrames) send(_ context.Context, f stream.Frame) error {
-	b, err := json.Marshal(f)
+func (s sseFrames) send(_ context.Context, f stream.Frame, enc []byte) error {
+	b, err := encodeFrame(f, enc)
 	if err != nil {
 		return err
 	}

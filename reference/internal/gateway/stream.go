@@ -2,53 +2,74 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"time"
 
 	"github.com/loomcheck/loomcheck/reference/internal/conversation"
 	"github.com/loomcheck/loomcheck/reference/internal/conversation/live"
+	"github.com/loomcheck/loomcheck/reference/internal/quota"
 	"github.com/loomcheck/loomcheck/reference/internal/stream"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 )
 
-// acquireStream takes a stream slot for who, within the total and per-principal limits.
-func (g *Gateway) acquireStream(who loomtype.Identity) bool {
+// streamGrace is how long past its lifetime a stream's slot counts when the stream could not give
+// it back (a failed release): the slot then expires by itself.
+const streamGrace = time.Minute
+
+// acquireStream takes a stream slot for who, within the total (this process's, in memory) and
+// per-principal (Config.Quotas: every engine's) limits. ok is false when either is reached.
+func (g *Gateway) acquireStream(ctx context.Context, who loomtype.Identity) (slot quota.Slot, ok bool, err error) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.streams >= g.cfg.MaxStreams || g.perPrinc[who] >= g.cfg.MaxStreamsPerPrincipal {
-		return false
+	if g.streams >= g.cfg.MaxStreams {
+		g.mu.Unlock()
+		return slot, false, nil
 	}
 	g.streams++
-	g.perPrinc[who]++
-	return true
+	g.mu.Unlock()
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	now := time.Now()
+	slot = quota.Slot{Kind: quota.Streams, Who: who, ID: hex.EncodeToString(b[:]),
+		Expires: now.Add(g.cfg.StreamLifetime + streamGrace).UnixMilli()}
+	err = g.cfg.Quotas.Admit(ctx, slot, g.cfg.MaxStreamsPerPrincipal, now.UnixMilli())
+	if err == nil {
+		return slot, true, nil
+	}
+	g.mu.Lock()
+	g.streams--
+	g.mu.Unlock()
+	if errors.Is(err, loomtype.ErrLimit) {
+		return slot, false, nil
+	}
+	return slot, false, err
 }
 
-func (g *Gateway) releaseStream(who loomtype.Identity) {
+// releaseStream gives back the slot acquireStream took, even when the request is over.
+func (g *Gateway) releaseStream(ctx context.Context, slot quota.Slot) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	g.streams--
-	if g.perPrinc[who]--; g.perPrinc[who] <= 0 {
-		delete(g.perPrinc, who)
+	g.mu.Unlock()
+	if err := g.cfg.Quotas.Release(context.WithoutCancel(ctx), slot); err != nil {
+		g.log.Warn("a stream's slot was not given back; it expires by itself", "error", err)
 	}
 }
 
-// admitStream takes a stream slot for who, or answers 429 (Retry-After 1) when none is free.
-// The caller gives the slot back with releaseStream.
-func (g *Gateway) admitStream(w http.ResponseWriter, who loomtype.Identity) bool {
-	if !g.acquireStream(who) {
+// admitStream takes a stream slot for who, or answers 429 (Retry-After 1) when none is free. The
+// caller gives the slot back with releaseStream when ok.
+func (g *Gateway) admitStream(w http.ResponseWriter, r *http.Request, who loomtype.Identity) (slot quota.Slot, ok bool) {
+	slot, ok, err := g.acquireStream(r.Context(), who)
+	switch {
+	case err != nil && r.Context().Err() != nil: // the client went away: no internal error
+	case err != nil:
+		g.fail(w, err)
+	case !ok:
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusTooManyRequests, "too many requests", "")
-		return false
 	}
-	return true
-}
-
-// StreamCounts reports the open streams in total and for who (for tests and metrics).
-func (g *Gateway) StreamCounts(who loomtype.Identity) (total, mine int) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.streams, g.perPrinc[who]
+	return slot, ok
 }
 
 // keepAlive is how often the conversation's event stream sends a keep-alive comment.
@@ -126,10 +147,11 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request, who loomtype.Id
 		fail(err)
 		return
 	}
-	if !g.admitStream(w, who) {
+	slot, ok := g.admitStream(w, r, who)
+	if !ok {
 		return
 	}
-	defer g.releaseStream(who)
+	defer g.releaseStream(r.Context(), slot)
 	share := 0 // in a shared conversation, a principal holds at most half its subscribers, rounded up
 	if shared {
 		share = (g.cv.Hub().MaxSubscribers() + 1) / 2

@@ -121,7 +121,7 @@ func (g *Gateway) openRoleConversation(w http.ResponseWriter, r *http.Request, w
 		writeNotFound(w)
 		return
 	}
-	if !g.limitPost(w, who) || !g.readBody(w, r, &struct{}{}, true) {
+	if !g.limitPost(w, r, who) || !g.readBody(w, r, &struct{}{}, true) {
 		return
 	}
 	v, err := g.cfg.Threads.OpenConversation(r.Context(), who, r.PathValue("role"))
@@ -160,7 +160,7 @@ func (g *Gateway) converse(w http.ResponseWriter, r *http.Request, who loomtype.
 		return
 	}
 	var b converseBody
-	if !g.limitPost(w, who) || !g.readBody(w, r, &b, false) {
+	if !g.limitPost(w, r, who) || !g.readBody(w, r, &b, false) {
 		return
 	}
 	key, ok := clientKey(w, r)
@@ -191,7 +191,7 @@ func (g *Gateway) roleSend(w http.ResponseWriter, r *http.Request, who loomtype.
 		return
 	}
 	var b roleSendBody
-	if !g.limitPost(w, who) || !g.readBody(w, r, &b, false) {
+	if !g.limitPost(w, r, who) || !g.readBody(w, r, &b, false) {
 		return
 	}
 	run := ""
@@ -229,7 +229,7 @@ func (g *Gateway) createTask(w http.ResponseWriter, r *http.Request, who loomtyp
 		return
 	}
 	var b taskBody
-	if !g.limitPost(w, who) || !g.readBody(w, r, &b, false) {
+	if !g.limitPost(w, r, who) || !g.readBody(w, r, &b, false) {
 		return
 	}
 	key, ok := clientKey(w, r)
@@ -269,7 +269,7 @@ func (g *Gateway) taskMembers(w http.ResponseWriter, r *http.Request, who loomty
 		return
 	}
 	var b membersBody
-	if !g.limitPost(w, who) || !g.readBody(w, r, &b, false) {
+	if !g.limitPost(w, r, who) || !g.readBody(w, r, &b, false) {
 		return
 	}
 	v, err := g.cfg.Threads.ChangeMembers(r.Context(), who, r.PathValue("id"), b.Add, b.Remove)
@@ -285,7 +285,7 @@ func (g *Gateway) finishTask(w http.ResponseWriter, r *http.Request, who loomtyp
 		g.threadsFail(w, err)
 		return
 	}
-	if !g.limitPost(w, who) || !g.readBody(w, r, &struct{}{}, true) {
+	if !g.limitPost(w, r, who) || !g.readBody(w, r, &struct{}{}, true) {
 		return
 	}
 	v, err := g.cfg.Threads.FinishTask(r.Context(), who, r.PathValue("id"))
@@ -315,7 +315,7 @@ func (g *Gateway) startTaskRun(w http.ResponseWriter, r *http.Request, who loomt
 		return
 	}
 	var b taskRunBody
-	if !g.limitPost(w, who) || !g.readBody(w, r, &b, false) {
+	if !g.limitPost(w, r, who) || !g.readBody(w, r, &b, false) {
 		return
 	}
 	key, ok := clientKey(w, r)
@@ -374,7 +374,7 @@ func (g *Gateway) stopAgentConversation(w http.ResponseWriter, r *http.Request, 
 		g.threadsFail(w, err)
 		return
 	}
-	if !g.limitPost(w, who) || !g.readBody(w, r, &struct{}{}, true) {
+	if !g.limitPost(w, r, who) || !g.readBody(w, r, &struct{}{}, true) {
 		return
 	}
 	stopped, err := g.cfg.Threads.Stop(r.Context(), who, r.PathValue("id"))
@@ -402,7 +402,7 @@ func (g *Gateway) connectionOp(op func(*threads.Service, context.Context, loomty
 			g.threadsFail(w, err)
 			return
 		}
-		if !g.limitPost(w, who) || !g.readBody(w, r, &struct{}{}, true) {
+		if !g.limitPost(w, r, who) || !g.readBody(w, r, &struct{}{}, true) {
 			return
 		}
 		v, err := op(g.cfg.Threads, r.Context(), who, r.PathValue("id"))

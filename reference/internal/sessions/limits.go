@@ -2,8 +2,12 @@ package sessions
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"strconv"
+	"time"
 
+	"github.com/loomcheck/loomcheck/reference/internal/quota"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 )
 
@@ -58,16 +62,15 @@ func (s *Service) principalShare() int {
 	return int(max(1, s.cfg.PrincipalResidentBytes/s.perLog()))
 }
 
-// waitingTicketsLocked counts who's tickets that wait (not presented, not expired). s.mu held.
-func (s *Service) waitingTicketsLocked(who loomtype.Identity) int {
-	now := s.cfg.Now()
-	n := 0
-	for _, t := range s.tickets {
-		if t.Who == who && !t.used && now.Before(t.expires) {
-			n++
-		}
+// ticketSlot is ticket tk's place among who's tickets waiting: named by a digest of tk, so that
+// the shared count never holds a ticket itself.
+func ticketSlot(tk string, who loomtype.Identity, expires time.Time) quota.Slot {
+	sum := sha256.Sum256([]byte(tk))
+	var exp int64
+	if !expires.IsZero() {
+		exp = expires.UnixMilli()
 	}
-	return n
+	return quota.Slot{Kind: quota.Tickets, Who: who, ID: hex.EncodeToString(sum[:16]), Expires: exp}
 }
 
 // ticketWaitsLocked reports whether a ticket of session id waits. s.mu held.

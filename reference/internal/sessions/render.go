@@ -14,6 +14,8 @@ import (
 type Viewer struct {
 	Who    loomtype.Identity
 	Shared bool
+	// name is Who's name in the session's frames, learnt by ViewerOf ("": worked out per frame).
+	name string
 }
 
 // ViewerOf returns the viewer who of session id: whether the chat is shared. Who was in the room
@@ -31,7 +33,7 @@ func (s *Service) ViewerOf(ctx context.Context, who loomtype.Identity, id string
 	if _, ok := s.owners.get(id); !ok {
 		s.owners.put(id, st.Owner.Tenant)
 	}
-	return Viewer{Who: who, Shared: st.Mode == loomtype.ModeShared}, nil
+	return Viewer{Who: who, Shared: st.Mode == loomtype.ModeShared, name: s.nameOf(id, who)}, nil
 }
 
 // Render draws it for viewer v of session id, replayed or live alike. In a shared conversation
@@ -46,51 +48,78 @@ func (s *Service) ViewerOf(ctx context.Context, who loomtype.Identity, id string
 //
 //	f, err := svc.Render(ctx, "c1", sessions.Viewer{Who: bob, Shared: true}, it)
 func (s *Service) Render(ctx context.Context, id string, v Viewer, it Item) (stream.Frame, error) {
+	f, _, err := s.render(ctx, id, v, it)
+	return f, err
+}
+
+// Draw is Render with the drawn frame's encoding as JSON when the service has it: the one
+// encoding of a live frame shared by every viewer who sees it as it was logged, so that a frame
+// fanned out to many readers is encoded once. enc is nil when the viewer sees a frame of their
+// own (a placeholder, a record drawn for their roles) or the item was not encoded; the caller
+// then encodes the frame itself.
+//
+// Errors: those of Render.
+//
+//	f, enc, err := svc.Draw(ctx, "c1", viewer, it)
+func (s *Service) Draw(ctx context.Context, id string, v Viewer, it Item) (f stream.Frame, enc []byte, err error) {
+	f, asIs, err := s.render(ctx, id, v, it)
+	if err != nil || !asIs {
+		return f, nil, err
+	}
+	return f, it.enc, nil
+}
+
+// render is Render; asIs says the frame drawn is the item's own, unchanged.
+func (s *Service) render(ctx context.Context, id string, v Viewer, it Item) (stream.Frame, bool, error) {
 	if !v.Shared {
-		return it.Frame, nil
+		return it.Frame, true, nil
 	}
 	g := it.g
-	me := s.nameOf(id, v.Who)
+	me := v.name
+	if me == "" {
+		me = s.nameOf(id, v.Who)
+	}
 	switch {
 	case it.Frame.Rid != "" && !it.room.MayReceive(me, it.Frame.Ver):
 		// Its reply handle opened before the viewer was in the room, or they are out of it.
-		return Hidden(it.Frame), nil
+		return Hidden(it.Frame), false, nil
 	case it.Frame.Rid == "" && g.Ver > 0 && !it.room.MayReceiveAt(me, it.Frame.Cur):
 		// Logged before reply handles existed, and before the viewer joined.
-		return Hidden(it.Frame), nil
+		return Hidden(it.Frame), false, nil
 	}
 	switch {
 	case g.Live:
 		if g.AskerKey != v.Who.Key() {
-			return Hidden(it.Frame), nil
+			return Hidden(it.Frame), false, nil
 		}
 	case g.Cursor != "" && g.Asker != v.Who && g.Classes != "":
 		asker := g.Asker
 		e := loomtype.Entry{Cursor: g.Cursor, Asker: &asker, Classes: strings.Split(g.Classes, ","), Role: loomtype.RoleUser}
 		got, err := s.cv.View(ctx, v.Who, id, e)
 		if err != nil {
-			return stream.Frame{}, err
+			return stream.Frame{}, false, err
 		}
 		if got.Status == loomtype.StatusRestricted {
-			return Hidden(it.Frame), nil
+			return Hidden(it.Frame), false, nil
 		}
 	}
-	return s.forRoles(ctx, id, v.Who, it.Frame)
+	return s.forRoles(ctx, id, v.Who, me, it.Frame)
 }
 
-// forRoles draws a frame's record block for who: the roles it names are looked up as classes
-// who must be cleared for (the conversation's clearance), and stream.Render hides what who does
-// not hold. A frame without a record block is returned as it is.
-func (s *Service) forRoles(ctx context.Context, id string, who loomtype.Identity, f stream.Frame) (stream.Frame, error) {
+// forRoles draws a frame's record block for who (named me in the session's frames): the roles
+// it names are looked up as classes who must be cleared for (the conversation's clearance), and
+// stream.Render hides what who does not hold. A frame without a record block is returned as it
+// is (asIs).
+func (s *Service) forRoles(ctx context.Context, id string, who loomtype.Identity, me string, f stream.Frame) (stream.Frame, bool, error) {
 	roles := recordRoles(f)
 	if len(roles) == 0 {
-		return f, nil
+		return f, true, nil
 	}
 	held, err := s.heldRoles(ctx, id, who, roles)
 	if err != nil {
-		return stream.Frame{}, err
+		return stream.Frame{}, false, err
 	}
-	return stream.Render(f, stream.Viewer{ID: s.nameOf(id, who), ReadRoles: held}), nil
+	return stream.Render(f, stream.Viewer{ID: me, ReadRoles: held}), false, nil
 }
 
 // heldRoles returns the roles of roles that who is cleared for in conversation id.

@@ -35,8 +35,7 @@ const reserveAhead = 256
 // posRecordLocked is the position to store with a commit that moves the projection to next,
 // the newest reply projected being reply (ss.mu held).
 func (ss *session) posRecordLocked(next loomtype.Cursor, reply int64) posRecord {
-	room := ss.room
-	rec := posRecord{Next: next.String(), LastReply: reply, LastAsked: ss.lastAskedTurn, LastAsker: ss.lastAsker, Room: &room, Handles: ss.handles,
+	rec := posRecord{Next: next.String(), LastReply: reply, LastAsked: ss.lastAskedTurn, LastAsker: ss.lastAsker, Room: ss.storedRoomLocked(), Handles: ss.handles,
 		Reserved: ss.reserved, Epoch: ss.svc.k.LossEpoch(), Floor: ss.floor}
 	if t, ok := ss.svc.owners.get(ss.id); ok {
 		rec.Owner = &t
@@ -131,4 +130,34 @@ func (ss *session) fillLost(ctx context.Context, p posRecord, ok bool) error {
 	}
 	ss.reserved = rec.Reserved
 	return nil
+}
+
+// storedRoom is the room as a position record keeps it. Its encoding is made once per room
+// version and reused by every commit until the room changes: the room of a chat of many people
+// is the largest part of a position, which every frame's commit writes.
+type storedRoom struct {
+	stream.Room
+	enc []byte // Room encoded as JSON (nil: encoded when marshalled)
+}
+
+func (r storedRoom) MarshalJSON() ([]byte, error) {
+	if r.enc != nil {
+		return r.enc, nil
+	}
+	return json.Marshal(r.Room)
+}
+
+func (r *storedRoom) UnmarshalJSON(b []byte) error { return json.Unmarshal(b, &r.Room) }
+
+// storedRoomLocked is the session's room for its position record, with the encoding made at
+// this room version (ss.mu held). Every change of the room makes a new version (stream.Room.Apply).
+func (ss *session) storedRoomLocked() *storedRoom {
+	if ss.roomEnc == nil || ss.roomEncVer != ss.room.Ver {
+		b, err := json.Marshal(ss.room)
+		if err != nil {
+			return &storedRoom{Room: ss.room}
+		}
+		ss.roomEnc, ss.roomEncVer = b, ss.room.Ver
+	}
+	return &storedRoom{Room: ss.room, enc: ss.roomEnc}
 }

@@ -187,8 +187,9 @@ func (s *Service) load(ctx context.Context, id string) (*session, error) {
 		}
 		ss.pos, ss.lastReplyTurn, ss.lastAskedTurn, ss.lastAsker = c, p.LastReply, p.LastAsked, p.LastAsker
 		if p.Room != nil {
-			ss.room = *p.Room
+			ss.room = p.Room.Room
 		}
+		ss.roomEnc = nil
 		for t, v := range p.Handles {
 			ss.handles[t] = v
 		}

@@ -54,6 +54,10 @@ type session struct {
 	// turnParent is the parent of each turn asked as a thread reply whose reply has not been
 	// projected yet: the reply's frames carry it too.
 	turnParent map[int64]string
+	// roomEnc is room encoded as JSON at room version roomEncVer (nil: not yet), which the
+	// position record of every commit holds (storedRoomLocked).
+	roomEnc    []byte
+	roomEncVer int64
 
 	// fol follows the conversation: its records come from the conversation's tail while the
 	// position lies within it, else from its log (and from the log when fromLog is set).
@@ -419,6 +423,10 @@ func (ss *session) publish(frames []stream.Frame, rooms []stream.Room, sizes []i
 		it := Item{Frame: f, room: rooms[i], size: sizes[i]}
 		if i < len(guards) {
 			it.g = guards[i]
+		}
+		if len(ss.subs) > 0 {
+			// Encoded once here rather than once per reader (a failure leaves it to each).
+			it.enc, _ = json.Marshal(f)
 		}
 		for s := range ss.subs {
 			if !s.push(it) {

@@ -46,6 +46,7 @@ import (
 
 	"github.com/loomcheck/loomcheck/reference/internal/conversation"
 	"github.com/loomcheck/loomcheck/reference/internal/conversation/live"
+	"github.com/loomcheck/loomcheck/reference/internal/quota"
 	"github.com/loomcheck/loomcheck/reference/internal/stream"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
@@ -116,6 +117,9 @@ type Config struct {
 	// it the turn is given up: status {state: failed, note} is logged, the turn is stopped, and
 	// nothing more of it is shown (DefaultResumeWait, 60 s).
 	ResumeWait time.Duration
+	// Quotas counts each caller's tickets waiting against PrincipalTickets, on every engine that
+	// shares it (nil: this service's memory alone).
+	Quotas quota.Counter
 	// Now is the clock (time.Now).
 	Now func() time.Time
 	// Logger receives the errors a pump meets (slog.Default()).
@@ -233,6 +237,9 @@ func New(k *kernel.Kernel, cv *conversation.Conversations, cfg Config) *Service 
 	if cfg.Poll <= 0 {
 		cfg.Poll = DefaultPoll
 	}
+	if cfg.Quotas == nil {
+		cfg.Quotas = &quota.Memory{}
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -314,22 +321,14 @@ func (s *Service) Open(ctx context.Context, who loomtype.Identity, id string, fr
 		return Opened{}, err
 	}
 	head, floor := ss.bounds()
+	return s.mint(ctx, Grant{Who: who, Session: id, From: from, Device: device}, head, floor)
+}
+
+// mint makes a ticket for g within the service's table of tickets (this process's, in memory)
+// and g.Who's tickets waiting (Config.Quotas: every engine's). The ticket takes its place in the
+// table before the caller's bound is asked, and leaves it when that refuses it.
+func (s *Service) mint(ctx context.Context, g Grant, head, floor int64) (Opened, error) {
 	now := s.cfg.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.tickets) >= s.cfg.MaxTickets {
-		for k, t := range s.tickets {
-			if t.used || !now.Before(t.expires) {
-				delete(s.tickets, k)
-			}
-		}
-		if len(s.tickets) >= s.cfg.MaxTickets {
-			return Opened{}, &loomtype.LimitError{Limit: "tickets", Max: int64(s.cfg.MaxTickets)}
-		}
-	}
-	if s.waitingTicketsLocked(who) >= s.cfg.PrincipalTickets {
-		return Opened{}, &QuotaError{Reason: QuotaTickets, Max: int64(s.cfg.PrincipalTickets)}
-	}
 	// A ticket is drawn in the session's partition, so a node routes its presentation by the
 	// ticket alone (kernel.Mint).
 	tk := s.k.Mint(func() string {
@@ -338,8 +337,30 @@ func (s *Service) Open(ctx context.Context, who loomtype.Identity, id string, fr
 		return base64.RawURLEncoding.EncodeToString(b[:])
 	})
 	exp := now.Add(s.cfg.TicketTTL)
-	s.tickets[tk] = &ticket{Grant: Grant{Who: who, Session: id, From: from, Device: device}, expires: exp}
-	return Opened{Ticket: tk, Expires: exp, Session: id, From: from, Head: head, Floor: floor}, nil
+	s.mu.Lock()
+	if len(s.tickets) >= s.cfg.MaxTickets {
+		for k, t := range s.tickets {
+			if t.used || !now.Before(t.expires) {
+				delete(s.tickets, k)
+			}
+		}
+		if len(s.tickets) >= s.cfg.MaxTickets {
+			s.mu.Unlock()
+			return Opened{}, &loomtype.LimitError{Limit: "tickets", Max: int64(s.cfg.MaxTickets)}
+		}
+	}
+	s.tickets[tk] = &ticket{Grant: g, expires: exp}
+	s.mu.Unlock()
+	if err := s.cfg.Quotas.Admit(ctx, ticketSlot(tk, g.Who, exp), s.cfg.PrincipalTickets, now.UnixMilli()); err != nil {
+		s.mu.Lock()
+		delete(s.tickets, tk)
+		s.mu.Unlock()
+		if errors.Is(err, loomtype.ErrLimit) {
+			return Opened{}, &QuotaError{Reason: QuotaTickets, Max: int64(s.cfg.PrincipalTickets)}
+		}
+		return Opened{}, err
+	}
+	return Opened{Ticket: tk, Expires: exp, Session: g.Session, From: g.From, Head: head, Floor: floor}, nil
 }
 
 // Redeem spends ticket tk for caller who on device: a ticket is spent by its first
@@ -347,26 +368,42 @@ func (s *Service) Open(ctx context.Context, who loomtype.Identity, id string, fr
 //
 // Errors: *TicketError (matching ErrTicket) with its reason.
 func (s *Service) Redeem(tk string, who loomtype.Identity, device string) (Grant, error) {
+	g, owner, spent, err := s.spend(tk, who, device)
+	if !spent {
+		return g, err
+	}
+	// Presented now: it no longer counts against the caller it was made for, whatever the outcome.
+	if rerr := s.cfg.Quotas.Release(context.Background(), ticketSlot(tk, owner, time.Time{})); rerr != nil {
+		s.log.Warn("a spent ticket's slot was not given back; it expires by itself", "error", rerr)
+	}
+	return g, err
+}
+
+// spend marks ticket tk presented and judges the presentation (Redeem). spent is true when this
+// presentation was its first, owner the caller it was made for.
+func (s *Service) spend(tk string, who loomtype.Identity, device string) (g Grant, owner loomtype.Identity, spent bool, err error) {
 	now := s.cfg.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.tickets[tk]
 	switch {
 	case !ok:
-		return Grant{}, &TicketError{Reason: TicketUnknown}
+		return Grant{}, owner, false, &TicketError{Reason: TicketUnknown}
 	case t.used:
-		return Grant{}, &TicketError{Reason: TicketUsed}
+		return Grant{}, owner, false, &TicketError{Reason: TicketUsed}
 	}
 	t.used = true
 	switch {
 	case !now.Before(t.expires):
-		return Grant{}, &TicketError{Reason: TicketExpired}
+		err = &TicketError{Reason: TicketExpired}
 	case !t.Who.Equal(who):
-		return Grant{}, &TicketError{Reason: TicketCaller}
+		err = &TicketError{Reason: TicketCaller}
 	case t.Device != "" && t.Device != device:
-		return Grant{}, &TicketError{Reason: TicketDevice}
+		err = &TicketError{Reason: TicketDevice}
+	default:
+		g = t.Grant
 	}
-	return t.Grant, nil
+	return g, t.Who, true, err
 }
 
 // Bounds returns the head and floor of session id's log as the service holds it now, after
@@ -469,7 +506,7 @@ type posRecord struct {
 	// Room is who is in the chat by room version, and Handles the reply handles opened (turn to
 	// room version), as of the last frame; a position written before they existed has neither,
 	// and the room is then counted again from the frames restored.
-	Room    *stream.Room    `json:"room,omitempty"`
+	Room    *storedRoom     `json:"room,omitempty"`
 	Handles map[int64]int64 `json:"handles,omitempty"`
 	// Owner is the tenant of the session's owner once learnt (names are drawn with it), so
 	// that a session loaded again draws them alike before any caller touches it.

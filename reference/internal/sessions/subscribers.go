@@ -55,6 +55,9 @@ type Item struct {
 	// size is what the item counts against a subscriber's Config.SubQueueBytes: a logged frame
 	// as the store keeps it (with who may see it), an ephemeral one as encoded (0: not known yet).
 	size int
+	// enc is Frame encoded as JSON, made once for every subscriber of a live frame (nil: not
+	// encoded); Draw hands it to the viewers who see the frame as it is.
+	enc []byte
 }
 
 // maxHandles bounds the reply handles a session remembers; past it the oldest turn's is

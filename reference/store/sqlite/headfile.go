@@ -19,7 +19,8 @@ import (
 // an older copy), which SQLite alone would serve as a shorter past. The file is written after
 // every commit that appended (without waiting for the disk: it outlives a process crash, and after
 // a power loss it can only be behind the database, never ahead of it when commits wait for the
-// disk) and made durable at Open and Close.
+// disk) and made durable at Close, and at Open when Open writes it. After a crash that followed
+// relaxed commits it is behind, and Open leaves it so until a commit that waits for the disk.
 //
 // Beside it the newest file (path + ".newest") names one event of that same commit, with the count
 // it goes with, written just before the head file. Open looks that event up (one read, whatever
@@ -140,6 +141,14 @@ func (s *SQLite) openHead(ctx context.Context, need bool, counted int64) error {
 	if !created && string(b) == string(headRecord(s.events)) && string(nb) == string(newestRecord(s.events, s.newest)) {
 		// They already say what the database holds, and were read back whole: nothing to
 		// write, nothing to wait for the disk for (a restart's common case).
+		return nil
+	}
+	if !created && s.chk.headN < s.events {
+		// Behind: the last run crashed after relaxed commits (relaxed.go), whose events the
+		// write-ahead log holds but the disk may not have yet. Counting them now could put the
+		// head file ahead of what a power loss leaves; it stays behind, as it was, until the
+		// next commit that waits for the disk (or Close) syncs them.
+		s.headBehind, s.unsynced = true, true
 		return nil
 	}
 	s.writeHead()

@@ -64,6 +64,44 @@ func TestRelaxedCommitsSkipTheSyncAndTheCheckpoint(t *testing.T) {
 	require.EqualValues(t, 3, head(), "Close syncs the relaxed commits and counts them")
 }
 
+// An Open after a crash that followed relaxed commits leaves the head file behind them (the disk
+// may not have them yet), as it was, until a synced commit syncs them and counts them. A killed
+// store's head file says what it said at the kill.
+func TestAnOpenAfterRelaxedCommitsLeavesTheHeadFileBehind(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "loom.db")
+	head := func() int64 {
+		b, err := os.ReadFile(headPath(path))
+		require.NoError(t, err)
+		n, ok := parseHead(b)
+		require.True(t, ok)
+		return n
+	}
+	st, err := Open(ctx, path, Options{})
+	require.NoError(t, err)
+	require.NoError(t, appendTo(st, "s", 0, nil))
+	require.NoError(t, relaxedAppend(st, "s"))
+	require.NoError(t, relaxedAppend(st, "s"))
+	st.Kill()
+	<-st.Released()
+	require.EqualValues(t, 1, head(), "the kill syncs and counts nothing")
+
+	st, err = Open(ctx, path, Options{})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, head(), "Open does not count the relaxed events the disk may not have")
+	require.EqualValues(t, 3, st.events, "the store knows every event it holds")
+	require.NoError(t, st.Update(ctx, func(tx store.Tx) error { return tx.PutMeta("k", []byte("v")) }))
+	require.EqualValues(t, 3, head(), "a synced commit syncs them and counts them")
+	require.NoError(t, relaxedAppend(st, "s"))
+	st.Kill()
+	<-st.Released()
+
+	st, err = Open(ctx, path, Options{})
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	require.EqualValues(t, 4, head(), "Close syncs and counts them")
+}
+
 // A batch led by a relaxed Update takes no member that waits for the disk: that one leads the
 // next batch. Relaxed members join a synced batch.
 func TestARelaxedBatchTakesNoSyncedMember(t *testing.T) {

@@ -380,19 +380,25 @@ func (s *SQLite) openWriter(ctx context.Context) error {
 	return nil
 }
 
-// closeWriter closes the writer's statements, its connection and the head file.
+// closeWriter closes the writer's statements, its connection and the head file, syncing the
+// head file first unless the store was killed.
 func (s *SQLite) closeWriter() error {
 	err := errors.Join(s.ws.close(), s.wc.Close(), s.w.Close())
-	if s.newestF != nil {
-		err = errors.Join(err, s.newestF.Sync(), s.newestF.Close())
-	}
-	if s.head != nil {
-		err = errors.Join(err, s.head.Sync(), s.head.Close())
+	for _, f := range []*os.File{s.newestF, s.head} {
+		if f == nil {
+			continue
+		}
+		if !s.dead.Load() {
+			err = errors.Join(err, f.Sync())
+		}
+		err = errors.Join(err, f.Close())
 	}
 	return err
 }
 
-// release closes the connections and the head file of a killed store.
+// release closes the connections and the head file of a killed store. The head file is not
+// synced: a process that crashes syncs nothing either, and what it wrote stays in the operating
+// system's cache for the next Open to read.
 func (s *SQLite) release() {
 	s.stopCheck() // its reader connection is let go of too
 	s.rs.close()

@@ -36,6 +36,10 @@ type state struct {
 	// each asker (by identity key) when it is set.
 	InvalidPerAsker bool             `json:"invalidPerAsker,omitempty"`
 	InvalidBy       map[string]int64 `json:"invalidBy,omitempty"`
+
+	// rawKeys and rawReplay are the keys and the replay set of a carry as UnmarshalJSON found
+	// them, until restore reads them (carryrefs.go).
+	rawKeys, rawReplay json.RawMessage
 }
 
 // turnMem is one accepted turn in the carried window.
@@ -110,19 +114,22 @@ const (
 //	if errors.Is(err, conversation.ErrInvalidCarry) { ... }
 var ErrInvalidCarry = errors.New("conversation: invalid carry")
 
-// readState reads generation input: the start input in generation 0, a carry after. The input is
-// treated as untrusted: shape, counts, sizes and bytes are all bounded.
-func readState(input json.RawMessage, maxBytes, replaySize int) (*state, error) {
+// readStateFrom reads generation input: the start input in generation 0, a carry after. The
+// input is treated as untrusted: shape, counts, sizes and bytes are all bounded. What the carry
+// names by inbox position instead of copying (carryrefs.go) is read from inbox.
+func readStateFrom(input json.RawMessage, maxBytes, replaySize int, inbox inboxReader) (*state, error) {
 	if len(input) > 4*maxBytes+(1<<20) {
 		return nil, fmt.Errorf("%w: %d bytes is over the bound", ErrInvalidCarry, len(input))
 	}
 	var s state
-	s.Replay = envelope.NewReplaySet(replaySize)
 	if err := json.Unmarshal(input, &s); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidCarry, err)
 	}
 	if s.V != 1 || !s.Owner.Valid() || (s.Mode != ModeOwner && s.Mode != ModeShared) {
 		return nil, fmt.Errorf("%w: bad version, owner or mode", ErrInvalidCarry)
+	}
+	if err := s.restore(replaySize, inbox); err != nil {
+		return nil, err
 	}
 	if s.Seq < 0 || s.Ord < 0 || s.Rec < 0 || s.Invalid < 0 || len(s.Window) > maxCarryTurns || len(s.Evicted) > maxCarryTurns {
 		return nil, fmt.Errorf("%w: counters out of range", ErrInvalidCarry)

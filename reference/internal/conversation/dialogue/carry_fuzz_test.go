@@ -38,6 +38,23 @@ func sampleState(turns int) *state {
 	return s
 }
 
+// readState is readStateFrom with an inbox that holds the pending message of sampleState at its
+// position, and nothing else.
+func readState(input json.RawMessage, maxBytes, replaySize int) (*state, error) {
+	return readStateFrom(input, maxBytes, replaySize, sampleInbox)
+}
+
+func sampleInbox(seqs []int64) ([]kernel.Message, error) {
+	var out []kernel.Message
+	for _, seq := range seqs {
+		if seq != 9 {
+			return nil, fmt.Errorf("%w: no entry %d", kernel.ErrUnreadable, seq)
+		}
+		out = append(out, *sampleState(0).Pending)
+	}
+	return out, nil
+}
+
 // FuzzReadState feeds arbitrary generation input to the carry reader with a small carry bound.
 // Invariants: no panic; a refusal matches ErrInvalidCarry; what is accepted is bounded (recent
 // keys, window and evicted turns, the replay set at its configured capacity); its carry fits the

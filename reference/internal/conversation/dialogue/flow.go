@@ -84,7 +84,7 @@ func (cv *Dialogue) initialState(c *kernel.Context, input json.RawMessage) (*sta
 		return &state{V: 1, Owner: in.Owner, Mode: in.Mode, CountEmpty: in.CountEmpty, InvalidPerAsker: in.InvalidPerAsker,
 			Replay: envelope.NewReplaySet(cv.cfg.ReplaySetSize)}, nil
 	}
-	return readState(input, cv.cfg.MaxCarryBytes, cv.cfg.ReplaySetSize)
+	return readStateFrom(input, cv.cfg.MaxCarryBytes, cv.cfg.ReplaySetSize, c.InboxAt)
 }
 
 // seed records the exchanges the start input carries, before any message: each a user record
@@ -174,7 +174,7 @@ func (cv *Dialogue) handle(c *kernel.Context, st *state, m kernel.Message) error
 		w := record.WireEnvelope(e)
 		env = &w
 	}
-	st.Replay.Add(env.ID, env.IAT)
+	st.Replay.AddRef(env.ID, env.IAT, m.Seq) // the inbox keeps the envelope at m.Seq
 	asker := loomtype.Identity(env.Asker)
 	if env.Kind == envelope.KindClose {
 		_, err := cv.record(c, st, record.IDClosed, loomtype.Entry{Role: loomtype.RoleSystem, Status: loomtype.StatusClosed,

@@ -245,3 +245,48 @@ func TestTailLivesWithItsFollowers(t *testing.T) {
 	_, _, _, ok = f3.Read(at(0, 1), 0)
 	require.False(t, ok, "the new tail starts empty")
 }
+
+// TestASeededTailServesTheHeadItWasTold: an empty tail told where a read of the log found the
+// head serves a read from there (nothing), and from there on what commits add; a seed to a tail
+// that took in a commit is ignored; a commit that does not follow the seed starts the tail over,
+// so the seed's position reads the log again.
+func TestASeededTailServesTheHeadItWasTold(t *testing.T) {
+	h := NewHub(0)
+	src := &feed{}
+	f := h.Follow("c1", src.start)
+	defer f.Close()
+
+	f.Seed(at(0, 4))
+	got, next, done, ok := f.Read(at(0, 4), 0)
+	require.True(t, ok, "the seeded head")
+	require.Empty(t, got)
+	require.Equal(t, at(0, 4), next)
+	require.True(t, done)
+	_, _, _, ok = f.Read(at(0, 3), 0)
+	require.False(t, ok, "before the seeded head")
+
+	src.add([]Record{entry(0, 5, "a")})
+	got, next, _, ok = f.Read(at(0, 4), 0)
+	require.True(t, ok, "a commit that follows the seed")
+	require.Equal(t, []string{"a"}, texts(got))
+	require.Equal(t, at(0, 5), next)
+
+	src2 := &feed{}
+	g := h.Follow("c2", src2.start)
+	defer g.Close()
+	src2.add([]Record{entry(0, 9, "x")})
+	g.Seed(at(0, 12)) // a read that began before x was reported, and found the head further on
+	_, _, _, ok = g.Read(at(0, 12), 0)
+	require.False(t, ok, "a tail holding a commit ignores a seed")
+
+	src3 := &feed{}
+	e := h.Follow("c3", src3.start)
+	defer e.Close()
+	e.Seed(at(0, 4))
+	src3.add([]Record{entry(0, 7, "z")}) // not at 5: one went missing
+	_, _, _, ok = e.Read(at(0, 4), 0)
+	require.False(t, ok, "the seed no longer holds once a commit did not follow it")
+	got, _, _, ok = e.Read(at(0, 6), 0)
+	require.True(t, ok)
+	require.Equal(t, []string{"z"}, texts(got))
+}
