@@ -72,9 +72,13 @@ var unavailableBody = []byte(`{"error":"unavailable"}`)
 // With NodeOptions.Partitions P above 1 the executions are shared out in P partitions, each
 // with a lease of its own ("partition/<i>") and a namespace of its own in the store: the node
 // runs one engine for each partition whose lease it holds, on that partition's namespace, its
-// writes fenced by that partition's token alone, and takes every partition lease it can. At one
-// partition (the default) the lease is "engine" and the namespace the store's root, as before
-// partitions existed.
+// writes fenced by that partition's token alone. The nodes share the partitions out: each holds
+// a membership lease ("node/<name>") and takes the partitions partition.Assign gives it among the
+// live members, giving up those it gives another. A request goes to the engine of its partition
+// (node_route.go: by the execution its path names, its ticket, or a creation's chosen id; a
+// creation without one to a partition of the node it reached, which mints the id there), here or
+// at the partition's holder. At one partition (the default) the lease is "engine" and the
+// namespace the store's root, as before partitions existed.
 //
 // Node's methods are safe for concurrent use.
 //
