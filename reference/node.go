@@ -1,9 +1,11 @@
 package reference
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -11,7 +13,9 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/loomcheck/loomcheck/reference/internal/conversation"
@@ -25,6 +29,10 @@ const (
 	// NodeHeader names, on every response, the node that served it (the lease holder), so an
 	// operator, or the kit's nodes driver, can tell which node runs the executions.
 	NodeHeader = "Loom-Node"
+	// partitionHeader, on a forward, names the partition the sender routed the request by
+	// (absent: any partition the receiver holds). It is read only beside a valid forwardedHeader
+	// and removed from every request.
+	partitionHeader = "Loom-Partition"
 	// forwardedHeader marks a request one node forwarded to another: the receiver serves it or
 	// waits, and never forwards it again. Its value is the forwarding node's name and a proof made
 	// with the signing keys the nodes share (see mark), so that no client can make one: a value
@@ -39,6 +47,13 @@ var connectionHeaders = map[string]bool{
 	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Te": true, "Trailer": true,
 	"Transfer-Encoding": true, "Upgrade": true, forwardedHeader: true,
 }
+
+// expectContinue is how long a forward waits for the receiver to ask for the body before it
+// sends it all the same.
+const expectContinue = 5 * time.Second
+
+// errMisdirected: the node a request was forwarded to does not hold its partition (any more).
+var errMisdirected = errors.New("node: the partition is not held there")
 
 // unavailableBody is the answer of a node that found no holder within its wait.
 var unavailableBody = []byte(`{"error":"unavailable"}`)
@@ -57,9 +72,13 @@ var unavailableBody = []byte(`{"error":"unavailable"}`)
 // With NodeOptions.Partitions P above 1 the executions are shared out in P partitions, each
 // with a lease of its own ("partition/<i>") and a namespace of its own in the store: the node
 // runs one engine for each partition whose lease it holds, on that partition's namespace, its
-// writes fenced by that partition's token alone, and takes every partition lease it can. At one
-// partition (the default) the lease is "engine" and the namespace the store's root, as before
-// partitions existed.
+// writes fenced by that partition's token alone. The nodes share the partitions out: each holds
+// a membership lease ("node/<name>") and takes the partitions partition.Assign gives it among the
+// live members, giving up those it gives another. A request goes to the engine of its partition
+// (node_route.go: by the execution its path names, its ticket, or a creation's chosen id; a
+// creation without one to a partition of the node it reached, which mints the id there), here or
+// at the partition's holder. At one partition (the default) the lease is "engine" and the
+// namespace the store's root, as before partitions existed.
 //
 // Node's methods are safe for concurrent use.
 //
@@ -85,11 +104,14 @@ type Node struct {
 	// want says which partitions the node asks for (nil: every one).
 	want func(i int) bool
 
+	turn atomic.Uint64 // spreads the requests for any partition (serving, spread)
+
 	mu      sync.Mutex
 	parts   []nodePart    // by partition; the lease and namespace of each never change
 	changed chan struct{} // closed and replaced whenever a part's engine changes
 	servers []*http.Server
 	closed  bool
+	member  store.Lease // this node's membership, when it shares partitions out (balancing)
 
 	done chan struct{}
 	wake chan struct{}
@@ -105,9 +127,10 @@ type Node struct {
 // Errors: loomtype.ErrConfig (wrapped) for a missing store URL or advertised address or a
 // conversation configuration Open would refuse (conversation.ErrApproval among them), ErrLocked,
 // ErrDataGone, ErrPartitionsDiffer for a database made with another partition count than
-// opt.Node.Partitions, ErrPartitionRouting for more than one, store errors.
+// opt.Node.Partitions, ErrPartitionRouting for more than one with the runs' response cache,
+// store errors.
 func OpenNode(ctx context.Context, opt Options) (*Node, error) {
-	if err := onePartition(opt); err != nil {
+	if err := sharedPartitions(opt); err != nil {
 		return nil, err
 	}
 	return openNode(ctx, opt, nil)
@@ -157,10 +180,18 @@ func openNode(ctx context.Context, opt Options, want func(int) bool) (*Node, err
 	}
 	dial := (&net.Dialer{Timeout: 2 * time.Second}).DialContext
 	tr := &http.Transport{Proxy: nil, DialContext: dial, MaxIdleConnsPerHost: 32, IdleConnTimeout: 30 * time.Second}
-	fresh := &http.Transport{Proxy: nil, DialContext: dial, DisableKeepAlives: true}
+	fresh := &http.Transport{Proxy: nil, DialContext: dial, DisableKeepAlives: true, ExpectContinueTimeout: expectContinue}
 	n := &Node{opt: opt, id: id, keys: opt.Conversation.Keys, ttl: leaseTTL(opt), lock: lock, raw: raw, leases: ls, logger: opt.Logger,
 		edge: opt.Edge, tr: tr, want: want, parts: newParts(p), changed: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}, 1)}
-	n.proxy = &httputil.ReverseProxy{
+	n.proxy = n.newProxy(tr, fresh)
+	n.wg.Go(n.run)
+	return n, nil
+}
+
+// newProxy is the proxy that forwards requests to a partition's holder: GETs without a body over
+// the kept-alive connections of reuse, every other request over a connection of its own (fresh).
+func (n *Node) newProxy(reuse, fresh *http.Transport) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			target := pr.In.Context().Value(targetKey{}).(*url.URL)
 			pr.SetURL(target)
@@ -173,20 +204,34 @@ func openNode(ctx context.Context, opt Options, want func(int) bool) (*Node, err
 				}
 			}
 			pr.Out.Header.Set(forwardedHeader, n.mark())
+			pr.Out.Header.Del(partitionHeader)
+			if dest, _ := pr.In.Context().Value(destKey{}).(destination); !dest.anyPart {
+				pr.Out.Header.Set(partitionHeader, strconv.Itoa(dest.part))
+			}
+			if pr.In.Body != nil && pr.In.Body != http.NoBody {
+				// The body goes once the receiver reads it: a node that no longer holds the
+				// partition answers 421 first, and the body is still whole for the holder.
+				pr.Out.Header.Set("Expect", "100-continue")
+			}
 		},
-		Transport:     forwardTransport{reuse: tr, fresh: fresh},
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode == http.StatusMisdirectedRequest {
+				return errMisdirected
+			}
+			return nil
+		},
+		Transport:     forwardTransport{reuse: reuse, fresh: fresh},
 		FlushInterval: -1, // event streams: every write goes through at once
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			*r.Context().Value(failedKey{}).(*error) = err
 		},
 	}
-	n.wg.Go(n.run)
-	return n, nil
 }
 
 type (
 	targetKey struct{}
 	failedKey struct{}
+	destKey   struct{}
 )
 
 // ID is the node's name.
@@ -202,73 +247,127 @@ func (n *Node) followWait() time.Duration { return 2*n.ttl + 10*time.Second }
 // ServeHTTP implements http.Handler.
 func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Header.Del(NodeHeader)
-	// The body is passed on as it arrives (the holder may answer before it, as it would
-	// directly); a forward refused before the holder was reached read none of it, so it can be
-	// tried again, on the next holder or here once this node leads.
-	var body *forwardBody
-	if r.Body != nil && r.Body != http.NoBody {
-		body = newForwardBody(r.Body)
-		r.Body = body
-	}
 	// Only another node's mark makes a request forwarded; one a client set is removed, so that
 	// the request is forwarded and served as any other.
 	marks := r.Header.Values(forwardedHeader)
 	forwarded := len(marks) == 1 && n.fromNode(marks[0])
 	r.Header.Del(forwardedHeader)
-	i := n.partitionOf(r)
+	part := r.Header.Get(partitionHeader)
+	r.Header.Del(partitionHeader)
+	if forwarded && r.URL.Path == branchPath && r.Method == http.MethodPost {
+		n.serveBranch(w, r)
+		return
+	}
+	if forwarded {
+		// The sender routed it; the body is not read before the partition is found held.
+		n.serveForwarded(w, r, n.forwardedTo(part))
+		return
+	}
+	dest, buffered := n.destinationOf(r, len(n.parts), n.maxBody())
+	// The body is passed on as it arrives (the holder may answer before it, as it would
+	// directly); a forward refused before the holder was reached read none of it, so it can be
+	// tried again, on the next holder or here once this node leads. A body the route read whole
+	// (a creation's) is sent again from its start.
+	var body *forwardBody
+	if buffered == nil && r.Body != nil && r.Body != http.NoBody {
+		body = newForwardBody(r.Body)
+		r.Body = body
+	}
+	target := dest.part
+	if dest.anyPart {
+		target = n.spread()
+	}
 	deadline := time.NewTimer(n.followWait())
 	defer deadline.Stop()
 	for {
-		n.mu.Lock()
-		pt := n.parts[i]
-		eng, changed, holder, seenAt := pt.eng, n.changed, pt.holder, pt.seenAt
-		n.mu.Unlock()
+		eng, changed, _ := n.serving(dest)
 		if eng != nil {
 			w.Header().Set(NodeHeader, n.id)
 			eng.Handler().ServeHTTP(w, r)
 			return
 		}
-		if !forwarded {
-			if time.Since(seenAt) > n.ttl/8 {
-				holder = n.refreshHolder(r.Context(), i)
+		if holder := n.holderOf(r.Context(), target); holder.Note != "" {
+			if buffered != nil {
+				r.Body = io.NopCloser(bytes.NewReader(buffered))
 			}
-			if holder.Holder != "" && holder.Holder != n.id && holder.Note != "" && time.Until(holder.Expires) > 0 {
-				done, err := n.forward(w, r, holder.Note)
-				if done {
-					if body != nil && !body.eof.Load() {
-						// The holder answered before the whole body came (a refusal) and the
-						// forward may still be waiting for the rest: the read is ended here,
-						// and the connection with it, as the holder ends its own. (A read still
-						// in flight when this handler returns would leave the server waiting
-						// for the rest with no deadline.)
-						_ = http.NewResponseController(w).SetReadDeadline(time.Now())
-						body.stop()
-					}
-					return
+			done, err := n.forward(w, r, holder.Note, dest)
+			if done {
+				if body != nil && !body.eof.Load() {
+					// The holder answered before the whole body came (a refusal) and the
+					// forward may still be waiting for the rest: the read is ended here,
+					// and the connection with it, as the holder ends its own. (A read still
+					// in flight when this handler returns would leave the server waiting
+					// for the rest with no deadline.)
+					_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+					body.stop()
 				}
-				if body != nil && body.n.Load() > 0 {
-					// Part of the body is gone; as a crash would, the connection ends.
-					panic(http.ErrAbortHandler)
-				}
-				n.logger.Debug("node: the holder did not answer; waiting for the next", "holder", holder.Holder, "error", err)
-				n.mu.Lock()
-				n.parts[i].seenAt = time.Time{}
-				n.mu.Unlock()
+				return
 			}
+			if body != nil && body.n.Load() > 0 {
+				// Part of the body is gone; as a crash would, the connection ends.
+				panic(http.ErrAbortHandler)
+			}
+			n.logger.Debug("node: the holder did not serve the request; asking again", "holder", holder.Holder, "error", err)
+			n.forget(target)
 		}
-		select {
-		case <-changed:
-		case <-time.After(50 * time.Millisecond):
-		case <-r.Context().Done():
-			return
-		case <-deadline.C:
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Retry-After", "1")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = w.Write(unavailableBody)
+		if !n.await(w, r, changed, deadline.C) {
 			return
 		}
 	}
+}
+
+// serveForwarded serves a request another node forwarded here: by the engine of its partition,
+// once that engine is open if this node is opening it; a node that does not hold the partition
+// (it moved since the sender looked) answers 421 without reading the body, and the sender asks
+// the partition's holder again. A forwarded request is never forwarded again.
+func (n *Node) serveForwarded(w http.ResponseWriter, r *http.Request, dest destination) {
+	deadline := time.NewTimer(n.followWait())
+	defer deadline.Stop()
+	for {
+		eng, changed, opening := n.serving(dest)
+		if eng != nil {
+			w.Header().Set(NodeHeader, n.id)
+			eng.Handler().ServeHTTP(w, r)
+			return
+		}
+		if !opening {
+			w.Header().Set(NodeHeader, n.id)
+			w.Header().Set("Connection", "close")
+			w.WriteHeader(http.StatusMisdirectedRequest)
+			return
+		}
+		if !n.await(w, r, changed, deadline.C) {
+			return
+		}
+	}
+}
+
+// await waits for a change of the node's engines, a moment, the end of the request or the
+// deadline, at which it answers 503; false when the request is over.
+func (n *Node) await(w http.ResponseWriter, r *http.Request, changed <-chan struct{}, deadline <-chan time.Time) bool {
+	select {
+	case <-changed:
+	case <-time.After(50 * time.Millisecond):
+	case <-r.Context().Done():
+		return false
+	case <-deadline:
+		w.Header().Set(NodeHeader, n.id)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write(unavailableBody)
+		return false
+	}
+	return true
+}
+
+// maxBody is the largest body the gateway reads, which bounds what the router reads of a
+// creation's.
+func (n *Node) maxBody() int64 {
+	if m := n.opt.Gateway.MaxBodyBytes; m > 0 {
+		return m
+	}
+	return gateway.DefaultMaxBodyBytes
 }
 
 // Serve serves the node's surface on ln with the edge of Options.Edge (see Engine.Serve), until
@@ -335,6 +434,7 @@ func (n *Node) Close() error {
 	for _, eng := range n.shut(closeGrace) {
 		_ = eng.Close()
 	}
+	n.leaveMembership()
 	err := n.raw.Close()
 	n.lock.Close()
 	return err

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -151,21 +152,25 @@ func (n *Node) refreshHolder(ctx context.Context, i int) store.Lease {
 	return l
 }
 
-// forward sends r to the holder at base. done is false when nothing was written to w and the
+// forward sends r, routed to dest, to the holder at base. done is false when nothing was written to w and the
 // request may be tried again: the holder could not be reached before it saw the request (its
 // connection was refused), or the request changes nothing (replayable, not an upgrade) and no
 // answer came. A holder that dies after it saw any other request ends w's connection, as the
 // holder's own crash would have.
-func (n *Node) forward(w http.ResponseWriter, r *http.Request, base string) (done bool, err error) {
+func (n *Node) forward(w http.ResponseWriter, r *http.Request, base string, dest destination) (done bool, err error) {
 	target, perr := url.Parse(base)
 	if perr != nil {
 		return false, perr
 	}
 	var failed error
 	ctx := context.WithValue(context.WithValue(r.Context(), targetKey{}, target), failedKey{}, &failed)
-	n.proxy.ServeHTTP(w, r.WithContext(ctx))
+	ctx = context.WithValue(ctx, destKey{}, dest)
+	n.proxy.ServeHTTP(&proxyWriter{w: w, h: w.Header().Clone()}, r.WithContext(ctx))
 	if failed == nil {
 		return true, nil
+	}
+	if errors.Is(failed, errMisdirected) {
+		return false, failed // answered before the body was read: asked again of the holder
 	}
 	if r.Context().Err() != nil {
 		return true, failed // the client went away
@@ -185,3 +190,47 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, base string) (don
 	// connection ends without an answer.
 	panic(http.ErrAbortHandler)
 }
+
+// proxyWriter is what the proxy answers the client through. It keeps the holder's interim
+// answers (1xx: the 100 Continue that answers this node's own Expect) from the client, and gives
+// the proxy a header map of its own until the final answer, so that nothing the proxy does while
+// the body is still being sent to the holder touches the client's writer.
+type proxyWriter struct {
+	w     http.ResponseWriter
+	h     http.Header
+	wrote bool
+}
+
+func (p *proxyWriter) Header() http.Header {
+	if p.wrote {
+		return p.w.Header()
+	}
+	return p.h
+}
+
+func (p *proxyWriter) WriteHeader(code int) {
+	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		return
+	}
+	p.commit()
+	p.w.WriteHeader(code)
+}
+
+func (p *proxyWriter) Write(b []byte) (int, error) {
+	p.commit()
+	return p.w.Write(b)
+}
+
+// commit makes the proxy's headers the client's, once.
+func (p *proxyWriter) commit() {
+	if p.wrote {
+		return
+	}
+	p.wrote = true
+	h := p.w.Header()
+	clear(h)
+	maps.Copy(h, p.h)
+}
+
+// Unwrap lets the proxy flush and hijack the client's connection (http.ResponseController).
+func (p *proxyWriter) Unwrap() http.ResponseWriter { return p.w }

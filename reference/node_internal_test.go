@@ -73,7 +73,7 @@ func TestAForwardTheHolderDiedOn(t *testing.T) {
 
 	for _, method := range []string{http.MethodGet, http.MethodHead} {
 		w := httptest.NewRecorder()
-		done, err := n.forward(w, httptest.NewRequest(method, "/.well-known/loom", nil), base)
+		done, err := n.forward(w, httptest.NewRequest(method, "/.well-known/loom", nil), base, destination{})
 		require.False(t, done, "%s: a request that changes nothing is tried again", method)
 		require.Error(t, err)
 		require.False(t, w.Flushed)
@@ -87,13 +87,13 @@ func TestAForwardTheHolderDiedOn(t *testing.T) {
 	post := httptest.NewRequest(http.MethodPost, "/conversations", nil)
 	for _, r := range []*http.Request{post, upgrade} {
 		require.PanicsWithValue(t, http.ErrAbortHandler, func() {
-			_, _ = n.forward(httptest.NewRecorder(), r, base)
+			_, _ = n.forward(httptest.NewRecorder(), r, base, destination{})
 		}, "%s %s: the connection ends", r.Method, r.URL.Path)
 	}
 
 	// A holder that cannot be reached at all: every request is tried again.
 	gone := "http://" + refusingAddr(t)
-	done, err := n.forward(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/conversations", nil), gone)
+	done, err := n.forward(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/conversations", nil), gone, destination{})
 	require.False(t, done)
 	require.Error(t, err)
 }
@@ -129,7 +129,7 @@ func TestAForwardCarriesTheClientsHeaders(t *testing.T) {
 	}
 	r.Header.Set("Connection", strings.Join(named, ", "))
 	r.Header.Set(forwardedHeader, "node-x forged")
-	done, err := n.forward(httptest.NewRecorder(), r, holder.URL)
+	done, err := n.forward(httptest.NewRecorder(), r, holder.URL, destination{})
 	require.True(t, done)
 	require.NoError(t, err)
 	h := <-got

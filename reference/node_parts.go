@@ -3,7 +3,6 @@ package reference
 import (
 	"context"
 	"errors"
-	"net/http"
 	"strings"
 	"time"
 
@@ -17,9 +16,10 @@ type nodePart struct {
 	lease string // the partition's lease name
 	ns    string // the partition's namespace in the store ("": the root)
 
-	eng    *Engine
-	holder store.Lease
-	seenAt time.Time
+	eng     *Engine
+	opening bool // granted the lease, the engine is being opened
+	holder  store.Lease
+	seenAt  time.Time
 }
 
 // newParts are the parts of p partitions: at one, the lease leaseName and the store's root, as
@@ -50,24 +50,18 @@ func (n *Node) owns(i int) func(string) bool {
 	}
 }
 
-// run takes every partition lease it is to take whenever it is free, until the node closes.
+// run takes the partition leases it is to take whenever they are free, until the node closes:
+// every one it wants, or, sharing them out with other nodes (balancing), those the plan of the
+// live members gives it, releasing those the plan gives another.
 func (n *Node) run() {
 	tick := time.NewTicker(n.ttl / 4)
 	defer tick.Stop()
 	for {
-		for i := range n.parts {
-			if n.want != nil && !n.want(i) {
-				continue
-			}
-			if n.engineOf(i) == nil {
-				n.tryLead(i)
-			}
-			select {
-			case <-n.done:
-				return
-			default:
-			}
+		var plan partition.Plan
+		if n.balancing() {
+			plan = n.plan()
 		}
+		n.step(plan)
 		select {
 		case <-n.done:
 			return
@@ -98,6 +92,8 @@ func (n *Node) tryLead(i int) {
 		return
 	}
 	n.logger.Info("node: granted the lease; recovering the executions", "node", n.id, "lease", name, "token", l.Token)
+	n.setOpening(i, true)
+	defer n.setOpening(i, false)
 	hold := newHold(n.leases, l, n.ttl, n.logger)
 	st := hold.fenced
 	if ns != "" {
@@ -110,7 +106,11 @@ func (n *Node) tryLead(i int) {
 	e.onLost = func() { n.lost(i, e) }
 	// Recovery may take a while; the hold is renewed meanwhile.
 	hold.keep(e.lose)
-	if err := e.assemble(context.Background(), n.opt); err != nil {
+	opt := n.opt
+	if len(n.parts) > 1 {
+		opt.Stream.Elsewhere = n.branchElsewhere // a branch may fall in another partition
+	}
+	if err := e.assemble(context.Background(), opt); err != nil {
 		hold.release()
 		n.logger.Error("node: the executions could not be recovered; giving the lease back", "lease", name, "error", err)
 		return
@@ -127,6 +127,13 @@ func (n *Node) tryLead(i int) {
 	n.changed = make(chan struct{})
 	n.mu.Unlock()
 	n.logger.Info("node: serving as the lease holder", "node", n.id, "lease", name)
+}
+
+// setOpening records whether partition i's engine is being opened.
+func (n *Node) setOpening(i int, on bool) {
+	n.mu.Lock()
+	n.parts[i].opening = on
+	n.mu.Unlock()
 }
 
 // lost is called by partition i's engine e once it lost the lease: the node follows the
@@ -186,41 +193,68 @@ func (n *Node) takeEngines() []*Engine {
 	return out
 }
 
-// partitionOf is the partition a request is about: at one partition 0; beyond, the partition of
-// the execution the path names (a conversation, a session, a run, an execution of the runtime
-// door), the threads partition for the routes of profile threads, else 0. Requests that name no
-// execution yet (creations) and the routing between nodes that picks where they land are not
-// built: such a request goes to partition 0.
-func (n *Node) partitionOf(r *http.Request) int {
-	p := len(n.parts)
-	if p == 1 {
-		return 0
+// serving is the engine that serves a request for dest on this node (nil when it holds no such
+// partition), the channel closed at the next change of the node's engines, and whether the node
+// is opening such a partition's engine (granted its lease, recovering it). A request for any
+// partition goes to the held ones in turn.
+func (n *Node) serving(dest destination) (*Engine, chan struct{}, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !dest.anyPart {
+		pt := n.parts[dest.part]
+		return pt.eng, n.changed, pt.opening
 	}
-	key, ok := pathKey(r.URL.Path)
-	if !ok {
-		return 0
+	opening := false
+	k := len(n.parts)
+	start := int(n.turn.Add(1) % uint64(k))
+	for j := range k {
+		pt := n.parts[(start+j)%k]
+		if pt.eng != nil {
+			return pt.eng, n.changed, true
+		}
+		opening = opening || pt.opening
 	}
-	i, err := partition.Of(key, p)
-	if err != nil {
-		return 0
-	}
-	return i
+	return nil, n.changed, opening
 }
 
-// pathKey is the partition key of the execution path names, if it names one.
-func pathKey(path string) (string, bool) {
-	seg := strings.Split(strings.TrimPrefix(path, "/"), "/")
-	switch seg[0] {
-	case "conversations", "sessions", "runs":
-		if len(seg) > 1 && seg[1] != "" {
-			return partition.KeyOf(seg[1]), true
-		}
-	case "runtime":
-		if len(seg) > 2 && seg[1] == "executions" && seg[2] != "" {
-			return partition.KeyOf(seg[2]), true
-		}
-	case "peer", "roles", "tasks", "threads", "agent-conversations", "connections":
-		return partition.ThreadsKey, true
+// spread is the partition a request for any partition is forwarded by when this node holds
+// none: the partitions in turn, so that such requests spread over their holders.
+func (n *Node) spread() int { return int(n.turn.Add(1) % uint64(len(n.parts))) }
+
+// holderOf is the live grant of partition i's lease held by another node with an address, read
+// anew when the one seen is older than an eighth of the lease; zero when there is none.
+func (n *Node) holderOf(ctx context.Context, i int) store.Lease {
+	n.mu.Lock()
+	holder, seenAt := n.parts[i].holder, n.parts[i].seenAt
+	n.mu.Unlock()
+	if time.Since(seenAt) > n.ttl/8 {
+		holder = n.refreshHolder(ctx, i)
 	}
-	return "", false
+	if !holderLive(holder) || holder.Holder == n.id || holder.Note == "" {
+		return store.Lease{}
+	}
+	return holder
+}
+
+// forget drops the grant of partition i seen last, so that the next look reads it anew.
+func (n *Node) forget(i int) {
+	n.mu.Lock()
+	n.parts[i].seenAt = time.Time{}
+	n.mu.Unlock()
+}
+
+// release gives partition i up if this node runs it: its engine stops and its lease is released,
+// so that another node is granted it at once. The node asks for it again unless want, by then,
+// leaves it out.
+func (n *Node) release(i int) {
+	n.mu.Lock()
+	e := n.parts[i].eng
+	n.parts[i].eng = nil
+	n.parts[i].seenAt = time.Time{}
+	close(n.changed)
+	n.changed = make(chan struct{})
+	n.mu.Unlock()
+	if e != nil {
+		_ = e.Close()
+	}
 }

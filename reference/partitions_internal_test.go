@@ -303,34 +303,3 @@ func TestThreadsLiveInOnePartition(t *testing.T) {
 		require.Equal(t, i == home, n.engineOf(i).Threads() != nil, "partition %d (threads in %d)", i, home)
 	}
 }
-
-// TestPathKey: the partition key of each route that names an execution, or of the threads; none
-// for the routes that name no execution yet.
-func TestPathKey(t *testing.T) {
-	const c = "c_0123456789abcdef01234567"
-	for _, tc := range []struct {
-		path, key string
-		ok        bool
-	}{
-		{"/conversations/" + c, c, true},
-		{"/conversations/" + c + "/turns", c, true},
-		{"/sessions/" + c + "/stream", c, true},
-		{"/runs/run:0123/abort", "run:0123", true},
-		{"/runtime/executions/x1/log", "x1", true},
-		{"/conversations/turn:" + c + ":o1:ab", c, true},
-		{"/tasks/tk_1", partition.ThreadsKey, true},
-		{"/peer/v1/texts", partition.ThreadsKey, true},
-		{"/agent-conversations", partition.ThreadsKey, true},
-		{"/conversations", "", false},
-		{"/conversations/", "", false},
-		{"/runs", "", false},
-		{"/runtime/executions", "", false},
-		{"/runtime/other/x", "", false},
-		{"/.well-known/loom", "", false},
-		{"/", "", false},
-	} {
-		key, ok := pathKey(tc.path)
-		require.Equal(t, tc.ok, ok, tc.path)
-		require.Equal(t, tc.key, key, tc.path)
-	}
-}

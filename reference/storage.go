@@ -95,10 +95,12 @@ func openStore(ctx context.Context, opt Options) (store.Store, error) {
 // background, each conversation's log checked whole before it is first served (sqlite.Options).
 const checkAtOpenBytes = 1 << 20
 
-// ErrPartitionRouting: more than one partition is configured, and the engine cannot serve them
-// yet (a request must reach the engine of its execution's partition, and that routing is not
-// built). It matches errors.ErrUnsupported.
-var ErrPartitionRouting = fmt.Errorf("%w: more than one partition needs the routing of requests between partitions, which is not built yet", errors.ErrUnsupported)
+// ErrPartitionRouting: more than one partition is configured for what cannot share its
+// executions out yet: a standalone engine (Open; a node, OpenNode, routes requests between
+// partitions), or a node with the runs' response cache, which answers from the runs of one
+// partition only where the contract shares it across all of a principal's runs. It matches
+// errors.ErrUnsupported.
+var ErrPartitionRouting = fmt.Errorf("%w: not shared across partitions yet", errors.ErrUnsupported)
 
 // configuredPartitions is opt's partition count, its default filled in.
 func configuredPartitions(opt Options) (int, error) {
@@ -113,11 +115,22 @@ func configuredPartitions(opt Options) (int, error) {
 }
 
 // onePartition refuses, before anything is read or recorded, a configuration of more than one
-// partition (ErrPartitionRouting).
+// partition (ErrPartitionRouting): what a standalone engine must see.
 func onePartition(opt Options) error {
 	want, err := configuredPartitions(opt)
 	if err == nil && want > 1 {
-		err = fmt.Errorf("%w (%d configured)", ErrPartitionRouting, want)
+		err = fmt.Errorf("%w: a standalone engine of %d partitions (run it as a node)", ErrPartitionRouting, want)
+	}
+	return err
+}
+
+// sharedPartitions refuses, before anything is read or recorded, a node of more than one
+// partition with what is kept per partition where the contract shares it across partitions
+// (ErrPartitionRouting): the runs' response cache.
+func sharedPartitions(opt Options) error {
+	want, err := configuredPartitions(opt)
+	if err == nil && want > 1 && opt.ResponseCache {
+		err = fmt.Errorf("%w: the runs' response cache with %d partitions", ErrPartitionRouting, want)
 	}
 	return err
 }

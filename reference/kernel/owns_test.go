@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -169,4 +170,33 @@ func metaKeys(t *testing.T, st store.Store) []string {
 		out = append(out, kv.Key+"="+string(kv.Val))
 	}
 	return out
+}
+
+// TestMintDrawsAnIdOfTheKernelsPartition: the ids a kernel of one partition mints are all its
+// own, drawn again as often as needed; a kernel that owns every id takes the first draw.
+func TestMintDrawsAnIdOfTheKernelsPartition(t *testing.T) {
+	ctx := context.Background()
+	raw, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "loom.db"), sqlite.Options{})
+	require.NoError(t, err)
+	defer raw.Close()
+	const p = 4
+	k, err := kernel.Open(ctx, raw, kernel.Options{Owns: ownedIn(2, p)})
+	require.NoError(t, err)
+	defer k.Close()
+	n := 0
+	gen := func() string { n++; return "x" + strconv.Itoa(n) }
+	for range 20 {
+		id := k.Mint(gen)
+		require.True(t, k.Owns(id), id)
+		i, err := partition.Of(partition.KeyOf(id), p)
+		require.NoError(t, err)
+		require.Equal(t, 2, i, id)
+	}
+	require.Greater(t, n, 20, "some draws fell in other partitions and were drawn again")
+
+	all, err := kernel.Open(ctx, raw, kernel.Options{})
+	require.NoError(t, err)
+	defer all.Close()
+	n = 0
+	require.Equal(t, "x1", all.Mint(gen))
 }

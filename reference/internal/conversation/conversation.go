@@ -250,7 +250,7 @@ func (cv *Conversations) Start(ctx context.Context, principal loomtype.Identity,
 		return loomtype.Status{}, false, loomtype.ErrUnauthenticated
 	}
 	if opt.ID == "" {
-		opt.ID = newID()
+		opt.ID = cv.kernel().Mint(newID) // an id of this engine's partition
 	} else if !ValidID(opt.ID) {
 		return loomtype.Status{}, false, loomtype.ErrInvalidID
 	} else {

@@ -207,6 +207,10 @@ func runID(owner loomtype.Identity, chosen string) string {
 	return "run:" + chosen + ":" + hex.EncodeToString(h[:12])
 }
 
+// ChosenID is the id of the run owner starts under the chosen id chosen (a ValidID), so that a
+// node can tell the run's partition before it starts.
+func ChosenID(owner loomtype.Identity, chosen string) string { return runID(owner, chosen) }
+
 type input struct {
 	Owner   loomtype.Identity `json:"owner"`
 	Options Options           `json:"options"`
@@ -234,7 +238,7 @@ func (rs *Runs) Start(ctx context.Context, owner loomtype.Identity, opt Options)
 	}
 	var id string
 	if opt.ID == "" {
-		id = "run:" + loomtype.NewErrorID()[4:]
+		id = rs.k.Mint(func() string { return "run:" + loomtype.NewErrorID()[4:] }) // in this engine's partition
 	} else if !ValidID(opt.ID) {
 		return View{}, false, loomtype.ErrInvalidID
 	} else {

@@ -89,6 +89,12 @@ func (s *Service) Branch(ctx context.Context, who loomtype.Identity, id, message
 			return Branched{}, err
 		}
 	}
+	if s.cfg.Elsewhere != nil && !s.k.Owns(out.Session) {
+		if err := s.cfg.Elsewhere(ctx, BranchStart{Who: who, Chosen: chosen, Seed: seed, Text: text, MessageID: key}); err != nil {
+			return Branched{}, err
+		}
+		return out, nil
+	}
 	if _, _, err := s.cv.Start(ctx, who, conversation.StartOptions{ID: chosen, Seed: seed}); err != nil {
 		return Branched{}, err
 	}
@@ -96,6 +102,32 @@ func (s *Service) Branch(ctx context.Context, who loomtype.Identity, id, message
 		return Branched{}, err
 	}
 	return out, nil
+}
+
+// BranchStart is what makes a branch's conversation: its owner, its chosen id, the exchanges it
+// starts with and its first turn.
+type BranchStart struct {
+	Who       loomtype.Identity `json:"who"`
+	Chosen    string            `json:"chosen"`
+	Seed      []record.SeedTurn `json:"seed"`
+	Text      string            `json:"text"`
+	MessageID string            `json:"messageId"`
+}
+
+// BranchElsewhere makes a branch's conversation where it runs (Config.Elsewhere).
+type BranchElsewhere func(ctx context.Context, b BranchStart) error
+
+// StartBranch starts b's conversation on cv (or finds it started) and sends its first turn
+// (once: under its message id), as Branch does for a branch of its own partition. Both are
+// idempotent, so a retry finishes a branch.
+//
+// Errors: those of conversation.Start and SendTurn.
+func StartBranch(ctx context.Context, cv *conversation.Conversations, b BranchStart) error {
+	if _, _, err := cv.Start(ctx, b.Who, conversation.StartOptions{ID: b.Chosen, Seed: b.Seed}); err != nil {
+		return err
+	}
+	_, err := cv.SendTurn(ctx, b.Who, conversation.ChosenID(b.Who, b.Chosen), b.Text, conversation.SendOptions{MessageID: b.MessageID})
+	return err
 }
 
 // branchSeed reads session id as who sees it, from its start, up to message: its text and the

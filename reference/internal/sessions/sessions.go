@@ -75,6 +75,10 @@ const DefaultSubQueueBytes = 4 << 20
 type Config struct {
 	// Limits bound each session's frame log (stream.DefaultLimits).
 	Limits stream.Limits
+	// Elsewhere, if set, makes a branch whose conversation this service's kernel does not run
+	// (kernel.Owns: it falls in another partition): it starts the conversation and sends its
+	// first turn where that conversation runs. Nil: every branch is made here.
+	Elsewhere BranchElsewhere
 	// TicketTTL is how long a ticket may wait for its upgrade (15 s).
 	TicketTTL time.Duration
 	// MaxTickets bounds the tickets waiting at once; an open beyond it is a *loomtype.LimitError.
@@ -325,9 +329,13 @@ func (s *Service) Open(ctx context.Context, who loomtype.Identity, id string, fr
 // table before the caller's bound is asked, and leaves it when that refuses it.
 func (s *Service) mint(ctx context.Context, g Grant, head, floor int64) (Opened, error) {
 	now := s.cfg.Now()
-	var b [ticketBytes]byte
-	_, _ = rand.Read(b[:])
-	tk := base64.RawURLEncoding.EncodeToString(b[:])
+	// A ticket is drawn in the session's partition, so a node routes its presentation by the
+	// ticket alone (kernel.Mint).
+	tk := s.k.Mint(func() string {
+		var b [ticketBytes]byte
+		_, _ = rand.Read(b[:])
+		return base64.RawURLEncoding.EncodeToString(b[:])
+	})
 	exp := now.Add(s.cfg.TicketTTL)
 	s.mu.Lock()
 	if len(s.tickets) >= s.cfg.MaxTickets {

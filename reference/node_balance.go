@@ -1,0 +1,95 @@
+package reference
+
+import (
+	"context"
+	"time"
+
+	"github.com/loomcheck/loomcheck/reference/internal/partition"
+	"github.com/loomcheck/loomcheck/reference/store"
+)
+
+// memberPrefix names the membership leases: a node of several partitions that shares them out
+// holds "node/<its name>" while it runs, renewed with its partitions' leases, and every node
+// reads the live ones to know who shares the partitions.
+const memberPrefix = "node/"
+
+// balancing reports whether the node shares the partitions out with the other nodes: at more
+// than one partition, unless it was told which partitions to ask for (want: a node pinned to
+// some partitions, which the package's tests use).
+func (n *Node) balancing() bool { return len(n.parts) > 1 && n.want == nil }
+
+// plan renews this node's membership and returns the plan of every live member (this node
+// included): partition.Assign over the members whose membership has not lapsed by this node's
+// clock. nil when the store could not be read: the node then asks for every partition lease,
+// as a node alone would.
+func (n *Node) plan() partition.Plan {
+	ctx, cancel := context.WithTimeout(context.Background(), n.ttl)
+	defer cancel()
+	l, err := n.leases.Acquire(ctx, memberPrefix+n.id, n.id, n.opt.Node.Advertise, n.ttl)
+	if err != nil {
+		n.logger.Warn("node: renewing the membership failed", "error", err)
+		return nil
+	}
+	n.mu.Lock()
+	n.member = l
+	n.mu.Unlock()
+	ls, err := n.leases.Grants(ctx, memberPrefix)
+	if err != nil {
+		n.logger.Warn("node: reading the members failed", "error", err)
+		return nil
+	}
+	live := []string{n.id}
+	now := time.Now()
+	for _, m := range ls {
+		if m.Expires.After(now) {
+			live = append(live, m.Holder)
+		}
+	}
+	plan, err := partition.Assign(len(n.parts), live)
+	if err != nil {
+		return nil
+	}
+	return plan
+}
+
+// leaveMembership gives the membership up, so the other nodes share this node's partitions out
+// at once.
+func (n *Node) leaveMembership() {
+	n.mu.Lock()
+	l := n.member
+	n.mu.Unlock()
+	if l.Token == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), n.ttl)
+	defer cancel()
+	_ = n.leases.Release(ctx, l)
+}
+
+// step is one pass of the node's loop: with a plan, it releases the partitions it holds that
+// the plan gives another node and asks for those it gives this one (granted once free or
+// lapsed); without one, it asks for every partition it wants.
+func (n *Node) step(plan partition.Plan) {
+	for i := range n.parts {
+		if n.want != nil && !n.want(i) {
+			continue
+		}
+		mine := plan == nil || plan[i] == n.id
+		held := n.engineOf(i) != nil
+		switch {
+		case held && !mine:
+			n.logger.Info("node: giving a partition to the node the plan names", "node", n.id, "partition", i, "to", plan[i])
+			n.release(i)
+		case !held && mine:
+			n.tryLead(i)
+		}
+		select {
+		case <-n.done:
+			return
+		default:
+		}
+	}
+}
+
+// holderLive reports whether l is a grant that has not lapsed.
+func holderLive(l store.Lease) bool { return l.Holder != "" && time.Until(l.Expires) > 0 }
