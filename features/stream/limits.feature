@@ -25,6 +25,18 @@ Feature: One caller's bounds on the session stream, and what a terminal line nev
     When bob opens the session stream of conversation "B"
     Then bob presents the ticket over WebSocket for conversation "B" and is served
 
+  @profile:stream @req:ADR0052-L-01 @configures
+  Scenario: A ticket someone else presented no longer counts against the caller it was made for
+    # The presentation spends the ticket whoever shows it, so its caller has none waiting again.
+    Given the setting "stream.principalTickets" is 1
+    And alice has started a shared conversation with bob
+    When alice opens the session stream
+    And alice asks to open the session stream
+    Then the session answers exactly 429 {"error": "too many requests", "reason": "tickets"}
+    When bob presents the ticket over WebSocket and is refused as "caller"
+    Then alice opens the session stream
+    And alice presents the ticket over WebSocket and is served
+
   @profile:stream @req:ADR0052-L-02 @configures
   Scenario: A caller holds as many sessions' streams as its share allows, and another caller is not affected
     Given the setting "stream.maxBytes" is 4096
