@@ -369,14 +369,7 @@ func (f *Follower) Read(ctx context.Context, from loomtype.Cursor, limit int) ([
 	if entries, next, done, ok := f.f.Read(from, limit); ok {
 		return entries, next, done, nil
 	}
-	// A read of the log that reaches its head while the tail holds nothing (no commit reported
-	// since the tail was made) tells the tail where the head is: the next read from there needs no store, as when the
-	// tail held that commit (a conversation nobody has written to since it was followed).
-	entries, next, done, err := f.cv.ReadForward(ctx, f.id, from, limit)
-	if err == nil && done {
-		f.f.Seed(next)
-	}
-	return entries, next, done, err
+	return f.cv.ReadForward(ctx, f.id, from, limit)
 }
 
 // ReadLog is Read from the log, whatever the tail holds: a stream reads it now and then, so that

@@ -121,8 +121,7 @@ type Follower struct {
 // Follow returns a follower of conversation id's tail, making the tail on its first follower:
 // start is called then (and only then), with the function that adds a commit's records to the
 // tail, and returns what stops feeding it, which is called once the last follower has closed.
-// The tail starts empty: it holds what is added after it was made (and, once seeded, knows the
-// head a read of the log found while it held nothing).
+// The tail starts empty: it holds what is added after it was made.
 //
 // Concurrency: safe for concurrent use; start runs on the caller's goroutine, with no lock of
 // the hub held, and add may be called from any goroutine, one commit at a time.
@@ -204,8 +203,8 @@ func (f *Follower) Wake() <-chan struct{} { return f.wake }
 // of them (limit <= 0: all), with next, the position of the last record read (from when none),
 // and done, whether the read reached the tail's end (false when it stopped at limit, even on
 // the last record, as a read of the log does). ok is false, with nothing read, when from
-// does not lie within the tail (before its start, after its end, or anywhere but the head it
-// was seeded with when it holds nothing): the caller reads the log. The entries are copies; what they point to is shared and
+// does not lie within the tail (before its start, after its end, or nowhere when it holds
+// nothing): the caller reads the log. The entries are copies; what they point to is shared and
 // must not be changed.
 //
 //	entries, next, done, ok := f.Read(cursor, 100)
@@ -236,7 +235,7 @@ func (f *Follower) Read(from loomtype.Cursor, limit int) (entries []loomtype.Ent
 // held).
 func (t *tail) after(c loomtype.Cursor) (int, bool) {
 	if len(t.recs) == 0 {
-		return 0, t.prevOK && c == t.prev // a seeded tail: nothing after its start
+		return 0, false
 	}
 	if t.prevOK && c == t.prev {
 		return 0, true
@@ -371,22 +370,4 @@ func (h *Hub) SetTailLimits(l TailLimits) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.limits = l.withDefaults()
-}
-
-// Seed tells a tail that holds nothing where a read of the log found the head: at, the position
-// the read reached the head at. A read from at is then served from the tail (nothing, until a
-// commit comes) rather than from the log: every commit after at is reported to the tail, which
-// starts over at the first one that does not follow at. A tail that took in a commit meanwhile
-// holds it, and ignores the seed.
-//
-//	entries, next, done, err := readLog(from)
-//	if err == nil && done { f.Seed(next) }
-func (f *Follower) Seed(at loomtype.Cursor) {
-	t := f.t
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.gone || len(t.recs) > 0 {
-		return
-	}
-	t.prev, t.prevOK = at, true
 }
