@@ -51,9 +51,13 @@ func (c LogCommit) Len() int { return len(c.evs) }
 // goroutine. Calls for one execution come in commit order, since its log has one writer at a
 // time. fn must be quick and must neither block nor call the kernel (nor the returned stop); it
 // must not change what it is given. A commit whose outcome the writer was not told (an Update that failed after the
-// store may have committed, as a crash does) is never reported: the log stays the only source of
-// truth, and a watcher that finds a gap between two commits reads the log. The returned function
-// ends the watch (fn is not called once it has returned).
+// store may have committed, as a crash does) is never reported, and neither is one whose
+// transaction began while nobody watched any execution's log (the kernel then notes nothing of
+// what it appends), even when it becomes durable after this watch began: the first watch of a
+// kernel, as a stream following a conversation right after a restart makes it, can miss a commit
+// recovery has in flight. The log stays the only source of truth, and a watcher that finds a gap
+// between two commits, or knows of none yet, reads the log. The returned function ends the watch
+// (fn is not called once it has returned).
 //
 // Concurrency: safe for concurrent use, with any number of watchers of one execution.
 //

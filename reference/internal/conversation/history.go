@@ -373,7 +373,10 @@ func (f *Follower) Read(ctx context.Context, from loomtype.Cursor, limit int) ([
 }
 
 // ReadLog is Read from the log, whatever the tail holds: a stream reads it now and then, so that
-// a commit whose report never came (its writer was told it failed) is still seen.
+// a commit whose report never came (its writer was told it failed, or it was in flight when the
+// kernel's first watch began, as a commit of recovery is when a stream follows right after a
+// restart: kernel.Kernel.WatchLogCommits) is still seen. For the same reason Read goes to the log
+// whenever the tail holds nothing: an empty tail knows no head, however recently the log was read.
 //
 // Errors: those of ReadForward.
 //
