@@ -75,6 +75,11 @@ func TestRouteDestinations(t *testing.T) {
 		{"GET", "/sessions/" + c + "/stream?ticket=tk-1", "", in("tk-1")},
 		{"POST", "/sessions/" + c + "/messages/m1/branch", `{}`, in(c)},
 		{"POST", "/runs/run:0123/abort", "", in("run:0123")},
+		// A route of two parameters goes by {id}, never by the other (whose partition differs).
+		{"POST", "/sessions/" + c + "/messages/m2/cancel", `{}`, in(c)},
+		{"POST", "/sessions/" + c + "/messages/m2/branch", `{}`, in(c)},
+		{"POST", "/runs/run:0123/approvals/g1", `{}`, in("run:0123")},
+		{"POST", "/runs/run:0123/human/c1", `{}`, in("run:0123")},
 		{"GET", "/runtime/executions/turn:" + c + ":o1:ab/log", "", in(c)},
 		{"POST", "/runtime/executions", `{"id":"turn:` + c + `:o1:ab","flow":"f","input":{}}`, in(c)},
 		{"POST", "/tasks/tk_1/finish", "", in(partition.ThreadsKey)},
@@ -97,6 +102,9 @@ func TestRouteDestinations(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, tc.body, string(rest), "the body is read again whole")
 	}
+	require.NotEqual(t, in("m2"), in(c), "the message's partition differs from the session's")
+	require.NotEqual(t, in("g1"), in("run:0123"), "the gate's partition differs from the run's")
+	require.NotEqual(t, in("c1"), in("run:0123"), "the call's partition differs from the run's")
 	// One partition: everything goes to it.
 	got, _ := n.destinationOf(httptest.NewRequest("POST", "/conversations", strings.NewReader(`{"id":"x"}`)), 1, 1<<10)
 	require.Equal(t, destination{}, got)
