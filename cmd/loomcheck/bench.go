@@ -66,31 +66,18 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	cfg := perf.Config{Rounds: *rounds, Quick: *quick, Postgres: os.Getenv("PGHOST") != "", Log: stderr}
-	if *figures != "" {
-		for f := range strings.SplitSeq(*figures, ",") {
-			if f = strings.TrimSpace(f); f != "" {
-				cfg.Figures = append(cfg.Figures, f)
-			}
-		}
-	}
-	for _, f := range cfg.Figures {
-		if !slices.Contains(perf.Names(), f) {
-			fmt.Fprintf(stderr, "loomcheck bench: no figure %q (figures: %s)\n", f, strings.Join(perf.Names(), ", "))
-			return exitUsage
-		}
+	var err error
+	if cfg.Figures, err = parseFigures(*figures); err != nil {
+		fmt.Fprintf(stderr, "loomcheck bench: %v\n", err)
+		return exitUsage
 	}
 	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+		stopProfile, err := startCPUProfile(*cpuProfile)
 		if err != nil {
 			fmt.Fprintf(stderr, "loomcheck bench: %v\n", err)
 			return exitUsage
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintf(stderr, "loomcheck bench: %v\n", err)
-			return exitUsage
-		}
-		defer pprof.StopCPUProfile()
+		defer stopProfile()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -129,6 +116,35 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "loomcheck bench: wrote the latest table of %s\n", *docs)
 	}
 	return code
+}
+
+// parseFigures is the --figures list: the named figures in order, none for all; a name that is no
+// figure is an error naming the figures there are.
+func parseFigures(list string) ([]string, error) {
+	var out []string
+	for f := range strings.SplitSeq(list, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		if !slices.Contains(perf.Names(), f) {
+			return nil, fmt.Errorf("no figure %q (figures: %s)", f, strings.Join(perf.Names(), ", "))
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// startCPUProfile writes a CPU profile of what runs until the returned function is called.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // checkDocs checks, before anything is measured, that the document exists and has its markers
