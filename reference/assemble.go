@@ -116,7 +116,7 @@ func (e *Engine) shareCache(ctx context.Context, opt Options, gk *kernel.Kernel,
 // the kernel opens.
 func newRuns(opt Options) *run.Runs {
 	onError := opt.Deps.OnError
-	var cache *run.ResponseCache
+	var cache run.Cache // a nil *ResponseCache here would be a cache that is on
 	if opt.ResponseCache {
 		cache = run.NewResponseCache(0)
 	}
