@@ -56,7 +56,9 @@ build:
 #   SUT=inprocess (default)  the engine embedded in the kit
 #   SUT=process              bin/loom as a process the kit SIGKILLs to crash it
 #   SUT=nodes                NODES bin/loom processes sharing each scenario's database behind one
-#                            address; a crash kills the node holding the lease (STORE=postgres)
+#                            address; a crash kills the node that served the newest answer about the
+#                            scenario's execution (STORE=postgres); PARTITIONS, when set, is their
+#                            node.partitions
 #   STORE=sqlite (default)   a data directory per scenario
 #   STORE=postgres           a database per scenario on the server named by PGHOST, PGPORT, PGUSER,
 #                            PGPASSWORD and PGDATABASE (eval "$$(.ci/postgres)" starts a throwaway one)
@@ -66,10 +68,11 @@ build:
 SUT ?= inprocess
 STORE ?= sqlite
 NODES ?= 2
+PARTITIONS ?=
 CONCURRENCY ?=
 OUT ?= $(if $(filter inprocess-sqlite,$(SUT)-$(STORE)),latest,$(SUT)-$(STORE))
 CONFORMANCE_FLAGS = --out reports/$(OUT) $(if $(filter postgres,$(STORE)),--store postgres) \
-	$(if $(filter process nodes,$(SUT)),--sut-cmd "$(CURDIR)/bin/loom") $(if $(filter nodes,$(SUT)),--nodes $(NODES)) \
+	$(if $(filter process nodes,$(SUT)),--sut-cmd "$(CURDIR)/bin/loom") $(if $(filter nodes,$(SUT)),--nodes $(NODES) $(if $(PARTITIONS),--partitions $(PARTITIONS))) \
 	$(if $(CONCURRENCY),--concurrency $(CONCURRENCY))
 conformance:
 ifeq ($(SUT),inprocess)

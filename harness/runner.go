@@ -80,6 +80,8 @@ type Options struct {
 	// NodeLease is the lease the nodes are configured with (default 1s: a crash's takeover then
 	// fits the few seconds the timing scenarios allow a restart).
 	NodeLease time.Duration
+	// Partitions is the nodes' node.partitions (0: not set, the system's default).
+	Partitions int
 }
 
 // runner is the state of one run.
@@ -179,7 +181,7 @@ func newRunner(opt Options) (*runner, error) {
 		if lease <= 0 {
 			lease = time.Second
 		}
-		r.shared.Kind = steps.Nodes(opt.Command, opt.Nodes, lease)
+		r.shared.Kind = steps.Nodes(opt.Command, opt.Nodes, lease, opt.Partitions)
 	case opt.Command != "" && opt.Factory == nil && opt.Target == "":
 		r.shared.Kind = steps.Process(opt.Command)
 	case opt.Target != "" && opt.Factory == nil && opt.Command == "":

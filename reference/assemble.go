@@ -64,6 +64,13 @@ func (e *Engine) assemble(ctx context.Context, opt Options) error {
 		return err
 	}
 	opt.Gateway.Quotas, opt.Stream.Quotas = quotas, quotas
+	if err := e.shareCache(ctx, opt, gk, runs); err != nil {
+		if th != nil {
+			th.Close()
+		}
+		gk.Close()
+		return err
+	}
 	k, err := kernel.Open(ctx, st, kernel.Options{Flows: flows, Divergence: opt.Divergence, Logger: opt.Logger,
 		OnCorrupt: onCorrupt, BeforeRecovery: runs.Bind, Prepare: prepare, Owns: e.owns})
 	if err != nil {
@@ -89,11 +96,27 @@ func (e *Engine) assemble(ctx context.Context, opt Options) error {
 // every execution and record of the profile lives in (partition.KeyOf).
 const threadsProbe = "thr:"
 
+// shareCache moves the runs' response cache, when opt turns it on and e runs one partition of
+// several, into the store's global namespace through gk, the kernel of the shared counts: a
+// principal's runs share their answers whatever partition (and node) their ids put them in,
+// where a cache in the process would answer from one partition's runs alone.
+func (e *Engine) shareCache(ctx context.Context, opt Options, gk *kernel.Kernel, runs *run.Runs) error {
+	if !opt.ResponseCache || e.owns == nil {
+		return nil
+	}
+	c, err := run.OpenStoredCache(ctx, gk, 0)
+	if err != nil {
+		return err
+	}
+	runs.UseCache(c)
+	return nil
+}
+
 // newRuns makes the runs' service of opt: its flow is in the kernel's flows, so it is made before
 // the kernel opens.
 func newRuns(opt Options) *run.Runs {
 	onError := opt.Deps.OnError
-	var cache *run.ResponseCache
+	var cache run.Cache // a nil *ResponseCache here would be a cache that is on
 	if opt.ResponseCache {
 		cache = run.NewResponseCache(0)
 	}

@@ -127,10 +127,9 @@ type Node struct {
 // Errors: loomtype.ErrConfig (wrapped) for a missing store URL or advertised address or a
 // conversation configuration Open would refuse (conversation.ErrApproval among them), ErrLocked,
 // ErrDataGone, ErrPartitionsDiffer for a database made with another partition count than
-// opt.Node.Partitions, ErrPartitionRouting for more than one with the runs' response cache,
-// store errors.
+// opt.Node.Partitions, store errors.
 func OpenNode(ctx context.Context, opt Options) (*Node, error) {
-	if err := sharedPartitions(opt); err != nil {
+	if _, err := configuredPartitions(opt); err != nil {
 		return nil, err
 	}
 	return openNode(ctx, opt, nil)

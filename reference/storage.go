@@ -95,11 +95,9 @@ func openStore(ctx context.Context, opt Options) (store.Store, error) {
 // background, each conversation's log checked whole before it is first served (sqlite.Options).
 const checkAtOpenBytes = 1 << 20
 
-// ErrPartitionRouting: more than one partition is configured for what cannot share its
-// executions out yet: a standalone engine (Open; a node, OpenNode, routes requests between
-// partitions), or a node with the runs' response cache, which answers from the runs of one
-// partition only where the contract shares it across all of a principal's runs. It matches
-// errors.ErrUnsupported.
+// ErrPartitionRouting: more than one partition is configured for a standalone engine (Open),
+// which cannot share its executions out (a node, OpenNode, routes requests between partitions).
+// It matches errors.ErrUnsupported.
 var ErrPartitionRouting = fmt.Errorf("%w: not shared across partitions yet", errors.ErrUnsupported)
 
 // configuredPartitions is opt's partition count, its default filled in.
@@ -120,17 +118,6 @@ func onePartition(opt Options) error {
 	want, err := configuredPartitions(opt)
 	if err == nil && want > 1 {
 		err = fmt.Errorf("%w: a standalone engine of %d partitions (run it as a node)", ErrPartitionRouting, want)
-	}
-	return err
-}
-
-// sharedPartitions refuses, before anything is read or recorded, a node of more than one
-// partition with what is kept per partition where the contract shares it across partitions
-// (ErrPartitionRouting): the runs' response cache.
-func sharedPartitions(opt Options) error {
-	want, err := configuredPartitions(opt)
-	if err == nil && want > 1 && opt.ResponseCache {
-		err = fmt.Errorf("%w: the runs' response cache with %d partitions", ErrPartitionRouting, want)
 	}
 	return err
 }

@@ -47,7 +47,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 // runFlags are the flags of loomcheck run.
 type runFlags struct {
 	sutCmd, target, worldCfg, tags, profiles, out, baseline, storeFlag *string
-	conc, nodes                                                        *int
+	conc, nodes, partitions                                            *int
 	timeout                                                            *time.Duration
 	certify, quiet, engineLog                                          *bool
 }
@@ -70,6 +70,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, *harness.Baselin
 	f.quiet = fs.Bool("quiet", false, "no progress line")
 	f.storeFlag = fs.String("store", "", "give every scenario a database of its own on this PostgreSQL server: \"postgres\" (the server of the PG* environment variables) or a postgres:// URL")
 	f.nodes = fs.Int("nodes", 0, "with --sut-cmd and --store: run the system as this many nodes sharing each scenario's database, behind one address")
+	f.partitions = fs.Int("partitions", 0, "with --nodes: the nodes' node.partitions, how many partitions the executions are shared out in (default: the system's own)")
 	f.engineLog = fs.Bool("engine-log", false, "with the embedded reference engine: keep its log (every internal error it hides behind an errorId) on stderr")
 	if code, ok := parse(fs, args, stderr); !ok {
 		return nil, nil, code, false
@@ -95,6 +96,10 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, *harness.Baselin
 		fmt.Fprintln(stderr, "loomcheck run: --nodes takes 2 or more, with --sut-cmd and --store")
 		return nil, nil, exitUsage, false
 	}
+	if *f.partitions < 0 || (*f.partitions > 0 && *f.nodes < 2) {
+		fmt.Fprintln(stderr, "loomcheck run: --partitions takes 1 or more, with --nodes")
+		return nil, nil, exitUsage, false
+	}
 	return f, base, 0, true
 }
 
@@ -109,7 +114,7 @@ func runOptions(f *runFlags, stderr io.Writer) (harness.Options, func(), int, bo
 			undo[i]()
 		}
 	}
-	opt := harness.Options{Nodes: *f.nodes, Tags: strings.ReplaceAll(*f.tags, report.NonBreakingHyphen, "-"), Concurrency: *f.conc, StepTimeout: *f.timeout}
+	opt := harness.Options{Nodes: *f.nodes, Partitions: *f.partitions, Tags: strings.ReplaceAll(*f.tags, report.NonBreakingHyphen, "-"), Concurrency: *f.conc, StepTimeout: *f.timeout}
 	if *f.storeFlag != "" {
 		admin, err := storeServer(*f.storeFlag)
 		if err != nil {

@@ -70,10 +70,14 @@ func Process(command string) DriverKind {
 }
 
 // Nodes runs each scenario's system as n processes of command sharing its database, configured
-// with lease, behind one address.
-func Nodes(command string, n int, lease time.Duration) DriverKind {
-	return DriverKind{Name: "nodes", Describe: fmt.Sprintf("%d nodes of %s", n, command), CanCrash: true, Configurable: true,
-		newDriver: func() driver { return &nodes{command: command, n: n, lease: lease} }}
+// with lease and partitions (node.partitions; 0: not set), behind one address.
+func Nodes(command string, n int, lease time.Duration, partitions int) DriverKind {
+	describe := fmt.Sprintf("%d nodes of %s", n, command)
+	if partitions > 0 {
+		describe = fmt.Sprintf("%d nodes of %d partitions of %s", n, partitions, command)
+	}
+	return DriverKind{Name: "nodes", Describe: describe, CanCrash: true, Configurable: true,
+		newDriver: func() driver { return &nodes{command: command, n: n, lease: lease, partitions: partitions} }}
 }
 
 // Remote judges the running system at url, which every scenario shares.

@@ -351,7 +351,13 @@ func (s *scenario) crash() error {
 	if err := s.sut(); err != nil {
 		return err
 	}
-	if err := s.drv.Crash(); err != nil {
+	crash := s.drv.Crash
+	if oc, ok := s.drv.(ownerCrasher); ok {
+		if node, probe := s.answers.newest(); node != "" {
+			crash = func() error { return oc.crashOwner(node, probe) }
+		}
+	}
+	if err := crash(); err != nil {
 		return err
 	}
 	s.transport.CloseIdleConnections()

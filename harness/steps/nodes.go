@@ -29,12 +29,18 @@ type nodes struct {
 	command string
 	n       int
 	lease   time.Duration
-	dir     string
-	cfg     sutconfig.SUTConfig
-	procs   []*process
-	front   *front
+	// partitions is every node's node.partitions (0: not set).
+	partitions int
+	dir        string
+	cfg        sutconfig.SUTConfig
+	procs      []*process
+	front      *front
 	// stale: Reconfigure changed the configuration since the nodes were launched.
 	stale bool
+	// killed names the node crashOwner killed last, and probe is the newest GET about the
+	// execution it served (nil: none): a restart waits until another node answers it.
+	killed string
+	probe  *http.Request
 }
 
 // settingLimits is a driver that cannot honour some settings of the configuration document: a
@@ -85,7 +91,7 @@ func (d *nodes) nodeConfig(i int) sutconfig.SUTConfig {
 	c := d.cfg
 	c.Listen = ""
 	c.DataDir = d.cfg.DataDir + "-node-" + strconv.Itoa(i+1)
-	c.Node = sutconfig.NodeConfig{ID: "node-" + strconv.Itoa(i+1), LeaseMs: int(d.lease.Milliseconds())}
+	c.Node = sutconfig.NodeConfig{ID: "node-" + strconv.Itoa(i+1), LeaseMs: int(d.lease.Milliseconds()), Partitions: d.partitions}
 	return c
 }
 
@@ -186,10 +192,11 @@ func (d *nodes) Restart(ctx context.Context) error {
 	}
 	// The killed node, launched again at once, would take its own lease back at once (it is
 	// the same holder); the executions are to be taken over by another node, so it comes back
-	// only once one of the others serves as the holder.
-	if _, err := d.holder(); err != nil {
+	// only once one of the others serves as the holder, and serves the crashed execution.
+	if err := d.takenOver(ctx); err != nil {
 		return harnessErr("no other node took the executions over: %v", err)
 	}
+	d.killed, d.probe = "", nil
 	for i, p := range d.procs {
 		if p.cmd != nil {
 			continue

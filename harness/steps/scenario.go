@@ -102,6 +102,9 @@ type scenario struct {
 	// ends, so a stream the system ended as it stopped never lends its connection, closed by
 	// then, to a request made after the restart.
 	streamTr *http.Transport
+	// answers keeps the node that served the newest answer (Loom-Node), which a crash of
+	// several nodes kills: the owner of the scenario's execution.
+	answers *answerLog
 	// waits are the deadlines of the current step's bounded waits (wait, stepDeadline), kept
 	// under mu: a step that fails after one of them passed ran out of the step timeout.
 	waits []time.Time
@@ -163,9 +166,11 @@ func (s *scenario) setup() error {
 	s.contract = s.run.Contract
 	s.transport = &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 10 * time.Second}
 	s.streamTr = &http.Transport{DisableKeepAlives: true}
+	s.answers = &answerLog{}
 	s.cl = sutclient.New(sutclient.Config{URL: s.sutURL, Token: s.token, Contract: s.contract, Context: s.ctx,
-		HTTP: &http.Client{Timeout: 30 * time.Second, Transport: s.transport}, StreamTransport: s.streamTr,
-		JudgesContract: s.judgesContract, AsyncFailure: s.asyncFailure, Opened: s.addStream})
+		HTTP:            &http.Client{Timeout: 30 * time.Second, Transport: recordingTransport{s.transport, s.answers}},
+		StreamTransport: recordingTransport{s.streamTr, s.answers},
+		JudgesContract:  s.judgesContract, AsyncFailure: s.asyncFailure, Opened: s.addStream})
 	if s.run.RemoteCfg != nil {
 		s.run.mu.Lock()
 		s.run.scenarios++

@@ -47,15 +47,46 @@ func NewResponseCache(max int) *ResponseCache {
 	return &ResponseCache{max: max, entries: map[string]model.Response{}, held: map[loomtype.Identity]map[string]struct{}{}}
 }
 
+// Cache is where the runs' model responses are kept: ResponseCache in the process, StoredCache
+// in a store every engine of a database shares. A key is the digest of the principal, the scope
+// and the request (it names one principal). Implementations are safe for concurrent use.
+type Cache interface {
+	// Lookup is the answer kept under key, if any.
+	Lookup(ctx context.Context, key string) (model.Response, bool, error)
+	// Keep keeps resp under key for who, making room as the spec says when the cache is full.
+	Keep(ctx context.Context, who loomtype.Identity, key string, resp model.Response) error
+}
+
+var _ Cache = (*ResponseCache)(nil)
+
+// Lookup implements Cache.
+func (rc *ResponseCache) Lookup(_ context.Context, key string) (model.Response, bool, error) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	resp, ok := rc.entries[key]
+	return resp, ok, nil
+}
+
+// Keep implements Cache.
+func (rc *ResponseCache) Keep(_ context.Context, who loomtype.Identity, key string, resp model.Response) error {
+	rc.put(who, key, resp)
+	return nil
+}
+
 // Provider returns base behind the cache, in the partition of who and scope.
 //
 //	p := cache.Provider(base, alice, "acme")
 func (rc *ResponseCache) Provider(base model.Provider, who loomtype.Identity, scope string) model.Provider {
-	return &cachedProvider{rc: rc, base: base, who: who, scope: scope}
+	return cachedProviderOf(rc, base, who, scope)
+}
+
+// cachedProviderOf returns base behind c, in the partition of who and scope.
+func cachedProviderOf(c Cache, base model.Provider, who loomtype.Identity, scope string) model.Provider {
+	return &cachedProvider{rc: c, base: base, who: who, scope: scope}
 }
 
 type cachedProvider struct {
-	rc    *ResponseCache
+	rc    Cache
 	base  model.Provider
 	who   loomtype.Identity
 	scope string
@@ -75,23 +106,23 @@ func (p *cachedProvider) key(req model.Request) string {
 }
 
 // Complete implements model.Provider: a cached answer is handed back (its text given to onDelta
-// once) without a model call; anything else is asked of the model and kept if it completed.
+// once) without a model call; anything else is asked of the model and kept if it completed. A
+// cache that cannot be read is a miss, and one that cannot keep the answer still hands it back:
+// the cache saves model calls, it never decides an answer.
 func (p *cachedProvider) Complete(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
 	k := p.key(req)
-	p.rc.mu.Lock()
-	resp, ok := p.rc.entries[k]
-	p.rc.mu.Unlock()
-	if ok {
+	resp, ok, err := p.rc.Lookup(ctx, k)
+	if err == nil && ok {
 		if onDelta != nil && resp.Content != "" {
 			onDelta(resp.Content)
 		}
 		return resp, nil
 	}
-	resp, err := p.base.Complete(ctx, req, onDelta)
+	resp, err = p.base.Complete(ctx, req, onDelta)
 	if err != nil {
 		return resp, err
 	}
-	p.rc.put(p.who, k, resp)
+	_ = p.rc.Keep(ctx, p.who, k, resp)
 	return resp, nil
 }
 
@@ -140,5 +171,5 @@ func (rs *Runs) provider(who loomtype.Identity, opt Options) model.Provider {
 	if rs.deps.Cache == nil {
 		return rs.deps.Provider
 	}
-	return rs.deps.Cache.Provider(rs.deps.Provider, who, opt.CacheScope)
+	return cachedProviderOf(rs.deps.Cache, rs.deps.Provider, who, opt.CacheScope)
 }

@@ -145,7 +145,7 @@ type Deps struct {
 	Memory hostio.Memory
 	// Cache, if set, keeps model responses per owner and cacheScope; every run must then name
 	// its cacheScope.
-	Cache *ResponseCache
+	Cache Cache
 	// NotIdempotent names the tools declared idempotent: false: the single-frame runner refuses
 	// them, and the canonical loop never calls one twice for a call a crash cut off.
 	NotIdempotent []string
@@ -171,6 +171,14 @@ func New(deps Deps) *Runs {
 		deps.Provider = model.Builtin()
 	}
 	return &Runs{deps: deps}
+}
+
+// UseCache puts c in the place of the cache New was given (Deps.Cache): call it only when that
+// was set, before Bind, for a cache that can only be opened once the store is (StoredCache).
+func (rs *Runs) UseCache(c Cache) {
+	if rs.deps.Cache != nil && c != nil {
+		rs.deps.Cache = c
+	}
 }
 
 // Flows returns the kernel flow of a run; it reaches the kernel through its Context, so a run the
