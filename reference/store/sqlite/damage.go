@@ -95,10 +95,11 @@ func isCorruption(err error) bool {
 
 // checkWAL looks for damage in a write-ahead log SQLite would not report: SQLite reads the log
 // up to its first frame whose salt or checksum does not match and silently drops everything
-// after it. A log that is cut short by a crash or a torn write ends there; a log that holds
-// frames of the same salts after that frame, or frames after a header that does not check, was
-// damaged and would come up as a shorter past. (Damage to the very last frame looks like a torn
-// write and is not found here.)
+// after it. A log that is cut short by a crash or a torn write ends there, or holds after that
+// frame only frames of transactions never committed (committedAfter); a log that holds a commit
+// of the same salts after that frame, or frames after a header that does not check, was damaged
+// and would come up as a shorter past. (Damage to the very last frame looks like a torn write
+// and is not found here, nor damage to the checksum that a commit frame's predecessor holds.)
 //
 // After a crash of the machine that may have lost relaxed commits (torn is set: see relaxed.go)
 // the pages of the log's unsynced tail may have reached the disk in any order, so frames after
@@ -159,14 +160,47 @@ func checkWAL(dbPath string, torn bool) error {
 			break
 		}
 	}
-	// off is the first frame SQLite will not read. Frames of this log after it mean damage.
-	for later := off + frame; !torn && later+frame <= len(b); later += frame {
-		f := b[later : later+frame]
-		if binary.BigEndian.Uint32(f[8:]) == salt1 && binary.BigEndian.Uint32(f[12:]) == salt2 {
-			return bad(fmt.Sprintf("frame %d does not check and frame %d of the same log follows it", (off-32)/frame+1, (later-32)/frame+1))
-		}
+	// off is the first frame SQLite will not read. A commit of this log after it means damage.
+	if later := committedAfter(b, order, off, frame); later > 0 && !torn {
+		return bad(fmt.Sprintf("frame %d does not check and frame %d, which commits a transaction of the same log, follows it", (off-32)/frame+1, (later-32)/frame+1))
 	}
 	return nil
+}
+
+// committedAfter is the offset of the first frame after the one at off that carries the log's
+// salts and a commit mark and checks against the checksum its predecessor holds, 0 if none: a
+// transaction committed to this log that SQLite will not read.
+//
+// Frames of the same salts after off are not damage in themselves. A transaction's frames are
+// written one after the other and its commit frame last; a process killed before that leaves
+// frames that check and commit nothing, which SQLite drops. The next writer starts again at the
+// last commit and writes over them: if it writes fewer, the rest stay, and the first of them no
+// longer checks (its checksum continues the frames that were overwritten). A transaction that
+// spilled its cache into the log and was rolled back leaves the same. None of those frames is
+// a commit frame that checks: a commit frame is written after every other frame of its
+// transaction, and once it checks, SQLite reads the log up to it, so nothing writes over it
+// while the log keeps its salts. A commit frame whose header was written and its page not (a
+// kill between the two writes) does not check against its predecessor either.
+//
+// One state a kill can leave is still refused: a transaction that spilled its cache into the log
+// and then changed a page it had spilled writes that page over its frame, and rewrites the
+// checksums from there only after its commit frame (walRewriteChecksums); a kill inside that
+// window leaves a commit frame that checks after a frame that does not, which is what a flipped
+// byte in that frame leaves too. It takes a transaction larger than the writer's page cache.
+func committedAfter(b []byte, order binary.ByteOrder, off, frame int) int {
+	salt1, salt2 := binary.BigEndian.Uint32(b[16:]), binary.BigEndian.Uint32(b[20:])
+	for later := off + frame; later+frame <= len(b); later += frame {
+		f, prev := b[later:later+frame], b[later-frame:later]
+		if binary.BigEndian.Uint32(f[8:]) != salt1 || binary.BigEndian.Uint32(f[12:]) != salt2 || binary.BigEndian.Uint32(f[4:]) == 0 {
+			continue
+		}
+		s0, s1 := walSum(order, binary.BigEndian.Uint32(prev[16:]), binary.BigEndian.Uint32(prev[20:]), f[:8])
+		s0, s1 = walSum(order, s0, s1, f[24:])
+		if s0 == binary.BigEndian.Uint32(f[16:]) && s1 == binary.BigEndian.Uint32(f[20:]) {
+			return later
+		}
+	}
+	return 0
 }
 
 // walSum is SQLite's write-ahead log checksum over b (a multiple of 8 bytes), continuing s0, s1.
