@@ -302,3 +302,29 @@ func TestMemoryPostAllowance(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReleasingOneSlotKeepsTheOthers: a principal holding two slots and releasing one still holds
+// the other, on both counters, so its bound is not reached again by one more than it allows.
+func TestReleasingOneSlotKeepsTheOthers(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	for name, q := range map[string]quota.Counter{"shared": engine(t, st, "engine"), "memory": &quota.Memory{}} {
+		t.Run(name, func(t *testing.T) {
+			for i := range 2 {
+				if err := q.Admit(ctx, slot(quota.Tickets, alice, i), 2, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := q.Release(ctx, slot(quota.Tickets, alice, 0)); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := q.Held(ctx, quota.Tickets, alice, 0); err != nil || n != 1 {
+				t.Fatalf("held after releasing one of two: %d, %v; want 1", n, err)
+			}
+			if err := q.Admit(ctx, slot(quota.Tickets, alice, 2), 2, 0); err != nil {
+				t.Fatal(err)
+			}
+			refusedAt(t, q.Admit(ctx, slot(quota.Tickets, alice, 3), 2, 0), quota.Tickets, 2)
+		})
+	}
+}
