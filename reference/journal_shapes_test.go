@@ -15,7 +15,8 @@ import (
 	"github.com/loomcheck/loomcheck/reference/internal/reftest"
 )
 
-// The journal an engine writes today is of version 2: each consumed event holds only the inbox
+// The journal an engine writes today is of version 4: each user record of an accepted turn names
+// its inbox entry (userRecordOfVersion4), and as in version 2 each consumed event holds only the inbox
 // position it took ({"seq":N}), and each acceptance verdict only whether the message was
 // accepted, why not, and the turn count ({"ok":true,"turns":N}), never the envelope again (the
 // inbox keeps it). The golden journals of version 2 pin the same shapes, but only when they are
@@ -35,7 +36,7 @@ func TestTheEngineWritesJournalVersion2(t *testing.T) {
 			if !d.run(t, ctx, eng, p) {
 				require.NoError(t, eng.Close())
 			}
-			var nConsumed, nAccepted, nRefused int
+			var nConsumed, nAccepted, nRefused, nUser int
 			for _, ex := range dumpJournal(t, ctx, filepath.Join(eng.Dir, "loom.db")) {
 				for _, s := range ex.Streams {
 					if !strings.HasPrefix(s.Stream, "x/") {
@@ -52,6 +53,10 @@ func TestTheEngineWritesJournalVersion2(t *testing.T) {
 								Value json.RawMessage `json:"value"`
 							}
 							require.NoError(t, json.Unmarshal(ev.Data, &dec))
+							if strings.HasSuffix(dec.ID, ":user") {
+								nUser += userRecordOfVersion4(t, dec.Value)
+								continue
+							}
 							if !strings.HasSuffix(dec.ID, record.VerifySuffix) {
 								continue
 							}
@@ -68,6 +73,26 @@ func TestTheEngineWritesJournalVersion2(t *testing.T) {
 			require.Positive(t, nConsumed, "the dialogue consumed messages")
 			require.Positive(t, nAccepted, "the dialogue accepted messages")
 			require.LessOrEqual(t, nAccepted+nRefused, nConsumed, "a verdict per consumed message at most")
+			require.Positive(t, nUser, "the dialogue recorded accepted turns")
 		})
 	}
+}
+
+// userRecordOfVersion4 fails unless the user record v, when it is of an accepted turn, names its
+// inbox entry (a position and a digest) and holds neither the text, the message id, the asker
+// nor the edited record, which the entry holds (journal version 4); it returns 1 for such a
+// record, 0 for a rejected one.
+func userRecordOfVersion4(t *testing.T, v json.RawMessage) int {
+	var val struct {
+		Rec map[string]json.RawMessage `json:"rec"`
+	}
+	require.NoError(t, json.Unmarshal(v, &val))
+	if string(val.Rec["status"]) != `"accepted"` {
+		return 0
+	}
+	require.Regexp(t, `^\{"seq":[1-9][0-9]*,"sum":"[0-9a-f]{16}"\}$`, string(val.Rec["in"]), "%s", v)
+	for _, k := range []string{"text", "messageId", "asker", "editOf"} {
+		require.NotContains(t, val.Rec, k, "%s", v)
+	}
+	return 1
 }

@@ -92,7 +92,29 @@ func (cv *Conversations) headGen(ctx context.Context, id string) (int64, error) 
 // ReadForward reads up to limit entries strictly after from, oldest first, scanning at most
 // MaxScan events. It does not authorize: callers have. next is where the read stopped; done
 // reports that it reached the head.
+//
+// Errors: record.ErrInboxRef (also kernel.ErrUnreadable) for a record whose inbox entry is
+// missing or altered; the kernel's and the store's.
 func (cv *Conversations) ReadForward(ctx context.Context, id string, from loomtype.Cursor, limit int) ([]loomtype.Entry, loomtype.Cursor, bool, error) {
+	var pend []record.Pending
+	out, next, done, err := cv.readForward(ctx, id, from, limit, &pend)
+	if err == nil {
+		err = cv.resolve(ctx, id, out, pend)
+	}
+	if err != nil {
+		return nil, from, false, err
+	}
+	return out, next, done, nil
+}
+
+// resolve fills in the entries pending names from conversation id's inbox (record.Resolve).
+func (cv *Conversations) resolve(ctx context.Context, id string, out []loomtype.Entry, pending []record.Pending) error {
+	return record.Resolve(func(seqs []int64) ([]kernel.Message, error) { return cv.kernel().InboxAt(ctx, id, seqs) }, out, pending)
+}
+
+// readForward is ReadForward, noting in pend the entries whose inbox fields are still to be
+// filled in.
+func (cv *Conversations) readForward(ctx context.Context, id string, from loomtype.Cursor, limit int, pend *[]record.Pending) ([]loomtype.Entry, loomtype.Cursor, bool, error) {
 	head, err := cv.headGen(ctx, id)
 	if err != nil {
 		return nil, from, false, err
@@ -119,7 +141,10 @@ func (cv *Conversations) ReadForward(ctx context.Context, id string, from loomty
 		scanned += len(evs)
 		for _, ev := range evs {
 			s = ev.Seq
-			if e, ok := record.EntryOf(ev); ok {
+			if e, ref, ok := record.EntryOf(ev); ok {
+				if ref != nil {
+					*pend = append(*pend, record.Pending{At: len(out), Ref: *ref})
+				}
 				out = append(out, e)
 				if len(out) == limit {
 					return out, loomtype.Cursor{Gen: g, Seq: s}, false, nil
@@ -149,6 +174,20 @@ func (cv *Conversations) ReadForward(ctx context.Context, id string, from loomty
 }
 
 func (cv *Conversations) readBackward(ctx context.Context, id string, before *loomtype.Cursor, limit int) ([]loomtype.Entry, loomtype.Cursor, bool, error) {
+	var pend []record.Pending
+	out, next, done, err := cv.readBackwardOf(ctx, id, before, limit, &pend)
+	if err == nil {
+		err = cv.resolve(ctx, id, out, pend)
+	}
+	if err != nil {
+		return nil, loomtype.Cursor{}, false, err
+	}
+	return out, next, done, nil
+}
+
+// readBackwardOf is readBackward, noting in pend the entries whose inbox fields are still to be
+// filled in.
+func (cv *Conversations) readBackwardOf(ctx context.Context, id string, before *loomtype.Cursor, limit int, pend *[]record.Pending) ([]loomtype.Entry, loomtype.Cursor, bool, error) {
 	head, err := cv.headGen(ctx, id)
 	if err != nil {
 		return nil, loomtype.Cursor{}, false, err
@@ -195,7 +234,10 @@ func (cv *Conversations) readBackward(ctx context.Context, id string, before *lo
 		scanned += len(evs)
 		for _, ev := range evs {
 			s = ev.Seq
-			if e, ok := record.EntryOf(ev); ok {
+			if e, ref, ok := record.EntryOf(ev); ok {
+				if ref != nil {
+					*pend = append(*pend, record.Pending{At: len(out), Ref: *ref})
+				}
 				out = append(out, e)
 				if len(out) == limit {
 					return out, loomtype.Cursor{Gen: g, Seq: s}, false, nil
@@ -336,21 +378,33 @@ type Follower struct {
 func (cv *Conversations) Follow(id string) *Follower {
 	k := cv.kernel()
 	lf := cv.hub.Follow(id, func(add func([]live.Record)) func() {
-		return k.WatchLogCommits(id, func(c kernel.LogCommit) { add(tailRecords(c)) })
+		return k.WatchLogCommits(id, func(c kernel.LogCommit) { add(tailRecords(c, cv.hub.Noted(id))) })
 	})
 	return &Follower{cv: cv, id: id, f: lf}
 }
 
 // tailRecords are the records of a commit as the tail keeps them: every event's position, and
-// the transcript entry of each that holds one.
-func tailRecords(c kernel.LogCommit) []live.Record {
+// the transcript entry of each that holds one. A record that names its inbox entry is filled in
+// from what the dialogue noted of that entry (noted, a dialogue.Noted); when that is not the
+// entry it names, the commit is left out (none): the tail starts over at the next one, and a
+// follower that needs this one reads the log.
+func tailRecords(c kernel.LogCommit, noted any) []live.Record {
 	evs := c.Decisions() // a start's input holds no entry
 	out := make([]live.Record, len(evs))
 	for i, ev := range evs {
 		out[i].At = ev.Cursor()
-		if e, ok := record.EntryOf(ev); ok {
-			out[i].Entry = &e
+		e, ref, ok := record.EntryOf(ev)
+		if !ok {
+			continue
 		}
+		if ref != nil {
+			n, known := noted.(record.Noted)
+			if !known || n.Ref != *ref {
+				return nil
+			}
+			n.Asked.Fill(&e)
+		}
+		out[i].Entry = &e
 	}
 	return out
 }

@@ -124,6 +124,12 @@ func (cv *Dialogue) decide(c *kernel.Context, id string, v any, fn func() (any, 
 
 // record writes one transcript record, exactly once. live runs only when the record is new.
 func (cv *Dialogue) record(c *kernel.Context, st *state, id string, e loomtype.Entry, live func()) (loomtype.Entry, error) {
+	return cv.recordAt(c, st, id, e, nil, live)
+}
+
+// recordAt is record; with in set (journal version 4), the record names that inbox entry
+// instead of holding the text, message id, asker and edited record e has from it.
+func (cv *Dialogue) recordAt(c *kernel.Context, st *state, id string, e loomtype.Entry, in *record.InboxRef, live func()) (loomtype.Entry, error) {
 	st.Rec++
 	e.Ord = st.Rec
 	v, err := record.DecideRecord(c, id, func() (record.Value, error) {
@@ -132,7 +138,11 @@ func (cv *Dialogue) record(c *kernel.Context, st *state, id string, e loomtype.E
 			live()
 		}
 		turns := st.Seq
-		return record.Value{Rec: record.Of(e), Turns: &turns}, nil
+		rec := record.Of(e)
+		if in != nil {
+			rec.Text, rec.MessageID, rec.Asker, rec.EditOf, rec.In = nil, "", nil, 0, in
+		}
+		return record.Value{Rec: rec, Turns: &turns}, nil
 	})
 	return v.Rec.Entry(), err
 }
@@ -317,9 +327,14 @@ func (cv *Dialogue) turn(c *kernel.Context, st *state, m kernel.Message, env *re
 		defer cv.hub.SetStopper(c.ID(), turnNo, asker.Key(), sig.Fire)()
 	}
 	replayed := c.Replaying()
-	user, err := cv.record(c, st, record.UserID(ord), loomtype.Entry{Turn: turnNo, Role: loomtype.RoleUser,
+	// The user record names the inbox entry (version 4): its text, message id, asker and edited
+	// record are the envelope's and the entry's, as AskedOf reads them back.
+	ue := loomtype.Entry{Turn: turnNo, Role: loomtype.RoleUser,
 		Status: loomtype.StatusAccepted, Text: ptr(env.Text), MessageID: cv.entryMessageID(st, m),
-		EditOf: deref(env.EditOf), EditOfTurn: editOfTurn, Asker: &asker, Classes: classes}, func() {
+		EditOf: deref(env.EditOf), EditOfTurn: editOfTurn, Asker: &asker, Classes: classes}
+	in := record.RefTo(m, st.Mode != ModeShared)
+	cv.hub.Note(c.ID(), record.Noted{Ref: *in, Asked: record.Asked{Text: env.Text, MessageID: ue.MessageID, Asker: asker, EditOf: ue.EditOf}})
+	user, err := cv.recordAt(c, st, record.UserID(ord), ue, in, func() {
 		if sig != nil {
 			sig.Arm()
 		}

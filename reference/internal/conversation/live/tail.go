@@ -101,6 +101,8 @@ type tail struct {
 	lim    TailLimits
 	// gone: the last follower closed; nothing is added any more.
 	gone bool
+	// noted is what the conversation's writer noted for its next commits (note.go).
+	noted any
 
 	// stop ends what feeds the tail (guarded by h.mu, with the tail's place in h.tails).
 	stop func()

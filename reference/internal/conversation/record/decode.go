@@ -61,7 +61,8 @@ func DecodeValue(b []byte) (Value, error) { return decodeOnePass(b, decodeValue)
 // loomtype.Identity's. A field added to Stored is added here and to field.
 var (
 	storedKeys = []string{"cursor", "ord", "turn", "role", "status", "text", "reason", "errorId", "messageId",
-		"editOf", "editOfTurn", "asker", "time", "classes", "turnExecutionId"}
+		"editOf", "editOfTurn", "asker", "time", "classes", "turnExecutionId", "in"}
+	inboxRefKeys = []string{"seq", "sum", "noId"}
 	identityKeys = []string{"tenant", "actor", "onBehalfOf"}
 )
 
@@ -187,8 +188,30 @@ func (p *scan) field(s *Stored, key string) bool {
 		s.Classes, ok = p.strings()
 	case "turnExecutionId":
 		s.TurnExecutionID, ok = p.text()
+	case "in":
+		var r InboxRef
+		if r, ok = p.inboxRef(); ok {
+			s.In = &r
+		}
 	}
 	return ok
+}
+
+// inboxRef reads an InboxRef object of inboxRefKeys.
+func (p *scan) inboxRef() (r InboxRef, ok bool) {
+	ok = p.object(inboxRefKeys, func(i int) bool {
+		var read bool
+		switch i {
+		case 0:
+			r.Seq, read = p.int()
+		case 1:
+			r.Sum, read = p.text()
+		default:
+			r.NoID, read = p.bool()
+		}
+		return read
+	})
+	return r, ok
 }
 
 // scan reads b from i on.

@@ -25,8 +25,9 @@ func sameAsEncodingJSON(t *testing.T, b []byte) {
 	require.True(t, reflect.DeepEqual(want, got), "%s:\n got %#v\nwant %#v", b, got, want)
 
 	ev := kernel.LogEvent{Gen: 2, Seq: 5, Decision: &kernel.Decision{ID: "o1:user", Value: b}}
-	gotE, gotOK := EntryOf(ev)
+	gotE, gotRef, gotOK := EntryOf(ev)
 	var wantE loomtype.Entry
+	var wantRef *InboxRef
 	var v struct {
 		Rec *Stored `json:"rec"`
 	}
@@ -34,8 +35,10 @@ func sameAsEncodingJSON(t *testing.T, b []byte) {
 	if wantOK {
 		wantE = v.Rec.Entry()
 		wantE.Cursor = loomtype.Cursor{Gen: 2, Seq: 5}.String()
+		wantRef = v.Rec.In
 	}
 	require.Equal(t, wantOK, gotOK, "EntryOf of %s", b)
+	require.Equal(t, wantRef, gotRef, "EntryOf's inbox reference of %s", b)
 	require.True(t, reflect.DeepEqual(wantE, gotE), "EntryOf of %s:\n got %#v\nwant %#v", b, gotE, wantE)
 }
 
@@ -54,6 +57,8 @@ func records() []Stored {
 			ErrorID: "err_1", MessageID: "m-1", EditOf: 4, EditOfTurn: 2, Asker: &loomtype.Identity{Actor: "alice"},
 			Time: at.Add(time.Hour), TurnExecutionID: "t/1"},
 		{Role: loomtype.RoleSystem, Status: loomtype.StatusClosed, Text: text(""), Asker: &loomtype.Identity{}, Time: time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{Ord: 3, Turn: 2, Role: loomtype.RoleUser, Status: loomtype.StatusAccepted, EditOfTurn: 1, Time: at, In: &InboxRef{Seq: 12, Sum: "0123456789abcdef"}},
+		{Ord: 4, Turn: 2, Role: loomtype.RoleUser, Status: loomtype.StatusAccepted, Time: at, Classes: []string{"x"}, In: &InboxRef{Seq: 1, Sum: "", NoID: true}},
 	}
 }
 
@@ -77,6 +82,9 @@ func TestStoredKeysFollowStored(t *testing.T) {
 		}
 		if k == "time" {
 			p.b = []byte(`"2026-12-04T00:00:00Z"`)
+		}
+		if k == "in" {
+			p.b = []byte(`{"seq":1}`)
 		}
 		require.True(t, p.field(&s, k) && p.end(), "field %s is read", k)
 		require.False(t, s.isEmpty(), "field %s is set", k)

@@ -12,11 +12,13 @@ import (
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 )
 
-// EntryOf returns the transcript entry an event holds, if it holds one.
-func EntryOf(ev kernel.LogEvent) (loomtype.Entry, bool) {
+// EntryOf returns the transcript entry an event holds, if it holds one. A record of version 4
+// leaves its text, message id, asker and edited record to the inbox entry ref names (non-nil):
+// the caller fills them in (Resolve, Asked.Fill) before the entry goes anywhere.
+func EntryOf(ev kernel.LogEvent) (_ loomtype.Entry, ref *InboxRef, _ bool) {
 	d := ev.Decision
 	if d == nil || len(d.Value) == 0 || d.Value[0] != '{' || !mayHoldRec(d.Value) {
-		return loomtype.Entry{}, false
+		return loomtype.Entry{}, nil, false
 	}
 	var rec Stored
 	if v, ok := decodeValue(d.Value); ok {
@@ -26,13 +28,13 @@ func EntryOf(ev kernel.LogEvent) (loomtype.Entry, bool) {
 			Rec *Stored `json:"rec"`
 		}
 		if json.Unmarshal(d.Value, &v) != nil || v.Rec == nil {
-			return loomtype.Entry{}, false
+			return loomtype.Entry{}, nil, false
 		}
 		rec = *v.Rec
 	}
 	e := rec.Entry()
 	e.Cursor = loomtype.Cursor{Gen: ev.Gen, Seq: ev.Seq}.String()
-	return e, true
+	return e, rec.In, true
 }
 
 // mayHoldRec reports whether the JSON object v may have a member named "rec" (which

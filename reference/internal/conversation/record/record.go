@@ -29,6 +29,9 @@ type Stored struct {
 	Time            time.Time             `json:"time"`
 	Classes         []string              `json:"classes,omitempty"`
 	TurnExecutionID string                `json:"turnExecutionId,omitempty"`
+	// In (version 4) names the inbox entry that holds the record's text, message id, asker and
+	// edited record, which the record then leaves out (inboxref.go).
+	In *InboxRef `json:"in,omitempty"`
 }
 
 // Of is the stored form of an entry about to be recorded (its cursor is not stored).
