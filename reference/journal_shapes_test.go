@@ -15,14 +15,16 @@ import (
 	"github.com/loomcheck/loomcheck/reference/internal/reftest"
 )
 
-// The journal an engine writes today is of version 4: each user record of an accepted turn names
-// its inbox entry (userRecordOfVersion4), and as in version 2 each consumed event holds only the inbox
-// position it took ({"seq":N}), and each acceptance verdict only whether the message was
-// accepted, why not, and the turn count ({"ok":true,"turns":N}), never the envelope again (the
-// inbox keeps it). The golden journals of version 2 pin the same shapes, but only when they are
-// rewritten; this test judges what the engine writes on every run.
-func TestTheEngineWritesJournalVersion2(t *testing.T) {
-	consumed := regexp.MustCompile(`^\{"seq":[1-9][0-9]*\}$`)
+// The journal an engine writes today is of version 4: each consumed event holds only the inbox
+// position it took ({"seq":N}), since version 2, and since version 4 also the verdict made of
+// the message when the two were committed together ({"seq":N,"id":"conv#oK:verify","value":...});
+// each acceptance verdict holds only whether the message was accepted, why not, and the turn
+// count ({"ok":true,"turns":N}), never the envelope again (the inbox keeps it); and each user
+// record of an accepted turn names its inbox entry (userRecordOfVersion4). The golden journals
+// pin the same shapes, but only when they are rewritten; this test judges what the engine writes
+// on every run.
+func TestTheEngineWritesJournalVersion4(t *testing.T) {
+	consumed := regexp.MustCompile(`^\{"seq":[1-9][0-9]*(,"id":"(conv#o[1-9][0-9]*:verify)","value":(.*))?\}$`)
 	accepted := regexp.MustCompile(`^\{"ok":true,"turns":[0-9]+\}$`)
 	refused := regexp.MustCompile(`^\{"ok":false,"reason":"[a-z-]+","turns":[0-9]+\}$`)
 	ctx := context.Background()
@@ -36,7 +38,7 @@ func TestTheEngineWritesJournalVersion2(t *testing.T) {
 			if !d.run(t, ctx, eng, p) {
 				require.NoError(t, eng.Close())
 			}
-			var nConsumed, nAccepted, nRefused, nUser int
+			var nConsumed, nAccepted, nRefused, nUser, nJoined int
 			for _, ex := range dumpJournal(t, ctx, filepath.Join(eng.Dir, "loom.db")) {
 				for _, s := range ex.Streams {
 					if !strings.HasPrefix(s.Stream, "x/") {
@@ -46,7 +48,18 @@ func TestTheEngineWritesJournalVersion2(t *testing.T) {
 						switch ev.Kind {
 						case "consumed":
 							nConsumed++
-							require.Regexp(t, consumed, string(ev.Data), "%s/%d event %d", s.Stream, s.Gen, ev.Seq)
+							m := consumed.FindStringSubmatch(string(ev.Data))
+							require.NotNil(t, m, "%s/%d event %d: %s", s.Stream, s.Gen, ev.Seq, ev.Data)
+							if m[1] == "" {
+								continue
+							}
+							nJoined++
+							if accepted.MatchString(m[3]) {
+								nAccepted++
+								continue
+							}
+							nRefused++
+							require.Regexp(t, refused, m[3], "%s/%d verdict %s", s.Stream, s.Gen, m[2])
 						case "decision":
 							var dec struct {
 								ID    string          `json:"id"`
@@ -74,6 +87,7 @@ func TestTheEngineWritesJournalVersion2(t *testing.T) {
 			require.Positive(t, nAccepted, "the dialogue accepted messages")
 			require.LessOrEqual(t, nAccepted+nRefused, nConsumed, "a verdict per consumed message at most")
 			require.Positive(t, nUser, "the dialogue recorded accepted turns")
+			require.Positive(t, nJoined, "verdicts kept in their consumed event's row")
 		})
 	}
 }

@@ -45,6 +45,9 @@ type Context struct {
 	// broken is the error of a commit of pend that failed: what the flow believes it recorded
 	// is not in the log, so every later command of this generation answers it.
 	broken error
+	// joinID is the decision DecideTaken is making: it joins the consumed event still pending
+	// right before it, in one row.
+	joinID string
 	// live is called the first time the generation does anything live (see markLive).
 	live func()
 

@@ -44,6 +44,27 @@ func (c *Context) DecideValue(id string, fn func() (any, error)) (json.RawMessag
 	}, true)
 }
 
+// DecideTaken is DecideValue for the decision a flow makes of the message it has just taken
+// (Receive): when nothing was written between the two and neither is committed yet, the decision
+// is kept in the consumed event's row (journal version 4, mergeConsumed), one row where there
+// were two. It is committed and replayed exactly as DecideValue's decision is.
+//
+// Errors: those of DecideValue.
+//
+//	m, err := c.Receive()
+//	raw, err := c.DecideTaken("verdict", func() (any, error) { return check(m), nil })
+func (c *Context) DecideTaken(id string, fn func() (any, error)) (json.RawMessage, error) {
+	c.mu.Lock()
+	c.joinID = id
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.joinID = ""
+		c.mu.Unlock()
+	}()
+	return c.DecideValue(id, fn)
+}
+
 // decide is Decide; marshaled says that fn's value is json.Marshal's output.
 func (c *Context) decide(id string, fn func() (json.RawMessage, error), marshaled bool) (json.RawMessage, error) {
 	c.mu.Lock()
@@ -148,6 +169,15 @@ func (c *Context) recordDecision(id string, v json.RawMessage, ferr error, inner
 	b, err := encode(evDecision{ID: id, Value: v, Inner: inner})
 	if err != nil {
 		return nil, fmt.Errorf("kernel: decision %s: value is not JSON", id)
+	}
+	if c.joinID == id {
+		c.joinID = ""
+		if n := len(c.pend); n > 0 && c.pend[n-1].Kind == kindConsumed {
+			if row, ok := mergeConsumed(c.pend[n-1].Data, b); ok {
+				c.pend[n-1].Data = row // one row for the message taken and the decision made of it
+				return v, nil
+			}
+		}
 	}
 	if err := c.append(store.NewEvent{Kind: kindDecision, Data: b}); err != nil {
 		return nil, err

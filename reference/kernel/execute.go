@@ -198,7 +198,15 @@ func (k *Kernel) load(e *execution, gen int64) (*Context, json.RawMessage, error
 				var s evStep
 				_ = json.Unmarshal(ev.Data, &s)
 				c.done[s.ID] = ev
-			case kindConsumed, kindDecision, kindStepStart:
+			case kindConsumed:
+				if cd, dd, ok := splitConsumed(ev.Data); ok { // version 4: two commands in one row
+					dec := ev
+					ev.Data, dec.Kind, dec.Data = cd, kindDecision, dd
+					c.log = append(c.log, ev, dec)
+					continue
+				}
+				c.log = append(c.log, ev)
+			case kindDecision, kindStepStart:
 				c.log = append(c.log, ev)
 			default:
 				if isExtCommand(ev.Kind) {

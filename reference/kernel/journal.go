@@ -95,6 +95,61 @@ type evConsumed struct {
 	Seq int64 `json:"seq"`
 }
 
+// Version 4 keeps a message taken and the decision the flow makes right after it in one row when
+// the two are committed together (a dialogue's verdict on the message it took): the consumed
+// event then holds the decision's members after its position, {"seq":N,"id":"...","value":...}
+// (mergeConsumed), and a reader splits it back into the two commands (splitConsumed), the
+// decision at the consumed event's own place. A consumed event of the earlier versions, and one
+// whose decision came in a later commit, holds the position alone.
+
+// mergeConsumed is the row of consumed event data (as Receive writes it, {"seq":N}) and the
+// decision data that follows it (as encodeDecision writes it); ok is false when either is of
+// another shape, and the two stay apart.
+func mergeConsumed(consumed, decision []byte) (_ []byte, ok bool) {
+	if _, ok := consumedPrefix(consumed); !ok || len(consumed) != len(`{"seq":}`)+digitsAt(consumed, len(`{"seq":`)) ||
+		!bytes.HasPrefix(decision, []byte(`{"id":`)) || decision[len(decision)-1] != '}' {
+		return nil, false
+	}
+	out := make([]byte, 0, len(consumed)+len(decision))
+	out = append(out, consumed[:len(consumed)-1]...)
+	out = append(out, ',')
+	return append(out, decision[1:]...), true
+}
+
+// splitConsumed splits a consumed row that mergeConsumed made into the consumed event's data and
+// the decision's; ok is false for any other consumed data.
+func splitConsumed(data []byte) (consumed, decision []byte, ok bool) {
+	n, ok := consumedPrefix(data)
+	if !ok || !bytes.HasPrefix(data[n:], []byte(`,"id":`)) || data[len(data)-1] != '}' {
+		return nil, nil, false
+	}
+	consumed = append(data[:n:n], '}')
+	decision = append([]byte{'{'}, data[n+1:]...)
+	return consumed, decision, true
+}
+
+// consumedPrefix is the length of data's {"seq":N prefix (N a positive integer).
+func consumedPrefix(data []byte) (int, bool) {
+	const pre = `{"seq":`
+	if !bytes.HasPrefix(data, []byte(pre)) {
+		return 0, false
+	}
+	d := digitsAt(data, len(pre))
+	if d == 0 || data[len(pre)] == '0' {
+		return 0, false
+	}
+	return len(pre) + d, true
+}
+
+// digitsAt is the number of decimal digits in b from i on.
+func digitsAt(b []byte, i int) int {
+	n := 0
+	for i+n < len(b) && b[i+n] >= '0' && b[i+n] <= '9' {
+		n++
+	}
+	return n
+}
+
 // Event payloads.
 type evStarted struct {
 	Flow        string            `json:"flow"`

@@ -72,10 +72,19 @@ func logEvent(ev store.Event) LogEvent {
 // decisionEvent is logEvent without a start's input.
 func decisionEvent(ev store.Event) LogEvent {
 	out := LogEvent{Gen: ev.Gen, Seq: ev.Seq, Kind: ev.Kind, Data: ev.Data, Time: ev.Time}
-	if ev.Kind == kindDecision {
-		if d, err := decodeDecision(ev.Data); err == nil {
-			out.Decision = &Decision{ID: d.ID, Value: d.Value}
+	data := ev.Data
+	switch ev.Kind {
+	case kindConsumed: // version 4 may hold the decision made of the message in the same row
+		var ok bool
+		if _, data, ok = splitConsumed(data); !ok {
+			return out
 		}
+	case kindDecision:
+	default:
+		return out
+	}
+	if d, err := decodeDecision(data); err == nil {
+		out.Decision = &Decision{ID: d.ID, Value: d.Value}
 	}
 	return out
 }
@@ -239,7 +248,11 @@ func (k *Kernel) withMessages(ctx context.Context, id string, evs []LogEvent) er
 	}
 	for j, i := range at {
 		if m, ok := msgs[seqs[j]]; ok {
-			evs[i].Data, _ = json.Marshal(m) // a payload is JSON
+			b, _ := json.Marshal(m) // a payload is JSON
+			if _, d, ok := splitConsumed(evs[i].Data); ok {
+				b = append(append(b[:len(b)-1], ','), d[1:]...) // and the decision the row holds
+			}
+			evs[i].Data = b
 		}
 	}
 	return nil

@@ -29,7 +29,12 @@ func DecideRecord(c *kernel.Context, id string, fn func() (Value, error)) (Value
 // decideOnePass records fn's value as decision id, exactly once, and decodes the value recorded
 // with decodeOnePass.
 func decideOnePass[T any](c *kernel.Context, id string, fn func() (T, error), onePass func([]byte) (T, bool)) (T, error) {
-	raw, err := c.DecideValue(id, func() (any, error) { return fn() })
+	return decideWith(c.DecideValue, id, fn, onePass)
+}
+
+// decideWith is decideOnePass through decide (Context.DecideValue or DecideTaken).
+func decideWith[T any](decide func(string, func() (any, error)) (json.RawMessage, error), id string, fn func() (T, error), onePass func([]byte) (T, bool)) (T, error) {
+	raw, err := decide(id, func() (any, error) { return fn() })
 	if err != nil {
 		var zero T
 		return zero, err

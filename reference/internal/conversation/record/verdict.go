@@ -26,8 +26,11 @@ type Verdict struct {
 // verdict recorded (a replay decodes what was recorded and never calls fn), as Decide does.
 //
 //	v, err := record.DecideVerdict(c, record.VerifyID(ord), func() (record.Verdict, error) { return record.Verdict{OK: true}, nil })
+//
+// The verdict is made of the message just taken: it shares the consumed event's row when the two
+// are committed together (kernel.Context.DecideTaken, journal version 4).
 func DecideVerdict(c *kernel.Context, id string, fn func() (Verdict, error)) (Verdict, error) {
-	return decideOnePass(c, id, fn, decodeVerdict)
+	return decideWith(c.DecideTaken, id, fn, decodeVerdict)
 }
 
 // DecodeVerdict decodes a verdict decision's value exactly as json.Unmarshal decodes it into an
