@@ -64,7 +64,7 @@ func TestABudgetHoldsAProcessToItsShare(t *testing.T) {
 	}
 	wall := time.Since(start)
 	b.stop()
-	require.LessOrEqual(t, (250 * time.Millisecond).Seconds()/wall.Seconds(), 0.3,
+	require.LessOrEqual(t, (250*time.Millisecond).Seconds()/wall.Seconds(), 0.3,
 		"250 ms of CPU at a quarter of a core takes a second of wall time")
 	require.Greater(t, b.stoppedShare(pid), 0.0)
 }
