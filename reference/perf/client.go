@@ -169,11 +169,16 @@ func (t *target) newConv(ctx context.Context, user int) (*conv, error) {
 // newConvAt starts a conversation of user and returns the node that served the creation (its
 // answer's Loom-Node header; empty from a server that is no node).
 func (t *target) newConvAt(ctx context.Context, user int) (*conv, string, error) {
-	code, b, h, err := t.do(ctx, user, http.MethodPost, "/conversations", "{}")
+	return t.newConvWith(ctx, user, "{}")
+}
+
+// newConvWith is newConvAt with the creation's body (a chosen id: {"id": "..."}).
+func (t *target) newConvWith(ctx context.Context, user int, body string) (*conv, string, error) {
+	code, b, h, err := t.do(ctx, user, http.MethodPost, "/conversations", body)
 	if err != nil {
 		return nil, "", fmt.Errorf("POST /conversations: %w", err)
 	}
-	if code != http.StatusCreated {
+	if code != http.StatusCreated && code != http.StatusOK {
 		return nil, "", fmt.Errorf("POST /conversations: status %d: %s", code, b)
 	}
 	var st struct {
