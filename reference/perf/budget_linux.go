@@ -174,3 +174,92 @@ func statCPU(pid int) (time.Duration, error) {
 	}
 	return time.Duration(ut+st) * time.Second / clockTicks, nil
 }
+
+// statFields are the fields of /proc/<pid>/stat after the command name: f[0] is field 3.
+func statFields(pid int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil, errors.New("/proc stat: no command name")
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 15 {
+		return nil, errors.New("/proc stat: too few fields")
+	}
+	return f, nil
+}
+
+// ticks sums the fields of f at the given indices (clock ticks) into a duration.
+func ticks(f []string, idx ...int) (time.Duration, error) {
+	var sum int64
+	for _, i := range idx {
+		v, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc stat: %w", err)
+		}
+		sum += v
+	}
+	return time.Duration(sum) * time.Second / clockTicks, nil
+}
+
+// parentOf is the parent process of pid (field 4 of /proc/<pid>/stat).
+func parentOf(pid int) (int, error) {
+	f, err := statFields(pid)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(f[1])
+}
+
+// treeCPU is the CPU time of process root and of its children: root's utime + stime, the
+// cutime + cstime of the children it reaped, and utime + stime of those alive. Over a span, a
+// child that ends moves from the live sum to the reaped one, so differences stay whole. (The
+// server's main process of PostgreSQL forks a process per connection and reaps them.)
+func treeCPU(root int) (time.Duration, error) {
+	f, err := statFields(root)
+	if err != nil {
+		return 0, err
+	}
+	total, err := ticks(f, 11, 12, 13, 14)
+	if err != nil {
+		return 0, err
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	want := strconv.Itoa(root)
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		f, err := statFields(pid)
+		if err != nil || f[1] != want {
+			continue // gone, or another's child
+		}
+		if t, err := ticks(f, 11, 12); err == nil {
+			total += t
+		}
+	}
+	return total, nil
+}
+
+// machineBusy is the CPU time every core of the machine spent busy so far (/proc/stat, the
+// first line: user, nice, system, irq, softirq and steal; not idle or iowait).
+func machineBusy() (time.Duration, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, errors.New("/proc/stat: no cpu line")
+	}
+	return ticks(f, 1, 2, 3, 6, 7, 8)
+}

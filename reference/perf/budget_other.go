@@ -26,3 +26,9 @@ func (b *cpuBudget) stop() {}
 func processCPU(int) (time.Duration, error) { return 0, errNoBudget }
 
 func statCPU(int) (time.Duration, error) { return 0, errNoBudget }
+
+func parentOf(int) (int, error) { return 0, errNoBudget }
+
+func treeCPU(int) (time.Duration, error) { return 0, errNoBudget }
+
+func machineBusy() (time.Duration, error) { return 0, errNoBudget }

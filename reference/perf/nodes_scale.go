@@ -2,7 +2,9 @@ package perf
 
 import (
 	"fmt"
+	"math"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/loomcheck/loomcheck/reference"
@@ -40,6 +42,11 @@ type scaleRun struct {
 	fwdTurn  float64            // share forwarded, sent to the nodes in turn
 	passes   int                // passes over every conversation and node until the owners held still
 	fsync    string
+	// Over the owner-routed load: PostgreSQL's CPU time per turn (ms) and the cores busy of
+	// PostgreSQL, of this process (the client and the budget) and of the whole machine. pgRoot
+	// is PostgreSQL's main process (0: not on this machine's /proc, and those not measured).
+	pgRoot                             int
+	pgPerTurn, pgCores, client, system float64
 }
 
 // nodesScale: turns/s at 32 conversations with 1, 2 and 3 `loom` node processes on one
@@ -68,8 +75,8 @@ func nodesScale(e *env) ([]Row, error) {
 		rows.add(runs)
 		line := fmt.Sprintf("round %d (fsync %s):", r+1, runs[0].fsync)
 		for _, s := range runs {
-			line += fmt.Sprintf(" %s %.0f turns/s, served %v, CPU ms/turn %v, stopped %v, forwarded %.2f owner / %.2f in turn, settled after %d passes;",
-				nodesText(len(s.ids)), s.rate, s.served, roundMap(s.cpu), roundMap(s.stopped), s.fwdOwner, s.fwdTurn, s.passes)
+			line += fmt.Sprintf(" %s %.0f turns/s, served %v, CPU ms/turn %v, stopped %v, forwarded %.2f owner / %.2f in turn, settled after %d passes, PostgreSQL %.2f ms/turn %.2f cores, client %.2f cores, machine %.2f cores;",
+				nodesText(len(s.ids)), s.rate, s.served, roundMap(s.cpu), roundMap(s.stopped), s.fwdOwner, s.fwdTurn, s.passes, s.pgPerTurn, s.pgCores, s.client, s.system)
 		}
 		e.logf("%s", line)
 	}
@@ -106,6 +113,11 @@ func runScale(e *env, bin string, n int, window time.Duration) (scaleRun, error)
 		return s, err
 	}
 	s.fsync = act.Fsync
+	if parent, err := parentOf(act.BackendPID); err == nil && act.BackendPID != 0 {
+		if _, err := treeCPU(parent); err == nil {
+			s.pgRoot = parent
+		}
+	}
 	pids := make([]int, n)
 	for i, nd := range nodes {
 		pids[i] = nd.pid
@@ -162,11 +174,13 @@ func measureScale(e *env, s *scaleRun, nodes []*loomNode, budget *cpuBudget, win
 	for _, nd := range nodes {
 		cpu0[nd.id], _ = statCPU(nd.pid)
 	}
+	around := aroundLoad(s.pgRoot)
 	owned, err := scaleLoad(e, convs, func(i, _ int) *loomNode { return owners[i] }, window)
 	if err != nil {
 		return err
 	}
 	s.rate, s.served, s.fwdOwner = owned.rate, owned.served, owned.forwarded
+	s.pgPerTurn, s.pgCores, s.client, s.system = around(owned.turns)
 	s.cpu, s.stopped = map[string]float64{}, map[string]float64{}
 	for _, nd := range nodes {
 		c1, err := statCPU(nd.pid)
@@ -188,6 +202,7 @@ func measureScale(e *env, s *scaleRun, nodes []*loomNode, budget *cpuBudget, win
 
 // scaleLoadResult is what one load measured.
 type scaleLoadResult struct {
+	turns     int
 	rate      float64
 	served    map[string]int
 	forwarded float64
@@ -241,7 +256,7 @@ func scaleLoad(e *env, convs []*conv, via func(i, k int) *loomNode, window time.
 		}
 		fwd += t.forwarded
 	}
-	res.rate = perSecond(total, took)
+	res.rate, res.turns = perSecond(total, took), total
 	if total > 0 {
 		res.forwarded = float64(fwd) / float64(total)
 	}
@@ -284,6 +299,36 @@ func waitOwners(e *env, nodes []*loomNode, convs []*conv) (int, error) {
 		if time.Now().After(deadline) {
 			return pass, fmt.Errorf("the conversations' owners did not hold still within %v", stallGuard)
 		}
+	}
+}
+
+// aroundLoad reads the CPU time of PostgreSQL (the process tree of pgRoot, when not 0), of this
+// process and of the machine; the function it returns reads them again and gives PostgreSQL's
+// CPU per turn (ms) over turns and the cores each kept busy in between (NaN where not read).
+func aroundLoad(pgRoot int) func(turns int) (pgPerTurn, pgCores, client, system float64) {
+	read := func() (pg, self, all time.Duration, pgOK, ok bool) {
+		var err1, err2, err3 error
+		if pgRoot != 0 {
+			pg, err1 = treeCPU(pgRoot)
+		}
+		self, err2 = processCPU(os.Getpid())
+		all, err3 = machineBusy()
+		return pg, self, all, pgRoot != 0 && err1 == nil, err2 == nil && err3 == nil
+	}
+	pg0, self0, all0, pgOK0, ok0 := read()
+	start := time.Now()
+	return func(turns int) (float64, float64, float64, float64) {
+		pg1, self1, all1, pgOK1, ok1 := read()
+		wall := time.Since(start).Seconds()
+		nan := math.NaN()
+		pgPerTurn, pgCores, client, system := nan, nan, nan, nan
+		if pgOK0 && pgOK1 && turns > 0 {
+			pgPerTurn, pgCores = ms(pg1-pg0)/float64(turns), (pg1-pg0).Seconds()/wall
+		}
+		if ok0 && ok1 {
+			client, system = (self1-self0).Seconds()/wall, (all1-all0).Seconds()/wall
+		}
+		return pgPerTurn, pgCores, client, system
 	}
 }
 

@@ -18,6 +18,8 @@ type scaleRows struct {
 	stopped   [3][]float64 // the least-stopped node's share of periods stopped
 	passes    []int
 	fsync     []string
+	pgPerTurn [3][]float64
+	cores     [3][3][]float64 // by level: PostgreSQL, the client, the machine
 }
 
 func (sr *scaleRows) add(runs []scaleRun) {
@@ -36,6 +38,10 @@ func (sr *scaleRows) add(runs []scaleRun) {
 		sr.fwdTurn[i] = append(sr.fwdTurn[i], s.fwdTurn)
 		sr.stopped[i] = append(sr.stopped[i], least)
 		sr.passes = append(sr.passes, s.passes)
+		sr.pgPerTurn[i] = append(sr.pgPerTurn[i], s.pgPerTurn)
+		for j, v := range []float64{s.pgCores, s.client, s.system} {
+			sr.cores[i][j] = append(sr.cores[i][j], v)
+		}
 		sr.fsync = append(sr.fsync, s.fsync)
 	}
 }
@@ -107,6 +113,34 @@ func (sr *scaleRows) rows(window time.Duration) []Row {
 		rows = append(rows, Row{Measure: "share of budget periods in which the least-stopped node used its share up, " + nodesText(i+1),
 			Measured: sr.stopped[i], Goal: Goal{Text: "reported"},
 			Note: "near 1: the budget, not the machine, bounds every node"})
+	}
+	return append(rows, sr.cpuRows()...)
+}
+
+// cpuRows are the rows of PostgreSQL's CPU per turn and of the cores PostgreSQL, the client and
+// the machine kept busy, each only when it was read in every run.
+func (sr *scaleRows) cpuRows() []Row {
+	whole := func(v []float64) bool { return !slices.ContainsFunc(v, math.IsNaN) }
+	var rows []Row
+	for i := range 3 {
+		if !whole(sr.pgPerTurn[i]) {
+			return nil
+		}
+		r := Row{Measure: "PostgreSQL's CPU per turn, " + nodesText(i+1), Unit: "ms", Measured: sr.pgPerTurn[i],
+			Note: "utime + stime of the server's main process and its children (/proc, those reaped included) over the owner-routed load, over the turns; the whole server, so run it alone"}
+		if i > 0 {
+			r.Baseline, r.BaselineName, r.Note = sr.pgPerTurn[0], "1 node, the same round", ""
+		}
+		rows = append(rows, r)
+	}
+	for j, who := range []string{"PostgreSQL", "the client (this process: 32 conversations and the budget)", "the whole machine (/proc/stat)"} {
+		for i := range 3 {
+			if !whole(sr.cores[i][j]) {
+				continue
+			}
+			rows = append(rows, Row{Measure: fmt.Sprintf("cores busy, %s, %s", who, nodesText(i+1)), Unit: "cores",
+				Measured: sr.cores[i][j], Goal: Goal{Text: "reported"}})
+		}
 	}
 	return rows
 }
