@@ -145,17 +145,8 @@ func measureScale(e *env, s *scaleRun, nodes []*loomNode, budget *cpuBudget, win
 			}
 		}
 	}()
-	for i := range convs {
-		via := nodes[i%len(nodes)]
-		c, node, err := via.t.newConvAt(e.ctx, i)
-		if err != nil {
-			return err
-		}
-		if owners[i] = byID[node]; owners[i] == nil {
-			return fmt.Errorf("POST /conversations through %s: answered by %q, no node of this run", via.id, node)
-		}
-		c.t = owners[i].t
-		convs[i] = c
+	if err := startScaleConvs(e, nodes, byID, convs, owners); err != nil {
+		return err
 	}
 	passes, err := waitOwners(e, nodes, convs)
 	if err != nil {
@@ -197,6 +188,25 @@ func measureScale(e *env, s *scaleRun, nodes []*loomNode, budget *cpuBudget, win
 		return err
 	}
 	s.fwdTurn = inTurn.forwarded
+	return nil
+}
+
+// startScaleConvs starts convs through the nodes in turn; owners[i] is the node that served
+// conversation i's creation (its Loom-Node), which its client then talks to.
+func startScaleConvs(e *env, nodes []*loomNode, byID map[string]*loomNode, convs []*conv, owners []*loomNode) error {
+	for i := range convs {
+		via := nodes[i%len(nodes)]
+		c, node, err := via.t.newConvAt(e.ctx, i)
+		if err != nil {
+			return err
+		}
+		if owners[i] = byID[node]; owners[i] == nil {
+			c.stop()
+			return fmt.Errorf("POST /conversations through %s: answered by %q, no node of this run", via.id, node)
+		}
+		c.t = owners[i].t
+		convs[i] = c
+	}
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/loomcheck/loomcheck/reference"
 	"github.com/loomcheck/loomcheck/reference/internal/partition"
+	"github.com/loomcheck/loomcheck/reference/store/postgres"
 )
 
 // takeoverLease is the lease of the pg-partition-takeover figure's nodes.
@@ -51,6 +52,7 @@ type partTakeover struct {
 	failed      int             // answers of the survivor's partitions that failed in that span
 	lost, dup   int             // turns acknowledged and absent; turns recorded twice
 	acked       int
+	fsync       string // the server's fsync setting
 }
 
 // pgPartitionTakeover: two `loom` node processes at P = 12, a conversation in every partition,
@@ -85,6 +87,9 @@ func pgPartitionTakeover(e *env) ([]Row, error) {
 		add(3, float64(m.failed), math.NaN())
 		add(4, float64(m.lost), math.NaN())
 		add(5, float64(m.dup), math.NaN())
+		if r == 0 {
+			rows[0].Note = fmt.Sprintf("PostgreSQL fsync %s (the first round's); ", m.fsync) + rows[0].Note
+		}
 		e.logf("round %d: %d partitions taken over, p50 %v max %v (lease %v); survivor's partitions worst %v during, %v before, %d failed; %d turns acknowledged, %d lost, %d duplicated",
 			r+1, len(ts), Percentile(ts, 0.5).Round(time.Millisecond), Percentile(ts, 1).Round(time.Millisecond), takeoverLease,
 			m.worstDuring.Round(time.Millisecond), m.worstBefore.Round(time.Millisecond), m.failed, m.acked, m.lost, m.dup)
@@ -133,6 +138,11 @@ func runPartTakeover(e *env, bin string, before time.Duration) (partTakeover, er
 	if err != nil {
 		return m, err
 	}
+	act, err := postgres.DatabaseActivity(e.ctx, "", db.name)
+	if err != nil {
+		return m, err
+	}
+	m.fsync = act.Fsync
 	clients, err := onePerPartition(e, nodes, holders)
 	if err != nil {
 		return m, err
@@ -341,37 +351,9 @@ func countTurns(e *env, survivor *loomNode, clients []*partClient) (lost, dup, a
 		if err := waitRecorded(e, survivor, pc); err != nil {
 			return 0, 0, 0, err
 		}
-		seen := map[string]int{}
-		cursor := ""
-		for {
-			q := url.Values{"limit": {"500"}}
-			if cursor != "" {
-				q.Set("cursor", cursor)
-			}
-			code, b, _, err := survivor.t.do(e.ctx, pc.c.user, http.MethodGet, "/conversations/"+pc.c.id+"/history?"+q.Encode(), "")
-			if err != nil || code != http.StatusOK {
-				return 0, 0, 0, fmt.Errorf("history of %s: status %d: %s %v", pc.c.id, code, b, err)
-			}
-			var page struct {
-				Entries []struct {
-					Role      string `json:"role"`
-					MessageID string `json:"messageId"`
-				} `json:"entries"`
-				NextCursor string `json:"nextCursor"`
-				Done       bool   `json:"done"`
-			}
-			if err := json.Unmarshal(b, &page); err != nil {
-				return 0, 0, 0, fmt.Errorf("history of %s: %w", pc.c.id, err)
-			}
-			for _, en := range page.Entries {
-				if en.Role == "user" {
-					seen[en.MessageID]++
-				}
-			}
-			if page.Done {
-				break
-			}
-			cursor = page.NextCursor
+		seen, err := messageIDs(e, survivor, pc.c)
+		if err != nil {
+			return 0, 0, 0, err
 		}
 		for _, k := range pc.acked {
 			acked++
@@ -385,4 +367,41 @@ func countTurns(e *env, survivor *loomNode, clients []*partClient) (lost, dup, a
 		}
 	}
 	return lost, dup, acked, nil
+}
+
+// messageIDs reads c's whole history through t, page after page until done, and counts the
+// user records of each messageId.
+func messageIDs(e *env, t *loomNode, c *conv) (map[string]int, error) {
+	seen := map[string]int{}
+	cursor := ""
+	for {
+		q := url.Values{"limit": {"500"}}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		code, b, _, err := t.t.do(e.ctx, c.user, http.MethodGet, "/conversations/"+c.id+"/history?"+q.Encode(), "")
+		if err != nil || code != http.StatusOK {
+			return nil, fmt.Errorf("history of %s: status %d: %s %v", c.id, code, b, err)
+		}
+		var page struct {
+			Entries []struct {
+				Role      string `json:"role"`
+				MessageID string `json:"messageId"`
+			} `json:"entries"`
+			NextCursor string `json:"nextCursor"`
+			Done       bool   `json:"done"`
+		}
+		if err := json.Unmarshal(b, &page); err != nil {
+			return nil, fmt.Errorf("history of %s: %w", c.id, err)
+		}
+		for _, en := range page.Entries {
+			if en.Role == "user" {
+				seen[en.MessageID]++
+			}
+		}
+		if page.Done {
+			return seen, nil
+		}
+		cursor = page.NextCursor
+	}
 }
