@@ -162,20 +162,32 @@ type conv struct {
 
 // newConv starts a conversation of user.
 func (t *target) newConv(ctx context.Context, user int) (*conv, error) {
-	code, b, _, err := t.do(ctx, user, http.MethodPost, "/conversations", "{}")
+	c, _, err := t.newConvAt(ctx, user)
+	return c, err
+}
+
+// newConvAt starts a conversation of user and returns the node that served the creation (its
+// answer's Loom-Node header; empty from a server that is no node).
+func (t *target) newConvAt(ctx context.Context, user int) (*conv, string, error) {
+	return t.newConvWith(ctx, user, "{}")
+}
+
+// newConvWith is newConvAt with the creation's body (a chosen id: {"id": "..."}).
+func (t *target) newConvWith(ctx context.Context, user int, body string) (*conv, string, error) {
+	code, b, h, err := t.do(ctx, user, http.MethodPost, "/conversations", body)
 	if err != nil {
-		return nil, fmt.Errorf("POST /conversations: %w", err)
+		return nil, "", fmt.Errorf("POST /conversations: %w", err)
 	}
-	if code != http.StatusCreated {
-		return nil, fmt.Errorf("POST /conversations: status %d: %s", code, b)
+	if code != http.StatusCreated && code != http.StatusOK {
+		return nil, "", fmt.Errorf("POST /conversations: status %d: %s", code, b)
 	}
 	var st struct {
 		ID string `json:"id"`
 	}
 	if err := json.Unmarshal(b, &st); err != nil || st.ID == "" {
-		return nil, fmt.Errorf("POST /conversations: %q: %v", b, err)
+		return nil, "", fmt.Errorf("POST /conversations: %q: %v", b, err)
 	}
-	return &conv{t: t, user: user, id: st.ID}, nil
+	return &conv{t: t, user: user, id: st.ID}, h.Get(reference.NodeHeader), nil
 }
 
 // listen opens the conversation's event stream and reads its first event (the status, which
@@ -211,19 +223,27 @@ func (c *conv) stop() {
 
 // send posts one turn and checks it was delivered; the turn is then c.turns.
 func (c *conv) send(ctx context.Context, text string) error {
+	_, err := c.sendVia(ctx, c.t, text)
+	return err
+}
+
+// sendVia posts one turn through via (the conversation's own server, or another node) and
+// checks it was delivered; the turn is then c.turns. It returns the node that served it (the
+// answer's Loom-Node header).
+func (c *conv) sendVia(ctx context.Context, via *target, text string) (string, error) {
 	body, _ := json.Marshal(map[string]string{"text": text})
-	code, b, _, err := c.t.do(ctx, c.user, http.MethodPost, "/conversations/"+c.id+"/turns", string(body))
+	code, b, h, err := via.do(ctx, c.user, http.MethodPost, "/conversations/"+c.id+"/turns", string(body))
 	if err != nil {
-		return fmt.Errorf("POST turn: %w", err)
+		return "", fmt.Errorf("POST turn: %w", err)
 	}
 	var res struct {
 		Delivered bool `json:"delivered"`
 	}
 	if code != http.StatusAccepted || json.Unmarshal(b, &res) != nil || !res.Delivered {
-		return fmt.Errorf("POST turn to %s: status %d: %s", c.id, code, b)
+		return "", fmt.Errorf("POST turn to %s: status %d: %s", c.id, code, b)
 	}
 	c.turns++
-	return nil
+	return h.Get(reference.NodeHeader), nil
 }
 
 // turn posts a turn and waits on the event stream for its complete reply, returning the time

@@ -94,6 +94,8 @@ func Figures() []Figure {
 		{Name: "pg-turns", About: "engine turns/s on PostgreSQL beside SQLite at 1 and 8 conversations", Postgres: true, run: pgTurns},
 		{Name: "pg-turn-cost", About: "what one answered turn costs the database at one conversation: transactions beside the three commits the rules require, rows written and write-ahead log bytes", Postgres: true, run: pgTurnCost},
 		{Name: "pg-takeover", About: "kill of the holder node to the first answer of the follower, lease 1 s and 2 s", Postgres: true, run: pgTakeover},
+		{Name: "nodes-scale", About: "turns/s at 32 conversations with 1, 2 and 3 `loom` node processes on one database at P = 12, each held to a CPU budget, beside one node; each node's share of the turns and CPU per turn; the share of requests forwarded, sent to the owner and to the nodes in turn", Postgres: true, run: nodesScale},
+		{Name: "pg-partition-takeover", About: "two `loom` node processes at P = 12, one SIGKILLed under retrying clients: kill to the survivor's first answer for each partition the dead node held (p50, max) beside the lease; the survivor's own partitions' worst answer time meanwhile beside before; turns lost and duplicated", Postgres: true, run: pgPartitionTakeover},
 		{Name: "pg-node", About: "what a node costs at rest: heap and goroutines (beside an engine on SQLite), database connections and transactions/s while idle", Postgres: true, run: pgNode},
 	}
 }

@@ -26,6 +26,9 @@ type Activity struct {
 	// Fsync and SynchronousCommit are the server's settings of those names: with either "off" a
 	// commit does not wait for the disk.
 	Fsync, SynchronousCommit string
+	// BackendPID is the server process that answered the reading (pg_backend_pid()): on the same
+	// machine, its parent is the server's main process.
+	BackendPID int
 }
 
 // DatabaseActivity reads the Activity of the database name through a connection of its own to
@@ -49,8 +52,8 @@ func DatabaseActivity(ctx context.Context, adminURL, name string) (Activity, err
 		COALESCE((SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = $1), 0),
 		COALESCE((SELECT tup_inserted + tup_updated + tup_deleted FROM pg_stat_database WHERE datname = $1), 0),
 		pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint,
-		current_setting('fsync'), current_setting('synchronous_commit')`, name).
-		Scan(&a.Connections, &a.Transactions, &a.RowsWritten, &a.WALBytes, &a.Fsync, &a.SynchronousCommit)
+		current_setting('fsync'), current_setting('synchronous_commit'), pg_backend_pid()`, name).
+		Scan(&a.Connections, &a.Transactions, &a.RowsWritten, &a.WALBytes, &a.Fsync, &a.SynchronousCommit, &a.BackendPID)
 	if err != nil {
 		return a, fmt.Errorf("store: activity of %s: %w", name, err)
 	}
