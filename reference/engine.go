@@ -370,6 +370,17 @@ func (e *Engine) Close() error {
 	return err
 }
 
+// endStreams ends the engine's open streams, whose clients resume where they reconnect, and
+// serves on otherwise.
+func (e *Engine) endStreams() {
+	e.mu.Lock()
+	gw := e.gw
+	e.mu.Unlock()
+	if gw != nil {
+		gw.Shutdown()
+	}
+}
+
 // stopParts stops serving (gracefully for up to grace) and stops every part of the engine, once.
 // The parts an engine still opening has not made yet are never made (assemble sees it).
 func (e *Engine) stopParts(grace time.Duration) {

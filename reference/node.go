@@ -279,8 +279,9 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	deadline := time.NewTimer(n.followWait())
 	defer deadline.Stop()
 	for {
-		eng, changed, _ := n.serving(dest)
+		eng, leave, changed, _ := n.serving(dest)
 		if eng != nil {
+			defer leave()
 			w.Header().Set(NodeHeader, n.id)
 			eng.Handler().ServeHTTP(w, r)
 			return
@@ -323,8 +324,9 @@ func (n *Node) serveForwarded(w http.ResponseWriter, r *http.Request, dest desti
 	deadline := time.NewTimer(n.followWait())
 	defer deadline.Stop()
 	for {
-		eng, changed, opening := n.serving(dest)
+		eng, leave, changed, opening := n.serving(dest)
 		if eng != nil {
+			defer leave()
 			w.Header().Set(NodeHeader, n.id)
 			eng.Handler().ServeHTTP(w, r)
 			return

@@ -79,7 +79,7 @@ func (n *Node) step(plan partition.Plan) {
 		switch {
 		case held && !mine:
 			n.logger.Info("node: giving a partition to the node the plan names", "node", n.id, "partition", i, "to", plan[i])
-			n.release(i)
+			n.handOver(i)
 		case !held && mine:
 			n.tryLead(i)
 		}

@@ -1,0 +1,124 @@
+package reference
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/loomcheck/loomcheck/reference/store"
+	"github.com/loomcheck/loomcheck/reference/store/postgres/pgtest"
+)
+
+// TestAHandOverWaitsForTheRequestsInFlight: a node giving a partition up lets no new request
+// into the partition's engine, ends its open streams, and keeps the lease (so no other node runs
+// the partition) until the requests in flight there are over; then it gives the lease up and the
+// next holder serves the requests that waited meanwhile, one of them sent to the former holder.
+func TestAHandOverWaitsForTheRequestsInFlight(t *testing.T) {
+	const p = 4
+	url := pgtest.TempDatabase(t)
+	var aKeeps1, bTakes1 atomic.Bool
+	aKeeps1.Store(true)
+	a, baseA := partitionedNode(t, url, "node-a", p, func(i int) bool { return i < 2 && (i != 1 || aKeeps1.Load()) }, nil)
+	waitHeld(t, a, 0, 1)
+	b, _ := partitionedNode(t, url, "node-b", p, func(i int) bool { return i >= 2 || i == 1 && bTakes1.Load() }, nil)
+	waitHeld(t, b, 2, 3)
+
+	code, served, body := send(t, "POST", baseA+"/conversations", `{"id":"`+chosenIn(t, 1, p)+`"}`)
+	require.Equal(t, 201, code, string(body))
+	require.Equal(t, "node-a", served)
+	id := idOf(t, body)
+
+	// A stream open on partition 1, and a request in flight in its engine.
+	stream := openStream(t, baseA, id)
+	waitInflight(t, a, 1, 1)
+	eng, leave := a.enterPart(1)
+	require.NotNil(t, eng)
+	before := token(eng)
+
+	aKeeps1.Store(false)
+	bTakes1.Store(true)
+	released := make(chan struct{})
+	go func() { a.release(1); close(released) }()
+
+	// The stream ends; the request in flight keeps the partition here.
+	_, err := io.Copy(io.Discard, stream)
+	require.NoError(t, err)
+	waitDraining(t, a, 1)
+	gone, _ := a.enterPart(1)
+	require.Nil(t, gone, "a request entered a partition being handed over")
+	select {
+	case <-released:
+		t.Fatal("the partition was given up with a request in flight")
+	default:
+	}
+	_, err = a.leases.Acquire(context.Background(), "partition/1", "probe", "", time.Second)
+	var held *store.HeldError
+	require.ErrorAs(t, err, &held, "the lease was free with a request in flight")
+	require.Equal(t, "node-a", held.Lease.Holder)
+
+	// A request for the partition sent now waits, and is served by the next holder.
+	answered := make(chan string, 1)
+	go func() {
+		_, by := history(t, baseA, id)
+		answered <- by
+	}()
+	leave()
+	<-released
+	waitHeld(t, a, 0)
+	waitHeld(t, b, 1, 2, 3)
+	require.Equal(t, "node-b", <-answered)
+	require.Greater(t, token(b.engineOf(1)), before)
+}
+
+// openStream opens conversation id's session stream at base and returns its body once the
+// headers came.
+func openStream(t *testing.T, base, id string) io.Reader {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, "GET", base+"/sessions/"+id+"/stream", nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	t.Cleanup(func() { resp.Body.Close() })
+	require.Equal(t, 200, resp.StatusCode)
+	return bufio.NewReader(resp.Body)
+}
+
+// waitInflight waits until k requests are in flight in partition i's engine of n.
+func waitInflight(t *testing.T, n *Node, i, k int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n.mu.Lock()
+		got := n.parts[i].inflight
+		n.mu.Unlock()
+		if got == k {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "%d requests in flight in partition %d, never %d", got, i, k)
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitDraining waits until n is handing partition i over.
+func waitDraining(t *testing.T, n *Node, i int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n.mu.Lock()
+		d := n.parts[i].draining
+		n.mu.Unlock()
+		if d {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "partition %d never handed over", i)
+		time.Sleep(5 * time.Millisecond)
+	}
+}
