@@ -381,6 +381,18 @@ func (e *Engine) endStreams() {
 	}
 }
 
+// liveWork is how many deciders and steps (a model call, a tool call) the engine runs live now:
+// work that stopping it would cut off, for the next engine on the store to run again.
+func (e *Engine) liveWork() int64 {
+	e.mu.Lock()
+	k := e.k
+	e.mu.Unlock()
+	if k == nil {
+		return 0
+	}
+	return k.LiveWork()
+}
+
 // stopParts stops serving (gracefully for up to grace) and stops every part of the engine, once.
 // The parts an engine still opening has not made yet are never made (assemble sees it).
 func (e *Engine) stopParts(grace time.Duration) {

@@ -76,6 +76,9 @@ func (n *Node) step(plan partition.Plan) {
 		}
 		mine := plan == nil || plan[i] == n.id
 		held := n.engineOf(i) != nil
+		if held && mine {
+			n.notDue(i)
+		}
 		switch {
 		case held && !mine:
 			n.logger.Info("node: giving a partition to the node the plan names", "node", n.id, "partition", i, "to", plan[i])
@@ -89,6 +92,13 @@ func (n *Node) step(plan partition.Plan) {
 		default:
 		}
 	}
+}
+
+// notDue records that partition i is no longer due to move (the plan gives it back).
+func (n *Node) notDue(i int) {
+	n.mu.Lock()
+	n.parts[i].dueSince = time.Time{}
+	n.mu.Unlock()
 }
 
 // holderLive reports whether l is a grant that has not lapsed.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/loomcheck/loomcheck/reference/model"
 	"github.com/loomcheck/loomcheck/reference/store"
 	"github.com/loomcheck/loomcheck/reference/store/postgres/pgtest"
 )
@@ -119,6 +120,80 @@ func waitDraining(t *testing.T, n *Node, i int) {
 			return
 		}
 		require.True(t, time.Now().Before(deadline), "partition %d never handed over", i)
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// heldModel answers every request once release is closed, telling asked of each request.
+type heldModel struct {
+	asked   chan string
+	release chan struct{}
+	calls   atomic.Int64
+}
+
+func (m *heldModel) Complete(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
+	m.calls.Add(1)
+	last := req.Messages[len(req.Messages)-1].Content
+	m.asked <- last
+	select {
+	case <-m.release:
+	case <-ctx.Done():
+		return model.Response{}, ctx.Err()
+	}
+	return model.Response{Content: "re: " + last, FinishReason: model.FinishStop}, nil
+}
+
+// TestAMoveWaitsForTheLiveWork: a partition the plan gives another node while a model call
+// runs in it is not handed over (so the call is not cut off and asked again by the next holder)
+// until the call ended; then it moves, and the model was asked once.
+func TestAMoveWaitsForTheLiveWork(t *testing.T) {
+	const p = 4
+	url := pgtest.TempDatabase(t)
+	m := &heldModel{asked: make(chan string, 4), release: make(chan struct{})}
+	var aKeeps1, bTakes1 atomic.Bool
+	aKeeps1.Store(true)
+	withModel := func(o *Options) { o.Deps.Provider = m }
+	a, baseA := partitionedNode(t, url, "node-a", p, func(i int) bool { return i < 2 && (i != 1 || aKeeps1.Load()) }, withModel)
+	waitHeld(t, a, 0, 1)
+	b, _ := partitionedNode(t, url, "node-b", p, func(i int) bool { return i >= 2 || i == 1 && bTakes1.Load() }, withModel)
+	waitHeld(t, b, 2, 3)
+
+	code, _, body := send(t, "POST", baseA+"/conversations", `{"id":"`+chosenIn(t, 1, p)+`"}`)
+	require.Equal(t, 201, code, string(body))
+	id := idOf(t, body)
+	code, _ = post(t, baseA, "/conversations/"+id+"/turns", `{"text":"hello","messageId":"m1"}`)
+	require.Equal(t, 202, code)
+	require.Equal(t, "hello", <-m.asked)
+
+	// Due to move while the model call runs: it stays, and keeps serving.
+	aKeeps1.Store(false)
+	bTakes1.Store(true)
+	require.False(t, a.handOver(1), "a partition was handed over during a model call")
+	_, served := history(t, baseA, id)
+	require.Equal(t, "node-a", served)
+
+	// The call ends; the next look hands the partition over, and the next holder asks nothing.
+	close(m.release)
+	untilTrue(t, "the turn answered", func() bool {
+		h, _ := history(t, baseA, id)
+		return len(h) == 2
+	})
+	untilTrue(t, "no model call in flight", func() bool { return a.engineOf(1).liveWork() == 0 })
+	require.True(t, a.handOver(1), "a quiet partition due to move was not handed over")
+	waitHeld(t, a, 0)
+	waitHeld(t, b, 1, 2, 3)
+	h, served := history(t, baseA, id)
+	require.Equal(t, "node-b", served)
+	require.Equal(t, []string{"user hello", "assistant re: hello"}, h)
+	require.EqualValues(t, 1, m.calls.Load(), "model calls")
+}
+
+// untilTrue waits until cond holds.
+func untilTrue(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		require.True(t, time.Now().Before(deadline), "never %s", what)
 		time.Sleep(5 * time.Millisecond)
 	}
 }

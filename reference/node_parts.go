@@ -27,6 +27,9 @@ type nodePart struct {
 	draining bool
 	inflight int
 	idle     chan struct{}
+	// dueSince is when the plan first gave the partition to another node while its engine ran
+	// live work (zero: not due).
+	dueSince time.Time
 }
 
 // newParts are the parts of p partitions: at one, the lease leaseName and the store's root, as
@@ -296,15 +299,32 @@ func (n *Node) forget(i int) {
 	n.mu.Unlock()
 }
 
-// handOver starts giving partition i up (release) in the background, unless it is already
-// being given up.
-func (n *Node) handOver(i int) {
+// handOverDefer bounds how long a partition due to move waits for a moment when its engine runs
+// no live work (Engine.liveWork).
+const handOverDefer = 30 * time.Second
+
+// handOver starts giving partition i up (release) in the background, and reports whether it
+// did: not when it is already being given up, nor while its engine runs live work (a model or
+// tool call, which the next holder would run again) and the partition has been due to move for
+// less than handOverDefer: a planned move waits for a quiet moment, as a crash cannot.
+func (n *Node) handOver(i int) bool {
 	n.mu.Lock()
-	busy := n.parts[i].draining || n.parts[i].eng == nil
-	n.mu.Unlock()
-	if !busy {
-		n.wg.Go(func() { n.release(i) })
+	pt := &n.parts[i]
+	e := pt.eng
+	if pt.draining || e == nil {
+		n.mu.Unlock()
+		return false
 	}
+	if pt.dueSince.IsZero() {
+		pt.dueSince = time.Now()
+	}
+	waited := time.Since(pt.dueSince)
+	n.mu.Unlock()
+	if e.liveWork() > 0 && waited < handOverDefer {
+		return false
+	}
+	n.wg.Go(func() { n.release(i) })
+	return true
 }
 
 // drainWait bounds how long a hand-over waits for the requests in flight in the partition's
@@ -335,13 +355,8 @@ func (n *Node) release(i int) {
 	n.broadcast()
 	n.mu.Unlock()
 	e.endStreams()
-	wait := time.NewTimer(drainWait)
-	defer wait.Stop()
-	select {
-	case <-idle:
-	case <-wait.C:
-		n.logger.Warn("node: requests still in flight at the end of a hand-over", "node", n.id, "partition", i)
-	case <-n.done:
+	if !n.drained(e, idle) {
+		n.logger.Warn("node: requests or model and tool calls still in flight at the end of a hand-over", "node", n.id, "partition", i)
 	}
 	n.mu.Lock()
 	if pt.eng != e {
@@ -351,10 +366,36 @@ func (n *Node) release(i int) {
 		return
 	}
 	pt.eng, pt.draining, pt.idle = nil, false, nil
-	pt.seenAt = time.Time{}
+	pt.seenAt, pt.dueSince = time.Time{}, time.Time{}
 	n.broadcast()
 	n.mu.Unlock()
 	_ = e.Close()
+}
+
+// drained waits, for drainWait at most, until idle is closed (no request in flight in e any
+// more) and e runs no live work; false when the bound came first, or the node closed meanwhile.
+func (n *Node) drained(e *Engine, idle <-chan struct{}) bool {
+	wait := time.NewTimer(drainWait)
+	defer wait.Stop()
+	select {
+	case <-idle:
+	case <-wait.C:
+		return false
+	case <-n.done:
+		return false
+	}
+	poll := time.NewTicker(10 * time.Millisecond)
+	defer poll.Stop()
+	for e.liveWork() > 0 {
+		select {
+		case <-poll.C:
+		case <-wait.C:
+			return false
+		case <-n.done:
+			return false
+		}
+	}
+	return true
 }
 
 // broadcast wakes every request waiting for a change of the node's engines; n.mu is held.
