@@ -381,16 +381,21 @@ func (e *Engine) endStreams() {
 	}
 }
 
-// liveWork is how many deciders and steps (a model call, a tool call) the engine runs live now:
-// work that stopping it would cut off, for the next engine on the store to run again.
+// liveWork is how many deciders and steps (a model call, a tool call) the engine runs live now,
+// and tickets it made that wait: work that stopping it would cut off, for the next engine on the
+// store to run again, and tickets the next engine would not know.
 func (e *Engine) liveWork() int64 {
 	e.mu.Lock()
-	k := e.k
+	k, ss := e.k, e.ss
 	e.mu.Unlock()
-	if k == nil {
-		return 0
+	var n int64
+	if k != nil {
+		n += k.LiveWork()
 	}
-	return k.LiveWork()
+	if ss != nil {
+		n += int64(ss.TicketsWaiting())
+	}
+	return n
 }
 
 // stopParts stops serving (gracefully for up to grace) and stops every part of the engine, once.

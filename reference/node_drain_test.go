@@ -3,6 +3,7 @@ package reference
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"sync/atomic"
@@ -179,6 +180,24 @@ func TestAMoveWaitsForTheLiveWork(t *testing.T) {
 		return len(h) == 2
 	})
 	untilTrue(t, "no model call in flight", func() bool { return a.engineOf(1).liveWork() == 0 })
+
+	// A ticket waiting holds the move back, and so does the stream it opens.
+	code, _, body = send(t, "POST", baseA+"/sessions/"+id+"/stream/open", `{}`)
+	require.Equal(t, 200, code, string(body))
+	var opened struct{ Ticket string }
+	require.NoError(t, json.Unmarshal(body, &opened))
+	require.False(t, a.handOver(1), "a partition was handed over with a ticket waiting")
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, "GET", baseA+"/sessions/"+id+"/stream?ticket="+opened.Ticket, nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, 200, resp.StatusCode)
+	waitInflight(t, a, 1, 1)
+	require.False(t, a.handOver(1), "a partition was handed over with a stream open")
+	cancel()
+	resp.Body.Close()
+	waitInflight(t, a, 1, 0)
 	require.True(t, a.handOver(1), "a quiet partition due to move was not handed over")
 	waitHeld(t, a, 0)
 	waitHeld(t, b, 1, 2, 3)

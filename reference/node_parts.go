@@ -299,14 +299,15 @@ func (n *Node) forget(i int) {
 	n.mu.Unlock()
 }
 
-// handOverDefer bounds how long a partition due to move waits for a moment when its engine runs
-// no live work (Engine.liveWork).
+// handOverDefer bounds how long a partition due to move waits for a quiet moment (handOver).
 const handOverDefer = 30 * time.Second
 
 // handOver starts giving partition i up (release) in the background, and reports whether it
-// did: not when it is already being given up, nor while its engine runs live work (a model or
-// tool call, which the next holder would run again) and the partition has been due to move for
-// less than handOverDefer: a planned move waits for a quiet moment, as a crash cannot.
+// did: not when it is already being given up, nor, while the partition has been due to move for
+// less than handOverDefer, when it is busy: a request or a stream in flight in its engine (which
+// the move would end), or live work (a model or tool call, which the next holder would run
+// again; a ticket waiting, which it would not know). A planned move waits for a quiet moment, as
+// a crash cannot.
 func (n *Node) handOver(i int) bool {
 	n.mu.Lock()
 	pt := &n.parts[i]
@@ -319,8 +320,9 @@ func (n *Node) handOver(i int) bool {
 		pt.dueSince = time.Now()
 	}
 	waited := time.Since(pt.dueSince)
+	inflight := pt.inflight
 	n.mu.Unlock()
-	if e.liveWork() > 0 && waited < handOverDefer {
+	if (inflight > 0 || e.liveWork() > 0) && waited < handOverDefer {
 		return false
 	}
 	n.wg.Go(func() { n.release(i) })
