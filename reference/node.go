@@ -104,7 +104,10 @@ type Node struct {
 	// want says which partitions the node asks for (nil: every one).
 	want func(i int) bool
 
-	turn atomic.Uint64 // spreads the requests for any partition (serving, spread)
+	// turn spreads the requests for any partition over the partitions this node holds (serving),
+	// away the ones over every partition's holder (spread): two counters, so that each advances
+	// by one a request and every partition gets its turn.
+	turn, away atomic.Uint64
 
 	mu      sync.Mutex
 	parts   []nodePart    // by partition; the lease and namespace of each never change

@@ -216,3 +216,27 @@ func untilTrue(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestCreationsWithoutAnIDTakeEveryPartitionInTurn: conversations started without an id at a
+// node are minted in the partitions it serves, each in turn; through a node that serves none,
+// in every partition, each in turn.
+func TestCreationsWithoutAnIDTakeEveryPartitionInTurn(t *testing.T) {
+	const p = 4
+	url := pgtest.TempDatabase(t)
+	a, baseA := partitionedNode(t, url, "node-a", p, func(i int) bool { return i < 2 }, nil)
+	waitHeld(t, a, 0, 1)
+	b, _ := partitionedNode(t, url, "node-b", p, func(i int) bool { return i >= 2 }, nil)
+	waitHeld(t, b, 2, 3)
+	_, baseC := partitionedNode(t, url, "node-c", p, func(int) bool { return false }, nil)
+	count := func(base string, rounds int) map[int]int {
+		got := map[int]int{}
+		for range rounds {
+			code, _, body := send(t, "POST", base+"/conversations", `{}`)
+			require.Equal(t, 201, code, string(body))
+			got[partOf(t, idOf(t, body), p)]++
+		}
+		return got
+	}
+	require.Equal(t, map[int]int{0: 3, 1: 3}, count(baseA, 6))
+	require.Equal(t, map[int]int{0: 2, 1: 2, 2: 2, 3: 2}, count(baseC, 8))
+}

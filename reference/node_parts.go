@@ -221,9 +221,9 @@ func (n *Node) takeEngines() []*Engine {
 // serving is the engine that serves a request for dest on this node (nil when it holds no such
 // partition, or hands it over), the channel closed at the next change of the node's engines, and
 // whether the node is opening such a partition's engine (granted its lease, recovering it). A
-// request for any partition goes to the held ones in turn. With an engine comes leave, which the
-// caller calls once the request is over: until then the request counts as in flight there, and a
-// hand-over waits for it.
+// request for any partition goes to the partitions served here in turn, each once a round. With
+// an engine comes leave, which the caller calls once the request is over: until then the request
+// counts as in flight there, and a hand-over waits for it.
 func (n *Node) serving(dest destination) (eng *Engine, leave func(), changed chan struct{}, opening bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -234,17 +234,29 @@ func (n *Node) serving(dest destination) (eng *Engine, leave func(), changed cha
 		}
 		return pt.eng, n.enter(dest.part), n.changed, false
 	}
-	k := len(n.parts)
-	start := int(n.turn.Add(1) % uint64(k))
-	for j := range k {
-		i := (start + j) % k
+	servedHere := func(pt *nodePart) bool { return pt.eng != nil && !pt.draining }
+	k := 0
+	for i := range n.parts {
 		pt := &n.parts[i]
-		if pt.eng != nil && !pt.draining {
-			return pt.eng, n.enter(i), n.changed, false
+		if servedHere(pt) {
+			k++
 		}
 		opening = opening || pt.opening || pt.draining
 	}
-	return nil, nil, n.changed, opening
+	if k == 0 {
+		return nil, nil, n.changed, opening
+	}
+	nth := int(n.turn.Add(1) % uint64(k))
+	for i := range n.parts {
+		if !servedHere(&n.parts[i]) {
+			continue
+		}
+		if nth == 0 {
+			return n.parts[i].eng, n.enter(i), n.changed, false
+		}
+		nth--
+	}
+	return nil, nil, n.changed, opening // not reached: k parts are served here
 }
 
 // enterPart is partition i's engine with its leave (see serving), or nil when this node does
@@ -275,7 +287,7 @@ func (n *Node) enter(i int) func() {
 
 // spread is the partition a request for any partition is forwarded by when this node holds
 // none: the partitions in turn, so that such requests spread over their holders.
-func (n *Node) spread() int { return int(n.turn.Add(1) % uint64(len(n.parts))) }
+func (n *Node) spread() int { return int(n.away.Add(1) % uint64(len(n.parts))) }
 
 // holderOf is the live grant of partition i's lease held by another node with an address, read
 // anew when the one seen is older than an eighth of the lease; zero when there is none.
