@@ -62,11 +62,14 @@ func (e *nodesNeeded) Error() string {
 	if e.nodes == 0 {
 		return fmt.Sprintf("%v: the %s driver runs the system as one process, and the scenario needs %s", ErrNotApplicable, e.driver, want)
 	}
-	parts := strconv.Itoa(e.partitions)
-	if e.partitions == 0 {
-		parts = "1 (node.partitions not set: its default)"
+	parts := fmt.Sprintf("%d partitions", e.partitions)
+	switch e.partitions {
+	case 0:
+		parts = "1 partition (node.partitions not set: its default)"
+	case 1:
+		parts = "1 partition"
 	}
-	return fmt.Sprintf("%v: the system runs as %d nodes of %s partitions, and the scenario needs %s", ErrNotApplicable, e.nodes, parts, want)
+	return fmt.Sprintf("%v: the system runs as %d nodes of %s, and the scenario needs %s", ErrNotApplicable, e.nodes, parts, want)
 }
 
 func (e *nodesNeeded) Is(target error) bool { return target == ErrNotApplicable }
