@@ -319,6 +319,7 @@ func (a areas) vocabulary() []area {
 		{"conversation_transcript", conversationTranscriptVocabulary(a)},
 		{"durability_crash", durabilityCrashVocabulary(a)},
 		{"durability_nodes", durabilityNodesVocabulary(a)},
+		{"durability_nodes_death", durabilityNodesDeathVocabulary(a)},
 		{"envelopes_signed", envelopesSignedVocabulary(a)},
 		{"envelopes_replay", envelopesReplayVocabulary(a)},
 		{"gateway_contract", gatewayContractVocabulary(a)},
