@@ -2,7 +2,7 @@
 # written beside them with their defaults.
 GO ?= go
 
-.PHONY: all test check lint build conformance selftest variance mutate fuzz explore bench
+.PHONY: all test check lint build conformance conformance-nodes selftest variance mutate fuzz explore bench
 
 all: test conformance
 
@@ -82,6 +82,11 @@ else
 	$(MAKE) build
 	./bin/loomcheck run $(CONFORMANCE_FLAGS)
 endif
+
+# The suite against the reference as three nodes of twelve partitions on PostgreSQL
+# (spec/nodes.md, What the kit checks): a crash kills the owner of the scenario's partition.
+conformance-nodes:
+	$(MAKE) conformance SUT=nodes STORE=postgres NODES=3 PARTITIONS=12
 
 # The self-test (docs/proving.md): every named defect of fixtures/defects built as a variant of the
 # reference and run against the scenarios that must catch it, PARALLEL at once. SAMPLE=N judges N

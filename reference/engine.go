@@ -370,6 +370,34 @@ func (e *Engine) Close() error {
 	return err
 }
 
+// endStreams ends the engine's open streams, whose clients resume where they reconnect, and
+// serves on otherwise.
+func (e *Engine) endStreams() {
+	e.mu.Lock()
+	gw := e.gw
+	e.mu.Unlock()
+	if gw != nil {
+		gw.Shutdown()
+	}
+}
+
+// liveWork is how many deciders and steps (a model call, a tool call) the engine runs live now,
+// and tickets it made that wait: work that stopping it would cut off, for the next engine on the
+// store to run again, and tickets the next engine would not know.
+func (e *Engine) liveWork() int64 {
+	e.mu.Lock()
+	k, ss := e.k, e.ss
+	e.mu.Unlock()
+	var n int64
+	if k != nil {
+		n += k.LiveWork()
+	}
+	if ss != nil {
+		n += int64(ss.TicketsWaiting())
+	}
+	return n
+}
+
 // stopParts stops serving (gracefully for up to grace) and stops every part of the engine, once.
 // The parts an engine still opening has not made yet are never made (assemble sees it).
 func (e *Engine) stopParts(grace time.Duration) {

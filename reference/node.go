@@ -104,7 +104,10 @@ type Node struct {
 	// want says which partitions the node asks for (nil: every one).
 	want func(i int) bool
 
-	turn atomic.Uint64 // spreads the requests for any partition (serving, spread)
+	// turn spreads the requests for any partition over the partitions this node holds (serving),
+	// away the ones over every partition's holder (spread): two counters, so that each advances
+	// by one a request and every partition gets its turn.
+	turn, away atomic.Uint64
 
 	mu      sync.Mutex
 	parts   []nodePart    // by partition; the lease and namespace of each never change
@@ -279,8 +282,9 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	deadline := time.NewTimer(n.followWait())
 	defer deadline.Stop()
 	for {
-		eng, changed, _ := n.serving(dest)
+		eng, leave, changed, _ := n.serving(dest)
 		if eng != nil {
+			defer leave()
 			w.Header().Set(NodeHeader, n.id)
 			eng.Handler().ServeHTTP(w, r)
 			return
@@ -323,8 +327,9 @@ func (n *Node) serveForwarded(w http.ResponseWriter, r *http.Request, dest desti
 	deadline := time.NewTimer(n.followWait())
 	defer deadline.Stop()
 	for {
-		eng, changed, opening := n.serving(dest)
+		eng, leave, changed, opening := n.serving(dest)
 		if eng != nil {
+			defer leave()
 			w.Header().Set(NodeHeader, n.id)
 			eng.Handler().ServeHTTP(w, r)
 			return

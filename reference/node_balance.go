@@ -2,6 +2,8 @@ package reference
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/loomcheck/loomcheck/reference/internal/partition"
@@ -13,14 +15,17 @@ import (
 // reads the live ones to know who shares the partitions.
 const memberPrefix = "node/"
 
+// partitionPrefix begins every partition lease's name ("partition/<i>", newParts).
+const partitionPrefix = "partition/"
+
 // balancing reports whether the node shares the partitions out with the other nodes: at more
 // than one partition, unless it was told which partitions to ask for (want: a node pinned to
 // some partitions, which the package's tests use).
 func (n *Node) balancing() bool { return len(n.parts) > 1 && n.want == nil }
 
 // plan renews this node's membership and returns the plan of every live member (this node
-// included): partition.Assign over the members whose membership has not lapsed by this node's
-// clock. nil when the store could not be read: the node then asks for every partition lease,
+// included): partition.Rebalance over the members whose membership has not lapsed by this node's
+// clock, each keeping what it holds up to its share. nil when the store could not be read: the node then asks for every partition lease,
 // as a node alone would.
 func (n *Node) plan() partition.Plan {
 	ctx, cancel := context.WithTimeout(context.Background(), n.ttl)
@@ -45,11 +50,30 @@ func (n *Node) plan() partition.Plan {
 			live = append(live, m.Holder)
 		}
 	}
-	plan, err := partition.Assign(len(n.parts), live)
+	plan, err := partition.Rebalance(len(n.parts), live, n.holders(ctx, now))
 	if err != nil {
 		return nil
 	}
 	return plan
+}
+
+// holders names the live holder of each partition as the store's grants say ("" for a lapsed or
+// missing grant); nil when they could not be read, the plan then made as if nobody held any.
+func (n *Node) holders(ctx context.Context, now time.Time) partition.Plan {
+	ls, err := n.leases.Grants(ctx, partitionPrefix)
+	if err != nil {
+		n.logger.Warn("node: reading the partitions' holders failed", "error", err)
+		return nil
+	}
+	out := make(partition.Plan, len(n.parts))
+	for _, l := range ls {
+		i, err := strconv.Atoi(strings.TrimPrefix(l.Name, partitionPrefix))
+		if err != nil || i < 0 || i >= len(out) || !l.Expires.After(now) {
+			continue
+		}
+		out[i] = l.Holder
+	}
+	return out
 }
 
 // leaveMembership gives the membership up, so the other nodes share this node's partitions out
@@ -76,10 +100,13 @@ func (n *Node) step(plan partition.Plan) {
 		}
 		mine := plan == nil || plan[i] == n.id
 		held := n.engineOf(i) != nil
+		if held && mine {
+			n.notDue(i)
+		}
 		switch {
 		case held && !mine:
 			n.logger.Info("node: giving a partition to the node the plan names", "node", n.id, "partition", i, "to", plan[i])
-			n.release(i)
+			n.handOver(i)
 		case !held && mine:
 			n.tryLead(i)
 		}
@@ -89,6 +116,13 @@ func (n *Node) step(plan partition.Plan) {
 		default:
 		}
 	}
+}
+
+// notDue records that partition i is no longer due to move (the plan gives it back).
+func (n *Node) notDue(i int) {
+	n.mu.Lock()
+	n.parts[i].dueSince = time.Time{}
+	n.mu.Unlock()
 }
 
 // holderLive reports whether l is a grant that has not lapsed.

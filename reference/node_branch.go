@@ -47,7 +47,8 @@ func (n *Node) branchElsewhere(ctx context.Context, b sessions.BranchStart) erro
 	}
 	deadline := time.Now().Add(n.followWait())
 	for {
-		if eng := n.engineOf(i); eng != nil {
+		if eng, leave := n.enterPart(i); eng != nil {
+			defer leave()
 			return sessions.StartBranch(ctx, eng.cv, b)
 		}
 		if holder := n.holderOf(ctx, i); holder.Note != "" {
@@ -112,11 +113,16 @@ func (n *Node) serveBranch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	i, err := partition.Of(partition.KeyOf(conversation.ChosenID(b.Who, b.Chosen)), len(n.parts))
-	eng := n.engineOf(i)
-	if err != nil || eng == nil {
+	if err != nil {
 		w.WriteHeader(http.StatusMisdirectedRequest)
 		return
 	}
+	eng, leave := n.enterPart(i)
+	if eng == nil {
+		w.WriteHeader(http.StatusMisdirectedRequest)
+		return
+	}
+	defer leave()
 	err = sessions.StartBranch(r.Context(), eng.cv, b)
 	var le *loomtype.LimitError
 	kind, code := branchFailed, http.StatusInternalServerError

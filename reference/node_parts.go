@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/loomcheck/loomcheck/reference/internal/partition"
@@ -20,6 +21,15 @@ type nodePart struct {
 	opening bool // granted the lease, the engine is being opened
 	holder  store.Lease
 	seenAt  time.Time
+
+	// draining: the partition is being handed to another node; no new request enters eng,
+	// whose requests in flight (inflight of them) finish first. idle is closed once none is.
+	draining bool
+	inflight int
+	idle     chan struct{}
+	// dueSince is when the plan first gave the partition to another node while its engine ran
+	// live work (zero: not due).
+	dueSince time.Time
 }
 
 // newParts are the parts of p partitions: at one, the lease leaseName and the store's root, as
@@ -56,6 +66,9 @@ func (n *Node) owns(i int) func(string) bool {
 func (n *Node) run() {
 	tick := time.NewTicker(n.ttl / 4)
 	defer tick.Stop()
+	if n.balancing() && !n.join() {
+		return
+	}
 	for {
 		var plan partition.Plan
 		if n.balancing() {
@@ -68,6 +81,20 @@ func (n *Node) run() {
 		case <-tick.C:
 		case <-n.wake:
 		}
+	}
+}
+
+// join makes the node a member and waits one renewal period (a quarter of the lease) before it
+// asks for any partition: nodes started together see each other's memberships by then, so each
+// asks for its own share at once, instead of the first taking every partition and handing most
+// of them over a moment later. false when the node closed meanwhile.
+func (n *Node) join() bool {
+	n.plan()
+	select {
+	case <-n.done:
+		return false
+	case <-time.After(n.ttl / 4):
+		return true
 	}
 }
 
@@ -123,8 +150,7 @@ func (n *Node) tryLead(i int) {
 	}
 	n.parts[i].eng = e
 	n.parts[i].holder, n.parts[i].seenAt = l, time.Now()
-	close(n.changed)
-	n.changed = make(chan struct{})
+	n.broadcast()
 	n.mu.Unlock()
 	n.logger.Info("node: serving as the lease holder", "node", n.id, "lease", name)
 }
@@ -144,8 +170,7 @@ func (n *Node) lost(i int, e *Engine) {
 		n.parts[i].eng = nil
 	}
 	n.parts[i].seenAt = time.Time{}
-	close(n.changed)
-	n.changed = make(chan struct{})
+	n.broadcast()
 	n.mu.Unlock()
 	select {
 	case n.wake <- struct{}{}:
@@ -194,32 +219,75 @@ func (n *Node) takeEngines() []*Engine {
 }
 
 // serving is the engine that serves a request for dest on this node (nil when it holds no such
-// partition), the channel closed at the next change of the node's engines, and whether the node
-// is opening such a partition's engine (granted its lease, recovering it). A request for any
-// partition goes to the held ones in turn.
-func (n *Node) serving(dest destination) (*Engine, chan struct{}, bool) {
+// partition, or hands it over), the channel closed at the next change of the node's engines, and
+// whether the node is opening such a partition's engine (granted its lease, recovering it). A
+// request for any partition goes to the partitions served here in turn, each once a round. With
+// an engine comes leave, which the caller calls once the request is over: until then the request
+// counts as in flight there, and a hand-over waits for it.
+func (n *Node) serving(dest destination) (eng *Engine, leave func(), changed chan struct{}, opening bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if !dest.anyPart {
-		pt := n.parts[dest.part]
-		return pt.eng, n.changed, pt.opening
-	}
-	opening := false
-	k := len(n.parts)
-	start := int(n.turn.Add(1) % uint64(k))
-	for j := range k {
-		pt := n.parts[(start+j)%k]
-		if pt.eng != nil {
-			return pt.eng, n.changed, true
+		pt := &n.parts[dest.part]
+		if pt.eng == nil || pt.draining {
+			return nil, nil, n.changed, pt.opening
 		}
-		opening = opening || pt.opening
+		return pt.eng, n.enter(dest.part), n.changed, false
 	}
-	return nil, n.changed, opening
+	servedHere := func(pt *nodePart) bool { return pt.eng != nil && !pt.draining }
+	k := 0
+	for i := range n.parts {
+		pt := &n.parts[i]
+		if servedHere(pt) {
+			k++
+		}
+		opening = opening || pt.opening || pt.draining
+	}
+	if k == 0 {
+		return nil, nil, n.changed, opening
+	}
+	nth := int(n.turn.Add(1) % uint64(k))
+	for i := range n.parts {
+		if !servedHere(&n.parts[i]) {
+			continue
+		}
+		if nth == 0 {
+			return n.parts[i].eng, n.enter(i), n.changed, false
+		}
+		nth--
+	}
+	return nil, nil, n.changed, opening // not reached: k parts are served here
+}
+
+// enterPart is partition i's engine with its leave (see serving), or nil when this node does
+// not serve the partition now.
+func (n *Node) enterPart(i int) (*Engine, func()) {
+	eng, leave, _, _ := n.serving(destination{part: i})
+	return eng, leave
+}
+
+// enter counts a request in flight in partition i's engine and returns what ends it; n.mu is
+// held.
+func (n *Node) enter(i int) func() {
+	n.parts[i].inflight++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			pt := &n.parts[i]
+			pt.inflight--
+			if pt.inflight == 0 && pt.idle != nil {
+				close(pt.idle)
+				pt.idle = nil
+			}
+		})
+	}
 }
 
 // spread is the partition a request for any partition is forwarded by when this node holds
 // none: the partitions in turn, so that such requests spread over their holders.
-func (n *Node) spread() int { return int(n.turn.Add(1) % uint64(len(n.parts))) }
+func (n *Node) spread() int { return int(n.away.Add(1) % uint64(len(n.parts))) }
 
 // holderOf is the live grant of partition i's lease held by another node with an address, read
 // anew when the one seen is older than an eighth of the lease; zero when there is none.
@@ -243,18 +311,109 @@ func (n *Node) forget(i int) {
 	n.mu.Unlock()
 }
 
-// release gives partition i up if this node runs it: its engine stops and its lease is released,
-// so that another node is granted it at once. The node asks for it again unless want, by then,
-// leaves it out.
+// handOverDefer bounds how long a partition due to move waits for a quiet moment (handOver).
+const handOverDefer = 30 * time.Second
+
+// handOver starts giving partition i up (release) in the background, and reports whether it
+// did: not when it is already being given up, nor, while the partition has been due to move for
+// less than handOverDefer, when it is busy: a request or a stream in flight in its engine (which
+// the move would end), or live work (a model or tool call, which the next holder would run
+// again; a ticket waiting, which it would not know). A planned move waits for a quiet moment, as
+// a crash cannot.
+func (n *Node) handOver(i int) bool {
+	n.mu.Lock()
+	pt := &n.parts[i]
+	e := pt.eng
+	if pt.draining || e == nil {
+		n.mu.Unlock()
+		return false
+	}
+	if pt.dueSince.IsZero() {
+		pt.dueSince = time.Now()
+	}
+	waited := time.Since(pt.dueSince)
+	inflight := pt.inflight
+	n.mu.Unlock()
+	if (inflight > 0 || e.liveWork() > 0) && waited < handOverDefer {
+		return false
+	}
+	n.wg.Go(func() { n.release(i) })
+	return true
+}
+
+// drainWait bounds how long a hand-over waits for the requests in flight in the partition's
+// engine before it closes it all the same.
+const drainWait = closeGrace
+
+// release gives partition i up if this node runs it, and returns once it did: no new request
+// enters its engine from now on (they wait for the next holder, or are answered 421 when another
+// node forwarded them, which then asks the next holder); its open streams end, so that their
+// clients resume at the next holder; once the requests in flight are over (or drainWait passed),
+// the engine closes and the lease is given up, so that another node is granted it at once. The
+// node asks for it again unless the plan, by then, gives it another.
 func (n *Node) release(i int) {
 	n.mu.Lock()
 	e := n.parts[i].eng
-	n.parts[i].eng = nil
-	n.parts[i].seenAt = time.Time{}
+	if e == nil || n.parts[i].draining {
+		n.mu.Unlock()
+		return
+	}
+	pt := &n.parts[i]
+	pt.draining = true
+	idle := make(chan struct{})
+	if pt.inflight == 0 {
+		close(idle)
+	} else {
+		pt.idle = idle
+	}
+	n.broadcast()
+	n.mu.Unlock()
+	e.endStreams()
+	if !n.drained(e, idle) {
+		n.logger.Warn("node: requests or model and tool calls still in flight at the end of a hand-over", "node", n.id, "partition", i)
+	}
+	n.mu.Lock()
+	if pt.eng != e {
+		// The node closed (or lost the lease) meanwhile: whoever took the engine stops it.
+		pt.draining, pt.idle = false, nil
+		n.mu.Unlock()
+		return
+	}
+	pt.eng, pt.draining, pt.idle = nil, false, nil
+	pt.seenAt, pt.dueSince = time.Time{}, time.Time{}
+	n.broadcast()
+	n.mu.Unlock()
+	_ = e.Close()
+}
+
+// drained waits, for drainWait at most, until idle is closed (no request in flight in e any
+// more) and e runs no live work; false when the bound came first, or the node closed meanwhile.
+func (n *Node) drained(e *Engine, idle <-chan struct{}) bool {
+	wait := time.NewTimer(drainWait)
+	defer wait.Stop()
+	select {
+	case <-idle:
+	case <-wait.C:
+		return false
+	case <-n.done:
+		return false
+	}
+	poll := time.NewTicker(10 * time.Millisecond)
+	defer poll.Stop()
+	for e.liveWork() > 0 {
+		select {
+		case <-poll.C:
+		case <-wait.C:
+			return false
+		case <-n.done:
+			return false
+		}
+	}
+	return true
+}
+
+// broadcast wakes every request waiting for a change of the node's engines; n.mu is held.
+func (n *Node) broadcast() {
 	close(n.changed)
 	n.changed = make(chan struct{})
-	n.mu.Unlock()
-	if e != nil {
-		_ = e.Close()
-	}
 }

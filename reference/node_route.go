@@ -33,7 +33,8 @@ const (
 	// serves it mints an id of its own partition.
 	keyConversation
 	keyRun
-	// keyRuntime: a start at the runtime door, by the body's id.
+	// keyRuntime: a start at the runtime door, by the conversation its input names (see
+	// runtimeKey), else by the body's id.
 	keyRuntime
 )
 
@@ -184,7 +185,7 @@ func (n *Node) destinationOf(r *http.Request, p int, max int64) (destination, []
 			return destination{anyPart: true}, body
 		}
 		if rule.key == keyRuntime {
-			return of(partition.KeyOf(chosen)), body
+			return of(partition.KeyOf(runtimeKey(body, chosen))), body
 		}
 		who, err := n.caller(r)
 		if err != nil {
@@ -230,6 +231,23 @@ func readChosen(r *http.Request, max int64) ([]byte, string) {
 		return body, ""
 	}
 	return body, *b.ID
+}
+
+// runtimeKey is what a start at the runtime door is routed by: the conversation its input
+// names, where the door judges the caller and the id (a start's id must lie in that
+// conversation's turn ids, whose partition key is the conversation's), so that the answer is
+// the same whichever partition the id alone would fall in; the body's id when the input names
+// none.
+func runtimeKey(body []byte, id string) string {
+	var b struct {
+		Input struct {
+			ConversationID string `json:"conversationId"`
+		} `json:"input"`
+	}
+	if json.Unmarshal(body, &b) != nil || b.Input.ConversationID == "" {
+		return id
+	}
+	return b.Input.ConversationID
 }
 
 // caller is the identity r authenticates as, by the gateway configuration the nodes share.

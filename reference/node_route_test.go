@@ -65,6 +65,11 @@ func TestRouteDestinations(t *testing.T) {
 		return destination{part: i}
 	}
 	anyPart := destination{anyPart: true}
+	// An id of another partition than c's.
+	elsewhere := "c_0"
+	for k := 1; in(elsewhere) == in(c); k++ {
+		elsewhere = "c_" + strconv.Itoa(k)
+	}
 	for _, tc := range []struct {
 		method, target, body string
 		want                 destination
@@ -82,6 +87,9 @@ func TestRouteDestinations(t *testing.T) {
 		{"POST", "/runs/run:0123/human/c1", `{}`, in("run:0123")},
 		{"GET", "/runtime/executions/turn:" + c + ":o1:ab/log", "", in(c)},
 		{"POST", "/runtime/executions", `{"id":"turn:` + c + `:o1:ab","flow":"f","input":{}}`, in(c)},
+		// A start is judged where the conversation its input names lives, whatever its id.
+		{"POST", "/runtime/executions", `{"id":"` + elsewhere + `","flow":"f","input":{"conversationId":"` + c + `"}}`, in(c)},
+		{"POST", "/runtime/executions", `{"id":"turn:` + c + `:o1:ab","flow":"f","input":{"conversationId":"` + c + `"}}`, in(c)},
 		{"POST", "/tasks/tk_1/finish", "", in(partition.ThreadsKey)},
 		{"POST", "/peer/v1/texts", `{}`, in(partition.ThreadsKey)},
 		{"GET", "/agent-conversations", "", in(partition.ThreadsKey)},

@@ -241,8 +241,15 @@ func (s *approvalsSteps) lastStart() (*response, runWaiting, error) {
 	return r, v, r.JSON(&v)
 }
 
-// startWarns expects the last start answer to carry exactly one warning, with the code and a message.
+// startWarns expects the last start answer to carry exactly one warning, with the code and a
+// message. The warning is given once per process: through one address in front of several
+// processes serving at once, the scenario is not applicable (processLimits).
 func (s *approvalsSteps) startWarns(code string) error {
+	if l, ok := s.drv.(processLimits); ok {
+		if err := l.perProcess(); err != nil {
+			return err
+		}
+	}
 	r, v, err := s.lastStart()
 	if err != nil {
 		return err

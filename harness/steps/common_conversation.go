@@ -389,34 +389,45 @@ func (s *scenario) history(ctx context.Context, who string, quiet bool) ([]entry
 
 // historyOf reads the whole history of the conversation id as who sees it, page by page.
 func (s *scenario) historyOf(ctx context.Context, who, id string, quiet bool) ([]entry, error) {
+	es, _, err := s.historyAt(ctx, who, id, reqOpts{Quiet: quiet})
+	return es, err
+}
+
+// historyAt reads the whole history of the conversation id as who sees it, page by page, each
+// page asked with o (o.Base: of one node), and returns the node each page's answer named
+// (Loom-Node), in order.
+func (s *scenario) historyAt(ctx context.Context, who, id string, o reqOpts) ([]entry, []string, error) {
 	var all []json.RawMessage
+	var served []string
 	cursor := ""
 	for range 1000 {
 		q := "?limit=500"
 		if cursor != "" {
 			q += "&cursor=" + url.QueryEscape(cursor)
 		}
-		r, err := s.cl.Do(ctx, who, http.MethodGet, "/conversations/"+url.PathEscape(id)+"/history"+q, nil, reqOpts{Quiet: quiet})
+		r, err := s.cl.Do(ctx, who, http.MethodGet, "/conversations/"+url.PathEscape(id)+"/history"+q, nil, o)
 		if err != nil {
-			return nil, err
+			return nil, served, err
 		}
+		served = append(served, r.Header.Get(nodeHeader))
 		if r.Status != http.StatusOK {
-			return nil, fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), "200 and a page")
+			return nil, served, fail(r.Op, fmt.Sprintf("%d %s", r.Status, clip(string(r.Body), 200)), "200 and a page")
 		}
 		var p page
 		if err := r.JSON(&p); err != nil {
-			return nil, err
+			return nil, served, err
 		}
 		all = append(all, p.Entries...)
 		if p.Done {
-			return decodeEntries(all)
+			es, err := decodeEntries(all)
+			return es, served, err
 		}
 		if p.NextCursor == cursor && len(p.Entries) == 0 {
-			return nil, fail(r.Op, "a page that does not move (nextCursor "+cursor+")", "progress towards the end")
+			return nil, served, fail(r.Op, "a page that does not move (nextCursor "+cursor+")", "progress towards the end")
 		}
 		cursor = p.NextCursor
 	}
-	return nil, fail("GET history", "more than 1000 pages", "an end")
+	return nil, served, fail("GET history", "more than 1000 pages", "an end")
 }
 
 // waitHistory polls the history until pred holds. It fails naming what it waited for and what

@@ -51,6 +51,24 @@ type settingLimits interface {
 	unhonoured(path string) error
 }
 
+// processLimits is a driver that runs the system as several processes each serving some of its
+// executions: a rule counted per process (a warning given once per process) cannot be judged
+// through one address, since which process serves a request is not the scenario's to choose.
+type processLimits interface {
+	// perProcess returns the not-applicable verdict of a scenario that judges such a rule, or nil
+	// when one process serves every execution at a time.
+	perProcess() error
+}
+
+// perProcess: at several partitions the nodes serve the executions at once, each from its own
+// process; at one partition the lease holder serves them all.
+func (d *nodes) perProcess() error {
+	if d.partitions > 1 {
+		return &HarnessError{Err: fmt.Errorf("%w: %d nodes of %d partitions serve the executions from %d processes at once, and which one serves a request is not the scenario's to choose", ErrNotApplicable, d.n, d.partitions, d.n)}
+	}
+	return nil
+}
+
 // unhonoured: the connection cap (gateway.maxConnections) is each node's own, so one address in
 // front of n nodes admits n times it; and with a cap that small, the kit's own connections to the
 // nodes and the nodes' forwards could take its slots first.

@@ -16,15 +16,42 @@ type answerLog struct {
 	mu    sync.Mutex
 	node  string
 	probe *http.Request
+	// pinned is the node whose own address the scenario sends its requests to (pin), and
+	// pinnedHost that address's host:port; sent counts the answers that came from there, and
+	// hops are those among them that named no node or another one.
+	pinned, pinnedHost string
+	sent               int
+	hops               []string
+}
+
+// pin starts counting the answers that come from host, each of which must name node.
+func (l *answerLog) pin(node, host string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pinned, l.pinnedHost, l.sent, l.hops = node, host, 0, nil
+}
+
+// pinnedAnswers are how many answers came from the pinned node's address since pin, and the
+// requests among them whose answer named another node (or none).
+func (l *answerLog) pinnedAnswers() (int, []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sent, append([]string(nil), l.hops...)
 }
 
 // note keeps node as the newest answer's, and req as the probe when it is a GET.
 func (l *answerLog) note(node string, req *http.Request) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.pinnedHost != "" && req.URL.Host == l.pinnedHost {
+		l.sent++
+		if node != l.pinned {
+			l.hops = append(l.hops, fmt.Sprintf("%s %s named %q", req.Method, req.URL.Path, node))
+		}
+	}
 	if node == "" || req.URL.Path == "/.well-known/loom" {
 		return
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.node = node
 	if req.Method == http.MethodGet {
 		l.probe = &http.Request{Method: http.MethodGet, URL: req.URL, Header: req.Header.Clone()}
@@ -118,4 +145,27 @@ func (d *nodes) takenOver(ctx context.Context) error {
 		}
 	}
 	return fmt.Errorf("no other node served %s after %s was killed; the last answer: %s", d.probe.URL.Path, d.killed, last)
+}
+
+// nodeSet is a driver that runs the system as several nodes: it says how many, with which
+// node.partitions, and where each running node answers on its own (besides the one address in
+// front of all of them).
+type nodeSet interface {
+	// shape is how many nodes the system runs as, and their node.partitions (0: not set).
+	shape() (nodes, partitions int)
+	// nodeURLs maps the name of every running node (what its answers carry in Loom-Node) to
+	// its own address, "http://host:port".
+	nodeURLs() map[string]string
+}
+
+func (d *nodes) shape() (int, int) { return d.n, d.partitions }
+
+func (d *nodes) nodeURLs() map[string]string {
+	out := map[string]string{}
+	for _, p := range d.procs {
+		if p.cmd != nil {
+			out[p.cfg.Node.ID] = p.URL()
+		}
+	}
+	return out
 }

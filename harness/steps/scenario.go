@@ -105,6 +105,9 @@ type scenario struct {
 	// answers keeps the node that served the newest answer (Loom-Node), which a crash of
 	// several nodes kills: the owner of the scenario's execution.
 	answers *answerLog
+	// via is the address of the one node of several that the scenario's requests go to
+	// straight, not through the address in front of them ("": that address); under mu.
+	via string
 	// waits are the deadlines of the current step's bounded waits (wait, stepDeadline), kept
 	// under mu: a step that fails after one of them passed ran out of the step timeout.
 	waits []time.Time
@@ -350,7 +353,17 @@ func logsOf(d driver) string {
 	return ""
 }
 
-func (s *scenario) sutURL() string { return s.drv.URL() }
+// sutURL is where the scenario's requests go: the system's address, or the address of the node
+// they are sent to straight (via), while a step sets one.
+func (s *scenario) sutURL() string {
+	s.mu.Lock()
+	via := s.via
+	s.mu.Unlock()
+	if via != "" {
+		return via
+	}
+	return s.drv.URL()
+}
 
 func (s *scenario) addStream(st *stream) {
 	s.mu.Lock()

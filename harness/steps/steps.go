@@ -225,6 +225,7 @@ type areas struct {
 	history      *historySteps
 	transcript   *transcriptSteps
 	durability   *durabilitySteps
+	nodes        *nodesSteps
 	access       *accessSteps
 	budget       *budgetSteps
 	envelopes    *envelopesSteps
@@ -257,6 +258,7 @@ func newAreas(s *scenario) areas {
 		history:      &historySteps{scenario: s},
 		transcript:   &transcriptSteps{scenario: s},
 		durability:   &durabilitySteps{scenario: s},
+		nodes:        &nodesSteps{scenario: s, served: map[string]string{}, before: map[string][]entry{}},
 		access:       &accessSteps{scenario: s},
 		budget:       &budgetSteps{scenario: s},
 		envelopes:    &envelopesSteps{scenario: s},
@@ -316,6 +318,8 @@ func (a areas) vocabulary() []area {
 		{"conversation_history", conversationHistoryVocabulary(a)},
 		{"conversation_transcript", conversationTranscriptVocabulary(a)},
 		{"durability_crash", durabilityCrashVocabulary(a)},
+		{"durability_nodes", durabilityNodesVocabulary(a)},
+		{"durability_nodes_death", durabilityNodesDeathVocabulary(a)},
 		{"envelopes_signed", envelopesSignedVocabulary(a)},
 		{"envelopes_replay", envelopesReplayVocabulary(a)},
 		{"gateway_contract", gatewayContractVocabulary(a)},

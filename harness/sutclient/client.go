@@ -189,6 +189,9 @@ type Opts struct {
 	// Unrouted marks a request to a route the contract does not document on purpose: its
 	// response has no documented shape to be validated against (the step checks it itself).
 	Unrouted bool
+	// Base, when set, is where the request goes instead of the system's URL (Config.URL): one
+	// node of several, at its own address ("http://host:port").
+	Base string
 }
 
 // Clip is s cut to n bytes, "..." marking a cut.
@@ -212,8 +215,11 @@ func (c *Client) Do(ctx context.Context, who, method, path string, body any, o O
 		}
 		raw = b
 	}
-	url := c.cfg.URL() + path
-	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(raw))
+	base := o.Base
+	if base == "" {
+		base = c.cfg.URL()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base+path, bytes.NewReader(raw))
 	if err != nil {
 		return nil, verdict.Harness("build request: %v", err)
 	}

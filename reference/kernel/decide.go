@@ -90,7 +90,11 @@ func (c *Context) decide(id string, fn func() (json.RawMessage, error), marshale
 	c.inner = append(c.inner, nil)
 	c.mu.Unlock()
 
-	v, ferr := fn()
+	c.k.live.Add(1)
+	v, ferr := func() (json.RawMessage, error) {
+		defer c.k.live.Add(-1)
+		return fn()
+	}()
 
 	c.mu.Lock()
 	defer c.mu.Unlock()

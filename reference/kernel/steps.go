@@ -158,8 +158,10 @@ func (c *Context) runSteps(ids []string, fns []StepFunc, toRun []int, out []Step
 		if slots != nil {
 			slots <- struct{}{} // a slot frees when a running step ends, so this never waits forever
 		}
+		c.k.live.Add(1)
 		run := func(i int) {
 			defer wg.Done()
+			defer c.k.live.Add(-1)
 			if slots != nil {
 				defer func() { <-slots }()
 			}

@@ -47,7 +47,17 @@ type Plan []string
 // node appears or leaves, or balance requires it (Moves counts the changes).
 //
 // Errors: ErrCount.
-func Assign(p int, nodes []string) (Plan, error) {
+func Assign(p int, nodes []string) (Plan, error) { return Rebalance(p, nodes, nil) }
+
+// Rebalance is Assign for nodes some of which hold partitions already (held[i] names the holder
+// of partition i, "" for none; nil for no holder at all): first every node in nodes keeps the
+// partitions it holds, up to its share (the heaviest pairs first), then the rest is given out as
+// Assign does. So a node that leaves moves only its own partitions, and one that joins takes
+// only what the others hold beyond their new shares; every node computes the same plan from the
+// same members and holders.
+//
+// Errors: ErrCount.
+func Rebalance(p int, nodes []string, held Plan) (Plan, error) {
 	if p < 1 || p > MaxPartitions {
 		return nil, fmt.Errorf("%w: %d", ErrCount, p)
 	}
@@ -105,17 +115,24 @@ func Assign(p int, nodes []string) (Plan, error) {
 		room[i]++
 	}
 	left := p
-	for _, pr := range pairs {
-		if left == 0 {
-			break
+	take := func(keep bool) {
+		for _, pr := range pairs {
+			if left == 0 {
+				return
+			}
+			if plan[pr.part] != "" || room[pr.node] == 0 {
+				continue
+			}
+			if keep && (pr.part >= len(held) || held[pr.part] != set[pr.node]) {
+				continue
+			}
+			plan[pr.part] = set[pr.node]
+			room[pr.node]--
+			left--
 		}
-		if plan[pr.part] != "" || room[pr.node] == 0 {
-			continue
-		}
-		plan[pr.part] = set[pr.node]
-		room[pr.node]--
-		left--
 	}
+	take(true)
+	take(false)
 	return plan, nil
 }
 

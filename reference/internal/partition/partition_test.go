@@ -248,3 +248,53 @@ func TestPartitionOfAnID(t *testing.T) {
 		}
 	}
 }
+
+// Rebalance keeps what live nodes hold: a node leaving moves its partitions alone, a node
+// joining takes only what the others hold beyond their new shares, and every plan is balanced.
+func TestRebalanceMovesOnlyWhatMust(t *testing.T) {
+	for _, p := range []int{4, 12, 13} {
+		three := []string{"node-1", "node-2", "node-3"}
+		held, err := partition.Assign(p, three)
+		require.NoError(t, err)
+		for gone := range three {
+			var live []string
+			for i, n := range three {
+				if i != gone {
+					live = append(live, n)
+				}
+			}
+			after, err := partition.Rebalance(p, live, held)
+			require.NoError(t, err)
+			for i, owner := range held {
+				if owner != three[gone] {
+					require.Equal(t, owner, after[i], "P = %d, %s gone: partition %d of a survivor moved", p, three[gone], i)
+				}
+			}
+			requireBalanced(t, after, live)
+			back, err := partition.Rebalance(p, three, after)
+			require.NoError(t, err)
+			requireBalanced(t, back, three)
+			moved := 0
+			for i := range back {
+				if back[i] != after[i] {
+					moved++
+					require.Equal(t, three[gone], back[i], "P = %d: partition %d moved to another than the node that joined", p, i)
+				}
+			}
+			require.Equal(t, len(back.Owned(three[gone])), moved, "P = %d: the joining node takes exactly its share", p)
+		}
+	}
+}
+
+// requireBalanced fails unless plan gives every partition to one of nodes, each p/n or one more.
+func requireBalanced(t *testing.T, plan partition.Plan, nodes []string) {
+	t.Helper()
+	lo := len(plan) / len(nodes)
+	for _, n := range nodes {
+		got := len(plan.Owned(n))
+		require.True(t, got == lo || got == lo+1, "%s owns %d of %d", n, got, len(plan))
+	}
+	for i, o := range plan {
+		require.Contains(t, nodes, o, "partition %d", i)
+	}
+}

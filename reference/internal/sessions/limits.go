@@ -73,6 +73,24 @@ func ticketSlot(tk string, who loomtype.Identity, expires time.Time) quota.Slot 
 	return quota.Slot{Kind: quota.Tickets, Who: who, ID: hex.EncodeToString(sum[:16]), Expires: exp}
 }
 
+// TicketsWaiting is how many tickets wait now: made, neither presented nor expired. A ticket is
+// kept by the service that made it, so a service that stops while one waits leaves it unknown
+// to the next.
+//
+//	if svc.TicketsWaiting() == 0 { /* stopping now takes no ticket from a reader */ }
+func (s *Service) TicketsWaiting() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.cfg.Now()
+	n := 0
+	for _, t := range s.tickets {
+		if !t.used && now.Before(t.expires) {
+			n++
+		}
+	}
+	return n
+}
+
 // ticketWaitsLocked reports whether a ticket of session id waits. s.mu held.
 func (s *Service) ticketWaitsLocked(id string) bool {
 	now := s.cfg.Now()
