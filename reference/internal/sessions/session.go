@@ -34,9 +34,13 @@ type session struct {
 	// floor the floor the position keeps (0: the log's own), and epoch the store's loss epoch the
 	// session was loaded under; see reserve.go.
 	reserved, floor, epoch int64
-	liveBytes              map[int64]int // bytes of live text logged per turn since its last restart
-	subs                   map[*Sub]struct{}
-	lastAskedTurn          int64
+	// ahead is the reservation written past reserved whose sync apart is made or to be made
+	// (0: none), and syncing that such a sync is running; see reserve.go.
+	ahead         int64
+	syncing       bool
+	liveBytes     map[int64]int // bytes of live text logged per turn since its last restart
+	subs          map[*Sub]struct{}
+	lastAskedTurn int64
 	// lastAsker is the identity key of the person who asked lastAskedTurn ("" when unknown).
 	lastAsker   string
 	queue       queueRecord
@@ -386,6 +390,10 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 	// A queued message the sender was told is kept waits for the disk; frames alone do not,
 	// unless they go past the cursors reserved (reserve.go).
 	synced := ss.extraQueue != nil || ss.reserveLocked(&rec)
+	var ahead int64
+	if !synced {
+		ahead = ss.reserveAheadLocked(&rec)
+	}
 	// The frames are the session's, not the caller's: a request that goes away mid-commit
 	// must not cut the session's log short (a failed commit breaks the session).
 	err := ss.write(context.WithoutCancel(ctx), synced, func(tx *kernel.Tx) error {
@@ -405,6 +413,9 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 		return nil, ss.failLocked(err)
 	}
 	ss.pos, ss.lastReplyTurn, ss.reserved = next, reply, rec.Reserved
+	if ahead > 0 {
+		ss.syncAheadLocked(ahead)
+	}
 	for cur := range ss.guards {
 		if cur < ss.log.Floor() {
 			delete(ss.guards, cur)
