@@ -358,6 +358,7 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 	expect := ss.log.Head()
 	frames := make([]stream.Frame, 0, len(specs))
 	sizes := make([]int, 0, len(specs))
+	encs := make([][]byte, 0, len(specs))
 	evs := make([]kernel.AuxEvent, 0, len(specs))
 	rooms := make([]stream.Room, 0, len(specs))
 	for i, sp := range specs {
@@ -375,11 +376,16 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 		}
 		ss.room = ss.room.Apply(f)
 		rooms = append(rooms, ss.room)
-		b, err := json.Marshal(diskFrame{F: f, G: g})
+		enc, err := json.Marshal(f)
+		if err != nil {
+			return nil, ss.failLocked(err)
+		}
+		b, err := diskFrameBytes(enc, g)
 		if err != nil {
 			return nil, ss.failLocked(err)
 		}
 		frames = append(frames, f)
+		encs = append(encs, enc)
 		sizes = append(sizes, len(b))
 		evs = append(evs, kernel.AuxEvent{Kind: frameEventKind, Data: b})
 		if g != (guard{}) {
@@ -421,24 +427,22 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 			delete(ss.guards, cur)
 		}
 	}
-	ss.publish(frames, rooms, sizes, guards)
+	ss.publish(frames, encs, rooms, sizes, guards)
 	return frames, nil
 }
 
-// publish is commit's hand-over of the committed frames to every subscriber (rooms[i]: the room
-// after frames[i]; sizes[i]: its size on disk; guards[i]: who may see it), dropping a subscriber
-// that cannot take one.
-func (ss *session) publish(frames []stream.Frame, rooms []stream.Room, sizes []int, guards []guard) {
+// publish is commit's hand-over of the committed frames to every subscriber (encs[i]: frames[i]
+// encoded; rooms[i]: the room after it; sizes[i]: its size on disk; guards[i]: who may see it),
+// dropping a subscriber that cannot take one. The one encoding goes to every reader who sees the
+// frame as it is.
+func (ss *session) publish(frames []stream.Frame, encs [][]byte, rooms []stream.Room, sizes []int, guards []guard) {
 	for i, f := range frames {
 		ss.noteSpeaker(f)
-		it := Item{Frame: f, room: rooms[i], size: sizes[i]}
+		it := Item{Frame: f, room: rooms[i], size: sizes[i], enc: encs[i]}
 		if i < len(guards) {
 			it.g = guards[i]
 		}
-		if len(ss.subs) > 0 {
-			// Encoded once here rather than once per reader (a failure leaves it to each).
-			it.enc, _ = json.Marshal(f)
-		}
+		it.alike = f.Rid == "" && it.g == (guard{}) && recordRoles(f) == nil
 		for s := range ss.subs {
 			if !s.push(it) {
 				delete(ss.subs, s)
