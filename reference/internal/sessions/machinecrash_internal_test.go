@@ -35,7 +35,7 @@ type diskStore struct {
 
 	mu sync.Mutex
 	// syncsLeft is how many syncs apart (SyncRelaxed) the disk still makes; after them each one
-	// fails, as a disk that stops answering would (negative: no end).
+	// fails, as a disk that stops answering would (negative: no end). openDisk makes none.
 	syncsLeft int
 	updates   int // the commits that waited for the disk
 }
@@ -149,7 +149,7 @@ func openDisk(t *testing.T, dir, boot string) *diskStore {
 	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "loom.db"), sqlite.Options{BootID: boot})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
-	d := &diskStore{t: t, dir: dir, disk: filepath.Join(t.TempDir(), "disk"), syncsLeft: -1}
+	d := &diskStore{t: t, dir: dir, disk: filepath.Join(t.TempDir(), "disk")}
 	d.cur.Store(st)
 	return d
 }
@@ -223,10 +223,15 @@ func (r *crashRig) replay(from int64) ([]stream.Frame, bool, int64, int64) {
 // holds (spec/stream.md, "What a cursor promises across a crash"): a reader holding a cursor it
 // was served is reset, or the log still reaches its cursor and holds, at every cursor of its that
 // the log still serves, the frame it was served; and the next frame goes above every cursor handed
-// out. The crash comes after one frame, a few, and more than a reservation's worth of them.
+// out. The crash comes after one frame, a few, and more than a reservation's worth of them, on a
+// disk that makes no sync apart from a commit (the reservation moves on only with a commit that
+// waits) and on one that makes every sync apart asked of it.
 func TestAMachineThatLosesRelaxedCommitsTakesBackNoCursor(t *testing.T) {
-	for _, n := range []int{1, 3, 300} {
-		r := newCrashRig(t, openDisk(t, t.TempDir(), "a-boot"), "", nil)
+	for _, c := range []struct{ n, syncs int }{{1, 0}, {3, 0}, {300, 0}, {1, -1}, {3, -1}, {300, -1}} {
+		n := c.n
+		d := openDisk(t, t.TempDir(), "a-boot")
+		d.syncsLeft = c.syncs
+		r := newCrashRig(t, d, "", nil)
 		held := map[int64]stream.Frame{}
 		var top int64
 		for i := 1; i <= n; i++ {
@@ -282,32 +287,40 @@ func (r *crashRig) reservation() int64 {
 // the reservation a commit waited for be handed out without waiting; a crash of the machine after
 // that sync still takes back no cursor. The disk makes one sync apart and no more, so the frames
 // past the first reservation stand on that sync alone, and the disk holds the position written
-// with it: its reservation ahead, not its synced one, bounds what a reader may hold.
+// with it: its reservation ahead, not its synced one, bounds what a reader may hold. A disk that
+// makes no sync apart leaves the reservation where it is: the frame that outruns it waits for the
+// disk, and the crash takes back nothing either.
 func TestAReservationSyncedApartTakesBackNoCursor(t *testing.T) {
-	d := openDisk(t, t.TempDir(), "a-boot")
-	d.syncsLeft = 1
-	r := newCrashRig(t, d, "", nil)
-	held := map[int64]stream.Frame{}
-	var top int64
-	add := func(n int) {
-		f := r.status(n)
-		held[f.Cur], top = f, f.Cur
+	for _, syncs := range []int{1, 0} {
+		d := openDisk(t, t.TempDir(), "a-boot")
+		d.syncsLeft = syncs
+		r := newCrashRig(t, d, "", nil)
+		held := map[int64]stream.Frame{}
+		var top int64
+		add := func(n int) {
+			f := r.status(n)
+			held[f.Cur], top = f, f.Cur
+		}
+		add(1)
+		first := r.reservation()
+		for i := 2; top+reserveAhead/2 <= first; i++ {
+			add(i)
+		}
+		r.svc.syncs.Wait() // the sync apart started by the commit that used half the reservation
+		require.Equal(t, syncs > 0, r.reservation() > first, "syncs %d: the sync apart moves the reservation on", syncs)
+		synced := d.synced()
+		for i := len(held) + 1; top <= first+reserveAhead/4; i++ {
+			add(i)
+		}
+		if syncs > 0 {
+			require.Equal(t, synced, d.synced(), "no frame past the first reservation waited for the disk")
+		} else {
+			require.Greater(t, d.synced(), synced, "the frame past the reservation waited for the disk")
+		}
+		r.svc.syncs.Wait()
+		r = r.crash()
+		r.requireNoCursorTakenBack(held, top)
 	}
-	add(1)
-	first := r.reservation()
-	for i := 2; top+reserveAhead/2 <= first; i++ {
-		add(i)
-	}
-	r.svc.syncs.Wait() // the sync apart started by the commit that used half the reservation
-	require.Greater(t, r.reservation(), first, "the sync apart moved the reservation on")
-	synced := d.synced()
-	for i := len(held) + 1; top <= first+reserveAhead/4; i++ {
-		add(i)
-	}
-	require.Equal(t, synced, d.synced(), "no frame past the first reservation waited for the disk")
-	r.svc.syncs.Wait()
-	r = r.crash()
-	r.requireNoCursorTakenBack(held, top)
 }
 
 // A message queued while the assistant works was answered as kept (spec/stream.md: the commit
