@@ -139,6 +139,9 @@ func (t *commitTap) UpdateRelaxed(ctx context.Context, fn func(store.Tx) error) 
 // LossEpoch is the store's (store.LossEpoch).
 func (t *commitTap) LossEpoch() int64 { return store.LossEpoch(t.Store) }
 
+// SyncRelaxed is the store's (store.SyncRelaxed).
+func (t *commitTap) SyncRelaxed(ctx context.Context) error { return store.SyncRelaxed(t.Store, ctx) }
+
 // update runs fn through commit (the store's Update or its relaxed one), telling the watchers.
 func (t *commitTap) update(ctx context.Context, commit func(context.Context, func(store.Tx) error) error, fn func(store.Tx) error) error {
 	if t.n.Load() == 0 {

@@ -114,6 +114,17 @@ func (k *Kernel) UpdateRelaxed(ctx context.Context, fn func(*Tx) error) error {
 //	if rec.Epoch != k.LossEpoch() { /* written before a possible loss */ }
 func (k *Kernel) LossEpoch() int64 { return store.LossEpoch(k.st) }
 
+// ErrNoSync is what SyncRelaxed answers for a store that cannot sync its relaxed commits apart
+// from a commit (store.ErrNoSync): a commit made with Update is then the way to make them durable.
+var ErrNoSync = store.ErrNoSync
+
+// SyncRelaxed makes the relaxed commits made before it durable without holding up commits
+// (store.SyncRelaxed): nil for a store without relaxed commits, ErrNoSync for one that cannot
+// sync them apart from a commit.
+//
+//	if err := k.SyncRelaxed(ctx); err == nil { /* what UpdateRelaxed committed before is durable */ }
+func (k *Kernel) SyncRelaxed(ctx context.Context) error { return store.SyncRelaxed(k.st, ctx) }
+
 // Reader is what a record is read through: a *Kernel reads what is committed, a *Tx reads inside
 // its transaction (its own writes included).
 type Reader interface {

@@ -72,6 +72,14 @@ func (v *namespaced) UpdateRelaxed(ctx context.Context, fn func(Tx) error) error
 // LossEpoch is st's (0 when st has no relaxed commits).
 func (v *namespaced) LossEpoch() int64 { return LossEpoch(v.st) }
 
+// SyncRelaxed is st's (SyncRelaxed: ErrNoSync when st cannot sync its relaxed commits apart).
+func (v *namespaced) SyncRelaxed(ctx context.Context) error {
+	if err := v.alive(); err != nil {
+		return err
+	}
+	return SyncRelaxed(v.st, ctx)
+}
+
 func (v *namespaced) ReadForward(ctx context.Context, stream string, gen, after int64, limit int) ([]Event, error) {
 	if err := v.alive(); err != nil {
 		return nil, err

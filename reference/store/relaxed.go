@@ -1,6 +1,9 @@
 package store
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // Relaxed is a store that can commit without waiting for the disk.
 //
@@ -47,4 +50,37 @@ func LossEpoch(st Store) int64 {
 		return r.LossEpoch()
 	}
 	return 0
+}
+
+// RelaxedSync is a Relaxed store that can make its relaxed commits durable apart from any commit.
+//
+// SyncRelaxed returns once every relaxed commit that returned before it was called is as durable
+// as a commit that waited for the disk: a crash of the machine after it no longer loses them. It
+// does not hold up commits meanwhile, so a relaxed commit made while it runs may be made durable
+// too, or not (it is then lost or kept whole, as any relaxed commit). A caller that needs
+// something to survive the machine without making every commit of its own wait writes it relaxed,
+// then calls SyncRelaxed, and counts on it only once SyncRelaxed has returned nil.
+type RelaxedSync interface {
+	Relaxed
+	// SyncRelaxed makes the relaxed commits made before it durable, without holding up commits.
+	SyncRelaxed(ctx context.Context) error
+}
+
+// ErrNoSync is what SyncRelaxed answers for a store with relaxed commits and no sync of them
+// apart from a commit: the caller makes a commit that waits instead.
+var ErrNoSync = errors.New("store: relaxed commits cannot be synced apart from a commit")
+
+// SyncRelaxed makes st's relaxed commits made before it durable (RelaxedSync). A store without
+// relaxed commits has nothing to sync (nil); one with relaxed commits and no sync apart answers
+// ErrNoSync.
+//
+//	if err := store.SyncRelaxed(st, ctx); err == nil { /* every relaxed commit before it is durable */ }
+func SyncRelaxed(st Store, ctx context.Context) error {
+	if r, ok := st.(RelaxedSync); ok {
+		return r.SyncRelaxed(ctx)
+	}
+	if _, ok := st.(Relaxed); ok {
+		return ErrNoSync
+	}
+	return ctx.Err()
 }

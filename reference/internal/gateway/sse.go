@@ -145,7 +145,9 @@ const wsWriteTimeout = 10 * time.Second
 
 // wsSender writes frames as WebSocket messages. One timer per connection bounds each write
 // (rather than a context with a deadline per write): when it fires, the connection is closed and
-// the write fails. stop releases it.
+// the write fails. stop releases it. A write is not handed the stream's context either, which
+// would register a watch on it per write: the connection is closed as soon as that context ends
+// (the reader the stream runs, websocket.Conn.CloseRead, closes it), and that fails the write.
 type wsSender struct {
 	c     *websocket.Conn
 	guard *time.Timer
@@ -162,9 +164,12 @@ func (s *wsSender) send(ctx context.Context, f stream.Frame, enc []byte) error {
 	if err != nil {
 		return err
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	s.guard.Reset(wsWriteTimeout)
 	defer s.guard.Stop()
-	return s.c.Write(ctx, websocket.MessageText, b)
+	return s.c.Write(context.Background(), websocket.MessageText, b)
 }
 
 func (s *wsSender) stop() { s.guard.Stop() }

@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,6 +34,17 @@ type diskStore struct {
 	dir, disk string
 
 	mu sync.Mutex
+	// syncsLeft is how many syncs apart (SyncRelaxed) the disk still makes; after them each one
+	// fails, as a disk that stops answering would (negative: no end). openDisk makes none.
+	syncsLeft int
+	updates   int // the commits that waited for the disk
+}
+
+// synced is how many commits waited for the disk.
+func (d *diskStore) synced() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.updates
 }
 
 func (d *diskStore) s() *sqlite.SQLite { return d.cur.Load() }
@@ -43,6 +55,7 @@ func (d *diskStore) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if err := d.s().Update(ctx, fn); err != nil {
 		return err
 	}
+	d.updates++
 	copyFiles(d.t, d.dir, d.disk)
 	return nil
 }
@@ -54,6 +67,24 @@ func (d *diskStore) UpdateRelaxed(ctx context.Context, fn func(store.Tx) error) 
 }
 
 func (d *diskStore) LossEpoch() int64 { return d.s().LossEpoch() }
+
+// errDiskGaveUp is what a sync apart answers once the disk made its last (syncsLeft).
+var errDiskGaveUp = errors.New("the disk made no more syncs")
+
+// SyncRelaxed makes the relaxed commits before it durable: the disk copy is made anew.
+func (d *diskStore) SyncRelaxed(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.syncsLeft == 0 {
+		return errDiskGaveUp
+	}
+	d.syncsLeft--
+	if err := d.s().SyncRelaxed(ctx); err != nil {
+		return err
+	}
+	copyFiles(d.t, d.dir, d.disk)
+	return nil
+}
 
 func (d *diskStore) ReadForward(ctx context.Context, stream string, gen, after int64, limit int) ([]store.Event, error) {
 	return d.s().ReadForward(ctx, stream, gen, after, limit)
@@ -192,10 +223,15 @@ func (r *crashRig) replay(from int64) ([]stream.Frame, bool, int64, int64) {
 // holds (spec/stream.md, "What a cursor promises across a crash"): a reader holding a cursor it
 // was served is reset, or the log still reaches its cursor and holds, at every cursor of its that
 // the log still serves, the frame it was served; and the next frame goes above every cursor handed
-// out. The crash comes after one frame, a few, and more than a reservation's worth of them.
+// out. The crash comes after one frame, a few, and more than a reservation's worth of them, on a
+// disk that makes no sync apart from a commit (the reservation moves on only with a commit that
+// waits) and on one that makes every sync apart asked of it.
 func TestAMachineThatLosesRelaxedCommitsTakesBackNoCursor(t *testing.T) {
-	for _, n := range []int{1, 3, 300} {
-		r := newCrashRig(t, openDisk(t, t.TempDir(), "a-boot"), "", nil)
+	for _, c := range []struct{ n, syncs int }{{1, 0}, {3, 0}, {300, 0}, {1, -1}, {3, -1}, {300, -1}} {
+		n := c.n
+		d := openDisk(t, t.TempDir(), "a-boot")
+		d.syncsLeft = c.syncs
+		r := newCrashRig(t, d, "", nil)
 		held := map[int64]stream.Frame{}
 		var top int64
 		for i := 1; i <= n; i++ {
@@ -203,28 +239,87 @@ func TestAMachineThatLosesRelaxedCommitsTakesBackNoCursor(t *testing.T) {
 			held[f.Cur], top = f, f.Cur
 		}
 		r = r.crash()
-		require.EqualValues(t, 1, r.k.LossEpoch(), "n=%d: the store counts the possible loss", n)
-		_, _, _, floor := r.replay(0)
-		kept, reset, _, _ := r.replay(floor - 1)
-		require.False(t, reset, "n=%d: a replay from the floor", n)
-		now := map[int64]stream.Frame{}
-		for _, f := range kept {
-			now[f.Cur] = f
+		r.requireNoCursorTakenBack(held, top)
+	}
+}
+
+// requireNoCursorTakenBack checks a session opened again after a crash of the machine against
+// the frames handed out before it (held, the newest at top): the store counts the possible loss;
+// a reader holding any of them is reset, or the log still reaches its cursor and holds, at every
+// cursor of its that the log still serves, the frame it was served; the next frame goes above top.
+func (r *crashRig) requireNoCursorTakenBack(held map[int64]stream.Frame, top int64) {
+	t, n := r.t, len(held)
+	require.EqualValues(t, 1, r.k.LossEpoch(), "n=%d: the store counts the possible loss", n)
+	_, _, _, floor := r.replay(0)
+	kept, reset, _, _ := r.replay(floor - 1)
+	require.False(t, reset, "n=%d: a replay from the floor", n)
+	now := map[int64]stream.Frame{}
+	for _, f := range kept {
+		now[f.Cur] = f
+	}
+	for c := range held {
+		_, reset, head, _ := r.replay(c)
+		if reset {
+			continue
 		}
-		for c := range held {
-			_, reset, head, _ := r.replay(c)
-			if reset {
-				continue
-			}
-			require.GreaterOrEqual(t, head, c, "n=%d: a reader at %d is not reset, so the log reaches its cursor", n, c)
-			for cur, f := range held {
-				if g, ok := now[cur]; ok && cur <= c {
-					require.Equal(t, f, g, "n=%d: a reader at %d holds frame %d as it was served", n, c, cur)
-				}
+		require.GreaterOrEqual(t, head, c, "n=%d: a reader at %d is not reset, so the log reaches its cursor", n, c)
+		for cur, f := range held {
+			if g, ok := now[cur]; ok && cur <= c {
+				require.Equal(t, f, g, "n=%d: a reader at %d holds frame %d as it was served", n, c, cur)
 			}
 		}
-		next := r.status(n + 1)
-		require.Greater(t, next.Cur, top, "n=%d: the log goes on above every cursor handed out", n)
+	}
+	next := r.status(n + 1)
+	require.Greater(t, next.Cur, top, "n=%d: the log goes on above every cursor handed out", n)
+}
+
+// reservation is the newest cursor the session may hand out now.
+func (r *crashRig) reservation() int64 {
+	ss, err := r.svc.acquire(context.Background(), r.id)
+	require.NoError(r.t, err)
+	defer r.svc.release(ss)
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.reserved
+}
+
+// A reservation moved on by a sync apart from the frames' commits (reserve.go) lets frames past
+// the reservation a commit waited for be handed out without waiting; a crash of the machine after
+// that sync still takes back no cursor. The disk makes one sync apart and no more, so the frames
+// past the first reservation stand on that sync alone, and the disk holds the position written
+// with it: its reservation ahead, not its synced one, bounds what a reader may hold. A disk that
+// makes no sync apart leaves the reservation where it is: the frame that outruns it waits for the
+// disk, and the crash takes back nothing either.
+func TestAReservationSyncedApartTakesBackNoCursor(t *testing.T) {
+	for _, syncs := range []int{1, 0} {
+		d := openDisk(t, t.TempDir(), "a-boot")
+		d.syncsLeft = syncs
+		r := newCrashRig(t, d, "", nil)
+		held := map[int64]stream.Frame{}
+		var top int64
+		add := func(n int) {
+			f := r.status(n)
+			held[f.Cur], top = f, f.Cur
+		}
+		add(1)
+		first := r.reservation()
+		for i := 2; top+reserveAhead/2 <= first; i++ {
+			add(i)
+		}
+		r.svc.syncs.Wait() // the sync apart started by the commit that used half the reservation
+		require.Equal(t, syncs > 0, r.reservation() > first, "syncs %d: the sync apart moves the reservation on", syncs)
+		synced := d.synced()
+		for i := len(held) + 1; top <= first+reserveAhead/4; i++ {
+			add(i)
+		}
+		if syncs > 0 {
+			require.Equal(t, synced, d.synced(), "no frame past the first reservation waited for the disk")
+		} else {
+			require.Greater(t, d.synced(), synced, "the frame past the reservation waited for the disk")
+		}
+		r.svc.syncs.Wait()
+		r = r.crash()
+		r.requireNoCursorTakenBack(held, top)
 	}
 }
 

@@ -108,3 +108,20 @@ func (e *FrameError) Error() string {
 
 // Unwrap makes a FrameError match loomtype.ErrCorrupt.
 func (e *FrameError) Unwrap() error { return loomtype.ErrCorrupt }
+
+// diskFrameBytes is diskFrame{F: f, G: g} encoded, f given as its encoding (enc): the bytes are
+// those json.Marshal makes of the diskFrame, without encoding the frame a second time.
+func diskFrameBytes(enc []byte, g guard) ([]byte, error) {
+	b := make([]byte, 0, len(enc)+8)
+	b = append(b, `{"f":`...)
+	b = append(b, enc...)
+	if g != (guard{}) {
+		gb, err := json.Marshal(g)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, `,"g":`...)
+		b = append(b, gb...)
+	}
+	return append(b, '}'), nil
+}

@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/loomcheck/loomcheck/reference/internal/conversation"
 	"github.com/loomcheck/loomcheck/reference/internal/conversation/live"
+	"github.com/loomcheck/loomcheck/reference/internal/stream"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/store"
@@ -131,4 +133,22 @@ func TestLoadRefusesADamagedFrameLog(t *testing.T) {
 	var re *kernel.RecordError
 	require.ErrorAs(t, err, &re)
 	require.Equal(t, "c2", re.Key)
+}
+
+// A frame is stored as the encoding of its diskFrame; commit builds it around the frame's own
+// encoding, which must give the same bytes, guard or none, whatever the frame holds.
+func TestADiskFrameIsBuiltAsEncoded(t *testing.T) {
+	f := stream.Frame{V: 1, ID: "f1", Cur: 7, Session: "c1", Turn: 2, Type: "session.text-delta",
+		Time: "2026-01-02T03:04:05Z", Author: "assistant:a", Data: json.RawMessage(`{"text":"<b>&é\u2028"}`)}
+	guards := []guard{{}, {Asker: loomtype.Identity{Tenant: "t", Actor: "alice"}, Classes: "a,b", Live: true, Cursor: "c-9", Ver: 1},
+		{AskerKey: "t/bob"}}
+	for _, g := range guards {
+		want, err := json.Marshal(diskFrame{F: f, G: g})
+		require.NoError(t, err)
+		enc, err := json.Marshal(f)
+		require.NoError(t, err)
+		got, err := diskFrameBytes(enc, g)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got))
+	}
 }

@@ -62,6 +62,9 @@ func (s *Service) Render(ctx context.Context, id string, v Viewer, it Item) (str
 //
 //	f, enc, err := svc.Draw(ctx, "c1", viewer, it)
 func (s *Service) Draw(ctx context.Context, id string, v Viewer, it Item) (f stream.Frame, enc []byte, err error) {
+	if it.alike && it.enc != nil {
+		return it.Frame, it.enc, nil
+	}
 	f, asIs, err := s.render(ctx, id, v, it)
 	if err != nil || !asIs {
 		return f, nil, err

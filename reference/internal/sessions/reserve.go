@@ -28,6 +28,18 @@ import (
 //
 // A commit that also stores the steering queue waits for the disk as before: the sender of a
 // queued message was told it is kept.
+//
+// The reservation is moved on before it runs out, off the frames' path, where the store can sync
+// its relaxed commits apart from a commit (store.RelaxedSync): once half of it is used, the next
+// frame commit writes the new reservation as Ahead, relaxed like the frames, and a sync apart
+// (kernel.SyncRelaxed) is started after it; when the sync returns, Ahead is durable and becomes
+// the session's reservation, which the next commit writes as Reserved. Neither the frames nor the
+// store's writer wait for that sync, so a frame waits for the disk only when it outruns it (its
+// commit then raises the reservation as above). Reserved is only ever a value the disk has, as
+// before. Ahead is counted on only after a possible loss: a position of another loss epoch
+// covers the cursors up to Ahead as well (whichever of its sync and the crash came first, no
+// reader holds a cursor past it), while a crash of the process alone keeps the session going from
+// Reserved, and the next sync apart starts again.
 
 // reserveAhead is how many cursors a synced commit reserves past its head.
 const reserveAhead = 256
@@ -39,6 +51,9 @@ func (ss *session) posRecordLocked(next loomtype.Cursor, reply int64) posRecord 
 		Reserved: ss.reserved, Epoch: ss.svc.k.LossEpoch(), Floor: ss.floor}
 	if t, ok := ss.svc.owners.get(ss.id); ok {
 		rec.Owner = &t
+	}
+	if ss.ahead > ss.reserved {
+		rec.Ahead = ss.ahead
 	}
 	return rec
 }
@@ -52,6 +67,48 @@ func (ss *session) reserveLocked(rec *posRecord) bool {
 	}
 	rec.Reserved = head + reserveAhead
 	return true
+}
+
+// reserveAheadLocked writes in rec a reservation to be synced apart from the commit, once half of
+// the session's reservation is used and no such sync is running, and returns it (0: none). A store
+// that cannot sync apart leaves the reservation to the commit that outruns it (ss.mu held).
+func (ss *session) reserveAheadLocked(rec *posRecord) int64 {
+	head := ss.log.Head()
+	if ss.syncing || ss.svc.noSyncApart.Load() || head+reserveAhead/2 <= ss.reserved {
+		return 0
+	}
+	rec.Ahead = max(head+reserveAhead, ss.ahead)
+	return rec.Ahead
+}
+
+// syncAheadLocked starts the sync apart that makes the reservation ahead, just committed, durable,
+// and makes it the session's reservation when it returns under the same loss epoch (ss.mu held).
+// A sync that fails changes nothing: the reservation is moved on by the commit that outruns it,
+// or by the next sync apart.
+func (ss *session) syncAheadLocked(ahead int64) {
+	svc := ss.svc
+	svc.syncMu.Lock()
+	if svc.syncClosed {
+		svc.syncMu.Unlock()
+		return
+	}
+	svc.syncs.Add(1)
+	svc.syncMu.Unlock()
+	ss.ahead, ss.syncing = ahead, true
+	epoch := ss.epoch
+	go func() {
+		defer svc.syncs.Done()
+		err := svc.k.SyncRelaxed(context.Background())
+		if errors.Is(err, kernel.ErrNoSync) {
+			svc.noSyncApart.Store(true)
+		}
+		ss.mu.Lock()
+		defer ss.mu.Unlock()
+		ss.syncing = false
+		if err == nil && epoch == ss.epoch && svc.k.LossEpoch() == epoch && ahead > ss.reserved {
+			ss.reserved = ahead
+		}
+	}()
 }
 
 // errLossEpoch: the store may have lost frames of the session while it was loaded (a server
@@ -80,6 +137,10 @@ func (ss *session) restorePosition(p posRecord, ok bool) {
 	ss.reserved = ss.log.Head() // a position written before reservations: every frame was synced
 	if ok && p.Reserved > ss.reserved {
 		ss.reserved = p.Reserved
+	}
+	if ok && p.Ahead > ss.reserved && p.Epoch != ss.svc.k.LossEpoch() {
+		// A possible loss: a reader may hold any cursor up to a reservation written ahead.
+		ss.reserved = p.Ahead
 	}
 	if ok && p.Floor > 0 {
 		ss.floor = p.Floor

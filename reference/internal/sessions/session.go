@@ -34,9 +34,13 @@ type session struct {
 	// floor the floor the position keeps (0: the log's own), and epoch the store's loss epoch the
 	// session was loaded under; see reserve.go.
 	reserved, floor, epoch int64
-	liveBytes              map[int64]int // bytes of live text logged per turn since its last restart
-	subs                   map[*Sub]struct{}
-	lastAskedTurn          int64
+	// ahead is the reservation written past reserved whose sync apart is made or to be made
+	// (0: none), and syncing that such a sync is running; see reserve.go.
+	ahead         int64
+	syncing       bool
+	liveBytes     map[int64]int // bytes of live text logged per turn since its last restart
+	subs          map[*Sub]struct{}
+	lastAskedTurn int64
 	// lastAsker is the identity key of the person who asked lastAskedTurn ("" when unknown).
 	lastAsker   string
 	queue       queueRecord
@@ -354,6 +358,7 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 	expect := ss.log.Head()
 	frames := make([]stream.Frame, 0, len(specs))
 	sizes := make([]int, 0, len(specs))
+	encs := make([][]byte, 0, len(specs))
 	evs := make([]kernel.AuxEvent, 0, len(specs))
 	rooms := make([]stream.Room, 0, len(specs))
 	for i, sp := range specs {
@@ -371,11 +376,16 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 		}
 		ss.room = ss.room.Apply(f)
 		rooms = append(rooms, ss.room)
-		b, err := json.Marshal(diskFrame{F: f, G: g})
+		enc, err := json.Marshal(f)
+		if err != nil {
+			return nil, ss.failLocked(err)
+		}
+		b, err := diskFrameBytes(enc, g)
 		if err != nil {
 			return nil, ss.failLocked(err)
 		}
 		frames = append(frames, f)
+		encs = append(encs, enc)
 		sizes = append(sizes, len(b))
 		evs = append(evs, kernel.AuxEvent{Kind: frameEventKind, Data: b})
 		if g != (guard{}) {
@@ -386,6 +396,10 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 	// A queued message the sender was told is kept waits for the disk; frames alone do not,
 	// unless they go past the cursors reserved (reserve.go).
 	synced := ss.extraQueue != nil || ss.reserveLocked(&rec)
+	var ahead int64
+	if !synced {
+		ahead = ss.reserveAheadLocked(&rec)
+	}
 	// The frames are the session's, not the caller's: a request that goes away mid-commit
 	// must not cut the session's log short (a failed commit breaks the session).
 	err := ss.write(context.WithoutCancel(ctx), synced, func(tx *kernel.Tx) error {
@@ -405,29 +419,30 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 		return nil, ss.failLocked(err)
 	}
 	ss.pos, ss.lastReplyTurn, ss.reserved = next, reply, rec.Reserved
+	if ahead > 0 {
+		ss.syncAheadLocked(ahead)
+	}
 	for cur := range ss.guards {
 		if cur < ss.log.Floor() {
 			delete(ss.guards, cur)
 		}
 	}
-	ss.publish(frames, rooms, sizes, guards)
+	ss.publish(frames, encs, rooms, sizes, guards)
 	return frames, nil
 }
 
-// publish is commit's hand-over of the committed frames to every subscriber (rooms[i]: the room
-// after frames[i]; sizes[i]: its size on disk; guards[i]: who may see it), dropping a subscriber
-// that cannot take one.
-func (ss *session) publish(frames []stream.Frame, rooms []stream.Room, sizes []int, guards []guard) {
+// publish is commit's hand-over of the committed frames to every subscriber (encs[i]: frames[i]
+// encoded; rooms[i]: the room after it; sizes[i]: its size on disk; guards[i]: who may see it),
+// dropping a subscriber that cannot take one. The one encoding goes to every reader who sees the
+// frame as it is.
+func (ss *session) publish(frames []stream.Frame, encs [][]byte, rooms []stream.Room, sizes []int, guards []guard) {
 	for i, f := range frames {
 		ss.noteSpeaker(f)
-		it := Item{Frame: f, room: rooms[i], size: sizes[i]}
+		it := Item{Frame: f, room: rooms[i], size: sizes[i], enc: encs[i]}
 		if i < len(guards) {
 			it.g = guards[i]
 		}
-		if len(ss.subs) > 0 {
-			// Encoded once here rather than once per reader (a failure leaves it to each).
-			it.enc, _ = json.Marshal(f)
-		}
+		it.alike = f.Rid == "" && it.g == (guard{}) && recordRoles(f) == nil
 		for s := range ss.subs {
 			if !s.push(it) {
 				delete(ss.subs, s)

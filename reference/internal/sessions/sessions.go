@@ -42,6 +42,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/loomcheck/loomcheck/reference/internal/conversation"
@@ -200,6 +201,14 @@ type Service struct {
 	quit     chan struct{} // closed by Close
 	started  time.Time     // when New made the service: the resume wait counts from it
 	wg       sync.WaitGroup
+
+	// The syncs of reservations made apart from the frames' commits (reserve.go): syncs counts
+	// those running, syncClosed refuses new ones once Close began (both under syncMu), and
+	// noSyncApart is set once the store answered that it cannot sync apart from a commit.
+	syncMu      sync.Mutex
+	syncClosed  bool
+	syncs       sync.WaitGroup
+	noSyncApart atomic.Bool
 }
 
 // New returns the service over the kernel k (which keeps the frame logs and the service's
@@ -274,6 +283,10 @@ func (s *Service) Close() {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.syncMu.Lock()
+	s.syncClosed = true
+	s.syncMu.Unlock()
+	s.syncs.Wait()
 }
 
 // ValidDevice reports whether d is an acceptable device name: at most 128 printable ASCII
@@ -517,8 +530,12 @@ type posRecord struct {
 	// written before them has none: its frames were all synced (Reserved is the head), and the
 	// floor is the log's own.
 	Reserved int64 `json:"reserved,omitempty"`
-	Epoch    int64 `json:"epoch,omitempty"`
-	Floor    int64 `json:"floor,omitempty"`
+	// Ahead is a reservation past Reserved written without waiting for the disk, whose sync
+	// apart from the commit may not have been made: it is counted on only after a possible loss,
+	// as the newest cursor a reader may hold (reserve.go).
+	Ahead int64 `json:"ahead,omitempty"`
+	Epoch int64 `json:"epoch,omitempty"`
+	Floor int64 `json:"floor,omitempty"`
 }
 
 // hubSub is what a pump reads of the live channel.

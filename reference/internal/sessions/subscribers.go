@@ -58,6 +58,9 @@ type Item struct {
 	// enc is Frame encoded as JSON, made once for every subscriber of a live frame (nil: not
 	// encoded); Draw hands it to the viewers who see the frame as it is.
 	enc []byte
+	// alike says every viewer sees the frame as it is (no reply handle, no guard, no record
+	// block), so that Draw hands enc to each without drawing it.
+	alike bool
 }
 
 // maxHandles bounds the reply handles a session remembers; past it the oldest turn's is

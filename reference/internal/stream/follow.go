@@ -114,19 +114,19 @@ func Follow[T any](ctx context.Context, cfg FollowConfig, f Follower[T]) Ending 
 	return end
 }
 
+// follow waits on the follower's signals and on one timer, armed for the nearest of the stream's
+// own deadlines (its lifetime, the next re-authorization, heartbeat and poll). One timer rather
+// than one per deadline keeps the wait short, and a wait is made once per frame and reader; a
+// frame sent moves the idle heartbeat's deadline on without touching the timer, which, when it
+// fires before a deadline that moved, is armed again for the nearest one.
 func follow[T any](ctx context.Context, cfg FollowConfig, f Follower[T]) Ending {
-	lifetime := time.NewTimer(cfg.Lifetime)
-	defer lifetime.Stop()
-	reauth := time.NewTicker(cfg.Reauth)
-	defer reauth.Stop()
-	beat := time.NewTicker(cfg.Beat)
-	defer beat.Stop()
-	var poll <-chan time.Time
+	now := time.Now()
+	d := deadlines{life: now.Add(cfg.Lifetime), reauth: now.Add(cfg.Reauth), beat: now.Add(cfg.Beat)}
 	if cfg.Poll > 0 {
-		t := time.NewTicker(cfg.Poll)
-		defer t.Stop()
-		poll = t.C
+		d.poll = now.Add(cfg.Poll)
 	}
+	timer := time.NewTimer(d.next().Sub(now))
+	defer timer.Stop()
 	sig := f.Signals()
 	for {
 		end := EndNone
@@ -135,26 +135,68 @@ func follow[T any](ctx context.Context, cfg FollowConfig, f Follower[T]) Ending 
 			return EndGone
 		case <-cfg.Shutdown:
 			return EndShutdown
-		case <-lifetime.C:
-			return EndLifetime
-		case <-reauth.C:
-			end = cfg.Reauthorize(ctx)
-		case now := <-beat.C:
-			end = f.Beat(ctx, now)
+		case now := <-timer.C:
+			if end = d.due(ctx, cfg, f, now); end == EndNone {
+				timer.Reset(time.Until(d.next()))
+			}
 		case <-sig.Cut:
 			end = f.Cut(ctx)
 		case it := <-sig.Live:
 			var sent bool
 			if end, sent = f.Live(ctx, it); sent && cfg.BeatWhenIdle {
-				beat.Reset(cfg.Beat)
+				d.beat = time.Now().Add(cfg.Beat)
 			}
 		case <-sig.Wake:
 			end = f.Records(ctx, false)
-		case <-poll:
-			end = f.Records(ctx, true)
 		}
 		if end != EndNone {
 			return end
 		}
 	}
+}
+
+// deadlines are a followed stream's own: when it ends, and when it is next re-authorized, sent a
+// heartbeat and polled (poll zero: never).
+type deadlines struct{ life, reauth, beat, poll time.Time }
+
+// next is the nearest deadline.
+func (d *deadlines) next() time.Time {
+	t := d.life
+	for _, u := range [...]time.Time{d.reauth, d.beat, d.poll} {
+		if !u.IsZero() && u.Before(t) {
+			t = u
+		}
+	}
+	return t
+}
+
+// due does what is due at now, in order: the lifetime's end, a re-authorization, a heartbeat, a
+// poll; each one done is next due a period after now. It returns the first ending met.
+func (d *deadlines) due(ctx context.Context, cfg FollowConfig, f dueFollower, now time.Time) Ending {
+	if !now.Before(d.life) {
+		return EndLifetime
+	}
+	if !now.Before(d.reauth) {
+		d.reauth = now.Add(cfg.Reauth)
+		if end := cfg.Reauthorize(ctx); end != EndNone {
+			return end
+		}
+	}
+	if !now.Before(d.beat) {
+		d.beat = now.Add(cfg.Beat)
+		if end := f.Beat(ctx, now); end != EndNone {
+			return end
+		}
+	}
+	if !d.poll.IsZero() && !now.Before(d.poll) {
+		d.poll = now.Add(cfg.Poll)
+		return f.Records(ctx, true)
+	}
+	return EndNone
+}
+
+// dueFollower is what due asks of a Follower.
+type dueFollower interface {
+	Records(ctx context.Context, polled bool) Ending
+	Beat(ctx context.Context, now time.Time) Ending
 }

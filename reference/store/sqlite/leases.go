@@ -199,6 +199,14 @@ func (f *fenced) UpdateRelaxed(ctx context.Context, fn func(store.Tx) error) err
 // LossEpoch is the store's (store.Relaxed).
 func (f *fenced) LossEpoch() int64 { return f.s.LossEpoch() }
 
+// SyncRelaxed is the store's (store.RelaxedSync); a sync writes nothing, so nothing is fenced.
+func (f *fenced) SyncRelaxed(ctx context.Context) error {
+	if err := f.alive(); err != nil {
+		return err
+	}
+	return f.s.SyncRelaxed(ctx)
+}
+
 func (f *fenced) submit(ctx context.Context, relaxed bool, fn func(store.Tx) error) error {
 	if err := f.alive(); err != nil {
 		return err

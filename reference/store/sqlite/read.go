@@ -36,8 +36,14 @@ func (s *SQLite) ReadForward(ctx context.Context, stream string, gen, after int6
 }
 
 func (s *SQLite) readForward(ctx context.Context, stream string, gen, after int64, limit int) ([]store.Event, error) {
-	if evs, ok := s.view.forward(headKey{stream, gen}, after, clampLimit(limit)); ok {
+	k := headKey{stream, gen}
+	if evs, ok := s.view.forward(k, after, clampLimit(limit)); ok {
 		return evs, nil
+	}
+	if h, ok := s.view.head(k); ok && after >= h {
+		// Nothing was committed after the head the view holds: a reader that follows a stream
+		// and finds nothing new does not query the database for it.
+		return []store.Event{}, nil
 	}
 	evs, err := s.query(ctx, s.rs.forward, stream, gen, after, clampLimit(limit))
 	if err != nil {

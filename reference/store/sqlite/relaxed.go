@@ -90,18 +90,8 @@ func (s *SQLite) syncRelaxed() error {
 	if !s.unsynced && !s.headBehind {
 		return nil
 	}
-	for _, p := range []string{s.path + "-wal", s.path} {
-		f, err := os.OpenFile(p, os.O_RDWR, 0)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		err = errors.Join(f.Sync(), f.Close())
-		if err != nil {
-			return err
-		}
+	if err := syncFiles(s.path+"-wal", s.path); err != nil {
+		return err
 	}
 	s.writeHead()
 	s.headBehind, s.unsynced = false, false

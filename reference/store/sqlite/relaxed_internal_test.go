@@ -277,3 +277,48 @@ func TestATornRelaxedTailOpensOnlyAfterAMachineCrash(t *testing.T) {
 	require.Less(t, len(kinds), 9, "the relaxed tail after the torn frame is gone")
 	require.Equal(t, []string{"k1", "k2", "k3"}, kinds[:3], "the synced commits are whole")
 }
+
+// walPages is the length of the store's write-ahead log, in pages of 4 KiB.
+func walPages(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path + "-wal")
+	require.NoError(t, err)
+	return fi.Size() / 4096
+}
+
+// Relaxed commits alone never checkpoint, so their log grows by a page or more per commit; a sync
+// apart checkpoints it on a connection of its own, and the writer then starts the log again, so
+// with a sync apart every 100 commits the log stays far shorter than the commits made. Every
+// commit is still there when the store is opened again after a kill, and a sync apart after Close
+// is refused.
+func TestASyncApartKeepsTheLogShort(t *testing.T) {
+	ctx := context.Background()
+	const commits = 1500
+	for _, apart := range []bool{false, true} {
+		path := filepath.Join(t.TempDir(), "loom.db")
+		st, err := Open(ctx, path, Options{})
+		require.NoError(t, err)
+		for i := range commits {
+			require.NoError(t, relaxedAppend(st, "s"))
+			if apart && i%100 == 99 {
+				require.NoError(t, st.SyncRelaxed(ctx))
+			}
+		}
+		pages := walPages(t, path)
+		if apart {
+			require.Less(t, pages, int64(commits/3), "the log is started again after the checkpoints apart")
+		} else {
+			require.GreaterOrEqual(t, pages, int64(commits), "relaxed commits alone append a page or more each")
+		}
+		st.Kill()
+		<-st.Released()
+		require.ErrorIs(t, st.SyncRelaxed(ctx), store.ErrClosed)
+		st, err = Open(ctx, path, Options{})
+		require.NoError(t, err)
+		h, err := st.Head(ctx, "s", 0)
+		require.NoError(t, err)
+		require.EqualValues(t, commits, h, "every relaxed commit outlives the kill")
+		require.NoError(t, st.Close())
+		require.ErrorIs(t, st.SyncRelaxed(ctx), store.ErrClosed)
+	}
+}

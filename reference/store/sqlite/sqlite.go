@@ -183,6 +183,11 @@ type SQLite struct {
 	// epoch, fixed at Open.
 	normal, relaxedConn, unsynced, headBehind bool
 	epoch                                     int64
+
+	// apart is the connection that checkpoints apart from the writer, opened by the first sync
+	// apart (apart.go), under apartMu.
+	apartMu sync.Mutex
+	apart   *sql.DB
 }
 
 type sub struct{ ch chan struct{} }
@@ -454,6 +459,7 @@ func (s *SQLite) die() {
 	}
 	s.closed = true
 	s.shut.Store(true)
+	_ = s.closeApart()
 	go s.release()
 }
 
@@ -507,10 +513,11 @@ func (s *SQLite) Close() error {
 	}
 	s.closed = true
 	s.shut.Store(true)
+	errApart := s.closeApart()
 	if s.dead.Load() {
 		return nil
 	}
-	err1 := errors.Join(s.rs.close(), s.r.Close(), s.syncRelaxed())
+	err1 := errors.Join(errApart, s.rs.close(), s.r.Close(), s.syncRelaxed())
 	err2 := s.closeWriter()
 	defer close(s.released)
 	if err := errors.Join(err1, err2); err != nil {
@@ -541,6 +548,7 @@ func (s *SQLite) Kill() {
 	}
 	s.closed = true
 	s.shut.Store(true)
+	_ = s.closeApart() // a checkpoint in progress ends before the instant of the crash
 	// Closing waits for readers in use; do it off the caller's path.
 	go s.release()
 }

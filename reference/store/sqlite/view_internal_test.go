@@ -364,3 +364,28 @@ func TestAReadOfTheDatabaseFillsTheView(t *testing.T) {
 	require.Equal(t, answer{val: `{"v":1}`, present: true, known: true}, metaOf("exec/a"))
 	require.Equal(t, answer{known: true}, metaOf("exec/b"))
 }
+
+// A read after the head of a stream this store appended to, cached or not, finds nothing new
+// without asking the database (whose readers are closed here, so that a query would fail); a
+// read from below the head still asks it.
+func TestAReadAfterTheHeadAsksNothingOfTheDatabase(t *testing.T) {
+	st, err := Open(context.Background(), filepath.Join(t.TempDir(), "loom.db"), Options{SyncNormal: true,
+		Cached: func(name string) bool { return strings.HasPrefix(name, "hot/") }})
+	require.NoError(t, err)
+	defer st.Close()
+	ctx := context.Background()
+	for range 2 {
+		require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
+			_, err := tx.Append("cold/s", 0, -1, store.NewEvent{Kind: "x", Data: []byte(`"pump 7"`)})
+			return err
+		}))
+	}
+	require.NoError(t, st.r.Close())
+	for _, after := range []int64{2, 3} {
+		evs, err := st.ReadForward(ctx, "cold/s", 0, after, 0)
+		require.NoError(t, err, "after %d", after)
+		require.Empty(t, evs)
+	}
+	_, err = st.ReadForward(ctx, "cold/s", 0, 1, 0)
+	require.Error(t, err, "the events after 1 are read from the database")
+}
