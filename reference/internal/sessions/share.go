@@ -32,8 +32,8 @@ func residentSlot(who loomtype.Identity, ss *session) quota.Slot {
 	return quota.Slot{Kind: quota.Resident, Who: who, ID: ss.slot}
 }
 
-// chargedTo reports whether ss counts against someone's share already.
-func (s *Service) chargedTo(ss *session) bool {
+// isCharged reports whether ss counts against someone's share already.
+func (s *Service) isCharged(ss *session) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, ok := s.charge[ss]
@@ -48,7 +48,7 @@ func (s *Service) chargedTo(ss *session) bool {
 //
 // Errors: *QuotaError (QuotaResident), store errors.
 func (s *Service) chargeResident(ctx context.Context, who loomtype.Identity, ss *session) error {
-	if s.chargedTo(ss) {
+	if s.isCharged(ss) {
 		return nil
 	}
 	share := s.principalShare()
@@ -65,7 +65,7 @@ func (s *Service) chargeResident(ctx context.Context, who loomtype.Identity, ss 
 	}
 	switch {
 	case errors.Is(err, loomtype.ErrLimit):
-		if s.chargedTo(ss) { // counted by another open of it meanwhile
+		if s.isCharged(ss) { // counted by another open of it meanwhile
 			return nil
 		}
 		return &QuotaError{Reason: QuotaResident, Max: int64(share) * s.perLog()}
