@@ -61,12 +61,16 @@ func sharedStore(t *testing.T) store.Store {
 
 // partitionEngine assembles the engine of partition i of raw, as a node running one engine per
 // partition does: its executions in the partition's namespace, the bounds of every principal in
-// the root's global namespace, taken as "partition/<i>". It is stopped at the end of the test.
-func partitionEngine(t *testing.T, raw store.Store, i int) *Engine {
+// the root's global namespace, taken as "partition/<i>"; edits change quotaOptions. It is stopped
+// at the end of the test.
+func partitionEngine(t *testing.T, raw store.Store, i int, edits ...func(*Options)) *Engine {
 	t.Helper()
 	view, err := store.Namespace(raw, store.PartitionNamespace(i))
 	require.NoError(t, err)
 	opt := quotaOptions()
+	for _, edit := range edits {
+		edit(&opt)
+	}
 	e := &Engine{raw: raw, st: view, root: raw, holder: "partition/" + strconv.Itoa(i), logger: opt.Logger}
 	require.NoError(t, e.assemble(context.Background(), opt))
 	t.Cleanup(func() { e.stopParts(0) })

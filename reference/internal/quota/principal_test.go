@@ -23,7 +23,7 @@ func TestPrincipalsWhoseNamesHoldSeparatorsAreApart(t *testing.T) {
 			sa, _ := open(t)
 			q := engine(t, sa, "engine")
 			for _, p := range pairs {
-				for _, kind := range []quota.Kind{quota.Streams, quota.Tickets} {
+				for _, kind := range kinds {
 					if err := q.Admit(ctx, quota.Slot{Kind: kind, Who: p[0], ID: "s1"}, 1, 0); err != nil {
 						t.Fatalf("%+v: %v", p[0], err)
 					}

@@ -1,7 +1,7 @@
 // Package quota keeps the bounds one principal meets on the whole system, whichever engine
-// serves it: the event and session streams it has open, the session tickets it has waiting and
-// its POSTs a minute (spec/http.md, Settings and their defaults and The event stream;
-// spec/stream.md, Limits).
+// serves it: the event and session streams it has open, the session tickets it has waiting, the
+// sessions it holds resident and its POSTs a minute (spec/http.md, Settings and their defaults
+// and The event stream; spec/stream.md, Limits).
 //
 // A node may run one engine per partition of a store, and a principal's requests land on any of
 // them; a count kept in one engine's memory would let a principal hold the bound once per engine.
@@ -32,9 +32,12 @@ const (
 	// Tickets: the session tickets a principal has waiting, made and neither presented nor
 	// expired (stream.principalTickets).
 	Tickets Kind = "tickets"
+	// Resident: the sessions whose frame logs are held in memory on a principal's behalf, each
+	// counted at the most its log may hold, against its share (stream.principalResidentBytes).
+	Resident Kind = "resident"
 )
 
-// Slot is one thing a principal holds against a bound: a stream, a ticket.
+// Slot is one thing a principal holds against a bound: a stream, a ticket, a resident session.
 type Slot struct {
 	Kind Kind
 	Who  loomtype.Identity

@@ -22,6 +22,9 @@ var (
 	bob   = loomtype.Identity{Tenant: "t", Actor: "bob"}
 )
 
+// kinds are the bounds counted in slots.
+var kinds = []quota.Kind{quota.Streams, quota.Tickets, quota.Resident}
+
 // openStore opens a SQLite store of the test's own.
 func openStore(t *testing.T) store.Store {
 	t.Helper()
@@ -91,7 +94,7 @@ func refusedAt(t *testing.T, err error, kind quota.Kind, max int) {
 // admitted; a slot given back on one engine is taken on the other.
 func TestTwoEnginesShareEachBound(t *testing.T) {
 	ctx := context.Background()
-	for _, kind := range []quota.Kind{quota.Streams, quota.Tickets} {
+	for _, kind := range kinds {
 		for name, open := range backends {
 			t.Run(string(kind)+"/"+name, func(t *testing.T) {
 				sa, sb := open(t)
@@ -176,7 +179,7 @@ func racing(t *testing.T, engines ...*quota.Shared) {
 // admission on any engine drops them.
 func TestADeadEnginesSlotsAreFreedByTheNextAdmission(t *testing.T) {
 	ctx := context.Background()
-	for _, kind := range []quota.Kind{quota.Streams, quota.Tickets} {
+	for _, kind := range kinds {
 		for name, open := range backends {
 			t.Run(string(kind)+"/"+name, func(t *testing.T) {
 				sa, sb := open(t)
@@ -229,26 +232,61 @@ func TestExpiredSlotsStopCounting(t *testing.T) {
 	}
 }
 
-// TestMemoryCountsTheBound: the in-memory counter admits N, refuses the N+1th, and takes one more
-// after a release.
+// TestMemoryCountsTheBound: the in-memory counter admits N of each kind, refuses the N+1th, and
+// takes one more after a release.
 func TestMemoryCountsTheBound(t *testing.T) {
 	ctx := context.Background()
-	var m quota.Memory
-	const n = 3
-	for i := range n {
-		if err := m.Admit(ctx, slot(quota.Streams, alice, i), n, 0); err != nil {
-			t.Fatal(err)
-		}
+	for _, kind := range kinds {
+		t.Run(string(kind), func(t *testing.T) {
+			var m quota.Memory
+			const n = 3
+			for i := range n {
+				if err := m.Admit(ctx, slot(kind, alice, i), n, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			refusedAt(t, m.Admit(ctx, slot(kind, alice, n), n, 0), kind, n)
+			if err := m.Admit(ctx, slot(kind, bob, 0), n, 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Release(ctx, slot(kind, alice, 1)); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Admit(ctx, slot(kind, alice, n), n, 0); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
-	refusedAt(t, m.Admit(ctx, slot(quota.Streams, alice, n), n, 0), quota.Streams, n)
-	if err := m.Admit(ctx, slot(quota.Streams, bob, 0), n, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Release(ctx, slot(quota.Streams, alice, 1)); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Admit(ctx, slot(quota.Streams, alice, n), n, 0); err != nil {
-		t.Fatal(err)
+}
+
+// TestEachKindIsCountedApart: a principal that holds its whole bound of one kind is admitted a
+// slot of every other kind, even under the same slot id, on both counters; releasing a slot of one
+// kind gives back nothing of another.
+func TestEachKindIsCountedApart(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	for name, q := range map[string]quota.Counter{"shared": engine(t, st, "engine"), "memory": &quota.Memory{}} {
+		t.Run(name, func(t *testing.T) {
+			for _, kind := range kinds { // each full while the next is taken
+				if err := q.Admit(ctx, slot(kind, alice, 0), 1, 0); err != nil {
+					t.Fatalf("%s: %v", kind, err)
+				}
+			}
+			if err := q.Release(ctx, slot(quota.Streams, alice, 0)); err != nil {
+				t.Fatal(err)
+			}
+			for _, kind := range kinds[1:] {
+				refusedAt(t, q.Admit(ctx, slot(kind, alice, 1), 1, 0), kind, 1)
+			}
+			if err := q.Admit(ctx, slot(quota.Streams, alice, 1), 1, 0); err != nil {
+				t.Fatalf("the released kind: %v", err)
+			}
+			for _, kind := range kinds {
+				if n, err := q.Held(ctx, kind, alice, 0); err != nil || n != 1 {
+					t.Fatalf("%s held: %d, %v; want 1", kind, n, err)
+				}
+			}
+		})
 	}
 }
 

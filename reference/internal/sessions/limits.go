@@ -102,51 +102,6 @@ func (s *Service) ticketWaitsLocked(id string) bool {
 	return false
 }
 
-// heldByLocked lists the resident sessions charged to who, forgetting the charges of sessions no
-// longer resident. s.mu held.
-func (s *Service) heldByLocked(who loomtype.Identity) []*session {
-	var out []*session
-	for ss, p := range s.charge {
-		if s.sessions[ss.id] != ss || ss.dead() {
-			delete(s.charge, ss)
-			continue
-		}
-		if p == who {
-			out = append(out, ss)
-		}
-	}
-	return out
-}
-
-// chargeResident counts resident session ss against who's share, unless it is counted against
-// someone already. Past the share, who's sessions that nobody reads and no ticket waits for
-// are let go first (their frames are in the store: the next use loads them again); if who still
-// holds its share, the answer is a *QuotaError (QuotaResident).
-func (s *Service) chargeResident(who loomtype.Identity, ss *session) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.charge[ss]; ok {
-		return nil
-	}
-	share := s.principalShare()
-	held := s.heldByLocked(who)
-	if len(held) >= share {
-		for _, h := range held {
-			if h != ss && h.refs == 0 && !s.ticketWaitsLocked(h.id) {
-				h.stop()
-				delete(s.sessions, h.id)
-				delete(s.charge, h)
-			}
-		}
-		held = s.heldByLocked(who)
-	}
-	if len(held) >= share {
-		return &QuotaError{Reason: QuotaResident, Max: int64(share) * s.perLog()}
-	}
-	s.charge[ss] = who
-	return nil
-}
-
 // Hold makes session id resident and counts it against who's share of the resident frame logs
 // (chargeResident) when nobody's share counts it yet; a reader's connection asks it before it
 // subscribes.
@@ -161,5 +116,5 @@ func (s *Service) Hold(ctx context.Context, who loomtype.Identity, id string) er
 		return err
 	}
 	defer s.release(ss)
-	return s.chargeResident(who, ss)
+	return s.chargeResident(ctx, who, ss)
 }

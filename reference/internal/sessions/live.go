@@ -155,6 +155,7 @@ func (ss *session) pump() {
 		ss.mu.Unlock()
 		ss.broken.Store(true)
 		ss.stop()
+		ss.svc.uncharge(ss) // resident no more: its slot in its caller's share goes back
 	}()
 	hub := ss.svc.cv.Hub()
 	var wake <-chan struct{}

@@ -119,7 +119,6 @@ func (s *Service) idle(ss *session) bool {
 	if s.sessions[ss.id] == ss {
 		delete(s.sessions, ss.id)
 	}
-	delete(s.charge, ss)
 	return true
 }
 
@@ -129,7 +128,6 @@ func (s *Service) evictIdle() {
 		if ss.refs == 0 && now.Sub(ss.lastUse) >= s.cfg.Idle {
 			ss.stop()
 			delete(s.sessions, id)
-			delete(s.charge, ss)
 		}
 	}
 }

@@ -23,6 +23,8 @@ import (
 type session struct {
 	svc *Service
 	id  string
+	// slot names this load of the session in its caller's share (share.go).
+	slot string
 
 	mu            sync.Mutex
 	log           *stream.Log
@@ -78,7 +80,7 @@ type session struct {
 }
 
 func newSession(svc *Service, id string) *session {
-	return &session{svc: svc, id: id, log: stream.NewLog(id, svc.cfg.Limits), ad: stream.NewAdapter(),
+	return &session{svc: svc, id: id, slot: residentName(id), log: stream.NewLog(id, svc.cfg.Limits), ad: stream.NewAdapter(),
 		guards: map[int64]guard{}, room: stream.NewRoom(), handles: map[int64]int64{}, liveBytes: map[int64]int{}, dropped: map[int64]bool{}, subs: map[*Sub]struct{}{}, quit: make(chan struct{}),
 		turnParent: map[int64]string{}}
 }

@@ -118,8 +118,9 @@ type Config struct {
 	// it the turn is given up: status {state: failed, note} is logged, the turn is stopped, and
 	// nothing more of it is shown (DefaultResumeWait, 60 s).
 	ResumeWait time.Duration
-	// Quotas counts each caller's tickets waiting against PrincipalTickets, on every engine that
-	// shares it (nil: this service's memory alone).
+	// Quotas counts each caller's tickets waiting against PrincipalTickets and the sessions it
+	// holds resident against its share (PrincipalResidentBytes), on every engine that shares it
+	// (nil: this service's memory alone).
 	Quotas quota.Counter
 	// Now is the clock (time.Now).
 	Now func() time.Time
@@ -193,10 +194,10 @@ type Service struct {
 	mu       sync.Mutex
 	tickets  map[string]*ticket
 	sessions map[string]*session
-	loading  map[string]chan struct{}       // the sessions being loaded, closed when each is in
-	held     map[string]bool                // the sessions this process has held (bounded)
-	charge   map[*session]loomtype.Identity // whose share each resident session counts against
-	owners   ownerBook                      // the tenant of each session's owner, for names
+	loading  map[string]chan struct{} // the sessions being loaded, closed when each is in
+	held     map[string]bool          // the sessions this process has held (bounded)
+	charge   map[*session]quota.Slot  // the slot in its caller's share each resident session holds (share.go)
+	owners   ownerBook                // the tenant of each session's owner, for names
 	closed   bool
 	quit     chan struct{} // closed by Close
 	started  time.Time     // when New made the service: the resume wait counts from it
@@ -268,7 +269,7 @@ func New(k *kernel.Kernel, cv *conversation.Conversations, cfg Config) *Service 
 		cfg.Limits.MaxBytes = stream.DefaultLimits.MaxBytes
 	}
 	return &Service{k: k, cv: cv, cfg: cfg, log: cfg.Logger, tickets: map[string]*ticket{}, sessions: map[string]*session{},
-		loading: map[string]chan struct{}{}, held: map[string]bool{}, charge: map[*session]loomtype.Identity{}, quit: make(chan struct{}), started: time.Now()}
+		loading: map[string]chan struct{}{}, held: map[string]bool{}, charge: map[*session]quota.Slot{}, quit: make(chan struct{}), started: time.Now()}
 }
 
 // Close stops every pump and cuts off every subscriber.
@@ -326,7 +327,7 @@ func (s *Service) Open(ctx context.Context, who loomtype.Identity, id string, fr
 		return Opened{}, err
 	}
 	defer s.release(ss)
-	if err := s.chargeResident(who, ss); err != nil {
+	if err := s.chargeResident(ctx, who, ss); err != nil {
 		return Opened{}, err
 	}
 	s.countPeople(ctx, ss, who)
