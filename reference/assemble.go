@@ -56,7 +56,7 @@ func (e *Engine) assemble(ctx context.Context, opt Options) error {
 	if holder == "" {
 		holder = leaseName
 	}
-	gk, quotas, err := openQuotas(ctx, root, holder, opt)
+	gk, quotas, err := e.openBounds(ctx, root, holder, opt)
 	if err != nil {
 		if th != nil {
 			th.Close()
@@ -68,7 +68,7 @@ func (e *Engine) assemble(ctx context.Context, opt Options) error {
 		if th != nil {
 			th.Close()
 		}
-		gk.Close()
+		closeKernel(gk)
 		return err
 	}
 	k, err := kernel.Open(ctx, st, kernel.Options{Flows: flows, Divergence: opt.Divergence, Logger: opt.Logger,
@@ -77,7 +77,7 @@ func (e *Engine) assemble(ctx context.Context, opt Options) error {
 		if th != nil {
 			th.Close()
 		}
-		gk.Close()
+		closeKernel(gk)
 		return err
 	}
 	// Installed before the parts, so that a stopParts from now on closes it (Close twice is
@@ -86,7 +86,7 @@ func (e *Engine) assemble(ctx context.Context, opt Options) error {
 	e.gk = gk
 	e.mu.Unlock()
 	if err := e.startParts(ctx, opt, k, dl, runs, th); err != nil {
-		gk.Close()
+		closeKernel(gk)
 		return err
 	}
 	return nil

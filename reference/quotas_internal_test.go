@@ -14,6 +14,7 @@ import (
 
 	"github.com/loomcheck/loomcheck/reference/internal/conversation"
 	"github.com/loomcheck/loomcheck/reference/internal/gateway"
+	"github.com/loomcheck/loomcheck/reference/internal/partition"
 	"github.com/loomcheck/loomcheck/reference/internal/quota"
 	"github.com/loomcheck/loomcheck/reference/internal/sessions"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
@@ -71,7 +72,12 @@ func partitionEngine(t *testing.T, raw store.Store, i int, edits ...func(*Option
 	for _, edit := range edits {
 		edit(&opt)
 	}
-	e := &Engine{raw: raw, st: view, root: raw, holder: "partition/" + strconv.Itoa(i), logger: opt.Logger}
+	// Partition i of two: it runs what falls there, and shares the bounds with the other.
+	owns := func(id string) bool {
+		j, err := partition.Of(partition.KeyOf(id), 2)
+		return err == nil && j == i
+	}
+	e := &Engine{raw: raw, st: view, root: raw, holder: "partition/" + strconv.Itoa(i), owns: owns, logger: opt.Logger}
 	require.NoError(t, e.assemble(context.Background(), opt))
 	t.Cleanup(func() { e.stopParts(0) })
 	return e
