@@ -45,7 +45,7 @@ func (s *Service) SubscribeAs(ctx context.Context, who loomtype.Identity, id str
 		s.release(ss)
 		return nil, nil, false, 0, 0, err
 	}
-	sub.release = func() { s.release(ss) }
+	sub.release = func() { s.releaseReader(ss) }
 	return sub, replay, reset, head, floor, nil
 }
 

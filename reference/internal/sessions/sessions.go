@@ -464,7 +464,7 @@ func (s *Service) Subscribe(ctx context.Context, id string, from int64) (sub *Su
 		s.release(ss)
 		return nil, nil, false, 0, 0, err
 	}
-	sub.release = func() { s.release(ss) }
+	sub.release = func() { s.releaseReader(ss) }
 	return sub, replay, reset, head, floor, nil
 }
 

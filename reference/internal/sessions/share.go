@@ -16,8 +16,9 @@ import (
 // charged to a caller holds one slot of kind quota.Resident there, named by the session's id and
 // a name drawn when it was loaded, so that a session let go and loaded again is a new slot and
 // a late release of the old one never frees the new one. The slot is given back by whoever
-// takes the charge off the session: the pump when it stops (idle, evicted, broken, the service
-// closed) or chargeResident when it lets the session go to make room. A slot left behind by an
+// takes the charge off the session: its last reader leaving with no ticket waiting
+// (releaseReader), the pump when it stops (idle, evicted, broken, the service closed) or
+// chargeResident when it lets the session go to make room. A slot left behind by an
 // engine that died stops counting when its partition's next engine opens the counts.
 
 // residentName names one load of session id among the slots of its caller's share.
@@ -123,6 +124,26 @@ func (s *Service) letGo(ctx context.Context, who loomtype.Identity, keep *sessio
 		}
 	}
 	return len(gone), err
+}
+
+// releaseReader is release for a reader whose subscription ends. Once nobody holds the session and
+// no ticket waits for it, it stops counting against its caller's share: it stays resident until
+// it goes idle or is let go, counted by nobody, and the share has room at once, in whichever
+// engine (partition) the caller's next session is. A reader that comes back charges it again
+// (Hold).
+func (s *Service) releaseReader(ss *session) {
+	s.mu.Lock()
+	ss.refs--
+	ss.lastUse = s.cfg.Now()
+	c, charged := s.charge[ss]
+	free := charged && ss.refs == 0 && !s.ticketWaitsLocked(ss.id)
+	if free {
+		delete(s.charge, ss)
+	}
+	s.mu.Unlock()
+	if free {
+		s.giveBack(c)
+	}
 }
 
 // uncharge takes the charge off ss, whose pump has stopped, and gives its slot back.

@@ -176,3 +176,23 @@ func TestAnIdleSessionGivesItsSlotBack(t *testing.T) {
 	}
 	require.Equal(t, 0, a.Memory().Sessions)
 }
+
+// A reader that stops gives its caller's share room at once, in another service too: the session
+// it read, with no ticket waiting, counts against nobody any more; a reader that comes back
+// charges it again.
+func TestAReaderThatStopsGivesTheShareRoomInEveryService(t *testing.T) {
+	ctx := context.Background()
+	q, now := &quota.Memory{}, &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	a, cva := shareService(t, q, now, 1)
+	b, cvb := shareService(t, q, now, 1)
+	c1, c2 := started(t, cva, qAlice), started(t, cvb, qAlice)
+	require.NoError(t, a.Hold(ctx, qAlice, c1))
+	sub, _, _, _, _, err := a.Subscribe(ctx, c1, 0)
+	require.NoError(t, err)
+	residentRefused(t, b.Hold(ctx, qAlice, c2), 1)
+
+	sub.Close()
+	require.Equal(t, 0, heldResident(t, q, qAlice), "a session nobody reads still counts")
+	require.NoError(t, b.Hold(ctx, qAlice, c2), "the share had no room after the reader stopped")
+	residentRefused(t, a.Hold(ctx, qAlice, c1), 1)
+}
