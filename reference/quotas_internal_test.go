@@ -254,3 +254,21 @@ func TestTicketsAcrossTheNodesOfAPartitionedDatabase(t *testing.T) {
 	}
 	refused(open(b, 0, c0))
 }
+
+// The streams open on the whole system, everyone's, count against one gateway.maxStreams across
+// partitions: N open on two engines, the N+1th is 429 on both, for anyone.
+func TestAllStreamsOpenAreCountedAcrossPartitions(t *testing.T) {
+	const total = 2
+	raw := sharedStore(t)
+	withTotal := func(o *Options) { o.Gateway.MaxStreams = total }
+	a, b := partitionEngine(t, raw, 0, withTotal), partitionEngine(t, raw, 1, withTotal)
+	sa, sb := httptest.NewServer(a.gw), httptest.NewServer(b.gw)
+	t.Cleanup(sa.Close)
+	t.Cleanup(sb.Close)
+	ctx := context.Background()
+	require.Equal(t, http.StatusOK, openEvents(t, ctx, sa.URL, "alice", conversationOf(t, a, qAlice)).StatusCode)
+	require.Equal(t, http.StatusOK, openEvents(t, ctx, sb.URL, "bob", conversationOf(t, b, qBob)).StatusCode)
+	carol := loomtype.Identity{Tenant: "t", Actor: "carol"}
+	require.Equal(t, http.StatusTooManyRequests, openEvents(t, ctx, sa.URL, "carol", conversationOf(t, a, carol)).StatusCode)
+	require.Equal(t, http.StatusTooManyRequests, openEvents(t, ctx, sb.URL, "carol", conversationOf(t, b, carol)).StatusCode)
+}

@@ -116,7 +116,7 @@ type Gateway struct {
 	log *slog.Logger
 
 	mu         sync.Mutex
-	streams    int
+	streams    int // the streams this gateway serves now (Memory); the bounds are Config.Quotas'
 	shutdownCh chan struct{}
 	closeOnce  sync.Once
 }

@@ -19,39 +19,53 @@ import (
 // it back (a failed release): the slot then expires by itself.
 const streamGrace = time.Minute
 
-// acquireStream takes a stream slot for who, within the total (this process's, in memory) and
-// per-principal (Config.Quotas: every engine's) limits. ok is false when either is reached.
+// acquireStream takes a stream slot for who, within the total (gateway.maxStreams, everyone's
+// streams) and per-principal (gateway.maxStreamsPerPrincipal) limits, both counted by
+// Config.Quotas: this engine's memory when it runs its store alone, every engine's count in the
+// store when the store is shared out in partitions. ok is false when either is reached; the two
+// slots share one id (slot names the principal's, system the total's).
 func (g *Gateway) acquireStream(ctx context.Context, who loomtype.Identity) (slot quota.Slot, ok bool, err error) {
-	g.mu.Lock()
-	if g.streams >= g.cfg.MaxStreams {
-		g.mu.Unlock()
-		return slot, false, nil
-	}
-	g.streams++
-	g.mu.Unlock()
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	now := time.Now()
 	slot = quota.Slot{Kind: quota.Streams, Who: who, ID: hex.EncodeToString(b[:]),
 		Expires: now.Add(g.cfg.StreamLifetime + streamGrace).UnixMilli()}
-	err = g.cfg.Quotas.Admit(ctx, slot, g.cfg.MaxStreamsPerPrincipal, now.UnixMilli())
+	all := systemSlot(slot)
+	err = g.cfg.Quotas.Admit(ctx, all, g.cfg.MaxStreams, now.UnixMilli())
 	if err == nil {
-		return slot, true, nil
+		err = g.cfg.Quotas.Admit(ctx, slot, g.cfg.MaxStreamsPerPrincipal, now.UnixMilli())
+		if err != nil {
+			g.giveBack(ctx, all)
+		}
 	}
-	g.mu.Lock()
-	g.streams--
-	g.mu.Unlock()
-	if errors.Is(err, loomtype.ErrLimit) {
+	switch {
+	case err == nil:
+		g.mu.Lock()
+		g.streams++ // this engine's, for Memory
+		g.mu.Unlock()
+		return slot, true, nil
+	case errors.Is(err, loomtype.ErrLimit):
 		return slot, false, nil
 	}
 	return slot, false, err
 }
 
-// releaseStream gives back the slot acquireStream took, even when the request is over.
+// systemSlot is the slot of the total bound that goes with the principal's stream slot s.
+func systemSlot(s quota.Slot) quota.Slot {
+	return quota.Slot{Kind: quota.AllStreams, Who: quota.System, ID: s.ID, Expires: s.Expires}
+}
+
+// releaseStream gives back the slots acquireStream took, even when the request is over.
 func (g *Gateway) releaseStream(ctx context.Context, slot quota.Slot) {
 	g.mu.Lock()
 	g.streams--
 	g.mu.Unlock()
+	g.giveBack(ctx, slot)
+	g.giveBack(ctx, systemSlot(slot))
+}
+
+// giveBack releases one slot of a stream; one that cannot be released expires by itself.
+func (g *Gateway) giveBack(ctx context.Context, slot quota.Slot) {
 	if err := g.cfg.Quotas.Release(context.WithoutCancel(ctx), slot); err != nil {
 		g.log.Warn("a stream's slot was not given back; it expires by itself", "error", err)
 	}

@@ -35,7 +35,14 @@ const (
 	// Resident: the sessions whose frame logs are held in memory on a principal's behalf, each
 	// counted at the most its log may hold, against its share (stream.principalResidentBytes).
 	Resident Kind = "resident"
+	// AllStreams: the event and session streams open on the whole system, everyone's
+	// (gateway.maxStreams), counted under System.
+	AllStreams Kind = "all-streams"
 )
+
+// System is the Who of the bounds of the whole system rather than of one principal (AllStreams):
+// no principal's identity, so never a principal's count.
+var System = loomtype.Identity{}
 
 // Slot is one thing a principal holds against a bound: a stream, a ticket, a resident session.
 type Slot struct {
