@@ -356,44 +356,12 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 	if err := ss.sameEpochLocked(); err != nil {
 		return nil, ss.failLocked(err)
 	}
-	now := ss.svc.cfg.Now()
 	expect := ss.log.Head()
-	frames := make([]stream.Frame, 0, len(specs))
-	sizes := make([]int, 0, len(specs))
-	encs := make([][]byte, 0, len(specs))
-	evs := make([]kernel.AuxEvent, 0, len(specs))
-	rooms := make([]stream.Room, 0, len(specs))
-	for i, sp := range specs {
-		var g guard
-		if i < len(guards) {
-			g = guards[i]
-		}
-		if g.Ver > 0 && sp.Turn > 0 {
-			// What the assistant puts into the room goes through its turn's reply handle.
-			sp.Rid, sp.Ver = stream.HandleID(sp.Turn), ss.openHandle(sp.Turn)
-		}
-		f, err := ss.log.Append(sp, now)
-		if err != nil {
-			return nil, ss.failLocked(err)
-		}
-		ss.room = ss.room.Apply(f)
-		rooms = append(rooms, ss.room)
-		enc, err := json.Marshal(f)
-		if err != nil {
-			return nil, ss.failLocked(err)
-		}
-		b, err := diskFrameBytes(enc, g)
-		if err != nil {
-			return nil, ss.failLocked(err)
-		}
-		frames = append(frames, f)
-		encs = append(encs, enc)
-		sizes = append(sizes, len(b))
-		evs = append(evs, kernel.AuxEvent{Kind: frameEventKind, Data: b})
-		if g != (guard{}) {
-			ss.guards[f.Cur] = g
-		}
+	b, err := ss.appendFrames(specs, guards, ss.svc.cfg.Now())
+	if err != nil {
+		return nil, ss.failLocked(err)
 	}
+	frames, encs, sizes, evs, rooms := b.frames, b.encs, b.sizes, b.evs, b.rooms
 	rec := ss.posRecordLocked(next, reply)
 	// A queued message the sender was told is kept waits for the disk; frames alone do not,
 	// unless they go past the cursors reserved (reserve.go).
@@ -404,7 +372,7 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 	}
 	// The frames are the session's, not the caller's: a request that goes away mid-commit
 	// must not cut the session's log short (a failed commit breaks the session).
-	err := ss.write(context.WithoutCancel(ctx), synced, func(tx *kernel.Tx) error {
+	err = ss.write(context.WithoutCancel(ctx), synced, func(tx *kernel.Tx) error {
 		if len(evs) > 0 {
 			if _, err := tx.AppendAux(ss.id, framesStream, expect, evs...); err != nil {
 				return err
@@ -431,6 +399,56 @@ func (ss *session) commit(ctx context.Context, specs []stream.Spec, guards []gua
 	}
 	ss.publish(frames, encs, rooms, sizes, guards)
 	return frames, nil
+}
+
+// frameBatch is what appendFrames made of one commit's specs: the frames, each encoded, its size
+// on disk, its log event and the room after it.
+type frameBatch struct {
+	frames []stream.Frame
+	encs   [][]byte
+	sizes  []int
+	evs    []kernel.AuxEvent
+	rooms  []stream.Room
+}
+
+// appendFrames appends specs to the session's log in memory (guards[i] says who may see the
+// i-th) and returns the batch commit writes; a failure leaves the session to be broken by the
+// caller.
+func (ss *session) appendFrames(specs []stream.Spec, guards []guard, now time.Time) (frameBatch, error) {
+	b := frameBatch{frames: make([]stream.Frame, 0, len(specs)), sizes: make([]int, 0, len(specs)),
+		encs: make([][]byte, 0, len(specs)), evs: make([]kernel.AuxEvent, 0, len(specs)), rooms: make([]stream.Room, 0, len(specs))}
+	for i, sp := range specs {
+		var g guard
+		if i < len(guards) {
+			g = guards[i]
+		}
+		if g.Ver > 0 && sp.Turn > 0 {
+			// What the assistant puts into the room goes through its turn's reply handle.
+			sp.Rid, sp.Ver = stream.HandleID(sp.Turn), ss.openHandle(sp.Turn)
+		}
+		f, err := ss.log.Append(sp, now)
+		if err != nil {
+			return b, err
+		}
+		ss.room = ss.room.Apply(f)
+		b.rooms = append(b.rooms, ss.room)
+		enc, err := json.Marshal(f)
+		if err != nil {
+			return b, err
+		}
+		disk, err := diskFrameBytes(enc, g)
+		if err != nil {
+			return b, err
+		}
+		b.frames = append(b.frames, f)
+		b.encs = append(b.encs, enc)
+		b.sizes = append(b.sizes, len(disk))
+		b.evs = append(b.evs, kernel.AuxEvent{Kind: frameEventKind, Data: disk})
+		if g != (guard{}) {
+			ss.guards[f.Cur] = g
+		}
+	}
+	return b, nil
 }
 
 // publish is commit's hand-over of the committed frames to every subscriber (encs[i]: frames[i]
