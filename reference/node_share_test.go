@@ -168,7 +168,7 @@ func TestAnAbandonedRequestLeavesItsPartition(t *testing.T) {
 // would hand it over a moment later, a second grant).
 func TestNodesStartedTogetherTakeTheirShareOnce(t *testing.T) {
 	const p = 4
-	const ttl = 4 * time.Second // a second of window for the second node to start in
+	const ttl = 8 * time.Second // two seconds of window for the second node to start in
 	ctx := context.Background()
 	url := pgtest.TempDatabase(t)
 	st := leasesOf(t, url)
@@ -293,4 +293,40 @@ func TestAHandOverIsBoundedAndGivesTheLeaseUp(t *testing.T) {
 	require.Equal(t, held.Token, l.Token)
 	require.False(t, l.Expires.After(time.Now()), "the lease outlives the hand-over")
 	require.False(t, slices.Contains(a.held(), 1))
+}
+
+// TestAPartitionHandedOverIsTakenAtOnce: a node that asks for a partition another node holds
+// asks again soon while the holder hands it over, so it is granted the partition as soon as the
+// holder gives it up, not a renewal period (a quarter of the lease) later: the requests that wait
+// for the partition meanwhile wait little.
+func TestAPartitionHandedOverIsTakenAtOnce(t *testing.T) {
+	const p = 2
+	const ttl = 40 * time.Second // a renewal period of ten seconds
+	url := pgtest.TempDatabase(t)
+	var keep1 atomic.Bool
+	keep1.Store(true)
+	a, _ := partitionedNode(t, url, "node-a", p, func(i int) bool { return i == 0 || keep1.Load() }, leaseOf(ttl))
+	waitHeld(t, a, 0, 1)
+	before := token(a.engineOf(1))
+	b, _ := partitionedNode(t, url, "node-b", p, func(i int) bool { return i == 1 }, leaseOf(ttl))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b.mu.Lock()
+		seen := b.parts[1].holder.Holder
+		b.mu.Unlock()
+		if seen == "node-a" {
+			break // node-b asked for partition 1 and was refused
+		}
+		require.True(t, time.Now().Before(deadline), "node-b never asked for partition 1")
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	keep1.Store(false)
+	a.release(1)
+	released := time.Now()
+	for !slices.Equal(b.held(), []int{1}) {
+		require.Less(t, time.Since(released), ttl/8, "node-b waits for its next renewal period to take the partition given up")
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.Equal(t, before+1, token(b.engineOf(1)))
 }
