@@ -125,5 +125,40 @@ func (n *Node) notDue(i int) {
 	n.mu.Unlock()
 }
 
+// handOverPoll is how often a node asks again for a partition another node is handing it,
+// rather than once a quarter of the lease: the holder gives the lease up once its requests in
+// flight are over, and the node asks at once after, so that those requests wait little.
+const handOverPoll = 100 * time.Millisecond
+
+// awaitsHandOver reports whether the node should ask for its partitions again soon: one that it
+// asks for (that the plan gives it) is held by another live node, which hands it over at its
+// next pass (within a quarter of the lease) and gives it up once its requests in flight are over
+// (within drainWait). It asks soon for at most that long from when it first found one held
+// (since, which it resets when none is), then once a renewal period again, so that a holder
+// that does not give a partition up is not asked without end.
+func (n *Node) awaitsHandOver(plan partition.Plan, since *time.Time) bool {
+	held := false
+	n.mu.Lock()
+	for i := range n.parts {
+		if n.want != nil && !n.want(i) || plan != nil && plan[i] != n.id {
+			continue
+		}
+		pt := &n.parts[i]
+		if pt.eng == nil && !pt.opening && holderLive(pt.holder) && pt.holder.Holder != n.id {
+			held = true
+			break
+		}
+	}
+	n.mu.Unlock()
+	if !held {
+		*since = time.Time{}
+		return false
+	}
+	if since.IsZero() {
+		*since = time.Now()
+	}
+	return time.Since(*since) < n.ttl/4+drainWait
+}
+
 // holderLive reports whether l is a grant that has not lapsed.
 func holderLive(l store.Lease) bool { return l.Holder != "" && time.Until(l.Expires) > 0 }

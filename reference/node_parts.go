@@ -69,17 +69,23 @@ func (n *Node) run() {
 	if n.balancing() && !n.join() {
 		return
 	}
+	var due time.Time // since when a partition the node asks for has been held by another node
 	for {
 		var plan partition.Plan
 		if n.balancing() {
 			plan = n.plan()
 		}
 		n.step(plan)
+		var soon <-chan time.Time
+		if n.awaitsHandOver(plan, &due) {
+			soon = time.After(min(handOverPoll, n.ttl/8))
+		}
 		select {
 		case <-n.done:
 			return
 		case <-tick.C:
 		case <-n.wake:
+		case <-soon:
 		}
 	}
 }
