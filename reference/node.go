@@ -108,6 +108,9 @@ type Node struct {
 	// away the ones over every partition's holder (spread): two counters, so that each advances
 	// by one a request and every partition gets its turn.
 	turn, away atomic.Uint64
+	// moveDefer is how long a partition due to move waits for a quiet moment at most
+	// (handOverDefer; a duration).
+	moveDefer atomic.Int64
 
 	mu      sync.Mutex
 	parts   []nodePart    // by partition; the lease and namespace of each never change
@@ -186,6 +189,7 @@ func openNode(ctx context.Context, opt Options, want func(int) bool) (*Node, err
 	n := &Node{opt: opt, id: id, keys: opt.Conversation.Keys, ttl: leaseTTL(opt), lock: lock, raw: raw, leases: ls, logger: opt.Logger,
 		edge: opt.Edge, tr: tr, want: want, parts: newParts(p), changed: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	n.proxy = n.newProxy(tr, fresh)
+	n.moveDefer.Store(int64(handOverDefer))
 	n.wg.Go(n.run)
 	return n, nil
 }

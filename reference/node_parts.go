@@ -340,7 +340,7 @@ func (n *Node) handOver(i int) bool {
 	waited := time.Since(pt.dueSince)
 	inflight := pt.inflight
 	n.mu.Unlock()
-	if (inflight > 0 || e.liveWork() > 0) && waited < handOverDefer {
+	if (inflight > 0 || e.liveWork() > 0) && waited < time.Duration(n.moveDefer.Load()) {
 		return false
 	}
 	n.wg.Go(func() { n.release(i) })
