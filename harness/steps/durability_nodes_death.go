@@ -192,9 +192,8 @@ func (s *nodesSteps) retriesUntilAnswered(who, text, id string) error {
 
 // streamDeliversAfterKill sends the text to the named conversation at the node that serves it
 // and expects who's event stream of it, opened at that node before the kill, to deliver the
-// reply's record: the kill of another node did not end it. Only a hand-over of the
-// conversation to another node ends it (spec/nodes.md, Hand-over); the answer to the send then
-// names that other node.
+// reply's record: the kill of another node did not end it, nor moved the conversation (the
+// answer to the send names the node it was sent to).
 func (s *nodesSteps) streamDeliversAfterKill(who, name, text string) error {
 	if s.stream == nil || s.streamConv != name {
 		return harnessErr("no event stream of %s was opened before the kill", name)
@@ -228,7 +227,12 @@ func (s *nodesSteps) streamDeliversAfterKill(who, name, text string) error {
 	if err != nil {
 		return err
 	}
-	if ended && !moved {
+	if moved {
+		return fail(r.Op+" sent to "+node+" after "+s.killed+" was killed",
+			"served by "+r.Header.Get(nodeHeader)+": "+name+" was moved off a surviving node",
+			"served by "+node+": the death of another node moves none of the survivors' executions")
+	}
+	if ended {
 		return fail(s.stream.Op+" at "+node+", open since before "+s.killed+" was killed",
 			"the stream ended ("+sutclient.Summarize(evs)+"), though "+node+" still serves "+name,
 			"the stream open, delivering the reply: the death of another node pauses only the executions it ran")
@@ -263,6 +267,6 @@ func durabilityNodesDeathVocabulary(a areas) []stepDef {
 		{`^a read of "([^"]*)" at its node is answered there while a read of "([^"]*)" at that node waits$`, a.nodes.readsDuringTakeover, "sends a read of the second conversation to the node of the first (a surviving one), then a read of the first there: the first's is answered by that node, unchanged, while the other still waits"},
 		{`^the read of "([^"]*)" is then answered by a surviving node, the remembered records whole$`, a.nodes.waitingReadAnswered, "waits for the read left waiting at the kill: answered by a surviving node, the remembered records first, each byte for byte, then only later turns'"},
 		{`^(\w[\w' ]*?), retrying until answered, sends "((?:[^"\\]|\\.)*)" again with message id "([^"]*)"$`, a.nodes.retriesUntilAnswered, "sends the text under the message id through the front until a node serves it, and expects 202 saying it was not delivered again"},
-		{`^(\w[\w' ]*?)'s event stream of "([^"]*)", open since before the kill, delivers the reply to "((?:[^"\\]|\\.)*)" sent to its node$`, a.nodes.streamDeliversAfterKill, "sends the text to the named conversation at its node and expects the event stream opened there before the kill to deliver its reply, unless the conversation was handed to another node"},
+		{`^(\w[\w' ]*?)'s event stream of "([^"]*)", open since before the kill, delivers the reply to "((?:[^"\\]|\\.)*)" sent to its node$`, a.nodes.streamDeliversAfterKill, "sends the text to the named conversation at its node and expects that node to serve it and the event stream opened there before the kill to deliver its reply"},
 	}
 }
