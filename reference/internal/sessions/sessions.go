@@ -122,6 +122,11 @@ type Config struct {
 	// holds resident against its share (PrincipalResidentBytes), on every engine that shares it
 	// (nil: this service's memory alone).
 	Quotas quota.Counter
+	// Shared, if set, is a kernel on the store's global namespace (quota.Namespace), which every
+	// partition's engine sees: the branches' idempotency keys are kept there, so that a caller's
+	// key is refused as reused whatever partitions its sessions fall in. Nil: they are kept with
+	// the service's own records (an engine that runs every execution of its store).
+	Shared *kernel.Kernel
 	// Now is the clock (time.Now).
 	Now func() time.Time
 	// Logger receives the errors a pump meets (slog.Default()).
