@@ -208,6 +208,9 @@ type Service struct {
 	started  time.Time     // when New made the service: the resume wait counts from it
 	wg       sync.WaitGroup
 
+	// ticketsIdle, if not nil, is closed once no ticket waits (TicketsIdle); under mu.
+	ticketsIdle chan struct{}
+
 	// The syncs of reservations made apart from the frames' commits (reserve.go): syncs counts
 	// those running, syncClosed refuses new ones once Close began (both under syncMu), and
 	// noSyncApart is set once the store answered that it cannot sync apart from a commit.
@@ -373,6 +376,7 @@ func (s *Service) mint(ctx context.Context, g Grant, head, floor int64) (Opened,
 	if err := s.cfg.Quotas.Admit(ctx, ticketSlot(tk, g.Who, exp), s.cfg.PrincipalTickets, now.UnixMilli()); err != nil {
 		s.mu.Lock()
 		delete(s.tickets, tk)
+		s.ticketsChangedLocked()
 		s.mu.Unlock()
 		if errors.Is(err, loomtype.ErrLimit) {
 			return Opened{}, &QuotaError{Reason: QuotaTickets, Max: int64(s.cfg.PrincipalTickets)}
@@ -404,6 +408,7 @@ func (s *Service) spend(tk string, who loomtype.Identity, device string) (g Gran
 	now := s.cfg.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.ticketsChangedLocked() // a ticket spent no longer waits
 	t, ok := s.tickets[tk]
 	switch {
 	case !ok:
