@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomcheck/loomcheck/reference/internal/conversation"
+	"github.com/loomcheck/loomcheck/reference/internal/partition"
 	"github.com/loomcheck/loomcheck/reference/internal/scriptmodel"
 	"github.com/loomcheck/loomcheck/reference/internal/sessions"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
@@ -100,7 +101,10 @@ func TestABranchKeyIsOneAcrossPartitions(t *testing.T) {
 	elsewhere := func(o *Options) {
 		o.Deps.Provider = scriptmodel.Echo("You said: ")
 		o.Stream.Elsewhere = func(ctx context.Context, b sessions.BranchStart) error {
-			i := partOf(t, conversation.ChosenID(b.Who, b.Chosen), 2)
+			i, err := partition.Of(partition.KeyOf(conversation.ChosenID(b.Who, b.Chosen)), 2)
+			if err != nil {
+				return err
+			}
 			return sessions.StartBranch(ctx, engs[i].cv, b)
 		}
 	}
