@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -34,4 +35,29 @@ func sign(x int) int {
 		return 1
 	}
 	return 0
+}
+
+// The weight of a node and a partition is the one docs/partitions.md writes out (The plan,
+// exactly, 2): FNV-1a (64 bits) of the node's name, a zero byte and the partition in decimal,
+// through SplitMix64's finalizer; a node's own weight is that of partition -1. Computed here
+// apart, every bit compared.
+func TestWeightIsTheWrittenOne(t *testing.T) {
+	written := func(node string, part int) uint64 {
+		z := uint64(14695981039346656037)
+		for _, b := range []byte(node + "\x00" + strconv.Itoa(part)) {
+			z ^= uint64(b)
+			z *= 1099511628211
+		}
+		z ^= z >> 30
+		z *= 0xbf58476d1ce4e5b9
+		z ^= z >> 27
+		z *= 0x94d049bb133111eb
+		z ^= z >> 31
+		return z
+	}
+	for _, node := range []string{"node-1", "node-2", "a", "", "é"} {
+		for _, part := range []int{-1, 0, 1, 11, 4095} {
+			assert.Equal(t, written(node, part), weight(node, part), "weight(%q, %d)", node, part)
+		}
+	}
 }
