@@ -64,6 +64,9 @@ func (e *Engine) assemble(ctx context.Context, opt Options) error {
 		return err
 	}
 	opt.Gateway.Quotas, opt.Stream.Quotas = quotas, quotas
+	// The branches' keys are kept beside the shared counts, where every partition sees them (nil
+	// for an engine alone on its store: with its own records).
+	opt.Stream.Shared = gk
 	if err := e.shareCache(ctx, opt, gk, runs); err != nil {
 		if th != nil {
 			th.Close()

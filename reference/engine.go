@@ -398,6 +398,22 @@ func (e *Engine) liveWork() int64 {
 	return n
 }
 
+// liveQuiet returns a channel closed once one kind of the engine's live work (liveWork) is
+// over: its kernel's deciders and steps first, then the tickets waiting; nil when none is left.
+// Work may begin again meanwhile: the caller asks again after each wake-up.
+func (e *Engine) liveQuiet() <-chan struct{} {
+	e.mu.Lock()
+	k, ss := e.k, e.ss
+	e.mu.Unlock()
+	if k != nil && k.LiveWork() > 0 {
+		return k.LiveIdle()
+	}
+	if ss != nil && ss.TicketsWaiting() > 0 {
+		return ss.TicketsIdle()
+	}
+	return nil
+}
+
 // stopParts stops serving (gracefully for up to grace) and stops every part of the engine, once.
 // The parts an engine still opening has not made yet are never made (assemble sees it).
 func (e *Engine) stopParts(grace time.Duration) {

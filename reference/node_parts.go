@@ -393,7 +393,8 @@ func (n *Node) release(i int) {
 }
 
 // drained waits, for drainWait at most, until idle is closed (no request in flight in e any
-// more) and e runs no live work; false when the bound came first, or the node closed meanwhile.
+// more) and e runs no live work, woken by the engine as each ends (Engine.liveQuiet); false when
+// the bound came first, or the node closed meanwhile.
 func (n *Node) drained(e *Engine, idle <-chan struct{}) bool {
 	wait := time.NewTimer(drainWait)
 	defer wait.Stop()
@@ -404,18 +405,19 @@ func (n *Node) drained(e *Engine, idle <-chan struct{}) bool {
 	case <-n.done:
 		return false
 	}
-	poll := time.NewTicker(10 * time.Millisecond)
-	defer poll.Stop()
-	for e.liveWork() > 0 {
+	for {
+		quiet := e.liveQuiet()
+		if quiet == nil {
+			return true
+		}
 		select {
-		case <-poll.C:
+		case <-quiet:
 		case <-wait.C:
 			return false
 		case <-n.done:
 			return false
 		}
 	}
-	return true
 }
 
 // broadcast wakes every request waiting for a change of the node's engines; n.mu is held.

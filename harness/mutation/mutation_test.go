@@ -3,6 +3,7 @@ package mutation
 import (
 	"context"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -203,7 +204,15 @@ func TestEquivalentFile(t *testing.T) {
 	if len(eq) == 0 {
 		return
 	}
-	ms, err := Generate(context.Background(), root, Packages)
+	// The packages mutated by default, and any other an entry names (a package judged on its own
+	// with --packages).
+	pkgs := slices.Clone(Packages)
+	for _, e := range eq {
+		if dir := path.Dir(e.File); !slices.Contains(pkgs, dir) {
+			pkgs = append(pkgs, dir)
+		}
+	}
+	ms, err := Generate(context.Background(), root, pkgs)
 	if err != nil {
 		t.Fatal(err)
 	}

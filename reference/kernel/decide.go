@@ -90,9 +90,9 @@ func (c *Context) decide(id string, fn func() (json.RawMessage, error), marshale
 	c.inner = append(c.inner, nil)
 	c.mu.Unlock()
 
-	c.k.live.Add(1)
+	c.k.live.begin()
 	v, ferr := func() (json.RawMessage, error) {
-		defer c.k.live.Add(-1)
+		defer c.k.live.end()
 		return fn()
 	}()
 

@@ -27,7 +27,6 @@ import (
 	"log/slog"
 	"math"
 	"sync"
-	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/loomcheck/loomcheck/reference/loomtype"
@@ -184,8 +183,9 @@ type Kernel struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	// live counts the deciders and steps running live now, every execution's (LiveWork).
-	live atomic.Int64
+	// live counts the deciders and steps running live now, every execution's (LiveWork,
+	// LiveIdle).
+	live liveCount
 
 	mu sync.Mutex
 	// running holds every execution that runs, has yet to be recovered, or is being recovered.
@@ -296,13 +296,6 @@ func Open(ctx context.Context, st store.Store, opt Options) (*Kernel, error) {
 //
 //	<-k.Recovered() // every open execution runs again
 func (k *Kernel) Recovered() <-chan struct{} { return k.recovered }
-
-// LiveWork is how many deciders (Context.Decide) and journaled steps (Context.Execute and the
-// like) run live now, over every execution: work a Close would cut off, for the next kernel on
-// the store to run again. A step inside a decider counts as well.
-//
-//	if k.LiveWork() == 0 { /* nothing would be run twice */ }
-func (k *Kernel) LiveWork() int64 { return k.live.Load() }
 
 // Start starts an execution with a new id. Starting an id that exists is ErrAlreadyStarted
 // (loomtype.ErrAlreadyStarted) together with the existing execution's Info: an id starts once.

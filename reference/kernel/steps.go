@@ -158,10 +158,10 @@ func (c *Context) runSteps(ids []string, fns []StepFunc, toRun []int, out []Step
 		if slots != nil {
 			slots <- struct{}{} // a slot frees when a running step ends, so this never waits forever
 		}
-		c.k.live.Add(1)
+		c.k.live.begin()
 		run := func(i int) {
 			defer wg.Done()
-			defer c.k.live.Add(-1)
+			defer c.k.live.end()
 			if slots != nil {
 				defer func() { <-slots }()
 			}

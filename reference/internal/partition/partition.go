@@ -71,29 +71,13 @@ func Rebalance(p int, nodes []string, held Plan) (Plan, error) {
 	if len(set) == 0 {
 		return plan, nil
 	}
-	type pair struct {
-		w    uint64
-		node int
-		part int
-	}
 	pairs := make([]pair, 0, p*len(set))
 	for i, n := range set {
 		for j := 0; j < p; j++ {
 			pairs = append(pairs, pair{weight(n, j), i, j})
 		}
 	}
-	slices.SortFunc(pairs, func(a, b pair) int {
-		switch {
-		case a.w != b.w:
-			if a.w > b.w {
-				return -1
-			}
-			return 1
-		case a.node != b.node:
-			return a.node - b.node
-		}
-		return a.part - b.part
-	})
+	slices.SortFunc(pairs, pairOrder)
 	// Which nodes own one more: the p%n with the heaviest weight of their own, so that the choice
 	// moves little as nodes come and go.
 	room := make([]int, len(set))
@@ -134,6 +118,29 @@ func Rebalance(p int, nodes []string, held Plan) (Plan, error) {
 	take(true)
 	take(false)
 	return plan, nil
+}
+
+// pair is a node (its place among the members, in byte order of their names) and a partition,
+// with the pair's weight.
+type pair struct {
+	w    uint64
+	node int
+	part int
+}
+
+// pairOrder is the order Rebalance takes the pairs in: heaviest first, pairs of equal weight by
+// node, then by partition, so that every node sorts them alike.
+func pairOrder(a, b pair) int {
+	switch {
+	case a.w != b.w:
+		if a.w > b.w {
+			return -1
+		}
+		return 1
+	case a.node != b.node:
+		return a.node - b.node
+	}
+	return a.part - b.part
 }
 
 // weight is the pair's place in the order Assign takes pairs in.

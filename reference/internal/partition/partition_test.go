@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -44,6 +45,11 @@ func TestOfIsPinned(t *testing.T) {
 	}
 	_, err := partition.Of("x", partition.MaxPartitions)
 	assert.NoError(t, err)
+	// node.partitions is at most 4096 (schemas/sut-config.schema.json).
+	_, err = partition.Of("x", 4096)
+	assert.NoError(t, err)
+	_, err = partition.Of("x", 4097)
+	assert.ErrorIs(t, err, partition.ErrCount)
 	plan, err := partition.Assign(partition.MaxPartitions, []string{"a"})
 	require.NoError(t, err)
 	assert.Len(t, plan.Owned("a"), partition.MaxPartitions)
@@ -205,6 +211,9 @@ func TestKeyOf(t *testing.T) {
 		{long + "/child~0011223344556677", strings.Repeat("r", 127)},
 		{strings.Repeat("s", 128), strings.Repeat("s", 128)},
 		{strings.Repeat("s", 129), strings.Repeat("s", 128)},
+		// No rune starts in the first 129 bytes: the only boundary within 128 is the start.
+		{strings.Repeat("\x80", 129), ""},
+		{strings.Repeat("\x80", 129) + "/child~0011223344556677", ""},
 		{"", ""},
 	} {
 		assert.Equal(t, c.want, partition.KeyOf(c.id), "KeyOf(%q)", c.id)
@@ -214,7 +223,7 @@ func TestKeyOf(t *testing.T) {
 // TestAChildLivesWithItsRoot: whatever its root and name (long, multi-byte, holding "/"), a
 // child that kernel.ChildID names, and its children, have their root's key.
 func TestAChildLivesWithItsRoot(t *testing.T) {
-	roots := []string{"c_1", "turn:c_1:o2:ab", "thr:agent:ac_1:1", "run:x", strings.Repeat("é", 70), strings.Repeat("r", 127) + "𝄞", "a/b"}
+	roots := []string{"c_1", "turn:c_1:o2:ab", "thr:agent:ac_1:1", "run:x", strings.Repeat("é", 70), strings.Repeat("r", 127) + "𝄞", "a/b", strings.Repeat("\x80", 200)}
 	for _, root := range roots {
 		for _, name := range []string{"search", "a/b", strings.Repeat("n", 80)} {
 			child := kernel.ChildID(root, name)
@@ -296,5 +305,89 @@ func requireBalanced(t *testing.T, plan partition.Plan, nodes []string) {
 	}
 	for i, o := range plan {
 		require.Contains(t, nodes, o, "partition %d", i)
+	}
+}
+
+// writtenPlan is the plan as docs/partitions.md describes it (The plan, exactly), written out
+// here apart from the package's: its own FNV-1a, finalizer and sorts.
+func writtenPlan(p int, nodes []string, held partition.Plan) partition.Plan {
+	var set []string
+	for _, n := range nodes {
+		if n != "" && !slices.Contains(set, n) {
+			set = append(set, n)
+		}
+	}
+	sort.Strings(set)
+	plan := make(partition.Plan, p)
+	if len(set) == 0 {
+		return plan
+	}
+	w := func(x string, j int) uint64 {
+		z := fnv64a(x + "\x00" + strconv.Itoa(j))
+		z ^= z >> 30
+		z *= 0xbf58476d1ce4e5b9
+		z ^= z >> 27
+		z *= 0x94d049bb133111eb
+		return z ^ z>>31
+	}
+	// Room: P/n each, one more for the P mod n heaviest own weights (a stable sort keeps equal
+	// weights in name order).
+	byOwn := slices.Clone(set)
+	sort.SliceStable(byOwn, func(a, b int) bool { return w(byOwn[a], -1) > w(byOwn[b], -1) })
+	room := map[string]int{}
+	for i, x := range byOwn {
+		room[x] = p / len(set)
+		if i < p%len(set) {
+			room[x]++
+		}
+	}
+	// The pairs, built in name then partition order, sorted heaviest first (stably: equal weights
+	// keep that order).
+	type pr struct {
+		x string
+		j int
+		w uint64
+	}
+	var prs []pr
+	for _, x := range set {
+		for j := range p {
+			prs = append(prs, pr{x, j, w(x, j)})
+		}
+	}
+	sort.SliceStable(prs, func(a, b int) bool { return prs[a].w > prs[b].w })
+	for _, keep := range []bool{true, false} {
+		for _, q := range prs {
+			if plan[q.j] != "" || room[q.x] == 0 || keep && (q.j >= len(held) || held[q.j] != q.x) {
+				continue
+			}
+			plan[q.j] = q.x
+			room[q.x]--
+		}
+	}
+	return plan
+}
+
+// TestRebalanceIsTheWrittenPlan: Assign and Rebalance give the plan docs/partitions.md writes
+// out, for every count of partitions and nodes tried, without holders and with holders drawn at
+// random (members, nodes that left, none; some holding more than their share).
+func TestRebalanceIsTheWrittenPlan(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for p := 1; p <= 40; p++ {
+		for n := 1; n <= 9; n++ {
+			nodes := names(n)
+			plan, err := partition.Assign(p, nodes)
+			require.NoError(t, err)
+			require.Equal(t, writtenPlan(p, nodes, nil), plan, "Assign(%d, %d nodes)", p, n)
+			holders := append(names(n+2), "")
+			for range 3 {
+				held := make(partition.Plan, r.IntN(p+2)) // shorter or longer than P as well
+				for i := range held {
+					held[i] = holders[r.IntN(len(holders))]
+				}
+				got, err := partition.Rebalance(p, nodes, held)
+				require.NoError(t, err)
+				require.Equal(t, writtenPlan(p, nodes, held), got, "Rebalance(%d, %d nodes, %v)", p, n, held)
+			}
+		}
 	}
 }

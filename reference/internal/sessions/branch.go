@@ -63,14 +63,12 @@ func (s *Service) Branch(ctx context.Context, who loomtype.Identity, id, message
 		return Branched{}, ErrNoKey
 	}
 	rk := branchKey(who, key)
-	rec, seen, err := branches.Get(ctx, s.k, rk)
+	rec, seen, err := branches.Get(ctx, s.keys(), rk)
 	if err != nil {
 		return Branched{}, err
 	}
-	if seen {
-		if rec.From != id || rec.Message != message {
-			return Branched{}, ErrKeyReused
-		}
+	if seen && (rec.From != id || rec.Message != message) {
+		return Branched{}, ErrKeyReused
 	}
 	text, seed, err := s.branchSeed(ctx, who, id, message)
 	if err != nil {
@@ -84,8 +82,7 @@ func (s *Service) Branch(ctx context.Context, who loomtype.Identity, id, message
 	if !seen {
 		// The key is bound to this branch before anything is made: a retry after a crash
 		// finishes this branch, and the key cannot make another.
-		rb := branchRecord{From: id, Message: message, Session: out.Session}
-		if err := s.k.Update(ctx, func(tx *kernel.Tx) error { return branches.Put(tx, rk, rb) }); err != nil {
+		if err := s.bindKey(ctx, rk, branchRecord{From: id, Message: message, Session: out.Session}); err != nil {
 			return Branched{}, err
 		}
 	}
@@ -102,6 +99,35 @@ func (s *Service) Branch(ctx context.Context, who loomtype.Identity, id, message
 		return Branched{}, err
 	}
 	return out, nil
+}
+
+// keys is the kernel the branches' keys are kept in: the store's global namespace when the
+// service has one (Config.Shared), else its own.
+func (s *Service) keys() *kernel.Kernel {
+	if s.cfg.Shared != nil {
+		return s.cfg.Shared
+	}
+	return s.k
+}
+
+// bindKey binds the branch key rk to rb, in one transaction that reads it first: a key another
+// branch took meanwhile (a request on another partition's engine, racing this one) is
+// ErrKeyReused, the same branch's is left as it is.
+func (s *Service) bindKey(ctx context.Context, rk string, rb branchRecord) error {
+	reused := false
+	err := s.keys().Update(ctx, func(tx *kernel.Tx) error {
+		rec, seen, err := branches.Get(ctx, tx, rk)
+		if err != nil || seen {
+			reused = seen && (rec.From != rb.From || rec.Message != rb.Message)
+			return err
+		}
+		reused = false
+		return branches.Put(tx, rk, rb)
+	})
+	if err == nil && reused {
+		return ErrKeyReused
+	}
+	return err
 }
 
 // BranchStart is what makes a branch's conversation: its owner, its chosen id, the exchanges it

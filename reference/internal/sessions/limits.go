@@ -81,14 +81,62 @@ func ticketSlot(tk string, who loomtype.Identity, expires time.Time) quota.Slot 
 func (s *Service) TicketsWaiting() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	n, _ := s.ticketsWaitingLocked()
+	return n
+}
+
+// ticketsWaitingLocked counts the tickets waiting now and says when the last of them expires.
+// s.mu held.
+func (s *Service) ticketsWaitingLocked() (n int, last time.Time) {
 	now := s.cfg.Now()
-	n := 0
 	for _, t := range s.tickets {
 		if !t.used && now.Before(t.expires) {
 			n++
+			if t.expires.After(last) {
+				last = t.expires
+			}
 		}
 	}
-	return n
+	return n, last
+}
+
+// TicketsIdle returns a channel closed once no ticket waits (TicketsWaiting is 0): closed
+// already when none waits now, else closed when the last one waiting is presented or dropped, or
+// expires. A ticket may be made after it closed: a caller that needs none waiting reads
+// TicketsWaiting after the wake-up and waits again.
+//
+//	for svc.TicketsWaiting() > 0 { <-svc.TicketsIdle() }
+func (s *Service) TicketsIdle() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, last := s.ticketsWaitingLocked()
+	if n == 0 {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	if s.ticketsIdle == nil {
+		s.ticketsIdle = make(chan struct{})
+	}
+	// No event marks an expiry: a timer looks again when the last ticket waiting expires.
+	time.AfterFunc(last.Sub(s.cfg.Now()), func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.ticketsChangedLocked()
+	})
+	return s.ticketsIdle
+}
+
+// ticketsChangedLocked closes the channel TicketsIdle gave out once no ticket waits. Called after
+// a ticket stopped waiting; s.mu held.
+func (s *Service) ticketsChangedLocked() {
+	if s.ticketsIdle == nil {
+		return
+	}
+	if n, _ := s.ticketsWaitingLocked(); n == 0 {
+		close(s.ticketsIdle)
+		s.ticketsIdle = nil
+	}
 }
 
 // ticketWaitsLocked reports whether a ticket of session id waits. s.mu held.

@@ -17,7 +17,9 @@ import (
 //
 //	sessions.pos     session id               how far the projection has got (posRecord)
 //	sessions.queue   session id               the steering queue (queueRecord)
-//	sessions.branch  [caller key, idem key]   a branch under its caller's key (branchRecord)
+//	sessions.branch  [caller key, idem key]   a branch under its caller's key (branchRecord); in
+//	                                          the store's global namespace instead when the
+//	                                          service has one (Config.Shared, shareKeys)
 //	sessions.read    [caller key, session id] a person's read marker (the newest cursor read)
 //
 // The frame stream is stored as "frames/<id>", the name every frame log was written under
@@ -72,7 +74,45 @@ func (s *Service) prepare(ctx context.Context) error {
 		}
 		return false, nil // no record of this service's: left as it is
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	return s.shareKeys(ctx)
+}
+
+// shareKeys moves the branch keys kept with the service's own records into the global namespace,
+// when the service has one (Config.Shared): a store whose partitions each kept the keys of their
+// sessions' branches is read as one with every key in one place. Each key is moved in two
+// transactions, the copy (never over a key the global namespace holds: the first one bound
+// wins, as a live branch would) and then the removal; a crash between them copies it again at
+// the next start, which changes nothing.
+func (s *Service) shareKeys(ctx context.Context) error {
+	if s.cfg.Shared == nil {
+		return nil
+	}
+	if err := branches.Open(ctx, s.cfg.Shared); err != nil {
+		return err
+	}
+	rows, err := branches.All(ctx, s.k, "")
+	if err != nil {
+		return err
+	}
+	for _, row := range rows {
+		err := s.cfg.Shared.Update(ctx, func(tx *kernel.Tx) error {
+			_, seen, err := branches.Get(ctx, tx, row.Key)
+			if err != nil || seen {
+				return err
+			}
+			return branches.Put(tx, row.Key, row.Value)
+		})
+		if err != nil {
+			return err
+		}
+		if err := s.k.Update(ctx, func(tx *kernel.Tx) error { return branches.Delete(tx, row.Key) }); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // adopt puts the earlier layout's pair (key, val) into tbl under rest, decoded as JSON (or by

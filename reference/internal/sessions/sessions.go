@@ -122,6 +122,11 @@ type Config struct {
 	// holds resident against its share (PrincipalResidentBytes), on every engine that shares it
 	// (nil: this service's memory alone).
 	Quotas quota.Counter
+	// Shared, if set, is a kernel on the store's global namespace (quota.Namespace), which every
+	// partition's engine sees: the branches' idempotency keys are kept there, so that a caller's
+	// key is refused as reused whatever partitions its sessions fall in. Nil: they are kept with
+	// the service's own records (an engine that runs every execution of its store).
+	Shared *kernel.Kernel
 	// Now is the clock (time.Now).
 	Now func() time.Time
 	// Logger receives the errors a pump meets (slog.Default()).
@@ -202,6 +207,9 @@ type Service struct {
 	quit     chan struct{} // closed by Close
 	started  time.Time     // when New made the service: the resume wait counts from it
 	wg       sync.WaitGroup
+
+	// ticketsIdle, if not nil, is closed once no ticket waits (TicketsIdle); under mu.
+	ticketsIdle chan struct{}
 
 	// The syncs of reservations made apart from the frames' commits (reserve.go): syncs counts
 	// those running, syncClosed refuses new ones once Close began (both under syncMu), and
@@ -368,6 +376,7 @@ func (s *Service) mint(ctx context.Context, g Grant, head, floor int64) (Opened,
 	if err := s.cfg.Quotas.Admit(ctx, ticketSlot(tk, g.Who, exp), s.cfg.PrincipalTickets, now.UnixMilli()); err != nil {
 		s.mu.Lock()
 		delete(s.tickets, tk)
+		s.ticketsChangedLocked()
 		s.mu.Unlock()
 		if errors.Is(err, loomtype.ErrLimit) {
 			return Opened{}, &QuotaError{Reason: QuotaTickets, Max: int64(s.cfg.PrincipalTickets)}
@@ -399,6 +408,7 @@ func (s *Service) spend(tk string, who loomtype.Identity, device string) (g Gran
 	now := s.cfg.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.ticketsChangedLocked() // a ticket spent no longer waits
 	t, ok := s.tickets[tk]
 	switch {
 	case !ok:

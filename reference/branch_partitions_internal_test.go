@@ -1,0 +1,142 @@
+package reference
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/loomcheck/loomcheck/reference/internal/conversation"
+	"github.com/loomcheck/loomcheck/reference/internal/partition"
+	"github.com/loomcheck/loomcheck/reference/internal/scriptmodel"
+	"github.com/loomcheck/loomcheck/reference/internal/sessions"
+	"github.com/loomcheck/loomcheck/reference/loomtype"
+	"github.com/loomcheck/loomcheck/reference/store/postgres/pgtest"
+)
+
+// brancher branches session id at message under key, as who, on one partition's engine.
+type brancher func(who loomtype.Identity, id, message, key string) (sessions.Branched, error)
+
+// engineBrancher is the branch of e's sessions.
+func engineBrancher(e *Engine) brancher {
+	return func(who loomtype.Identity, id, message, key string) (sessions.Branched, error) {
+		return e.ss.Branch(context.Background(), who, id, message, key)
+	}
+}
+
+// keyIsOneAcrossPartitions checks the rule of a branch's Idempotency-Key (spec/http.md, Branch:
+// the caller's key used before for another branch is key-reused) on sessions ca and cb of who,
+// whose message m1 each was accepted, run by two partitions' engines a and b: a key is one key
+// whatever partition its sessions fall in, in either order, and two branches racing under one
+// key make one branch.
+func keyIsOneAcrossPartitions(t *testing.T, who loomtype.Identity, a, b brancher, ca, cb string) {
+	t.Helper()
+	first, err := a(who, ca, "m1", "k1")
+	require.NoError(t, err)
+	_, err = b(who, cb, "m1", "k1")
+	require.ErrorIs(t, err, sessions.ErrKeyReused, "the key of a branch of another partition's session")
+	again, err := a(who, ca, "m1", "k1")
+	require.NoError(t, err)
+	require.Equal(t, first, again, "the same branch under the same key")
+
+	_, err = b(who, cb, "m1", "k2")
+	require.NoError(t, err)
+	_, err = a(who, ca, "m1", "k2")
+	require.ErrorIs(t, err, sessions.ErrKeyReused, "the other way round")
+
+	// Two branches racing under one key: one is made, the other refused.
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, br := range []brancher{a, b} {
+		wg.Go(func() { _, errs[i] = br(who, []string{ca, cb}[i], "m1", "k3") })
+	}
+	wg.Wait()
+	made, reused := 0, 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			made++
+		case errors.Is(err, sessions.ErrKeyReused):
+			reused++
+		default:
+			require.NoError(t, err)
+		}
+	}
+	require.Equal(t, [2]int{1, 1}, [2]int{made, reused}, "branches made and refused under a key two partitions raced for")
+}
+
+// acceptedMessage sends text as message m1 of who's conversation id on e and waits until it was
+// answered.
+func acceptedMessage(t *testing.T, e *Engine, who loomtype.Identity, id, text string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	appended, stop := e.cv.WatchLog(id)
+	defer stop()
+	_, err := e.ss.Send(ctx, who, id, text, "m1")
+	require.NoError(t, err)
+	for {
+		h, err := e.cv.History(ctx, who, id, conversation.HistoryOptions{Direction: "forward", Limit: 10})
+		require.NoError(t, err)
+		if len(h.Entries) >= 2 {
+			return
+		}
+		select {
+		case <-appended:
+		case <-ctx.Done():
+			t.Fatalf("message m1 of %s never answered: %v", id, h.Entries)
+		}
+	}
+}
+
+// TestABranchKeyIsOneAcrossPartitions: two engines of one SQLite store, partitions 0 and 1 of
+// two, each with a session of alice's; a branch's key is refused as reused across them as it is
+// within one.
+func TestABranchKeyIsOneAcrossPartitions(t *testing.T) {
+	raw := sharedStore(t)
+	var engs [2]*Engine
+	elsewhere := func(o *Options) {
+		o.Deps.Provider = scriptmodel.Echo("You said: ")
+		o.Stream.Elsewhere = func(ctx context.Context, b sessions.BranchStart) error {
+			i, err := partition.Of(partition.KeyOf(conversation.ChosenID(b.Who, b.Chosen)), 2)
+			if err != nil {
+				return err
+			}
+			return sessions.StartBranch(ctx, engs[i].cv, b)
+		}
+	}
+	engs[0], engs[1] = partitionEngine(t, raw, 0, elsewhere), partitionEngine(t, raw, 1, elsewhere)
+	ca, cb := conversationOf(t, engs[0], qAlice), conversationOf(t, engs[1], qAlice)
+	acceptedMessage(t, engs[0], qAlice, ca, "one")
+	acceptedMessage(t, engs[1], qAlice, cb, "two")
+	keyIsOneAcrossPartitions(t, qAlice, engineBrancher(engs[0]), engineBrancher(engs[1]), ca, cb)
+	// Another caller's key is its own.
+	cbob := conversationOf(t, engs[1], qBob)
+	acceptedMessage(t, engs[1], qBob, cbob, "three")
+	_, err := engs[1].ss.Branch(context.Background(), qBob, cbob, "m1", "k1")
+	require.NoError(t, err)
+}
+
+// TestABranchKeyIsOneAcrossNodes: the same on PostgreSQL, two nodes of four partitions, the
+// sessions in partitions 0 (node a's) and 2 (node b's).
+func TestABranchKeyIsOneAcrossNodes(t *testing.T) {
+	const p = 4
+	ctx := context.Background()
+	url := pgtest.TempDatabase(t)
+	a, _ := partitionedNode(t, url, "node-a", p, func(i int) bool { return i < 2 }, nil)
+	waitHeld(t, a, 0, 1)
+	b, _ := partitionedNode(t, url, "node-b", p, func(i int) bool { return i >= 2 }, nil)
+	waitHeld(t, b, 2, 3)
+	ea, eb := a.engineOf(0), b.engineOf(2)
+	ids := make([]string, 2)
+	for j, e := range []*Engine{ea, eb} {
+		s, _, err := e.cv.Start(ctx, anonymous, conversation.StartOptions{ID: chosenIn(t, 2*j, p)})
+		require.NoError(t, err)
+		ids[j] = s.ID
+		acceptedMessage(t, e, anonymous, s.ID, "hello")
+	}
+	keyIsOneAcrossPartitions(t, anonymous, engineBrancher(ea), engineBrancher(eb), ids[0], ids[1])
+}
