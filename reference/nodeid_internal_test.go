@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// A node id is 1 to 64 letters, digits, '.', '_' or '-' (any of them first): every bound and
-// every kind of character on both sides.
+// A node id is 1 to 64 letters, digits, '.', '_' or '-', any of them first (node.id's pattern in
+// schemas/sut-config.schema.json): every bound and every kind of character on both sides.
 func TestValidNodeID(t *testing.T) {
 	for _, c := range []struct {
 		id string

@@ -10,7 +10,8 @@ import (
 )
 
 // A run id a caller chooses is 1 to 96 characters of letters, digits, '.', '_' and '-', the first
-// a letter or a digit: every bound and every kind of character on both sides.
+// a letter or a digit (the pattern of spec/openapi.yaml): every bound and every kind of character
+// on both sides.
 func TestValidID(t *testing.T) {
 	for _, c := range []struct {
 		id string
