@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -147,18 +146,30 @@ func partitionCount(ctx context.Context, raw store.Store, opt Options) (int, err
 	return got, nil
 }
 
-var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+// validNodeID reports whether id may name a node: 1 to 64 letters, digits, '.', '_' or '-'.
+func validNodeID(id string) bool {
+	if len(id) < 1 || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // nodeID is opt.Node.ID, or the data directory's own id, made the first time.
 func nodeID(opt Options) (string, error) {
 	if id := opt.Node.ID; id != "" {
-		if !nodeIDPattern.MatchString(id) {
+		if !validNodeID(id) {
 			return "", fmt.Errorf("%w: a node id is 1 to 64 letters, digits, '.', '_' or '-'", loomtype.ErrConfig)
 		}
 		return id, nil
 	}
 	path := filepath.Join(opt.DataDir, "node-id")
-	if b, err := os.ReadFile(path); err == nil && nodeIDPattern.Match(b) {
+	if b, err := os.ReadFile(path); err == nil && validNodeID(string(b)) {
 		return string(b), nil
 	}
 	b := make([]byte, 8)

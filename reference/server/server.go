@@ -235,18 +235,8 @@ func serve(ctx context.Context, name string, f *flags, cfg sutconfig.SUTConfig, 
 	if cfg.Model.BaseURL == "" && f.delay > 0 {
 		opt.Deps.Provider = model.BuiltinSlow(f.delay)
 	}
-	var srv server
-	if cfg.Node.ID != "" {
-		srv, err = reference.OpenNode(ctx, opt)
-	} else {
-		srv, err = reference.Open(ctx, opt)
-	}
+	srv, ln, err := openListening(ctx, cfg, opt)
 	if err != nil {
-		return usageErr(err)
-	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		srv.Close()
 		return usageErr(err)
 	}
 	greet(stdout, cfg, ln.Addr().String(), devToken)
@@ -265,6 +255,38 @@ func serve(ctx context.Context, name string, f *flags, cfg sutconfig.SUTConfig, 
 		return usageErr(fmt.Errorf("close: %w", err))
 	}
 	return ExitOK
+}
+
+// openListening opens the engine (or a node) of opt and the socket it serves on cfg.Listen. A
+// standalone engine's socket listens before the engine opens: a client that connects while it
+// opens (one resuming after a restart) waits in the socket's queue and is answered as soon as the
+// engine serves, instead of being refused and left to try again; nothing is read from it before
+// then, and it is closed unanswered if the engine does not open. A node listens once it is open,
+// so that a client asking the nodes in turn is refused by one still opening and goes on to the
+// next.
+func openListening(ctx context.Context, cfg sutconfig.SUTConfig, opt reference.Options) (server, net.Listener, error) {
+	if cfg.Node.ID != "" {
+		srv, err := reference.OpenNode(ctx, opt)
+		if err != nil {
+			return nil, nil, err
+		}
+		ln, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			srv.Close()
+			return nil, nil, err
+		}
+		return srv, ln, nil
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, nil, err
+	}
+	srv, err := reference.Open(ctx, opt)
+	if err != nil {
+		ln.Close()
+		return nil, nil, err
+	}
+	return srv, ln, nil
 }
 
 // greet prints where the server serves, what it answers with, and, with a made-up token, how to

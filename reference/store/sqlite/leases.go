@@ -281,7 +281,7 @@ func fencedErr(l, cur store.Lease, ok bool) error {
 
 // scanLease reads the grant of name from row (leaseQuery), checking its checksum: a
 // *store.CorruptError for a row that does not check, the database's own error otherwise.
-func scanLease(row *sql.Row, path, name string) (store.Lease, bool, error) {
+func scanLease(row rowScanner, path, name string) (store.Lease, bool, error) {
 	l := store.Lease{Name: name}
 	var exp int64
 	var sum sql.NullInt64

@@ -91,7 +91,7 @@ func (s *SQLite) readBackward(ctx context.Context, stream string, gen, before in
 	return evs, nil
 }
 
-func (s *SQLite) query(ctx context.Context, q *sql.Stmt, stream string, gen, bound int64, limit int) ([]store.Event, error) {
+func (s *SQLite) query(ctx context.Context, q *lazyStmt, stream string, gen, bound int64, limit int) ([]store.Event, error) {
 	rows, err := q.QueryContext(ctx, stream, gen, bound, limit)
 	if err != nil {
 		return nil, s.readErr(err)

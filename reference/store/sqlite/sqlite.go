@@ -291,7 +291,7 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 		w.Close()
 		return nil, err
 	}
-	if err := s.openReaders(ctx, opt.Readers); err != nil {
+	if err := s.openReaders(opt.Readers); err != nil {
 		return nil, err
 	}
 	if s.chk.on {
@@ -335,9 +335,10 @@ func (s *SQLite) prepareSchema(ctx context.Context) (int64, error) {
 	return version, nil
 }
 
-// openReaders opens the pool of readers (at most readers connections) and prepares their
-// statements; on an error it has closed the writer.
-func (s *SQLite) openReaders(ctx context.Context, readers int) error {
+// openReaders makes the pool of readers (at most readers connections, each opened when a read
+// first needs it) and their statements, each prepared on a connection the first time it runs
+// there (stmts.go); on an error it has closed the writer.
+func (s *SQLite) openReaders(readers int) error {
 	rq := url.Values{}
 	rq.Add("_pragma", "busy_timeout(10000)")
 	rq.Add("_pragma", "query_only(1)")
@@ -349,16 +350,12 @@ func (s *SQLite) openReaders(ctx context.Context, readers int) error {
 	r.SetMaxOpenConns(readers)
 	r.SetMaxIdleConns(readers)
 	s.r = r
-	if err := s.rs.prepare(ctx, r); err != nil {
-		r.Close()
-		s.closeWriter()
-		return fmt.Errorf("store: open readers %s: %w", s.path, err)
-	}
+	s.rs.prepare(r)
 	return nil
 }
 
-// openWriter takes the writer's one connection for the store's life, prepares its statements
-// and hooks its rollbacks (see batch.go).
+// openWriter takes the writer's one connection for the store's life, hooks its rollbacks (see
+// batch.go) and makes its statements, each prepared the first time it runs (stmts.go).
 func (s *SQLite) openWriter(ctx context.Context) error {
 	wc, err := s.w.Conn(ctx)
 	if err != nil {
@@ -374,13 +371,11 @@ func (s *SQLite) openWriter(ctx context.Context) error {
 		h.RegisterRollbackHook(func() { s.lost.Store(true) })
 		return nil
 	})
-	if err == nil {
-		err = s.ws.prepare(ctx, wc)
-	}
 	if err != nil {
 		wc.Close()
 		return fmt.Errorf("store: open writer %s: %w", s.path, err)
 	}
+	s.ws.prepare(wc)
 	s.wc = wc
 	return nil
 }

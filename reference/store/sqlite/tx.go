@@ -11,7 +11,7 @@ import (
 
 // exec runs one of the writer's statements. The writer's statements never take a caller's
 // context: a statement interrupted half way could roll the whole batch back.
-func (s *SQLite) exec(st *sql.Stmt, args ...any) error {
+func (s *SQLite) exec(st *lazyStmt, args ...any) error {
 	_, err := st.Exec(args...)
 	return err
 }
