@@ -2,9 +2,11 @@ package sqlite
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -40,9 +42,16 @@ const headLen = len("loom head 00000000000000000000 00000000\n")
 // when it names no event. A stream whose name does not fit is not named.
 const newestLen = 512
 
-func headRecord(n int64) []byte {
-	body := fmt.Sprintf("loom head %020d", n)
-	return fmt.Appendf(nil, "%s %08x\n", body, uint32(sumOf([]byte(body))))
+func headRecord(n int64) []byte { return appendHeadRecord(nil, n) }
+
+// appendHeadRecord appends the head file's record of n to dst: "loom head <n as %020d>", then a
+// space, the body's checksum as %08x and a newline. A commit formats it into a buffer the store
+// keeps (writeHead), so that it allocates nothing.
+func appendHeadRecord(dst []byte, n int64) []byte {
+	start := len(dst)
+	dst = append(dst, "loom head "...)
+	dst = appendPadded(dst, n)
+	return appendRecordSum(dst, start)
 }
 
 // newestEvent is an event a commit appended; ok is false when none is known.
@@ -52,13 +61,81 @@ type newestEvent struct {
 	ok  bool
 }
 
-func newestRecord(n int64, ev newestEvent) []byte {
-	body := fmt.Sprintf("loom newest %020d -", n)
-	if named := fmt.Sprintf("loom newest %020d %020d %020d %s", n, ev.k.gen, ev.seq, hex.EncodeToString([]byte(ev.k.stream))); ev.ok && len(named) <= newestLen-10 {
-		body = named
+func newestRecord(n int64, ev newestEvent) []byte { return appendNewestRecord(nil, n, ev) }
+
+// appendNewestRecord appends the newest file's record of n and ev to dst: "loom newest <n> <gen>
+// <seq> <stream in hex>" (the numbers as %020d), or "loom newest <n> -" when ev names no event or
+// its stream does not fit, padded with spaces to newestLen-10 bytes; then a space, the body's
+// checksum as %08x and a newline.
+func appendNewestRecord(dst []byte, n int64, ev newestEvent) []byte {
+	start := len(dst)
+	dst = append(dst, "loom newest "...)
+	dst = appendPadded(dst, n)
+	// Each number takes 20 bytes whatever its value (an int64 has at most 19 digits and a sign).
+	if named := len("loom newest ") + 3*20 + 3 + 2*len(ev.k.stream); ev.ok && named <= newestLen-10 {
+		dst = append(dst, ' ')
+		dst = appendPadded(dst, ev.k.gen)
+		dst = append(dst, ' ')
+		dst = appendPadded(dst, ev.seq)
+		dst = append(dst, ' ')
+		for i := 0; i < len(ev.k.stream); i++ {
+			c := ev.k.stream[i]
+			dst = append(dst, hexDigits[c>>4], hexDigits[c&0xf])
+		}
+	} else {
+		dst = append(dst, " -"...)
 	}
-	body += strings.Repeat(" ", newestLen-10-len(body))
-	return fmt.Appendf(nil, "%s %08x\n", body, uint32(sumOf([]byte(body))))
+	for len(dst)-start < newestLen-10 {
+		dst = append(dst, ' ')
+	}
+	return appendRecordSum(dst, start)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// headSumSeed and newestSumSeed are sumOf's checksum of a body's length alone, for the one length
+// the body of each record has: its body is then summed on from there.
+var headSumSeed, newestSumSeed = lengthSum(headLen - 10), lengthSum(newestLen - 10)
+
+func lengthSum(n int) uint32 {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(n))
+	return crc32.Update(0, castagnoli, b[:])
+}
+
+// appendPadded appends v as fmt's %020d writes it: zero-padded to 20 bytes, a minus sign first.
+func appendPadded(dst []byte, v int64) []byte {
+	u, width := uint64(v), 20
+	if v < 0 {
+		dst = append(dst, '-')
+		u, width = -u, 19
+	}
+	var b [20]byte
+	digits := strconv.AppendUint(b[:0], u, 10)
+	for i := len(digits); i < width; i++ {
+		dst = append(dst, '0')
+	}
+	return append(dst, digits...)
+}
+
+// appendRecordSum ends the record begun at dst[start:]: a space, the checksum of the body (all of
+// dst[start:], sumOf's) as %08x, a newline.
+func appendRecordSum(dst []byte, start int) []byte {
+	body := dst[start:]
+	var sum uint32
+	switch len(body) {
+	case headLen - 10:
+		sum = crc32.Update(headSumSeed, castagnoli, body)
+	case newestLen - 10:
+		sum = crc32.Update(newestSumSeed, castagnoli, body)
+	default:
+		sum = uint32(sumOf(body))
+	}
+	dst = append(dst, ' ')
+	for shift := 28; shift >= 0; shift -= 4 {
+		dst = append(dst, hexDigits[(sum>>shift)&0xf])
+	}
+	return append(dst, '\n')
 }
 
 // parseHead reads a head file; ok is false for one that does not check.
@@ -221,9 +298,11 @@ func leftHead(db string) (n int64, ok bool) {
 // the files behind the database, which the check at Open allows.
 func (s *SQLite) writeHead() {
 	if s.newestF != nil {
-		_, _ = s.newestF.WriteAt(newestRecord(s.events, s.newest), 0)
+		s.headBuf = appendNewestRecord(s.headBuf[:0], s.events, s.newest)
+		_, _ = s.newestF.WriteAt(s.headBuf, 0)
 	}
 	if s.head != nil {
-		_, _ = s.head.WriteAt(headRecord(s.events), 0)
+		s.headBuf = appendHeadRecord(s.headBuf[:0], s.events)
+		_, _ = s.head.WriteAt(s.headBuf, 0)
 	}
 }

@@ -171,6 +171,7 @@ type SQLite struct {
 	newest  newestEvent
 	head    *os.File
 	newestF *os.File
+	headBuf []byte // the records writeHead writes, formatted in place
 	crashAt int64
 	crashed chan struct{}
 
