@@ -30,6 +30,17 @@ import (
 // so the newest commit's event is gone with it. When the newest file is missing, does not check
 // or goes with another count (a crash between the two writes), Open counts the events instead.
 // The full check (at Open, or in the background) compares the count with the events it reads.
+//
+// What the newest file records is a fact that stays true: when the store held nn events, the
+// stream it names had seq as its head. A commit that appends to that stream alone leaves it
+// standing, and the file is not written again (one write per commit instead of two, as a flow's
+// log grows); any other commit writes it anew. For a head file's count n >= nn, Open looks up the
+// stream's event seq + (n - nn): when it is there, the database holds a commit that ended at or
+// after the n-th event (each of the stream's events after seq came after the nn-th event, one
+// count each), and, a lost commit being a suffix of the log, every commit before it. When it is
+// missing and nn = n, the newest commit is lost; when it is missing and nn < n, another stream may
+// have taken events since (the newest file was left behind by a crash between the two writes, or
+// a power loss kept one and not the other), and Open counts the events instead.
 func headPath(db string) string { return db + ".head" }
 
 func newestPath(db string) string { return db + ".newest" }
@@ -61,6 +72,26 @@ type newestEvent struct {
 	ok  bool
 }
 
+// named says whether a newest record names ev: it is an event whose stream fits in the record.
+func (ev newestEvent) named() bool {
+	return ev.ok && len("loom newest ")+3*20+3+2*len(ev.k.stream) <= newestLen-10
+}
+
+// newestOnDisk is what the newest file holds: the record of n and ev, when ok.
+type newestOnDisk struct {
+	n  int64
+	ev newestEvent
+	ok bool
+}
+
+// newestStands says whether the newest file still names the newest event at the count s.events:
+// it names the stream of s.newest, and every event since it was written is that stream's. wmu is
+// held (or Open runs).
+func (s *SQLite) newestStands() bool {
+	d := s.newestDisk
+	return d.ok && d.ev.named() && s.newest.named() && d.ev.k == s.newest.k && s.newest.seq-d.ev.seq == s.events-d.n
+}
+
 func newestRecord(n int64, ev newestEvent) []byte { return appendNewestRecord(nil, n, ev) }
 
 // appendNewestRecord appends the newest file's record of n and ev to dst: "loom newest <n> <gen>
@@ -72,7 +103,7 @@ func appendNewestRecord(dst []byte, n int64, ev newestEvent) []byte {
 	dst = append(dst, "loom newest "...)
 	dst = appendPadded(dst, n)
 	// Each number takes 20 bytes whatever its value (an int64 has at most 19 digits and a sign).
-	if named := len("loom newest ") + 3*20 + 3 + 2*len(ev.k.stream); ev.ok && named <= newestLen-10 {
+	if ev.named() {
 		dst = append(dst, ' ')
 		dst = appendPadded(dst, ev.k.gen)
 		dst = append(dst, ' ')
@@ -85,13 +116,14 @@ func appendNewestRecord(dst []byte, n int64, ev newestEvent) []byte {
 	} else {
 		dst = append(dst, " -"...)
 	}
-	for len(dst)-start < newestLen-10 {
-		dst = append(dst, ' ')
-	}
+	dst = append(dst, spaces[:newestLen-10-(len(dst)-start)]...)
 	return appendRecordSum(dst, start)
 }
 
 const hexDigits = "0123456789abcdef"
+
+// spaces pads a newest record: its shortest body ("loom newest <n> -") leaves the most to pad.
+var spaces = strings.Repeat(" ", newestLen-10)
 
 // headSumSeed and newestSumSeed are sumOf's checksum of a body's length alone, for the one length
 // the body of each record has: its body is then summed on from there.
@@ -215,7 +247,7 @@ func (s *SQLite) openHead(ctx context.Context, need bool, counted int64) error {
 		return fmt.Errorf("store: head of %s: %w", s.path, err)
 	}
 	s.newestF = nf
-	if !created && string(b) == string(headRecord(s.events)) && string(nb) == string(newestRecord(s.events, s.newest)) {
+	if !created && string(b) == string(headRecord(s.events)) && (s.newestStands() || string(nb) == string(newestRecord(s.events, s.newest))) {
 		// They already say what the database holds, and were read back whole: nothing to
 		// write, nothing to wait for the disk for (a restart's common case).
 		return nil
@@ -239,20 +271,24 @@ func (s *SQLite) openHead(ctx context.Context, need bool, counted int64) error {
 // file nb names for that count when Open did not count the events, by counting otherwise.
 func (s *SQLite) checkHead(ctx context.Context, n int64, nb []byte, counted int64) error {
 	nn, ev, ok := parseNewest(nb)
-	if ok && nn == n && ev.ok {
+	if ok && nn <= n && ev.ok {
+		at := newestEvent{k: ev.k, seq: ev.seq + (n - nn), ok: true} // the newest event at n (see above)
 		var there bool
 		if err := s.w.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM events WHERE stream = ? AND gen = ? AND seq = ?)`,
-			ev.k.stream, ev.k.gen, ev.seq).Scan(&there); err != nil {
+			at.k.stream, at.k.gen, at.seq).Scan(&there); err != nil {
 			return s.damageErr(err)
 		}
-		if !there {
-			return &store.CorruptError{Path: s.path, Table: "events", Stream: ev.k.stream, Gen: ev.k.gen, Seq: ev.seq,
+		if !there && nn == n {
+			return &store.CorruptError{Path: s.path, Table: "events", Stream: at.k.stream, Gen: at.k.gen, Seq: at.seq,
 				Reason: "the database does not hold this event, which it had acknowledged: commits were lost"}
 		}
-		s.newest = ev
-		if counted < 0 {
-			s.events = n // a lower bound: the full check compares it with the count
-			return nil
+		if there {
+			s.newest = at
+			s.newestDisk = newestOnDisk{n: nn, ev: ev, ok: true}
+			if counted < 0 {
+				s.events = n // a lower bound: the full check compares it with the count
+				return nil
+			}
 		}
 	}
 	if err := s.countEvents(ctx, counted); err != nil {
@@ -294,12 +330,14 @@ func leftHead(db string) (n int64, ok bool) {
 	return n, true
 }
 
-// writeHead records the event count, and first the newest event known beside it; an error leaves
-// the files behind the database, which the check at Open allows.
+// writeHead records the event count, and first the newest event known beside it unless the newest
+// file already stands for it; an error leaves the files behind the database, which the check at
+// Open allows.
 func (s *SQLite) writeHead() {
-	if s.newestF != nil {
+	if s.newestF != nil && !s.newestStands() {
 		s.headBuf = appendNewestRecord(s.headBuf[:0], s.events, s.newest)
-		_, _ = s.newestF.WriteAt(s.headBuf, 0)
+		m, err := s.newestF.WriteAt(s.headBuf, 0)
+		s.newestDisk = newestOnDisk{n: s.events, ev: s.newest, ok: err == nil && m == len(s.headBuf)}
 	}
 	if s.head != nil {
 		s.headBuf = appendHeadRecord(s.headBuf[:0], s.events)

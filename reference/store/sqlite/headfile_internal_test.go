@@ -62,28 +62,52 @@ func TestHeadRecordsAreTheDocumentedText(t *testing.T) {
 	}
 }
 
-// TestWriteHeadAllocatesNothing: recording the count after a commit formats both records in a
-// buffer the store keeps.
-func TestWriteHeadAllocatesNothing(t *testing.T) {
+// TestWriteHeadWritesTheNewestFileWhenItNoLongerStands: recording the count after a commit
+// allocates nothing; while every event appended is the named stream's, the newest file is left as
+// it is (what it records still names the newest event at the new count), and it is written again
+// once another stream takes an event, and when the newest event is another stream's.
+func TestWriteHeadWritesTheNewestFileWhenItNoLongerStands(t *testing.T) {
 	dir := t.TempDir()
-	head, err := os.Create(filepath.Join(dir, "x.db.head"))
+	path := filepath.Join(dir, "x.db")
+	head, err := os.Create(headPath(path))
 	require.NoError(t, err)
 	defer head.Close()
-	newest, err := os.Create(filepath.Join(dir, "x.db.newest"))
+	newest, err := os.Create(newestPath(path))
 	require.NoError(t, err)
 	defer newest.Close()
-	s := &SQLite{head: head, newestF: newest, events: 12, newest: newestEvent{k: headKey{"x/append/0", 0}, seq: 12, ok: true}}
-	s.writeHead() // the buffer grows to the longer record once
+	a, b := headKey{"x/append/0", 0}, headKey{"x/append/1", 0}
+	s := &SQLite{head: head, newestF: newest, events: 12, newest: newestEvent{k: a, seq: 12, ok: true}}
+	onDisk := func() (int64, int64, newestEvent) {
+		n, ok := parseHead(mustRead(t, headPath(path)))
+		require.True(t, ok)
+		nn, ev, ok := parseNewest(mustRead(t, newestPath(path)))
+		require.True(t, ok)
+		return n, nn, ev
+	}
+	s.writeHead()
 	allocs := testing.AllocsPerRun(100, func() {
 		s.events++
 		s.newest.seq++
 		s.writeHead()
 	})
 	require.Zero(t, allocs)
-	b, err := os.ReadFile(headPath(filepath.Join(dir, "x.db")))
-	require.NoError(t, err)
-	require.Equal(t, string(headRecord(s.events)), string(b))
-	b, err = os.ReadFile(newestPath(filepath.Join(dir, "x.db")))
-	require.NoError(t, err)
-	require.Equal(t, string(newestRecord(s.events, s.newest)), string(b))
+	n, nn, ev := onDisk()
+	require.Equal(t, s.events, n)
+	require.Equal(t, int64(12), nn, "written once, for the first count")
+	require.Equal(t, newestEvent{k: a, seq: 12, ok: true}, ev)
+
+	s.events += 2 // one event of b, then one of a: a's head is one ahead, the count two
+	s.newest.seq++
+	s.writeHead()
+	n, nn, ev = onDisk()
+	require.Equal(t, s.events, n)
+	require.Equal(t, s.events, nn, "written again")
+	require.Equal(t, s.newest, ev)
+
+	s.events++
+	s.newest = newestEvent{k: b, seq: 1, ok: true}
+	s.writeHead()
+	_, nn, ev = onDisk()
+	require.Equal(t, s.events, nn)
+	require.Equal(t, s.newest, ev)
 }

@@ -172,8 +172,10 @@ type SQLite struct {
 	head    *os.File
 	newestF *os.File
 	headBuf []byte // the records writeHead writes, formatted in place
-	crashAt int64
-	crashed chan struct{}
+	// newestDisk is what the newest file holds, when known (headfile.go).
+	newestDisk newestOnDisk
+	crashAt    int64
+	crashed    chan struct{}
 
 	// chk is the check in the background (check.go).
 	chk checks
