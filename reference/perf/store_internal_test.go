@@ -3,6 +3,7 @@ package perf
 import (
 	"context"
 	"database/sql"
+	"math"
 	"path/filepath"
 	"testing"
 
@@ -20,8 +21,8 @@ func TestAppendAlternatingMakesEverySidesCommits(t *testing.T) {
 	raw, st, err := appendAlternating(e, "t", true, n)
 	require.NoError(t, err)
 	for _, side := range []turnTimes{raw, st} {
-		require.Positive(t, side.median)
-		require.Greater(t, side.all, 2*side.median, "three turns, two of them full")
+		require.Positive(t, side.middle)
+		require.Greater(t, side.all, 2*side.middle, "three turns, two of them full")
 	}
 
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(e.dir, "raw-t.db"))
@@ -37,4 +38,15 @@ func TestAppendAlternatingMakesEverySidesCommits(t *testing.T) {
 	head, err := s.Head(ctx, "x/append/0", 0)
 	require.NoError(t, err)
 	require.EqualValues(t, n, head)
+}
+
+func TestMiddleMean(t *testing.T) {
+	require.Equal(t, 2.5, middleMean([]float64{9, 1, 2, 3}), "the quarter at each end left out")
+	require.Equal(t, 5.0, middleMean([]float64{100, 4, 5, 6, 0, 5, 5, 5}))
+	require.Equal(t, 2.0, middleMean([]float64{1, 3}), "fewer than 4: all of them")
+	require.Equal(t, 7.0, middleMean([]float64{7}))
+	require.True(t, math.IsNaN(middleMean(nil)))
+	vs := []float64{3, 1, 2}
+	middleMean(vs)
+	require.Equal(t, []float64{3, 1, 2}, vs, "not changed")
 }
