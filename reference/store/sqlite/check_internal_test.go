@@ -281,6 +281,55 @@ func TestLostCommitsAreFoundWithoutCounting(t *testing.T) {
 	require.Equal(t, "s-900", ce.Stream)
 }
 
+// Commits that append to one stream leave the newest file as the first of them wrote it; Open
+// finds the newest commit's event from it without counting, after a crash as after a clean
+// close, and a commit lost behind it is found by counting.
+func TestOneStreamsCommitsLeaveTheNewestFileStanding(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "loom.db")
+	fillLazy(t, path, 3)
+	appendS900 := func(st *SQLite, commits int) {
+		for range commits {
+			require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
+				_, err := tx.Append("s-900", 0, -1, store.NewEvent{Kind: "k1"})
+				return err
+			}))
+		}
+	}
+	st, err := Open(ctx, path, lazyOptions)
+	require.NoError(t, err)
+	<-st.CheckDone()
+	appendS900(st, 3)
+	require.NoError(t, st.Close())
+	old := mustRead(t, path)
+
+	st, err = Open(ctx, path, lazyOptions)
+	require.NoError(t, err)
+	require.Equal(t, newestEvent{k: headKey{"s-900", 0}, seq: 3, ok: true}, st.newest, "found through the newest file")
+	appendS900(st, 1)
+	st.Kill()
+	<-st.Released()
+	n, ok := parseHead(mustRead(t, headPath(path)))
+	require.True(t, ok)
+	nn, ev, ok := parseNewest(mustRead(t, newestPath(path)))
+	require.True(t, ok)
+	require.Equal(t, int64(3*5+4), n)
+	require.Equal(t, n-3, nn, "written by the first commit to s-900, and left")
+	require.Equal(t, newestEvent{k: headKey{"s-900", 0}, seq: 1, ok: true}, ev)
+
+	st, err = Open(ctx, path, lazyOptions)
+	require.NoError(t, err, "after a crash")
+	require.Equal(t, newestEvent{k: headKey{"s-900", 0}, seq: 4, ok: true}, st.newest)
+	<-st.CheckDone()
+	require.True(t, st.CheckPassed())
+	require.NoError(t, st.Close())
+
+	require.NoError(t, os.WriteFile(path, old, 0o600)) // the copy from before the fourth commit
+	_, err = Open(ctx, path, lazyOptions)
+	ce := requireTable(t, err, "events")
+	require.Contains(t, ce.Reason, "commits were lost")
+}
+
 // Without a newest file for the head file's count (lost, damaged, or left by a crash between the
 // two writes), Open counts the events to compare, then writes one.
 func TestWithoutTheNewestFileOpenCounts(t *testing.T) {

@@ -2,9 +2,11 @@ package sqlite
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -28,6 +30,17 @@ import (
 // so the newest commit's event is gone with it. When the newest file is missing, does not check
 // or goes with another count (a crash between the two writes), Open counts the events instead.
 // The full check (at Open, or in the background) compares the count with the events it reads.
+//
+// What the newest file records is a fact that stays true: when the store held nn events, the
+// stream it names had seq as its head. A commit that appends to that stream alone leaves it
+// standing, and the file is not written again (one write per commit instead of two, as a flow's
+// log grows); any other commit writes it anew. For a head file's count n >= nn, Open looks up the
+// stream's event seq + (n - nn): when it is there, the database holds a commit that ended at or
+// after the n-th event (each of the stream's events after seq came after the nn-th event, one
+// count each), and, a lost commit being a suffix of the log, every commit before it. When it is
+// missing and nn = n, the newest commit is lost; when it is missing and nn < n, another stream may
+// have taken events since (the newest file was left behind by a crash between the two writes, or
+// a power loss kept one and not the other), and Open counts the events instead.
 func headPath(db string) string { return db + ".head" }
 
 func newestPath(db string) string { return db + ".newest" }
@@ -40,9 +53,16 @@ const headLen = len("loom head 00000000000000000000 00000000\n")
 // when it names no event. A stream whose name does not fit is not named.
 const newestLen = 512
 
-func headRecord(n int64) []byte {
-	body := fmt.Sprintf("loom head %020d", n)
-	return fmt.Appendf(nil, "%s %08x\n", body, uint32(sumOf([]byte(body))))
+func headRecord(n int64) []byte { return appendHeadRecord(nil, n) }
+
+// appendHeadRecord appends the head file's record of n to dst: "loom head <n as %020d>", then a
+// space, the body's checksum as %08x and a newline. A commit formats it into a buffer the store
+// keeps (writeHead), so that it allocates nothing.
+func appendHeadRecord(dst []byte, n int64) []byte {
+	start := len(dst)
+	dst = append(dst, "loom head "...)
+	dst = appendPadded(dst, n)
+	return appendRecordSum(dst, start)
 }
 
 // newestEvent is an event a commit appended; ok is false when none is known.
@@ -52,13 +72,102 @@ type newestEvent struct {
 	ok  bool
 }
 
-func newestRecord(n int64, ev newestEvent) []byte {
-	body := fmt.Sprintf("loom newest %020d -", n)
-	if named := fmt.Sprintf("loom newest %020d %020d %020d %s", n, ev.k.gen, ev.seq, hex.EncodeToString([]byte(ev.k.stream))); ev.ok && len(named) <= newestLen-10 {
-		body = named
+// named says whether a newest record names ev: it is an event whose stream fits in the record.
+func (ev newestEvent) named() bool {
+	return ev.ok && len("loom newest ")+3*20+3+2*len(ev.k.stream) <= newestLen-10
+}
+
+// newestOnDisk is what the newest file holds: the record of n and ev, when ok.
+type newestOnDisk struct {
+	n  int64
+	ev newestEvent
+	ok bool
+}
+
+// newestStands says whether the newest file still names the newest event at the count s.events:
+// it names the stream of s.newest, and every event since it was written is that stream's. wmu is
+// held (or Open runs).
+func (s *SQLite) newestStands() bool {
+	d := s.newestDisk
+	return d.ok && d.ev.named() && s.newest.named() && d.ev.k == s.newest.k && s.newest.seq-d.ev.seq == s.events-d.n
+}
+
+func newestRecord(n int64, ev newestEvent) []byte { return appendNewestRecord(nil, n, ev) }
+
+// appendNewestRecord appends the newest file's record of n and ev to dst: "loom newest <n> <gen>
+// <seq> <stream in hex>" (the numbers as %020d), or "loom newest <n> -" when ev names no event or
+// its stream does not fit, padded with spaces to newestLen-10 bytes; then a space, the body's
+// checksum as %08x and a newline.
+func appendNewestRecord(dst []byte, n int64, ev newestEvent) []byte {
+	start := len(dst)
+	dst = append(dst, "loom newest "...)
+	dst = appendPadded(dst, n)
+	// Each number takes 20 bytes whatever its value (an int64 has at most 19 digits and a sign).
+	if ev.named() {
+		dst = append(dst, ' ')
+		dst = appendPadded(dst, ev.k.gen)
+		dst = append(dst, ' ')
+		dst = appendPadded(dst, ev.seq)
+		dst = append(dst, ' ')
+		for i := 0; i < len(ev.k.stream); i++ {
+			c := ev.k.stream[i]
+			dst = append(dst, hexDigits[c>>4], hexDigits[c&0xf])
+		}
+	} else {
+		dst = append(dst, " -"...)
 	}
-	body += strings.Repeat(" ", newestLen-10-len(body))
-	return fmt.Appendf(nil, "%s %08x\n", body, uint32(sumOf([]byte(body))))
+	dst = append(dst, spaces[:newestLen-10-(len(dst)-start)]...)
+	return appendRecordSum(dst, start)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// spaces pads a newest record: its shortest body ("loom newest <n> -") leaves the most to pad.
+var spaces = strings.Repeat(" ", newestLen-10)
+
+// headSumSeed and newestSumSeed are sumOf's checksum of a body's length alone, for the one length
+// the body of each record has: its body is then summed on from there.
+var headSumSeed, newestSumSeed = lengthSum(headLen - 10), lengthSum(newestLen - 10)
+
+func lengthSum(n int) uint32 {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(n))
+	return crc32.Update(0, castagnoli, b[:])
+}
+
+// appendPadded appends v as fmt's %020d writes it: zero-padded to 20 bytes, a minus sign first.
+func appendPadded(dst []byte, v int64) []byte {
+	u, width := uint64(v), 20
+	if v < 0 {
+		dst = append(dst, '-')
+		u, width = -u, 19
+	}
+	var b [20]byte
+	digits := strconv.AppendUint(b[:0], u, 10)
+	for i := len(digits); i < width; i++ {
+		dst = append(dst, '0')
+	}
+	return append(dst, digits...)
+}
+
+// appendRecordSum ends the record begun at dst[start:]: a space, the checksum of the body (all of
+// dst[start:], sumOf's) as %08x, a newline.
+func appendRecordSum(dst []byte, start int) []byte {
+	body := dst[start:]
+	var sum uint32
+	switch len(body) {
+	case headLen - 10:
+		sum = crc32.Update(headSumSeed, castagnoli, body)
+	case newestLen - 10:
+		sum = crc32.Update(newestSumSeed, castagnoli, body)
+	default:
+		sum = uint32(sumOf(body))
+	}
+	dst = append(dst, ' ')
+	for shift := 28; shift >= 0; shift -= 4 {
+		dst = append(dst, hexDigits[(sum>>shift)&0xf])
+	}
+	return append(dst, '\n')
 }
 
 // parseHead reads a head file; ok is false for one that does not check.
@@ -138,7 +247,7 @@ func (s *SQLite) openHead(ctx context.Context, need bool, counted int64) error {
 		return fmt.Errorf("store: head of %s: %w", s.path, err)
 	}
 	s.newestF = nf
-	if !created && string(b) == string(headRecord(s.events)) && string(nb) == string(newestRecord(s.events, s.newest)) {
+	if !created && string(b) == string(headRecord(s.events)) && (s.newestStands() || string(nb) == string(newestRecord(s.events, s.newest))) {
 		// They already say what the database holds, and were read back whole: nothing to
 		// write, nothing to wait for the disk for (a restart's common case).
 		return nil
@@ -162,20 +271,24 @@ func (s *SQLite) openHead(ctx context.Context, need bool, counted int64) error {
 // file nb names for that count when Open did not count the events, by counting otherwise.
 func (s *SQLite) checkHead(ctx context.Context, n int64, nb []byte, counted int64) error {
 	nn, ev, ok := parseNewest(nb)
-	if ok && nn == n && ev.ok {
+	if ok && nn <= n && ev.ok {
+		at := newestEvent{k: ev.k, seq: ev.seq + (n - nn), ok: true} // the newest event at n (see above)
 		var there bool
 		if err := s.w.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM events WHERE stream = ? AND gen = ? AND seq = ?)`,
-			ev.k.stream, ev.k.gen, ev.seq).Scan(&there); err != nil {
+			at.k.stream, at.k.gen, at.seq).Scan(&there); err != nil {
 			return s.damageErr(err)
 		}
-		if !there {
-			return &store.CorruptError{Path: s.path, Table: "events", Stream: ev.k.stream, Gen: ev.k.gen, Seq: ev.seq,
+		if !there && nn == n {
+			return &store.CorruptError{Path: s.path, Table: "events", Stream: at.k.stream, Gen: at.k.gen, Seq: at.seq,
 				Reason: "the database does not hold this event, which it had acknowledged: commits were lost"}
 		}
-		s.newest = ev
-		if counted < 0 {
-			s.events = n // a lower bound: the full check compares it with the count
-			return nil
+		if there {
+			s.newest = at
+			s.newestDisk = newestOnDisk{n: nn, ev: ev, ok: true}
+			if counted < 0 {
+				s.events = n // a lower bound: the full check compares it with the count
+				return nil
+			}
 		}
 	}
 	if err := s.countEvents(ctx, counted); err != nil {
@@ -217,13 +330,17 @@ func leftHead(db string) (n int64, ok bool) {
 	return n, true
 }
 
-// writeHead records the event count, and first the newest event known beside it; an error leaves
-// the files behind the database, which the check at Open allows.
+// writeHead records the event count, and first the newest event known beside it unless the newest
+// file already stands for it; an error leaves the files behind the database, which the check at
+// Open allows.
 func (s *SQLite) writeHead() {
-	if s.newestF != nil {
-		_, _ = s.newestF.WriteAt(newestRecord(s.events, s.newest), 0)
+	if s.newestF != nil && !s.newestStands() {
+		s.headBuf = appendNewestRecord(s.headBuf[:0], s.events, s.newest)
+		m, err := s.newestF.WriteAt(s.headBuf, 0)
+		s.newestDisk = newestOnDisk{n: s.events, ev: s.newest, ok: err == nil && m == len(s.headBuf)}
 	}
 	if s.head != nil {
-		_, _ = s.head.WriteAt(headRecord(s.events), 0)
+		s.headBuf = appendHeadRecord(s.headBuf[:0], s.events)
+		_, _ = s.head.WriteAt(s.headBuf, 0)
 	}
 }

@@ -171,8 +171,11 @@ type SQLite struct {
 	newest  newestEvent
 	head    *os.File
 	newestF *os.File
-	crashAt int64
-	crashed chan struct{}
+	headBuf []byte // the records writeHead writes, formatted in place
+	// newestDisk is what the newest file holds, when known (headfile.go).
+	newestDisk newestOnDisk
+	crashAt    int64
+	crashed    chan struct{}
 
 	// chk is the check in the background (check.go).
 	chk checks

@@ -166,7 +166,8 @@ func (t *tx) Append(stream string, gen, expect int64, evs ...store.NewEvent) (in
 // expected at expect; it returns the new head.
 func (t *tx) insertEvents(k headKey, stream string, gen, expect, h int64, evs []store.NewEvent) (int64, error) {
 	// The events go in rows of up to insertRows per statement; a statement inserts all its rows
-	// or none.
+	// or none. The view keeps copies of the events of the streams it caches only.
+	cached := t.s.view.cached(stream)
 	args := t.s.b.args[:0]
 	for i := 0; i < len(evs); {
 		chunk := evs[i:min(len(evs), i+insertRows)]
@@ -194,8 +195,10 @@ func (t *tx) insertEvents(k headKey, stream string, gen, expect, h int64, evs []
 		}
 		for _, e := range chunk {
 			h++
-			t.chg.evs = append(t.chg.evs, store.Event{Stream: stream, Gen: gen, Seq: h, Kind: e.Kind,
-				Data: append([]byte(nil), e.Data...), Time: t.now})
+			if cached {
+				t.chg.evs = append(t.chg.evs, store.Event{Stream: stream, Gen: gen, Seq: h, Kind: e.Kind,
+					Data: append([]byte(nil), e.Data...), Time: t.now})
+			}
 			t.appended++
 			t.bytes += int64(len(e.Kind) + len(e.Data))
 		}
