@@ -15,15 +15,17 @@ import (
 	"github.com/loomcheck/loomcheck/reference/internal/reftest"
 )
 
-// The journal an engine writes today is of version 4: each consumed event holds only the inbox
+// The journal an engine writes today is of version 5: each consumed event holds only the inbox
 // position it took ({"seq":N}), since version 2, and since version 4 also the verdict made of
 // the message when the two were committed together ({"seq":N,"id":"conv#oK:verify","value":...});
 // each acceptance verdict holds only whether the message was accepted, why not, and the turn
 // count ({"ok":true,"turns":N}), never the envelope again (the inbox keeps it); and each user
-// record of an accepted turn names its inbox entry (userRecordOfVersion4). The golden journals
+// record of an accepted turn names its inbox entry (userRecordOfVersion4); and since version 5
+// each reply of an owner-mode turn that completed names the model response that holds its text
+// (replyRecordOfVersion5). The golden journals
 // pin the same shapes, but only when they are rewritten; this test judges what the engine writes
 // on every run.
-func TestTheEngineWritesJournalVersion4(t *testing.T) {
+func TestTheEngineWritesJournalVersion5(t *testing.T) {
 	consumed := regexp.MustCompile(`^\{"seq":[1-9][0-9]*(,"id":"(conv#o[1-9][0-9]*:verify)","value":(.*))?\}$`)
 	accepted := regexp.MustCompile(`^\{"ok":true,"turns":[0-9]+\}$`)
 	refused := regexp.MustCompile(`^\{"ok":false,"reason":"[a-z-]+","turns":[0-9]+\}$`)
@@ -38,7 +40,7 @@ func TestTheEngineWritesJournalVersion4(t *testing.T) {
 			if !d.run(t, ctx, eng, p) {
 				require.NoError(t, eng.Close())
 			}
-			var nConsumed, nAccepted, nRefused, nUser, nJoined int
+			var nConsumed, nAccepted, nRefused, nUser, nJoined, nReply int
 			for _, ex := range dumpJournal(t, ctx, filepath.Join(eng.Dir, "loom.db")) {
 				for _, s := range ex.Streams {
 					if !strings.HasPrefix(s.Stream, "x/") {
@@ -70,6 +72,10 @@ func TestTheEngineWritesJournalVersion4(t *testing.T) {
 								nUser += userRecordOfVersion4(t, dec.Value)
 								continue
 							}
+							if strings.HasSuffix(dec.ID, ":reply") {
+								nReply += replyRecordOfVersion5(t, s.Events, dec.Value)
+								continue
+							}
 							if !strings.HasSuffix(dec.ID, record.VerifySuffix) {
 								continue
 							}
@@ -88,6 +94,7 @@ func TestTheEngineWritesJournalVersion4(t *testing.T) {
 			require.LessOrEqual(t, nAccepted+nRefused, nConsumed, "a verdict per consumed message at most")
 			require.Positive(t, nUser, "the dialogue recorded accepted turns")
 			require.Positive(t, nJoined, "verdicts kept in their consumed event's row")
+			require.Positive(t, nReply, "replies naming their model response")
 		})
 	}
 }
@@ -109,4 +116,44 @@ func userRecordOfVersion4(t *testing.T, v json.RawMessage) int {
 		require.NotContains(t, val.Rec, k, "%s", v)
 	}
 	return 1
+}
+
+// replyRecordOfVersion5 fails unless the reply record v (of an owner-mode conversation), when it
+// is of a turn that completed, names the model response that holds its text (its position among
+// log's events and the digest of its content) and holds neither the text nor the asker (journal
+// version 5); it returns 1 for such a record, 0 for another.
+func replyRecordOfVersion5(t *testing.T, log []goldenEvent, v json.RawMessage) int {
+	var val struct {
+		Rec map[string]json.RawMessage `json:"rec"`
+	}
+	require.NoError(t, json.Unmarshal(v, &val))
+	if string(val.Rec["status"]) != `"complete"` {
+		return 0
+	}
+	var out struct {
+		Seq int64  `json:"seq"`
+		Sum string `json:"sum"`
+	}
+	require.Regexp(t, `^\{"seq":[1-9][0-9]*,"sum":"[0-9a-f]{16}"\}$`, string(val.Rec["out"]), "%s", v)
+	require.NoError(t, json.Unmarshal(val.Rec["out"], &out))
+	for _, k := range []string{"text", "asker"} {
+		require.NotContains(t, val.Rec, k, "%s", v)
+	}
+	for _, ev := range log {
+		if ev.Seq != out.Seq {
+			continue
+		}
+		var dec struct {
+			ID    string `json:"id"`
+			Value struct {
+				Content string `json:"content"`
+			} `json:"value"`
+		}
+		require.NoError(t, json.Unmarshal(ev.Data, &dec))
+		require.True(t, strings.HasSuffix(dec.ID, ":response"), "%s names %s", v, dec.ID)
+		require.Equal(t, record.TextSum(dec.Value.Content), out.Sum, "%s", v)
+		return 1
+	}
+	t.Fatalf("%s names an event the log does not hold", v)
+	return 0
 }

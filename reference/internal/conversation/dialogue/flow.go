@@ -124,12 +124,13 @@ func (cv *Dialogue) decide(c *kernel.Context, id string, v any, fn func() (any, 
 
 // record writes one transcript record, exactly once. live runs only when the record is new.
 func (cv *Dialogue) record(c *kernel.Context, st *state, id string, e loomtype.Entry, live func()) (loomtype.Entry, error) {
-	return cv.recordAt(c, st, id, e, nil, live)
+	return cv.recordAt(c, st, id, e, record.Refs{}, live)
 }
 
-// recordAt is record; with in set (journal version 4), the record names that inbox entry
-// instead of holding the text, message id, asker and edited record e has from it.
-func (cv *Dialogue) recordAt(c *kernel.Context, st *state, id string, e loomtype.Entry, in *record.InboxRef, live func()) (loomtype.Entry, error) {
+// recordAt is record; with refs.In set (journal version 4), the record names that inbox entry
+// instead of holding the text, message id, asker and edited record e has from it, and with
+// refs.Out set (version 5), that model response instead of holding its text and the asker.
+func (cv *Dialogue) recordAt(c *kernel.Context, st *state, id string, e loomtype.Entry, refs record.Refs, live func()) (loomtype.Entry, error) {
 	st.Rec++
 	e.Ord = st.Rec
 	v, err := record.DecideRecord(c, id, func() (record.Value, error) {
@@ -139,8 +140,11 @@ func (cv *Dialogue) recordAt(c *kernel.Context, st *state, id string, e loomtype
 		}
 		turns := st.Seq
 		rec := record.Of(e)
-		if in != nil {
-			rec.Text, rec.MessageID, rec.Asker, rec.EditOf, rec.In = nil, "", nil, 0, in
+		if refs.In != nil {
+			rec.Text, rec.MessageID, rec.Asker, rec.EditOf, rec.In = nil, "", nil, 0, refs.In
+		}
+		if refs.Out != nil {
+			rec.Text, rec.Asker, rec.Out = nil, nil, refs.Out
 		}
 		return record.Value{Rec: rec, Turns: &turns}, nil
 	})
@@ -327,18 +331,9 @@ func (cv *Dialogue) turn(c *kernel.Context, st *state, m kernel.Message, env *re
 		defer cv.hub.SetStopper(c.ID(), turnNo, asker.Key(), sig.Fire)()
 	}
 	replayed := c.Replaying()
-	// The user record names the inbox entry (version 4): its text, message id, asker and edited
-	// record are the envelope's and the entry's, as AskedOf reads them back.
-	ue := loomtype.Entry{Turn: turnNo, Role: loomtype.RoleUser,
-		Status: loomtype.StatusAccepted, Text: ptr(env.Text), MessageID: cv.entryMessageID(st, m),
-		EditOf: deref(env.EditOf), EditOfTurn: editOfTurn, Asker: &asker, Classes: classes}
-	in := record.RefTo(m, st.Mode != ModeShared)
-	cv.hub.Note(c.ID(), record.Noted{Ref: *in, Asked: record.Asked{Text: env.Text, MessageID: ue.MessageID, Asker: asker, EditOf: ue.EditOf}})
-	user, err := cv.recordAt(c, st, record.UserID(ord), ue, in, func() {
-		if sig != nil {
-			sig.Arm()
-		}
-	})
+	ue := loomtype.Entry{Turn: turnNo, Role: loomtype.RoleUser, Status: loomtype.StatusAccepted, Text: ptr(env.Text),
+		MessageID: cv.entryMessageID(st, m), EditOf: deref(env.EditOf), EditOfTurn: editOfTurn, Asker: &asker, Classes: classes}
+	user, err := cv.recordUser(c, st, m, ue, sig)
 	if err != nil {
 		return err
 	}
@@ -348,6 +343,19 @@ func (cv *Dialogue) turn(c *kernel.Context, st *state, m kernel.Message, env *re
 		return err
 	}
 	return cv.recordReply(c, st, ord, turnNo, asker, user.Ord, env.Text, prompt, classes, res)
+}
+
+// recordUser records ue, the user record of accepted message m, naming the inbox entry (version
+// 4): its text, message id, asker and edited record are the envelope's and the entry's, as
+// AskedOf reads them back. The first live write arms sig.
+func (cv *Dialogue) recordUser(c *kernel.Context, st *state, m kernel.Message, ue loomtype.Entry, sig *agent.Signal) (loomtype.Entry, error) {
+	in := record.RefTo(m, st.Mode != ModeShared)
+	cv.hub.Note(c.ID(), record.Noted{Ref: *in, Asked: record.Asked{Text: *ue.Text, MessageID: ue.MessageID, Asker: *ue.Asker, EditOf: ue.EditOf}})
+	return cv.recordAt(c, st, record.UserID(st.Ord), ue, record.Refs{In: in}, func() {
+		if sig != nil {
+			sig.Arm()
+		}
+	})
 }
 
 // editedTurn is the index in st's window of the newest turn of asker whose user record is rec,
@@ -418,7 +426,12 @@ func (cv *Dialogue) recordReply(c *kernel.Context, st *state, ord, turnNo int64,
 	}
 	replyClasses := cv.answerClasses(classes, append(res.Tools, res.Memory...))
 	reply.Classes = replyClasses
-	if _, err := cv.record(c, st, record.ReplyID(ord), reply, nil); err != nil {
+	// In owner mode a completed reply names the response that holds its text (version 5).
+	var refs record.Refs
+	if st.Mode == ModeOwner && res.Status == agent.Complete && res.ResponseAt > 0 {
+		refs.Out = record.OutTo(res.ResponseAt, res.Text)
+	}
+	if _, err := cv.recordAt(c, st, record.ReplyID(ord), reply, refs, nil); err != nil {
 		return err
 	}
 	cv.hub.End(c.ID(), turnNo)

@@ -66,8 +66,9 @@ func DecodeValue(b []byte) (Value, error) { return decodeOnePass(b, decodeValue)
 // loomtype.Identity's. A field added to Stored is added here and to field.
 var (
 	storedKeys = []string{"cursor", "ord", "turn", "role", "status", "text", "reason", "errorId", "messageId",
-		"editOf", "editOfTurn", "asker", "time", "classes", "turnExecutionId", "in"}
+		"editOf", "editOfTurn", "asker", "time", "classes", "turnExecutionId", "in", "out"}
 	inboxRefKeys = []string{"seq", "sum", "noId"}
+	outRefKeys   = []string{"seq", "sum"}
 	identityKeys = []string{"tenant", "actor", "onBehalfOf"}
 )
 
@@ -198,8 +199,27 @@ func (p *scan) field(s *Stored, key string) bool {
 		if r, ok = p.inboxRef(); ok {
 			s.In = &r
 		}
+	case "out":
+		var r OutRef
+		if r, ok = p.outRef(); ok {
+			s.Out = &r
+		}
 	}
 	return ok
+}
+
+// outRef reads an OutRef object of outRefKeys.
+func (p *scan) outRef() (r OutRef, ok bool) {
+	ok = p.object(outRefKeys, func(i int) bool {
+		var read bool
+		if i == 0 {
+			r.Seq, read = p.int()
+		} else {
+			r.Sum, read = p.text()
+		}
+		return read
+	})
+	return r, ok
 }
 
 // inboxRef reads an InboxRef object of inboxRefKeys.

@@ -27,7 +27,7 @@ func sameAsEncodingJSON(t *testing.T, b []byte) {
 	ev := kernel.LogEvent{Gen: 2, Seq: 5, Decision: &kernel.Decision{ID: "o1:user", Value: b}}
 	gotE, gotRef, gotOK := EntryOf(ev)
 	var wantE loomtype.Entry
-	var wantRef *InboxRef
+	var wantRef Refs
 	var v struct {
 		Rec *Stored `json:"rec"`
 	}
@@ -35,10 +35,10 @@ func sameAsEncodingJSON(t *testing.T, b []byte) {
 	if wantOK {
 		wantE = v.Rec.Entry()
 		wantE.Cursor = loomtype.Cursor{Gen: 2, Seq: 5}.String()
-		wantRef = v.Rec.In
+		wantRef = Refs{In: v.Rec.In, Out: v.Rec.Out}
 	}
 	require.Equal(t, wantOK, gotOK, "EntryOf of %s", b)
-	require.Equal(t, wantRef, gotRef, "EntryOf's inbox reference of %s", b)
+	require.Equal(t, wantRef, gotRef, "EntryOf's references of %s", b)
 	require.True(t, reflect.DeepEqual(wantE, gotE), "EntryOf of %s:\n got %#v\nwant %#v", b, gotE, wantE)
 }
 
@@ -59,6 +59,8 @@ func records() []Stored {
 		{Role: loomtype.RoleSystem, Status: loomtype.StatusClosed, Text: text(""), Asker: &loomtype.Identity{}, Time: time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)},
 		{Ord: 3, Turn: 2, Role: loomtype.RoleUser, Status: loomtype.StatusAccepted, EditOfTurn: 1, Time: at, In: &InboxRef{Seq: 12, Sum: "0123456789abcdef"}},
 		{Ord: 4, Turn: 2, Role: loomtype.RoleUser, Status: loomtype.StatusAccepted, Time: at, Classes: []string{"x"}, In: &InboxRef{Seq: 1, Sum: "", NoID: true}},
+		{Ord: 5, Turn: 2, Role: loomtype.RoleAssistant, Status: loomtype.StatusComplete, Time: at, Out: &OutRef{Seq: 9, Sum: "0123456789abcdef"}},
+		{Ord: 6, Turn: 3, Role: loomtype.RoleAssistant, Status: loomtype.StatusComplete, Time: at, Classes: []string{"memory:x"}, TurnExecutionID: "t", Out: &OutRef{}},
 	}
 }
 
@@ -83,7 +85,7 @@ func TestStoredKeysFollowStored(t *testing.T) {
 		if k == "time" {
 			p.b = []byte(`"2026-12-04T00:00:00Z"`)
 		}
-		if k == "in" {
+		if k == "in" || k == "out" {
 			p.b = []byte(`{"seq":1}`)
 		}
 		require.True(t, p.field(&s, k) && p.end(), "field %s is read", k)
