@@ -192,9 +192,9 @@ func renumberFirstReply(t *testing.T, ex *goldenExecution, seq int64) {
 		if ev.Kind != "decision" || json.Unmarshal(ev.Data, &dec) != nil || dec.ID != record.ReplyID(1) {
 			continue
 		}
-		out, ok := dec.Value.Rec["out"].(map[string]any)
-		require.True(t, ok, "the first reply names its response: %s", ev.Data)
-		out["seq"] = seq
+		out, ok := dec.Value.Rec["out"].([]any)
+		require.True(t, ok && len(out) == 2, "the first reply names its response: %s", ev.Data)
+		out[0] = seq
 		b, err := json.Marshal(dec)
 		require.NoError(t, err)
 		log.Events[i].Data = b

@@ -119,8 +119,8 @@ func userRecordOfVersion4(t *testing.T, v json.RawMessage) int {
 }
 
 // replyRecordOfVersion5 fails unless the reply record v (of an owner-mode conversation), when it
-// is of a turn that completed, names the model response that holds its text (its position among
-// log's events and the digest of its content) and holds neither the text nor the asker (journal
+// is of a turn that completed, names the model response that holds its text ([position, digest of
+// its content], the position among log's events) and holds neither the text nor the asker (journal
 // version 5); it returns 1 for such a record, 0 for another.
 func replyRecordOfVersion5(t *testing.T, log []goldenEvent, v json.RawMessage) int {
 	var val struct {
@@ -130,11 +130,8 @@ func replyRecordOfVersion5(t *testing.T, log []goldenEvent, v json.RawMessage) i
 	if string(val.Rec["status"]) != `"complete"` {
 		return 0
 	}
-	var out struct {
-		Seq int64  `json:"seq"`
-		Sum string `json:"sum"`
-	}
-	require.Regexp(t, `^\{"seq":[1-9][0-9]*,"sum":"[0-9a-f]{16}"\}$`, string(val.Rec["out"]), "%s", v)
+	var out record.OutRef
+	require.Regexp(t, `^\[[1-9][0-9]*,"[0-9a-f]{8}"\]$`, string(val.Rec["out"]), "%s", v)
 	require.NoError(t, json.Unmarshal(val.Rec["out"], &out))
 	for _, k := range []string{"text", "asker"} {
 		require.NotContains(t, val.Rec, k, "%s", v)

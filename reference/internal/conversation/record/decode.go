@@ -68,7 +68,6 @@ var (
 	storedKeys = []string{"cursor", "ord", "turn", "role", "status", "text", "reason", "errorId", "messageId",
 		"editOf", "editOfTurn", "asker", "time", "classes", "turnExecutionId", "in", "out"}
 	inboxRefKeys = []string{"seq", "sum", "noId"}
-	outRefKeys   = []string{"seq", "sum"}
 	identityKeys = []string{"tenant", "actor", "onBehalfOf"}
 )
 
@@ -208,18 +207,18 @@ func (p *scan) field(s *Stored, key string) bool {
 	return ok
 }
 
-// outRef reads an OutRef object of outRefKeys.
+// outRef reads an OutRef, [Seq,"Sum"].
 func (p *scan) outRef() (r OutRef, ok bool) {
-	ok = p.object(outRefKeys, func(i int) bool {
-		var read bool
-		if i == 0 {
-			r.Seq, read = p.int()
-		} else {
-			r.Sum, read = p.text()
-		}
-		return read
-	})
-	return r, ok
+	if !p.byte('[') {
+		return r, false
+	}
+	if r.Seq, ok = p.int(); !ok || !p.byte(',') {
+		return r, false
+	}
+	if r.Sum, ok = p.text(); !ok {
+		return r, false
+	}
+	return r, p.byte(']')
 }
 
 // inboxRef reads an InboxRef object of inboxRefKeys.

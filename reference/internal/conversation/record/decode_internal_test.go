@@ -85,8 +85,11 @@ func TestStoredKeysFollowStored(t *testing.T) {
 		if k == "time" {
 			p.b = []byte(`"2026-12-04T00:00:00Z"`)
 		}
-		if k == "in" || k == "out" {
+		if k == "in" {
 			p.b = []byte(`{"seq":1}`)
+		}
+		if k == "out" {
+			p.b = []byte(`[1,"a"]`)
 		}
 		require.True(t, p.field(&s, k) && p.end(), "field %s is read", k)
 		require.False(t, s.isEmpty(), "field %s is set", k)
@@ -152,11 +155,15 @@ var recInputs = []string{
 	`{"asker":{"actor":"a""tenant":"t"}}`, `{"asker":{"tenant":"t","actor":"a","onBehalfOf":"o","x":"y"}}`, `{"asker":{"actor":"a","actor":"b"}}`,
 	`{"classes":[}`, `{"classes":["a"}`, `{"classes":[]`, `{"classes":["a"]`, `{"classes":["a""b"]}`, `{"classes":[,]}`,
 	`{"cursor":}`, `{"role":}`, `{"text":}`, `{"asker":}`, `{"time":}`, `{"classes":}`, `{"text":"\"}`, `{"text":"\\"}`,
+	// A reply's response reference (version 5), well formed and not.
+	`{"out":[5,"0a1b2c3d"]}`, `{"out":[0,""]}`, `{"out":[-1,"x"]}`, `{"out":[]}`, `{"out":[5]}`, `{"out":[5,"a",1]}`, `{"out":["5","a"]}`,
+	`{"out":[5,1]}`, `{"out":[5.5,"a"]}`, `{"out":[5,"a"}`, `{"out":[5,"a",]}`, `{"out":[5 ,"a"]}`, `{"out":{"seq":5,"sum":"a"}}`, `{"out":null}`,
+	`{"out":[5,null]}`, `{"out":[null,"a"]}`, `{"out":[`, `{"out":[5,`, `{"out":}`, `{"ord":1,"out":[5,"a"],"turn":2}`,
 }
 
 // onePass are records the one-pass reader reads itself (each is json.Marshal's form or a part of it).
 var onePass = []string{`{}`, `{"ord":0}`, `{"ord":-1}`, `{"asker":{}}`, `{"asker":{"actor":"a"}}`, `{"classes":[]}`, `{"classes":["a"]}`,
-	`{"text":"é \u00e9 \" \\ \/ \b\f\n\r\t"}`, `{"cursor":"c","turnExecutionId":"x"}`}
+	`{"text":"é \u00e9 \" \\ \/ \b\f\n\r\t"}`, `{"cursor":"c","turnExecutionId":"x"}`, `{"ord":2,"out":[5,"0a1b2c3d"]}`}
 
 // TestDecodeValueReadsOnePass: the one-pass reader reads each of onePass, alone and with a turn
 // count, as encoding/json does.

@@ -21,21 +21,48 @@ import (
 // that failed or were interrupted hold every field, as every record of versions 1 to 4 does.
 
 // OutRef is where a version 5 reply record's text lies: the model response recorded at Seq of the
-// record's generation, whose content has the digest Sum (TextSum).
+// record's generation, whose content has the digest Sum (TextSum). It is stored as the array
+// [Seq,"Sum"], the shortest of the shapes JSON offers it.
 type OutRef struct {
-	Seq int64  `json:"seq"`
-	Sum string `json:"sum"`
+	Seq int64
+	Sum string
+}
+
+// MarshalJSON writes r as [Seq,"Sum"].
+func (r OutRef) MarshalJSON() ([]byte, error) {
+	return json.Marshal([]any{r.Seq, r.Sum})
+}
+
+// UnmarshalJSON reads r from [Seq,"Sum"].
+func (r *OutRef) UnmarshalJSON(b []byte) error {
+	var v []json.RawMessage
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	if len(v) != 2 {
+		return fmt.Errorf("conversation: a reply's response reference has %d members, not 2", len(v))
+	}
+	var out OutRef
+	if err := json.Unmarshal(v[0], &out.Seq); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(v[1], &out.Sum); err != nil {
+		return err
+	}
+	*r = out
+	return nil
 }
 
 // ErrOutRef is a reply record whose response is missing, is not a model response, or is not the
 // response it was made from: damage. The error also matches kernel.ErrUnreadable.
 var ErrOutRef = errors.New("conversation: a reply's model response is missing or altered")
 
-// TextSum is the digest a reply record keeps of its response's content: the first 8 bytes of the
-// SHA-256 of the text, in hex.
+// TextSum is the digest a reply record keeps of its response's content: the first 4 bytes of the
+// SHA-256 of the text, in hex. The store checks every row's bytes itself; the digest tells the
+// response the reply was made from from another one at its position.
 func TextSum(text string) string {
 	h := sha256.Sum256([]byte(text))
-	return hex.EncodeToString(h[:8])
+	return hex.EncodeToString(h[:4])
 }
 
 // OutTo is the reference a version 5 reply record keeps to the response at position at whose
