@@ -48,6 +48,10 @@ type Context struct {
 	// joinID is the decision DecideTaken is making: it joins the consumed event still pending
 	// right before it, in one row.
 	joinID string
+	// thenID is the decision DecideThen is making: it joins the row pending right before it,
+	// when the generation is written in journal version 5 or later (joins).
+	thenID string
+	joins  bool
 	// live is called the first time the generation does anything live (see markLive).
 	live func()
 
