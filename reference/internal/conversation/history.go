@@ -399,7 +399,7 @@ func tailRecords(c kernel.LogCommit, noted any, owner *loomtype.Identity) []live
 			n.Asked.Fill(&e)
 		}
 		if ref := refs.Out; ref != nil {
-			if owner == nil || !tailAnswer(evs[:i], *ref, *owner, &e) {
+			if owner == nil || !tailAnswer(evs[:i+1], *ref, *owner, &e) {
 				return nil
 			}
 		}
@@ -408,8 +408,9 @@ func tailRecords(c kernel.LogCommit, noted any, owner *loomtype.Identity) []live
 	return out
 }
 
-// tailAnswer fills in e, a reply naming response ref, from the events before it in its commit;
-// false when the response is not among them or is not the one named.
+// tailAnswer fills in e, a reply naming response ref, from the events of its commit up to its own
+// (whose row may hold the response too); false when the response is not among them or is not the
+// one named.
 func tailAnswer(before []kernel.LogEvent, ref record.OutRef, owner loomtype.Identity, e *loomtype.Entry) bool {
 	for _, ev := range before {
 		if ev.Seq == ref.Seq {

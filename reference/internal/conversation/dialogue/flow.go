@@ -133,7 +133,11 @@ func (cv *Dialogue) record(c *kernel.Context, st *state, id string, e loomtype.E
 func (cv *Dialogue) recordAt(c *kernel.Context, st *state, id string, e loomtype.Entry, refs record.Refs, live func()) (loomtype.Entry, error) {
 	st.Rec++
 	e.Ord = st.Rec
-	v, err := record.DecideRecord(c, id, func() (record.Value, error) {
+	decide := record.DecideRecord
+	if refs.In != nil || refs.Out != nil {
+		decide = record.DecideRecordThen // in the row of the message taken, or of the response
+	}
+	v, err := decide(c, id, func() (record.Value, error) {
 		e.Time = cv.deps.Now().UTC().Truncate(time.Millisecond)
 		if live != nil {
 			live()

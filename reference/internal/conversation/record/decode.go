@@ -26,6 +26,12 @@ func DecideRecord(c *kernel.Context, id string, fn func() (Value, error)) (Value
 	return decideOnePass(c, id, fn, decodeValue)
 }
 
+// DecideRecordThen is DecideRecord for a record kept in the row of the command written right
+// before it (kernel.Context.DecideThen, journal version 5).
+func DecideRecordThen(c *kernel.Context, id string, fn func() (Value, error)) (Value, error) {
+	return decideWith(c.DecideThen, id, fn, decodeValue)
+}
+
 // decideOnePass records fn's value as decision id, exactly once, and decodes the value recorded
 // with decodeOnePass.
 func decideOnePass[T any](c *kernel.Context, id string, fn func() (T, error), onePass func([]byte) (T, bool)) (T, error) {

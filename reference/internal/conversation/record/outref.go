@@ -86,8 +86,8 @@ const responseSuffix = ":response"
 // Errors: ErrOutRef (also kernel.ErrUnreadable) when ev is not the event ref names, is not a
 // model response, or its content is not the one the record was made from.
 func AnswerOf(ref OutRef, ev kernel.LogEvent, owner loomtype.Identity) (Answer, error) {
-	d := ev.Decision
-	if ev.Seq != ref.Seq || d == nil || !strings.HasSuffix(d.ID, responseSuffix) {
+	d := responseIn(ev)
+	if ev.Seq != ref.Seq || d == nil {
 		return Answer{}, fmt.Errorf("%w: %w: log event %d is not the response the reply names", kernel.ErrUnreadable, ErrOutRef, ref.Seq)
 	}
 	var r struct {
@@ -146,8 +146,20 @@ type Refs struct {
 	Out *OutRef
 }
 
-// IsResponse reports whether ev is a model response a version 5 reply may name: a reader keeps
+// IsResponse reports whether ev holds a model response a version 5 reply may name: a reader keeps
 // those it passes on its way, so that a reply is filled in without another read.
-func IsResponse(ev kernel.LogEvent) bool {
-	return ev.Decision != nil && strings.HasSuffix(ev.Decision.ID, responseSuffix)
+func IsResponse(ev kernel.LogEvent) bool { return responseIn(ev) != nil }
+
+// responseIn is the model response row ev holds, alone or before the reply kept in the same row
+// (kernel.Context.DecideThen), nil when it holds none.
+func responseIn(ev kernel.LogEvent) *kernel.Decision {
+	if d := ev.Decision; d != nil && strings.HasSuffix(d.ID, responseSuffix) {
+		return d
+	}
+	for i := range ev.Before {
+		if strings.HasSuffix(ev.Before[i].ID, responseSuffix) {
+			return &ev.Before[i]
+		}
+	}
+	return nil
 }
