@@ -45,8 +45,21 @@ func TestPositionIsWhereTheNewestCommandLies(t *testing.T) {
 	send(t, r.k, "c1", "m1", "one")
 	send(t, r.k, "c1", "m2", "two")
 	waitFor(t, "two decisions", func() bool { _, ok := seen.Load("o2:a"); return ok })
+	decisions := func() int {
+		evs, err := r.k.ReadLog(ctx, "c1", 0, 0, 100)
+		require.NoError(t, err)
+		n := 0
+		for _, ev := range evs {
+			if ev.Decision != nil && ev.Kind == "decision" {
+				n++
+			}
+		}
+		return n
+	}
 	check := func(n int) {
 		t.Helper()
+		// The newest decision is committed when the flow next waits for a message.
+		waitFor(t, "the decisions committed", func() bool { return decisions() == n })
 		evs, err := r.k.ReadLog(ctx, "c1", 0, 0, 100)
 		require.NoError(t, err)
 		found := 0
@@ -68,4 +81,44 @@ func TestPositionIsWhereTheNewestCommandLies(t *testing.T) {
 	waitFor(t, "the third decision", func() bool { _, ok := seen.Load("o3:a"); return ok })
 	check(3)
 	require.Empty(t, r.divs)
+}
+
+// TestLogAtReadsAnEarlierGeneration: a flow reads the events at positions of an earlier
+// generation of its log, as ReadLog gives them; a position that generation does not hold, and a
+// generation that is not an earlier one, are ErrUnreadable.
+func TestLogAtReadsAnEarlierGeneration(t *testing.T) {
+	ctx := context.Background()
+	type read struct {
+		evs []kernel.LogEvent
+		err error
+	}
+	got := make(chan read, 8)
+	flow := func(c *kernel.Context, _ json.RawMessage) (json.RawMessage, error) {
+		if c.Generation() == 0 {
+			for n := 1; n <= 3; n++ {
+				if _, err := c.DecideValue(fmt.Sprintf("d%d", n), func() (any, error) { return n, nil }); err != nil {
+					return nil, err
+				}
+			}
+			return nil, c.ContinueAsNew(json.RawMessage(`{}`))
+		}
+		evs, err := c.LogAt(0, []int64{2, 4})
+		got <- read{evs, err}
+		_, err = c.LogAt(0, []int64{2, 9})
+		got <- read{nil, err}
+		_, err = c.LogAt(1, []int64{1})
+		got <- read{nil, err}
+		return json.RawMessage(`1`), nil
+	}
+	r := newRig(t, map[string]kernel.Flow{"gens": flow})
+	_, err := r.k.Start(ctx, kernel.StartRequest{ID: "c1", Flow: "gens", Principal: alice})
+	require.NoError(t, err)
+	first := <-got
+	require.NoError(t, first.err)
+	want, err := r.k.ReadLog(ctx, "c1", 0, 0, 10)
+	require.NoError(t, err)
+	require.Equal(t, []kernel.LogEvent{want[1], want[3]}, first.evs)
+	require.Equal(t, "d1", first.evs[0].Decision.ID)
+	require.ErrorIs(t, (<-got).err, kernel.ErrUnreadable, "a position generation 0 does not hold")
+	require.ErrorIs(t, (<-got).err, kernel.ErrUnreadable, "the running generation")
 }
