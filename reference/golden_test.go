@@ -44,8 +44,9 @@ import (
 // version 4 (the user record of an accepted turn names its inbox entry, by position and digest,
 // instead of holding its text, message id and asker again); goldenV5Dir those of version 5 (the
 // reply of an owner-mode turn that completed names the model response that holds its text, by
-// position and digest, and leaves out its asker, the owner), which -rewrite writes. All replay: a
-// journal already written is never rewritten.
+// position and digest, and leaves out its asker, the owner; a user record shares its message's
+// row and a reply its response's; a rotation's carry names where its turns' texts lie), which
+// -rewrite writes. All replay: a journal already written is never rewritten.
 const (
 	goldenDir   = "testdata/golden"
 	goldenV2Dir = "testdata/golden/v2"

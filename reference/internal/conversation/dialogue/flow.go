@@ -84,7 +84,11 @@ func (cv *Dialogue) initialState(c *kernel.Context, input json.RawMessage) (*sta
 		return &state{V: 1, Owner: in.Owner, Mode: in.Mode, CountEmpty: in.CountEmpty, InvalidPerAsker: in.InvalidPerAsker,
 			Replay: envelope.NewReplaySet(cv.cfg.ReplaySetSize)}, nil
 	}
-	return readStateFrom(input, cv.cfg.MaxCarryBytes, cv.cfg.ReplaySetSize, c.InboxAt)
+	st, err := readStateFrom(input, cv.cfg.MaxCarryBytes, cv.cfg.ReplaySetSize, c.InboxAt)
+	if err != nil {
+		return nil, err
+	}
+	return st, st.resolveTurns(c.InboxAt, c.LogAt)
 }
 
 // seed records the exchanges the start input carries, before any message: each a user record
@@ -346,20 +350,8 @@ func (cv *Dialogue) turn(c *kernel.Context, st *state, m kernel.Message, env *re
 	if err != nil {
 		return err
 	}
-	return cv.recordReply(c, st, ord, turnNo, asker, user.Ord, env.Text, prompt, classes, res)
-}
-
-// recordUser records ue, the user record of accepted message m, naming the inbox entry (version
-// 4): its text, message id, asker and edited record are the envelope's and the entry's, as
-// AskedOf reads them back. The first live write arms sig.
-func (cv *Dialogue) recordUser(c *kernel.Context, st *state, m kernel.Message, ue loomtype.Entry, sig *agent.Signal) (loomtype.Entry, error) {
-	in := record.RefTo(m, st.Mode != ModeShared)
-	cv.hub.Note(c.ID(), record.Noted{Ref: *in, Asked: record.Asked{Text: *ue.Text, MessageID: ue.MessageID, Asker: *ue.Asker, EditOf: ue.EditOf}})
-	return cv.recordAt(c, st, record.UserID(st.Ord), ue, record.Refs{In: in}, func() {
-		if sig != nil {
-			sig.Arm()
-		}
-	})
+	return cv.recordReply(c, st, m.Seq, turnMem{Ord: ord, Turn: turnNo, UserRec: user.Ord, Asker: asker, User: env.Text,
+		Prompt: promptIf(prompt, env.Text), Classes: classes}, res)
 }
 
 // editedTurn is the index in st's window of the newest turn of asker whose user record is rec,
@@ -417,32 +409,6 @@ func (cv *Dialogue) fit(c *kernel.Context, st *state, b *record.Budget, ord int6
 		visible = visible[len(visible)-keep:]
 	}
 	return visible, summary, true, nil
-}
-
-// recordReply records the reply res to turn turnNo (message ord of asker, whose text and prompt
-// the user record userRec holds; classes: the turn's context classes) and keeps the turn in the
-// window.
-func (cv *Dialogue) recordReply(c *kernel.Context, st *state, ord, turnNo int64, asker loomtype.Identity, userRec int64, text, prompt string, classes []string, res turn.Result) error {
-	reply := loomtype.Entry{Turn: turnNo, Role: loomtype.RoleAssistant, Status: res.Status, Reason: res.Reason,
-		ErrorID: res.ErrorID, Asker: &asker, TurnExecutionID: res.ExecID}
-	if res.Status != agent.Failed {
-		reply.Text = ptr(res.Text)
-	}
-	replyClasses := cv.answerClasses(classes, append(res.Tools, res.Memory...))
-	reply.Classes = replyClasses
-	// In owner mode a completed reply names the response that holds its text (version 5).
-	var refs record.Refs
-	if st.Mode == ModeOwner && res.Status == agent.Complete && res.ResponseAt > 0 {
-		refs.Out = record.OutTo(res.ResponseAt, res.Text)
-	}
-	if _, err := cv.recordAt(c, st, record.ReplyID(ord), reply, refs, nil); err != nil {
-		return err
-	}
-	cv.hub.End(c.ID(), turnNo)
-	st.Window = append(st.Window, turnMem{Ord: ord, Turn: turnNo, UserRec: userRec, Asker: asker, User: text,
-		Prompt: promptIf(prompt, text), Reply: res.Text, Status: res.Status, Classes: replyClasses})
-	st.evict(len(st.Window) - cv.cfg.MaxWindowTurns)
-	return nil
 }
 
 // runTurn runs the agent loop for one turn: inline in owner mode, as a separate execution owned
