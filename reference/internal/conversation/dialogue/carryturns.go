@@ -1,8 +1,10 @@
 package dialogue
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/loomcheck/loomcheck/reference/internal/conversation/record"
 	"github.com/loomcheck/loomcheck/reference/internal/envelope"
@@ -86,7 +88,7 @@ type logReader func(gen int64, seqs []int64) ([]kernel.LogEvent, error)
 // (record.ErrOutRef); the readers' own.
 func (s *state) resolveTurns(inbox inboxReader, logAt logReader) error {
 	var named []*turnMem
-	for _, ts := range [][]turnMem{s.Window, s.Evicted} {
+	for _, ts := range [][]turnMem{s.Evicted, s.Window} { // oldest first
 		for i := range ts {
 			if ts[i].In != 0 {
 				named = append(named, &ts[i])
@@ -143,6 +145,7 @@ func (s *state) resolveReplies(named []*turnMem, logAt logReader) error {
 	}
 	for _, g := range gens {
 		ts := byGen[g]
+		slices.SortFunc(ts, func(a, b *turnMem) int { return cmp.Compare(a.Out.Seq, b.Out.Seq) }) // LogAt reads positions in order
 		seqs := make([]int64, len(ts))
 		for i, t := range ts {
 			seqs[i] = t.Out.Seq

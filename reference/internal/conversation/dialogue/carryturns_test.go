@@ -20,9 +20,13 @@ func (l fakeLog) put(gen, seq int64, id, content string) {
 	l[[2]int64{gen, seq}] = kernel.LogEvent{Gen: gen, Seq: seq, Kind: "decision", Decision: &kernel.Decision{ID: id, Value: v}}
 }
 
+// at reads as kernel.Context.LogAt does: positions in ascending order only.
 func (l fakeLog) at(gen int64, seqs []int64) ([]kernel.LogEvent, error) {
 	var out []kernel.LogEvent
-	for _, s := range seqs {
+	for i, s := range seqs {
+		if i > 0 && s <= seqs[i-1] {
+			return nil, fmt.Errorf("%w: position %d after %d", kernel.ErrUnreadable, s, seqs[i-1])
+		}
 		ev, ok := l[[2]int64{gen, s}]
 		if !ok {
 			return nil, fmt.Errorf("%w: no event %d of generation %d", kernel.ErrUnreadable, s, gen)
@@ -32,18 +36,24 @@ func (l fakeLog) at(gen int64, seqs []int64) ([]kernel.LogEvent, error) {
 	return out, nil
 }
 
-// namedCarry is an owner's state whose two window turns name their texts (the messages at inbox
-// positions 1 and 2, the responses at 3 of generation 0 and 4 of generation 1), with the inbox
-// and the log that hold them.
+// namedCarry is an owner's state whose turns name their texts (the messages at inbox positions 1
+// to 3, the responses at 3 of generation 0 and 4 of generation 1 for the two window turns, and at
+// 1 of generation 0, before them in the log, for the evicted one), with the inbox and the log
+// that hold them.
 func namedCarry(t *testing.T) (*state, *fakeInbox, fakeLog) {
 	owner := loomtype.Identity{Actor: "a"}
 	in := &fakeInbox{}
 	in.put(t, 1, "e1", 1)
 	in.put(t, 2, "e2", 2)
+	in.put(t, 3, "e3", 3)
 	lg := fakeLog{}
+	lg.put(0, 1, "conv#o0#turn:1:response", "evicted answer")
 	lg.put(0, 3, "conv#o1#turn:1:response", "first answer")
 	lg.put(1, 4, "conv#o2#turn:1:response", "second answer")
-	st := &state{V: 1, Owner: owner, Mode: ModeOwner, Seq: 2, Ord: 2, Rec: 4, Window: []turnMem{
+	st := &state{V: 1, Owner: owner, Mode: ModeOwner, Seq: 3, Ord: 3, Rec: 6, Evicted: []turnMem{
+		{Ord: 3, Turn: 3, UserRec: 5, Asker: owner, User: "hello", Reply: "evicted answer", Status: loomtype.StatusComplete,
+			In: 3, Out: &respAt{Gen: 0, Seq: 1, Sum: record.TextSum("evicted answer")}},
+	}, Window: []turnMem{
 		{Ord: 1, Turn: 1, UserRec: 1, Asker: owner, User: "hello", Reply: "first answer", Status: loomtype.StatusComplete,
 			In: 1, Out: &respAt{Gen: 0, Seq: 3, Sum: record.TextSum("first answer")}},
 		{Ord: 2, Turn: 2, UserRec: 3, Asker: owner, User: "hello", Reply: "second answer", Status: loomtype.StatusComplete,
@@ -72,12 +82,14 @@ func TestACarryNamesItsTurnsTextsAndReadsThemBack(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, got.resolveTurns(in.messages, lg.at))
 	require.Equal(t, st.Window, got.Window)
+	require.Equal(t, st.Evicted, got.Evicted)
 }
 
 // TestACarryKeepsTheTurnsItKeptWithTheirTexts: the bound on the carry's size judges the turns
 // with their texts, so a carry that names them keeps the turns a carry that copied them kept.
 func TestACarryKeepsTheTurnsItKeptWithTheirTexts(t *testing.T) {
 	st, _, _ := namedCarry(t)
+	st.Evicted = nil
 	whole := *st
 	whole.Window = wholeTurns(st.Window)
 	full := whole.carry(1 << 20)
