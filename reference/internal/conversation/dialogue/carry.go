@@ -54,6 +54,10 @@ type turnMem struct {
 	Status  loomtype.RecordStatus `json:"s"`
 	Tokens  int                   `json:"k,omitempty"`
 	Classes []string              `json:"c,omitempty"`
+	// In and Out (journal version 5, carryturns.go) name where the user's text and the reply
+	// lie, which the carry then leaves out.
+	In  int64   `json:"i,omitempty"`
+	Out *respAt `json:"x,omitempty"`
 }
 
 // evict moves the oldest n turns of the window (none when n <= 0) to the evicted turns. The
@@ -164,14 +168,17 @@ func readStateFrom(input json.RawMessage, maxBytes, replaySize int, inbox inboxR
 }
 
 // carry trims the state to maxBytes, oldest evicted turn first, then oldest window turn, and
-// encodes it. The summary goes only when even no turn at all does not make it fit, and then the
+// encodes it, naming the texts of the turns that can be named (carryturns.go). The summary goes only when even no turn at all does not make it fit, and then the
 // turns are trimmed again without it. The trim is a pure function of the state.
 func (s *state) carry(maxBytes int) json.RawMessage {
 	c := *s
 	c.Window = append([]turnMem(nil), s.Window...)
 	c.Evicted = append([]turnMem(nil), s.Evicted...)
 	for {
-		b, _ := json.Marshal(c)
+		// The bound judges the turns with their texts, whether or not the carry names them.
+		w := c
+		w.Window, w.Evicted = wholeTurns(c.Window), wholeTurns(c.Evicted)
+		b, _ := json.Marshal(w)
 		if len(b) <= maxBytes || (len(c.Window) == 0 && len(c.Evicted) == 0) {
 			if len(b) > maxBytes && c.Summary != "" {
 				// Only the summary is left to drop: without it, the turns dropped for its
@@ -181,7 +188,8 @@ func (s *state) carry(maxBytes int) json.RawMessage {
 				c.Evicted = append([]turnMem(nil), s.Evicted...)
 				continue
 			}
-			return b
+			named, _ := json.Marshal(c)
+			return named
 		}
 		if len(c.Evicted) > 0 {
 			c.Evicted = c.Evicted[1:]
