@@ -116,7 +116,7 @@ Feature: The carry takes a window that lost turns across a rotation
       | 7   | 4    | user      | accepted | and before that?     |
       | 8   | 4    | assistant | complete | re: and before that? |
 
-  @profile:durability @req:ADR0122-D4-04 @req:ADR0122-D3-08 @configures
+  @profile:durability @req:ADR0122-D4-01 @req:ADR0122-D4-04 @req:ADR0122-D3-08 @configures
   Scenario Outline: A carry of multi-byte turns at its byte bound keeps exactly the turns the bound allows (<bytes> bytes)
     # Bytes of UTF-8: "€" takes 3, "😀" 4, "question N" 10. Turn 2's texts take 10 + 1387 x 3 =
     # 4171 bytes, turn 3's 10 + 1003 x 4 = 4022: 8193 together. Turn 1 has left the window by
