@@ -124,6 +124,8 @@ type (
 		down bool
 		// damaged is what the damage steps did and saw.
 		damaged damageState
+		// replies are the replies the kit scripted for its turns, by turn number.
+		replies map[int64]string
 	}
 
 	// accessSteps probe who may do what to whose conversation, the runtime door included.
@@ -317,6 +319,7 @@ func (a areas) vocabulary() []area {
 		{"conversation_edits", conversationEditsVocabulary(a)},
 		{"conversation_history", conversationHistoryVocabulary(a)},
 		{"conversation_transcript", conversationTranscriptVocabulary(a)},
+		{"durability_carry", durabilityCarryVocabulary(a)},
 		{"durability_crash", durabilityCrashVocabulary(a)},
 		{"durability_nodes", durabilityNodesVocabulary(a)},
 		{"durability_nodes_death", durabilityNodesDeathVocabulary(a)},
