@@ -148,3 +148,35 @@ Feature: The carry takes a window that lost turns across a rotation
       | bytes | kept |
       | 16386 | 2, 3 |
       | 8192  | 3    |
+
+  @profile:durability @req:ADR0122-D4-01 @req:ADR0122-D4-04 @req:ADR0122-D3-08 @configures
+  Scenario Outline: A carry counts its turns' texts by their bytes, not by how an encoding spells them ("<char>")
+    # "question N" takes 10 bytes and each reply 2038 of a one-byte character, so turns 2 and 3
+    # take 2048 + 2048 = 4096 bytes: exactly half of maxCarryBytes, which the carry of a small
+    # conversation with no summary always keeps (spec/prompt.md section 4), whatever an encoding
+    # makes of the characters (JSON may spell "<" or "&" in six bytes, a quote in two).
+    Given the conversation rotates every 3 turns
+    And the setting "conversation.maxWindowTurns" is 2
+    And the setting "conversation.maxCarryBytes" is 8192
+    And the summarizer is not configured
+    And alice has started a conversation
+    And alice remembers the generation
+    And alice has had 1 turn answered
+    And alice has had 1 turn answered with a reply of 2038 "<char>"
+    And alice has had 1 turn answered with a reply of 2038 "<char>"
+    And alice remembers the history
+    When alice sends "what did I say?"
+    Then turn 4 is answered "re: what did I say?"
+    And the generation has moved on by 1
+    And the model has been asked 4 times in all
+    And request 4 to the model holds exactly turns 2, 3 as sent and answered, then "what did I say?"
+    And the history is the remembered one, byte for byte, followed by:
+      | ord | turn | role      | status   | text                |
+      | 7   | 4    | user      | accepted | what did I say?     |
+      | 8   | 4    | assistant | complete | re: what did I say? |
+
+    Examples:
+      | char |
+      | <    |
+      | &    |
+      | >    |

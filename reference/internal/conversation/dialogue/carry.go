@@ -1,6 +1,7 @@
 package dialogue
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -175,12 +176,9 @@ func (s *state) carry(maxBytes int) json.RawMessage {
 	c.Window = append([]turnMem(nil), s.Window...)
 	c.Evicted = append([]turnMem(nil), s.Evicted...)
 	for {
-		// The bound judges the turns with their texts, whether or not the carry names them.
-		w := c
-		w.Window, w.Evicted = wholeTurns(c.Window), wholeTurns(c.Evicted)
-		b, _ := json.Marshal(w)
-		if len(b) <= maxBytes || (len(c.Window) == 0 && len(c.Evicted) == 0) {
-			if len(b) > maxBytes && c.Summary != "" {
+		size := c.size()
+		if size <= maxBytes || (len(c.Window) == 0 && len(c.Evicted) == 0) {
+			if size > maxBytes && c.Summary != "" {
 				// Only the summary is left to drop: without it, the turns dropped for its
 				// sake may fit again, so the trim starts over from all of them.
 				c.Summary = ""
@@ -197,4 +195,28 @@ func (s *state) carry(maxBytes int) json.RawMessage {
 			c.Window = c.Window[1:]
 		}
 	}
+}
+
+// size is what the bound on a carry counts: the turns' texts (questions, prompts and replies) at
+// their UTF-8 bytes, whether or not the carry names them, and everything else at its JSON
+// encoding without HTML escaping. A text is not counted by its encoding, which may spell one byte
+// as six ("<" as \u003c), so that the newest turns whose texts fit are kept whatever they say
+// (spec/prompt.md §4).
+func (s *state) size() int {
+	w := *s
+	texts := 0
+	strip := func(ts []turnMem) []turnMem {
+		out := wholeTurns(ts)
+		for i := range out {
+			texts += len(out[i].User) + len(out[i].Prompt) + len(out[i].Reply)
+			out[i].User, out[i].Prompt, out[i].Reply = "", "", ""
+		}
+		return out
+	}
+	w.Window, w.Evicted = strip(s.Window), strip(s.Evicted)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(w)
+	return b.Len() - 1 + texts // Encode ends with a newline
 }
