@@ -242,14 +242,19 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A store killed in this process kept its writer's connection: it is closed below, once this
+	// store's own connection is open, or kept again if Open fails before.
+	prev := takeKept(path)
 	if dbThere && !clean {
 		if err := checkWAL(path, epoch.raised); err != nil {
+			prev.putBack()
 			return nil, err
 		}
 	}
 	dsn := writerDSN(path, opt)
 	w, err := sql.Open("sqlite", dsn)
 	if err != nil {
+		prev.putBack()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	w.SetMaxOpenConns(1)
@@ -260,8 +265,10 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 	version, err := s.prepareSchema(ctx)
 	if err != nil {
 		w.Close()
+		prev.putBack()
 		return nil, err
 	}
+	prev.close()
 	counted, err := s.checkAtOpen(ctx, dbThere, opt)
 	if err != nil {
 		w.Close()
@@ -396,19 +403,22 @@ func (s *SQLite) closeWriter() error {
 	return err
 }
 
-// release closes the connections and the head file of a killed store. The head file is not
-// synced: a process that crashes syncs nothing either, and what it wrote stays in the operating
-// system's cache for the next Open to read.
+// release closes the readers and the head file of a killed store and keeps its writer's
+// connection, idle, for the next Open of the file (kept.go). The head file is not synced: a
+// process that crashes syncs nothing either, and what it wrote stays in the operating system's
+// cache for the next Open to read.
 func (s *SQLite) release() {
 	s.stopCheck() // its reader connection is let go of too
 	s.rs.close()
 	s.r.Close()
-	s.closeWriter()
+	s.keepWriter()
 	close(s.released)
 }
 
-// Released is closed once the store has let go of its files: after Close, or after Kill once the
-// connections it closes in the background are closed. A killed store's files are at rest then.
+// Released is closed once the store has let go of its files: after Close, or after Kill once
+// the readers it closes in the background are closed. A killed store's files are at rest then:
+// the one connection it keeps for the next Open of the same file (see Kill) is idle and writes
+// nothing.
 //
 //	st.Kill()
 //	<-st.Released()
@@ -528,10 +538,12 @@ func (s *SQLite) Close() error {
 
 // Kill implements store.Store. It waits for the write in progress (the Updates sharing one
 // transaction, which then have committed together, or not) and refuses every read and write
-// after it: Updates still queued answer store.ErrClosed. The connections are then closed in the background
-// (SQLite may checkpoint as they close, which changes nothing that was committed): what Kill
-// simulates is the instant of the crash, after which nothing reaches the store. A real SIGKILL,
-// which leaves the write-ahead log for recovery, is what the process driver and the crash test do.
+// after it: Updates still queued answer store.ErrClosed. The readers are then closed in the
+// background; the writer's connection is kept, idle, until the next Open of the same file in this
+// process has opened its own (kept.go), so that the write-ahead log is left as a crash leaves it,
+// not folded into the database as closing the last connection would. What Kill simulates is the
+// instant of the crash, after which nothing reaches the store. A real SIGKILL is what the process
+// driver and the crash test do.
 //
 //	st.Kill()
 //	<-st.Released() // the files are at rest: open them again as a restarted process would
