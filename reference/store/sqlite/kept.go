@@ -21,6 +21,7 @@ import (
 // then (SQLite itself leaves a database unlinked or renamed since alone; the persistent log
 // covers one written over in place). It is closed:
 //   - by the next Open of the same file (the same inode), after that Open's first connection;
+//   - by an Open of the same path that finds another file there, or none, before it opens it;
 //   - first, before that Open touches anything, when the database or its log changed since the
 //     kill (written behind SQLite's back): its view of the log would no longer match the file;
 //   - when more than maxKept killed stores are kept in the process (the oldest);
@@ -51,15 +52,23 @@ func keep(k *kept) {
 }
 
 // takeKept removes and returns the store kept for the database at path, nil when none is. When
-// the files changed since the kill it closes that store's connection and returns nil. It holds
-// keptMu while closing, so that an Open of the file waits until nothing else writes to it.
+// the files changed since the kill it closes that store's connection and returns nil; so it does
+// for stores kept for path whose database is no longer the one there (deleted or replaced since).
+// It holds keptMu while closing, so that an Open of the file waits until nothing else writes to it.
 func takeKept(path string) *kept {
 	db, err := os.Stat(path)
+	keptMu.Lock()
+	defer keptMu.Unlock()
+	keptStores = slices.DeleteFunc(keptStores, func(k *kept) bool {
+		stale := k.path == path && (err != nil || !os.SameFile(k.db, db))
+		if stale {
+			_ = k.w.Close()
+		}
+		return stale
+	})
 	if err != nil {
 		return nil
 	}
-	keptMu.Lock()
-	defer keptMu.Unlock()
 	i := slices.IndexFunc(keptStores, func(k *kept) bool { return os.SameFile(k.db, db) })
 	if i < 0 {
 		return nil

@@ -103,8 +103,8 @@ func TestKeptConnectionsAreBounded(t *testing.T) {
 	require.Zero(t, keptFor(paths[len(paths)-1]))
 }
 
-// A kept connection whose files were deleted after the kill deletes nothing of a new store at
-// the same path when it closes.
+// A kept connection whose files were deleted after the kill is closed by the next Open of the
+// path, before it creates the new store, which then works as any other.
 func TestAKeptConnectionLeavesANewStoreAlone(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -115,18 +115,36 @@ func TestAKeptConnectionLeavesANewStoreAlone(t *testing.T) {
 	for _, e := range ents {
 		require.NoError(t, os.Remove(filepath.Join(dir, e.Name())))
 	}
-	st, err := Open(ctx, path, Options{})
+	st, err := Open(ctx, path, Options{AllowEmpty: true})
 	require.NoError(t, err)
-	require.Equal(t, 1, keptFor(path), "another file now: not handed over")
+	require.Zero(t, keptFor(path), "another file now: not handed over, closed")
 	require.NoError(t, appendTo(st, "n", 0, nil))
-	head := walHeader(t, path)
-	ReleaseKilled()
-	require.Equal(t, head, walHeader(t, path), "the new store's log is still there")
 	require.NoError(t, appendTo(st, "n", 1, nil))
 	require.NoError(t, st.Close())
 	st, err = Open(ctx, path, Options{})
 	require.NoError(t, err)
 	h, err := st.Head(ctx, "n", 0)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, h)
+	h, err = st.Head(ctx, "s", 0)
+	require.NoError(t, err)
+	require.Zero(t, h, "nothing of the deleted store")
+	require.NoError(t, st.Close())
+}
+
+// A kept connection closed as the last one deletes no file by name: the path may name another
+// store's files by then.
+func TestAKeptConnectionDeletesNoFileWhenItCloses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "loom.db")
+	killed(t, path, 2)
+	require.Equal(t, 1, keptFor(path))
+	ReleaseKilled()
+	require.Zero(t, keptFor(path))
+	_, err := os.Stat(path + "-wal")
+	require.NoError(t, err, "the log is still there")
+	st, err := Open(context.Background(), path, Options{})
+	require.NoError(t, err)
+	h, err := st.Head(context.Background(), "s", 0)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, h)
 	require.NoError(t, st.Close())
