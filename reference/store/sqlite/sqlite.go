@@ -242,19 +242,13 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A store killed in this process kept its writer's connection: it is closed below, once this
-	// store's own connection is open, or kept again if Open fails before.
-	prev := takeKept(path)
 	if dbThere && !clean {
 		if err := checkWAL(path, epoch.raised); err != nil {
-			prev.putBack()
 			return nil, err
 		}
 	}
-	dsn := writerDSN(path, opt)
-	w, err := sql.Open("sqlite", dsn)
+	w, err := sql.Open("sqlite", writerDSN(path, opt))
 	if err != nil {
-		prev.putBack()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	w.SetMaxOpenConns(1)
@@ -262,13 +256,12 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 	w.SetConnMaxLifetime(0)
 	s := &SQLite{w: w, path: path, subs: map[string]map[*sub]struct{}{}, released: make(chan struct{}), view: newView(opt.Cached),
 		b: batch{back: make(chan struct{})}, normal: opt.SyncNormal}
-	version, err := s.prepareSchema(ctx)
+	// The connection a store killed in this process kept (kept.go) is let go of there.
+	version, err := s.prepareSchema(ctx, takeKept(path))
 	if err != nil {
 		w.Close()
-		prev.putBack()
 		return nil, err
 	}
-	prev.close()
 	counted, err := s.checkAtOpen(ctx, dbThere, opt)
 	if err != nil {
 		w.Close()
@@ -323,13 +316,17 @@ func writerDSN(path string, opt Options) string {
 
 // prepareSchema refuses a store of a newer schema, then creates the tables a store lacks and
 // migrates an older one; it returns the schema version the store had. The caller closes the
-// writer on an error.
-func (s *SQLite) prepareSchema(ctx context.Context) (int64, error) {
+// writer on an error. prev is the connection a killed store kept for this file (nil: none): it
+// is closed once the writer's connection is open, so that it is not the last, or kept again
+// when that connection fails.
+func (s *SQLite) prepareSchema(ctx context.Context, prev *kept) (int64, error) {
 	// A store of a newer schema is refused before the schema below could add to it.
 	version, err := s.checkVersion(ctx)
 	if err != nil {
+		prev.putBack()
 		return 0, err
 	}
+	prev.close()
 	if _, err := s.w.ExecContext(ctx, schema); err != nil {
 		if isCorruption(err) {
 			return 0, &store.CorruptError{Path: s.path, Table: "database", Reason: err.Error()}
