@@ -465,8 +465,11 @@ func (e *Engine) lose() {
 // shut down cleanly. The data directory can be opened again at once.
 //
 // Kill returns once the store has let go of its files, so that what is on disk is at rest, as a
-// dead process's files are. On a shared database the lease is not given up: another node takes
-// the executions over once it lapses, as it would after a crash.
+// dead process's files are. The SQLite store keeps one idle connection, which writes nothing,
+// until the next Open of the same data directory in this process has its own (see
+// sqlite.SQLite.Kill): the write-ahead log is left as a crash leaves it, not folded into the
+// database. On a shared database the lease is not given up: another node takes the executions
+// over once it lapses, as it would after a crash.
 func (e *Engine) Kill() {
 	k, killable := e.raw.(store.Killer)
 	if killable && !e.node {

@@ -101,7 +101,9 @@ type Killer interface {
 	// write, reaches the store (each answers ErrClosed).
 	Kill()
 	// Released is closed once the store has let go of its resources (files, connections), after
-	// Close or Kill: what it wrote is then at rest.
+	// Close or Kill: what it wrote is then at rest. After Kill a store may keep an idle handle
+	// that writes nothing, for the next open of the same storage in the process (the SQLite
+	// store keeps one connection, so that its log stays as a crash leaves it).
 	Released() <-chan struct{}
 }
 

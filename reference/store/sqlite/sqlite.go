@@ -250,8 +250,7 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 			return nil, err
 		}
 	}
-	dsn := writerDSN(path, opt)
-	w, err := sql.Open("sqlite", dsn)
+	w, err := sql.Open("sqlite", writerDSN(path, opt))
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
@@ -260,7 +259,8 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 	w.SetConnMaxLifetime(0)
 	s := &SQLite{w: w, path: path, subs: map[string]map[*sub]struct{}{}, released: make(chan struct{}), view: newView(opt.Cached),
 		b: batch{back: make(chan struct{})}, normal: opt.SyncNormal}
-	version, err := s.prepareSchema(ctx)
+	// The connection a store killed in this process kept (kept.go) is let go of there.
+	version, err := s.prepareSchema(ctx, takeKept(path))
 	if err != nil {
 		w.Close()
 		return nil, err
@@ -319,13 +319,17 @@ func writerDSN(path string, opt Options) string {
 
 // prepareSchema refuses a store of a newer schema, then creates the tables a store lacks and
 // migrates an older one; it returns the schema version the store had. The caller closes the
-// writer on an error.
-func (s *SQLite) prepareSchema(ctx context.Context) (int64, error) {
+// writer on an error. prev is the connection a killed store kept for this file (nil: none): it
+// is closed once the writer's connection is open, so that it is not the last, or kept again
+// when that connection fails.
+func (s *SQLite) prepareSchema(ctx context.Context, prev *kept) (int64, error) {
 	// A store of a newer schema is refused before the schema below could add to it.
 	version, err := s.checkVersion(ctx)
 	if err != nil {
+		prev.putBack()
 		return 0, err
 	}
+	prev.close()
 	if _, err := s.w.ExecContext(ctx, schema); err != nil {
 		if isCorruption(err) {
 			return 0, &store.CorruptError{Path: s.path, Table: "database", Reason: err.Error()}
@@ -399,19 +403,22 @@ func (s *SQLite) closeWriter() error {
 	return err
 }
 
-// release closes the connections and the head file of a killed store. The head file is not
-// synced: a process that crashes syncs nothing either, and what it wrote stays in the operating
-// system's cache for the next Open to read.
+// release closes the readers and the head file of a killed store and keeps its writer's
+// connection, idle, for the next Open of the file (kept.go). The head file is not synced: a
+// process that crashes syncs nothing either, and what it wrote stays in the operating system's
+// cache for the next Open to read.
 func (s *SQLite) release() {
 	s.stopCheck() // its reader connection is let go of too
 	s.rs.close()
 	s.r.Close()
-	s.closeWriter()
+	s.keepWriter()
 	close(s.released)
 }
 
-// Released is closed once the store has let go of its files: after Close, or after Kill once the
-// connections it closes in the background are closed. A killed store's files are at rest then.
+// Released is closed once the store has let go of its files: after Close, or after Kill once
+// the readers it closes in the background are closed. A killed store's files are at rest then:
+// the one connection it keeps for the next Open of the same file (see Kill) is idle and writes
+// nothing.
 //
 //	st.Kill()
 //	<-st.Released()
@@ -531,10 +538,12 @@ func (s *SQLite) Close() error {
 
 // Kill implements store.Store. It waits for the write in progress (the Updates sharing one
 // transaction, which then have committed together, or not) and refuses every read and write
-// after it: Updates still queued answer store.ErrClosed. The connections are then closed in the background
-// (SQLite may checkpoint as they close, which changes nothing that was committed): what Kill
-// simulates is the instant of the crash, after which nothing reaches the store. A real SIGKILL,
-// which leaves the write-ahead log for recovery, is what the process driver and the crash test do.
+// after it: Updates still queued answer store.ErrClosed. The readers are then closed in the
+// background; the writer's connection is kept, idle, until the next Open of the same file in this
+// process has opened its own (kept.go), so that the write-ahead log is left as a crash leaves it,
+// not folded into the database as closing the last connection would. What Kill simulates is the
+// instant of the crash, after which nothing reaches the store. A real SIGKILL is what the process
+// driver and the crash test do.
 //
 //	st.Kill()
 //	<-st.Released() // the files are at rest: open them again as a restarted process would
