@@ -43,8 +43,7 @@ import (
 // aborted the error matches ErrContended.
 //
 // After the commit, this handle's subscribers of every stream fn appended to are signalled before
-// Update returns; other handles and nodes are told through a notification sent after the commit,
-// before Update returns (one notification for the commits of this handle that finish together).
+// Update returns; other handles and nodes are told through a notification sent by the commit.
 //
 // Errors: fn's own error; store.ErrConflict (wrapped) from an Append whose expected head did not
 // hold; store.ErrClosed after Close or Kill; store.ErrCrashed from the write the crash hook was
