@@ -168,9 +168,6 @@ type Postgres struct {
 	// there, so that each new connection checks the server's start against it.
 	epoch    atomic.Int64
 	migrated atomic.Bool
-
-	// notes gathers the wake-ups of commits that finish together (notify.go).
-	notes notifier
 }
 
 type sub struct{ ch chan struct{} }

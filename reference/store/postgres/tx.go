@@ -204,6 +204,34 @@ func (s *Postgres) commit(conn *pgxpool.Conn, t *tx) (again bool, err error) {
 	return false, nil
 }
 
+// commitAndNotify commits t and, when it appended, notifies its streams right after, in the same
+// round trip: the notification goes out once the commit is visible, and is not part of the
+// transaction (a notifying transaction would hold a lock of the whole database through its
+// commit, so commits could not share a WAL flush). A notification that fails after a commit is
+// not the write's failure: a wake-up is only a hint, and a lost one costs a reader one read.
+func (s *Postgres) commitAndNotify(conn *pgxpool.Conn, t *tx) (pgconn.CommandTag, error) {
+	ctx, cancel := s.stmtCtx()
+	defer cancel()
+	if len(t.touched) == 0 {
+		return conn.Exec(ctx, "COMMIT")
+	}
+	payloads := make([]string, 0, len(t.touched))
+	for st := range t.touched {
+		payloads = append(payloads, payloadOf(st))
+	}
+	b := &pgx.Batch{}
+	b.Queue("COMMIT")
+	b.Queue(s.q.notify, s.channel, payloads)
+	br := conn.SendBatch(ctx, b)
+	defer br.Close()
+	tag, err := br.Exec()
+	if err != nil || tag.String() == "ROLLBACK" {
+		return tag, err
+	}
+	_, _ = br.Exec()
+	return tag, nil
+}
+
 // retryable reports a database error that aborts a transaction which may succeed when run again:
 // a deadlock broken by the server, or a serialization failure.
 func retryable(err error) bool {
