@@ -214,16 +214,20 @@ func newQueries(schema string) queries {
 		begin:        `BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE`,
 		readForward:  q(`SELECT seq, kind, data, time FROM {s}.events WHERE stream = $1 AND gen = $2 AND seq > $3 ORDER BY seq ASC LIMIT $4`),
 		readBackward: q(`SELECT seq, kind, data, time FROM {s}.events WHERE stream = $1 AND gen = $2 AND seq < $3 ORDER BY seq DESC LIMIT $4`),
-		head:         q(`SELECT COALESCE(MAX(seq), 0) FROM {s}.events WHERE stream = $1 AND gen = $2`),
-		meta:         q(`SELECT val FROM {s}.meta WHERE key = $1`),
-		metaFrom:     q(`SELECT key, val FROM {s}.meta WHERE key >= $1 ORDER BY key`),
-		metaRange:    q(`SELECT key, val FROM {s}.meta WHERE key >= $1 AND key < $2 ORDER BY key`),
+		// A stream's head is its newest event's number, read as the first entry of a backward walk
+		// of the primary key: a few pages whatever the stream's length. (MAX(seq) is planned as a
+		// walk of the whole stream while the table has no statistics, as a new store's has not:
+		// the cost of every append then grows with its stream.)
+		head:      q(`SELECT COALESCE((SELECT seq FROM {s}.events WHERE stream = $1 AND gen = $2 ORDER BY seq DESC LIMIT 1), 0)`),
+		meta:      q(`SELECT val FROM {s}.meta WHERE key = $1`),
+		metaFrom:  q(`SELECT key, val FROM {s}.meta WHERE key >= $1 ORDER BY key`),
+		metaRange: q(`SELECT key, val FROM {s}.meta WHERE key >= $1 AND key < $2 ORDER BY key`),
 		// One round trip: the head, and the events numbered after it when the expected head
 		// holds. The stream's notification is sent after the commit (notify): a transaction that
 		// notifies holds a lock of the whole database through its commit, which would commit
 		// every append one at a time.
 		appendEvents: q(`WITH h AS (
-	SELECT COALESCE(MAX(seq), 0) AS head FROM {s}.events WHERE stream = $1 AND gen = $2
+	SELECT COALESCE((SELECT seq FROM {s}.events WHERE stream = $1 AND gen = $2 ORDER BY seq DESC LIMIT 1), 0) AS head
 ), ins AS (
 	INSERT INTO {s}.events (stream, gen, seq, kind, data, time)
 	SELECT $1, $2, h.head + e.n, e.kind, e.data, $6
@@ -240,7 +244,7 @@ SELECT h.head, (SELECT count(*) FROM ins) FROM h`),
 		// One round trip: the key numbered after the scope's newest unless it is there, and the
 		// keys older than the newest keep forgotten.
 		remember: q(`WITH top AS (
-	SELECT COALESCE(MAX(n), 0) + 1 AS n FROM {s}.remembered WHERE scope = $1
+	SELECT COALESCE((SELECT n FROM {s}.remembered WHERE scope = $1 ORDER BY n DESC LIMIT 1), 0) + 1 AS n
 ), ins AS (
 	INSERT INTO {s}.remembered (scope, key, n) SELECT $1, $2, top.n FROM top
 	ON CONFLICT (scope, key) DO NOTHING
