@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomcheck/loomcheck/reference/internal/conversation/live"
+	"github.com/loomcheck/loomcheck/reference/internal/conversation/record"
+	"github.com/loomcheck/loomcheck/reference/internal/scriptmodel"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/store"
@@ -84,13 +86,18 @@ type followRig struct {
 }
 
 func newFollowRig(t *testing.T, lim live.TailLimits) *followRig {
+	return newFollowRigWith(t, lim, Deps{})
+}
+
+// newFollowRigWith is newFollowRig with the dialogue's dependencies deps.
+func newFollowRigWith(t *testing.T, lim live.TailLimits, deps Deps) *followRig {
 	ctx := context.Background()
 	raw, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "loom.db"), sqlite.Options{})
 	require.NoError(t, err)
 	st := &markedStore{Store: raw}
 	hub := live.NewHub(0)
 	hub.SetTailLimits(lim)
-	dl, err := New(Config{Keys: [][]byte{[]byte(strings.Repeat("k", 32))}}, Deps{}, hub)
+	dl, err := New(Config{Keys: [][]byte{[]byte(strings.Repeat("k", 32))}}, deps, hub)
 	require.NoError(t, err)
 	k, err := kernel.Open(ctx, st, kernel.Options{Flows: dl.Flows()})
 	require.NoError(t, err)
@@ -223,5 +230,135 @@ func TestFollowerBehindTheTailReadsTheLog(t *testing.T) {
 			break
 		}
 		c = next
+	}
+}
+
+// TestReadFromTheQuestionReadsTheReplyWhole: under journal version 5 an owner-mode reply shares
+// its model response's row, and that row follows the question's. A reader positioned on the
+// question's row (the last event it read) meets the reply's row first; from the tail and from the
+// log alike it reads the reply whole, text and asker filled in from the response in the same row,
+// as a read from the start gives it. A reader positioned on the reply's row has read it.
+func TestReadFromTheQuestionReadsTheReplyWhole(t *testing.T) {
+	r := newFollowRig(t, live.TailLimits{})
+	ctx := context.Background()
+	f := r.cv.Follow(r.id)
+	defer f.Close()
+	var cur loomtype.Cursor
+	for done := false; !done; {
+		_, next, d, err := f.Read(ctx, cur, 100)
+		require.NoError(t, err)
+		cur, done = next, d
+	}
+	r.turn(f, &cur, 1)
+
+	all, _, done, err := r.cv.ReadForward(ctx, r.id, loomtype.Cursor{}, 100)
+	require.NoError(t, err)
+	require.True(t, done)
+	require.Len(t, all, 2, "the question and its reply")
+	reply := all[1]
+	require.Equal(t, loomtype.RoleAssistant, reply.Role)
+	require.NotNil(t, reply.Text)
+	require.NotNil(t, reply.Asker)
+	at, err := loomtype.ParseCursor(reply.Cursor)
+	require.NoError(t, err)
+	asked, err := loomtype.ParseCursor(all[0].Cursor)
+	require.NoError(t, err)
+
+	// The journal as this test means it: the reply's row names the response it holds, and follows
+	// the question's row.
+	evs, err := r.cv.kernel().ReadLog(ctx, r.id, at.Gen, at.Seq-1, 1)
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	_, refs, ok := record.EntryOf(evs[0])
+	require.True(t, ok)
+	require.NotNil(t, refs.Out, "the reply names its response")
+	require.Equal(t, at.Seq, refs.Out.Seq, "the response shares the reply's row")
+	require.Equal(t, loomtype.Cursor{Gen: at.Gen, Seq: at.Seq - 1}, asked, "the reply's row follows the question's")
+
+	want := marshal(t, reply)
+	r.st.take()
+	got, _, _, err := f.Read(context.WithValue(ctx, markedKey{}, true), asked, 100)
+	require.NoError(t, err)
+	require.Empty(t, r.st.take(), "the question's row lies within the tail")
+	require.NotEmpty(t, got)
+	require.Equal(t, want, marshal(t, got[0]), "from the tail")
+	for _, n := range []int{1, 100} {
+		got, _, _, err = f.ReadLog(ctx, asked, n)
+		require.NoError(t, err)
+		require.NotEmpty(t, got)
+		require.Equal(t, want, marshal(t, got[0]), "from the log, %d at a time", n)
+	}
+
+	got, _, _, err = f.Read(ctx, at, 100)
+	require.NoError(t, err)
+	require.Empty(t, got, "a reader on the reply's row has read it")
+	got, _, _, err = f.ReadLog(ctx, at, 100)
+	require.NoError(t, err)
+	require.Empty(t, got, "a reader on the reply's row has read it (log)")
+}
+
+// TestAReplyLeftOutOfTheTailIsReadFromTheLog: a process that has not read a conversation's
+// record (as one that restarted while a turn ran) cannot fill in a version 5 reply from the tail,
+// which leaves its commit out. A follower positioned on the question's row, the tail's end, is
+// woken all the same and reads the reply whole from the log, as a read from the start gives it.
+func TestAReplyLeftOutOfTheTailIsReadFromTheLog(t *testing.T) {
+	gm := scriptmodel.Gated()
+	r := newFollowRigWith(t, live.TailLimits{}, Deps{Provider: gm})
+	ctx := context.Background()
+	f := r.cv.Follow(r.id)
+	defer f.Close()
+	var cur loomtype.Cursor
+	for done := false; !done; {
+		_, next, d, err := f.Read(ctx, cur, 100)
+		require.NoError(t, err)
+		cur, done = next, d
+	}
+	_, err := r.cv.SendTurn(ctx, r.alice, r.id, "question 1", SendOptions{MessageID: "m1"})
+	require.NoError(t, err)
+	var read []loomtype.Entry
+	read = waitRead(t, f, &cur, read, func(e loomtype.Entry) bool { return e.Role == loomtype.RoleUser })
+	fig, ok := r.hub.Tail(r.id)
+	require.True(t, ok)
+	require.Equal(t, cur, fig.Last, "the follower is at the tail's end, on the question's row")
+
+	r.cv.mu.Lock()
+	delete(r.cv.metas, r.id) // the conversation's record, not read by this process
+	r.cv.mu.Unlock()
+	gm.ReleaseAll()
+	read = waitRead(t, f, &cur, read, func(e loomtype.Entry) bool { return e.Role == loomtype.RoleAssistant })
+	fig, _ = r.hub.Tail(r.id)
+	require.Zero(t, fig.Records, "the reply's commit was left out of the tail")
+
+	all, _, done, err := r.cv.ReadForward(ctx, r.id, loomtype.Cursor{}, 100)
+	require.NoError(t, err)
+	require.True(t, done)
+	require.Len(t, all, 2)
+	require.NotNil(t, all[1].Text)
+	require.Equal(t, marshal(t, all), marshal(t, read), "what the follower read is what the log holds")
+}
+
+// waitRead reads through f from cur, after each wake-up, until an entry want holds is read; it
+// returns read with what it read appended.
+func waitRead(t *testing.T, f *Follower, cur *loomtype.Cursor, read []loomtype.Entry, want func(loomtype.Entry) bool) []loomtype.Entry {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case <-f.Wake():
+		case <-deadline:
+			t.Fatalf("no such entry read within 10 s after %v; read %v", *cur, read)
+		}
+		from := len(read)
+		for done := false; !done; {
+			entries, next, d, err := f.Read(context.Background(), *cur, 100)
+			require.NoError(t, err)
+			read = append(read, entries...)
+			*cur, done = next, d
+		}
+		for _, e := range read[from:] {
+			if want(e) {
+				return read
+			}
+		}
 	}
 }

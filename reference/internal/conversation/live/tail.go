@@ -123,7 +123,9 @@ type Follower struct {
 // Follow returns a follower of conversation id's tail, making the tail on its first follower:
 // start is called then (and only then), with the function that adds a commit's records to the
 // tail, and returns what stops feeding it, which is called once the last follower has closed.
-// The tail starts empty: it holds what is added after it was made.
+// The tail starts empty: it holds what is added after it was made. A commit whose records the
+// feeder cannot give is added with none (every commit appends at least one event): the tail then
+// empties and wakes its followers, which read that commit from the log.
 //
 // Concurrency: safe for concurrent use; start runs on the caller's goroutine, with no lock of
 // the hub held, and add may be called from any goroutine, one commit at a time.
@@ -195,7 +197,7 @@ func (f *Follower) Close() {
 	})
 }
 
-// Wake receives a value (coalesced) after each commit added to the tail.
+// Wake receives a value (coalesced) after each commit added to the tail, or left out of it.
 //
 //	<-f.Wake()
 //	entries, next, done, ok := f.Read(cursor, 100)
@@ -283,14 +285,20 @@ func before(r Record) (loomtype.Cursor, bool) {
 // add appends the records of one commit, in the log's order, and wakes the followers. A commit
 // that does not follow the tail's end starts the tail over; inside a commit a record may also
 // start the next generation (a continue-as-new commits the end of one and the start of the
-// next together).
+// next together). A commit added with no records is one left out of the tail: the tail empties.
 func (t *tail) add(recs []Record) {
-	if len(recs) == 0 {
-		return
-	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.gone {
+		return
+	}
+	if len(recs) == 0 {
+		// A commit the feeder could not give: what follows the tail's end is not known here any
+		// more. The tail empties, so that a follower at its end reads the log instead of being
+		// told it is at the head, and the followers are woken to do so.
+		t.h.tailBytes.Add(-int64(t.bytes))
+		t.recs, t.sizes, t.bytes, t.prevOK = nil, nil, 0, false
+		t.wakeLocked()
 		return
 	}
 	lim := t.lim
@@ -322,6 +330,11 @@ func (t *tail) add(recs []Record) {
 	if cap(t.recs) > 2*lim.Records && len(t.recs) < cap(t.recs)/4 {
 		t.recs, t.sizes = slices.Clone(t.recs), slices.Clone(t.sizes) // let go of the dropped front
 	}
+	t.wakeLocked()
+}
+
+// wakeLocked wakes every follower of the tail (t.mu held).
+func (t *tail) wakeLocked() {
 	for f := range t.subs {
 		select {
 		case f.wake <- struct{}{}:

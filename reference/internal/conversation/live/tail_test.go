@@ -245,3 +245,44 @@ func TestTailLivesWithItsFollowers(t *testing.T) {
 	_, _, _, ok = f3.Read(at(0, 1), 0)
 	require.False(t, ok, "the new tail starts empty")
 }
+
+// TestTailLeavesOutACommitItCannotHold: a commit added with no records (its feeder could not give
+// them) empties the tail and wakes the followers, so that one at the tail's end, or anywhere in
+// it, reads the log instead of being told it is at the head; the next commit starts the tail over.
+func TestTailLeavesOutACommitItCannotHold(t *testing.T) {
+	h := NewHub(0)
+	src := &feed{}
+	f := h.Follow("c1", src.start)
+	defer f.Close()
+
+	src.add([]Record{other(0, 1), entry(0, 2, "a")})
+	<-f.Wake()
+	got, _, done, ok := f.Read(at(0, 2), 0)
+	require.True(t, ok)
+	require.Empty(t, got)
+	require.True(t, done)
+
+	src.add(nil) // the commit at 0.3, left out
+	select {
+	case <-f.Wake():
+	default:
+		t.Fatal("no wake-up after a commit left out")
+	}
+	for _, c := range []loomtype.Cursor{at(0, 1), at(0, 2)} {
+		_, next, _, ok := f.Read(c, 0)
+		require.False(t, ok, "cursor %v: the tail no longer knows what follows it", c)
+		require.Equal(t, c, next)
+	}
+	fig, live := h.Tail("c1")
+	require.True(t, live)
+	require.Zero(t, fig.Records)
+	require.Zero(t, fig.Bytes)
+	require.Zero(t, h.tailBytes.Load(), "the hub's count lets go of what the tail held")
+
+	src.add([]Record{entry(0, 4, "b")})
+	_, _, _, ok = f.Read(at(0, 2), 0)
+	require.False(t, ok, "the commit left out lies between")
+	got, _, _, ok = f.Read(at(0, 3), 0)
+	require.True(t, ok)
+	require.Equal(t, []string{"b"}, texts(got))
+}
