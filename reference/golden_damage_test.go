@@ -1,13 +1,10 @@
 package reference_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -114,86 +111,4 @@ func renumberFirstUserRecord(t *testing.T, ex *goldenExecution, seq int64) {
 		return
 	}
 	t.Fatalf("%s: no user record of message 1", ex.ID)
-}
-
-// TestAReplyWhoseResponseIsMissingOrAlteredIsDamage: a reply record of journal version 5 names
-// the model response that holds its text instead of holding it. The owner dialogue's golden
-// journal of version 5 is loaded with one thing changed: the content of the first response, the
-// position the first reply names (to one the log does not hold, and to the user record before
-// it), or nothing. Reading the history answers damage (record.ErrOutRef, which is also
-// kernel.ErrUnreadable) in each changed case, never a history with another text or none, and
-// reads whole when nothing changed.
-func TestAReplyWhoseResponseIsMissingOrAlteredIsDamage(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(goldenV5Dir, "owner.json"))
-	require.NoError(t, err)
-	var d goldenDialogue
-	for _, gd := range goldenDialogues {
-		if gd.name == "owner" {
-			d = gd
-		}
-	}
-	cases := []struct {
-		name    string
-		change  func(t *testing.T, ex *goldenExecution)
-		damaged bool
-	}{
-		{"intact", func(*testing.T, *goldenExecution) {}, false},
-		{"content altered", func(t *testing.T, ex *goldenExecution) {
-			log := streamOf(t, ex, "x/")
-			for i, ev := range log.Events {
-				changed := strings.Replace(string(ev.Data), `"content": "Answer to: hello"`, `"content": "Answer to: hellO"`, 1)
-				if changed != string(ev.Data) {
-					log.Events[i].Data = json.RawMessage(changed)
-					return
-				}
-			}
-			t.Fatalf("%s: no response of the first turn", ex.ID)
-		}, true},
-		{"response missing", func(t *testing.T, ex *goldenExecution) { renumberFirstReply(t, ex, 99) }, true},
-		{"another event", func(t *testing.T, ex *goldenExecution) { renumberFirstReply(t, ex, 3) }, true},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			var g goldenFile
-			require.NoError(t, json.Unmarshal(raw, &g))
-			ex := &g.Executions[0]
-			tc.change(t, ex)
-			dir := filepath.Join(t.TempDir(), "data")
-			require.NoError(t, os.MkdirAll(dir, 0o700))
-			loadGolden(t, ctx, filepath.Join(dir, "loom.db"), g)
-			eng := reftest.Open(t, reftest.Dir(dir), reftest.With(func(o *reference.Options) {
-				*o = d.options(o.DataDir, &goldenProvider{})
-				o.AllowEmpty = true
-			}))
-			c := g.Conversations[0]
-			h, err := wholeHistory(ctx, eng.Conversations(), c.Owner, c.ID)
-			if !tc.damaged {
-				require.NoError(t, err)
-				require.Equal(t, c.History, h)
-				return
-			}
-			require.ErrorIs(t, err, record.ErrOutRef)
-			require.ErrorIs(t, err, kernel.ErrUnreadable)
-			require.Nil(t, h)
-		})
-	}
-}
-
-// renumberFirstReply makes the first reply record of ex's log, in a row of its own or kept after
-// its response (version 5), name the event at seq. The row is edited in place, its members left
-// in their order.
-func renumberFirstReply(t *testing.T, ex *goldenExecution, seq int64) {
-	log := streamOf(t, ex, "x/")
-	reply := regexp.MustCompile(`("id":"` + regexp.QuoteMeta(record.ReplyID(1)) + `","value":\{"rec":\{.*"out":\[)[0-9]+,`)
-	for i, ev := range log.Events {
-		var b bytes.Buffer
-		if ev.Kind != "decision" || json.Compact(&b, ev.Data) != nil || !reply.Match(b.Bytes()) {
-			continue
-		}
-		log.Events[i].Data = reply.ReplaceAll(b.Bytes(), []byte(fmt.Sprintf("${1}%d,", seq)))
-		return
-	}
-	t.Fatalf("%s: no reply to message 1 naming its response", ex.ID)
 }

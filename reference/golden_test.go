@@ -34,7 +34,7 @@ import (
 //
 // Regenerate the journals of the newest version (only when its shape is meant to change, which
 // breaks every journal of it already written): go test ./reference/ -run TestGoldenJournals
-// -rewrite (the one flag of reference/internal/transcript). It writes under goldenV5Dir only.
+// -rewrite (the one flag of reference/internal/transcript). It writes under goldenV4Dir only.
 
 // goldenDir holds the journals of version 1 (a consumed event and a verdict each a copy of the
 // message), written by the engines before version 2; goldenV2Dir those of version 2 (each fact
@@ -42,17 +42,13 @@ import (
 // the accepted envelopes of its replay set and its pending message by their inbox positions, and
 // its recent keys by their places in the set, instead of copying them); goldenV4Dir those of
 // version 4 (the user record of an accepted turn names its inbox entry, by position and digest,
-// instead of holding its text, message id and asker again); goldenV5Dir those of version 5 (the
-// reply of an owner-mode turn that completed names the model response that holds its text, by
-// position and digest, and leaves out its asker, the owner; a user record shares its message's
-// row and a reply its response's; a rotation's carry names where its turns' texts lie), which
-// -rewrite writes. All replay: a journal already written is never rewritten.
+// instead of holding its text, message id and asker again), which -rewrite writes. All replay: a
+// journal already written is never rewritten.
 const (
 	goldenDir   = "testdata/golden"
 	goldenV2Dir = "testdata/golden/v2"
 	goldenV3Dir = "testdata/golden/v3"
 	goldenV4Dir = "testdata/golden/v4"
-	goldenV5Dir = "testdata/golden/v5"
 )
 
 var (
@@ -237,7 +233,7 @@ func TestGoldenJournals(t *testing.T) {
 		t.Skip("writes the golden journals; run with -rewrite")
 	}
 	ctx := context.Background()
-	require.NoError(t, os.MkdirAll(goldenV5Dir, 0o755))
+	require.NoError(t, os.MkdirAll(goldenV4Dir, 0o755))
 	for _, d := range goldenDialogues {
 		t.Run(d.name, func(t *testing.T) {
 			p := &goldenProvider{slow: make(chan struct{}, 1), held: make(chan struct{}, 1)}
@@ -271,7 +267,7 @@ func TestGoldenJournals(t *testing.T) {
 			require.NoError(t, eng.Close())
 			b, err := json.MarshalIndent(g, "", "  ")
 			require.NoError(t, err)
-			require.NoError(t, os.WriteFile(filepath.Join(goldenV5Dir, d.name+".json"), append(b, '\n'), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(goldenV4Dir, d.name+".json"), append(b, '\n'), 0o644))
 		})
 	}
 }
@@ -303,7 +299,7 @@ func TestGoldenJournalsReplay(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, files, "no golden journals under %s", goldenDir)
 	var later []string
-	for _, dir := range []string{goldenV2Dir, goldenV3Dir, goldenV4Dir, goldenV5Dir} {
+	for _, dir := range []string{goldenV2Dir, goldenV3Dir, goldenV4Dir} {
 		fs, err := filepath.Glob(filepath.Join(dir, "*.json"))
 		require.NoError(t, err)
 		require.Len(t, fs, len(files), "a journal of each later version beside each of version 1, under %s", dir)

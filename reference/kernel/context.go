@@ -48,10 +48,6 @@ type Context struct {
 	// joinID is the decision DecideTaken is making: it joins the consumed event still pending
 	// right before it, in one row.
 	joinID string
-	// thenID is the decision DecideThen is making: it joins the row pending right before it,
-	// when the generation is written in journal version 5 or later (joins).
-	thenID string
-	joins  bool
 	// live is called the first time the generation does anything live (see markLive).
 	live func()
 
@@ -102,22 +98,6 @@ func (c *Context) Replaying() bool {
 }
 
 func (c *Context) replaying() bool { return c.pos < len(c.log) }
-
-// Position is where the newest command the flow made lies in this generation's log: the seq of
-// the event that holds it, whether the command was replayed or has just been made live (a command
-// made live holds its place even before its event is committed). A record may name an earlier
-// command of its own generation by it (journal version 5). 0 before the first command.
-func (c *Context) Position() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.replaying() {
-		if c.pos == 0 {
-			return 0
-		}
-		return c.log[c.pos-1].Seq
-	}
-	return c.head + int64(len(c.pend))
-}
 
 // InboxCursor is the inbox sequence of the newest consumed message.
 func (c *Context) InboxCursor() int64 {

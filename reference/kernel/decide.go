@@ -183,9 +183,6 @@ func (c *Context) recordDecision(id string, v json.RawMessage, ferr error, inner
 			}
 		}
 	}
-	if c.joinThen(id, b, inner) {
-		return v, nil // one row for the command before and this decision
-	}
 	if err := c.append(store.NewEvent{Kind: kindDecision, Data: b}); err != nil {
 		return nil, err
 	}

@@ -152,7 +152,7 @@ func (k *Kernel) rotate(e *execution, c *Context, carry json.RawMessage) error {
 	in.Gen = c.gen + 1
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	started, _ := json.Marshal(evStarted{Flow: in.Flow, Principal: in.Principal, Input: carry, InboxCursor: c.inboxCursor, Journal: journalVersion})
+	started, _ := json.Marshal(evStarted{Flow: in.Flow, Principal: in.Principal, Input: carry, InboxCursor: c.inboxCursor})
 	err := k.st.Update(k.ctx, func(tx store.Tx) error {
 		if _, err := c.appendTx(tx, store.NewEvent{Kind: kindContinued}); err != nil {
 			return err
@@ -198,9 +198,15 @@ func (k *Kernel) load(e *execution, gen int64) (*Context, json.RawMessage, error
 				var s evStep
 				_ = json.Unmarshal(ev.Data, &s)
 				c.done[s.ID] = ev
-			case kindConsumed, kindDecision: // versions 4 and 5 keep more than one command in a row
-				c.log = append(c.log, commandsOf(ev)...)
-			case kindStepStart:
+			case kindConsumed:
+				if cd, dd, ok := splitConsumed(ev.Data); ok { // version 4: two commands in one row
+					dec := ev
+					ev.Data, dec.Kind, dec.Data = cd, kindDecision, dd
+					c.log = append(c.log, ev, dec)
+					continue
+				}
+				c.log = append(c.log, ev)
+			case kindDecision, kindStepStart:
 				c.log = append(c.log, ev)
 			default:
 				if isExtCommand(ev.Kind) {
@@ -218,7 +224,6 @@ func (k *Kernel) load(e *execution, gen int64) (*Context, json.RawMessage, error
 	}
 	c.head = after
 	c.inboxCursor = started.InboxCursor
-	c.joins = started.Journal >= 5
 	if err := k.attach(c); err != nil {
 		c.cancel()
 		return nil, nil, err

@@ -156,14 +156,7 @@ type evStarted struct {
 	Principal   loomtype.Identity `json:"principal"`
 	Input       json.RawMessage   `json:"input"`
 	InboxCursor int64             `json:"inboxCursor,omitempty"`
-	// Journal is the journal version the generation is written in, when it is 5 or later (left
-	// out before): a generation keeps the rows of the version it began in to its end, whichever
-	// engine goes on with it.
-	Journal int `json:"journal,omitempty"`
 }
-
-// journalVersion is the version of the journal this kernel begins each generation in.
-const journalVersion = 5
 
 type evDecision struct {
 	ID    string          `json:"id"`

@@ -337,7 +337,7 @@ func (k *Kernel) start(ctx context.Context, req StartRequest, extra func(store.T
 			existing = true
 			return json.Unmarshal(v, &info)
 		}
-		started, _ := json.Marshal(evStarted{Flow: req.Flow, Principal: req.Principal, Input: req.Input, Journal: journalVersion})
+		started, _ := json.Marshal(evStarted{Flow: req.Flow, Principal: req.Principal, Input: req.Input})
 		if _, err := tx.Append(logStream(req.ID), 0, 0, store.NewEvent{Kind: kindStarted, Data: started}); err != nil {
 			return err
 		}

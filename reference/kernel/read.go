@@ -39,9 +39,6 @@ type LogEvent struct {
 	Time int64
 	// Decision is set for a recorded decision whose payload could be read.
 	Decision *Decision
-	// Before are the decisions the row holds before Decision, oldest first: the event is then a
-	// row of more than one command (journal versions 4 and 5, Context.DecideThen).
-	Before []Decision
 	// Start is set for the start of a generation whose payload could be read.
 	Start *Start
 }
@@ -72,24 +69,21 @@ func logEvent(ev store.Event) LogEvent {
 	return out
 }
 
-// decisionEvent is logEvent without a start's input. A row that holds more than one decision
-// (journal versions 4 and 5) reads as the last of them, the others in Before.
+// decisionEvent is logEvent without a start's input.
 func decisionEvent(ev store.Event) LogEvent {
 	out := LogEvent{Gen: ev.Gen, Seq: ev.Seq, Kind: ev.Kind, Data: ev.Data, Time: ev.Time}
-	if ev.Kind != kindConsumed && ev.Kind != kindDecision {
+	data := ev.Data
+	switch ev.Kind {
+	case kindConsumed: // version 4 may hold the decision made of the message in the same row
+		var ok bool
+		if _, data, ok = splitConsumed(data); !ok {
+			return out
+		}
+	case kindDecision:
+	default:
 		return out
 	}
-	for _, cmd := range commandsOf(ev) {
-		if cmd.Kind != kindDecision {
-			continue
-		}
-		d, err := decodeDecision(cmd.Data)
-		if err != nil {
-			continue
-		}
-		if out.Decision != nil {
-			out.Before = append(out.Before, *out.Decision)
-		}
+	if d, err := decodeDecision(data); err == nil {
 		out.Decision = &Decision{ID: d.ID, Value: d.Value}
 	}
 	return out

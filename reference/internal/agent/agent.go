@@ -153,9 +153,6 @@ type Result struct {
 	Terminal *TerminalStop
 	// InDoubt names the call in doubt that ended the run (Reason ReasonEffectInDoubt).
 	InDoubt *InDoubt
-	// ResponseAt is where the recorded model response whose content is Text lies in the log of
-	// the execution that ran the loop (kernel.Context.Position): set for a Complete run only.
-	ResponseAt int64 `json:"-"`
 }
 
 // Call is one entry of the tool-call log.
@@ -254,7 +251,7 @@ func Run(c *kernel.Context, cfg Config, messages []model.Message) (Result, error
 			res.Status, res.Reason, res.ErrorID, res.TimedOut = Failed, loomtype.ReasonModelError, r.ErrorID, r.TimedOut
 			return res, nil
 		case len(r.ToolCalls) == 0:
-			res.Status, res.Text, res.ResponseAt = Complete, r.Content, c.Position()
+			res.Status, res.Text = Complete, r.Content
 			return res, nil
 		}
 		msgs = append(msgs, model.Message{Role: model.RoleAssistant, Content: r.Content, ToolCalls: r.ToolCalls})

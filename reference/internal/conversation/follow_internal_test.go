@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomcheck/loomcheck/reference/internal/conversation/live"
-	"github.com/loomcheck/loomcheck/reference/internal/conversation/record"
 	"github.com/loomcheck/loomcheck/reference/internal/scriptmodel"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
@@ -231,70 +230,6 @@ func TestFollowerBehindTheTailReadsTheLog(t *testing.T) {
 		}
 		c = next
 	}
-}
-
-// TestReadFromTheQuestionReadsTheReplyWhole: under journal version 5 an owner-mode reply shares
-// its model response's row, and that row follows the question's. A reader positioned on the
-// question's row (the last event it read) meets the reply's row first; from the tail and from the
-// log alike it reads the reply whole, text and asker filled in from the response in the same row,
-// as a read from the start gives it. A reader positioned on the reply's row has read it.
-func TestReadFromTheQuestionReadsTheReplyWhole(t *testing.T) {
-	r := newFollowRig(t, live.TailLimits{})
-	ctx := context.Background()
-	f := r.cv.Follow(r.id)
-	defer f.Close()
-	var cur loomtype.Cursor
-	for done := false; !done; {
-		_, next, d, err := f.Read(ctx, cur, 100)
-		require.NoError(t, err)
-		cur, done = next, d
-	}
-	r.turn(f, &cur, 1)
-
-	all, _, done, err := r.cv.ReadForward(ctx, r.id, loomtype.Cursor{}, 100)
-	require.NoError(t, err)
-	require.True(t, done)
-	require.Len(t, all, 2, "the question and its reply")
-	reply := all[1]
-	require.Equal(t, loomtype.RoleAssistant, reply.Role)
-	require.NotNil(t, reply.Text)
-	require.NotNil(t, reply.Asker)
-	at, err := loomtype.ParseCursor(reply.Cursor)
-	require.NoError(t, err)
-	asked, err := loomtype.ParseCursor(all[0].Cursor)
-	require.NoError(t, err)
-
-	// The journal as this test means it: the reply's row names the response it holds, and follows
-	// the question's row.
-	evs, err := r.cv.kernel().ReadLog(ctx, r.id, at.Gen, at.Seq-1, 1)
-	require.NoError(t, err)
-	require.Len(t, evs, 1)
-	_, refs, ok := record.EntryOf(evs[0])
-	require.True(t, ok)
-	require.NotNil(t, refs.Out, "the reply names its response")
-	require.Equal(t, at.Seq, refs.Out.Seq, "the response shares the reply's row")
-	require.Equal(t, loomtype.Cursor{Gen: at.Gen, Seq: at.Seq - 1}, asked, "the reply's row follows the question's")
-
-	want := marshal(t, reply)
-	r.st.take()
-	got, _, _, err := f.Read(context.WithValue(ctx, markedKey{}, true), asked, 100)
-	require.NoError(t, err)
-	require.Empty(t, r.st.take(), "the question's row lies within the tail")
-	require.NotEmpty(t, got)
-	require.Equal(t, want, marshal(t, got[0]), "from the tail")
-	for _, n := range []int{1, 100} {
-		got, _, _, err = f.ReadLog(ctx, asked, n)
-		require.NoError(t, err)
-		require.NotEmpty(t, got)
-		require.Equal(t, want, marshal(t, got[0]), "from the log, %d at a time", n)
-	}
-
-	got, _, _, err = f.Read(ctx, at, 100)
-	require.NoError(t, err)
-	require.Empty(t, got, "a reader on the reply's row has read it")
-	got, _, _, err = f.ReadLog(ctx, at, 100)
-	require.NoError(t, err)
-	require.Empty(t, got, "a reader on the reply's row has read it (log)")
 }
 
 // TestAReplyLeftOutOfTheTailIsReadFromTheLog: a process that has not read a conversation's

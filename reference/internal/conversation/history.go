@@ -93,13 +93,13 @@ func (cv *Conversations) headGen(ctx context.Context, id string) (int64, error) 
 // MaxScan events. It does not authorize: callers have. next is where the read stopped; done
 // reports that it reached the head.
 //
-// Errors: record.ErrInboxRef or record.ErrOutRef (each also kernel.ErrUnreadable) for a record
-// whose inbox entry or model response is missing or altered; the kernel's and the store's.
+// Errors: record.ErrInboxRef (also kernel.ErrUnreadable) for a record whose inbox entry is
+// missing or altered; the kernel's and the store's.
 func (cv *Conversations) ReadForward(ctx context.Context, id string, from loomtype.Cursor, limit int) ([]loomtype.Entry, loomtype.Cursor, bool, error) {
-	var pend pending
+	var pend []record.Pending
 	out, next, done, err := cv.readForward(ctx, id, from, limit, &pend)
 	if err == nil {
-		err = cv.resolve(ctx, id, out, &pend)
+		err = cv.resolve(ctx, id, out, pend)
 	}
 	if err != nil {
 		return nil, from, false, err
@@ -107,9 +107,14 @@ func (cv *Conversations) ReadForward(ctx context.Context, id string, from loomty
 	return out, next, done, nil
 }
 
+// resolve fills in the entries pending names from conversation id's inbox (record.Resolve).
+func (cv *Conversations) resolve(ctx context.Context, id string, out []loomtype.Entry, pending []record.Pending) error {
+	return record.Resolve(func(seqs []int64) ([]kernel.Message, error) { return cv.kernel().InboxAt(ctx, id, seqs) }, out, pending)
+}
+
 // readForward is ReadForward, noting in pend the entries whose inbox fields are still to be
 // filled in.
-func (cv *Conversations) readForward(ctx context.Context, id string, from loomtype.Cursor, limit int, pend *pending) ([]loomtype.Entry, loomtype.Cursor, bool, error) {
+func (cv *Conversations) readForward(ctx context.Context, id string, from loomtype.Cursor, limit int, pend *[]record.Pending) ([]loomtype.Entry, loomtype.Cursor, bool, error) {
 	head, err := cv.headGen(ctx, id)
 	if err != nil {
 		return nil, from, false, err
@@ -136,9 +141,10 @@ func (cv *Conversations) readForward(ctx context.Context, id string, from loomty
 		scanned += len(evs)
 		for _, ev := range evs {
 			s = ev.Seq
-			pend.pass(ev)
-			if e, refs, ok := record.EntryOf(ev); ok {
-				pend.note(ev, len(out), refs)
+			if e, ref, ok := record.EntryOf(ev); ok {
+				if ref != nil {
+					*pend = append(*pend, record.Pending{At: len(out), Ref: *ref})
+				}
 				out = append(out, e)
 				if len(out) == limit {
 					return out, loomtype.Cursor{Gen: g, Seq: s}, false, nil
@@ -168,10 +174,10 @@ func (cv *Conversations) readForward(ctx context.Context, id string, from loomty
 }
 
 func (cv *Conversations) readBackward(ctx context.Context, id string, before *loomtype.Cursor, limit int) ([]loomtype.Entry, loomtype.Cursor, bool, error) {
-	var pend pending
+	var pend []record.Pending
 	out, next, done, err := cv.readBackwardOf(ctx, id, before, limit, &pend)
 	if err == nil {
-		err = cv.resolve(ctx, id, out, &pend)
+		err = cv.resolve(ctx, id, out, pend)
 	}
 	if err != nil {
 		return nil, loomtype.Cursor{}, false, err
@@ -181,7 +187,7 @@ func (cv *Conversations) readBackward(ctx context.Context, id string, before *lo
 
 // readBackwardOf is readBackward, noting in pend the entries whose inbox fields are still to be
 // filled in.
-func (cv *Conversations) readBackwardOf(ctx context.Context, id string, before *loomtype.Cursor, limit int, pend *pending) ([]loomtype.Entry, loomtype.Cursor, bool, error) {
+func (cv *Conversations) readBackwardOf(ctx context.Context, id string, before *loomtype.Cursor, limit int, pend *[]record.Pending) ([]loomtype.Entry, loomtype.Cursor, bool, error) {
 	head, err := cv.headGen(ctx, id)
 	if err != nil {
 		return nil, loomtype.Cursor{}, false, err
@@ -228,9 +234,10 @@ func (cv *Conversations) readBackwardOf(ctx context.Context, id string, before *
 		scanned += len(evs)
 		for _, ev := range evs {
 			s = ev.Seq
-			pend.pass(ev)
-			if e, refs, ok := record.EntryOf(ev); ok {
-				pend.note(ev, len(out), refs)
+			if e, ref, ok := record.EntryOf(ev); ok {
+				if ref != nil {
+					*pend = append(*pend, record.Pending{At: len(out), Ref: *ref})
+				}
 				out = append(out, e)
 				if len(out) == limit {
 					return out, loomtype.Cursor{Gen: g, Seq: s}, false, nil
@@ -371,69 +378,35 @@ type Follower struct {
 func (cv *Conversations) Follow(id string) *Follower {
 	k := cv.kernel()
 	lf := cv.hub.Follow(id, func(add func([]live.Record)) func() {
-		return k.WatchLogCommits(id, func(c kernel.LogCommit) { add(tailRecords(c, cv.hub.Noted(id), cv.knownOwner(id))) })
+		return k.WatchLogCommits(id, func(c kernel.LogCommit) { add(tailRecords(c, cv.hub.Noted(id))) })
 	})
 	return &Follower{cv: cv, id: id, f: lf}
 }
 
 // tailRecords are the records of a commit as the tail keeps them: every event's position, and
 // the transcript entry of each that holds one. A record that names its inbox entry is filled in
-// from what the dialogue noted of that entry (noted, a dialogue.Noted), a reply that names its
-// model response from the response in the same commit and the conversation's owner (owner, nil
-// when this process does not know it yet); when either is not there, the commit is left out
-// (none): the tail starts over at the next one, and a follower that needs this one reads the log.
-func tailRecords(c kernel.LogCommit, noted any, owner *loomtype.Identity) []live.Record {
+// from what the dialogue noted of that entry (noted, a dialogue.Noted); when that is not the
+// entry it names, the commit is left out (none): the tail starts over at the next one, and a
+// follower that needs this one reads the log.
+func tailRecords(c kernel.LogCommit, noted any) []live.Record {
 	evs := c.Decisions() // a start's input holds no entry
 	out := make([]live.Record, len(evs))
 	for i, ev := range evs {
 		out[i].At = ev.Cursor()
-		e, refs, ok := record.EntryOf(ev)
+		e, ref, ok := record.EntryOf(ev)
 		if !ok {
 			continue
 		}
-		if ref := refs.In; ref != nil {
+		if ref != nil {
 			n, known := noted.(record.Noted)
 			if !known || n.Ref != *ref {
 				return nil
 			}
 			n.Asked.Fill(&e)
 		}
-		if ref := refs.Out; ref != nil {
-			if owner == nil || !tailAnswer(evs[:i+1], *ref, *owner, &e) {
-				return nil
-			}
-		}
 		out[i].Entry = &e
 	}
 	return out
-}
-
-// tailAnswer fills in e, a reply naming response ref, from the events of its commit up to its own
-// (whose row may hold the response too); false when the response is not among them or is not the
-// one named.
-func tailAnswer(before []kernel.LogEvent, ref record.OutRef, owner loomtype.Identity, e *loomtype.Entry) bool {
-	for _, ev := range before {
-		if ev.Seq == ref.Seq {
-			a, err := record.AnswerOf(ref, ev, owner)
-			if err != nil {
-				return false
-			}
-			a.Fill(e)
-			return true
-		}
-	}
-	return false
-}
-
-// knownOwner is the owner of conversation id as this process last read it, nil when it has not.
-func (cv *Conversations) knownOwner(id string) *loomtype.Identity {
-	cv.mu.Lock()
-	m, known := cv.metas[id]
-	cv.mu.Unlock()
-	if !known || !m.ok {
-		return nil
-	}
-	return &m.owner
 }
 
 // Read reads up to limit entries strictly after from, oldest first, as ReadForward does (next is

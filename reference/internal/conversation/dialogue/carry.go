@@ -55,10 +55,6 @@ type turnMem struct {
 	Status  loomtype.RecordStatus `json:"s"`
 	Tokens  int                   `json:"k,omitempty"`
 	Classes []string              `json:"c,omitempty"`
-	// In and Out (journal version 5, carryturns.go) name where the user's text and the reply
-	// lie, which the carry then leaves out.
-	In  int64   `json:"i,omitempty"`
-	Out *respAt `json:"x,omitempty"`
 }
 
 // evict moves the oldest n turns of the window (none when n <= 0) to the evicted turns. The
@@ -169,7 +165,7 @@ func readStateFrom(input json.RawMessage, maxBytes, replaySize int, inbox inboxR
 }
 
 // carry trims the state to maxBytes, oldest evicted turn first, then oldest window turn, and
-// encodes it, naming the texts of the turns that can be named (carryturns.go). The summary goes only when even no turn at all does not make it fit, and then the
+// encodes it. The summary goes only when even no turn at all does not make it fit, and then the
 // turns are trimmed again without it. The trim is a pure function of the state.
 func (s *state) carry(maxBytes int) json.RawMessage {
 	c := *s
@@ -186,8 +182,8 @@ func (s *state) carry(maxBytes int) json.RawMessage {
 				c.Evicted = append([]turnMem(nil), s.Evicted...)
 				continue
 			}
-			named, _ := json.Marshal(c)
-			return named
+			b, _ := json.Marshal(c)
+			return b
 		}
 		if len(c.Evicted) > 0 {
 			c.Evicted = c.Evicted[1:]
@@ -206,7 +202,7 @@ func (s *state) size() int {
 	w := *s
 	texts := 0
 	strip := func(ts []turnMem) []turnMem {
-		out := wholeTurns(ts)
+		out := append([]turnMem(nil), ts...)
 		for i := range out {
 			texts += len(out[i].User) + len(out[i].Prompt) + len(out[i].Reply)
 			out[i].User, out[i].Prompt, out[i].Reply = "", "", ""

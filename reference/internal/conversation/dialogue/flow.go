@@ -84,11 +84,7 @@ func (cv *Dialogue) initialState(c *kernel.Context, input json.RawMessage) (*sta
 		return &state{V: 1, Owner: in.Owner, Mode: in.Mode, CountEmpty: in.CountEmpty, InvalidPerAsker: in.InvalidPerAsker,
 			Replay: envelope.NewReplaySet(cv.cfg.ReplaySetSize)}, nil
 	}
-	st, err := readStateFrom(input, cv.cfg.MaxCarryBytes, cv.cfg.ReplaySetSize, c.InboxAt)
-	if err != nil {
-		return nil, err
-	}
-	return st, st.resolveTurns(c.InboxAt, c.LogAt)
+	return readStateFrom(input, cv.cfg.MaxCarryBytes, cv.cfg.ReplaySetSize, c.InboxAt)
 }
 
 // seed records the exchanges the start input carries, before any message: each a user record
@@ -128,31 +124,23 @@ func (cv *Dialogue) decide(c *kernel.Context, id string, v any, fn func() (any, 
 
 // record writes one transcript record, exactly once. live runs only when the record is new.
 func (cv *Dialogue) record(c *kernel.Context, st *state, id string, e loomtype.Entry, live func()) (loomtype.Entry, error) {
-	return cv.recordAt(c, st, id, e, record.Refs{}, live)
+	return cv.recordAt(c, st, id, e, nil, live)
 }
 
-// recordAt is record; with refs.In set (journal version 4), the record names that inbox entry
-// instead of holding the text, message id, asker and edited record e has from it, and with
-// refs.Out set (version 5), that model response instead of holding its text and the asker.
-func (cv *Dialogue) recordAt(c *kernel.Context, st *state, id string, e loomtype.Entry, refs record.Refs, live func()) (loomtype.Entry, error) {
+// recordAt is record; with in set (journal version 4), the record names that inbox entry
+// instead of holding the text, message id, asker and edited record e has from it.
+func (cv *Dialogue) recordAt(c *kernel.Context, st *state, id string, e loomtype.Entry, in *record.InboxRef, live func()) (loomtype.Entry, error) {
 	st.Rec++
 	e.Ord = st.Rec
-	decide := record.DecideRecord
-	if refs.In != nil || refs.Out != nil {
-		decide = record.DecideRecordThen // in the row of the message taken, or of the response
-	}
-	v, err := decide(c, id, func() (record.Value, error) {
+	v, err := record.DecideRecord(c, id, func() (record.Value, error) {
 		e.Time = cv.deps.Now().UTC().Truncate(time.Millisecond)
 		if live != nil {
 			live()
 		}
 		turns := st.Seq
 		rec := record.Of(e)
-		if refs.In != nil {
-			rec.Text, rec.MessageID, rec.Asker, rec.EditOf, rec.In = nil, "", nil, 0, refs.In
-		}
-		if refs.Out != nil {
-			rec.Text, rec.Asker, rec.Out = nil, nil, refs.Out
+		if in != nil {
+			rec.Text, rec.MessageID, rec.Asker, rec.EditOf, rec.In = nil, "", nil, 0, in
 		}
 		return record.Value{Rec: rec, Turns: &turns}, nil
 	})
@@ -339,9 +327,18 @@ func (cv *Dialogue) turn(c *kernel.Context, st *state, m kernel.Message, env *re
 		defer cv.hub.SetStopper(c.ID(), turnNo, asker.Key(), sig.Fire)()
 	}
 	replayed := c.Replaying()
-	ue := loomtype.Entry{Turn: turnNo, Role: loomtype.RoleUser, Status: loomtype.StatusAccepted, Text: ptr(env.Text),
-		MessageID: cv.entryMessageID(st, m), EditOf: deref(env.EditOf), EditOfTurn: editOfTurn, Asker: &asker, Classes: classes}
-	user, err := cv.recordUser(c, st, m, ue, sig)
+	// The user record names the inbox entry (version 4): its text, message id, asker and edited
+	// record are the envelope's and the entry's, as AskedOf reads them back.
+	ue := loomtype.Entry{Turn: turnNo, Role: loomtype.RoleUser,
+		Status: loomtype.StatusAccepted, Text: ptr(env.Text), MessageID: cv.entryMessageID(st, m),
+		EditOf: deref(env.EditOf), EditOfTurn: editOfTurn, Asker: &asker, Classes: classes}
+	in := record.RefTo(m, st.Mode != ModeShared)
+	cv.hub.Note(c.ID(), record.Noted{Ref: *in, Asked: record.Asked{Text: env.Text, MessageID: ue.MessageID, Asker: asker, EditOf: ue.EditOf}})
+	user, err := cv.recordAt(c, st, record.UserID(ord), ue, in, func() {
+		if sig != nil {
+			sig.Arm()
+		}
+	})
 	if err != nil {
 		return err
 	}
@@ -350,8 +347,7 @@ func (cv *Dialogue) turn(c *kernel.Context, st *state, m kernel.Message, env *re
 	if err != nil {
 		return err
 	}
-	return cv.recordReply(c, st, m.Seq, turnMem{Ord: ord, Turn: turnNo, UserRec: user.Ord, Asker: asker, User: env.Text,
-		Prompt: promptIf(prompt, env.Text), Classes: classes}, res)
+	return cv.recordReply(c, st, ord, turnNo, asker, user.Ord, env.Text, prompt, classes, res)
 }
 
 // editedTurn is the index in st's window of the newest turn of asker whose user record is rec,
@@ -409,6 +405,27 @@ func (cv *Dialogue) fit(c *kernel.Context, st *state, b *record.Budget, ord int6
 		visible = visible[len(visible)-keep:]
 	}
 	return visible, summary, true, nil
+}
+
+// recordReply records the reply res to turn turnNo (message ord of asker, whose text and prompt
+// the user record userRec holds; classes: the turn's context classes) and keeps the turn in the
+// window.
+func (cv *Dialogue) recordReply(c *kernel.Context, st *state, ord, turnNo int64, asker loomtype.Identity, userRec int64, text, prompt string, classes []string, res turn.Result) error {
+	reply := loomtype.Entry{Turn: turnNo, Role: loomtype.RoleAssistant, Status: res.Status, Reason: res.Reason,
+		ErrorID: res.ErrorID, Asker: &asker, TurnExecutionID: res.ExecID}
+	if res.Status != agent.Failed {
+		reply.Text = ptr(res.Text)
+	}
+	replyClasses := cv.answerClasses(classes, append(res.Tools, res.Memory...))
+	reply.Classes = replyClasses
+	if _, err := cv.record(c, st, record.ReplyID(ord), reply, nil); err != nil {
+		return err
+	}
+	cv.hub.End(c.ID(), turnNo)
+	st.Window = append(st.Window, turnMem{Ord: ord, Turn: turnNo, UserRec: userRec, Asker: asker, User: text,
+		Prompt: promptIf(prompt, text), Reply: res.Text, Status: res.Status, Classes: replyClasses})
+	st.evict(len(st.Window) - cv.cfg.MaxWindowTurns)
+	return nil
 }
 
 // runTurn runs the agent loop for one turn: inline in owner mode, as a separate execution owned

@@ -26,12 +26,6 @@ func DecideRecord(c *kernel.Context, id string, fn func() (Value, error)) (Value
 	return decideOnePass(c, id, fn, decodeValue)
 }
 
-// DecideRecordThen is DecideRecord for a record kept in the row of the command written right
-// before it (kernel.Context.DecideThen, journal version 5).
-func DecideRecordThen(c *kernel.Context, id string, fn func() (Value, error)) (Value, error) {
-	return decideWith(c.DecideThen, id, fn, decodeValue)
-}
-
 // decideOnePass records fn's value as decision id, exactly once, and decodes the value recorded
 // with decodeOnePass.
 func decideOnePass[T any](c *kernel.Context, id string, fn func() (T, error), onePass func([]byte) (T, bool)) (T, error) {
@@ -72,7 +66,7 @@ func DecodeValue(b []byte) (Value, error) { return decodeOnePass(b, decodeValue)
 // loomtype.Identity's. A field added to Stored is added here and to field.
 var (
 	storedKeys = []string{"cursor", "ord", "turn", "role", "status", "text", "reason", "errorId", "messageId",
-		"editOf", "editOfTurn", "asker", "time", "classes", "turnExecutionId", "in", "out"}
+		"editOf", "editOfTurn", "asker", "time", "classes", "turnExecutionId", "in"}
 	inboxRefKeys = []string{"seq", "sum", "noId"}
 	identityKeys = []string{"tenant", "actor", "onBehalfOf"}
 )
@@ -204,27 +198,8 @@ func (p *scan) field(s *Stored, key string) bool {
 		if r, ok = p.inboxRef(); ok {
 			s.In = &r
 		}
-	case "out":
-		var r OutRef
-		if r, ok = p.outRef(); ok {
-			s.Out = &r
-		}
 	}
 	return ok
-}
-
-// outRef reads an OutRef, [Seq,"Sum"].
-func (p *scan) outRef() (r OutRef, ok bool) {
-	if !p.byte('[') {
-		return r, false
-	}
-	if r.Seq, ok = p.int(); !ok || !p.byte(',') {
-		return r, false
-	}
-	if r.Sum, ok = p.text(); !ok {
-		return r, false
-	}
-	return r, p.byte(']')
 }
 
 // inboxRef reads an InboxRef object of inboxRefKeys.

@@ -27,7 +27,7 @@ func sameAsEncodingJSON(t *testing.T, b []byte) {
 	ev := kernel.LogEvent{Gen: 2, Seq: 5, Decision: &kernel.Decision{ID: "o1:user", Value: b}}
 	gotE, gotRef, gotOK := EntryOf(ev)
 	var wantE loomtype.Entry
-	var wantRef Refs
+	var wantRef *InboxRef
 	var v struct {
 		Rec *Stored `json:"rec"`
 	}
@@ -35,10 +35,10 @@ func sameAsEncodingJSON(t *testing.T, b []byte) {
 	if wantOK {
 		wantE = v.Rec.Entry()
 		wantE.Cursor = loomtype.Cursor{Gen: 2, Seq: 5}.String()
-		wantRef = Refs{In: v.Rec.In, Out: v.Rec.Out}
+		wantRef = v.Rec.In
 	}
 	require.Equal(t, wantOK, gotOK, "EntryOf of %s", b)
-	require.Equal(t, wantRef, gotRef, "EntryOf's references of %s", b)
+	require.Equal(t, wantRef, gotRef, "EntryOf's inbox reference of %s", b)
 	require.True(t, reflect.DeepEqual(wantE, gotE), "EntryOf of %s:\n got %#v\nwant %#v", b, gotE, wantE)
 }
 
@@ -59,8 +59,6 @@ func records() []Stored {
 		{Role: loomtype.RoleSystem, Status: loomtype.StatusClosed, Text: text(""), Asker: &loomtype.Identity{}, Time: time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)},
 		{Ord: 3, Turn: 2, Role: loomtype.RoleUser, Status: loomtype.StatusAccepted, EditOfTurn: 1, Time: at, In: &InboxRef{Seq: 12, Sum: "0123456789abcdef"}},
 		{Ord: 4, Turn: 2, Role: loomtype.RoleUser, Status: loomtype.StatusAccepted, Time: at, Classes: []string{"x"}, In: &InboxRef{Seq: 1, Sum: "", NoID: true}},
-		{Ord: 5, Turn: 2, Role: loomtype.RoleAssistant, Status: loomtype.StatusComplete, Time: at, Out: &OutRef{Seq: 9, Sum: "0123456789abcdef"}},
-		{Ord: 6, Turn: 3, Role: loomtype.RoleAssistant, Status: loomtype.StatusComplete, Time: at, Classes: []string{"memory:x"}, TurnExecutionID: "t", Out: &OutRef{}},
 	}
 }
 
@@ -87,9 +85,6 @@ func TestStoredKeysFollowStored(t *testing.T) {
 		}
 		if k == "in" {
 			p.b = []byte(`{"seq":1}`)
-		}
-		if k == "out" {
-			p.b = []byte(`[1,"a"]`)
 		}
 		require.True(t, p.field(&s, k) && p.end(), "field %s is read", k)
 		require.False(t, s.isEmpty(), "field %s is set", k)
@@ -155,15 +150,11 @@ var recInputs = []string{
 	`{"asker":{"actor":"a""tenant":"t"}}`, `{"asker":{"tenant":"t","actor":"a","onBehalfOf":"o","x":"y"}}`, `{"asker":{"actor":"a","actor":"b"}}`,
 	`{"classes":[}`, `{"classes":["a"}`, `{"classes":[]`, `{"classes":["a"]`, `{"classes":["a""b"]}`, `{"classes":[,]}`,
 	`{"cursor":}`, `{"role":}`, `{"text":}`, `{"asker":}`, `{"time":}`, `{"classes":}`, `{"text":"\"}`, `{"text":"\\"}`,
-	// A reply's response reference (version 5), well formed and not.
-	`{"out":[5,"0a1b2c3d"]}`, `{"out":[0,""]}`, `{"out":[-1,"x"]}`, `{"out":[]}`, `{"out":[5]}`, `{"out":[5,"a",1]}`, `{"out":["5","a"]}`,
-	`{"out":[5,1]}`, `{"out":[5.5,"a"]}`, `{"out":[5,"a"}`, `{"out":[5,"a",]}`, `{"out":[5 ,"a"]}`, `{"out":{"seq":5,"sum":"a"}}`, `{"out":null}`,
-	`{"out":[5,null]}`, `{"out":[null,"a"]}`, `{"out":[`, `{"out":[5,`, `{"out":}`, `{"ord":1,"out":[5,"a"],"turn":2}`,
 }
 
 // onePass are records the one-pass reader reads itself (each is json.Marshal's form or a part of it).
 var onePass = []string{`{}`, `{"ord":0}`, `{"ord":-1}`, `{"asker":{}}`, `{"asker":{"actor":"a"}}`, `{"classes":[]}`, `{"classes":["a"]}`,
-	`{"text":"é \u00e9 \" \\ \/ \b\f\n\r\t"}`, `{"cursor":"c","turnExecutionId":"x"}`, `{"ord":2,"out":[5,"0a1b2c3d"]}`}
+	`{"text":"é \u00e9 \" \\ \/ \b\f\n\r\t"}`, `{"cursor":"c","turnExecutionId":"x"}`}
 
 // TestDecodeValueReadsOnePass: the one-pass reader reads each of onePass, alone and with a turn
 // count, as encoding/json does.

@@ -13,13 +13,12 @@ import (
 )
 
 // EntryOf returns the transcript entry an event holds, if it holds one. A record of version 4
-// leaves its text, message id, asker and edited record to the inbox entry refs.In names, one of
-// version 5 may leave a reply's text and asker to the response refs.Out names: the caller fills
-// them in (Resolve, Asked.Fill, Answer.Fill) before the entry goes anywhere.
-func EntryOf(ev kernel.LogEvent) (_ loomtype.Entry, refs Refs, _ bool) {
+// leaves its text, message id, asker and edited record to the inbox entry ref names (non-nil):
+// the caller fills them in (Resolve, Asked.Fill) before the entry goes anywhere.
+func EntryOf(ev kernel.LogEvent) (_ loomtype.Entry, ref *InboxRef, _ bool) {
 	d := ev.Decision
 	if d == nil || len(d.Value) == 0 || d.Value[0] != '{' || !mayHoldRec(d.Value) {
-		return loomtype.Entry{}, Refs{}, false
+		return loomtype.Entry{}, nil, false
 	}
 	var rec Stored
 	if v, ok := decodeValue(d.Value); ok {
@@ -29,13 +28,13 @@ func EntryOf(ev kernel.LogEvent) (_ loomtype.Entry, refs Refs, _ bool) {
 			Rec *Stored `json:"rec"`
 		}
 		if json.Unmarshal(d.Value, &v) != nil || v.Rec == nil {
-			return loomtype.Entry{}, Refs{}, false
+			return loomtype.Entry{}, nil, false
 		}
 		rec = *v.Rec
 	}
 	e := rec.Entry()
 	e.Cursor = loomtype.Cursor{Gen: ev.Gen, Seq: ev.Seq}.String()
-	return e, Refs{In: rec.In, Out: rec.Out}, true
+	return e, rec.In, true
 }
 
 // mayHoldRec reports whether the JSON object v may have a member named "rec" (which

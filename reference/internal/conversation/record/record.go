@@ -32,9 +32,6 @@ type Stored struct {
 	// In (version 4) names the inbox entry that holds the record's text, message id, asker and
 	// edited record, which the record then leaves out (inboxref.go).
 	In *InboxRef `json:"in,omitempty"`
-	// Out (version 5) names the model response that holds a reply's text, which the record
-	// then leaves out with its asker, the conversation's owner (outref.go).
-	Out *OutRef `json:"out,omitempty"`
 }
 
 // Of is the stored form of an entry about to be recorded (its cursor is not stored).
