@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomcheck/loomcheck/reference/internal/conversation/live"
-	"github.com/loomcheck/loomcheck/reference/internal/scriptmodel"
 	"github.com/loomcheck/loomcheck/reference/kernel"
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 	"github.com/loomcheck/loomcheck/reference/store"
@@ -229,71 +228,5 @@ func TestFollowerBehindTheTailReadsTheLog(t *testing.T) {
 			break
 		}
 		c = next
-	}
-}
-
-// TestAReplyLeftOutOfTheTailIsReadFromTheLog: a process that has not read a conversation's
-// record (as one that restarted while a turn ran) cannot fill in a version 5 reply from the tail,
-// which leaves its commit out. A follower positioned on the question's row, the tail's end, is
-// woken all the same and reads the reply whole from the log, as a read from the start gives it.
-func TestAReplyLeftOutOfTheTailIsReadFromTheLog(t *testing.T) {
-	gm := scriptmodel.Gated()
-	r := newFollowRigWith(t, live.TailLimits{}, Deps{Provider: gm})
-	ctx := context.Background()
-	f := r.cv.Follow(r.id)
-	defer f.Close()
-	var cur loomtype.Cursor
-	for done := false; !done; {
-		_, next, d, err := f.Read(ctx, cur, 100)
-		require.NoError(t, err)
-		cur, done = next, d
-	}
-	_, err := r.cv.SendTurn(ctx, r.alice, r.id, "question 1", SendOptions{MessageID: "m1"})
-	require.NoError(t, err)
-	var read []loomtype.Entry
-	read = waitRead(t, f, &cur, read, func(e loomtype.Entry) bool { return e.Role == loomtype.RoleUser })
-	fig, ok := r.hub.Tail(r.id)
-	require.True(t, ok)
-	require.Equal(t, cur, fig.Last, "the follower is at the tail's end, on the question's row")
-
-	r.cv.mu.Lock()
-	delete(r.cv.metas, r.id) // the conversation's record, not read by this process
-	r.cv.mu.Unlock()
-	gm.ReleaseAll()
-	read = waitRead(t, f, &cur, read, func(e loomtype.Entry) bool { return e.Role == loomtype.RoleAssistant })
-	fig, _ = r.hub.Tail(r.id)
-	require.Zero(t, fig.Records, "the reply's commit was left out of the tail")
-
-	all, _, done, err := r.cv.ReadForward(ctx, r.id, loomtype.Cursor{}, 100)
-	require.NoError(t, err)
-	require.True(t, done)
-	require.Len(t, all, 2)
-	require.NotNil(t, all[1].Text)
-	require.Equal(t, marshal(t, all), marshal(t, read), "what the follower read is what the log holds")
-}
-
-// waitRead reads through f from cur, after each wake-up, until an entry want holds is read; it
-// returns read with what it read appended.
-func waitRead(t *testing.T, f *Follower, cur *loomtype.Cursor, read []loomtype.Entry, want func(loomtype.Entry) bool) []loomtype.Entry {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		select {
-		case <-f.Wake():
-		case <-deadline:
-			t.Fatalf("no such entry read within 10 s after %v; read %v", *cur, read)
-		}
-		from := len(read)
-		for done := false; !done; {
-			entries, next, d, err := f.Read(context.Background(), *cur, 100)
-			require.NoError(t, err)
-			read = append(read, entries...)
-			*cur, done = next, d
-		}
-		for _, e := range read[from:] {
-			if want(e) {
-				return read
-			}
-		}
 	}
 }
