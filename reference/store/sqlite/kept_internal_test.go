@@ -83,6 +83,24 @@ func TestAKeptConnectionIsDroppedWhenTheFilesChanged(t *testing.T) {
 	require.NoError(t, st.Close())
 }
 
+// takeKept hands over no kept connection whose files changed after the kill, whether the log or
+// the database changed: the next Open then starts from the files alone.
+func TestAChangedFileIsNotHandedOver(t *testing.T) {
+	for _, changed := range []string{"-wal", ""} {
+		path := filepath.Join(t.TempDir(), "loom.db")
+		killed(t, path, 2)
+		later := time.Now().Add(time.Hour)
+		require.NoError(t, os.Chtimes(path+changed, later, later))
+		require.Nil(t, takeKept(path), "the file %q changed", "loom.db"+changed)
+		require.Zero(t, keptFor(path))
+	}
+	path := filepath.Join(t.TempDir(), "loom.db")
+	killed(t, path, 2)
+	k := takeKept(path)
+	require.NotNil(t, k, "files as the kill left them are handed over")
+	require.NoError(t, k.w.Close())
+}
+
 // Killed stores never opened again are bounded, and ReleaseKilled lets go of them all.
 func TestKeptConnectionsAreBounded(t *testing.T) {
 	dir := t.TempDir()
