@@ -3,6 +3,7 @@ package reference
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -72,24 +73,69 @@ func keyIsOneAcrossPartitions(t *testing.T, who loomtype.Identity, a, b brancher
 // answered.
 func acceptedMessage(t *testing.T, e *Engine, who loomtype.Identity, id, text string) {
 	t.Helper()
+	_, err := e.ss.Send(context.Background(), who, id, text, "m1")
+	require.NoError(t, err)
+	entriesOf(t, e, who, id, 2)
+}
+
+// entriesOf waits until who's conversation id on e holds at least n entries and returns each as
+// its role, status, message id and text.
+func entriesOf(t *testing.T, e *Engine, who loomtype.Identity, id string, n int) []string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	appended, stop := e.cv.WatchLog(id)
 	defer stop()
-	_, err := e.ss.Send(ctx, who, id, text, "m1")
-	require.NoError(t, err)
 	for {
 		h, err := e.cv.History(ctx, who, id, conversation.HistoryOptions{Direction: "forward", Limit: 10})
 		require.NoError(t, err)
-		if len(h.Entries) >= 2 {
-			return
+		if len(h.Entries) >= n {
+			out := make([]string, len(h.Entries))
+			for i, x := range h.Entries {
+				text := ""
+				if x.Text != nil {
+					text = *x.Text
+				}
+				out[i] = string(x.Role) + " " + string(x.Status) + " " + x.MessageID + " " + text
+			}
+			return out
 		}
 		select {
 		case <-appended:
 		case <-ctx.Done():
-			t.Fatalf("message m1 of %s never answered: %v", id, h.Entries)
+			t.Fatalf("%s never held %d entries: %v", id, n, h.Entries)
 		}
 	}
+}
+
+// TestABranchStartedAgainAddsNoTurn: making a branch's conversation is idempotent (a node asks
+// again when the holder died before it answered, and a client retries under its key), so a
+// second StartBranch, before or after the first turn was answered, sends no second turn. The
+// whole history is compared once a later message was answered after it.
+func TestABranchStartedAgainAddsNoTurn(t *testing.T) {
+	raw := sharedStore(t)
+	e := partitionEngine(t, raw, 0, func(o *Options) { o.Deps.Provider = scriptmodel.Echo("You said: ") })
+	var b sessions.BranchStart
+	for k := 0; b.Chosen == ""; k++ {
+		chosen := "branch-" + strconv.Itoa(k)
+		if j, err := partition.Of(partition.KeyOf(conversation.ChosenID(qAlice, chosen)), 2); err == nil && j == 0 {
+			b = sessions.BranchStart{Who: qAlice, Chosen: chosen, Text: "hello", MessageID: "k1"}
+		}
+	}
+	ctx := context.Background()
+	id := conversation.ChosenID(qAlice, b.Chosen)
+	require.NoError(t, sessions.StartBranch(ctx, e.cv, b))
+	require.NoError(t, sessions.StartBranch(ctx, e.cv, b), "at once again")
+	entriesOf(t, e, qAlice, id, 2)
+	require.NoError(t, sessions.StartBranch(ctx, e.cv, b), "again once answered")
+	_, err := e.ss.Send(ctx, qAlice, id, "later", "m2")
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		"user accepted k1 hello",
+		"assistant complete  You said: hello",
+		"user accepted m2 later",
+		"assistant complete  You said: later",
+	}, entriesOf(t, e, qAlice, id, 4))
 }
 
 // TestABranchKeyIsOneAcrossPartitions: two engines of one SQLite store, partitions 0 and 1 of
