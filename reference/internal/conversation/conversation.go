@@ -121,19 +121,7 @@ type meta struct {
 }
 
 // ValidID reports whether id may name a conversation: ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$ (spec/http.md).
-func ValidID(id string) bool {
-	if len(id) < 1 || len(id) > 128 || !alnum(id[0]) {
-		return false
-	}
-	for i := 1; i < len(id); i++ {
-		if c := id[i]; !alnum(c) && c != '.' && c != '_' && c != '-' {
-			return false
-		}
-	}
-	return true
-}
-
-func alnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+func ValidID(id string) bool { return loomtype.ValidName(id, 128) }
 
 // New validates cfg and returns the Dialogue: register its Flows on the kernel, open the kernel
 // (which recovers every open conversation at once), then make the client with Client.

@@ -201,22 +201,8 @@ var (
 )
 
 // ValidID reports whether id may be a run id a caller chooses: 1 to 96 characters, letters,
-// digits, '.', '_' and '-', the first a letter or a digit. (A loop, where a regular expression's
-// bounded repeat would be compiled into a program of some hundred instructions when the program
-// starts.)
-func ValidID(id string) bool {
-	if len(id) < 1 || len(id) > 96 || !alnum(id[0]) {
-		return false
-	}
-	for i := 1; i < len(id); i++ {
-		if c := id[i]; !alnum(c) && c != '.' && c != '_' && c != '-' {
-			return false
-		}
-	}
-	return true
-}
-
-func alnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+// digits, '.', '_' and '-', the first a letter or a digit.
+func ValidID(id string) bool { return loomtype.ValidName(id, 96) }
 
 // runID is the run id of the caller-chosen id under owner: the chosen id and a digest over the
 // whole identity, so identities that differ in any field never share a run; the ':' keeps run
