@@ -1,7 +1,6 @@
 package dialogue
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -169,50 +168,83 @@ func readStateFrom(input json.RawMessage, maxBytes, replaySize int, inbox inboxR
 // turns are trimmed again without it. The trim is a pure function of the state.
 func (s *state) carry(maxBytes int) json.RawMessage {
 	c := *s
-	c.Window = append([]turnMem(nil), s.Window...)
-	c.Evicted = append([]turnMem(nil), s.Evicted...)
 	for {
-		size := c.size()
-		if size <= maxBytes || (len(c.Window) == 0 && len(c.Evicted) == 0) {
-			if size > maxBytes && c.Summary != "" {
-				// Only the summary is left to drop: without it, the turns dropped for its
-				// sake may fit again, so the trim starts over from all of them.
-				c.Summary = ""
-				c.Window = append([]turnMem(nil), s.Window...)
-				c.Evicted = append([]turnMem(nil), s.Evicted...)
-				continue
+		z := c.sizer()
+		ke, kw := 0, 0 // the evicted and window turns dropped
+		for z.size(ke, kw) > maxBytes && (ke < len(s.Evicted) || kw < len(s.Window)) {
+			if ke < len(s.Evicted) {
+				ke++
+			} else {
+				kw++
 			}
-			b, _ := json.Marshal(c)
-			return b
 		}
-		if len(c.Evicted) > 0 {
-			c.Evicted = c.Evicted[1:]
-		} else {
-			c.Window = c.Window[1:]
+		if z.size(ke, kw) > maxBytes && c.Summary != "" {
+			// Only the summary is left to drop: without it, the turns dropped for its sake
+			// may fit again, so the trim starts over from all of them.
+			c.Summary = ""
+			continue
 		}
+		c.Evicted, c.Window = s.Evicted[ke:], s.Window[kw:]
+		b, _ := json.Marshal(c)
+		return b
 	}
 }
 
-// size is what the bound on a carry counts: the turns' texts (questions, prompts and replies) at
-// their UTF-8 bytes, whether or not the carry names them, and everything else at its JSON
-// encoding without HTML escaping. A text is not counted by its encoding, which may spell one byte
-// as six ("<" as \u003c), so that the newest turns whose texts fit are kept whatever they say
-// (spec/prompt.md §4).
-func (s *state) size() int {
-	w := *s
-	texts := 0
-	strip := func(ts []turnMem) []turnMem {
-		out := append([]turnMem(nil), ts...)
-		for i := range out {
-			texts += len(out[i].User) + len(out[i].Prompt) + len(out[i].Reply)
-			out[i].User, out[i].Prompt, out[i].Reply = "", "", ""
-		}
-		return out
+// sizer answers what the bound on a carry counts (size) for the state less its oldest turns, in
+// time linear in the turns: the turns' texts (questions, prompts and replies) at their UTF-8
+// bytes, whether or not the carry names them, and everything else as the carry encodes it. A
+// text is not counted by its encoding, which may spell one byte as six ("<" as \u003c), so that
+// the newest turns whose texts fit are kept whatever they say (spec/prompt.md §4).
+type sizer struct {
+	base      int // the state without turns, encoded
+	evicted   turnSizes
+	window    turnSizes
+	evictedAt int // len(`,"evicted":[]`)
+	windowAt  int // len(`,"turns":[]`)
+}
+
+// turnSizes are, for each turn, its encoding without its texts plus its texts' bytes, summed
+// from the newest: at[i] counts turns i to the end, at[len] is 0.
+type turnSizes struct{ at []int }
+
+// of is what turns i to the end take in a slice's brackets: each turn, and a comma between two.
+func (t turnSizes) of(i int) int {
+	n := len(t.at) - 1 - i
+	if n <= 0 {
+		return 0
 	}
-	w.Window, w.Evicted = strip(s.Window), strip(s.Evicted)
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(w)
-	return b.Len() - 1 + texts // Encode ends with a newline
+	return t.at[i] + n - 1
+}
+
+func sizesOf(ts []turnMem) turnSizes {
+	at := make([]int, len(ts)+1)
+	for i := len(ts) - 1; i >= 0; i-- {
+		t := ts[i]
+		texts := len(t.User) + len(t.Prompt) + len(t.Reply)
+		t.User, t.Prompt, t.Reply = "", "", ""
+		b, _ := json.Marshal(t)
+		at[i] = at[i+1] + len(b) + texts
+	}
+	return turnSizes{at: at}
+}
+
+func (s *state) sizer() sizer {
+	w := *s
+	w.Window, w.Evicted = nil, nil
+	b, _ := json.Marshal(w)
+	return sizer{base: len(b), evicted: sizesOf(s.Evicted), window: sizesOf(s.Window),
+		evictedAt: len(`,"evicted":[]`), windowAt: len(`,"turns":[]`)}
+}
+
+// size is the count of the state less its oldest ke evicted and kw window turns. A slice left
+// empty is not encoded (omitempty); any other field than the first follows a comma.
+func (z sizer) size(ke, kw int) int {
+	n := z.base
+	if len(z.evicted.at)-1 > ke {
+		n += z.evictedAt + z.evicted.of(ke)
+	}
+	if len(z.window.at)-1 > kw {
+		n += z.windowAt + z.window.of(kw)
+	}
+	return n
 }
