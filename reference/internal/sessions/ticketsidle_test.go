@@ -13,29 +13,6 @@ import (
 	"github.com/loomcheck/loomcheck/reference/loomtype"
 )
 
-// closesWithin reports whether ch closes before the test's bound (30 s, far beyond any wake-up
-// these tests wait for), so that a channel never closed fails the test rather than hanging it.
-func closesWithin(ch <-chan struct{}) bool {
-	bound := time.NewTimer(30 * time.Second)
-	defer bound.Stop()
-	select {
-	case <-ch:
-		return true
-	case <-bound.C:
-		return false
-	}
-}
-
-// open reports whether ch is still open.
-func open(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return false
-	default:
-		return true
-	}
-}
-
 // TicketsIdle is closed while no ticket waits, stays open while one does, and closes when the
 // last one waiting is presented, or expires.
 func TestTicketsIdleClosesWhenNoTicketWaits(t *testing.T) {
@@ -46,7 +23,7 @@ func TestTicketsIdleClosesWhenNoTicketWaits(t *testing.T) {
 	ss := eng.Sessions()
 	st, _, err := eng.Conversations().Start(ctx, alice, conversation.StartOptions{})
 	require.NoError(t, err)
-	require.False(t, open(ss.TicketsIdle()), "no ticket waits")
+	require.True(t, reftest.IsClosed(ss.TicketsIdle()), "no ticket waits")
 
 	first, err := ss.Open(ctx, alice, st.ID, 0, "")
 	require.NoError(t, err)
@@ -56,16 +33,16 @@ func TestTicketsIdleClosesWhenNoTicketWaits(t *testing.T) {
 	_, err = ss.Redeem(first.Ticket, alice, "")
 	require.NoError(t, err)
 	require.Equal(t, 1, ss.TicketsWaiting())
-	require.True(t, open(idle), "one ticket waits still")
+	require.False(t, reftest.IsClosed(idle), "one ticket waits still")
 	_, err = ss.Redeem(second.Ticket, alice, "")
 	require.NoError(t, err)
-	require.False(t, open(idle), "the last ticket waiting was presented")
+	require.True(t, reftest.IsClosed(idle), "the last ticket waiting was presented")
 
 	// One left to expire: the channel closes when it does, not before.
 	third, err := ss.Open(ctx, alice, st.ID, 0, "")
 	require.NoError(t, err)
 	idle = ss.TicketsIdle()
-	require.True(t, closesWithin(idle), "the last ticket waiting expired")
+	require.True(t, reftest.ClosesWithin(idle), "the last ticket waiting expired")
 	require.False(t, time.Now().Before(third.Expires), "closed before the ticket expired")
 	require.Zero(t, ss.TicketsWaiting())
 }
