@@ -59,6 +59,23 @@ Feature: An agent run is its own durable execution of the canonical loop
       | {"prompt": "hi", "tools": ["no-such-tool"]}             | tools         |
       | {"prompt": 7}                                           | prompt        |
       | {"tools": ["lookup"]}                                   | prompt        |
+      | {"prompt": "hi", "id": "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"} | id |
+      | {"prompt": "hi", "id": "_a"}                            | id            |
+      | {"prompt": "hi", "id": "ab/"}                           | id            |
+      | {"prompt": "hi", "id": "a^b"}                           | id            |
+      | {"prompt": "hi", "id": "a`b"}                           | id            |
+      | {"prompt": "hi", "id": "abé"}                           | id            |
+
+  @profile:agent @req:ADR0121-RUN-03
+  Scenario: A run id of 96 characters, and one of every kind of character it may hold, is taken
+    When alice starts a run with:
+      """
+      {"prompt": "hi", "id": "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"}
+      """
+    And alice starts a run with:
+      """
+      {"prompt": "hi", "id": "Z9._-z"}
+      """
 
   @profile:agent @req:ADR0121-D1-05
   Scenario: A failing tool in a run is fed back as an error result and the run goes on

@@ -128,6 +128,18 @@ Feature: A conversation is one durable dialogue
       | -leading-dash | 400 with error "invalid id" |
       | has~tilde     | 400 with error "invalid id" |
       | has::colons   | 400 with error "invalid id" |
+      | Z9            | 201                      |
+      | cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc | 201 |
+      | ccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc | 400 with error "invalid id" |
+      | _underscore   | 400 with error "invalid id" |
+      | .dot          | 400 with error "invalid id" |
+      | has^caret     | 400 with error "invalid id" |
+      | has[bracket   | 400 with error "invalid id" |
+      | has`backquote | 400 with error "invalid id" |
+      | ends-badly~   | 400 with error "invalid id" |
+      | ends-badly:   | 400 with error "invalid id" |
+      | endsé         | 400 with error "invalid id" |
+      | ends😀        | 400 with error "invalid id" |
 
   @profile:core @req:ADR0122-D1-05
   Scenario: A chosen id starts once for its owner

@@ -228,7 +228,8 @@ type input struct {
 // same owner (created false). Options are checked first.
 //
 // Errors: loomtype.ErrUnauthenticated for an invalid owner, a *loomtype.BadRequestError naming
-// the option that is wrong, loomtype.ErrInvalidID, kernel and store errors.
+// the option that is wrong (an id outside ValidID is the option "id": spec/openapi.yaml answers
+// every refusal of a run request as bad request), kernel and store errors.
 //
 //	v, created, err := rs.Start(ctx, alice, run.Options{Prompt: "check pump 3"})
 func (rs *Runs) Start(ctx context.Context, owner loomtype.Identity, opt Options) (View, bool, error) {
@@ -246,7 +247,7 @@ func (rs *Runs) Start(ctx context.Context, owner loomtype.Identity, opt Options)
 	if opt.ID == "" {
 		id = rs.k.Mint(func() string { return "run:" + loomtype.NewErrorID()[4:] }) // in this engine's partition
 	} else if !ValidID(opt.ID) {
-		return View{}, false, loomtype.ErrInvalidID
+		return View{}, false, loomtype.BadRequest("id", "")
 	} else {
 		id = runID(owner, opt.ID)
 	}
