@@ -186,3 +186,63 @@ func TestABranchKeyIsOneAcrossNodes(t *testing.T) {
 	}
 	keyIsOneAcrossPartitions(t, anonymous, engineBrancher(ea), engineBrancher(eb), ids[0], ids[1])
 }
+
+// TestABranchIsFinishedByARetryUnderItsKey: a branch whose conversation falls in the other
+// partition, whose first attempt bound its key and then failed where the branch is made, is
+// made by the retry under the same key; its first turn carries the key as its message id (spec/http.md,
+// Branch), and a further retry adds nothing. The whole history is compared once a later message
+// was answered after it.
+func TestABranchIsFinishedByARetryUnderItsKey(t *testing.T) {
+	raw := sharedStore(t)
+	var engs [2]*Engine
+	var mu sync.Mutex
+	calls := 0
+	errLost := errors.New("the holder died before it answered")
+	elsewhere := func(o *Options) {
+		o.Deps.Provider = scriptmodel.Echo("You said: ")
+		o.Stream.Elsewhere = func(ctx context.Context, b sessions.BranchStart) error {
+			mu.Lock()
+			calls++
+			first := calls == 1
+			mu.Unlock()
+			if first {
+				return errLost
+			}
+			i, err := partition.Of(partition.KeyOf(conversation.ChosenID(b.Who, b.Chosen)), 2)
+			if err != nil {
+				return err
+			}
+			return sessions.StartBranch(ctx, engs[i].cv, b)
+		}
+	}
+	engs[0], engs[1] = partitionEngine(t, raw, 0, elsewhere), partitionEngine(t, raw, 1, elsewhere)
+	ca := conversationOf(t, engs[0], qAlice)
+	acceptedMessage(t, engs[0], qAlice, ca, "one")
+	ctx := context.Background()
+	key := ""
+	for k := 0; key == "" && k < 64; k++ {
+		if _, err := engs[0].ss.Branch(ctx, qAlice, ca, "m1", "k"+strconv.Itoa(k)); errors.Is(err, errLost) {
+			key = "k" + strconv.Itoa(k)
+		} else {
+			require.NoError(t, err)
+		}
+	}
+	require.NotEmpty(t, key, "no branch fell in the other partition")
+	b, err := engs[0].ss.Branch(ctx, qAlice, ca, "m1", key)
+	require.NoError(t, err, "the retry")
+	again, err := engs[0].ss.Branch(ctx, qAlice, ca, "m1", key)
+	require.NoError(t, err, "a further retry")
+	require.Equal(t, b, again)
+	i, err := partition.Of(partition.KeyOf(b.Session), 2)
+	require.NoError(t, err)
+	require.Equal(t, 1, i)
+	entriesOf(t, engs[1], qAlice, b.Session, 2)
+	_, err = engs[1].ss.Send(ctx, qAlice, b.Session, "later", "m2")
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		"user accepted " + key + " one",
+		"assistant complete  You said: one",
+		"user accepted m2 later",
+		"assistant complete  You said: later",
+	}, entriesOf(t, engs[1], qAlice, b.Session, 4))
+}
