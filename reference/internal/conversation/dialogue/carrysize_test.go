@@ -3,6 +3,7 @@ package dialogue
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/loomcheck/loomcheck/reference/loomtype"
@@ -10,7 +11,7 @@ import (
 
 // countedSize is what the bound on a carry counts, computed the plain way: the state with its
 // turns' texts taken out, encoded as the carry is, plus the texts' UTF-8 bytes.
-func countedSize(t *testing.T, s state) int {
+func countedSize(t testing.TB, s state) int {
 	t.Helper()
 	texts := 0
 	strip := func(ts []turnMem) []turnMem {
@@ -68,4 +69,40 @@ func TestTheSizerCountsEveryTrimAsTheCarryIsEncoded(t *testing.T) {
 			}
 		}
 	}
+}
+
+// BenchmarkCarryTrim: a carry of 64 window and 64 evicted turns of about 1 KiB of text each,
+// trimmed to a bound that keeps a third of them: the sizer against the plain count of each trim
+// (the state encoded again for every turn dropped), in the same run.
+func BenchmarkCarryTrim(b *testing.B) {
+	s := sampleState(0)
+	text := strings.Repeat("word ", 200)
+	for i := 1; i <= 128; i++ {
+		tm := turnMem{Ord: int64(i), Turn: int64(i), UserRec: int64(2*i - 1), Asker: s.Owner,
+			User: text, Reply: text, Status: loomtype.StatusComplete, Tokens: 7}
+		if i <= 64 {
+			s.Evicted = append(s.Evicted, tm)
+		} else {
+			s.Window = append(s.Window, tm)
+		}
+	}
+	bound := 128 * 2 * len(text) / 3
+	b.Run("sizer", func(b *testing.B) {
+		for b.Loop() {
+			_ = s.carry(bound)
+		}
+	})
+	b.Run("plain", func(b *testing.B) {
+		for b.Loop() {
+			c := *s
+			for countedSize(b, c) > bound && len(c.Evicted)+len(c.Window) > 0 {
+				if len(c.Evicted) > 0 {
+					c.Evicted = c.Evicted[1:]
+				} else {
+					c.Window = c.Window[1:]
+				}
+			}
+			_, _ = json.Marshal(c)
+		}
+	})
 }
