@@ -39,11 +39,7 @@ func (s *modelSteps) lastUserMessageQuotesTurn(i, n int, t int64, says string) e
 	if r := []rune(quote); len(r) > n {
 		quote = string(r[:n])
 	}
-	var q strings.Builder
-	enc := json.NewEncoder(&q)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(quote)
-	want := "[This message edits the user's earlier message " + strings.TrimSuffix(q.String(), "\n") + ".]\n" + unescape(says)
+	want := editPrompt(quote, unescape(says))
 	req, err := s.modelRequest(i)
 	if err != nil {
 		return err
@@ -65,6 +61,17 @@ func (s *modelSteps) lastUserMessageQuotesTurn(i, n int, t int64, says string) e
 			Want: fmt.Sprintf("%q (spec/prompt.md: the quote is at most 500 characters)", clip(want, 700)), Detail: detail}
 	}
 	return nil
+}
+
+// editPrompt is the user message spec/prompt.md section 1 says the model is sent for an edit: one
+// data line quoting the quote (already cut to its first 500 code points) as a JSON string that
+// escapes only what JSON requires and U+2028, U+2029, then the text.
+func editPrompt(quote, text string) string {
+	var q strings.Builder
+	enc := json.NewEncoder(&q)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(quote)
+	return "[This message edits the user's earlier message " + strings.TrimSuffix(q.String(), "\n") + ".]\n" + text
 }
 
 // conversationEditsVocabulary lists the steps of features/conversation/edits.feature.

@@ -27,7 +27,7 @@ var settingReliance = map[string][]string{
 	`^the status of (\w[\w' ]*?)'s conversation is (open|closed) at turn (\d+), generation (\d+), owned by (\w[\w' ]*?)$`:           {"conversation.rotateEveryTurns"},
 	`^the window of request (\d+) to the model holds turns (.+)$`:                                                                   {"conversation.maxWindowTurns"},
 	`^request (\d+) to the model holds the messages:$`:                                                                              {"conversation.maxWindowTurns"},
-	`^request (\d+) to the model holds exactly turns (.+) as sent and answered, then "((?:[^"\\]|\\.)*)"$`:                          {"conversation.maxWindowTurns", "conversation.maxCarryBytes"},
+	`^request (\d+) to the model holds exactly (?:turns (.+) as sent and answered|no earlier turn), then "((?:[^"\\]|\\.)*)"$`:      {"conversation.maxWindowTurns", "conversation.maxCarryBytes"},
 	`^(someone without credentials|\w[\w' ]*?) sends the headers of a turn and half its body, then stalls$`:                         {"gateway.requestTimeoutMs"},
 	`^a client sends part of a request's headers and stalls$`:                                                                       {"gateway.headersTimeoutMs", "gateway.requestTimeoutMs"},
 	`^a client holds (\d+) more connections?, each answered$`:                                                                       {"gateway.maxConnections"},

@@ -124,8 +124,11 @@ type (
 		down bool
 		// damaged is what the damage steps did and saw.
 		damaged damageState
-		// replies are the replies the kit scripted for its turns, by turn number.
+		// replies are the replies the kit scripted for its turns, by turn number; prompts are the
+		// user messages the model is sent for those turns whose prompt is not their text (an
+		// edit's, its quote line first), by turn number.
 		replies map[int64]string
+		prompts map[int64]string
 	}
 
 	// accessSteps probe who may do what to whose conversation, the runtime door included.
