@@ -181,7 +181,7 @@ Feature: The carry takes a window that lost turns across a rotation
       | &    |
       | >    |
 
-  @profile:durability @req:ADR0122-D4-01 @req:ADR0122-D4-04 @req:ADR0122-D3-08 @req:ADR0122-R17b-05 @configures
+  @profile:durability @req:ADR0122-D4-01 @req:ADR0122-D4-04 @req:ADR0122-D3-08 @configures
   Scenario Outline: An edited turn's quote line counts toward the carry's byte bound (<bytes> bytes)
     # What crosses for an edited turn is its question as the model was sent it, the quote line
     # included (spec/prompt.md section 1: the window holds each turn as the prompt the model saw;
@@ -221,7 +221,7 @@ Feature: The carry takes a window that lost turns across a rotation
       | 8063  | no earlier turn              |
       | 16128 | turns 2 as sent and answered |
 
-  @profile:durability @req:ADR0122-D4-01 @req:ADR0122-D4-04 @req:ADR0122-D3-08 @req:ADR0122-D5-10 @configures
+  @profile:durability @req:ADR0122-D4-01 @req:ADR0122-D4-04 @req:ADR0122-D3-08 @configures
   Scenario: A carry that has to drop a turn keeps the summary, which crosses whenever dropping every turn is enough
     # spec/prompt.md section 4: whole turns are dropped, oldest first, and the summary only when
     # dropping every turn is not enough. With maxWindowTurns 1, turn 1 leaves the window when turn
