@@ -207,13 +207,15 @@ type sizer struct {
 // from the newest: at[i] counts turns i to the end, at[len] is 0.
 type turnSizes struct{ at []int }
 
-// of is what turns i to the end take in a slice's brackets: each turn, and a comma between two.
-func (t turnSizes) of(i int) int {
+// part is what turns i to the end add to the state's encoding: none when there are none (an
+// empty slice is not encoded, omitempty), else the field's name and brackets (field: its length
+// with the comma before it), each turn, and a comma between two.
+func (t turnSizes) part(i, field int) int {
 	n := len(t.at) - 1 - i
 	if n <= 0 {
 		return 0
 	}
-	return t.at[i] + n - 1
+	return field + t.at[i] + n - 1
 }
 
 func sizesOf(ts []turnMem) turnSizes {
@@ -236,15 +238,8 @@ func (s *state) sizer() sizer {
 		evictedAt: len(`,"evicted":[]`), windowAt: len(`,"turns":[]`)}
 }
 
-// size is the count of the state less its oldest ke evicted and kw window turns. A slice left
-// empty is not encoded (omitempty); any other field than the first follows a comma.
+// size is the count of the state less its oldest ke evicted and kw window turns. Any field but
+// the first follows a comma.
 func (z sizer) size(ke, kw int) int {
-	n := z.base
-	if len(z.evicted.at)-1 > ke {
-		n += z.evictedAt + z.evicted.of(ke)
-	}
-	if len(z.window.at)-1 > kw {
-		n += z.windowAt + z.window.of(kw)
-	}
-	return n
+	return z.base + z.evicted.part(ke, z.evictedAt) + z.window.part(kw, z.windowAt)
 }
