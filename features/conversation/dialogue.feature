@@ -129,6 +129,10 @@ Feature: A conversation is one durable dialogue
       | has~tilde     | 400 with error "invalid id" |
       | has::colons   | 400 with error "invalid id" |
       | Z9            | 201                      |
+      | AZaz09        | 201                      |
+      | has@at        | 400 with error "invalid id" |
+      | has{brace     | 400 with error "invalid id" |
+      | has/slash     | 400 with error "invalid id" |
       | cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc | 201 |
       | ccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc | 400 with error "invalid id" |
       | _underscore   | 400 with error "invalid id" |

@@ -32,6 +32,11 @@ func TestValidName(t *testing.T) {
 		{"aé", 4, false},
 		{"a😀", 8, false},
 		{"a\x00", 4, false},
+		// each end of each range of the grammar, and the byte just outside it
+		{"A", 1, true}, {"Z", 1, true}, {"a", 1, true}, {"z", 1, true}, {"0", 1, true}, {"9", 1, true},
+		{"xAZaz09", 7, true},
+		{"@", 1, false}, {"[", 1, false}, {"`", 1, false}, {"{", 1, false}, {"/", 1, false}, {":", 1, false},
+		{"x@", 2, false}, {"x[", 2, false}, {"x`", 2, false}, {"x{", 2, false}, {"x/", 2, false}, {"x:", 2, false},
 	} {
 		if got := loomtype.ValidName(c.s, c.max); got != c.ok {
 			t.Errorf("ValidName(%q, %d) = %v, want %v", c.s, c.max, got, c.ok)
