@@ -231,4 +231,22 @@ func TestOwnIDs(t *testing.T) {
 	if got := shared.own(""); got != "" {
 		t.Errorf("shared: an unchosen id became %q", got)
 	}
+	// Near a bound the length is what is tested: it is kept, and so is the id's class.
+	for _, c := range []struct {
+		n    int
+		fill string
+	}{{84, "a"}, {85, "a"}, {96, "b"}, {97, "b"}, {128, "c"}, {129, "c"}} {
+		id := strings.Repeat(c.fill, c.n)
+		got := shared.own(id)
+		wantLen := c.n
+		if c.n+len("-aB3xYz9Q17") <= ownKeepsLength {
+			wantLen = c.n + len("-aB3xYz9Q17")
+		}
+		if len(got) != wantLen || !strings.HasSuffix(got, "-aB3xYz9Q17") || validID(got) != validID(id) {
+			t.Errorf("shared: %d bytes became %q (%d bytes)", c.n, got, len(got))
+		}
+	}
+	if got := shared.own(strings.Repeat("c", 120) + "~~~~~~~~~~~~"); !strings.HasSuffix(got, "~-aB3xYz9Q17") {
+		t.Errorf("shared: a long id whose tail is malformed lost its tail: %q", got)
+	}
 }

@@ -213,12 +213,33 @@ func (s *scenario) setup() error {
 // is id, "-" and the scenario's nonce (the run's random id, then the scenario's number): no
 // other scenario, of this run or of another against the same system, chooses the same. The
 // suffix is letters and digits after a "-", so a well-formed id stays well-formed and a
-// malformed one stays malformed; an empty id (none chosen) stays empty.
+// malformed one stays malformed; an empty id (none chosen) stays empty. An id whose length is
+// what a scenario tests (near the bounds of a run id, 96, and of a conversation id, 128: longer
+// than ownKeepsLength once suffixed) keeps its length instead: the suffix takes the place of its
+// last bytes, when those are letters, digits, '.', '_' or '-' (else it is appended as above).
 func (s *scenario) own(id string) string {
 	if id == "" || s.nonce == "" {
 		return id
 	}
-	return id + "-" + s.nonce
+	suffix := "-" + s.nonce
+	if n := len(id) - len(suffix); len(id)+len(suffix) > ownKeepsLength && n > 0 && idTail(id[n:]) {
+		return id[:n] + suffix
+	}
+	return id + suffix
+}
+
+// ownKeepsLength: own keeps the length of an id that would be longer than this once suffixed.
+const ownKeepsLength = 96
+
+// idTail reports whether b holds only bytes an id may hold after its first.
+func idTail(b string) bool {
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // principal is the principal a name of the scenario's steps stands for: principals[name], its
