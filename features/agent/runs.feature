@@ -72,10 +72,13 @@ Feature: An agent run is its own durable execution of the canonical loop
       """
       {"prompt": "hi", "id": "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"}
       """
-    And alice starts a run with:
+    Then the run ends completed
+    When alice starts a run with:
       """
       {"prompt": "hi", "id": "Z9._-z"}
       """
+    Then the run ends completed
+    And the model has been asked 2 times in all
 
   @profile:agent @req:ADR0121-D1-05
   Scenario: A failing tool in a run is fed back as an error result and the run goes on
