@@ -364,6 +364,9 @@ Feature: The session stream of a chat: terminal lines, tool blocks, retention an
     When alice posts to the session's terminal {"line": "make test"}
     And alice steers "check the pumps" as "m12"
     And turn 1 is answered "fine"
+    # The turn's last frame may be logged after its reply reaches the history: wait for it.
+    And alice follows the session stream over WebSocket
+    And alice's WebSocket reader reaches cursor 4
     And alice posts to the session's <route> outside the contract <body>
     Then the session answers exactly 400 {"error": "bad request", "detail": "message"}
     When alice opens the session stream
